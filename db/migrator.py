@@ -1,0 +1,217 @@
+"""`qinglong db migrate`: ordered, checksummed, single-transaction migrations (R-MIG).
+
+One transaction under a transaction-scoped advisory lock:
+  1. `bootstrap.sql` as the session user (roles, database grants; idempotent),
+  2. `SET LOCAL ROLE ql_owner` so every object is owned by ql_owner,
+  3. pending `migrations/NNNN_name.sql` in order, each recorded with its SHA-256
+     in `ql_private.schema_migrations`; an applied file whose checksum changed
+     refuses the whole run before anything is applied,
+  4. every `functions/*.sql` re-applied (CREATE OR REPLACE).
+A second concurrent migrate waits on the lock, then finds nothing pending.
+Re-running is a no-op: nothing new is recorded and the functions are identical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+from importlib.abc import Traversable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psycopg
+
+# Any fixed 64-bit key; the same on every replica so concurrent migrates serialize.
+MIGRATE_LOCK_KEY = 0x514C_4D49_4752_4154  # "QLMIGRAT"
+MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+SCHEMA_MIGRATIONS_DDL = """
+CREATE SCHEMA IF NOT EXISTS ql_private AUTHORIZATION ql_owner;
+CREATE TABLE IF NOT EXISTS ql_private.schema_migrations (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL UNIQUE,
+    checksum    text NOT NULL CHECK (checksum ~ '^[0-9a-f]{64}$'),
+    applied_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+"""
+
+
+class MigrationError(RuntimeError):
+    """Migrations cannot be applied as they are; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    name: str
+    text: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def version(self) -> int:
+        match = MIGRATION_NAME.match(self.name)
+        if match is None:
+            raise MigrationError(f"migration file name {self.name!r} is not NNNN_name.sql")
+        return int(match.group(1))
+
+
+@dataclass(frozen=True)
+class MigrationStatus:
+    name: str
+    checksum: str
+    state: str  # applied | pending | modified | missing
+
+    def as_json(self) -> dict[str, str]:
+        return {"name": self.name, "checksum": self.checksum, "state": self.state}
+
+
+@dataclass(frozen=True)
+class MigrateResult:
+    applied: list[str]
+    functions: int
+    dry_run: bool
+
+    def as_json(self) -> dict[str, object]:
+        return {"applied": self.applied, "functions": self.functions, "dryRun": self.dry_run}
+
+
+def _sql_dir(sub: str) -> Traversable:
+    return resources.files("db").joinpath(sub)
+
+
+def load_migrations() -> list[SqlFile]:
+    files = [
+        SqlFile(entry.name, entry.read_text(encoding="utf-8"))
+        for entry in _sql_dir("migrations").iterdir()
+        if entry.name.endswith(".sql")
+    ]
+    files.sort(key=lambda f: f.version)
+    versions = [f.version for f in files]
+    if len(set(versions)) != len(versions):
+        raise MigrationError("two migration files share a version number")
+    return files
+
+
+def load_functions() -> list[SqlFile]:
+    files = [
+        SqlFile(entry.name, entry.read_text(encoding="utf-8"))
+        for entry in _sql_dir("functions").iterdir()
+        if entry.name.endswith(".sql")
+    ]
+    # Helpers other files depend on sort first by an explicit NN_ prefix-free rule:
+    # files are applied in name order after those listed in functions/ORDER.
+    order = _function_order()
+    files.sort(key=lambda f: (order.get(f.name, len(order)), f.name))
+    return files
+
+
+def _function_order() -> dict[str, int]:
+    order_file = _sql_dir("functions").joinpath("ORDER")
+    if not order_file.is_file():
+        return {}
+    names = [
+        line.strip() for line in order_file.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    return {name: index for index, name in enumerate(names)}
+
+
+def _bootstrap_sql() -> str:
+    return _sql_dir("bootstrap.sql").read_text(encoding="utf-8")
+
+
+def _applied(conn: psycopg.Connection) -> dict[str, str]:
+    exists = conn.execute(
+        "SELECT to_regclass('ql_private.schema_migrations') IS NOT NULL"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return {}
+    rows = conn.execute("SELECT name, checksum FROM ql_private.schema_migrations").fetchall()
+    return {name: checksum for name, checksum in rows}
+
+
+def plan(applied: dict[str, str], migrations: list[SqlFile]) -> list[MigrationStatus]:
+    statuses: list[MigrationStatus] = []
+    known = {m.name for m in migrations}
+    for migration in migrations:
+        recorded = applied.get(migration.name)
+        if recorded is None:
+            state = "pending"
+        elif recorded == migration.checksum:
+            state = "applied"
+        else:
+            state = "modified"
+        statuses.append(MigrationStatus(migration.name, migration.checksum, state))
+    for name, checksum in sorted(applied.items()):
+        if name not in known:
+            statuses.append(MigrationStatus(name, checksum, "missing"))
+    return statuses
+
+
+def _refuse_drift(statuses: list[MigrationStatus]) -> None:
+    modified = [s.name for s in statuses if s.state == "modified"]
+    if modified:
+        raise MigrationError(
+            "applied migration(s) changed since they were applied: "
+            + ", ".join(modified)
+            + " — migrations are immutable; add a new numbered file instead"
+        )
+    missing = [s.name for s in statuses if s.state == "missing"]
+    if missing:
+        raise MigrationError(
+            "database has migrations this release does not know: " + ", ".join(missing)
+        )
+
+
+def status(dsn: str) -> list[MigrationStatus]:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        return plan(_applied(conn), load_migrations())
+
+
+def migrate(dsn: str, *, dry_run: bool = False) -> MigrateResult:
+    """Apply pending migrations and re-apply functions, atomically."""
+    import psycopg
+
+    migrations = load_migrations()
+    functions = load_functions()
+    with psycopg.connect(dsn) as conn, conn.transaction(force_rollback=dry_run):
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK_KEY,))
+        conn.execute(_bootstrap_sql())
+        conn.execute("SET LOCAL ROLE ql_owner")
+        conn.execute("SET LOCAL search_path = pg_catalog, pg_temp")
+        conn.execute("SET LOCAL check_function_bodies = on")
+        conn.execute(SCHEMA_MIGRATIONS_DDL)
+        statuses = plan(_applied(conn), migrations)
+        _refuse_drift(statuses)
+        pending = {s.name for s in statuses if s.state == "pending"}
+        applied: list[str] = []
+        for migration in migrations:
+            if migration.name not in pending:
+                continue
+            _execute_file(conn, migration)
+            conn.execute(
+                "INSERT INTO ql_private.schema_migrations (version, name, checksum)"
+                " VALUES (%s, %s, %s)",
+                (migration.version, migration.name, migration.checksum),
+            )
+            applied.append(migration.name)
+        for function in functions:
+            _execute_file(conn, function)
+    return MigrateResult(applied=applied, functions=len(functions), dry_run=dry_run)
+
+
+def _execute_file(conn: psycopg.Connection, sql_file: SqlFile) -> None:
+    import psycopg
+
+    try:
+        # A file is a script of many statements: run it through the simple query
+        # protocol (no parameters), exactly as psql would.
+        conn.execute(sql_file.text.encode("utf-8"), prepare=False)  # type: ignore[arg-type]
+    except psycopg.Error as exc:
+        raise MigrationError(f"{sql_file.name}: {exc}") from exc

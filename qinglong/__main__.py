@@ -1,0 +1,5 @@
+import sys
+
+from qinglong.cli import main
+
+sys.exit(main())

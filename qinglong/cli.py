@@ -1,0 +1,81 @@
+"""The `qinglong` console script.
+
+Only argparse is imported up front: each sub-command's module is imported when
+that sub-command runs, so `qinglong worker run` never loads the ingress, psycopg
+or database code (R-LAY-1) and `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+# (command path) -> "module:function" taking the parsed namespace, returning an exit code.
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _lazy(target: str) -> Handler:
+    module_name, func_name = target.split(":")
+
+    def run(args: argparse.Namespace) -> int:
+        module = importlib.import_module(module_name)
+        return int(getattr(module, func_name)(args))
+
+    return run
+
+
+def _add_dsn(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--dsn", required=required, help="PostgreSQL connection string")
+
+
+def _db_commands(sub: argparse._SubParsersAction) -> None:
+    db = sub.add_parser("db", help="database schema management").add_subparsers(
+        dest="db_command", required=True
+    )
+    migrate = db.add_parser("migrate", help="apply pending migrations and functions")
+    _add_dsn(migrate)
+    migrate.add_argument("--dry-run", action="store_true", help="apply and roll back")
+    migrate.set_defaults(handler=_lazy("qinglong.db_commands:migrate_command"))
+    status = db.add_parser("status", help="list migrations and their state")
+    _add_dsn(status)
+    status.set_defaults(handler=_lazy("qinglong.db_commands:status_command"))
+
+
+def _extension_commands(sub: argparse._SubParsersAction) -> None:
+    """Sub-commands whose parsers live with their implementation."""
+    for module_name in (
+        "qinglong.admin_cli",
+        "qinglong.serve_cli",
+        "qinglong.dev_cli",
+        "qinglong.ops_cli",
+    ):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(sub, _lazy)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qinglong", description="QingLong Dispatch")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _db_commands(sub)
+    _extension_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
