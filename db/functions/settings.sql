@@ -1,0 +1,24 @@
+-- ql_private.settings() -> record of protocol constants
+--
+-- Purpose: one place for the protocol's timing constants and scan bounds
+--   (SPEC §3.1, §5), so functions and tests read the same numbers.
+-- Caller: session, pull and lease functions. Locks: none. Pure.
+CREATE OR REPLACE FUNCTION ql_private.settings(
+    OUT session_ttl interval,
+    OUT heartbeat_interval_ms integer,
+    OUT default_pages integer,
+    OUT default_page_size integer,
+    OUT default_claim_attempts integer,
+    OUT max_pages integer,
+    OUT max_page_size integer,
+    OUT max_claim_attempts integer,
+    OUT idle_retry_after_ms integer
+)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT interval '60 seconds', 20000, 2, 8, 8, 16, 64, 64, 2000
+$$;
+REVOKE ALL ON FUNCTION ql_private.settings() FROM PUBLIC;
+COMMENT ON FUNCTION ql_private.settings() IS
+'Protocol constants: session TTL 60 s, heartbeat 20 s, pull bounds default 2x8/8 and caps 16/64/64, idle retry 2 s. Pure.';
