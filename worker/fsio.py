@@ -225,3 +225,32 @@ def read_file_capped(path: str, limit: int) -> FileRead:
         return FileRead(data=data, mode=stat.S_IMODE(st.st_mode), uid=st.st_uid, size=len(data))
     finally:
         os.close(fd)
+
+
+class UnsafePermissions(Exception):
+    """A journal path is not private to this user (fail closed, never chmod it)."""
+
+
+def check_private(path: str, st: os.stat_result, *, want_dir: bool) -> None:
+    """Refuse anything not owned by us, with group/other bits, or of the wrong type."""
+    name = os.path.basename(path) or path
+    if want_dir and not stat.S_ISDIR(st.st_mode):
+        raise UnsafePermissions(f"not a directory (or a symlink): {name}")
+    if not want_dir and not stat.S_ISREG(st.st_mode):
+        raise UnsafePermissions(f"not a regular file: {name}")
+    if st.st_uid != os.geteuid():
+        raise UnsafePermissions(f"not owned by this user: {name}")
+    if st.st_mode & 0o077:
+        raise UnsafePermissions(f"group/other permission bits set: {name}")
+
+
+def ensure_private_dir(fs: FileSystem, path: str) -> None:
+    """Create ``path`` as 0700 if missing; refuse an existing unsafe one."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        os.mkdir(path, DIR_MODE)
+        os.chmod(path, DIR_MODE)  # umask may have dropped owner bits
+        fs.fsync_dir(os.path.dirname(os.path.abspath(path)))
+        st = os.lstat(path)
+    check_private(path, st, want_dir=True)

@@ -1,0 +1,112 @@
+-- ql_private.placement_evaluate(placement jsonb, capabilities jsonb,
+--     OUT passed boolean, OUT category text, OUT score integer)
+--
+-- Purpose: decide whether a worker session's capabilities satisfy a revision's
+--   normalized placement (SPEC §3.2, docs/DESIGN.md "Normalized placement") and
+--   compute its deterministic placementScore.
+--   * placement NULL (revision written before placement existed, R-REV-2) is
+--     {"required":{"executors":["remote-worker"],"labels":{},"runtimes":{}},"preferred":[]}.
+--   * required terms are checked in a fixed order and the first failing one names
+--     the low-cardinality category: `executor` (a required executor missing from
+--     capabilities.executors), `label` (a required label key absent or its value not
+--     in the allowed set), `runtime` (a required runtime absent or not satisfying
+--     its comparators, ql_private.semver_satisfies). No label values, versions or
+--     names ever leave this function, so a mismatch can be recorded safely.
+--   * passed = false => score 0; otherwise score = sum of the weights of preferred
+--     terms whose labels and runtimes all hold (same rules as required).
+--   Inputs are trusted stored documents (validated on write by
+--   validate_placement / validate_capabilities), so shape is not re-checked here;
+--   missing sub-objects read as empty.
+-- Cost: runs for up to 64 candidates per pull. Executors are one jsonb `@>`,
+--   labels one jsonb `?` per key, runtimes one semver_satisfies per runtime; empty
+--   label/runtime objects skip their query entirely. See the report in the
+--   pgTAP file for measured per-call cost.
+-- Caller: the pull path (candidate evaluation). Locks: none. Pure, IMMUTABLE,
+--   PARALLEL SAFE.
+-- SQLSTATEs: QL001 capabilities NULL or not an object; QL003 only if stored data
+--   is invalid SemVer (cannot happen for rows that passed validation).
+CREATE OR REPLACE FUNCTION ql_private.placement_evaluate(
+    p_placement jsonb,
+    p_capabilities jsonb,
+    OUT passed boolean,
+    OUT category text,
+    OUT score integer
+)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    req jsonb;
+    pref jsonb;
+    term jsonb;
+    cap_labels jsonb;
+    cap_runtimes jsonb;
+    want jsonb;
+    i integer;
+BEGIN
+    IF p_capabilities IS NULL OR jsonb_typeof(p_capabilities) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities must be a JSON object';
+    END IF;
+    passed := false;
+    score := 0;
+    req := p_placement -> 'required';            -- NULL when placement is NULL (R-REV-2)
+    cap_labels := coalesce(p_capabilities -> 'labels', '{}');
+    cap_runtimes := coalesce(p_capabilities -> 'runtimes', '{}');
+
+    -- 1. executors: array containment of strings is exactly "every required one present".
+    IF NOT coalesce(p_capabilities -> 'executors', '[]')
+           @> coalesce(req -> 'executors', '["remote-worker"]') THEN
+        category := 'executor';
+        RETURN;
+    END IF;
+
+    -- 2. labels: `allowed ? value` is true only when value is a string in the array;
+    --    an absent capability label gives NULL, which coalesce turns into a failure.
+    want := req -> 'labels';
+    IF want IS NOT NULL AND want <> '{}' AND EXISTS (
+        SELECT 1 FROM jsonb_each(want) AS l(key, allowed)
+        WHERE NOT coalesce(l.allowed ? (cap_labels ->> l.key), false)
+    ) THEN
+        category := 'label';
+        RETURN;
+    END IF;
+
+    -- 3. runtimes: present and satisfying the comparators.
+    want := req -> 'runtimes';
+    IF want IS NOT NULL AND want <> '{}' AND EXISTS (
+        SELECT 1 FROM jsonb_each(want) AS r(name, comparators)
+        -- CASE (not AND) guarantees semver_satisfies never sees an absent runtime.
+        WHERE NOT CASE WHEN cap_runtimes ? r.name
+                       THEN ql_private.semver_satisfies(cap_runtimes ->> r.name, r.comparators)
+                       ELSE false END
+    ) THEN
+        category := 'runtime';
+        RETURN;
+    END IF;
+
+    passed := true;
+    pref := p_placement -> 'preferred';
+    IF pref IS NULL OR jsonb_typeof(pref) <> 'array' THEN
+        RETURN;
+    END IF;
+    FOR i IN 0 .. jsonb_array_length(pref) - 1 LOOP
+        term := pref -> i;
+        want := term -> 'labels';
+        CONTINUE WHEN want IS NOT NULL AND want <> '{}' AND EXISTS (
+            SELECT 1 FROM jsonb_each(want) AS l(key, allowed)
+            WHERE NOT coalesce(l.allowed ? (cap_labels ->> l.key), false)
+        );
+        want := term -> 'runtimes';
+        CONTINUE WHEN want IS NOT NULL AND want <> '{}' AND EXISTS (
+            SELECT 1 FROM jsonb_each(want) AS r(name, comparators)
+            WHERE NOT CASE WHEN cap_runtimes ? r.name
+                           THEN ql_private.semver_satisfies(cap_runtimes ->> r.name, r.comparators)
+                           ELSE false END
+        );
+        score := score + (term ->> 'weight')::integer;
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION ql_private.placement_evaluate(jsonb, jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION ql_private.placement_evaluate(jsonb, jsonb) IS
+'Evaluate a normalized placement (NULL = required executor remote-worker, R-REV-2) against stored worker capabilities: passed, first failing category (executor, label, runtime) and score = sum of weights of holding preferred terms (0 unless passed). Pure. QL001 capabilities not an object.';

@@ -1,0 +1,44 @@
+-- ql.revoke_credential(credential_id text) -> jsonb {credentialId, revokedAtMs}
+--
+-- Purpose: stop a credential from authenticating (SPEC §8 `admin credential
+--   revoke`). Authentication reads revoked_at inside every worker-facing call,
+--   so the revocation applies to the next request after commit (well within
+--   the 5 s bound of SPEC §5).
+-- Caller: ql_runtime (control plane). Locks: the credential row (UPDATE).
+-- Idempotency: revoking an already revoked credential returns the original
+--   revokedAtMs and writes nothing.
+-- SQLSTATEs: QL001 credential id not ^[a-z0-9]{16}$; QL004 unknown credential.
+CREATE OR REPLACE FUNCTION ql.revoke_credential(credential_id text)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    revoked timestamptz;
+BEGIN
+    IF revoke_credential.credential_id IS NULL
+       OR revoke_credential.credential_id !~ '^[a-z0-9]{16}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'credentialId must match ^[a-z0-9]{16}$';
+    END IF;
+    UPDATE ql_private.worker_credentials c
+       SET revoked_at = clock_timestamp()
+     WHERE c.credential_id = revoke_credential.credential_id AND c.revoked_at IS NULL
+    RETURNING c.revoked_at INTO revoked;
+    IF NOT FOUND THEN
+        SELECT c.revoked_at INTO revoked FROM ql_private.worker_credentials c
+         WHERE c.credential_id = revoke_credential.credential_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'credential not found';
+        END IF;
+    END IF;
+    RETURN jsonb_build_object(
+        'credentialId', revoke_credential.credential_id,
+        'revokedAtMs', ql_private.epoch_ms(revoked));
+END
+$$;
+REVOKE ALL ON FUNCTION ql.revoke_credential(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ql.revoke_credential(text) TO ql_runtime;
+COMMENT ON FUNCTION ql.revoke_credential(text) IS
+'Revoke a worker credential; returns {credentialId, revokedAtMs}. Caller: ql_runtime. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). QL001 malformed id, QL004 unknown.';

@@ -1,0 +1,74 @@
+-- ql_private.session_fence(worker_id, session_id, generation, lock) -> worker_sessions
+--
+-- Purpose: the session fence shared by heartbeat/close and the pull/lease path
+--   (SPEC §3.3 step 2). Returns the session row when it exists for this worker,
+--   its generation is exactly `generation`, it is active and its lease has not
+--   expired by clock_timestamp(). Otherwise raises, first failing check wins:
+--     QL010 session_not_found  no such session for this worker (another worker's
+--                              session looks exactly like a missing one)
+--     QL011 session_replaced   generation differs, or the session is no longer
+--                              active and a newer generation exists for the worker
+--     QL013 session_closed     closed or draining (not replaced)
+--     QL012 session_expired    active but expires_at <= clock_timestamp()
+-- Locks: lock = false reads without a row lock. lock = true takes FOR KEY SHARE
+--   on the session row. That mode is chosen so a pull never waits for a
+--   heartbeat (a heartbeat's UPDATE only changes non-key columns, so it takes
+--   FOR NO KEY UPDATE, which does not conflict with KEY SHARE), while it does
+--   conflict with the FOR UPDATE that ql.open_session (replacement) and
+--   ql.close_session take on the session row before closing it. So a claim that
+--   holds the fence lock finishes before the session can be closed (and the
+--   close then releases the new lease), and a claim that waited re-reads the
+--   row's newest version (READ COMMITTED re-check) and fails with QL011/QL013:
+--   no lease can be inserted for a session that is already closed.
+-- Caller: ql.heartbeat_session, ql.close_session, ql.pull_offer and the lease
+--   lifecycle functions. Idempotency: read-only (a row lock at most).
+-- SQLSTATEs: QL001 NULL worker/session id or generation NULL or < 1;
+--   QL010/QL011/QL012/QL013 as above.
+CREATE OR REPLACE FUNCTION ql_private.session_fence(
+    p_worker_id uuid,
+    p_session_id uuid,
+    p_generation bigint,
+    p_lock boolean
+)
+RETURNS ql_private.worker_sessions
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s ql_private.worker_sessions;
+BEGIN
+    IF p_worker_id IS NULL OR p_session_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'workerId and sessionId are required';
+    END IF;
+    IF p_generation IS NULL OR p_generation < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF coalesce(p_lock, false) THEN
+        SELECT * INTO s FROM ql_private.worker_sessions ws
+         WHERE ws.session_id = p_session_id AND ws.worker_id = p_worker_id
+           FOR KEY SHARE;
+    ELSE
+        SELECT * INTO s FROM ql_private.worker_sessions ws
+         WHERE ws.session_id = p_session_id AND ws.worker_id = p_worker_id;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL010', MESSAGE = 'session_not_found';
+    END IF;
+    IF s.generation <> p_generation
+       OR (s.state <> 'active' AND EXISTS (
+               SELECT 1 FROM ql_private.worker_sessions newer
+                WHERE newer.worker_id = p_worker_id AND newer.generation > s.generation)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
+    END IF;
+    IF s.state <> 'active' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL013', MESSAGE = 'session_closed';
+    END IF;
+    IF s.expires_at <= clock_timestamp() THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL012', MESSAGE = 'session_expired';
+    END IF;
+    RETURN s;
+END
+$$;
+REVOKE ALL ON FUNCTION ql_private.session_fence(uuid, uuid, bigint, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION ql_private.session_fence(uuid, uuid, bigint, boolean) IS
+'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed or draining / QL012 expired. lock=true takes FOR KEY SHARE (never waits for a heartbeat; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';

@@ -1,0 +1,19 @@
+-- ql_private.session_live_leases(session_id uuid) -> integer
+--
+-- Purpose: slot accounting (SPEC §3.3 step 2): the session's live leases, started
+--   or not; an unstarted lease stops counting once it expired (its run is a
+--   candidate again). Caller: pull functions. Locks: none. Read-only.
+CREATE OR REPLACE FUNCTION ql_private.session_live_leases(p_session_id uuid)
+RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT count(*)::integer
+      FROM ql_private.run_leases l
+     WHERE l.session_id = p_session_id
+       AND l.released_at IS NULL
+       AND (l.started_at IS NOT NULL OR l.expires_at > clock_timestamp())
+$$;
+REVOKE ALL ON FUNCTION ql_private.session_live_leases(uuid) FROM PUBLIC;
+COMMENT ON FUNCTION ql_private.session_live_leases(uuid) IS
+'Number of live leases of a session (started, or unstarted and unexpired). Read-only.';

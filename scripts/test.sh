@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The full test suite, doing its own setup on a fresh Debian 12 machine:
+# pgTAP + pg_prove (apt), the Python package with its dev extra (pip), then
+# ruff, pytest (which starts its own throwaway PostgreSQL and runs pg_prove).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v pg_prove >/dev/null 2>&1 \
+   || [ ! -f /usr/share/postgresql/15/extension/pgtap.control ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update
+        apt-get install -y postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+    else
+        sudo apt-get update
+        sudo apt-get install -y postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+    fi
+fi
+
+python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+python3 -m ruff check .
+exec python3 -m pytest "$@"

@@ -1,0 +1,199 @@
+"""Ingress configuration: one JSON file, overridable by `QL_INGRESS_*` variables.
+
+The file is a flat JSON object. Keys may be snake_case (`client_ca_file`) or
+camelCase (`clientCaFile`); both spell the same field. Every field can be
+overridden by the environment variable `QL_INGRESS_<FIELD_IN_UPPER_SNAKE>`
+(e.g. `QL_INGRESS_DSN`, `QL_INGRESS_PORT=0`); `null`/`none` in a variable clears
+an optional field. Unknown keys are refused so a typo never silently falls back
+to a default.
+
+Minimal file:
+
+    {"dsn": "host=... user=qinglong_ingress dbname=...",
+     "certFile": "server.pem", "keyFile": "server.key",
+     "clientCaFile": "worker-ca.pem", "port": 8443}
+
+Relative paths are resolved against the directory of the config file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "QL_INGRESS_"
+_PATH_FIELDS = ("cert_file", "key_file", "client_ca_file", "audit_log", "ready_file")
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used (message names the field, never a value)."""
+
+
+@dataclass(frozen=True)
+class IngressConfig:
+    """Every tunable of the ingress. Defaults are the production defaults."""
+
+    dsn: str
+    cert_file: str
+    key_file: str
+    client_ca_file: str
+    host: str = "127.0.0.1"
+    port: int = 8443
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 9464
+    # Database pool. prepare_threshold=0 prepares every statement server-side on
+    # first use; None turns server-side prepares off (PgBouncer transaction pooling).
+    pool_min_size: int = 1
+    pool_max_size: int = 10
+    pool_max_waiting: int = 256
+    prepare_threshold: int | None = 0
+    # "options" passes -c statement_timeout at connect; "set" runs SET once per new
+    # connection (for poolers that refuse startup options); "off" leaves the server's.
+    statement_timeout_mode: str = "options"
+    statement_timeout_ms: int = 3000
+    acquire_timeout_ms: int = 2000
+    connect_timeout_s: int = 3
+    ready_timeout_ms: int = 1000
+    # Connection protection.
+    max_connections: int = 512
+    backlog: int = 128
+    handshake_timeout_s: float = 10.0
+    header_timeout_s: float = 15.0  # also the keep-alive idle timeout
+    body_timeout_s: float = 10.0
+    max_body_bytes: int = 4096
+    shutdown_timeout_s: float = 30.0
+    # Per-worker token bucket (per replica).
+    rate_per_s: float = 5.0
+    rate_burst: int = 10
+    rate_max_tracked: int = 100_000
+    # Idle pulls: the worker waits retryAfterMs = cadence + uniform jitter.
+    idle_retry_after_ms: int = 2000
+    idle_jitter_ms: int = 1000
+    unavailable_retry_after_s: int = 2
+    # "stderr", "stdout" or a file path; one JSON line per auth decision.
+    audit_log: str = "stderr"
+    log_level: str = "INFO"
+    # When set, written (atomically) with {"ingressUrl","adminUrl","pid"} once listening.
+    ready_file: str | None = None
+
+    def validate(self) -> IngressConfig:
+        _require(bool(self.dsn), "dsn is required")
+        for name in ("cert_file", "key_file", "client_ca_file"):
+            _require(bool(getattr(self, name)), f"{name} is required")
+        for name in ("port", "admin_port"):
+            _require(0 <= getattr(self, name) <= 65535, f"{name} out of range")
+        _require(1 <= self.pool_min_size <= self.pool_max_size, "pool sizes invalid")
+        _require(self.prepare_threshold is None or self.prepare_threshold >= 0,
+                 "prepare_threshold must be >= 0 or null")
+        _require(self.statement_timeout_mode in ("options", "set", "off"),
+                 "statement_timeout_mode must be options|set|off")
+        _require(1 <= self.max_body_bytes <= 4096, "max_body_bytes must be 1..4096")
+        _require(self.max_connections >= 1, "max_connections must be >= 1")
+        _require(self.rate_per_s > 0 and self.rate_burst >= 1, "rate limits must be positive")
+        for name in ("statement_timeout_ms", "acquire_timeout_ms", "ready_timeout_ms"):
+            _require(getattr(self, name) > 0, f"{name} must be positive")
+        for name in ("handshake_timeout_s", "header_timeout_s", "body_timeout_s"):
+            _require(getattr(self, name) > 0, f"{name} must be positive")
+        return self
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def _snake(key: str) -> str:
+    return _CAMEL.sub("_", key).lower()
+
+
+def _field_types() -> dict[str, Any]:
+    return {f.name: f.type for f in fields(IngressConfig)}
+
+
+def _coerce(name: str, type_text: Any, value: Any) -> Any:
+    """Coerce a JSON or environment value to the field's declared type."""
+    text = str(type_text)
+    optional = "None" in text
+    if value is None or (isinstance(value, str) and optional and value.lower() in ("null", "none")):
+        if optional:
+            return None
+        raise ConfigError(f"{name} may not be null")
+    try:
+        if text.startswith("int"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if text.startswith("float"):
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} has the wrong type") from None
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string")
+    return value
+
+
+def _from_mapping(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+    types = _field_types()
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = _snake(key)
+        if name not in types:
+            raise ConfigError(f"unknown config key {key!r} in {source}")
+        out[name] = _coerce(name, types[name], value)
+    return out
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    types = _field_types()
+    out: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        name = key[len(ENV_PREFIX):].lower()
+        if name not in types:
+            raise ConfigError(f"unknown environment override {key}")
+        out[name] = _coerce(name, types[name], value)
+    return out
+
+
+def _resolve_paths(values: dict[str, Any], base: Path) -> None:
+    for name in _PATH_FIELDS:
+        value = values.get(name)
+        if not value or (name == "audit_log" and value in ("stderr", "stdout")):
+            continue
+        path = Path(value)
+        values[name] = str(path if path.is_absolute() else base / path)
+
+
+def load_config(path: str | os.PathLike[str] | None,
+                environ: Mapping[str, str] | None = None) -> IngressConfig:
+    """Read the file (if any), apply `QL_INGRESS_*` overrides, validate."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    base = Path.cwd()
+    if path is not None:
+        file_path = Path(path)
+        try:
+            raw = json.loads(file_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read config file: {type(exc).__name__}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError("config file must hold a JSON object")
+        values.update(_from_mapping(raw, "config file"))
+        base = file_path.resolve().parent
+    values.update(_env_overrides(environ))
+    _resolve_paths(values, base)
+    missing = [f.name for f in fields(IngressConfig)
+               if f.default is dataclasses.MISSING and f.name not in values]
+    if missing:
+        raise ConfigError(f"missing required config: {', '.join(missing)}")
+    return IngressConfig(**values).validate()

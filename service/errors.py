@@ -1,0 +1,83 @@
+"""Error envelope `qinglong/error@v1` and the one exception handlers raise.
+
+Every value in an envelope is a low-cardinality code; nothing from the request
+(ids, tokens, headers, body text) is ever placed in it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+
+from aiohttp import web
+
+ERROR_SCHEMA = "qinglong/error@v1"
+
+
+class ErrorKind(StrEnum):
+    """`error` field per HTTP status."""
+
+    BAD_REQUEST = "bad_request"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    REQUEST_TIMEOUT = "request_timeout"
+    CONFLICT = "conflict"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    RATE_LIMITED = "rate_limited"
+    INTERNAL = "internal_error"
+    NOT_IMPLEMENTED = "not_implemented"
+    UNAVAILABLE = "unavailable"
+
+
+_KIND_BY_STATUS: dict[int, ErrorKind] = {
+    400: ErrorKind.BAD_REQUEST,
+    401: ErrorKind.UNAUTHORIZED,
+    403: ErrorKind.FORBIDDEN,
+    404: ErrorKind.NOT_FOUND,
+    405: ErrorKind.METHOD_NOT_ALLOWED,
+    408: ErrorKind.REQUEST_TIMEOUT,
+    409: ErrorKind.CONFLICT,
+    413: ErrorKind.PAYLOAD_TOO_LARGE,
+    429: ErrorKind.RATE_LIMITED,
+    500: ErrorKind.INTERNAL,
+    501: ErrorKind.NOT_IMPLEMENTED,
+    503: ErrorKind.UNAVAILABLE,
+}
+
+
+def kind_for_status(status: int) -> ErrorKind:
+    if status in _KIND_BY_STATUS:
+        return _KIND_BY_STATUS[status]
+    return ErrorKind.BAD_REQUEST if status < 500 else ErrorKind.UNAVAILABLE
+
+
+@dataclass
+class ApiError(Exception):
+    """Raised by handlers; the middleware renders it as the envelope."""
+
+    status: int
+    reason: str
+    retry_after_s: int | None = None
+    close_connection: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.reason}"
+
+
+def error_body(status: int, reason: str) -> bytes:
+    doc = {"schema": ERROR_SCHEMA, "error": kind_for_status(status).value, "reason": reason}
+    return json.dumps(doc, separators=(",", ":")).encode("ascii")
+
+
+def error_response(status: int, reason: str, retry_after_s: int | None = None,
+                   close_connection: bool = False) -> web.Response:
+    response = web.Response(status=status, body=error_body(status, reason),
+                            content_type="application/json")
+    if retry_after_s is not None:
+        response.headers["Retry-After"] = str(max(1, int(retry_after_s)))
+    if close_connection:
+        response.force_close()
+    return response

@@ -1,0 +1,83 @@
+"""The QingLong SQLSTATE table (docs/DESIGN.md "SQLSTATEs"), in one place.
+
+plpgsql functions raise these codes; the ingress and the control-plane commands
+map them to a reason code and an HTTP status through this table only, so the
+database and the wire never disagree about what an error means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+@dataclass(frozen=True)
+class SqlStateInfo:
+    code: str
+    reason: str
+    http_status: int | None  # None: never surfaces as an HTTP answer (a bug if it does)
+    meaning: str
+
+
+class QlSqlState(Enum):
+    INVALID_INPUT = SqlStateInfo(
+        "QL001", "invalid_input", 400, "malformed argument / unknown field / bad type"
+    )
+    LIMIT_EXCEEDED = SqlStateInfo(
+        "QL002", "limit_exceeded", 400, "a bound above its hard cap, oversize set"
+    )
+    INVALID_SEMVER = SqlStateInfo(
+        "QL003", "invalid_semver", 400, "version/range not valid SemVer 2.0.0"
+    )
+    NOT_FOUND = SqlStateInfo(
+        "QL004", "not_found", 404, "task / run / worker / credential unknown (control plane)"
+    )
+    DIGEST_MISMATCH = SqlStateInfo(
+        "QL005",
+        "digest_mismatch",
+        400,
+        "canonical bytes do not hash to the stated digest / not canonical",
+    )
+    SESSION_NOT_FOUND = SqlStateInfo(
+        "QL010", "session_not_found", 409, "no such session for this worker"
+    )
+    SESSION_REPLACED = SqlStateInfo(
+        "QL011", "session_replaced", 409, "generation is not the session's current generation"
+    )
+    SESSION_EXPIRED = SqlStateInfo("QL012", "session_expired", 409, "session lease expired")
+    SESSION_CLOSED = SqlStateInfo("QL013", "session_closed", 409, "session closed or draining")
+    CAPABILITIES_MISMATCH = SqlStateInfo(
+        "QL014",
+        "capabilities_mismatch",
+        409,
+        "stored canonical capabilities no longer hash to their digest",
+    )
+    ILLEGAL_TRANSITION = SqlStateInfo(
+        "QL020", "illegal_transition", 409, "lifecycle transition not allowed from this state"
+    )
+    IMMUTABLE_REVISION = SqlStateInfo(
+        "QL021", "immutable_revision", None, "UPDATE/DELETE on execution_revisions"
+    )
+
+    @property
+    def code(self) -> str:
+        return self.value.code
+
+    @property
+    def reason(self) -> str:
+        return self.value.reason
+
+    @property
+    def http_status(self) -> int | None:
+        return self.value.http_status
+
+
+BY_CODE: dict[str, QlSqlState] = {member.code: member for member in QlSqlState}
+BY_REASON: dict[str, QlSqlState] = {member.reason: member for member in QlSqlState}
+
+
+def lookup(sqlstate: str | None) -> QlSqlState | None:
+    """The QingLong state for a SQLSTATE, or None for anything else (a 5xx)."""
+    if sqlstate is None:
+        return None
+    return BY_CODE.get(sqlstate)

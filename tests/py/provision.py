@@ -1,0 +1,148 @@
+"""Test helpers that provision rows through the real SQL API (no table inserts).
+
+Everything goes through `ql.*` functions as the superuser, exactly as the admin
+commands and the ingress would call them, so tests exercise the same paths.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from schemas.canonical import canonical_bytes
+from service.compiler import compile_command
+
+DEFAULT_CAPABILITIES: dict[str, Any] = {
+    "schema": "qinglong/worker-capabilities@v1",
+    "executors": ["remote-worker"],
+    "labels": {},
+    "runtimes": {},
+    "slots": 4,
+}
+
+
+def new_token() -> str:
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode("ascii")
+
+
+def digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("ascii")).digest()
+
+
+@dataclass
+class Worker:
+    worker_id: str
+    credential_id: str
+    secret: str
+
+    @property
+    def secret_digest(self) -> bytes:
+        return digest(self.secret)
+
+
+@dataclass
+class Session:
+    worker: Worker
+    session_id: str
+    generation: int
+
+
+@dataclass
+class Intent:
+    offer_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    token: str = field(default_factory=new_token)
+
+    @property
+    def token_digest(self) -> bytes:
+        return digest(self.token)
+
+
+def command(argv: list[str] | None = None, placement: dict[str, Any] | None = None) -> dict:
+    doc: dict[str, Any] = {
+        "schema": "qinglong/command@v1",
+        "argv": argv or ["true"],
+        "env": {},
+        "timeoutS": 60,
+    }
+    if placement is not None:
+        doc["placement"] = placement
+    return doc
+
+
+class Provisioner:
+    """Thin wrappers over the ql.* API, connected as the superuser."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+
+    def call(self, sql: str, *args: object) -> Any:
+        row = self.conn.execute(sql, args).fetchone()
+        assert row is not None
+        return row[0]
+
+    def worker(self, name: str = "w") -> Worker:
+        worker_id = self.call("SELECT ql.register_worker(%s)", name)["workerId"]
+        credential_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789")
+                                for _ in range(16))
+        secret = new_token()
+        self.call("SELECT ql.issue_credential(%s, %s, %s)", worker_id, credential_id,
+                  digest(secret))
+        return Worker(worker_id, credential_id, secret)
+
+    def session(self, worker: Worker, capabilities: dict[str, Any] | None = None) -> Session:
+        caps = canonical_bytes(capabilities or DEFAULT_CAPABILITIES)
+        result = self.call("SELECT ql.open_session(%s, %s, %s, %s)", worker.credential_id,
+                           worker.secret_digest, worker.worker_id, caps)
+        assert result["status"] == "ok", result
+        session = result["session"]
+        return Session(worker, session["sessionId"], session["generation"])
+
+    def task(self, name: str = "t", doc: dict | None = None, project: str = "p") -> str:
+        compiled = compile_command(doc or command())
+        result = self.call("SELECT ql.publish_revision(%s, %s, %s)", project, name,
+                           compiled.canonical)
+        return str(result["taskId"])
+
+    def enqueue(self, task_id: str, count: int = 1, priority: int = 0) -> list[str]:
+        result = self.call("SELECT ql.enqueue_runs(%s, %s, %s)", task_id, priority, count)
+        return [str(run_id) for run_id in result["runIds"]]
+
+    def pull(self, session: Session, intent: Intent, bounds: dict | None = None) -> dict:
+        return self.call(
+            "SELECT ql.pull_offer(%s, %s, %s, %s, %s, %s, %s, %s)",
+            session.worker.credential_id, session.worker.secret_digest,
+            session.worker.worker_id, session.session_id, session.generation,
+            intent.offer_id, intent.token_digest,
+            Jsonb(bounds) if bounds is not None else None,
+        )
+
+
+def table_fingerprint(conn: psycopg.Connection, exclude: tuple[str, ...] = ()) -> dict[str, str]:
+    """md5 of every ql_private table's full contents, for 'nothing changed' checks."""
+    tables = [
+        row[0] for row in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'ql_private' AND c.relkind = 'r' ORDER BY 1"
+        ).fetchall()
+        if row[0] not in exclude
+    ]
+    result: dict[str, str] = {}
+    for table in tables:
+        row = conn.execute(
+            f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))"  # noqa: S608
+            f" FROM ql_private.{table} t"
+        ).fetchone()
+        result[table] = str(row[0]) if row else ""
+    return result
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value, sort_keys=True)

@@ -1,0 +1,100 @@
+"""`qinglong db migrate` (R-MIG): ordered, checksummed, one transaction, advisory lock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from db.migrator import MigrationError, load_migrations, migrate
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "qinglong", *args],
+                          capture_output=True, text=True, check=False, timeout=120)
+
+
+def _recorded(dsn: str) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT version, name, checksum, applied_at FROM ql_private.schema_migrations"
+            " ORDER BY version"
+        ).fetchall()
+
+
+def test_migrate_twice_is_a_noop(empty_db_dsn: str) -> None:
+    first = _cli("db", "migrate", "--dsn", empty_db_dsn)
+    assert first.returncode == 0, first.stderr
+    applied = json.loads(first.stdout)["applied"]
+    assert applied == [m.name for m in load_migrations()]
+    recorded = _recorded(empty_db_dsn)
+    second = _cli("db", "migrate", "--dsn", empty_db_dsn)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["applied"] == []
+    assert _recorded(empty_db_dsn) == recorded
+
+
+def test_concurrent_migrates_both_succeed_once(empty_db_dsn: str) -> None:
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "qinglong", "db", "migrate", "--dsn",
+                          empty_db_dsn], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+        for _ in range(3)
+    ]
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0], outputs
+    applied = [json.loads(out)["applied"] for out, _ in outputs]
+    assert sorted(len(a) for a in applied) == [0, 0, len(load_migrations())]
+    names = [row[1] for row in _recorded(empty_db_dsn)]
+    assert names == [m.name for m in load_migrations()]
+
+
+def test_modified_applied_migration_is_refused(empty_db_dsn: str) -> None:
+    migrate(empty_db_dsn)
+    with psycopg.connect(empty_db_dsn) as conn:
+        conn.execute("UPDATE ql_private.schema_migrations SET checksum = repeat('0', 64)"
+                     " WHERE version = 1")
+    result = _cli("db", "migrate", "--dsn", empty_db_dsn)
+    assert result.returncode == 2
+    error = json.loads(result.stderr)
+    assert error["error"] == "migration_refused"
+    assert "0001_core_schema.sql" in error["detail"]
+    assert "immutable" in error["detail"]
+    status = _cli("db", "status", "--dsn", empty_db_dsn)
+    states = {m["name"]: m["state"] for m in json.loads(status.stdout)["migrations"]}
+    assert states["0001_core_schema.sql"] == "modified"
+    assert status.returncode == 1
+
+
+def test_dry_run_changes_nothing(empty_db_dsn: str) -> None:
+    result = migrate(empty_db_dsn, dry_run=True)
+    assert result.dry_run and result.applied
+    with psycopg.connect(empty_db_dsn) as conn:
+        exists = conn.execute("SELECT to_regnamespace('ql_private')").fetchone()[0]
+    assert exists is None
+
+
+def test_everything_is_owned_by_ql_owner(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        foreign = conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname IN ('ql', 'ql_private')"
+            "   AND pg_get_userbyid(c.relowner) <> 'ql_owner'"
+            " UNION ALL"
+            " SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname IN ('ql', 'ql_private')"
+            "   AND pg_get_userbyid(p.proowner) <> 'ql_owner'"
+        ).fetchall()
+    assert foreign == []
+
+
+def test_unknown_recorded_migration_is_refused(empty_db_dsn: str) -> None:
+    migrate(empty_db_dsn)
+    with psycopg.connect(empty_db_dsn) as conn:
+        conn.execute("INSERT INTO ql_private.schema_migrations (version, name, checksum)"
+                     " VALUES (9999, '9999_from_the_future.sql', repeat('a', 64))")
+    with pytest.raises(MigrationError, match="9999_from_the_future"):
+        migrate(empty_db_dsn)

@@ -1,0 +1,183 @@
+"""ql.pull_offer against a real PostgreSQL: claim, replay, idle-writes-nothing,
+and truly concurrent connections (threads, each with its own connection)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import psycopg
+import pytest
+
+from tests.py.provision import Intent, Provisioner, Session, dumps
+
+
+@pytest.fixture
+def conn(db_dsn: str):
+    with psycopg.connect(db_dsn, autocommit=True) as connection:
+        yield connection
+
+
+@pytest.fixture
+def prov(conn: psycopg.Connection) -> Provisioner:
+    return Provisioner(conn)
+
+
+def _counts(conn: psycopg.Connection) -> tuple[int, int]:
+    leases = conn.execute("SELECT count(*) FROM ql_private.run_leases").fetchone()[0]
+    events = conn.execute(
+        "SELECT count(*) FROM ql_private.events WHERE type = 'run.dispatched'"
+    ).fetchone()[0]
+    return leases, events
+
+
+def test_offer_then_replay_is_identical_and_writes_once(conn, prov: Provisioner) -> None:
+    task = prov.task()
+    (run_id,) = prov.enqueue(task)
+    session = prov.session(prov.worker())
+    intent = Intent()
+    first = prov.pull(session, intent)
+    assert first["status"] == "offered"
+    assert first["offer"]["candidate"]["runId"] == run_id
+    assert first["offer"]["offerId"] == intent.offer_id
+    state = conn.execute("SELECT state FROM ql_private.runs WHERE id = %s", (run_id,)).fetchone()
+    assert state[0] == "dispatching"
+    before = _counts(conn)
+    replay = prov.pull(session, intent)
+    assert replay["status"] == "idempotent"
+    assert dumps(replay["offer"]) == dumps(first["offer"])
+    assert _counts(conn) == before == (1, 1)
+
+
+def test_offer_never_contains_token_or_digest(conn, prov: Provisioner) -> None:
+    prov.enqueue(prov.task())
+    session = prov.session(prov.worker())
+    intent = Intent()
+    text = dumps(prov.pull(session, intent))
+    assert intent.token not in text
+    assert intent.token_digest.hex() not in text
+    stored = conn.execute("SELECT payload::text FROM ql_private.events").fetchall()
+    for (payload,) in stored:
+        assert intent.token not in payload and intent.token_digest.hex() not in payload
+
+
+def test_idle_pull_reports_no_candidates(prov: Provisioner) -> None:
+    session = prov.session(prov.worker())
+    result = prov.pull(session, Intent())
+    assert result["status"] == "idle"
+    assert result["reason"] == "no_candidates"
+    assert result["truncated"] is False
+    assert result["stats"]["pages"] == 1
+    assert result["stats"]["candidates"] == 0
+
+
+def _wal_lsn(conn: psycopg.Connection) -> str:
+    return str(conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0])
+
+
+def test_idle_pulls_write_nothing(conn, prov: Provisioner) -> None:
+    """100 idle pulls: no transaction id assigned, and the WAL insert position
+    does not move on an otherwise quiet database."""
+    task = prov.task(doc={"schema": "qinglong/command@v1", "argv": ["x"], "env": {},
+                          "timeoutS": 5,
+                          "placement": {"required": {"labels": {"gpu": "yes"}}}})
+    prov.enqueue(task, count=20)  # placement-blocked: the scan reads them, claims none
+    session = prov.session(prov.worker())
+    conn.execute("CHECKPOINT")
+    for attempt in range(3):  # background WAL (standby snapshots) can land in between
+        before = _wal_lsn(conn)
+        for _ in range(100):
+            with conn.transaction():
+                result = prov.pull(session, Intent())
+                xid = conn.execute("SELECT pg_current_xact_id_if_assigned()").fetchone()[0]
+            assert result["status"] == "idle"
+            assert result["reason"] == "placement_mismatch"
+            assert xid is None, "an idle pull assigned a transaction id (it wrote)"
+        after = _wal_lsn(conn)
+        if before == after:
+            return
+    pytest.fail(f"WAL moved during idle pulls on the last try: {before} -> {after}")
+
+
+def _pull_until_idle(dsn: str, session: Session, offers: list[dict], errors: list[str],
+                     barrier: threading.Barrier) -> None:
+    try:
+        with psycopg.connect(dsn, autocommit=True) as own:
+            prov = Provisioner(own)
+            barrier.wait()
+            idle_in_a_row = 0
+            while idle_in_a_row < 3:
+                result = prov.pull(session, Intent())
+                if result["status"] == "offered":
+                    offers.append(result["offer"])
+                    idle_in_a_row = 0
+                else:
+                    idle_in_a_row += 1
+    except Exception as exc:  # surfaced by the main thread
+        errors.append(repr(exc))
+
+
+def test_concurrent_pulls_lease_every_attempt_exactly_once(db_dsn: str, conn,
+                                                           prov: Provisioner) -> None:
+    task = prov.task()
+    run_ids = prov.enqueue(task, count=500)
+    caps = {"schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
+            "labels": {}, "runtimes": {}, "slots": 256}
+    sessions = [prov.session(prov.worker(f"w{i}"), caps) for i in range(8)]
+    offers: list[dict] = []
+    errors: list[str] = []
+    barrier = threading.Barrier(len(sessions))
+    threads = [
+        threading.Thread(target=_pull_until_idle, args=(db_dsn, s, offers, errors, barrier))
+        for s in sessions
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=240)
+    assert not errors, errors
+    attempts = Counter(o["candidate"]["attemptId"] for o in offers)
+    assert len(offers) == 500
+    assert max(attempts.values()) == 1
+    assert {o["candidate"]["runId"] for o in offers} == set(run_ids)
+    per_attempt = conn.execute(
+        "SELECT attempt_id, count(*) FROM ql_private.run_leases GROUP BY 1 HAVING count(*) > 1"
+    ).fetchall()
+    assert per_attempt == []
+    events = conn.execute(
+        "SELECT count(*), count(DISTINCT payload->>'offerId') FROM ql_private.events"
+        " WHERE type = 'run.dispatched'"
+    ).fetchone()
+    assert events == (500, 500)
+    workers_used = Counter(o["target"]["workerId"] for o in offers)
+    assert len(workers_used) > 1, "expected the claims to be spread over the workers"
+
+
+def test_same_offer_id_from_four_connections_gives_one_lease(db_dsn: str, conn,
+                                                            prov: Provisioner) -> None:
+    task = prov.task()
+    prov.enqueue(task, count=10)
+    session = prov.session(prov.worker())
+    intent = Intent()
+    results: list[dict] = []
+    errors: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def fire() -> None:
+        try:
+            with psycopg.connect(db_dsn, autocommit=True) as own:
+                barrier.wait()
+                results.append(Provisioner(own).pull(session, intent))
+        except Exception as exc:
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=fire) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    assert sorted(r["status"] for r in results).count("offered") == 1
+    assert {r["status"] for r in results} <= {"offered", "idempotent"}
+    assert len({dumps(r["offer"]) for r in results}) == 1
+    assert _counts(conn) == (1, 1)

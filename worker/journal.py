@@ -1,0 +1,494 @@
+"""The worker's inbox journal (SPEC §6.4, ADR-0110 §3).
+
+Layout (root 0700, files 0600, all JSON with sorted keys)::
+
+    ROOT/owner.lock              one owner per root (worker.owner_lock)
+    ROOT/pending-claim.json      the stable claim intent (SPEC §6.1)
+    ROOT/inbox/<offerId>.json    one accepted offer + rebuilt lease per file
+    ROOT/failed-claims/<offerId>.json   abandoned intents, for diagnostics (bounded)
+
+The journal is a local *delivery* crash barrier, not execution authority: it
+records that an offer was durably admitted before the pending claim is cleared.
+Everything fails closed: no lock / a compromised lock, unsafe permissions, a
+full inbox, an oversize entry, a conflicting replay of the same offer, a lease
+version going backwards, or a corrupt file all raise instead of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import TracebackType
+from typing import Any
+
+from worker import fsio
+from worker.fsio import REAL_FS, FileSystem, UnsafePermissions
+from worker.owner_lock import STALE_DEFAULT_MS, Clock, OwnerLock, wall_clock_ms
+
+DEFAULT_CAPACITY = 64
+HARD_CAPACITY = 1024
+ENTRY_LIMIT = 160 * 1024
+PENDING_LIMIT = 8 * 1024
+FAILED_KEEP = 32
+
+PENDING_NAME = "pending-claim.json"
+INBOX_DIR = "inbox"
+FAILED_DIR = "failed-claims"
+
+PENDING_SCHEMA = "qinglong/pending-claim@v1"
+ENTRY_SCHEMA = "qinglong/inbox-entry@v1"
+FAILED_SCHEMA = "qinglong/failed-claim@v1"
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# 32 bytes as canonical unpadded base64url: the last char carries 2 zero bits.
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$")
+_REASON = re.compile(r"^[a-z0-9_]{1,64}$")
+
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "ENTRY_LIMIT",
+    "HARD_CAPACITY",
+    "AcceptOutcome",
+    "EntryTooLarge",
+    "InboxEntry",
+    "Journal",
+    "JournalCorrupt",
+    "JournalError",
+    "JournalFull",
+    "LeaseVersionRegression",
+    "OfferConflict",
+    "PendingClaim",
+    "UnsafePermissions",
+]
+
+
+class JournalError(Exception):
+    """Base class of journal refusals."""
+
+
+class JournalFull(JournalError):
+    """The inbox holds ``capacity`` entries; a new offer is refused."""
+
+
+class EntryTooLarge(JournalError):
+    """A serialized entry exceeds 160 KiB."""
+
+
+class OfferConflict(JournalError):
+    """Same offer id, different identity or payload; the stored entry is kept."""
+
+
+class LeaseVersionRegression(JournalError):
+    """A replay carries an older lease version than the stored one."""
+
+
+class JournalCorrupt(JournalError):
+    """A journal file does not parse or does not match its name."""
+
+
+def is_offer_id(value: object) -> bool:
+    return isinstance(value, str) and _UUID.fullmatch(value) is not None
+
+
+def is_lease_token(value: object) -> bool:
+    return isinstance(value, str) and _TOKEN.fullmatch(value) is not None
+
+
+def dump_json(doc: Any) -> bytes:
+    return json.dumps(
+        doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError("duplicate JSON object key")
+        out[key] = value
+    return out
+
+
+def _bad_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def load_json(data: bytes) -> Any:
+    """Strict parse: UTF-8, no duplicate keys, no NaN/Infinity."""
+    return json.loads(data.decode("utf-8"), object_pairs_hook=_pairs, parse_constant=_bad_constant)
+
+
+def _require(cond: bool, what: str) -> None:
+    if not cond:
+        raise JournalCorrupt(what)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class PendingClaim:
+    """The stable claim intent, persisted before the first byte of a pull."""
+
+    offer_id: str
+    lease_token: str
+    worker_id: str
+    session_id: str
+    generation: int
+    capabilities_digest: str
+    attempts: int
+    next_attempt_at_ms: int
+    created_at_ms: int
+    last_outcome: str | None = None
+
+    def __post_init__(self) -> None:
+        if not is_offer_id(self.offer_id):
+            raise ValueError("offer_id must be a lowercase canonical UUID")
+        if not is_lease_token(self.lease_token):
+            raise ValueError("lease_token must be 43 chars of canonical base64url")
+        for name in ("generation", "attempts", "next_attempt_at_ms", "created_at_ms"):
+            if not _is_int(getattr(self, name)) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be a non-negative integer")
+
+    def __repr__(self) -> str:
+        # Never let the token reach a log line via repr().
+        return f"PendingClaim(offer_id={self.offer_id!r}, attempts={self.attempts})"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "schema": PENDING_SCHEMA,
+            "offerId": self.offer_id,
+            "leaseToken": self.lease_token,
+            "workerId": self.worker_id,
+            "sessionId": self.session_id,
+            "generation": self.generation,
+            "capabilitiesDigest": self.capabilities_digest,
+            "attempts": self.attempts,
+            "nextAttemptAtMs": self.next_attempt_at_ms,
+            "createdAtMs": self.created_at_ms,
+            "lastOutcome": self.last_outcome,
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Any) -> PendingClaim:
+        keys = {
+            "schema", "offerId", "leaseToken", "workerId", "sessionId", "generation",
+            "capabilitiesDigest", "attempts", "nextAttemptAtMs", "createdAtMs", "lastOutcome",
+        }  # fmt: skip
+        _require(isinstance(doc, dict) and set(doc) == keys, "pending claim: wrong fields")
+        _require(doc["schema"] == PENDING_SCHEMA, "pending claim: wrong schema")
+        try:
+            return cls(
+                offer_id=doc["offerId"],
+                lease_token=doc["leaseToken"],
+                worker_id=doc["workerId"],
+                session_id=doc["sessionId"],
+                generation=doc["generation"],
+                capabilities_digest=doc["capabilitiesDigest"],
+                attempts=doc["attempts"],
+                next_attempt_at_ms=doc["nextAttemptAtMs"],
+                created_at_ms=doc["createdAtMs"],
+                last_outcome=doc["lastOutcome"],
+            )
+        except ValueError as exc:
+            raise JournalCorrupt(f"pending claim: {exc}") from None
+
+
+def _identity(offer: dict[str, Any], lease: dict[str, Any]) -> tuple[Any, ...]:
+    """What must be identical for two deliveries of one offer (SPEC §6.4)."""
+    return (
+        offer.get("candidate"),
+        offer.get("executionRevision"),
+        offer.get("contentDigest"),
+        offer.get("target"),
+        {k: v for k, v in lease.items() if k not in _MUTABLE_LEASE_FIELDS},
+    )
+
+
+# Fields a newer lease version may legitimately change.
+_MUTABLE_LEASE_FIELDS = frozenset({"leaseVersion", "expiresAtMs", "updatedAtMs", "state",
+                                   "startedAtMs"})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class InboxEntry:
+    """An accepted offer plus the lease rebuilt with the worker's own token."""
+
+    offer: dict[str, Any] = field(hash=False)
+    lease: dict[str, Any] = field(hash=False)  # includes "leaseToken"
+    accepted_at_ms: int
+    state: str = "accepted"
+
+    def __post_init__(self) -> None:
+        if not is_offer_id(self.offer.get("offerId")):
+            raise ValueError("offer.offerId must be a lowercase canonical UUID")
+        if self.lease.get("offerId") != self.offer_id:
+            raise ValueError("lease.offerId must equal offer.offerId")
+        if not is_lease_token(self.lease.get("leaseToken")):
+            raise ValueError("lease.leaseToken missing or malformed")
+        version = self.lease.get("leaseVersion")
+        if not _is_int(version) or version < 1:
+            raise ValueError("lease.leaseVersion must be an integer >= 1")
+
+    def __repr__(self) -> str:
+        return f"InboxEntry(offer_id={self.offer_id!r}, lease_version={self.lease_version})"
+
+    @property
+    def offer_id(self) -> str:
+        return str(self.offer["offerId"])
+
+    @property
+    def lease_version(self) -> int:
+        return int(self.lease["leaseVersion"])
+
+    def same_identity(self, other: InboxEntry) -> bool:
+        return _identity(self.offer, self.lease) == _identity(other.offer, other.lease)
+
+    def same_payload(self, other: InboxEntry) -> bool:
+        return (self.offer, self.lease, self.state) == (other.offer, other.lease, other.state)
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "schema": ENTRY_SCHEMA,
+            "offerId": self.offer_id,
+            "state": self.state,
+            "acceptedAtMs": self.accepted_at_ms,
+            "offer": self.offer,
+            "lease": self.lease,
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Any) -> InboxEntry:
+        keys = {"schema", "offerId", "state", "acceptedAtMs", "offer", "lease"}
+        _require(isinstance(doc, dict) and set(doc) == keys, "inbox entry: wrong fields")
+        _require(doc["schema"] == ENTRY_SCHEMA, "inbox entry: wrong schema")
+        _require(isinstance(doc["offer"], dict) and isinstance(doc["lease"], dict),
+                 "inbox entry: offer/lease must be objects")  # fmt: skip
+        _require(_is_int(doc["acceptedAtMs"]), "inbox entry: acceptedAtMs")
+        _require(isinstance(doc["state"], str), "inbox entry: state")
+        try:
+            entry = cls(doc["offer"], doc["lease"], doc["acceptedAtMs"], doc["state"])
+        except ValueError as exc:
+            raise JournalCorrupt(f"inbox entry: {exc}") from None
+        _require(entry.offer_id == doc["offerId"], "inbox entry: offerId mismatch")
+        return entry
+
+
+class AcceptOutcome(StrEnum):
+    PUBLISHED = "published"  # first delivery, new file
+    UNCHANGED = "unchanged"  # exact replay of the stored entry
+    UPDATED = "updated"  # same offer, higher lease version
+
+
+class Journal:
+    """An opened journal root, owned by this process until :meth:`close`."""
+
+    def __init__(
+        self, root: str, lock: OwnerLock, capacity: int, fs: FileSystem, clock: Clock
+    ) -> None:
+        self.root = root
+        self.inbox_dir = os.path.join(root, INBOX_DIR)
+        self.failed_dir = os.path.join(root, FAILED_DIR)
+        self.capacity = capacity
+        self.lock = lock
+        self._fs = fs
+        self._clock = clock
+
+    @classmethod
+    def open(
+        cls,
+        root: str,
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        stale_ms: int = STALE_DEFAULT_MS,
+        fs: FileSystem = REAL_FS,
+        clock: Clock = wall_clock_ms,
+        refresher: bool = True,
+    ) -> Journal:
+        if not 1 <= capacity <= HARD_CAPACITY:
+            raise ValueError(f"capacity must be 1..{HARD_CAPACITY}")
+        root = os.path.abspath(root)
+        fsio.ensure_private_dir(fs, root)
+        lock = OwnerLock.acquire(root, stale_ms=stale_ms, clock=clock)
+        try:
+            journal = cls(root, lock, capacity, fs, clock)
+            journal._prepare()
+        except BaseException:
+            lock.release()
+            raise
+        if refresher:
+            lock.start_refresher()
+        return journal
+
+    def _prepare(self) -> None:
+        for directory in (self.inbox_dir, self.failed_dir):
+            fsio.ensure_private_dir(self._fs, directory)
+        for directory in (self.root, self.inbox_dir, self.failed_dir):
+            fsio.sweep_temp_files(self._fs, directory)
+            self._check_files(directory)
+
+    def _check_files(self, directory: str) -> None:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name in (INBOX_DIR, FAILED_DIR) and directory == self.root:
+                    continue
+                fsio.check_private(entry.path, entry.stat(follow_symlinks=False), want_dir=False)
+
+    def close(self) -> None:
+        self.lock.release()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- reading -----------------------------------------------------------
+
+    def _read_doc(self, path: str, limit: int) -> Any | None:
+        try:
+            read = fsio.read_file_capped(path, limit)
+        except FileNotFoundError:
+            return None
+        except fsio.FileTooLarge as exc:
+            raise JournalCorrupt(str(exc)) from None
+        if read.uid != os.geteuid() or read.mode & 0o077:
+            raise UnsafePermissions(f"journal file is not private: {os.path.basename(path)}")
+        try:
+            return load_json(read.data)
+        except ValueError:
+            raise JournalCorrupt(f"unparseable journal file: {os.path.basename(path)}") from None
+
+    # -- pending claim -----------------------------------------------------
+
+    def load_pending(self) -> PendingClaim | None:
+        self.lock.check()
+        doc = self._read_doc(os.path.join(self.root, PENDING_NAME), PENDING_LIMIT)
+        return None if doc is None else PendingClaim.from_doc(doc)
+
+    def save_pending(self, claim: PendingClaim) -> None:
+        """Persist the intent: temp + fsync + atomic rename + directory fsync."""
+        self.lock.check()
+        data = dump_json(claim.to_doc())
+        if len(data) > PENDING_LIMIT:
+            raise EntryTooLarge("pending claim exceeds its size limit")
+        fsio.update_file(self._fs, self.root, PENDING_NAME, data)
+
+    def clear_pending(self) -> bool:
+        self.lock.check()
+        return fsio.remove_file(self._fs, self.root, PENDING_NAME)
+
+    def move_pending_aside(self, reason: str) -> PendingClaim | None:
+        """Keep an abandoned intent under failed-claims/ (bounded), then clear it."""
+        if _REASON.fullmatch(reason) is None:
+            raise ValueError("reason must be a short lowercase category")
+        claim = self.load_pending()
+        if claim is None:
+            return None
+        doc = claim.to_doc()
+        # Diagnostics only: the token is useless once abandoned, but never keep it.
+        del doc["leaseToken"]
+        aside = {"schema": FAILED_SCHEMA, "claim": doc, "reason": reason,
+                 "movedAtMs": self._clock()}  # fmt: skip
+        self.lock.check()
+        fsio.update_file(self._fs, self.failed_dir, f"{claim.offer_id}.json", dump_json(aside))
+        self.clear_pending()
+        self._prune_failed()
+        return claim
+
+    def failed_claim_ids(self) -> list[str]:
+        self.lock.check()
+        return sorted(n[:-5] for n in self._json_names(self.failed_dir))
+
+    def _prune_failed(self) -> None:
+        names = list(self._json_names(self.failed_dir))
+        if len(names) <= FAILED_KEEP:
+            return
+        by_age = sorted(names, key=lambda n: os.stat(os.path.join(self.failed_dir, n)).st_mtime_ns)
+        for name in by_age[: len(names) - FAILED_KEEP]:
+            self.lock.check()
+            fsio.remove_file(self._fs, self.failed_dir, name)
+
+    # -- inbox -------------------------------------------------------------
+
+    @staticmethod
+    def _json_names(directory: str) -> list[str]:
+        with os.scandir(directory) as entries:
+            return [
+                e.name
+                for e in entries
+                if e.name.endswith(".json") and not e.name.startswith(fsio.TEMP_PREFIX)
+            ]
+
+    def offer_ids(self) -> list[str]:
+        self.lock.check()
+        return sorted(n[:-5] for n in self._json_names(self.inbox_dir))
+
+    def count(self) -> int:
+        self.lock.check()
+        return len(self._json_names(self.inbox_dir))
+
+    def get(self, offer_id: str) -> InboxEntry | None:
+        self.lock.check()
+        if not is_offer_id(offer_id):
+            raise ValueError("offer id must be a lowercase canonical UUID")
+        doc = self._read_doc(os.path.join(self.inbox_dir, f"{offer_id}.json"), ENTRY_LIMIT)
+        if doc is None:
+            return None
+        entry = InboxEntry.from_doc(doc)
+        _require(entry.offer_id == offer_id, "inbox entry: file name does not match offerId")
+        return entry
+
+    def accept(self, entry: InboxEntry) -> AcceptOutcome:
+        """Durably admit an offer; idempotent for exact replays, refuses conflicts."""
+        self.lock.check()
+        data = dump_json(entry.to_doc())
+        if len(data) > ENTRY_LIMIT:
+            raise EntryTooLarge(f"inbox entry is {len(data)} bytes (limit {ENTRY_LIMIT})")
+        existing = self.get(entry.offer_id)
+        if existing is None:
+            if self.count() >= self.capacity:
+                raise JournalFull(f"inbox holds {self.capacity} entries")
+            try:
+                self.lock.check()
+                fsio.publish_new(self._fs, self.inbox_dir, f"{entry.offer_id}.json", data)
+                return AcceptOutcome.PUBLISHED
+            except FileExistsError:
+                existing = self.get(entry.offer_id)
+                if existing is None:
+                    raise
+        return self._merge(existing, entry)
+
+    def _merge(self, existing: InboxEntry, entry: InboxEntry) -> AcceptOutcome:
+        if not existing.same_identity(entry):
+            raise OfferConflict("offer replay differs in candidate/revision/session/lease/token")
+        if entry.lease_version < existing.lease_version:
+            raise LeaseVersionRegression(
+                f"lease version {entry.lease_version} < stored {existing.lease_version}"
+            )
+        if entry.lease_version == existing.lease_version:
+            if existing.same_payload(entry):
+                return AcceptOutcome.UNCHANGED
+            raise OfferConflict("same lease version with a different payload")
+        # Keep the first admission time: it dates the durable acceptance.
+        updated = InboxEntry(entry.offer, entry.lease, existing.accepted_at_ms, entry.state)
+        self.lock.check()
+        fsio.update_file(
+            self._fs, self.inbox_dir, f"{entry.offer_id}.json", dump_json(updated.to_doc())
+        )
+        return AcceptOutcome.UPDATED
+
+    def remove(self, offer_id: str) -> bool:
+        self.lock.check()
+        if not is_offer_id(offer_id):
+            raise ValueError("offer id must be a lowercase canonical UUID")
+        return fsio.remove_file(self._fs, self.inbox_dir, f"{offer_id}.json")
