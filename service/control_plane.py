@@ -170,12 +170,23 @@ def provision_worker(
     except pki.PkiError as exc:
         raise ControlPlaneError("ca_not_found", str(exc)) from None
     out_dir = _private_dir(out_dir)
-    worker_id = _required(register_worker(conn, name), "workerId", "register_worker")
-    cert = pki.issue_worker_cert(ca_dir, out_dir, worker_id)
     credential = pki.generate_credential()
     credential_file = out_dir / CREDENTIAL_FILE_NAME
-    pki.write_private_file(credential_file, credential.token.encode("ascii"))
-    issue_credential(conn, worker_id, credential.credential_id, credential.secret_digest)
+    written: list[Path] = []
+    try:
+        # One transaction (the calls' own become savepoints): never a registered
+        # worker without its credential, nor a credential whose files we lost.
+        with conn.transaction():
+            worker_id = _required(register_worker(conn, name), "workerId", "register_worker")
+            cert = pki.issue_worker_cert(ca_dir, out_dir, worker_id)
+            written += [cert.cert_file, cert.key_file]
+            pki.write_private_file(credential_file, credential.token.encode("ascii"))
+            written.append(credential_file)
+            issue_credential(conn, worker_id, credential.credential_id, credential.secret_digest)
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
     return ProvisionedWorker(
         worker_id=worker_id,
         credential_id=credential.credential_id,

@@ -39,6 +39,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from worker.errors import (
+    CredentialError,
+    InvalidOrigin,
+    NetworkError,
+    ProtocolViolation,
+    RequestTooLarge,
+    TimeoutError_,
+    TlsClientRejected,
+    TlsHandshakeFailed,
+    TransportError,
+)
+
 DEFAULT_TIMEOUT_S = 15.0
 MAX_TIMEOUT_S = 60.0
 REQUEST_LIMIT = 4 * 1024
@@ -92,46 +104,6 @@ __all__ = [
     "TransportError",
     "parse_origin",
 ]
-
-
-class InvalidOrigin(ValueError):
-    """The ingress origin is not a bare ``https://host[:port]``."""
-
-
-class CredentialError(Exception):
-    """Local TLS material or the credential file is unusable (configuration)."""
-
-
-class RequestTooLarge(ValueError):
-    """The request body exceeds 4 KiB (a caller bug, never sent)."""
-
-
-class TransportError(Exception):
-    """A request did not produce an acceptable response."""
-
-
-class TlsClientRejected(TransportError):
-    """The server refused our client certificate: an authentication failure."""
-
-
-class TlsHandshakeFailed(TransportError):
-    """Handshake failed on our side or for protocol reasons (untrusted server, TLS < 1.3)."""
-
-
-class NetworkError(TransportError):
-    """Connection refused/reset/closed: transient."""
-
-
-class TimeoutError_(TransportError):  # trailing _ : do not shadow the builtin
-    """The exchange did not finish before its deadline."""
-
-
-class ProtocolViolation(TransportError):
-    """The server answered outside the contract (redirect, gzip, bad length...)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -280,8 +252,6 @@ def _classify_ssl(exc: ssl.SSLError) -> TransportError:
 
 def _classify(exc: BaseException) -> TransportError:
     """Map a low-level failure onto the transport's error classes."""
-    if isinstance(exc, TransportError):
-        return exc
     if isinstance(exc, TimeoutError | socket.timeout):
         return TimeoutError_("deadline exceeded")
     if isinstance(exc, ssl.SSLError):
@@ -364,16 +334,17 @@ class HttpsTransport:
             try:
                 conn = self._connection(creds, deadline)
                 return self._exchange(conn, path, payload, creds, deadline, response_limit)
-            except BaseException as exc:
-                # Unknown connection state after any failure: never reuse it.
+            except (TransportError, CredentialError):
+                self._drop()  # unknown connection state after any failure: never reuse it
+                raise
+            except Exception as exc:
                 self._drop()
-                if isinstance(exc, Exception):
-                    raise _classify(exc) from None
+                raise _classify(exc) from None
+            except BaseException:
+                self._drop()  # cancellation (KeyboardInterrupt etc.) propagates as is
                 raise
 
-    def _connection(
-        self, creds: Credentials, deadline: _Deadline
-    ) -> http.client.HTTPSConnection:
+    def _connection(self, creds: Credentials, deadline: _Deadline) -> http.client.HTTPSConnection:
         key = (creds.cert_file, creds.key_file, creds.ca_file)
         if self._conn is not None and (key != self._conn_key or not _idle_ok(self._conn)):
             self._drop()
@@ -403,7 +374,10 @@ class HttpsTransport:
             "Content-Length": str(len(payload)),
         }
         _set_timeout(conn, deadline)
-        conn.request("POST", path, body=payload, headers=headers)
+        try:
+            conn.request("POST", path, body=payload, headers=headers)
+        except (ssl.SSLError, OSError) as exc:
+            raise _surface_alert(conn, deadline) or _classify(exc) from None
         _set_timeout(conn, deadline)
         resp = conn.getresponse()
         response = _read_response(conn, resp, deadline, limit)
@@ -419,6 +393,24 @@ def _encode(doc: Mapping[str, Any]) -> bytes:
 def _set_timeout(conn: http.client.HTTPSConnection, deadline: _Deadline) -> None:
     if conn.sock is not None:
         conn.sock.settimeout(deadline.remaining())
+
+
+def _surface_alert(conn: http.client.HTTPSConnection, deadline: _Deadline) -> TransportError | None:
+    """After a failed write, read once: a TLS 1.3 server that refused our certificate
+    sent its alert and closed, and our write may hit the closed socket before we
+    ever read that alert (SPEC §6.5). The queued alert is still readable."""
+    sock = conn.sock
+    if not isinstance(sock, ssl.SSLSocket):
+        return None
+    try:
+        sock.settimeout(min(deadline.remaining(), 1.0))
+        sock.recv(1)
+    except ssl.SSLError as exc:
+        err = _classify_ssl(exc)
+        return err if isinstance(err, TlsClientRejected) else None
+    except (OSError, TransportError):
+        return None
+    return None
 
 
 def _idle_ok(conn: http.client.HTTPSConnection) -> bool:
@@ -479,4 +471,5 @@ def _read_body(
             raise ProtocolViolation("content_length_mismatch")  # truncated
         chunks.append(chunk)
         received += len(chunk)
+    resp.close()  # read1 does not mark a complete body done; the socket stays open
     return b"".join(chunks)

@@ -11,7 +11,7 @@
 -- Returns {"status":"ok","session":{...session@v1 projection}} or the denial envelope.
 -- Caller: ql_worker_ingress.
 -- Locks: the session row FOR UPDATE, which waits for in-flight claims holding
---   the fence lock (FOR KEY SHARE) so the release sees their leases, and makes
+--   the fence lock (session_fence lock=true, FOR NO KEY UPDATE) so the release sees their leases, and makes
 --   later claims re-check and find the session closed.
 -- Idempotency: closing an already closed session of the right generation (not
 --   replaced by a newer one) returns ok with its projection and writes nothing.

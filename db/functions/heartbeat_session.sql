@@ -5,11 +5,12 @@
 --   session TTL and sets heartbeat_at, only while the session fence holds.
 -- Returns {"status":"ok","session":{...session@v1 projection}} or the denial envelope.
 -- Caller: ql_worker_ingress.
--- Locks: the session row, FOR NO KEY UPDATE through the UPDATE itself (only
---   non-key columns change), so a heartbeat never blocks, nor is blocked by, a
---   pull holding the fence lock (FOR KEY SHARE). It does wait for a concurrent
---   open/close (FOR UPDATE); the UPDATE then re-checks the row's newest version
---   and, finding it closed, falls through to the fence, which raises.
+-- Locks: the session row FOR NO KEY UPDATE, through the UPDATE itself. An idle
+--   pull takes no session lock, so heartbeats and idle pulls never wait for each
+--   other; a claiming pull (session_fence lock=true) holds the same mode for its
+--   short transaction. A concurrent open/close (FOR UPDATE) makes the UPDATE
+--   wait, re-check the row's newest version and, finding it closed, fall through
+--   to the fence, which raises.
 -- Idempotency: repeating it only moves expires_at forward.
 -- SQLSTATEs: QL001 malformed ids, generation NULL or < 1; QL010 no such session
 --   for this worker; QL011 generation differs or session replaced; QL013 closed
@@ -63,4 +64,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.heartbeat_session(text, bytea, text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.heartbeat_session(text, bytea, text, text, bigint) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.heartbeat_session(text, bytea, text, text, bigint) IS
-'Authenticate (session.heartbeat) and extend an active, owned, exact-generation, unexpired session by the session TTL. {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: session row via UPDATE (NO KEY UPDATE; never conflicts with a pull''s KEY SHARE). Idempotent. QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired.';
+'Authenticate (session.heartbeat) and extend an active, owned, exact-generation, unexpired session by the session TTL. {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired.';

@@ -18,7 +18,7 @@
 --   unlike FOR UPDATE, does not block the FOR KEY SHARE that foreign-key checks
 --   of lease inserts take on the worker row. Then the open session rows FOR
 --   UPDATE, which waits for in-flight claims holding the session fence lock
---   (ql_private.session_fence(..., true) = FOR KEY SHARE), so the lease release
+--   (ql_private.session_fence(..., true) = FOR NO KEY UPDATE), so the lease release
 --   below sees their leases; claims arriving later re-check and see it closed.
 -- Idempotency: none; every successful call opens a new generation (the worker
 --   re-opens only when it has lost its session).

@@ -29,34 +29,41 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    m text[];
     k text;
     id text;
-    -- error path only
     rest text;
     core text;
     pre text;
+    i integer;
+    -- error path only
     build text;
     parts text[];
     reason text;
     shown text;
-    i integer;
 BEGIN
-    -- Fast path: one cached regex validates and captures (the same grammar as
-    -- semver.Version._REGEX and schemas/qinglong.defs.v1.json#semver).
-    m := regexp_match(p_version,
-        '^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)'
-        '(?:-((?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*))?'
-        '(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$');
-    IF m IS NOT NULL THEN
-        k := lpad(length(m[1])::text, 10, '0') || m[1]
-          || lpad(length(m[2])::text, 10, '0') || m[2]
-          || lpad(length(m[3])::text, 10, '0') || m[3];
-        IF m[4] IS NULL THEN
+    -- Fast path: one capture-free match (PostgreSQL runs it as a DFA only, ~4x cheaper
+    -- than regexp_match with groups) against the grammar of semver.Version._REGEX and
+    -- schemas/qinglong.defs.v1.json#semver; then plain string splits.
+    IF p_version ~ ('^(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)'
+                    '(?:-(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?'
+                    '(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$') THEN
+        rest := split_part(p_version, '+', 1);      -- build metadata never matters
+        i := strpos(rest, '-');                      -- first '-' starts the prerelease
+        IF i > 0 THEN
+            pre := substr(rest, i + 1);
+            rest := left(rest, i - 1);
+        END IF;
+        core := split_part(rest, '.', 1);
+        k := lpad(length(core)::text, 10, '0') || core;
+        core := split_part(rest, '.', 2);
+        k := k || lpad(length(core)::text, 10, '0') || core;
+        core := split_part(rest, '.', 3);
+        k := k || lpad(length(core)::text, 10, '0') || core;
+        IF pre IS NULL THEN
             RETURN k || chr(3);
         END IF;
         k := k || chr(2);
-        FOREACH id IN ARRAY string_to_array(m[4], '.') LOOP
+        FOREACH id IN ARRAY string_to_array(pre, '.') LOOP
             IF id ~ '^[0-9]+$' THEN
                 k := k || chr(5) || lpad(length(id)::text, 10, '0') || id || chr(1);
             ELSE

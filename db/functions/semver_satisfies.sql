@@ -64,7 +64,7 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'QL003',
                 MESSAGE = format('comparators[%s] must not carry build metadata', i);
         END IF;
-        ck := ql_private.semver_parse(substr(c, length(op) + 1), format('comparators[%s]', i));
+        ck := ql_private.semver_parse(substr(c, length(op) + 1), 'comparators[' || i || ']');
         holds := holds AND CASE op
             WHEN '>=' THEN vk >= ck
             WHEN '>'  THEN vk > ck

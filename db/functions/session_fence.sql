@@ -10,16 +10,20 @@
 --                              active and a newer generation exists for the worker
 --     QL013 session_closed     closed or draining (not replaced)
 --     QL012 session_expired    active but expires_at <= clock_timestamp()
--- Locks: lock = false reads without a row lock. lock = true takes FOR KEY SHARE
---   on the session row. That mode is chosen so a pull never waits for a
---   heartbeat (a heartbeat's UPDATE only changes non-key columns, so it takes
---   FOR NO KEY UPDATE, which does not conflict with KEY SHARE), while it does
---   conflict with the FOR UPDATE that ql.open_session (replacement) and
---   ql.close_session take on the session row before closing it. So a claim that
---   holds the fence lock finishes before the session can be closed (and the
---   close then releases the new lease), and a claim that waited re-reads the
---   row's newest version (READ COMMITTED re-check) and fails with QL011/QL013:
---   no lease can be inserted for a session that is already closed.
+-- Locks: lock = false reads without a row lock: the pull path's first check,
+--   so an idle pull takes no lock (a row lock writes WAL) and never waits for a
+--   heartbeat. lock = true takes FOR NO KEY UPDATE on the session row, taken by a
+--   pull only right before it claims (ql_private.session_claim_lock):
+--   * concurrent claims of one session serialize on it, so live-lease slot
+--     accounting cannot be exceeded;
+--   * it conflicts with the FOR UPDATE that ql.open_session (replacement) and
+--     ql.close_session take before closing the row: a claim holding it finishes
+--     first (and the close then releases the new lease), and a claim that waited
+--     gets the row's newest version (READ COMMITTED re-check) and fails here with
+--     QL011/QL013, so no lease is ever inserted for a closed session;
+--   * it also conflicts with a heartbeat's UPDATE of the row: that wait is one
+--     short transaction long and happens only on the claim path, never on an
+--     idle pull (plain KEY SHARE would not serialize the slot check).
 -- Caller: ql.heartbeat_session, ql.close_session, ql.pull_offer and the lease
 --   lifecycle functions. Idempotency: read-only (a row lock at most).
 -- SQLSTATEs: QL001 NULL worker/session id or generation NULL or < 1;
@@ -46,7 +50,7 @@ BEGIN
     IF coalesce(p_lock, false) THEN
         SELECT * INTO s FROM ql_private.worker_sessions ws
          WHERE ws.session_id = p_session_id AND ws.worker_id = p_worker_id
-           FOR KEY SHARE;
+           FOR NO KEY UPDATE;
     ELSE
         SELECT * INTO s FROM ql_private.worker_sessions ws
          WHERE ws.session_id = p_session_id AND ws.worker_id = p_worker_id;
@@ -71,4 +75,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.session_fence(uuid, uuid, bigint, boolean) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.session_fence(uuid, uuid, bigint, boolean) IS
-'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed or draining / QL012 expired. lock=true takes FOR KEY SHARE (never waits for a heartbeat; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';
+'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed or draining / QL012 expired. lock=false: no row lock (idle pulls); lock=true: FOR NO KEY UPDATE (serializes claims of a session; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';

@@ -306,3 +306,43 @@ def test_admin_as_runtime_role(
     runs = ok("run", "enqueue", "--dsn", runtime_dsn, "--task", task["taskId"], "--count", "2")
     assert len(runs["runIds"]) == 2
     ok("run", "cancel", "--dsn", runtime_dsn, "--run", runs["runIds"][0])
+
+
+# ------------------------------------------------------ service.control_plane
+
+
+def test_provision_worker_is_atomic(
+    db_dsn: str, ca_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service import control_plane
+
+    def refuse(*_args: object) -> dict:
+        raise control_plane.ControlPlaneError("invalid_input", "refused by test")
+
+    monkeypatch.setattr(control_plane, "issue_credential", refuse)
+    out_dir = tmp_path / "w"
+    with (
+        control_plane.connect(db_dsn) as conn,
+        pytest.raises(control_plane.ControlPlaneError),
+    ):
+        control_plane.provision_worker(conn, "edge-x", ca_dir, out_dir)
+    assert list(out_dir.iterdir()) == []
+    with psycopg.connect(db_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM ql_private.workers").fetchone() == (0,)
+
+
+def test_unmigrated_database_reason(empty_db_dsn: str) -> None:
+    doc = fails("run", "cancel", "--dsn", empty_db_dsn, "--run", str(uuid.uuid4()))
+    assert doc["reason"] == "database_not_migrated"
+
+
+def test_sqlstate_table_matches_design() -> None:
+    from service.sqlstates import BY_CODE, lookup
+
+    assert lookup("QL004") is not None and lookup("QL004").http_status == 404
+    assert lookup("QL011").reason == "session_replaced"
+    assert lookup("23505") is None
+    assert sorted(BY_CODE) == [
+        "QL001", "QL002", "QL003", "QL004", "QL005", "QL010", "QL011", "QL012",
+        "QL013", "QL014", "QL020", "QL021",
+    ]  # fmt: skip

@@ -168,7 +168,11 @@ VALID: dict[str, dict[str, Any]] = {
         "leaseToken": TOKEN,
     },
     "qinglong/remote-execution-offer@v1": offered(),
-    "qinglong/error@v1": {"schema": "qinglong/error@v1", "error": "conflict", "reason": "session_replaced"},
+    "qinglong/error@v1": {
+        "schema": "qinglong/error@v1",
+        "error": "conflict",
+        "reason": "session_replaced",
+    },
     "qinglong/session-open-request@v1": {
         "schema": "qinglong/session-open-request@v1",
         "workerId": U3,
@@ -231,7 +235,9 @@ def test_every_schema_id_has_exactly_one_file_named_by_the_rule() -> None:
     for name, doc in files.items():
         assert name == schema_file_name(doc["$id"])
         assert doc["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert schema_file_name("qinglong/offer-pull-request@v1") == "qinglong.offer-pull-request.v1.json"
+    assert (
+        schema_file_name("qinglong/offer-pull-request@v1") == "qinglong.offer-pull-request.v1.json"
+    )
 
 
 def test_schema_files_are_valid_draft_2020_12() -> None:
@@ -341,7 +347,10 @@ def test_load_parses_and_validates() -> None:
     assert info.value.reason == "duplicate_key"
     # A body of another schema is refused by the `schema` const.
     with pytest.raises(ContractError):
-        load("qinglong/session-close-request@v1", json.dumps(VALID["qinglong/session-heartbeat-request@v1"]).encode())
+        load(
+            "qinglong/session-close-request@v1",
+            json.dumps(VALID["qinglong/session-heartbeat-request@v1"]).encode(),
+        )
 
 
 # ---------------------------------------------------------------- field rules
@@ -359,7 +368,11 @@ def test_load_parses_and_validates() -> None:
     ],
 )
 def test_uuid_must_be_lowercase_canonical(bad: str) -> None:
-    reject("qinglong/session-close-request@v1", {**VALID["qinglong/session-close-request@v1"], "workerId": bad}, "pattern" if len(bad) == 36 else None)
+    reject(
+        "qinglong/session-close-request@v1",
+        {**VALID["qinglong/session-close-request@v1"], "workerId": bad},
+        "pattern" if len(bad) == 36 else None,
+    )
 
 
 def test_token_canonical_base64url() -> None:
@@ -376,7 +389,13 @@ def test_token_canonical_base64url() -> None:
         reject(schema_id, {**body, "leaseToken": bad})
 
 
-@given(st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", min_size=43, max_size=43))
+@given(
+    st.text(
+        alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+        min_size=43,
+        max_size=43,
+    )
+)
 def test_token_schema_accepts_exactly_canonical_encodings(token: str) -> None:
     raw = base64.urlsafe_b64decode(token + "=")
     canonical = base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == token
@@ -388,10 +407,15 @@ def test_token_schema_accepts_exactly_canonical_encodings(token: str) -> None:
 @given(st.binary(min_size=32, max_size=32))
 def test_every_generated_token_is_accepted(raw: bytes) -> None:
     token = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-    validate("qinglong/offer-pull-request@v1", {**VALID["qinglong/offer-pull-request@v1"], "leaseToken": token})
+    validate(
+        "qinglong/offer-pull-request@v1",
+        {**VALID["qinglong/offer-pull-request@v1"], "leaseToken": token},
+    )
 
 
-@pytest.mark.parametrize("bad", ["sha256:" + "AB" * 32, "sha256:" + "ab" * 31, "sha1:" + "ab" * 32, DIGEST + "\n"])
+@pytest.mark.parametrize(
+    "bad", ["sha256:" + "AB" * 32, "sha256:" + "ab" * 31, "sha1:" + "ab" * 32, DIGEST + "\n"]
+)
 def test_digest_format(bad: str) -> None:
     reject("qinglong/session@v1", {**VALID["qinglong/session@v1"], "capabilitiesDigest": bad})
 
@@ -407,7 +431,11 @@ def test_time_bounds_inclusive() -> None:
 
 
 def test_generation_starts_at_one() -> None:
-    reject("qinglong/session-close-request@v1", {**VALID["qinglong/session-close-request@v1"], "generation": 0}, "minimum")
+    reject(
+        "qinglong/session-close-request@v1",
+        {**VALID["qinglong/session-close-request@v1"], "generation": 0},
+        "minimum",
+    )
 
 
 def test_trailing_newline_never_matches_a_pattern() -> None:
@@ -608,7 +636,12 @@ def test_lease_bodies() -> None:
     complete = VALID["qinglong/lease-complete-request@v1"]
     for code in (-(2**31), 2**31 - 1):
         validate("qinglong/lease-complete-request@v1", {**complete, "exitCode": code})
-    for bad in ({"exitCode": 2**31}, {"exitCode": -(2**31) - 1}, {"outcome": "lost"}, {"reason": "x" * 65}):
+    for bad in (
+        {"exitCode": 2**31},
+        {"exitCode": -(2**31) - 1},
+        {"outcome": "lost"},
+        {"reason": "x" * 65},
+    ):
         reject("qinglong/lease-complete-request@v1", {**complete, **bad})
     minimal = {k: v for k, v in complete.items() if k not in ("exitCode", "reason")}
     validate("qinglong/lease-complete-request@v1", minimal)
@@ -648,7 +681,9 @@ def test_content_digest_omits_absent_placement() -> None:
     assert b"placement" not in data
     assert data.startswith(b'{"executor":"remote_worker","kind":"qinglong/command@v1","spec":')
     assert digest == sha256_digest(data)
-    with_placement, other = content_digest("qinglong/command@v1", "remote_worker", spec, {"required": {}})
+    with_placement, other = content_digest(
+        "qinglong/command@v1", "remote_worker", spec, {"required": {}}
+    )
     assert b'"placement":{"required":{}}' in with_placement and other != digest
 
 

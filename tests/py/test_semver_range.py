@@ -207,7 +207,9 @@ def test_empty_set_means_any_release() -> None:
     assert not satisfies("123.4.5-rc", [])
 
 
-@pytest.mark.parametrize("bad", ["1.2", "v1.2.3", "1.2.3-01", "", "1.2.3 ", f"{MAX_COMPONENT + 1}.0.0"])
+@pytest.mark.parametrize(
+    "bad", ["1.2", "v1.2.3", "1.2.3-01", "", "1.2.3 ", f"{MAX_COMPONENT + 1}.0.0"]
+)
 def test_satisfies_refuses_invalid_versions(bad: str) -> None:
     with pytest.raises(InvalidRange):
         satisfies(bad, [])
@@ -284,7 +286,9 @@ _comparator = st.tuples(st.sampled_from([">=", "<=", ">", "<", "="]), _version).
     st.none() | st.sampled_from(["b", "build.1", "0a"]),
     st.lists(_comparator, max_size=4),
 )
-def test_satisfies_agrees_with_brute_force(version: str, build: str | None, comps: list[str]) -> None:
+def test_satisfies_agrees_with_brute_force(
+    version: str, build: str | None, comps: list[str]
+) -> None:
     full = version + (f"+{build}" if build else "")
     assert satisfies(full, comps) is _oracle(version, comps)
 
@@ -294,7 +298,9 @@ _release = st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 4))
 
 @settings(max_examples=400)
 @given(_release, _release)
-def test_caret_means_left_most_non_zero_fixed(base: tuple[int, int, int], v: tuple[int, int, int]) -> None:
+def test_caret_means_left_most_non_zero_fixed(
+    base: tuple[int, int, int], v: tuple[int, int, int]
+) -> None:
     # node-semver docs: ^ allows changes that do not modify the left-most non-zero element.
     text = ".".join(map(str, v))
     pos = next((i for i, x in enumerate(base) if x != 0), 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 
@@ -26,7 +27,7 @@ def test_constants_match_spec():
 def test_cap_doubles_then_saturates():
     caps = [DEFAULT_POLICY.cap_for(n) for n in range(16)]
     assert caps[:5] == [250, 500, 1000, 2000, 4000]
-    assert all(b == min(2 * a, CAP_MS) for a, b in zip(caps, caps[1:], strict=False))
+    assert all(b == min(2 * a, CAP_MS) for a, b in itertools.pairwise(caps))
     assert caps[-1] == CAP_MS and max(caps) == CAP_MS
     assert DEFAULT_POLICY.cap_for(10_000) == CAP_MS  # no huge exponent work
 

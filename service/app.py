@@ -1,0 +1,47 @@
+"""aiohttp application factory for the worker-facing ingress."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from service.audit import AuditLog
+from service.config import IngressConfig
+from service.gateway import Gateway
+from service.metrics import IngressMetrics
+from service.middlewares import envelope_middleware
+from service.ratelimit import TokenBucketLimiter
+from service.routes import add_routes
+from service.state import STATE, IngressState
+
+
+def build_state(config: IngressConfig, audit: AuditLog,
+                metrics: IngressMetrics | None = None) -> IngressState:
+    metrics = metrics or IngressMetrics()
+    return IngressState(
+        config=config,
+        gateway=Gateway(config, metrics),
+        metrics=metrics,
+        audit=audit,
+        limiter=TokenBucketLimiter(config.rate_per_s, config.rate_burst,
+                                   config.rate_max_tracked),
+    )
+
+
+async def _database_pool(app: web.Application) -> AsyncIterator[None]:
+    gateway = app[STATE].gateway
+    await gateway.open()
+    yield
+    await gateway.close()
+
+
+def create_app(state: IngressState) -> web.Application:
+    # client_max_size is aiohttp's own backstop; views.read_body enforces the
+    # limit first (Content-Length check, then a bounded read).
+    app = web.Application(client_max_size=state.config.max_body_bytes,
+                          middlewares=[envelope_middleware])
+    app[STATE] = state
+    app.cleanup_ctx.append(_database_pool)
+    add_routes(app)
+    return app

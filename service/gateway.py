@@ -1,0 +1,187 @@
+"""The ingress's only way into PostgreSQL: one `SELECT ql.<function>(...)` per call.
+
+Connections come from an `AsyncConnectionPool` logged in as a role that is a
+member of `ql_worker_ingress`, in autocommit mode so each call is exactly one
+round trip (no BEGIN/COMMIT). `prepare_threshold=0` makes psycopg prepare every
+statement server-side on first use; `None` turns that off for PgBouncer
+transaction pooling, where a prepared statement may land on another backend.
+
+Failures are classified here so handlers never see a driver exception:
+`DbUnavailable` (pool/connection/timeout: 503) or `DbRefused` (a project
+SQLSTATE with its reason and HTTP status from `service.sqlstates`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
+
+from service.config import IngressConfig
+from service.metrics import IngressMetrics
+from service.sqlstates import lookup
+
+log = logging.getLogger("qinglong.ingress.db")
+
+# A little above the server-side statement_timeout so the server normally cancels
+# first (its error is precise); this guard only catches a silent network partition.
+_CLIENT_GRACE_S = 1.0
+
+
+class DbUnavailable(Exception):
+    """The database could not answer in time (503 + Retry-After)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DbRefused(Exception):
+    """A QingLong SQLSTATE: the request is wrong or a fence moved."""
+
+    def __init__(self, sqlstate: str, reason: str, http_status: int) -> None:
+        super().__init__(reason)
+        self.sqlstate = sqlstate
+        self.reason = reason
+        self.http_status = http_status
+
+
+def connection_kwargs(config: IngressConfig) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "prepare_threshold": config.prepare_threshold,
+        "application_name": "qinglong-ingress",
+        "connect_timeout": config.connect_timeout_s,
+    }
+    if config.statement_timeout_mode == "options":
+        kwargs["options"] = f"-c statement_timeout={int(config.statement_timeout_ms)}"
+    return kwargs
+
+
+@dataclass
+class Gateway:
+    config: IngressConfig
+    metrics: IngressMetrics
+    _pool: AsyncConnectionPool | None = None
+    _check_task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    async def open(self) -> None:
+        """Start the pool without waiting: the ingress starts (and answers 503)
+        even while the database is down, and recovers when it comes back."""
+        self._pool = AsyncConnectionPool(
+            self.config.dsn,
+            kwargs=connection_kwargs(self.config),
+            min_size=self.config.pool_min_size,
+            max_size=self.config.pool_max_size,
+            max_waiting=self.config.pool_max_waiting,
+            timeout=self.config.acquire_timeout_ms / 1000,
+            configure=self._configure if self.config.statement_timeout_mode == "set" else None,
+            # Give up a background reconnect quickly: a request that finds no
+            # connection starts a fresh attempt, so recovery after an outage follows
+            # demand instead of waiting out a long exponential backoff.
+            reconnect_timeout=5.0,
+            name="qinglong-ingress",
+            open=False,
+        )
+        await self._pool.open(wait=False)
+
+    async def close(self) -> None:
+        if self._check_task is not None:
+            self._check_task.cancel()
+        if self._pool is not None:
+            await self._pool.close()
+
+    async def _configure(self, conn: psycopg.AsyncConnection) -> None:
+        # For poolers that refuse startup `options`: one SET per new server connection.
+        await conn.execute(f"SET statement_timeout = {int(self.config.statement_timeout_ms)}")
+
+    @property
+    def _deadline_s(self) -> float:
+        return (self.config.acquire_timeout_ms + self.config.statement_timeout_ms) / 1000 \
+            + _CLIENT_GRACE_S
+
+    async def call(self, function: str, args: tuple[Any, ...]) -> Any:
+        """`SELECT ql.<function>(%s, ...)`: one round trip, the single result value."""
+        sql = f"SELECT ql.{function}({', '.join(['%s'] * len(args))})"
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self._deadline_s):
+                return await self._execute(sql, args)
+        except TimeoutError:
+            self._failed("client_timeout")
+            raise DbUnavailable("database_timeout") from None
+        finally:
+            self.metrics.db_calls.observe(time.monotonic() - started, function)
+
+    async def _execute(self, sql: str, args: tuple[Any, ...]) -> Any:
+        if self._pool is None:
+            raise DbUnavailable("database_unavailable")
+        try:
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute(sql, args)
+                row = await cursor.fetchone()
+        except (PoolTimeout, TooManyRequests, PoolClosed):
+            self._failed("pool")
+            raise DbUnavailable("database_unavailable") from None
+        except pg_errors.QueryCanceled:
+            self._failed("statement_timeout")
+            raise DbUnavailable("statement_timeout") from None
+        except psycopg.OperationalError:
+            self._failed("connection")
+            self._schedule_pool_check()
+            raise DbUnavailable("database_unavailable") from None
+        except psycopg.Error as exc:
+            raise self._classify(exc) from None
+        return None if row is None else row[0]
+
+    def _classify(self, exc: psycopg.Error) -> Exception:
+        state = lookup(exc.sqlstate)
+        if state is not None and state.http_status is not None and state.http_status < 500:
+            return DbRefused(state.code, state.reason, state.http_status)
+        # Anything else is our bug or a broken deployment (missing function, missing
+        # grant): not the worker's fault, so 503 — and loud in our own log.
+        self._failed("unexpected")
+        log.error("unexpected database error",
+                  extra={"event": "db.unexpected_error", "sqlstate": exc.sqlstate,
+                         "error": type(exc).__name__})
+        return DbUnavailable("database_error")
+
+    def _failed(self, kind: str) -> None:
+        self.metrics.db_errors.inc(kind)
+
+    def _schedule_pool_check(self) -> None:
+        """After one broken connection the others are probably broken too (server
+        restart): check them all in the background so recovery needs no restart
+        and stale connections stop failing requests one by one."""
+        if self._pool is None or (self._check_task is not None and not self._check_task.done()):
+            return
+        self._check_task = asyncio.create_task(self._pool.check())
+        self._check_task.add_done_callback(_ignore_result)
+
+    async def ready(self, timeout_s: float) -> bool:
+        """True if a pooled connection answers `SELECT 1` within the deadline."""
+        if self._pool is None:
+            return False
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with self._pool.connection(timeout=timeout_s) as conn:
+                    await conn.execute("SELECT 1")
+        except (TimeoutError, psycopg.Error, PoolTimeout, TooManyRequests, PoolClosed):
+            return False
+        return True
+
+
+def _ignore_result(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("pool check failed", extra={"event": "db.pool_check_failed"})
+
+
+def jsonb(value: object) -> Jsonb:
+    return Jsonb(value)

@@ -1,0 +1,159 @@
+"""Run the ingress: TLS worker listener + plain-HTTP admin listener.
+
+SIGTERM/SIGINT: stop accepting, finish in-flight requests (up to
+`shutdown_timeout_s`), close the pool, exit 0. SIGHUP: reload the server
+certificate chain into the live SSLContext (new handshakes only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from aiohttp import web
+
+from service.admin_app import create_admin_app
+from service.app import build_state, create_app
+from service.audit import AuditLog, Emit, stream_emitter
+from service.config import ConfigError, IngressConfig, load_config
+from service.jsonlog import configure_logging
+from service.listener import BoundedTlsSite, runner_kwargs
+from service.metrics import IngressMetrics
+from service.state import PROJECTION_HOOK, IngressState, ProjectionHook
+from service.tls import ServerTls, TlsConfigError, server_tls
+
+log = logging.getLogger("qinglong.ingress")
+
+
+@dataclass
+class RunningIngress:
+    state: IngressState
+    tls: ServerTls
+    app: web.Application
+    runner: web.AppRunner
+    admin_runner: web.AppRunner
+    site: BoundedTlsSite
+    admin_site: web.TCPSite
+
+    @property
+    def port(self) -> int:
+        return self.site.port
+
+    @property
+    def admin_port(self) -> int:
+        return self.admin_site.port
+
+    @property
+    def urls(self) -> dict[str, str]:
+        host = self.state.config.host
+        admin = self.state.config.admin_host
+        return {"ingressUrl": f"https://{_url_host(host)}:{self.port}",
+                "adminUrl": f"http://{_url_host(admin)}:{self.admin_port}"}
+
+    async def stop(self) -> None:
+        # Worker listener first (stops accepting, drains in-flight, closes the
+        # pool), then the admin listener, so /metrics stays up during the drain.
+        await self.runner.cleanup()
+        await self.admin_runner.cleanup()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def audit_emitter(target: str) -> tuple[Emit, TextIO | None]:
+    """The audit stream: stderr, stdout or an append-only file (returned to close)."""
+    if target == "stderr":
+        return stream_emitter(sys.stderr), None
+    if target == "stdout":
+        return stream_emitter(sys.stdout), None
+    handle = open(target, "a", encoding="utf-8")  # closed by serve()
+    return stream_emitter(handle), handle
+
+
+async def start_ingress(config: IngressConfig, *, audit: AuditLog,
+                        metrics: IngressMetrics | None = None,
+                        projection_hook: ProjectionHook | None = None) -> RunningIngress:
+    tls = server_tls(config.cert_file, config.key_file, config.client_ca_file)
+    state = build_state(config, audit, metrics)
+    app = create_app(state)
+    if projection_hook is not None:
+        app[PROJECTION_HOOK] = projection_hook
+    runner = web.AppRunner(app, **runner_kwargs(config.header_timeout_s,
+                                                config.shutdown_timeout_s))
+    await runner.setup()
+    site = BoundedTlsSite(runner, config.host, config.port, ssl_context=tls.context,
+                          backlog=config.backlog, max_connections=config.max_connections,
+                          handshake_timeout_s=config.handshake_timeout_s,
+                          metrics=state.metrics)
+    await site.start()
+    state.metrics.add_gauge("qinglong_ingress_open_connections",
+                            "TLS connections holding a slot.",
+                            lambda: float(site.open_connections))
+    admin_runner = web.AppRunner(create_admin_app(state), access_log=None)
+    await admin_runner.setup()
+    admin_site = web.TCPSite(admin_runner, config.admin_host, config.admin_port)
+    await admin_site.start()
+    return RunningIngress(state, tls, app, runner, admin_runner, site, admin_site)
+
+
+def _write_ready_file(path: str, doc: dict[str, object]) -> None:
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".ready-")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(doc, handle)
+    os.replace(tmp, target)
+
+
+def _reload_tls(tls: ServerTls) -> None:
+    with contextlib.suppress(TlsConfigError):  # already logged; keep the old chain
+        tls.reload()
+
+
+async def serve(config: IngressConfig) -> int:
+    emit, audit_handle = audit_emitter(config.audit_log)
+    try:
+        running = await start_ingress(config, audit=AuditLog(emit))
+    except (TlsConfigError, OSError) as exc:
+        log.error("ingress failed to start", extra={"event": "ingress.start_failed",
+                                                   "error": type(exc).__name__,
+                                                   "detail": str(exc)[:200]})
+        return 2
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, _reload_tls, running.tls)
+    ready = {**running.urls, "pid": os.getpid()}
+    if config.ready_file:
+        _write_ready_file(config.ready_file, ready)
+    print(json.dumps({"event": "listening", **ready}), flush=True)
+    log.info("ingress listening", extra={"event": "ingress.listening", **running.urls})
+    try:
+        await stop.wait()
+        log.info("shutting down", extra={"event": "ingress.stopping"})
+    finally:
+        await running.stop()
+        if audit_handle is not None:
+            audit_handle.close()
+    return 0
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(json.dumps({"error": "invalid_config", "detail": str(exc)}), file=sys.stderr)
+        return 2
+    configure_logging(config.log_level)
+    return asyncio.run(serve(config))

@@ -1,0 +1,40 @@
+"""Per-app state, reached through `web.AppKey`s (no module-level mutable state)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from service.audit import AuditLog
+from service.config import IngressConfig
+from service.gateway import Gateway
+from service.metrics import IngressMetrics
+from service.ratelimit import TokenBucketLimiter
+
+# (route name, response document) -> document actually sent. Tests install one to
+# inject a corrupted projection; production leaves it unset.
+ProjectionHook = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass
+class IngressState:
+    config: IngressConfig
+    gateway: Gateway
+    metrics: IngressMetrics
+    audit: AuditLog
+    limiter: TokenBucketLimiter
+    # Jitter for idle retry guidance only; not security relevant.
+    rng: random.Random = field(default_factory=random.Random)
+
+    def idle_retry_after_ms(self) -> int:
+        return self.config.idle_retry_after_ms + self.rng.randint(0, self.config.idle_jitter_ms)
+
+
+STATE: web.AppKey[IngressState] = web.AppKey("qinglong_ingress_state", IngressState)
+PROJECTION_HOOK: web.AppKey[ProjectionHook] = web.AppKey(
+    "qinglong_projection_hook", ProjectionHook
+)

@@ -1,0 +1,275 @@
+"""Request handlers: limits -> strict JSON -> schema -> authenticate -> audit -> act.
+
+Every handler follows the same pipeline (`_admit`), so no endpoint can skip a
+step. The database call both verifies the credential and acts, in one round
+trip; its result envelope is mapped to the wire here and every success body is
+validated against its response schema before it is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
+from service.audit import AuditRecord, Outcome
+from service.capabilities import CapabilitiesRejected, canonicalize_capabilities
+from service.credentials import PresentedCredential, lease_token_digest, parse_authorization
+from service.errors import ApiError
+from service.gateway import DbRefused, DbUnavailable
+from service.identity import peer_worker_id
+from service.state import PROJECTION_HOOK, STATE, IngressState
+
+log = logging.getLogger("qinglong.ingress")
+
+MAX_RESPONSE_BYTES = 128 * 1024
+IDENTITY_MISMATCH = "identity_mismatch"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str  # metrics label
+    action: str  # audit action (security_audit.action)
+    request_schema: SchemaId
+    response_schema: SchemaId
+    success_status: int
+
+
+SESSION_OPEN = Endpoint("sessions.open", "session.open", SchemaId.SESSION_OPEN_REQUEST,
+                        SchemaId.SESSION, 201)
+SESSION_HEARTBEAT = Endpoint("sessions.heartbeat", "session.heartbeat",
+                             SchemaId.SESSION_HEARTBEAT_REQUEST, SchemaId.SESSION, 200)
+SESSION_CLOSE = Endpoint("sessions.close", "session.close", SchemaId.SESSION_CLOSE_REQUEST,
+                         SchemaId.SESSION, 200)
+OFFER_PULL = Endpoint("offers.pull", "offer.pull", SchemaId.OFFER_PULL_REQUEST,
+                      SchemaId.REMOTE_EXECUTION_OFFER, 200)
+
+
+@dataclass(frozen=True)
+class Admitted:
+    doc: dict[str, Any]
+    worker_id: str
+    credential: PresentedCredential
+
+
+# ------------------------------------------------------------------ pipeline
+
+
+def _rate_limit(state: IngressState, worker_id: str | None) -> None:
+    decision = state.limiter.take(worker_id or "")
+    if not decision.allowed:
+        state.metrics.rate_limited.inc()
+        raise ApiError(429, "too_many_requests", retry_after_s=decision.retry_after_s)
+
+
+async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytes:
+    """Read at most `limit` bytes; 413 as soon as more are announced or arrive."""
+    announced = request.content_length
+    if announced is not None and announced > limit:
+        raise ApiError(413, "body_too_large", close_connection=True)
+    data = bytearray()
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                chunk = await request.content.read(limit + 1 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+                if len(data) > limit:
+                    raise ApiError(413, "body_too_large", close_connection=True)
+    except TimeoutError:
+        raise ApiError(408, "body_timeout", close_connection=True) from None
+    return bytes(data)
+
+
+def parse_request(data: bytes, schema_id: SchemaId) -> dict[str, Any]:
+    try:
+        doc = parse_json_strict(data)
+        default_contract().validate(schema_id, doc)
+    except ContractError as exc:
+        raise ApiError(400, exc.reason) from None
+    assert isinstance(doc, dict)  # every request schema is an object
+    return doc
+
+
+def _audit(state: IngressState, endpoint: Endpoint, outcome: Outcome, reason: str,
+           credential_id: str | None, worker_id: str | None) -> None:
+    state.audit.record(AuditRecord(endpoint.action, outcome, reason, credential_id, worker_id))
+    state.metrics.auth_decisions.inc(endpoint.action, outcome.value, reason)
+
+
+async def _deny(state: IngressState, endpoint: Endpoint, status: int, reason: str,
+                credential_id: str | None, worker_id: str | None) -> ApiError:
+    """An ingress-decided denial: stored in security_audit (best effort — the
+    refusal never depends on the database), audited, then raised."""
+    try:
+        await state.gateway.call("record_auth_denial",
+                                 (credential_id, worker_id, endpoint.action, reason))
+    except (DbUnavailable, DbRefused) as exc:
+        log.warning("denial not stored", extra={"event": "audit.store_failed",
+                                                "reason": getattr(exc, "reason", "")})
+    _audit(state, endpoint, Outcome.DENIED, reason, credential_id, worker_id)
+    return ApiError(status, reason)
+
+
+async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState, Admitted]:
+    state = request.app[STATE]
+    cert_worker = peer_worker_id(request)
+    _rate_limit(state, cert_worker)
+    data = await read_body(request, state.config.max_body_bytes, state.config.body_timeout_s)
+    doc = parse_request(data, endpoint.request_schema)
+    body_worker = doc["workerId"]
+    presented = parse_authorization(request.headers.get("Authorization"))
+    if presented.problem is not None or presented.credential is None:
+        reason = presented.problem.value if presented.problem else "malformed_credential"
+        raise await _deny(state, endpoint, 401, reason, presented.credential_id,
+                          cert_worker or body_worker)
+    if cert_worker is None or cert_worker != body_worker:
+        # The body is never trusted on its own: the certificate names the worker.
+        raise await _deny(state, endpoint, 403, IDENTITY_MISMATCH,
+                          presented.credential_id, cert_worker or body_worker)
+    return state, Admitted(doc, cert_worker, presented.credential)
+
+
+async def _act(state: IngressState, endpoint: Endpoint, admitted: Admitted, function: str,
+               args: tuple[Any, ...]) -> dict[str, Any]:
+    """Call the database, then audit the decision it made. Denials become errors."""
+    credential_id = admitted.credential.credential_id
+    try:
+        result = await state.gateway.call(function, args)
+    except DbUnavailable as exc:
+        _audit(state, endpoint, Outcome.UNDECIDED, exc.reason, credential_id, admitted.worker_id)
+        raise ApiError(503, exc.reason,
+                       retry_after_s=state.config.unavailable_retry_after_s) from None
+    except DbRefused as exc:
+        # Fence errors (QL010-QL014) are raised after the credential check passed.
+        outcome = Outcome.ALLOWED if exc.http_status == 409 else Outcome.UNDECIDED
+        _audit(state, endpoint, outcome, exc.reason, credential_id, admitted.worker_id)
+        raise ApiError(exc.http_status, exc.reason) from None
+    if not isinstance(result, dict) or not isinstance(result.get("status"), str):
+        raise _invalid_projection(state, endpoint, "result is not an envelope")
+    if result["status"] == "denied":
+        reason = str(result.get("reason", "denied"))
+        status = 403 if result.get("httpStatus") == 403 else 401
+        _audit(state, endpoint, Outcome.DENIED, reason, credential_id, admitted.worker_id)
+        raise ApiError(status, reason)
+    _audit(state, endpoint, Outcome.ALLOWED, "authenticated", credential_id, admitted.worker_id)
+    return result
+
+
+# ------------------------------------------------------------------ responses
+
+
+def _invalid_projection(state: IngressState, endpoint: Endpoint, detail: str) -> ApiError:
+    state.metrics.invalid_projections.inc()
+    # `detail` is a schema path + keyword (ContractError never echoes values).
+    log.error("database projection failed its schema",
+              extra={"event": "projection.invalid", "route": endpoint.name, "detail": detail})
+    return ApiError(503, "invalid_projection",
+                    retry_after_s=state.config.unavailable_retry_after_s)
+
+
+def respond(request: web.Request, state: IngressState, endpoint: Endpoint,
+            doc: dict[str, Any]) -> web.Response:
+    hook = request.app.get(PROJECTION_HOOK)
+    if hook is not None:
+        doc = hook(endpoint.name, doc)
+    try:
+        default_contract().validate(endpoint.response_schema, doc)
+    except ContractError as exc:
+        raise _invalid_projection(state, endpoint, exc.detail) from None
+    body = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(body) > MAX_RESPONSE_BYTES:
+        raise _invalid_projection(state, endpoint, "response over 128 KiB")
+    return web.Response(status=endpoint.success_status, body=body,
+                        content_type="application/json")
+
+
+def _with_schema(schema_id: SchemaId, fields: dict[str, Any], **first: Any) -> dict[str, Any]:
+    """`schema` first (then any fixed leading fields), then the projection."""
+    out: dict[str, Any] = {"schema": schema_id.value, **first}
+    out.update({k: v for k, v in fields.items() if k not in out})
+    return out
+
+
+def _session_body(state: IngressState, endpoint: Endpoint,
+                  result: dict[str, Any]) -> dict[str, Any]:
+    session = result.get("session")
+    if result["status"] != "ok" or not isinstance(session, dict):
+        raise _invalid_projection(state, endpoint, f"unexpected status {result['status']!r}")
+    return _with_schema(SchemaId.SESSION, session)
+
+
+# ------------------------------------------------------------------ handlers
+
+
+async def open_session(request: web.Request) -> web.Response:
+    state, admitted = await _admit(request, SESSION_OPEN)
+    try:
+        caps = canonicalize_capabilities(admitted.doc["capabilities"])
+    except CapabilitiesRejected as exc:
+        raise ApiError(400, exc.reason) from None
+    cred = admitted.credential
+    result = await _act(state, SESSION_OPEN, admitted, "open_session",
+                        (cred.credential_id, cred.secret_digest, admitted.worker_id,
+                         caps.canonical))
+    return respond(request, state, SESSION_OPEN, _session_body(state, SESSION_OPEN, result))
+
+
+async def _session_fenced(request: web.Request, endpoint: Endpoint,
+                          function: str) -> web.Response:
+    state, admitted = await _admit(request, endpoint)
+    cred, doc = admitted.credential, admitted.doc
+    result = await _act(state, endpoint, admitted, function,
+                        (cred.credential_id, cred.secret_digest, admitted.worker_id,
+                         doc["sessionId"], doc["generation"]))
+    return respond(request, state, endpoint, _session_body(state, endpoint, result))
+
+
+async def heartbeat_session(request: web.Request) -> web.Response:
+    return await _session_fenced(request, SESSION_HEARTBEAT, "heartbeat_session")
+
+
+async def close_session(request: web.Request) -> web.Response:
+    return await _session_fenced(request, SESSION_CLOSE, "close_session")
+
+
+async def pull_offer(request: web.Request) -> web.Response:
+    state, admitted = await _admit(request, OFFER_PULL)
+    cred, doc = admitted.credential, admitted.doc
+    try:
+        result = await _act(state, OFFER_PULL, admitted, "pull_offer", (
+            cred.credential_id, cred.secret_digest, admitted.worker_id, doc["sessionId"],
+            doc["generation"], doc["offerId"], lease_token_digest(doc["leaseToken"])))
+    except ApiError as exc:
+        state.metrics.pulls.inc("denied" if exc.status in (401, 403) else
+                                "conflict" if exc.status == 409 else "error")
+        raise
+    return respond(request, state, OFFER_PULL, _pull_body(state, result))
+
+
+def _pull_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
+    status = result["status"]
+    state.metrics.pulls.inc(status if status in ("offered", "idempotent", "idle", "conflict")
+                            else "invalid")
+    schema = SchemaId.REMOTE_EXECUTION_OFFER
+    if status in ("offered", "idempotent") and isinstance(result.get("offer"), dict):
+        return _with_schema(schema, result["offer"], status="offered")
+    if status == "idle":
+        return {"schema": schema.value, "status": "idle", "reason": result.get("reason"),
+                "stats": result.get("stats"), "truncated": result.get("truncated"),
+                "retryAfterMs": state.idle_retry_after_ms()}
+    if status == "conflict":
+        raise ApiError(409, str(result.get("category", "conflict")))
+    raise _invalid_projection(state, OFFER_PULL, f"unexpected status {status!r}")
+
+
+async def not_implemented(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    _rate_limit(state, peer_worker_id(request))
+    raise ApiError(501, "not_implemented")

@@ -1,0 +1,133 @@
+"""`qinglong dev up|down` black-box: a real cluster + ingress, then nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import stat
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+
+ENV_KEYS = {"dsn", "runtimeDsn", "ingressUrl", "adminUrl", "caFile", "caDir", "worker"}
+WORKER_KEYS = {"workerId", "certFile", "keyFile", "credentialFile"}
+
+
+def dev(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "qinglong", "dev", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"  # a zombie awaiting its reaper is not running
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None
+    return port
+
+
+def _wait_gone(pids: list[int], ports: list[int], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(map(_alive, pids)) and not any(map(_listening, ports)):
+            return
+        time.sleep(0.1)
+    assert [p for p in pids if _alive(p)] == []
+    assert [p for p in ports if _listening(p)] == []
+
+
+def _tls_handshake(env: dict) -> None:
+    worker = env["worker"]
+    context = ssl.create_default_context(cafile=env["caFile"])
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    context.load_cert_chain(worker["certFile"], worker["keyFile"])
+    with (
+        socket.create_connection(("127.0.0.1", _port(env["ingressUrl"])), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        assert tls.version() == "TLSv1.3"
+
+
+def test_down_on_never_upped_dir_is_a_no_op(tmp_path: Path) -> None:
+    for directory in (tmp_path / "never", tmp_path):
+        result = dev("down", "--state-dir", str(directory), timeout=60)
+        assert result.returncode == 0, result.stderr
+
+
+def test_dev_up_down(tmp_path: Path) -> None:
+    state_dir = tmp_path / "dev"
+    up = dev("up", "--state-dir", str(state_dir))
+    try:
+        assert up.returncode == 0, up.stderr
+        env = json.loads(up.stdout)
+        assert env == json.loads((state_dir / "dev-env.json").read_text())
+        assert set(env) == ENV_KEYS
+        assert set(env["worker"]) == WORKER_KEYS
+        for key in ("caFile",):
+            assert Path(env[key]).is_file()
+        assert Path(env["caDir"]).is_dir()
+        for key in ("certFile", "keyFile", "credentialFile"):
+            assert Path(env["worker"][key]).is_file()
+        assert stat.S_IMODE(os.stat(env["worker"]["credentialFile"]).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(env["worker"]["keyFile"]).st_mode) == 0o600
+        assert Path(env["worker"]["credentialFile"]).read_text().startswith("ql3w_")
+        assert env["ingressUrl"].startswith("https://127.0.0.1:")
+        assert env["adminUrl"].startswith("http://127.0.0.1:")
+
+        with psycopg.connect(env["dsn"]) as conn:
+            assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        with psycopg.connect(env["runtimeDsn"]) as conn:
+            row = conn.execute(
+                "SELECT current_user, pg_has_role('ql_runtime', 'MEMBER')"
+            ).fetchone()
+            assert row == ("qinglong_runtime", True)
+            pg_port = int(conn.info.port)
+            postmaster = conn.execute("SELECT pg_backend_pid()").fetchone()
+            assert postmaster is not None
+
+        _tls_handshake(env)
+        with urllib.request.urlopen(env["adminUrl"] + "/readyz", timeout=5) as response:
+            assert response.status == 200
+
+        ingress_pid = int((state_dir / "ingress.pid").read_text())
+        state = json.loads((state_dir / "dev-state.json").read_text())
+        pids = [ingress_pid, int(state["pgPid"])]
+        assert all(map(_alive, pids))
+        ports = [_port(env["ingressUrl"]), _port(env["adminUrl"]), pg_port]
+
+        again = dev("up", "--state-dir", str(state_dir), timeout=60)
+        assert again.returncode != 0
+        assert json.loads(again.stderr.strip().splitlines()[-1])["reason"] == "already_up"
+        assert all(map(_alive, pids)), "a refused second `up` must not disturb the first"
+    finally:
+        down = dev("down", "--state-dir", str(state_dir), timeout=120)
+    assert down.returncode == 0, down.stderr
+    _wait_gone(pids, ports)
+    assert not (state_dir / "dev-env.json").exists()
+    assert not Path(state["pgBaseDir"]).exists()
+    second = dev("down", "--state-dir", str(state_dir), timeout=60)
+    assert second.returncode == 0, second.stderr

@@ -1,0 +1,124 @@
+"""Handshake refusals, connection limits and header deadlines (no database needed)."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import time
+
+import pytest
+
+from service.tls import TlsConfigError, load_anchor_bundle
+from tests.py.ingress_harness import (
+    UNREACHABLE_DSN,
+    IngressFactory,
+    PkiSet,
+    client_context,
+    ingress_config,
+    post,
+    start_ingress_thread,  # noqa: F401 - fixture
+    test_pki,  # noqa: F401 - fixture
+    tls_socket,
+)
+
+WORKER = "0b1e7a2c-3d4e-4f50-8a6b-7c8d9e0f1a2b"
+HEARTBEAT = {"schema": "qinglong/session-heartbeat-request@v1", "workerId": WORKER,
+             "sessionId": "0b1e7a2c-3d4e-4f50-8a6b-7c8d9e0f1a2c", "generation": 1}
+HANDSHAKE_REFUSED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnected, OSError)
+
+
+@pytest.fixture
+def server(start_ingress_thread: IngressFactory, test_pki: PkiSet):  # noqa: F811
+    return start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN))
+
+
+def _request_with(port: int, ctx: ssl.SSLContext) -> int:
+    return post(port, "/v1/sessions/heartbeat", HEARTBEAT, ctx=ctx, token=None).status
+
+
+def test_valid_client_certificate_reaches_the_application(server, test_pki):  # noqa: F811
+    ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
+    # No credential: the request got through TLS and was refused by the app.
+    reply = post(server.port, "/v1/sessions/heartbeat", HEARTBEAT, ctx=ctx)
+    assert reply.status == 401
+    assert reply.json == {"schema": "qinglong/error@v1", "error": "unauthorized",
+                          "reason": "missing_credential"}
+    with tls_socket(server.port, ctx) as sock:
+        assert sock.version() == "TLSv1.3"
+
+
+def test_plaintext_is_refused(server):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    with pytest.raises(HANDSHAKE_REFUSED):
+        conn.request("POST", "/v1/sessions/heartbeat", body=b"{}")
+        conn.getresponse().read()
+    conn.close()
+
+
+def test_tls12_client_is_refused(server, test_pki):  # noqa: F811
+    ctx = client_context(test_pki, test_pki.worker_cert(WORKER), tls12=True)
+    with pytest.raises(ssl.SSLError):
+        tls_socket(server.port, ctx)
+
+
+@pytest.mark.parametrize("kind", ["none", "foreign", "expired"])
+def test_bad_client_certificates_are_refused(server, test_pki, kind):  # noqa: F811
+    cert = {"none": None,
+            "foreign": test_pki.worker_cert(WORKER, foreign=True),
+            "expired": test_pki.worker_cert(WORKER, expired=True)}[kind]
+    ctx = client_context(test_pki, cert)
+    # TLS 1.3: the client finishes its side first; the refusal (an alert) arrives
+    # on the first read after the handshake.
+    with pytest.raises(HANDSHAKE_REFUSED):
+        _request_with(server.port, ctx)
+    assert server.metrics.connections_refused.value() >= 1
+
+
+def test_connection_limit_really_bounds_connections(start_ingress_thread, test_pki):  # noqa: F811
+    server = start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN, max_connections=2,
+                                                 header_timeout_s=30.0))
+    ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
+    held = [tls_socket(server.port, ctx), tls_socket(server.port, ctx)]
+    try:
+        # The third TCP connect lands in the backlog, but nobody accepts it, so its
+        # handshake cannot complete while two connections hold the slots.
+        raw = socket.create_connection(("127.0.0.1", server.port), timeout=1.0)
+        with pytest.raises((TimeoutError, socket.timeout)):
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+        raw.close()
+        held.pop().close()
+        deadline = time.monotonic() + 5
+        while True:  # the slot is freed once the server sees the close
+            try:
+                held.append(tls_socket(server.port, ctx, timeout=1.0))
+                break
+            except (TimeoutError, ssl.SSLError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_partial_request_head_is_closed_after_the_header_deadline(start_ingress_thread,
+                                                                  test_pki):  # noqa: F811
+    server = start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN,
+                                                 header_timeout_s=1.0))
+    ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
+    with tls_socket(server.port, ctx, timeout=10) as sock:
+        sock.sendall(b"POST /v1/offers/pull HTTP/1.1\r\nHost: x\r\n")  # never finished
+        started = time.monotonic()
+        assert sock.recv(1024) == b""  # server closed the connection
+        assert time.monotonic() - started < 5
+
+
+def test_worker_ca_bundle_needs_one_to_eight_anchors(tmp_path, test_pki):  # noqa: F811
+    one = (test_pki.ca_dir / "ca.pem").read_bytes()
+    (tmp_path / "empty.pem").write_bytes(b"")
+    (tmp_path / "nine.pem").write_bytes(one * 9)
+    (tmp_path / "eight.pem").write_bytes(one * 8)
+    assert "BEGIN CERTIFICATE" in load_anchor_bundle(str(tmp_path / "eight.pem"))
+    for name in ("empty.pem", "nine.pem"):
+        with pytest.raises(TlsConfigError):
+            load_anchor_bundle(str(tmp_path / name))

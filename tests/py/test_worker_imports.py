@@ -1,0 +1,47 @@
+"""R-LAY-1: the worker runtime imports no server/database code, and loads TLS lazily."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+
+FORBIDDEN = ("aiohttp", "psycopg", "psycopg_pool", "db", "service")
+
+
+def loaded_after(code: str) -> set[str]:
+    script = textwrap.dedent(code) + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def roots(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_import_worker_loads_no_network():
+    mods = loaded_after("import worker")
+    assert not roots(mods) & set(FORBIDDEN)
+    assert "ssl" not in mods and "http.client" not in mods
+
+
+def test_steady_state_modules_load_no_network_or_schema_code():
+    names = ["worker", "worker.journal", "worker.owner_lock", "worker.backoff", "worker.fsio",
+             "worker.errors", "worker.coordinator"]  # fmt: skip
+    if importlib.util.find_spec("worker.cli") is not None:
+        names.append("worker.cli")
+    mods = loaded_after("\n".join(f"import {n}" for n in names))
+    assert not roots(mods) & set(FORBIDDEN)
+    # Network and offer validation are loaded only when used.
+    for lazy in ("ssl", "http.client", "jsonschema", "worker.transport", "worker.offer_validation"):
+        assert lazy not in mods, lazy
+
+
+def test_transport_and_validation_still_avoid_server_code():
+    mods = loaded_after("import worker.transport, worker.offer_validation")
+    assert "ssl" in mods and "http.client" in mods
+    assert not roots(mods) & set(FORBIDDEN)

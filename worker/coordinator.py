@@ -1,0 +1,278 @@
+"""Claim coordinator: one pull at a time with a stable, durable intent (SPEC §6.1-6.3).
+
+``ClaimCoordinator.step(fence)`` performs at most one pull and returns what
+happened plus when the caller may call again; it owns no timer (ADR-0110 §2).
+
+* Before the first byte of a claim, a fresh offer id + 32-byte token (with the
+  session fence, capabilities digest, attempt count, next-attempt time) is
+  written to ``pending-claim.json``. Every retry reuses exactly that intent, so
+  a claim whose response was lost is *recovered* by the server, not duplicated.
+* ``idle`` clears the intent. ``offered`` is validated, written to the inbox, and
+  only then the intent is cleared. ``409`` moves it aside with the category.
+* Network errors, timeouts, protocol violations, invalid JSON and auth failures
+  (401/403, TLS client-certificate rejection) keep the intent and back off with
+  full jitter; auth failures back off slowly and log loudly.
+* After 16 attempts the intent is moved aside; the next step starts a fresh one.
+* Cancellation (``BaseException``: KeyboardInterrupt, ``asyncio.CancelledError``)
+  propagates untouched — never recorded as a delivery failure; the intent stays.
+
+No network or schema code is imported here: the pull is an injected callable,
+and offer validation is imported on first use (R-LAY-1).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import logging
+import random
+import re
+import secrets
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from worker.backoff import DEFAULT_POLICY, BackoffPolicy
+from worker.errors import CredentialError, TlsClientRejected, TransportError
+from worker.journal import Journal, JournalError, PendingClaim
+from worker.owner_lock import Clock, wall_clock_ms
+
+log = logging.getLogger("qinglong.worker.claim")
+
+PULL_SCHEMA = "qinglong/offer-pull-request@v1"
+AUTH_MIN_DELAY_MS = 30_000  # auth failures need an operator, not a tight loop
+_CATEGORY = re.compile(r"^[a-z0-9_]{1,48}$")
+
+__all__ = [
+    "ClaimCoordinator",
+    "ClaimOutcome",
+    "PullResponse",
+    "SessionFence",
+    "StepResult",
+    "new_lease_token",
+]
+
+
+class PullResponse(Protocol):
+    """What the coordinator needs from a transport response."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def retry_after_ms(self) -> int | None: ...
+
+
+PullFn = Callable[[Mapping[str, Any]], PullResponse]
+
+
+@dataclass(frozen=True)
+class SessionFence:
+    worker_id: str
+    session_id: str
+    generation: int
+    capabilities_digest: str
+
+
+class ClaimOutcome(StrEnum):
+    NOT_DUE = "not_due"  # the intent's next attempt time has not come
+    INBOX_FULL = "inbox_full"  # no pull: the journal cannot admit another offer
+    IDLE = "idle"
+    ACCEPTED = "accepted"  # offer durably in the inbox, intent cleared
+    CONFLICT = "conflict"  # 409: intent moved aside with the category
+    REJECTED = "rejected"  # offer failed validation / journal refused it: moved aside
+    RETRY = "retry"  # transient failure: intent kept
+    AUTH_FAILED = "auth_failed"  # 401/403/TLS client rejection: intent kept, slow retry
+    EXHAUSTED = "exhausted"  # 16 attempts: intent moved aside
+
+
+@dataclass(frozen=True)
+class StepResult:
+    outcome: ClaimOutcome
+    offer_id: str | None
+    next_attempt_at_ms: int | None  # when to call step() again (None: any time)
+    reason: str | None = None  # low-cardinality detail
+
+
+def new_lease_token() -> str:
+    """32 CSPRNG bytes as canonical unpadded base64url (43 chars)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode("ascii")
+
+
+def _category(value: object, default: str) -> str:
+    return value if isinstance(value, str) and _CATEGORY.fullmatch(value) else default
+
+
+class ClaimCoordinator:
+    def __init__(
+        self,
+        journal: Journal,
+        pull: PullFn,
+        *,
+        clock: Clock = wall_clock_ms,
+        rng: random.Random | None = None,
+        policy: BackoffPolicy = DEFAULT_POLICY,
+    ) -> None:
+        self._journal = journal
+        self._pull = pull
+        self._clock = clock
+        self._rng = rng or random.SystemRandom()
+        self._policy = policy
+
+    # -- intent ------------------------------------------------------------
+
+    def _intent(self, fence: SessionFence, now: int) -> PendingClaim | StepResult:
+        claim = self._journal.load_pending()
+        if claim is not None and not _same_fence(claim, fence):
+            # The local session moved on; the old intent can never be answered for it.
+            self._journal.move_pending_aside("session_changed")
+            claim = None
+        if claim is None:
+            if self._journal.count() >= self._journal.capacity:
+                return StepResult(ClaimOutcome.INBOX_FULL, None, None, "inbox_full")
+            claim = PendingClaim(
+                offer_id=str(uuid.uuid4()),
+                lease_token=new_lease_token(),
+                worker_id=fence.worker_id,
+                session_id=fence.session_id,
+                generation=fence.generation,
+                capabilities_digest=fence.capabilities_digest,
+                attempts=0,
+                next_attempt_at_ms=now,
+                created_at_ms=now,
+            )
+        if now < claim.next_attempt_at_ms:
+            return StepResult(ClaimOutcome.NOT_DUE, claim.offer_id, claim.next_attempt_at_ms)
+        # Count the attempt durably before the first byte leaves: a crash loop
+        # cannot retry one intent forever, and a fresh intent is on disk first.
+        claim = dataclasses.replace(claim, attempts=claim.attempts + 1, last_outcome="sent")
+        self._journal.save_pending(claim)
+        return claim
+
+    # -- one step ----------------------------------------------------------
+
+    def step(self, fence: SessionFence) -> StepResult:
+        now = self._clock()
+        intent = self._intent(fence, now)
+        if isinstance(intent, StepResult):
+            return intent
+        claim = intent
+        request = {
+            "schema": PULL_SCHEMA,
+            "workerId": claim.worker_id,
+            "sessionId": claim.session_id,
+            "generation": claim.generation,
+            "offerId": claim.offer_id,
+            "leaseToken": claim.lease_token,
+        }
+        try:
+            response = self._pull(request)
+        except TlsClientRejected:
+            return self._auth_failure(claim, "tls_client_rejected")
+        except CredentialError:
+            return self._auth_failure(claim, "credential_unusable")
+        except TransportError as exc:
+            return self._retry(claim, _category(getattr(exc, "reason", None), type(exc).__name__))
+        return self._handle(claim, response)
+
+    def _handle(self, claim: PendingClaim, response: PullResponse) -> StepResult:
+        status = response.status
+        if status == 200:
+            return self._handle_ok(claim, response)
+        reason = _error_reason(response.body)
+        if status == 409:
+            category = f"conflict_{reason}" if reason != "unknown" else "conflict"
+            self._journal.move_pending_aside(_category(category, "conflict"))
+            return StepResult(ClaimOutcome.CONFLICT, claim.offer_id, None, reason)
+        if status in (401, 403):
+            return self._auth_failure(claim, f"http_{status}_{reason}")
+        if status in (400, 413):
+            # Our own request was refused as malformed: the same bytes never succeed.
+            self._journal.move_pending_aside(f"http_{status}")
+            return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, reason)
+        return self._retry(claim, f"http_{status}", floor_ms=response.retry_after_ms)
+
+    def _handle_ok(self, claim: PendingClaim, response: PullResponse) -> StepResult:
+        from schemas.contract import ContractError
+        from worker import offer_validation as ov
+
+        try:
+            doc = ov.parse_offer_response(response.body)
+        except ContractError as exc:
+            return self._retry(claim, exc.reason)  # truncated / invalid JSON: same intent
+        if doc["status"] == "idle":
+            idle = ov.parse_idle(doc)
+            self._journal.clear_pending()
+            next_at = self._clock() + idle.retry_after_ms
+            return StepResult(ClaimOutcome.IDLE, claim.offer_id, next_at, idle.reason)
+        try:
+            entry = ov.validate_offered(doc, claim, self._clock())
+        except ov.OfferInvalid as exc:
+            log.error("offer %s refused: %s", claim.offer_id, exc.reason)
+            self._journal.move_pending_aside(f"offer_{exc.reason}")
+            return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, exc.reason)
+        try:
+            self._journal.accept(entry)
+        except (JournalError, ValueError) as exc:
+            # Full inbox, conflicting replay, version regression: fail closed.
+            log.error("offer %s not admitted: %s", claim.offer_id, type(exc).__name__)
+            self._journal.move_pending_aside("inbox_refused")
+            return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, type(exc).__name__)
+        # Inbox first, then clear: a crash in between replays the same offer.
+        self._journal.clear_pending()
+        return StepResult(ClaimOutcome.ACCEPTED, claim.offer_id, None)
+
+    # -- retries -----------------------------------------------------------
+
+    def _next_at(self, claim: PendingClaim, floor_ms: int | None) -> int:
+        now = self._clock()
+        at = self._policy.next_attempt_at_ms(now, claim.attempts - 1, self._rng)
+        return max(at, now + floor_ms) if floor_ms else at
+
+    def _retry(
+        self,
+        claim: PendingClaim,
+        reason: str,
+        *,
+        floor_ms: int | None = None,
+        outcome: ClaimOutcome = ClaimOutcome.RETRY,
+    ) -> StepResult:
+        if self._policy.exhausted(claim.attempts):
+            log.warning("claim %s abandoned after %d attempts", claim.offer_id, claim.attempts)
+            self._journal.move_pending_aside("attempts_exhausted")
+            return StepResult(ClaimOutcome.EXHAUSTED, claim.offer_id, None, reason)
+        next_at = self._next_at(claim, floor_ms)
+        kept = dataclasses.replace(claim, next_attempt_at_ms=next_at, last_outcome=reason)
+        self._journal.save_pending(kept)
+        return StepResult(outcome, claim.offer_id, next_at, reason)
+
+    def _auth_failure(self, claim: PendingClaim, reason: str) -> StepResult:
+        # Loud, but never with the credential or token.
+        log.error("ingress refused our credentials (%s); claim %s kept", reason, claim.offer_id)
+        return self._retry(
+            claim, reason, floor_ms=AUTH_MIN_DELAY_MS, outcome=ClaimOutcome.AUTH_FAILED
+        )
+
+
+def _same_fence(claim: PendingClaim, fence: SessionFence) -> bool:
+    return (
+        claim.worker_id,
+        claim.session_id,
+        claim.generation,
+        claim.capabilities_digest,
+    ) == (fence.worker_id, fence.session_id, fence.generation, fence.capabilities_digest)
+
+
+def _error_reason(body: bytes) -> str:
+    """The low-cardinality ``reason`` of an error@v1 body, or ``unknown``."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return "unknown"
+    if not isinstance(doc, dict):
+        return "unknown"
+    return _category(doc.get("reason"), "unknown")

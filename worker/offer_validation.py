@@ -1,0 +1,110 @@
+"""Validation of a pull response against the worker's own claim (SPEC §6.3).
+
+Imported lazily by the coordinator (it loads ``jsonschema`` via ``schemas``).
+The server's word is not trusted on its own: the offer must answer *our* pending
+claim, target *our* session, be internally closed (candidate, revision, lease
+name the same run/attempt/task/revision), carry a content digest we recompute
+from the revision's canonical bytes, and a sane lease. Only then the lease is
+rebuilt with the token the worker holds (the response never carries it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.canonical import content_digest
+from schemas.contract import ContractError, SchemaId, load
+from worker.journal import InboxEntry, PendingClaim
+
+__all__ = [
+    "Idle",
+    "OfferInvalid",
+    "parse_offer_response",
+    "validate_offered",
+]
+
+
+class OfferInvalid(Exception):
+    """The response is schema-valid but does not answer our claim (fail closed)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason  # low-cardinality category, safe to log
+
+
+@dataclass(frozen=True)
+class Idle:
+    reason: str
+    retry_after_ms: int
+    truncated: bool
+    stats: dict[str, Any]
+
+
+def parse_offer_response(body: bytes) -> dict[str, Any]:
+    """Strict-parse and schema-validate; raises ``ContractError`` (keep the claim)."""
+    return load(SchemaId.REMOTE_EXECUTION_OFFER, body)
+
+
+def parse_idle(doc: dict[str, Any]) -> Idle:
+    return Idle(doc["reason"], doc["retryAfterMs"], doc["truncated"], doc["stats"])
+
+
+def _check(cond: bool, reason: str) -> None:
+    if not cond:
+        raise OfferInvalid(reason)
+
+
+def validate_offered(doc: dict[str, Any], claim: PendingClaim, now_ms: int) -> InboxEntry:
+    """Check an ``offered`` document against ``claim``; return the inbox entry to admit."""
+    _check(doc.get("status") == "offered", "not_offered")
+    _check(doc["offerId"] == claim.offer_id, "offer_id_mismatch")
+    target = doc["target"]
+    expected = {
+        "workerId": claim.worker_id,
+        "sessionId": claim.session_id,
+        "generation": claim.generation,
+    }
+    _check(target == expected, "target_mismatch")
+    _check_closed(doc)
+    _check_digest(doc)
+    lease = doc["lease"]
+    _check_lease(lease)
+    rebuilt = dict(lease, leaseToken=claim.lease_token)
+    return InboxEntry(offer=doc, lease=rebuilt, accepted_at_ms=now_ms)
+
+
+def _check_closed(doc: dict[str, Any]) -> None:
+    cand, rev, lease, target = (
+        doc["candidate"],
+        doc["executionRevision"],
+        doc["lease"],
+        doc["target"],
+    )
+    _check(cand["executionRevisionId"] == rev["id"], "ids_not_closed")
+    _check(cand["taskId"] == rev["taskId"], "ids_not_closed")
+    _check(lease["runId"] == cand["runId"], "ids_not_closed")
+    _check(lease["attemptId"] == cand["attemptId"], "ids_not_closed")
+    _check(lease["offerId"] == doc["offerId"], "ids_not_closed")
+    _check(lease["workerId"] == target["workerId"], "ids_not_closed")
+    _check(lease["sessionId"] == target["sessionId"], "ids_not_closed")
+    _check(lease["sessionGeneration"] == target["generation"], "ids_not_closed")
+
+
+def _check_digest(doc: dict[str, Any]) -> None:
+    rev = doc["executionRevision"]
+    try:
+        _, digest = content_digest(rev["kind"], rev["executor"], rev["spec"], rev.get("placement"))
+    except (ValueError, TypeError):
+        raise OfferInvalid("digest_mismatch") from None
+    _check(digest == rev["contentDigest"] == doc["contentDigest"], "digest_mismatch")
+
+
+def _check_lease(lease: dict[str, Any]) -> None:
+    _check(lease["leaseGeneration"] >= 1 and lease["leaseVersion"] >= 1, "lease_invalid")
+    claimed, updated, expires = lease["claimedAtMs"], lease["updatedAtMs"], lease["expiresAtMs"]
+    _check(claimed <= updated <= expires, "lease_invalid")
+
+
+def is_contract_error(exc: BaseException) -> bool:
+    return isinstance(exc, ContractError)
