@@ -22,6 +22,7 @@ AS $$
 DECLARE
     doc json;
     has_duplicate boolean;
+    result jsonb;
 BEGIN
     IF p_bytes IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('%s is required', p_field);
@@ -45,38 +46,38 @@ BEGIN
             MESSAGE = format('%s must be a JSON object', p_field);
     END IF;
 
-    -- Every object node, reached through objects and arrays, must have distinct keys.
-    WITH RECURSIVE node(v) AS (
-        SELECT doc
-        UNION ALL
-        SELECT child.v
-          FROM node
-          CROSS JOIN LATERAL (
-              SELECT e.value FROM json_each(
-                  CASE WHEN json_typeof(node.v) = 'object' THEN node.v ELSE '{}'::json END) e
-              UNION ALL
-              SELECT a.value FROM json_array_elements(
-                  CASE WHEN json_typeof(node.v) = 'array' THEN node.v ELSE '[]'::json END) a
-          ) AS child(v)
-         WHERE json_typeof(node.v) IN ('object', 'array')
-    )
-    SELECT EXISTS (
-        SELECT 1 FROM node
-         WHERE json_typeof(node.v) = 'object'
-           AND (SELECT count(*) <> count(DISTINCT k) FROM json_object_keys(node.v) AS k)
-    ) INTO has_duplicate;
+    BEGIN
+        -- Every object node, reached through objects and arrays, must have distinct keys.
+        WITH RECURSIVE node(v) AS (
+            SELECT doc
+            UNION ALL
+            SELECT child.v
+              FROM node
+              CROSS JOIN LATERAL (
+                  SELECT e.value FROM json_each(
+                      CASE WHEN json_typeof(node.v) = 'object' THEN node.v ELSE '{}'::json END) e
+                  UNION ALL
+                  SELECT a.value FROM json_array_elements(
+                      CASE WHEN json_typeof(node.v) = 'array' THEN node.v ELSE '[]'::json END) a
+              ) AS child(v)
+             WHERE json_typeof(node.v) IN ('object', 'array')
+        )
+        SELECT EXISTS (
+            SELECT 1 FROM node
+             WHERE json_typeof(node.v) = 'object'
+               AND (SELECT count(*) <> count(DISTINCT k) FROM json_object_keys(node.v) AS k)
+        ) INTO has_duplicate;
+        result := doc::jsonb;
+    EXCEPTION
+        WHEN data_exception THEN  -- \u0000 (22P05) has no text/jsonb representation
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('%s contains an unsupported escape', p_field);
+    END;
     IF has_duplicate THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = format('%s has a duplicate object key', p_field);
     END IF;
-
-    BEGIN
-        RETURN doc::jsonb;
-    EXCEPTION
-        WHEN data_exception THEN  -- \u0000 (22P05) cannot be stored in jsonb
-            RAISE EXCEPTION USING ERRCODE = 'QL001',
-                MESSAGE = format('%s contains an unsupported escape', p_field);
-    END;
+    RETURN result;
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.json_object_from_bytes(bytea, integer, text) FROM PUBLIC;

@@ -6,26 +6,29 @@ import json
 
 import pytest
 
+from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     Agent,
     PkiSet,
     client_context,
-    ingress,  # noqa: F401 - fixture
-    ingress_dsn,  # noqa: F401 - fixture
     make_agent,
     open_body,
     post,
-    prov,  # noqa: F401 - fixture
     pull_body,
     snapshot,
-    start_ingress_thread,  # noqa: F401 - fixture
-    su_conn,  # noqa: F401 - fixture
-    test_pki,  # noqa: F401 - fixture
 )
+
+# Shared fixtures (pytest collects them through these module names).
+ingress = ingress_harness.ingress
+ingress_dsn = ingress_harness.ingress_dsn
+prov = ingress_harness.prov
+start_ingress_thread = ingress_harness.start_ingress_thread
+su_conn = ingress_harness.su_conn
+test_pki = ingress_harness.test_pki
 
 
 @pytest.fixture
-def world(ingress, prov, test_pki: PkiSet, su_conn):  # noqa: F811
+def world(ingress, prov, test_pki: PkiSet, su_conn):
     a = make_agent(prov, test_pki, "worker-a")
     b = make_agent(prov, test_pki, "worker-b")
     reply = post(ingress.port, "/v1/sessions", open_body(a), ctx=a.ctx, token=a.token)
@@ -55,7 +58,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("path", ["/v1/offers/pull", "/v1/sessions/heartbeat"])
-def test_refusals_change_nothing_but_the_audit(world, ingress, su_conn, prov, case,  # noqa: F811
+def test_refusals_change_nothing_but_the_audit(world, ingress, su_conn, prov, case,
                                                path):
     a, b, session = world["a"], world["b"], world["session"]
     body = pull_body(a, session)
@@ -103,7 +106,7 @@ def test_refusals_change_nothing_but_the_audit(world, ingress, su_conn, prov, ca
                          "reason"}
 
 
-def test_certificate_without_worker_identity_is_forbidden(world, ingress, test_pki,  # noqa: F811
+def test_certificate_without_worker_identity_is_forbidden(world, ingress, test_pki,
                                                           su_conn):
     a, session = world["a"], world["session"]
     # A cert from our CA naming a worker id that is not a canonical UUID.

@@ -11,34 +11,37 @@ import uuid
 import pytest
 
 from schemas.contract import validate
+from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     Agent,
     client_context,
-    ingress,  # noqa: F401 - fixture
     ingress_config,
-    ingress_dsn,  # noqa: F401 - fixture
     make_agent,
     open_body,
     post,
-    prov,  # noqa: F401 - fixture
     pull_body,
     snapshot,
-    start_ingress_thread,  # noqa: F401 - fixture
-    su_conn,  # noqa: F401 - fixture
-    test_pki,  # noqa: F401 - fixture
     tls_socket,
 )
+
+# Shared fixtures (pytest collects them through these module names).
+ingress = ingress_harness.ingress
+ingress_dsn = ingress_harness.ingress_dsn
+prov = ingress_harness.prov
+start_ingress_thread = ingress_harness.start_ingress_thread
+su_conn = ingress_harness.su_conn
+test_pki = ingress_harness.test_pki
 
 SESSION_KEYS = ["schema", "workerId", "sessionId", "generation", "expiresAtMs",
                 "capabilitiesDigest", "heartbeatIntervalMs"]
 
 
 @pytest.fixture
-def agent(prov, test_pki) -> Agent:  # noqa: F811
+def agent(prov, test_pki) -> Agent:
     return make_agent(prov, test_pki, "worker-a")
 
 
-def _open(ingress, agent: Agent) -> dict:  # noqa: F811
+def _open(ingress, agent: Agent) -> dict:
     reply = post(ingress.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token)
     assert reply.status == 201, reply.body
     assert reply.headers["Content-Type"].startswith("application/json")
@@ -50,7 +53,7 @@ def _fence_body(kind: str, agent: Agent, session: dict) -> dict:
             "sessionId": session["sessionId"], "generation": session["generation"]}
 
 
-def test_session_open_heartbeat_close_and_replacement(ingress, agent):  # noqa: F811
+def test_session_open_heartbeat_close_and_replacement(ingress, agent):
     first = _open(ingress, agent)
     assert list(first) == SESSION_KEYS
     assert first["schema"] == "qinglong/session@v1" and first["generation"] == 1
@@ -77,7 +80,7 @@ def test_session_open_heartbeat_close_and_replacement(ingress, agent):  # noqa: 
     assert (again.status, again.json["reason"]) == (409, "session_closed")
 
 
-def test_pull_offer_and_exact_replay(ingress, agent, prov, su_conn):  # noqa: F811
+def test_pull_offer_and_exact_replay(ingress, agent, prov, su_conn):
     session = _open(ingress, agent)
     prov.enqueue(prov.task("t"), count=1)
     body = pull_body(agent, session)
@@ -108,7 +111,7 @@ def test_pull_offer_and_exact_replay(ingress, agent, prov, su_conn):  # noqa: F8
         cfg.idle_retry_after_ms + cfg.idle_jitter_ms)
 
 
-def test_response_lost_then_replay_gives_the_same_offer(ingress, agent, prov,  # noqa: F811
+def test_response_lost_then_replay_gives_the_same_offer(ingress, agent, prov,
                                                         su_conn):
     session = _open(ingress, agent)
     prov.enqueue(prov.task("t"), count=1)
@@ -137,7 +140,7 @@ def test_response_lost_then_replay_gives_the_same_offer(ingress, agent, prov,  #
 
 @pytest.mark.parametrize("case", ["oversize", "oversize_announced", "bad_json", "duplicate_key",
                                   "unknown_field", "wrong_schema", "empty"])
-def test_bad_bodies_are_refused_and_change_nothing(ingress, agent, prov, su_conn,  # noqa: F811
+def test_bad_bodies_are_refused_and_change_nothing(ingress, agent, prov, su_conn,
                                                    case):
     session = _open(ingress, agent)
     prov.enqueue(prov.task("t"), count=1)
@@ -193,7 +196,7 @@ def _raw_request(port: int, agent: Agent, data: bytes, length: str):
     return Reply(status, headers, body)  # type: ignore[arg-type]
 
 
-def test_unknown_routes_methods_and_lease_endpoints_use_the_envelope(ingress, agent):  # noqa: F811
+def test_unknown_routes_methods_and_lease_endpoints_use_the_envelope(ingress, agent):
     cases = [("POST", "/v1/nope", 404, "unknown_route"),
              ("GET", "/v1/offers/pull", 405, "method_not_allowed"),
              ("POST", "/v1/leases/ack", 501, "not_implemented"),
@@ -206,8 +209,8 @@ def test_unknown_routes_methods_and_lease_endpoints_use_the_envelope(ingress, ag
         assert reply.json["schema"] == "qinglong/error@v1" and reply.json["reason"] == reason
 
 
-def test_rate_limit_answers_429_with_retry_after(start_ingress_thread, test_pki,  # noqa: F811
-                                                 ingress_dsn, agent):  # noqa: F811
+def test_rate_limit_answers_429_with_retry_after(start_ingress_thread, test_pki,
+                                                 ingress_dsn, agent):
     server = start_ingress_thread(ingress_config(test_pki, ingress_dsn, rate_per_s=0.5,
                                                  rate_burst=2))
     session = _open(server, agent)
@@ -223,8 +226,8 @@ def test_rate_limit_answers_429_with_retry_after(start_ingress_thread, test_pki,
     assert server.metrics.rate_limited.value() == 2
 
 
-def test_corrupted_projection_is_503_not_400(start_ingress_thread, test_pki, ingress_dsn,  # noqa: F811
-                                            agent, prov, su_conn):  # noqa: F811
+def test_corrupted_projection_is_503_not_400(start_ingress_thread, test_pki, ingress_dsn,
+                                            agent, prov, su_conn):
     def corrupt(route: str, doc: dict) -> dict:
         if route == "offers.pull" and doc.get("status") == "offered":
             return dict(doc, placementScore=-1)
@@ -242,7 +245,7 @@ def test_corrupted_projection_is_503_not_400(start_ingress_thread, test_pki, ing
     assert server.metrics.invalid_projections.value() == 1
 
 
-def test_metrics_count_requests_and_audit_has_no_secrets(ingress, agent, prov):  # noqa: F811
+def test_metrics_count_requests_and_audit_has_no_secrets(ingress, agent, prov):
     session = _open(ingress, agent)
     prov.enqueue(prov.task("t"), count=1)
     intent = pull_body(agent, session)
@@ -278,7 +281,7 @@ def test_metrics_count_requests_and_audit_has_no_secrets(ingress, agent, prov): 
         assert secret not in everything
 
 
-def test_admin_health_and_readiness(ingress):  # noqa: F811
+def test_admin_health_and_readiness(ingress):
     import http.client
 
     for path, status in (("/healthz", 200), ("/readyz", 200)):
@@ -288,7 +291,7 @@ def test_admin_health_and_readiness(ingress):  # noqa: F811
         conn.close()
 
 
-def test_offer_ids_from_another_session_conflict(ingress, agent, prov):  # noqa: F811
+def test_offer_ids_from_another_session_conflict(ingress, agent, prov):
     first = _open(ingress, agent)
     prov.enqueue(prov.task("t"), count=1)
     body = pull_body(agent, first)

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from service.tls import TlsConfigError, load_anchor_bundle
+from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     UNREACHABLE_DSN,
     IngressFactory,
@@ -17,10 +18,12 @@ from tests.py.ingress_harness import (
     client_context,
     ingress_config,
     post,
-    start_ingress_thread,  # noqa: F401 - fixture
-    test_pki,  # noqa: F401 - fixture
     tls_socket,
 )
+
+# Shared fixtures (pytest collects them through these module names).
+start_ingress_thread = ingress_harness.start_ingress_thread
+test_pki = ingress_harness.test_pki
 
 WORKER = "0b1e7a2c-3d4e-4f50-8a6b-7c8d9e0f1a2b"
 HEARTBEAT = {"schema": "qinglong/session-heartbeat-request@v1", "workerId": WORKER,
@@ -29,7 +32,7 @@ HANDSHAKE_REFUSED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnect
 
 
 @pytest.fixture
-def server(start_ingress_thread: IngressFactory, test_pki: PkiSet):  # noqa: F811
+def server(start_ingress_thread: IngressFactory, test_pki: PkiSet):
     return start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN))
 
 
@@ -37,7 +40,7 @@ def _request_with(port: int, ctx: ssl.SSLContext) -> int:
     return post(port, "/v1/sessions/heartbeat", HEARTBEAT, ctx=ctx, token=None).status
 
 
-def test_valid_client_certificate_reaches_the_application(server, test_pki):  # noqa: F811
+def test_valid_client_certificate_reaches_the_application(server, test_pki):
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
     # No credential: the request got through TLS and was refused by the app.
     reply = post(server.port, "/v1/sessions/heartbeat", HEARTBEAT, ctx=ctx)
@@ -56,14 +59,14 @@ def test_plaintext_is_refused(server):
     conn.close()
 
 
-def test_tls12_client_is_refused(server, test_pki):  # noqa: F811
+def test_tls12_client_is_refused(server, test_pki):
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER), tls12=True)
     with pytest.raises(ssl.SSLError):
         tls_socket(server.port, ctx)
 
 
 @pytest.mark.parametrize("kind", ["none", "foreign", "expired"])
-def test_bad_client_certificates_are_refused(server, test_pki, kind):  # noqa: F811
+def test_bad_client_certificates_are_refused(server, test_pki, kind):
     cert = {"none": None,
             "foreign": test_pki.worker_cert(WORKER, foreign=True),
             "expired": test_pki.worker_cert(WORKER, expired=True)}[kind]
@@ -75,7 +78,7 @@ def test_bad_client_certificates_are_refused(server, test_pki, kind):  # noqa: F
     assert server.metrics.connections_refused.value() >= 1
 
 
-def test_connection_limit_really_bounds_connections(start_ingress_thread, test_pki):  # noqa: F811
+def test_connection_limit_really_bounds_connections(start_ingress_thread, test_pki):
     server = start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN, max_connections=2,
                                                  header_timeout_s=30.0))
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
@@ -102,7 +105,7 @@ def test_connection_limit_really_bounds_connections(start_ingress_thread, test_p
 
 
 def test_partial_request_head_is_closed_after_the_header_deadline(start_ingress_thread,
-                                                                  test_pki):  # noqa: F811
+                                                                  test_pki):
     server = start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN,
                                                  header_timeout_s=1.0))
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
@@ -113,7 +116,7 @@ def test_partial_request_head_is_closed_after_the_header_deadline(start_ingress_
         assert time.monotonic() - started < 5
 
 
-def test_worker_ca_bundle_needs_one_to_eight_anchors(tmp_path, test_pki):  # noqa: F811
+def test_worker_ca_bundle_needs_one_to_eight_anchors(tmp_path, test_pki):
     one = (test_pki.ca_dir / "ca.pem").read_bytes()
     (tmp_path / "empty.pem").write_bytes(b"")
     (tmp_path / "nine.pem").write_bytes(one * 9)

@@ -1,0 +1,149 @@
+-- R-ROLE, proven from the catalog (SPEC §3, §3.4). Every assertion is a set
+-- comparison over pg_proc/pg_class/pg_roles, so a new function or table that
+-- forgets its REVOKE/GRANT, its pinned search_path or its classification below
+-- fails here, with the offending names in the diagnostics.
+--
+-- Classification of the API (schema ql). A new ql function must be added to
+-- exactly one list; names listed but not yet created are simply not expected.
+--   worker-facing -> EXECUTE for ql_worker_ingress only
+--   control plane -> EXECUTE for ql_runtime only (the ingress can reach none)
+-- Decision: ql_runtime cannot execute worker-facing functions either; the
+-- control plane never acts as a worker.
+BEGIN;
+SELECT plan(26);
+
+CREATE TEMP TABLE api_class (name text PRIMARY KEY, role text NOT NULL) ON COMMIT DROP;
+INSERT INTO api_class VALUES
+    ('authenticate_worker', 'ql_worker_ingress'),
+    ('record_auth_denial',  'ql_worker_ingress'),
+    ('open_session',        'ql_worker_ingress'),
+    ('heartbeat_session',   'ql_worker_ingress'),
+    ('close_session',       'ql_worker_ingress'),
+    ('pull_offer',          'ql_worker_ingress'),
+    ('ack_lease',           'ql_worker_ingress'),
+    ('heartbeat_lease',     'ql_worker_ingress'),
+    ('complete_lease',      'ql_worker_ingress'),
+    ('register_worker',     'ql_runtime'),
+    ('issue_credential',    'ql_runtime'),
+    ('revoke_credential',   'ql_runtime'),
+    ('publish_revision',    'ql_runtime'),
+    ('enqueue_runs',        'ql_runtime'),
+    ('cancel_run',          'ql_runtime'),
+    ('sweep',               'ql_runtime'),
+    ('status_snapshot',     'ql_runtime');
+
+CREATE TEMP VIEW api_fn AS
+    SELECT p.oid, p.proname::text AS name, p.oid::regprocedure::text AS signature
+      FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'ql'::regnamespace;
+CREATE TEMP VIEW project_fn AS
+    SELECT p.oid, n.nspname::text AS schema, p.oid::regprocedure::text AS signature,
+           p.prosecdef, p.proconfig, p.proowner
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+     WHERE n.nspname IN ('ql', 'ql_private');
+-- Tables, views, sequences etc. of every non-system schema. Excluded: temp
+-- schemas (pgTAP's bookkeeping tables) and objects that belong to an extension
+-- (pgTAP's own views, granted to PUBLIC, exist only in test databases).
+CREATE TEMP VIEW user_rel AS
+    SELECT c.oid, n.nspname::text AS schema, c.oid::regclass::text AS rel, c.relkind, c.relowner
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+       AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+       AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%'
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                        WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid
+                          AND d.deptype = 'e');
+
+-- Roles
+SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_owner'), 'ql_owner is NOLOGIN');
+SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_runtime'), 'ql_runtime is NOLOGIN');
+SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_worker_ingress'), 'ql_worker_ingress is NOLOGIN');
+SELECT is((SELECT array_agg(rolname::text ORDER BY rolname) FROM pg_roles
+            WHERE rolname IN ('ql_owner', 'ql_runtime', 'ql_worker_ingress', 'ql_readonly')
+              AND (rolsuper OR rolbypassrls OR rolcreaterole OR rolcreatedb OR rolreplication)),
+          NULL, 'no project role has superuser, BYPASSRLS, CREATEROLE, CREATEDB or REPLICATION');
+SELECT is((SELECT array_agg(b.rolname::text ORDER BY b.rolname)
+             FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member JOIN pg_roles b ON b.oid = m.roleid
+            WHERE r.rolname IN ('ql_runtime', 'ql_worker_ingress')), NULL,
+          'the API roles inherit no other role (in particular not ql_owner)');
+
+-- Schemas
+SELECT ok(has_schema_privilege('ql_worker_ingress', 'ql', 'USAGE'), 'ingress: USAGE on ql');
+SELECT ok(NOT has_schema_privilege('ql_worker_ingress', 'ql_private', 'USAGE'), 'ingress: no USAGE on ql_private');
+SELECT ok(NOT has_schema_privilege('ql_runtime', 'ql_private', 'USAGE'), 'runtime: no USAGE on ql_private');
+SELECT ok(NOT has_schema_privilege('ql_worker_ingress', 'ql', 'CREATE')
+          AND NOT has_schema_privilege('ql_runtime', 'ql', 'CREATE')
+          AND NOT has_schema_privilege('public', 'ql', 'CREATE'), 'nobody but the owner creates in ql');
+SELECT is((SELECT array_agg(c.relname::text) FROM pg_class c WHERE c.relnamespace = 'ql'::regnamespace),
+          NULL, 'schema ql holds no relations (only the API)');
+
+-- Functions: ownership, definer rights, pinned search_path, no PUBLIC EXECUTE
+SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
+            WHERE proowner <> 'ql_owner'::regrole), NULL,
+          'every ql / ql_private function is owned by ql_owner');
+SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
+            WHERE schema = 'ql' AND NOT prosecdef), NULL,
+          'every ql function is SECURITY DEFINER');
+SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
+            WHERE prosecdef AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (proconfig), false)),
+          NULL, 'every SECURITY DEFINER function pins search_path = pg_catalog, pg_temp');
+SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
+            WHERE has_function_privilege('public', oid, 'EXECUTE')), NULL,
+          'no ql / ql_private function is executable by PUBLIC');
+SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
+            WHERE schema = 'ql_private'
+              AND (has_function_privilege('ql_worker_ingress', oid, 'EXECUTE')
+                   OR has_function_privilege('ql_runtime', oid, 'EXECUTE')
+                   OR has_function_privilege('ql_readonly', oid, 'EXECUTE'))), NULL,
+          'no API role holds EXECUTE on a ql_private helper');
+
+-- The API classification
+SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn
+            WHERE name NOT IN (SELECT name FROM api_class)), NULL,
+          'every ql function is classified worker-facing or control plane in this test');
+SELECT is((SELECT array_agg(name ORDER BY name) FROM api_class
+            WHERE name IN ('authenticate_worker', 'record_auth_denial', 'open_session',
+                           'heartbeat_session', 'close_session', 'pull_offer', 'register_worker',
+                           'issue_credential', 'revoke_credential', 'publish_revision',
+                           'enqueue_runs', 'cancel_run')
+              AND name NOT IN (SELECT name FROM api_fn)), NULL,
+          'the core API exists');
+SELECT set_eq(
+    $$SELECT signature FROM api_fn WHERE has_function_privilege('ql_worker_ingress', oid, 'EXECUTE')$$,
+    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role = 'ql_worker_ingress'$$,
+    'ql_worker_ingress executes exactly the worker-facing functions');
+SELECT set_eq(
+    $$SELECT signature FROM api_fn WHERE has_function_privilege('ql_runtime', oid, 'EXECUTE')$$,
+    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role = 'ql_runtime'$$,
+    'ql_runtime executes exactly the control-plane functions (none of the worker-facing ones)');
+SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn JOIN api_class USING (name)
+            WHERE role = 'ql_runtime' AND has_function_privilege('ql_worker_ingress', oid, 'EXECUTE')),
+          NULL, 'the ingress cannot reach any control-plane function');
+SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn
+            WHERE has_function_privilege('ql_readonly', oid, 'EXECUTE')
+              AND name NOT IN ('status_snapshot')), NULL,
+          'ql_readonly executes nothing but (possibly) the status snapshot');
+SELECT function_privs_are('ql', 'open_session', ARRAY['text', 'bytea', 'text', 'bytea'],
+                          'ql_worker_ingress', ARRAY['EXECUTE'], 'ingress: EXECUTE on ql.open_session');
+SELECT function_privs_are('ql', 'publish_revision', ARRAY['text', 'text', 'bytea'],
+                          'ql_worker_ingress', ARRAY[]::text[], 'ingress: nothing on ql.publish_revision');
+
+-- Relations: owned by ql_owner, no direct privileges for the API roles
+SELECT is((SELECT array_agg(rel ORDER BY rel) FROM user_rel
+            WHERE schema IN ('ql', 'ql_private') AND relowner <> 'ql_owner'::regrole), NULL,
+          'every table and sequence in ql / ql_private is owned by ql_owner');
+SELECT is((SELECT array_agg(rel ORDER BY rel) FROM user_rel
+            WHERE relkind <> 'S'
+              AND has_table_privilege('ql_worker_ingress', oid,
+                                      'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')),
+          NULL, 'ql_worker_ingress has no privilege on any table in any schema');
+SELECT is((SELECT array_agg(rel ORDER BY rel) FROM user_rel
+            WHERE schema IN ('ql', 'ql_private')
+              AND ((relkind <> 'S' AND (has_table_privilege('ql_runtime', oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
+                                        OR has_table_privilege('public', oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')))
+                   OR (relkind = 'S' AND (has_sequence_privilege('ql_runtime', oid, 'USAGE, SELECT, UPDATE')
+                                          OR has_sequence_privilege('ql_worker_ingress', oid, 'USAGE, SELECT, UPDATE')
+                                          OR has_sequence_privilege('public', oid, 'USAGE, SELECT, UPDATE'))))),
+          NULL, 'nobody but the owner reads or writes ql_private tables and sequences directly');
+
+SELECT * FROM finish();
+ROLLBACK;
