@@ -14,6 +14,11 @@ Minimal file:
      "clientCaFile": "worker-ca.pem", "port": 8443}
 
 Relative paths are resolved against the directory of the config file.
+
+The nested layout used by `qinglong dev up` is accepted too and flattened first:
+`listen{host,port}`, `admin{host,port}`, `tls{certFile,keyFile,workerCaFile}`,
+`database{poolMin,poolMax,statementTimeoutMs,preparedStatements,...}`,
+`limits{ratePerSecond,burst,maxConnections,headerTimeoutS,bodyTimeoutS,...}`.
 """
 
 from __future__ import annotations
@@ -141,13 +146,41 @@ def _coerce(name: str, type_text: Any, value: Any) -> Any:
     return value
 
 
+# Nested sections: inner key -> field (keys not listed fall back to snake_case).
+_SECTIONS: dict[str, dict[str, str]] = {
+    "listen": {"host": "host", "port": "port"},
+    "admin": {"host": "admin_host", "port": "admin_port"},
+    "tls": {"workerCaFile": "client_ca_file"},
+    "database": {"poolMin": "pool_min_size", "poolMax": "pool_max_size",
+                 "preparedStatements": "prepared_statements"},
+    "limits": {"ratePerSecond": "rate_per_s", "burst": "rate_burst"},
+}
+
+
+def _flatten(raw: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    pairs: list[tuple[str, Any]] = []
+    for key, value in raw.items():
+        aliases = _SECTIONS.get(key)
+        if aliases is None or not isinstance(value, Mapping):
+            pairs.append((_snake(key), value))
+            continue
+        for inner, inner_value in value.items():
+            name = aliases.get(inner, _snake(inner))
+            if name == "prepared_statements":
+                # true = server-side prepares (threshold 0); false = off (PgBouncer).
+                if not isinstance(inner_value, bool):
+                    raise ConfigError("database.preparedStatements must be a boolean")
+                name, inner_value = "prepare_threshold", 0 if inner_value else None
+            pairs.append((name, inner_value))
+    return pairs
+
+
 def _from_mapping(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
     types = _field_types()
     out: dict[str, Any] = {}
-    for key, value in raw.items():
-        name = _snake(key)
+    for name, value in _flatten(raw):
         if name not in types:
-            raise ConfigError(f"unknown config key {key!r} in {source}")
+            raise ConfigError(f"unknown config key {name!r} in {source}")
         out[name] = _coerce(name, types[name], value)
     return out
 

@@ -18,8 +18,12 @@ import socket
 import ssl
 from collections.abc import Callable
 
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 from aiohttp.web_runner import BaseRunner, BaseSite
 
+from service.errors import error_response
 from service.metrics import IngressMetrics
 
 log = logging.getLogger("qinglong.ingress.listener")
@@ -67,6 +71,35 @@ class _SlotProtocol(asyncio.Protocol):
             self._inner.connection_lost(exc)
         finally:
             self._slot.release()
+
+
+class EnvelopeRequestHandler(RequestHandler):
+    """aiohttp answers unparseable HTTP (bad request line, oversized header) from
+    the protocol, outside every middleware, with a text page; this answers with
+    the `qinglong/error@v1` envelope instead."""
+
+    __slots__ = ()
+
+    def handle_error(self, request: BaseRequest, status: int = 500,
+                     exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        if request.writer.output_size > 0:
+            raise ConnectionError("response already started")
+        log.info("malformed http request", extra={"event": "http.malformed",
+                                                  "status": status})
+        reason = "malformed_http" if status < 500 else "internal_error"
+        return error_response(status, reason, close_connection=True)
+
+
+def envelope_handler_factory(server: web.Server) -> Callable[[], asyncio.Protocol]:
+    """Like `server()` but building `EnvelopeRequestHandler`s with the same settings.
+    (web.Server has no public hook for the handler class, hence `_kwargs`.)"""
+    kwargs = dict(getattr(server, "_kwargs", {}))
+
+    def factory() -> asyncio.Protocol:
+        return EnvelopeRequestHandler(server, loop=asyncio.get_running_loop(), **kwargs)
+
+    return factory
 
 
 class _AcceptLoop:
@@ -183,7 +216,7 @@ class BoundedTlsSite(BaseSite):
         assert server is not None and self._ssl_context is not None
         sock = _listening_socket(self._host, self._port, self._backlog)
         self._bound_port = int(sock.getsockname()[1])
-        self._loop_server = _AcceptLoop(sock, server, self._ssl_context,
+        self._loop_server = _AcceptLoop(sock, envelope_handler_factory(server), self._ssl_context,
                                         self._max_connections, self._handshake_timeout_s,
                                         self._metrics)
         self._server = self._loop_server  # type: ignore[assignment]

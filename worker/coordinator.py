@@ -68,6 +68,9 @@ class PullResponse(Protocol):
 
 
 PullFn = Callable[[Mapping[str, Any]], PullResponse]
+# Called with a named point of a claim (``before_send``, ``after_pull_response``,
+# ``after_inbox_write``); the runner uses it for drain checks and fault injection.
+Checkpoint = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -116,8 +119,10 @@ class ClaimCoordinator:
         clock: Clock = wall_clock_ms,
         rng: random.Random | None = None,
         policy: BackoffPolicy = DEFAULT_POLICY,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         self._journal = journal
+        self._checkpoint = checkpoint
         self._pull = pull
         self._clock = clock
         self._rng = rng or random.SystemRandom()
@@ -169,6 +174,8 @@ class ClaimCoordinator:
             "offerId": claim.offer_id,
             "leaseToken": claim.lease_token,
         }
+        # The intent is durable now; a BaseException raised here (drain) keeps it.
+        self._at("before_send")
         try:
             response = self._pull(request)
         except TlsClientRejected:
@@ -177,7 +184,12 @@ class ClaimCoordinator:
             return self._auth_failure(claim, "credential_unusable")
         except TransportError as exc:
             return self._retry(claim, _category(getattr(exc, "reason", None), type(exc).__name__))
+        self._at("after_pull_response")
         return self._handle(claim, response)
+
+    def _at(self, point: str) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint(point)
 
     def _handle(self, claim: PendingClaim, response: PullResponse) -> StepResult:
         status = response.status
@@ -222,6 +234,7 @@ class ClaimCoordinator:
             log.error("offer %s not admitted: %s", claim.offer_id, type(exc).__name__)
             self._journal.move_pending_aside("inbox_refused")
             return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, type(exc).__name__)
+        self._at("after_inbox_write")
         # Inbox first, then clear: a crash in between replays the same offer.
         self._journal.clear_pending()
         return StepResult(ClaimOutcome.ACCEPTED, claim.offer_id, None)

@@ -17,10 +17,12 @@
 --   Inputs are trusted stored documents (validated on write by
 --   validate_placement / validate_capabilities), so shape is not re-checked here;
 --   missing sub-objects read as empty.
--- Cost: runs for up to 64 candidates per pull. Executors are one jsonb `@>`,
---   labels one jsonb `?` per key, runtimes one semver_satisfies per runtime; empty
---   label/runtime objects skip their query entirely. See the report in the
---   pgTAP file for measured per-call cost.
+-- Cost: runs for up to 64 candidates per pull (the pull caches the verdict per
+--   revision). Executors are one jsonb `@>` (no query); required labels+runtimes
+--   share one query and all preferred terms another, each skipped when empty.
+--   Measured on PG 15 (2 vCPU, 6,400 calls): NULL placement 3.8 µs, executors only
+--   4.2 µs, + one required label 10 µs, + one runtime with 2 comparators 27 µs,
+--   1 label + 1 runtime required + 2 preferred terms 58 µs per call.
 -- Caller: the pull path (candidate evaluation). Locks: none. Pure, IMMUTABLE,
 --   PARALLEL SAFE.
 -- SQLSTATEs: QL001 capabilities NULL or not an object; QL003 only if stored data

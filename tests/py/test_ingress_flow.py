@@ -302,3 +302,28 @@ def test_offer_ids_from_another_session_conflict(ingress, agent, prov):
     assert reply.status == 409 and reply.json["reason"] == "session_replaced"
     assert second["generation"] == first["generation"] + 1
     _ = uuid, client_context
+
+
+def test_statement_timeout_is_503_with_retry_after(start_ingress_thread, test_pki,
+                                                   ingress_dsn, agent, db_dsn):
+    import psycopg
+
+    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
+                                                 statement_timeout_ms=500))
+    with psycopg.connect(db_dsn) as blocker:  # holds the worker row: open_session waits
+        blocker.execute("SELECT 1 FROM ql_private.workers WHERE id = %s FOR UPDATE",
+                        (agent.worker_id,))
+        started = time.monotonic()
+        reply = post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
+                     token=agent.token)
+        elapsed = time.monotonic() - started
+        blocker.rollback()
+    assert reply.status == 503
+    assert reply.json == {"schema": "qinglong/error@v1", "error": "unavailable",
+                          "reason": "statement_timeout"}
+    assert reply.headers["Retry-After"] == "2"
+    assert elapsed < 2.0
+    assert server.metrics.db_errors.value("statement_timeout") == 1
+    # The same pooled connection keeps working afterwards.
+    assert post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
+                token=agent.token).status == 201

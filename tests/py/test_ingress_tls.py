@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import ssl
 import time
@@ -128,3 +129,17 @@ def test_worker_ca_bundle_needs_one_to_eight_anchors(tmp_path, test_pki):
     for name in ("empty.pem", "nine.pem"):
         with pytest.raises(TlsConfigError):
             load_anchor_bundle(str(tmp_path / name))
+
+
+def test_malformed_http_gets_the_json_envelope(server, test_pki):
+    ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
+    with tls_socket(server.port, ctx, timeout=10) as sock:
+        sock.sendall(b"POST /v1/offers/pull HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0].endswith(b" 400 Bad Request")
+    assert b"application/json" in head
+    assert json.loads(body) == {"schema": "qinglong/error@v1", "error": "bad_request",
+                                "reason": "malformed_http"}

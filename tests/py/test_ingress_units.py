@@ -104,3 +104,22 @@ def test_audit_lines_have_exactly_the_low_sensitivity_fields():
 def test_error_body_shape():
     assert json.loads(error_body(409, "token_mismatch")) == {
         "schema": "qinglong/error@v1", "error": "conflict", "reason": "token_mismatch"}
+
+
+def test_config_accepts_the_nested_dev_layout(tmp_path):
+    nested = {
+        "listen": {"host": "127.0.0.1", "port": 18443},
+        "admin": {"host": "127.0.0.1", "port": 19464},
+        "dsn": "host=x",
+        "tls": {"certFile": "s.pem", "keyFile": "s.key", "workerCaFile": "ca.pem"},
+        "database": {"poolMin": 1, "poolMax": 8, "statementTimeoutMs": 2000,
+                     "preparedStatements": False},
+        "limits": {"ratePerSecond": 50, "burst": 100, "maxConnections": 1024,
+                   "headerTimeoutS": 10, "bodyTimeoutS": 10},
+        "auditLog": "stderr",
+    }
+    config = load_config(_write(tmp_path, nested), environ={})
+    assert (config.port, config.admin_port, config.pool_max_size) == (18443, 19464, 8)
+    assert config.client_ca_file == str(tmp_path / "ca.pem")
+    assert config.prepare_threshold is None and config.rate_burst == 100
+    assert config.max_connections == 1024 and config.statement_timeout_ms == 2000

@@ -1,0 +1,252 @@
+"""Worker configuration: a JSON file (``--config``) or a dev-env file (``--dev-env``).
+
+``--config FILE`` — one JSON object, unknown keys refused; relative paths are
+resolved against the file's directory::
+
+    {
+      "ingressUrl": "https://ingress.example:8443",      # bare https origin
+      "workerId": "<uuid>",                              # the certificate's worker
+      "certFile": "worker.pem", "keyFile": "worker-key.pem",
+      "caFile": "ca.pem",                                # 1-8 trust anchors
+      "credentialFile": "credential",                    # ql3w_… (0600)
+      "journal": "/var/lib/qinglong/worker",             # journal root (0700)
+      "capabilities": {"schema": "qinglong/worker-capabilities@v1",
+                       "executors": ["remote-worker"], "labels": {},
+                       "runtimes": {}, "slots": 1},      # optional, this default
+      "cadence": {"idlePollMs": 1000, "jitterMs": 500},  # optional
+      "lockStaleMs": 30000,                              # optional, 5000..300000
+      "inboxCapacity": 64,                               # optional, 1..1024
+      "requestTimeoutS": 15                              # optional, (0, 60]
+    }
+
+``--dev-env FILE --journal DIR`` takes ``ingressUrl``, ``caFile`` and
+``worker.{workerId, certFile, keyFile, credentialFile}`` from the file written by
+``qinglong dev up`` and uses the default capabilities. ``--slots N`` overrides
+the capabilities' slots and ``--journal DIR`` the journal in both forms.
+
+Idle cadence: after an ``idle`` answer the worker waits
+``max(retryAfterMs, idlePollMs) + uniform(0, jitterMs)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from worker.journal import DEFAULT_CAPACITY, HARD_CAPACITY
+from worker.owner_lock import STALE_DEFAULT_MS, STALE_MAX_MS, STALE_MIN_MS
+
+CONFIG_LIMIT = 64 * 1024
+CAPABILITIES_SCHEMA = "qinglong/worker-capabilities@v1"
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_KEYS = frozenset({
+    "ingressUrl", "workerId", "certFile", "keyFile", "caFile", "credentialFile", "journal",
+    "capabilities", "cadence", "lockStaleMs", "inboxCapacity", "requestTimeoutS",
+})  # fmt: skip
+_REQUIRED = ("ingressUrl", "workerId", "certFile", "keyFile", "caFile", "credentialFile")
+
+__all__ = [
+    "Cadence",
+    "ConfigError",
+    "WorkerConfig",
+    "default_capabilities",
+    "load_config_file",
+    "load_dev_env",
+]
+
+
+class ConfigError(Exception):
+    """The configuration is unusable; ``reason`` is a short category."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def default_capabilities(slots: int = 1) -> dict[str, Any]:
+    return {
+        "schema": CAPABILITIES_SCHEMA,
+        "executors": ["remote-worker"],
+        "labels": {},
+        "runtimes": {},
+        "slots": slots,
+    }
+
+
+@dataclass(frozen=True)
+class Cadence:
+    idle_poll_ms: int = 1000
+    jitter_ms: int = 500
+
+    def __post_init__(self) -> None:
+        _int_in("cadence.idlePollMs", self.idle_poll_ms, 0, 3_600_000)
+        _int_in("cadence.jitterMs", self.jitter_ms, 0, 600_000)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    ingress_url: str
+    worker_id: str
+    cert_file: str
+    key_file: str
+    ca_file: str
+    credential_file: str
+    journal: str
+    capabilities: dict[str, Any] = field(default_factory=default_capabilities)
+    cadence: Cadence = field(default_factory=Cadence)
+    lock_stale_ms: int = STALE_DEFAULT_MS
+    inbox_capacity: int = DEFAULT_CAPACITY
+    request_timeout_s: float = 15.0
+
+    def validated(self) -> WorkerConfig:
+        """Check every field (imports the transport's origin parser and the schemas)."""
+        from worker.errors import InvalidOrigin
+        from worker.transport import MAX_TIMEOUT_S, parse_origin
+
+        try:
+            parse_origin(self.ingress_url)
+        except InvalidOrigin as exc:
+            raise ConfigError("invalid_ingress_url", str(exc)) from None
+        if not isinstance(self.worker_id, str) or _UUID.fullmatch(self.worker_id) is None:
+            raise ConfigError("invalid_worker_id", "workerId must be a lowercase canonical UUID")
+        _int_in("lockStaleMs", self.lock_stale_ms, STALE_MIN_MS, STALE_MAX_MS)
+        _int_in("inboxCapacity", self.inbox_capacity, 1, HARD_CAPACITY)
+        timeout = self.request_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+            0 < timeout <= MAX_TIMEOUT_S
+        ):
+            raise ConfigError("invalid_value", f"requestTimeoutS must be in (0, {MAX_TIMEOUT_S}]")
+        validate_capabilities(self.capabilities)
+        return self
+
+    def with_slots(self, slots: int | None) -> WorkerConfig:
+        if slots is None:
+            return self
+        capabilities = copy.deepcopy(self.capabilities)
+        capabilities["slots"] = slots
+        return replace(self, capabilities=capabilities)
+
+
+def _int_in(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError("invalid_value", f"{name} must be an integer in {low}..{high}")
+    return value
+
+
+def validate_capabilities(doc: object) -> None:
+    from schemas.contract import ContractError, SchemaId, validate
+
+    try:
+        validate(SchemaId.WORKER_CAPABILITIES, doc)
+    except ContractError as exc:
+        raise ConfigError("invalid_capabilities", exc.detail) from None
+
+
+def capabilities_digest(doc: dict[str, Any]) -> str:
+    """The digest the ingress stores for ``doc``: executors sorted, then RFC 8785."""
+    from schemas.canonical import canonical_bytes, sha256_digest
+
+    canonical = dict(doc, executors=sorted(doc["executors"]))
+    return sha256_digest(canonical_bytes(canonical))
+
+
+def _read_json(path: str, what: str) -> dict[str, Any]:
+    from worker.journal import load_json
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(CONFIG_LIMIT + 1)
+    except OSError as exc:
+        raise ConfigError(f"{what}_unreadable", f"{path}: {exc.strerror}") from None
+    if len(data) > CONFIG_LIMIT:
+        raise ConfigError(f"invalid_{what}", f"{path} exceeds {CONFIG_LIMIT} bytes")
+    try:
+        doc = load_json(data)
+    except (ValueError, UnicodeDecodeError):
+        raise ConfigError(f"invalid_{what}", f"{path} is not strict JSON") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"invalid_{what}", f"{path} must hold a JSON object")
+    return doc
+
+
+def _path(base: str, value: object, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError("invalid_value", f"{name} must be a non-empty path")
+    return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+
+
+def _cadence(doc: object) -> Cadence:
+    if doc is None:
+        return Cadence()
+    if not isinstance(doc, dict) or not set(doc) <= {"idlePollMs", "jitterMs"}:
+        raise ConfigError("invalid_value", "cadence takes only idlePollMs and jitterMs")
+    defaults = Cadence()
+    return Cadence(doc.get("idlePollMs", defaults.idle_poll_ms),
+                   doc.get("jitterMs", defaults.jitter_ms))  # fmt: skip
+
+
+def load_config_file(path: str, *, journal: str | None, slots: int | None) -> WorkerConfig:
+    doc = _read_json(path, "config")
+    unknown = sorted(set(doc) - _KEYS)
+    if unknown:
+        raise ConfigError("invalid_config", f"unknown keys: {', '.join(unknown[:5])}")
+    missing = [k for k in _REQUIRED if k not in doc]
+    if journal is None and "journal" not in doc:
+        missing.append("journal")
+    if missing:
+        raise ConfigError("invalid_config", f"missing keys: {', '.join(missing)}")
+    base = os.path.dirname(os.path.abspath(path))
+    capabilities = doc.get("capabilities", default_capabilities())
+    config = WorkerConfig(
+        ingress_url=doc["ingressUrl"],
+        worker_id=doc["workerId"],
+        cert_file=_path(base, doc["certFile"], "certFile"),
+        key_file=_path(base, doc["keyFile"], "keyFile"),
+        ca_file=_path(base, doc["caFile"], "caFile"),
+        credential_file=_path(base, doc["credentialFile"], "credentialFile"),
+        journal=os.path.abspath(journal) if journal else _path(base, doc["journal"], "journal"),
+        capabilities=copy.deepcopy(capabilities) if isinstance(capabilities, dict) else {},
+        cadence=_cadence(doc.get("cadence")),
+        lock_stale_ms=doc.get("lockStaleMs", STALE_DEFAULT_MS),
+        inbox_capacity=doc.get("inboxCapacity", DEFAULT_CAPACITY),
+        request_timeout_s=doc.get("requestTimeoutS", 15.0),
+    )
+    return config.with_slots(slots).validated()
+
+
+def load_dev_env(path: str, *, journal: str, slots: int | None) -> WorkerConfig:
+    doc = _read_json(path, "dev_env")
+    worker = doc.get("worker")
+    if not isinstance(worker, dict):
+        raise ConfigError("invalid_dev_env", "dev-env file has no worker object")
+    try:
+        config = WorkerConfig(
+            ingress_url=doc["ingressUrl"],
+            worker_id=worker["workerId"],
+            cert_file=worker["certFile"],
+            key_file=worker["keyFile"],
+            ca_file=doc["caFile"],
+            credential_file=worker["credentialFile"],
+            journal=os.path.abspath(journal),
+        )
+    except KeyError as exc:
+        raise ConfigError("invalid_dev_env", f"dev-env file lacks {exc.args[0]}") from None
+    for name in ("cert_file", "key_file", "ca_file", "credential_file"):
+        if not isinstance(getattr(config, name), str):
+            raise ConfigError("invalid_dev_env", f"{name} must be a path")
+    return config.with_slots(slots).validated()
+
+
+def describe(config: WorkerConfig) -> dict[str, Any]:
+    """A log-safe summary (paths and ids only; never file contents)."""
+    return {
+        "ingressUrl": config.ingress_url,
+        "workerId": config.worker_id,
+        "journal": config.journal,
+        "slots": config.capabilities.get("slots"),
+        "executors": config.capabilities.get("executors"),
+    }
