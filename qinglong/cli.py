@@ -49,6 +49,7 @@ def _extension_commands(sub: argparse._SubParsersAction) -> None:
         "qinglong.admin_cli",
         "qinglong.serve_cli",
         "qinglong.dev_cli",
+        "qinglong.worker_cli",
         "qinglong.ops_cli",
     ):
         try:

@@ -56,18 +56,18 @@ def capture(conn: psycopg.Connection, sql: str, params: tuple = ()) -> list[str]
 
 
 def candidate_page_plans(conn: psycopg.Connection) -> CapturedPlan:
-    plans = capture(conn, "SELECT count(*) FROM ql_private.candidate_page(NULL, NULL, 8)")
+    plans = capture(conn, "SELECT count(*) FROM ql_private.candidate_page(NULL, NULL, NULL, 8)")
     inner = [p for p in plans if "FROM ql_private.runs" in p]
     return CapturedPlan("First keyset page (limit 8 + 1)", inner)
 
 
 def next_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     row = conn.execute(
-        "SELECT priority, queue_seq FROM ql_private.runs ORDER BY priority DESC, queue_seq"
-        " OFFSET 7 LIMIT 1"
+        "SELECT priority, queue_seq, id FROM ql_private.runs"
+        " ORDER BY priority DESC, queue_seq, id OFFSET 7 LIMIT 1"
     ).fetchone()
     assert row is not None
-    plans = capture(conn, "SELECT count(*) FROM ql_private.candidate_page(%s, %s, 8)", row)
+    plans = capture(conn, "SELECT count(*) FROM ql_private.candidate_page(%s, %s, %s, 8)", row)
     inner = [p for p in plans if "FROM ql_private.runs" in p]
     return CapturedPlan("Second keyset page (after the 8th candidate)", inner)
 
@@ -103,9 +103,11 @@ def render(runs: int, captured: list[CapturedPlan]) -> str:
         "(`log_analyze`, `log_buffers`, `log_nested_statements`) from inside "
         "`ql_private.candidate_page`, i.e. what `ql.pull_offer` really runs.",
         "",
-        "What to look for: both branches of the keyset are `Index Scan using "
-        "runs_candidate_keyset` with a `Limit` of 9 rows, buffers in the tens, and the "
-        "only sort is the final ordering of at most 18 rows — never a sort of the queue.",
+        "What to look for: the keyset position is an `Index Cond` row comparison on "
+        "`runs_candidate_keyset` (key `-priority, queue_seq, id`), the scan stops at the "
+        "`Limit` of 9 rows (limit + 1), buffers stay in the tens on the first and on a later "
+        "page, the lease and attempt checks are index probes per row, and there is no "
+        "`Sort` node at all — the index order is the dispatch order.",
         "",
     ]
     for plan in captured:

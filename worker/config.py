@@ -116,8 +116,10 @@ class WorkerConfig:
         _int_in("lockStaleMs", self.lock_stale_ms, STALE_MIN_MS, STALE_MAX_MS)
         _int_in("inboxCapacity", self.inbox_capacity, 1, HARD_CAPACITY)
         timeout = self.request_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-            0 < timeout <= MAX_TIMEOUT_S
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not (0 < timeout <= MAX_TIMEOUT_S)
         ):
             raise ConfigError("invalid_value", f"requestTimeoutS must be in (0, {MAX_TIMEOUT_S}]")
         validate_capabilities(self.capabilities)

@@ -79,8 +79,10 @@ class LoggingBridge(logging.Handler):
         self._events = events
 
     def emit(self, record: logging.LogRecord) -> None:
-        level = Level.ERROR if record.levelno >= logging.ERROR else (
-            Level.WARNING if record.levelno >= logging.WARNING else Level.INFO
+        level = (
+            Level.ERROR
+            if record.levelno >= logging.ERROR
+            else (Level.WARNING if record.levelno >= logging.WARNING else Level.INFO)
         )
         try:
             message = record.getMessage()

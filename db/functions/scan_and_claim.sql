@@ -34,6 +34,7 @@ DECLARE
     mismatches jsonb := '{"executor":0,"label":0,"runtime":0,"capacity":0}'::jsonb;
     after_priority smallint;
     after_seq bigint;
+    after_id uuid;
     rows_in_page integer;
     pages_read integer := 0;
     examined integer := 0;
@@ -47,7 +48,8 @@ BEGIN
         rows_in_page := 0;
         truncated := false;
         pages_read := pages_read + 1;
-        FOR c IN SELECT * FROM ql_private.candidate_page(after_priority, after_seq, p_page_size)
+        FOR c IN SELECT * FROM ql_private.candidate_page(after_priority, after_seq, after_id,
+                                                             p_page_size)
         LOOP
             rows_in_page := rows_in_page + 1;
             IF rows_in_page > p_page_size THEN
@@ -57,6 +59,7 @@ BEGIN
             examined := examined + 1;
             after_priority := c.priority;
             after_seq := c.queue_seq;
+            after_id := c.run_id;
             verdict := evals -> c.execution_revision_id::text;
             IF verdict IS NULL THEN
                 SELECT pe.passed, pe.category, pe.score INTO ev

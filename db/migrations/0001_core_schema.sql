@@ -62,7 +62,9 @@ CREATE TABLE ql_private.runs (
     task_id                uuid NOT NULL REFERENCES ql_private.tasks(id),
     execution_revision_id  uuid NOT NULL REFERENCES ql_private.execution_revisions(id),
     priority               smallint NOT NULL DEFAULT 0,
-    queue_seq              bigint NOT NULL DEFAULT nextval('ql_private.run_queue_seq') UNIQUE,
+    -- FIFO position; a sequence makes it unique without a unique index, which
+    -- would tempt the planner away from the keyset index below.
+    queue_seq              bigint NOT NULL DEFAULT nextval('ql_private.run_queue_seq'),
     state                  text NOT NULL DEFAULT 'queued' CHECK (state IN
         ('queued', 'dispatching', 'starting', 'running', 'succeeded', 'failed', 'cancelled')),
     runtime_owned          boolean NOT NULL DEFAULT true,
@@ -76,7 +78,11 @@ ALTER SEQUENCE ql_private.run_queue_seq OWNED BY ql_private.runs.queue_seq;
 
 -- Keyset candidate discovery (R-CAND): priority DESC, FIFO, stable id, only the
 -- rows that can ever be candidates, so the index stays as small as the live queue.
-CREATE INDEX runs_candidate_keyset ON ql_private.runs (priority DESC, queue_seq, id)
+-- Priority is negated (as integer: -(-32768) overflows smallint) so the
+-- mixed-direction order is one ascending key: a keyset position is then a single
+-- row comparison, i.e. one index range scan, never a filter over skipped rows.
+CREATE INDEX runs_candidate_keyset
+    ON ql_private.runs ((-(priority::integer)), queue_seq, id)
     WHERE state IN ('queued', 'dispatching') AND runtime_owned AND NOT cancel_requested;
 CREATE INDEX runs_task_state ON ql_private.runs (task_id, state);
 

@@ -18,7 +18,7 @@ RETURNS text[] LANGUAGE sql AS $$
       FROM ql_private.candidate_page(
                after_p::smallint,
                (SELECT queue_seq FROM ql_private.runs WHERE id = after_run::uuid),
-               lim) c
+               after_run::uuid, lim) c
 $$;
 
 SELECT is(pg_temp.page_ids(NULL, NULL, 10), ARRAY[:'b0', :'b1', :'a0', :'a1', :'a2', :'c0'],
@@ -66,7 +66,7 @@ SELECT ok(NOT :'b1' = ANY (pg_temp.page_ids(NULL, NULL, 10)), 'runs not runtime-
 
 SELECT is(pg_temp.page_ids(NULL, NULL, 10), ARRAY[:'a0', :'a2'], 'exactly the remaining candidates');
 
-SELECT is((SELECT provolatile FROM pg_proc WHERE oid = 'ql_private.candidate_page(smallint,bigint,integer)'::regprocedure),
+SELECT is((SELECT provolatile FROM pg_proc WHERE oid = 'ql_private.candidate_page(smallint,bigint,uuid,integer)'::regprocedure),
           's', 'candidate_page is STABLE (read-only)');
 
 SELECT * FROM finish();

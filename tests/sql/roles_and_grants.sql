@@ -30,6 +30,7 @@ INSERT INTO api_class VALUES
     ('enqueue_runs',        'ql_runtime'),
     ('cancel_run',          'ql_runtime'),
     ('sweep',               'ql_runtime'),
+    ('sweep_leases',        'ql_runtime'),
     ('status_snapshot',     'ql_runtime');
 
 CREATE TEMP VIEW api_fn AS
@@ -104,7 +105,8 @@ SELECT is((SELECT array_agg(name ORDER BY name) FROM api_class
             WHERE name IN ('authenticate_worker', 'record_auth_denial', 'open_session',
                            'heartbeat_session', 'close_session', 'pull_offer', 'register_worker',
                            'issue_credential', 'revoke_credential', 'publish_revision',
-                           'enqueue_runs', 'cancel_run')
+                           'enqueue_runs', 'cancel_run', 'ack_lease', 'heartbeat_lease',
+                           'complete_lease', 'sweep_leases')
               AND name NOT IN (SELECT name FROM api_fn)), NULL,
           'the core API exists');
 SELECT set_eq(

@@ -1,0 +1,31 @@
+"""The candidate query is a keyset index range scan with no sort (R-CAND).
+
+Checked on a seeded database through the same auto_explain capture that writes
+docs/EXPLAIN.md, so the committed document and this test read the same plan.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from qinglong.explain_plans import DOC, candidate_page_plans, next_page_plans, seed
+
+
+def test_candidate_page_uses_the_keyset_index(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        seed(conn, 20_000)
+        for captured in (candidate_page_plans(conn), next_page_plans(conn)):
+            assert len(captured.plans) == 1, captured
+            plan = captured.plans[0]
+            assert "Index Scan using runs_candidate_keyset" in plan
+            assert "Index Cond: (ROW((- (priority)::integer), queue_seq, id) >" in plan
+            assert "Sort" not in plan.split("plan:", 1)[1].split("Query Text", 1)[0] + \
+                plan.split("LIMIT p_limit + 1", 1)[1]
+            assert "rows=9 loops=1" in plan
+
+
+def test_committed_explain_document_shows_index_use() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert "100,000 queued runs" in text
+    assert text.count("Index Scan using runs_candidate_keyset") == 2
+    assert "Sort Key" not in text

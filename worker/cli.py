@@ -1,0 +1,100 @@
+"""``qinglong worker run`` (SPEC §8): the handler behind the lazy CLI registry.
+
+Importing this module loads only the standard library and the light worker
+modules (R-LAY-1); configuration, TLS, the schemas and the run loop are
+imported when the command runs.
+
+Exit codes: 0 drained or done, 1 run-time failure (journal locked/unsafe/
+corrupt, lock compromised), 2 configuration or usage error. Every diagnostic is
+one JSON line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from worker.eventlog import EventLog
+
+__all__ = ["add_run_arguments", "run_command"]
+
+EXIT_CONFIG = 2
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", metavar="FILE", help="worker JSON config (worker/config.py)")
+    source.add_argument(
+        "--dev-env", metavar="FILE", help="dev-env.json of `qinglong dev up` (needs --journal)"
+    )
+    parser.add_argument(
+        "--journal", metavar="DIR", help="journal root (overrides the config's `journal`)"
+    )
+    parser.add_argument("--slots", metavar="N", help="override the capabilities' slots (1..256)")
+    parser.add_argument(
+        "--execute", action="store_true", help="run accepted offers (SPEC §7; not in this build)"
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="exit after the first claim settles (idle/accepted/…)"
+    )
+    parser.add_argument("--max-offers", metavar="N", help="exit after N accepted offers")
+    parser.add_argument(
+        "--exit-when-idle", action="store_true", help="exit at the first idle answer or full inbox"
+    )
+
+
+class UsageError(Exception):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def _positive(name: str, text: str | None, high: int) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise UsageError("invalid_argument", f"--{name} must be an integer") from None
+    if not 1 <= value <= high:
+        raise UsageError("invalid_argument", f"--{name} must be 1..{high}")
+    return value
+
+
+def _fail(events: EventLog, error: str, reason: str, detail: str) -> int:
+    events.error("worker.failed", error=error, reason=reason, detail=detail)
+    return EXIT_CONFIG
+
+
+def run_command(args: argparse.Namespace) -> int:
+    events = EventLog(sys.stderr)
+    try:
+        slots = _positive("slots", args.slots, 256)
+        max_offers = _positive("max-offers", args.max_offers, 1_000_000)
+        if args.execute:
+            raise UsageError("executor_unavailable", "--execute is not available in this build")
+        if args.dev_env is not None and args.journal is None:
+            raise UsageError("missing_argument", "--dev-env needs --journal DIR")
+    except UsageError as exc:
+        return _fail(events, "usage_error", exc.reason, exc.detail)
+
+    from worker.config import ConfigError, load_config_file, load_dev_env
+    from worker.faults import FaultPlan
+
+    try:
+        faults = FaultPlan.from_env(os.environ)
+        if args.dev_env is not None:
+            config = load_dev_env(args.dev_env, journal=args.journal, slots=slots)
+        else:
+            config = load_config_file(args.config, journal=args.journal, slots=slots)
+    except ConfigError as exc:
+        return _fail(events, "config_error", exc.reason, exc.detail)
+    except ValueError as exc:
+        return _fail(events, "config_error", "invalid_fault_plan", str(exc))
+
+    from worker.runner import RunOptions, run_worker
+
+    options = RunOptions(once=args.once, max_offers=max_offers, exit_when_idle=args.exit_when_idle)
+    return int(run_worker(config, options, events=events, faults=faults))
