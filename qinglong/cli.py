@@ -50,6 +50,7 @@ def _extension_commands(sub: argparse._SubParsersAction) -> None:
         "qinglong.serve_cli",
         "qinglong.dev_cli",
         "qinglong.worker_cli",
+        "qinglong.status_cli",
         "qinglong.ops_cli",
     ):
         try:

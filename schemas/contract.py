@@ -57,6 +57,9 @@ class SchemaId(StrEnum):
 SCHEMA_IDS: frozenset[str] = frozenset(s.value for s in SchemaId)
 
 _PACKAGE = "schemas"
+# Generated from the schemas and shipped beside them (`python -m service.openapi`);
+# not a JSON Schema of the contract, so the loader skips it.
+NON_SCHEMA_FILES: frozenset[str] = frozenset({"openapi.json"})
 # Path segments that are safe to show in an error detail; anything else (label keys,
 # env names with odd characters, ...) is masked so details never carry user data.
 _SAFE_SEGMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
@@ -285,7 +288,7 @@ class Contract:
 def _load_documents() -> dict[str, dict[str, Any]]:
     documents: dict[str, dict[str, Any]] = {}
     for entry in resources.files(_PACKAGE).iterdir():
-        if not entry.name.endswith(".json"):
+        if not entry.name.endswith(".json") or entry.name in NON_SCHEMA_FILES:
             continue
         doc = json.loads(entry.read_bytes())
         sid = doc.get("$id")

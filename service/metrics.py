@@ -132,6 +132,10 @@ class IngressMetrics:
         ("action", "outcome", "reason")))
     pulls: Counter = field(default_factory=lambda: Counter(
         "qinglong_ingress_pull_results_total", "Pull results by outcome.", ("result",)))
+    lease_transitions: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_lease_transitions_total",
+        "Lease ACK/heartbeat/completion results by endpoint, requested transition and outcome.",
+        ("endpoint", "transition", "outcome")))
     db_calls: Histogram = field(default_factory=lambda: Histogram(
         "qinglong_ingress_db_call_duration_seconds", "Database call time.", ("function",)))
     db_errors: Counter = field(default_factory=lambda: Counter(
@@ -151,6 +155,7 @@ class IngressMetrics:
     def render(self) -> str:
         lines: list[str] = []
         for metric in (self.requests, self.request_seconds, self.auth_decisions, self.pulls,
+                       self.lease_transitions,
                        self.db_calls, self.db_errors, self.rate_limited,
                        self.invalid_projections, self.connections_refused, *self.gauges):
             lines.extend(metric.render())

@@ -20,6 +20,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(SESSIONS_HEARTBEAT, views.heartbeat_session)
     app.router.add_post(SESSIONS_CLOSE, views.close_session)
     app.router.add_post(OFFERS_PULL, views.pull_offer)
-    # Lease lifecycle (SPEC §7) is not served yet: routed so clients get a clear 501.
-    for path in (LEASES_ACK, LEASES_HEARTBEAT, LEASES_COMPLETE):
-        app.router.add_post(path, views.not_implemented)
+    app.router.add_post(LEASES_ACK, views.ack_lease)
+    app.router.add_post(LEASES_HEARTBEAT, views.heartbeat_lease)
+    app.router.add_post(LEASES_COMPLETE, views.complete_lease)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,12 @@ SESSION_CLOSE = Endpoint("sessions.close", "session.close", SchemaId.SESSION_CLO
                          SchemaId.SESSION, 200)
 OFFER_PULL = Endpoint("offers.pull", "offer.pull", SchemaId.OFFER_PULL_REQUEST,
                       SchemaId.REMOTE_EXECUTION_OFFER, 200)
+# Audit actions match the ones the SQL functions record (ql_private.authenticate).
+LEASE_ACK = Endpoint("leases.ack", "lease.ack", SchemaId.LEASE_ACK_REQUEST, SchemaId.LEASE, 200)
+LEASE_HEARTBEAT = Endpoint("leases.heartbeat", "lease.heartbeat",
+                           SchemaId.LEASE_HEARTBEAT_REQUEST, SchemaId.LEASE, 200)
+LEASE_COMPLETE = Endpoint("leases.complete", "lease.complete", SchemaId.LEASE_COMPLETE_REQUEST,
+                          SchemaId.LEASE, 200)
 
 
 @dataclass(frozen=True)
@@ -269,7 +276,88 @@ def _pull_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
     raise _invalid_projection(state, OFFER_PULL, f"unexpected status {status!r}")
 
 
-async def not_implemented(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    _rate_limit(state, peer_worker_id(request))
-    raise ApiError(501, "not_implemented")
+# ------------------------------------------------------------------ leases (SPEC §7)
+
+# Only the heartbeat answer carries the cancel flag (SPEC §5): that is the one
+# channel through which a started worker learns of a cancellation.
+CANCEL_REQUESTED = "cancelRequested"
+
+
+async def ack_lease(request: web.Request) -> web.Response:
+    return await _lease_call(request, LEASE_ACK, "ack_lease", _ack_args)
+
+
+async def heartbeat_lease(request: web.Request) -> web.Response:
+    return await _lease_call(request, LEASE_HEARTBEAT, "heartbeat_lease", _heartbeat_args)
+
+
+async def complete_lease(request: web.Request) -> web.Response:
+    return await _lease_call(request, LEASE_COMPLETE, "complete_lease", _complete_args)
+
+
+def _ack_args(doc: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    return doc["phase"], (doc["phase"], doc.get("reason"))
+
+
+def _heartbeat_args(doc: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    # The wire request carries no lease version (SPEC §5), so the version fence
+    # is left off (the SQL default NULL); offer, token and session fences still hold.
+    return "heartbeat", ()
+
+
+def _complete_args(doc: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    return doc["outcome"], (doc["outcome"], doc.get("exitCode"), doc.get("reason"))
+
+
+LeaseArgs = Callable[[dict[str, Any]], tuple[str, tuple[Any, ...]]]
+
+
+async def _lease_call(request: web.Request, endpoint: Endpoint, function: str,
+                      extra: LeaseArgs) -> web.Response:
+    state, admitted = await _admit(request, endpoint)
+    cred, doc = admitted.credential, admitted.doc
+    transition, tail = extra(doc)
+    args = (cred.credential_id, cred.secret_digest, admitted.worker_id, doc["sessionId"],
+            doc["generation"], doc["offerId"], lease_token_digest(doc["leaseToken"]), *tail)
+    try:
+        result = await _act(state, endpoint, admitted, function, args)
+        response = respond(request, state, endpoint, _lease_body(state, endpoint, result))
+    except ApiError as exc:
+        state.metrics.lease_transitions.inc(endpoint.name, transition, _lease_outcome(exc))
+        raise
+    state.metrics.lease_transitions.inc(endpoint.name, transition, result["status"])
+    return response
+
+
+def _lease_outcome(exc: ApiError) -> str:
+    if exc.status in (401, 403):
+        return "denied"
+    if exc.status == 409:
+        return "illegal_transition" if exc.reason == "illegal_transition" else "conflict"
+    if exc.reason == "invalid_projection":
+        return "invalid_projection"
+    return "unavailable" if exc.status >= 500 else "rejected"
+
+
+def _lease_body(state: IngressState, endpoint: Endpoint,
+                result: dict[str, Any]) -> dict[str, Any]:
+    status = result["status"]
+    if status == "conflict":
+        raise ApiError(409, str(result.get("category", "conflict")))
+    lease = result.get("lease")
+    if status not in ("ok", "idempotent") or not isinstance(lease, dict):
+        raise _invalid_projection(state, endpoint, f"unexpected status {status!r}")
+    if endpoint is LEASE_HEARTBEAT:
+        if not isinstance(lease.get(CANCEL_REQUESTED), bool):
+            raise _invalid_projection(state, endpoint, "$.cancelRequested: required")
+    else:
+        lease = {k: v for k, v in lease.items() if k != CANCEL_REQUESTED}
+    return _with_schema(SchemaId.LEASE, _in_schema_order(SchemaId.LEASE, lease))
+
+
+def _in_schema_order(schema_id: SchemaId, doc: dict[str, Any]) -> dict[str, Any]:
+    """jsonb hands keys back sorted by length; answer in the schema's documented
+    order instead (unknown keys stay, last, so validation still refuses them)."""
+    order = list(default_contract().schema(schema_id)["properties"])
+    known = {k: doc[k] for k in order if k in doc}
+    return known | {k: v for k, v in doc.items() if k not in known}

@@ -62,6 +62,7 @@ DECLARE
     v_reason text := ql_private.require_reason(complete_lease.reason, 'reason');
     v_release text;
     denied jsonb;
+    v record;
     category text;
     l ql_private.run_leases;
     a ql_private.attempts;
@@ -92,21 +93,22 @@ BEGIN
         RETURN denied;
     END IF;
 
+    -- Pass 1 reads without locks; pass 2 (only when a change is due) locks and
+    -- re-reads. Each read is one statement (ql_private.lease_state: one snapshot).
     FOR pass IN 1 .. 2 LOOP
-        IF pass = 1 THEN
-            SELECT * INTO l FROM ql_private.run_leases rl WHERE rl.offer_id = oid_;
-            IF NOT FOUND THEN
-                RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
-            END IF;
-        ELSE
+        IF pass = 2 THEN
             PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = l.attempt_id FOR UPDATE;
             PERFORM 1 FROM ql_private.runs rr WHERE rr.id = l.run_id FOR NO KEY UPDATE;
-            SELECT * INTO l FROM ql_private.run_leases rl WHERE rl.id = l.id FOR UPDATE;
+            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR UPDATE;
         END IF;
-        SELECT * INTO a FROM ql_private.attempts aa WHERE aa.id = l.attempt_id;
-        SELECT * INTO r FROM ql_private.runs rr WHERE rr.id = l.run_id;
-
-        category := ql_private.lease_fence(l, wid, sid, gen, tok);
+        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
+        IF NOT FOUND THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
+        END IF;
+        l := v.lease;
+        a := v.attempt;
+        r := v.run;
+        category := v.category;
         IF category = 'lease_terminal' THEN
             IF l.release_reason = v_release AND a.state = v_outcome
                AND a.exit_code IS NOT DISTINCT FROM v_exit

@@ -57,6 +57,7 @@ DECLARE
     gen bigint := heartbeat_lease.generation;
     held bigint := heartbeat_lease.lease_version;
     denied jsonb;
+    v record;
     category text;
     l ql_private.run_leases;
     ttl integer;
@@ -74,16 +75,18 @@ BEGIN
         RETURN denied;
     END IF;
 
+    -- Pass 1 reads without locks; pass 2 (only when the heartbeat applies) locks
+    -- the lease and re-reads. Each read is one statement (ql_private.lease_state).
     FOR pass IN 1 .. 2 LOOP
-        IF pass = 1 THEN
-            SELECT * INTO l FROM ql_private.run_leases rl WHERE rl.offer_id = oid_;
-            IF NOT FOUND THEN
-                RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
-            END IF;
-        ELSE
-            SELECT * INTO l FROM ql_private.run_leases rl WHERE rl.id = l.id FOR NO KEY UPDATE;
+        IF pass = 2 THEN
+            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR NO KEY UPDATE;
         END IF;
-        category := ql_private.lease_fence(l, wid, sid, gen, tok);
+        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
+        IF NOT FOUND THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
+        END IF;
+        l := v.lease;
+        category := v.category;
         IF category IS NOT NULL THEN
             RETURN jsonb_build_object('status', 'conflict', 'category', category);
         END IF;

@@ -6,14 +6,17 @@
 --   attempt (not the run's current one: after a retry the old lease still reports
 --   its failed attempt), `startedAtMs` (null before the starting ACK) and
 --   `cancelRequested` (the run's flag; how a started worker learns of a cancel).
--- Never contains the lease token or its digest (R-LEASE-2).
+-- Never contains the lease token or its digest (R-LEASE-2). plpgsql (not SQL)
+--   so its plan is cached per session.
 -- Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.
 -- Locks: none. Read-only. SQLSTATEs: none (NULL when the lease does not exist).
 CREATE OR REPLACE FUNCTION ql_private.lease_projection(p_lease_id bigint)
 RETURNS jsonb
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    RETURN (
     SELECT jsonb_build_object(
         'runId', l.run_id,
         'attemptId', l.attempt_id,
@@ -32,7 +35,8 @@ AS $$
       FROM ql_private.run_leases l
       JOIN ql_private.attempts a ON a.id = l.attempt_id
       JOIN ql_private.runs r ON r.id = l.run_id
-     WHERE l.id = p_lease_id
+     WHERE l.id = p_lease_id);
+END
 $$;
 REVOKE ALL ON FUNCTION ql_private.lease_projection(bigint) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.lease_projection(bigint) IS

@@ -199,9 +199,10 @@ def _raw_request(port: int, agent: Agent, data: bytes, length: str):
 def test_unknown_routes_methods_and_lease_endpoints_use_the_envelope(ingress, agent):
     cases = [("POST", "/v1/nope", 404, "unknown_route"),
              ("GET", "/v1/offers/pull", 405, "method_not_allowed"),
-             ("POST", "/v1/leases/ack", 501, "not_implemented"),
-             ("POST", "/v1/leases/heartbeat", 501, "not_implemented"),
-             ("POST", "/v1/leases/complete", 501, "not_implemented")]
+             ("GET", "/v1/leases/ack", 405, "method_not_allowed"),
+             ("POST", "/v1/leases/ack", 400, "schema_invalid"),
+             ("POST", "/v1/leases/heartbeat", 400, "schema_invalid"),
+             ("POST", "/v1/leases/complete", 400, "schema_invalid")]
     for method, path, status, reason in cases:
         reply = post(ingress.port, path, {}, ctx=agent.ctx, token=agent.token, method=method)
         assert reply.status == status, path

@@ -7,10 +7,12 @@
 -- exactly one list; names listed but not yet created are simply not expected.
 --   worker-facing -> EXECUTE for ql_worker_ingress only
 --   control plane -> EXECUTE for ql_runtime only (the ingress can reach none)
+--   status_snapshot is listed as control plane; ql_readonly may execute it too
+--   (and nothing else).
 -- Decision: ql_runtime cannot execute worker-facing functions either; the
 -- control plane never acts as a worker.
 BEGIN;
-SELECT plan(26);
+SELECT plan(27);
 
 CREATE TEMP TABLE api_class (name text PRIMARY KEY, role text NOT NULL) ON COMMIT DROP;
 INSERT INTO api_class VALUES
@@ -124,6 +126,8 @@ SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn
             WHERE has_function_privilege('ql_readonly', oid, 'EXECUTE')
               AND name NOT IN ('status_snapshot')), NULL,
           'ql_readonly executes nothing but (possibly) the status snapshot');
+SELECT function_privs_are('ql', 'status_snapshot', ARRAY[]::text[], 'ql_readonly', ARRAY['EXECUTE'],
+                          'monitoring: EXECUTE on ql.status_snapshot (granted to ql_runtime too)');
 SELECT function_privs_are('ql', 'open_session', ARRAY['text', 'bytea', 'text', 'bytea'],
                           'ql_worker_ingress', ARRAY['EXECUTE'], 'ingress: EXECUTE on ql.open_session');
 SELECT function_privs_are('ql', 'publish_revision', ARRAY['text', 'text', 'bytea'],

@@ -1,0 +1,44 @@
+-- ql_private.lease_state(offer_id, worker_id, session_id, generation, token_digest)
+--   -> (lease, attempt, run, category)
+--
+-- Purpose: what a lease lifecycle call decides on, read in ONE statement so the
+--   lease, its attempt, its run, the session and the fence verdict
+--   (ql_private.lease_fence) all come from the same snapshot. Reading them in
+--   separate statements of a VOLATILE function would mix snapshots under READ
+--   COMMITTED: e.g. a lease read live just before a sweeper commits, then its
+--   attempt read `lost` just after, yields a bogus `attempt_changed`.
+--   No row when no lease has this offer id. STABLE, so every query it runs
+--   (including lease_fence's) uses the snapshot of the calling statement;
+--   plpgsql rather than SQL so its plan is cached per session.
+-- Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease (before locking,
+--   and again after locking the rows they change).
+-- Locks: none. Read-only. SQLSTATEs: none.
+CREATE OR REPLACE FUNCTION ql_private.lease_state(
+    p_offer_id uuid,
+    p_worker_id uuid,
+    p_session_id uuid,
+    p_generation bigint,
+    p_token_digest bytea
+)
+RETURNS TABLE (
+    lease ql_private.run_leases,
+    attempt ql_private.attempts,
+    run ql_private.runs,
+    category text
+)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT rl, aa, rr,
+           ql_private.lease_fence(rl, p_worker_id, p_session_id, p_generation, p_token_digest)
+      FROM ql_private.run_leases rl
+      JOIN ql_private.attempts aa ON aa.id = rl.attempt_id
+      JOIN ql_private.runs rr ON rr.id = rl.run_id
+     WHERE rl.offer_id = p_offer_id;
+END
+$$;
+REVOKE ALL ON FUNCTION ql_private.lease_state(uuid, uuid, uuid, bigint, bytea) FROM PUBLIC;
+COMMENT ON FUNCTION ql_private.lease_state(uuid, uuid, uuid, bigint, bytea) IS
+'Lease, attempt, run and lease_fence verdict of an offer id, read in one statement (one snapshot). No row for an unknown offer. Read-only, no locks.';

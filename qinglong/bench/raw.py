@@ -1,0 +1,66 @@
+"""The baseline of `bench sql`: a plain FOR UPDATE SKIP LOCKED claim transaction.
+
+What a hand-written queue does in one call: pick the first queued job in
+priority/FIFO order with SKIP LOCKED, mark it running, append one event.
+It lives in a bench-only schema (`qlbench`) of the same database, so both
+systems share the server, its settings and its WAL; it is never installed
+outside the benchmark's throwaway cluster.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+SCHEMA_SQL = """
+CREATE SCHEMA IF NOT EXISTS qlbench;
+CREATE TABLE IF NOT EXISTS qlbench.jobs (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    priority    smallint NOT NULL DEFAULT 0,
+    state       text NOT NULL DEFAULT 'queued',
+    payload     jsonb NOT NULL DEFAULT '{}'::jsonb,
+    worker      text,
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    claimed_at  timestamptz
+);
+CREATE INDEX IF NOT EXISTS jobs_queued ON qlbench.jobs (priority DESC, id) WHERE state = 'queued';
+CREATE TABLE IF NOT EXISTS qlbench.events (
+    id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id   bigint NOT NULL REFERENCES qlbench.jobs(id),
+    type     text NOT NULL,
+    payload  jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE OR REPLACE FUNCTION qlbench.claim(p_worker text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    SELECT j.id INTO v_id FROM qlbench.jobs j
+     WHERE j.state = 'queued'
+     ORDER BY j.priority DESC, j.id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    UPDATE qlbench.jobs SET state = 'running', worker = p_worker, claimed_at = clock_timestamp()
+     WHERE id = v_id;
+    INSERT INTO qlbench.events (job_id, type, payload)
+    VALUES (v_id, 'job.claimed', jsonb_build_object('worker', p_worker));
+    RETURN v_id;
+END
+$$;
+"""
+
+
+def install(conn: psycopg.Connection) -> None:
+    conn.execute(SCHEMA_SQL)
+
+
+def enqueue(conn: psycopg.Connection, count: int) -> None:
+    conn.execute(
+        "INSERT INTO qlbench.jobs (priority, payload)"
+        " SELECT 0, jsonb_build_object('argv', jsonb_build_array('true'), 'n', g)"
+        " FROM generate_series(1, %s) g",
+        (count,),
+    )

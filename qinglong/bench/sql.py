@@ -1,0 +1,169 @@
+"""`bench sql`: ql.pull_offer claims vs a raw SKIP LOCKED claim, same server.
+
+Per concurrency level (client threads, each with its own psycopg connection
+and server-side prepared statements): a fresh clone of the template with two
+equal queues — N runs for ql.pull_offer, N jobs for qlbench.claim — vacuumed
+and analyzed; then both drain their queue, in alternating order per level
+(ours first at 1, 8, 32; raw first at 4, 16) so neither always runs on a
+warmer cache.
+
+Ours per run: `ql.pull_offer` (authentication, session fences, slot check,
+bounded keyset scan, placement, the SKIP LOCKED claim, lease + event, the offer
+projection) and then the worker's `starting` ACK (`ql.ack_lease`), the call
+that takes the run out of the queue — the raw claim does both in one step, so
+claims/s compares runs taken out of the queue per second. Latency percentiles
+are of the claim call alone (pull_offer vs qlbench.claim).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from qinglong.bench import raw
+from qinglong.bench.common import (
+    Api,
+    BenchContext,
+    Claimer,
+    Table,
+    Timings,
+    fmt_ratio,
+    ms,
+    ratio,
+    run_threads,
+    vacuum,
+)
+
+FULL = {"levels": [1, 4, 8, 16, 32], "runs": 20_000}
+QUICK = {"levels": [1, 8, 32], "runs": 600}
+TARGET = 0.7
+MAX_CONTENTION_RETRIES = 50
+
+
+def _ours(ctx: BenchContext, dsn: str, threads: int) -> tuple[Timings, Timings, dict[str, int]]:
+    pools = [ctx.workers[i::threads] for i in range(threads)]
+    claimers: list[Claimer] = []
+    lock = threading.Lock()
+
+    def work(index: int, barrier: threading.Barrier) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            claimer = Claimer(Api(conn), pools[index])
+            claimer.session()  # open the first session before the clock starts
+            with lock:
+                claimers.append(claimer)
+            barrier.wait()
+            retries = 0
+            while True:
+                status = claimer.step()
+                if status == "offered" or status == "idle:capacity_full":
+                    retries = 0
+                    continue
+                if status == "idle:contention" and retries < MAX_CONTENTION_RETRIES:
+                    retries += 1
+                    continue
+                break
+
+    wall = run_threads(threads, work)
+    pulls = Timings(wall_s=wall)
+    acks = Timings(wall_s=wall)
+    outcomes: dict[str, int] = {}
+    for claimer in claimers:
+        offered = claimer.outcomes.get("offered", 0)
+        pulls.count += offered
+        # Only the claims' latencies: the closing idle pulls are not claims.
+        pulls.latencies += claimer.claim_times
+        acks.latencies += claimer.ack_times
+        for key, value in claimer.outcomes.items():
+            outcomes[key] = outcomes.get(key, 0) + value
+    acks.count = len(acks.latencies)
+    return pulls, acks, outcomes
+
+
+def _raw(dsn: str, threads: int) -> Timings:
+    results: list[tuple[int, list[float]]] = []
+    lock = threading.Lock()
+
+    def work(index: int, barrier: threading.Barrier) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            name = f"raw-{index}"
+            times: list[float] = []
+            claimed = 0
+            barrier.wait()
+            while True:
+                started = time.perf_counter()
+                row = conn.execute("SELECT qlbench.claim(%s)", (name,), prepare=True).fetchone()
+                elapsed = time.perf_counter() - started
+                if row is None or row[0] is None:
+                    break
+                times.append(elapsed)
+                claimed += 1
+            with lock:
+                results.append((claimed, times))
+
+    wall = run_threads(threads, work)
+    timings = Timings(wall_s=wall)
+    for claimed, times in results:
+        timings.count += claimed
+        timings.latencies += times
+    return timings
+
+
+def _prepare(ctx: BenchContext, dsn: str, runs: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        Api(conn).enqueue(ctx.tasks["plain"], runs)
+        raw.enqueue(conn, runs)
+    vacuum(dsn)
+
+
+def _level(ctx: BenchContext, threads: int, runs: int, ours_first: bool) -> dict[str, Any]:
+    with ctx.fresh_db() as dsn:
+        _prepare(ctx, dsn, runs)
+        if ours_first:
+            ours, acks, outcomes = _ours(ctx, dsn, threads)
+            base = _raw(dsn, threads)
+        else:
+            base = _raw(dsn, threads)
+            ours, acks, outcomes = _ours(ctx, dsn, threads)
+    return {"threads": threads, "runs": runs, "oursFirst": ours_first,
+            "ours": ours.summary(), "ack": acks.summary(), "raw": base.summary(),
+            "ratio": ratio(ours.rate, base.rate), "outcomes": outcomes,
+            "_ours": ours, "_raw": base, "_ack": acks}  # fmt: skip
+
+
+def run(ctx: BenchContext) -> list[Table]:
+    sizes = QUICK if ctx.quick else FULL
+    levels = []
+    for index, threads in enumerate(sizes["levels"]):
+        levels.append(_level(ctx, threads, sizes["runs"], ours_first=index % 2 == 0))
+    table = Table(
+        f"sql: ql.pull_offer (+ starting ACK) vs raw SKIP LOCKED claim, {sizes['runs']:,} runs "
+        "per system per level",
+        ["threads", "ours claims/s", "p50 ms", "p95 ms", "p99 ms", "ack p50 ms",
+         "raw claims/s", "raw p50", "raw p95", "raw p99", "ratio"],
+    )  # fmt: skip
+    for level in levels:
+        ours, base, ack = level["_ours"], level["_raw"], level["_ack"]
+        table.rows.append([
+            str(level["threads"]), f"{ours.rate:,.0f}", ms(ours.pct(50)), ms(ours.pct(95)),
+            ms(ours.pct(99)), ms(ack.pct(50)), f"{base.rate:,.0f}", ms(base.pct(50)),
+            ms(base.pct(95)), ms(base.pct(99)), fmt_ratio(level["ratio"]),
+        ])  # fmt: skip
+    for level in levels:
+        for key in ("_ours", "_raw", "_ack"):
+            level.pop(key)
+    checked = [lv for lv in levels if lv["threads"] in (8, 32)]
+    missed = [lv for lv in checked if math.isnan(lv["ratio"]) or lv["ratio"] < TARGET]
+    table.notes.append(
+        "ratio = ours claims/s ÷ raw claims/s; target ≥ 0.7 at 8 and 32 threads: "
+        + ("met" if not missed else "MISSED at " + ", ".join(str(lv["threads"]) for lv in missed))
+    )
+    table.notes.append(
+        "ours = 2 round trips per run (pull_offer, then the starting ACK that takes the run "
+        "out of the queue); raw = 1 (its claim marks the job running)"
+    )
+    table.data = {"levels": levels, "target": TARGET}
+    return [table]

@@ -1,0 +1,732 @@
+"""`qinglong demo` (SPEC §8): the whole system on one machine, watched live.
+
+Starts an embedded throwaway PostgreSQL (unless --dsn), a dev CA with server
+and worker certificates, the ingress (`qinglong ingress serve`) and N workers
+(`qinglong worker run --config …`) with different labels and runtimes; publishes
+tasks with required and preferred placement and different priorities, enqueues
+runs and shows progress until every run sits in a worker's inbox (or is done,
+when the worker has an executor), then prints a summary and removes everything.
+
+Every child runs in its own process group, so the terminal's Ctrl-C reaches only
+us and cleanup stops the children in order (workers drain and close their
+sessions, then the ingress, then PostgreSQL) inside `finally`; SIGTERM is turned
+into the same path. Temp dirs go too (unless --keep).
+
+Sources of the live view: `ql.status_snapshot()` (queue, sessions), each
+worker's journal inbox (accepted offers: the worker validated and fsynced them),
+the workers' JSON event lines (idle reasons, conflicts) and the ingress's
+/metrics (pull results; `idempotent` = an offer recovered by a retried pull).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+PROJECT = "demo"
+DATABASE = "qinglong_demo"
+INGRESS_ROLE = "qinglong_demo_ingress"
+WAVES = 3
+WAVE_GAP_S = 1.5
+MAX_RUNS = 256  # every worker gets slots = runs (<= 256), so any eligible worker can take all
+STOP_TIMEOUT_S = 10.0
+REFRESH_S = 0.5
+PLAIN_EVERY_S = 2.0
+_METRIC = re.compile(r'^qinglong_ingress_pull_results_total\{result="([a-z_]+)"\} ([0-9.e+]+)$')
+
+
+class DemoError(Exception):
+    """A step of the demo failed; the message says which."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM, turned into the same cleanup path as Ctrl-C."""
+
+
+# ------------------------------------------------------------------ the cast
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One worker's capabilities: placement is visible because they differ."""
+
+    name: str
+    labels: dict[str, str]
+    runtimes: dict[str, str]
+
+
+PROFILES = (
+    Profile("edge-a", {"zone": "a", "gpu": "no"}, {"python": "3.12.4"}),
+    Profile("gpu-b", {"zone": "b", "gpu": "yes"}, {"python": "3.11.9"}),
+    Profile("gpu-a", {"zone": "a", "gpu": "yes"}, {"python": "3.12.4"}),
+    Profile("old-b", {"zone": "b", "gpu": "no"}, {"python": "3.10.14"}),
+)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    priority: int
+    share: int  # relative share of the runs
+    placement: dict[str, Any] | None
+    summary: str
+
+    def command(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "schema": "qinglong/command@v1",
+            "argv": ["python3", "-c", f"print('{self.name}')"],
+            "env": {},
+            "timeoutS": 30,
+        }
+        if self.placement is not None:
+            doc["placement"] = self.placement
+        return doc
+
+
+TASKS = (
+    TaskSpec("train-model", 5, 2,
+             {"required": {"labels": {"gpu": "yes"}},
+              "preferred": [{"weight": 50, "labels": {"zone": "a"}}]},
+             "needs gpu=yes; prefers zone=a"),
+    TaskSpec("py312-tests", 3, 2,
+             {"required": {"runtimes": {"python": "^3.12"}}},
+             "needs python ^3.12"),
+    TaskSpec("zone-b-etl", 1, 1,
+             {"required": {"labels": {"zone": "b"}},
+              "preferred": [{"weight": 10, "runtimes": {"python": ">=3.11"}}]},
+             "needs zone=b; prefers python >=3.11"),
+    TaskSpec("nightly-report", 0, 3, None, "anywhere (remote-worker)"),
+)  # fmt: skip
+
+
+def _satisfies(version: str, requirement: str) -> bool:
+    """The demo's own check of its fixed ranges (^X.Y, >=X.Y), to plan the run split."""
+    have = tuple(int(p) for p in version.split(".")[:2])
+    want = tuple(int(p) for p in requirement.lstrip("^>=").split(".")[:2])
+    if requirement.startswith("^"):
+        return have[0] == want[0] and have >= want
+    return have >= want
+
+
+def eligible(task: TaskSpec, profile: Profile) -> bool:
+    required = (task.placement or {}).get("required", {})
+    labels_ok = all(profile.labels.get(k) == v for k, v in required.get("labels", {}).items())
+    runtimes_ok = all(
+        name in profile.runtimes and _satisfies(profile.runtimes[name], rng)
+        for name, rng in required.get("runtimes", {}).items()
+    )
+    return labels_ok and runtimes_ok
+
+
+def _split(count: int, parts: int) -> list[int]:
+    base, extra = divmod(count, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def plan_runs(profiles: list[Profile], total: int) -> list[tuple[TaskSpec, int]]:
+    """Split `total` runs over the tasks some worker can take (by share)."""
+    usable = [t for t in TASKS if any(eligible(t, p) for p in profiles)]
+    shares = sum(t.share for t in usable)
+    counts = [total * t.share // shares for t in usable]
+    for i in range(total - sum(counts)):  # hand out the remainder, highest share first
+        counts[i % len(counts)] += 1
+    return [(t, n) for t, n in zip(usable, counts, strict=True) if n > 0]
+
+
+# --------------------------------------------------------------- processes
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+
+def _spawn(
+    name: str, argv: list[str], log_path: Path, *, pipe: bool = False,
+    env: dict[str, str] | None = None,
+) -> Child:
+    log = open(log_path, "ab")  # the child has its own copy of the descriptor
+    try:
+        process = subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.PIPE if pipe else log,
+            start_new_session=True,  # own process group: Ctrl-C reaches only us
+            close_fds=True,
+        )
+    finally:
+        log.close()
+    return Child(name, process, log_path)
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
+
+
+def stop_children(children: list[Child], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM every group, wait, then SIGKILL what is left."""
+    running = [c for c in children if c.process.poll() is None]
+    for child in running:
+        _signal_group(child.process, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for child in running:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.process.wait(max(0.1, deadline - time.monotonic()))
+    for child in running:
+        if child.process.poll() is None:
+            _signal_group(child.process, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.process.wait(5)
+
+
+# ------------------------------------------------------------------ workers
+
+
+@dataclass
+class WorkerView:
+    """What one worker's event lines told us."""
+
+    name: str
+    profile: Profile
+    worker_id: str
+    journal: Path
+    child: Child | None = None
+    crash_once: bool = False  # first launch dies right after a pull response
+    restarted: bool = False
+    idle_reason: str | None = None
+    events: Counter[str] = field(default_factory=Counter)
+    last_error: str | None = None
+
+    def inbox(self) -> list[Path]:
+        with contextlib.suppress(OSError):
+            return sorted((self.journal / "inbox").glob("*.json"))
+        return []
+
+    def follow(self, stream: IO[bytes], log_path: Path) -> None:
+        """Read the worker's stderr: copy to its log, remember what matters."""
+        with open(log_path, "ab") as log:
+            for raw in stream:
+                log.write(raw)
+                self._note(raw)
+            log.flush()
+
+    def _note(self, raw: bytes) -> None:
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(doc, dict):
+            return
+        event = str(doc.get("event", ""))
+        self.events[event] += 1
+        if event == "claim.idle":
+            self.idle_reason = str(doc.get("reason"))
+        elif event == "claim.accepted":
+            self.idle_reason = None
+        elif doc.get("level") == "error":
+            self.last_error = f"{event}: {doc.get('reason') or doc.get('detail') or ''}"[:80]
+
+
+def _capabilities(profile: Profile, slots: int) -> dict[str, Any]:
+    return {
+        "schema": "qinglong/worker-capabilities@v1",
+        "executors": ["remote-worker"],
+        "labels": dict(profile.labels),
+        "runtimes": dict(profile.runtimes),
+        "slots": slots,
+    }
+
+
+# ------------------------------------------------------------------ the demo
+
+
+@dataclass
+class Demo:
+    workers: int
+    runs: int
+    dsn: str | None
+    timeout_s: float
+    keep: Path | None
+    root: Path = field(init=False)
+    cluster: Any = None
+    admin_dsn: str = ""
+    ingress_dsn: str = ""
+    ingress: Child | None = None
+    ingress_url: str = ""
+    admin_url: str = ""
+    views: list[WorkerView] = field(default_factory=list)
+    task_names: dict[str, str] = field(default_factory=dict)  # taskId -> name
+    planned: list[tuple[TaskSpec, int]] = field(default_factory=list)
+    crash: bool = True
+    execute: bool = False
+    schedule: list[tuple[float, str, int, int]] = field(default_factory=list)
+    enqueue_start: float = 0.0
+    enqueued: int = 0
+    notes: list[str] = field(default_factory=list)
+    started_at: float = field(default_factory=time.monotonic)
+    out: IO[str] = sys.stdout
+
+    def __post_init__(self) -> None:
+        base = self.keep
+        if base is not None:
+            base.mkdir(parents=True, exist_ok=True)
+            self.root = Path(tempfile.mkdtemp(prefix="qinglong-demo-", dir=base))
+        else:
+            self.root = Path(tempfile.mkdtemp(prefix="qinglong-demo-"))
+        (self.root / "logs").mkdir()
+
+    # -- steps ---------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        elapsed = time.monotonic() - self.started_at
+        print(f"[{elapsed:5.1f}s] {text}", file=self.out, flush=True)
+
+    def start_database(self) -> None:
+        from db.migrator import migrate
+
+        if self.dsn is not None:
+            self.admin_dsn = self.ingress_dsn = self.dsn
+            migrate(self.dsn)
+            self.say("PostgreSQL: using --dsn (migrated)")
+            return
+        from qinglong.throwaway_postgres import ThrowawayPostgres
+
+        self.cluster = ThrowawayPostgres()
+        self.cluster.start()
+        self.admin_dsn = self.cluster.create_database(DATABASE)
+        migrate(self.admin_dsn)
+        self._create_ingress_role()
+        self.ingress_dsn = self.cluster.dsn(DATABASE, user=INGRESS_ROLE)
+        where = self.cluster.base_dir or "existing server"
+        self.say(f"PostgreSQL 15 on 127.0.0.1:{self.cluster.port} ({where}), migrated")
+
+    def _create_ingress_role(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_roles WHERE rolname = %s", (INGRESS_ROLE,)
+            ).fetchone()
+            if exists is None:
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE ql_worker_ingress").format(
+                    sql.Identifier(INGRESS_ROLE)))
+
+    def provision(self) -> None:
+        from service import control_plane, pki
+
+        ca_dir = self.root / "ca"
+        pki.init_ca(ca_dir)
+        pki.issue_server_cert(ca_dir, self.root / "server")
+        profiles = [PROFILES[i % len(PROFILES)] for i in range(self.workers)]
+        with control_plane.connect(self.admin_dsn) as conn:
+            for index, profile in enumerate(profiles, start=1):
+                name = f"{profile.name}-{index}"
+                worker = control_plane.provision_worker(
+                    conn, name, ca_dir, self.root / "workers" / name)
+                self.views.append(WorkerView(name, profile, worker.worker_id,
+                                             self.root / "journals" / name))
+                self._write_worker_config(name, profile, worker.as_json())
+        self.say(f"dev CA, server certificate, {self.workers} worker identities"
+                 " (certificate + ql3w_ credential each)")
+
+    def _write_worker_config(self, name: str, profile: Profile, ident: dict[str, str]) -> None:
+        slots = min(self.runs, 256)
+        config = {
+            "ingressUrl": "https://127.0.0.1:1",  # replaced once the ingress listens
+            "workerId": ident["workerId"],
+            "certFile": ident["certFile"],
+            "keyFile": ident["keyFile"],
+            "caFile": str(pki_ca_cert(self.root / "ca")),
+            "credentialFile": ident["credentialFile"],
+            "journal": str(self.root / "journals" / name),
+            "capabilities": _capabilities(profile, slots),
+            "cadence": {"idlePollMs": 250, "jitterMs": 150},
+            "inboxCapacity": min(1024, slots + 16),
+        }
+        path = self.root / "workers" / name / "worker.json"
+        path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+
+    def start_ingress(self) -> None:
+        ready_file = self.root / "ingress.ready.json"
+        config = {
+            "dsn": self.ingress_dsn,
+            "certFile": str(self.root / "server" / "server.pem"),
+            "keyFile": str(self.root / "server" / "server-key.pem"),
+            "clientCaFile": str(pki_ca_cert(self.root / "ca")),
+            "port": 0,
+            "adminPort": 0,
+            "poolMaxSize": 4,
+            # A demo worker pulls again right after each offer: lift the per-worker
+            # limiter, and answer idle pulls with a short retry so progress is brisk.
+            "ratePerS": 200,
+            "rateBurst": 400,
+            "idleRetryAfterMs": 300,
+            "idleJitterMs": 200,
+            "auditLog": str(self.root / "logs" / "audit.log"),
+            "readyFile": str(ready_file),
+            "logLevel": "WARNING",
+        }
+        config_path = self.root / "ingress.json"
+        config_path.write_text(json.dumps(config), encoding="utf-8")
+        argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--config", str(config_path)]
+        self.ingress = _spawn("ingress", argv, self.root / "logs" / "ingress.log")
+        ready = self._wait_file(ready_file, self.ingress, 30.0)
+        self.ingress_url, self.admin_url = ready["ingressUrl"], ready["adminUrl"]
+        self.say(f"ingress {self.ingress_url} (mTLS, TLS 1.3), admin {self.admin_url}")
+
+    def _wait_file(self, path: Path, child: Child, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if child.process.poll() is not None:
+                raise DemoError(f"{child.name} exited early:\n{_tail(child.log_path)}")
+            with contextlib.suppress(OSError, ValueError):
+                return dict(json.loads(path.read_text(encoding="utf-8")))
+            time.sleep(0.1)
+        raise DemoError(f"{child.name} not ready after {timeout_s:.0f}s")
+
+    def detect_executor(self) -> bool:
+        """Does `worker run --execute` work in this build? (Then wait for done.)"""
+        probe = subprocess.run(
+            [sys.executable, "-m", "qinglong", "worker", "run", "--execute",
+             "--config", str(self.root / "missing.json")],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        return "executor_unavailable" not in probe.stderr
+
+    def start_workers(self) -> None:
+        self.execute = self.detect_executor()
+        if self.crash:
+            self.views[min(1, len(self.views) - 1)].crash_once = True
+        for view in self.views:
+            path = self.root / "workers" / view.name / "worker.json"
+            config = json.loads(path.read_text(encoding="utf-8"))
+            config["ingressUrl"] = self.ingress_url
+            path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+            self._launch(view)
+        for view in self.views:
+            caps = " ".join(f"{k}={v}" for k, v in sorted(view.profile.labels.items()))
+            caps += " " + " ".join(f"{k}@{v}" for k, v in view.profile.runtimes.items())
+            flaky = "  (flaky: dies once after a pull response)" if view.crash_once else ""
+            self.say(f"worker {view.name:<9} {caps}  slots {min(self.runs, 256)}{flaky}")
+        if not self.execute:
+            self.say("workers run without an executor: accepted offers stay in their inboxes")
+
+    def _launch(self, view: WorkerView) -> None:
+        from worker.faults import CRASH_ENV
+
+        path = self.root / "workers" / view.name / "worker.json"
+        argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path)]
+        if self.execute:
+            argv.append("--execute")
+        env = dict(os.environ)
+        env.pop(CRASH_ENV, None)
+        if view.crash_once and not view.restarted:
+            # A power cut after the lease committed but before the inbox write:
+            # the restarted worker replays the same offer id + token (recovered).
+            env[CRASH_ENV] = "after_pull_response"
+        log_path = self.root / "logs" / f"{view.name}.log"
+        view.child = _spawn(view.name, argv, log_path, pipe=True, env=env)
+        assert view.child.process.stderr is not None
+        threading.Thread(target=view.follow, args=(view.child.process.stderr, log_path),
+                         daemon=True).start()
+
+    def restart_crashed(self) -> None:
+        for view in self.views:
+            child = view.child
+            if (view.crash_once and not view.restarted and child is not None
+                    and child.process.poll() == -signal.SIGKILL):
+                view.restarted = True
+                self.notes.append(f"{view.name} was killed after a pull response (lease "
+                                  "committed, inbox not written) and restarted: it replays "
+                                  "the same offer id + token")
+                self._launch(view)
+
+    def publish(self) -> None:
+        from service import control_plane
+        from service.compiler import compile_command
+
+        self.planned = plan_runs([v.profile for v in self.views], self.runs)
+        with control_plane.connect(self.admin_dsn) as conn:
+            for task, count in self.planned:
+                compiled = compile_command(task.command())
+                published = control_plane.publish_revision(
+                    conn, PROJECT, task.name, compiled.canonical)
+                task_id = str(published["taskId"])
+                self.task_names[task_id] = task.name
+                self.say(f"task {task.name:<14} priority {task.priority}  {count:>3} runs"
+                         f"  ({task.summary})")
+                for wave, part in enumerate(_split(count, WAVES)):
+                    if part:
+                        self.schedule.append((wave * WAVE_GAP_S, task_id, task.priority, part))
+        self.say(f"enqueueing the runs in {WAVES} waves, {WAVE_GAP_S:.1f}s apart")
+        self.enqueue_start = time.monotonic()
+
+    def enqueue_due(self) -> None:
+        from service import control_plane
+
+        now = time.monotonic() - self.enqueue_start
+        due = [item for item in self.schedule if item[0] <= now]
+        if not due:
+            return
+        self.schedule = [item for item in self.schedule if item[0] > now]
+        with control_plane.connect(self.admin_dsn) as conn:
+            for _, task_id, priority, count in due:
+                control_plane.enqueue_runs(conn, task_id, priority, count)
+                self.enqueued += count
+
+    # -- progress ------------------------------------------------------------
+
+    def offers(self) -> list[tuple[WorkerView, dict[str, Any]]]:
+        """Offers in the workers' inboxes (read-only; tokens are never printed)."""
+        found: list[tuple[WorkerView, dict[str, Any]]] = []
+        for view in self.views:
+            for path in view.inbox():
+                with contextlib.suppress(OSError, ValueError):
+                    entry = json.loads(path.read_text(encoding="utf-8"))
+                    offer = entry.get("offer", entry) if isinstance(entry, dict) else {}
+                    if isinstance(offer, dict) and offer.get("candidate"):
+                        found.append((view, offer))
+        return found
+
+    def pull_metrics(self) -> dict[str, int]:
+        try:
+            with urllib.request.urlopen(f"{self.admin_url}/metrics", timeout=2) as response:
+                text = response.read().decode("utf-8", "replace")
+        except OSError:
+            return {}
+        results: dict[str, int] = {}
+        for line in text.splitlines():
+            match = _METRIC.match(line)
+            if match:
+                results[match.group(1)] = int(float(match.group(2)))
+        return results
+
+    def snapshot(self) -> dict[str, Any]:
+        from qinglong.status_cli import fetch_snapshot
+
+        with contextlib.suppress(Exception):
+            return fetch_snapshot(self.admin_dsn)
+        return {}
+
+    def finished_runs(self) -> int:
+        """With an executor: runs of this demo in a final state (superuser read)."""
+        import psycopg
+
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM ql_private.runs r JOIN ql_private.projects p"
+                " ON p.id = r.project_id WHERE p.name = %s"
+                " AND r.state IN ('succeeded', 'failed', 'cancelled')", (PROJECT,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def progress_lines(self) -> tuple[list[str], bool]:
+        snap = self.snapshot()
+        offers = self.offers()
+        per_worker = Counter(view.name for view, _ in offers)
+        queue = snap.get("queue", {})
+        metrics = self.pull_metrics()
+        done_runs = self.finished_runs() if self.execute else 0
+        complete = (done_runs >= self.runs) if self.execute else len(offers) >= self.runs
+        elapsed = time.monotonic() - self.started_at
+        head = (f"[{elapsed:5.1f}s] enqueued {self.enqueued}/{self.runs}"
+                f"  waiting {queue.get('waiting', '?')}"
+                f"  offered {len(offers)}")
+        if self.execute:
+            head += f"  done {done_runs}"
+        head += (f"  | pulls: offered {metrics.get('offered', 0)}"
+                 f" idle {metrics.get('idle', 0)}"
+                 f" recovered {metrics.get('idempotent', 0)}"
+                 f" conflict {metrics.get('conflict', 0)}")
+        lines = [head]
+        for view in self.views:
+            alive = view.child is not None and view.child.process.poll() is None
+            state = "running" if alive else f"exited {view.child.process.returncode}" \
+                if view.child else "not started"
+            idle = f"idle: {view.idle_reason}" if view.idle_reason else ""
+            error = f"error: {view.last_error}" if view.last_error else ""
+            lines.append(f"    {view.name:<9} offers {per_worker[view.name]:>3}  {state:<9}"
+                         f" {idle} {error}".rstrip())
+        return lines, complete
+
+    def watch(self) -> bool:
+        """Refresh until every run is offered (or done); False on timeout."""
+        tty = self.out.isatty()
+        deadline = time.monotonic() + self.timeout_s
+        shown = 0
+        last_plain = 0.0
+        while True:
+            self.enqueue_due()
+            self.restart_crashed()
+            lines, complete = self.progress_lines()
+            now = time.monotonic()
+            for note in self.notes:
+                if tty and shown:
+                    self.out.write(f"\x1b[{shown}F\x1b[J")  # print the note above the view
+                    shown = 0
+                self.say(note)
+            self.notes.clear()
+            if tty:
+                if shown:
+                    self.out.write(f"\x1b[{shown}F")  # back to the first line of the view
+                self.out.write("".join(f"\x1b[2K{line}\n" for line in lines))
+                self.out.flush()
+                shown = len(lines)
+            elif complete or now - last_plain >= PLAIN_EVERY_S:
+                print(lines[0], file=self.out, flush=True)
+                last_plain = now
+            if complete:
+                return True
+            if now >= deadline:
+                return False
+            time.sleep(REFRESH_S if tty else 0.25)
+
+    # -- summary -------------------------------------------------------------
+
+    def summary(self, complete: bool) -> str:
+        from qinglong.status_cli import table
+
+        offers = self.offers()
+        names = [v.name for v in self.views]
+        by_task: dict[str, Counter[str]] = {t.name: Counter() for t, _ in self.planned}
+        scores: dict[str, list[int]] = {t.name: [] for t, _ in self.planned}
+        for view, offer in offers:
+            task = self.task_names.get(str(offer["candidate"].get("taskId")), "?")
+            by_task.setdefault(task, Counter())[view.name] += 1
+            scores.setdefault(task, []).append(int(offer.get("placementScore", 0)))
+        rows = []
+        for task, count in self.planned:
+            got = by_task.get(task.name, Counter())
+            avg = sum(scores[task.name]) / len(scores[task.name]) if scores[task.name] else 0.0
+            rows.append([task.name, str(task.priority), str(count),
+                         *[str(got[n]) if got[n] else "." for n in names],
+                         f"{avg:.0f}", task.summary])
+        rows.append(["total", "", str(self.runs),
+                     *[str(sum(by_task[t][n] for t in by_task)) for n in names], "", ""])
+        metrics = self.pull_metrics()
+        elapsed = time.monotonic() - self.started_at
+        lines = ["", "Summary: offers per task and worker (from the workers' inboxes)"]
+        lines += table(["task", "prio", "runs", *names, "score", "placement"], rows)
+        lines.append("")
+        for view in self.views:
+            caps = " ".join(f"{k}={v}" for k, v in sorted(view.profile.labels.items()))
+            runtimes = " ".join(f"{k}@{v}" for k, v in view.profile.runtimes.items())
+            idle = f"; last idle reason {view.idle_reason}" if view.idle_reason else ""
+            lines.append(f"  {view.name:<9} {caps} {runtimes}{idle}")
+        lines.append("")
+        lines.append(f"  pulls answered by the ingress: {json.dumps(metrics, sort_keys=True)}"
+                     " ('idempotent' = an offer recovered by a retried pull, never a 2nd lease)")
+        verdict = "every run offered" if not self.execute else "every run done"
+        lines.append(f"  {verdict if complete else 'INCOMPLETE (timed out)'}"
+                     f" in {elapsed:.1f}s; 'score' = mean placementScore of the offers")
+        return "\n".join(lines)
+
+    # -- cleanup -------------------------------------------------------------
+
+    def cleanup(self) -> None:
+        children = [v.child for v in self.views if v.child is not None]
+        stop_children(children)  # workers drain and close their sessions first
+        if self.ingress is not None:
+            stop_children([self.ingress])
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.cleanup()
+        if self.keep is None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def pki_ca_cert(ca_dir: Path) -> Path:
+    from service.pki import CA_CERT_NAME
+
+    return ca_dir / CA_CERT_NAME
+
+
+def _tail(path: Path, max_bytes: int = 1500) -> str:
+    with contextlib.suppress(OSError):
+        return path.read_text(errors="replace")[-max_bytes:]
+    return ""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    def handler(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """Cleanup must run to the end: a second Ctrl-C would leave processes behind."""
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def run_demo(demo: Demo) -> int:
+    complete = False
+    try:
+        with _sigterm_as_interrupt():
+            demo.start_database()
+            demo.provision()
+            demo.start_ingress()
+            demo.start_workers()
+            demo.publish()
+            complete = demo.watch()
+            print(demo.summary(complete), file=demo.out, flush=True)
+    except (KeyboardInterrupt, Interrupted):
+        print("\ninterrupted: cleaning up", file=demo.out, flush=True)
+        with _no_interrupts():
+            demo.cleanup()
+        return 130
+    except Exception as exc:  # one readable line, then the same cleanup
+        print(f"demo failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        with _no_interrupts():
+            demo.cleanup()
+        return 1
+    with _no_interrupts():
+        demo.cleanup()
+    demo.say("stopped workers, ingress and PostgreSQL; removed "
+             + (str(demo.root) if demo.keep is None else "nothing (--keep)"))
+    return 0 if complete else 1
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    if not 1 <= args.workers <= 16:
+        print("--workers must be 1..16", file=sys.stderr)
+        return 2
+    if not 1 <= args.runs <= MAX_RUNS:
+        print(f"--runs must be 1..{MAX_RUNS}", file=sys.stderr)
+        return 2
+    demo = Demo(workers=args.workers, runs=args.runs, dsn=args.dsn,
+                timeout_s=float(args.timeout), keep=args.keep, crash=not args.no_crash)
+    return run_demo(demo)
