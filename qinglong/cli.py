@@ -51,6 +51,7 @@ def _extension_commands(sub: argparse._SubParsersAction) -> None:
         "qinglong.dev_cli",
         "qinglong.worker_cli",
         "qinglong.status_cli",
+        "qinglong.runtime_cli",
         "qinglong.ops_cli",
     ):
         try:

@@ -285,6 +285,7 @@ class Demo:
     enqueued: int = 0
     notes: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.monotonic)
+    database: str = field(default_factory=lambda: f"{DATABASE}_{os.getpid()}")
     out: IO[str] = sys.stdout
 
     def __post_init__(self) -> None:
@@ -313,11 +314,11 @@ class Demo:
         from qinglong.throwaway_postgres import ThrowawayPostgres
 
         self.cluster = ThrowawayPostgres()
-        self.cluster.start()
-        self.admin_dsn = self.cluster.create_database(DATABASE)
+        self.cluster.start()  # honours QL_TEST_DSN: then a database on that server
+        self.admin_dsn = self.cluster.create_database(self.database)
         migrate(self.admin_dsn)
         self._create_ingress_role()
-        self.ingress_dsn = self.cluster.dsn(DATABASE, user=INGRESS_ROLE)
+        self.ingress_dsn = self.cluster.dsn(self.database, user=INGRESS_ROLE)
         where = self.cluster.base_dir or "existing server"
         self.say(f"PostgreSQL 15 on 127.0.0.1:{self.cluster.port} ({where}), migrated")
 
@@ -652,6 +653,8 @@ class Demo:
             stop_children([self.ingress])
         if self.cluster is not None:
             with contextlib.suppress(Exception):
+                if self.cluster.existing_dsn is not None:
+                    self.cluster.drop_database(self.database)
                 self.cluster.cleanup()
         if self.keep is None:
             shutil.rmtree(self.root, ignore_errors=True)
@@ -696,6 +699,8 @@ def run_demo(demo: Demo) -> int:
     complete = False
     try:
         with _sigterm_as_interrupt():
+            keep = "kept" if demo.keep is not None else "removed at the end"
+            demo.say(f"working directory {demo.root} ({keep})")
             demo.start_database()
             demo.provision()
             demo.start_ingress()

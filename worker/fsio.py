@@ -13,6 +13,7 @@ Lifecycles (SPEC §6.4):
 * update: CREATE_TEMP, WRITE_TEMP, FSYNC_TEMP, CLOSE_TEMP, REPLACE_FINAL,
   FSYNC_DIR — ``rename`` is atomic, readers see the old or the new bytes.
 * remove: UNLINK_FINAL, FSYNC_DIR.
+* directory: MKDIR, FSYNC_DIR (of the parent, so the new name is durable).
 
 Temporary files are named ``.tmp-*`` in the same directory as the final name
 (``link``/``rename`` must not cross file systems) and are swept on open.
@@ -42,6 +43,7 @@ class Step(StrEnum):
     UNLINK_TEMP = "unlink_temp"
     UNLINK_FINAL = "unlink_final"
     FSYNC_DIR = "fsync_dir"
+    MKDIR = "mkdir"
 
 
 StepHook = Callable[[Step, str], None]
@@ -95,6 +97,11 @@ class FileSystem:
     def unlink_final(self, path: str) -> None:
         self._step(Step.UNLINK_FINAL, path)
         os.unlink(path)
+
+    def mkdir(self, path: str, mode: int = DIR_MODE) -> None:
+        self._step(Step.MKDIR, path)
+        os.mkdir(path, mode)
+        os.chmod(path, mode)  # umask may have dropped owner bits
 
     def fsync_dir(self, path: str) -> None:
         self._step(Step.FSYNC_DIR, path)
@@ -249,8 +256,7 @@ def ensure_private_dir(fs: FileSystem, path: str) -> None:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        os.mkdir(path, DIR_MODE)
-        os.chmod(path, DIR_MODE)  # umask may have dropped owner bits
+        fs.mkdir(path, DIR_MODE)
         fs.fsync_dir(os.path.dirname(os.path.abspath(path)))
         st = os.lstat(path)
     check_private(path, st, want_dir=True)

@@ -330,6 +330,12 @@ class Journal:
         for directory in (self.root, self.inbox_dir, self.failed_dir):
             fsio.sweep_temp_files(self._fs, directory)
             self._check_files(directory)
+        # Adopt what a dead predecessor left. It may have died between a mkdir /
+        # link / rename / unlink and the directory fsync, so names we can see need
+        # not be durable yet; we act on them (an exact replay returns UNCHANGED and
+        # the caller clears the intent), so make them durable first.
+        for directory in (os.path.dirname(self.root), self.root, self.inbox_dir, self.failed_dir):
+            self._fs.fsync_dir(directory)
 
     def _check_files(self, directory: str) -> None:
         with os.scandir(directory) as entries:

@@ -23,8 +23,8 @@ import contextlib
 import logging
 import os
 import random
+import select
 import signal
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -95,24 +95,40 @@ NO_FAULTS = FaultPlan()
 
 
 class StopSignal:
-    """A stop request plus an interruptible wait."""
+    """A stop request plus an interruptible wait, safe to trigger from a signal handler.
+
+    A signal handler runs between two bytecodes of the main thread, possibly while
+    that thread holds a lock (a ``threading.Event``'s, or the log's): taking any
+    lock in it can deadlock. So a request only sets a flag and writes one byte to a
+    non-blocking self-pipe, and :meth:`wait` is a ``select`` on that pipe.
+    """
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._requested = False
         self.reason: str | None = None
 
     def request(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
-        self._event.set()
+        self._requested = True
+        with contextlib.suppress(OSError):  # full pipe or closed: the flag is what counts
+            os.write(self._write_fd, b"x")
 
     @property
     def requested(self) -> bool:
-        return self._event.is_set()
+        return self._requested
 
     def wait(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``; True if a stop was requested meanwhile."""
-        return self._event.wait(max(0.0, seconds))
+        """Sleep up to ``seconds``; True if a stop was requested (before or meanwhile)."""
+        if not self._requested:
+            select.select([self._read_fd], [], [], max(0.0, seconds))
+        return self._requested
+
+    def close(self) -> None:
+        for fd in (self._read_fd, self._write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class Runner:
@@ -151,6 +167,7 @@ class Runner:
         self._heartbeat_failures = 0
         self._step_failures = 0
         self._accepted = 0
+        self._resumed_stale = False
         self._last_outcome: ClaimOutcome | None = None
 
     @property
@@ -200,13 +217,17 @@ class Runner:
         failures = 0
         while not self._stop.requested:
             try:
-                self._session = self._resume() or self._open()
+                resumed = self._resume()
+                self._session = resumed or self._open()
             except (AuthRefused, IngressUnavailable) as exc:
                 failures += 1
                 self._wait_after_session_error("session.open_failed", exc, failures)
                 continue
             except RequestRefused as exc:
                 raise ConfigError("session_refused", exc.reason) from None
+            self._resumed_stale = (
+                resumed is not None and resumed.capabilities_digest != self._caps_digest
+            )
             now = self._clock()
             self._next_heartbeat_ms = now + self._session.heartbeat_interval_ms
             self._next_pull_ms = now
@@ -309,9 +330,10 @@ class Runner:
         if done:
             self._stop.request("done")
             return
-        if self._session is session and session.capabilities_digest != self._caps_digest:
-            # A resumed session carries the capabilities of the previous run; now
-            # that its claim settled, apply the configured ones.
+        if self._resumed_stale and self._session is session:
+            # The resumed session carries the previous run's capabilities; now that
+            # its claim settled, open one with the configured capabilities.
+            self._resumed_stale = False
             self._events.info("session.capabilities_changed", **session.log_fields())
             self._session = None
 
@@ -380,6 +402,7 @@ class Runner:
     # -- drain -------------------------------------------------------------
 
     def _drain(self) -> None:
+        self._events.info("worker.draining", reason=self._stop.reason or "error")
         session, self._session = self._session, None
         if session is not None:
             try:
@@ -400,14 +423,12 @@ class Runner:
 
 
 @contextlib.contextmanager
-def _signals(stop: StopSignal, events: EventLog) -> Iterator[None]:
+def _signals(stop: StopSignal) -> Iterator[None]:
     """SIGTERM/SIGINT request a drain (main thread only)."""
 
     def handler(signum: int, _frame: object) -> None:
-        name = signal.Signals(signum).name
-        if not stop.requested:
-            events.info("worker.draining", signal=name)
-        stop.request(name.lower())
+        # No logging here: see StopSignal (the drain logs the reason).
+        stop.request(signal.Signals(signum).name.lower())
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -465,7 +486,7 @@ def run_worker(
     stop = StopSignal()
     events.info("worker.starting", pid=os.getpid(), faults=faults.active or None,
                 **describe(config))  # fmt: skip
-    with _signals(stop, events), _log_bridge(events):
+    with contextlib.closing(stop), _signals(stop), _log_bridge(events):
         try:
             transport = _transport(config)
         except ConfigError as exc:

@@ -307,6 +307,19 @@ class Claimer:
         return status
 
 
+def warm_up(claimer: Claimer, claims: int) -> None:
+    """Make `claims` unmeasured claims (a contended pull may claim nothing), then
+    forget them: the queue was sized for them, the measurement must not count them."""
+    for _ in range(claims * 10):
+        if claimer.outcomes.get("offered", 0) >= claims:
+            break
+        claimer.step()
+    claimer.pull_times.clear()
+    claimer.claim_times.clear()
+    claimer.ack_times.clear()
+    claimer.outcomes.clear()
+
+
 def run_threads(count: int, target: Any) -> float:
     """Run target(index, barrier) in `count` threads; wall seconds from the
     barrier's release to the last thread's end. Re-raises the first error."""

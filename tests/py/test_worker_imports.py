@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -31,9 +30,8 @@ def test_import_worker_loads_no_network():
 
 def test_steady_state_modules_load_no_network_or_schema_code():
     names = ["worker", "worker.journal", "worker.owner_lock", "worker.backoff", "worker.fsio",
-             "worker.errors", "worker.coordinator"]  # fmt: skip
-    if importlib.util.find_spec("worker.cli") is not None:
-        names.append("worker.cli")
+             "worker.errors", "worker.coordinator", "worker.cli", "worker.runner",
+             "worker.session", "worker.config", "worker.faults", "worker.eventlog"]  # fmt: skip
     mods = loaded_after("\n".join(f"import {n}" for n in names))
     assert not roots(mods) & set(FORBIDDEN)
     # Network and offer validation are loaded only when used.
@@ -45,3 +43,18 @@ def test_transport_and_validation_still_avoid_server_code():
     mods = loaded_after("import worker.transport, worker.offer_validation")
     assert "ssl" in mods and "http.client" in mods
     assert not roots(mods) & set(FORBIDDEN)
+
+
+def test_worker_cli_parser_loads_no_server_or_network_code():
+    """`qinglong worker run …` builds its parser without loading the run loop's deps."""
+    mods = loaded_after(
+        """
+        from qinglong.cli import build_parser
+        args = build_parser().parse_args(
+            ["worker", "run", "--dev-env", "env.json", "--journal", "j", "--slots", "2"])
+        assert args.handler is not None
+        """
+    )
+    assert not roots(mods) & set(FORBIDDEN)
+    for lazy in ("ssl", "http.client", "jsonschema", "worker.transport", "worker.runner"):
+        assert lazy not in mods, lazy

@@ -224,6 +224,7 @@ def h(tmp_path: Path):
         str(tmp_path / "j"), time, FakeIngress(time), FakeStop(time), io.StringIO(), config
     )
     yield harness
+    harness.stop.close()
     if harness.journal is not None:
         harness.journal.close()
 
@@ -424,6 +425,17 @@ def test_auth_refusal_on_open_backs_off_slowly(h: Harness) -> None:
     assert h.stop.waits[0] >= 30_000
     failed = [e for e in h.events() if e["event"] == "session.open_failed"]
     assert failed[0]["level"] == "error" and failed[0]["reason"] == "http_401_bad_secret"
+
+
+def test_stop_signal_wakes_a_wait_and_is_sticky() -> None:
+    stop = StopSignal()
+    try:
+        assert stop.wait(0.01) is False
+        stop.request("sigterm")
+        stop.request("done")
+        assert stop.wait(30) is True and stop.reason == "sigterm"
+    finally:
+        stop.close()
 
 
 def test_fault_plan_parsing() -> None:

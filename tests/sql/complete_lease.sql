@@ -3,7 +3,7 @@
 -- nothing changed), bad input; the retried run is claimed again as attempt 2.
 -- Called as ql_worker_ingress.
 BEGIN;
-SELECT plan(49);
+SELECT plan(53);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -200,6 +200,22 @@ SELECT is(pg_temp.done(:w1args, :'s1', 2, pg_temp.offer(3), 't3', 'succeeded') -
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'refused completions wrote nothing');
 SELECT is((pg_temp.first_attempt(:'r7')).state, 'starting', 'the expired attempt is left to the sweeper');
+
+-- a replaced session cannot complete its started lease (the sweeper will decide)
+SELECT ql_test.enqueue(:'task', 1, 9);
+SELECT ql_test.claim('w2', :'s2', pg_temp.offer(30), 't30');
+SET LOCAL ROLE ql_worker_ingress;
+SELECT is(pg_temp.ack(:w2args, :'s2', 1, pg_temp.offer(30), 't30', 'starting') ->> 'status', 'ok', 'w2 starts lease 30');
+RESET ROLE;
+SELECT ql_test.open_session('w2', ql_test.capabilities(32)) ->> 'sessionId' AS s2b \gset
+SELECT ql_test.mark();
+SET LOCAL ROLE ql_worker_ingress;
+SELECT is(pg_temp.done(:w2args, :'s2', 1, pg_temp.offer(30), 't30', 'succeeded', 0) ->> 'category', 'session_replaced',
+          'completion from the replaced session -> session_replaced');
+SELECT is(pg_temp.done(:w2args, :'s2b', 2, pg_temp.offer(30), 't30', 'succeeded', 0) ->> 'category', 'session_replaced',
+          'the new session cannot complete the old session''s lease');
+RESET ROLE;
+SELECT is(ql_test.writes_since_mark(), 0::bigint, 'nothing written');
 
 -- 8. bad input and denial
 SET LOCAL ROLE ql_worker_ingress;

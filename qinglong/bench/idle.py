@@ -1,0 +1,180 @@
+"""`bench idle`: what an idle pull costs, and that it writes nothing.
+
+On one fresh database:
+1. claims: `claims` runs claimed by one connection (pull + starting ACK), for
+   the claim latency an idle pull is compared with;
+2. idle pulls on the now empty queue (reason no_candidates): latency from one
+   connection, pulls/s from `threads` connections, top-level statements per
+   pull from pg_stat_statements (= database round trips), and WAL bytes per
+   pull from pg_current_wal_insert_lsn() around them (must be 0; background
+   WAL from autovacuum or a checkpoint can land in a window, so a window that
+   moved is retried up to 5 times and every try is reported);
+3. right after draining `drain` runs (one bulk UPDATE to `succeeded`, with
+   autovacuum held off on the runs table so no vacuum hides the dead index
+   entries — the worst case) vs after VACUUM: the first idle pull and the mean
+   of the following ones; target: drained <= 2 x vacuumed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import psycopg
+
+from qinglong.bench.common import (
+    Api,
+    BenchContext,
+    Claimer,
+    Table,
+    Timings,
+    fmt_ratio,
+    ms,
+    ratio,
+    run_threads,
+    vacuum,
+)
+
+FULL = {"claims": 1000, "pulls": 2000, "threads": 8, "drain": 100_000}
+QUICK = {"claims": 150, "pulls": 200, "threads": 4, "drain": 10_000}
+WAL_TRIES = 5
+DRAIN_TARGET = 2.0
+
+
+def _lsn(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _statements(conn: psycopg.Connection) -> int:
+    row = conn.execute(
+        "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements"
+        " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%wal_insert_lsn%'"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _idle_pulls(claimer: Claimer, count: int) -> list[float]:
+    start = len(claimer.pull_times)
+    for _ in range(count):
+        status = claimer.step(ack=False)
+        if status != "idle:no_candidates":
+            raise RuntimeError(f"expected an idle pull, got {status}")
+    return claimer.pull_times[start:]
+
+
+def _claims(api: Api, ctx: BenchContext, count: int) -> Timings:
+    api.enqueue(ctx.tasks["plain"], count + 2)
+    claimer = Claimer(api, ctx.workers[-8:])
+    for _ in range(2):  # warm the connection's plan cache
+        claimer.step()
+    claimer.claim_times.clear()
+    while claimer.step() == "offered":
+        pass
+    return Timings(latencies=claimer.claim_times, count=len(claimer.claim_times))
+
+
+def _wal_windows(conn: psycopg.Connection, claimer: Claimer, pulls: int) -> list[dict[str, Any]]:
+    tries = []
+    for _ in range(WAL_TRIES):
+        before = _lsn(conn)
+        calls_before = _statements(conn)
+        _idle_pulls(claimer, pulls)
+        moved = _lsn(conn) - before
+        statements = _statements(conn) - calls_before
+        tries.append({"walBytes": moved, "pulls": pulls, "pullStatements": statements})
+        if moved == 0:
+            break
+    return tries
+
+
+def _parallel_idle(dsn: str, ctx: BenchContext, threads: int, pulls: int) -> Timings:
+    pools = [ctx.workers[i::threads][:1] for i in range(threads)]
+    times: list[float] = []
+    lock = threading.Lock()
+
+    def work(index: int, barrier: threading.Barrier) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            claimer = Claimer(Api(conn), pools[index])
+            _idle_pulls(claimer, 3)
+            barrier.wait()
+            mine = _idle_pulls(claimer, pulls)
+            with lock:
+                times.extend(mine)
+
+    wall = run_threads(threads, work)
+    return Timings(latencies=times, wall_s=wall, count=len(times))
+
+
+def _drain_case(api: Api, conn: psycopg.Connection, ctx: BenchContext, drain: int,
+                pulls: int) -> dict[str, Any]:  # fmt: skip
+    conn.execute("ALTER TABLE ql_private.runs SET (autovacuum_enabled = false)")
+    try:
+        api.enqueue(ctx.tasks["plain"], drain)
+        conn.execute("UPDATE ql_private.runs SET state = 'succeeded', finished_at ="
+                     " clock_timestamp(), updated_at = clock_timestamp() WHERE state = 'queued'")
+        claimer = Claimer(api, ctx.workers[-9:-8])
+        drained = _idle_pulls(claimer, pulls + 1)
+        conn.execute("VACUUM (ANALYZE) ql_private.runs")
+        vacuumed = _idle_pulls(claimer, pulls + 1)
+    finally:
+        conn.execute("ALTER TABLE ql_private.runs RESET (autovacuum_enabled)")
+    after, clean = Timings(latencies=drained[1:]), Timings(latencies=vacuumed[1:])
+    return {"drained": drain, "firstAfterDrainMs": drained[0] * 1000,
+            "firstAfterVacuumMs": vacuumed[0] * 1000, "meanAfterDrainMs": after.mean * 1000,
+            "meanAfterVacuumMs": clean.mean * 1000,
+            "ratioMean": ratio(after.mean, clean.mean),
+            "ratioFirst": ratio(drained[0], vacuumed[0])}  # fmt: skip
+
+
+def run(ctx: BenchContext) -> list[Table]:
+    sizes = QUICK if ctx.quick else FULL
+    with ctx.fresh_db() as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+        api = Api(conn)
+        claims = _claims(api, ctx, sizes["claims"])
+        vacuum(dsn, "ql_private.runs", "ql_private.attempts", "ql_private.run_leases")
+        conn.execute("CHECKPOINT")
+        claimer = Claimer(api, ctx.workers[-10:-9])
+        _idle_pulls(claimer, 3)
+        single = Timings(latencies=_idle_pulls(claimer, sizes["pulls"]))
+        single.count = len(single.latencies)
+        tries = _wal_windows(conn, claimer, sizes["pulls"])
+        parallel = _parallel_idle(dsn, ctx, sizes["threads"], sizes["pulls"])
+        drain = _drain_case(api, conn, ctx, sizes["drain"], sizes["pulls"])
+    last = tries[-1]
+    wal_per_pull = last["walBytes"] / last["pulls"]
+    trips = last["pullStatements"] / last["pulls"]
+    idle_vs_claim = ratio(single.mean, claims.mean)
+    table = Table("idle: empty-queue pulls (no_candidates)", ["measure", "value"])
+    table.rows = [
+        ["idle pull latency p50 / p99 (1 connection)", f"{ms(single.pct(50))} / "
+         f"{ms(single.pct(99))} ms"],
+        [f"idle pulls/s ({sizes['threads']} connections)", f"{parallel.rate:,.0f}"],
+        ["database round trips per idle pull", f"{trips:.2f}"],
+        ["WAL bytes per idle pull", f"{wal_per_pull:g} (windows tried: {len(tries)}, bytes "
+         + ", ".join(str(t["walBytes"]) for t in tries) + ")"],
+        ["claim latency mean (1 connection)", f"{ms(claims.mean)} ms"],
+        ["idle pull ÷ claim (mean time)", fmt_ratio(idle_vs_claim)],
+        [f"first idle pull after draining {drain['drained']:,} / after VACUUM",
+         f"{drain['firstAfterDrainMs']:.2f} / {drain['firstAfterVacuumMs']:.2f} ms"],
+        ["mean idle pull after drain / after VACUUM",
+         f"{drain['meanAfterDrainMs']:.3f} / {drain['meanAfterVacuumMs']:.3f} ms"],
+        ["drain ratio (mean; target ≤ 2)", fmt_ratio(drain["ratioMean"])],
+    ]  # fmt: skip
+    verdict = "met" if drain["ratioMean"] <= DRAIN_TARGET else "MISSED"
+    table.notes.append(f"drain ratio target ≤ {DRAIN_TARGET:g}: {verdict}; the first pull after "
+                       f"the drain walks the dead index entries once (ratio "
+                       f"{fmt_ratio(drain['ratioFirst'])}) and marks them dead for later scans")
+    if wal_per_pull != 0:
+        table.notes.append("WAL moved in every window: see the tries (background WAL?)")
+    table.data = {
+        "idleP50Ms": single.pct(50) * 1000, "idleP99Ms": single.pct(99) * 1000,
+        "idleMeanMs": single.mean * 1000, "idlePullsPerS": parallel.rate,
+        "roundTripsPerIdlePull": trips, "walBytesPerIdlePull": wal_per_pull,
+        "walTries": tries, "claimMeanMs": claims.mean * 1000, "idleVsClaim": idle_vs_claim,
+        "drain": drain, "drainTarget": DRAIN_TARGET,
+        "drainTargetMet": not math.isnan(drain["ratioMean"]) and drain["ratioMean"] <= 2,
+    }  # fmt: skip
+    return [table]

@@ -1,0 +1,59 @@
+"""`qinglong bench … --quick` (what CI runs): the harness works — every table is
+produced, ratios are computed, an idle pull writes no WAL, and a dated section
+with the machine and the command is appended to the report. Not the figures."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.timeout(420)
+def test_quick_bench_harness(tmp_path: Path) -> None:
+    report, results = tmp_path / "BENCHMARKS.md", tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "qinglong", "bench", "sql", "idle", "depth", "e2e", "edge",
+           "--quick", "--report", str(report), "--json", str(results)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=400, check=False)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    doc = json.loads(results.read_text())
+    tables = {t["data"]["benchmark"]: t for t in reversed(doc["tables"])}
+    assert set(tables) == {"sql", "idle", "depth", "e2e", "edge"}
+    for table in doc["tables"]:
+        assert table["rows"], table["title"]
+
+    sql = tables["sql"]["data"]
+    assert [lv["threads"] for lv in sql["levels"]] == [1, 8, 32]
+    for level in sql["levels"]:
+        assert level["ours"]["count"] > 0 and level["raw"]["count"] > 0
+        assert level["ratio"] is not None and level["ratio"] > 0
+        assert level["ours"]["count"] == level["runs"] == level["raw"]["count"]
+
+    idle = tables["idle"]["data"]
+    assert idle["walBytesPerIdlePull"] == 0, idle["walTries"]
+    assert idle["roundTripsPerIdlePull"] == 1
+    assert idle["idleVsClaim"] is not None and idle["idleVsClaim"] > 0
+    assert idle["drain"]["ratioMean"] is not None and idle["drain"]["ratioMean"] > 0
+
+    depth = tables["depth"]["data"]["cases"]
+    assert len(depth) == 3
+    assert depth[0]["claimsRatio"] == 1.0
+    assert all(c["p50Ratio"] is not None and not math.isnan(c["p50Ratio"]) for c in depth)
+    assert depth[1]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
+    assert set(depth[2]["outcomes"]) == {"idle:placement_mismatch"}
+
+    edge = tables["edge"]["data"]
+    assert edge["worker"]["rssKiB"] > 0 and edge["worker"]["firstPullMs"] > 0
+    assert edge["closureFiles"] > 0 and edge["closureBytes"] > 0
+    assert {r["name"] for r in edge["closure"]} >= {"jsonschema", "semver", "rfc8785"}
+
+    text = report.read_text()
+    assert text.count("\n## ") == 1
+    assert "qinglong bench sql idle depth e2e edge --quick" in text
+    assert "Machine: " in text and "PostgreSQL 15" in text and "Load average before" in text
+    for title in ("**sql:", "**idle:", "**depth:", "**edge:", "**e2e"):
+        assert title in text

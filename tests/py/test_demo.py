@@ -1,0 +1,80 @@
+"""`qinglong demo` end to end (black-box, a subprocess without a TTY): every run
+offered, a summary, exit 0, and nothing left behind — also after Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DEMO = [sys.executable, "-m", "qinglong", "demo"]
+_PG = re.compile(r"PostgreSQL 15 on 127\.0\.0\.1:(\d+) \((/[^)]+)\)")
+_INGRESS = re.compile(r"ingress https://127\.0\.0\.1:(\d+) .* admin http://127\.0\.0\.1:(\d+)")
+_ROOT = re.compile(r"working directory (/\S+) ")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _assert_gone(output: str) -> None:
+    pg = _PG.search(output)
+    if pg is not None:  # not when QL_TEST_DSN points at an existing server
+        assert not Path(pg.group(2)).exists(), "the throwaway cluster dir was left behind"
+        assert not _listening(int(pg.group(1))), "PostgreSQL still listening"
+    ingress = _INGRESS.search(output)
+    assert ingress is not None, output
+    for port in ingress.groups():
+        assert not _listening(int(port)), f"ingress still listening on {port}"
+
+
+@pytest.mark.timeout(180)
+def test_demo_offers_every_run_and_cleans_up() -> None:
+    result = subprocess.run([*DEMO, "--workers", "3", "--runs", "18"], capture_output=True,
+                            text=True, timeout=150, check=False)
+    output = result.stdout
+    assert result.returncode == 0, output + result.stderr
+    assert "every run offered" in output
+    assert "Summary: offers per task and worker" in output
+    total = next(line for line in output.splitlines() if line.strip().startswith("total"))
+    assert total.split()[1] == "18"
+    # The flaky worker's lost response was recovered, not leased twice.
+    assert '"idempotent": 1' in output
+    assert "restarted: it replays the same offer id + token" in output
+    _assert_gone(output)
+    root = _ROOT.search(output)
+    assert root is not None and not Path(root.group(1)).exists()
+
+
+@pytest.mark.timeout(180)
+def test_demo_cleans_up_on_ctrl_c() -> None:
+    process = subprocess.Popen([*DEMO, "--workers", "2", "--runs", "12", "--timeout", "60"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    for line in process.stdout:
+        lines.append(line)
+        if "workers run without an executor" in line or "worker old-b" in line \
+                or "worker gpu-b" in line:
+            break
+        if time.monotonic() > deadline:
+            break
+    time.sleep(0.5)
+    os.kill(process.pid, signal.SIGINT)
+    rest, _ = process.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert process.returncode == 130, output
+    assert "interrupted: cleaning up" in output
+    _assert_gone(output)
+    root = _ROOT.search(output)
+    assert root is not None and not Path(root.group(1)).exists(), "working directory left"

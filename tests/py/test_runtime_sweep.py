@@ -1,0 +1,153 @@
+"""`qinglong runtime sweep` (service/sweeper.py, qinglong/runtime_cli.py) as a
+subprocess against a real database: --once, the per-pass JSON line, a login
+role that is only a member of ql_runtime, database errors, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import psycopg
+import pytest
+
+from qinglong.runtime_cli import parse_batch, parse_every
+from qinglong.throwaway_postgres import ThrowawayPostgres
+from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "qinglong", *args],
+                          capture_output=True, text=True, check=False, timeout=timeout)
+
+
+def _lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def conn(db_dsn: str):
+    with psycopg.connect(db_dsn, autocommit=True) as connection:
+        yield connection
+
+
+@pytest.fixture
+def runtime_dsn(pg_cluster: ThrowawayPostgres, db_name: str, conn):
+    """A login role that is nothing but a member of ql_runtime."""
+    role = f"sweeper_{uuid.uuid4().hex[:12]}"
+    conn.execute(f"CREATE ROLE {role} LOGIN IN ROLE ql_runtime")
+    try:
+        yield pg_cluster.dsn(db_name, user=role)
+    finally:
+        conn.execute(f"DROP ROLE {role}")
+
+
+def _expired_leases(conn: psycopg.Connection, started: int, unstarted: int) -> None:
+    prov = Provisioner(conn)
+    task = prov.task("sweep")
+    conn.execute("UPDATE ql_private.tasks SET retry_base_ms = 0 WHERE id = %s", (task,))
+    prov.enqueue(task, count=started + unstarted)
+    session = prov.session(prov.worker(), dict(DEFAULT_CAPABILITIES, slots=16))
+    for i in range(started + unstarted):
+        intent = Intent()
+        assert prov.pull(session, intent)["status"] == "offered"
+        if i < started:
+            ack = prov.call("SELECT ql.ack_lease(%s, %s, %s, %s, %s, %s, %s, 'starting')",
+                            session.worker.credential_id, session.worker.secret_digest,
+                            session.worker.worker_id, session.session_id, session.generation,
+                            intent.offer_id, intent.token_digest)
+            assert ack["status"] == "ok", ack
+    conn.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
+                 " - interval '1 second' WHERE released_at IS NULL")
+
+
+def test_once_sweeps_everything_and_prints_one_pass_line(conn, runtime_dsn: str) -> None:
+    _expired_leases(conn, started=2, unstarted=3)
+    result = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once", "--batch", "1")
+    assert result.returncode == 0, result.stderr
+    (line,) = _lines(result.stdout)
+    assert line["event"] == "sweep.pass"
+    assert {k: line[k] for k in ("expired", "lost", "retried", "failed", "cancelled")} == {
+        "expired": 3, "lost": 2, "retried": 2, "failed": 0, "cancelled": 0}
+    assert line["calls"] == 6  # batch 1: five full batches, then an empty one
+    assert line["more"] is False
+    assert isinstance(line["timeMs"], int) and isinstance(line["durationMs"], int)
+    live = conn.execute(
+        "SELECT count(*) FROM ql_private.run_leases WHERE released_at IS NULL").fetchone()[0]
+    assert live == 0
+    again = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once")
+    assert again.returncode == 0, again.stderr
+    assert _lines(again.stdout)[0]["calls"] == 1
+    assert _lines(again.stdout)[0]["lost"] == 0
+
+
+def test_once_reports_an_unreachable_database(pg_cluster: ThrowawayPostgres) -> None:
+    dsn = pg_cluster.dsn("no_such_database_here")
+    result = _cli("runtime", "sweep", "--dsn", dsn, "--once")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    (line,) = _lines(result.stderr)
+    assert line["event"] == "sweep.error"
+    assert line["reason"] == "database_unavailable"
+
+
+def test_a_role_without_ql_runtime_is_refused(pg_cluster: ThrowawayPostgres, db_name: str,
+                                              conn) -> None:
+    role = f"ingress_{uuid.uuid4().hex[:12]}"
+    conn.execute(f"CREATE ROLE {role} LOGIN IN ROLE ql_worker_ingress")
+    try:
+        result = _cli("runtime", "sweep", "--dsn", pg_cluster.dsn(db_name, user=role), "--once")
+    finally:
+        conn.execute(f"DROP ROLE {role}")
+    assert result.returncode == 1
+    assert _lines(result.stderr)[0]["reason"] == "permission_denied"
+
+
+def test_loop_stops_cleanly_on_sigterm(conn, runtime_dsn: str) -> None:
+    _expired_leases(conn, started=1, unstarted=0)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qinglong", "runtime", "sweep", "--dsn", runtime_dsn,
+         "--every", "100ms"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done = conn.execute("SELECT count(*) FROM ql_private.events"
+                                " WHERE type = 'attempt.lost'").fetchone()[0]
+            if done:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)  # a few more (empty) passes
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    passes = _lines(out)
+    assert len(passes) >= 2
+    assert sum(p["lost"] for p in passes) == 1
+    assert all(p["event"] == "sweep.pass" for p in passes)
+    assert any(line.get("event") == "sweep.stopping" and line.get("signal") == "SIGTERM"
+               for line in _lines(err))
+
+
+def test_bad_arguments_exit_2_without_touching_a_database() -> None:
+    assert _cli("runtime", "sweep", "--dsn", "x", "--batch", "0").returncode == 2
+    assert _cli("runtime", "sweep", "--dsn", "x", "--batch", "5001").returncode == 2
+    assert _cli("runtime", "sweep", "--dsn", "x", "--every", "5y").returncode == 2
+    assert _cli("runtime", "sweep", "--dsn", "x", "--every", "10ms").returncode == 2
+
+
+def test_argument_parsers() -> None:
+    assert parse_every("5s") == 5.0
+    assert parse_every("500ms") == 0.5
+    assert parse_every("2m") == 120.0
+    assert parse_every("1.5") == 1.5
+    assert parse_batch("5000") == 5000
