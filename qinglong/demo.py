@@ -159,7 +159,7 @@ class Child:
     log_path: Path
 
 
-def _spawn(
+def spawn(
     name: str, argv: list[str], log_path: Path, *, pipe: bool = False,
     env: dict[str, str] | None = None,
 ) -> Child:
@@ -392,7 +392,7 @@ class Demo:
         config_path = self.root / "ingress.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
         argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--config", str(config_path)]
-        self.ingress = _spawn("ingress", argv, self.root / "logs" / "ingress.log")
+        self.ingress = spawn("ingress", argv, self.root / "logs" / "ingress.log")
         ready = self._wait_file(ready_file, self.ingress, 30.0)
         self.ingress_url, self.admin_url = ready["ingressUrl"], ready["adminUrl"]
         self.say(f"ingress {self.ingress_url} (mTLS, TLS 1.3), admin {self.admin_url}")
@@ -448,7 +448,7 @@ class Demo:
             # the restarted worker replays the same offer id + token (recovered).
             env[CRASH_ENV] = "after_pull_response"
         log_path = self.root / "logs" / f"{view.name}.log"
-        view.child = _spawn(view.name, argv, log_path, pipe=True, env=env)
+        view.child = spawn(view.name, argv, log_path, pipe=True, env=env)
         assert view.child.process.stderr is not None
         threading.Thread(target=view.follow, args=(view.child.process.stderr, log_path),
                          daemon=True).start()

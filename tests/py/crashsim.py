@@ -41,7 +41,7 @@ Crash models, applied after call k for every k = 0..N
     classic zero-length file), **or** all written bytes, **or** a torn write (the
     fsynced bytes plus half of the rest).
 
-  Every combination (directory choice × file-data choice for reachable files) is
+  Every combination (directory choice x file-data choice for reachable files) is
   a distinct power-loss state, so both extremes the brief names are included:
   "un-fsynced rename lost, un-fsynced data kept" and "un-fsynced rename kept,
   un-fsynced data lost". Each state is labelled ``names:<x>,data:<y>`` with x, y
@@ -400,7 +400,7 @@ class DiskModel:
             self._add(call.dst, self._lookup(call.path))
         elif kind is Kind.RENAME:
             parent, pino, src = self._parent(call.path)
-            dparent, dino, dst = self._parent(call.dst)
+            _, dino, dst = self._parent(call.dst)
             assert pino == dino, "the journal only renames within one directory"
             ino = parent.entries.pop(src)
             parent.entries[dst] = ino
@@ -558,10 +558,18 @@ class Script:
         failed = {oid for oid, _ in state.failed}
         if pending is not None and pending["offerId"] in inbox:
             lease = inbox[pending["offerId"]]["lease"]
-            ours = (pending["leaseToken"], pending["workerId"], pending["sessionId"],
-                    pending["generation"])  # fmt: skip
-            theirs = (lease.get("leaseToken"), lease.get("workerId"), lease.get("sessionId"),
-                      lease.get("sessionGeneration"))  # fmt: skip
+            ours = (
+                pending["leaseToken"],
+                pending["workerId"],
+                pending["sessionId"],
+                pending["generation"],
+            )
+            theirs = (
+                lease.get("leaseToken"),
+                lease.get("workerId"),
+                lease.get("sessionId"),
+                lease.get("sessionGeneration"),
+            )
             if ours != theirs:
                 return "inbox_disagrees_with_pending", state.describe()
         durable: set[str] = set()
@@ -645,7 +653,9 @@ OFFER_C = "cccccccc-0000-4000-8000-000000000003"
 
 def fixed_token(seed: int) -> str:
     # Deterministic but canonical 32-byte base64url (the journal validates the shape).
-    return base64.urlsafe_b64encode(bytes((seed + i) % 256 for i in range(32))).rstrip(b"=").decode()
+    return (
+        base64.urlsafe_b64encode(bytes((seed + i) % 256 for i in range(32))).rstrip(b"=").decode()
+    )
 
 
 def make_claim(offer_id: str, token: str, attempts: int) -> PendingClaim:
@@ -683,13 +693,25 @@ def make_entry(claim: PendingClaim, lease_version: int, accepted_at_ms: int = T0
         "status": "offered",
         "offerId": claim.offer_id,
         "target": {"workerId": WORKER, "sessionId": SESSION, "generation": 1},
-        "candidate": {"runId": "run-0001", "attemptId": "attempt-0001", "projectId": "p",
-                      "taskId": "t", "executionRevisionId": "rev-0001", "priority": 0,
-                      "queuedAtMs": 5},  # fmt: skip
-        "executionRevision": {"id": "rev-0001", "taskId": "t", "revision": 1,
-                              "kind": "qinglong/command@v1", "executor": "remote_worker",
-                              "spec": {"argv": ["true"]}, "contentDigest": DIGEST,
-                              "createdAtMs": 1},  # fmt: skip
+        "candidate": {
+            "runId": "run-0001",
+            "attemptId": "attempt-0001",
+            "projectId": "p",
+            "taskId": "t",
+            "executionRevisionId": "rev-0001",
+            "priority": 0,
+            "queuedAtMs": 5,
+        },
+        "executionRevision": {
+            "id": "rev-0001",
+            "taskId": "t",
+            "revision": 1,
+            "kind": "qinglong/command@v1",
+            "executor": "remote_worker",
+            "spec": {"argv": ["true"]},
+            "contentDigest": DIGEST,
+            "createdAtMs": 1,
+        },
         "contentDigest": DIGEST,
         "placementScore": 0,
         "lease": lease,
@@ -709,23 +731,43 @@ def claim_lifecycle() -> Script:
     return Script(
         "claim_lifecycle",
         (
-            Action("save_pending(A, new intent)", lambda j: j.save_pending(p1),
-                   (set_pending(p1),), intent=OFFER_A),  # fmt: skip
-            Action("save_pending(A, attempts=2)", lambda j: j.save_pending(p2),
-                   (set_pending(p2),), intent=OFFER_A),  # fmt: skip
-            Action("accept(A v1)", lambda j: j.accept(e1), (put_inbox(e1),),
-                   accepts=(OFFER_A, 1)),  # fmt: skip
+            Action(
+                "save_pending(A, new intent)",
+                lambda j: j.save_pending(p1),
+                (set_pending(p1),),
+                intent=OFFER_A,
+            ),
+            Action(
+                "save_pending(A, attempts=2)",
+                lambda j: j.save_pending(p2),
+                (set_pending(p2),),
+                intent=OFFER_A,
+            ),
+            Action("accept(A v1)", lambda j: j.accept(e1), (put_inbox(e1),), accepts=(OFFER_A, 1)),
             Action("clear_pending(A)", lambda j: j.clear_pending(), (set_pending(None),)),
-            Action("accept(A v2)", lambda j: j.accept(e2), (put_inbox(e2_stored),),
-                   accepts=(OFFER_A, 2)),  # fmt: skip
-            Action("save_pending(C)", lambda j: j.save_pending(pc), (set_pending(pc),),
-                   intent=OFFER_C),  # fmt: skip
-            Action("clear_pending(C, idle)", lambda j: j.clear_pending(),
-                   (set_pending(None),), drops=OFFER_C),  # fmt: skip
-            Action("save_pending(B)", lambda j: j.save_pending(pb), (set_pending(pb),),
-                   intent=OFFER_B),  # fmt: skip
-            Action("move_pending_aside(B, conflict)", lambda j: j.move_pending_aside("conflict"),
-                   (put_failed(pb, "conflict"), set_pending(None))),  # fmt: skip
+            Action(
+                "accept(A v2)",
+                lambda j: j.accept(e2),
+                (put_inbox(e2_stored),),
+                accepts=(OFFER_A, 2),
+            ),
+            Action(
+                "save_pending(C)", lambda j: j.save_pending(pc), (set_pending(pc),), intent=OFFER_C
+            ),
+            Action(
+                "clear_pending(C, idle)",
+                lambda j: j.clear_pending(),
+                (set_pending(None),),
+                drops=OFFER_C,
+            ),
+            Action(
+                "save_pending(B)", lambda j: j.save_pending(pb), (set_pending(pb),), intent=OFFER_B
+            ),
+            Action(
+                "move_pending_aside(B, conflict)",
+                lambda j: j.move_pending_aside("conflict"),
+                (put_failed(pb, "conflict"), set_pending(None)),
+            ),
         ),
     )
 
@@ -781,8 +823,9 @@ class Report:
                 f"  {model:16} prefixes={self.prefixes[model]:5} states={self.views[model]:6} "
                 f"distinct-checked={self.checked[model]:5}"
             )
-        lines.append("  power labels: " + ", ".join(f"{k}={v}" for k, v in
-                                                   sorted(self.flavors.items())))  # fmt: skip
+        lines.append(
+            "  power labels: " + ", ".join(f"{k}={v}" for k, v in sorted(self.flavors.items()))
+        )
         lines.append(f"violations: {len(self.violations)}")
         lines.extend(f"  {v}" for v in self.violations[:10])
         return "\n".join(lines)
@@ -917,8 +960,9 @@ class CrashSim:
             try:
                 rec = self.record(base, done, RESTART_CLOCK_MS)
             except Exception as exc:
-                self.report.violations.append(Violation(
-                    "restart", where, "recovery_failed", f"{type(exc).__name__}: {exc}"))  # fmt: skip
+                self.report.violations.append(
+                    Violation("restart", where, "recovery_failed", f"{type(exc).__name__}: {exc}")
+                )
                 return
         finally:
             shutil.rmtree(base)
