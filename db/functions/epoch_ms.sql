@@ -3,13 +3,16 @@
 -- Purpose: the wire representation of a time (integer milliseconds since the
 --   epoch, SPEC §4), truncated toward the past so a projection never claims a
 --   later instant than the database recorded.
+-- Why no `SET search_path`: a SET clause stops the planner from inlining a SQL
+--   function, and this runs several times per projection; inlined it is a plain
+--   expression. It is not SECURITY DEFINER and only uses pg_catalog functions,
+--   resolved under the pinned search_path of its (definer) callers.
 -- Caller: projections. Locks: none. Pure. NULL in, NULL out.
 CREATE OR REPLACE FUNCTION ql_private.epoch_ms(p_t timestamptz)
 RETURNS bigint
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT floor(extract(epoch FROM p_t) * 1000)::bigint
+    SELECT pg_catalog.floor(EXTRACT(epoch FROM p_t) * 1000)::bigint
 $$;
 REVOKE ALL ON FUNCTION ql_private.epoch_ms(timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.epoch_ms(timestamptz) IS

@@ -3,6 +3,8 @@
 -- Purpose: the `idle` envelope of a pull (SPEC §4.2) in one place, so every idle
 --   path reports the same stats shape. reason ∈ no_candidates | placement_mismatch
 --   | capacity_full | contention. Caller: pull functions. Pure.
+-- plpgsql rather than SQL: a SQL function with a SET clause is re-planned on every
+-- call, a plpgsql one keeps its plan for the session (this is on the pull hot path).
 CREATE OR REPLACE FUNCTION ql_private.idle_result(
     p_reason text,
     p_pages integer,
@@ -13,10 +15,11 @@ CREATE OR REPLACE FUNCTION ql_private.idle_result(
     p_truncated boolean
 )
 RETURNS jsonb
-LANGUAGE sql IMMUTABLE
+LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT jsonb_build_object(
+BEGIN
+    RETURN (SELECT jsonb_build_object(
         'status', 'idle',
         'reason', p_reason,
         'stats', jsonb_build_object(
@@ -25,7 +28,8 @@ AS $$
             'claimAttempts', p_claim_attempts,
             'races', p_races,
             'mismatches', p_mismatches),
-        'truncated', p_truncated)
+        'truncated', p_truncated));
+END
 $$;
 REVOKE ALL ON FUNCTION ql_private.idle_result(text, integer, integer, integer, integer, jsonb, boolean)
     FROM PUBLIC;

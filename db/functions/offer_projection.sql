@@ -9,12 +9,15 @@
 --   (R-REV-2), exactly as in the canonical bytes the content digest covers.
 -- Caller: ql.pull_offer. Locks: none. Read-only. SQLSTATEs: none (NULL when the
 --   lease does not exist).
+-- plpgsql rather than SQL: a SQL function with a SET clause is re-planned on every
+-- call, a plpgsql one keeps its plan for the session (this is on the pull hot path).
 CREATE OR REPLACE FUNCTION ql_private.offer_projection(p_lease_id bigint)
 RETURNS jsonb
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT jsonb_build_object(
+BEGIN
+    RETURN (SELECT jsonb_build_object(
         'offerId', l.offer_id,
         'target', jsonb_build_object(
             'workerId', l.worker_id,
@@ -56,7 +59,8 @@ AS $$
       FROM ql_private.run_leases l
       JOIN ql_private.runs r ON r.id = l.run_id
       JOIN ql_private.execution_revisions er ON er.id = l.execution_revision_id
-     WHERE l.id = p_lease_id
+     WHERE l.id = p_lease_id);
+END
 $$;
 REVOKE ALL ON FUNCTION ql_private.offer_projection(bigint) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.offer_projection(bigint) IS

@@ -257,7 +257,8 @@ def _pgq(cluster: Any, root: Path, workers: int, jobs: int) -> dict[str, Any]:
         for i, out in enumerate(outs):
             argv = [sys.executable, "-m", "qinglong.bench.pgq_consumer", dsn, str(out)]
             children.append(spawn(f"pgq-{i}", argv, root / f"pgq-{workers}-{i}.log"))
-        time.sleep(3.0)  # consumers connected and listening (they print nothing when ready)
+        _wait(lambda: all(Path(f"{out}.ready").exists() for out in outs), READY_TIMEOUT_S,
+              "PgQueuer consumers ready", children)
         started = time.time()
         asyncio.run(_pgq_setup(dsn, jobs))
 

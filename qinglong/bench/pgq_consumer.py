@@ -3,8 +3,9 @@
 `python -m qinglong.bench.pgq_consumer DSN OUT` runs PgQueuer's own
 QueueManager (its defaults: LISTEN/NOTIFY wake-up, batch dequeue of 10) with
 one entrypoint, `bench`, whose handler appends `handled_at created_at` (epoch
-seconds) per job to OUT. It runs until SIGTERM. PgQueuer is installed into the
-bench environment only (`pip install 'pgqueuer[psycopg]'`), never a dependency.
+seconds) per job to OUT. `OUT.ready` appears once it runs; it runs until
+SIGTERM. PgQueuer is installed into the bench environment only
+(`pip install 'pgqueuer[psycopg]'`), never a dependency.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ async def consume(dsn: str, out_path: str) -> None:
 
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(pgq.run())
+    await asyncio.sleep(0.5)  # let the QueueManager start listening before we say so
+    with open(out_path + ".ready", "w", encoding="ascii") as ready:
+        ready.write("ready\n")
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, task.cancel)
     try:
