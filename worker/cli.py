@@ -33,7 +33,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--slots", metavar="N", help="override the capabilities' slots (1..256)")
     parser.add_argument(
-        "--execute", action="store_true", help="run accepted offers (SPEC §7; not in this build)"
+        "--execute",
+        action="store_true",
+        help="run accepted offers and drive their leases (SPEC §7; config: execute)",
     )
     parser.add_argument(
         "--once", action="store_true", help="exit after the first claim settles (idle/accepted/…)"
@@ -73,8 +75,6 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         slots = _positive("slots", args.slots, 256)
         max_offers = _positive("max-offers", args.max_offers, 1_000_000)
-        if args.execute:
-            raise UsageError("executor_unavailable", "--execute is not available in this build")
         if args.dev_env is not None and args.journal is None:
             raise UsageError("missing_argument", "--dev-env needs --journal DIR")
     except UsageError as exc:
@@ -86,9 +86,13 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         faults = FaultPlan.from_env(os.environ)
         if args.dev_env is not None:
-            config = load_dev_env(args.dev_env, journal=args.journal, slots=slots)
+            config = load_dev_env(
+                args.dev_env, journal=args.journal, slots=slots, execute=args.execute
+            )
         else:
-            config = load_config_file(args.config, journal=args.journal, slots=slots)
+            config = load_config_file(
+                args.config, journal=args.journal, slots=slots, execute=args.execute
+            )
     except ConfigError as exc:
         return _fail(events, "config_error", exc.reason, exc.detail)
     except ValueError as exc:

@@ -16,8 +16,18 @@ resolved against the file's directory::
       "cadence": {"idlePollMs": 1000, "jitterMs": 500},  # optional
       "lockStaleMs": 30000,                              # optional, 5000..300000
       "inboxCapacity": 64,                               # optional, 1..1024
-      "requestTimeoutS": 15                              # optional, (0, 60]
+      "requestTimeoutS": 15,                             # optional, (0, 60]
+      "execute": false,                                  # optional: run offers (SPEC §7)
+      "executor": {"shutdownGraceS": 30,                 # optional, 0..3600
+                   "killGraceS": 5,                      # SIGTERM -> SIGKILL, 0..300
+                   "outputLimitBytes": 1048576,          # per offer, 0..64 MiB
+                   "workDir": "/var/lib/qinglong/work"}  # default <journal>.work
     }
+
+``execute: true`` (or ``--execute``) turns on the executor (worker/lifecycle.py):
+accepted offers are run, at most ``capabilities.slots`` at a time. Its work
+directory (per-offer output logs and scratch directories) lives beside the
+journal root, never inside it, so the journal keeps its SPEC §6.4 layout.
 
 ``--dev-env FILE --journal DIR`` takes ``ingressUrl``, ``caFile`` and
 ``worker.{workerId, certFile, keyFile, credentialFile}`` from the file written by
@@ -45,12 +55,16 @@ _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 _KEYS = frozenset({
     "ingressUrl", "workerId", "certFile", "keyFile", "caFile", "credentialFile", "journal",
     "capabilities", "cadence", "lockStaleMs", "inboxCapacity", "requestTimeoutS",
+    "execute", "executor",
 })  # fmt: skip
+_EXECUTOR_KEYS = frozenset({"shutdownGraceS", "killGraceS", "outputLimitBytes", "workDir"})
+OUTPUT_LIMIT_MAX = 64 * 1024 * 1024
 _REQUIRED = ("ingressUrl", "workerId", "certFile", "keyFile", "caFile", "credentialFile")
 
 __all__ = [
     "Cadence",
     "ConfigError",
+    "ExecutorSettings",
     "WorkerConfig",
     "default_capabilities",
     "load_config_file",
@@ -88,6 +102,19 @@ class Cadence:
 
 
 @dataclass(frozen=True)
+class ExecutorSettings:
+    shutdown_grace_s: float = 30.0  # SIGTERM: how long running commands may finish
+    kill_grace_s: float = 5.0  # SIGTERM -> SIGKILL of a command's process group
+    output_limit_bytes: int = 1024 * 1024  # head of stdout+stderr kept per offer
+    work_dir: str | None = None  # None: "<journal>.work"
+
+    def __post_init__(self) -> None:
+        _number_in("executor.shutdownGraceS", self.shutdown_grace_s, 0, 3600)
+        _number_in("executor.killGraceS", self.kill_grace_s, 0, 300)
+        _int_in("executor.outputLimitBytes", self.output_limit_bytes, 0, OUTPUT_LIMIT_MAX)
+
+
+@dataclass(frozen=True)
 class WorkerConfig:
     ingress_url: str
     worker_id: str
@@ -101,6 +128,12 @@ class WorkerConfig:
     lock_stale_ms: int = STALE_DEFAULT_MS
     inbox_capacity: int = DEFAULT_CAPACITY
     request_timeout_s: float = 15.0
+    execute: bool = False
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+
+    @property
+    def work_dir(self) -> str:
+        return self.executor.work_dir or os.path.normpath(self.journal) + ".work"
 
     def validated(self) -> WorkerConfig:
         """Check every field (imports the transport's origin parser and the schemas)."""
@@ -122,6 +155,8 @@ class WorkerConfig:
             or not (0 < timeout <= MAX_TIMEOUT_S)
         ):
             raise ConfigError("invalid_value", f"requestTimeoutS must be in (0, {MAX_TIMEOUT_S}]")
+        if not isinstance(self.execute, bool):
+            raise ConfigError("invalid_value", "execute must be true or false")
         validate_capabilities(self.capabilities)
         return self
 
@@ -137,6 +172,12 @@ def _int_in(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ConfigError("invalid_value", f"{name} must be an integer in {low}..{high}")
     return value
+
+
+def _number_in(name: str, value: object, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ConfigError("invalid_value", f"{name} must be a number in {low}..{high}")
+    return float(value)
 
 
 def validate_capabilities(doc: object) -> None:
@@ -191,7 +232,25 @@ def _cadence(doc: object) -> Cadence:
                    doc.get("jitterMs", defaults.jitter_ms))  # fmt: skip
 
 
-def load_config_file(path: str, *, journal: str | None, slots: int | None) -> WorkerConfig:
+def _executor(base: str, doc: object) -> ExecutorSettings:
+    if doc is None:
+        return ExecutorSettings()
+    if not isinstance(doc, dict) or not set(doc) <= _EXECUTOR_KEYS:
+        known = ", ".join(sorted(_EXECUTOR_KEYS))
+        raise ConfigError("invalid_value", f"executor takes only {known}")
+    defaults = ExecutorSettings()
+    work_dir = doc.get("workDir")
+    return ExecutorSettings(
+        shutdown_grace_s=doc.get("shutdownGraceS", defaults.shutdown_grace_s),
+        kill_grace_s=doc.get("killGraceS", defaults.kill_grace_s),
+        output_limit_bytes=doc.get("outputLimitBytes", defaults.output_limit_bytes),
+        work_dir=None if work_dir is None else _path(base, work_dir, "executor.workDir"),
+    )
+
+
+def load_config_file(
+    path: str, *, journal: str | None, slots: int | None, execute: bool = False
+) -> WorkerConfig:
     doc = _read_json(path, "config")
     unknown = sorted(set(doc) - _KEYS)
     if unknown:
@@ -216,11 +275,15 @@ def load_config_file(path: str, *, journal: str | None, slots: int | None) -> Wo
         lock_stale_ms=doc.get("lockStaleMs", STALE_DEFAULT_MS),
         inbox_capacity=doc.get("inboxCapacity", DEFAULT_CAPACITY),
         request_timeout_s=doc.get("requestTimeoutS", 15.0),
+        execute=True if execute else doc.get("execute", False),
+        executor=_executor(base, doc.get("executor")),
     )
     return config.with_slots(slots).validated()
 
 
-def load_dev_env(path: str, *, journal: str, slots: int | None) -> WorkerConfig:
+def load_dev_env(
+    path: str, *, journal: str, slots: int | None, execute: bool = False
+) -> WorkerConfig:
     doc = _read_json(path, "dev_env")
     worker = doc.get("worker")
     if not isinstance(worker, dict):
@@ -234,6 +297,7 @@ def load_dev_env(path: str, *, journal: str, slots: int | None) -> WorkerConfig:
             ca_file=doc["caFile"],
             credential_file=worker["credentialFile"],
             journal=os.path.abspath(journal),
+            execute=execute,
         )
     except KeyError as exc:
         raise ConfigError("invalid_dev_env", f"dev-env file lacks {exc.args[0]}") from None
@@ -251,4 +315,6 @@ def describe(config: WorkerConfig) -> dict[str, Any]:
         "journal": config.journal,
         "slots": config.capabilities.get("slots"),
         "executors": config.capabilities.get("executors"),
+        "execute": config.execute,
+        "workDir": config.work_dir if config.execute else None,
     }

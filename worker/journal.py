@@ -4,7 +4,9 @@ Layout (root 0700, files 0600, all JSON with sorted keys)::
 
     ROOT/owner.lock              one owner per root (worker.owner_lock)
     ROOT/pending-claim.json      the stable claim intent (SPEC §6.1)
-    ROOT/inbox/<offerId>.json    one accepted offer + rebuilt lease per file
+    ROOT/inbox/<offerId>.json    one accepted offer + rebuilt lease per file; with the
+                                 executor (SPEC §7) also its execution state, updated
+                                 by :meth:`Journal.advance` and removed once terminal
     ROOT/failed-claims/<offerId>.json   abandoned intents, for diagnostics (bounded)
 
 The journal is a local *delivery* crash barrier, not execution authority: it
@@ -52,6 +54,7 @@ __all__ = [
     "ENTRY_LIMIT",
     "HARD_CAPACITY",
     "AcceptOutcome",
+    "EntryState",
     "EntryTooLarge",
     "InboxEntry",
     "Journal",
@@ -222,6 +225,9 @@ class InboxEntry:
     lease: dict[str, Any] = field(hash=False)  # includes "leaseToken"
     accepted_at_ms: int
     state: str = "accepted"
+    # Executor bookkeeping (pid + start ticks of the command, the decided
+    # completion); absent until the executor touches the entry.
+    execution: dict[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if not is_offer_id(self.offer.get("offerId")):
@@ -249,10 +255,12 @@ class InboxEntry:
         return _identity(self.offer, self.lease) == _identity(other.offer, other.lease)
 
     def same_payload(self, other: InboxEntry) -> bool:
-        return (self.offer, self.lease, self.state) == (other.offer, other.lease, other.state)
+        return (self.offer, self.lease, self.state, self.execution) == (
+            other.offer, other.lease, other.state, other.execution,
+        )  # fmt: skip
 
     def to_doc(self) -> dict[str, Any]:
-        return {
+        doc = {
             "schema": ENTRY_SCHEMA,
             "offerId": self.offer_id,
             "state": self.state,
@@ -260,22 +268,54 @@ class InboxEntry:
             "offer": self.offer,
             "lease": self.lease,
         }
+        if self.execution is not None:  # absent: the pre-executor layout, unchanged
+            doc["execution"] = self.execution
+        return doc
 
     @classmethod
     def from_doc(cls, doc: Any) -> InboxEntry:
         keys = {"schema", "offerId", "state", "acceptedAtMs", "offer", "lease"}
-        _require(isinstance(doc, dict) and set(doc) == keys, "inbox entry: wrong fields")
+        _require(isinstance(doc, dict) and set(doc) - {"execution"} == keys,
+                 "inbox entry: wrong fields")  # fmt: skip
+        execution = doc.get("execution")
+        _require(execution is None or isinstance(execution, dict), "inbox entry: execution")
         _require(doc["schema"] == ENTRY_SCHEMA, "inbox entry: wrong schema")
         _require(isinstance(doc["offer"], dict) and isinstance(doc["lease"], dict),
                  "inbox entry: offer/lease must be objects")  # fmt: skip
         _require(_is_int(doc["acceptedAtMs"]), "inbox entry: acceptedAtMs")
         _require(isinstance(doc["state"], str), "inbox entry: state")
         try:
-            entry = cls(doc["offer"], doc["lease"], doc["acceptedAtMs"], doc["state"])
+            entry = cls(doc["offer"], doc["lease"], doc["acceptedAtMs"], doc["state"], execution)
         except ValueError as exc:
             raise JournalCorrupt(f"inbox entry: {exc}") from None
         _require(entry.offer_id == doc["offerId"], "inbox entry: offerId mismatch")
         return entry
+
+
+class EntryState(StrEnum):
+    """Where an inbox entry stands; the order is the only way an entry may move.
+
+    ``accepted`` is what the coordinator admits. The executor records
+    ``starting`` (the starting ACK was acknowledged, before spawning),
+    ``running`` (the running ACK was acknowledged) and ``exited`` (the process
+    ended and its completion is decided, before it is sent). A terminal entry
+    is removed, not marked (worker.lifecycle)."""
+
+    ACCEPTED = "accepted"
+    STARTING = "starting"
+    RUNNING = "running"
+    EXITED = "exited"
+
+    @property
+    def rank(self) -> int:
+        return list(EntryState).index(self)
+
+
+def _rank(state: str) -> int:
+    try:
+        return EntryState(state).rank
+    except ValueError:
+        raise JournalCorrupt(f"inbox entry: unknown state {state[:32]!r}") from None
 
 
 class AcceptOutcome(StrEnum):
@@ -485,12 +525,45 @@ class Journal:
             if existing.same_payload(entry):
                 return AcceptOutcome.UNCHANGED
             raise OfferConflict("same lease version with a different payload")
+        if _rank(entry.state) < _rank(existing.state):
+            # A delivery replay must never rewind what the executor recorded.
+            raise OfferConflict(f"replay state {entry.state} is behind stored {existing.state}")
         # Keep the first admission time: it dates the durable acceptance.
-        updated = InboxEntry(entry.offer, entry.lease, existing.accepted_at_ms, entry.state)
+        updated = InboxEntry(entry.offer, entry.lease, existing.accepted_at_ms, entry.state,
+                             existing.execution)  # fmt: skip
         self.lock.check()
         fsio.update_file(
             self._fs, self.inbox_dir, f"{entry.offer_id}.json", dump_json(updated.to_doc())
         )
+        return AcceptOutcome.UPDATED
+
+    def advance(self, entry: InboxEntry) -> AcceptOutcome:
+        """Record the executor's progress on a stored entry (update via rename).
+
+        Monotonic: same offer identity, the lease version never decreases and
+        the state never moves back (:class:`EntryState` order). A lease release
+        does not bump the version, so an equal version with a later state or new
+        execution data is an update; anything older is refused, never written.
+        """
+        self.lock.check()
+        existing = self.get(entry.offer_id)
+        if existing is None:
+            raise JournalCorrupt(f"inbox entry {entry.offer_id} vanished")
+        if not existing.same_identity(entry):
+            raise OfferConflict("advance differs in candidate/revision/session/lease/token")
+        if entry.lease_version < existing.lease_version:
+            raise LeaseVersionRegression(
+                f"lease version {entry.lease_version} < stored {existing.lease_version}"
+            )
+        if _rank(entry.state) < _rank(existing.state):
+            raise OfferConflict(f"state {entry.state} is behind stored {existing.state}")
+        if existing.same_payload(entry):
+            return AcceptOutcome.UNCHANGED
+        data = dump_json(entry.to_doc())
+        if len(data) > ENTRY_LIMIT:
+            raise EntryTooLarge(f"inbox entry is {len(data)} bytes (limit {ENTRY_LIMIT})")
+        self.lock.check()
+        fsio.update_file(self._fs, self.inbox_dir, f"{entry.offer_id}.json", data)
         return AcceptOutcome.UPDATED
 
     def remove(self, offer_id: str) -> bool:

@@ -14,7 +14,31 @@ session is gone is the intent moved aside and a new session opened.
 
 Drain: no request is sent after a stop was requested (checked right before the
 send), a kept claim stays on disk, the session is closed best-effort, exit 0.
-Accepted offers stay in the inbox; nothing here executes them.
+Without the executor, accepted offers stay in the inbox; nothing here runs them.
+
+With the executor (``--execute``, worker/lifecycle.py, loaded only then):
+
+* Each loop turn first lets the executor do what is due (lease ACKs, heartbeats,
+  completions, process supervision), and every wait also wakes when a command
+  exits (pidfds) or a lease call is due. Pulls happen only while fewer than
+  ``slots`` offers are held; a freed slot pulls at once.
+* Start-up resumes the *inbox's* session too: with no pending claim but inbox
+  entries holding leases, the newest of their sessions (sessionId/generation
+  from the lease) is heartbeated and, if still alive, reused instead of opening
+  a new one. Opening one would release that session's unstarted leases and
+  fence off its started ones (a started lease stays bound to its session), so a
+  restart could neither ACK the accepted offers nor complete the interrupted
+  ones. A resumed session whose capabilities differ from the configuration is
+  replaced only once the executor holds nothing.
+* Drain (SIGTERM/SIGINT): no new pulls and no new starts; running commands may
+  finish for ``executor.shutdownGraceS`` (default 30 s) while the session and
+  their leases keep being heartbeated; then (or at a second signal) they are
+  stopped and completed ``failed`` reason ``worker_shutdown``; only then is the
+  session closed (a lease call needs a live session), which releases the
+  unstarted leases, whose entries are dropped. A ``done`` stop (``--once``,
+  ``--max-offers``, ``--exit-when-idle``) instead runs what was already accepted
+  to its end. Exit 0. A journal failure kills every command and leaves the
+  leases to expire (fail closed).
 """
 
 from __future__ import annotations
@@ -28,7 +52,7 @@ import signal
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from worker.backoff import DEFAULT_POLICY, BackoffPolicy
 from worker.config import ConfigError, WorkerConfig, capabilities_digest, describe
@@ -53,6 +77,9 @@ from worker.session import (
     SessionLost,
 )
 
+if TYPE_CHECKING:
+    from worker.lifecycle import Lifecycle
+
 PULL_PATH = "/v1/offers/pull"
 # 409 reasons that mean "this session is unusable": open a new one.
 SESSION_LOST_REASONS = frozenset({
@@ -66,6 +93,8 @@ SETTLED = frozenset({
 })  # fmt: skip
 # Backoff index cap for unbounded retry loops (session open, heartbeat): 60 s max.
 _MAX_BACKOFF_INDEX = 15
+# After commands were told to stop at drain: how long their completions may take.
+DRAIN_COMPLETE_MS = 30_000
 
 __all__ = ["DrainRequested", "ExitCode", "RunOptions", "Runner", "StopSignal", "run_worker"]
 
@@ -107,11 +136,13 @@ class StopSignal:
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._requested = False
         self.reason: str | None = None
+        self.requests = 0  # a second signal during a drain escalates it
 
     def request(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
         self._requested = True
+        self.requests += 1
         with contextlib.suppress(OSError):  # full pipe or closed: the flag is what counts
             os.write(self._write_fd, b"x")
 
@@ -119,11 +150,20 @@ class StopSignal:
     def requested(self) -> bool:
         return self._requested
 
-    def wait(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``; True if a stop was requested (before or meanwhile)."""
+    def wait(self, seconds: float, fds: list[int] | None = None) -> bool:
+        """Sleep up to ``seconds`` (or until one of ``fds`` is readable); True if a
+        stop was requested (before or meanwhile)."""
         if not self._requested:
-            select.select([self._read_fd], [], [], max(0.0, seconds))
+            select.select([self._read_fd, *(fds or ())], [], [], max(0.0, seconds))
         return self._requested
+
+    def nap(self, seconds: float, fds: list[int] | None = None) -> None:
+        """Sleep even after a stop was requested (the executor's drain), waking on
+        ``fds`` or on a further request."""
+        with contextlib.suppress(OSError):
+            while os.read(self._read_fd, 64):
+                pass
+        select.select([self._read_fd, *(fds or ())], [], [], max(0.0, seconds))
 
     def close(self) -> None:
         for fd in (self._read_fd, self._write_fd):
@@ -146,8 +186,13 @@ class Runner:
         clock: Clock = wall_clock_ms,
         rng: random.Random | None = None,
         policy: BackoffPolicy = DEFAULT_POLICY,
+        executor: Lifecycle | None = None,
     ) -> None:
         self._config = config
+        self._executor = executor
+        self._slot_freed = False
+        if executor is not None:
+            executor.on_slot_freed = self._on_slot_freed
         self._journal = journal
         self._sessions = sessions
         self._events = events
@@ -177,12 +222,16 @@ class Runner:
     # -- main loop ---------------------------------------------------------
 
     def run(self) -> ExitCode:
+        clean = False
         try:
+            if self._executor is not None:
+                self._executor.sync()  # adopt what a predecessor left in the inbox
             self._loop()
+            clean = True
         except DrainRequested:
-            pass  # the claim stays pending; drain below
+            clean = True  # the claim stays pending; drain below
         finally:
-            self._drain()
+            self._drain(clean)
         return ExitCode.OK
 
     def _loop(self) -> None:
@@ -190,14 +239,43 @@ class Runner:
             if self._session is None:
                 self._establish()
                 continue
+            if self._executor is not None:
+                self._executor.tick()
             now = self._clock()
+            may_pull = self._may_pull()
             if now >= self._next_heartbeat_ms:
                 self._heartbeat()
-            elif now >= self._next_pull_ms:
+            elif may_pull and now >= self._next_pull_ms:
                 self._pull()
             else:
-                wake = min(self._next_heartbeat_ms, self._next_pull_ms)
-                self._stop.wait((wake - now) / 1000)
+                wake = min(self._next_heartbeat_ms,
+                           self._next_pull_ms if may_pull else self._next_heartbeat_ms)  # fmt: skip
+                self._wait((wake - now) / 1000)
+
+    def _may_pull(self) -> bool:
+        return self._executor is None or self._executor.wants_offers()
+
+    def _on_slot_freed(self) -> None:
+        self._slot_freed = True
+        self._next_pull_ms = min(self._next_pull_ms, self._clock())
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; with the executor, keep doing its due work meanwhile
+        and return early when a slot was freed. True if a stop was requested."""
+        executor = self._executor
+        if executor is None:
+            return self._stop.wait(seconds)
+        end = self._clock() + int(seconds * 1000)
+        self._slot_freed = False
+        while not self._stop.requested and not self._slot_freed:
+            executor.tick()
+            now = self._clock()
+            if now >= end or self._slot_freed:
+                break
+            due = executor.next_due_ms()
+            wake = end if due is None else max(min(end, due), now)
+            self._stop.wait((wake - now) / 1000, executor.wait_fds())
+        return self._stop.requested
 
     def _checkpoint(self, point: str) -> None:
         self._faults.hit(point, announce=self._announce_fault, pause=self._stop.wait)
@@ -242,13 +320,13 @@ class Runner:
             self._events.error(event, reason=exc.reason, auth=True, retryInMs=delay)
         else:
             self._events.warning(event, reason=exc.reason, retryInMs=delay)
-        self._stop.wait(delay / 1000)
+        self._wait(delay / 1000)
 
     def _resume(self) -> SessionInfo | None:
         """Heartbeat the session named by a pending claim; None if there is none to resume."""
         pending = self._journal.load_pending()
         if pending is None:
-            return None
+            return self._resume_inbox()
         if pending.worker_id != self._config.worker_id:
             self._set_aside("worker_changed", pending.offer_id)
             return None
@@ -260,6 +338,22 @@ class Runner:
             return None
         self._events.info("session.resumed", offerId=pending.offer_id, attempts=pending.attempts,
                           **info.log_fields())  # fmt: skip
+        return info
+
+    def _resume_inbox(self) -> SessionInfo | None:
+        """With the executor: heartbeat the newest session the inbox leases belong to."""
+        sessions = self._executor.sessions() if self._executor is not None else []
+        if not sessions:
+            return None
+        session_id, generation = sessions[0]
+        try:
+            info = self._sessions.heartbeat(session_id, generation)
+        except SessionLost as exc:
+            # Its leases died with it: their calls answer 409 and the entries are dropped.
+            self._events.warning("session.resume_failed", reason=exc.reason,
+                                 sessionId=session_id, generation=generation)  # fmt: skip
+            return None
+        self._events.info("session.resumed", source="inbox", **info.log_fields())
         return info
 
     def _set_aside(self, reason: str, offer_id: str, detail: str | None = None) -> None:
@@ -321,6 +415,8 @@ class Runner:
             self._after_settled(result, session)
 
     def _after_settled(self, result: StepResult, session: SessionInfo) -> None:
+        if self._executor is not None:
+            self._executor.sync()  # the offer just admitted (or replayed)
         done = (
             self._options.once
             or (self._options.exit_when_idle
@@ -330,9 +426,11 @@ class Runner:
         if done:
             self._stop.request("done")
             return
-        if self._resumed_stale and self._session is session:
+        if (self._resumed_stale and self._session is session
+                and (self._executor is None or not self._executor.jobs)):  # fmt: skip
             # The resumed session carries the previous run's capabilities; now that
-            # its claim settled, open one with the configured capabilities.
+            # its claim settled, open one with the configured capabilities (not while
+            # the executor holds leases: a new session would fence them off).
             self._resumed_stale = False
             self._events.info("session.capabilities_changed", **session.log_fields())
             self._session = None
@@ -401,13 +499,18 @@ class Runner:
 
     # -- drain -------------------------------------------------------------
 
-    def _drain(self) -> None:
+    def _drain(self, clean: bool = True) -> None:
         self._events.info("worker.draining", reason=self._stop.reason or "error")
+        if self._executor is not None:
+            clean = self._drain_executor(clean)
         session, self._session = self._session, None
         if session is not None:
             try:
                 self._sessions.close(session.session_id, session.generation)
                 self._events.info("session.closed", **session.log_fields())
+                if self._executor is not None and clean:
+                    with contextlib.suppress(JournalError, LockError, OSError):
+                        self._executor.forget_unstarted()
             except SessionError as exc:
                 self._events.warning("session.close_failed", reason=exc.reason,
                                      **session.log_fields())  # fmt: skip
@@ -417,6 +520,50 @@ class Runner:
         self._events.info("worker.stopped", reason=self._stop.reason or "error",
                           accepted=self._accepted,
                           pendingOfferId=pending.offer_id if pending else None)  # fmt: skip
+
+    def _drain_executor(self, clean: bool) -> bool:
+        """Let commands finish (or stop them), completing their leases; False if the
+        journal failed and everything was killed instead."""
+        executor = self._executor
+        assert executor is not None
+        if not clean:
+            executor.abort()
+            return False
+        done = self._stop.reason == "done"
+        executor.begin_drain(start_pending=done)
+        grace_ms = int(self._config.executor.shutdown_grace_s * 1000)
+        shutdown_at = None if done else self._clock() + grace_ms
+        give_up_at: int | None = None
+        signals = self._stop.requests
+        try:
+            while executor.busy():
+                now = self._clock()
+                escalate = self._stop.requests > signals
+                if give_up_at is None and (escalate or (shutdown_at and now >= shutdown_at)):
+                    self._events.warning("worker.stopping_commands", running=len(executor.jobs))
+                    executor.shutdown()
+                    kill_ms = int(self._config.executor.kill_grace_s * 1000)
+                    give_up_at = now + kill_ms + DRAIN_COMPLETE_MS
+                elif give_up_at is not None and now >= give_up_at:
+                    executor.abort()  # completions never got through: leases will expire
+                    break
+                executor.tick()
+                if self._session is not None and now >= self._next_heartbeat_ms:
+                    self._heartbeat()
+                self._stop.nap(self._drain_wake(now, shutdown_at, give_up_at) / 1000,
+                               executor.wait_fds())  # fmt: skip
+        except (JournalError, LockError, OSError) as exc:
+            self._events.error("worker.executor_failed", error=type(exc).__name__)
+            executor.abort()
+            return False
+        return True
+
+    def _drain_wake(self, now: int, shutdown_at: int | None, give_up_at: int | None) -> int:
+        assert self._executor is not None
+        times = [t for t in (self._executor.next_due_ms(), shutdown_at, give_up_at) if t]
+        if self._session is not None:
+            times.append(self._next_heartbeat_ms)
+        return max(0, min(times, default=now + 1000) - self._clock())
 
 
 # ---------------------------------------------------------------- wiring
@@ -517,6 +664,10 @@ def _run(
     def post(path: str, body: Mapping[str, Any], limit: int) -> Any:
         return transport.post_json(path, body, response_limit=limit)
 
+    try:
+        executor = _executor(config, journal, post, events)
+    except OSError as exc:
+        return _fail(events, "config_error", "work_dir_unusable", str(exc), ExitCode.CONFIG)
     runner = Runner(
         config,
         journal,
@@ -526,6 +677,7 @@ def _run(
         stop=stop,
         options=options,
         faults=faults,
+        executor=executor,
     )
     try:
         return runner.run()
@@ -534,6 +686,25 @@ def _run(
     except (JournalError, LockError, OSError) as exc:
         # Fail closed: a journal we cannot trust must not admit anything more.
         return _fail(events, "journal_failed", type(exc).__name__, str(exc), ExitCode.FAILURE)
+
+
+def _executor(
+    config: WorkerConfig, journal: Journal, post: Callable[..., Any], events: EventLog
+) -> Lifecycle | None:
+    if not config.execute:
+        return None
+    # Loaded only now: a worker that does not execute never imports process code.
+    from worker.lease_client import LeaseClient
+    from worker.lifecycle import Lifecycle
+
+    return Lifecycle(
+        journal,
+        LeaseClient(post),
+        slots=int(config.capabilities.get("slots", 1)),
+        settings=config.executor,
+        work_dir=config.work_dir,
+        events=events,
+    )
 
 
 def _fail(events: EventLog, error: str, reason: str, detail: str, code: ExitCode) -> ExitCode:

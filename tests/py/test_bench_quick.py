@@ -46,6 +46,13 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     assert depth[1]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
     assert set(depth[2]["outcomes"]) == {"idle:placement_mismatch"}
 
+    e2e = tables["e2e"]["data"]
+    (level,) = e2e["levels"]
+    assert level["workers"] == 8 and level["ours"]["offers"] == 160
+    assert level["ours"]["perS"] > 0 and level["ours"]["dbCallsPerRequest"] == 1
+    if e2e["pgqueuer"]:  # only when PgQueuer happens to be installed (--quick never installs)
+        assert level["pgqueuer"]["jobs"] == 160 and level["ratio"] > 0
+
     edge = tables["edge"]["data"]
     assert edge["worker"]["rssKiB"] > 0 and edge["worker"]["firstPullMs"] > 0
     assert edge["closureFiles"] > 0 and edge["closureBytes"] > 0

@@ -581,7 +581,7 @@ def _last_error(result: subprocess.CompletedProcess[str]) -> dict:
         (["--dev-env", "x.json"], "missing_argument"),
         (["--dev-env", "x.json", "--journal", "j", "--slots", "0"], "invalid_argument"),
         (["--dev-env", "x.json", "--journal", "j", "--slots", "two"], "invalid_argument"),
-        (["--dev-env", "x.json", "--journal", "j", "--execute"], "executor_unavailable"),
+        (["--dev-env", "x.json", "--execute"], "missing_argument"),  # --execute exists now
         (["--dev-env", "/nonexistent/dev-env.json", "--journal", "j"], "dev_env_unreadable"),
     ],
 )

@@ -1,0 +1,214 @@
+"""worker/executor.py: spawning and supervising one command, with real processes.
+
+No network here; the lease side is covered by test_worker_executor_lifecycle.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from worker.executor import (
+    DEFAULT_PATH,
+    OUTPUT_NAME,
+    CommandSpec,
+    ExitStatus,
+    Process,
+    SpawnFailed,
+    StopReason,
+    kill_orphan_group,
+    process_start_ticks,
+    spawn,
+)
+from worker.lease_client import Outcome
+from worker.lifecycle import Completion
+
+
+def spec(*argv: str, env: dict[str, str] | None = None, cwd: str | None = None,
+         timeout_s: int = 30) -> CommandSpec:  # fmt: skip
+    return CommandSpec(tuple(argv), env or {}, cwd, timeout_s)
+
+
+def wait_exit(process: Process, timeout: float = 10.0) -> ExitStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = process.poll()
+        if status is not None:
+            process.join_output()
+            return status
+        time.sleep(0.01)
+    process.close()
+    raise AssertionError("process did not exit")
+
+
+def output(work: Path) -> str:
+    return (work / OUTPUT_NAME).read_text()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose (its parent just has not reaped it).
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_gone(pid: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("code", [0, 1, 3, 255])
+def test_exit_codes_are_reported(tmp_path: Path, code: int) -> None:
+    status = wait_exit(spawn(spec("sh", "-c", f"exit {code}"), str(tmp_path), output_limit=1024))
+    assert status == ExitStatus(code, None)
+    expected = Outcome.SUCCEEDED if code == 0 else Outcome.FAILED
+    assert Completion.of(status).outcome is expected
+    if code:
+        assert Completion.of(status) == Completion(Outcome.FAILED, code, "exit_nonzero")
+
+
+def test_no_shell_semicolon_is_literal(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    argv = ("echo", f"a; touch {marker}", "$(id)", "*")
+    status = wait_exit(spawn(spec(*argv), str(tmp_path), output_limit=1024))
+    assert status.returncode == 0
+    assert output(tmp_path) == f"a; touch {marker} $(id) *\n"
+    assert not marker.exists()
+
+
+def test_environment_is_not_inherited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QL_WORKER_SECRET_CANARY", "must-not-leak")
+    code = "import os, json; print(json.dumps(dict(os.environ), sort_keys=True))"
+    argv = (sys.executable, "-c", code)
+    status = wait_exit(
+        spawn(spec(*argv, env={"GREETING": "hi"}), str(tmp_path), output_limit=65536)
+    )
+    assert status.returncode == 0
+    env = json.loads(output(tmp_path))
+    # Only the spec's variables plus the fixed PATH (and what the interpreter
+    # itself may add, e.g. LC_CTYPE coercion) — nothing from the worker.
+    assert env.get("GREETING") == "hi" and env.get("PATH") == DEFAULT_PATH
+    assert "QL_WORKER_SECRET_CANARY" not in env and "HOME" not in env
+    assert set(env) - {"GREETING", "PATH", "LC_CTYPE"} == set()
+
+
+def test_spec_path_wins_and_default_cwd_is_the_scratch_dir(tmp_path: Path) -> None:
+    argv = ("/bin/sh", "-c", 'echo "$PATH"; pwd')
+    status = wait_exit(spawn(spec(*argv, env={"PATH": "/bin"}), str(tmp_path), output_limit=1024))
+    assert status.returncode == 0
+    path, cwd = output(tmp_path).splitlines()
+    assert path == "/bin" and cwd == str(tmp_path / "scratch")
+
+
+def test_relative_cwd_is_under_the_scratch_dir_and_missing_cwd_fails(tmp_path: Path) -> None:
+    (tmp_path / "scratch" / "sub").mkdir(parents=True)
+    status = wait_exit(spawn(spec("pwd", cwd="sub"), str(tmp_path), output_limit=1024))
+    assert output(tmp_path).strip() == str(tmp_path / "scratch" / "sub") and status.returncode == 0
+    with pytest.raises(SpawnFailed) as exc:
+        spawn(spec("pwd", cwd="/nonexistent/dir"), str(tmp_path), output_limit=1024)
+    assert exc.value.reason == "cwd_not_found"
+
+
+def test_spawn_failures_have_low_cardinality_reasons(tmp_path: Path) -> None:
+    with pytest.raises(SpawnFailed) as missing:
+        spawn(spec("/nonexistent"), str(tmp_path), output_limit=1024)
+    assert missing.value.reason == "executable_not_found"
+    with pytest.raises(SpawnFailed) as unknown:
+        spawn(spec("no-such-command-qinglong"), str(tmp_path), output_limit=1024)
+    assert unknown.value.reason == "executable_not_found"
+    script = tmp_path / "not-executable.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)  # exec needs an x bit, even for root
+    with pytest.raises(SpawnFailed) as denied:
+        spawn(spec(str(script)), str(tmp_path), output_limit=1024)
+    assert denied.value.reason == "permission_denied"
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    # The shell ignores SIGTERM and its background grandchild would outlive it.
+    script = f"trap '' TERM; sleep 300 & echo $! > {pid_file}; wait"
+    process = spawn(spec("sh", "-c", script, timeout_s=1), str(tmp_path), output_limit=1024)
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    grandchild = int(pid_file.read_text())
+    assert alive(grandchild)
+    while not process.timed_out():
+        assert process.poll() is None
+        time.sleep(0.05)
+    started = time.monotonic()
+    process.terminate(StopReason.TIMEOUT, kill_grace_s=0.3)
+    status = wait_exit(process)
+    assert status.stopped_by is StopReason.TIMEOUT
+    assert time.monotonic() - started < 5
+    assert Completion.of(status) == Completion(Outcome.FAILED, None, "timeout")
+    assert wait_gone(grandchild), "the grandchild sleep survived the group kill"
+
+
+def test_leftover_group_members_die_with_the_leader(tmp_path: Path) -> None:
+    pid_file = tmp_path / "bg.pid"
+    script = f"sleep 300 & echo $! > {pid_file}; exit 0"
+    status = wait_exit(spawn(spec("sh", "-c", script), str(tmp_path), output_limit=1024))
+    assert status == ExitStatus(0, None)
+    assert wait_gone(int(pid_file.read_text()))
+
+
+def test_sigterm_is_enough_for_a_polite_command(tmp_path: Path) -> None:
+    process = spawn(spec("sleep", "300"), str(tmp_path), output_limit=1024)
+    process.terminate(StopReason.CANCELLED, kill_grace_s=30)
+    status = wait_exit(process, timeout=5)
+    assert status == ExitStatus(-signal.SIGTERM, StopReason.CANCELLED)
+    assert Completion.of(status) == Completion(Outcome.CANCELLED)
+
+
+def test_a_signal_death_is_failed_signaled(tmp_path: Path) -> None:
+    status = wait_exit(spawn(spec("sh", "-c", "kill -KILL $$"), str(tmp_path), output_limit=1024))
+    assert status.signal == signal.SIGKILL
+    assert Completion.of(status) == Completion(Outcome.FAILED, -9, "signaled")
+
+
+def test_output_is_bounded_and_the_command_never_blocks(tmp_path: Path) -> None:
+    # 4 MiB through a 1 KiB budget: the pump keeps draining, the command finishes.
+    code = "import sys; sys.stdout.write('x' * (4 << 20)); sys.stderr.write('tail')"
+    status = wait_exit(spawn(spec(sys.executable, "-c", code), str(tmp_path), output_limit=1024))
+    assert status.returncode == 0
+    data = (tmp_path / OUTPUT_NAME).read_bytes()
+    assert data.startswith(b"x" * 1024) and b"output truncated after 1024 bytes" in data
+    assert len(data) < 2048
+    assert (tmp_path / OUTPUT_NAME).stat().st_mode & 0o777 == 0o600
+
+
+def test_pidfd_becomes_readable_on_exit(tmp_path: Path) -> None:
+    import select
+
+    process = spawn(spec("sleep", "0.2"), str(tmp_path), output_limit=1024)
+    assert process.pidfd is not None
+    readable, _, _ = select.select([process.pidfd], [], [], 5)
+    assert readable == [process.pidfd]
+    assert wait_exit(process).returncode == 0
+    assert process.pidfd is None  # closed once reaped
+
+
+def test_orphan_group_is_killed_only_when_provably_the_same(tmp_path: Path) -> None:
+    process = spawn(spec("sleep", "300"), str(tmp_path), output_limit=1024)
+    ticks = process_start_ticks(process.pid)
+    assert ticks is not None and ticks == process.start_ticks
+    assert not kill_orphan_group(process.pid, ticks + 1)  # a recycled pid: left alone
+    assert process.poll() is None
+    assert kill_orphan_group(process.pid, ticks)
+    assert wait_exit(process).returncode == -signal.SIGKILL
+    assert not kill_orphan_group(process.pid, ticks)

@@ -1,0 +1,191 @@
+"""Lease lifecycle calls to the ingress: ACK, heartbeat, complete (SPEC §5, §7).
+
+A thin client over the same injected ``post(path, body, limit)`` the session
+client uses (the one HTTPS transport in production), so lease calls share the
+worker's single connection. Every answer is mapped to one of three outcomes the
+lifecycle acts on:
+
+* a :class:`LeaseAnswer` (200, schema-valid ``qinglong/lease@v1`` naming *our*
+  offer and attempt);
+* :class:`LeaseConflict` (409, or 400/413 — the same bytes can never succeed):
+  this lease is no longer ours to drive; stop the offer, never re-run it;
+* :class:`LeaseUnavailable` (network, timeout, 401/403, 429/5xx, a response
+  outside the contract): transient, back off and retry the same call.
+
+The fence of every call is the lease itself (its session, generation, offer id
+and token as recorded in the inbox entry), never the runner's current session:
+a lease stays bound to the session it was claimed on (docs/LIFECYCLE.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from worker.errors import CredentialError, TlsClientRejected, TransportError
+from worker.session import PostFn, error_reason
+
+ACK_PATH = "/v1/leases/ack"
+HEARTBEAT_PATH = "/v1/leases/heartbeat"
+COMPLETE_PATH = "/v1/leases/complete"
+LEASE_RESPONSE_LIMIT = 16 * 1024
+
+__all__ = [
+    "AckPhase",
+    "LeaseAnswer",
+    "LeaseClient",
+    "LeaseConflict",
+    "LeaseError",
+    "LeaseRef",
+    "LeaseUnavailable",
+    "Outcome",
+]
+
+
+class AckPhase(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    START_FAILED = "start_failed"
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class LeaseError(Exception):
+    def __init__(self, reason: str, retry_after_ms: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason  # low-cardinality, safe to log
+        self.retry_after_ms = retry_after_ms
+
+
+class LeaseConflict(LeaseError):
+    """The server refuses this lease for good (409 category, or a malformed request)."""
+
+
+class LeaseUnavailable(LeaseError):
+    """Transient: retry the same call later."""
+
+    def __init__(
+        self, reason: str, retry_after_ms: int | None = None, *, auth: bool = False
+    ) -> None:
+        super().__init__(reason, retry_after_ms)
+        self.auth = auth  # needs an operator: log loudly
+
+
+@dataclass(frozen=True)
+class LeaseRef:
+    """What fences a lease call; built from an inbox entry's rebuilt lease."""
+
+    worker_id: str
+    session_id: str
+    generation: int
+    offer_id: str
+    attempt_id: str
+    lease_token: str  # never logged (repr below)
+
+    def __repr__(self) -> str:
+        return f"LeaseRef(offer_id={self.offer_id!r}, generation={self.generation})"
+
+    @classmethod
+    def from_lease(cls, lease: Mapping[str, Any]) -> LeaseRef:
+        return cls(
+            worker_id=lease["workerId"],
+            session_id=lease["sessionId"],
+            generation=lease["sessionGeneration"],
+            offer_id=lease["offerId"],
+            attempt_id=lease["attemptId"],
+            lease_token=lease["leaseToken"],
+        )
+
+    def body(self, kind: str, **extra: Any) -> dict[str, Any]:
+        doc = {
+            "schema": f"qinglong/lease-{kind}-request@v1",
+            "workerId": self.worker_id,
+            "sessionId": self.session_id,
+            "generation": self.generation,
+            "offerId": self.offer_id,
+            "leaseToken": self.lease_token,
+        }
+        doc.update({k: v for k, v in extra.items() if v is not None})
+        return doc
+
+
+@dataclass(frozen=True)
+class LeaseAnswer:
+    lease: dict[str, Any]  # lease@v1 without `schema` and `cancelRequested`
+    cancel_requested: bool
+
+    @property
+    def version(self) -> int:
+        return int(self.lease["leaseVersion"])
+
+    @property
+    def state(self) -> str:
+        return str(self.lease["state"])
+
+    @property
+    def ttl_ms(self) -> int:
+        """The task's lease TTL as the server applied it on the last extension."""
+        return int(self.lease["expiresAtMs"]) - int(self.lease["updatedAtMs"])
+
+
+class LeaseClient:
+    def __init__(self, post: PostFn) -> None:
+        self._post = post
+
+    def ack(self, ref: LeaseRef, phase: AckPhase, reason: str | None = None) -> LeaseAnswer:
+        return self._call(ACK_PATH, ref, ref.body("ack", phase=phase.value, reason=reason))
+
+    def heartbeat(self, ref: LeaseRef) -> LeaseAnswer:
+        return self._call(HEARTBEAT_PATH, ref, ref.body("heartbeat"))
+
+    def complete(
+        self,
+        ref: LeaseRef,
+        outcome: Outcome,
+        exit_code: int | None = None,
+        reason: str | None = None,
+    ) -> LeaseAnswer:
+        body = ref.body("complete", outcome=outcome.value, exitCode=exit_code, reason=reason)
+        return self._call(COMPLETE_PATH, ref, body)
+
+    def _call(self, path: str, ref: LeaseRef, body: Mapping[str, Any]) -> LeaseAnswer:
+        try:
+            response = self._post(path, body, LEASE_RESPONSE_LIMIT)
+        except (TlsClientRejected, CredentialError) as exc:
+            raise LeaseUnavailable(type(exc).__name__.lower(), auth=True) from None
+        except TransportError as exc:
+            raise LeaseUnavailable(getattr(exc, "reason", type(exc).__name__.lower())) from None
+        if response.status == 200:
+            return _parse_lease(response.body, ref)
+        reason = error_reason(response.body)
+        if response.status == 409:
+            raise LeaseConflict(reason)
+        if response.status in (400, 413):
+            # Our own request is refused as malformed: the same bytes never succeed.
+            raise LeaseConflict(f"http_{response.status}_{reason}")
+        if response.status in (401, 403):
+            raise LeaseUnavailable(f"http_{response.status}_{reason}", auth=True)
+        raise LeaseUnavailable(f"http_{response.status}", response.retry_after_ms)
+
+
+def _parse_lease(body: bytes, ref: LeaseRef) -> LeaseAnswer:
+    from schemas.contract import ContractError, SchemaId, load
+
+    try:
+        doc = load(SchemaId.LEASE, body)
+    except ContractError as exc:
+        raise LeaseUnavailable(f"lease_{exc.reason}") from None
+    if (doc["offerId"], doc["attemptId"], doc["workerId"]) != (
+        ref.offer_id, ref.attempt_id, ref.worker_id,
+    ):  # fmt: skip
+        # An answer about another lease is a server bug; never act on it.
+        raise LeaseUnavailable("lease_foreign")
+    cancel = doc.pop("cancelRequested", False)
+    doc.pop("schema", None)
+    return LeaseAnswer(lease=doc, cancel_requested=bool(cancel))

@@ -1,0 +1,549 @@
+"""The opt-in executor: drive each accepted offer through its lease (SPEC §7).
+
+Loaded only with ``--execute`` / ``execute: true`` (R-LAY-1). The run loop owns
+the timers; :meth:`Lifecycle.tick` does whatever is due (at most one lease call
+per offer per tick) and :meth:`Lifecycle.next_due_ms` / :meth:`Lifecycle.wait_fds`
+tell it when to wake (a pidfd becomes readable when a command exits).
+
+Per offer (a :class:`Job`), oldest accepted first, at most ``slots`` started::
+
+    START        ACK starting -> journal `starting` (+ lease version) -> spawn
+                 spawn failed  -> START_FAILED
+                 spawned       -> journal pid/start ticks -> RUNNING_ACK
+    START_FAILED ACK start_failed(reason) -> done
+    RUNNING_ACK  ACK running -> journal `running` -> RUNNING
+    RUNNING      heartbeat every TTL/3 (TTL = expiresAtMs - updatedAtMs of the
+                 last answer); cancelRequested -> SIGTERM group (SIGKILL after
+                 killGraceS); timeoutS -> same; on exit -> journal `exited` with
+                 the decided completion -> COMPLETE
+    COMPLETE     complete(outcome, exitCode, reason) -> done
+
+Decisions:
+
+* The journal records every state *before* the action it enables (``starting``
+  before the spawn, ``exited`` + completion before the complete call), so a
+  restart never runs a command twice and replays exactly the completion it had
+  decided (the server answers an exact replay ``idempotent``).
+* Terminal = removed: once a completion / start failure is acknowledged, or on
+  any 409 (logged with its category), the inbox entry is deleted and the job
+  forgotten, so it can never run again and the inbox stays bounded. A crash
+  before the delete converges: the entry replays the same call, which answers
+  ``idempotent`` or the same 409. ``WORK/<offerId>/result.json`` keeps a
+  diagnostic record next to ``output.log`` (the newest 64 offers are kept).
+* A 409 (or 400/413) on any call stops the offer: its process group is killed,
+  nothing is completed. A lease whose last confirmation is older than its TTL is
+  treated the same way locally (``lease_unconfirmed``): from then on the sweeper
+  owns it, and the command must not race the retry.
+* Restart: ``starting``/``running`` entries cannot be re-attached; a command the
+  dead predecessor left running (pid + start ticks still match) has its group
+  killed, then the lease is completed ``failed`` reason ``worker_restarted``.
+  ``accepted`` entries are started normally (the server decides: a lease that
+  expired or whose session was replaced answers 409 -> abandoned). The entry of
+  a still-pending claim is left to the coordinator's replay until it settles.
+* Shutdown (SIGTERM): no new starts; running commands may finish for
+  ``shutdownGraceS``; then they are stopped and completed ``failed`` reason
+  ``worker_shutdown`` (so the retry policy reschedules them at once instead of
+  after a lease expiry). Unstarted entries are left to the session close.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import random
+import shutil
+import stat
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from worker.backoff import DEFAULT_POLICY, BackoffPolicy
+from worker.config import ExecutorSettings
+from worker.eventlog import EventLog
+from worker.executor import (
+    SCRATCH_NAME,
+    CommandSpec,
+    ExitStatus,
+    Process,
+    SpawnFailed,
+    StopReason,
+    kill_orphan_group,
+    spawn,
+)
+from worker.journal import EntryState, InboxEntry, Journal
+from worker.lease_client import (
+    AckPhase,
+    LeaseAnswer,
+    LeaseClient,
+    LeaseConflict,
+    LeaseRef,
+    LeaseUnavailable,
+    Outcome,
+)
+from worker.owner_lock import Clock, wall_clock_ms
+
+START_RETRY_CAP_MS = 5_000
+MIN_HEARTBEAT_MS = 1_000
+NO_PIDFD_POLL_MS = 100
+WORK_KEEP = 64
+RESULT_NAME = "result.json"
+
+__all__ = ["Completion", "Job", "JobPhase", "Lifecycle"]
+
+
+class JobPhase(StrEnum):
+    START = "start"
+    START_FAILED = "start_failed"
+    RUNNING_ACK = "running_ack"
+    RUNNING = "running"
+    COMPLETE = "complete"
+
+
+@dataclass(frozen=True)
+class Completion:
+    outcome: Outcome
+    exit_code: int | None = None
+    reason: str | None = None
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"outcome": self.outcome.value, "exitCode": self.exit_code, "reason": self.reason}
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Completion:
+        return cls(Outcome(doc["outcome"]), doc.get("exitCode"), doc.get("reason"))
+
+    @classmethod
+    def of(cls, status: ExitStatus) -> Completion:
+        """What to report for a process that ended (the first stop reason wins)."""
+        stopped = status.stopped_by
+        if stopped is StopReason.CANCELLED:
+            return cls(Outcome.CANCELLED)
+        if stopped is not None:
+            return cls(Outcome.FAILED, None, stopped.value)
+        if status.returncode == 0:
+            return cls(Outcome.SUCCEEDED, 0)
+        if status.signal is not None:
+            return cls(Outcome.FAILED, status.returncode, "signaled")
+        return cls(Outcome.FAILED, status.returncode, "exit_nonzero")
+
+
+RESTARTED = Completion(Outcome.FAILED, None, "worker_restarted")
+
+
+@dataclass
+class Job:
+    entry: InboxEntry
+    ref: LeaseRef
+    phase: JobPhase
+    due_ms: int = 0  # next lease call
+    failures: int = 0
+    ttl_ms: int | None = None
+    confirmed_until_ms: int | None = None  # send time of the last ok call + TTL
+    process: Process | None = None
+    start_failure: str | None = None
+    completion: Completion | None = None
+
+    @property
+    def offer_id(self) -> str:
+        return self.entry.offer_id
+
+    @property
+    def started(self) -> bool:
+        return self.phase is not JobPhase.START
+
+    def fields(self) -> dict[str, Any]:
+        candidate = self.entry.offer.get("candidate", {})
+        return {"offerId": self.offer_id, "runId": candidate.get("runId"),
+                "attemptId": candidate.get("attemptId")}  # fmt: skip
+
+
+class Lifecycle:
+    def __init__(
+        self,
+        journal: Journal,
+        leases: LeaseClient,
+        *,
+        slots: int,
+        settings: ExecutorSettings,
+        work_dir: str,
+        events: EventLog,
+        clock: Clock = wall_clock_ms,
+        rng: random.Random | None = None,
+        policy: BackoffPolicy = DEFAULT_POLICY,
+    ) -> None:
+        self._journal = journal
+        self._leases = leases
+        self._slots = slots
+        self._settings = settings
+        self._work_dir = os.path.abspath(work_dir)
+        self._events = events
+        self._clock = clock
+        self._rng = rng or random.SystemRandom()
+        self._policy = policy
+        # The run loop's hook: a freed slot means "pull now".
+        self.on_slot_freed: Callable[[], None] | None = None
+        self._jobs: dict[str, Job] = {}
+        self._draining = False
+        self._start_pending = True
+        _private_dir(self._work_dir)
+
+    # -- what the run loop asks ---------------------------------------------
+
+    @property
+    def jobs(self) -> dict[str, Job]:
+        return self._jobs
+
+    def wants_offers(self) -> bool:
+        return not self._draining and len(self._jobs) < self._slots
+
+    def busy(self) -> bool:
+        """Anything left to do (unstarted entries count only while they may start)."""
+        return any(j.started or self._start_pending for j in self._jobs.values())
+
+    def sessions(self) -> list[tuple[str, int]]:
+        """Sessions our inbox leases belong to, newest generation first."""
+        seen = {(j.ref.session_id, j.ref.generation) for j in self._jobs.values()}
+        return sorted(seen, key=lambda s: s[1], reverse=True)
+
+    def wait_fds(self) -> list[int]:
+        return [j.process.pidfd for j in self._jobs.values()
+                if j.process is not None and j.process.pidfd is not None]  # fmt: skip
+
+    def next_due_ms(self) -> int | None:
+        now = self._clock()
+        mono = time.monotonic()
+        times: list[int] = []
+        for job in self._jobs.values():
+            if job.phase is not JobPhase.START or self._may_start():
+                times.append(job.due_ms)
+            if job.confirmed_until_ms is not None:
+                times.append(job.confirmed_until_ms)
+            process = job.process
+            if process is not None and process.status is None:
+                at = process.next_check_at()
+                if at is not None:
+                    times.append(now + max(0, int((at - mono) * 1000)) + 1)
+                if process.pidfd is None:
+                    times.append(now + NO_PIDFD_POLL_MS)
+        return min(times) if times else None
+
+    # -- admission ------------------------------------------------------------
+
+    def sync(self) -> int:
+        """Track inbox entries not tracked yet (start-up and after every settled claim).
+
+        The entry of a pending claim is skipped: the coordinator's replay of
+        that offer must find it exactly as admitted."""
+        pending = self._journal.load_pending()
+        skip = {pending.offer_id} if pending is not None else set()
+        added = 0
+        for offer_id in self._journal.offer_ids():
+            if offer_id in self._jobs or offer_id in skip:
+                continue
+            entry = self._journal.get(offer_id)
+            if entry is not None:
+                self._track(entry)
+                added += 1
+        return added
+
+    def _track(self, entry: InboxEntry) -> None:
+        job = Job(entry, LeaseRef.from_lease(entry.lease), JobPhase.START, due_ms=self._clock())
+        self._jobs[job.offer_id] = job
+        state = EntryState(entry.state)
+        if state is EntryState.ACCEPTED:
+            return
+        execution = entry.execution or {}
+        if state is EntryState.EXITED and isinstance(execution.get("completion"), dict):
+            job.completion = Completion.from_doc(execution["completion"])
+        else:
+            self._adopt_orphan(job, execution)
+            job.completion = RESTARTED
+            self._record(job, EntryState.EXITED, None)
+        job.phase = JobPhase.COMPLETE
+        self._events.warning("exec.recovered", state=state.value,
+                             outcome=job.completion.outcome.value,
+                             reason=job.completion.reason, **job.fields())  # fmt: skip
+
+    def _adopt_orphan(self, job: Job, execution: dict[str, Any]) -> None:
+        pid = execution.get("pid")
+        if isinstance(pid, int) and kill_orphan_group(pid, execution.get("startTicks")):
+            self._events.warning("exec.orphan_killed", pid=pid, **job.fields())
+
+    # -- draining -------------------------------------------------------------
+
+    def begin_drain(self, *, start_pending: bool) -> None:
+        """No more offers; ``start_pending``: still run what is already accepted."""
+        self._draining = True
+        self._start_pending = start_pending
+
+    def shutdown(self) -> None:
+        """Stop every running command (completed ``failed`` / ``worker_shutdown``)."""
+        self._start_pending = False
+        for job in self._jobs.values():
+            if job.process is not None:
+                job.process.terminate(StopReason.SHUTDOWN, self._settings.kill_grace_s)
+
+    def abort(self) -> None:
+        """Fail closed (journal unusable, drain overran): kill everything, report nothing.
+
+        The leases are left to expire; the sweeper then retries the runs."""
+        for job in list(self._jobs.values()):
+            if job.process is not None:
+                job.process.close()
+                self._events.error("exec.killed", phase=job.phase.value, **job.fields())
+        self._jobs.clear()
+
+    def forget_unstarted(self) -> int:
+        """After the session was closed: its unstarted leases were released with it."""
+        gone = [j for j in self._jobs.values() if not j.started]
+        for job in gone:
+            self._abandon(job, "session_closed")
+        return len(gone)
+
+    # -- the work -------------------------------------------------------------
+
+    def tick(self) -> None:
+        for job in sorted(self._jobs.values(), key=lambda j: j.entry.accepted_at_ms):
+            if job.offer_id in self._jobs:
+                self._step(job)
+
+    def _may_start(self) -> bool:
+        if not self._start_pending:
+            return False
+        return sum(1 for j in self._jobs.values() if j.started) < self._slots
+
+    def _step(self, job: Job) -> None:
+        if job.process is not None:
+            self._supervise(job)
+        now = self._clock()
+        if job.confirmed_until_ms is not None and now >= job.confirmed_until_ms:
+            # No confirmation for a whole TTL: the lease is the sweeper's now.
+            self._stop_lost(job, "lease_unconfirmed")
+            return
+        if now < job.due_ms:
+            return
+        if job.phase is JobPhase.START and not self._may_start():
+            return
+        self._CALLS[job.phase](self, job)
+
+    def _supervise(self, job: Job) -> None:
+        process = job.process
+        assert process is not None
+        if process.stopped_by is None and process.timed_out():
+            self._events.warning("exec.timeout", pid=process.pid, **job.fields())
+            process.terminate(StopReason.TIMEOUT, self._settings.kill_grace_s)
+        status = process.poll()
+        if status is None or job.phase is JobPhase.COMPLETE:
+            return
+        if job.phase is JobPhase.RUNNING_ACK:
+            return  # the running ACK must land first (complete needs a started lease)
+        process.join_output()
+        job.completion = Completion.of(status)
+        self._events.info("exec.exited", returncode=status.returncode,
+                          stoppedBy=status.stopped_by, **job.fields())  # fmt: skip
+        self._record(job, EntryState.EXITED, None)
+        job.phase, job.due_ms, job.failures = JobPhase.COMPLETE, self._clock(), 0
+
+    # -- lease calls ----------------------------------------------------------
+
+    def _call_start(self, job: Job) -> None:
+        answer = self._lease_call(job, lambda: self._leases.ack(job.ref, AckPhase.STARTING))
+        if answer is None:
+            return
+        # Durable before the spawn: a restart must know this lease was started.
+        self._record(job, EntryState.STARTING, answer)
+        spec = CommandSpec.from_revision(job.entry.offer["executionRevision"]["spec"])
+        try:
+            limit = self._settings.output_limit_bytes
+            process = spawn(spec, self._offer_dir(job), output_limit=limit)
+        except SpawnFailed as exc:
+            self._events.warning("exec.start_failed", reason=exc.reason, **job.fields())
+            job.phase, job.start_failure = JobPhase.START_FAILED, exc.reason
+            self._call_start_failed(job)
+            return
+        job.process = process
+        self._record(
+            job,
+            EntryState.STARTING,
+            None,
+            execution={"pid": process.pid, "startTicks": process.start_ticks},
+        )
+        self._events.info("exec.started", pid=process.pid, ttlMs=job.ttl_ms, **job.fields())
+        job.phase = JobPhase.RUNNING_ACK
+        self._call_running(job)
+
+    def _call_start_failed(self, job: Job) -> None:
+        reason = job.start_failure
+        answer = self._lease_call(
+            job, lambda: self._leases.ack(job.ref, AckPhase.START_FAILED, reason)
+        )
+        if answer is not None:
+            self._finish(job, {"outcome": "start_failed", "reason": reason})
+
+    def _call_running(self, job: Job) -> None:
+        answer = self._lease_call(job, lambda: self._leases.ack(job.ref, AckPhase.RUNNING))
+        if answer is None:
+            return
+        self._record(job, EntryState.RUNNING, answer)
+        job.phase = JobPhase.RUNNING
+        self._schedule_heartbeat(job)
+        self._supervise(job)  # it may have exited meanwhile
+
+    def _call_heartbeat(self, job: Job) -> None:
+        answer = self._lease_call(job, lambda: self._leases.heartbeat(job.ref))
+        if answer is None:
+            return
+        self._schedule_heartbeat(job)
+        process = job.process
+        if answer.cancel_requested and process is not None and process.stopped_by is None:
+            self._events.info("exec.cancel_requested", pid=process.pid, **job.fields())
+            process.terminate(StopReason.CANCELLED, self._settings.kill_grace_s)
+
+    def _call_complete(self, job: Job) -> None:
+        c = job.completion
+        assert c is not None
+        answer = self._lease_call(
+            job, lambda: self._leases.complete(job.ref, c.outcome, c.exit_code, c.reason)
+        )
+        if answer is not None:
+            self._finish(job, c.to_doc())
+
+    _CALLS: ClassVar[Mapping[JobPhase, Callable[[Lifecycle, Job], None]]] = {
+        JobPhase.START: _call_start,
+        JobPhase.START_FAILED: _call_start_failed,
+        JobPhase.RUNNING_ACK: _call_running,
+        JobPhase.RUNNING: _call_heartbeat,
+        JobPhase.COMPLETE: _call_complete,
+    }
+
+    def _lease_call(self, job: Job, call: Callable[[], LeaseAnswer]) -> LeaseAnswer | None:
+        """One call; None when it did not succeed (the job is rescheduled or gone)."""
+        sent_at = self._clock()
+        try:
+            answer = call()
+        except LeaseConflict as exc:
+            self._stop_lost(job, exc.reason)
+            return None
+        except LeaseUnavailable as exc:
+            self._retry_later(job, exc)
+            return None
+        job.failures = 0
+        if job.started or answer.lease.get("startedAtMs") is not None:
+            job.ttl_ms = max(answer.ttl_ms, 0)
+            job.confirmed_until_ms = sent_at + job.ttl_ms
+        return answer
+
+    def _retry_later(self, job: Job, exc: LeaseUnavailable) -> None:
+        job.failures += 1
+        cap = START_RETRY_CAP_MS if job.ttl_ms is None else max(job.ttl_ms // 6, 200)
+        delay = min(self._policy.delay_ms(min(job.failures - 1, 8), self._rng), cap)
+        delay = max(delay, min(exc.retry_after_ms or 0, cap))
+        job.due_ms = self._clock() + delay
+        level = self._events.error if exc.auth else self._events.warning
+        level("exec.lease_retry", phase=job.phase.value, reason=exc.reason,
+              retryInMs=delay, **job.fields())  # fmt: skip
+
+    def _schedule_heartbeat(self, job: Job) -> None:
+        ttl = job.ttl_ms or 0
+        job.due_ms = self._clock() + max(ttl // 3, MIN_HEARTBEAT_MS)
+
+    # -- endings --------------------------------------------------------------
+
+    def _stop_lost(self, job: Job, category: str) -> None:
+        if job.process is not None and job.process.status is None:
+            job.process.close()  # SIGKILL the group: the lease is not ours any more
+        self._abandon(job, category)
+
+    def _abandon(self, job: Job, category: str) -> None:
+        self._events.warning("exec.abandoned", category=category, phase=job.phase.value,
+                             **job.fields())  # fmt: skip
+        self._forget(job, {"outcome": "abandoned", "reason": category})
+
+    def _finish(self, job: Job, result: dict[str, Any]) -> None:
+        self._events.info("exec.completed", outcome=result.get("outcome"),
+                          exitCode=result.get("exitCode"), reason=result.get("reason"),
+                          **job.fields())  # fmt: skip
+        self._forget(job, result)
+
+    def _forget(self, job: Job, result: dict[str, Any]) -> None:
+        if job.process is not None:
+            job.process.close()
+        self._write_result(job, result)
+        # Terminal: remove the entry so it can never run again (crash before this
+        # line: the entry replays the same call and converges here).
+        self._journal.remove(job.offer_id)
+        del self._jobs[job.offer_id]
+        self._prune_work()
+        if self.on_slot_freed is not None:
+            self.on_slot_freed()
+
+    # -- journal + files --------------------------------------------------------
+
+    def _record(
+        self,
+        job: Job,
+        state: EntryState,
+        answer: LeaseAnswer | None,
+        *,
+        execution: dict[str, Any] | None = None,
+    ) -> None:
+        entry = job.entry
+        lease = entry.lease
+        # The server's mutable lease fields only (identity and token stay ours); an
+        # idempotent replay answering an older projection changes nothing.
+        if answer is not None and answer.version >= entry.lease_version:
+            lease = dict(lease, **{k: answer.lease[k] for k in _LEASE_UPDATES if k in answer.lease})
+        merged = dict(entry.execution or {}, **(execution or {}))
+        if job.completion is not None and state is EntryState.EXITED:
+            merged["completion"] = job.completion.to_doc()
+        updated = dataclasses.replace(entry, lease=lease, state=state.value,
+                                      execution=merged or None)  # fmt: skip
+        self._journal.advance(updated)
+        job.entry = updated
+
+    def _offer_dir(self, job: Job) -> str:
+        path = os.path.join(self._work_dir, job.offer_id)
+        _private_dir(path)
+        return path
+
+    def _write_result(self, job: Job, result: dict[str, Any]) -> None:
+        path = os.path.join(self._work_dir, job.offer_id)
+        if not os.path.isdir(path):
+            return
+        # Diagnostics only (not fsynced): the lease state lives in the database.
+        doc = dict(result, **job.fields(), finishedAtMs=self._clock())
+        with contextlib.suppress(OSError):
+            shutil.rmtree(os.path.join(path, SCRATCH_NAME), ignore_errors=True)
+            fd = os.open(os.path.join(path, RESULT_NAME),
+                         os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)  # fmt: skip
+            with os.fdopen(fd, "w") as handle:
+                json.dump(doc, handle, sort_keys=True)
+
+    def _prune_work(self) -> None:
+        try:
+            with os.scandir(self._work_dir) as entries:
+                dirs = [e for e in entries if e.is_dir(follow_symlinks=False)
+                        and e.name not in self._jobs]  # fmt: skip
+            if len(dirs) <= WORK_KEEP:
+                return
+            dirs.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime_ns)
+            for old in dirs[: len(dirs) - WORK_KEEP]:
+                shutil.rmtree(old.path, ignore_errors=True)
+        except OSError:
+            pass  # housekeeping must never stop the executor
+
+
+_LEASE_UPDATES = ("leaseVersion", "expiresAtMs", "updatedAtMs", "state", "startedAtMs")
+
+
+def _private_dir(path: str) -> None:
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise PermissionError(f"work directory is not ours: {os.path.basename(path)}")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)  # ours but too open (umask): tighten, never loosen
