@@ -53,6 +53,7 @@ def _extension_commands(sub: argparse._SubParsersAction) -> None:
         "qinglong.status_cli",
         "qinglong.runtime_cli",
         "qinglong.ops_cli",
+        "qinglong.chaos_cli",
     ):
         try:
             module = importlib.import_module(module_name)

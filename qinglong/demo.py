@@ -149,6 +149,19 @@ def plan_runs(profiles: list[Profile], total: int) -> list[tuple[TaskSpec, int]]
     return [(t, n) for t, n in zip(usable, counts, strict=True) if n > 0]
 
 
+@dataclass(frozen=True)
+class RunFact:
+    task: str
+    worker: str | None  # of the latest lease; None before any
+    score: int | None
+    state: str
+
+
+# Run states as the progress line groups them.
+PHASE = {"queued": "waiting", "dispatching": "offered", "starting": "running",
+         "running": "running", "succeeded": "done", "failed": "done", "cancelled": "done"}
+
+
 # --------------------------------------------------------------- processes
 
 
@@ -283,6 +296,7 @@ class Demo:
     schedule: list[tuple[float, str, int, int]] = field(default_factory=list)
     enqueue_start: float = 0.0
     enqueued: int = 0
+    run_ids: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.monotonic)
     database: str = field(default_factory=lambda: f"{DATABASE}_{os.getpid()}")
@@ -494,22 +508,38 @@ class Demo:
         self.schedule = [item for item in self.schedule if item[0] > now]
         with control_plane.connect(self.admin_dsn) as conn:
             for _, task_id, priority, count in due:
-                control_plane.enqueue_runs(conn, task_id, priority, count)
+                result = control_plane.enqueue_runs(conn, task_id, priority, count)
+                self.run_ids += [str(r) for r in result.get("runIds", [])]
                 self.enqueued += count
 
     # -- progress ------------------------------------------------------------
 
-    def offers(self) -> list[tuple[WorkerView, dict[str, Any]]]:
-        """Offers in the workers' inboxes (read-only; tokens are never printed)."""
-        found: list[tuple[WorkerView, dict[str, Any]]] = []
-        for view in self.views:
-            for path in view.inbox():
-                with contextlib.suppress(OSError, ValueError):
-                    entry = json.loads(path.read_text(encoding="utf-8"))
-                    offer = entry.get("offer", entry) if isinstance(entry, dict) else {}
-                    if isinstance(offer, dict) and offer.get("candidate"):
-                        found.append((view, offer))
-        return found
+    def inbox_counts(self) -> Counter[str]:
+        """Offers sitting in each worker's inbox (validated and fsynced by it)."""
+        return Counter({view.name: len(view.inbox()) for view in self.views})
+
+    def run_facts(self) -> list[RunFact]:
+        """This demo's runs with the worker and score of their latest lease.
+
+        A superuser read of ql_private (the demo's DSN is one): the summary needs
+        per-run detail no API function returns, and inboxes empty out once an
+        executor completes the runs.
+        """
+        import psycopg
+
+        if not self.run_ids:
+            return []
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT t.name, w.name, l.placement_score, r.state"
+                "  FROM ql_private.runs r JOIN ql_private.tasks t ON t.id = r.task_id"
+                "  LEFT JOIN LATERAL (SELECT x.worker_id, x.placement_score"
+                "                       FROM ql_private.run_leases x WHERE x.run_id = r.id"
+                "                      ORDER BY x.id DESC LIMIT 1) l ON true"
+                "  LEFT JOIN ql_private.workers w ON w.id = l.worker_id"
+                " WHERE r.id = ANY(%s::uuid[])", (self.run_ids,),
+            ).fetchall()
+        return [RunFact(task, worker, score, state) for task, worker, score, state in rows]
 
     def pull_metrics(self) -> dict[str, int]:
         try:
@@ -531,32 +561,21 @@ class Demo:
             return fetch_snapshot(self.admin_dsn)
         return {}
 
-    def finished_runs(self) -> int:
-        """With an executor: runs of this demo in a final state (superuser read)."""
-        import psycopg
-
-        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM ql_private.runs r JOIN ql_private.projects p"
-                " ON p.id = r.project_id WHERE p.name = %s"
-                " AND r.state IN ('succeeded', 'failed', 'cancelled')", (PROJECT,)
-            ).fetchone()
-        return int(row[0]) if row else 0
-
     def progress_lines(self) -> tuple[list[str], bool]:
-        snap = self.snapshot()
-        offers = self.offers()
-        per_worker = Counter(view.name for view, _ in offers)
-        queue = snap.get("queue", {})
+        facts = self.run_facts()
+        phases = Counter(PHASE.get(f.state, f.state) for f in facts)
+        per_worker = Counter(f.worker for f in facts if f.worker is not None)
+        inbox = self.inbox_counts()
         metrics = self.pull_metrics()
-        done_runs = self.finished_runs() if self.execute else 0
-        complete = (done_runs >= self.runs) if self.execute else len(offers) >= self.runs
+        if self.execute:
+            complete = phases["done"] >= self.runs
+        else:  # offered = durable in a worker's inbox, not only leased in the database
+            complete = sum(inbox.values()) >= self.runs
         elapsed = time.monotonic() - self.started_at
         head = (f"[{elapsed:5.1f}s] enqueued {self.enqueued}/{self.runs}"
-                f"  waiting {queue.get('waiting', '?')}"
-                f"  offered {len(offers)}")
+                f"  waiting {phases['waiting']}  offered {phases['offered']}")
         if self.execute:
-            head += f"  done {done_runs}"
+            head += f"  running {phases['running']}  done {phases['done']}"
         head += (f"  | pulls: offered {metrics.get('offered', 0)}"
                  f" idle {metrics.get('idle', 0)}"
                  f" recovered {metrics.get('idempotent', 0)}"
@@ -568,8 +587,8 @@ class Demo:
                 if view.child else "not started"
             idle = f"idle: {view.idle_reason}" if view.idle_reason else ""
             error = f"error: {view.last_error}" if view.last_error else ""
-            lines.append(f"    {view.name:<9} offers {per_worker[view.name]:>3}  {state:<9}"
-                         f" {idle} {error}".rstrip())
+            lines.append(f"    {view.name:<9} runs {per_worker[view.name]:>3}"
+                         f"  inbox {inbox[view.name]:>3}  {state:<9} {idle} {error}".rstrip())
         return lines, complete
 
     def watch(self) -> bool:
@@ -609,14 +628,15 @@ class Demo:
     def summary(self, complete: bool) -> str:
         from qinglong.status_cli import table
 
-        offers = self.offers()
+        facts = self.run_facts()
         names = [v.name for v in self.views]
         by_task: dict[str, Counter[str]] = {t.name: Counter() for t, _ in self.planned}
         scores: dict[str, list[int]] = {t.name: [] for t, _ in self.planned}
-        for view, offer in offers:
-            task = self.task_names.get(str(offer["candidate"].get("taskId")), "?")
-            by_task.setdefault(task, Counter())[view.name] += 1
-            scores.setdefault(task, []).append(int(offer.get("placementScore", 0)))
+        for fact in facts:
+            if fact.worker is None:
+                continue
+            by_task.setdefault(fact.task, Counter())[fact.worker] += 1
+            scores.setdefault(fact.task, []).append(int(fact.score or 0))
         rows = []
         for task, count in self.planned:
             got = by_task.get(task.name, Counter())
@@ -628,7 +648,8 @@ class Demo:
                      *[str(sum(by_task[t][n] for t in by_task)) for n in names], "", ""])
         metrics = self.pull_metrics()
         elapsed = time.monotonic() - self.started_at
-        lines = ["", "Summary: offers per task and worker (from the workers' inboxes)"]
+        states = Counter(f.state for f in facts)
+        lines = ["", "Summary: runs per task and the worker that took them (latest lease)"]
         lines += table(["task", "prio", "runs", *names, "score", "placement"], rows)
         lines.append("")
         for view in self.views:
@@ -637,6 +658,7 @@ class Demo:
             idle = f"; last idle reason {view.idle_reason}" if view.idle_reason else ""
             lines.append(f"  {view.name:<9} {caps} {runtimes}{idle}")
         lines.append("")
+        lines.append("  run states: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
         lines.append(f"  pulls answered by the ingress: {json.dumps(metrics, sort_keys=True)}"
                      " ('idempotent' = an offer recovered by a retried pull, never a 2nd lease)")
         verdict = "every run offered" if not self.execute else "every run done"

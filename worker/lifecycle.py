@@ -307,7 +307,7 @@ class Lifecycle:
     # -- the work -------------------------------------------------------------
 
     def tick(self) -> None:
-        for job in sorted(self._jobs.values(), key=lambda j: j.entry.accepted_at_ms):
+        for job in sorted(self._jobs.values(), key=lambda j: (j.entry.accepted_at_ms, j.offer_id)):
             if job.offer_id in self._jobs:
                 self._step(job)
 
@@ -511,12 +511,10 @@ class Lifecycle:
         return path
 
     def _write_result(self, job: Job, result: dict[str, Any]) -> None:
-        path = os.path.join(self._work_dir, job.offer_id)
-        if not os.path.isdir(path):
-            return
         # Diagnostics only (not fsynced): the lease state lives in the database.
         doc = dict(result, **job.fields(), finishedAtMs=self._clock())
         with contextlib.suppress(OSError):
+            path = self._offer_dir(job)
             shutil.rmtree(os.path.join(path, SCRATCH_NAME), ignore_errors=True)
             fd = os.open(os.path.join(path, RESULT_NAME),
                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)  # fmt: skip

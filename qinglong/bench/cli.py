@@ -49,7 +49,8 @@ def _clean(value: Any) -> Any:
 def _section(command: str, machine: dict[str, Any], settings: dict[str, str],
              load_after: str, tables: list[Table], note: str) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    lines = [f"## {stamp} — `{command}`", ""]
+    lines = [f"## {stamp} — {'quick' if '--quick' in command else 'full'} run", "",
+             f"Command: `{command}`", ""]
     lines.append(
         f"Machine: {machine.get('nproc')} CPUs (nproc), {machine.get('ramGiB')} GiB RAM, "
         f"{machine.get('cpu', 'unknown CPU')}, {machine.get('arch')}, Linux "

@@ -32,6 +32,9 @@ HISTORY_FILE = "history.jsonl"
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 NEMESIS = "nemesis"
 CLIENT = "client"
+# Nemesis ops that are faults (the others record restarts, the heal, ...).
+FAULT_KINDS = ("kill_ingress", "kill_worker", "pg_restart", "drop_response", "latency_spike",
+               "crash_point")
 
 # Worker event -> (op type, value). Every one of these carries `offerId`.
 _CLAIM_EVENTS: dict[str, tuple[str, str]] = {
@@ -45,7 +48,7 @@ _CLAIM_EVENTS: dict[str, tuple[str, str]] = {
     "session.resumed": (INFO, "resumed"),
 }
 
-__all__ = ["HISTORY_FILE", "HistoryWriter", "Op", "build_history", "read_history",
+__all__ = ["FAULT_KINDS", "HISTORY_FILE", "HistoryWriter", "Op", "build_history", "read_history",
            "worker_log_ops"]  # fmt: skip
 
 

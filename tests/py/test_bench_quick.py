@@ -60,7 +60,8 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
 
     text = report.read_text()
     assert text.count("\n## ") == 1
-    assert "qinglong bench sql idle depth e2e edge --quick" in text
+    assert "Command: `qinglong bench sql idle depth e2e edge --quick" in text
+    assert "— quick run" in text
     assert "Machine: " in text and "PostgreSQL 15" in text and "Load average before" in text
     for title in ("**sql:", "**idle:", "**depth:", "**edge:", "**e2e"):
         assert title in text

@@ -1,0 +1,497 @@
+"""Offline checker of a soak: history + database snapshot + worker journals.
+
+Inputs in HISTORY_DIR (all written by `qinglong chaos soak`, see soak.py):
+
+    manifest.json      workers {name: {workerId, journal}}, run parameters
+    history.jsonl      the ops (qinglong/chaos/history.py)
+    snapshot.json      final database snapshot, taken after the workers stopped
+    heal.json          the heal-time cut: a database snapshot taken while the
+                       workers were frozen (SIGSTOP) after faults healed, and the
+                       inbox/pending offer ids of every journal at that moment
+    journals/<name>/   the workers' journal roots, as they were left
+
+Anomaly classes (docs/RELIABILITY.md):
+
+a  lease_overlap       two leases of one attempt live at the same time: the
+                       intervals [claimed_at, min(released_at, expires_at)) of
+                       one attempt must be disjoint, and at most one is unreleased
+b  duplicate_claim     an intent (offer id) with more than one lease, a lease
+                       without exactly one matching `run.dispatched` event, an
+                       event without its lease, an offer id used by two workers
+                       or accepted for two runs
+c  replay_mismatch     an inbox entry that differs from what the database would
+                       replay for its offer id (offer view digest, token digest,
+                       lease version, owner), an inbox offer the database does not
+                       know, or a worker refusing a replay as a different offer
+d  lost_run            at the heal-time cut a run that is not done, not held by a
+                       live lease that is in its worker's inbox (or is the offer
+                       that worker has in flight), and not claimable; or an
+                       enqueued run missing from the database
+e  unresolved_intent   an intent without an outcome that is not resolved by the
+                       final state (lease <=> inbox entry), or an outcome that
+                       contradicts it (idle but a lease exists); an intent still
+                       pending must match its lease's fence and token
+f  journal_invalid     unsafe modes (root/dirs 0700, files 0600), leftover
+                       `.tmp-*` files, unparseable entries, and a lease whose
+                       intent was cleared without a durable inbox entry or a
+                       recorded failure (accepted but missing from the inbox)
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qinglong.chaos.history import (
+    CLIENT,
+    FAIL,
+    FAULT_KINDS,
+    INVOKE,
+    NEMESIS,
+    OK,
+    Op,
+    read_history,
+)
+from qinglong.chaos.snapshot import SNAPSHOT_FILE, JournalView, read_journal
+
+MANIFEST_FILE = "manifest.json"
+HEAL_FILE = "heal.json"
+RESULT_FILE = "soak.json"
+
+CLASSES: dict[str, str] = {
+    "a": "lease_overlap",
+    "b": "duplicate_claim",
+    "c": "replay_mismatch",
+    "d": "lost_run",
+    "e": "unresolved_intent",
+    "f": "journal_invalid",
+}
+DONE_STATES = frozenset({"succeeded", "failed", "cancelled"})
+# Lease releases after which a worker may legitimately have dropped its entry.
+TERMINAL_RELEASES = frozenset({"completed", "start_failed", "cancelled", "lost"})
+# A worker refusing an answer to its own intent for one of these reasons means the
+# server answered a replay with something other than the very same offer.
+IDENTITY_REJECTIONS = frozenset({
+    "OfferConflict", "LeaseVersionRegression", "offer_id_mismatch", "target_mismatch",
+    "ids_not_closed", "digest_mismatch", "lease_invalid", "not_offered",
+})  # fmt: skip
+IDENTITY_CONFLICTS = frozenset({"token_mismatch", "offer_foreign", "revision_drift"})
+DETAIL_LIMIT = 20  # details kept per class in the report
+
+__all__ = ["CLASSES", "Anomaly", "Inputs", "Report", "check", "check_dir", "load_inputs"]
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    cls: str  # a key of CLASSES
+    detail: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.cls}_{CLASSES[self.cls]}"
+
+
+@dataclass
+class Report:
+    anomalies: list[Anomaly]
+    counts: dict[str, int]
+    faults: dict[str, int]
+    pulls: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.anomalies
+
+    def by_class(self) -> dict[str, int]:
+        found = Counter(a.name for a in self.anomalies)
+        return {f"{k}_{v}": found.get(f"{k}_{v}", 0) for k, v in CLASSES.items()}
+
+    def to_doc(self) -> dict[str, Any]:
+        details: dict[str, list[str]] = defaultdict(list)
+        for anomaly in self.anomalies:
+            if len(details[anomaly.name]) < DETAIL_LIMIT:
+                details[anomaly.name].append(anomaly.detail)
+        return {"ok": self.ok, "anomalies": self.by_class(), "details": dict(details),
+                "counts": self.counts, "faults": self.faults, "pulls": self.pulls}  # fmt: skip
+
+
+@dataclass
+class Inputs:
+    manifest: dict[str, Any]
+    ops: list[Op]
+    snapshot: dict[str, Any]
+    journals: dict[str, JournalView]
+    heal: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_inputs(history_dir: Path) -> Inputs:
+    manifest = _read_json(history_dir / MANIFEST_FILE)
+    journals: dict[str, JournalView] = {}
+    for name, worker in manifest["workers"].items():
+        root = Path(worker["journal"])
+        journals[name] = read_journal(root if root.is_absolute() else history_dir / root)
+    heal_path, result_path = history_dir / HEAL_FILE, history_dir / RESULT_FILE
+    return Inputs(
+        manifest=manifest,
+        ops=read_history(history_dir),
+        snapshot=_read_json(history_dir / SNAPSHOT_FILE),
+        journals=journals,
+        heal=_read_json(heal_path) if heal_path.exists() else None,
+        result=_read_json(result_path) if result_path.exists() else None,
+    )
+
+
+# ------------------------------------------------------------------ indexes
+
+
+@dataclass
+class Claim:
+    """Everything the history says about one intent of one worker."""
+
+    process: str
+    offer_id: str
+    ops: list[Op] = field(default_factory=list)
+
+    def values(self, kind: str) -> list[Op]:
+        return [op for op in self.ops if op.type == kind]
+
+    @property
+    def settled(self) -> bool:
+        return any(op.type in (OK, FAIL) for op in self.ops)
+
+    @property
+    def accepted(self) -> list[Op]:
+        return [op for op in self.ops if op.type == OK and op.value == "accepted"]
+
+    @property
+    def idle(self) -> bool:
+        return any(op.type == OK and op.value == "idle" for op in self.ops)
+
+
+@dataclass
+class Facts:
+    inputs: Inputs
+    leases_by_offer: dict[str, list[dict[str, Any]]]
+    leases_by_attempt: dict[str, list[dict[str, Any]]]
+    dispatched_by_offer: dict[str, list[dict[str, Any]]]
+    claims: dict[tuple[str, str], Claim]
+    worker_names: dict[str, str]  # workerId -> process name
+
+    @classmethod
+    def build(cls, inputs: Inputs) -> Facts:
+        by_offer: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        by_attempt: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for lease in inputs.snapshot["leases"]:
+            by_offer[lease["offerId"]].append(lease)
+            by_attempt[lease["attemptId"]].append(lease)
+        dispatched: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for event in inputs.snapshot["dispatched"]:
+            dispatched[str(event["offerId"])].append(event)
+        claims: dict[tuple[str, str], Claim] = {}
+        for op in inputs.ops:
+            if op.f == "claim" and op.offer_id is not None:
+                key = (op.process, op.offer_id)
+                claims.setdefault(key, Claim(*key)).ops.append(op)
+        names = {w["workerId"]: name for name, w in inputs.manifest["workers"].items()}
+        return cls(inputs, by_offer, by_attempt, dispatched, claims, names)
+
+    def lease(self, offer_id: str) -> dict[str, Any] | None:
+        found = self.leases_by_offer.get(offer_id)
+        return found[0] if found else None
+
+    def claim(self, process: str, offer_id: str) -> Claim | None:
+        return self.claims.get((process, offer_id))
+
+
+# ------------------------------------------------------------------ (a)
+
+
+def check_lease_overlap(facts: Facts) -> Iterable[Anomaly]:
+    for attempt_id, leases in facts.leases_by_attempt.items():
+        live = [lease for lease in leases if lease["releasedAtUs"] is None]
+        if len(live) > 1:
+            yield Anomaly("a", f"attempt {attempt_id}: {len(live)} unreleased leases "
+                               f"({', '.join(lease['offerId'] for lease in live)})")
+        ordered = sorted(leases, key=lambda lease: lease["claimedAtUs"])
+        end, holder = None, None
+        for lease in ordered:
+            if end is not None and lease["claimedAtUs"] < end:
+                yield Anomaly("a", f"attempt {attempt_id}: lease {lease['offerId']} claimed "
+                                   f"{end - lease['claimedAtUs']} us before lease {holder} "
+                                   "ended")
+            lease_end = _lease_end(lease)
+            if end is None or lease_end > end:
+                end, holder = lease_end, lease["offerId"]
+
+
+def _lease_end(lease: dict[str, Any]) -> int:
+    released = lease["releasedAtUs"]
+    return lease["expiresAtUs"] if released is None else min(released, lease["expiresAtUs"])
+
+
+# ------------------------------------------------------------------ (b)
+
+
+def check_duplicate_claims(facts: Facts) -> Iterable[Anomaly]:
+    for offer_id, leases in facts.leases_by_offer.items():
+        if len(leases) > 1:
+            yield Anomaly("b", f"offer {offer_id}: {len(leases)} leases")
+        events = facts.dispatched_by_offer.get(offer_id, [])
+        if len(events) != 1:
+            yield Anomaly("b", f"offer {offer_id}: {len(events)} run.dispatched events")
+        lease = leases[0]
+        for event in events:
+            if (event["runId"], event["attemptId"], event["workerId"]) != (
+                    lease["runId"], lease["attemptId"], lease["workerId"]):
+                yield Anomaly("b", f"offer {offer_id}: run.dispatched names another "
+                                   "run/attempt/worker than its lease")
+    for offer_id in facts.dispatched_by_offer.keys() - facts.leases_by_offer.keys():
+        yield Anomaly("b", f"offer {offer_id}: run.dispatched without a lease")
+    yield from _offers_shared(facts)
+    yield from _accepted_runs(facts)
+
+
+def _offers_shared(facts: Facts) -> Iterable[Anomaly]:
+    owners: dict[str, set[str]] = defaultdict(set)
+    for process, offer_id in facts.claims:
+        owners[offer_id].add(process)
+    for name, view in facts.inputs.journals.items():
+        for offer_id in (*view.inbox, *view.failed):
+            owners[offer_id].add(name)
+    for offer_id, processes in owners.items():
+        if len(processes) > 1:
+            yield Anomaly("b", f"offer {offer_id}: used by {sorted(processes)}")
+
+
+def _accepted_runs(facts: Facts) -> Iterable[Anomaly]:
+    for claim in facts.claims.values():
+        runs = {op.run_id for op in claim.accepted}
+        lease = facts.lease(claim.offer_id)
+        if len(runs) > 1:
+            yield Anomaly("b", f"offer {claim.offer_id}: accepted for runs {sorted(runs)}")
+        if runs and lease is None:
+            yield Anomaly("b", f"offer {claim.offer_id}: accepted but no lease exists")
+        elif runs and lease is not None and runs != {lease["runId"]}:
+            yield Anomaly("b", f"offer {claim.offer_id}: accepted for another run than leased")
+
+
+# ------------------------------------------------------------------ (c)
+
+
+def check_replays(facts: Facts) -> Iterable[Anomaly]:
+    workers = facts.inputs.manifest["workers"]
+    for name, view in facts.inputs.journals.items():
+        for offer_id, entry in view.inbox.items():
+            lease = facts.lease(offer_id)
+            if lease is None:
+                yield Anomaly("c", f"{name}: inbox offer {offer_id} unknown to the database")
+                continue
+            yield from _entry_vs_lease(name, offer_id, entry, lease, workers[name]["workerId"])
+    for claim in facts.claims.values():
+        for op in claim.values(FAIL):
+            if (op.value == "rejected" and op.reason in IDENTITY_REJECTIONS) or (
+                    op.value == "conflict" and op.reason in IDENTITY_CONFLICTS):
+                yield Anomaly("c", f"{claim.process}: offer {claim.offer_id} answered with a "
+                                   f"different offer ({op.value}: {op.reason})")
+
+
+def _entry_vs_lease(name: str, offer_id: str, entry: dict[str, Any], lease: dict[str, Any],
+                    worker_id: str) -> Iterable[Anomaly]:  # fmt: skip
+    where = f"{name}: inbox offer {offer_id}"
+    if lease["workerId"] != worker_id:
+        yield Anomaly("c", f"{where}: leased to another worker")
+    if entry["offerDigest"] != lease["offerDigest"]:
+        fields = [k for k in ("runId", "attemptId", "sessionId", "leaseGeneration",
+                              "contentDigest") if entry.get(k) != _lease_field(lease, k)]
+        yield Anomaly("c", f"{where}: stored offer differs from the database's replay"
+                           f" (differs: {', '.join(fields) or 'offer body'})")
+    if entry["tokenDigest"] != lease["tokenDigest"]:
+        yield Anomaly("c", f"{where}: stored lease token does not hash to the lease's digest")
+    version = entry.get("leaseVersion")
+    if not isinstance(version, int) or version > lease["leaseVersion"]:
+        yield Anomaly("c", f"{where}: lease version {version} ahead of the database's "
+                           f"{lease['leaseVersion']}")
+
+
+def _lease_field(lease: dict[str, Any], key: str) -> Any:
+    return lease.get("sessionGeneration") if key == "generation" else lease.get(key)
+
+
+# ------------------------------------------------------------------ (d)
+
+
+def check_lost_runs(facts: Facts, states: Counter[str]) -> Iterable[Anomaly]:
+    heal = facts.inputs.heal
+    if heal is not None:
+        snapshot, held = heal["snapshot"], _held_offers(facts, heal["journals"])
+    else:  # no heal cut recorded: judge the final state instead
+        snapshot = facts.inputs.snapshot
+        held = _held_offers(facts, {n: v.ids() for n, v in facts.inputs.journals.items()})
+    yield from _runs_at(snapshot, held, states)
+    known = {r["id"] for r in facts.inputs.snapshot["runs"]}
+    for op in facts.inputs.ops:
+        if op.process == CLIENT and op.f == "enqueue" and op.type == OK:
+            for run_id in op.extra.get("runIds", []):
+                if run_id not in known:
+                    yield Anomaly("d", f"run {run_id}: enqueued, missing from the database")
+
+
+def _held_offers(facts: Facts, journals: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    """workerId -> offer ids its journal held (inbox, or the intent in flight)."""
+    held: dict[str, set[str]] = {}
+    for name, ids in journals.items():
+        worker_id = facts.inputs.manifest["workers"][name]["workerId"]
+        offers = set(ids["inbox"])
+        if ids.get("pending"):
+            offers.add(ids["pending"])
+        held[worker_id] = offers
+    return held
+
+
+def _runs_at(snapshot: dict[str, Any], held: dict[str, set[str]],
+             states: Counter[str]) -> Iterable[Anomaly]:  # fmt: skip
+    now = snapshot["takenAtUs"]
+    attempts = {a["id"]: a for a in snapshot["attempts"]}
+    live: dict[str, dict[str, Any]] = {}
+    for lease in snapshot["leases"]:
+        if lease["releasedAtUs"] is None and (
+                lease["startedAtUs"] is not None or lease["expiresAtUs"] > now):
+            live[lease["attemptId"]] = lease
+    for run in snapshot["runs"]:
+        verdict = _run_verdict(run, attempts.get(run["currentAttemptId"]), live, held)
+        states[verdict] += 1
+        if verdict == "lost":
+            yield Anomaly("d", f"run {run['id']}: state {run['state']}, attempt "
+                               f"{(attempts.get(run['currentAttemptId']) or {}).get('state')}, "
+                               "neither done, held nor claimable")
+        elif verdict == "orphaned":
+            lease = live[run["currentAttemptId"]]
+            yield Anomaly("d", f"run {run['id']}: live lease {lease['offerId']} is in no "
+                               "inbox and in flight nowhere")
+
+
+def _run_verdict(run: dict[str, Any], attempt: dict[str, Any] | None,
+                 live: dict[str, dict[str, Any]], held: dict[str, set[str]]) -> str:  # fmt: skip
+    if run["state"] in DONE_STATES:
+        return "done"
+    lease = live.get(run["currentAttemptId"])
+    if lease is not None:
+        return "held" if lease["offerId"] in held.get(lease["workerId"], set()) else "orphaned"
+    claimable = (run["state"] in ("queued", "dispatching") and run["runtimeOwned"]
+                 and attempt is not None and attempt["state"] == "claimed")  # fmt: skip
+    return "claimable" if claimable else "lost"
+
+
+# ------------------------------------------------------------------ (e)
+
+
+def check_indeterminate(facts: Facts, counts: Counter[str]) -> Iterable[Anomaly]:
+    for claim in facts.claims.values():
+        view = facts.inputs.journals.get(claim.process)
+        lease = facts.lease(claim.offer_id)
+        if claim.idle and lease is not None:
+            yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} answered idle but "
+                               "a lease exists")
+        if claim.settled or view is None:
+            continue
+        counts["indeterminate"] += 1
+        if view.pending is not None and view.pending.get("offerId") == claim.offer_id:
+            counts["pendingAtEnd"] += 1
+            yield from _pending_vs_lease(claim, view.pending, lease, facts)
+        elif lease is not None and claim.offer_id not in view.inbox:
+            yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} without outcome "
+                               "has a lease but no inbox entry")
+
+
+def _pending_vs_lease(claim: Claim, pending: dict[str, Any], lease: dict[str, Any] | None,
+                      facts: Facts) -> Iterable[Anomaly]:  # fmt: skip
+    if lease is None:
+        return
+    mine = facts.worker_names.get(lease["workerId"]) == claim.process
+    fence = (lease["sessionId"], lease["sessionGeneration"], lease["tokenDigest"])
+    if not mine or fence != (pending["sessionId"], pending["generation"],
+                             pending["tokenDigest"]):
+        yield Anomaly("e", f"{claim.process}: pending offer {claim.offer_id} does not match "
+                           "its lease's session/token")
+
+
+# ------------------------------------------------------------------ (f)
+
+
+def check_journals(facts: Facts) -> Iterable[Anomaly]:
+    for name, view in facts.inputs.journals.items():
+        for problem in view.problems:
+            yield Anomaly("f", f"{name}: {problem}")
+    for offer_id, leases in facts.leases_by_offer.items():
+        lease = leases[0]
+        name = facts.worker_names.get(lease["workerId"])
+        view = facts.inputs.journals.get(name or "")
+        if name is None or view is None or offer_id in view.inbox:
+            continue
+        if view.pending is not None and view.pending.get("offerId") == offer_id:
+            continue
+        claim = facts.claim(name, offer_id)
+        if offer_id in view.failed or (claim is not None and claim.values(FAIL)):
+            continue
+        if claim is not None and claim.accepted:
+            if lease["releaseReason"] not in TERMINAL_RELEASES:
+                yield Anomaly("f", f"{name}: accepted offer {offer_id} is missing from the "
+                                   "inbox while its lease exists")
+        elif claim is None:
+            yield Anomaly("f", f"{name}: lease {offer_id} has no inbox entry, no pending "
+                               "intent and no recorded failure")
+
+
+# ------------------------------------------------------------------ report
+
+
+def _faults(ops: list[Op]) -> dict[str, int]:
+    found = Counter(op.f for op in ops if op.process == NEMESIS and op.f in FAULT_KINDS)
+    return {kind: found.get(kind, 0) for kind in FAULT_KINDS}
+
+
+def check(inputs: Inputs) -> Report:
+    facts = Facts.build(inputs)
+    counts: Counter[str] = Counter()
+    runs: Counter[str] = Counter()
+    anomalies: list[Anomaly] = []
+    checks: list[Callable[[], Iterable[Anomaly]]] = [
+        lambda: check_lease_overlap(facts),
+        lambda: check_duplicate_claims(facts),
+        lambda: check_replays(facts),
+        lambda: check_lost_runs(facts, runs),
+        lambda: check_indeterminate(facts, counts),
+        lambda: check_journals(facts),
+    ]
+    for run_check in checks:
+        anomalies.extend(run_check())
+    snapshot = inputs.snapshot
+    counts.update({
+        "historyOps": len(inputs.ops),
+        "claims": len(facts.claims),
+        "claimsAccepted": sum(1 for c in facts.claims.values() if c.accepted),
+        "claimsFailed": sum(1 for c in facts.claims.values() if c.values(FAIL)),
+        "invokes": sum(1 for op in inputs.ops if op.type == INVOKE),
+        "leases": len(snapshot["leases"]),
+        "dispatchedEvents": len(snapshot["dispatched"]),
+        "leasedAttempts": len(facts.leases_by_attempt),
+        "runs": len(snapshot["runs"]),
+        "inboxEntries": sum(len(v.inbox) for v in inputs.journals.values()),
+        "journals": len(inputs.journals),
+    })
+    counts.update({f"runs{k.capitalize()}AtHeal": v for k, v in runs.items()})
+    pulls = inputs.result.get("pulls") if inputs.result else None
+    return Report(anomalies, dict(counts), _faults(inputs.ops), pulls)
+
+
+def check_dir(history_dir: Path) -> Report:
+    return check(load_inputs(history_dir))

@@ -1,0 +1,679 @@
+"""The chaos soak (docs/RELIABILITY.md): real processes on loopback, faults, a check.
+
+Phases:
+
+1. setup — a private PostgreSQL (migrated, login roles), dev CA + server cert,
+   N worker identities, one task whose lease TTL is short; 3 ingress processes,
+   the chaos proxy in front of them, `qinglong runtime sweep --every 1s`, the
+   initial runs, then the workers (`qinglong worker run --config`, slots 2).
+2. faults — until the plan's duration has passed *and* enough pulls happened
+   (bounded by a hard cap): SIGKILL a random ingress / worker on their periods
+   and restart it, `pg_ctl restart -m immediate` spread evenly, response drops
+   at the proxy throughout, 2 s latency spikes; meanwhile runs are enqueued and
+   a few cancelled, as a client would.
+3. heal — faults off, everything restarted, workers + sweeper run for the lease
+   TTL + 5 s.
+4. heal cut — all workers frozen (SIGSTOP), a database snapshot, then every
+   journal's inbox/pending offer ids (a frozen worker cannot change its journal,
+   so every lease in the snapshot is either in its worker's inbox, its intent in
+   flight, or abandoned), then SIGCONT.
+5. stop — workers drained with SIGTERM, the final database snapshot, then
+   everything else stopped; history built from the worker logs and our records;
+   the checker runs.
+
+Pulls are counted from each ingress's `qinglong_ingress_pull_results_total`
+(admin /metrics), scraped every second with counter resets (restarts) handled;
+what a killed ingress counted after its last scrape is lost, so the figure is a
+lower bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import re
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qinglong.chaos import env as soak_env
+from qinglong.chaos.checker import HEAL_FILE, MANIFEST_FILE, RESULT_FILE, Report, check_dir
+from qinglong.chaos.history import (
+    CLIENT,
+    FAIL,
+    INFO,
+    INVOKE,
+    NEMESIS,
+    OK,
+    HistoryWriter,
+    Op,
+    build_history,
+)
+from qinglong.chaos.procs import Child, Supervisor
+from qinglong.chaos.proxy import ChaosProxy
+from qinglong.chaos.snapshot import SNAPSHOT_FILE, read_journal, take_db_snapshot, write_json
+
+QL = [sys.executable, "-m", "qinglong"]
+CRASH_ENV = "QL_WORKER_CRASH_AT"  # worker/faults.py
+CRASH_POINTS = ("after_pull_response", "after_inbox_write", "before_send")
+RECORDS = ("nemesis.jsonl", "observed.jsonl")
+CHECK_FILE = "check.json"
+_PULLS = re.compile(r'^qinglong_ingress_pull_results_total\{result="([a-z_]+)"\} ([0-9.e+]+)$')
+READY_TIMEOUT_S = 90.0
+TICK_S = 0.2
+
+__all__ = ["LONG", "PLANS", "SHORT", "Soak", "SoakPlan"]
+
+
+@dataclass(frozen=True)
+class SoakPlan:
+    name: str
+    min_pulls: int
+    duration_s: float  # fault phase lasts at least this long ...
+    max_duration_s: float  # ... and at most this long, even if pulls fall short
+    workers: int = 12
+    ingresses: int = 3
+    slots: int = 2
+    lease_ttl_s: int = 5
+    ingress_kill_every_s: float = 20.0
+    ingress_down_s: float = 1.0
+    worker_kill_every_s: float = 10.0
+    # Down time of a killed worker, uniform in this range: past the lease TTL, its
+    # replayed intent meets an expired lease (a conflict) instead of a replay.
+    worker_down_s: tuple[float, float] = (0.2, 8.0)
+    # Every Nth worker restart is armed with a crash point (worker/faults.py): the
+    # worker SIGKILLs itself at that point of its next claim, inside a crash window.
+    crash_point_every: int = 3
+    pg_restarts: int = 3
+    drop_probability: float = 0.05
+    spike_every_s: float = 25.0
+    spike_length_s: float = 4.0
+    spike_latency_s: float = 2.0
+    initial_runs: int = 40
+    enqueue_every_s: float = 10.0
+    enqueue_batch: int = 6
+    cancel_every_s: float = 20.0
+    seed: int | None = None
+
+
+SHORT = SoakPlan("short", min_pulls=2000, duration_s=140.0, max_duration_s=200.0)
+LONG = SoakPlan("long", min_pulls=20000, duration_s=900.0, max_duration_s=2400.0)
+PLANS = {"short": SHORT, "long": LONG}
+
+
+class SoakError(Exception):
+    """The soak could not run (setup failed, PostgreSQL would not restart, ...)."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# ------------------------------------------------------------------ observers
+
+
+class PullCounter:
+    """Sums pull results over every ingress incarnation, from /metrics scrapes."""
+
+    def __init__(self, admin_ports: dict[str, int], every_s: float = 1.0) -> None:
+        self._ports = admin_ports
+        self._every_s = every_s
+        self._last: dict[str, dict[str, float]] = {name: {} for name in admin_ports}
+        self.by_result: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="pull-counter", daemon=True)
+
+    def start(self) -> PullCounter:
+        self._thread.start()
+        return self
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return int(sum(self.by_result.values()))
+
+    def scrape(self, name: str) -> None:
+        try:
+            url = f"http://127.0.0.1:{self._ports[name]}/metrics"
+            with urllib.request.urlopen(url, timeout=1.0) as response:
+                text = response.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return  # down or restarting
+        current = {m.group(1): float(m.group(2))
+                   for m in map(_PULLS.match, text.splitlines()) if m}  # fmt: skip
+        with self._lock:
+            last = self._last[name]
+            for result, value in current.items():
+                before = last.get(result, 0.0)
+                # A smaller value: the ingress restarted and its counter began again.
+                self.by_result[result] += int(value - before if value >= before else value)
+            self._last[name] = current
+
+    def forget(self, name: str) -> None:
+        """The ingress was killed: its next incarnation counts from zero."""
+        with self._lock:
+            self._last[name] = {}
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._every_s):
+            for name in self._ports:
+                self.scrape(name)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        for name in self._ports:
+            self.scrape(name)
+
+
+class JournalObserver:
+    """Records what the logs cannot show: intents on disk, intents moved aside.
+
+    Read-only and tolerant of races with the live worker (files come and go).
+    """
+
+    def __init__(self, roots: dict[str, Path], writer: HistoryWriter,
+                 every_s: float = 1.0) -> None:  # fmt: skip
+        self._roots = roots
+        self._writer = writer
+        self._every_s = every_s
+        self._seen: set[tuple[str, str, str]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="journal-observer", daemon=True)
+
+    def start(self) -> JournalObserver:
+        self._thread.start()
+        return self
+
+    def observe(self) -> None:
+        for name, root in self._roots.items():
+            self._pending(name, root)
+            self._failed(name, root)
+
+    def _note(self, name: str, kind: str, offer_id: str, op: Op) -> None:
+        if (name, kind, offer_id) not in self._seen:
+            self._seen.add((name, kind, offer_id))
+            self._writer.write(op)
+
+    def _pending(self, name: str, root: Path) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            doc = json.loads((root / "pending-claim.json").read_bytes())
+            offer_id = doc.get("offerId") if isinstance(doc, dict) else None
+            if isinstance(offer_id, str):
+                self._note(name, "pending", offer_id, Op(now_ms(), name, INVOKE, "claim",
+                                                         offer_id=offer_id, src="journal"))
+
+    def _failed(self, name: str, root: Path) -> None:
+        try:
+            names = [p for p in os.listdir(root / "failed-claims") if p.endswith(".json")]
+        except OSError:
+            return
+        for file_name in names:
+            offer_id = file_name.removesuffix(".json")
+            if (name, "failed", offer_id) in self._seen:
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                doc = json.loads((root / "failed-claims" / file_name).read_bytes())
+                reason = str(doc.get("reason")) if isinstance(doc, dict) else None
+                self._note(name, "failed", offer_id, Op(now_ms(), name, FAIL, "claim",
+                                                        offer_id=offer_id, value="moved_aside",
+                                                        reason=reason, src="journal"))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._every_s):
+            self.observe()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.observe()
+
+
+# ------------------------------------------------------------------ the soak
+
+
+@dataclass
+class Schedule:
+    """When each periodic action is next due (monotonic seconds)."""
+
+    ingress_kill: float
+    worker_kill: float
+    spike: float
+    enqueue: float
+    cancel: float
+    pg_restarts: list[float]
+    spike_ends: float | None = None
+    restarts: list[tuple[float, str]] = field(default_factory=list)
+
+
+@dataclass
+class Soak:
+    plan: SoakPlan
+    out: Path
+    say: Callable[[str], None] = print
+    rng: random.Random = field(init=False)
+    sup: Supervisor = field(default_factory=Supervisor)
+    env: soak_env.SoakEnv | None = None
+    proxy: ChaosProxy | None = None
+    pulls: PullCounter | None = None
+    observer: JournalObserver | None = None
+    recorder: HistoryWriter | None = None
+    admin_ports: dict[str, int] = field(default_factory=dict)
+    workers: list[str] = field(default_factory=list)
+    ingresses: list[str] = field(default_factory=list)
+    known_runs: list[str] = field(default_factory=list)
+    unexpected: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    armed: dict[str, str | None] = field(default_factory=dict)  # worker -> crash point
+    worker_env: dict[str, str] = field(default_factory=dict)
+    worker_restarts: int = 0
+    seed: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.seed = self.plan.seed if self.plan.seed is not None else random.randrange(2**32)
+        self.rng = random.Random(self.seed)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.workers = [f"w{i:02d}" for i in range(1, self.plan.workers + 1)]
+        self.ingresses = [f"ingress-{i}" for i in range(1, self.plan.ingresses + 1)]
+        self.worker_env = {k: v for k, v in os.environ.items() if not k.startswith("QL_WORKER_")}
+
+    # -- records ---------------------------------------------------------------
+
+    def log(self, text: str) -> None:
+        self.say(f"[{time.monotonic() - self.started:6.1f}s] {text}")
+
+    def record(self, process: str, kind: str, f: str, **fields: Any) -> None:
+        assert self.recorder is not None
+        extra = fields.pop("extra", {})
+        self.recorder.write(Op(now_ms(), process, kind, f, extra=extra, **fields))
+
+    def fault(self, f: str, value: str | None = None, **extra: Any) -> None:
+        self.record(NEMESIS, INFO, f, value=value, extra=extra)
+
+    # -- setup -----------------------------------------------------------------
+
+    def setup(self) -> None:
+        from qinglong.throwaway_postgres import free_loopback_port
+
+        self.recorder = HistoryWriter(self.out / RECORDS[0])
+        self.env = soak_env.create_env(self.out, self.workers, self.plan.lease_ttl_s)
+        self.log(f"PostgreSQL on 127.0.0.1:{self.env.cluster.port}, migrated; CA, "
+                 f"{len(self.workers)} worker identities; lease TTL {self.plan.lease_ttl_s}s")
+        ports = []
+        for name in self.ingresses:
+            port, admin = free_loopback_port(), free_loopback_port()
+            config = soak_env.ingress_config(self.env, name, port, admin)
+            self.admin_ports[name] = admin
+            ports.append(port)
+            argv = [*QL, "ingress", "serve", "--config", str(config)]
+            self.sup.add(Child(name, argv, self.out / "logs" / f"{name}.log")).start()
+        self._wait_ready(self.ingresses)
+        self.proxy = ChaosProxy(ports, rng=random.Random(self.rng.random()),
+                                on_drop=lambda conn: self.fault("drop_response", str(conn)))
+        self.proxy.start()
+        sweep = [*QL, "runtime", "sweep", "--dsn", self.env.runtime_dsn, "--every", "1s"]
+        self.sup.add(Child("sweeper", sweep, self.out / "logs" / "sweeper.log")).start()
+        self.enqueue(self.plan.initial_runs)
+        self._start_workers(self.proxy.port)
+        self._write_manifest()
+        self.pulls = PullCounter(self.admin_ports).start()
+        roots = {name: self.out / "journals" / name for name in self.workers}
+        observed = HistoryWriter(self.out / RECORDS[1])
+        self.observer = JournalObserver(roots, observed).start()
+        self.log(f"{len(self.ingresses)} ingresses behind proxy :{self.proxy.port}, sweeper, "
+                 f"{len(self.workers)} workers (slots {self.plan.slots})")
+
+    def _start_workers(self, proxy_port: int) -> None:
+        assert self.env is not None
+        for name in self.workers:
+            config = soak_env.worker_config(self.env, name, proxy_port, self.plan.slots)
+            argv = [*QL, "worker", "run", "--config", str(config)]
+            log = self.out / "logs" / f"{name}.log"
+            self.sup.add(Child(name, argv, log, env=dict(self.worker_env))).start()
+
+    def _wait_ready(self, names: list[str]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        waiting = set(names)
+        while waiting:
+            for name in sorted(waiting):
+                child = self.sup.children[name]
+                if not child.alive:
+                    raise SoakError(f"{name} exited at start: {_tail(child.log_path)}")
+                if _ready(self.admin_ports[name]):
+                    waiting.discard(name)
+            if waiting and time.monotonic() > deadline:
+                raise SoakError(f"not ready after {READY_TIMEOUT_S:.0f}s: {sorted(waiting)}")
+            time.sleep(0.2)
+
+    def _write_manifest(self) -> None:
+        assert self.env is not None
+        workers = {name: {"workerId": self.env.workers[name].worker_id,
+                          "journal": f"journals/{name}"} for name in self.workers}  # fmt: skip
+        write_json(self.out / MANIFEST_FILE, {
+            "plan": asdict(self.plan), "seed": self.seed, "workers": workers,
+            "ingresses": self.ingresses, "taskId": self.env.task_id,
+            "startedAtMs": now_ms(),
+        })
+
+    # -- client operations -----------------------------------------------------
+
+    def enqueue(self, count: int) -> None:
+        from service import control_plane
+
+        assert self.env is not None
+        priority = self.rng.randint(0, 3)
+        self.record(CLIENT, INVOKE, "enqueue", extra={"count": count, "priority": priority})
+        try:
+            with control_plane.connect(self.env.dsn) as conn:
+                result = control_plane.enqueue_runs(conn, self.env.task_id, priority, count)
+        except Exception as exc:  # the database may be restarting: an indeterminate op
+            self.record(CLIENT, FAIL, "enqueue", reason=type(exc).__name__)
+            return
+        run_ids = [str(r) for r in result.get("runIds") or []]
+        self.known_runs.extend(run_ids)
+        self.record(CLIENT, OK, "enqueue", extra={"runIds": run_ids})
+
+    def cancel_one(self) -> None:
+        from service import control_plane
+
+        assert self.env is not None
+        if not self.known_runs:
+            return
+        run_id = self.rng.choice(self.known_runs)
+        self.record(CLIENT, INVOKE, "cancel", run_id=run_id)
+        try:
+            with control_plane.connect(self.env.dsn) as conn:
+                result = control_plane.cancel_run(conn, run_id)
+        except Exception as exc:
+            self.record(CLIENT, FAIL, "cancel", run_id=run_id, reason=type(exc).__name__)
+            return
+        self.record(CLIENT, OK, "cancel", run_id=run_id, value=str(result.get("state")))
+
+    # -- faults ----------------------------------------------------------------
+
+    def _alive(self, names: list[str]) -> list[str]:
+        return [n for n in names if self.sup.children[n].alive]
+
+    def kill_random(self, names: list[str], kind: str, down_s: float,
+                    schedule: Schedule) -> None:  # fmt: skip
+        pending = {name for _, name in schedule.restarts}
+        candidates = [n for n in self._alive(names) if n not in pending]
+        if not candidates:
+            return
+        name = self.rng.choice(candidates)
+        child = self.sup.children[name]
+        self.fault(kind, name, pid=child.pid)
+        child.kill()
+        if name in self.admin_ports and self.pulls is not None:
+            self.pulls.forget(name)
+        schedule.restarts.append((time.monotonic() + down_s, name))
+
+    def _worker_down_s(self) -> float:
+        return self.rng.uniform(*self.plan.worker_down_s)
+
+    def _restart(self, name: str, arm: bool) -> None:
+        """Start `name` again; a worker may come back armed with a crash point."""
+        child = self.sup.children[name]
+        if name in self.workers:
+            point = None
+            self.worker_restarts += 1
+            if arm and self.worker_restarts % self.plan.crash_point_every == 0:
+                point = CRASH_POINTS[(self.worker_restarts // self.plan.crash_point_every)
+                                     % len(CRASH_POINTS)]  # fmt: skip
+            child.env = dict(self.worker_env, **({CRASH_ENV: point} if point else {}))
+            self.armed[name] = point
+        child.start()
+        kind = "ingress" if name in self.ingresses else "worker"
+        self.record(NEMESIS, INFO, f"restart_{kind}", value=name,
+                    extra={"crashAt": self.armed.get(name)} if kind == "worker" else {})
+
+    def restart_postgres(self) -> None:
+        assert self.env is not None
+        self.fault("pg_restart", "immediate")
+        began = time.monotonic()
+        try:
+            self.env.restart_postgres()
+        except Exception as exc:
+            raise SoakError(f"pg_ctl restart -m immediate failed: {exc}") from None
+        self.record(NEMESIS, INFO, "pg_restarted", extra={"seconds": time.monotonic() - began})
+
+    def _due_restarts(self, schedule: Schedule, everything: bool = False) -> None:
+        now = time.monotonic()
+        due = [(at, n) for at, n in schedule.restarts if everything or at <= now]
+        schedule.restarts = [(at, n) for at, n in schedule.restarts if (at, n) not in due]
+        for _, name in due:
+            self._restart(name, arm=not everything)
+
+    def revive(self, schedule: Schedule) -> None:
+        """Restart anything that died without us killing it (and say so)."""
+        pending = {name for _, name in schedule.restarts}
+        for name, child in self.sup.children.items():
+            if child.alive or child.expected_exit or name in pending:
+                continue
+            code = child.process.returncode if child.process is not None else None
+            if self.armed.get(name) and code == -signal.SIGKILL:
+                # It killed itself at its crash point, as asked: a fault, not a surprise.
+                self.fault("crash_point", name, point=self.armed[name])
+                self.armed[name] = None
+                child.expected_exit = True
+                schedule.restarts.append((time.monotonic() + self._worker_down_s(), name))
+                continue
+            self.unexpected.append({"process": name, "exitCode": code, "atMs": now_ms()})
+            self.record(NEMESIS, INFO, "unexpected_exit", value=name, extra={"exitCode": code})
+            self.log(f"{name} exited on its own (code {code}); restarting")
+            child.start()
+
+    def _spikes(self, schedule: Schedule, now: float) -> None:
+        assert self.proxy is not None
+        if schedule.spike_ends is not None and now >= schedule.spike_ends:
+            self.proxy.latency_s = 0.0
+            schedule.spike_ends = None
+        if now >= schedule.spike:
+            self.proxy.latency_s = self.plan.spike_latency_s
+            self.fault("latency_spike", f"{self.plan.spike_latency_s}s",
+                       lengthS=self.plan.spike_length_s)  # fmt: skip
+            schedule.spike_ends = now + self.plan.spike_length_s
+            schedule.spike = now + self.plan.spike_every_s
+
+    def _tick(self, schedule: Schedule, now: float) -> None:
+        plan = self.plan
+        self._due_restarts(schedule)
+        self.revive(schedule)
+        if now >= schedule.ingress_kill:
+            self.kill_random(self.ingresses, "kill_ingress", plan.ingress_down_s, schedule)
+            schedule.ingress_kill = now + plan.ingress_kill_every_s
+        if now >= schedule.worker_kill:
+            self.kill_random(self.workers, "kill_worker", self._worker_down_s(), schedule)
+            schedule.worker_kill = now + plan.worker_kill_every_s
+        if schedule.pg_restarts and now >= schedule.pg_restarts[0]:
+            schedule.pg_restarts.pop(0)
+            self.restart_postgres()
+        self._spikes(schedule, now)
+        if now >= schedule.enqueue:
+            self.enqueue(plan.enqueue_batch)
+            schedule.enqueue = now + plan.enqueue_every_s
+        if now >= schedule.cancel:
+            self.cancel_one()
+            schedule.cancel = now + plan.cancel_every_s
+
+    def fault_phase(self) -> Schedule:
+        assert self.proxy is not None and self.pulls is not None
+        plan, t0 = self.plan, time.monotonic()
+        gaps = plan.duration_s / (plan.pg_restarts + 1)
+        schedule = Schedule(
+            ingress_kill=t0 + plan.ingress_kill_every_s, worker_kill=t0 + plan.worker_kill_every_s,
+            spike=t0 + plan.spike_every_s / 2, enqueue=t0 + plan.enqueue_every_s,
+            cancel=t0 + plan.cancel_every_s,
+            pg_restarts=[t0 + gaps * (k + 1) for k in range(plan.pg_restarts)],
+        )  # fmt: skip
+        self.proxy.drop_probability = plan.drop_probability
+        self.log(f"faults on (plan {plan.name}: >= {plan.duration_s:.0f}s and >= "
+                 f"{plan.min_pulls} pulls, at most {plan.max_duration_s:.0f}s)")
+        last_report = t0
+        while True:
+            now = time.monotonic()
+            elapsed = now - t0
+            done = elapsed >= plan.duration_s and not schedule.pg_restarts
+            if (done and self.pulls.total >= plan.min_pulls) or elapsed >= plan.max_duration_s:
+                break
+            self._tick(schedule, now)
+            if now - last_report >= 15:
+                last_report = now
+                self.log(f"pulls {self.pulls.total}, faults {dict(self._fault_counts())}")
+            time.sleep(TICK_S)
+        self.timings["faultPhaseS"] = time.monotonic() - t0
+        return schedule
+
+    def _fault_counts(self) -> Counter[str]:
+        from qinglong.chaos.history import FAULT_KINDS, read_ops
+
+        assert self.recorder is not None
+        ops = read_ops(self.recorder.path)
+        return Counter(op.f for op in ops if op.process == NEMESIS and op.f in FAULT_KINDS)
+
+    # -- heal, cut, stop -------------------------------------------------------
+
+    def heal(self, schedule: Schedule) -> None:
+        assert self.proxy is not None
+        self.proxy.drop_probability = 0.0
+        self.proxy.latency_s = 0.0
+        self._due_restarts(schedule, everything=True)
+        for name, point in list(self.armed.items()):
+            if point is not None and self.sup.children[name].alive:
+                # Still armed: take the crash point out before the heal (not a fault).
+                self.sup.children[name].kill()
+                self.record(NEMESIS, INFO, "disarm_worker", value=name)
+                self._restart(name, arm=False)
+        self.record(NEMESIS, INFO, "heal")
+        wait_s = self.plan.lease_ttl_s + 5
+        self.log(f"faults off; healing for {wait_s}s (lease TTL + 5 s)")
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            self.revive(schedule)
+            time.sleep(TICK_S)
+
+    def heal_cut(self) -> None:
+        """Freeze the workers, snapshot the database, then read their journals."""
+        assert self.env is not None
+        frozen = [self.sup.children[n] for n in self.workers]
+        for child in frozen:
+            child.signal_group(signal.SIGSTOP)
+        try:
+            snapshot = _retry(lambda: take_db_snapshot(self.env.dsn))  # type: ignore[union-attr]
+            journals = {n: read_journal(self.out / "journals" / n).ids() for n in self.workers}
+            write_json(self.out / HEAL_FILE, {"snapshot": snapshot, "journals": journals})
+        finally:
+            for child in frozen:
+                child.signal_group(signal.SIGCONT)
+        self.log(f"heal cut: {len(snapshot['runs'])} runs, {len(snapshot['leases'])} leases")
+
+    def stop_workers(self) -> None:
+        assert self.observer is not None
+        killed = self.sup.stop(self.workers, timeout_s=30)
+        for name in killed:
+            self.unexpected.append({"process": name, "exitCode": "did_not_drain"})
+        self.observer.stop()
+        self.log("workers drained" + (f" (killed: {killed})" if killed else ""))
+
+    def final_snapshot(self) -> None:
+        assert self.env is not None
+        time.sleep(1.5)  # one more sweeper pass
+        write_json(self.out / SNAPSHOT_FILE,
+                   _retry(lambda: take_db_snapshot(self.env.dsn)))  # type: ignore[union-attr]
+
+    def teardown(self) -> None:
+        """Stop everything we started, whatever state we are in."""
+        for closer in (self._stop_pulls, self._stop_observer, self.sup.stop_all,
+                       self._close_proxy, self._cleanup_env, self._close_recorder):
+            with contextlib.suppress(Exception):
+                closer()
+
+    def _stop_pulls(self) -> None:
+        if self.pulls is not None:
+            self.pulls.stop()
+
+    def _stop_observer(self) -> None:
+        if self.observer is not None:
+            self.observer.stop()
+
+    def _close_proxy(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
+
+    def _cleanup_env(self) -> None:
+        if self.env is not None:
+            self.env.cleanup()
+
+    def _close_recorder(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+
+    # -- the whole run -----------------------------------------------------------
+
+    def run(self) -> Report:
+        try:
+            self.setup()
+            schedule = self.fault_phase()
+            self.heal(schedule)
+            self.heal_cut()
+            self.stop_workers()
+            self.final_snapshot()
+        finally:
+            self.teardown()
+        logs = {name: self.out / "logs" / f"{name}.log" for name in self.workers}
+        ops = build_history(self.out, logs, [self.out / name for name in RECORDS])
+        report = check_dir(self.out)
+        self._write_result(report, ops)
+        return report
+
+    def _write_result(self, report: Report, ops: int) -> None:
+        pulls = self.pulls.total if self.pulls else 0
+        by_result = dict(self.pulls.by_result) if self.pulls else {}
+        proxy = asdict(self.proxy.stats) if self.proxy else {}
+        result = {
+            "plan": self.plan.name, "seed": self.seed, "pulls": pulls,
+            "pullResults": by_result, "minPulls": self.plan.min_pulls,
+            "historyOps": ops, "faults": report.faults, "proxy": proxy,
+            "unexpectedExits": self.unexpected, "timings": self.timings,
+            "wallS": time.monotonic() - self.started,
+        }  # fmt: skip
+        write_json(self.out / RESULT_FILE, result)
+        report.pulls = pulls
+        write_json(self.out / CHECK_FILE, report.to_doc())
+
+
+def _ready(admin_port: int) -> bool:
+    try:
+        url = f"http://127.0.0.1:{admin_port}/readyz"
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            return response.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def _retry(action: Callable[[], Any], attempts: int = 10) -> Any:
+    for attempt in range(attempts):
+        try:
+            return action()
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
+
+
+def _tail(path: Path, max_bytes: int = 1500) -> str:
+    with contextlib.suppress(OSError):
+        return path.read_text(errors="replace")[-max_bytes:]
+    return ""

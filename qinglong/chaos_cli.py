@@ -1,0 +1,44 @@
+"""`qinglong chaos soak|check` (docs/RELIABILITY.md).
+
+Only argparse here: cli.py imports this module to build the parser of every
+`qinglong` command; the soak and the checker load when their command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
+
+
+def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+    chaos = sub.add_parser("chaos", help="chaos soak and its offline checker")
+    commands = chaos.add_subparsers(dest="chaos_command", required=True)
+    soak = commands.add_parser(
+        "soak",
+        help="run the system on loopback under faults, then check the history",
+        description="Throwaway PostgreSQL, 3 ingresses behind a fault-injecting proxy, 12 "
+        "workers, the sweeper; SIGKILLs, PostgreSQL immediate restarts, dropped responses, "
+        "latency spikes; then heal, snapshot and check. Exit 0 only with zero anomalies "
+        "and enough pulls.",
+    )
+    length = soak.add_mutually_exclusive_group()
+    length.add_argument("--short", dest="plan", action="store_const", const="short",
+                        help="CI size: >= 2,000 pulls in about 3-4 minutes (default)")
+    length.add_argument("--long", dest="plan", action="store_const", const="long",
+                        help=">= 20,000 pulls (about 15-25 minutes)")
+    soak.set_defaults(plan="short")
+    soak.add_argument("--out", type=Path, default=None,
+                      help="directory for history, snapshots, journals and logs "
+                      "(default: a new temp dir, kept)")
+    soak.add_argument("--seed", type=int, default=None, help="seed of the fault schedule")
+    soak.add_argument("--duration", type=float, default=None, metavar="S",
+                      help="override the minimum fault-phase length in seconds")
+    soak.add_argument("--min-pulls", type=int, default=None, metavar="N",
+                      help="override the pull target")
+    soak.set_defaults(handler=lazy("qinglong.chaos.cli:soak_command"))
+    check = commands.add_parser("check", help="check a soak's HISTORY_DIR offline")
+    check.add_argument("history_dir", type=Path, metavar="HISTORY_DIR")
+    check.set_defaults(handler=lazy("qinglong.chaos.cli:check_command"))
