@@ -742,7 +742,9 @@ def run_demo(demo: Demo) -> int:
         return 1
     with _no_interrupts():
         demo.cleanup()
-    demo.say("stopped workers, ingress and PostgreSQL; removed "
+    stopped = "workers, ingress and PostgreSQL" if demo.cluster is not None \
+        and demo.cluster.existing_dsn is None else "workers and ingress"
+    demo.say(f"stopped {stopped}; removed "
              + (str(demo.root) if demo.keep is None else "nothing (--keep)"))
     return 0 if complete else 1
 

@@ -548,6 +548,8 @@ class Runner:
                     executor.abort()  # completions never got through: leases will expire
                     break
                 executor.tick()
+                if not executor.busy():
+                    break
                 if self._session is not None and now >= self._next_heartbeat_ms:
                     self._heartbeat()
                 self._stop.nap(self._drain_wake(now, shutdown_at, give_up_at) / 1000,

@@ -5,13 +5,22 @@
 --   caller can report `truncated` exactly.
 -- Candidate: run runtime-owned, not cancel-requested, queued|dispatching; its
 --   current attempt `claimed`, executor remote_worker, not_before passed; and no
---   live lease that is started or still unexpired (by clock_timestamp()) — so a
---   released lease, or a live one that expired unstarted, leaves it claimable.
--- Keyset: the position (after_priority, after_seq, after_id), all NULL for the
---   first page, is one row comparison on the ascending key
---   (-priority, queue_seq, id) of the partial index runs_candidate_keyset: a single
---   index range scan, no OFFSET, no sort of the queue (docs/EXPLAIN.md).
--- plpgsql (not SQL) so the plan is prepared once per session and reused.
+--   live lease that is started or still unexpired (by clock_timestamp()). Both
+--   sources below satisfy the lease half by construction; claim_candidate
+--   re-checks everything on the locked rows anyway.
+-- Two sources, merged in key order:
+--   * `queued` runs: one range scan of runs_candidate_keyset on the ascending key
+--     (-priority, queue_seq, id), the keyset position a single row comparison;
+--   * `dispatching` runs whose live lease expired unstarted: found through
+--     run_leases_unstarted_expiry. Every path that releases a lease without a
+--     successor re-queues its run, so a dispatching run always has a live
+--     unstarted lease, and only the expired ones are candidates — a scan never
+--     walks past the offers currently in flight.
+-- No OFFSET, no sort of the queue (docs/EXPLAIN.md). Sequential scans are
+--   disabled for this function: plpgsql caches a generic plan per connection, and
+--   one made while the queue was empty (a seq scan + sort is cheapest then) would
+--   otherwise stick to that connection after the queue fills. Re-planning every
+--   call (force_custom_plan) also fixes that but costs ~0.7 ms a pull.
 -- Caller: ql_private.scan_and_claim. Locks: none. Read-only: an idle pull
 --   generates no WAL. SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.candidate_page(
@@ -32,35 +41,50 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
+DECLARE
+    k_priority integer := coalesce(-(p_after_priority::integer), -2147483648);
+    k_seq bigint := coalesce(p_after_seq, -9223372036854775808);
+    k_id uuid := coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid);
+    -- clock_timestamp() is volatile and so can never be an index condition; read
+    -- it once and pass it in as a value the planner (custom plan) can use.
+    now_ts timestamptz := clock_timestamp();
 BEGIN
     RETURN QUERY
-    SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
-           r.queue_seq, r.current_attempt_id, r.created_at
-      FROM ql_private.runs r
-     WHERE (-(r.priority::integer), r.queue_seq, r.id)
-           > (coalesce(-(p_after_priority::integer), -2147483648),
-              coalesce(p_after_seq, -9223372036854775808),
-              coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
-       AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
-       AND NOT r.cancel_requested
-       AND EXISTS (
-           SELECT 1
-             FROM ql_private.attempts a
-            WHERE a.id = r.current_attempt_id
-              AND a.state = 'claimed'
-              AND a.executor = 'remote_worker'
-              AND a.not_before <= clock_timestamp())
-       AND NOT EXISTS (
-           SELECT 1
-             FROM ql_private.run_leases l
-            WHERE l.attempt_id = r.current_attempt_id
-              AND l.released_at IS NULL
-              AND (l.started_at IS NOT NULL OR l.expires_at > clock_timestamp()))
-     ORDER BY -(r.priority::integer), r.queue_seq, r.id
+    WITH waiting AS (
+        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+               r.queue_seq, r.current_attempt_id, r.created_at
+          FROM ql_private.runs r
+          JOIN ql_private.attempts a ON a.id = r.current_attempt_id
+         WHERE (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
+           AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND a.state = 'claimed' AND a.executor = 'remote_worker'
+           AND a.not_before <= now_ts
+         ORDER BY -(r.priority::integer), r.queue_seq, r.id
+         LIMIT p_limit + 1
+    ), expired_offers AS (
+        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+               r.queue_seq, r.current_attempt_id, r.created_at
+          FROM ql_private.run_leases l
+          JOIN ql_private.runs r ON r.id = l.run_id AND r.current_attempt_id = l.attempt_id
+          JOIN ql_private.attempts a ON a.id = l.attempt_id
+         WHERE l.released_at IS NULL AND l.started_at IS NULL
+           AND a.state = 'claimed' AND a.executor = 'remote_worker'
+           AND a.not_before <= now_ts
+           AND l.expires_at <= now_ts
+           AND (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
+           AND r.state = 'dispatching' AND r.runtime_owned AND NOT r.cancel_requested
+         ORDER BY -(r.priority::integer), r.queue_seq, r.id
+         LIMIT p_limit + 1
+    )
+    SELECT c.id, c.project_id, c.task_id, c.execution_revision_id, c.priority,
+           c.queue_seq, c.current_attempt_id, c.created_at
+      FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired_offers) c
+     ORDER BY -(c.priority::integer), c.queue_seq, c.id
      LIMIT p_limit + 1;
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer) IS
-'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): a single range scan of runs_candidate_keyset. Read-only, no locks. Caller: ql_private.scan_and_claim.';
+'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): queued runs by a range scan of runs_candidate_keyset, merged with dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry). Read-only, no locks. Caller: ql_private.scan_and_claim.';

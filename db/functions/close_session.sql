@@ -64,9 +64,7 @@ BEGIN
     END IF;
 
     now_ts := clock_timestamp();
-    UPDATE ql_private.run_leases l
-       SET released_at = now_ts, release_reason = 'session_closed', updated_at = now_ts
-     WHERE l.session_id = sid AND l.released_at IS NULL AND l.started_at IS NULL;
+    PERFORM ql_private.release_unstarted_leases(ARRAY[sid], 'session_closed');
     UPDATE ql_private.worker_sessions ws
        SET state = 'closed', closed_at = now_ts
      WHERE ws.session_id = sid

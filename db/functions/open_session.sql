@@ -72,11 +72,10 @@ BEGIN
        FOR UPDATE;
     -- Release the replaced sessions' unstarted leases first (they reference the
     -- sessions by id), then close the sessions themselves.
-    UPDATE ql_private.run_leases l
-       SET released_at = now_ts, release_reason = 'session_replaced', updated_at = now_ts
-     WHERE l.released_at IS NULL AND l.started_at IS NULL
-       AND l.session_id IN (SELECT ws.session_id FROM ql_private.worker_sessions ws
-                             WHERE ws.worker_id = wid AND ws.state <> 'closed');
+    PERFORM ql_private.release_unstarted_leases(
+        ARRAY(SELECT ws.session_id FROM ql_private.worker_sessions ws
+               WHERE ws.worker_id = wid AND ws.state <> 'closed'),
+        'session_replaced');
     UPDATE ql_private.worker_sessions ws
        SET state = 'closed', closed_at = now_ts
      WHERE ws.worker_id = wid AND ws.state <> 'closed';

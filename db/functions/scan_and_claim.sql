@@ -3,9 +3,10 @@
 -- Purpose: SPEC §3.3 steps 3–4 for a session that passed its fences. Reads at
 --   most `pages` keyset pages of `page_size` candidates (each page reads
 --   page_size + 1 rows so `truncated` is exact), evaluates placement once per
---   distinct execution revision, then tries claims among the passing candidates
---   in (priority DESC, placementScore DESC, queue order), at most
---   `claim_attempts` times. Returns {status: offered, offer} or
+--   distinct execution revision, and after each page tries claims among its
+--   passing candidates in (priority DESC, placementScore DESC, queue order), at
+--   most `claim_attempts` times in all; the next page is read only when this one
+--   yielded no claim. Returns {status: offered, offer} or
 --   {status: idle, reason, stats, truncated}.
 -- No writes unless a claim is attempted: an idle pull generates zero WAL.
 -- Before the first claim the session row is locked (FOR NO KEY UPDATE) and its
@@ -43,11 +44,13 @@ DECLARE
     truncated boolean := false;
     lease_id bigint;
     locked boolean := false;
+    any_passed boolean := false;
 BEGIN
     FOR page_no IN 1 .. p_pages LOOP
         rows_in_page := 0;
         truncated := false;
         pages_read := pages_read + 1;
+        passers := '[]'::jsonb;
         FOR c IN SELECT * FROM ql_private.candidate_page(after_priority, after_seq, after_id,
                                                              p_page_size)
         LOOP
@@ -80,43 +83,47 @@ BEGIN
                     to_jsonb((mismatches ->> (verdict ->> 'category'))::integer + 1));
             END IF;
         END LOOP;
-        EXIT WHEN NOT truncated;
-    END LOOP;
+        any_passed := any_passed OR jsonb_array_length(passers) > 0;
 
-    FOR p IN SELECT * FROM jsonb_to_recordset(passers) AS x(
-                 attempt_id uuid, revision_id uuid, priority integer, score integer,
-                 queue_seq bigint)
-             ORDER BY x.priority DESC, x.score DESC, x.queue_seq
-    LOOP
-        EXIT WHEN attempts >= p_claim_attempts;
-        IF NOT locked THEN
-            IF NOT ql_private.session_claim_lock(s) THEN
-                mismatches := jsonb_set(mismatches, '{capacity}', '1'::jsonb);
-                RETURN ql_private.idle_result('capacity_full', pages_read, examined,
-                                              attempts, races, mismatches, truncated);
+        -- Claim from this page before reading the next one: the common pull then
+        -- costs one page. Pages come in key order, so only equal-priority
+        -- candidates on a later page can outscore one claimed here.
+        FOR p IN SELECT * FROM jsonb_to_recordset(passers) AS x(
+                     attempt_id uuid, revision_id uuid, priority integer, score integer,
+                     queue_seq bigint)
+                 ORDER BY x.priority DESC, x.score DESC, x.queue_seq
+        LOOP
+            EXIT WHEN attempts >= p_claim_attempts;
+            IF NOT locked THEN
+                IF NOT ql_private.session_claim_lock(s) THEN
+                    mismatches := jsonb_set(mismatches, '{capacity}', '1'::jsonb);
+                    RETURN ql_private.idle_result('capacity_full', pages_read, examined,
+                                                  attempts, races, mismatches, truncated);
+                END IF;
+                locked := true;
             END IF;
-            locked := true;
-        END IF;
-        attempts := attempts + 1;
-        BEGIN
-            lease_id := ql_private.claim_candidate(s, p.attempt_id, p.revision_id, p.score,
-                                                   p_offer_id, p_token_digest);
-        EXCEPTION WHEN unique_violation THEN
-            -- A concurrent pull with the same offer id committed first: this is a
-            -- replay, answered from the durable lease (never a second lease).
-            RETURN ql_private.recover_offer(s.worker_id, s.session_id, s.generation,
-                                            p_offer_id, p_token_digest);
-        END;
-        IF lease_id IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'offered',
-                                      'offer', ql_private.offer_projection(lease_id));
-        END IF;
-        races := races + 1;
+            attempts := attempts + 1;
+            BEGIN
+                lease_id := ql_private.claim_candidate(s, p.attempt_id, p.revision_id,
+                                                       p.score, p_offer_id, p_token_digest);
+            EXCEPTION WHEN unique_violation THEN
+                -- A concurrent pull with the same offer id committed first: this is a
+                -- replay, answered from the durable lease (never a second lease).
+                RETURN ql_private.recover_offer(s.worker_id, s.session_id, s.generation,
+                                                p_offer_id, p_token_digest);
+            END;
+            IF lease_id IS NOT NULL THEN
+                RETURN jsonb_build_object('status', 'offered',
+                                          'offer', ql_private.offer_projection(lease_id));
+            END IF;
+            races := races + 1;
+        END LOOP;
+        EXIT WHEN NOT truncated OR attempts >= p_claim_attempts;
     END LOOP;
 
     RETURN ql_private.idle_result(
         CASE WHEN examined = 0 THEN 'no_candidates'
-             WHEN jsonb_array_length(passers) = 0 THEN 'placement_mismatch'
+             WHEN NOT any_passed THEN 'placement_mismatch'
              ELSE 'contention' END,
         pages_read, examined, attempts, races, mismatches, truncated);
 END

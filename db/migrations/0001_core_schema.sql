@@ -76,14 +76,17 @@ CREATE TABLE ql_private.runs (
 );
 ALTER SEQUENCE ql_private.run_queue_seq OWNED BY ql_private.runs.queue_seq;
 
--- Keyset candidate discovery (R-CAND): priority DESC, FIFO, stable id, only the
--- rows that can ever be candidates, so the index stays as small as the live queue.
+-- Keyset candidate discovery (R-CAND): priority DESC, FIFO, stable id, only
+-- queued runs, so the index stays as small as the waiting queue and a scan never
+-- walks past runs already offered. (A `dispatching` run always has a live
+-- unstarted lease; when that lease expires the run is found through
+-- run_leases_live_expiry instead — see db/functions/candidate_page.sql.)
 -- Priority is negated (as integer: -(-32768) overflows smallint) so the
 -- mixed-direction order is one ascending key: a keyset position is then a single
 -- row comparison, i.e. one index range scan, never a filter over skipped rows.
 CREATE INDEX runs_candidate_keyset
     ON ql_private.runs ((-(priority::integer)), queue_seq, id)
-    WHERE state IN ('queued', 'dispatching') AND runtime_owned AND NOT cancel_requested;
+    WHERE state = 'queued' AND runtime_owned AND NOT cancel_requested;
 CREATE INDEX runs_task_state ON ql_private.runs (task_id, state);
 
 CREATE TABLE ql_private.attempts (
@@ -177,6 +180,10 @@ CREATE INDEX run_leases_session_live ON ql_private.run_leases (session_id)
 -- The sweeper finds expired live leases without scanning history.
 CREATE INDEX run_leases_live_expiry ON ql_private.run_leases (expires_at)
     WHERE released_at IS NULL;
+-- Candidate discovery finds runs whose offer expired unstarted through this one
+-- (they are `dispatching`, outside runs_candidate_keyset); normally a handful.
+CREATE INDEX run_leases_unstarted_expiry ON ql_private.run_leases (expires_at)
+    WHERE released_at IS NULL AND started_at IS NULL;
 
 CREATE TABLE ql_private.events (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -14,7 +14,8 @@ Anomaly classes (docs/RELIABILITY.md):
 
 a  lease_overlap       two leases of one attempt live at the same time: the
                        intervals [claimed_at, min(released_at, expires_at)) of
-                       one attempt must be disjoint, and at most one is unreleased
+                       one attempt must be disjoint, at most one is unreleased,
+                       and none is released as `expired` before its expires_at
 b  duplicate_claim     an intent (offer id) with more than one lease, a lease
                        without exactly one matching `run.dispatched` event, an
                        event without its lease, an offer id used by two workers
@@ -231,6 +232,10 @@ def check_lease_overlap(facts: Facts) -> Iterable[Anomaly]:
             lease_end = _lease_end(lease)
             if end is None or lease_end > end:
                 end, holder = lease_end, lease["offerId"]
+            if lease["releaseReason"] == "expired" and lease["releasedAtUs"] < lease["expiresAtUs"]:
+                # Its holder still counts on it until expires_at: a successor overlaps.
+                yield Anomaly("a", f"attempt {attempt_id}: lease {lease['offerId']} released "
+                                   "as expired before it expired")
 
 
 def _lease_end(lease: dict[str, Any]) -> int:

@@ -310,9 +310,10 @@ class Soak:
         self.env = soak_env.create_env(self.out, self.workers, self.plan.lease_ttl_s)
         self.log(f"PostgreSQL on 127.0.0.1:{self.env.cluster.port}, migrated; CA, "
                  f"{len(self.workers)} worker identities; lease TTL {self.plan.lease_ttl_s}s")
-        ports = []
+        ports: list[int] = []
+        free = _distinct_ports(free_loopback_port, 2 * len(self.ingresses))
         for name in self.ingresses:
-            port, admin = free_loopback_port(), free_loopback_port()
+            port, admin = free.pop(), free.pop()
             config = soak_env.ingress_config(self.env, name, port, admin)
             self.admin_ports[name] = admin
             ports.append(port)
@@ -651,6 +652,14 @@ class Soak:
         write_json(self.out / RESULT_FILE, result)
         report.pulls = pulls
         write_json(self.out / CHECK_FILE, report.to_doc())
+
+
+def _distinct_ports(probe: Callable[[], int], count: int) -> list[int]:
+    """Fixed ports (a restarted ingress binds the same ones), all different."""
+    ports: set[int] = set()
+    while len(ports) < count:
+        ports.add(probe())
+    return sorted(ports)
 
 
 def _ready(admin_port: int) -> bool:

@@ -190,6 +190,13 @@ def plant_overlap(scene: Scenario) -> set[str]:
     return {"a_lease_overlap"}
 
 
+def plant_early_release(scene: Scenario) -> set[str]:
+    """(a) a lease released as `expired` while it still had time: its holder overlaps."""
+    scene.sql("UPDATE ql_private.run_leases SET expires_at = released_at + interval '1 h'"
+              " WHERE offer_id = %s", scene.accepted[0].offer_id)
+    return {"a_lease_overlap"}
+
+
 def plant_second_live_lease(scene: Scenario) -> set[str]:
     """(a) a second live lease of one attempt, inserted as owner past the unique index."""
     item = scene.accepted[2]
@@ -224,7 +231,8 @@ def plant_lost_run(scene: Scenario) -> set[str]:
 
 
 DB_PLANTS: list[Callable[[Scenario], set[str]]] = [
-    plant_overlap, plant_second_live_lease, plant_duplicate_dispatch, plant_lost_run,
+    plant_overlap, plant_early_release, plant_second_live_lease, plant_duplicate_dispatch,
+    plant_lost_run,
 ]
 
 

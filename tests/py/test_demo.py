@@ -44,7 +44,7 @@ def test_demo_offers_every_run_and_cleans_up() -> None:
     output = result.stdout
     assert result.returncode == 0, output + result.stderr
     assert "every run offered" in output or "every run done" in output
-    assert "Summary: offers per task and worker" in output
+    assert "Summary: runs per task and the worker that took them" in output
     total = next(line for line in output.splitlines() if line.strip().startswith("total"))
     assert total.split()[1] == "18"
     # The flaky worker's lost response was recovered, not leased twice.

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import time
+import uuid
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -44,29 +45,36 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
     status_code_conformance,
 )
 
+from qinglong.throwaway_postgres import ThrowawayPostgres  # noqa: E402
 from schemas.contract import ContractError, default_contract  # noqa: E402
 from service import openapi  # noqa: E402
-from tests.py import security_support  # noqa: E402
 from tests.py.ingress_harness import CAPABILITIES, Agent  # noqa: E402
-from tests.py.security_support import World, mtls_session  # noqa: E402
-
-world = security_support.world
+from tests.py.provision import new_token  # noqa: E402
+from tests.py.security_support import (  # noqa: E402
+    World,
+    module_world,
+    mtls_session,
+    start_ingress_process,
+)
 
 LONG = os.environ.get("QL_FUZZ_LONG") == "1"
 TARGET_CASES = 50_000 if LONG else 2_000
 OPERATIONS = len(openapi.OPERATIONS)
-# Per operation, a little above the share: Hypothesis may finish an operation
-# early when it exhausts a small search space (the explicit + coverage phases
-# add cases on top, and are counted too).
-PER_OPERATION = math.ceil(TARGET_CASES / OPERATIONS * 1.1)
+# Schemathesis's coverage phase adds ~580 deterministic boundary cases (all
+# operations together) before the fuzzing phase's max_examples per operation;
+# both are counted, and test_fuzz_case_count fails if the total falls short.
+COVERAGE_CASES_ESTIMATE = 500
+PER_OPERATION = math.ceil((TARGET_CASES - COVERAGE_CASES_ESTIMATE) / OPERATIONS)
+CONFLICTS = {op.path: set(op.conflicts) for op in openapi.OPERATIONS}
 
 # Negative (schema-violating) data must be refused: 400 for the body; 401 when
 # the generator broke only the bearer header; 413 when it made the body too
 # large; 405 for the coverage phase's undeclared methods. Never 2xx, 403 or 409:
 # the body is checked before any credential or fence.
 NEGATIVE_EXPECTED = [400, 401, 405, 413]
-SCHEMA = schemathesis.openapi.from_path(str(openapi.DOCUMENT_PATH), config=schemathesis.Config.from_dict(
-    {"checks": {"negative_data_rejection": {"expected-statuses": NEGATIVE_EXPECTED}}}))
+SCHEMA = schemathesis.openapi.from_path(
+    str(openapi.DOCUMENT_PATH), config=schemathesis.Config.from_dict(
+        {"checks": {"negative_data_rejection": {"expected-statuses": NEGATIVE_EXPECTED}}}))
 DOCUMENT = json.loads(openapi.DOCUMENT_PATH.read_text(encoding="utf-8"))
 DECLARED_503_REASONS = {"database_unavailable", "database_timeout", "statement_timeout",
                         "database_error", "invalid_projection"}
@@ -87,26 +95,66 @@ class FuzzState:
     statuses: Counter[tuple[str, int, str]] = field(default_factory=Counter)
     calls: int = 0
     steered: int = 0
+    modes: Counter[str] = field(default_factory=Counter)
+    http_seconds: float = 0.0
     started: float = field(default_factory=time.monotonic)
+
+    def direct(self, path: str, body: dict[str, Any]) -> Any:
+        """A set-up request of the steering itself (not a fuzz case, not counted)."""
+        reply = self.http.post(self.base_url + path, json=body, timeout=30)
+        assert reply.status_code < 500, reply.text
+        return reply
+
+    def open_session(self) -> None:
+        reply = self.direct("/v1/sessions", {
+            "schema": "qinglong/session-open-request@v1", "workerId": self.agent.worker_id,
+            "capabilities": CAPABILITIES})
+        assert reply.status_code == 201, reply.text
+        self.session = reply.json()
+
+    def live_offer(self, draw: int) -> dict[str, Any]:
+        """An offer of the current session (pulled now if there is none)."""
+        mine = [o for o in self.offers if o["sessionId"] == self.session["sessionId"]]
+        if mine and draw % 4:
+            return _pick(draw, mine)
+        body = {"schema": "qinglong/offer-pull-request@v1", "workerId": self.agent.worker_id,
+                "sessionId": self.session["sessionId"], "generation": self.session["generation"],
+                "offerId": str(uuid.uuid4()), "leaseToken": new_token()}
+        reply = self.direct("/v1/offers/pull", body)
+        if reply.status_code == 409:  # the session was replaced or closed by a fuzz case
+            self.open_session()
+            return self.live_offer(draw)
+        if reply.json().get("status") != "offered":
+            self.world.prov.enqueue(self.world.prov.task("fuzz"), count=50)
+            return _pick(draw, mine) if mine else self.live_offer(draw)
+        offer = {k: body[k] for k in ("offerId", "leaseToken", "sessionId", "generation")}
+        self.offers.append(offer)
+        del self.offers[:-64]
+        return offer
 
 
 STATE: dict[str, FuzzState] = {}
 
 
 @pytest.fixture(scope="module")
-def fz(world: World) -> Iterator[FuzzState]:
-    agent = world.agent("fuzz-worker")
-    http = mtls_session(world.pki, agent.cert, agent.token)
-    base_url = f"https://127.0.0.1:{world.port}"
-    reply = http.post(base_url + "/v1/sessions", json={
-        "schema": "qinglong/session-open-request@v1", "workerId": agent.worker_id,
-        "capabilities": CAPABILITIES}, timeout=15)
-    assert reply.status_code == 201, reply.text
-    world.prov.enqueue(world.prov.task("fuzz"), count=200)
-    state = FuzzState(world, agent, base_url, http, reply.json())
-    STATE["fz"] = state
-    yield state
-    http.close()
+def fz(pg_cluster: ThrowawayPostgres, migrated_template: str,
+       tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzState]:
+    # The ingress runs as its own process: in-process it would share the GIL with
+    # Hypothesis's generation and both would crawl on a 2-core box.
+    tmp = tmp_path_factory.mktemp("fuzz")
+    with module_world(pg_cluster, migrated_template, tmp, start_ingress=False) as world:
+        server = start_ingress_process(tmp, world.pki, world.ingress_dsn)
+        try:
+            agent = world.agent("fuzz-worker")
+            http = mtls_session(world.pki, agent.cert, agent.token)
+            world.prov.enqueue(world.prov.task("fuzz"), count=200)
+            state = FuzzState(world, agent, f"https://127.0.0.1:{server.port}", http, {})
+            state.open_session()
+            STATE["fz"] = state
+            yield state
+            http.close()
+        finally:
+            server.stop()
 
 
 def _pick(rng: int, items: list[Any]) -> Any:
@@ -129,12 +177,13 @@ def steer(case: Any, fz: FuzzState) -> bool:
     if "sessionId" in body and (draw >> 8) % 10 < 7:
         body["sessionId"] = fz.session["sessionId"]
         body["generation"] = fz.session["generation"]
-    if "offerId" in body and fz.offers:
-        lease_op = "phase" in body or "outcome" in body or case.path == "/v1/leases/heartbeat"
+    if "offerId" in body:
+        lease_op = case.path.startswith("/v1/leases/")
         if (draw >> 12) % 10 < (7 if lease_op else 2):
-            offer = _pick(draw >> 16, fz.offers)
+            offer = fz.live_offer(draw >> 16) if lease_op or not fz.offers else _pick(
+                draw >> 16, fz.offers)
             body["offerId"], body["leaseToken"] = offer["offerId"], offer["leaseToken"]
-            if (draw >> 20) % 2:
+            if (draw >> 20) % 4:
                 body["sessionId"], body["generation"] = offer["sessionId"], offer["generation"]
     if case.path == "/v1/sessions" and (draw >> 24) % 2:
         body["capabilities"] = CAPABILITIES
@@ -154,6 +203,9 @@ def observe(case: Any, response: Any, fz: FuzzState) -> None:
     fz.statuses[(f"{case.method} {case.path}", response.status_code, reason)] += 1
     if response.status_code == 201 and isinstance(doc, dict):
         fz.session = doc
+    if (case.path == "/v1/sessions/close" and response.status_code == 200
+            and isinstance(doc, dict) and doc.get("sessionId") == fz.session.get("sessionId")):
+        fz.open_session()  # keep a live session for the next steered cases
     if (case.path == "/v1/offers/pull" and response.status_code == 200
             and isinstance(doc, dict) and doc.get("status") == "offered"
             and isinstance(case.body, dict)):
@@ -161,8 +213,6 @@ def observe(case: Any, response: Any, fz: FuzzState) -> None:
                           "sessionId": case.body["sessionId"],
                           "generation": case.body["generation"]})
         del fz.offers[:-64]
-        if len(fz.offers) % 25 == 0:  # keep the queue from running dry
-            fz.world.prov.enqueue(fz.world.prov.task("fuzz"), count=50)
 
 
 def header(response: Any, name: str) -> str:
@@ -192,6 +242,8 @@ def contract_check(case: Any, response: Any, fz: FuzzState) -> None:
     assert str(status) in operation["responses"], (case.path, status)
     if status >= 400:
         default_contract().validate("qinglong/error@v1", doc)
+        if status == 409:  # only the conflict categories documented for this path
+            assert doc["reason"] in CONFLICTS[case.path], (case.path, doc)
         if status in (429, 503):
             assert int(header(response, "Retry-After")) >= 1
         if status == 503:
@@ -213,9 +265,13 @@ def contract_check(case: Any, response: Any, fz: FuzzState) -> None:
 def test_openapi_fuzz(case: Any, fz: FuzzState) -> None:
     if steer(case, fz):
         fz.steered += 1
+    if case.meta is not None:
+        fz.modes[f"{case.meta.phase.name.value}/{case.meta.generation.mode.value}"] += 1
+    started = time.monotonic()
     # verify/cert explicitly: schemathesis passes its own (verify=True) otherwise.
     response = case.call(base_url=fz.base_url, session=fz.http, timeout=30,
                          verify=fz.http.verify, cert=fz.http.cert)
+    fz.http_seconds += time.monotonic() - started
     observe(case, response, fz)
     contract_check(case, response, fz)
     case.validate_response(response, checks=CHECKS)
@@ -228,6 +284,7 @@ def test_fuzz_case_count() -> None:
         pytest.skip("the fuzz tests did not run in this session")
     elapsed = time.monotonic() - fz.started
     summary = {"calls": fz.calls, "steered": fz.steered, "seconds": round(elapsed, 1),
+               "httpSeconds": round(fz.http_seconds, 1), "modes": dict(fz.modes),
                "statuses": {f"{p} {s} {r}": n for (p, s, r), n in sorted(fz.statuses.items())}}
     print(json.dumps(summary, indent=1))
     assert fz.calls >= TARGET_CASES, summary

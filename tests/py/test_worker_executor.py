@@ -212,3 +212,23 @@ def test_orphan_group_is_killed_only_when_provably_the_same(tmp_path: Path) -> N
     assert kill_orphan_group(process.pid, ticks)
     assert wait_exit(process).returncode == -signal.SIGKILL
     assert not kill_orphan_group(process.pid, ticks)
+
+
+def test_the_executor_loads_lazily_and_never_loads_server_code() -> None:
+    """R-LAY-1: `worker`, `worker.cli` and the run loop do not import the executor;
+    the executor itself imports no server, database or network code."""
+    import subprocess
+
+    def loaded(code: str) -> set[str]:
+        script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             check=True).stdout  # fmt: skip
+        return set(json.loads(out.strip().splitlines()[-1]))
+
+    forbidden = {"aiohttp", "psycopg", "psycopg_pool", "db", "service"}
+    light = loaded("import worker, worker.cli, worker.runner, worker.config, worker.journal")
+    for lazy in ("worker.lifecycle", "worker.executor", "worker.lease_client"):
+        assert lazy not in light, lazy
+    heavy = loaded("import worker.lifecycle, worker.executor, worker.lease_client")
+    assert not {m.split(".")[0] for m in heavy} & forbidden
+    assert "ssl" not in heavy and "http.client" not in heavy and "jsonschema" not in heavy

@@ -26,7 +26,7 @@ import pytest
 
 from schemas.canonical import content_digest
 from tests.py.test_worker_coordinator import offered
-from tests.py.test_worker_run import FakeIngress, FakeTime, Resp, error
+from tests.py.test_worker_run import WORKER, FakeIngress, FakeTime, Resp, error
 from worker.config import ExecutorSettings, WorkerConfig, default_capabilities
 from worker.coordinator import new_lease_token
 from worker.errors import NetworkError
@@ -46,7 +46,6 @@ from worker.lifecycle import Lifecycle
 from worker.runner import Runner, RunOptions, StopSignal
 from worker.session import SessionClient
 
-WORKER = str(uuid.uuid4())
 SESSION = str(uuid.uuid4())
 SETTINGS = ExecutorSettings(shutdown_grace_s=0.5, kill_grace_s=0.3, output_limit_bytes=4096)
 
@@ -609,6 +608,11 @@ def _runner(tmp_path: Path, ingress: FakeIngress, leases: FakeLeases, stop: Stop
     runner = Runner(config, journal, SessionClient(ingress.post, WORKER), ingress.pull,
                     events=events, stop=stop, options=options, rng=random.Random(1),
                     executor=executor)  # fmt: skip
+    # Watchdog: a broken loop fails the test instead of hanging it (2nd request escalates).
+    for delay in (30, 31):
+        timer = threading.Timer(delay, stop.request, args=("watchdog",))
+        timer.daemon = True
+        timer.start()
     return runner, journal
 
 

@@ -2,7 +2,7 @@
 -- visibility of released / expired-unstarted leases, hiding of live, started,
 -- not-yet-due, cancel-requested and not-runtime-owned runs (R-CAND).
 BEGIN;
-SELECT plan(14);
+SELECT plan(15);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -48,10 +48,17 @@ UPDATE ql_private.run_leases SET expires_at = clock_timestamp() - interval '1 se
 SELECT ok(NOT :'a1' = ANY (pg_temp.page_ids(NULL, NULL, 10)),
           'a started lease past expiry stays hidden (the sweeper decides, not the scan)');
 
-UPDATE ql_private.run_leases SET released_at = clock_timestamp(), release_reason = 'session_closed'
- WHERE offer_id = :'offer_released'::uuid;
+-- A lease released by its session closing (the real path) re-queues the run;
+-- the other fake leases above are on the same session, so pin them first.
+UPDATE ql_private.run_leases SET started_at = clock_timestamp()
+ WHERE offer_id = :'offer_live'::uuid;
+SELECT ql.close_session(ql_test.credential_id('w1'), ql_test.secret_digest('w1'), :'w1', :'s1', 1);
 SELECT ok(:'a2' = ANY (pg_temp.page_ids(NULL, NULL, 10)),
           'a released lease makes the run a candidate again');
+SELECT is((SELECT state FROM ql_private.runs WHERE id = :'a2'::uuid), 'queued',
+          'releasing an unstarted lease re-queues its run');
+UPDATE ql_private.run_leases SET started_at = NULL
+ WHERE offer_id = :'offer_live'::uuid;
 
 UPDATE ql_private.attempts SET not_before = clock_timestamp() + interval '1 hour'
  WHERE run_id = :'c0'::uuid;

@@ -1,0 +1,498 @@
+"""A Hypothesis state machine over the worker protocol, against the real ingress
+(its own process, mTLS) and the real database (issue 6 item 6b).
+
+Rules: session open / heartbeat / close (also of replaced sessions), pull on the
+current and on old sessions, replay of a pull (same offer id + token), ACK
+starting / running / start_failed, lease heartbeat, completion (and replays of
+each). The model predicts the exact status and conflict reason of every call
+from what it did so far; where the database decides something the model cannot
+know (offered vs. idle), the answer is checked against the database instead.
+
+After every step, against the database:
+  * at most one live lease per attempt (R-LEASE-1);
+  * every offer's lease is live exactly when the model says it is;
+  * no unstarted live lease on a closed session (close/replace released them);
+  * exactly one `run.dispatched` event per lease (replays never claim again);
+and for every response: no 5xx, status declared in the OpenAPI document for its
+path, body valid against its JSON Schema, 409 reasons among the documented ones.
+A pull replay whose lease nothing touched returns a byte-identical body; any
+refused pull leaves no lease with its offer id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import psycopg
+import pytest
+import requests
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from qinglong.throwaway_postgres import ThrowawayPostgres
+from schemas.contract import default_contract
+from service import openapi
+from tests.py.ingress_harness import CAPABILITIES, Agent
+from tests.py.provision import new_token
+from tests.py.security_support import (
+    World,
+    module_world,
+    mtls_session,
+    start_ingress_process,
+)
+
+LONG = os.environ.get("QL_FUZZ_LONG") == "1"
+DOCUMENT = json.loads(openapi.DOCUMENT_PATH.read_text(encoding="utf-8"))
+CONFLICTS = {op.path: set(op.conflicts) for op in openapi.OPERATIONS}
+SUCCESS_SCHEMA = {op.path: op.endpoint.response_schema.value for op in openapi.OPERATIONS}
+
+
+@dataclass
+class Ctx:
+    world: World
+    agent: Agent
+    http: requests.Session
+    base_url: str
+    task_id: str
+    steps: int = 0
+    seen: Counter[str] = field(default_factory=Counter)  # "path status reason"
+
+
+@dataclass
+class SessionModel:
+    session_id: str
+    generation: int
+    state: str = "active"  # active | closed | replaced
+
+
+@dataclass
+class OfferModel:
+    offer_id: str
+    token: str
+    session: SessionModel
+    pull_body: bytes
+    phase: str = "offered"  # offered | starting | running | completed | start_failed
+    touched: bool = False  # the lease changed since the pull answer
+    last: dict[str, bytes] = field(default_factory=dict)  # op -> last 200 body
+    completion: tuple[str, int | None] | None = None
+    beats: int = 0  # successful lease heartbeats
+
+    @property
+    def started(self) -> bool:
+        return self.phase in ("starting", "running")
+
+    @property
+    def released(self) -> bool:
+        return self.phase in ("completed", "start_failed")
+
+
+class Reply:
+    def __init__(self, path: str, response: requests.Response) -> None:
+        self.path = path
+        self.status = response.status_code
+        self.body = response.content
+        self.doc: dict[str, Any] = response.json()
+
+    @property
+    def reason(self) -> str | None:
+        return self.doc.get("reason") if self.status >= 400 else None
+
+
+class ProtocolMachine(RuleBasedStateMachine):
+    ctx: ClassVar[Ctx]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sessions: list[SessionModel] = []
+        self.current: SessionModel | None = None
+        self.offers: list[OfferModel] = []
+        self.steps_since_open = 0
+
+    # ------------------------------------------------------------ wire
+
+    def send(self, path: str, body: dict[str, Any]) -> Reply:
+        ctx = self.ctx
+        ctx.steps += 1
+        self.steps_since_open += 1
+        reply = Reply(path, ctx.http.post(ctx.base_url + path, json=body, timeout=30))
+        ctx.seen[f"{path} {reply.status} {reply.reason or reply.doc.get('status', '')}"] += 1
+        assert reply.status < 500, (path, reply.status, reply.body)
+        assert str(reply.status) in DOCUMENT["paths"][path]["post"]["responses"], (
+            path, reply.status, reply.body)
+        if reply.status >= 400:
+            default_contract().validate("qinglong/error@v1", reply.doc)
+            if reply.status == 409:
+                assert reply.reason in CONFLICTS[path], (path, reply.doc)
+        else:
+            default_contract().validate(SUCCESS_SCHEMA[path], reply.doc)
+        for secret in (ctx.agent.worker.secret, *(o.token for o in self.offers)):
+            assert secret not in reply.body.decode(), "secret echoed"
+        return reply
+
+    def expect(self, reply: Reply, status: int, reason: str | None = None) -> None:
+        assert (reply.status, reply.reason) == (status, reason), (
+            reply.path, reply.status, reply.doc)
+
+    def session_doc(self, kind: str, s: SessionModel) -> dict[str, Any]:
+        return {"schema": f"qinglong/session-{kind}-request@v1",
+                "workerId": self.ctx.agent.worker_id, "sessionId": s.session_id,
+                "generation": s.generation}
+
+    def lease_doc(self, kind: str, o: OfferModel, **extra: Any) -> dict[str, Any]:
+        return {"schema": f"qinglong/lease-{kind}-request@v1",
+                "workerId": self.ctx.agent.worker_id, "sessionId": o.session.session_id,
+                "generation": o.session.generation, "offerId": o.offer_id,
+                "leaseToken": o.token, **extra}
+
+    def pull_doc(self, s: SessionModel, offer_id: str, token: str) -> dict[str, Any]:
+        return {"schema": "qinglong/offer-pull-request@v1", "workerId": self.ctx.agent.worker_id,
+                "sessionId": s.session_id, "generation": s.generation, "offerId": offer_id,
+                "leaseToken": token}
+
+    def db(self) -> psycopg.Connection:
+        return self.ctx.world.su_conn
+
+    def leases_with_offer(self, offer_id: str) -> int:
+        row = self.db().execute("SELECT count(*) FROM ql_private.run_leases WHERE offer_id = %s",
+                                (offer_id,)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    # ------------------------------------------------------------ sessions
+
+    def pick_offer(self, data: st.DataObject) -> OfferModel:
+        """Mostly an offer whose lease can still move (the interesting ones), but
+        dead offers too: their refusals are part of the protocol."""
+        live = [o for o in self.offers if o.session.state == "active" and not o.released]
+        if live and data.draw(st.integers(0, 3)) > 0:
+            return data.draw(st.sampled_from(live))
+        return data.draw(st.sampled_from(self.offers))
+
+    @initialize()
+    def open_first(self) -> None:
+        # Two fresh runs per example, so claims are possible from the first pull on.
+        self.ctx.world.prov.enqueue(self.ctx.task_id, count=2)
+        self._open()
+
+    @precondition(lambda self: self.current is None or self.current.state != "active")
+    @rule()
+    def reopen_session(self) -> None:
+        self._open()
+
+    # Replacing an active session is rarer (it invalidates everything): only once
+    # the current one has had a few steps to get leases going.
+    @precondition(lambda self: self.current is not None and self.current.state == "active"
+                  and self.steps_since_open >= 8)
+    @rule()
+    def replace_session(self) -> None:
+        self._open()
+
+    def _open(self) -> None:
+        self.steps_since_open = 0
+        reply = self.send("/v1/sessions", {"schema": "qinglong/session-open-request@v1",
+                                           "workerId": self.ctx.agent.worker_id,
+                                           "capabilities": CAPABILITIES})
+        self.expect(reply, 201)
+        # Every open session of the worker (ours, or a previous example's) is replaced.
+        for s in self.sessions:
+            s.state = "replaced"
+        new = SessionModel(reply.doc["sessionId"], reply.doc["generation"])
+        if self.current is not None:
+            assert new.generation > self.current.generation
+        self.sessions.append(new)
+        self.current = new
+
+    def _session_outcome(self, s: SessionModel, closing: bool) -> tuple[int, str | None]:
+        if s.state == "replaced":
+            return 409, "session_replaced"
+        if s.state == "closed":
+            return (200, None) if closing else (409, "session_closed")
+        return 200, None
+
+    @precondition(lambda self: self.sessions)
+    @rule(data=st.data())
+    def heartbeat_session(self, data: st.DataObject) -> None:
+        s = data.draw(st.sampled_from(self.sessions))
+        reply = self.send("/v1/sessions/heartbeat", self.session_doc("heartbeat", s))
+        self.expect(reply, *self._session_outcome(s, closing=False))
+        if reply.status == 200:
+            assert (reply.doc["sessionId"], reply.doc["generation"]) == (s.session_id,
+                                                                         s.generation)
+
+    @precondition(lambda self: len(self.sessions) > 1)
+    @rule(data=st.data())
+    def close_old_session(self, data: st.DataObject) -> None:
+        self._close(data.draw(st.sampled_from(self.sessions[:-1])))
+
+    # Closing the current session ends its leases' progress: gated like replace.
+    @precondition(lambda self: self.current is not None and self.steps_since_open >= 6)
+    @rule()
+    def close_current_session(self) -> None:
+        assert self.current is not None
+        self._close(self.current)
+
+    def _close(self, s: SessionModel) -> None:
+        reply = self.send("/v1/sessions/close", self.session_doc("close", s))
+        self.expect(reply, *self._session_outcome(s, closing=True))
+        if reply.status == 200:
+            s.state = "closed"
+
+    # ------------------------------------------------------------ pulls
+
+    @precondition(lambda self: self.current is not None)
+    @rule()
+    def pull(self) -> None:
+        s = self.current
+        assert s is not None
+        offer_id, token = str(uuid.uuid4()), new_token()
+        reply = self.send("/v1/offers/pull", self.pull_doc(s, offer_id, token))
+        if s.state != "active":
+            self.expect(reply, 409, "session_closed")
+            assert self.leases_with_offer(offer_id) == 0  # no lease for a closed session
+            return
+        self.expect(reply, 200)
+        if reply.doc["status"] == "offered":
+            assert reply.doc["offerId"] == offer_id
+            assert reply.doc["target"]["sessionId"] == s.session_id
+            assert self.leases_with_offer(offer_id) == 1
+            self.offers.append(OfferModel(offer_id, token, s, reply.body))
+        else:
+            assert self.leases_with_offer(offer_id) == 0
+            live = sum(1 for o in self.offers if o.session is s and not o.released)
+            assert reply.doc["reason"] in ("no_candidates", "capacity_full", "contention"), (
+                reply.doc, live)
+
+    @precondition(lambda self: any(s.state != "active" for s in self.sessions))
+    @rule(data=st.data())
+    def pull_on_old_session(self, data: st.DataObject) -> None:
+        s = data.draw(st.sampled_from([s for s in self.sessions if s.state != "active"]))
+        offer_id = str(uuid.uuid4())
+        reply = self.send("/v1/offers/pull", self.pull_doc(s, offer_id, new_token()))
+        self.expect(reply, 409, "session_replaced" if s.state == "replaced" else "session_closed")
+        assert self.leases_with_offer(offer_id) == 0
+
+    @precondition(lambda self: self.offers)
+    @rule(data=st.data(), wrong_token=st.booleans())
+    def replay_pull(self, data: st.DataObject, wrong_token: bool) -> None:
+        o = self.pick_offer(data)
+        before = self.leases_with_offer(o.offer_id)
+        token = new_token() if wrong_token else o.token
+        reply = self.send("/v1/offers/pull", self.pull_doc(o.session, o.offer_id, token))
+        assert self.leases_with_offer(o.offer_id) == before == 1
+        if wrong_token:
+            self.expect(reply, 409, "token_mismatch")
+        elif o.session.state != "active":
+            self.expect(reply, 409, "session_replaced")
+        elif o.released:
+            self.expect(reply, 409, "lease_terminal")
+        else:
+            self.expect(reply, 200)
+            if o.touched:
+                assert reply.doc["offerId"] == o.offer_id
+                assert reply.doc["candidate"] == json.loads(o.pull_body)["candidate"]
+            else:
+                assert reply.body == o.pull_body  # the very same offer, byte for byte
+                self.ctx.seen["identical replay"] += 1
+
+    # ------------------------------------------------------------ leases
+
+    def _lease_gate(self, o: OfferModel) -> tuple[int, str] | None:
+        """Fence answers that do not depend on the operation."""
+        if o.session.state != "active":
+            return 409, "session_replaced"
+        return None
+
+    @precondition(lambda self: self.offers)
+    @rule(data=st.data(), phase=st.sampled_from(["starting", "running", "start_failed"]))
+    def ack(self, data: st.DataObject, phase: str) -> None:
+        self._ack(self.pick_offer(data), phase)
+
+    def _ack(self, o: OfferModel, phase: str) -> None:
+        reply = self.send("/v1/leases/ack", self.lease_doc("ack", o, phase=phase))
+        gate = self._lease_gate(o)
+        if gate is not None:
+            self.expect(reply, *gate)
+            return
+        replay_key = f"ack.{phase}"
+        if phase == "starting":
+            if o.phase == "offered":
+                self.expect(reply, 200)
+                o.phase, o.touched = "starting", True
+            elif o.phase == "starting":
+                self.expect(reply, 200)
+                assert reply.body == o.last[replay_key]  # idempotent replay
+            elif o.phase == "running":
+                self.expect(reply, 409, "illegal_transition")
+            else:
+                self.expect(reply, 409, "lease_terminal")
+        elif phase == "running":
+            if o.phase == "offered":
+                self.expect(reply, 409, "illegal_transition")
+            elif o.phase == "starting":
+                self.expect(reply, 200)
+                o.phase = "running"
+            elif o.phase == "running":
+                self.expect(reply, 200)
+                assert reply.body == o.last[replay_key]
+            else:
+                self.expect(reply, 409, "lease_terminal")
+        else:
+            if o.phase in ("offered", "starting"):
+                self.expect(reply, 200)
+                o.phase, o.touched = "start_failed", True
+            elif o.phase == "running":
+                self.expect(reply, 409, "illegal_transition")
+            elif o.phase == "start_failed":
+                self.expect(reply, 200)
+                assert reply.body == o.last[replay_key]
+            else:
+                self.expect(reply, 409, "lease_terminal")
+        if reply.status == 200:
+            assert reply.doc["offerId"] == o.offer_id
+            o.last[replay_key] = reply.body
+
+    @precondition(lambda self: self.offers)
+    @rule(data=st.data())
+    def heartbeat_lease(self, data: st.DataObject) -> None:
+        self._heartbeat_lease(self.pick_offer(data))
+
+    def _heartbeat_lease(self, o: OfferModel) -> None:
+        reply = self.send("/v1/leases/heartbeat", self.lease_doc("heartbeat", o))
+        gate = self._lease_gate(o)
+        if gate is not None:
+            self.expect(reply, *gate)
+        elif o.started:
+            self.expect(reply, 200)
+            assert reply.doc["cancelRequested"] is False
+            assert reply.doc["state"] == o.phase
+            o.touched = True
+            o.beats += 1
+        elif o.phase == "offered":
+            self.expect(reply, 409, "illegal_transition")
+        else:
+            self.expect(reply, 409, "lease_terminal")
+
+    @precondition(lambda self: self.offers)
+    @rule(data=st.data(), outcome=st.sampled_from(["succeeded", "failed"]))
+    def complete(self, data: st.DataObject, outcome: str) -> None:
+        self._complete(self.pick_offer(data), outcome)
+
+    def _complete(self, o: OfferModel, outcome: str) -> None:
+        exit_code = 0 if outcome == "succeeded" else 3
+        reply = self.send("/v1/leases/complete",
+                          self.lease_doc("complete", o, outcome=outcome, exitCode=exit_code))
+        gate = self._lease_gate(o)
+        if gate is not None:
+            self.expect(reply, *gate)
+        elif o.started:
+            self.expect(reply, 200)
+            assert reply.doc["state"] == outcome
+            o.phase, o.touched, o.completion = "completed", True, (outcome, exit_code)
+            o.last["complete"] = reply.body
+        elif o.phase == "offered":
+            self.expect(reply, 409, "illegal_transition")
+        elif o.phase == "completed" and o.completion == (outcome, exit_code):
+            self.expect(reply, 200)
+            assert reply.body == o.last["complete"]  # idempotent replay
+        else:
+            self.expect(reply, 409, "lease_terminal")
+
+    @precondition(lambda self: any(o.session.state == "active" and not o.released
+                                   for o in self.offers))
+    @rule(data=st.data(), finish=st.booleans())
+    def advance(self, data: st.DataObject, finish: bool) -> None:
+        """What a healthy worker does next with a live lease (the other lease rules
+        are the out-of-order and replayed versions of these)."""
+        o = data.draw(st.sampled_from([o for o in self.offers
+                                       if o.session.state == "active" and not o.released]))
+        if o.phase == "offered":
+            self._ack(o, "starting")
+        elif o.phase == "starting":
+            self._ack(o, "running")
+        elif finish and o.beats > 0:
+            self._complete(o, data.draw(st.sampled_from(["succeeded", "failed"])))
+        else:
+            self._heartbeat_lease(o)
+
+    # ------------------------------------------------------------ invariants
+
+    @invariant()
+    def at_most_one_live_lease_per_attempt(self) -> None:
+        rows = self.db().execute(
+            "SELECT attempt_id FROM ql_private.run_leases WHERE released_at IS NULL"
+            " GROUP BY attempt_id HAVING count(*) > 1").fetchall()
+        assert rows == []
+
+    @invariant()
+    def closed_sessions_hold_no_unstarted_lease(self) -> None:
+        row = self.db().execute(
+            "SELECT count(*) FROM ql_private.run_leases l JOIN ql_private.worker_sessions s"
+            " USING (session_id) WHERE l.released_at IS NULL AND l.started_at IS NULL"
+            " AND s.state <> 'active'").fetchone()
+        assert row == (0,)
+
+    @invariant()
+    def model_matches_database(self) -> None:
+        """Each offer's lease is live exactly when the model says so: completion and
+        start_failed release it; close/replace release it unless it was started."""
+        if not self.offers:
+            return
+        rows = dict(self.db().execute(
+            "SELECT offer_id::text, released_at IS NULL FROM ql_private.run_leases"
+            " WHERE offer_id = ANY(%s::uuid[])", ([o.offer_id for o in self.offers],)).fetchall())
+        for o in self.offers:
+            expected = not o.released and (o.session.state == "active" or o.started)
+            assert rows[o.offer_id] is expected, (o.offer_id, o.phase, o.session.state)
+
+    @invariant()
+    def one_dispatch_event_per_lease(self) -> None:
+        row = self.db().execute(
+            "SELECT (SELECT count(*) FROM ql_private.events WHERE type = 'run.dispatched'),"
+            " (SELECT count(*) FROM ql_private.run_leases)").fetchone()
+        assert row is not None and row[0] == row[1]
+
+
+@pytest.fixture(scope="module")
+def ctx(pg_cluster: ThrowawayPostgres, migrated_template: str,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ctx]:
+    tmp = tmp_path_factory.mktemp("state-machine")
+    with module_world(pg_cluster, migrated_template, tmp, start_ingress=False) as world:
+        # Its own process: in-process it would share the GIL with Hypothesis.
+        server = start_ingress_process(tmp, world.pki, world.ingress_dsn)
+        try:
+            agent = world.agent("machine-worker")
+            http = mtls_session(world.pki, agent.cert, agent.token)
+            yield Ctx(world, agent, http, f"https://127.0.0.1:{server.port}",
+                      world.prov.task("machine"))
+            http.close()
+        finally:
+            server.stop()
+
+
+def test_protocol_state_machine(ctx: Ctx) -> None:
+    ProtocolMachine.ctx = ctx
+    run_state_machine_as_test(ProtocolMachine, settings=settings(
+        max_examples=600 if LONG else 50, stateful_step_count=50 if LONG else 30,
+        deadline=None, database=None, derandomize=not LONG,
+        suppress_health_check=list(HealthCheck)))
+    print(json.dumps({"steps": ctx.steps, "seen": dict(sorted(ctx.seen.items()))}, indent=1))
+    assert ctx.steps >= (5_000 if LONG else 300), ctx.steps
+    # The walk really reached the interesting places (not just refusals).
+    for needle in ("identical replay", "/v1/leases/ack 200", "/v1/leases/complete 200",
+                   "/v1/leases/heartbeat 200", "/v1/offers/pull 409 session_closed",
+                   "/v1/sessions/close 200", "/v1/offers/pull 409 token_mismatch"):
+        assert any(k.startswith(needle) for k in ctx.seen), (needle, ctx.seen)

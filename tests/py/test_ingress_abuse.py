@@ -1,0 +1,412 @@
+"""Abuse of the ingress listener (issue 6 item 4): oversize and endless bodies,
+giant headers, and a 500-connection slowloris, against `qinglong ingress serve`
+running as its own process (so its RSS is its own) with short deadlines.
+
+Deadlines under test (config): handshake 2 s, request head 2 s (aiohttp's
+keep-alive timer, armed when the connection opens, not reset by incoming bytes),
+body 2 s; bodies over 4 KiB are refused with 413 as soon as they are announced
+or arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import resource
+import ssl
+import statistics
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qinglong.throwaway_postgres import ThrowawayPostgres
+from tests.py.ingress_harness import Agent, open_body, post, tls_socket
+from tests.py.provision import new_token
+from tests.py.security_support import (
+    IngressProcess,
+    World,
+    module_world,
+    percentile,
+    read_status_kib,
+    start_ingress_process,
+)
+
+DEADLINE_S = 2.0
+# Scheduling slack on a shared 2-core box (timer granularity, a busy event loop).
+SLACK_S = 1.5
+ATTACK_TLS = 250
+ATTACK_TCP = 250
+LEGIT_SAMPLES = 200
+LONG = os.environ.get("QL_FUZZ_LONG") == "1"
+
+
+@dataclass
+class Target:
+    world: World
+    server: IngressProcess
+    agent: Agent
+    session: dict[str, Any]
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def pull_body(self) -> dict[str, Any]:
+        return {"schema": "qinglong/offer-pull-request@v1", "workerId": self.agent.worker_id,
+                "sessionId": self.session["sessionId"],
+                "generation": self.session["generation"], "offerId": str(uuid.uuid4()),
+                "leaseToken": new_token()}
+
+
+def _target(world: World, tmp: Path, **config: Any) -> Iterator[Target]:
+    server = start_ingress_process(tmp, world.pki, world.ingress_dsn, **{
+        "handshakeTimeoutS": DEADLINE_S, "headerTimeoutS": DEADLINE_S,
+        "bodyTimeoutS": DEADLINE_S, "backlog": 1024, **config})
+    try:
+        agent = world.agent(f"abuse-{uuid.uuid4().hex[:8]}")
+        reply = post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
+                     token=agent.token)
+        assert reply.status == 201, reply.body
+        yield Target(world, server, agent, reply.json)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def abuse_world(pg_cluster: ThrowawayPostgres, migrated_template: str,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    with module_world(pg_cluster, migrated_template, tmp_path_factory.mktemp("abuse"),
+                      start_ingress=False) as world:
+        yield world
+
+
+@pytest.fixture(scope="module")
+def target(abuse_world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    # Room for the whole attack plus the legitimate client: the limit is not
+    # what protects the legitimate worker here, the deadlines are.
+    yield from _target(abuse_world, tmp_path_factory.mktemp("ingress"), maxConnections=1024)
+
+
+# ------------------------------------------------------------------ raw requests
+
+
+def _head(path: str = "/v1/offers/pull", extra: bytes = b"", token: str | None = None) -> bytes:
+    auth = f"Authorization: Bearer {token}\r\n".encode() if token else b""
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            .encode() + auth + extra)
+
+
+def _read_until_closed(sock: ssl.SSLSocket, limit_s: float) -> tuple[bytes, float]:
+    """Everything the server sends until it closes; (data, seconds it took)."""
+    started = time.monotonic()
+    sock.settimeout(limit_s)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except (ConnectionError, ssl.SSLError):
+        pass  # a reset after the answer is a close too
+    return data, time.monotonic() - started
+
+
+def _status_and_doc(data: bytes) -> tuple[int, dict[str, Any]]:
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, json.loads(body[: int(_header(head, b"content-length"))])
+
+
+def _header(head: bytes, name: bytes) -> bytes:
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip()
+    raise KeyError(name)
+
+
+def test_content_length_10mb_is_refused_at_once(target: Target) -> None:
+    with tls_socket(target.port, target.agent.ctx, timeout=10) as sock:
+        sock.sendall(_head(extra=b"Content-Length: 10485760\r\n\r\n", token=target.agent.token))
+        started = time.monotonic()
+        # The answer comes on the announcement alone, before any body byte.
+        sock.settimeout(SLACK_S)
+        first = sock.recv(65536)
+        answered = time.monotonic() - started
+        status, doc = _status_and_doc(first)
+        assert (status, doc["reason"]) == (413, "body_too_large")
+        assert b"connection: close" in first.lower()
+        # A client that pushes the announced body anyway is drained for the
+        # lingering time (so it can still read the 413), then cut off.
+        sent = 0
+        try:
+            sock.settimeout(0.2)
+            while sent < 10 * 1024 * 1024 and time.monotonic() - started < DEADLINE_S + SLACK_S:
+                sent += sock.send(b"x" * 65536)
+        except (TimeoutError, ConnectionError, ssl.SSLError):
+            pass
+        _read_until_closed(sock, DEADLINE_S + SLACK_S)
+        closed = time.monotonic() - started
+    assert answered < SLACK_S, answered
+    assert closed < DEADLINE_S + 2 * SLACK_S, closed
+
+
+def test_chunked_body_over_4kib_is_refused(target: Target) -> None:
+    with tls_socket(target.port, target.agent.ctx, timeout=10) as sock:
+        sock.sendall(_head(extra=b"Transfer-Encoding: chunked\r\n\r\n", token=target.agent.token))
+        started = time.monotonic()
+        try:
+            for _ in range(64):  # 64 x 1 KiB chunks, never the terminating 0-chunk
+                sock.sendall(b"400\r\n" + b"x" * 1024 + b"\r\n")
+        except (ConnectionError, ssl.SSLError):
+            pass
+        data, _ = _read_until_closed(sock, DEADLINE_S + SLACK_S)
+        elapsed = time.monotonic() - started
+    status, doc = _status_and_doc(data)
+    assert (status, doc["reason"]) == (413, "body_too_large")
+    assert elapsed < DEADLINE_S + 2 * SLACK_S, elapsed
+
+
+def test_endless_small_chunks_hit_the_body_deadline(target: Target) -> None:
+    """Under 4 KiB but never finished: answered 408 and closed at the body deadline."""
+    with tls_socket(target.port, target.agent.ctx, timeout=10) as sock:
+        sock.sendall(_head(extra=b"Transfer-Encoding: chunked\r\n\r\n", token=target.agent.token))
+        started = time.monotonic()
+        sock.settimeout(0.25)
+        data = b""
+        answered = None
+        while time.monotonic() - started < 2 * DEADLINE_S + 2 * SLACK_S:
+            try:
+                sock.sendall(b"1\r\nx\r\n")  # one byte per chunk, 4 per second
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answered = answered or time.monotonic() - started
+                data += chunk
+            except TimeoutError:
+                continue
+            except (ConnectionError, ssl.SSLError):
+                break
+        elapsed = time.monotonic() - started
+    status, doc = _status_and_doc(data)
+    assert (status, doc["reason"]) == (408, "body_timeout")
+    assert answered is not None and DEADLINE_S - 0.1 <= answered < DEADLINE_S + SLACK_S, answered
+    # A client still sending is drained for the lingering time (2 s), then cut off.
+    assert elapsed < 2 * DEADLINE_S + SLACK_S, elapsed
+
+
+HEAD_ABUSE = {
+    "header_line_64kib": b"X-Big: " + b"a" * 65536 + b"\r\n\r\n",
+    "request_line_64kib": None,  # built below: a 64 KiB URL
+    "ten_thousand_headers": b"".join(b"X-H%d: v\r\n" % i for i in range(10_000)) + b"\r\n",
+}
+
+
+@pytest.mark.parametrize("case", list(HEAD_ABUSE))
+def test_giant_request_heads_are_refused_quickly(target: Target, case: str) -> None:
+    if case == "request_line_64kib":
+        payload = (b"POST /v1/offers/pull?" + b"a" * 65536 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    else:
+        payload = _head(token=target.agent.token) + HEAD_ABUSE[case]
+    with tls_socket(target.port, target.agent.ctx, timeout=10) as sock:
+        started = time.monotonic()
+        try:
+            sock.sendall(payload)
+        except (ConnectionError, ssl.SSLError):
+            pass  # refused before we finished sending: fine
+        data, _ = _read_until_closed(sock, DEADLINE_S + SLACK_S)
+        elapsed = time.monotonic() - started
+    assert elapsed < SLACK_S, elapsed  # no deadline needed: refused on sight
+    if data:  # a 4xx envelope, or (reset mid-send) nothing at all
+        status, doc = _status_and_doc(data)
+        assert 400 <= status < 500 and doc["schema"] == "qinglong/error@v1", (status, doc)
+
+
+# ------------------------------------------------------------------ slowloris
+
+# One byte every 250 ms per connection: as slow as a slowloris needs to be to
+# look alive (1,000 one-byte TLS records a second across the attack).
+DRIP_S = 0.25
+HEAD_DRIP = (b"POST /v1/offers/pull HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             b"Content-Type: application/json\r\nX-Pad: " + b"p" * 2000)
+
+
+async def _attack(port: int, ca_file: str, cert: tuple[str, str], n_tls: int, n_tcp: int,
+                  duration_s: float, drip_s: float) -> dict[str, Any]:
+    """n_tls TLS connections dripping a request head one byte at a time and n_tcp
+    plain TCP connections that never send a ClientHello; each reconnects as soon
+    as the server closes it, for duration_s. Returns per-connection lifetimes."""
+    ctx = ssl.create_default_context(cafile=ca_file)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(*cert)
+    loop = asyncio.get_running_loop()
+    stop_at = loop.time() + duration_s
+    closed: dict[str, list[float]] = {"tls": [], "tcp": []}
+    failed = {"tls": 0, "tcp": 0}
+    open_since: dict[int, tuple[str, float]] = {}
+
+    async def one(kind: str, delay: float) -> None:
+        # Spread the first connects over one deadline period, as a tool that opens
+        # its sockets in a loop would; reconnects then keep that spread.
+        await asyncio.sleep(delay)
+        while loop.time() < stop_at:
+            try:
+                if kind == "tls":
+                    reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                        "127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1"), 10)
+                else:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection("127.0.0.1", port), 10)
+            except (OSError, TimeoutError, ssl.SSLError):
+                failed[kind] += 1
+                await asyncio.sleep(0.1)
+                continue
+            # The deadline starts when the server has the connection: for TLS when
+            # the handshake is done (head timer), for TCP at connect (handshake timer).
+            born = loop.time()
+            key = id(writer)
+            open_since[key] = (kind, born)
+
+            async def drip(w: asyncio.StreamWriter = writer) -> None:
+                for i in range(len(HEAD_DRIP)):
+                    w.write(HEAD_DRIP[i:i + 1])
+                    await asyncio.sleep(drip_s)
+
+            dripper = asyncio.create_task(drip()) if kind == "tls" else None
+            try:
+                while await reader.read(65536):
+                    pass
+            except (OSError, ssl.SSLError):
+                pass
+            closed[kind].append(loop.time() - born)
+            del open_since[key]
+            if dripper is not None:
+                dripper.cancel()
+            writer.close()
+
+    tasks = [asyncio.create_task(one("tls", DEADLINE_S * i / n_tls)) for i in range(n_tls)]
+    tasks += [asyncio.create_task(one("tcp", DEADLINE_S * i / n_tcp)) for i in range(n_tcp)]
+    await asyncio.sleep(duration_s)
+    now = loop.time()
+    still_open = [now - born for _, born in open_since.values()]
+    await asyncio.wait(tasks, timeout=DEADLINE_S + SLACK_S * 2)
+    for task in tasks:
+        task.cancel()
+    return {"closed": closed, "failed": failed, "stillOpenAges": still_open}
+
+
+def _attack_process(port: int, ca_file: str, cert: tuple[str, str], n_tls: int, n_tcp: int,
+                    duration_s: float, out: str) -> None:
+    """Entry point of the attacker process (its own interpreter: the attack must
+    not steal the measuring client's GIL)."""
+    if os.environ.get("QL_ABUSE_PIN"):
+        os.sched_setaffinity(0, {int(os.environ["QL_ABUSE_PIN"])})
+    result = asyncio.run(_attack(port, ca_file, cert, n_tls, n_tcp, duration_s, DRIP_S))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["cpuSeconds"] = usage.ru_utime + usage.ru_stime
+    Path(out).write_text(json.dumps(result))
+
+
+def _latencies(target: Target, n: int, every_s: float = 0.02) -> list[float]:
+    """n pulls, one every `every_s` (a polling worker, not a flood: the samples
+    span several attack deadline periods), each on a fresh mTLS connection
+    (handshake included: the part of a request an attack on the listener delays)."""
+    out = []
+    for _ in range(n):
+        time.sleep(every_s)
+        started = time.perf_counter()
+        reply = post(target.port, "/v1/offers/pull", target.pull_body(), ctx=target.agent.ctx,
+                     token=target.agent.token)
+        out.append(time.perf_counter() - started)
+        assert reply.status == 200 and reply.json["status"] == "idle", reply.body
+    return out
+
+
+def _start_attack(target: Target, tmp: Path, duration_s: float, n_tls: int = ATTACK_TLS,
+                  n_tcp: int = ATTACK_TCP) -> tuple[multiprocessing.process.BaseProcess, Path]:
+    out = tmp / f"attack-{uuid.uuid4().hex[:6]}.json"
+    cert = target.agent.cert
+    process = multiprocessing.get_context("spawn").Process(
+        target=_attack_process, args=(target.port, target.world.pki.ca_file,
+                                      (str(cert.cert_file), str(cert.key_file)),
+                                      n_tls, n_tcp, duration_s, str(out)), daemon=True)
+    process.start()
+    return process, out
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_open(target: Target, at_least: int, timeout_s: float) -> float:
+    deadline = time.monotonic() + timeout_s
+    value = 0.0
+    while time.monotonic() < deadline:
+        value = target.server.metric("qinglong_ingress_open_connections")
+        if value >= at_least:
+            return value
+        time.sleep(0.1)
+    return value
+
+
+def test_slowloris_500_connections(target: Target, tmp_path: Path) -> None:
+    pid = target.server.pid
+    _latencies(target, 20)  # warm up (pool connections, code paths)
+    baseline = _latencies(target, LEGIT_SAMPLES)
+    rss_before = read_status_kib(pid, "VmRSS")
+
+    duration = 10.0
+    if os.environ.get("QL_ABUSE_PIN"):
+        os.sched_setaffinity(pid, {1 - int(os.environ["QL_ABUSE_PIN"])})
+    attacker, out = _start_attack(target, tmp_path, duration)
+    try:
+        held = _wait_open(target, ATTACK_TLS + ATTACK_TCP - 50, 8.0)
+        cpu_before, wall_before = _cpu_seconds(pid), time.monotonic()
+        during = _latencies(target, LEGIT_SAMPLES)
+        ingress_cpu = (_cpu_seconds(pid) - cpu_before) / (time.monotonic() - wall_before)
+        peak_open = target.server.metric("qinglong_ingress_open_connections")
+    finally:
+        attacker.join(duration + 30)
+        if attacker.is_alive():
+            attacker.kill()
+    result = json.loads(out.read_text())
+    time.sleep(DEADLINE_S + SLACK_S)  # every attack connection is gone by now
+    rss_after = read_status_kib(pid, "VmRSS")
+    hwm = read_status_kib(pid, "VmHWM")
+    open_after = target.server.metric("qinglong_ingress_open_connections")
+
+    report = {
+        "baselineP50Ms": round(statistics.median(baseline) * 1000, 1),
+        "baselineP99Ms": round(percentile(baseline, 99) * 1000, 1),
+        "attackP50Ms": round(statistics.median(during) * 1000, 1),
+        "attackP99Ms": round(percentile(during, 99) * 1000, 1),
+        "heldConnections": held, "openDuringMeasure": peak_open, "openAfter": open_after,
+        "closedTls": len(result["closed"]["tls"]), "closedTcp": len(result["closed"]["tcp"]),
+        "maxTlsLifetimeS": round(max(result["closed"]["tls"]), 2),
+        "maxTcpLifetimeS": round(max(result["closed"]["tcp"]), 2),
+        "failedConnects": result["failed"],
+        "rssBeforeKiB": rss_before, "rssAfterKiB": rss_after, "hwmKiB": hwm,
+        "ingressCpuShare": round(ingress_cpu, 2), "attackerCpuSeconds": result["cpuSeconds"],
+        "loadavg": os.getloadavg(),
+    }
+    print(json.dumps(report))
+    # The attack really happened: ~500 connections held at once, several waves.
+    assert held >= ATTACK_TLS + ATTACK_TCP - 50, report
+    assert len(result["closed"]["tls"]) >= ATTACK_TLS and len(result["closed"]["tcp"]) >= ATTACK_TCP
+    # Each attack connection was closed by the server within its deadline.
+    limit = DEADLINE_S + SLACK_S
+    assert max(result["closed"]["tls"]) < limit, report
+    assert max(result["closed"]["tcp"]) < limit, report
+    assert max(result["stillOpenAges"], default=0.0) < limit, report
+    assert open_after <= 1, report
+    # Bounded memory.
+    assert rss_after - rss_before < 20 * 1024, report
+    # Legitimate pulls kept their latency.
+    assert percentile(during, 99) < 2 * percentile(baseline, 99), report
