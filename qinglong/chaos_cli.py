@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
+STRICT_HELP = "count matches of known bugs (checker KNOWN_ISSUES) as anomalies"
 
 
 def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
@@ -38,7 +39,9 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
                       help="override the minimum fault-phase length in seconds")
     soak.add_argument("--min-pulls", type=int, default=None, metavar="N",
                       help="override the pull target")
+    soak.add_argument("--strict", action="store_true", help=STRICT_HELP)
     soak.set_defaults(handler=lazy("qinglong.chaos.cli:soak_command"))
     check = commands.add_parser("check", help="check a soak's HISTORY_DIR offline")
     check.add_argument("history_dir", type=Path, metavar="HISTORY_DIR")
+    check.add_argument("--strict", action="store_true", help=STRICT_HELP)
     check.set_defaults(handler=lazy("qinglong.chaos.cli:check_command"))

@@ -87,6 +87,8 @@ def seed(conn: psycopg.Connection, runs: int) -> None:
                      (published[0]["taskId"], priority % 3, batch))
         remaining -= batch
         priority += 1
+    conn.execute("VACUUM ANALYZE ql_private.runs")
+    conn.execute("VACUUM ANALYZE ql_private.attempts")
     claim_offers(conn, 2000)
     conn.execute("VACUUM ANALYZE ql_private.runs")
     conn.execute("VACUUM ANALYZE ql_private.attempts")

@@ -36,6 +36,9 @@ f  journal_invalid     unsafe modes (root/dirs 0700, files 0600), leftover
                        `.tmp-*` files, unparseable entries, and a lease whose
                        intent was cleared without a durable inbox entry or a
                        recorded failure (accepted but missing from the inbox)
+
+Known bugs of the system under test (KNOWN_ISSUES) are matched by signature and
+reported apart, unless `strict`.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from qinglong.chaos.history import (
     CLIENT,
     FAIL,
     FAULT_KINDS,
+    INFO,
     INVOKE,
     NEMESIS,
     OK,
@@ -86,10 +90,22 @@ DETAIL_LIMIT = 20  # details kept per class in the report
 __all__ = ["CLASSES", "Anomaly", "Inputs", "Report", "check", "check_dir", "load_inputs"]
 
 
+# Known bugs of the system under test, by signature: reported apart from the
+# anomalies (and counted as anomalies with `strict`) until they are fixed. Each
+# has a reproduction marked xfail(strict=True) in tests/py/test_chaos_soak.py,
+# which starts failing once the bug is fixed: then delete its entry here.
+KNOWN_ISSUES: dict[str, str] = {
+    "duplicate_pull_idle": "a retried pull answered idle while the first request of the "
+    "same intent, still running server-side, committed a lease (pull_offer re-checks no "
+    "recovery after waiting on the session lock); docs/RELIABILITY.md, Findings",
+}
+
+
 @dataclass(frozen=True)
 class Anomaly:
     cls: str  # a key of CLASSES
     detail: str
+    known: str | None = None  # a KNOWN_ISSUES key when it matches a known bug
 
     @property
     def name(self) -> str:
@@ -102,6 +118,7 @@ class Report:
     counts: dict[str, int]
     faults: dict[str, int]
     pulls: int | None = None
+    known: list[Anomaly] = field(default_factory=list)  # matched KNOWN_ISSUES (not strict)
 
     @property
     def ok(self) -> bool:
@@ -116,8 +133,12 @@ class Report:
         for anomaly in self.anomalies:
             if len(details[anomaly.name]) < DETAIL_LIMIT:
                 details[anomaly.name].append(anomaly.detail)
+        known: dict[str, list[str]] = defaultdict(list)
+        for anomaly in self.known:
+            known[str(anomaly.known)].append(anomaly.detail)
         return {"ok": self.ok, "anomalies": self.by_class(), "details": dict(details),
-                "counts": self.counts, "faults": self.faults, "pulls": self.pulls}  # fmt: skip
+                "knownIssues": dict(known), "counts": self.counts, "faults": self.faults,
+                "pulls": self.pulls}  # fmt: skip
 
 
 @dataclass
@@ -405,7 +426,7 @@ def check_indeterminate(facts: Facts, counts: Counter[str]) -> Iterable[Anomaly]
         lease = facts.lease(claim.offer_id)
         if claim.idle and lease is not None:
             yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} answered idle but "
-                               "a lease exists")
+                               "a lease exists", _idle_signature(claim))
         if claim.settled or view is None:
             continue
         counts["indeterminate"] += 1
@@ -415,6 +436,15 @@ def check_indeterminate(facts: Facts, counts: Counter[str]) -> Iterable[Anomaly]
         elif lease is not None and claim.offer_id not in view.inbox:
             yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} without outcome "
                                "has a lease but no inbox entry")
+
+
+def _idle_signature(claim: Claim) -> str | None:
+    """The known duplicate-pull race needs the intent to have been sent twice: a
+    retry (or a resume) before the idle answer. Anything else stays unexplained."""
+    idle_at = min(op.index for op in claim.ops if op.type == OK and op.value == "idle")
+    resent = any(op.type == INFO and op.value in ("retry", "resumed") and op.index < idle_at
+                 for op in claim.ops)  # fmt: skip
+    return "duplicate_pull_idle" if resent else None
 
 
 def _pending_vs_lease(claim: Claim, pending: dict[str, Any], lease: dict[str, Any] | None,
@@ -464,7 +494,7 @@ def _faults(ops: list[Op]) -> dict[str, int]:
     return {kind: found.get(kind, 0) for kind in FAULT_KINDS}
 
 
-def check(inputs: Inputs) -> Report:
+def check(inputs: Inputs, *, strict: bool = False) -> Report:
     facts = Facts.build(inputs)
     counts: Counter[str] = Counter()
     runs: Counter[str] = Counter()
@@ -477,8 +507,10 @@ def check(inputs: Inputs) -> Report:
         lambda: check_indeterminate(facts, counts),
         lambda: check_journals(facts),
     ]
+    known: list[Anomaly] = []
     for run_check in checks:
-        anomalies.extend(run_check())
+        for anomaly in run_check():
+            (known if anomaly.known and not strict else anomalies).append(anomaly)
     snapshot = inputs.snapshot
     counts.update({
         "historyOps": len(inputs.ops),
@@ -495,8 +527,8 @@ def check(inputs: Inputs) -> Report:
     })
     counts.update({f"runs{k.capitalize()}AtHeal": v for k, v in runs.items()})
     pulls = inputs.result.get("pulls") if inputs.result else None
-    return Report(anomalies, dict(counts), _faults(inputs.ops), pulls)
+    return Report(anomalies, dict(counts), _faults(inputs.ops), pulls, known)
 
 
-def check_dir(history_dir: Path) -> Report:
-    return check(load_inputs(history_dir))
+def check_dir(history_dir: Path, *, strict: bool = False) -> Report:
+    return check(load_inputs(history_dir), strict=strict)

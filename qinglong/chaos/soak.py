@@ -261,6 +261,7 @@ class Soak:
     plan: SoakPlan
     out: Path
     say: Callable[[str], None] = print
+    strict: bool = False  # count known bugs (checker.KNOWN_ISSUES) as anomalies
     rng: random.Random = field(init=False)
     sup: Supervisor = field(default_factory=Supervisor)
     env: soak_env.SoakEnv | None = None
@@ -634,7 +635,7 @@ class Soak:
             self.teardown()
         logs = {name: self.out / "logs" / f"{name}.log" for name in self.workers}
         ops = build_history(self.out, logs, [self.out / name for name in RECORDS])
-        report = check_dir(self.out)
+        report = check_dir(self.out, strict=self.strict)
         self._write_result(report, ops)
         return report
 

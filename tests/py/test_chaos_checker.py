@@ -353,6 +353,28 @@ def test_journal_or_history_plant_is_caught(scenario: Scenario,
     assert scenario.check() == expected
 
 
+def test_known_duplicate_pull_race_is_reported_apart_unless_strict(scenario: Scenario) -> None:
+    """The signature of the known bug (see test_chaos_soak.py): the intent was sent
+    twice (a retry), then answered idle, and a lease with its offer id exists."""
+    assert _finish(scenario) == set()
+    item = scenario.accepted[3]
+    scenario.ops = [op for op in scenario.ops if not (op.offer_id == item.offer_id
+                                                       and op.type == OK)]  # fmt: skip
+    now = int(time.time() * 1000)
+    scenario.ops += [
+        Op(now, item.process, "info", "claim", offer_id=item.offer_id, value="retry",
+           reason="NetworkError"),
+        Op(now + 1, item.process, OK, "claim", offer_id=item.offer_id, value="idle",
+           reason="capacity_full"),
+    ]
+    scenario.write_history()
+    report = check_dir(scenario.root)
+    assert report.ok and [a.known for a in report.known] == ["duplicate_pull_idle"]
+    assert report.to_doc()["knownIssues"]["duplicate_pull_idle"]
+    strict = check_dir(scenario.root, strict=True)
+    assert {a.name for a in strict.anomalies} == {"e_unresolved_intent"}
+
+
 def test_every_class_has_a_plant() -> None:
     caught: set[str] = set()
     for plant_set in (DB_PLANTS, JOURNAL_PLANTS):
