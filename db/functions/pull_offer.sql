@@ -9,15 +9,18 @@
 --   0. validate arguments; authenticate the credential (a denial is recorded in
 --      security_audit and returned as {status: denied, httpStatus, reason}) —
 --      before any candidate is touched;
---   1. recover first: an existing lease with this offer id is replayed
---      ({status: idempotent, offer}) or refused ({status: conflict, category});
+--   1. recover first, under a transaction advisory lock on the offer id (so a
+--      retry racing its own still-running first request waits for it): an
+--      existing lease with this offer id is replayed ({status: idempotent,
+--      offer}) or refused ({status: conflict, category});
 --   2. session fences (exists, owned, exact generation, active, unexpired,
 --      capabilities digest intact) and a free slot (else idle capacity_full);
 --   3–4. bounded keyset scan, placement, atomic claim -> {status: offered, offer}
 --      or {status: idle, reason, stats, truncated}.
 -- Writes: only a claim (lease + run -> dispatching + one run.dispatched event) or
 --   a denial audit row. Idle pulls and replays write nothing (zero WAL).
--- Caller: ql_worker_ingress. Locks: see ql_private.scan_and_claim (attempt FOR
+-- Caller: ql_worker_ingress. Locks: advisory xact lock on the offer id; see
+--   ql_private.scan_and_claim (attempt FOR
 --   UPDATE SKIP LOCKED, run FOR NO KEY UPDATE SKIP LOCKED, session row before the
 --   first claim). Idempotency: by offer id + token digest.
 -- SQLSTATEs: QL001 malformed argument; QL002 bound above cap; QL010 unknown
@@ -53,6 +56,10 @@ BEGIN
     IF result IS NOT NULL THEN
         RETURN result;
     END IF;
+    -- Concurrent pulls of one offer id (a retry racing its own first request,
+    -- whose ingress died mid-call) serialize here, so the later one always sees
+    -- the earlier one's lease and replays it. An advisory lock writes no WAL.
+    PERFORM pg_advisory_xact_lock(hashtextextended('qinglong.offer:' || v_offer::text, 0));
     result := ql_private.recover_offer(v_worker, v_session, p_generation, v_offer, v_token);
     IF result IS NOT NULL THEN
         RETURN result;

@@ -105,7 +105,7 @@ class SoakPlan:
     seed: int | None = None
 
 
-SHORT = SoakPlan("short", min_pulls=2000, duration_s=140.0, max_duration_s=200.0)
+SHORT = SoakPlan("short", min_pulls=2000, duration_s=140.0, max_duration_s=220.0)
 LONG = SoakPlan("long", min_pulls=20000, duration_s=900.0, max_duration_s=2400.0)
 PLANS = {"short": SHORT, "long": LONG}
 

@@ -116,10 +116,6 @@ def test_proxy_skips_a_dead_upstream(proxied) -> None:
 # ------------------------------------------------------------------ finding
 
 
-@pytest.mark.xfail(strict=True, reason="known bug found by the soak (docs/RELIABILITY.md, "
-                   "Findings): a retried pull that waited on the session lock answers idle "
-                   "while its first request committed a lease; once fixed, delete "
-                   "checker.KNOWN_ISSUES['duplicate_pull_idle'] and this mark")
 def test_retry_racing_its_own_first_request_gets_the_same_offer(db_dsn: str) -> None:
     """The first request of an intent is still running server-side (its ingress was
     killed, or the worker timed out) when the worker's retry of the same offer id +
@@ -144,7 +140,7 @@ def test_retry_racing_its_own_first_request_gets_the_same_offer(db_dsn: str) -> 
         racer = threading.Thread(target=retry)
         racer.start()
         racer.join(1.0)
-        assert racer.is_alive()  # the retry waits on the session row lock
+        assert racer.is_alive()  # the retry waits for its first request (offer-id lock)
         first.commit()
     racer.join(30)
     assert answers and answers[0]["status"] == "idempotent", answers
