@@ -1,0 +1,4566 @@
+--
+-- PostgreSQL database dump
+--
+
+
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: ql; Type: SCHEMA; Schema: -; Owner: ql_owner
+--
+
+CREATE SCHEMA ql;
+
+
+ALTER SCHEMA ql OWNER TO ql_owner;
+
+--
+-- Name: ql_private; Type: SCHEMA; Schema: -; Owner: ql_owner
+--
+
+CREATE SCHEMA ql_private;
+
+
+ALTER SCHEMA ql_private OWNER TO ql_owner;
+
+--
+-- Name: ack_lease(text, bytea, text, text, bigint, text, bytea, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    wid uuid := ql_private.parse_uuid(ack_lease.worker_id, 'workerId');
+    sid uuid := ql_private.parse_uuid(ack_lease.session_id, 'sessionId');
+    oid_ uuid := ql_private.parse_uuid(ack_lease.offer_id, 'offerId');
+    tok bytea := ql_private.require_digest(ack_lease.token_digest, 'tokenDigest');
+    gen bigint := ack_lease.generation;
+    v_phase text := ack_lease.phase;
+    v_reason text := ql_private.require_reason(ack_lease.reason, 'reason');
+    denied jsonb;
+    v record;
+    category text;
+    l ql_private.run_leases;
+    a ql_private.attempts;
+    ttl integer;
+    now_ts timestamptz;
+BEGIN
+    IF gen IS NULL OR gen < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF v_phase IS NULL OR v_phase NOT IN ('starting', 'running', 'start_failed') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'phase must be starting, running or start_failed';
+    END IF;
+    IF v_phase <> 'start_failed' AND v_reason IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'reason is only accepted with start_failed';
+    END IF;
+    v_reason := CASE WHEN v_phase = 'start_failed' THEN coalesce(v_reason, 'start_failed') END;
+
+    denied := ql_private.authenticate(ack_lease.credential_id, ack_lease.secret_digest, wid,
+                                      'lease.ack');
+    IF denied IS NOT NULL THEN
+        RETURN denied;
+    END IF;
+
+    -- Pass 1 reads without locks; pass 2 (only when a change is due) locks and
+    -- re-reads. Each read is one statement (ql_private.lease_state: one snapshot).
+    FOR pass IN 1 .. 2 LOOP
+        IF pass = 2 THEN
+            PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = l.attempt_id FOR UPDATE;
+            PERFORM 1 FROM ql_private.runs rr WHERE rr.id = l.run_id FOR NO KEY UPDATE;
+            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR UPDATE;
+        END IF;
+        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
+        IF NOT FOUND THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
+        END IF;
+        l := v.lease;
+        a := v.attempt;
+        category := v.category;
+        IF category = 'lease_terminal' THEN
+            IF v_phase = 'start_failed' AND l.release_reason = 'start_failed'
+               AND a.state = 'failed' AND a.reason IS NOT DISTINCT FROM v_reason THEN
+                RETURN jsonb_build_object('status', 'idempotent',
+                                          'lease', ql_private.lease_projection(l.id));
+            END IF;
+            RETURN jsonb_build_object('status', 'conflict', 'category', category);
+        ELSIF category IS NOT NULL THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', category);
+        END IF;
+
+        -- Live, unexpired, fenced: claimed and unstarted, or started and starting|running.
+        IF v_phase = 'starting' AND l.started_at IS NOT NULL THEN
+            IF a.state = 'starting' THEN
+                RETURN jsonb_build_object('status', 'idempotent',
+                                          'lease', ql_private.lease_projection(l.id));
+            END IF;
+            RAISE EXCEPTION USING ERRCODE = 'QL020',
+                MESSAGE = format('illegal_transition: starting ACK while the attempt is %s', a.state);
+        ELSIF v_phase = 'running' AND l.started_at IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL020',
+                MESSAGE = 'illegal_transition: running ACK before the starting ACK';
+        ELSIF v_phase = 'running' AND a.state = 'running' THEN
+            RETURN jsonb_build_object('status', 'idempotent',
+                                      'lease', ql_private.lease_projection(l.id));
+        ELSIF v_phase = 'start_failed' AND a.state = 'running' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL020',
+                MESSAGE = 'illegal_transition: start_failed after running (complete as failed)';
+        END IF;
+    END LOOP;
+
+    now_ts := clock_timestamp();
+    IF v_phase = 'starting' THEN
+        SELECT t.lease_ttl_seconds INTO ttl
+          FROM ql_private.runs rr JOIN ql_private.tasks t ON t.id = rr.task_id
+         WHERE rr.id = l.run_id;
+        UPDATE ql_private.run_leases rl
+           SET started_at = now_ts, expires_at = now_ts + make_interval(secs => ttl),
+               lease_version = rl.lease_version + 1, updated_at = now_ts
+         WHERE rl.id = l.id;
+        UPDATE ql_private.attempts aa SET state = 'starting', updated_at = now_ts
+         WHERE aa.id = a.id;
+        UPDATE ql_private.runs rr SET state = 'starting', updated_at = now_ts
+         WHERE rr.id = l.run_id;
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+        VALUES ('run.starting', l.run_id, a.id, jsonb_build_object(
+            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
+            'workerId', l.worker_id, 'sessionId', l.session_id,
+            'sessionGeneration', l.session_generation, 'leaseGeneration', l.lease_generation));
+    ELSIF v_phase = 'running' THEN
+        UPDATE ql_private.run_leases rl
+           SET lease_version = rl.lease_version + 1, updated_at = now_ts
+         WHERE rl.id = l.id;
+        UPDATE ql_private.attempts aa SET state = 'running', updated_at = now_ts
+         WHERE aa.id = a.id;
+        UPDATE ql_private.runs rr SET state = 'running', updated_at = now_ts
+         WHERE rr.id = l.run_id;
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+        VALUES ('run.running', l.run_id, a.id, jsonb_build_object(
+            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
+            'leaseGeneration', l.lease_generation));
+    ELSE
+        UPDATE ql_private.run_leases rl
+           SET released_at = now_ts, release_reason = 'start_failed', updated_at = now_ts
+         WHERE rl.id = l.id;
+        UPDATE ql_private.attempts aa
+           SET state = 'failed', reason = v_reason, updated_at = now_ts, finished_at = now_ts
+         WHERE aa.id = a.id;
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+        VALUES ('attempt.failed', l.run_id, a.id, jsonb_build_object(
+            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
+            'leaseGeneration', l.lease_generation, 'phase', 'start', 'reason', v_reason));
+        PERFORM ql_private.apply_retry(l.run_id, a.id, v_reason);
+    END IF;
+    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(l.id));
+END
+$$;
+
+
+ALTER FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text) IS 'Lease ACK (SPEC 7), one fenced transaction: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, attempt.failed, retry policy). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Caller: ql_worker_ingress. Locks (changes only): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Exact replays write nothing. QL001 bad input, QL020 illegal transition.';
+
+
+--
+-- Name: authenticate_worker(text, bytea, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    denied jsonb;
+BEGIN
+    denied := ql_private.authenticate(
+        authenticate_worker.credential_id,
+        authenticate_worker.secret_digest,
+        ql_private.parse_uuid(authenticate_worker.worker_id, 'workerId'),
+        authenticate_worker.action);
+    RETURN coalesce(denied, jsonb_build_object('status', 'ok'));
+END
+$$;
+
+
+ALTER FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) IS 'Worker credential check. {"status":"ok"} (writes nothing) or {"status":"denied","httpStatus","reason"} (one security_audit row). Caller: ql_worker_ingress. Locks: none. QL001 malformed workerId/action.';
+
+
+--
+-- Name: cancel_run(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.cancel_run(run_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    rid uuid := ql_private.parse_uuid(cancel_run.run_id, 'runId');
+    v_attempt uuid;
+    r ql_private.runs;
+    a ql_private.attempts;
+    live ql_private.run_leases;
+    now_ts timestamptz;
+BEGIN
+    LOOP
+        SELECT rr.current_attempt_id INTO v_attempt FROM ql_private.runs rr WHERE rr.id = rid;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'run not found';
+        END IF;
+        IF v_attempt IS NOT NULL THEN
+            SELECT att.* INTO a FROM ql_private.attempts att WHERE att.id = v_attempt FOR UPDATE;
+        END IF;
+        SELECT rr.* INTO r FROM ql_private.runs rr WHERE rr.id = rid FOR NO KEY UPDATE;
+        EXIT WHEN r.current_attempt_id IS NOT DISTINCT FROM v_attempt;
+    END LOOP;
+
+    IF r.state IN ('succeeded', 'failed', 'cancelled') THEN
+        RETURN jsonb_build_object('runId', r.id, 'state', r.state,
+                                  'cancelRequested', r.cancel_requested);
+    END IF;
+
+    SELECT l.* INTO live FROM ql_private.run_leases l
+     WHERE l.attempt_id = a.id AND l.released_at IS NULL;
+    now_ts := clock_timestamp();
+
+    IF r.state IN ('queued', 'dispatching') AND live.started_at IS NULL THEN
+        IF live.id IS NOT NULL THEN
+            UPDATE ql_private.run_leases l
+               SET released_at = now_ts, release_reason = 'cancelled', updated_at = now_ts
+             WHERE l.id = live.id;
+        END IF;
+        IF a.id IS NOT NULL AND a.state NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
+            UPDATE ql_private.attempts att
+               SET state = 'cancelled', reason = 'cancelled', updated_at = now_ts,
+                   finished_at = now_ts
+             WHERE att.id = a.id;
+        END IF;
+        UPDATE ql_private.runs rr
+           SET state = 'cancelled', cancel_requested = true, updated_at = now_ts,
+               finished_at = now_ts
+         WHERE rr.id = r.id
+        RETURNING rr.* INTO r;
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+        VALUES ('run.cancelled', r.id, a.id, jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', a.id,
+            'offerId', live.offer_id,
+            'leaseReleased', live.id IS NOT NULL)));
+    ELSIF r.cancel_requested THEN
+        NULL;  -- already requested: no second write, no second event
+    ELSE
+        UPDATE ql_private.runs rr
+           SET cancel_requested = true, updated_at = now_ts
+         WHERE rr.id = r.id
+        RETURNING rr.* INTO r;
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+        VALUES ('run.cancel_requested', r.id, a.id, jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', a.id,
+            'state', r.state,
+            'offerId', live.offer_id)));
+    END IF;
+    RETURN jsonb_build_object('runId', r.id, 'state', r.state,
+                              'cancelRequested', r.cancel_requested);
+END
+$$;
+
+
+ALTER FUNCTION ql.cancel_run(run_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION cancel_run(run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.cancel_run(run_id text) IS 'Cancel a run: queued/dispatching without a started lease -> cancelled (attempt cancelled, unstarted lease released, run.cancelled event); started -> cancel_requested + run.cancel_requested event; terminal or already requested -> unchanged, no writes. Returns {runId, state, cancelRequested}. Caller: ql_runtime. Locks: attempt FOR UPDATE, then run FOR NO KEY UPDATE, then lease. Idempotent. QL001 malformed id, QL004 unknown run.';
+
+
+--
+-- Name: close_session(text, bytea, text, text, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    wid uuid := ql_private.parse_uuid(close_session.worker_id, 'workerId');
+    sid uuid := ql_private.parse_uuid(close_session.session_id, 'sessionId');
+    gen bigint := close_session.generation;
+    denied jsonb;
+    now_ts timestamptz;
+    s ql_private.worker_sessions;
+BEGIN
+    IF gen IS NULL OR gen < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    denied := ql_private.authenticate(
+        close_session.credential_id, close_session.secret_digest, wid, 'session.close');
+    IF denied IS NOT NULL THEN
+        RETURN denied;
+    END IF;
+
+    SELECT * INTO s FROM ql_private.worker_sessions ws
+     WHERE ws.session_id = sid AND ws.worker_id = wid
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL010', MESSAGE = 'session_not_found';
+    END IF;
+    IF s.generation <> gen
+       OR (s.state = 'closed' AND EXISTS (
+               SELECT 1 FROM ql_private.worker_sessions newer
+                WHERE newer.worker_id = wid AND newer.generation > s.generation)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
+    END IF;
+    IF s.state = 'closed' THEN
+        RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+    END IF;
+
+    now_ts := clock_timestamp();
+    PERFORM ql_private.release_unstarted_leases(ARRAY[sid], 'session_closed');
+    UPDATE ql_private.worker_sessions ws
+       SET state = 'closed', closed_at = now_ts
+     WHERE ws.session_id = sid
+    RETURNING ws.* INTO s;
+    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+END
+$$;
+
+
+ALTER FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) IS 'Authenticate (session.close), close the session (also when expired) and release its unstarted live leases (session_closed). {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: session row FOR UPDATE. Idempotent: an already closed, not replaced session returns ok and writes nothing. QL001, QL010 not found, QL011 generation differs or replaced.';
+
+
+--
+-- Name: complete_lease(text, bytea, text, text, bigint, text, bytea, text, integer, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer DEFAULT NULL::integer, reason text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    wid uuid := ql_private.parse_uuid(complete_lease.worker_id, 'workerId');
+    sid uuid := ql_private.parse_uuid(complete_lease.session_id, 'sessionId');
+    oid_ uuid := ql_private.parse_uuid(complete_lease.offer_id, 'offerId');
+    tok bytea := ql_private.require_digest(complete_lease.token_digest, 'tokenDigest');
+    gen bigint := complete_lease.generation;
+    v_outcome text := complete_lease.outcome;
+    v_exit integer := complete_lease.exit_code;
+    v_reason text := ql_private.require_reason(complete_lease.reason, 'reason');
+    v_release text;
+    denied jsonb;
+    v record;
+    category text;
+    l ql_private.run_leases;
+    a ql_private.attempts;
+    r ql_private.runs;
+    now_ts timestamptz;
+BEGIN
+    IF gen IS NULL OR gen < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF v_outcome IS NULL OR v_outcome NOT IN ('succeeded', 'failed', 'cancelled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'outcome must be succeeded, failed or cancelled';
+    END IF;
+    IF v_outcome = 'succeeded' AND v_reason IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'reason is not accepted with succeeded';
+    END IF;
+    IF v_outcome = 'succeeded' AND v_exit IS NOT NULL AND v_exit <> 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'a succeeded outcome cannot carry a non-zero exit code';
+    END IF;
+    v_reason := CASE v_outcome WHEN 'failed' THEN coalesce(v_reason, 'failed')
+                               WHEN 'cancelled' THEN coalesce(v_reason, 'cancelled') END;
+    v_release := CASE v_outcome WHEN 'cancelled' THEN 'cancelled' ELSE 'completed' END;
+
+    denied := ql_private.authenticate(complete_lease.credential_id,
+                                      complete_lease.secret_digest, wid, 'lease.complete');
+    IF denied IS NOT NULL THEN
+        RETURN denied;
+    END IF;
+
+    -- Pass 1 reads without locks; pass 2 (only when a change is due) locks and
+    -- re-reads. Each read is one statement (ql_private.lease_state: one snapshot).
+    FOR pass IN 1 .. 2 LOOP
+        IF pass = 2 THEN
+            PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = l.attempt_id FOR UPDATE;
+            PERFORM 1 FROM ql_private.runs rr WHERE rr.id = l.run_id FOR NO KEY UPDATE;
+            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR UPDATE;
+        END IF;
+        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
+        IF NOT FOUND THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
+        END IF;
+        l := v.lease;
+        a := v.attempt;
+        r := v.run;
+        category := v.category;
+        IF category = 'lease_terminal' THEN
+            IF l.release_reason = v_release AND a.state = v_outcome
+               AND a.exit_code IS NOT DISTINCT FROM v_exit
+               AND a.reason IS NOT DISTINCT FROM v_reason THEN
+                RETURN jsonb_build_object('status', 'idempotent',
+                                          'lease', ql_private.lease_projection(l.id));
+            END IF;
+            RETURN jsonb_build_object('status', 'conflict', 'category', category);
+        ELSIF category IS NOT NULL THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', category);
+        END IF;
+        IF l.started_at IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL020',
+                MESSAGE = 'illegal_transition: completion before the starting ACK';
+        END IF;
+        IF v_outcome = 'cancelled' AND NOT r.cancel_requested THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL020',
+                MESSAGE = 'illegal_transition: outcome cancelled without a cancel request';
+        END IF;
+    END LOOP;
+
+    now_ts := clock_timestamp();
+    UPDATE ql_private.run_leases rl
+       SET released_at = now_ts, release_reason = v_release, updated_at = now_ts
+     WHERE rl.id = l.id;
+    UPDATE ql_private.attempts aa
+       SET state = v_outcome, exit_code = v_exit, reason = v_reason, updated_at = now_ts,
+           finished_at = now_ts
+     WHERE aa.id = a.id;
+    IF v_outcome = 'failed' THEN
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+        VALUES ('attempt.failed', l.run_id, a.id, jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
+            'leaseGeneration', l.lease_generation, 'phase', 'run', 'exitCode', v_exit,
+            'reason', v_reason)));
+        PERFORM ql_private.apply_retry(l.run_id, a.id, v_reason);
+    ELSE
+        UPDATE ql_private.runs rr
+           SET state = v_outcome, finished_at = now_ts, updated_at = now_ts
+         WHERE rr.id = l.run_id;
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+        VALUES ('run.' || v_outcome, l.run_id, a.id, jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
+            'leaseGeneration', l.lease_generation, 'exitCode', v_exit, 'reason', v_reason)));
+    END IF;
+    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(l.id));
+END
+$$;
+
+
+ALTER FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Caller: ql_worker_ingress. Locks (changes only): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Exact replay writes nothing. QL001 bad input, QL020 not started / cancelled without request.';
+
+
+--
+-- Name: enqueue_runs(text, integer, integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    max_count constant integer := 10000;
+    tid uuid := ql_private.parse_uuid(enqueue_runs.task_id, 'taskId');
+    prio integer := enqueue_runs.priority;
+    n integer := enqueue_runs.count;
+    t ql_private.tasks;
+    now_ts timestamptz;
+    ids jsonb;
+BEGIN
+    IF prio IS NULL OR prio NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'priority must be a smallint';
+    END IF;
+    IF n IS NULL OR n < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'count must be >= 1';
+    END IF;
+    IF n > max_count THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = format('count must be <= %s', max_count);
+    END IF;
+    SELECT tk.* INTO t FROM ql_private.tasks tk WHERE tk.id = tid;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'task not found';
+    END IF;
+    IF NOT t.enabled THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'task is disabled';
+    END IF;
+    IF t.current_revision_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'task has no published revision';
+    END IF;
+
+    now_ts := clock_timestamp();
+    WITH planned AS MATERIALIZED (
+        SELECT gen_random_uuid() AS run_id,
+               gen_random_uuid() AS attempt_id,
+               nextval('ql_private.run_queue_seq') AS seq
+          FROM generate_series(1, n) AS g
+         ORDER BY g
+    ), new_runs AS (
+        INSERT INTO ql_private.runs (
+            id, project_id, task_id, execution_revision_id, priority, queue_seq, state,
+            current_attempt_id, created_at, updated_at)
+        SELECT p.run_id, t.project_id, t.id, t.current_revision_id, prio::smallint, p.seq,
+               'queued', p.attempt_id, now_ts, now_ts
+          FROM planned p
+    ), new_attempts AS (
+        INSERT INTO ql_private.attempts (
+            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+        SELECT p.attempt_id, p.run_id, 1, 'remote_worker', 'claimed', now_ts, now_ts, now_ts
+          FROM planned p
+    ), new_events AS (
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
+        SELECT 'run.queued', p.run_id, p.attempt_id,
+               jsonb_build_object('taskId', t.id,
+                                  'executionRevisionId', t.current_revision_id,
+                                  'attemptId', p.attempt_id,
+                                  'priority', prio),
+               now_ts
+          FROM planned p
+    )
+    -- Data-modifying CTEs always run to completion, referenced or not.
+    SELECT jsonb_agg(to_jsonb(p.run_id) ORDER BY p.seq) INTO ids FROM planned p;
+    RETURN jsonb_build_object('runIds', ids);
+END
+$$;
+
+
+ALTER FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION enqueue_runs(task_id text, priority integer, count integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) IS 'Queue count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker, not_before now) and one run.queued event, in one set-based statement; returns {runIds} in queue order. Caller: ql_runtime. Locks: FK KEY SHARE only. Not idempotent. QL001 bad input/disabled/unpublished, QL002 count > 10000, QL004 unknown task.';
+
+
+--
+-- Name: heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    wid uuid := ql_private.parse_uuid(heartbeat_lease.worker_id, 'workerId');
+    sid uuid := ql_private.parse_uuid(heartbeat_lease.session_id, 'sessionId');
+    oid_ uuid := ql_private.parse_uuid(heartbeat_lease.offer_id, 'offerId');
+    tok bytea := ql_private.require_digest(heartbeat_lease.token_digest, 'tokenDigest');
+    gen bigint := heartbeat_lease.generation;
+    held bigint := heartbeat_lease.lease_version;
+    denied jsonb;
+    v record;
+    category text;
+    l ql_private.run_leases;
+    ttl integer;
+    now_ts timestamptz;
+BEGIN
+    IF gen IS NULL OR gen < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF held IS NOT NULL AND held < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
+    END IF;
+    denied := ql_private.authenticate(heartbeat_lease.credential_id,
+                                      heartbeat_lease.secret_digest, wid, 'lease.heartbeat');
+    IF denied IS NOT NULL THEN
+        RETURN denied;
+    END IF;
+
+    -- Pass 1 reads without locks; pass 2 (only when the heartbeat applies) locks
+    -- the lease and re-reads. Each read is one statement (ql_private.lease_state).
+    FOR pass IN 1 .. 2 LOOP
+        IF pass = 2 THEN
+            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR NO KEY UPDATE;
+        END IF;
+        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
+        IF NOT FOUND THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
+        END IF;
+        l := v.lease;
+        category := v.category;
+        IF category IS NOT NULL THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', category);
+        END IF;
+        IF l.started_at IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL020',
+                MESSAGE = 'illegal_transition: lease heartbeat before the starting ACK';
+        END IF;
+        IF held IS NOT NULL AND held <> l.lease_version THEN
+            IF held = l.lease_version - 1 AND l.heartbeat_version = l.lease_version THEN
+                RETURN jsonb_build_object('status', 'idempotent',
+                                          'lease', ql_private.lease_projection(l.id));
+            END IF;
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_version_mismatch');
+        END IF;
+    END LOOP;
+
+    SELECT t.lease_ttl_seconds INTO ttl
+      FROM ql_private.runs rr JOIN ql_private.tasks t ON t.id = rr.task_id
+     WHERE rr.id = l.run_id;
+    now_ts := clock_timestamp();
+    UPDATE ql_private.run_leases rl
+       SET expires_at = now_ts + make_interval(secs => ttl),
+           lease_version = rl.lease_version + 1,
+           heartbeat_version = rl.lease_version + 1,
+           heartbeat_at = now_ts,
+           updated_at = now_ts
+     WHERE rl.id = l.id;
+    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(l.id));
+END
+$$;
+
+
+ALTER FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint) IS 'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version), fenced by offer+token+worker/session/generation and lease_version (NULL = no version fence). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_fence categories, lease_expired once expired, lease_version_mismatch) | denied. Caller: ql_worker_ingress. Locks: the lease row only. QL001 bad input, QL020 not started.';
+
+
+--
+-- Name: heartbeat_session(text, bytea, text, text, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    wid uuid := ql_private.parse_uuid(heartbeat_session.worker_id, 'workerId');
+    sid uuid := ql_private.parse_uuid(heartbeat_session.session_id, 'sessionId');
+    gen bigint := heartbeat_session.generation;
+    denied jsonb;
+    now_ts timestamptz;
+    s ql_private.worker_sessions;
+BEGIN
+    IF gen IS NULL OR gen < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    denied := ql_private.authenticate(
+        heartbeat_session.credential_id, heartbeat_session.secret_digest, wid,
+        'session.heartbeat');
+    IF denied IS NOT NULL THEN
+        RETURN denied;
+    END IF;
+
+    now_ts := clock_timestamp();
+    UPDATE ql_private.worker_sessions ws
+       SET expires_at = now_ts + (SELECT session_ttl FROM ql_private.settings()),
+           heartbeat_at = now_ts
+     WHERE ws.session_id = sid AND ws.worker_id = wid AND ws.generation = gen
+       AND ws.state = 'active' AND ws.expires_at > now_ts
+    RETURNING ws.* INTO s;
+    IF NOT FOUND THEN
+        -- Classify why (raises); reaching past it would mean the row changed
+        -- between the two statements, which the fence then reports as it is now.
+        s := ql_private.session_fence(wid, sid, gen, false);
+        RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
+    END IF;
+    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+END
+$$;
+
+
+ALTER FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) IS 'Authenticate (session.heartbeat) and extend an active, owned, exact-generation, unexpired session by the session TTL. {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired.';
+
+
+--
+-- Name: issue_credential(text, text, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    wid uuid := ql_private.parse_uuid(issue_credential.worker_id, 'workerId');
+    digest bytea := ql_private.require_digest(issue_credential.secret_digest, 'secretDigest');
+    inserted text;
+BEGIN
+    IF issue_credential.credential_id IS NULL
+       OR issue_credential.credential_id !~ '^[a-z0-9]{16}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'credentialId must match ^[a-z0-9]{16}$';
+    END IF;
+    PERFORM 1 FROM ql_private.workers w WHERE w.id = wid FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'worker not found';
+    END IF;
+    INSERT INTO ql_private.worker_credentials AS c (credential_id, worker_id, secret_digest)
+    VALUES (issue_credential.credential_id, wid, digest)
+    ON CONFLICT ON CONSTRAINT worker_credentials_pkey DO NOTHING
+    RETURNING c.credential_id INTO inserted;
+    IF inserted IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'credentialId already exists';
+    END IF;
+    RETURN jsonb_build_object('credentialId', inserted, 'workerId', wid);
+END
+$_$;
+
+
+ALTER FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION issue_credential(worker_id text, credential_id text, secret_digest bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) IS 'Store a worker credential (id + SHA-256 of the secret, never the secret); returns {credentialId, workerId}. Caller: ql_runtime. Locks: worker row FOR KEY SHARE. Not idempotent. QL001 malformed/duplicate id or digest, QL004 unknown worker.';
+
+
+--
+-- Name: open_session(text, bytea, text, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    max_capabilities_bytes constant integer := 16384;
+    wid uuid := ql_private.parse_uuid(open_session.worker_id, 'workerId');
+    denied jsonb;
+    caps jsonb;
+    caps_digest text;
+    slot_count integer;
+    now_ts timestamptz;
+    next_generation bigint;
+    s ql_private.worker_sessions;
+BEGIN
+    denied := ql_private.authenticate(
+        open_session.credential_id, open_session.secret_digest, wid, 'session.open');
+    IF denied IS NOT NULL THEN
+        RETURN denied;
+    END IF;
+
+    caps := ql_private.json_object_from_bytes(
+        open_session.capabilities_canonical, max_capabilities_bytes, 'capabilities');
+    PERFORM ql_private.validate_capabilities(caps);
+    -- validate_capabilities owns the 1..256 rule; this only guards the cast.
+    IF jsonb_typeof(caps -> 'slots') IS DISTINCT FROM 'number'
+       OR (caps ->> 'slots') !~ '^[0-9]{1,3}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities.slots must be an integer';
+    END IF;
+    slot_count := (caps ->> 'slots')::integer;
+    caps_digest := 'sha256:' || encode(sha256(open_session.capabilities_canonical), 'hex');
+
+    PERFORM 1 FROM ql_private.workers w WHERE w.id = wid FOR NO KEY UPDATE;
+
+    now_ts := clock_timestamp();
+    PERFORM 1 FROM ql_private.worker_sessions ws
+     WHERE ws.worker_id = wid AND ws.state <> 'closed'
+       FOR UPDATE;
+    -- Release the replaced sessions' unstarted leases first (they reference the
+    -- sessions by id), then close the sessions themselves.
+    PERFORM ql_private.release_unstarted_leases(
+        ARRAY(SELECT ws.session_id FROM ql_private.worker_sessions ws
+               WHERE ws.worker_id = wid AND ws.state <> 'closed'),
+        'session_replaced');
+    UPDATE ql_private.worker_sessions ws
+       SET state = 'closed', closed_at = now_ts
+     WHERE ws.worker_id = wid AND ws.state <> 'closed';
+
+    SELECT coalesce(max(ws.generation), 0) + 1 INTO next_generation
+      FROM ql_private.worker_sessions ws WHERE ws.worker_id = wid;
+    now_ts := clock_timestamp();
+    INSERT INTO ql_private.worker_sessions AS ws (
+        worker_id, generation, state, expires_at, capabilities, capabilities_canonical,
+        capabilities_digest, slots, opened_at, heartbeat_at)
+    VALUES (
+        wid, next_generation, 'active', now_ts + (SELECT session_ttl FROM ql_private.settings()),
+        caps, open_session.capabilities_canonical, caps_digest, slot_count, now_ts, now_ts)
+    RETURNING ws.* INTO s;
+
+    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+END
+$_$;
+
+
+ALTER FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) IS 'Authenticate (session.open), validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. QL001/QL002/QL003.';
+
+
+--
+-- Name: publish_revision(text, text, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.publish_revision(project text, task text, canonical bytea) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    max_content_bytes constant integer := 98304;
+    name_pattern constant text := '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    doc jsonb;
+    v_spec jsonb;
+    digest text;
+    v_project_id uuid;
+    t ql_private.tasks;
+    cur ql_private.execution_revisions;
+    next_revision integer;
+    rev ql_private.execution_revisions;
+BEGIN
+    IF publish_revision.project IS NULL OR publish_revision.project !~ name_pattern THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('project must match %s', name_pattern);
+    END IF;
+    IF publish_revision.task IS NULL OR publish_revision.task !~ name_pattern THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('task must match %s', name_pattern);
+    END IF;
+
+    doc := ql_private.json_object_from_bytes(publish_revision.canonical, max_content_bytes, 'content');
+    IF EXISTS (SELECT 1 FROM jsonb_object_keys(doc) k
+                WHERE k NOT IN ('kind', 'executor', 'spec', 'placement'))
+       OR NOT doc ?& ARRAY['kind', 'executor', 'spec'] THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'content keys must be kind, executor, spec and optional placement';
+    END IF;
+    IF doc -> 'kind' IS DISTINCT FROM '"qinglong/command@v1"'::jsonb THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'kind must be qinglong/command@v1';
+    END IF;
+    IF doc -> 'executor' IS DISTINCT FROM '"remote_worker"'::jsonb THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'executor must be remote_worker';
+    END IF;
+
+    v_spec := doc -> 'spec';
+    IF jsonb_typeof(v_spec) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec must be an object';
+    END IF;
+    IF v_spec ? 'placement' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'spec must not contain placement (it is a top-level key)';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_object_keys(v_spec) k
+                WHERE k NOT IN ('schema', 'argv', 'env', 'cwd', 'timeoutS')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec has an unknown key';
+    END IF;
+    IF v_spec -> 'schema' IS DISTINCT FROM '"qinglong/command@v1"'::jsonb THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec.schema must be qinglong/command@v1';
+    END IF;
+    IF jsonb_typeof(v_spec -> 'argv') IS DISTINCT FROM 'array'
+       OR jsonb_array_length(v_spec -> 'argv') = 0
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(v_spec -> 'argv') a
+                   WHERE jsonb_typeof(a) <> 'string') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'spec.argv must be a non-empty array of strings';
+    END IF;
+    IF v_spec ? 'env' AND (jsonb_typeof(v_spec -> 'env') <> 'object'
+       OR EXISTS (SELECT 1 FROM jsonb_each(v_spec -> 'env') e
+                   WHERE jsonb_typeof(e.value) <> 'string')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec.env must be an object of strings';
+    END IF;
+    IF v_spec ? 'cwd' AND jsonb_typeof(v_spec -> 'cwd') <> 'string' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec.cwd must be a string';
+    END IF;
+    -- A JSON integer: a number whose text has no fraction/exponent, 1 .. 2^31-1.
+    IF jsonb_typeof(v_spec -> 'timeoutS') IS DISTINCT FROM 'number'
+       OR (v_spec ->> 'timeoutS') !~ '^[1-9][0-9]{0,9}$'
+       OR (v_spec ->> 'timeoutS')::bigint > 2147483647 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'spec.timeoutS must be a positive integer';
+    END IF;
+    IF doc ? 'placement' THEN
+        PERFORM ql_private.validate_placement(doc -> 'placement');
+    END IF;
+
+    digest := 'sha256:' || encode(sha256(publish_revision.canonical), 'hex');
+
+    -- Fast path: identical to the current revision -> no write of any kind.
+    SELECT er.* INTO cur
+      FROM ql_private.projects p
+      JOIN ql_private.tasks tk ON tk.project_id = p.id AND tk.name = publish_revision.task
+      JOIN ql_private.execution_revisions er ON er.id = tk.current_revision_id
+     WHERE p.name = publish_revision.project;
+    IF FOUND AND cur.content_digest = digest THEN
+        RETURN jsonb_build_object('taskId', cur.task_id, 'revisionId', cur.id,
+            'revision', cur.revision, 'contentDigest', cur.content_digest, 'created', false);
+    END IF;
+
+    -- Create project/task on first publish. DO NOTHING + re-read: a concurrent
+    -- creator wins the insert and this session reads its committed row.
+    SELECT p.id INTO v_project_id FROM ql_private.projects p WHERE p.name = publish_revision.project;
+    IF NOT FOUND THEN
+        INSERT INTO ql_private.projects (name) VALUES (publish_revision.project)
+        ON CONFLICT (name) DO NOTHING;
+        SELECT p.id INTO v_project_id FROM ql_private.projects p
+         WHERE p.name = publish_revision.project;
+    END IF;
+    SELECT tk.* INTO t FROM ql_private.tasks tk
+     WHERE tk.project_id = v_project_id AND tk.name = publish_revision.task
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO ql_private.tasks (project_id, name)
+        VALUES (v_project_id, publish_revision.task)
+        ON CONFLICT (project_id, name) DO NOTHING;
+        SELECT tk.* INTO t FROM ql_private.tasks tk
+         WHERE tk.project_id = v_project_id AND tk.name = publish_revision.task
+           FOR NO KEY UPDATE;
+    END IF;
+
+    -- Re-check under the task lock: a concurrent publish may have just made
+    -- this very content current.
+    SELECT er.* INTO cur FROM ql_private.execution_revisions er WHERE er.id = t.current_revision_id;
+    IF FOUND AND cur.content_digest = digest THEN
+        RETURN jsonb_build_object('taskId', cur.task_id, 'revisionId', cur.id,
+            'revision', cur.revision, 'contentDigest', cur.content_digest, 'created', false);
+    END IF;
+
+    SELECT coalesce(max(er.revision), 0) + 1 INTO next_revision
+      FROM ql_private.execution_revisions er WHERE er.task_id = t.id;
+    INSERT INTO ql_private.execution_revisions AS er (
+        task_id, revision, kind, executor, spec, placement, canonical, content_digest)
+    VALUES (
+        t.id, next_revision, doc ->> 'kind', doc ->> 'executor', v_spec, doc -> 'placement',
+        publish_revision.canonical, digest)
+    RETURNING er.* INTO rev;
+    UPDATE ql_private.tasks tk SET current_revision_id = rev.id WHERE tk.id = t.id;
+    RETURN jsonb_build_object('taskId', rev.task_id, 'revisionId', rev.id,
+        'revision', rev.revision, 'contentDigest', rev.content_digest, 'created', true);
+END
+$_$;
+
+
+ALTER FUNCTION ql.publish_revision(project text, task text, canonical bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION publish_revision(project text, task text, canonical bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.publish_revision(project text, task text, canonical bytea) IS 'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Identical to the current revision -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created}. Caller: ql_runtime. Locks: task row FOR NO KEY UPDATE (not on the identical fast path). QL001 shape, QL002 size, QL003 SemVer.';
+
+
+--
+-- Name: pull_offer(text, bytea, text, text, bigint, text, bytea, jsonb); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_worker uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_offer uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
+    v_token bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
+    b record := ql_private.pull_bounds(p_bounds);
+    result jsonb;
+    s ql_private.worker_sessions;
+BEGIN
+    IF p_generation IS NULL OR p_generation < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    result := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker, 'offer.pull');
+    IF result IS NOT NULL THEN
+        RETURN result;
+    END IF;
+    -- Concurrent pulls of one offer id (a retry racing its own first request,
+    -- whose ingress died mid-call) serialize here, so the later one always sees
+    -- the earlier one's lease and replays it. An advisory lock writes no WAL.
+    PERFORM pg_advisory_xact_lock(hashtextextended('qinglong.offer:' || v_offer::text, 0));
+    result := ql_private.recover_offer(v_worker, v_session, p_generation, v_offer, v_token);
+    IF result IS NOT NULL THEN
+        RETURN result;
+    END IF;
+    s := ql_private.session_fence(v_worker, v_session, p_generation, false);
+    IF s.capabilities_digest
+       <> 'sha256:' || encode(sha256(s.capabilities_canonical), 'hex') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL014',
+            MESSAGE = 'stored session capabilities do not match their digest';
+    END IF;
+    IF ql_private.session_live_leases(s.session_id) >= s.slots THEN
+        RETURN ql_private.idle_result('capacity_full', 0, 0, 0, 0,
+            '{"executor":0,"label":0,"runtime":0,"capacity":1}'::jsonb, false);
+    END IF;
+    RETURN ql_private.scan_and_claim(s, v_offer, v_token, b.pages, b.page_size,
+                                     b.claim_attempts);
+END
+$$;
+
+
+ALTER FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) IS 'One pull = claim or recover (SPEC 3.3). Caller: ql_worker_ingress. Authenticates first (denial audited, {status: denied}); replays an existing offer id ({status: idempotent|conflict}); session fences; bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes only on claim or denial; idle pulls write nothing. SQLSTATEs: QL001 malformed argument, QL002 bound above cap, QL010-QL014 session fences.';
+
+
+--
+-- Name: record_auth_denial(text, text, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+BEGIN
+    IF record_auth_denial.action IS NULL
+       OR record_auth_denial.action !~ '^[a-z][a-z0-9_.]{0,63}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'action must match ^[a-z][a-z0-9_.]{0,63}$';
+    END IF;
+    IF record_auth_denial.reason IS NULL
+       OR record_auth_denial.reason !~ '^[a-z][a-z0-9_]{0,63}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'reason must match ^[a-z][a-z0-9_]{0,63}$';
+    END IF;
+    INSERT INTO ql_private.security_audit (credential_id, worker_id, action, outcome, reason)
+    VALUES (
+        CASE WHEN record_auth_denial.credential_id ~ '^[a-z0-9]{16}$'
+             THEN record_auth_denial.credential_id END,
+        CASE WHEN record_auth_denial.worker_id
+                  ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+             THEN record_auth_denial.worker_id::uuid END,
+        record_auth_denial.action,
+        'denied',
+        record_auth_denial.reason);
+END
+$_$;
+
+
+ALTER FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION record_auth_denial(credential_id text, worker_id text, action text, reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) IS 'Store an ingress-decided denial (missing_credential, malformed_credential, identity_mismatch, ...) in security_audit; credential id kept only if well-formed, worker id only if a canonical UUID. Caller: ql_worker_ingress. Locks: none. Not idempotent (each call is an audit fact). QL001 malformed action/reason.';
+
+
+--
+-- Name: register_worker(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.register_worker(name text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    wid uuid;
+BEGIN
+    -- Same pattern as the table CHECK, checked first so the caller gets QL001.
+    IF register_worker.name IS NULL
+       OR register_worker.name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'name must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    END IF;
+    INSERT INTO ql_private.workers AS w (name) VALUES (register_worker.name)
+    RETURNING w.id INTO wid;
+    RETURN jsonb_build_object('workerId', wid);
+END
+$_$;
+
+
+ALTER FUNCTION ql.register_worker(name text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION register_worker(name text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.register_worker(name text) IS 'Create a worker; returns {workerId}. Caller: ql_runtime. Locks: none. Not idempotent. QL001 bad name.';
+
+
+--
+-- Name: revoke_credential(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.revoke_credential(credential_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    revoked timestamptz;
+BEGIN
+    IF revoke_credential.credential_id IS NULL
+       OR revoke_credential.credential_id !~ '^[a-z0-9]{16}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'credentialId must match ^[a-z0-9]{16}$';
+    END IF;
+    UPDATE ql_private.worker_credentials c
+       SET revoked_at = clock_timestamp()
+     WHERE c.credential_id = revoke_credential.credential_id AND c.revoked_at IS NULL
+    RETURNING c.revoked_at INTO revoked;
+    IF NOT FOUND THEN
+        SELECT c.revoked_at INTO revoked FROM ql_private.worker_credentials c
+         WHERE c.credential_id = revoke_credential.credential_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'credential not found';
+        END IF;
+    END IF;
+    RETURN jsonb_build_object(
+        'credentialId', revoke_credential.credential_id,
+        'revokedAtMs', ql_private.epoch_ms(revoked));
+END
+$_$;
+
+
+ALTER FUNCTION ql.revoke_credential(credential_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION revoke_credential(credential_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.revoke_credential(credential_id text) IS 'Revoke a worker credential; returns {credentialId, revokedAtMs}. Caller: ql_runtime. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). QL001 malformed id, QL004 unknown.';
+
+
+--
+-- Name: status_snapshot(); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.status_snapshot() RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    total_cap constant integer := 100000;
+    group_cap constant integer := 10000;
+    priority_limit constant integer := 64;
+    task_limit constant integer := 50;
+    session_limit constant integer := 50;
+    denial_cap constant integer := 100000;
+    nil constant uuid := '00000000-0000-0000-0000-000000000000';
+    now_ts timestamptz := clock_timestamp();
+    v_runs bigint;
+    v_estimate bigint;
+    v_priorities jsonb;
+    v_oldest timestamptz;
+    v_tasks jsonb;
+    v_task_rest jsonb;
+    v_sessions jsonb;
+    v_session_totals jsonb;
+    v_leases jsonb;
+    v_denials jsonb;
+BEGIN
+    -- Counts stop at a cap: an index scan in key order with LIMIT cap + 1 (the
+    -- ORDER BY keeps the planner on the index instead of a bitmap scan of a
+    -- whole priority range). Past the cap the planner's count of the partial
+    -- index (kept fresh by the queue tables' autovacuum, 0002) is the estimate.
+    SELECT count(*) INTO v_runs
+      FROM (SELECT 1 FROM ql_private.runs r
+             WHERE r.state IN ('queued', 'dispatching') AND r.runtime_owned
+               AND NOT r.cancel_requested
+             ORDER BY -(r.priority::integer), r.queue_seq, r.id
+             LIMIT total_cap + 1) x;
+    IF v_runs > total_cap THEN
+        SELECT greatest(c.reltuples::bigint, total_cap + 1) INTO v_estimate
+          FROM pg_catalog.pg_class c
+         WHERE c.oid = 'ql_private.runs_candidate_keyset'::pg_catalog.regclass;
+    END IF;
+
+    -- Loose index scan: one descent of runs_candidate_keyset per distinct priority.
+    -- A priority's rows are a key range written as row comparisons (as in
+    -- candidate_page): an equality on the expression would be estimated at 0.5 %
+    -- of the table and planned as a bitmap scan of the whole priority.
+    WITH RECURSIVE prio(neg) AS (
+        SELECT (SELECT -(r.priority::integer)
+                  FROM ql_private.runs r
+                 WHERE r.state IN ('queued', 'dispatching') AND r.runtime_owned
+                   AND NOT r.cancel_requested
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+        UNION ALL
+        SELECT (SELECT -(r.priority::integer)
+                  FROM ql_private.runs r
+                 WHERE -(r.priority::integer) > p.neg
+                   AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
+                   AND NOT r.cancel_requested
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+          FROM prio p
+         WHERE p.neg IS NOT NULL
+    ), per AS (
+        SELECT -p.neg AS priority,
+               (SELECT count(*)
+                  FROM (SELECT 1 FROM ql_private.runs r
+                         WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                               >= (p.neg, -9223372036854775808, nil)
+                           AND (-(r.priority::integer), r.queue_seq, r.id)
+                               < (p.neg + 1, -9223372036854775808, nil)
+                           AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
+                           AND NOT r.cancel_requested
+                         ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                         LIMIT group_cap + 1) y) AS runs,
+               (SELECT r.created_at FROM ql_private.runs r
+                 WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                       >= (p.neg, -9223372036854775808, nil)
+                   AND (-(r.priority::integer), r.queue_seq, r.id)
+                       < (p.neg + 1, -9223372036854775808, nil)
+                   AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
+                   AND NOT r.cancel_requested AND r.state = 'queued'
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1) AS oldest
+          FROM prio p
+         WHERE p.neg IS NOT NULL
+         LIMIT priority_limit
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'priority', per.priority, 'runs', least(per.runs, group_cap),
+               'capped', per.runs > group_cap,
+               'oldestWaitingAgeMs', CASE WHEN per.oldest IS NOT NULL THEN
+                   floor(extract(epoch FROM now_ts - per.oldest) * 1000)::bigint END)
+               ORDER BY per.priority DESC), '[]'::jsonb),
+           min(per.oldest)
+      INTO v_priorities, v_oldest
+      FROM per;
+
+    WITH depth AS (
+        SELECT t.id, t.name, pr.name AS project, c.runs
+          FROM ql_private.tasks t
+          JOIN ql_private.projects pr ON pr.id = t.project_id
+         CROSS JOIN LATERAL (
+               SELECT count(*) AS runs
+                 FROM (SELECT 1 FROM ql_private.runs r
+                        WHERE r.task_id = t.id AND r.state IN ('queued', 'dispatching')
+                        LIMIT group_cap + 1) y) c
+         WHERE c.runs > 0
+    ), ranked AS (
+        SELECT d.*, row_number() OVER (ORDER BY d.runs DESC, d.project, d.name) AS rank
+          FROM depth d
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'taskId', x.id, 'project', x.project, 'task', x.name,
+               'runs', least(x.runs, group_cap), 'capped', x.runs > group_cap)
+               ORDER BY x.rank) FILTER (WHERE x.rank <= task_limit), '[]'::jsonb),
+           jsonb_build_object(
+               'tasks', count(*) FILTER (WHERE x.rank > task_limit),
+               'runs', coalesce(sum(least(x.runs, group_cap)) FILTER (WHERE x.rank > task_limit), 0))
+      INTO v_tasks, v_task_rest
+      FROM ranked x;
+
+    WITH live AS (
+        SELECT l.session_id,
+               count(*) FILTER (WHERE l.started_at IS NOT NULL OR l.expires_at > now_ts) AS used
+          FROM ql_private.run_leases l
+         WHERE l.released_at IS NULL
+         GROUP BY l.session_id
+    ), active AS (
+        SELECT s.*, w.name AS worker_name, coalesce(live.used, 0) AS used
+          FROM ql_private.worker_sessions s
+          JOIN ql_private.workers w ON w.id = s.worker_id
+          LEFT JOIN live ON live.session_id = s.session_id
+         WHERE s.state = 'active'
+    ), listed AS (
+        SELECT a.* FROM active a ORDER BY a.heartbeat_at, a.worker_name, a.session_id
+         LIMIT session_limit
+    )
+    SELECT (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'workerId', x.worker_id, 'worker', x.worker_name,
+                   'sessionId', x.session_id, 'generation', x.generation,
+                   'slots', x.slots, 'slotsUsed', x.used,
+                   'slotsFree', greatest(x.slots - x.used, 0),
+                   'labels', coalesce(x.capabilities -> 'labels', '{}'::jsonb),
+                   'runtimes', coalesce(x.capabilities -> 'runtimes', '{}'::jsonb),
+                   'lastHeartbeatAgeMs',
+                       floor(extract(epoch FROM now_ts - x.heartbeat_at) * 1000)::bigint,
+                   'expiresInMs', floor(extract(epoch FROM x.expires_at - now_ts) * 1000)::bigint)
+                   ORDER BY x.heartbeat_at, x.worker_name, x.session_id), '[]'::jsonb)
+              FROM listed x),
+           (SELECT jsonb_build_object(
+                   'active', count(*),
+                   'expired', count(*) FILTER (WHERE a.expires_at <= now_ts),
+                   'slots', coalesce(sum(a.slots), 0),
+                   'slotsUsed', coalesce(sum(a.used), 0),
+                   'truncated', count(*) > session_limit)
+              FROM active a)
+      INTO v_sessions, v_session_totals;
+
+    SELECT jsonb_build_object(
+               'unstarted', count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at > now_ts),
+               'started', count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at > now_ts),
+               'expiredUnstarted',
+                   count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at <= now_ts),
+               'expiredStarted',
+                   count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at <= now_ts))
+      INTO v_leases
+      FROM ql_private.run_leases l
+     WHERE l.released_at IS NULL;
+
+    WITH recent AS (
+        SELECT a.reason, a.outcome
+          FROM ql_private.security_audit a
+         WHERE a.occurred_at > now_ts - interval '1 hour'
+         ORDER BY a.occurred_at DESC
+         LIMIT denial_cap + 1
+    ), denied AS (
+        SELECT d.reason, count(*) AS n FROM recent d WHERE d.outcome = 'denied' GROUP BY d.reason
+    )
+    SELECT jsonb_build_object(
+               'windowS', 3600,
+               'total', coalesce((SELECT sum(n) FROM denied), 0),
+               'byReason', coalesce((SELECT jsonb_object_agg(reason, n ORDER BY reason) FROM denied),
+                                    '{}'::jsonb),
+               'capped', (SELECT count(*) FROM recent) > denial_cap)
+      INTO v_denials;
+
+    RETURN jsonb_build_object(
+        'generatedAtMs', floor(extract(epoch FROM now_ts) * 1000)::bigint,
+        'queue', jsonb_build_object(
+            'runs', least(v_runs, total_cap),
+            'capped', v_runs > total_cap,
+            'estimate', v_estimate,
+            'offered', (v_leases ->> 'unstarted')::bigint,
+            'waiting', greatest(least(v_runs, total_cap) - (v_leases ->> 'unstarted')::bigint, 0),
+            'oldestWaitingAgeMs', CASE WHEN v_oldest IS NOT NULL THEN
+                floor(extract(epoch FROM now_ts - v_oldest) * 1000)::bigint END,
+            'byPriority', v_priorities,
+            'byTask', v_tasks,
+            'otherTasks', v_task_rest,
+            'taskLimit', task_limit),
+        'sessions', v_session_totals || jsonb_build_object('list', v_sessions,
+                                                           'listLimit', session_limit),
+        'leases', v_leases,
+        'denials', v_denials);
+END
+$$;
+
+
+ALTER FUNCTION ql.status_snapshot() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION status_snapshot(); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.status_snapshot() IS 'Operator snapshot (qinglong status): queue depth (capped index scans of runs_candidate_keyset, 100000 total / 10000 per group, planner estimate past the cap) by priority and top 50 tasks, oldest waiting run, active sessions (50 listed) with slot use, live leases by state, denials of the last hour by reason (<= 100000 rows read). Read-only, no locks. Caller: ql_readonly, ql_runtime. SQLSTATEs: none.';
+
+
+--
+-- Name: sweep_leases(integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.sweep_leases(batch integer DEFAULT 500) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    max_batch constant integer := 5000;
+    n integer := sweep_leases.batch;
+    cutoff timestamptz;
+    now_ts timestamptz;
+    l ql_private.run_leases;
+    a ql_private.attempts;
+    r ql_private.runs;
+    outcome text;
+    found_n integer := 0;
+    expired_n integer := 0;
+    lost_n integer := 0;
+    retried_n integer := 0;
+    failed_n integer := 0;
+    cancelled_n integer := 0;
+    skipped_n integer := 0;
+BEGIN
+    IF n IS NULL OR n < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'batch must be >= 1';
+    END IF;
+    IF n > max_batch THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = format('batch must be <= %s', max_batch);
+    END IF;
+    -- A plain value (not clock_timestamp() in the query) so the partial index
+    -- bounds the scan; the lock re-check compares newer row versions with it.
+    cutoff := clock_timestamp();
+    FOR l IN
+        SELECT * FROM ql_private.run_leases rl
+         WHERE rl.released_at IS NULL AND rl.expires_at <= cutoff
+         ORDER BY rl.expires_at
+         LIMIT n
+           FOR UPDATE SKIP LOCKED
+    LOOP
+        found_n := found_n + 1;
+        SELECT * INTO a FROM ql_private.attempts aa WHERE aa.id = l.attempt_id
+           FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            skipped_n := skipped_n + 1;
+            CONTINUE;
+        END IF;
+        SELECT * INTO r FROM ql_private.runs rr WHERE rr.id = l.run_id
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            skipped_n := skipped_n + 1;
+            CONTINUE;
+        END IF;
+        now_ts := clock_timestamp();
+
+        IF l.started_at IS NULL THEN
+            UPDATE ql_private.run_leases rl
+               SET released_at = now_ts, release_reason = 'expired', updated_at = now_ts
+             WHERE rl.id = l.id;
+            expired_n := expired_n + 1;
+            IF r.current_attempt_id = a.id AND a.state = 'claimed'
+               AND r.state IN ('queued', 'dispatching') THEN
+                IF r.cancel_requested THEN
+                    UPDATE ql_private.attempts aa
+                       SET state = 'cancelled', reason = 'cancelled', updated_at = now_ts,
+                           finished_at = now_ts
+                     WHERE aa.id = a.id;
+                    UPDATE ql_private.runs rr
+                       SET state = 'cancelled', finished_at = now_ts, updated_at = now_ts
+                     WHERE rr.id = r.id;
+                    INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+                    VALUES ('run.cancelled', r.id, a.id, jsonb_build_object(
+                        'attemptId', a.id, 'offerId', l.offer_id, 'reason', 'lease_expired'));
+                    cancelled_n := cancelled_n + 1;
+                ELSIF r.state = 'dispatching' THEN
+                    UPDATE ql_private.runs rr SET state = 'queued', updated_at = now_ts
+                     WHERE rr.id = r.id;
+                END IF;
+            END IF;
+        ELSE
+            UPDATE ql_private.run_leases rl
+               SET released_at = now_ts, release_reason = 'lost', updated_at = now_ts
+             WHERE rl.id = l.id;
+            IF a.state IN ('starting', 'running') THEN
+                UPDATE ql_private.attempts aa
+                   SET state = 'lost', reason = 'lease_expired', updated_at = now_ts,
+                       finished_at = now_ts
+                 WHERE aa.id = a.id;
+                INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+                VALUES ('attempt.lost', l.run_id, a.id, jsonb_build_object(
+                    'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
+                    'workerId', l.worker_id, 'sessionId', l.session_id,
+                    'leaseGeneration', l.lease_generation, 'leaseVersion', l.lease_version,
+                    'reason', 'lease_expired'));
+                lost_n := lost_n + 1;
+                IF r.current_attempt_id = a.id
+                   AND r.state NOT IN ('succeeded', 'failed', 'cancelled') THEN
+                    outcome := ql_private.apply_retry(r.id, a.id, 'lease_expired');
+                    IF outcome = 'retried' THEN
+                        retried_n := retried_n + 1;
+                    ELSIF outcome = 'failed' THEN
+                        failed_n := failed_n + 1;
+                    ELSE
+                        cancelled_n := cancelled_n + 1;
+                    END IF;
+                END IF;
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN jsonb_build_object(
+        'expired', expired_n, 'lost', lost_n, 'retried', retried_n, 'failed', failed_n,
+        'cancelled', cancelled_n, 'skipped', skipped_n,
+        'more', found_n >= n AND found_n > skipped_n);
+END
+$$;
+
+
+ALTER FUNCTION ql.sweep_leases(batch integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION sweep_leases(batch integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.sweep_leases(batch integer) IS 'Lease expiry, one bounded batch (1..5000, default 500) of live leases past expires_at, FOR UPDATE SKIP LOCKED (attempt/run locks SKIP LOCKED too: never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Returns {expired, lost, retried, failed, cancelled, skipped, more}. Caller: ql_runtime. QL001 batch < 1, QL002 batch > 5000.';
+
+
+--
+-- Name: apply_retry(uuid, uuid, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    r ql_private.runs;
+    a ql_private.attempts;
+    t ql_private.tasks;
+    now_ts timestamptz := clock_timestamp();
+    delay_ms bigint;
+    next_id uuid;
+    not_before timestamptz;
+BEGIN
+    SELECT * INTO r FROM ql_private.runs rr WHERE rr.id = p_run_id;
+    SELECT * INTO a FROM ql_private.attempts aa WHERE aa.id = p_attempt_id;
+    IF r.id IS NULL OR a.id IS NULL OR a.run_id <> r.id
+       OR r.current_attempt_id IS DISTINCT FROM a.id
+       OR r.state IN ('succeeded', 'failed', 'cancelled')
+       OR a.state NOT IN ('failed', 'lost', 'cancelled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL020',
+            MESSAGE = 'retry policy applies only to the ended current attempt of a live run';
+    END IF;
+
+    IF r.cancel_requested THEN
+        UPDATE ql_private.runs rr
+           SET state = 'cancelled', finished_at = now_ts, updated_at = now_ts
+         WHERE rr.id = r.id;
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+        VALUES ('run.cancelled', r.id, a.id, jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', a.id, 'attemptNo', a.attempt_no, 'reason', p_reason)));
+        RETURN 'cancelled';
+    END IF;
+
+    SELECT * INTO t FROM ql_private.tasks tk WHERE tk.id = r.task_id;
+    IF a.attempt_no < t.max_attempts THEN
+        delay_ms := floor(least(t.retry_cap_ms::float8,
+                                t.retry_base_ms::float8 * power(2::float8, a.attempt_no - 1))
+                          * random())::bigint;
+        not_before := now_ts + make_interval(secs => delay_ms / 1000.0);
+        next_id := gen_random_uuid();
+        INSERT INTO ql_private.attempts (
+            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+        VALUES (next_id, r.id, a.attempt_no + 1, a.executor, 'claimed', not_before,
+                now_ts, now_ts);
+        UPDATE ql_private.runs rr
+           SET current_attempt_id = next_id, state = 'queued', updated_at = now_ts
+         WHERE rr.id = r.id;
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+        VALUES ('run.retry_scheduled', r.id, next_id, jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', next_id,
+            'attemptNo', a.attempt_no + 1,
+            'previousAttemptId', a.id,
+            'reason', p_reason,
+            'delayMs', delay_ms,
+            'notBeforeMs', ql_private.epoch_ms(not_before))));
+        RETURN 'retried';
+    END IF;
+
+    UPDATE ql_private.runs rr
+       SET state = 'failed', finished_at = now_ts, updated_at = now_ts
+     WHERE rr.id = r.id;
+    INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+    VALUES ('run.failed', r.id, a.id, jsonb_strip_nulls(jsonb_build_object(
+        'attemptId', a.id, 'attemptNo', a.attempt_no, 'maxAttempts', t.max_attempts,
+        'reason', p_reason)));
+    RETURN 'failed';
+END
+$$;
+
+
+ALTER FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) IS 'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms, run queued (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';
+
+
+--
+-- Name: authenticate(text, bytea, uuid, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    -- Compared against when the credential is unknown, so the unknown path costs
+    -- the same 32-byte constant-time comparison as the known one.
+    dummy_digest constant bytea := '\x0000000000000000000000000000000000000000000000000000000000000000';
+    id_ok boolean := p_credential_id IS NOT NULL AND p_credential_id ~ '^[a-z0-9]{16}$';
+    cred record;
+    secret_ok boolean;
+    reason text;
+    http_status integer := 401;
+BEGIN
+    IF p_worker_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'worker_id is required';
+    END IF;
+    IF p_action IS NULL OR p_action !~ '^[a-z][a-z0-9_.]{0,63}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'action must match ^[a-z][a-z0-9_.]{0,63}$';
+    END IF;
+
+    IF NOT id_ok OR p_secret_digest IS NULL OR octet_length(p_secret_digest) <> 32 THEN
+        reason := 'malformed_credential';
+    ELSE
+        SELECT c.worker_id, c.secret_digest, c.revoked_at INTO cred
+          FROM ql_private.worker_credentials c
+         WHERE c.credential_id = p_credential_id;
+        IF NOT FOUND THEN
+            secret_ok := ql_private.digest_equal(p_secret_digest, dummy_digest);
+            reason := 'unknown_credential';
+        ELSE
+            secret_ok := ql_private.digest_equal(p_secret_digest, cred.secret_digest);
+            IF NOT secret_ok THEN
+                reason := 'bad_secret';
+            ELSIF cred.revoked_at IS NOT NULL THEN
+                reason := 'revoked_credential';
+            ELSIF cred.worker_id <> p_worker_id THEN
+                reason := 'worker_mismatch';
+                http_status := 403;
+            ELSE
+                RETURN NULL;  -- allowed: no write of any kind
+            END IF;
+        END IF;
+    END IF;
+
+    INSERT INTO ql_private.security_audit (credential_id, worker_id, action, outcome, reason)
+    VALUES (CASE WHEN id_ok THEN p_credential_id END, p_worker_id, p_action, 'denied', reason);
+    RETURN jsonb_build_object('status', 'denied', 'httpStatus', http_status, 'reason', reason);
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) IS 'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+
+
+--
+-- Name: bound_value(jsonb, text, integer, integer); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer) RETURNS integer
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v jsonb := p_bounds -> p_key;
+    n numeric;
+BEGIN
+    IF v IS NULL THEN
+        RETURN p_default;
+    END IF;
+    IF jsonb_typeof(v) <> 'number' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('bounds.%s must be an integer', p_key);
+    END IF;
+    n := v::numeric;
+    IF n <> trunc(n) OR n < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = format('bounds.%s must be an integer >= 1', p_key);
+    END IF;
+    IF n > p_cap THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002',
+            MESSAGE = format('bounds.%s exceeds its hard cap of %s', p_key, p_cap);
+    END IF;
+    RETURN n::integer;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer) IS 'One pull bound: absent -> default; QL001 not an integer >= 1; QL002 above the cap. Pure.';
+
+
+--
+-- Name: candidate_page(smallint, bigint, uuid, integer); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer) RETURNS TABLE(run_id uuid, project_id uuid, task_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint, attempt_id uuid, queued_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+    k_priority integer := coalesce(-(p_after_priority::integer), -2147483648);
+    k_seq bigint := coalesce(p_after_seq, -9223372036854775808);
+    k_id uuid := coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid);
+    -- clock_timestamp() is volatile and so can never be an index condition; read
+    -- it once and pass it in as a value the planner (custom plan) can use.
+    now_ts timestamptz := clock_timestamp();
+BEGIN
+    RETURN QUERY
+    WITH waiting AS (
+        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+               r.queue_seq, r.current_attempt_id, r.created_at
+          FROM ql_private.runs r
+         CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, now_ts) ok
+         WHERE (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
+           AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+         ORDER BY -(r.priority::integer), r.queue_seq, r.id
+         LIMIT p_limit + 1
+    ), expired_offers AS (
+        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+               r.queue_seq, r.current_attempt_id, r.created_at
+          FROM ql_private.run_leases l
+         CROSS JOIN LATERAL (
+               SELECT rr.* FROM ql_private.runs rr
+                WHERE rr.id = l.run_id AND rr.current_attempt_id = l.attempt_id
+                LIMIT 1) r
+         CROSS JOIN LATERAL ql_private.dispatchable_attempt(l.attempt_id, now_ts) ok
+         WHERE l.released_at IS NULL AND l.started_at IS NULL AND l.expires_at <= now_ts
+           AND (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
+           AND r.state = 'dispatching' AND r.runtime_owned AND NOT r.cancel_requested
+         ORDER BY -(r.priority::integer), r.queue_seq, r.id
+         LIMIT p_limit + 1
+    )
+    SELECT c.id, c.project_id, c.task_id, c.execution_revision_id, c.priority,
+           c.queue_seq, c.current_attempt_id, c.created_at
+      FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired_offers) c
+     ORDER BY -(c.priority::integer), c.queue_seq, c.id
+     LIMIT p_limit + 1;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer) IS 'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): queued runs by a range scan of runs_candidate_keyset, merged with dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry). Read-only, no locks. Caller: ql_private.scan_and_claim.';
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: worker_sessions; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.worker_sessions (
+    session_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    worker_id uuid NOT NULL,
+    generation bigint NOT NULL,
+    state text DEFAULT 'active'::text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    capabilities jsonb NOT NULL,
+    capabilities_canonical bytea NOT NULL,
+    capabilities_digest text NOT NULL,
+    slots integer NOT NULL,
+    opened_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    heartbeat_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    closed_at timestamp with time zone,
+    CONSTRAINT worker_sessions_capabilities_digest_check CHECK ((capabilities_digest ~ '^sha256:[0-9a-f]{64}$'::text)),
+    CONSTRAINT worker_sessions_generation_check CHECK ((generation >= 1)),
+    CONSTRAINT worker_sessions_slots_check CHECK (((slots >= 1) AND (slots <= 256))),
+    CONSTRAINT worker_sessions_state_check CHECK ((state = ANY (ARRAY['active'::text, 'draining'::text, 'closed'::text])))
+)
+WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='500', autovacuum_vacuum_cost_delay='0');
+
+
+ALTER TABLE ql_private.worker_sessions OWNER TO ql_owner;
+
+--
+-- Name: claim_candidate(ql_private.worker_sessions, uuid, uuid, integer, uuid, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    a ql_private.attempts;
+    r ql_private.runs;
+    live ql_private.run_leases;
+    next_generation integer;
+    ttl integer;
+    digest text;
+    lease_id bigint;
+BEGIN
+    SELECT * INTO a FROM ql_private.attempts WHERE id = p_attempt_id FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND OR a.state <> 'claimed' OR a.executor <> 'remote_worker'
+       OR a.not_before > now_ts THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO r FROM ql_private.runs WHERE id = a.run_id FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND OR r.state NOT IN ('queued', 'dispatching') OR NOT r.runtime_owned
+       OR r.cancel_requested OR r.current_attempt_id IS DISTINCT FROM a.id
+       OR r.execution_revision_id <> p_revision_id THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO live FROM ql_private.run_leases
+     WHERE attempt_id = a.id AND released_at IS NULL;
+    IF FOUND THEN
+        IF live.started_at IS NOT NULL OR live.expires_at > now_ts THEN
+            RETURN NULL;
+        END IF;
+        UPDATE ql_private.run_leases
+           SET released_at = now_ts, release_reason = 'expired', updated_at = now_ts
+         WHERE id = live.id;
+    END IF;
+    SELECT coalesce(max(lease_generation), 0) + 1 INTO next_generation
+      FROM ql_private.run_leases WHERE attempt_id = a.id;
+    SELECT t.lease_ttl_seconds INTO ttl FROM ql_private.tasks t WHERE t.id = r.task_id;
+    SELECT er.content_digest INTO digest
+      FROM ql_private.execution_revisions er WHERE er.id = r.execution_revision_id;
+    INSERT INTO ql_private.run_leases (
+        attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
+        lease_version, offer_id, token_digest, execution_revision_id, content_digest,
+        placement_score, claimed_at, expires_at, updated_at)
+    VALUES (
+        a.id, r.id, s.worker_id, s.session_id, s.generation, next_generation,
+        1, p_offer_id, p_token_digest, r.execution_revision_id, digest,
+        p_score, now_ts, now_ts + make_interval(secs => ttl), now_ts)
+    RETURNING id INTO lease_id;
+    UPDATE ql_private.runs SET state = 'dispatching', updated_at = now_ts
+     WHERE id = r.id AND state <> 'dispatching';
+    INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+    VALUES ('run.dispatched', r.id, a.id, jsonb_build_object(
+        'offerId', p_offer_id,
+        'workerId', s.worker_id,
+        'sessionId', s.session_id,
+        'sessionGeneration', s.generation,
+        'leaseGeneration', next_generation,
+        'placementScore', p_score,
+        'contentDigest', digest));
+    RETURN lease_id;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea) IS 'Atomic claim of one candidate: attempt FOR UPDATE SKIP LOCKED, run FOR NO KEY UPDATE SKIP LOCKED, every fence re-checked by clock_timestamp(); inserts the lease (expired unstarted predecessor released), run -> dispatching, one run.dispatched event. NULL = race lost.';
+
+
+--
+-- Name: digest_equal(bytea, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    diff integer := 0;
+    i integer;
+BEGIN
+    IF p_a IS NULL OR p_b IS NULL OR octet_length(p_a) <> octet_length(p_b) THEN
+        RETURN false;
+    END IF;
+    FOR i IN 0 .. octet_length(p_a) - 1 LOOP
+        diff := diff | (get_byte(p_a, i) # get_byte(p_b, i));
+    END LOOP;
+    RETURN diff = 0;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION digest_equal(p_a bytea, p_b bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) IS 'Constant-time equality of two digests (all bytes visited). Pure. NULL/length mismatch -> false.';
+
+
+--
+-- Name: dispatchable_attempt(uuid, timestamp with time zone); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone) RETURNS SETOF integer
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT 1
+      FROM ql_private.attempts a
+     WHERE a.id = p_attempt_id
+       AND a.state = 'claimed'
+       AND a.executor = 'remote_worker'
+       AND a.not_before <= p_now
+     LIMIT 1
+$$;
+
+
+ALTER FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone) IS 'One row when the attempt is claimed, remote_worker and past not_before at the given time (candidate rule, SPEC 3.1); inlined as a LATERAL probe. Read-only.';
+
+
+--
+-- Name: epoch_ms(timestamp with time zone); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.epoch_ms(p_t timestamp with time zone) RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT pg_catalog.floor(EXTRACT(epoch FROM p_t) * 1000)::bigint
+$$;
+
+
+ALTER FUNCTION ql_private.epoch_ms(p_t timestamp with time zone) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION epoch_ms(p_t timestamp with time zone); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.epoch_ms(p_t timestamp with time zone) IS 'Integer milliseconds since the epoch (floor). Pure.';
+
+
+--
+-- Name: idle_result(text, integer, integer, integer, integer, jsonb, boolean); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (SELECT jsonb_build_object(
+        'status', 'idle',
+        'reason', p_reason,
+        'stats', jsonb_build_object(
+            'pages', p_pages,
+            'candidates', p_candidates,
+            'claimAttempts', p_claim_attempts,
+            'races', p_races,
+            'mismatches', p_mismatches),
+        'truncated', p_truncated));
+END
+$$;
+
+
+ALTER FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean) IS 'The idle pull envelope {status, reason, stats {pages, candidates, claimAttempts, races, mismatches}, truncated}. Pure.';
+
+
+--
+-- Name: json_object_from_bytes(bytea, integer, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    doc json;
+    has_duplicate boolean;
+    result jsonb;
+BEGIN
+    IF p_bytes IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('%s is required', p_field);
+    END IF;
+    IF octet_length(p_bytes) > p_max_bytes THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002',
+            MESSAGE = format('%s exceeds %s bytes', p_field, p_max_bytes);
+    END IF;
+    BEGIN
+        doc := convert_from(p_bytes, 'UTF8')::json;
+    EXCEPTION
+        WHEN data_exception THEN  -- invalid UTF-8 (22021), invalid JSON (22P02), ...
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('%s must be UTF-8 JSON', p_field);
+        WHEN statement_too_complex THEN  -- nesting beyond the parser's stack
+            RAISE EXCEPTION USING ERRCODE = 'QL002',
+                MESSAGE = format('%s is nested too deeply', p_field);
+    END;
+    IF json_typeof(doc) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = format('%s must be a JSON object', p_field);
+    END IF;
+
+    BEGIN
+        -- Every object node, reached through objects and arrays, must have distinct keys.
+        WITH RECURSIVE node(v) AS (
+            SELECT doc
+            UNION ALL
+            SELECT child.v
+              FROM node
+              CROSS JOIN LATERAL (
+                  SELECT e.value FROM json_each(
+                      CASE WHEN json_typeof(node.v) = 'object' THEN node.v ELSE '{}'::json END) e
+                  UNION ALL
+                  SELECT a.value FROM json_array_elements(
+                      CASE WHEN json_typeof(node.v) = 'array' THEN node.v ELSE '[]'::json END) a
+              ) AS child(v)
+             WHERE json_typeof(node.v) IN ('object', 'array')
+        )
+        SELECT EXISTS (
+            SELECT 1 FROM node
+             WHERE json_typeof(node.v) = 'object'
+               AND (SELECT count(*) <> count(DISTINCT k) FROM json_object_keys(node.v) AS k)
+        ) INTO has_duplicate;
+        result := doc::jsonb;
+    EXCEPTION
+        WHEN data_exception THEN  -- \u0000 (22P05) has no text/jsonb representation
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('%s contains an unsupported escape', p_field);
+    END;
+    IF has_duplicate THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = format('%s has a duplicate object key', p_field);
+    END IF;
+    RETURN result;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text) IS 'Parse document bytes into a jsonb object: <= max_bytes (QL002), UTF-8 JSON object without duplicate keys at any depth (QL001). Pure. Caller: open_session, publish_revision.';
+
+
+--
+-- Name: run_leases; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.run_leases (
+    id bigint NOT NULL,
+    attempt_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    worker_id uuid NOT NULL,
+    session_id uuid NOT NULL,
+    session_generation bigint NOT NULL,
+    lease_generation integer NOT NULL,
+    lease_version integer DEFAULT 1 NOT NULL,
+    offer_id uuid NOT NULL,
+    token_digest bytea NOT NULL,
+    execution_revision_id uuid NOT NULL,
+    content_digest text NOT NULL,
+    placement_score integer NOT NULL,
+    claimed_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    started_at timestamp with time zone,
+    released_at timestamp with time zone,
+    release_reason text,
+    updated_at timestamp with time zone NOT NULL,
+    heartbeat_at timestamp with time zone,
+    heartbeat_version integer,
+    CONSTRAINT run_leases_check CHECK (((released_at IS NULL) = (release_reason IS NULL))),
+    CONSTRAINT run_leases_content_digest_check CHECK ((content_digest ~ '^sha256:[0-9a-f]{64}$'::text)),
+    CONSTRAINT run_leases_heartbeat_started_check CHECK (((heartbeat_at IS NULL) OR (started_at IS NOT NULL))),
+    CONSTRAINT run_leases_heartbeat_version_check CHECK (((heartbeat_version IS NULL) OR ((heartbeat_version >= 2) AND (heartbeat_version <= lease_version)))),
+    CONSTRAINT run_leases_lease_generation_check CHECK ((lease_generation >= 1)),
+    CONSTRAINT run_leases_lease_version_check CHECK ((lease_version >= 1)),
+    CONSTRAINT run_leases_placement_score_check CHECK ((placement_score >= 0)),
+    CONSTRAINT run_leases_release_reason_check CHECK ((release_reason = ANY (ARRAY['expired'::text, 'session_replaced'::text, 'session_closed'::text, 'completed'::text, 'lost'::text, 'cancelled'::text, 'start_failed'::text]))),
+    CONSTRAINT run_leases_token_digest_check CHECK ((octet_length(token_digest) = 32))
+)
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000');
+
+
+ALTER TABLE ql_private.run_leases OWNER TO ql_owner;
+
+--
+-- Name: lease_fence(ql_private.run_leases, uuid, uuid, bigint, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    category text;
+BEGIN
+    category := ql_private.recover_fence(l, p_worker_id, p_session_id, p_generation,
+                                         p_token_digest);
+    IF category = 'lease_terminal' AND l.release_reason = 'lost' THEN
+        RETURN 'lease_expired';
+    END IF;
+    IF category IS NULL AND l.expires_at <= clock_timestamp() THEN
+        RETURN 'lease_expired';
+    END IF;
+    RETURN category;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of a lease ACK/heartbeat/completion: ql_private.recover_fence order (offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift), plus: a live lease past expires_at (started or not) and a lease released as lost answer lease_expired. NULL = live, unexpired, all fences hold. Read-only, no locks.';
+
+
+--
+-- Name: lease_projection(bigint); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.lease_projection(p_lease_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (
+    SELECT jsonb_build_object(
+        'runId', l.run_id,
+        'attemptId', l.attempt_id,
+        'workerId', l.worker_id,
+        'sessionId', l.session_id,
+        'sessionGeneration', l.session_generation,
+        'leaseGeneration', l.lease_generation,
+        'leaseVersion', l.lease_version,
+        'offerId', l.offer_id,
+        'claimedAtMs', ql_private.epoch_ms(l.claimed_at),
+        'expiresAtMs', ql_private.epoch_ms(l.expires_at),
+        'updatedAtMs', ql_private.epoch_ms(l.updated_at),
+        'state', a.state,
+        'startedAtMs', ql_private.epoch_ms(l.started_at),
+        'cancelRequested', r.cancel_requested)
+      FROM ql_private.run_leases l
+      JOIN ql_private.attempts a ON a.id = l.attempt_id
+      JOIN ql_private.runs r ON r.id = l.run_id
+     WHERE l.id = p_lease_id);
+END
+$$;
+
+
+ALTER FUNCTION ql_private.lease_projection(p_lease_id bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION lease_projection(p_lease_id bigint); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.lease_projection(p_lease_id bigint) IS 'lease@v1 projection (without schema): offer lease fields + state (the lease''s own attempt) + startedAtMs (null before start) + cancelRequested. Never the token or its digest. Read-only.';
+
+
+--
+-- Name: attempts; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.attempts (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    run_id uuid NOT NULL,
+    attempt_no integer NOT NULL,
+    executor text NOT NULL,
+    state text DEFAULT 'claimed'::text NOT NULL,
+    not_before timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    exit_code integer,
+    reason text,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT attempts_attempt_no_check CHECK ((attempt_no >= 1)),
+    CONSTRAINT attempts_executor_check CHECK ((executor = 'remote_worker'::text)),
+    CONSTRAINT attempts_reason_check CHECK (((reason IS NULL) OR (reason ~ '^[a-z][a-z0-9_]{0,63}$'::text))),
+    CONSTRAINT attempts_state_check CHECK ((state = ANY (ARRAY['claimed'::text, 'starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'lost'::text, 'cancelled'::text])))
+)
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000');
+
+
+ALTER TABLE ql_private.attempts OWNER TO ql_owner;
+
+--
+-- Name: runs; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.runs (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    project_id uuid NOT NULL,
+    task_id uuid NOT NULL,
+    execution_revision_id uuid NOT NULL,
+    priority smallint DEFAULT 0 NOT NULL,
+    queue_seq bigint NOT NULL,
+    state text DEFAULT 'queued'::text NOT NULL,
+    runtime_owned boolean DEFAULT true NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    current_attempt_id uuid,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'dispatching'::text, 'starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text])))
+)
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000');
+
+
+ALTER TABLE ql_private.runs OWNER TO ql_owner;
+
+--
+-- Name: lease_state(uuid, uuid, uuid, bigint, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) RETURNS TABLE(lease ql_private.run_leases, attempt ql_private.attempts, run ql_private.runs, category text)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT rl, aa, rr,
+           ql_private.lease_fence(rl, p_worker_id, p_session_id, p_generation, p_token_digest)
+      FROM ql_private.run_leases rl
+      JOIN ql_private.attempts aa ON aa.id = rl.attempt_id
+      JOIN ql_private.runs rr ON rr.id = rl.run_id
+     WHERE rl.offer_id = p_offer_id;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Lease, attempt, run and lease_fence verdict of an offer id, read in one statement (one snapshot). No row for an unknown offer. Read-only, no locks.';
+
+
+--
+-- Name: offer_projection(bigint); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.offer_projection(p_lease_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (SELECT jsonb_build_object(
+        'offerId', l.offer_id,
+        'target', jsonb_build_object(
+            'workerId', l.worker_id,
+            'sessionId', l.session_id,
+            'generation', l.session_generation),
+        'candidate', jsonb_build_object(
+            'runId', r.id,
+            'attemptId', l.attempt_id,
+            'projectId', r.project_id,
+            'taskId', r.task_id,
+            'executionRevisionId', l.execution_revision_id,
+            'priority', r.priority,
+            'queuedAtMs', ql_private.epoch_ms(r.created_at)),
+        'executionRevision', jsonb_build_object(
+            'id', er.id,
+            'taskId', er.task_id,
+            'revision', er.revision,
+            'kind', er.kind,
+            'executor', er.executor,
+            'spec', er.spec,
+            'contentDigest', er.content_digest,
+            'createdAtMs', ql_private.epoch_ms(er.created_at))
+            || CASE WHEN er.placement IS NULL THEN '{}'::jsonb
+                    ELSE jsonb_build_object('placement', er.placement) END,
+        'contentDigest', l.content_digest,
+        'placementScore', l.placement_score,
+        'lease', jsonb_build_object(
+            'runId', l.run_id,
+            'attemptId', l.attempt_id,
+            'workerId', l.worker_id,
+            'sessionId', l.session_id,
+            'sessionGeneration', l.session_generation,
+            'leaseGeneration', l.lease_generation,
+            'leaseVersion', l.lease_version,
+            'offerId', l.offer_id,
+            'claimedAtMs', ql_private.epoch_ms(l.claimed_at),
+            'expiresAtMs', ql_private.epoch_ms(l.expires_at),
+            'updatedAtMs', ql_private.epoch_ms(l.updated_at)))
+      FROM ql_private.run_leases l
+      JOIN ql_private.runs r ON r.id = l.run_id
+      JOIN ql_private.execution_revisions er ON er.id = l.execution_revision_id
+     WHERE l.id = p_lease_id);
+END
+$$;
+
+
+ALTER FUNCTION ql_private.offer_projection(p_lease_id bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION offer_projection(p_lease_id bigint); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.offer_projection(p_lease_id bigint) IS 'offer@v1 projection (without schema/status) rebuilt from the durable lease, run and pinned revision; identical for claim and replay; never carries the token or its digest. Read-only.';
+
+
+--
+-- Name: parse_uuid(text, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.parse_uuid(p_value text, p_field text) RETURNS uuid
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+BEGIN
+    IF p_value IS NULL
+       OR p_value !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = format('%s must be a lowercase canonical UUID', p_field);
+    END IF;
+    RETURN p_value::uuid;
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.parse_uuid(p_value text, p_field text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION parse_uuid(p_value text, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.parse_uuid(p_value text, p_field text) IS 'Parse a lowercase canonical UUID argument. Pure. QL001 (with the field name, never the value) when NULL or malformed.';
+
+
+--
+-- Name: placement_evaluate(jsonb, jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    req jsonb;
+    pref jsonb;
+    cap_labels jsonb;
+    cap_runtimes jsonb;
+BEGIN
+    IF p_capabilities IS NULL OR jsonb_typeof(p_capabilities) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities must be a JSON object';
+    END IF;
+    passed := false;
+    score := 0;
+    req := p_placement -> 'required';            -- NULL when placement is NULL (R-REV-2)
+    cap_labels := coalesce(p_capabilities -> 'labels', '{}');
+    cap_runtimes := coalesce(p_capabilities -> 'runtimes', '{}');
+
+    -- 1. executors: containment of string arrays is exactly "every required one present"
+    --    (a plpgsql simple expression: no query is started for it).
+    IF NOT coalesce(p_capabilities -> 'executors', '[]')
+           @> coalesce(req -> 'executors', '["remote-worker"]') THEN
+        category := 'executor';
+        RETURN;
+    END IF;
+
+    -- 2./3. labels, then runtimes, in ONE query (each query costs a few µs of executor
+    --    start-up; CASE keeps the order and skips runtimes once a label failed).
+    --    `allowed ? value` holds only when value is a string in the allowed array; an
+    --    absent capability label gives NULL, which coalesce turns into a failure.
+    --    CASE (not AND) guarantees semver_satisfies never sees an absent runtime.
+    IF coalesce(req -> 'labels', '{}') <> '{}' OR coalesce(req -> 'runtimes', '{}') <> '{}' THEN
+        SELECT CASE
+                 WHEN EXISTS (
+                   SELECT 1 FROM jsonb_each(req -> 'labels') AS l(key, allowed)
+                    WHERE NOT coalesce(l.allowed ? (cap_labels ->> l.key), false))
+                 THEN 'label'
+                 WHEN EXISTS (
+                   SELECT 1 FROM jsonb_each(req -> 'runtimes') AS r(name, comparators)
+                    WHERE NOT CASE WHEN cap_runtimes ? r.name
+                                   THEN ql_private.semver_satisfies(cap_runtimes ->> r.name, r.comparators)
+                                   ELSE false END)
+                 THEN 'runtime'
+               END
+          INTO category;
+        IF category IS NOT NULL THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    passed := true;
+    -- Score: every preferred term in one query; a term counts when all its labels
+    -- and runtimes hold by the same rules as above.
+    pref := p_placement -> 'preferred';
+    IF pref IS NOT NULL AND jsonb_typeof(pref) = 'array' AND pref <> '[]' THEN
+        SELECT coalesce(sum((t.term ->> 'weight')::integer), 0)::integer
+          INTO score
+          FROM jsonb_array_elements(pref) AS t(term)
+         WHERE NOT EXISTS (
+                 SELECT 1 FROM jsonb_each(t.term -> 'labels') AS l(key, allowed)
+                  WHERE NOT coalesce(l.allowed ? (cap_labels ->> l.key), false))
+           AND NOT EXISTS (
+                 SELECT 1 FROM jsonb_each(t.term -> 'runtimes') AS r(name, comparators)
+                  WHERE NOT CASE WHEN cap_runtimes ? r.name
+                                 THEN ql_private.semver_satisfies(cap_runtimes ->> r.name, r.comparators)
+                                 ELSE false END);
+    END IF;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer) IS 'Evaluate a normalized placement (NULL = required executor remote-worker, R-REV-2) against stored worker capabilities: passed, first failing category (executor, label, runtime) and score = sum of weights of holding preferred terms (0 unless passed). Pure. QL001 capabilities not an object.';
+
+
+--
+-- Name: pull_bounds(jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    s record := ql_private.settings();
+    k text;
+BEGIN
+    pages := s.default_pages;
+    page_size := s.default_page_size;
+    claim_attempts := s.default_claim_attempts;
+    IF p_bounds IS NULL OR p_bounds = 'null'::jsonb THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(p_bounds) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'bounds must be a JSON object';
+    END IF;
+    FOR k IN SELECT jsonb_object_keys(p_bounds) LOOP
+        IF k NOT IN ('pages', 'pageSize', 'claimAttempts') THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('bounds has unknown field %s', left(k, 32));
+        END IF;
+    END LOOP;
+    pages := ql_private.bound_value(p_bounds, 'pages', pages, s.max_pages);
+    page_size := ql_private.bound_value(p_bounds, 'pageSize', page_size, s.max_page_size);
+    claim_attempts := ql_private.bound_value(p_bounds, 'claimAttempts', claim_attempts,
+                                             s.max_claim_attempts);
+END
+$$;
+
+
+ALTER FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer) IS 'Validate pull bounds {pages, pageSize, claimAttempts}: defaults 2/8/8, caps 16/64/64. QL001 malformed/unknown/below 1, QL002 above a cap. Pure.';
+
+
+--
+-- Name: recover_fence(ql_private.run_leases, uuid, uuid, bigint, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    s ql_private.worker_sessions;
+    a ql_private.attempts;
+    r ql_private.runs;
+    rev_digest text;
+BEGIN
+    IF l.worker_id <> p_worker_id THEN
+        RETURN 'offer_foreign';
+    END IF;
+    IF NOT ql_private.digest_equal(l.token_digest, p_token_digest) THEN
+        RETURN 'token_mismatch';
+    END IF;
+    SELECT * INTO s FROM ql_private.worker_sessions WHERE session_id = l.session_id;
+    IF l.session_id <> p_session_id OR l.session_generation <> p_generation
+       OR s.state <> 'active' OR s.expires_at <= now_ts
+       OR l.release_reason IN ('session_replaced', 'session_closed') THEN
+        RETURN 'session_replaced';
+    END IF;
+    IF l.release_reason = 'expired'
+       OR (l.released_at IS NULL AND l.started_at IS NULL AND l.expires_at <= now_ts) THEN
+        RETURN 'lease_expired';
+    END IF;
+    IF l.released_at IS NOT NULL THEN
+        RETURN 'lease_terminal';
+    END IF;
+    SELECT * INTO a FROM ql_private.attempts WHERE id = l.attempt_id;
+    SELECT * INTO r FROM ql_private.runs WHERE id = l.run_id;
+    IF r.current_attempt_id IS DISTINCT FROM l.attempt_id
+       OR (l.started_at IS NULL AND a.state <> 'claimed')
+       OR (l.started_at IS NOT NULL AND a.state NOT IN ('starting', 'running')) THEN
+        RETURN 'attempt_changed';
+    END IF;
+    SELECT content_digest INTO rev_digest
+      FROM ql_private.execution_revisions WHERE id = r.execution_revision_id;
+    IF r.execution_revision_id <> l.execution_revision_id
+       OR rev_digest IS DISTINCT FROM l.content_digest THEN
+        RETURN 'revision_drift';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of an offer replay in order: offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. Read-only.';
+
+
+--
+-- Name: recover_offer(uuid, uuid, bigint, uuid, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    l ql_private.run_leases;
+    category text;
+BEGIN
+    SELECT * INTO l FROM ql_private.run_leases WHERE offer_id = p_offer_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    category := ql_private.recover_fence(l, p_worker_id, p_session_id, p_generation,
+                                         p_token_digest);
+    IF category IS NOT NULL THEN
+        RETURN jsonb_build_object('status', 'conflict', 'category', category);
+    END IF;
+    RETURN jsonb_build_object('status', 'idempotent',
+                              'offer', ql_private.offer_projection(l.id));
+END
+$$;
+
+
+ALTER FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea) IS 'Pull step 1: replay of an existing offer id -> {status: idempotent, offer} rebuilt from the durable lease, or {status: conflict, category}; NULL when the offer id is new. Read-only, no locks.';
+
+
+--
+-- Name: refuse_revision_change(); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.refuse_revision_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = 'QL021',
+        MESSAGE = format('execution revisions are immutable (%s refused)', TG_OP);
+END
+$$;
+
+
+ALTER FUNCTION ql_private.refuse_revision_change() OWNER TO ql_owner;
+
+--
+-- Name: release_unstarted_leases(uuid[], text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    l record;
+    now_ts timestamptz;
+    released integer := 0;
+BEGIN
+    FOR l IN SELECT rl.id, rl.attempt_id, rl.run_id
+               FROM ql_private.run_leases rl
+              WHERE rl.session_id = ANY (p_session_ids)
+                AND rl.released_at IS NULL AND rl.started_at IS NULL
+              ORDER BY rl.id
+    LOOP
+        PERFORM 1 FROM ql_private.attempts a WHERE a.id = l.attempt_id FOR UPDATE;
+        PERFORM 1 FROM ql_private.runs r WHERE r.id = l.run_id FOR NO KEY UPDATE;
+        now_ts := clock_timestamp();
+        UPDATE ql_private.run_leases rl
+           SET released_at = now_ts, release_reason = p_reason, updated_at = now_ts
+         WHERE rl.id = l.id AND rl.released_at IS NULL AND rl.started_at IS NULL;
+        IF FOUND THEN
+            released := released + 1;
+            UPDATE ql_private.runs r
+               SET state = 'queued', updated_at = now_ts
+             WHERE r.id = l.run_id AND r.state = 'dispatching'
+               AND r.current_attempt_id = l.attempt_id;
+        END IF;
+    END LOOP;
+    RETURN released;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION release_unstarted_leases(p_session_ids uuid[], p_reason text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text) IS 'Release the live unstarted leases of the given sessions (reason session_replaced|session_closed) and re-queue their runs. Locks attempt, run, lease in claim order. Caller: open_session, close_session.';
+
+
+--
+-- Name: require_digest(bytea, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.require_digest(p_value bytea, p_field text) RETURNS bytea
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_value IS NULL OR octet_length(p_value) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = format('%s must be a 32-byte SHA-256 digest', p_field);
+    END IF;
+    RETURN p_value;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.require_digest(p_value bytea, p_field text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION require_digest(p_value bytea, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.require_digest(p_value bytea, p_field text) IS 'Require a 32-byte SHA-256 digest argument. Pure. QL001 when NULL or of another length.';
+
+
+--
+-- Name: require_reason(text, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.require_reason(p_value text, p_field text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+BEGIN
+    IF p_value IS NOT NULL AND p_value !~ '^[a-z][a-z0-9_]{0,63}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = format('%s must match ^[a-z][a-z0-9_]{0,63}$', p_field);
+    END IF;
+    RETURN p_value;
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.require_reason(p_value text, p_field text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION require_reason(p_value text, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.require_reason(p_value text, p_field text) IS 'Require a bounded low-cardinality reason code ^[a-z][a-z0-9_]{0,63}$ (NULL passes). Pure. QL001 when malformed.';
+
+
+--
+-- Name: scan_and_claim(ql_private.worker_sessions, uuid, bytea, integer, integer, integer); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    c record;
+    p record;
+    ev record;
+    evals jsonb := '{}'::jsonb;
+    verdict jsonb;
+    passers jsonb := '[]'::jsonb;
+    mismatches jsonb := '{"executor":0,"label":0,"runtime":0,"capacity":0}'::jsonb;
+    after_priority smallint;
+    after_seq bigint;
+    after_id uuid;
+    rows_in_page integer;
+    pages_read integer := 0;
+    examined integer := 0;
+    attempts integer := 0;
+    races integer := 0;
+    truncated boolean := false;
+    lease_id bigint;
+    locked boolean := false;
+    any_passed boolean := false;
+BEGIN
+    FOR page_no IN 1 .. p_pages LOOP
+        rows_in_page := 0;
+        truncated := false;
+        pages_read := pages_read + 1;
+        passers := '[]'::jsonb;
+        FOR c IN SELECT * FROM ql_private.candidate_page(after_priority, after_seq, after_id,
+                                                             p_page_size)
+        LOOP
+            rows_in_page := rows_in_page + 1;
+            IF rows_in_page > p_page_size THEN
+                truncated := true;  -- the (limit + 1)th row: more candidates exist
+                EXIT;
+            END IF;
+            examined := examined + 1;
+            after_priority := c.priority;
+            after_seq := c.queue_seq;
+            after_id := c.run_id;
+            verdict := evals -> c.execution_revision_id::text;
+            IF verdict IS NULL THEN
+                SELECT pe.passed, pe.category, pe.score INTO ev
+                  FROM ql_private.execution_revisions er,
+                       ql_private.placement_evaluate(er.placement, s.capabilities) pe
+                 WHERE er.id = c.execution_revision_id;
+                verdict := jsonb_build_object('passed', ev.passed, 'category', ev.category,
+                                              'score', ev.score);
+                evals := evals || jsonb_build_object(c.execution_revision_id::text, verdict);
+            END IF;
+            IF (verdict ->> 'passed')::boolean THEN
+                passers := passers || jsonb_build_object(
+                    'attempt_id', c.attempt_id, 'revision_id', c.execution_revision_id,
+                    'priority', c.priority, 'score', (verdict ->> 'score')::integer,
+                    'queue_seq', c.queue_seq);
+            ELSE
+                mismatches := jsonb_set(mismatches, ARRAY[verdict ->> 'category'],
+                    to_jsonb((mismatches ->> (verdict ->> 'category'))::integer + 1));
+            END IF;
+        END LOOP;
+        any_passed := any_passed OR jsonb_array_length(passers) > 0;
+
+        -- Claim from this page before reading the next one: the common pull then
+        -- costs one page. Pages come in key order, so only equal-priority
+        -- candidates on a later page can outscore one claimed here.
+        FOR p IN SELECT * FROM jsonb_to_recordset(passers) AS x(
+                     attempt_id uuid, revision_id uuid, priority integer, score integer,
+                     queue_seq bigint)
+                 ORDER BY x.priority DESC, x.score DESC, x.queue_seq
+        LOOP
+            EXIT WHEN attempts >= p_claim_attempts;
+            IF NOT locked THEN
+                IF NOT ql_private.session_claim_lock(s) THEN
+                    mismatches := jsonb_set(mismatches, '{capacity}', '1'::jsonb);
+                    RETURN ql_private.idle_result('capacity_full', pages_read, examined,
+                                                  attempts, races, mismatches, truncated);
+                END IF;
+                locked := true;
+            END IF;
+            attempts := attempts + 1;
+            BEGIN
+                lease_id := ql_private.claim_candidate(s, p.attempt_id, p.revision_id,
+                                                       p.score, p_offer_id, p_token_digest);
+            EXCEPTION WHEN unique_violation THEN
+                -- A concurrent pull with the same offer id committed first: this is a
+                -- replay, answered from the durable lease (never a second lease).
+                RETURN ql_private.recover_offer(s.worker_id, s.session_id, s.generation,
+                                                p_offer_id, p_token_digest);
+            END;
+            IF lease_id IS NOT NULL THEN
+                RETURN jsonb_build_object('status', 'offered',
+                                          'offer', ql_private.offer_projection(lease_id));
+            END IF;
+            races := races + 1;
+        END LOOP;
+        EXIT WHEN NOT truncated OR attempts >= p_claim_attempts;
+    END LOOP;
+
+    RETURN ql_private.idle_result(
+        CASE WHEN examined = 0 THEN 'no_candidates'
+             WHEN NOT any_passed THEN 'placement_mismatch'
+             ELSE 'contention' END,
+        pages_read, examined, attempts, races, mismatches, truncated);
+END
+$$;
+
+
+ALTER FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4: bounded keyset scan, placement per revision, claims in (priority DESC, score DESC, queue order) up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';
+
+
+--
+-- Name: semver_compare(text, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.semver_compare(p_a text, p_b text) RETURNS integer
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    ka text COLLATE "C" := ql_private.semver_parse(p_a, 'a');
+    kb text COLLATE "C" := ql_private.semver_parse(p_b, 'b');
+BEGIN
+    IF ka < kb THEN
+        RETURN -1;
+    ELSIF ka = kb THEN
+        RETURN 0;
+    END IF;
+    RETURN 1;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.semver_compare(p_a text, p_b text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION semver_compare(p_a text, p_b text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.semver_compare(p_a text, p_b text) IS 'SemVer 2.0.0 precedence: -1/0/1; build metadata ignored; numbers of any size. Pure. QL003 when a or b is NULL or invalid.';
+
+
+--
+-- Name: semver_parse(text, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.semver_parse(p_version text, p_field text DEFAULT 'version'::text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    k text;
+    id text;
+    rest text;
+    core text;
+    pre text;
+    i integer;
+    -- error path only
+    build text;
+    parts text[];
+    reason text;
+    shown text;
+BEGIN
+    -- Fast path: one capture-free match (PostgreSQL runs it as a DFA only, ~4x cheaper
+    -- than regexp_match with groups) against the grammar of semver.Version._REGEX and
+    -- schemas/qinglong.defs.v1.json#semver; then plain string splits.
+    IF p_version ~ ('^(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)'
+                    '(?:-(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?'
+                    '(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$') THEN
+        rest := split_part(p_version, '+', 1);      -- build metadata never matters
+        i := strpos(rest, '-');                      -- first '-' starts the prerelease
+        IF i > 0 THEN
+            pre := substr(rest, i + 1);
+            rest := left(rest, i - 1);
+        END IF;
+        core := split_part(rest, '.', 1);
+        k := lpad(length(core)::text, 10, '0') || core;
+        core := split_part(rest, '.', 2);
+        k := k || lpad(length(core)::text, 10, '0') || core;
+        core := split_part(rest, '.', 3);
+        k := k || lpad(length(core)::text, 10, '0') || core;
+        IF pre IS NULL THEN
+            RETURN k || chr(3);
+        END IF;
+        k := k || chr(2);
+        FOREACH id IN ARRAY string_to_array(pre, '.') LOOP
+            IF id ~ '^[0-9]+$' THEN
+                k := k || chr(5) || lpad(length(id)::text, 10, '0') || id || chr(1);
+            ELSE
+                k := k || chr(6) || id || chr(1);
+            END IF;
+        END LOOP;
+        RETURN k;
+    END IF;
+
+    -- Error path: say precisely what is wrong (cost does not matter here).
+    IF p_version IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL003',
+            MESSAGE = format('%s: version is missing', p_field);
+    END IF;
+    rest := p_version;
+    IF strpos(rest, '+') > 0 THEN
+        build := substr(rest, strpos(rest, '+') + 1);
+        rest := left(rest, strpos(rest, '+') - 1);
+    END IF;
+    IF strpos(rest, '-') > 0 THEN
+        pre := substr(rest, strpos(rest, '-') + 1);
+        core := left(rest, strpos(rest, '-') - 1);
+    ELSE
+        core := rest;
+    END IF;
+    parts := string_to_array(core, '.');
+    IF p_version = '' THEN
+        reason := 'empty string';
+    ELSIF coalesce(array_length(parts, 1), 0) <> 3 THEN
+        reason := 'expected MAJOR.MINOR.PATCH';
+    ELSE
+        FOR i IN 1 .. 3 LOOP
+            IF parts[i] !~ '^[0-9]+$' THEN
+                reason := format('%s is not a non-empty decimal number',
+                                 (ARRAY['major', 'minor', 'patch'])[i]);
+            ELSIF parts[i] ~ '^0[0-9]' THEN
+                reason := format('%s has a leading zero', (ARRAY['major', 'minor', 'patch'])[i]);
+            END IF;
+            EXIT WHEN reason IS NOT NULL;
+        END LOOP;
+    END IF;
+    IF reason IS NULL AND pre = '' THEN
+        reason := 'empty prerelease';
+    ELSIF reason IS NULL AND pre IS NOT NULL THEN
+        FOREACH id IN ARRAY string_to_array(pre, '.') LOOP
+            IF id = '' THEN
+                reason := 'empty prerelease identifier';
+            ELSIF id ~ '[^0-9A-Za-z-]' THEN
+                reason := 'prerelease identifier has a character outside [0-9A-Za-z-]';
+            ELSIF id ~ '^0[0-9]+$' THEN
+                reason := 'numeric prerelease identifier has a leading zero';
+            END IF;
+            EXIT WHEN reason IS NOT NULL;
+        END LOOP;
+    END IF;
+    IF reason IS NULL AND build = '' THEN
+        reason := 'empty build metadata';
+    ELSIF reason IS NULL AND build IS NOT NULL THEN
+        FOREACH id IN ARRAY string_to_array(build, '.') LOOP
+            IF id = '' THEN
+                reason := 'empty build identifier';
+            ELSIF id ~ '[^0-9A-Za-z-]' THEN
+                reason := 'build identifier has a character outside [0-9A-Za-z-]';
+            END IF;
+            EXIT WHEN reason IS NOT NULL;
+        END LOOP;
+    END IF;
+    shown := regexp_replace(p_version, '[^ -~]', '?', 'g');
+    IF length(shown) > 64 THEN
+        shown := left(shown, 61) || '...';
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'QL003',
+        MESSAGE = format('%s: %s is not SemVer 2.0.0 (%s)', p_field, quote_literal(shown),
+                         coalesce(reason, 'malformed')),
+        HINT = 'expected MAJOR.MINOR.PATCH[-prerelease][+build] without leading zeros';
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.semver_parse(p_version text, p_field text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION semver_parse(p_version text, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.semver_parse(p_version text, p_field text) IS 'Validate SemVer 2.0.0 and return its precedence key (byte order under COLLATE "C" = SemVer precedence; build metadata dropped). Pure. QL003 naming the field, the defect and <= 64 printable chars of the input.';
+
+
+--
+-- Name: semver_satisfies(text, jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.semver_satisfies(p_version text, p_comparators jsonb) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    vk text COLLATE "C";
+    ck text COLLATE "C";
+    pre_prefix text COLLATE "C";   -- key of version up to and including its chr(2)
+    pre_at integer;
+    pre_ok boolean;
+    holds boolean := true;
+    c text;
+    op text;
+    n integer;
+    i integer;
+BEGIN
+    IF p_comparators IS NULL OR jsonb_typeof(p_comparators) <> 'array' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'comparators must be a JSON array of strings';
+    END IF;
+    vk := ql_private.semver_parse(p_version, 'version');
+    pre_at := strpos(vk, chr(2));     -- chr(2) occurs only as the prerelease tag
+    pre_ok := pre_at = 0;             -- a release needs no prerelease comparator
+    IF NOT pre_ok THEN
+        pre_prefix := left(vk, pre_at);
+    END IF;
+    n := jsonb_array_length(p_comparators);
+    -- Index access keeps every step a plpgsql "simple expression" (no SPI query).
+    FOR i IN 0 .. n - 1 LOOP
+        IF jsonb_typeof(p_comparators -> i) <> 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('comparators[%s] must be a string', i);
+        END IF;
+        c := p_comparators ->> i;
+        op := left(c, 2);
+        IF op NOT IN ('>=', '<=') THEN
+            op := left(c, 1);
+            IF op NOT IN ('>', '<', '=') THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL003',
+                    MESSAGE = format('comparators[%s] must start with one of >=, >, <=, <, =', i);
+            END IF;
+        END IF;
+        IF strpos(c, '+') > 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL003',
+                MESSAGE = format('comparators[%s] must not carry build metadata', i);
+        END IF;
+        ck := ql_private.semver_parse(substr(c, length(op) + 1), 'comparators[' || i || ']');
+        holds := holds AND CASE op
+            WHEN '>=' THEN vk >= ck
+            WHEN '>'  THEN vk > ck
+            WHEN '<=' THEN vk <= ck
+            WHEN '<'  THEN vk < ck
+            ELSE vk = ck
+        END;
+        -- Same MAJOR.MINOR.PATCH and a prerelease: keys share the prefix up to chr(2).
+        IF NOT pre_ok AND left(ck, pre_at) = pre_prefix THEN
+            pre_ok := true;
+        END IF;
+    END LOOP;
+    RETURN holds AND pre_ok;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.semver_satisfies(p_version text, p_comparators jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION semver_satisfies(p_version text, p_comparators jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.semver_satisfies(p_version text, p_comparators jsonb) IS 'node-semver satisfaction of a normalized comparator array (AND; a prerelease version needs a comparator with a prerelease on the same MAJOR.MINOR.PATCH; [] admits releases only). Pure. QL001 not an array of strings; QL003 invalid version/comparator.';
+
+
+--
+-- Name: session_claim_lock(ql_private.worker_sessions); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    locked ql_private.worker_sessions;
+BEGIN
+    locked := ql_private.session_fence(s.worker_id, s.session_id, s.generation, true);
+    IF locked.capabilities_digest <> s.capabilities_digest THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL014',
+            MESSAGE = 'session capabilities changed during the pull';
+    END IF;
+    RETURN ql_private.session_live_leases(locked.session_id) < locked.slots;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION session_claim_lock(s ql_private.worker_sessions); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) IS 'Lock the session row (FOR NO KEY UPDATE), re-verify its fences, return whether a slot is free. QL010-QL014.';
+
+
+--
+-- Name: session_fence(uuid, uuid, bigint, boolean); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean) RETURNS ql_private.worker_sessions
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    s ql_private.worker_sessions;
+BEGIN
+    IF p_worker_id IS NULL OR p_session_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'workerId and sessionId are required';
+    END IF;
+    IF p_generation IS NULL OR p_generation < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF coalesce(p_lock, false) THEN
+        SELECT * INTO s FROM ql_private.worker_sessions ws
+         WHERE ws.session_id = p_session_id AND ws.worker_id = p_worker_id
+           FOR NO KEY UPDATE;
+    ELSE
+        SELECT * INTO s FROM ql_private.worker_sessions ws
+         WHERE ws.session_id = p_session_id AND ws.worker_id = p_worker_id;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL010', MESSAGE = 'session_not_found';
+    END IF;
+    IF s.generation <> p_generation
+       OR (s.state <> 'active' AND EXISTS (
+               SELECT 1 FROM ql_private.worker_sessions newer
+                WHERE newer.worker_id = p_worker_id AND newer.generation > s.generation)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
+    END IF;
+    IF s.state <> 'active' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL013', MESSAGE = 'session_closed';
+    END IF;
+    IF s.expires_at <= clock_timestamp() THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL012', MESSAGE = 'session_expired';
+    END IF;
+    RETURN s;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean) IS 'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed or draining / QL012 expired. lock=false: no row lock (idle pulls); lock=true: FOR NO KEY UPDATE (serializes claims of a session; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';
+
+
+--
+-- Name: session_live_leases(uuid); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.session_live_leases(p_session_id uuid) RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (SELECT count(*)::integer
+      FROM ql_private.run_leases l
+     WHERE l.session_id = p_session_id
+       AND l.released_at IS NULL
+       AND (l.started_at IS NOT NULL OR l.expires_at > clock_timestamp()));
+END
+$$;
+
+
+ALTER FUNCTION ql_private.session_live_leases(p_session_id uuid) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION session_live_leases(p_session_id uuid); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.session_live_leases(p_session_id uuid) IS 'Number of live leases of a session (started, or unstarted and unexpired). Read-only.';
+
+
+--
+-- Name: session_projection(ql_private.worker_sessions); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.session_projection(s ql_private.worker_sessions) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (SELECT jsonb_build_object(
+        'workerId', s.worker_id,
+        'sessionId', s.session_id,
+        'generation', s.generation,
+        'expiresAtMs', ql_private.epoch_ms(s.expires_at),
+        'capabilitiesDigest', s.capabilities_digest,
+        'heartbeatIntervalMs', (SELECT heartbeat_interval_ms FROM ql_private.settings())));
+END
+$$;
+
+
+ALTER FUNCTION ql_private.session_projection(s ql_private.worker_sessions) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION session_projection(s ql_private.worker_sessions); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.session_projection(s ql_private.worker_sessions) IS 'session@v1 projection {workerId, sessionId, generation, expiresAtMs, capabilitiesDigest, heartbeatIntervalMs}. Pure.';
+
+
+--
+-- Name: settings(); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer) RETURNS record
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT interval '60 seconds', 20000, 2, 8, 8, 16, 64, 64, 2000
+$$;
+
+
+ALTER FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer) IS 'Protocol constants: session TTL 60 s, heartbeat 20 s, pull bounds default 2x8/8 and caps 16/64/64, idle retry 2 s. Pure.';
+
+
+--
+-- Name: validate_capabilities(jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.validate_capabilities(p_capabilities jsonb) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    sub jsonb;
+    k text;
+    v jsonb;
+    s text COLLATE "C";
+    prev text COLLATE "C";
+    n integer;
+    j integer;
+BEGIN
+    IF p_capabilities IS NULL OR jsonb_typeof(p_capabilities) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities must be a JSON object';
+    END IF;
+    SELECT key INTO k FROM jsonb_object_keys(p_capabilities) AS o(key)
+     WHERE key NOT IN ('schema', 'executors', 'labels', 'runtimes', 'slots') LIMIT 1;
+    IF k IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format(
+            'capabilities: unknown field %s', quote_literal(left(regexp_replace(k, '[^ -~]', '?', 'g'), 64)));
+    END IF;
+    SELECT f INTO k FROM unnest(ARRAY['schema', 'executors', 'labels', 'runtimes', 'slots']) AS f
+     WHERE NOT p_capabilities ? f LIMIT 1;
+    IF k IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('capabilities.%s is missing', k);
+    END IF;
+
+    IF p_capabilities -> 'schema' <> '"qinglong/worker-capabilities@v1"'::jsonb THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'capabilities.schema must be "qinglong/worker-capabilities@v1"';
+    END IF;
+
+    -- executors: 1..8 names, sorted and unique (canonical form)
+    sub := p_capabilities -> 'executors';
+    IF jsonb_typeof(sub) <> 'array' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities.executors must be a JSON array';
+    END IF;
+    n := jsonb_array_length(sub);
+    IF n > 8 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = 'capabilities.executors has more than 8 entries';
+    ELSIF n = 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities.executors must not be empty';
+    END IF;
+    FOR j IN 0 .. n - 1 LOOP
+        IF jsonb_typeof(sub -> j) <> 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('capabilities.executors[%s] must be a string', j);
+        END IF;
+        s := sub ->> j;
+        IF s !~ '^[a-z0-9][a-z0-9-]{0,62}$' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('capabilities.executors[%s] must match ^[a-z0-9][a-z0-9-]{0,62}$', j);
+        ELSIF s = prev THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('capabilities.executors[%s] is a duplicate', j);
+        ELSIF s < prev THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('capabilities.executors[%s] is out of order (must be sorted)', j);
+        END IF;
+        prev := s;
+    END LOOP;
+
+    -- labels: <= 32 key -> single string value
+    sub := p_capabilities -> 'labels';
+    IF jsonb_typeof(sub) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities.labels must be a JSON object';
+    END IF;
+    IF (SELECT count(*) FROM jsonb_object_keys(sub)) > 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = 'capabilities.labels has more than 32 keys';
+    END IF;
+    FOR k, v IN SELECT key, value FROM jsonb_each(sub) LOOP
+        IF k !~ '^[a-z0-9][a-z0-9._/-]{0,62}$' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format(
+                'capabilities.labels: key %s must match ^[a-z0-9][a-z0-9._/-]{0,62}$',
+                quote_literal(left(regexp_replace(k, '[^ -~]', '?', 'g'), 64)));
+        END IF;
+        IF jsonb_typeof(v) <> 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('capabilities.labels["%s"] must be a string', k);
+        END IF;
+        s := v #>> '{}';
+        IF length(s) > 128 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL002',
+                MESSAGE = format('capabilities.labels["%s"] is longer than 128 characters', k);
+        ELSIF s = '' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('capabilities.labels["%s"] must not be empty', k);
+        ELSIF s ~ '[\u0001-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('capabilities.labels["%s"] contains a control or invisible character', k);
+        END IF;
+    END LOOP;
+
+    -- runtimes: <= 16 name -> SemVer 2.0.0 version (build metadata allowed)
+    sub := p_capabilities -> 'runtimes';
+    IF jsonb_typeof(sub) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities.runtimes must be a JSON object';
+    END IF;
+    IF (SELECT count(*) FROM jsonb_object_keys(sub)) > 16 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = 'capabilities.runtimes has more than 16 names';
+    END IF;
+    FOR k, v IN SELECT key, value FROM jsonb_each(sub) LOOP
+        IF k !~ '^[a-z0-9][a-z0-9._-]{0,62}$' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format(
+                'capabilities.runtimes: name %s must match ^[a-z0-9][a-z0-9._-]{0,62}$',
+                quote_literal(left(regexp_replace(k, '[^ -~]', '?', 'g'), 64)));
+        END IF;
+        IF jsonb_typeof(v) <> 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('capabilities.runtimes["%s"] must be a string', k);
+        END IF;
+        s := v #>> '{}';
+        IF length(s) > 128 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL002',
+                MESSAGE = format('capabilities.runtimes["%s"] is longer than 128 characters', k);
+        END IF;
+        PERFORM ql_private.semver_parse(s, format('capabilities.runtimes["%s"]', k));
+    END LOOP;
+
+    -- slots: integral JSON number written without fraction/exponent, 1..256
+    v := p_capabilities -> 'slots';
+    IF jsonb_typeof(v) <> 'number' OR (v #>> '{}') !~ '^-?[0-9]+$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities.slots must be an integer';
+    ELSIF (v #>> '{}')::numeric > 256 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = 'capabilities.slots is above 256';
+    ELSIF (v #>> '{}')::numeric < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities.slots must be at least 1';
+    END IF;
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.validate_capabilities(p_capabilities jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION validate_capabilities(p_capabilities jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.validate_capabilities(p_capabilities jsonb) IS 'Refuse anything but a canonical qinglong/worker-capabilities@v1 document: schema id, unknown/missing fields, sorted unique executors 1..8, labels <= 32, runtimes <= 16 valid SemVer, slots 1..256. Pure. QL001 shape, QL002 oversize, QL003 semver; messages name the JSON path.';
+
+
+--
+-- Name: validate_placement(jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.validate_placement(p_placement jsonb) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    req jsonb;
+    pref jsonb;
+    term jsonb;
+    sub jsonb;
+    elem jsonb;
+    path text;
+    k text;
+    v jsonb;
+    s text COLLATE "C";
+    prev text COLLATE "C";
+    op text;
+    n integer;
+    t integer;
+    j integer;
+BEGIN
+    IF p_placement IS NULL OR jsonb_typeof(p_placement) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'placement must be a JSON object';
+    END IF;
+    SELECT key INTO k FROM jsonb_object_keys(p_placement) AS o(key)
+     WHERE key NOT IN ('required', 'preferred') LIMIT 1;
+    IF k IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format(
+            'placement: unknown field %s', quote_literal(left(regexp_replace(k, '[^ -~]', '?', 'g'), 64)));
+    END IF;
+
+    -- required: object with exactly executors, labels, runtimes
+    req := p_placement -> 'required';
+    IF req IS NULL OR jsonb_typeof(req) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'placement.required must be a JSON object';
+    END IF;
+    SELECT key INTO k FROM jsonb_object_keys(req) AS o(key)
+     WHERE key NOT IN ('executors', 'labels', 'runtimes') LIMIT 1;
+    IF k IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format(
+            'placement.required: unknown field %s', quote_literal(left(regexp_replace(k, '[^ -~]', '?', 'g'), 64)));
+    END IF;
+
+    -- required.executors: 1..8 names, sorted and unique
+    sub := req -> 'executors';
+    IF sub IS NULL OR jsonb_typeof(sub) <> 'array' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'placement.required.executors must be a JSON array';
+    END IF;
+    n := jsonb_array_length(sub);
+    IF n > 8 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = 'placement.required.executors has more than 8 entries';
+    ELSIF n = 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'placement.required.executors must not be empty';
+    END IF;
+    prev := NULL;
+    FOR j IN 0 .. n - 1 LOOP
+        IF jsonb_typeof(sub -> j) <> 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('placement.required.executors[%s] must be a string', j);
+        END IF;
+        s := sub ->> j;
+        IF s !~ '^[a-z0-9][a-z0-9-]{0,62}$' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('placement.required.executors[%s] must match ^[a-z0-9][a-z0-9-]{0,62}$', j);
+        ELSIF s = prev THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('placement.required.executors[%s] is a duplicate', j);
+        ELSIF s < prev THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('placement.required.executors[%s] is out of order (must be sorted)', j);
+        END IF;
+        prev := s;
+    END LOOP;
+
+    -- preferred: array of <= 16 objects with exactly weight, labels, runtimes
+    pref := p_placement -> 'preferred';
+    IF pref IS NULL OR jsonb_typeof(pref) <> 'array' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'placement.preferred must be a JSON array';
+    END IF;
+    IF jsonb_array_length(pref) > 16 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = 'placement.preferred has more than 16 terms';
+    END IF;
+    FOR t IN 0 .. jsonb_array_length(pref) - 1 LOOP
+        term := pref -> t;
+        path := format('placement.preferred[%s]', t);
+        IF jsonb_typeof(term) <> 'object' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('%s must be a JSON object', path);
+        END IF;
+        SELECT key INTO k FROM jsonb_object_keys(term) AS o(key)
+         WHERE key NOT IN ('weight', 'labels', 'runtimes') LIMIT 1;
+        IF k IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format(
+                '%s: unknown field %s', path, quote_literal(left(regexp_replace(k, '[^ -~]', '?', 'g'), 64)));
+        END IF;
+        -- integral JSON number written without fraction/exponent, 1..100
+        IF (CASE WHEN jsonb_typeof(term -> 'weight') IS DISTINCT FROM 'number'
+                      OR (term ->> 'weight') !~ '^[0-9]{1,3}$' THEN true
+                 ELSE (term ->> 'weight')::integer NOT BETWEEN 1 AND 100 END) THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = format('%s.weight must be an integer 1..100', path);
+        END IF;
+    END LOOP;
+
+    -- labels and runtimes: the same rules for required (t = -1) and each preferred term
+    FOR t IN -1 .. jsonb_array_length(pref) - 1 LOOP
+        IF t = -1 THEN
+            term := req;
+            path := 'placement.required';
+        ELSE
+            term := pref -> t;
+            path := format('placement.preferred[%s]', t);
+        END IF;
+
+        sub := term -> 'labels';
+        IF sub IS NULL OR jsonb_typeof(sub) <> 'object' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('%s.labels must be a JSON object', path);
+        END IF;
+        IF (SELECT count(*) FROM jsonb_object_keys(sub)) > 32 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = format('%s.labels has more than 32 keys', path);
+        END IF;
+        FOR k, v IN SELECT key, value FROM jsonb_each(sub) LOOP
+            IF k !~ '^[a-z0-9][a-z0-9._/-]{0,62}$' THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format(
+                    '%s.labels: key %s must match ^[a-z0-9][a-z0-9._/-]{0,62}$',
+                    path, quote_literal(left(regexp_replace(k, '[^ -~]', '?', 'g'), 64)));
+            END IF;
+            IF jsonb_typeof(v) <> 'array' THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL001',
+                    MESSAGE = format('%s.labels["%s"] must be a JSON array of strings', path, k);
+            END IF;
+            n := jsonb_array_length(v);
+            IF n > 32 THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL002',
+                    MESSAGE = format('%s.labels["%s"] has more than 32 values', path, k);
+            ELSIF n = 0 THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL001',
+                    MESSAGE = format('%s.labels["%s"] must not be empty', path, k);
+            END IF;
+            prev := NULL;
+            FOR j IN 0 .. n - 1 LOOP
+                IF jsonb_typeof(v -> j) <> 'string' THEN
+                    RAISE EXCEPTION USING ERRCODE = 'QL001',
+                        MESSAGE = format('%s.labels["%s"][%s] must be a string', path, k, j);
+                END IF;
+                s := v ->> j;
+                IF length(s) > 128 THEN
+                    RAISE EXCEPTION USING ERRCODE = 'QL002',
+                        MESSAGE = format('%s.labels["%s"][%s] is longer than 128 characters', path, k, j);
+                ELSIF s = '' THEN
+                    RAISE EXCEPTION USING ERRCODE = 'QL001',
+                        MESSAGE = format('%s.labels["%s"][%s] must not be empty', path, k, j);
+                ELSIF s ~ '[\u0001-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]' THEN
+                    RAISE EXCEPTION USING ERRCODE = 'QL001',
+                        MESSAGE = format('%s.labels["%s"][%s] contains a control or invisible character', path, k, j);
+                ELSIF s = prev THEN
+                    RAISE EXCEPTION USING ERRCODE = 'QL001',
+                        MESSAGE = format('%s.labels["%s"][%s] is a duplicate', path, k, j);
+                ELSIF s < prev THEN
+                    RAISE EXCEPTION USING ERRCODE = 'QL001',
+                        MESSAGE = format('%s.labels["%s"][%s] is out of order (must be sorted)', path, k, j);
+                END IF;
+                prev := s;
+            END LOOP;
+        END LOOP;
+
+        sub := term -> 'runtimes';
+        IF sub IS NULL OR jsonb_typeof(sub) <> 'object' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('%s.runtimes must be a JSON object', path);
+        END IF;
+        IF (SELECT count(*) FROM jsonb_object_keys(sub)) > 16 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = format('%s.runtimes has more than 16 names', path);
+        END IF;
+        FOR k, v IN SELECT key, value FROM jsonb_each(sub) LOOP
+            IF k !~ '^[a-z0-9][a-z0-9._-]{0,62}$' THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format(
+                    '%s.runtimes: name %s must match ^[a-z0-9][a-z0-9._-]{0,62}$',
+                    path, quote_literal(left(regexp_replace(k, '[^ -~]', '?', 'g'), 64)));
+            END IF;
+            IF jsonb_typeof(v) <> 'array' THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL001',
+                    MESSAGE = format('%s.runtimes["%s"] must be a JSON array of comparators', path, k);
+            END IF;
+            n := jsonb_array_length(v);
+            IF n > 32 THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL002',
+                    MESSAGE = format('%s.runtimes["%s"] has more than 32 comparators', path, k);
+            END IF;
+            FOR j IN 0 .. n - 1 LOOP
+                IF jsonb_typeof(v -> j) <> 'string' THEN
+                    RAISE EXCEPTION USING ERRCODE = 'QL001',
+                        MESSAGE = format('%s.runtimes["%s"][%s] must be a string', path, k, j);
+                END IF;
+                s := v ->> j;
+                IF length(s) > 160 THEN
+                    RAISE EXCEPTION USING ERRCODE = 'QL002',
+                        MESSAGE = format('%s.runtimes["%s"][%s] is longer than 160 characters', path, k, j);
+                END IF;
+                op := left(s, 2);
+                IF op NOT IN ('>=', '<=') THEN
+                    op := left(s, 1);
+                    IF op NOT IN ('>', '<', '=') THEN
+                        RAISE EXCEPTION USING ERRCODE = 'QL003', MESSAGE = format(
+                            '%s.runtimes["%s"][%s] must start with one of >=, >, <=, <, =', path, k, j);
+                    END IF;
+                END IF;
+                IF strpos(s, '+') > 0 THEN
+                    RAISE EXCEPTION USING ERRCODE = 'QL003', MESSAGE = format(
+                        '%s.runtimes["%s"][%s] must not carry build metadata', path, k, j);
+                END IF;
+                PERFORM ql_private.semver_parse(substr(s, length(op) + 1),
+                                                format('%s.runtimes["%s"][%s]', path, k, j));
+            END LOOP;
+        END LOOP;
+    END LOOP;
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.validate_placement(p_placement jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION validate_placement(p_placement jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.validate_placement(p_placement jsonb) IS 'Refuse anything but the exact normalized placement (DESIGN "Normalized placement"): unknown/missing fields, types, name/key/value rules, sorted unique sets, caps, comparators. Pure. QL001 shape, QL002 oversize, QL003 semver; messages name the JSON path.';
+
+
+--
+-- Name: events; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.events (
+    id bigint NOT NULL,
+    type text NOT NULL,
+    run_id uuid,
+    attempt_id uuid,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT events_payload_check CHECK ((NOT (payload ?| ARRAY['leaseToken'::text, 'token'::text, 'tokenDigest'::text, 'token_digest'::text, 'secret'::text, 'secretDigest'::text, 'secret_digest'::text]))),
+    CONSTRAINT events_type_check CHECK ((type ~ '^(run|attempt|lease)\.[a-z_]+$'::text))
+)
+WITH (autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='10000', autovacuum_vacuum_cost_delay='0');
+
+
+ALTER TABLE ql_private.events OWNER TO ql_owner;
+
+--
+-- Name: events_id_seq; Type: SEQUENCE; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ql_private.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ql_private.events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: execution_revisions; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.execution_revisions (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    task_id uuid NOT NULL,
+    revision integer NOT NULL,
+    kind text NOT NULL,
+    executor text NOT NULL,
+    spec jsonb NOT NULL,
+    placement jsonb,
+    canonical bytea NOT NULL,
+    content_digest text NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT execution_revisions_content_digest_check CHECK ((content_digest ~ '^sha256:[0-9a-f]{64}$'::text)),
+    CONSTRAINT execution_revisions_executor_check CHECK ((executor = 'remote_worker'::text)),
+    CONSTRAINT execution_revisions_kind_check CHECK ((kind = 'qinglong/command@v1'::text)),
+    CONSTRAINT execution_revisions_placement_check CHECK (((placement IS NULL) OR (jsonb_typeof(placement) = 'object'::text))),
+    CONSTRAINT execution_revisions_revision_check CHECK ((revision >= 1)),
+    CONSTRAINT execution_revisions_spec_check CHECK ((jsonb_typeof(spec) = 'object'::text))
+);
+
+
+ALTER TABLE ql_private.execution_revisions OWNER TO ql_owner;
+
+--
+-- Name: projects; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.projects (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT projects_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'::text))
+);
+
+
+ALTER TABLE ql_private.projects OWNER TO ql_owner;
+
+--
+-- Name: run_leases_id_seq; Type: SEQUENCE; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ql_private.run_leases ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ql_private.run_leases_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: run_queue_seq; Type: SEQUENCE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE SEQUENCE ql_private.run_queue_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+ALTER TABLE ql_private.run_queue_seq OWNER TO ql_owner;
+
+--
+-- Name: run_queue_seq; Type: SEQUENCE OWNED BY; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER SEQUENCE ql_private.run_queue_seq OWNED BY ql_private.runs.queue_seq;
+
+
+--
+-- Name: schema_migrations; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT schema_migrations_checksum_check CHECK ((checksum ~ '^[0-9a-f]{64}$'::text))
+);
+
+
+ALTER TABLE ql_private.schema_migrations OWNER TO ql_owner;
+
+--
+-- Name: security_audit; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.security_audit (
+    id bigint NOT NULL,
+    occurred_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    credential_id text,
+    worker_id uuid,
+    action text NOT NULL,
+    outcome text NOT NULL,
+    reason text NOT NULL,
+    CONSTRAINT security_audit_action_check CHECK ((action ~ '^[a-z][a-z0-9_.]{0,63}$'::text)),
+    CONSTRAINT security_audit_credential_id_check CHECK (((credential_id IS NULL) OR (credential_id ~ '^[a-z0-9]{16}$'::text))),
+    CONSTRAINT security_audit_outcome_check CHECK ((outcome = ANY (ARRAY['allowed'::text, 'denied'::text]))),
+    CONSTRAINT security_audit_reason_check CHECK ((reason ~ '^[a-z][a-z0-9_]{0,63}$'::text))
+);
+
+
+ALTER TABLE ql_private.security_audit OWNER TO ql_owner;
+
+--
+-- Name: security_audit_id_seq; Type: SEQUENCE; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ql_private.security_audit ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ql_private.security_audit_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: tasks; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.tasks (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    project_id uuid NOT NULL,
+    name text NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    current_revision_id uuid,
+    lease_ttl_seconds integer DEFAULT 60 NOT NULL,
+    max_attempts integer DEFAULT 3 NOT NULL,
+    retry_base_ms integer DEFAULT 1000 NOT NULL,
+    retry_cap_ms integer DEFAULT 300000 NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT tasks_lease_ttl_seconds_check CHECK (((lease_ttl_seconds >= 5) AND (lease_ttl_seconds <= 3600))),
+    CONSTRAINT tasks_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
+    CONSTRAINT tasks_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'::text)),
+    CONSTRAINT tasks_retry_base_ms_check CHECK (((retry_base_ms >= 0) AND (retry_base_ms <= 3600000))),
+    CONSTRAINT tasks_retry_cap_ms_check CHECK (((retry_cap_ms >= 0) AND (retry_cap_ms <= 86400000)))
+);
+
+
+ALTER TABLE ql_private.tasks OWNER TO ql_owner;
+
+--
+-- Name: worker_credentials; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.worker_credentials (
+    credential_id text NOT NULL,
+    worker_id uuid NOT NULL,
+    secret_digest bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT worker_credentials_credential_id_check CHECK ((credential_id ~ '^[a-z0-9]{16}$'::text)),
+    CONSTRAINT worker_credentials_secret_digest_check CHECK ((octet_length(secret_digest) = 32))
+);
+
+
+ALTER TABLE ql_private.worker_credentials OWNER TO ql_owner;
+
+--
+-- Name: workers; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.workers (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT workers_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'::text))
+);
+
+
+ALTER TABLE ql_private.workers OWNER TO ql_owner;
+
+--
+-- Name: runs queue_seq; Type: DEFAULT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.runs ALTER COLUMN queue_seq SET DEFAULT nextval('ql_private.run_queue_seq'::regclass);
+
+
+--
+-- Name: attempts attempts_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.attempts
+    ADD CONSTRAINT attempts_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: attempts attempts_run_id_attempt_no_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.attempts
+    ADD CONSTRAINT attempts_run_id_attempt_no_key UNIQUE (run_id, attempt_no);
+
+
+--
+-- Name: events events_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.events
+    ADD CONSTRAINT events_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: execution_revisions execution_revisions_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.execution_revisions
+    ADD CONSTRAINT execution_revisions_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: execution_revisions execution_revisions_task_id_revision_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.execution_revisions
+    ADD CONSTRAINT execution_revisions_task_id_revision_key UNIQUE (task_id, revision);
+
+
+--
+-- Name: projects projects_name_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.projects
+    ADD CONSTRAINT projects_name_key UNIQUE (name);
+
+
+--
+-- Name: projects projects_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.projects
+    ADD CONSTRAINT projects_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: run_leases run_leases_attempt_id_lease_generation_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.run_leases
+    ADD CONSTRAINT run_leases_attempt_id_lease_generation_key UNIQUE (attempt_id, lease_generation);
+
+
+--
+-- Name: run_leases run_leases_offer_id_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.run_leases
+    ADD CONSTRAINT run_leases_offer_id_key UNIQUE (offer_id);
+
+
+--
+-- Name: run_leases run_leases_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.run_leases
+    ADD CONSTRAINT run_leases_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: runs runs_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.runs
+    ADD CONSTRAINT runs_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: schema_migrations schema_migrations_name_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.schema_migrations
+    ADD CONSTRAINT schema_migrations_name_key UNIQUE (name);
+
+
+--
+-- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+
+--
+-- Name: security_audit security_audit_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.security_audit
+    ADD CONSTRAINT security_audit_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: tasks tasks_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.tasks
+    ADD CONSTRAINT tasks_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: tasks tasks_project_id_name_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.tasks
+    ADD CONSTRAINT tasks_project_id_name_key UNIQUE (project_id, name);
+
+
+--
+-- Name: worker_credentials worker_credentials_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_credentials
+    ADD CONSTRAINT worker_credentials_pkey PRIMARY KEY (credential_id);
+
+
+--
+-- Name: worker_sessions worker_sessions_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_sessions
+    ADD CONSTRAINT worker_sessions_pkey PRIMARY KEY (session_id);
+
+
+--
+-- Name: worker_sessions worker_sessions_worker_id_generation_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_sessions
+    ADD CONSTRAINT worker_sessions_worker_id_generation_key UNIQUE (worker_id, generation);
+
+
+--
+-- Name: workers workers_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: events_run; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX events_run ON ql_private.events USING btree (run_id, id);
+
+
+--
+-- Name: run_leases_live_expiry; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX run_leases_live_expiry ON ql_private.run_leases USING btree (expires_at) WHERE (released_at IS NULL);
+
+
+--
+-- Name: run_leases_one_live; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE UNIQUE INDEX run_leases_one_live ON ql_private.run_leases USING btree (attempt_id) WHERE (released_at IS NULL);
+
+
+--
+-- Name: run_leases_session_live; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX run_leases_session_live ON ql_private.run_leases USING btree (session_id) WHERE (released_at IS NULL);
+
+
+--
+-- Name: run_leases_unstarted_expiry; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX run_leases_unstarted_expiry ON ql_private.run_leases USING btree (expires_at) WHERE ((released_at IS NULL) AND (started_at IS NULL));
+
+
+--
+-- Name: runs_candidate_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_candidate_keyset ON ql_private.runs USING btree (((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested));
+
+
+--
+-- Name: runs_task_state; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_task_state ON ql_private.runs USING btree (task_id, state);
+
+
+--
+-- Name: security_audit_time; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX security_audit_time ON ql_private.security_audit USING btree (occurred_at);
+
+
+--
+-- Name: worker_credentials_worker; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX worker_credentials_worker ON ql_private.worker_credentials USING btree (worker_id);
+
+
+--
+-- Name: worker_sessions_one_active; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE UNIQUE INDEX worker_sessions_one_active ON ql_private.worker_sessions USING btree (worker_id) WHERE (state = 'active'::text);
+
+
+--
+-- Name: execution_revisions execution_revisions_immutable; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER execution_revisions_immutable BEFORE DELETE OR UPDATE ON ql_private.execution_revisions FOR EACH ROW EXECUTE FUNCTION ql_private.refuse_revision_change();
+
+
+--
+-- Name: execution_revisions execution_revisions_no_truncate; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER execution_revisions_no_truncate BEFORE TRUNCATE ON ql_private.execution_revisions FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_revision_change();
+
+
+--
+-- Name: attempts attempts_run_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.attempts
+    ADD CONSTRAINT attempts_run_id_fkey FOREIGN KEY (run_id) REFERENCES ql_private.runs(id);
+
+
+--
+-- Name: events events_attempt_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.events
+    ADD CONSTRAINT events_attempt_id_fkey FOREIGN KEY (attempt_id) REFERENCES ql_private.attempts(id);
+
+
+--
+-- Name: events events_run_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.events
+    ADD CONSTRAINT events_run_id_fkey FOREIGN KEY (run_id) REFERENCES ql_private.runs(id);
+
+
+--
+-- Name: execution_revisions execution_revisions_task_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.execution_revisions
+    ADD CONSTRAINT execution_revisions_task_id_fkey FOREIGN KEY (task_id) REFERENCES ql_private.tasks(id);
+
+
+--
+-- Name: run_leases run_leases_attempt_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.run_leases
+    ADD CONSTRAINT run_leases_attempt_id_fkey FOREIGN KEY (attempt_id) REFERENCES ql_private.attempts(id);
+
+
+--
+-- Name: run_leases run_leases_execution_revision_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.run_leases
+    ADD CONSTRAINT run_leases_execution_revision_id_fkey FOREIGN KEY (execution_revision_id) REFERENCES ql_private.execution_revisions(id);
+
+
+--
+-- Name: run_leases run_leases_run_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.run_leases
+    ADD CONSTRAINT run_leases_run_id_fkey FOREIGN KEY (run_id) REFERENCES ql_private.runs(id);
+
+
+--
+-- Name: run_leases run_leases_session_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.run_leases
+    ADD CONSTRAINT run_leases_session_id_fkey FOREIGN KEY (session_id) REFERENCES ql_private.worker_sessions(session_id);
+
+
+--
+-- Name: run_leases run_leases_worker_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.run_leases
+    ADD CONSTRAINT run_leases_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id);
+
+
+--
+-- Name: runs runs_current_attempt_fk; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.runs
+    ADD CONSTRAINT runs_current_attempt_fk FOREIGN KEY (current_attempt_id) REFERENCES ql_private.attempts(id);
+
+
+--
+-- Name: runs runs_execution_revision_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.runs
+    ADD CONSTRAINT runs_execution_revision_id_fkey FOREIGN KEY (execution_revision_id) REFERENCES ql_private.execution_revisions(id);
+
+
+--
+-- Name: runs runs_project_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.runs
+    ADD CONSTRAINT runs_project_id_fkey FOREIGN KEY (project_id) REFERENCES ql_private.projects(id);
+
+
+--
+-- Name: runs runs_task_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.runs
+    ADD CONSTRAINT runs_task_id_fkey FOREIGN KEY (task_id) REFERENCES ql_private.tasks(id);
+
+
+--
+-- Name: tasks tasks_current_revision_fk; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.tasks
+    ADD CONSTRAINT tasks_current_revision_fk FOREIGN KEY (current_revision_id) REFERENCES ql_private.execution_revisions(id);
+
+
+--
+-- Name: tasks tasks_project_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.tasks
+    ADD CONSTRAINT tasks_project_id_fkey FOREIGN KEY (project_id) REFERENCES ql_private.projects(id);
+
+
+--
+-- Name: worker_credentials worker_credentials_worker_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_credentials
+    ADD CONSTRAINT worker_credentials_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id);
+
+
+--
+-- Name: worker_sessions worker_sessions_worker_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_sessions
+    ADD CONSTRAINT worker_sessions_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id);
+
+
+--
+-- Name: SCHEMA ql; Type: ACL; Schema: -; Owner: ql_owner
+--
+
+GRANT USAGE ON SCHEMA ql TO ql_runtime;
+GRANT USAGE ON SCHEMA ql TO ql_worker_ingress;
+GRANT USAGE ON SCHEMA ql TO ql_readonly;
+
+
+--
+-- Name: FUNCTION ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION cancel_run(run_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.cancel_run(run_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.cancel_run(run_id text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION enqueue_runs(task_id text, priority integer, count integer); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION issue_credential(worker_id text, credential_id text, secret_digest bytea); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION publish_revision(project text, task text, canonical bytea); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.publish_revision(project text, task text, canonical bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.publish_revision(project text, task text, canonical bytea) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION record_auth_denial(credential_id text, worker_id text, action text, reason text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION register_worker(name text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.register_worker(name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.register_worker(name text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION revoke_credential(credential_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.revoke_credential(credential_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.revoke_credential(credential_id text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION status_snapshot(); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.status_snapshot() FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.status_snapshot() TO ql_readonly;
+GRANT ALL ON FUNCTION ql.status_snapshot() TO ql_runtime;
+
+
+--
+-- Name: FUNCTION sweep_leases(batch integer); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.sweep_leases(batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.sweep_leases(batch integer) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION digest_equal(p_a bytea, p_b bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION epoch_ms(p_t timestamp with time zone); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.epoch_ms(p_t timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION lease_projection(p_lease_id bigint); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.lease_projection(p_lease_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION offer_projection(p_lease_id bigint); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.offer_projection(p_lease_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION parse_uuid(p_value text, p_field text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.parse_uuid(p_value text, p_field text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION refuse_revision_change(); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.refuse_revision_change() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION release_unstarted_leases(p_session_ids uuid[], p_reason text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION require_digest(p_value bytea, p_field text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.require_digest(p_value bytea, p_field text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION require_reason(p_value text, p_field text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.require_reason(p_value text, p_field text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION semver_compare(p_a text, p_b text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.semver_compare(p_a text, p_b text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION semver_parse(p_version text, p_field text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.semver_parse(p_version text, p_field text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION semver_satisfies(p_version text, p_comparators jsonb); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.semver_satisfies(p_version text, p_comparators jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION session_claim_lock(s ql_private.worker_sessions); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION session_live_leases(p_session_id uuid); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.session_live_leases(p_session_id uuid) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION session_projection(s ql_private.worker_sessions); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.session_projection(s ql_private.worker_sessions) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION validate_capabilities(p_capabilities jsonb); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.validate_capabilities(p_capabilities jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION validate_placement(p_placement jsonb); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.validate_placement(p_placement jsonb) FROM PUBLIC;
+
+
+--
+-- PostgreSQL database dump complete
+--
