@@ -198,7 +198,9 @@ class ThrowawayPostgres:
     def _check(self, cmd: list[str], os_user: str | None, what: str) -> None:
         result = self._run(cmd, os_user)
         if result.returncode != 0:
-            raise PostgresStartError(f"{what} failed ({result.returncode}): {result.stderr[-2000:]}")
+            raise PostgresStartError(
+                f"{what} failed ({result.returncode}): {result.stderr[-2000:]}"
+            )
 
 
 @contextlib.contextmanager

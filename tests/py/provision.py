@@ -137,7 +137,7 @@ def table_fingerprint(conn: psycopg.Connection, exclude: tuple[str, ...] = ()) -
     result: dict[str, str] = {}
     for table in tables:
         row = conn.execute(
-            f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))"  # noqa: S608
+            f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))"
             f" FROM ql_private.{table} t"
         ).fetchone()
         result[table] = str(row[0]) if row else ""

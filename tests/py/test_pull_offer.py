@@ -84,7 +84,7 @@ def test_idle_pulls_write_nothing(conn, prov: Provisioner) -> None:
     prov.enqueue(task, count=20)  # placement-blocked: the scan reads them, claims none
     session = prov.session(prov.worker())
     conn.execute("CHECKPOINT")
-    for attempt in range(3):  # background WAL (standby snapshots) can land in between
+    for _attempt in range(3):  # background WAL (standby snapshots) can land in between
         before = _wal_lsn(conn)
         for _ in range(100):
             with conn.transaction():
