@@ -28,7 +28,7 @@ import psycopg
 import pytest
 import requests
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -86,7 +86,13 @@ def custom_worker_cert(ca_dir: Path, out_dir: Path, *, uris: Sequence[str] | Non
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     cert = builder.sign(ca.key, hashes.SHA256())
-    return pki._write_pair(out_dir, "worker", cert, key)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = pki.CertFiles(cert_file=out_dir / "worker.pem", key_file=out_dir / "worker-key.pem")
+    files.key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                 serialization.PrivateFormat.PKCS8,
+                                                 serialization.NoEncryption()))
+    files.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return files
 
 
 # ------------------------------------------------------------------ database state

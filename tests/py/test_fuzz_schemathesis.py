@@ -117,20 +117,37 @@ class FuzzState:
         mine = [o for o in self.offers if o["sessionId"] == self.session["sessionId"]]
         if mine and draw % 4:
             return _pick(draw, mine)
-        body = {"schema": "qinglong/offer-pull-request@v1", "workerId": self.agent.worker_id,
-                "sessionId": self.session["sessionId"], "generation": self.session["generation"],
-                "offerId": str(uuid.uuid4()), "leaseToken": new_token()}
-        reply = self.direct("/v1/offers/pull", body)
-        if reply.status_code == 409:  # the session was replaced or closed by a fuzz case
+        for _ in range(3):
+            body = {"schema": "qinglong/offer-pull-request@v1",
+                    "workerId": self.agent.worker_id, "sessionId": self.session["sessionId"],
+                    "generation": self.session["generation"], "offerId": str(uuid.uuid4()),
+                    "leaseToken": new_token()}
+            reply = self.direct("/v1/offers/pull", body)
+            if reply.status_code == 200 and reply.json().get("status") == "offered":
+                offer = {k: body[k] for k in ("offerId", "leaseToken", "sessionId",
+                                              "generation")}
+                self.offers.append(offer)
+                del self.offers[:-64]
+                return offer
+            if mine:
+                return _pick(draw, mine)
+            # Replaced/closed by a fuzz case, opened with capabilities nothing
+            # matches, or out of work: a plain session and more runs.
             self.open_session()
-            return self.live_offer(draw)
-        if reply.json().get("status") != "offered":
-            self.world.prov.enqueue(self.world.prov.task("fuzz"), count=50)
-            return _pick(draw, mine) if mine else self.live_offer(draw)
-        offer = {k: body[k] for k in ("offerId", "leaseToken", "sessionId", "generation")}
-        self.offers.append(offer)
-        del self.offers[:-64]
-        return offer
+            self.world.prov.enqueue(self.world.prov.task("fuzz"), count=20)
+        return {"offerId": str(uuid.uuid4()), "leaseToken": new_token(),
+                "sessionId": self.session["sessionId"], "generation": self.session["generation"]}
+
+    def start(self, offer: dict[str, Any]) -> None:
+        """ACK an offer starting (and running) directly, so fuzzed heartbeats and
+        completions also meet started leases."""
+        for phase in ("starting", "running"):
+            self.direct("/v1/leases/ack", {
+                "schema": "qinglong/lease-ack-request@v1", "workerId": self.agent.worker_id,
+                "sessionId": offer["sessionId"], "generation": offer["generation"],
+                "offerId": offer["offerId"], "leaseToken": offer["leaseToken"],
+                "phase": phase})
+        offer["started"] = True
 
 
 STATE: dict[str, FuzzState] = {}
@@ -182,6 +199,9 @@ def steer(case: Any, fz: FuzzState) -> bool:
         if (draw >> 12) % 10 < (7 if lease_op else 2):
             offer = fz.live_offer(draw >> 16) if lease_op or not fz.offers else _pick(
                 draw >> 16, fz.offers)
+            if lease_op and case.path != "/v1/leases/ack" and not offer.get("started") \
+                    and (draw >> 28) % 4:
+                fz.start(offer)
             body["offerId"], body["leaseToken"] = offer["offerId"], offer["leaseToken"]
             if (draw >> 20) % 4:
                 body["sessionId"], body["generation"] = offer["sessionId"], offer["generation"]
@@ -258,6 +278,7 @@ def contract_check(case: Any, response: Any, fz: FuzzState) -> None:
     assert json.dumps(schema_ref).find(schema_id.replace("/", ".").replace("@", ".")) >= 0
 
 
+@pytest.mark.timeout(7200 if LONG else 300)
 @SCHEMA.parametrize()
 @settings(max_examples=PER_OPERATION, deadline=None, database=None, derandomize=not LONG,
           suppress_health_check=list(HealthCheck),

@@ -483,6 +483,7 @@ def ctx(pg_cluster: ThrowawayPostgres, migrated_template: str,
             server.stop()
 
 
+@pytest.mark.timeout(7200 if LONG else 300)
 def test_protocol_state_machine(ctx: Ctx) -> None:
     ProtocolMachine.ctx = ctx
     run_state_machine_as_test(ProtocolMachine, settings=settings(

@@ -462,3 +462,57 @@ def test_slowloris_500_connections(target: Target, tmp_path: Path) -> None:
     assert report["openAfter"] <= 1, report
     assert rss_after - rss_before < 20 * 1024, report
     assert statistics.median(r.ratio for r in rounds) < 2.0, report
+
+
+# ------------------------------------------------------------------ the connection limit
+
+LIMIT = 64
+
+
+@pytest.fixture(scope="module")
+def limited(abuse_world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    yield from _target(abuse_world, tmp_path_factory.mktemp("limited"), maxConnections=LIMIT)
+
+
+def test_connection_limit_bounds_what_an_attack_can_hold(limited: Target,
+                                                         tmp_path: Path) -> None:
+    """The effect of `max_connections` below the attack size: the ingress never
+    holds more than the limit (so memory and handshake work are bounded), the
+    excess waits in the kernel backlog, and legitimate pulls wait with it — they
+    still complete, after at most about (attack / limit + 1) deadline periods.
+    This is why the limit is sized above the fleet plus attack headroom rather
+    than used as the slowloris defence (the deadlines are that)."""
+    pid = limited.server.pid
+    limited.refresh_session()
+    rss_before = read_status_kib(pid, "VmRSS")
+    n_tls = n_tcp = 100
+    attacker, out = _start_attack(limited, tmp_path, 8.0, n_tls=n_tls, n_tcp=n_tcp)
+    seen: list[float] = []
+    waits: list[float] = []
+    try:
+        deadline = time.monotonic() + 7.0
+        while time.monotonic() < deadline:
+            seen.append(limited.server.metric("qinglong_ingress_open_connections"))
+            if len(seen) % 10 == 5:  # a legitimate pull now and then
+                started = time.monotonic()
+                reply = post(limited.port, "/v1/offers/pull", limited.pull_body(),
+                             ctx=limited.agent.ctx, token=limited.agent.token)
+                waits.append(time.monotonic() - started)
+                assert reply.status == 200, reply.body
+            time.sleep(0.1)
+    finally:
+        attacker.join(40)
+        if attacker.is_alive():
+            attacker.kill()
+    result = json.loads(out.read_text())
+    time.sleep(DEADLINE_S + SLACK_S)
+    report = {"maxOpen": max(seen), "samples": len(seen),
+              "legitWaitsS": [round(w, 2) for w in waits],
+              "closed": {k: len(v) for k, v in result["closed"].items()},
+              "maxClientLifetimeS": {k: round(max(v), 2) for k, v in result["closed"].items()},
+              "rssGrowthKiB": read_status_kib(pid, "VmRSS") - rss_before}
+    print(json.dumps(report))
+    assert LIMIT - 4 <= max(seen) <= LIMIT, report  # saturated, never above
+    assert waits and max(waits) < ((n_tls + n_tcp) / LIMIT + 1) * DEADLINE_S + 2 * SLACK_S, report
+    assert report["rssGrowthKiB"] < 20 * 1024, report
+    assert limited.server.metric("qinglong_ingress_open_connections") <= 1
