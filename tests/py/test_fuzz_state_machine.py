@@ -88,6 +88,7 @@ class OfferModel:
     phase: str = "offered"  # offered | starting | running | completed | start_failed
     touched: bool = False  # the lease changed since the pull answer
     last: dict[str, bytes] = field(default_factory=dict)  # op -> last 200 body
+    beats_at: dict[str, int] = field(default_factory=dict)  # op -> beats when answered
     completion: tuple[str, int | None] | None = None
     beats: int = 0  # successful lease heartbeats
 
@@ -171,6 +172,18 @@ class ProtocolMachine(RuleBasedStateMachine):
                                 (offer_id,)).fetchone()
         assert row is not None
         return int(row[0])
+
+    def assert_replay(self, o: OfferModel, key: str, reply: Reply) -> None:
+        """An exact replay answers the lease as it is now: byte-identical to the
+        first answer, unless heartbeats moved the lease since — then the same
+        lease, state and timestamps of the claim, one version per heartbeat on."""
+        if o.beats_at[key] == o.beats:
+            assert reply.body == o.last[key]
+            return
+        first = json.loads(o.last[key])
+        for name in ("offerId", "state", "claimedAtMs", "startedAtMs", "leaseGeneration"):
+            assert reply.doc[name] == first[name], (name, reply.doc, first)
+        assert reply.doc["leaseVersion"] == first["leaseVersion"] + o.beats - o.beats_at[key]
 
     # ------------------------------------------------------------ sessions
 
@@ -334,7 +347,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 o.phase, o.touched = "starting", True
             elif o.phase == "starting":
                 self.expect(reply, 200)
-                assert reply.body == o.last[replay_key]  # idempotent replay
+                self.assert_replay(o, replay_key, reply)
             elif o.phase == "running":
                 self.expect(reply, 409, "illegal_transition")
             else:
@@ -347,7 +360,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 o.phase = "running"
             elif o.phase == "running":
                 self.expect(reply, 200)
-                assert reply.body == o.last[replay_key]
+                self.assert_replay(o, replay_key, reply)
             else:
                 self.expect(reply, 409, "lease_terminal")
         else:
@@ -358,12 +371,12 @@ class ProtocolMachine(RuleBasedStateMachine):
                 self.expect(reply, 409, "illegal_transition")
             elif o.phase == "start_failed":
                 self.expect(reply, 200)
-                assert reply.body == o.last[replay_key]
+                self.assert_replay(o, replay_key, reply)
             else:
                 self.expect(reply, 409, "lease_terminal")
         if reply.status == 200:
             assert reply.doc["offerId"] == o.offer_id
-            o.last[replay_key] = reply.body
+            o.last[replay_key], o.beats_at[replay_key] = reply.body, o.beats
 
     @precondition(lambda self: self.offers)
     @rule(data=st.data())
@@ -402,12 +415,12 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.expect(reply, 200)
             assert reply.doc["state"] == outcome
             o.phase, o.touched, o.completion = "completed", True, (outcome, exit_code)
-            o.last["complete"] = reply.body
+            o.last["complete"], o.beats_at["complete"] = reply.body, o.beats
         elif o.phase == "offered":
             self.expect(reply, 409, "illegal_transition")
         elif o.phase == "completed" and o.completion == (outcome, exit_code):
             self.expect(reply, 200)
-            assert reply.body == o.last["complete"]  # idempotent replay
+            self.assert_replay(o, "complete", reply)
         else:
             self.expect(reply, 409, "lease_terminal")
 

@@ -1,0 +1,32 @@
+-- Queue tables carry queue-fit autovacuum settings (migration 0002): vacuum on an
+-- absolute threshold without cost throttling, page room for state updates.
+BEGIN;
+SELECT plan(6);
+
+CREATE FUNCTION pg_temp.opts(t text) RETURNS text[] LANGUAGE sql AS $$
+    SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = ('ql_private.' || t)::regclass
+$$;
+
+SELECT ok(pg_temp.opts('runs') @> ARRAY['fillfactor=80', 'autovacuum_vacuum_scale_factor=0',
+          'autovacuum_vacuum_threshold=1000', 'autovacuum_vacuum_cost_delay=0',
+          'autovacuum_analyze_scale_factor=0', 'autovacuum_analyze_threshold=5000'],
+          'runs: absolute vacuum/analyze thresholds, no cost delay, fillfactor 80');
+SELECT ok(pg_temp.opts('attempts') @> ARRAY['fillfactor=80', 'autovacuum_vacuum_scale_factor=0',
+          'autovacuum_vacuum_threshold=1000', 'autovacuum_vacuum_cost_delay=0'],
+          'attempts: queue settings');
+SELECT ok(pg_temp.opts('run_leases') @> ARRAY['fillfactor=80', 'autovacuum_vacuum_scale_factor=0',
+          'autovacuum_vacuum_threshold=1000', 'autovacuum_vacuum_cost_delay=0'],
+          'run_leases: queue settings');
+SELECT ok(pg_temp.opts('worker_sessions') @> ARRAY['fillfactor=50', 'autovacuum_vacuum_scale_factor=0',
+          'autovacuum_vacuum_threshold=500'],
+          'worker_sessions: heartbeat-heavy settings');
+SELECT ok(pg_temp.opts('events') @> ARRAY['autovacuum_vacuum_insert_scale_factor=0',
+          'autovacuum_vacuum_insert_threshold=10000'],
+          'events: append-only visibility-map vacuum');
+SELECT is((SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'ql_private' AND c.relname IN ('runs', 'attempts', 'run_leases')
+              AND NOT ('autovacuum_vacuum_scale_factor=0' = ANY (coalesce(c.reloptions, '{}')))),
+          0::bigint, 'no queue table falls back to the default 20 % scale factor');
+
+SELECT * FROM finish();
+ROLLBACK;
