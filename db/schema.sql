@@ -1715,14 +1715,18 @@ BEGIN
     ), expired_offers AS (
         SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
                r.queue_seq, r.current_attempt_id, r.created_at
-          FROM ql_private.run_leases l
+          FROM (SELECT el.run_id, el.attempt_id
+                  FROM ql_private.run_leases el
+                 WHERE el.released_at IS NULL AND el.started_at IS NULL
+                   AND el.expires_at <= now_ts
+                 ORDER BY el.expires_at
+                 LIMIT (p_limit + 1) * 4) l
          CROSS JOIN LATERAL (
                SELECT rr.* FROM ql_private.runs rr
                 WHERE rr.id = l.run_id AND rr.current_attempt_id = l.attempt_id
                 LIMIT 1) r
          CROSS JOIN LATERAL ql_private.dispatchable_attempt(l.attempt_id, now_ts) ok
-         WHERE l.released_at IS NULL AND l.started_at IS NULL AND l.expires_at <= now_ts
-           AND (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
+         WHERE (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
            AND r.state = 'dispatching' AND r.runtime_owned AND NOT r.cancel_requested
          ORDER BY -(r.priority::integer), r.queue_seq, r.id
          LIMIT p_limit + 1
