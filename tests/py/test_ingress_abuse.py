@@ -5,7 +5,7 @@ running as its own process (so its RSS is its own) with short deadlines.
 Deadlines under test (config): handshake 2 s, request head 2 s (aiohttp's
 keep-alive timer, armed when the connection opens, not reset by incoming bytes),
 body 2 s; bodies over 4 KiB are refused with 413 as soon as they are announced
-or arrive.
+or arrive. Results and the findings they led to: docs/SECURITY.md §3.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from tests.py.security_support import (
     IngressProcess,
     World,
     module_world,
-    mtls_session,
     percentile,
     read_status_kib,
     start_ingress_process,
@@ -313,38 +312,25 @@ def _attack_process(port: int, ca_file: str, cert: tuple[str, str], n_tls: int, 
                     duration_s: float, out: str) -> None:
     """Entry point of the attacker process (its own interpreter: the attack must
     not steal the measuring client's GIL)."""
-    if os.environ.get("QL_ABUSE_PIN"):
-        os.sched_setaffinity(0, {int(os.environ["QL_ABUSE_PIN"])})
     result = asyncio.run(_attack(port, ca_file, cert, n_tls, n_tcp, duration_s, DRIP_S))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["cpuSeconds"] = usage.ru_utime + usage.ru_stime
     Path(out).write_text(json.dumps(result))
 
 
-def _latencies(target: Target, n: int, *, fresh: bool, every_s: float = 0.015) -> list[float]:
+def _latencies(target: Target, n: int, every_s: float = 0.015) -> list[float]:
     """n pulls, one every `every_s` (a polling worker, not a flood: the samples
-    span several attack deadline periods). `fresh`: each on a new mTLS connection
-    (handshake included); otherwise over one keep-alive connection, as the worker
-    transport does."""
+    span several attack deadline periods), each on a fresh mTLS connection: the
+    handshake is the part of a request an attack on the listener can delay."""
     out = []
     target.refresh_session()
-    http = mtls_session(target.world.pki, target.agent.cert, target.agent.token)
-    url = f"https://127.0.0.1:{target.port}/v1/offers/pull"
-    try:
-        for _ in range(n):
-            time.sleep(every_s)
-            started = time.perf_counter()
-            if fresh:
-                reply = post(target.port, "/v1/offers/pull", target.pull_body(),
-                             ctx=target.agent.ctx, token=target.agent.token)
-                status, doc = reply.status, reply.json
-            else:
-                answer = http.post(url, json=target.pull_body(), timeout=30)
-                status, doc = answer.status_code, answer.json()
-            out.append(time.perf_counter() - started)
-            assert status == 200 and doc["status"] == "idle", doc
-    finally:
-        http.close()
+    for _ in range(n):
+        time.sleep(every_s)
+        started = time.perf_counter()
+        reply = post(target.port, "/v1/offers/pull", target.pull_body(), ctx=target.agent.ctx,
+                     token=target.agent.token)
+        out.append(time.perf_counter() - started)
+        assert reply.status == 200 and reply.json["status"] == "idle", reply.body
     return out
 
 
@@ -406,13 +392,13 @@ class Round:
 
 def _round(target: Target, tmp: Path) -> Round:
     """Baseline pulls, then the same number of pulls during a 500-connection attack."""
-    baseline = _latencies(target, LEGIT_SAMPLES, fresh=True)
+    baseline = _latencies(target, LEGIT_SAMPLES)
     attacker, out = _start_attack(target, tmp, ATTACK_SECONDS)
     try:
         held = _wait_open(target, ATTACK_TLS + ATTACK_TCP - 60, 2 * ATTACK_RAMP_S)
         pid = target.server.pid
         cpu_before, wall_before = _cpu_seconds(pid), time.monotonic()
-        during = _latencies(target, LEGIT_SAMPLES, fresh=True)
+        during = _latencies(target, LEGIT_SAMPLES)
         ingress_cpu = (_cpu_seconds(pid) - cpu_before) / (time.monotonic() - wall_before)
     finally:
         attacker.join(ATTACK_SECONDS + 30)
@@ -439,7 +425,7 @@ def test_slowloris_500_connections(target: Target, tmp_path: Path) -> None:
     coincides with someone else's burst is noise, not a property of the ingress.
     Every round is printed (and documented in docs/SECURITY.md)."""
     pid = target.server.pid
-    _latencies(target, 20, fresh=True)  # warm up (pool connections, code paths)
+    _latencies(target, 20)  # warm up (pool connections, code paths)
     rss_before = read_status_kib(pid, "VmRSS")
     rounds = [_round(target, tmp_path) for _ in range(ROUNDS)]
     time.sleep(DEADLINE_S + SLACK_S)  # every attack connection is gone by now
