@@ -31,7 +31,6 @@ CREATE OR REPLACE FUNCTION ql_private.authenticate(
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- Compared against when the credential is unknown, so the unknown path costs

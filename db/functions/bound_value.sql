@@ -7,7 +7,6 @@ CREATE OR REPLACE FUNCTION ql_private.bound_value(
 )
 RETURNS integer
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v jsonb := p_bounds -> p_key;

@@ -1,4 +1,5 @@
--- ql_private.candidate_page(after_priority, after_seq, after_id, limit) -> SETOF candidate rows
+-- ql_private.candidate_page(after_priority, after_seq, after_id, limit, now, snapshot, own)
+--   -> SETOF candidate rows
 --
 -- Purpose: one keyset page of dispatch candidates (SPEC §3.1, R-CAND), in
 --   priority DESC, queue_seq, id order. Returns up to `limit + 1` rows so the
@@ -25,19 +26,33 @@
 --   scan is driven by the keyset index even when statistics are stale (e.g. right
 --   after a bulk enqueue, before autovacuum analyzed it), where a freely planned
 --   join was measured at >200 ms a pull.
--- No OFFSET, no sort of the queue (docs/EXPLAIN.md). Planning: the plan is
---   generic (planned once per connection, ~0.05 ms a call instead of ~0.4 ms of
---   re-planning), and sequential scans are disabled for it so that plan is the
---   ordered keyset index scan whatever the statistics said when it was made — a
---   plan cached while the queue was empty (seq scan + sort) would otherwise stick
---   to the connection after the queue fills.
+-- Rows being claimed right now are skipped: a row whose xmax is a transaction
+--   still in progress in `snapshot` (the caller's pg_current_snapshot(); `own` =
+--   its own xid, never counted; see ql_private.xid_in_progress) has been locked
+--   or updated by a concurrent claim. Skipping it here, without taking a
+--   lock, is what SKIP LOCKED does inside the raw claim's index scan — so
+--   concurrent pulls spread over the queue head instead of all evaluating the
+--   same rows and losing the race to each other — while an idle pull still
+--   writes nothing (a row lock would write WAL). It is only a hint: the claim
+--   re-checks everything under FOR NO KEY UPDATE SKIP LOCKED.
+-- `now` is the caller's clock_timestamp(), passed in (the default reads it):
+--   LANGUAGE sql without SET clauses and without a volatile call in the body, so
+--   the planner inlines it into the caller's query. The caller (ql.pull_offer)
+--   pins the plan: a generic plan made once per connection with sequential
+--   scans disabled, so the plan is the ordered keyset index scan whatever the
+--   statistics said when it was made — a plan cached while the queue was empty
+--   (seq scan + sort) would otherwise stick to the connection after it fills.
+-- No OFFSET, no sort of the queue (docs/EXPLAIN.md).
 -- Caller: ql_private.scan_and_claim. Locks: none. Read-only: an idle pull
 --   generates no WAL. SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.candidate_page(
     p_after_priority smallint,
     p_after_seq bigint,
     p_after_id uuid,
-    p_limit integer
+    p_limit integer,
+    p_now timestamptz DEFAULT clock_timestamp(),
+    p_snapshot pg_snapshot DEFAULT pg_current_snapshot(),
+    p_own xid8 DEFAULT pg_current_xact_id_if_assigned()
 )
 RETURNS TABLE (
     run_id uuid,
@@ -49,55 +64,49 @@ RETURNS TABLE (
     attempt_id uuid,
     queued_at timestamptz
 )
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
+LANGUAGE sql STABLE
 AS $$
-DECLARE
-    k_priority integer := coalesce(-(p_after_priority::integer), -2147483648);
-    k_seq bigint := coalesce(p_after_seq, -9223372036854775808);
-    k_id uuid := coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid);
-    -- clock_timestamp() is volatile and so can never be an index condition; read
-    -- it once and pass it in as a value the planner (custom plan) can use.
-    now_ts timestamptz := clock_timestamp();
-BEGIN
-    RETURN QUERY
-    WITH waiting AS (
-        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
-               r.queue_seq, r.current_attempt_id, r.created_at
-          FROM ql_private.runs r
-         CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, now_ts) ok
-         WHERE (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
-           AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-         ORDER BY -(r.priority::integer), r.queue_seq, r.id
-         LIMIT p_limit + 1
-    ), expired_offers AS (
-        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
-               r.queue_seq, r.current_attempt_id, r.created_at
-          FROM (SELECT el.run_id, el.attempt_id
-                  FROM ql_private.run_leases el
-                 WHERE el.released_at IS NULL AND el.started_at IS NULL
-                   AND el.expires_at <= now_ts
-                 ORDER BY el.expires_at
-                 LIMIT (p_limit + 1) * 4) l
-         CROSS JOIN LATERAL (
-               SELECT rr.* FROM ql_private.runs rr
-                WHERE rr.id = l.run_id AND rr.current_attempt_id = l.attempt_id
-                LIMIT 1) r
-         CROSS JOIN LATERAL ql_private.dispatchable_attempt(l.attempt_id, now_ts) ok
-         WHERE (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
-           AND r.state = 'dispatching' AND r.runtime_owned AND NOT r.cancel_requested
-         ORDER BY -(r.priority::integer), r.queue_seq, r.id
-         LIMIT p_limit + 1
-    )
     SELECT c.id, c.project_id, c.task_id, c.execution_revision_id, c.priority,
            c.queue_seq, c.current_attempt_id, c.created_at
-      FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired_offers) c
+      FROM (
+        (SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+                r.queue_seq, r.current_attempt_id, r.created_at
+           FROM ql_private.runs r
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+          WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+          ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+        UNION ALL
+        (SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+                r.queue_seq, r.current_attempt_id, r.created_at
+           FROM (SELECT el.run_id, el.attempt_id
+                   FROM ql_private.run_leases el
+                  WHERE el.released_at IS NULL AND el.started_at IS NULL
+                    AND el.expires_at <= p_now
+                  ORDER BY el.expires_at
+                  LIMIT (p_limit + 1) * 4) l
+          CROSS JOIN LATERAL (
+                SELECT rr.* FROM ql_private.runs rr
+                 WHERE rr.id = l.run_id AND rr.current_attempt_id = l.attempt_id
+                 LIMIT 1) r
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(l.attempt_id, p_now) ok
+          WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND r.state = 'dispatching' AND r.runtime_owned AND NOT r.cancel_requested
+          ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+      ) c
      ORDER BY -(c.priority::integer), c.queue_seq, c.id
-     LIMIT p_limit + 1;
-END
+     LIMIT p_limit + 1
 $$;
-REVOKE ALL ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer) IS
-'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): queued runs by a range scan of runs_candidate_keyset, merged with dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry). Read-only, no locks. Caller: ql_private.scan_and_claim.';
+REVOKE ALL ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8)
+    FROM PUBLIC;
+COMMENT ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) IS
+'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): queued runs by a range scan of runs_candidate_keyset, merged with dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry); rows a concurrent claim is working on (xmax in progress) are skipped without locking. Inlinable SQL, read-only, no locks. Caller: ql_private.scan_and_claim.';

@@ -1,93 +1,117 @@
--- ql_private.claim_candidate(session, attempt_id, revision_id, score, offer_id, token_digest) -> bigint
+-- ql_private.claim_candidate(session, run_ids, scores, offer_id, token_digest)
+--   -> (offer jsonb, consumed integer, locked boolean)
 --
--- Purpose: the atomic claim of SPEC §3.3 step 3 for one candidate. Locks the
---   attempt with FOR UPDATE SKIP LOCKED (and its run with FOR NO KEY UPDATE SKIP
---   LOCKED), so a competing replica is skipped, never waited for; then re-checks
---   every candidate fence on the locked rows by clock_timestamp(): run state,
---   runtime ownership, cancellation, current attempt, pinned revision, attempt
---   state/executor/not_before, and no started or unexpired live lease. A live
---   lease that expired unstarted is released here (`expired`) and the new lease
---   gets lease_generation + 1. Writes: one run_leases row, the run -> dispatching,
---   exactly one `run.dispatched` event.
--- Returns the new lease id, or NULL when the race was lost (row locked by
---   another claimer, or a fence no longer holds) — the caller moves on.
--- The session row must already be locked and re-verified by the caller.
--- Caller: ql_private.scan_and_claim. Idempotency: the offer_id UNIQUE constraint;
---   the caller turns a concurrent duplicate into a replay. SQLSTATEs: none raised
---   (unique_violation on offer_id propagates to the caller).
+-- Purpose: the atomic claim of SPEC §3.3 step 3. `run_ids` are passing
+--   candidates in claim order (priority DESC, placementScore DESC, queue order),
+--   `scores` their placement scores. ONE statement locks the first of them whose
+--   run and current attempt can both be locked — FOR NO KEY UPDATE SKIP LOCKED on
+--   both rows, so a row a competing replica holds is skipped, never waited for —
+--   and that still passes every candidate fence on the locked rows, by
+--   clock_timestamp(): run queued|dispatching, runtime-owned, not
+--   cancel-requested; attempt current, `claimed`, executor remote_worker,
+--   not_before passed. A `dispatching` run is only claimable when its live lease
+--   expired unstarted: that lease is released here (`expired`); when it did not
+--   expire the race was lost. A `queued` run has no live lease (every release
+--   path re-queues; run_leases_one_live would refuse a second one).
+-- Writes: one run_leases row (lease_generation = previous + 1), the run ->
+--   dispatching, exactly one `run.dispatched` event.
+-- Returns `offer` = the offer@v1 projection built from the rows in hand
+--   (ql_private.offer_json, the same function a replay uses), NULL when nothing
+--   was claimed; `consumed` = how many of run_ids are done with (the position of
+--   the locked one, or all of them): those before it were passed over — locked
+--   by a competing claim or no longer candidates — and count as races; the
+--   locked one is the claim attempt (`locked`; a race too when its fences
+--   failed).
+-- The session row must already be locked and re-verified by the caller, and the
+--   offer id serialized by ql.pull_offer's advisory lock (so offer_id UNIQUE can
+--   only fire on a bug, and then aborts the pull rather than issue a second lease).
+-- Caller: ql_private.scan_and_claim. SQLSTATEs: none raised.
 CREATE OR REPLACE FUNCTION ql_private.claim_candidate(
     s ql_private.worker_sessions,
-    p_attempt_id uuid,
-    p_revision_id uuid,
-    p_score integer,
+    p_run_ids uuid[],
+    p_scores integer[],
     p_offer_id uuid,
-    p_token_digest bytea
+    p_token_digest bytea,
+    OUT offer jsonb,
+    OUT consumed integer,
+    OUT locked boolean
 )
-RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ts timestamptz := clock_timestamp();
-    a ql_private.attempts;
+    pick record;
+    l ql_private.run_leases;
     r ql_private.runs;
-    live ql_private.run_leases;
-    next_generation integer;
-    ttl integer;
-    digest text;
-    lease_id bigint;
+    a ql_private.attempts;
+    score integer;
 BEGIN
-    SELECT * INTO a FROM ql_private.attempts WHERE id = p_attempt_id FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND OR a.state <> 'claimed' OR a.executor <> 'remote_worker'
-       OR a.not_before > now_ts THEN
-        RETURN NULL;
+    SELECT p.ord, cr AS run, ca AS attempt, cer AS revision, ct.lease_ttl_seconds AS ttl,
+           (SELECT max(g.lease_generation) FROM ql_private.run_leases g
+             WHERE g.attempt_id = ca.id) AS last_generation
+      INTO pick
+      FROM unnest(p_run_ids) WITH ORDINALITY AS p(run_id, ord)
+      JOIN ql_private.runs cr ON cr.id = p.run_id
+      JOIN ql_private.attempts ca ON ca.id = cr.current_attempt_id
+      JOIN ql_private.execution_revisions cer ON cer.id = cr.execution_revision_id
+      JOIN ql_private.tasks ct ON ct.id = cr.task_id
+     WHERE cr.runtime_owned AND NOT cr.cancel_requested AND ca.state = 'claimed'
+       AND ca.executor = 'remote_worker' AND ca.not_before <= now_ts
+       -- A run claimed by someone else since the scan is `dispatching` with a live
+       -- offer: passed over here, without taking its lock (which would write WAL).
+       AND (cr.state = 'queued'
+            OR (cr.state = 'dispatching' AND EXISTS (
+                    SELECT 1 FROM ql_private.run_leases el
+                     WHERE el.attempt_id = ca.id AND el.released_at IS NULL
+                       AND el.started_at IS NULL AND el.expires_at <= now_ts)))
+     ORDER BY p.ord
+     LIMIT 1
+       FOR NO KEY UPDATE OF cr, ca SKIP LOCKED;
+    locked := FOUND;
+    IF NOT locked THEN
+        consumed := cardinality(p_run_ids);
+        RETURN;
     END IF;
-    SELECT * INTO r FROM ql_private.runs WHERE id = a.run_id FOR NO KEY UPDATE SKIP LOCKED;
-    IF NOT FOUND OR r.state NOT IN ('queued', 'dispatching') OR NOT r.runtime_owned
-       OR r.cancel_requested OR r.current_attempt_id IS DISTINCT FROM a.id
-       OR r.execution_revision_id <> p_revision_id THEN
-        RETURN NULL;
-    END IF;
-    SELECT * INTO live FROM ql_private.run_leases
-     WHERE attempt_id = a.id AND released_at IS NULL;
-    IF FOUND THEN
-        IF live.started_at IS NOT NULL OR live.expires_at > now_ts THEN
-            RETURN NULL;
-        END IF;
+    consumed := pick.ord;
+    r := pick.run;
+    a := pick.attempt;
+    score := p_scores[pick.ord];
+    IF r.state = 'dispatching' THEN
         UPDATE ql_private.run_leases
            SET released_at = now_ts, release_reason = 'expired', updated_at = now_ts
-         WHERE id = live.id;
+         WHERE attempt_id = a.id AND released_at IS NULL
+           AND started_at IS NULL AND expires_at <= now_ts;
+        IF NOT FOUND THEN
+            RETURN;  -- its offer is live (claimed since our scan): race lost
+        END IF;
     END IF;
-    SELECT coalesce(max(lease_generation), 0) + 1 INTO next_generation
-      FROM ql_private.run_leases WHERE attempt_id = a.id;
-    SELECT t.lease_ttl_seconds INTO ttl FROM ql_private.tasks t WHERE t.id = r.task_id;
-    SELECT er.content_digest INTO digest
-      FROM ql_private.execution_revisions er WHERE er.id = r.execution_revision_id;
     INSERT INTO ql_private.run_leases (
         attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
         lease_version, offer_id, token_digest, execution_revision_id, content_digest,
         placement_score, claimed_at, expires_at, updated_at)
     VALUES (
-        a.id, r.id, s.worker_id, s.session_id, s.generation, next_generation,
-        1, p_offer_id, p_token_digest, r.execution_revision_id, digest,
-        p_score, now_ts, now_ts + make_interval(secs => ttl), now_ts)
-    RETURNING id INTO lease_id;
-    UPDATE ql_private.runs SET state = 'dispatching', updated_at = now_ts
-     WHERE id = r.id AND state <> 'dispatching';
+        a.id, r.id, s.worker_id, s.session_id, s.generation,
+        coalesce(pick.last_generation, 0) + 1, 1, p_offer_id, p_token_digest,
+        r.execution_revision_id, (pick.revision).content_digest, score,
+        now_ts, now_ts + make_interval(secs => pick.ttl), now_ts)
+    RETURNING * INTO l;
+    IF r.state = 'queued' THEN
+        UPDATE ql_private.runs SET state = 'dispatching', updated_at = now_ts WHERE id = r.id;
+    END IF;
     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
     VALUES ('run.dispatched', r.id, a.id, jsonb_build_object(
         'offerId', p_offer_id,
         'workerId', s.worker_id,
         'sessionId', s.session_id,
         'sessionGeneration', s.generation,
-        'leaseGeneration', next_generation,
-        'placementScore', p_score,
-        'contentDigest', digest));
-    RETURN lease_id;
+        'leaseGeneration', l.lease_generation,
+        'placementScore', score,
+        'contentDigest', l.content_digest));
+    offer := ql_private.offer_json(l, r, pick.revision);
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.claim_candidate(
-    ql_private.worker_sessions, uuid, uuid, integer, uuid, bytea) FROM PUBLIC;
+    ql_private.worker_sessions, uuid[], integer[], uuid, bytea) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.claim_candidate(
-    ql_private.worker_sessions, uuid, uuid, integer, uuid, bytea) IS
-'Atomic claim of one candidate: attempt FOR UPDATE SKIP LOCKED, run FOR NO KEY UPDATE SKIP LOCKED, every fence re-checked by clock_timestamp(); inserts the lease (expired unstarted predecessor released), run -> dispatching, one run.dispatched event. NULL = race lost.';
+    ql_private.worker_sessions, uuid[], integer[], uuid, bytea) IS
+'Atomic claim of the first lockable candidate of run_ids (claim order): run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement, every fence re-checked by clock_timestamp(); inserts the lease (an expired unstarted predecessor released), run -> dispatching, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';

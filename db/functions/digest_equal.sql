@@ -8,7 +8,6 @@
 CREATE OR REPLACE FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     diff integer := 0;

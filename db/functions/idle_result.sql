@@ -16,7 +16,6 @@ CREATE OR REPLACE FUNCTION ql_private.idle_result(
 )
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN (SELECT jsonb_build_object(

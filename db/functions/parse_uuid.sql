@@ -8,7 +8,6 @@
 CREATE OR REPLACE FUNCTION ql_private.parse_uuid(p_value text, p_field text)
 RETURNS uuid
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_value IS NULL

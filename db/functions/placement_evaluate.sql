@@ -35,7 +35,6 @@ CREATE OR REPLACE FUNCTION ql_private.placement_evaluate(
     OUT score integer
 )
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     req jsonb;

@@ -13,7 +13,6 @@ CREATE OR REPLACE FUNCTION ql_private.pull_bounds(
     OUT claim_attempts integer
 )
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s record := ql_private.settings();

@@ -20,9 +20,13 @@
 -- Writes: only a claim (lease + run -> dispatching + one run.dispatched event) or
 --   a denial audit row. Idle pulls and replays write nothing (zero WAL).
 -- Caller: ql_worker_ingress. Locks: advisory xact lock on the offer id; see
---   ql_private.scan_and_claim (attempt FOR
---   UPDATE SKIP LOCKED, run FOR NO KEY UPDATE SKIP LOCKED, session row before the
---   first claim). Idempotency: by offer id + token digest.
+--   ql_private.scan_and_claim (session row FOR NO KEY UPDATE before the first
+--   claim) and ql_private.claim_candidate (run + attempt FOR NO KEY UPDATE SKIP
+--   LOCKED). Idempotency: by offer id + token digest.
+-- Planning: every statement below runs with a generic plan (planned once per
+--   connection, not per call) and sequential scans disabled, so each plan is the
+--   index path whatever the statistics said when it was made (a plan cached on
+--   an empty queue would otherwise stick to the connection once it fills).
 -- SQLSTATEs: QL001 malformed argument; QL002 bound above cap; QL010 unknown
 --   session; QL011 session replaced / wrong generation; QL012 session expired;
 --   QL013 session closed; QL014 capabilities digest mismatch.
@@ -39,6 +43,8 @@ CREATE OR REPLACE FUNCTION ql.pull_offer(
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_worker uuid := ql_private.parse_uuid(p_worker_id, 'workerId');

@@ -24,7 +24,6 @@ CREATE OR REPLACE FUNCTION ql_private.recover_fence(
 )
 RETURNS text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ts timestamptz := clock_timestamp();

@@ -21,7 +21,6 @@ CREATE OR REPLACE FUNCTION ql_private.recover_offer(
 )
 RETURNS jsonb
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     l ql_private.run_leases;

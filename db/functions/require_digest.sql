@@ -7,7 +7,6 @@
 CREATE OR REPLACE FUNCTION ql_private.require_digest(p_value bytea, p_field text)
 RETURNS bytea
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_value IS NULL OR octet_length(p_value) <> 32 THEN

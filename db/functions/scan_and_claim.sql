@@ -12,7 +12,16 @@
 -- Before the first claim the session row is locked (FOR NO KEY UPDATE) and its
 --   fences and free slots re-verified, so concurrent pulls of one session can
 --   never exceed its slots and a replaced session can never gain a lease.
--- Caller: ql.pull_offer. SQLSTATEs: QL010–QL013 from the session re-check.
+-- Per page, ONE statement reads the keyset page (inlined candidate_page),
+--   evaluates placement once per distinct revision of the page and ranks the
+--   passers in claim order; then ONE claim_candidate call tries them all (a
+--   single SKIP LOCKED statement). `claimAttempts` counts the candidates a claim
+--   locked and re-checked (at most claim_attempts); `races` every candidate lost
+--   to a competing claim — passed over because it was locked or had been
+--   claimed since the scan, or locked but no longer passing its fences.
+-- Caller: ql.pull_offer (which pins search_path, a generic plan and no
+--   sequential scans for everything below it). SQLSTATEs: QL010–QL013 from the
+--   session re-check.
 CREATE OR REPLACE FUNCTION ql_private.scan_and_claim(
     s ql_private.worker_sessions,
     p_offer_id uuid,
@@ -23,39 +32,64 @@ CREATE OR REPLACE FUNCTION ql_private.scan_and_claim(
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    now_ts timestamptz := clock_timestamp();
+    -- In-progress transactions as of the pull's start: rows they hold are passed
+    -- over by the scan (candidate_page); a later claimer's xid is above its xmax.
+    snap pg_snapshot := pg_current_snapshot();
+    own xid8 := pg_current_xact_id_if_assigned();
     c record;
-    p record;
-    ev record;
-    evals jsonb := '{}'::jsonb;
-    verdict jsonb;
-    passers jsonb := '[]'::jsonb;
-    mismatches jsonb := '{"executor":0,"label":0,"runtime":0,"capacity":0}'::jsonb;
+    claim record;
+    run_ids uuid[];           -- this page's passers, indexed by claim rank
+    scores integer[];
+    passing integer;
+    next_rank integer;
+    tried integer;
     after_priority smallint;
     after_seq bigint;
     after_id uuid;
-    rows_in_page integer;
     pages_read integer := 0;
     examined integer := 0;
     attempts integer := 0;
     races integer := 0;
+    mm_executor integer := 0;
+    mm_label integer := 0;
+    mm_runtime integer := 0;
     truncated boolean := false;
-    lease_id bigint;
     locked boolean := false;
     any_passed boolean := false;
 BEGIN
     FOR page_no IN 1 .. p_pages LOOP
-        rows_in_page := 0;
         truncated := false;
         pages_read := pages_read + 1;
-        passers := '[]'::jsonb;
-        FOR c IN SELECT * FROM ql_private.candidate_page(after_priority, after_seq, after_id,
-                                                             p_page_size)
+        run_ids := '{}';
+        scores := '{}';
+        FOR c IN
+            WITH page AS MATERIALIZED (
+                SELECT cp.run_id, cp.execution_revision_id, cp.priority, cp.queue_seq,
+                       row_number() OVER (ORDER BY -(cp.priority::integer), cp.queue_seq,
+                                                   cp.run_id) AS scan_no
+                  FROM ql_private.candidate_page(after_priority, after_seq, after_id,
+                                                 p_page_size, now_ts, snap, own) cp
+            ), verdict AS MATERIALIZED (
+                SELECT d.revision_id, pe.passed, pe.category, pe.score
+                  FROM (SELECT DISTINCT page.execution_revision_id AS revision_id
+                          FROM page) d
+                  JOIN ql_private.execution_revisions er ON er.id = d.revision_id
+                 CROSS JOIN LATERAL ql_private.placement_evaluate(er.placement,
+                                                                  s.capabilities) pe
+            )
+            SELECT p.run_id, p.priority, p.queue_seq, p.scan_no, v.passed, v.category,
+                   v.score,
+                   row_number() OVER (ORDER BY (v.passed AND p.scan_no <= p_page_size) DESC,
+                                               -(p.priority::integer), v.score DESC,
+                                               p.queue_seq, p.run_id) AS claim_rank
+              FROM page p
+              JOIN verdict v ON v.revision_id = p.execution_revision_id
+             ORDER BY p.scan_no
         LOOP
-            rows_in_page := rows_in_page + 1;
-            IF rows_in_page > p_page_size THEN
+            IF c.scan_no > p_page_size THEN
                 truncated := true;  -- the (limit + 1)th row: more candidates exist
                 EXIT;
             END IF;
@@ -63,60 +97,48 @@ BEGIN
             after_priority := c.priority;
             after_seq := c.queue_seq;
             after_id := c.run_id;
-            verdict := evals -> c.execution_revision_id::text;
-            IF verdict IS NULL THEN
-                SELECT pe.passed, pe.category, pe.score INTO ev
-                  FROM ql_private.execution_revisions er,
-                       ql_private.placement_evaluate(er.placement, s.capabilities) pe
-                 WHERE er.id = c.execution_revision_id;
-                verdict := jsonb_build_object('passed', ev.passed, 'category', ev.category,
-                                              'score', ev.score);
-                evals := evals || jsonb_build_object(c.execution_revision_id::text, verdict);
-            END IF;
-            IF (verdict ->> 'passed')::boolean THEN
-                passers := passers || jsonb_build_object(
-                    'attempt_id', c.attempt_id, 'revision_id', c.execution_revision_id,
-                    'priority', c.priority, 'score', (verdict ->> 'score')::integer,
-                    'queue_seq', c.queue_seq);
+            IF c.passed THEN
+                run_ids[c.claim_rank] := c.run_id;
+                scores[c.claim_rank] := c.score;
+            ELSIF c.category = 'executor' THEN
+                mm_executor := mm_executor + 1;
+            ELSIF c.category = 'label' THEN
+                mm_label := mm_label + 1;
             ELSE
-                mismatches := jsonb_set(mismatches, ARRAY[verdict ->> 'category'],
-                    to_jsonb((mismatches ->> (verdict ->> 'category'))::integer + 1));
+                mm_runtime := mm_runtime + 1;
             END IF;
         END LOOP;
-        any_passed := any_passed OR jsonb_array_length(passers) > 0;
+        passing := cardinality(run_ids);
+        any_passed := any_passed OR passing > 0;
 
         -- Claim from this page before reading the next one: the common pull then
         -- costs one page. Pages come in key order, so only equal-priority
         -- candidates on a later page can outscore one claimed here.
-        FOR p IN SELECT * FROM jsonb_to_recordset(passers) AS x(
-                     attempt_id uuid, revision_id uuid, priority integer, score integer,
-                     queue_seq bigint)
-                 ORDER BY x.priority DESC, x.score DESC, x.queue_seq
-        LOOP
-            EXIT WHEN attempts >= p_claim_attempts;
+        next_rank := 1;
+        WHILE next_rank <= passing AND attempts < p_claim_attempts LOOP
             IF NOT locked THEN
                 IF NOT ql_private.session_claim_lock(s) THEN
-                    mismatches := jsonb_set(mismatches, '{capacity}', '1'::jsonb);
                     RETURN ql_private.idle_result('capacity_full', pages_read, examined,
-                                                  attempts, races, mismatches, truncated);
+                        attempts, races, jsonb_build_object('executor', mm_executor,
+                        'label', mm_label, 'runtime', mm_runtime, 'capacity', 1), truncated);
                 END IF;
                 locked := true;
             END IF;
-            attempts := attempts + 1;
-            BEGIN
-                lease_id := ql_private.claim_candidate(s, p.attempt_id, p.revision_id,
-                                                       p.score, p_offer_id, p_token_digest);
-            EXCEPTION WHEN unique_violation THEN
-                -- A concurrent pull with the same offer id committed first: this is a
-                -- replay, answered from the durable lease (never a second lease).
-                RETURN ql_private.recover_offer(s.worker_id, s.session_id, s.generation,
-                                                p_offer_id, p_token_digest);
-            END;
-            IF lease_id IS NOT NULL THEN
-                RETURN jsonb_build_object('status', 'offered',
-                                          'offer', ql_private.offer_projection(lease_id));
+            claim := ql_private.claim_candidate(
+                s, run_ids[next_rank:passing], scores[next_rank:passing],
+                p_offer_id, p_token_digest);
+            IF claim.offer IS NOT NULL THEN
+                attempts := attempts + 1;
+                races := races + claim.consumed - 1;
+                RETURN jsonb_build_object('status', 'offered', 'offer', claim.offer);
             END IF;
-            races := races + 1;
+            -- Nothing claimed: every candidate gone through was a race, and the
+            -- one the statement locked (whose fence then failed) an attempt.
+            IF claim.locked THEN
+                attempts := attempts + 1;
+            END IF;
+            races := races + claim.consumed;
+            next_rank := next_rank + claim.consumed;
         END LOOP;
         EXIT WHEN NOT truncated OR attempts >= p_claim_attempts;
     END LOOP;
@@ -125,11 +147,14 @@ BEGIN
         CASE WHEN examined = 0 THEN 'no_candidates'
              WHEN NOT any_passed THEN 'placement_mismatch'
              ELSE 'contention' END,
-        pages_read, examined, attempts, races, mismatches, truncated);
+        pages_read, examined, attempts, races,
+        jsonb_build_object('executor', mm_executor, 'label', mm_label,
+                           'runtime', mm_runtime, 'capacity', 0),
+        truncated);
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) IS
-'Pull steps 3-4: bounded keyset scan, placement per revision, claims in (priority DESC, score DESC, queue order) up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';
+'Pull steps 3-4: bounded keyset scan (one statement per page: candidates + placement per revision + claim rank), then one SKIP LOCKED claim over the page''s passers in (priority DESC, score DESC, queue order), up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';

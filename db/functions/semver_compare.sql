@@ -14,7 +14,6 @@
 CREATE OR REPLACE FUNCTION ql_private.semver_compare(p_a text, p_b text)
 RETURNS integer
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     ka text COLLATE "C" := ql_private.semver_parse(p_a, 'a');

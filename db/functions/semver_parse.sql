@@ -26,7 +26,6 @@
 CREATE OR REPLACE FUNCTION ql_private.semver_parse(p_version text, p_field text DEFAULT 'version')
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     k text;

@@ -20,7 +20,6 @@
 CREATE OR REPLACE FUNCTION ql_private.semver_satisfies(p_version text, p_comparators jsonb)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     vk text COLLATE "C";

@@ -13,7 +13,6 @@
 CREATE OR REPLACE FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     locked ql_private.worker_sessions;

@@ -36,7 +36,6 @@ CREATE OR REPLACE FUNCTION ql_private.session_fence(
 )
 RETURNS ql_private.worker_sessions
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s ql_private.worker_sessions;
@@ -58,13 +57,16 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL010', MESSAGE = 'session_not_found';
     END IF;
-    IF s.generation <> p_generation
-       OR (s.state <> 'active' AND EXISTS (
-               SELECT 1 FROM ql_private.worker_sessions newer
-                WHERE newer.worker_id = p_worker_id AND newer.generation > s.generation)) THEN
+    IF s.generation <> p_generation THEN
         RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
     END IF;
+    -- Only a session that is not active needs the second look (a query): on the
+    -- hot path an active session costs one statement.
     IF s.state <> 'active' THEN
+        IF EXISTS (SELECT 1 FROM ql_private.worker_sessions newer
+                    WHERE newer.worker_id = p_worker_id AND newer.generation > s.generation) THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
+        END IF;
         RAISE EXCEPTION USING ERRCODE = 'QL013', MESSAGE = 'session_closed';
     END IF;
     IF s.expires_at <= clock_timestamp() THEN

@@ -8,7 +8,6 @@
 CREATE OR REPLACE FUNCTION ql_private.session_live_leases(p_session_id uuid)
 RETURNS integer
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN (SELECT count(*)::integer

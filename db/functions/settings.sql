@@ -14,10 +14,21 @@ CREATE OR REPLACE FUNCTION ql_private.settings(
     OUT max_claim_attempts integer,
     OUT idle_retry_after_ms integer
 )
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql IMMUTABLE
 AS $$
-    SELECT interval '60 seconds', 20000, 2, 8, 8, 16, 64, 64, 2000
+BEGIN
+    -- plpgsql assignments, not a SQL SELECT: a SQL function returning a record is
+    -- re-planned on every call, and every pull reads these.
+    session_ttl := interval '60 seconds';
+    heartbeat_interval_ms := 20000;
+    default_pages := 2;
+    default_page_size := 8;
+    default_claim_attempts := 8;
+    max_pages := 16;
+    max_page_size := 64;
+    max_claim_attempts := 64;
+    idle_retry_after_ms := 2000;
+END
 $$;
 REVOKE ALL ON FUNCTION ql_private.settings() FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.settings() IS

@@ -717,6 +717,6 @@ def test_offer_error_reported_inside_the_intended_branch() -> None:
     err = reject("qinglong/remote-execution-offer@v1", doc, "required")
     assert err.detail == "$.lease: required (offerId)"
     doc = idle()
-    doc["stats"]["races"] = 65
+    doc["stats"]["races"] = 1025  # pages x pageSize caps: 16 x 64
     err = reject("qinglong/remote-execution-offer@v1", doc, "maximum")
     assert err.detail == "$.stats.races: maximum"

@@ -181,3 +181,69 @@ def test_same_offer_id_from_four_connections_gives_one_lease(db_dsn: str, conn,
     assert {r["status"] for r in results} <= {"offered", "idempotent"}
     assert len({dumps(r["offer"]) for r in results}) == 1
     assert _counts(conn) == (1, 1)
+
+
+def test_scan_skips_a_run_another_transaction_is_claiming(db_dsn: str, conn,
+                                                          prov: Provisioner) -> None:
+    """A run locked by an in-flight claim (another connection's open transaction)
+    is skipped by the scan — no race counted, no lock taken — and is a candidate
+    again as soon as that transaction ends without claiming it."""
+    task = prov.task()
+    first, second = prov.enqueue(task, count=2)
+    session = prov.session(prov.worker())
+    with psycopg.connect(db_dsn) as other:  # not autocommit: holds the row lock
+        other.execute("SELECT 1 FROM ql_private.runs WHERE id = %s FOR NO KEY UPDATE",
+                      (first,))
+        page = conn.execute(
+            "SELECT array_agg(run_id::text) FROM ql_private.candidate_page(NULL, NULL, NULL, 8)"
+        ).fetchone()[0]
+        assert page == [second]
+        result = prov.pull(session, Intent())
+        assert result["status"] == "offered"
+        assert result["offer"]["candidate"]["runId"] == second
+        other.rollback()
+    again = prov.pull(session, Intent())
+    assert again["status"] == "offered"
+    assert again["offer"]["candidate"]["runId"] == first
+
+
+def test_claim_passes_over_runs_claimed_since_the_scan(conn, prov: Provisioner) -> None:
+    """claim_candidate given candidates that were claimed after the scan (now
+    `dispatching` with a live offer) passes over them without a lock and claims
+    the first one still free; the ones passed over are reported as consumed."""
+    task = prov.task()
+    runs = prov.enqueue(task, count=3)
+    taker = prov.session(prov.worker("taker"))
+    for _ in range(2):
+        assert prov.pull(taker, Intent())["status"] == "offered"
+    session = prov.session(prov.worker("late"))
+    intent = Intent()
+    row = conn.execute(
+        "SELECT (c).offer IS NOT NULL, (c).consumed, (c).locked, (c).offer #>> '{candidate,runId}'"
+        " FROM (SELECT ql_private.claim_candidate(ws, %s::uuid[], ARRAY[0, 0, 0],"
+        "   %s::uuid, %s) AS c FROM ql_private.worker_sessions ws WHERE ws.session_id = %s) x",
+        (runs, intent.offer_id, intent.token_digest, session.session_id),
+    ).fetchone()
+    assert row == (True, 3, True, runs[2])
+    dispatched = conn.execute(
+        "SELECT count(*) FROM ql_private.events WHERE type = 'run.dispatched'").fetchone()[0]
+    assert dispatched == 3
+
+
+def test_expired_offer_is_reclaimed_with_the_next_lease_generation(conn,
+                                                                   prov: Provisioner) -> None:
+    task = prov.task()
+    (run_id,) = prov.enqueue(task)
+    first_session = prov.session(prov.worker("first"))
+    first = prov.pull(first_session, Intent())
+    assert first["offer"]["lease"]["leaseGeneration"] == 1
+    conn.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
+                 " - interval '1 second' WHERE run_id = %s", (run_id,))
+    second = prov.pull(prov.session(prov.worker("second")), Intent())
+    assert second["status"] == "offered"
+    assert second["offer"]["candidate"]["runId"] == run_id
+    assert second["offer"]["lease"]["leaseGeneration"] == 2
+    released = conn.execute(
+        "SELECT release_reason FROM ql_private.run_leases WHERE run_id = %s"
+        " ORDER BY lease_generation", (run_id,)).fetchall()
+    assert released == [("expired",), (None,)]

@@ -2,7 +2,7 @@
 -- visibility of released / expired-unstarted leases, hiding of live, started,
 -- not-yet-due, cancel-requested and not-runtime-owned runs (R-CAND).
 BEGIN;
-SELECT plan(15);
+SELECT plan(17);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -73,8 +73,17 @@ SELECT ok(NOT :'b1' = ANY (pg_temp.page_ids(NULL, NULL, 10)), 'runs not runtime-
 
 SELECT is(pg_temp.page_ids(NULL, NULL, 10), ARRAY[:'a0', :'a2'], 'exactly the remaining candidates');
 
-SELECT is((SELECT provolatile FROM pg_proc WHERE oid = 'ql_private.candidate_page(smallint,bigint,uuid,integer)'::regprocedure),
+SELECT is((SELECT provolatile FROM pg_proc WHERE oid = 'ql_private.candidate_page(smallint,bigint,uuid,integer,timestamptz,pg_snapshot,xid8)'::regprocedure),
           's', 'candidate_page is STABLE (read-only)');
+-- Inlinable into the pull's page query: LANGUAGE sql, no SET clause, not
+-- SECURITY DEFINER (a SET clause would make every call a separate function
+-- execution with its own planning).
+SELECT ok((SELECT l.lanname = 'sql' AND p.proconfig IS NULL AND NOT p.prosecdef
+             FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+            WHERE p.oid = 'ql_private.candidate_page(smallint,bigint,uuid,integer,timestamptz,pg_snapshot,xid8)'::regprocedure),
+          'candidate_page is an inlinable SQL function');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'candidate_page' AND pronargs = 4),
+          'the old four-argument overload is gone (0004)');
 
 SELECT * FROM finish();
 ROLLBACK;
