@@ -72,6 +72,15 @@ def next_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     return CapturedPlan("Second keyset page (after the 8th candidate)", inner)
 
 
+def class_page_plans(conn: psycopg.Connection) -> CapturedPlan:
+    row = conn.execute("SELECT array_agg(id) FROM ql_private.placement_classes").fetchone()
+    assert row is not None
+    plans = capture(conn, "SELECT count(*) FROM ql_private.class_candidate_page("
+                          "%s, NULL, NULL, NULL, 8)", (row[0],))
+    inner = [p for p in plans if "FROM ql_private.runs" in p]
+    return CapturedPlan("Placement-class page (the pages after a blocked head)", inner)
+
+
 def seed(conn: psycopg.Connection, runs: int) -> None:
     from service.compiler import compile_command
 
@@ -150,7 +159,9 @@ def render(runs: int, captured: list[CapturedPlan]) -> str:
         "the tens on the first and on a later page; offers in flight are not in that index "
         "(it holds `queued` runs only) and the offers that expired unstarted come from "
         "`run_leases_unstarted_expiry`; the only sorts order at most limit + 1 rows per "
-        "source — never the queue.",
+        "source — never the queue. The placement-class page (read after a first page "
+        "without a passing candidate) is one `Index Scan using runs_class_keyset` per "
+        "matching class, equality on the class plus the same keyset row comparison.",
         "",
     ]
     for plan in captured:
@@ -172,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         migrate(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
             seed(conn, args.runs)
-            captured = [candidate_page_plans(conn), next_page_plans(conn)]
+            captured = [candidate_page_plans(conn), next_page_plans(conn),
+                        class_page_plans(conn)]
     DOC.write_text(render(args.runs, captured), encoding="utf-8")
     print(f"wrote {DOC}")
     return 0

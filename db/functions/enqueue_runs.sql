@@ -5,7 +5,9 @@
 --   runtime-owned, with its first attempt (attempt_no 1, executor
 --   'remote_worker', state 'claimed', not_before = now) set as
 --   runs.current_attempt_id, so it is a candidate at once; one `run.queued`
---   event per run. runIds are returned in queue order (queue_seq).
+--   event per run. runIds are returned in queue order (queue_seq). Each run
+--   records its revision's placement class (ql_private.placement_class_of,
+--   which may add one placement_classes row) for runs_class_keyset.
 --   Set-based: one statement inserts all runs, attempts and events (ids are
 --   generated up front, so current_attempt_id is written with the run and no
 --   run row is updated; the runs<->attempts foreign keys are checked at the end
@@ -31,6 +33,7 @@ DECLARE
     n integer := enqueue_runs.count;
     t ql_private.tasks;
     now_ts timestamptz;
+    class_id integer;
     ids jsonb;
 BEGIN
     IF prio IS NULL OR prio NOT BETWEEN -32768 AND 32767 THEN
@@ -53,6 +56,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'task has no published revision';
     END IF;
 
+    class_id := ql_private.placement_class_of(t.current_revision_id);
     now_ts := clock_timestamp();
     WITH planned AS MATERIALIZED (
         SELECT gen_random_uuid() AS run_id,
@@ -63,9 +67,9 @@ BEGIN
     ), new_runs AS (
         INSERT INTO ql_private.runs (
             id, project_id, task_id, execution_revision_id, priority, queue_seq, state,
-            current_attempt_id, created_at, updated_at)
+            current_attempt_id, placement_class, created_at, updated_at)
         SELECT p.run_id, t.project_id, t.id, t.current_revision_id, prio::smallint, p.seq,
-               'queued', p.attempt_id, now_ts, now_ts
+               'queued', p.attempt_id, class_id, now_ts, now_ts
           FROM planned p
     ), new_attempts AS (
         INSERT INTO ql_private.attempts (

@@ -6,7 +6,10 @@
 --   distinct execution revision, and after each page tries claims among its
 --   passing candidates in (priority DESC, placementScore DESC, queue order), at
 --   most `claim_attempts` times in all; the next page is read only when this one
---   yielded no claim. Returns {status: offered, offer} or
+--   yielded no claim. When a page had no passing candidate at all, the following
+--   pages come from ql_private.class_candidate_page over the placement classes
+--   the session matches (ql_private.matching_classes): a head of runs it cannot
+--   take is jumped over instead of read page by page. Returns {status: offered, offer} or
 --   {status: idle, reason, stats, truncated}.
 -- No writes unless a claim is attempted: an idle pull generates zero WAL.
 -- Before the first claim the session row is locked (FOR NO KEY UPDATE) and its
@@ -39,6 +42,7 @@ DECLARE
     -- over by the scan (candidate_page); a later claimer's xid is above its xmax.
     snap pg_snapshot := pg_current_snapshot();
     own xid8 := pg_current_xact_id_if_assigned();
+    classes integer[];        -- NULL: whole queue; else only these placement classes
     c record;
     claim record;
     run_ids uuid[];           -- this page's passers, indexed by claim rank
@@ -67,11 +71,18 @@ BEGIN
         scores := '{}';
         FOR c IN
             WITH page AS MATERIALIZED (
-                SELECT cp.run_id, cp.execution_revision_id, cp.priority, cp.queue_seq,
-                       row_number() OVER (ORDER BY -(cp.priority::integer), cp.queue_seq,
-                                                   cp.run_id) AS scan_no
-                  FROM ql_private.candidate_page(after_priority, after_seq, after_id,
-                                                 p_page_size, now_ts, snap, own) cp
+                SELECT x.run_id, x.execution_revision_id, x.priority, x.queue_seq,
+                       row_number() OVER (ORDER BY -(x.priority::integer), x.queue_seq,
+                                                   x.run_id) AS scan_no
+                  FROM (SELECT cp.run_id, cp.execution_revision_id, cp.priority, cp.queue_seq
+                          FROM ql_private.candidate_page(after_priority, after_seq, after_id,
+                                                         p_page_size, now_ts, snap, own) cp
+                         WHERE classes IS NULL
+                        UNION ALL
+                        SELECT cc.run_id, cc.execution_revision_id, cc.priority, cc.queue_seq
+                          FROM ql_private.class_candidate_page(classes, after_priority,
+                                   after_seq, after_id, p_page_size, now_ts, snap, own) cc
+                         WHERE classes IS NOT NULL) x
             ), verdict AS MATERIALIZED (
                 SELECT d.revision_id, pe.passed, pe.category, pe.score
                   FROM (SELECT DISTINCT page.execution_revision_id AS revision_id
@@ -141,6 +152,13 @@ BEGIN
             next_rank := next_rank + claim.consumed;
         END LOOP;
         EXIT WHEN NOT truncated OR attempts >= p_claim_attempts;
+        -- A first page without a passing candidate is a head this session cannot
+        -- take: the next pages read only the runs of the placement classes it
+        -- matches (runs_class_keyset), jumping over any number of others.
+        IF passing = 0 AND classes IS NULL THEN
+            classes := ql_private.matching_classes(s.capabilities);
+            EXIT WHEN cardinality(classes) = 0;
+        END IF;
     END LOOP;
 
     RETURN ql_private.idle_result(

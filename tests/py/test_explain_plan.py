@@ -10,7 +10,13 @@ import re
 
 import psycopg
 
-from qinglong.explain_plans import DOC, candidate_page_plans, next_page_plans, seed
+from qinglong.explain_plans import (
+    DOC,
+    candidate_page_plans,
+    class_page_plans,
+    next_page_plans,
+    seed,
+)
 
 SORT_ROWS = re.compile(r"->  Sort  \(cost=[^)]*\) \(actual time=[^ ]+ rows=(\d+)")
 
@@ -35,3 +41,20 @@ def test_committed_explain_document_shows_index_use() -> None:
     assert text.count("Index Scan using runs_candidate_keyset on runs") == 2
     assert "run_leases_unstarted_expiry" in text
     assert "2,000 offers are in flight" in text
+
+
+def test_class_page_uses_the_class_keyset_index(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        seed(conn, 20_000)
+        captured = class_page_plans(conn)
+        assert len(captured.plans) == 1, captured
+        plan = captured.plans[0]
+        assert "Index Scan using runs_class_keyset" in plan
+        assert "placement_class = k.class_id" in plan
+        assert "ROW((- (priority)::integer), queue_seq, id) >" in plan
+        sorted_rows = [int(m) for m in SORT_ROWS.findall(plan)]
+        assert max(sorted_rows, default=0) <= 18, sorted_rows
+
+
+def test_committed_explain_document_shows_the_class_index() -> None:
+    assert "Index Scan using runs_class_keyset on runs" in DOC.read_text(encoding="utf-8")

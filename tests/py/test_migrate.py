@@ -98,3 +98,30 @@ def test_unknown_recorded_migration_is_refused(empty_db_dsn: str) -> None:
                      " VALUES (9999, '9999_from_the_future.sql', repeat('a', 64))")
     with pytest.raises(MigrationError, match="9999_from_the_future"):
         migrate(empty_db_dsn)
+
+
+def test_0006_backfills_the_placement_class_of_dispatchable_runs(db_dsn: str) -> None:
+    """The backfill statements of 0006, run against runs queued without a class
+    (as every run enqueued before 0006 was), give each queued run its class."""
+    from tests.py.provision import Provisioner, command
+
+    text = next(m for m in load_migrations() if m.name.startswith("0006")).text
+    statements = ["\n".join(line for line in chunk.splitlines() if not line.startswith("--"))
+                  for chunk in text.split(";")]
+    backfill = [stmt.strip() for stmt in statements
+                if stmt.strip().startswith(("INSERT INTO", "UPDATE"))]
+    assert len(backfill) == 2, backfill
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        prov = Provisioner(conn)
+        gpu = command(placement={"required": {"labels": {"gpu": "yes"}}})
+        runs = prov.enqueue(prov.task("gpu", gpu), count=3) + prov.enqueue(prov.task("plain"))
+        conn.execute("UPDATE ql_private.runs SET placement_class = NULL")
+        conn.execute("DELETE FROM ql_private.placement_classes")
+        for stmt in backfill:
+            conn.execute(stmt)
+        rows = conn.execute(
+            "SELECT r.id::text, pc.required -> 'labels' FROM ql_private.runs r"
+            " JOIN ql_private.placement_classes pc ON pc.id = r.placement_class").fetchall()
+    labels = dict(rows)
+    assert set(labels) == set(runs)
+    assert [labels[r] for r in runs] == [{"gpu": ["yes"]}] * 3 + [{}]

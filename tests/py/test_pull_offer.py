@@ -9,7 +9,7 @@ from collections import Counter
 import psycopg
 import pytest
 
-from tests.py.provision import Intent, Provisioner, Session, dumps
+from tests.py.provision import Intent, Provisioner, Session, command, dumps
 
 
 @pytest.fixture
@@ -247,3 +247,52 @@ def test_expired_offer_is_reclaimed_with_the_next_lease_generation(conn,
         "SELECT release_reason FROM ql_private.run_leases WHERE run_id = %s"
         " ORDER BY lease_generation", (run_id,)).fetchall()
     assert released == [("expired",), (None,)]
+
+
+def _gpu_task(prov: Provisioner) -> str:
+    doc = command()
+    doc["placement"] = {"required": {"labels": {"gpu": "yes"}}}
+    return prov.task("gpu", doc)
+
+
+def test_matching_run_behind_a_blocked_head_is_offered(conn, prov: Provisioner) -> None:
+    """200 runs this worker cannot take (required label gpu=yes), queued ahead at a
+    higher priority: the default-bounded pull still reaches the matching run
+    behind them, through the placement-class pages, in one call."""
+    prov.enqueue(_gpu_task(prov), count=200, priority=5)
+    (plain_run,) = prov.enqueue(prov.task("plain"))
+    session = prov.session(prov.worker())
+    result = prov.pull(session, Intent())
+    assert result["status"] == "offered", result
+    assert result["offer"]["candidate"]["runId"] == plain_run
+    gpu = prov.session(prov.worker("gpu-box"), {
+        "schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
+        "labels": {"gpu": "yes"}, "runtimes": {}, "slots": 4})
+    taken = prov.pull(gpu, Intent())
+    assert taken["status"] == "offered"
+    assert taken["offer"]["candidate"]["taskId"] != result["offer"]["candidate"]["taskId"]
+
+
+def test_only_blocked_runs_answer_placement_mismatch_without_reading_them_all(
+        prov: Provisioner) -> None:
+    prov.enqueue(_gpu_task(prov), count=200, priority=5)
+    session = prov.session(prov.worker())
+    result = prov.pull(session, Intent())
+    assert result["status"] == "idle"
+    assert result["reason"] == "placement_mismatch"
+    assert result["truncated"] is True
+    assert result["stats"]["pages"] == 1  # no class matches: no second page
+    assert result["stats"]["mismatches"]["label"] == 8
+
+
+def test_enqueue_records_the_placement_class(conn, prov: Provisioner) -> None:
+    gpu_runs = prov.enqueue(_gpu_task(prov), count=2)
+    plain_runs = prov.enqueue(prov.task("plain"), count=2)
+    rows = conn.execute(
+        "SELECT r.id::text, pc.required FROM ql_private.runs r"
+        " JOIN ql_private.placement_classes pc ON pc.id = r.placement_class").fetchall()
+    classes = {run_id: required for run_id, required in rows}
+    assert [classes[r]["labels"]["gpu"] for r in gpu_runs] == [["yes"]] * 2
+    assert [classes[r]["labels"] for r in plain_runs] == [{}] * 2
+    assert [classes[r]["executors"] for r in plain_runs] == [["remote-worker"]] * 2
+    assert conn.execute("SELECT count(*) FROM ql_private.placement_classes").fetchone()[0] == 2
