@@ -10,6 +10,9 @@
 CREATE OR REPLACE FUNCTION ql_private.matching_classes(p_capabilities jsonb)
 RETURNS integer[]
 LANGUAGE plpgsql STABLE
+-- placement_classes is tiny and read whole: a sequential scan is the plan (the
+-- caller, ql.pull_offer, disables them for the queue's index paths).
+SET enable_seqscan = on
 AS $$
 BEGIN
     RETURN (SELECT coalesce(array_agg(pc.id ORDER BY pc.id), '{}')

@@ -27,6 +27,8 @@
 --   connection, not per call) and sequential scans disabled, so each plan is the
 --   index path whatever the statistics said when it was made (a plan cached on
 --   an empty queue would otherwise stick to the connection once it fills).
+--   JIT is off: with sequential scans disabled a tiny table's plan costs 1e10,
+--   far above jit_above_cost, and compiling it took ~30 ms of a sub-ms pull.
 -- SQLSTATEs: QL001 malformed argument; QL002 bound above cap; QL010 unknown
 --   session; QL011 session replaced / wrong generation; QL012 session expired;
 --   QL013 session closed; QL014 capabilities digest mismatch.
@@ -45,6 +47,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_worker uuid := ql_private.parse_uuid(p_worker_id, 'workerId');

@@ -44,7 +44,8 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     assert depth[0]["claimsRatio"] == 1.0
     assert all(c["p50Ratio"] is not None and not math.isnan(c["p50Ratio"]) for c in depth)
     assert depth[1]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
-    assert set(depth[2]["outcomes"]) == {"idle:placement_mismatch"}
+    # the blocked head is jumped over: the matching runs behind it are claimed
+    assert depth[2]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
 
     e2e = tables["e2e"]["data"]
     (level,) = e2e["levels"]
