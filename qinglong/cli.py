@@ -43,18 +43,22 @@ def _db_commands(sub: argparse._SubParsersAction) -> None:
     status.set_defaults(handler=_lazy("qinglong.db_commands:status_command"))
 
 
-def _extension_commands(sub: argparse._SubParsersAction) -> None:
+EXTENSIONS = (
+    "qinglong.admin_cli",
+    "qinglong.serve_cli",
+    "qinglong.dev_cli",
+    "qinglong.worker_cli",
+    "qinglong.status_cli",
+    "qinglong.runtime_cli",
+    "qinglong.ops_cli",
+    "qinglong.chaos_cli",
+)
+
+
+def _extension_commands(sub: argparse._SubParsersAction,
+                        modules: Sequence[str] = EXTENSIONS) -> None:
     """Sub-commands whose parsers live with their implementation."""
-    for module_name in (
-        "qinglong.admin_cli",
-        "qinglong.serve_cli",
-        "qinglong.dev_cli",
-        "qinglong.worker_cli",
-        "qinglong.status_cli",
-        "qinglong.runtime_cli",
-        "qinglong.ops_cli",
-        "qinglong.chaos_cli",
-    ):
+    for module_name in modules:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -64,17 +68,22 @@ def _extension_commands(sub: argparse._SubParsersAction) -> None:
         module.register(sub, _lazy)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qinglong", description="QingLong Dispatch")
     sub = parser.add_subparsers(dest="command", required=True)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["worker"]:
+        # The edge path: a router running `qinglong worker run` should not import
+        # (and keep in memory) every other command's module just to parse argv.
+        _extension_commands(sub, ("qinglong.worker_cli",))
+        return parser
     _db_commands(sub)
     _extension_commands(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return args.handler(args)
     except KeyboardInterrupt:

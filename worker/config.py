@@ -181,7 +181,8 @@ def _number_in(name: str, value: object, low: float, high: float) -> float:
 
 
 def validate_capabilities(doc: object) -> None:
-    from schemas.contract import ContractError, SchemaId, validate
+    from schemas.contract import ContractError, SchemaId
+    from worker.schema_fastpath import validate
 
     try:
         validate(SchemaId.WORKER_CAPABILITIES, doc)

@@ -25,11 +25,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import logging
+import os
 import random
 import re
-import secrets
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -37,10 +35,12 @@ from typing import Any, Protocol
 
 from worker.backoff import DEFAULT_POLICY, BackoffPolicy
 from worker.errors import CredentialError, TlsClientRejected, TransportError
+from worker.fsio import uuid4_text
 from worker.journal import Journal, JournalError, PendingClaim
 from worker.owner_lock import Clock, wall_clock_ms
 
-log = logging.getLogger("qinglong.worker.claim")
+LOGGER = "qinglong.worker.claim"
+WARNING, ERROR = 30, 40  # stdlib logging's levels, and worker.eventlog.Level's
 
 PULL_SCHEMA = "qinglong/offer-pull-request@v1"
 AUTH_MIN_DELAY_MS = 30_000  # auth failures need an operator, not a tight loop
@@ -68,6 +68,9 @@ class PullResponse(Protocol):
 
 
 PullFn = Callable[[Mapping[str, Any]], PullResponse]
+# Receives (level, message) of the coordinator's diagnostics; without one they go to
+# stdlib ``logging`` (imported only then: an idle worker never loads it).
+LogSink = Callable[[int, str], None]
 # Called with a named point of a claim (``before_send``, ``after_pull_response``,
 # ``after_inbox_write``); the runner uses it for drain checks and fault injection.
 Checkpoint = Callable[[str], None]
@@ -103,7 +106,9 @@ class StepResult:
 
 def new_lease_token() -> str:
     """32 CSPRNG bytes as canonical unpadded base64url (43 chars)."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode("ascii")
+    # os.urandom is what secrets.token_bytes returns; importing secrets would
+    # pull in hmac and hashlib (~0.6 MiB of RSS on the edge worker, docs/EDGE.md).
+    return base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode("ascii")
 
 
 def _category(value: object, default: str) -> str:
@@ -120,13 +125,23 @@ class ClaimCoordinator:
         rng: random.Random | None = None,
         policy: BackoffPolicy = DEFAULT_POLICY,
         checkpoint: Checkpoint | None = None,
+        log: LogSink | None = None,
     ) -> None:
         self._journal = journal
         self._checkpoint = checkpoint
+        self._log_sink = log
         self._pull = pull
         self._clock = clock
         self._rng = rng or random.SystemRandom()
         self._policy = policy
+
+    def _log(self, level: int, fmt: str, *args: object) -> None:
+        if self._log_sink is not None:
+            self._log_sink(level, fmt % args)
+            return
+        import logging
+
+        logging.getLogger(LOGGER).log(level, fmt, *args)
 
     # -- intent ------------------------------------------------------------
 
@@ -140,7 +155,7 @@ class ClaimCoordinator:
             if self._journal.count() >= self._journal.capacity:
                 return StepResult(ClaimOutcome.INBOX_FULL, None, None, "inbox_full")
             claim = PendingClaim(
-                offer_id=str(uuid.uuid4()),
+                offer_id=uuid4_text(),
                 lease_token=new_lease_token(),
                 worker_id=fence.worker_id,
                 session_id=fence.session_id,
@@ -224,14 +239,14 @@ class ClaimCoordinator:
         try:
             entry = ov.validate_offered(doc, claim, self._clock())
         except ov.OfferInvalid as exc:
-            log.error("offer %s refused: %s", claim.offer_id, exc.reason)
+            self._log(ERROR, "offer %s refused: %s", claim.offer_id, exc.reason)
             self._journal.move_pending_aside(f"offer_{exc.reason}")
             return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, exc.reason)
         try:
             self._journal.accept(entry)
         except (JournalError, ValueError) as exc:
             # Full inbox, conflicting replay, version regression: fail closed.
-            log.error("offer %s not admitted: %s", claim.offer_id, type(exc).__name__)
+            self._log(ERROR, "offer %s not admitted: %s", claim.offer_id, type(exc).__name__)
             self._journal.move_pending_aside("inbox_refused")
             return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, type(exc).__name__)
         self._at("after_inbox_write")
@@ -255,7 +270,8 @@ class ClaimCoordinator:
         outcome: ClaimOutcome = ClaimOutcome.RETRY,
     ) -> StepResult:
         if self._policy.exhausted(claim.attempts):
-            log.warning("claim %s abandoned after %d attempts", claim.offer_id, claim.attempts)
+            self._log(WARNING, "claim %s abandoned after %d attempts", claim.offer_id,
+                      claim.attempts)  # fmt: skip
             self._journal.move_pending_aside("attempts_exhausted")
             return StepResult(ClaimOutcome.EXHAUSTED, claim.offer_id, None, reason)
         next_at = self._next_at(claim, floor_ms)
@@ -265,7 +281,8 @@ class ClaimCoordinator:
 
     def _auth_failure(self, claim: PendingClaim, reason: str) -> StepResult:
         # Loud, but never with the credential or token.
-        log.error("ingress refused our credentials (%s); claim %s kept", reason, claim.offer_id)
+        self._log(ERROR, "ingress refused our credentials (%s); claim %s kept", reason,
+                  claim.offer_id)  # fmt: skip
         return self._retry(
             claim, reason, floor_ms=AUTH_MIN_DELAY_MS, outcome=ClaimOutcome.AUTH_FAILED
         )

@@ -9,7 +9,6 @@ dropped, so a token or credential can never reach the log by accident.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import sys
 import threading
@@ -20,7 +19,7 @@ from typing import Any, TextIO
 # Field names that must never be logged, whatever their value.
 _SECRET_FIELD = re.compile(r"token|secret|credential|authorization|password|key", re.IGNORECASE)
 
-__all__ = ["EventLog", "Level", "LoggingBridge"]
+__all__ = ["EventLog", "Level"]
 
 
 class Level(IntEnum):
@@ -65,27 +64,3 @@ class EventLog:
 
     def error(self, event: str, **fields: Any) -> None:
         self.emit(Level.ERROR, event, **fields)
-
-
-class LoggingBridge(logging.Handler):
-    """Routes stdlib ``logging`` records (the coordinator's) into the JSON stream.
-
-    Those messages are written by our own modules and carry only offer ids and
-    categories; they are still passed through :class:`EventLog`'s field filter.
-    """
-
-    def __init__(self, events: EventLog) -> None:
-        super().__init__(level=logging.INFO)
-        self._events = events
-
-    def emit(self, record: logging.LogRecord) -> None:
-        level = (
-            Level.ERROR
-            if record.levelno >= logging.ERROR
-            else (Level.WARNING if record.levelno >= logging.WARNING else Level.INFO)
-        )
-        try:
-            message = record.getMessage()
-        except (TypeError, ValueError):
-            message = str(record.msg)
-        self._events.emit(level, "log", logger=record.name, message=message)

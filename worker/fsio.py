@@ -22,7 +22,6 @@ Temporary files are named ``.tmp-*`` in the same directory as the final name
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,8 +114,18 @@ class FileSystem:
 REAL_FS = FileSystem()
 
 
+def uuid4_text() -> str:
+    """A random (version 4) UUID in canonical lowercase text, as ``str(uuid.uuid4())``
+    makes it; ``uuid`` itself would load ``platform`` and libuuid (docs/EDGE.md)."""
+    raw = bytearray(os.urandom(16))  # = secrets.token_bytes, without hashlib
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _temp_path(directory: str) -> str:
-    return os.path.join(directory, f"{TEMP_PREFIX}{secrets.token_hex(8)}")
+    return os.path.join(directory, f"{TEMP_PREFIX}{os.urandom(8).hex()}")
 
 
 def _discard(fs: FileSystem, path: str) -> None:

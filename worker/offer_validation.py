@@ -1,6 +1,9 @@
 """Validation of a pull response against the worker's own claim (SPEC §6.3).
 
-Imported lazily by the coordinator (it loads ``jsonschema`` via ``schemas``).
+Imported lazily by the coordinator. Every ``offered`` answer is validated by
+``jsonschema`` (loaded with the first one); an ``idle`` answer is proven valid
+against the same schema by :mod:`worker.schema_fastpath` when it can, so an idle
+worker never loads ``jsonschema`` (docs/EDGE.md).
 The server's word is not trusted on its own: the offer must answer *our* pending
 claim, target *our* session, be internally closed (candidate, revision, lease
 name the same run/attempt/task/revision), carry a content digest we recompute
@@ -14,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.canonical import content_digest
-from schemas.contract import ContractError, SchemaId, load
+from schemas.contract import ContractError, SchemaId, parse_json_strict
+from worker import schema_fastpath
 from worker.journal import InboxEntry, PendingClaim
 
 __all__ = [
@@ -43,7 +47,16 @@ class Idle:
 
 def parse_offer_response(body: bytes) -> dict[str, Any]:
     """Strict-parse and schema-validate; raises ``ContractError`` (keep the claim)."""
-    return load(SchemaId.REMOTE_EXECUTION_OFFER, body)
+    doc = parse_json_strict(body)
+    schema = SchemaId.REMOTE_EXECUTION_OFFER
+    idle = isinstance(doc, dict) and doc.get("status") == "idle"
+    if not (idle and schema_fastpath.check(schema, doc) == schema_fastpath.VALID):
+        from schemas.contract import validate
+
+        validate(schema, doc)
+    if not isinstance(doc, dict):  # pragma: no cover - the schema requires an object
+        raise ContractError("schema_invalid", "$: type", "type")
+    return doc
 
 
 def parse_idle(doc: dict[str, Any]) -> Idle:

@@ -41,15 +41,13 @@ import contextlib
 import fcntl
 import json
 import os
-import secrets
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from worker.fsio import UnsafePermissions, check_private
+from worker.fsio import UnsafePermissions, check_private, uuid4_text
 
 LOCK_NAME = "owner.lock"
 STALE_DEFAULT_MS = 30_000
@@ -214,8 +212,8 @@ class OwnerLock:
 
     @classmethod
     def _install(cls, root: str, path: str, stale_ms: int, clock: Clock) -> OwnerLock:
-        owner_id = str(uuid.uuid4())
-        temp = os.path.join(root, f".tmp-owner-{secrets.token_hex(8)}")
+        owner_id = uuid4_text()
+        temp = os.path.join(root, f".tmp-owner-{os.urandom(8).hex()}")
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         new_fd = os.open(temp, flags, 0o600)
         try:

@@ -44,7 +44,6 @@ With the executor (``--execute``, worker/lifecycle.py, loaded only then):
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import random
 import select
@@ -58,12 +57,13 @@ from worker.backoff import DEFAULT_POLICY, BackoffPolicy
 from worker.config import ConfigError, WorkerConfig, capabilities_digest, describe
 from worker.coordinator import (
     AUTH_MIN_DELAY_MS,
+    LOGGER,
     ClaimCoordinator,
     ClaimOutcome,
     PullFn,
     StepResult,
 )
-from worker.eventlog import EventLog, LoggingBridge
+from worker.eventlog import EventLog, Level
 from worker.faults import FaultPlan, FaultPoint
 from worker.journal import Journal, JournalError
 from worker.owner_lock import Clock, LockError, LockHeld, wall_clock_ms
@@ -203,8 +203,9 @@ class Runner:
         self._rng = rng or random.SystemRandom()
         self._policy = policy
         self._coordinator = ClaimCoordinator(
-            journal, pull, clock=clock, rng=self._rng, policy=policy, checkpoint=self._checkpoint
-        )
+            journal, pull, clock=clock, rng=self._rng, policy=policy, checkpoint=self._checkpoint,
+            log=self._coordinator_log,
+        )  # fmt: skip
         self._caps_digest = capabilities_digest(config.capabilities)
         self._session: SessionInfo | None = None
         self._next_heartbeat_ms = 0
@@ -276,6 +277,9 @@ class Runner:
             wake = end if due is None else max(min(end, due), now)
             self._stop.wait((wake - now) / 1000, executor.wait_fds())
         return self._stop.requested
+
+    def _coordinator_log(self, level: int, message: str) -> None:
+        self._events.emit(Level(level), "log", logger=LOGGER, message=message)
 
     def _checkpoint(self, point: str) -> None:
         self._faults.hit(point, announce=self._announce_fault, pause=self._stop.wait)
@@ -587,21 +591,6 @@ def _signals(stop: StopSignal) -> Iterator[None]:
             signal.signal(signum, old)
 
 
-@contextlib.contextmanager
-def _log_bridge(events: EventLog) -> Iterator[None]:
-    logger = logging.getLogger("qinglong.worker")
-    bridge = LoggingBridge(events)
-    logger.addHandler(bridge)
-    old_propagate, old_level = logger.propagate, logger.level
-    logger.propagate = False
-    logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        logger.removeHandler(bridge)
-        logger.propagate, logger.level = old_propagate, old_level
-
-
 def _open_journal(config: WorkerConfig) -> Journal:
     parent = os.path.dirname(os.path.abspath(config.journal))
     os.makedirs(parent, mode=0o700, exist_ok=True)
@@ -635,7 +624,7 @@ def run_worker(
     stop = StopSignal()
     events.info("worker.starting", pid=os.getpid(), faults=faults.active or None,
                 **describe(config))  # fmt: skip
-    with contextlib.closing(stop), _signals(stop), _log_bridge(events):
+    with contextlib.closing(stop), _signals(stop):
         try:
             transport = _transport(config)
         except ConfigError as exc:

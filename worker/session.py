@@ -162,7 +162,8 @@ class SessionClient:
 
 
 def _parse_session(body: bytes) -> SessionInfo:
-    from schemas.contract import ContractError, SchemaId, load
+    from schemas.contract import ContractError, SchemaId
+    from worker.schema_fastpath import load
 
     try:
         doc = load(SchemaId.SESSION, body)

@@ -1,7 +1,11 @@
 """HTTPS transport to the ingress (SPEC §6.5, §6.6; ADR-0110 §4).
 
-Standard library only (``ssl`` + ``http.client``) and imported lazily by its
-users (R-LAY-1): a worker that never pulls never loads TLS.
+Standard library only (``ssl`` + ``socket``) and imported lazily by its users
+(R-LAY-1): a worker that never pulls never loads TLS. The HTTP/1.1 exchange is
+spoken here rather than through ``http.client``, which would load the
+``email`` package (about 1 MiB resident, docs/EDGE.md) to parse two headers;
+we need exactly one request shape and refuse every response that is not a
+plain ``Content-Length`` JSON body anyway.
 
 Contract:
 
@@ -14,6 +18,7 @@ Contract:
   one deadline for the whole exchange;
 * the response must be ``application/json``, identity-encoded, not a redirect,
   with a ``Content-Length`` within the caller's limit that matches the bytes read;
+  the status line and headers are bounded (64 KiB a line, 100 header lines);
 * one connection, kept alive at most once idle, closed explicitly by ``close()``
   (and on any error, since its state is then unknown).
 
@@ -25,7 +30,7 @@ blip. No exception message carries the credential or a token.
 
 from __future__ import annotations
 
-import http.client
+import contextlib
 import json
 import os
 import re
@@ -59,6 +64,8 @@ RESPONSE_HARD_LIMIT = 1024 * 1024
 MATERIAL_LIMIT = 1024 * 1024
 CREDENTIAL_FILE_LIMIT = 1024
 MAX_TRUST_ANCHORS = 8
+MAX_LINE = 65536  # one status or header line (http.client's bound)
+MAX_HEADERS = 100
 
 _AUTHORIZATION = re.compile(r"^ql3w_[a-z0-9]{16}_[A-Za-z0-9_-]{43}$")
 _PEM_CERT = re.compile(
@@ -256,10 +263,6 @@ def _classify(exc: BaseException) -> TransportError:
         return TimeoutError_("deadline exceeded")
     if isinstance(exc, ssl.SSLError):
         return _classify_ssl(exc)
-    if isinstance(exc, http.client.RemoteDisconnected):
-        return NetworkError("server closed the connection without a response")
-    if isinstance(exc, http.client.HTTPException):
-        return ProtocolViolation("malformed_response")
     if isinstance(exc, OSError):
         return NetworkError(f"network error ({exc.strerror or type(exc).__name__})")
     return ProtocolViolation("malformed_response")
@@ -280,6 +283,114 @@ class _Deadline:
         return left
 
 
+class _Connection:
+    """One TLS connection speaking the subset of HTTP/1.1 the worker needs."""
+
+    def __init__(self, sock: ssl.SSLSocket, host_header: str) -> None:
+        self.sock = sock
+        self.host_header = host_header
+        self._buffer = bytearray()
+
+    @classmethod
+    def open(cls, origin: Origin, ctx: ssl.SSLContext, deadline: _Deadline) -> _Connection:
+        # parse_origin admits ASCII host names only, so bytes say the same as the str
+        # would, without loading the IDNA codec (stringprep, unicodedata) to encode it.
+        host_bytes = origin.host.encode("ascii")
+        raw = socket.create_connection((host_bytes, origin.port), timeout=deadline.remaining())
+        try:
+            # Header and body leave in one write; no Nagle delay waiting for an ACK.
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raw.settimeout(deadline.remaining())
+            sock = ctx.wrap_socket(raw, server_hostname=host_bytes)  # handshake happens here
+        except BaseException:
+            raw.close()
+            raise
+        host = f"[{origin.host}]" if ":" in origin.host else origin.host
+        return cls(sock, host if origin.port == 443 else f"{host}:{origin.port}")
+
+    def close(self) -> None:
+        self._buffer.clear()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    @property
+    def buffered(self) -> bool:
+        return bool(self._buffer)
+
+    def send(self, head: bytes, payload: bytes, deadline: _Deadline) -> None:
+        self.sock.settimeout(deadline.remaining())
+        self.sock.sendall(head + payload)
+
+    def _fill(self, deadline: _Deadline) -> bool:
+        self.sock.settimeout(deadline.remaining())  # one deadline for all reads
+        chunk = self.sock.recv(65536)
+        self._buffer += chunk
+        return bool(chunk)
+
+    def readline(self, deadline: _Deadline) -> bytes:
+        """One line including its ``\n`` (b"" at EOF); longer than MAX_LINE: a violation."""
+        start = 0
+        while (end := self._buffer.find(b"\n", start)) < 0:
+            if len(self._buffer) > MAX_LINE:
+                raise ProtocolViolation("malformed_response")
+            start = len(self._buffer)
+            if not self._fill(deadline):
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                return line
+        if end >= MAX_LINE:
+            raise ProtocolViolation("malformed_response")
+        line = bytes(self._buffer[: end + 1])
+        del self._buffer[: end + 1]
+        return line
+
+    def read_exactly(self, length: int, deadline: _Deadline) -> bytes:
+        while len(self._buffer) < length:
+            if not self._fill(deadline):
+                raise ProtocolViolation("content_length_mismatch")  # truncated
+        body = bytes(self._buffer[:length])
+        del self._buffer[:length]
+        return body
+
+
+_STATUS_LINE = re.compile(rb"(HTTP/1\.[01]) ([0-9]{3})(?: [^\r\n]*)?\r?\n")
+_HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n]*?)[ \t]*\r?\n")
+
+
+def _read_head(conn: _Connection, deadline: _Deadline) -> tuple[int, dict[str, str], bool]:
+    """Status, headers (lower-cased names, repeats joined by ", ") and whether the
+    server closes the connection after this response."""
+    while True:
+        line = conn.readline(deadline)
+        if not line:
+            raise NetworkError("server closed the connection without a response")
+        match = _STATUS_LINE.fullmatch(line)
+        if match is None:
+            raise ProtocolViolation("malformed_response")
+        headers = _read_headers(conn, deadline)
+        status = int(match.group(2))
+        if status != 100:  # an interim 100 Continue is followed by the real answer
+            break
+    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    will_close = "close" in tokens or (match.group(1) == b"HTTP/1.0" and "keep-alive" not in tokens)
+    return status, headers, will_close
+
+
+def _read_headers(conn: _Connection, deadline: _Deadline) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for _ in range(MAX_HEADERS + 1):
+        line = conn.readline(deadline)
+        if line in (b"\r\n", b"\n"):
+            return headers
+        match = _HEADER_LINE.fullmatch(line)
+        if match is None:  # EOF, obsolete line folding, bytes that are no header
+            raise ProtocolViolation("malformed_response")
+        name = match.group(1).decode("ascii").lower()
+        value = match.group(2).decode("latin-1")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    raise ProtocolViolation("malformed_response")  # too many headers
+
+
 class HttpsTransport:
     """A JSON-over-HTTPS client holding at most one (keep-alive) connection."""
 
@@ -295,7 +406,7 @@ class HttpsTransport:
         self.origin = parse_origin(origin)
         self.timeout_s = timeout_s
         self._provider = provider
-        self._conn: http.client.HTTPSConnection | None = None
+        self._conn: _Connection | None = None
         self._conn_key: tuple[str, str, str] | None = None
         self._mutex = threading.Lock()  # one in-flight request
 
@@ -344,44 +455,41 @@ class HttpsTransport:
                 self._drop()  # cancellation (KeyboardInterrupt etc.) propagates as is
                 raise
 
-    def _connection(self, creds: Credentials, deadline: _Deadline) -> http.client.HTTPSConnection:
+    def _connection(self, creds: Credentials, deadline: _Deadline) -> _Connection:
         key = (creds.cert_file, creds.key_file, creds.ca_file)
         if self._conn is not None and (key != self._conn_key or not _idle_ok(self._conn)):
             self._drop()
         if self._conn is None:
             ctx = build_ssl_context(creds)
-            conn = http.client.HTTPSConnection(
-                self.origin.host, self.origin.port, timeout=deadline.remaining(), context=ctx
-            )
-            self._conn, self._conn_key = conn, key
-            conn.connect()  # TCP + TLS handshake, errors classified by the caller
+            self._conn = _Connection.open(self.origin, ctx, deadline)  # TCP + TLS handshake
+            self._conn_key = key
         return self._conn
 
     def _exchange(
         self,
-        conn: http.client.HTTPSConnection,
+        conn: _Connection,
         path: str,
         payload: bytes,
         creds: Credentials,
         deadline: _Deadline,
         limit: int,
     ) -> Response:
-        headers = {
-            "Authorization": f"Bearer {creds.authorization}",
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "Accept-Encoding": "identity",
-            "Content-Length": str(len(payload)),
-        }
-        _set_timeout(conn, deadline)
+        head = (
+            f"POST {path} HTTP/1.1\r\n"
+            f"Host: {conn.host_header}\r\n"
+            f"Authorization: Bearer {creds.authorization}\r\n"
+            "Content-Type: application/json\r\n"
+            "Accept: application/json\r\n"
+            "Accept-Encoding: identity\r\n"
+            f"Content-Length: {len(payload)}\r\n"
+            "\r\n"
+        ).encode("ascii")
         try:
-            conn.request("POST", path, body=payload, headers=headers)
+            conn.send(head, payload, deadline)
         except (ssl.SSLError, OSError) as exc:
             raise _surface_alert(conn, deadline) or _classify(exc) from None
-        _set_timeout(conn, deadline)
-        resp = conn.getresponse()
-        response = _read_response(conn, resp, deadline, limit)
-        if resp.will_close:
+        response, will_close = _read_response(conn, deadline, limit)
+        if will_close or conn.buffered:  # bytes after the body: the stream is not ours
             self._drop()
         return response
 
@@ -390,18 +498,11 @@ def _encode(doc: Mapping[str, Any]) -> bytes:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
-def _set_timeout(conn: http.client.HTTPSConnection, deadline: _Deadline) -> None:
-    if conn.sock is not None:
-        conn.sock.settimeout(deadline.remaining())
-
-
-def _surface_alert(conn: http.client.HTTPSConnection, deadline: _Deadline) -> TransportError | None:
+def _surface_alert(conn: _Connection, deadline: _Deadline) -> TransportError | None:
     """After a failed write, read once: a TLS 1.3 server that refused our certificate
     sent its alert and closed, and our write may hit the closed socket before we
     ever read that alert (SPEC §6.5). The queued alert is still readable."""
     sock = conn.sock
-    if not isinstance(sock, ssl.SSLSocket):
-        return None
     try:
         sock.settimeout(min(deadline.remaining(), 1.0))
         sock.recv(1)
@@ -413,63 +514,35 @@ def _surface_alert(conn: http.client.HTTPSConnection, deadline: _Deadline) -> Tr
     return None
 
 
-def _idle_ok(conn: http.client.HTTPSConnection) -> bool:
+def _idle_ok(conn: _Connection) -> bool:
     """An idle keep-alive socket must have nothing to read (no FIN, no stray bytes)."""
     sock = conn.sock
-    if sock is None:
-        return False
-    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+    if conn.buffered or sock.fileno() < 0 or sock.pending():
         return False
     readable, _, _ = select.select([sock], [], [], 0)
     return not readable
 
 
-def _read_response(
-    conn: http.client.HTTPSConnection,
-    resp: http.client.HTTPResponse,
-    deadline: _Deadline,
-    limit: int,
-) -> Response:
-    if 300 <= resp.status < 400:
+def _read_response(conn: _Connection, deadline: _Deadline, limit: int) -> tuple[Response, bool]:
+    status, headers, will_close = _read_head(conn, deadline)
+    if 300 <= status < 400:
         raise ProtocolViolation("redirect")
-    encoding = (resp.getheader("Content-Encoding") or "identity").strip().lower()
+    encoding = headers.get("content-encoding", "identity").strip().lower()
     if encoding != "identity":
         raise ProtocolViolation("content_encoding")
-    if _media_type(resp.getheader("Content-Type")) != "application/json":
+    if _media_type(headers.get("content-type")) != "application/json":
         raise ProtocolViolation("content_type")
-    if resp.getheader("Transfer-Encoding") is not None:
+    if "transfer-encoding" in headers:
         raise ProtocolViolation("transfer_encoding")
-    declared = resp.getheader("Content-Length")
+    declared = headers.get("content-length")
     if declared is None or not declared.isdigit():
         raise ProtocolViolation("content_length")
     length = int(declared)
     if length > limit:
         raise ProtocolViolation("response_too_large")
-    body = _read_body(conn, resp, length, deadline)
-    headers = {
-        "content-type": resp.getheader("Content-Type") or "",
-        "content-length": declared,
-    }
-    retry_after = resp.getheader("Retry-After")
+    body = conn.read_exactly(length, deadline)
+    kept = {"content-type": headers.get("content-type", ""), "content-length": declared}
+    retry_after = headers.get("retry-after")
     if retry_after is not None:
-        headers["retry-after"] = retry_after
-    return Response(resp.status, body, headers, _retry_after_ms(retry_after))
-
-
-def _read_body(
-    conn: http.client.HTTPSConnection,
-    resp: http.client.HTTPResponse,
-    length: int,
-    deadline: _Deadline,
-) -> bytes:
-    chunks: list[bytes] = []
-    received = 0
-    while received < length:
-        _set_timeout(conn, deadline)  # one deadline for the whole body, not per recv
-        chunk = resp.read1(min(65536, length - received))
-        if not chunk:
-            raise ProtocolViolation("content_length_mismatch")  # truncated
-        chunks.append(chunk)
-        received += len(chunk)
-    resp.close()  # read1 does not mark a complete body done; the socket stays open
-    return b"".join(chunks)
+        kept["retry-after"] = retry_after
+    return Response(status, body, kept, _retry_after_ms(retry_after)), will_close

@@ -41,8 +41,12 @@ def test_steady_state_modules_load_no_network_or_schema_code():
 
 def test_transport_and_validation_still_avoid_server_code():
     mods = loaded_after("import worker.transport, worker.offer_validation")
-    assert "ssl" in mods and "http.client" in mods
+    assert "ssl" in mods
     assert not roots(mods) & set(FORBIDDEN)
+    # The transport speaks HTTP/1.1 itself: http.client would load the email package,
+    # and offer validation loads jsonschema only for an offer (docs/EDGE.md).
+    for lazy in ("http.client", "email", "jsonschema", "logging", "uuid"):
+        assert lazy not in mods, lazy
 
 
 def test_worker_cli_parser_loads_no_server_or_network_code():
@@ -58,3 +62,20 @@ def test_worker_cli_parser_loads_no_server_or_network_code():
     assert not roots(mods) & set(FORBIDDEN)
     for lazy in ("ssl", "http.client", "jsonschema", "worker.transport", "worker.runner"):
         assert lazy not in mods, lazy
+
+
+def test_worker_command_line_imports_no_other_command_module():
+    """`qinglong worker …` registers only the worker's parser: the other commands'
+    modules (dev environment, admin, ingress serve, chaos …) are never imported."""
+    mods = loaded_after(
+        """
+        from qinglong.cli import build_parser
+        argv = ["worker", "run", "--dev-env", "env.json", "--journal", "j"]
+        args = build_parser(argv).parse_args(argv)
+        assert args.handler is not None
+        """
+    )
+    assert "qinglong.worker_cli" in mods
+    for other in ("qinglong.dev_cli", "qinglong.admin_cli", "qinglong.serve_cli",
+                  "qinglong.chaos_cli", "qinglong.status_cli", "qinglong.ops_cli"):
+        assert other not in mods, other
