@@ -496,6 +496,7 @@ DECLARE
     n integer := enqueue_runs.count;
     t ql_private.tasks;
     now_ts timestamptz;
+    class_id integer;
     ids jsonb;
 BEGIN
     IF prio IS NULL OR prio NOT BETWEEN -32768 AND 32767 THEN
@@ -518,6 +519,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'task has no published revision';
     END IF;
 
+    class_id := ql_private.placement_class_of(t.current_revision_id);
     now_ts := clock_timestamp();
     WITH planned AS MATERIALIZED (
         SELECT gen_random_uuid() AS run_id,
@@ -528,9 +530,9 @@ BEGIN
     ), new_runs AS (
         INSERT INTO ql_private.runs (
             id, project_id, task_id, execution_revision_id, priority, queue_seq, state,
-            current_attempt_id, created_at, updated_at)
+            current_attempt_id, placement_class, created_at, updated_at)
         SELECT p.run_id, t.project_id, t.id, t.current_revision_id, prio::smallint, p.seq,
-               'queued', p.attempt_id, now_ts, now_ts
+               'queued', p.attempt_id, class_id, now_ts, now_ts
           FROM planned p
     ), new_attempts AS (
         INSERT INTO ql_private.attempts (
@@ -701,6 +703,149 @@ ALTER FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, wor
 --
 
 COMMENT ON FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) IS 'Authenticate (session.heartbeat) and extend an active, owned, exact-generation, unexpired session by the session TTL. {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired.';
+
+
+--
+-- Name: heartbeat_sessions(jsonb); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.heartbeat_sessions(items jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    max_items constant integer := 64;
+    n integer;
+    results jsonb[];
+    it record;
+    one jsonb;
+BEGIN
+    IF heartbeat_sessions.items IS NULL OR jsonb_typeof(heartbeat_sessions.items) <> 'array'
+       OR jsonb_array_length(heartbeat_sessions.items) = 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'items must be a non-empty array';
+    END IF;
+    n := jsonb_array_length(heartbeat_sessions.items);
+    IF n > max_items THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = 'at most 64 items';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(heartbeat_sessions.items) e
+                WHERE jsonb_typeof(e) <> 'object') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'items must be objects';
+    END IF;
+    results := array_fill(NULL::jsonb, ARRAY[n]);
+    FOR it IN
+        SELECT e.ord::integer AS ord, e.value AS item
+          FROM jsonb_array_elements(heartbeat_sessions.items) WITH ORDINALITY AS e(value, ord)
+         ORDER BY e.value ->> 'sessionId', e.ord
+    LOOP
+        BEGIN
+            one := ql.heartbeat_session(
+                it.item ->> 'credentialId',
+                decode(it.item ->> 'secretDigest', 'hex'),
+                it.item ->> 'workerId',
+                it.item ->> 'sessionId',
+                (it.item ->> 'generation')::bigint);
+        EXCEPTION WHEN OTHERS THEN
+            one := jsonb_build_object('status', 'error', 'sqlstate', SQLSTATE);
+        END;
+        results[it.ord] := one;
+    END LOOP;
+    RETURN to_jsonb(results);
+END
+$$;
+
+
+ALTER FUNCTION ql.heartbeat_sessions(items jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION heartbeat_sessions(items jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.heartbeat_sessions(items jsonb) IS 'Batch of 1..64 session heartbeats [{credentialId, secretDigest hex, workerId, sessionId, generation}] -> array (input order) of exactly what ql.heartbeat_session returns per item, or {status: error, sqlstate} for what it raised; each item in its own subtransaction (one failure affects no other item), processed in sessionId order. Caller: ql_worker_ingress. Locks: each session row (UPDATE). QL001 not an array of objects, QL002 > 64 items.';
+
+
+--
+-- Name: idle_ping(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.idle_ping(token text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+BEGIN
+    IF idle_ping.token IS NULL OR idle_ping.token !~ '^[A-Za-z0-9_.-]{1,64}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'token must match ^[A-Za-z0-9_.-]{1,64}$';
+    END IF;
+    PERFORM pg_notify('ql_dispatch', 'p:' || idle_ping.token);
+    RETURN true;
+END
+$_$;
+
+
+ALTER FUNCTION ql.idle_ping(token text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION idle_ping(token text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.idle_ping(token text) IS 'Idle view barrier ping (issue 7): NOTIFY ql_dispatch ''p:<token>''; delivered after every notification committed before it. Caller: ql_worker_ingress. Locks: notification queue at commit. QL001 malformed token.';
+
+
+--
+-- Name: idle_probe(); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.idle_probe() RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    head_limit constant integer := 64;
+    now_ts timestamptz := clock_timestamp();
+    head integer;
+    dispatchable boolean;
+    wake timestamptz;
+    unstarted boolean;
+BEGIN
+    WITH head AS MATERIALIZED (
+        SELECT r.current_attempt_id
+          FROM ql_private.runs r
+         WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+         ORDER BY -(r.priority::integer), r.queue_seq, r.id
+         LIMIT head_limit + 1
+    ), att AS MATERIALIZED (
+        SELECT a.not_before
+          FROM head h
+         CROSS JOIN LATERAL (
+               SELECT aa.not_before FROM ql_private.attempts aa
+                WHERE aa.id = h.current_attempt_id AND aa.state = 'claimed'
+                  AND aa.executor = 'remote_worker'
+                LIMIT 1) a
+    )
+    SELECT (SELECT count(*) FROM head)::integer,
+           EXISTS (SELECT 1 FROM att WHERE att.not_before <= now_ts),
+           (SELECT min(att.not_before) FROM att WHERE att.not_before > now_ts),
+           EXISTS (SELECT 1 FROM ql_private.run_leases l
+                    WHERE l.released_at IS NULL AND l.started_at IS NULL)
+      INTO head, dispatchable, wake, unstarted;
+    RETURN jsonb_build_object(
+        'idle', NOT dispatchable AND head <= head_limit AND NOT unstarted,
+        'reason', CASE WHEN dispatchable THEN 'candidate'
+                       WHEN head > head_limit THEN 'truncated'
+                       WHEN unstarted THEN 'unstarted_lease' END,
+        'nowMs', ql_private.epoch_ms(now_ts),
+        'wakeAtMs', CASE WHEN wake IS NOT NULL THEN ql_private.epoch_ms(wake) END);
+END
+$$;
+
+
+ALTER FUNCTION ql.idle_probe() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION idle_probe(); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.idle_probe() IS 'Idle view probe (issue 7), one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Bounded, read-only (zero WAL), no locks. Caller: ql_worker_ingress.';
 
 
 --
@@ -978,6 +1123,9 @@ COMMENT ON FUNCTION ql.publish_revision(project text, task text, canonical bytea
 CREATE FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_worker uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
@@ -1583,7 +1731,6 @@ COMMENT ON FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_r
 
 CREATE FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) RETURNS jsonb
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
     -- Compared against when the credential is unknown, so the unknown path costs
@@ -1649,7 +1796,6 @@ COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_diges
 
 CREATE FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer) RETURNS integer
     LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v jsonb := p_bounds -> p_key;
@@ -1685,68 +1831,61 @@ COMMENT ON FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_default
 
 
 --
--- Name: candidate_page(smallint, bigint, uuid, integer); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+-- Name: candidate_page(smallint, bigint, uuid, integer, timestamp with time zone, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer) RETURNS TABLE(run_id uuid, project_id uuid, task_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint, attempt_id uuid, queued_at timestamp with time zone)
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_generic_plan'
-    SET enable_seqscan TO 'off'
+CREATE FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone DEFAULT clock_timestamp(), p_snapshot pg_snapshot DEFAULT pg_current_snapshot(), p_own xid8 DEFAULT pg_current_xact_id_if_assigned()) RETURNS TABLE(run_id uuid, project_id uuid, task_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint, attempt_id uuid, queued_at timestamp with time zone)
+    LANGUAGE sql STABLE
     AS $$
-DECLARE
-    k_priority integer := coalesce(-(p_after_priority::integer), -2147483648);
-    k_seq bigint := coalesce(p_after_seq, -9223372036854775808);
-    k_id uuid := coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid);
-    -- clock_timestamp() is volatile and so can never be an index condition; read
-    -- it once and pass it in as a value the planner (custom plan) can use.
-    now_ts timestamptz := clock_timestamp();
-BEGIN
-    RETURN QUERY
-    WITH waiting AS (
-        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
-               r.queue_seq, r.current_attempt_id, r.created_at
-          FROM ql_private.runs r
-         CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, now_ts) ok
-         WHERE (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
-           AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-         ORDER BY -(r.priority::integer), r.queue_seq, r.id
-         LIMIT p_limit + 1
-    ), expired_offers AS (
-        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
-               r.queue_seq, r.current_attempt_id, r.created_at
-          FROM (SELECT el.run_id, el.attempt_id
-                  FROM ql_private.run_leases el
-                 WHERE el.released_at IS NULL AND el.started_at IS NULL
-                   AND el.expires_at <= now_ts
-                 ORDER BY el.expires_at
-                 LIMIT (p_limit + 1) * 4) l
-         CROSS JOIN LATERAL (
-               SELECT rr.* FROM ql_private.runs rr
-                WHERE rr.id = l.run_id AND rr.current_attempt_id = l.attempt_id
-                LIMIT 1) r
-         CROSS JOIN LATERAL ql_private.dispatchable_attempt(l.attempt_id, now_ts) ok
-         WHERE (-(r.priority::integer), r.queue_seq, r.id) > (k_priority, k_seq, k_id)
-           AND r.state = 'dispatching' AND r.runtime_owned AND NOT r.cancel_requested
-         ORDER BY -(r.priority::integer), r.queue_seq, r.id
-         LIMIT p_limit + 1
-    )
     SELECT c.id, c.project_id, c.task_id, c.execution_revision_id, c.priority,
            c.queue_seq, c.current_attempt_id, c.created_at
-      FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired_offers) c
+      FROM (
+        (SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+                r.queue_seq, r.current_attempt_id, r.created_at
+           FROM ql_private.runs r
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+          WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+          ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+        UNION ALL
+        (SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+                r.queue_seq, r.current_attempt_id, r.created_at
+           FROM (SELECT el.run_id, el.attempt_id
+                   FROM ql_private.run_leases el
+                  WHERE el.released_at IS NULL AND el.started_at IS NULL
+                    AND el.expires_at <= p_now
+                  ORDER BY el.expires_at
+                  LIMIT (p_limit + 1) * 4) l
+          CROSS JOIN LATERAL (
+                SELECT rr.* FROM ql_private.runs rr
+                 WHERE rr.id = l.run_id AND rr.current_attempt_id = l.attempt_id
+                 LIMIT 1) r
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(l.attempt_id, p_now) ok
+          WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND r.state = 'dispatching' AND r.runtime_owned AND NOT r.cancel_requested
+          ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+      ) c
      ORDER BY -(c.priority::integer), c.queue_seq, c.id
-     LIMIT p_limit + 1;
-END
+     LIMIT p_limit + 1
 $$;
 
 
-ALTER FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer) OWNER TO ql_owner;
+ALTER FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer) IS 'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): queued runs by a range scan of runs_candidate_keyset, merged with dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry). Read-only, no locks. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): queued runs by a range scan of runs_candidate_keyset, merged with dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry); rows a concurrent claim is working on (xmax in progress) are skipped without locking. Inlinable SQL, read-only, no locks. Caller: ql_private.scan_and_claim.';
 
 
 SET default_tablespace = '';
@@ -1781,81 +1920,131 @@ WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_thr
 ALTER TABLE ql_private.worker_sessions OWNER TO ql_owner;
 
 --
--- Name: claim_candidate(ql_private.worker_sessions, uuid, uuid, integer, uuid, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+-- Name: claim_candidate(ql_private.worker_sessions, uuid[], integer[], uuid, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea) RETURNS bigint
+CREATE FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) RETURNS record
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     now_ts timestamptz := clock_timestamp();
-    a ql_private.attempts;
+    pick record;
+    l ql_private.run_leases;
     r ql_private.runs;
-    live ql_private.run_leases;
-    next_generation integer;
-    ttl integer;
-    digest text;
-    lease_id bigint;
+    a ql_private.attempts;
+    score integer;
 BEGIN
-    SELECT * INTO a FROM ql_private.attempts WHERE id = p_attempt_id FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND OR a.state <> 'claimed' OR a.executor <> 'remote_worker'
-       OR a.not_before > now_ts THEN
-        RETURN NULL;
+    SELECT p.ord, cr AS run, ca AS attempt, cer AS revision, ct.lease_ttl_seconds AS ttl,
+           (SELECT max(g.lease_generation) FROM ql_private.run_leases g
+             WHERE g.attempt_id = ca.id) AS last_generation
+      INTO pick
+      FROM unnest(p_run_ids) WITH ORDINALITY AS p(run_id, ord)
+      JOIN ql_private.runs cr ON cr.id = p.run_id
+      JOIN ql_private.attempts ca ON ca.id = cr.current_attempt_id
+      JOIN ql_private.execution_revisions cer ON cer.id = cr.execution_revision_id
+      JOIN ql_private.tasks ct ON ct.id = cr.task_id
+     WHERE cr.runtime_owned AND NOT cr.cancel_requested AND ca.state = 'claimed'
+       AND ca.executor = 'remote_worker' AND ca.not_before <= now_ts
+       -- A run claimed by someone else since the scan is `dispatching` with a live
+       -- offer: passed over here, without taking its lock (which would write WAL).
+       AND (cr.state = 'queued'
+            OR (cr.state = 'dispatching' AND EXISTS (
+                    SELECT 1 FROM ql_private.run_leases el
+                     WHERE el.attempt_id = ca.id AND el.released_at IS NULL
+                       AND el.started_at IS NULL AND el.expires_at <= now_ts)))
+     ORDER BY p.ord
+     LIMIT 1
+       FOR NO KEY UPDATE OF cr, ca SKIP LOCKED;
+    locked := FOUND;
+    IF NOT locked THEN
+        consumed := cardinality(p_run_ids);
+        RETURN;
     END IF;
-    SELECT * INTO r FROM ql_private.runs WHERE id = a.run_id FOR NO KEY UPDATE SKIP LOCKED;
-    IF NOT FOUND OR r.state NOT IN ('queued', 'dispatching') OR NOT r.runtime_owned
-       OR r.cancel_requested OR r.current_attempt_id IS DISTINCT FROM a.id
-       OR r.execution_revision_id <> p_revision_id THEN
-        RETURN NULL;
-    END IF;
-    SELECT * INTO live FROM ql_private.run_leases
-     WHERE attempt_id = a.id AND released_at IS NULL;
-    IF FOUND THEN
-        IF live.started_at IS NOT NULL OR live.expires_at > now_ts THEN
-            RETURN NULL;
-        END IF;
+    consumed := pick.ord;
+    r := pick.run;
+    a := pick.attempt;
+    score := p_scores[pick.ord];
+    IF r.state = 'dispatching' THEN
         UPDATE ql_private.run_leases
            SET released_at = now_ts, release_reason = 'expired', updated_at = now_ts
-         WHERE id = live.id;
+         WHERE attempt_id = a.id AND released_at IS NULL
+           AND started_at IS NULL AND expires_at <= now_ts;
+        IF NOT FOUND THEN
+            RETURN;  -- its offer is live (claimed since our scan): race lost
+        END IF;
     END IF;
-    SELECT coalesce(max(lease_generation), 0) + 1 INTO next_generation
-      FROM ql_private.run_leases WHERE attempt_id = a.id;
-    SELECT t.lease_ttl_seconds INTO ttl FROM ql_private.tasks t WHERE t.id = r.task_id;
-    SELECT er.content_digest INTO digest
-      FROM ql_private.execution_revisions er WHERE er.id = r.execution_revision_id;
     INSERT INTO ql_private.run_leases (
         attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
         lease_version, offer_id, token_digest, execution_revision_id, content_digest,
         placement_score, claimed_at, expires_at, updated_at)
     VALUES (
-        a.id, r.id, s.worker_id, s.session_id, s.generation, next_generation,
-        1, p_offer_id, p_token_digest, r.execution_revision_id, digest,
-        p_score, now_ts, now_ts + make_interval(secs => ttl), now_ts)
-    RETURNING id INTO lease_id;
-    UPDATE ql_private.runs SET state = 'dispatching', updated_at = now_ts
-     WHERE id = r.id AND state <> 'dispatching';
+        a.id, r.id, s.worker_id, s.session_id, s.generation,
+        coalesce(pick.last_generation, 0) + 1, 1, p_offer_id, p_token_digest,
+        r.execution_revision_id, (pick.revision).content_digest, score,
+        now_ts, now_ts + make_interval(secs => pick.ttl), now_ts)
+    RETURNING * INTO l;
+    IF r.state = 'queued' THEN
+        UPDATE ql_private.runs SET state = 'dispatching', updated_at = now_ts WHERE id = r.id;
+    END IF;
     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
     VALUES ('run.dispatched', r.id, a.id, jsonb_build_object(
         'offerId', p_offer_id,
         'workerId', s.worker_id,
         'sessionId', s.session_id,
         'sessionGeneration', s.generation,
-        'leaseGeneration', next_generation,
-        'placementScore', p_score,
-        'contentDigest', digest));
-    RETURN lease_id;
+        'leaseGeneration', l.lease_generation,
+        'placementScore', score,
+        'contentDigest', l.content_digest));
+    offer := ql_private.offer_json(l, r, pick.revision);
 END
 $$;
 
 
-ALTER FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea) OWNER TO ql_owner;
+ALTER FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea) IS 'Atomic claim of one candidate: attempt FOR UPDATE SKIP LOCKED, run FOR NO KEY UPDATE SKIP LOCKED, every fence re-checked by clock_timestamp(); inserts the lease (expired unstarted predecessor released), run -> dispatching, one run.dispatched event. NULL = race lost.';
+COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) IS 'Atomic claim of the first lockable candidate of run_ids (claim order): run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement, every fence re-checked by clock_timestamp(); inserts the lease (an expired unstarted predecessor released), run -> dispatching, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
+
+
+--
+-- Name: class_candidate_page(integer[], smallint, bigint, uuid, integer, timestamp with time zone, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone DEFAULT clock_timestamp(), p_snapshot pg_snapshot DEFAULT pg_current_snapshot(), p_own xid8 DEFAULT pg_current_xact_id_if_assigned()) RETURNS TABLE(run_id uuid, project_id uuid, task_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint, attempt_id uuid, queued_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT c.id, c.project_id, c.task_id, c.execution_revision_id, c.priority,
+           c.queue_seq, c.current_attempt_id, c.created_at
+      FROM unnest(p_classes) AS k(class_id)
+     CROSS JOIN LATERAL (
+        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+               r.queue_seq, r.current_attempt_id, r.created_at
+          FROM ql_private.runs r
+         CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+         WHERE r.placement_class = k.class_id
+           AND (-(r.priority::integer), r.queue_seq, r.id)
+               > (coalesce(-(p_after_priority::integer), -2147483648),
+                  coalesce(p_after_seq, -9223372036854775808),
+                  coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+           AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+         ORDER BY -(r.priority::integer), r.queue_seq, r.id
+         LIMIT p_limit + 1) c
+     ORDER BY -(c.priority::integer), c.queue_seq, c.id
+     LIMIT p_limit + 1
+$$;
+
+
+ALTER FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of queued candidates of the given placement classes, in priority DESC, queue_seq, id order: one runs_class_keyset range scan per class, merged. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
 
 
 --
@@ -1864,7 +2053,6 @@ COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_a
 
 CREATE FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     diff integer := 0;
@@ -1942,7 +2130,6 @@ COMMENT ON FUNCTION ql_private.epoch_ms(p_t timestamp with time zone) IS 'Intege
 
 CREATE FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean) RETURNS jsonb
     LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     RETURN (SELECT jsonb_build_object(
@@ -1966,6 +2153,50 @@ ALTER FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidat
 --
 
 COMMENT ON FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean) IS 'The idle pull envelope {status, reason, stats {pages, candidates, claimAttempts, races, mismatches}, truncated}. Pure.';
+
+
+--
+-- Name: idle_view_notify(); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.idle_view_notify() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    kind text := TG_ARGV[0];
+BEGIN
+    IF kind = 'queue' THEN
+        PERFORM pg_notify('ql_dispatch', 'q');
+    ELSIF kind = 'credential' THEN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            PERFORM pg_notify('ql_dispatch', 'c:' || OLD.credential_id);
+        END IF;
+        IF TG_OP = 'UPDATE' THEN
+            PERFORM pg_notify('ql_dispatch', 'c:' || NEW.credential_id);
+        END IF;
+    ELSIF kind = 'session' THEN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            PERFORM pg_notify('ql_dispatch', 's:' || OLD.worker_id::text);
+        END IF;
+        IF TG_OP = 'UPDATE' THEN
+            PERFORM pg_notify('ql_dispatch', 's:' || NEW.worker_id::text);
+        END IF;
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'unknown idle view notification kind';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.idle_view_notify() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION idle_view_notify(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.idle_view_notify() IS 'Trigger: NOTIFY ql_dispatch with q (a run may have become dispatchable), c:<credentialId> (credential changed/deleted) or s:<workerId> (session fence facts changed). Ids only. Never fired by claims or session heartbeats (trigger WHEN clauses, migration 0005). Locks: notification queue at commit. QL001 unknown kind.';
 
 
 --
@@ -2084,7 +2315,7 @@ CREATE TABLE ql_private.run_leases (
     CONSTRAINT run_leases_release_reason_check CHECK ((release_reason = ANY (ARRAY['expired'::text, 'session_replaced'::text, 'session_closed'::text, 'completed'::text, 'lost'::text, 'cancelled'::text, 'start_failed'::text]))),
     CONSTRAINT run_leases_token_digest_check CHECK ((octet_length(token_digest) = 32))
 )
-WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000');
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', vacuum_index_cleanup='on');
 
 
 ALTER TABLE ql_private.run_leases OWNER TO ql_owner;
@@ -2185,7 +2416,7 @@ CREATE TABLE ql_private.attempts (
     CONSTRAINT attempts_reason_check CHECK (((reason IS NULL) OR (reason ~ '^[a-z][a-z0-9_]{0,63}$'::text))),
     CONSTRAINT attempts_state_check CHECK ((state = ANY (ARRAY['claimed'::text, 'starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'lost'::text, 'cancelled'::text])))
 )
-WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000');
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', vacuum_index_cleanup='on');
 
 
 ALTER TABLE ql_private.attempts OWNER TO ql_owner;
@@ -2208,9 +2439,10 @@ CREATE TABLE ql_private.runs (
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     finished_at timestamp with time zone,
+    placement_class integer,
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'dispatching'::text, 'starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text])))
 )
-WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000');
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', vacuum_index_cleanup='on');
 
 
 ALTER TABLE ql_private.runs OWNER TO ql_owner;
@@ -2245,15 +2477,66 @@ COMMENT ON FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_
 
 
 --
--- Name: offer_projection(bigint); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+-- Name: matching_classes(jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.offer_projection(p_lease_id bigint) RETURNS jsonb
+CREATE FUNCTION ql_private.matching_classes(p_capabilities jsonb) RETURNS integer[]
     LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'on'
     AS $$
 BEGIN
-    RETURN (SELECT jsonb_build_object(
+    RETURN (SELECT coalesce(array_agg(pc.id ORDER BY pc.id), '{}')
+              FROM ql_private.placement_classes pc
+             CROSS JOIN LATERAL ql_private.placement_evaluate(
+                   jsonb_build_object('required', pc.required), p_capabilities) pe
+             WHERE pe.passed);
+END
+$$;
+
+
+ALTER FUNCTION ql_private.matching_classes(p_capabilities jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION matching_classes(p_capabilities jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.matching_classes(p_capabilities jsonb) IS 'Placement classes whose required placement the capabilities satisfy (placement_evaluate on {required}). Read-only. Caller: ql_private.scan_and_claim.';
+
+
+--
+-- Name: execution_revisions; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.execution_revisions (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    task_id uuid NOT NULL,
+    revision integer NOT NULL,
+    kind text NOT NULL,
+    executor text NOT NULL,
+    spec jsonb NOT NULL,
+    placement jsonb,
+    canonical bytea NOT NULL,
+    content_digest text NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT execution_revisions_content_digest_check CHECK ((content_digest ~ '^sha256:[0-9a-f]{64}$'::text)),
+    CONSTRAINT execution_revisions_executor_check CHECK ((executor = 'remote_worker'::text)),
+    CONSTRAINT execution_revisions_kind_check CHECK ((kind = 'qinglong/command@v1'::text)),
+    CONSTRAINT execution_revisions_placement_check CHECK (((placement IS NULL) OR (jsonb_typeof(placement) = 'object'::text))),
+    CONSTRAINT execution_revisions_revision_check CHECK ((revision >= 1)),
+    CONSTRAINT execution_revisions_spec_check CHECK ((jsonb_typeof(spec) = 'object'::text))
+);
+
+
+ALTER TABLE ql_private.execution_revisions OWNER TO ql_owner;
+
+--
+-- Name: offer_json(ql_private.run_leases, ql_private.runs, ql_private.execution_revisions); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT jsonb_build_object(
         'offerId', l.offer_id,
         'target', jsonb_build_object(
             'workerId', l.worker_id,
@@ -2292,10 +2575,33 @@ BEGIN
             'claimedAtMs', ql_private.epoch_ms(l.claimed_at),
             'expiresAtMs', ql_private.epoch_ms(l.expires_at),
             'updatedAtMs', ql_private.epoch_ms(l.updated_at)))
-      FROM ql_private.run_leases l
-      JOIN ql_private.runs r ON r.id = l.run_id
-      JOIN ql_private.execution_revisions er ON er.id = l.execution_revision_id
-     WHERE l.id = p_lease_id);
+$$;
+
+
+ALTER FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions) IS 'offer@v1 body (without schema/status) from a lease, its run and its pinned revision. Pure; never carries the token or its digest. Used by the claim and by every replay.';
+
+
+--
+-- Name: offer_projection(bigint); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.offer_projection(p_lease_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    -- plpgsql, not SQL: a non-inlinable SQL function is re-planned on every call,
+    -- a plpgsql statement keeps its plan for the connection.
+    RETURN (SELECT ql_private.offer_json(l, r, er)
+              FROM ql_private.run_leases l
+              JOIN ql_private.runs r ON r.id = l.run_id
+              JOIN ql_private.execution_revisions er ON er.id = l.execution_revision_id
+             WHERE l.id = p_lease_id);
 END
 $$;
 
@@ -2306,7 +2612,7 @@ ALTER FUNCTION ql_private.offer_projection(p_lease_id bigint) OWNER TO ql_owner;
 -- Name: FUNCTION offer_projection(p_lease_id bigint); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.offer_projection(p_lease_id bigint) IS 'offer@v1 projection (without schema/status) rebuilt from the durable lease, run and pinned revision; identical for claim and replay; never carries the token or its digest. Read-only.';
+COMMENT ON FUNCTION ql_private.offer_projection(p_lease_id bigint) IS 'offer@v1 projection (without schema/status) rebuilt from the durable lease, run and pinned revision through ql_private.offer_json; identical for claim and replay; never carries the token or its digest. Read-only.';
 
 
 --
@@ -2315,7 +2621,6 @@ COMMENT ON FUNCTION ql_private.offer_projection(p_lease_id bigint) IS 'offer@v1 
 
 CREATE FUNCTION ql_private.parse_uuid(p_value text, p_field text) RETURNS uuid
     LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
     IF p_value IS NULL
@@ -2338,12 +2643,52 @@ COMMENT ON FUNCTION ql_private.parse_uuid(p_value text, p_field text) IS 'Parse 
 
 
 --
+-- Name: placement_class_of(uuid); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.placement_class_of(p_revision_id uuid) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    req jsonb;
+    class_id integer;
+BEGIN
+    SELECT coalesce(er.placement -> 'required', '{"executors": ["remote-worker"]}'::jsonb)
+      INTO req
+      FROM ql_private.execution_revisions er WHERE er.id = p_revision_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'execution revision not found';
+    END IF;
+    SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req;
+    IF FOUND THEN
+        RETURN class_id;
+    END IF;
+    INSERT INTO ql_private.placement_classes (required) VALUES (req)
+        ON CONFLICT (required) DO NOTHING
+        RETURNING id INTO class_id;
+    IF class_id IS NULL THEN  -- a concurrent enqueue created it first
+        SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req;
+    END IF;
+    RETURN class_id;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.placement_class_of(p_revision_id uuid) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION placement_class_of(p_revision_id uuid); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.placement_class_of(p_revision_id uuid) IS 'Placement class id (normalized required placement) of an execution revision, created on first use (ON CONFLICT DO NOTHING). Caller: ql.enqueue_runs. QL004 revision not found.';
+
+
+--
 -- Name: placement_evaluate(jsonb, jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer) RETURNS record
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     req jsonb;
@@ -2428,7 +2773,6 @@ COMMENT ON FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilit
 
 CREATE FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer) RETURNS record
     LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     s record := ql_private.settings();
@@ -2472,7 +2816,6 @@ COMMENT ON FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OU
 
 CREATE FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) RETURNS text
     LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     now_ts timestamptz := clock_timestamp();
@@ -2533,7 +2876,6 @@ COMMENT ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_i
 
 CREATE FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea) RETURNS jsonb
     LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     l ql_private.run_leases;
@@ -2633,7 +2975,6 @@ COMMENT ON FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_
 
 CREATE FUNCTION ql_private.require_digest(p_value bytea, p_field text) RETURNS bytea
     LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     IF p_value IS NULL OR octet_length(p_value) <> 32 THEN
@@ -2687,39 +3028,66 @@ COMMENT ON FUNCTION ql_private.require_reason(p_value text, p_field text) IS 'Re
 
 CREATE FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) RETURNS jsonb
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    now_ts timestamptz := clock_timestamp();
+    -- In-progress transactions as of the pull's start: rows they hold are passed
+    -- over by the scan (candidate_page); a later claimer's xid is above its xmax.
+    snap pg_snapshot := pg_current_snapshot();
+    own xid8 := pg_current_xact_id_if_assigned();
+    classes integer[];        -- NULL: whole queue; else only these placement classes
     c record;
-    p record;
+    claim record;
+    run_ids uuid[];           -- this page's passers, indexed by claim rank
+    scores integer[];
+    passing integer;
+    next_rank integer;
+    examined_before integer := 0;
+    priorities smallint[];
+    rev_ids uuid[] := '{}';
+    rev_passed boolean[] := '{}';
+    rev_category text[] := '{}';
+    rev_score integer[] := '{}';
     ev record;
-    evals jsonb := '{}'::jsonb;
-    verdict jsonb;
-    passers jsonb := '[]'::jsonb;
-    mismatches jsonb := '{"executor":0,"label":0,"runtime":0,"capacity":0}'::jsonb;
+    k integer;
+    j integer;
+    swap_id uuid;
+    swap_int integer;
     after_priority smallint;
     after_seq bigint;
     after_id uuid;
-    rows_in_page integer;
     pages_read integer := 0;
     examined integer := 0;
     attempts integer := 0;
     races integer := 0;
+    mm_executor integer := 0;
+    mm_label integer := 0;
+    mm_runtime integer := 0;
     truncated boolean := false;
-    lease_id bigint;
     locked boolean := false;
     any_passed boolean := false;
 BEGIN
     FOR page_no IN 1 .. p_pages LOOP
-        rows_in_page := 0;
         truncated := false;
         pages_read := pages_read + 1;
-        passers := '[]'::jsonb;
-        FOR c IN SELECT * FROM ql_private.candidate_page(after_priority, after_seq, after_id,
-                                                             p_page_size)
+        run_ids := '{}';
+        scores := '{}';
+        priorities := '{}';
+        passing := 0;
+        FOR c IN
+            SELECT x.run_id, x.execution_revision_id, x.priority, x.queue_seq
+              FROM (SELECT cp.run_id, cp.execution_revision_id, cp.priority, cp.queue_seq
+                      FROM ql_private.candidate_page(after_priority, after_seq, after_id,
+                                                     p_page_size, now_ts, snap, own) cp
+                     WHERE classes IS NULL
+                    UNION ALL
+                    SELECT cc.run_id, cc.execution_revision_id, cc.priority, cc.queue_seq
+                      FROM ql_private.class_candidate_page(classes, after_priority,
+                               after_seq, after_id, p_page_size, now_ts, snap, own) cc
+                     WHERE classes IS NOT NULL) x
+             ORDER BY -(x.priority::integer), x.queue_seq, x.run_id
         LOOP
-            rows_in_page := rows_in_page + 1;
-            IF rows_in_page > p_page_size THEN
+            IF examined - examined_before >= p_page_size THEN
                 truncated := true;  -- the (limit + 1)th row: more candidates exist
                 EXIT;
             END IF;
@@ -2727,69 +3095,97 @@ BEGIN
             after_priority := c.priority;
             after_seq := c.queue_seq;
             after_id := c.run_id;
-            verdict := evals -> c.execution_revision_id::text;
-            IF verdict IS NULL THEN
+            -- Placement once per distinct revision per pull (a page is mostly one
+            -- task): the verdicts are kept in arrays indexed alike.
+            k := array_position(rev_ids, c.execution_revision_id);
+            IF k IS NULL THEN
                 SELECT pe.passed, pe.category, pe.score INTO ev
                   FROM ql_private.execution_revisions er,
                        ql_private.placement_evaluate(er.placement, s.capabilities) pe
                  WHERE er.id = c.execution_revision_id;
-                verdict := jsonb_build_object('passed', ev.passed, 'category', ev.category,
-                                              'score', ev.score);
-                evals := evals || jsonb_build_object(c.execution_revision_id::text, verdict);
+                rev_ids := rev_ids || c.execution_revision_id;
+                rev_passed := rev_passed || ev.passed;
+                rev_category := rev_category || ev.category;
+                rev_score := rev_score || ev.score;
+                k := cardinality(rev_ids);
             END IF;
-            IF (verdict ->> 'passed')::boolean THEN
-                passers := passers || jsonb_build_object(
-                    'attempt_id', c.attempt_id, 'revision_id', c.execution_revision_id,
-                    'priority', c.priority, 'score', (verdict ->> 'score')::integer,
-                    'queue_seq', c.queue_seq);
+            IF rev_passed[k] THEN
+                passing := passing + 1;
+                run_ids[passing] := c.run_id;
+                scores[passing] := rev_score[k];
+                priorities[passing] := c.priority;
+            ELSIF rev_category[k] = 'executor' THEN
+                mm_executor := mm_executor + 1;
+            ELSIF rev_category[k] = 'label' THEN
+                mm_label := mm_label + 1;
             ELSE
-                mismatches := jsonb_set(mismatches, ARRAY[verdict ->> 'category'],
-                    to_jsonb((mismatches ->> (verdict ->> 'category'))::integer + 1));
+                mm_runtime := mm_runtime + 1;
             END IF;
         END LOOP;
-        any_passed := any_passed OR jsonb_array_length(passers) > 0;
+        examined_before := examined;
+        -- Scan order is (priority DESC, queue order); claim order puts a higher
+        -- placementScore first within a priority: a stable insertion sort, run
+        -- only when scores differ (without preferred terms they are all 0).
+        IF passing > 1 AND EXISTS (SELECT 1 FROM unnest(scores) sc WHERE sc <> scores[1]) THEN
+            FOR i IN 2 .. passing LOOP
+                j := i;
+                WHILE j > 1 AND priorities[j - 1] = priorities[j]
+                      AND scores[j - 1] < scores[j] LOOP
+                    swap_id := run_ids[j]; run_ids[j] := run_ids[j - 1]; run_ids[j - 1] := swap_id;
+                    swap_int := scores[j]; scores[j] := scores[j - 1]; scores[j - 1] := swap_int;
+                    j := j - 1;
+                END LOOP;
+            END LOOP;
+        END IF;
+        any_passed := any_passed OR passing > 0;
 
         -- Claim from this page before reading the next one: the common pull then
         -- costs one page. Pages come in key order, so only equal-priority
         -- candidates on a later page can outscore one claimed here.
-        FOR p IN SELECT * FROM jsonb_to_recordset(passers) AS x(
-                     attempt_id uuid, revision_id uuid, priority integer, score integer,
-                     queue_seq bigint)
-                 ORDER BY x.priority DESC, x.score DESC, x.queue_seq
-        LOOP
-            EXIT WHEN attempts >= p_claim_attempts;
+        next_rank := 1;
+        WHILE next_rank <= passing AND attempts < p_claim_attempts LOOP
             IF NOT locked THEN
                 IF NOT ql_private.session_claim_lock(s) THEN
-                    mismatches := jsonb_set(mismatches, '{capacity}', '1'::jsonb);
                     RETURN ql_private.idle_result('capacity_full', pages_read, examined,
-                                                  attempts, races, mismatches, truncated);
+                        attempts, races, jsonb_build_object('executor', mm_executor,
+                        'label', mm_label, 'runtime', mm_runtime, 'capacity', 1), truncated);
                 END IF;
                 locked := true;
             END IF;
-            attempts := attempts + 1;
-            BEGIN
-                lease_id := ql_private.claim_candidate(s, p.attempt_id, p.revision_id,
-                                                       p.score, p_offer_id, p_token_digest);
-            EXCEPTION WHEN unique_violation THEN
-                -- A concurrent pull with the same offer id committed first: this is a
-                -- replay, answered from the durable lease (never a second lease).
-                RETURN ql_private.recover_offer(s.worker_id, s.session_id, s.generation,
-                                                p_offer_id, p_token_digest);
-            END;
-            IF lease_id IS NOT NULL THEN
-                RETURN jsonb_build_object('status', 'offered',
-                                          'offer', ql_private.offer_projection(lease_id));
+            claim := ql_private.claim_candidate(
+                s, run_ids[next_rank:passing], scores[next_rank:passing],
+                p_offer_id, p_token_digest);
+            IF claim.offer IS NOT NULL THEN
+                attempts := attempts + 1;
+                races := races + claim.consumed - 1;
+                RETURN jsonb_build_object('status', 'offered', 'offer', claim.offer);
             END IF;
-            races := races + 1;
+            -- Nothing claimed: every candidate gone through was a race, and the
+            -- one the statement locked (whose fence then failed) an attempt.
+            IF claim.locked THEN
+                attempts := attempts + 1;
+            END IF;
+            races := races + claim.consumed;
+            next_rank := next_rank + claim.consumed;
         END LOOP;
         EXIT WHEN NOT truncated OR attempts >= p_claim_attempts;
+        -- A first page without a passing candidate is a head this session cannot
+        -- take: the next pages read only the runs of the placement classes it
+        -- matches (runs_class_keyset), jumping over any number of others.
+        IF passing = 0 AND classes IS NULL THEN
+            classes := ql_private.matching_classes(s.capabilities);
+            EXIT WHEN cardinality(classes) = 0;
+        END IF;
     END LOOP;
 
     RETURN ql_private.idle_result(
         CASE WHEN examined = 0 THEN 'no_candidates'
              WHEN NOT any_passed THEN 'placement_mismatch'
              ELSE 'contention' END,
-        pages_read, examined, attempts, races, mismatches, truncated);
+        pages_read, examined, attempts, races,
+        jsonb_build_object('executor', mm_executor, 'label', mm_label,
+                           'runtime', mm_runtime, 'capacity', 0),
+        truncated);
 END
 $$;
 
@@ -2800,7 +3196,7 @@ ALTER FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_i
 -- Name: FUNCTION scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4: bounded keyset scan, placement per revision, claims in (priority DESC, score DESC, queue order) up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';
+COMMENT ON FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4: bounded keyset scan (one statement per page: candidates + placement per revision + claim rank), then one SKIP LOCKED claim over the page''s passers in (priority DESC, score DESC, queue order), up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';
 
 
 --
@@ -2809,7 +3205,6 @@ COMMENT ON FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_of
 
 CREATE FUNCTION ql_private.semver_compare(p_a text, p_b text) RETURNS integer
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     ka text COLLATE "C" := ql_private.semver_parse(p_a, 'a');
@@ -2840,7 +3235,6 @@ COMMENT ON FUNCTION ql_private.semver_compare(p_a text, p_b text) IS 'SemVer 2.0
 
 CREATE FUNCTION ql_private.semver_parse(p_version text, p_field text DEFAULT 'version'::text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
     k text;
@@ -2972,7 +3366,6 @@ COMMENT ON FUNCTION ql_private.semver_parse(p_version text, p_field text) IS 'Va
 
 CREATE FUNCTION ql_private.semver_satisfies(p_version text, p_comparators jsonb) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     vk text COLLATE "C";
@@ -3049,7 +3442,6 @@ COMMENT ON FUNCTION ql_private.semver_satisfies(p_version text, p_comparators js
 
 CREATE FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) RETURNS boolean
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     locked ql_private.worker_sessions;
@@ -3079,7 +3471,6 @@ COMMENT ON FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) 
 
 CREATE FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean) RETURNS ql_private.worker_sessions
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     s ql_private.worker_sessions;
@@ -3101,13 +3492,16 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL010', MESSAGE = 'session_not_found';
     END IF;
-    IF s.generation <> p_generation
-       OR (s.state <> 'active' AND EXISTS (
-               SELECT 1 FROM ql_private.worker_sessions newer
-                WHERE newer.worker_id = p_worker_id AND newer.generation > s.generation)) THEN
+    IF s.generation <> p_generation THEN
         RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
     END IF;
+    -- Only a session that is not active needs the second look (a query): on the
+    -- hot path an active session costs one statement.
     IF s.state <> 'active' THEN
+        IF EXISTS (SELECT 1 FROM ql_private.worker_sessions newer
+                    WHERE newer.worker_id = p_worker_id AND newer.generation > s.generation) THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
+        END IF;
         RAISE EXCEPTION USING ERRCODE = 'QL013', MESSAGE = 'session_closed';
     END IF;
     IF s.expires_at <= clock_timestamp() THEN
@@ -3133,7 +3527,6 @@ COMMENT ON FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid
 
 CREATE FUNCTION ql_private.session_live_leases(p_session_id uuid) RETURNS integer
     LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     RETURN (SELECT count(*)::integer
@@ -3188,10 +3581,21 @@ COMMENT ON FUNCTION ql_private.session_projection(s ql_private.worker_sessions) 
 --
 
 CREATE FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer) RETURNS record
-    LANGUAGE sql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE plpgsql IMMUTABLE
     AS $$
-    SELECT interval '60 seconds', 20000, 2, 8, 8, 16, 64, 64, 2000
+BEGIN
+    -- plpgsql assignments, not a SQL SELECT: a SQL function returning a record is
+    -- re-planned on every call, and every pull reads these.
+    session_ttl := interval '60 seconds';
+    heartbeat_interval_ms := 20000;
+    default_pages := 2;
+    default_page_size := 8;
+    default_claim_attempts := 8;
+    max_pages := 16;
+    max_page_size := 64;
+    max_claim_attempts := 64;
+    idle_retry_after_ms := 2000;
+END
 $$;
 
 
@@ -3581,6 +3985,41 @@ COMMENT ON FUNCTION ql_private.validate_placement(p_placement jsonb) IS 'Refuse 
 
 
 --
+-- Name: xid_in_progress(xid, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_own xid8) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT p_xid <> '0'::xid
+       AND p_xid IS DISTINCT FROM p_own::xid
+       AND ((p_xid::text::bigint
+             - pg_catalog.pg_snapshot_xmin(p_snapshot)::text::bigint % 4294967296
+             + 4294967296) % 4294967296) < 2147483648
+       AND pg_catalog.pg_snapshot_xmin(p_snapshot)::text::bigint
+           + (p_xid::text::bigint
+              - pg_catalog.pg_snapshot_xmin(p_snapshot)::text::bigint % 4294967296
+              + 4294967296) % 4294967296
+           < pg_catalog.pg_snapshot_xmax(p_snapshot)::text::bigint + 4096
+       AND NOT pg_catalog.pg_visible_in_snapshot(
+               (pg_catalog.pg_snapshot_xmin(p_snapshot)::text::bigint
+                + (p_xid::text::bigint
+                   - pg_catalog.pg_snapshot_xmin(p_snapshot)::text::bigint % 4294967296
+                   + 4294967296) % 4294967296)::text::xid8,
+               p_snapshot)
+$$;
+
+
+ALTER FUNCTION ql_private.xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_own xid8) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_own xid8) IS 'Whether a 32-bit xmax is a transaction in progress in the snapshot (widened against its epoch; >= snapshot xmax only within 4096), never the caller''s own. A hint for candidate_page to pass over rows a concurrent claim holds. Pure, inlinable.';
+
+
+--
 -- Name: events; Type: TABLE; Schema: ql_private; Owner: ql_owner
 --
 
@@ -3614,30 +4053,31 @@ ALTER TABLE ql_private.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
--- Name: execution_revisions; Type: TABLE; Schema: ql_private; Owner: ql_owner
+-- Name: placement_classes; Type: TABLE; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE TABLE ql_private.execution_revisions (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    task_id uuid NOT NULL,
-    revision integer NOT NULL,
-    kind text NOT NULL,
-    executor text NOT NULL,
-    spec jsonb NOT NULL,
-    placement jsonb,
-    canonical bytea NOT NULL,
-    content_digest text NOT NULL,
-    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT execution_revisions_content_digest_check CHECK ((content_digest ~ '^sha256:[0-9a-f]{64}$'::text)),
-    CONSTRAINT execution_revisions_executor_check CHECK ((executor = 'remote_worker'::text)),
-    CONSTRAINT execution_revisions_kind_check CHECK ((kind = 'qinglong/command@v1'::text)),
-    CONSTRAINT execution_revisions_placement_check CHECK (((placement IS NULL) OR (jsonb_typeof(placement) = 'object'::text))),
-    CONSTRAINT execution_revisions_revision_check CHECK ((revision >= 1)),
-    CONSTRAINT execution_revisions_spec_check CHECK ((jsonb_typeof(spec) = 'object'::text))
+CREATE TABLE ql_private.placement_classes (
+    id integer NOT NULL,
+    required jsonb NOT NULL,
+    CONSTRAINT placement_classes_required_check CHECK ((jsonb_typeof(required) = 'object'::text))
 );
 
 
-ALTER TABLE ql_private.execution_revisions OWNER TO ql_owner;
+ALTER TABLE ql_private.placement_classes OWNER TO ql_owner;
+
+--
+-- Name: placement_classes_id_seq; Type: SEQUENCE; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ql_private.placement_classes ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ql_private.placement_classes_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 
 --
 -- Name: projects; Type: TABLE; Schema: ql_private; Owner: ql_owner
@@ -3842,6 +4282,22 @@ ALTER TABLE ONLY ql_private.execution_revisions
 
 
 --
+-- Name: placement_classes placement_classes_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.placement_classes
+    ADD CONSTRAINT placement_classes_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: placement_classes placement_classes_required_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.placement_classes
+    ADD CONSTRAINT placement_classes_required_key UNIQUE (required);
+
+
+--
 -- Name: projects projects_name_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
@@ -4004,6 +4460,13 @@ CREATE INDEX runs_candidate_keyset ON ql_private.runs USING btree (((- (priority
 
 
 --
+-- Name: runs_class_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_class_keyset ON ql_private.runs USING btree (placement_class, ((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested));
+
+
+--
 -- Name: runs_task_state; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
@@ -4032,6 +4495,20 @@ CREATE UNIQUE INDEX worker_sessions_one_active ON ql_private.worker_sessions USI
 
 
 --
+-- Name: attempts attempts_idle_view_insert; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER attempts_idle_view_insert AFTER INSERT ON ql_private.attempts FOR EACH STATEMENT EXECUTE FUNCTION ql_private.idle_view_notify('queue');
+
+
+--
+-- Name: attempts attempts_idle_view_update; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER attempts_idle_view_update AFTER UPDATE ON ql_private.attempts FOR EACH ROW WHEN (((new.state = 'claimed'::text) AND ((old.state IS DISTINCT FROM new.state) OR (old.not_before IS DISTINCT FROM new.not_before) OR (old.executor IS DISTINCT FROM new.executor)))) EXECUTE FUNCTION ql_private.idle_view_notify('queue');
+
+
+--
 -- Name: execution_revisions execution_revisions_immutable; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
 --
 
@@ -4043,6 +4520,48 @@ CREATE TRIGGER execution_revisions_immutable BEFORE DELETE OR UPDATE ON ql_priva
 --
 
 CREATE TRIGGER execution_revisions_no_truncate BEFORE TRUNCATE ON ql_private.execution_revisions FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_revision_change();
+
+
+--
+-- Name: runs runs_idle_view_insert; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER runs_idle_view_insert AFTER INSERT ON ql_private.runs FOR EACH STATEMENT EXECUTE FUNCTION ql_private.idle_view_notify('queue');
+
+
+--
+-- Name: runs runs_idle_view_requeue; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER runs_idle_view_requeue AFTER UPDATE ON ql_private.runs FOR EACH ROW WHEN (((new.state = 'queued'::text) AND new.runtime_owned AND (NOT new.cancel_requested) AND ((old.state IS DISTINCT FROM new.state) OR (old.current_attempt_id IS DISTINCT FROM new.current_attempt_id) OR (old.runtime_owned IS DISTINCT FROM new.runtime_owned) OR (old.cancel_requested IS DISTINCT FROM new.cancel_requested)))) EXECUTE FUNCTION ql_private.idle_view_notify('queue');
+
+
+--
+-- Name: worker_credentials worker_credentials_idle_view_delete; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER worker_credentials_idle_view_delete AFTER DELETE ON ql_private.worker_credentials FOR EACH ROW EXECUTE FUNCTION ql_private.idle_view_notify('credential');
+
+
+--
+-- Name: worker_credentials worker_credentials_idle_view_update; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER worker_credentials_idle_view_update AFTER UPDATE ON ql_private.worker_credentials FOR EACH ROW WHEN ((old.* IS DISTINCT FROM new.*)) EXECUTE FUNCTION ql_private.idle_view_notify('credential');
+
+
+--
+-- Name: worker_sessions worker_sessions_idle_view_delete; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER worker_sessions_idle_view_delete AFTER DELETE ON ql_private.worker_sessions FOR EACH ROW EXECUTE FUNCTION ql_private.idle_view_notify('session');
+
+
+--
+-- Name: worker_sessions worker_sessions_idle_view_update; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER worker_sessions_idle_view_update AFTER UPDATE ON ql_private.worker_sessions FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) OR (old.generation IS DISTINCT FROM new.generation) OR (old.worker_id IS DISTINCT FROM new.worker_id) OR (old.session_id IS DISTINCT FROM new.session_id) OR (old.slots IS DISTINCT FROM new.slots) OR (old.capabilities_digest IS DISTINCT FROM new.capabilities_digest) OR (old.capabilities_canonical IS DISTINCT FROM new.capabilities_canonical) OR (new.expires_at < old.expires_at))) EXECUTE FUNCTION ql_private.idle_view_notify('session');
 
 
 --
@@ -4083,14 +4602,6 @@ ALTER TABLE ONLY ql_private.execution_revisions
 
 ALTER TABLE ONLY ql_private.run_leases
     ADD CONSTRAINT run_leases_attempt_id_fkey FOREIGN KEY (attempt_id) REFERENCES ql_private.attempts(id);
-
-
---
--- Name: run_leases run_leases_execution_revision_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
---
-
-ALTER TABLE ONLY ql_private.run_leases
-    ADD CONSTRAINT run_leases_execution_revision_id_fkey FOREIGN KEY (execution_revision_id) REFERENCES ql_private.execution_revisions(id);
 
 
 --
@@ -4255,6 +4766,30 @@ GRANT ALL ON FUNCTION ql.heartbeat_session(credential_id text, secret_digest byt
 
 
 --
+-- Name: FUNCTION heartbeat_sessions(items jsonb); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.heartbeat_sessions(items jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.heartbeat_sessions(items jsonb) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION idle_ping(token text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.idle_ping(token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.idle_ping(token text) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION idle_probe(); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.idle_probe() FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.idle_probe() TO ql_worker_ingress;
+
+
+--
 -- Name: FUNCTION issue_credential(worker_id text, credential_id text, secret_digest bytea); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
@@ -4349,17 +4884,24 @@ REVOKE ALL ON FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_defa
 
 
 --
--- Name: FUNCTION candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
 
 
 --
--- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_attempt_id uuid, p_revision_id uuid, p_score integer, p_offer_id uuid, p_token_digest bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
 
 
 --
@@ -4391,6 +4933,13 @@ REVOKE ALL ON FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_
 
 
 --
+-- Name: FUNCTION idle_view_notify(); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.idle_view_notify() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -4419,6 +4968,20 @@ REVOKE ALL ON FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid,
 
 
 --
+-- Name: FUNCTION matching_classes(p_capabilities jsonb); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.matching_classes(p_capabilities jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION offer_projection(p_lease_id bigint); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -4430,6 +4993,13 @@ REVOKE ALL ON FUNCTION ql_private.offer_projection(p_lease_id bigint) FROM PUBLI
 --
 
 REVOKE ALL ON FUNCTION ql_private.parse_uuid(p_value text, p_field text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION placement_class_of(p_revision_id uuid); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.placement_class_of(p_revision_id uuid) FROM PUBLIC;
 
 
 --
@@ -4563,6 +5133,13 @@ REVOKE ALL ON FUNCTION ql_private.validate_capabilities(p_capabilities jsonb) FR
 --
 
 REVOKE ALL ON FUNCTION ql_private.validate_placement(p_placement jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_own xid8); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
 
 
 --

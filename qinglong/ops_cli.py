@@ -13,7 +13,7 @@ from pathlib import Path
 
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 
-BENCHMARKS = ("sql", "idle", "depth", "e2e", "edge")
+BENCHMARKS = ("sql", "idle", "depth", "e2e", "edge", "soak")
 
 
 def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
@@ -53,12 +53,13 @@ def _status(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
 def _bench(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     bench = sub.add_parser(
         "bench",
-        help="benchmarks: sql, idle, depth, e2e, edge (appends to docs/BENCHMARKS.md)",
+        help="benchmarks: sql, idle, depth, e2e, edge, soak (appends to docs/BENCHMARKS.md)",
         description="Run one or all sub-benchmarks against an embedded throwaway PostgreSQL, "
         "print a table each and append a dated section to docs/BENCHMARKS.md.",
     )
     bench.add_argument("which", nargs="*", metavar="NAME",
-                       help=f"sub-benchmarks to run ({', '.join(BENCHMARKS)}; default all)")
+                       help=f"sub-benchmarks to run ({', '.join(BENCHMARKS)}; default all but the "
+                            "10-minute soak)")
     bench.add_argument("--quick", action="store_true",
                        help="small sizes (CI: checks the harness, not the figures)")
     bench.add_argument("--report", type=Path, default=None,

@@ -9,6 +9,8 @@ from aiohttp import web
 from service.audit import AuditLog
 from service.config import IngressConfig
 from service.gateway import Gateway
+from service.heartbeat_batch import HeartbeatBatcher
+from service.idle_view import IdleView
 from service.metrics import IngressMetrics
 from service.middlewares import envelope_middleware
 from service.ratelimit import TokenBucketLimiter
@@ -19,21 +21,30 @@ from service.state import STATE, IngressState
 def build_state(config: IngressConfig, audit: AuditLog,
                 metrics: IngressMetrics | None = None) -> IngressState:
     metrics = metrics or IngressMetrics()
+    gateway = Gateway(config, metrics)
+    idle_view = IdleView(config, gateway, metrics)
     return IngressState(
         config=config,
-        gateway=Gateway(config, metrics),
+        gateway=gateway,
         metrics=metrics,
         audit=audit,
         limiter=TokenBucketLimiter(config.rate_per_s, config.rate_burst,
                                    config.rate_max_tracked),
+        idle_view=idle_view,
+        heartbeats=HeartbeatBatcher(gateway, metrics, config.heartbeat_batch_window_ms,
+                                    config.heartbeat_batch_max,
+                                    batching=lambda: idle_view.engaged),
     )
 
 
 async def _database_pool(app: web.Application) -> AsyncIterator[None]:
-    gateway = app[STATE].gateway
-    await gateway.open()
+    state = app[STATE]
+    await state.gateway.open()
+    await state.idle_view.start()
     yield
-    await gateway.close()
+    await state.heartbeats.close()
+    await state.idle_view.close()
+    await state.gateway.close()
 
 
 def create_app(state: IngressState) -> web.Application:

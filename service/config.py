@@ -82,6 +82,21 @@ class IngressConfig:
     idle_retry_after_ms: int = 2000
     idle_jitter_ms: int = 1000
     unavailable_retry_after_s: int = 2
+    # Idle view (service/idle_view.py): answer idle pulls from a per-replica,
+    # LISTEN/NOTIFY-fed view. Dormant (one database call per pull) until the
+    # replica sees idle_view_engage_rate_per_s worker requests in a second; 0
+    # engages it at startup.
+    idle_view_enabled: bool = True
+    idle_view_engage_rate_per_s: float = 20.0
+    idle_view_max_staleness_ms: int = 1000
+    idle_view_ping_interval_ms: int = 50
+    idle_view_ping_timeout_ms: int = 500
+    idle_view_probe_min_interval_ms: int = 100
+    # A cached session is only trusted while it has this much lease left.
+    idle_view_session_margin_ms: int = 5000
+    # Session heartbeats batched into one call while the idle view is engaged.
+    heartbeat_batch_window_ms: int = 50
+    heartbeat_batch_max: int = 64
     # "stderr", "stdout" or a file path; one JSON line per auth decision.
     audit_log: str = "stderr"
     log_level: str = "INFO"
@@ -106,6 +121,14 @@ class IngressConfig:
             _require(getattr(self, name) > 0, f"{name} must be positive")
         for name in ("handshake_timeout_s", "header_timeout_s", "body_timeout_s"):
             _require(getattr(self, name) > 0, f"{name} must be positive")
+        for name in ("idle_view_max_staleness_ms", "idle_view_ping_interval_ms",
+                     "idle_view_ping_timeout_ms"):
+            _require(getattr(self, name) > 0, f"{name} must be positive")
+        for name in ("idle_view_probe_min_interval_ms", "idle_view_session_margin_ms",
+                     "heartbeat_batch_window_ms"):
+            _require(getattr(self, name) >= 0, f"{name} must be >= 0")
+        _require(self.idle_view_engage_rate_per_s >= 0, "idle_view_engage_rate_per_s must be >= 0")
+        _require(1 <= self.heartbeat_batch_max <= 64, "heartbeat_batch_max must be 1..64")
         return self
 
 
@@ -131,6 +154,12 @@ def _coerce(name: str, type_text: Any, value: Any) -> Any:
             return None
         raise ConfigError(f"{name} may not be null")
     try:
+        if text.startswith("bool"):
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+                return value.lower() in ("true", "1")
+            raise ValueError
         if text.startswith("int"):
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError

@@ -192,6 +192,12 @@ class _AcceptLoop:
             await handshake
             if not app.made:  # closed during the handshake without an error
                 raise ConnectionResetError("connection lost during the TLS handshake")
+            if self._metrics is not None:
+                # One attribute read per connection (not per request); tickets are off
+                # today (service/tls.py), so every success is "full".
+                ssl_object = transport.get_extra_info("ssl_object")
+                reused = ssl_object is not None and ssl_object.session_reused
+                self._metrics.tls_handshakes.inc("resumed" if reused else "full")
         except BaseException as exc:
             # Plaintext, TLS 1.2, missing/untrusted/expired client certificates and
             # handshake timeouts all end here, before aiohttp sees the connection.
@@ -201,6 +207,7 @@ class _AcceptLoop:
             slot.release()
             if self._metrics is not None:
                 self._metrics.connections_refused.inc()
+                self._metrics.tls_handshakes.inc("failed")
             if isinstance(exc, asyncio.CancelledError):
                 raise
             log.info("tls handshake refused", extra={"event": "tls.handshake_refused",

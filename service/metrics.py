@@ -147,6 +147,34 @@ class IngressMetrics:
         "Database results that failed their response schema."))
     connections_refused: Counter = field(default_factory=lambda: Counter(
         "qinglong_ingress_tls_handshake_failures_total", "TLS handshakes that failed."))
+    # Every handshake by outcome (full, resumed, failed): with keep-alive workers a
+    # full handshake should be rare next to requests; bench e2e checks ≤ 1 %.
+    tls_handshakes: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_tls_handshakes_total",
+        "TLS handshakes on the worker listener by outcome (full, resumed, failed).",
+        ("outcome",)))
+    idle_view_pulls: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_idle_view_pulls_total",
+        "Authenticated pulls by who answered: the replica's idle view or the database.",
+        ("source",)))
+    idle_view_pings: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_idle_view_pings_total", "Idle view barrier pings by outcome.",
+        ("outcome",)))
+    idle_view_probes: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_idle_view_probes_total",
+        "Idle view probes by result (idle, busy, discarded, error).", ("result",)))
+    idle_view_notifications: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_idle_view_notifications_total",
+        "Notifications received on the listener, by kind (q, c, s, other).", ("kind",)))
+    idle_view_listener: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_idle_view_listener_events_total",
+        "LISTEN connection events (connected, lost, connect_failed).", ("event",)))
+    heartbeat_batches: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_heartbeat_batches_total",
+        "Session heartbeat database calls made by the batcher."))
+    heartbeat_batch_items: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_heartbeat_batch_items_total",
+        "Session heartbeats sent through the batcher."))
     gauges: list[Gauge] = field(default_factory=list)
 
     def add_gauge(self, name: str, help_text: str, read: Callable[[], float]) -> None:
@@ -157,6 +185,9 @@ class IngressMetrics:
         for metric in (self.requests, self.request_seconds, self.auth_decisions, self.pulls,
                        self.lease_transitions,
                        self.db_calls, self.db_errors, self.rate_limited,
-                       self.invalid_projections, self.connections_refused, *self.gauges):
+                       self.invalid_projections, self.connections_refused, self.tls_handshakes,
+                       self.idle_view_pulls, self.idle_view_pings, self.idle_view_probes,
+                       self.idle_view_notifications, self.idle_view_listener,
+                       self.heartbeat_batches, self.heartbeat_batch_items, *self.gauges):
             lines.extend(metric.render())
         return "\n".join(lines) + "\n"

@@ -12,6 +12,8 @@ from aiohttp import web
 from service.audit import AuditLog
 from service.config import IngressConfig
 from service.gateway import Gateway
+from service.heartbeat_batch import HeartbeatBatcher
+from service.idle_view import IdleView
 from service.metrics import IngressMetrics
 from service.ratelimit import TokenBucketLimiter
 
@@ -27,6 +29,8 @@ class IngressState:
     metrics: IngressMetrics
     audit: AuditLog
     limiter: TokenBucketLimiter
+    idle_view: IdleView
+    heartbeats: HeartbeatBatcher
     # Jitter for idle retry guidance only; not security relevant.
     rng: random.Random = field(default_factory=random.Random)
 

@@ -9,9 +9,10 @@ validated against its response schema before it is sent.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,9 @@ from service.capabilities import CapabilitiesRejected, canonicalize_capabilities
 from service.credentials import PresentedCredential, lease_token_digest, parse_authorization
 from service.errors import ApiError
 from service.gateway import DbRefused, DbUnavailable
+from service.heartbeat_batch import HeartbeatItem
 from service.identity import peer_worker_id
+from service.idle_view import IDLE_RESULT, CacheToken
 from service.state import PROJECTION_HOOK, STATE, IngressState
 
 log = logging.getLogger("qinglong.ingress")
@@ -128,6 +131,7 @@ async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState
     state = request.app[STATE]
     cert_worker = peer_worker_id(request)
     _rate_limit(state, cert_worker)
+    state.idle_view.note_request()
     data = await read_body(request, state.config.max_body_bytes, state.config.body_timeout_s)
     doc = parse_request(data, endpoint.request_schema)
     body_worker = doc["workerId"]
@@ -146,9 +150,19 @@ async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState
 async def _act(state: IngressState, endpoint: Endpoint, admitted: Admitted, function: str,
                args: tuple[Any, ...]) -> dict[str, Any]:
     """Call the database, then audit the decision it made. Denials become errors."""
+    return await _act_on(state, endpoint, admitted, lambda: state.gateway.call(function, args))
+
+
+async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
+                  call: Callable[[], Awaitable[Any]],
+                  token: CacheToken | None = None) -> dict[str, Any]:
+    """`_act` for any one database call. An allowed answer also tells the idle
+    view the credential is good (taken with `token`, before the call started)."""
     credential_id = admitted.credential.credential_id
+    if token is None:
+        token = state.idle_view.cache_token()
     try:
-        result = await state.gateway.call(function, args)
+        result = await call()
     except DbUnavailable as exc:
         _audit(state, endpoint, Outcome.UNDECIDED, exc.reason, credential_id, admitted.worker_id)
         raise ApiError(503, exc.reason,
@@ -166,6 +180,7 @@ async def _act(state: IngressState, endpoint: Endpoint, admitted: Admitted, func
         _audit(state, endpoint, Outcome.DENIED, reason, credential_id, admitted.worker_id)
         raise ApiError(status, reason)
     _audit(state, endpoint, Outcome.ALLOWED, "authenticated", credential_id, admitted.worker_id)
+    state.idle_view.remember_credential(token, admitted.credential, admitted.worker_id)
     return result
 
 
@@ -222,33 +237,52 @@ async def open_session(request: web.Request) -> web.Response:
     except CapabilitiesRejected as exc:
         raise ApiError(400, exc.reason) from None
     cred = admitted.credential
+    token = state.idle_view.cache_token()
     result = await _act(state, SESSION_OPEN, admitted, "open_session",
                         (cred.credential_id, cred.secret_digest, admitted.worker_id,
                          caps.canonical))
-    return respond(request, state, SESSION_OPEN, _session_body(state, SESSION_OPEN, result))
-
-
-async def _session_fenced(request: web.Request, endpoint: Endpoint,
-                          function: str) -> web.Response:
-    state, admitted = await _admit(request, endpoint)
-    cred, doc = admitted.credential, admitted.doc
-    result = await _act(state, endpoint, admitted, function,
-                        (cred.credential_id, cred.secret_digest, admitted.worker_id,
-                         doc["sessionId"], doc["generation"]))
-    return respond(request, state, endpoint, _session_body(state, endpoint, result))
+    body = _session_body(state, SESSION_OPEN, result)
+    response = respond(request, state, SESSION_OPEN, body)
+    state.idle_view.remember_session(token, body)
+    return response
 
 
 async def heartbeat_session(request: web.Request) -> web.Response:
-    return await _session_fenced(request, SESSION_HEARTBEAT, "heartbeat_session")
+    """Batched with other heartbeats of this replica when it is busy
+    (service.heartbeat_batch); the answer is the single call's either way."""
+    state, admitted = await _admit(request, SESSION_HEARTBEAT)
+    cred, doc = admitted.credential, admitted.doc
+    item = HeartbeatItem(cred.credential_id, cred.secret_digest, admitted.worker_id,
+                         doc["sessionId"], doc["generation"])
+    token = state.idle_view.cache_token()
+    result = await _act_on(state, SESSION_HEARTBEAT, admitted,
+                           lambda: state.heartbeats.heartbeat(item), token)
+    body = _session_body(state, SESSION_HEARTBEAT, result)
+    response = respond(request, state, SESSION_HEARTBEAT, body)
+    state.idle_view.remember_session(token, body)
+    return response
 
 
 async def close_session(request: web.Request) -> web.Response:
-    return await _session_fenced(request, SESSION_CLOSE, "close_session")
+    state, admitted = await _admit(request, SESSION_CLOSE)
+    cred, doc = admitted.credential, admitted.doc
+    result = await _act(state, SESSION_CLOSE, admitted, "close_session",
+                        (cred.credential_id, cred.secret_digest, admitted.worker_id,
+                         doc["sessionId"], doc["generation"]))
+    return respond(request, state, SESSION_CLOSE, _session_body(state, SESSION_CLOSE, result))
 
 
 async def pull_offer(request: web.Request) -> web.Response:
     state, admitted = await _admit(request, OFFER_PULL)
     cred, doc = admitted.credential, admitted.doc
+    if await state.idle_view.try_idle(cred, admitted.worker_id, doc["sessionId"],
+                                      doc["generation"]):
+        # Answered from the replica's idle view (service/idle_view.py): the
+        # credential and session were confirmed by the database and nothing
+        # that could change the answer was committed before this pull arrived.
+        _audit(state, OFFER_PULL, Outcome.ALLOWED, "authenticated", cred.credential_id,
+               admitted.worker_id)
+        return respond(request, state, OFFER_PULL, _pull_body(state, copy.deepcopy(IDLE_RESULT)))
     try:
         result = await _act(state, OFFER_PULL, admitted, "pull_offer", (
             cred.credential_id, cred.secret_digest, admitted.worker_id, doc["sessionId"],

@@ -15,10 +15,12 @@
 -- Before the first claim the session row is locked (FOR NO KEY UPDATE) and its
 --   fences and free slots re-verified, so concurrent pulls of one session can
 --   never exceed its slots and a replaced session can never gain a lease.
--- Per page, ONE statement reads the keyset page (inlined candidate_page),
---   evaluates placement once per distinct revision of the page and ranks the
---   passers in claim order; then ONE claim_candidate call tries them all (a
---   single SKIP LOCKED statement). `claimAttempts` counts the candidates a claim
+-- Per page, ONE statement reads the keyset page (inlined candidate_page);
+--   placement is evaluated once per distinct revision per pull (verdicts kept in
+--   arrays — a plain loop measured ~20 % cheaper per pull than one statement
+--   with CTEs and window functions, whose executor start-up dominated); then ONE
+--   claim_candidate call tries the page's passers (a single SKIP LOCKED
+--   statement). `claimAttempts` counts the candidates a claim
 --   locked and re-checked (at most claim_attempts); `races` every candidate lost
 --   to a competing claim — passed over because it was locked or had been
 --   claimed since the scan, or locked but no longer passing its fences.
@@ -49,7 +51,17 @@ DECLARE
     scores integer[];
     passing integer;
     next_rank integer;
-    tried integer;
+    examined_before integer := 0;
+    priorities smallint[];
+    rev_ids uuid[] := '{}';
+    rev_passed boolean[] := '{}';
+    rev_category text[] := '{}';
+    rev_score integer[] := '{}';
+    ev record;
+    k integer;
+    j integer;
+    swap_id uuid;
+    swap_int integer;
     after_priority smallint;
     after_seq bigint;
     after_id uuid;
@@ -69,38 +81,22 @@ BEGIN
         pages_read := pages_read + 1;
         run_ids := '{}';
         scores := '{}';
+        priorities := '{}';
+        passing := 0;
         FOR c IN
-            WITH page AS MATERIALIZED (
-                SELECT x.run_id, x.execution_revision_id, x.priority, x.queue_seq,
-                       row_number() OVER (ORDER BY -(x.priority::integer), x.queue_seq,
-                                                   x.run_id) AS scan_no
-                  FROM (SELECT cp.run_id, cp.execution_revision_id, cp.priority, cp.queue_seq
-                          FROM ql_private.candidate_page(after_priority, after_seq, after_id,
-                                                         p_page_size, now_ts, snap, own) cp
-                         WHERE classes IS NULL
-                        UNION ALL
-                        SELECT cc.run_id, cc.execution_revision_id, cc.priority, cc.queue_seq
-                          FROM ql_private.class_candidate_page(classes, after_priority,
-                                   after_seq, after_id, p_page_size, now_ts, snap, own) cc
-                         WHERE classes IS NOT NULL) x
-            ), verdict AS MATERIALIZED (
-                SELECT d.revision_id, pe.passed, pe.category, pe.score
-                  FROM (SELECT DISTINCT page.execution_revision_id AS revision_id
-                          FROM page) d
-                  JOIN ql_private.execution_revisions er ON er.id = d.revision_id
-                 CROSS JOIN LATERAL ql_private.placement_evaluate(er.placement,
-                                                                  s.capabilities) pe
-            )
-            SELECT p.run_id, p.priority, p.queue_seq, p.scan_no, v.passed, v.category,
-                   v.score,
-                   row_number() OVER (ORDER BY (v.passed AND p.scan_no <= p_page_size) DESC,
-                                               -(p.priority::integer), v.score DESC,
-                                               p.queue_seq, p.run_id) AS claim_rank
-              FROM page p
-              JOIN verdict v ON v.revision_id = p.execution_revision_id
-             ORDER BY p.scan_no
+            SELECT x.run_id, x.execution_revision_id, x.priority, x.queue_seq
+              FROM (SELECT cp.run_id, cp.execution_revision_id, cp.priority, cp.queue_seq
+                      FROM ql_private.candidate_page(after_priority, after_seq, after_id,
+                                                     p_page_size, now_ts, snap, own) cp
+                     WHERE classes IS NULL
+                    UNION ALL
+                    SELECT cc.run_id, cc.execution_revision_id, cc.priority, cc.queue_seq
+                      FROM ql_private.class_candidate_page(classes, after_priority,
+                               after_seq, after_id, p_page_size, now_ts, snap, own) cc
+                     WHERE classes IS NOT NULL) x
+             ORDER BY -(x.priority::integer), x.queue_seq, x.run_id
         LOOP
-            IF c.scan_no > p_page_size THEN
+            IF examined - examined_before >= p_page_size THEN
                 truncated := true;  -- the (limit + 1)th row: more candidates exist
                 EXIT;
             END IF;
@@ -108,18 +104,48 @@ BEGIN
             after_priority := c.priority;
             after_seq := c.queue_seq;
             after_id := c.run_id;
-            IF c.passed THEN
-                run_ids[c.claim_rank] := c.run_id;
-                scores[c.claim_rank] := c.score;
-            ELSIF c.category = 'executor' THEN
+            -- Placement once per distinct revision per pull (a page is mostly one
+            -- task): the verdicts are kept in arrays indexed alike.
+            k := array_position(rev_ids, c.execution_revision_id);
+            IF k IS NULL THEN
+                SELECT pe.passed, pe.category, pe.score INTO ev
+                  FROM ql_private.execution_revisions er,
+                       ql_private.placement_evaluate(er.placement, s.capabilities) pe
+                 WHERE er.id = c.execution_revision_id;
+                rev_ids := rev_ids || c.execution_revision_id;
+                rev_passed := rev_passed || ev.passed;
+                rev_category := rev_category || ev.category;
+                rev_score := rev_score || ev.score;
+                k := cardinality(rev_ids);
+            END IF;
+            IF rev_passed[k] THEN
+                passing := passing + 1;
+                run_ids[passing] := c.run_id;
+                scores[passing] := rev_score[k];
+                priorities[passing] := c.priority;
+            ELSIF rev_category[k] = 'executor' THEN
                 mm_executor := mm_executor + 1;
-            ELSIF c.category = 'label' THEN
+            ELSIF rev_category[k] = 'label' THEN
                 mm_label := mm_label + 1;
             ELSE
                 mm_runtime := mm_runtime + 1;
             END IF;
         END LOOP;
-        passing := cardinality(run_ids);
+        examined_before := examined;
+        -- Scan order is (priority DESC, queue order); claim order puts a higher
+        -- placementScore first within a priority: a stable insertion sort, run
+        -- only when scores differ (without preferred terms they are all 0).
+        IF passing > 1 AND EXISTS (SELECT 1 FROM unnest(scores) sc WHERE sc <> scores[1]) THEN
+            FOR i IN 2 .. passing LOOP
+                j := i;
+                WHILE j > 1 AND priorities[j - 1] = priorities[j]
+                      AND scores[j - 1] < scores[j] LOOP
+                    swap_id := run_ids[j]; run_ids[j] := run_ids[j - 1]; run_ids[j - 1] := swap_id;
+                    swap_int := scores[j]; scores[j] := scores[j - 1]; scores[j - 1] := swap_int;
+                    j := j - 1;
+                END LOOP;
+            END LOOP;
+        END IF;
         any_passed := any_passed OR passing > 0;
 
         -- Claim from this page before reading the next one: the common pull then

@@ -1,11 +1,13 @@
-"""`qinglong bench [sql|idle|depth|e2e|edge] [--quick]`: run, print, append a report.
+"""`qinglong bench [sql|idle|depth|e2e|edge|soak] [--quick]`: run, print, append a report.
 
 One throwaway PostgreSQL cluster serves every database benchmark of the
-invocation (each measurement gets a fresh clone of a migrated template); `e2e`
-and `edge` start their own processes. Each sub-benchmark prints its tables; at
-the end a dated section — machine (nproc, RAM, CPU), PostgreSQL version and key
-settings, the load average before and after (the machine may be shared), the
-exact command — is appended to docs/BENCHMARKS.md (or --report FILE; '-' = none).
+invocation (each measurement gets a fresh clone of a migrated template); `e2e`,
+`edge` and `soak` start their own processes (e2e and soak their own cluster:
+soak's autovacuum must see only its own tables' churn). Each sub-benchmark
+prints its tables; at the end a dated section — machine (nproc, RAM, CPU),
+PostgreSQL version and key settings, the load average before and after (the
+machine may be shared), the exact command — is appended to docs/BENCHMARKS.md
+(or --report FILE; '-' = none).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from typing import Any
 
 from qinglong.bench.common import BenchContext, Table, machine_info, pg_settings, prepare_context
 
-ORDER = ("sql", "idle", "depth", "e2e", "edge")
+ORDER = ("sql", "idle", "depth", "e2e", "edge", "soak")
+# A bare `qinglong bench` runs these; the 10-minute soak only when named.
+DEFAULT = ("sql", "idle", "depth", "e2e", "edge")
 NEEDS_DB = frozenset({"sql", "idle", "depth"})
 DEFAULT_REPORT = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS.md"
 
@@ -32,7 +36,7 @@ def _selected(names: list[str]) -> list[str]:
     unknown = [n for n in names if n not in ORDER]
     if unknown:
         raise SystemExit(f"unknown benchmark(s): {', '.join(unknown)} (choose from {ORDER})")
-    return [n for n in ORDER if n in names] if names else list(ORDER)
+    return [n for n in ORDER if n in names] if names else list(DEFAULT)
 
 
 def _clean(value: Any) -> Any:

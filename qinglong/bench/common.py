@@ -80,6 +80,25 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
+def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:
+    """Quantile (q in 0..1) of a cumulative histogram [(upper bound, count), …] sorted
+    by bound, the last +Inf: linear inside the bucket, as Prometheus'
+    histogram_quantile; NaN for no observations."""
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return math.nan
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower  # past the last finite bound: all we know is "above it"
+            span = count - below
+            return bound if span <= 0 else lower + (bound - lower) * (rank - below) / span
+        lower, below = bound, count
+    return lower
+
+
 def ms(seconds: float) -> str:
     return "n/a" if math.isnan(seconds) else f"{seconds * 1000:.2f}"
 

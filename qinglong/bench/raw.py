@@ -9,7 +9,12 @@ outside the benchmark's throwaway cluster.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
+
+from qinglong.bench.common import Timings, run_threads
 
 SCHEMA_SQL = """
 CREATE SCHEMA IF NOT EXISTS qlbench;
@@ -64,3 +69,35 @@ def enqueue(conn: psycopg.Connection, count: int) -> None:
         " FROM generate_series(1, %s) g",
         (count,),
     )
+
+
+def drain(dsn: str, clients: int, warmup: int = 2) -> Timings:
+    """`clients` threads, each on its own connection with a server-side prepared
+    statement, call qlbench.claim until the queue is empty (as `bench sql` does);
+    every connection first makes `warmup` unmeasured claims (plpgsql plans are
+    cached per connection), so enqueue `clients * warmup` extra jobs."""
+    results: list[tuple[int, list[float]]] = []
+    lock = threading.Lock()
+
+    def work(index: int, barrier: threading.Barrier) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            name = f"raw-{index}"
+            for _ in range(warmup):
+                conn.execute("SELECT qlbench.claim(%s)", (name,), prepare=True).fetchone()
+            times: list[float] = []
+            barrier.wait()
+            while True:
+                started = time.perf_counter()
+                row = conn.execute("SELECT qlbench.claim(%s)", (name,), prepare=True).fetchone()
+                elapsed = time.perf_counter() - started
+                if row is None or row[0] is None:
+                    break
+                times.append(elapsed)
+            with lock:
+                results.append((len(times), times))
+
+    timings = Timings(wall_s=run_threads(clients, work))
+    for claimed, times in results:
+        timings.count += claimed
+        timings.latencies += times
+    return timings

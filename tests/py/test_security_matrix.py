@@ -390,11 +390,11 @@ def test_b_still_owns_its_objects_after_the_attacks(m: Matrix, su: psycopg.Conne
 
 # ------------------------------------------------------------------ role escape
 
-PRIVATE_TABLES = ["attempts", "events", "execution_revisions", "projects", "run_leases", "runs",
-                  "schema_migrations", "security_audit", "tasks", "worker_credentials",
-                  "worker_sessions", "workers"]
-PRIVATE_SEQUENCES = ["events_id_seq", "run_leases_id_seq", "run_queue_seq",
-                     "security_audit_id_seq"]
+PRIVATE_TABLES = ["attempts", "events", "execution_revisions", "placement_classes", "projects",
+                  "run_leases", "runs", "schema_migrations", "security_audit", "tasks",
+                  "worker_credentials", "worker_sessions", "workers"]
+PRIVATE_SEQUENCES = ["events_id_seq", "placement_classes_id_seq", "run_leases_id_seq",
+                     "run_queue_seq", "security_audit_id_seq"]
 CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "publish_revision",
                  "enqueue_runs", "cancel_run", "sweep_leases", "status_snapshot"]
 TABLE_OPS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "COPY"]
@@ -670,9 +670,14 @@ def test_search_path_on_the_session_does_not_reach_functions(
         " AND has_function_privilege(current_user, p.oid, 'EXECUTE') ORDER BY 1").fetchall()
     assert [name for name, _ in pinned] == sorted(
         ["ack_lease", "authenticate_worker", "close_session", "complete_lease",
-         "heartbeat_lease", "heartbeat_session", "open_session", "pull_offer",
-         "record_auth_denial"])
-    assert all(config == ["search_path=pg_catalog, pg_temp"] for _, config in pinned)
+         "heartbeat_lease", "heartbeat_session", "heartbeat_sessions", "idle_ping",
+         "idle_probe", "open_session", "pull_offer", "record_auth_denial"])
+    # search_path pinned first; pull_offer adds planner settings (plan once per
+    # connection, index paths only, no JIT — db/functions/pull_offer.sql).
+    assert all(config[0] == "search_path=pg_catalog, pg_temp" for _, config in pinned)
+    extra = {name: config[1:] for name, config in pinned if config[1:]}
+    assert extra == {"pull_offer": ["plan_cache_mode=force_generic_plan",
+                                    "enable_seqscan=off", "jit=off"]}
     before = db_state(su)
     result = _pull_sql(role_conn, m.a.worker.credential_id, m.a.worker.secret, m,
                        m.a_offer["offerId"], m.a_offer["leaseToken"])

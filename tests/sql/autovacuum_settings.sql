@@ -1,7 +1,7 @@
 -- Queue tables carry queue-fit autovacuum settings (migration 0002): vacuum on an
 -- absolute threshold without cost throttling, page room for state updates.
 BEGIN;
-SELECT plan(6);
+SELECT plan(7);
 
 CREATE FUNCTION pg_temp.opts(t text) RETURNS text[] LANGUAGE sql AS $$
     SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = ('ql_private.' || t)::regclass
@@ -27,6 +27,10 @@ SELECT is((SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.reln
             WHERE n.nspname = 'ql_private' AND c.relname IN ('runs', 'attempts', 'run_leases')
               AND NOT ('autovacuum_vacuum_scale_factor=0' = ANY (coalesce(c.reloptions, '{}')))),
           0::bigint, 'no queue table falls back to the default 20 % scale factor');
+SELECT is((SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'ql_private' AND c.relname IN ('runs', 'attempts', 'run_leases')
+              AND 'vacuum_index_cleanup=on' = ANY (coalesce(c.reloptions, '{}'))),
+          3::bigint, 'queue tables never bypass the index pass of a vacuum (0007)');
 
 SELECT * FROM finish();
 ROLLBACK;

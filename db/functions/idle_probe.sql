@@ -1,0 +1,72 @@
+-- ql.idle_probe() -> jsonb
+--
+-- Purpose: the database answer an ingress replica forms its idle view from
+--   (service/idle_view.py, issue 7). In ONE statement (one snapshot):
+--     * the head of the candidate keyset (runs_candidate_keyset, at most 65
+--       queued runs in key order, each probed for its current attempt by primary
+--       key): is any of them dispatchable now (attempt claimed, remote_worker,
+--       not_before passed), and the earliest future not_before among them (the
+--       time-based wake-up: no NOTIFY marks a backoff ending);
+--     * whether any live unstarted lease exists (run_leases_unstarted_expiry):
+--       a worker whose pull response was lost replays its offer id and must get
+--       that offer back (SPEC 3.3 recover-first), and expired unstarted offers
+--       are candidates too, so while one exists no pull may be answered idle
+--       without the database.
+--   Returns {"idle": bool, "reason": null|"candidate"|"unstarted_lease"|
+--   "truncated", "nowMs": db clock, "wakeAtMs": earliest future not_before or
+--   null}. idle=true iff no queued run of the head is dispatchable, the head is
+--   not truncated (more than 64 queued runs: too many to prove idle in bounded
+--   time, so the answer is "not idle" and pulls go to the database), and no live
+--   unstarted lease exists.
+-- Cost: bounded (<= 65 index entries + 65 primary-key probes + one partial index
+--   probe), independent of queue depth and history. Read-only: zero WAL.
+-- Caller: ql_worker_ingress (the replica's idle view, a few calls a second per
+--   replica). Locks: none. Idempotency: read-only. SQLSTATEs: none.
+CREATE OR REPLACE FUNCTION ql.idle_probe()
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    head_limit constant integer := 64;
+    now_ts timestamptz := clock_timestamp();
+    head integer;
+    dispatchable boolean;
+    wake timestamptz;
+    unstarted boolean;
+BEGIN
+    WITH head AS MATERIALIZED (
+        SELECT r.current_attempt_id
+          FROM ql_private.runs r
+         WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+         ORDER BY -(r.priority::integer), r.queue_seq, r.id
+         LIMIT head_limit + 1
+    ), att AS MATERIALIZED (
+        SELECT a.not_before
+          FROM head h
+         CROSS JOIN LATERAL (
+               SELECT aa.not_before FROM ql_private.attempts aa
+                WHERE aa.id = h.current_attempt_id AND aa.state = 'claimed'
+                  AND aa.executor = 'remote_worker'
+                LIMIT 1) a
+    )
+    SELECT (SELECT count(*) FROM head)::integer,
+           EXISTS (SELECT 1 FROM att WHERE att.not_before <= now_ts),
+           (SELECT min(att.not_before) FROM att WHERE att.not_before > now_ts),
+           EXISTS (SELECT 1 FROM ql_private.run_leases l
+                    WHERE l.released_at IS NULL AND l.started_at IS NULL)
+      INTO head, dispatchable, wake, unstarted;
+    RETURN jsonb_build_object(
+        'idle', NOT dispatchable AND head <= head_limit AND NOT unstarted,
+        'reason', CASE WHEN dispatchable THEN 'candidate'
+                       WHEN head > head_limit THEN 'truncated'
+                       WHEN unstarted THEN 'unstarted_lease' END,
+        'nowMs', ql_private.epoch_ms(now_ts),
+        'wakeAtMs', CASE WHEN wake IS NOT NULL THEN ql_private.epoch_ms(wake) END);
+END
+$$;
+REVOKE ALL ON FUNCTION ql.idle_probe() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ql.idle_probe() TO ql_worker_ingress;
+COMMENT ON FUNCTION ql.idle_probe() IS
+'Idle view probe (issue 7), one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Bounded, read-only (zero WAL), no locks. Caller: ql_worker_ingress.';

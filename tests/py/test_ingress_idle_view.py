@@ -1,0 +1,239 @@
+"""Issue 7: idle pulls answered from the replica's idle view (service/idle_view.py).
+
+Real PostgreSQL, real TLS (tests/py/ingress_harness.py), the view engaged from
+startup (`idle_view_engage_rate_per_s=0`). Each test first drives the view to
+"idle" (a confirmed credential + session and an idle probe), then checks one
+safety property against the database's own answer.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from service.idle_view import ViewState
+from tests.py import ingress_harness
+from tests.py.ingress_harness import (
+    Agent,
+    IngressThread,
+    ingress_config,
+    make_agent,
+    open_body,
+    post,
+    pull_body,
+)
+from tests.py.provision import new_token
+
+ingress_dsn = ingress_harness.ingress_dsn
+prov = ingress_harness.prov
+start_ingress_thread = ingress_harness.start_ingress_thread
+su_conn = ingress_harness.su_conn
+test_pki = ingress_harness.test_pki
+
+PULL = "/v1/offers/pull"
+
+
+@pytest.fixture
+def viewed(start_ingress_thread, test_pki, ingress_dsn) -> IngressThread:
+    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
+                                                 idle_view_engage_rate_per_s=0))
+    _wait(lambda: _view(server).view_state() >= ViewState.UNKNOWN, "listener up")
+    return server
+
+
+def _view(server: IngressThread) -> Any:
+    assert server.running is not None
+    return server.running.state.idle_view
+
+
+def _wait(check: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _counter(server: IngressThread, name: str, label: str = "") -> int:
+    text = server.metrics_text()
+    pattern = "^" + re.escape(name) + (r"\{" + re.escape(label) + r"\}" if label else "") \
+        + r" (\d+)$"
+    match = re.search(pattern, text, re.M)
+    return int(match.group(1)) if match else 0
+
+
+def _db_calls(server: IngressThread, function: str) -> int:
+    return _counter(server, "qinglong_ingress_db_call_duration_seconds_count",
+                    f'function="{function}"')
+
+
+def _from_view(server: IngressThread) -> int:
+    return _counter(server, "qinglong_ingress_idle_view_pulls_total", 'source="view"')
+
+
+def _open(server: IngressThread, agent: Agent) -> dict[str, Any]:
+    reply = post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token)
+    assert reply.status == 201, reply.body
+    return dict(reply.json)
+
+
+def _pull(server: IngressThread, agent: Agent, session: dict[str, Any], **kw: Any) -> Any:
+    return post(server.port, PULL, pull_body(agent, session, **kw), ctx=agent.ctx,
+                token=agent.token)
+
+
+def _until_view_answers(server: IngressThread, agent: Agent, session: dict[str, Any]) -> None:
+    """Pull (idle) until one is answered from the view."""
+    def answered() -> bool:
+        before = _from_view(server)
+        reply = _pull(server, agent, session)
+        assert reply.status == 200 and reply.json["status"] == "idle", reply.body
+        return _from_view(server) > before
+    _wait(answered, "a pull answered from the view")
+
+
+def test_idle_pulls_come_from_the_view_without_db_calls(viewed, prov, test_pki):
+    agent = make_agent(prov, test_pki, "w-idle")
+    session = _open(viewed, agent)
+    db_idle = _pull(viewed, agent, session)  # first pull: the database answers
+    assert db_idle.status == 200 and db_idle.json["status"] == "idle"
+    _until_view_answers(viewed, agent, session)
+
+    calls = _db_calls(viewed, "pull_offer")
+    for _ in range(5):
+        reply = _pull(viewed, agent, session)
+        assert reply.status == 200
+        # Indistinguishable from the database's idle answer (retry guidance aside).
+        assert {k: v for k, v in reply.json.items() if k != "retryAfterMs"} == \
+            {k: v for k, v in db_idle.json.items() if k != "retryAfterMs"}
+        assert 2000 <= reply.json["retryAfterMs"] <= 3000
+    assert _db_calls(viewed, "pull_offer") == calls
+    assert _view(viewed).view_state() == ViewState.IDLE
+    text = viewed.metrics_text()
+    assert "qinglong_ingress_idle_view_listener_up 1" in text
+    assert re.search(r'^qinglong_ingress_idle_view_pings_total\{outcome="ok"\} [1-9]', text, re.M)
+
+
+def test_enqueued_run_is_offered_on_the_very_next_pull(viewed, prov, test_pki, su_conn):
+    agents = [make_agent(prov, test_pki, f"w-barrier-{i}") for i in range(6)]
+    sessions = [_open(viewed, a) for a in agents]
+    task = prov.task("t")
+    for round_no in range(3):
+        for agent, session in zip(agents, sessions, strict=True):
+            _pull(viewed, agent, session)
+        _until_view_answers(viewed, agents[0], sessions[0])
+        prov.enqueue(task, count=len(agents))  # committed when this returns
+        # Truly concurrent pulls, all arriving after the enqueue committed.
+        replies: list[Any] = [None] * len(agents)
+        start = threading.Barrier(len(agents))
+
+        def pull(i: int, start: threading.Barrier = start, replies: list[Any] = replies) -> None:
+            start.wait()
+            replies[i] = _pull(viewed, agents[i], sessions[i])
+
+        threads = [threading.Thread(target=pull, args=(i,)) for i in range(len(agents))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        statuses = [(r.status, r.json["status"]) for r in replies]
+        assert statuses == [(200, "offered")] * len(agents), (round_no, statuses)
+        runs = {r.json["candidate"]["runId"] for r in replies}
+        assert len(runs) == len(agents)
+        su_conn.execute("UPDATE ql_private.run_leases SET released_at = clock_timestamp(),"
+                        " release_reason = 'completed' WHERE released_at IS NULL")
+        su_conn.execute("UPDATE ql_private.runs SET state = 'succeeded'"
+                        " WHERE state = 'dispatching'")
+
+
+def test_revoked_credential_is_refused_on_the_next_pull(viewed, prov, test_pki, su_conn):
+    agent = make_agent(prov, test_pki, "w-revoke")
+    session = _open(viewed, agent)
+    _pull(viewed, agent, session)
+    _until_view_answers(viewed, agent, session)
+    su_conn.execute("SELECT ql.revoke_credential(%s)", (agent.worker.credential_id,))
+    reply = _pull(viewed, agent, session)
+    assert (reply.status, reply.json["reason"]) == (401, "revoked_credential")
+    # And it stays refused (the cache entry is gone, not just skipped once).
+    for _ in range(3):
+        assert _pull(viewed, agent, session).status == 401
+
+
+def test_session_replaced_elsewhere_is_409(viewed, start_ingress_thread, prov, test_pki,
+                                           ingress_dsn):
+    other = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
+                                                idle_view_engage_rate_per_s=0))
+    agent = make_agent(prov, test_pki, "w-replace")
+    session = _open(viewed, agent)
+    _pull(viewed, agent, session)
+    _until_view_answers(viewed, agent, session)
+    newer = _open(other, agent)  # replaced through another replica
+    assert newer["generation"] == session["generation"] + 1
+    reply = _pull(viewed, agent, session)
+    assert (reply.status, reply.json["reason"]) == (409, "session_replaced")
+    assert _pull(viewed, agent, newer).status == 200
+
+
+def test_lost_response_retry_gets_the_same_offer_never_idle(viewed, prov, test_pki):
+    agent = make_agent(prov, test_pki, "w-retry")
+    bystander = make_agent(prov, test_pki, "w-bystander")
+    session, other = _open(viewed, agent), _open(viewed, bystander)
+    _pull(viewed, bystander, other)
+    _until_view_answers(viewed, bystander, other)
+    task = prov.task("t")
+    prov.enqueue(task, count=1)
+    offer_id, token = str(uuid.uuid4()), new_token()
+    first = _pull(viewed, agent, session, offer_id=offer_id, token=token)
+    assert first.json["status"] == "offered"  # ... and the worker never saw it
+    # The queue is empty now; idle pulls keep coming; the view re-probes.
+    for _ in range(10):
+        assert _pull(viewed, bystander, other).json["status"] == "idle"
+        time.sleep(0.1)
+    assert _view(viewed).view_state() != ViewState.IDLE  # a live unstarted lease exists
+    for _ in range(3):
+        retry = _pull(viewed, agent, session, offer_id=offer_id, token=token)
+        assert retry.status == 200 and retry.json == first.json
+
+
+def test_listener_killed_falls_back_to_db_and_reconnects(viewed, prov, test_pki, su_conn):
+    agent = make_agent(prov, test_pki, "w-listener")
+    session = _open(viewed, agent)
+    _pull(viewed, agent, session)
+    _until_view_answers(viewed, agent, session)
+    killed = su_conn.execute(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE application_name = 'qinglong-ingress-listener'"
+        " AND datname = current_database()) t").fetchone()
+    assert killed is not None and killed[0] == 1
+    _wait(lambda: _counter(viewed, "qinglong_ingress_idle_view_listener_events_total",
+                           'event="lost"') >= 1, "listener loss noticed")
+    # Everything learned under the lost listener is gone: pulls go to the database.
+    calls = _db_calls(viewed, "pull_offer")
+    assert _pull(viewed, agent, session).json["status"] == "idle"
+    assert _db_calls(viewed, "pull_offer") == calls + 1
+    _wait(lambda: _counter(viewed, "qinglong_ingress_idle_view_listener_events_total",
+                           'event="connected"') >= 2, "listener reconnected")
+    # A heartbeat re-confirms the session under the new listener; then the view serves again.
+    beat = {"schema": "qinglong/session-heartbeat-request@v1", "workerId": agent.worker_id,
+            "sessionId": session["sessionId"], "generation": session["generation"]}
+    assert post(viewed.port, "/v1/sessions/heartbeat", beat, ctx=agent.ctx,
+                token=agent.token).status == 200
+    _until_view_answers(viewed, agent, session)
+
+
+def test_dormant_below_the_engage_rate(start_ingress_thread, test_pki, ingress_dsn, prov):
+    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn))
+    agent = make_agent(prov, test_pki, "w-dormant")
+    session = _open(server, agent)
+    calls = _db_calls(server, "pull_offer")
+    for _ in range(3):
+        assert _pull(server, agent, session).json["status"] == "idle"
+    assert _db_calls(server, "pull_offer") == calls + 3
+    assert _view(server).view_state() == ViewState.DORMANT
+    assert _db_calls(server, "idle_ping") == 0 and _db_calls(server, "idle_probe") == 0

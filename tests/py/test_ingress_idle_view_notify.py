@@ -1,0 +1,132 @@
+"""Migration 0005: which committed changes notify `ql_dispatch`, and which never do.
+
+A real LISTEN connection watches while each path runs through the public SQL API
+(as the control plane and the ingress call it): enqueue, retry, requeue after
+a lease expired unstarted, session replace/close, revocation notify; a claim, a
+session heartbeat, an idle pull and the probe never do. Also: the probe writes
+no WAL.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from tests.py.provision import Intent, Provisioner, new_token
+
+
+@pytest.fixture
+def su(db_dsn: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def listener(db_dsn: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("LISTEN ql_dispatch")
+        yield conn
+
+
+def _drain(conn: psycopg.Connection, wait: float = 0.3) -> list[str]:
+    return [n.payload for n in conn.notifies(timeout=wait)]
+
+
+def _intent() -> Intent:
+    return Intent(str(uuid.uuid4()), new_token())
+
+
+def test_notifying_paths(su, listener):
+    prov = Provisioner(su)
+    worker = prov.worker("w")
+    session = prov.session(worker)
+    assert _drain(listener) == []  # a first session (nothing replaced) is not a fence change
+    task = prov.task("t")
+    _drain(listener)
+
+    prov.enqueue(task, count=3)
+    assert _drain(listener) == ["q"], "enqueue"
+
+    # Claim: never notifies (NOTIFY would serialize claims at commit).
+    offered = prov.pull(session, _intent())
+    assert offered["status"] == "offered"
+    assert _drain(listener) == [], "claim"
+
+    # An idle pull and a session heartbeat: nothing.
+    su.execute("SELECT ql.heartbeat_session(%s, %s, %s, %s, %s)",
+               (worker.credential_id, worker.secret_digest, worker.worker_id,
+                session.session_id, session.generation))
+    assert _drain(listener) == [], "heartbeat"
+    su.execute("SELECT ql.idle_probe()")
+    assert _drain(listener) == [], "probe"
+
+    # Requeue after the offer expired unstarted (the sweeper path).
+    su.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp() - interval '1 s'"
+               " WHERE offer_id = %s", (offered["offer"]["offerId"],))
+    _drain(listener)
+    su.execute("SELECT ql.sweep_leases()")
+    assert _drain(listener) == ["q"], "sweeper requeue"
+
+    # Retry: start, then fail -> new attempt, run queued again.
+    intent = _intent()
+    offer = prov.pull(session, intent)["offer"]
+    _drain(listener)
+    args = (worker.credential_id, worker.secret_digest, worker.worker_id, session.session_id,
+            session.generation, offer["offerId"], intent.token_digest)
+    assert su.execute("SELECT ql.ack_lease(%s, %s, %s, %s, %s, %s, %s, 'starting', NULL)",
+                      args).fetchone()[0]["status"] == "ok"
+    assert _drain(listener) == [], "starting ACK"
+    su.execute("SELECT ql.complete_lease(%s, %s, %s, %s, %s, %s, %s, 'failed', 1, NULL)", args)
+    assert _drain(listener) == ["q"], "retry scheduled"
+
+    # Session replaced (open again) and closed.
+    newer = prov.session(worker)
+    assert _drain(listener) == [f"s:{worker.worker_id}"], "session replaced"
+    su.execute("SELECT ql.close_session(%s, %s, %s, %s, %s)",
+               (worker.credential_id, worker.secret_digest, worker.worker_id,
+                newer.session_id, newer.generation))
+    assert _drain(listener) == [f"s:{worker.worker_id}"], "session closed"
+
+    # Revocation.
+    su.execute("SELECT ql.revoke_credential(%s)", (worker.credential_id,))
+    assert _drain(listener) == [f"c:{worker.credential_id}"], "revocation"
+
+    # Bulk state changes that do not requeue stay silent.
+    su.execute("UPDATE ql_private.runs SET state = 'succeeded' WHERE state <> 'queued'")
+    assert _drain(listener) == [], "bulk non-requeue update"
+
+
+def test_payloads_never_carry_secrets(su, listener):
+    prov = Provisioner(su)
+    worker = prov.worker("w")
+    prov.session(worker)
+    prov.session(worker)
+    su.execute("SELECT ql.revoke_credential(%s)", (worker.credential_id,))
+    payloads = _drain(listener)
+    assert payloads and all(len(p) <= 40 for p in payloads)
+    assert not any(worker.secret in p or worker.secret_digest.hex() in p for p in payloads)
+
+
+def test_probe_writes_no_wal(su):
+    prov = Provisioner(su)
+    task = prov.task("t")
+    prov.enqueue(task, count=3)
+    su.execute("UPDATE ql_private.runs SET state = 'succeeded'")
+    su.execute("VACUUM ql_private.runs, ql_private.attempts, ql_private.run_leases")
+    su.execute("SELECT ql.idle_probe()")
+    tries = []
+    for _ in range(5):
+        before = su.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+        for _ in range(50):
+            su.execute("SELECT ql.idle_probe()")
+        after = su.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+        moved = su.execute("SELECT %s::pg_lsn - %s::pg_lsn", (after, before)).fetchone()[0]
+        tries.append(int(moved))
+        if moved == 0:
+            break
+        time.sleep(0.2)  # background WAL (autovacuum, checkpoint) landed in the window
+    assert tries[-1] == 0, tries
