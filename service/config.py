@@ -74,9 +74,15 @@ class IngressConfig:
     body_timeout_s: float = 10.0
     max_body_bytes: int = 4096
     shutdown_timeout_s: float = 30.0
-    # Per-worker token bucket (per replica).
+    # Per-worker token buckets (per replica): one for polling (pulls, session
+    # calls), one for lease calls. Lease calls are bounded by the worker's live
+    # leases (two ACKs + a completion per run, heartbeats on a cadence), so a
+    # busy data-centre worker must not be throttled by the polling budget: with
+    # one shared 5/s bucket an executing worker was capped at ~1.25 runs/s.
     rate_per_s: float = 5.0
     rate_burst: int = 10
+    lease_rate_per_s: float = 100.0
+    lease_rate_burst: int = 200
     rate_max_tracked: int = 100_000
     # Idle pulls: the worker waits retryAfterMs = cadence + uniform jitter.
     idle_retry_after_ms: int = 2000
@@ -117,6 +123,8 @@ class IngressConfig:
         _require(1 <= self.max_body_bytes <= 4096, "max_body_bytes must be 1..4096")
         _require(self.max_connections >= 1, "max_connections must be >= 1")
         _require(self.rate_per_s > 0 and self.rate_burst >= 1, "rate limits must be positive")
+        _require(self.lease_rate_per_s > 0 and self.lease_rate_burst >= 1,
+                 "lease rate limits must be positive")
         for name in ("statement_timeout_ms", "acquire_timeout_ms", "ready_timeout_ms"):
             _require(getattr(self, name) > 0, f"{name} must be positive")
         for name in ("handshake_timeout_s", "header_timeout_s", "body_timeout_s"):
@@ -182,7 +190,8 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "tls": {"workerCaFile": "client_ca_file"},
     "database": {"poolMin": "pool_min_size", "poolMax": "pool_max_size",
                  "preparedStatements": "prepared_statements"},
-    "limits": {"ratePerSecond": "rate_per_s", "burst": "rate_burst"},
+    "limits": {"ratePerSecond": "rate_per_s", "burst": "rate_burst",
+               "leaseRatePerSecond": "lease_rate_per_s", "leaseBurst": "lease_rate_burst"},
 }
 
 

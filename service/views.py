@@ -70,8 +70,9 @@ class Admitted:
 # ------------------------------------------------------------------ pipeline
 
 
-def _rate_limit(state: IngressState, worker_id: str | None) -> None:
-    decision = state.limiter.take(worker_id or "")
+def _rate_limit(state: IngressState, endpoint: Endpoint, worker_id: str | None) -> None:
+    limiter = state.lease_limiter if endpoint.action.startswith("lease.") else state.limiter
+    decision = limiter.take(worker_id or "")
     if not decision.allowed:
         state.metrics.rate_limited.inc()
         raise ApiError(429, "too_many_requests", retry_after_s=decision.retry_after_s)
@@ -130,7 +131,7 @@ async def _deny(state: IngressState, endpoint: Endpoint, status: int, reason: st
 async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState, Admitted]:
     state = request.app[STATE]
     cert_worker = peer_worker_id(request)
-    _rate_limit(state, cert_worker)
+    _rate_limit(state, endpoint, cert_worker)
     state.idle_view.note_request()
     data = await read_body(request, state.config.max_body_bytes, state.config.body_timeout_s)
     doc = parse_request(data, endpoint.request_schema)

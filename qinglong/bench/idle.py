@@ -37,10 +37,14 @@ from qinglong.bench.common import (
 )
 from qinglong.bench.idle_fleet import run_fleet
 
+# The fleet is driven at growing sizes, up to the target's 10,000: the database
+# calls a replica makes for idle workers should not grow with their number, and
+# the ladder shows where this one Python process (ingress + driver) saturates.
 FULL = {"claims": 1000, "pulls": 2000, "threads": 8, "drain": 100_000,
-        "fleet": 10_000, "fleetWarmS": 25.0, "fleetMeasureS": 30.0}
+        "fleet": (250, 1_000, 10_000), "fleetWarmS": 25.0, "fleetMeasureS": 30.0}
 QUICK = {"claims": 150, "pulls": 200, "threads": 4, "drain": 10_000,
-         "fleet": 300, "fleetWarmS": 4.0, "fleetMeasureS": 6.0}
+         "fleet": (300,), "fleetWarmS": 4.0, "fleetMeasureS": 6.0}
+FLEET_TARGET_WORKERS = 10_000
 WAL_TRIES = 5
 DRAIN_TARGET = 2.0
 
@@ -146,9 +150,11 @@ def run(ctx: BenchContext) -> list[Table]:
         tries = _wal_windows(conn, claimer, sizes["pulls"])
         parallel = _parallel_idle(dsn, ctx, sizes["threads"], sizes["pulls"])
         drain = _drain_case(api, conn, ctx, sizes["drain"], sizes["pulls"])
-    with ctx.fresh_db() as fleet_dsn:
-        fleet = run_fleet(fleet_dsn, int(sizes["fleet"]), sizes["fleetWarmS"],
-                          sizes["fleetMeasureS"])
+    ladder = []
+    for size in sizes["fleet"]:
+        with ctx.fresh_db() as fleet_dsn:
+            ladder.append(run_fleet(fleet_dsn, int(size), sizes["fleetWarmS"],
+                                    sizes["fleetMeasureS"]))
     last = tries[-1]
     wal_per_pull = last["walBytes"] / last["pulls"]
     trips = last["pullStatements"] / last["pulls"]
@@ -183,39 +189,50 @@ def run(ctx: BenchContext) -> list[Table]:
         "drain": drain, "drainTarget": DRAIN_TARGET,
         "drainTargetMet": not math.isnan(drain["ratioMean"]) and drain["ratioMean"] <= 2,
     }  # fmt: skip
-    return [table, _fleet_table(fleet)]
+    return [table, _fleet_table(ladder)]
 
 
-def _fleet_table(fleet: dict[str, Any]) -> Table:
-    table = Table(f"idle: fleet of {fleet['workers']:,} idle workers, one ingress replica",
-                  ["measure", "value"])
-    by_function = ", ".join(f"{name} {rate:.1f}" for name, rate
-                            in sorted(fleet["dbCallsByFunctionPerS"].items()))
-    table.rows = [
-        ["pulls/s / session heartbeats/s (offered by the fleet)",
-         f"{fleet['pullsPerS']:,.0f} / {fleet['heartbeatsPerS']:,.0f}"],
-        ["database calls/s at the gateway (target ≤ 333)", f"{fleet['dbCallsPerS']:.1f}"],
-        ["… by function", by_function or "none"],
-        ["top-level ql.* statements/s (pg_stat_statements)", f"{fleet['pgStatementsPerS']:.1f}"],
-        ["pulls answered from the idle view", f"{100 * fleet['shortcutRatio']:.1f} %"],
-        ["CPU s/s of the process (ingress + in-process fleet driver)",
-         f"{fleet['cpuSecondsPerS']:.2f}"],
-        ["event-loop lag, mean", f"{fleet['loopLagMeanMs']:.1f} ms"],
-        ["errors / non-idle pulls", f"{fleet['errors']} / {fleet['nonIdlePulls']}"],
-    ]  # fmt: skip
+def _failures(statuses: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in statuses.items() if " 200" not in k) or "none"
+
+
+def _fleet_table(ladder: list[dict[str, Any]]) -> Table:
+    fleet = ladder[-1]
+    table = Table("idle: simulated fleets of idle workers, one ingress replica",
+                  ["workers", "pulls/s", "heartbeats/s", "db calls/s", "by function",
+                   "from view", "CPU s/s", "loop lag ms", "errors"])
+    for run in ladder:
+        by_function = ", ".join(f"{name} {rate:.1f}" for name, rate
+                                in sorted(run["dbCallsByFunctionPerS"].items()))
+        table.rows.append([
+            f"{run['workers']:,}", f"{run['pullsPerS']:,.0f}", f"{run['heartbeatsPerS']:,.0f}",
+            f"{run['dbCallsPerS']:.1f} (pg_stat_statements {run['pgStatementsPerS']:.1f})",
+            by_function or "none", f"{100 * run['shortcutRatio']:.1f} %",
+            f"{run['cpuSecondsPerS']:.2f}", f"{run['loopLagMeanMs']:.0f}",
+            f"{run['errors']} ({_failures(run['statuses'])})",
+        ])  # fmt: skip
     table.notes.append(
         "In-process fleet: the real ingress app (pool, idle view with its LISTEN "
         "connection, heartbeat batcher, handlers, schema validation, audit to a file) on "
         "a real PostgreSQL, each worker an asyncio task presenting its own certificate "
         "through the request transport; TLS handshakes and HTTP parsing are not "
         "exercised (10,000 TLS client connections do not fit this 2-core box). Default "
-        f"cadence (pull every 2 s + ≤ 1 s jitter, heartbeat every 20 s); window "
-        f"{fleet['windowS']:.0f} s after {fleet['warmS']:.0f} s warm-up. Target ≤ 333 "
-        f"calls/s: {'met' if fleet['targetMet'] else 'MISSED'}.")
-    if fleet["loopLagMeanMs"] > 100 or fleet["errors"]:
+        f"cadence (pull every 2 s + ≤ 1 s jitter, heartbeat every 20 s); each window "
+        f"{fleet['windowS']:.0f} s after {fleet['warmS']:.0f} s warm-up. CPU is the whole "
+        "process: ingress and driver.")
+    saturated = [r for r in ladder if r["loopLagMeanMs"] > 100 or r["errors"]]
+    for run in saturated:
         table.notes.append(
-            f"SATURATED: event-loop lag {fleet['loopLagMeanMs']:.0f} ms and {fleet['errors']} "
-            "errors — the single Python process (ingress + fleet driver on one core) could "
-            "not keep up with this fleet, so these figures are not a steady state.")
-    table.data = {"fleet": fleet}
+            f"SATURATED at {run['workers']:,}: event-loop lag {run['loopLagMeanMs']:.0f} ms, "
+            f"{run['errors']} errors — the one Python process (ingress + fleet driver on one "
+            "core) could not keep up, so that row is not a steady state: when its database "
+            "calls time out, the credential/session caches (filled only from database "
+            "answers) stop filling and pulls fall back to the database.")
+    at_target = [r for r in ladder if r["workers"] >= FLEET_TARGET_WORKERS and r not in saturated]
+    verdict = ("met" if at_target and all(r["targetMet"] for r in at_target)
+               else "MISSED" if at_target else "NOT DEMONSTRATED (no unsaturated run at "
+               f"{FLEET_TARGET_WORKERS:,})")
+    table.notes.append(f"target: {FLEET_TARGET_WORKERS:,} idle workers ≤ 333 database calls/s: "
+                       + verdict)
+    table.data = {"fleet": fleet, "ladder": ladder}
     return table

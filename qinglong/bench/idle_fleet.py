@@ -280,6 +280,9 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
         await asyncio.gather(*tasks, return_exceptions=True)
         await runner.cleanup()
         audit_file.close()
+    db_errors = {kind: state.metrics.db_errors.value(kind)
+                 for kind in ("pool", "connection", "statement_timeout", "client_timeout",
+                              "unexpected")}
     by_function = {k: (calls_after.get(k, 0) - calls_before.get(k, 0)) / wall
                    for k in calls_after if calls_after.get(k, 0) != calls_before.get(k, 0)}
     from_view = view_after[0] - view_before[0]
@@ -289,7 +292,7 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
         "workers": len(workers), "windowS": wall, "warmS": warm_s,
         "pullsPerS": counts.pulls / wall, "heartbeatsPerS": counts.heartbeats / wall,
         "idlePulls": counts.idle, "nonIdlePulls": counts.other, "errors": counts.errors,
-        "statuses": counts.statuses,
+        "statuses": counts.statuses, "dbErrors": db_errors,
         "dbCallsPerS": db_per_s, "dbCallsByFunctionPerS": by_function,
         "pgStatementsPerS": (pg_after - pg_before) / wall,
         "shortcutRatio": from_view / (from_view + from_db) if from_view + from_db else 0.0,

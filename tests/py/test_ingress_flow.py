@@ -227,6 +227,35 @@ def test_rate_limit_answers_429_with_retry_after(start_ingress_thread, test_pki,
     assert server.metrics.rate_limited.value() == 2
 
 
+def test_lease_calls_have_their_own_budget(start_ingress_thread, test_pki, ingress_dsn,
+                                           agent, prov):
+    """A worker that spent its polling budget can still ACK and complete the run it
+    holds (lease calls use a separate bucket), and lease calls are limited too."""
+    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn, rate_per_s=0.5,
+                                                 rate_burst=2, lease_rate_per_s=0.5,
+                                                 lease_rate_burst=2))
+    session = _open(server, agent)
+    prov.enqueue(prov.task("t"), count=2)
+    pull = pull_body(agent, session)
+    offered = post(server.port, "/v1/offers/pull", pull, ctx=agent.ctx, token=agent.token)
+    assert offered.status == 200 and offered.json["status"] == "offered", offered.body
+    again = post(server.port, "/v1/offers/pull", pull_body(agent, session), ctx=agent.ctx,
+                 token=agent.token)
+    assert again.status == 429  # the polling bucket is empty ...
+
+    def lease(kind: str, **extra: object) -> int:
+        body = {"schema": f"qinglong/lease-{kind}-request@v1", "workerId": agent.worker_id,
+                "sessionId": session["sessionId"], "generation": session["generation"],
+                "offerId": pull["offerId"], "leaseToken": pull["leaseToken"], **extra}
+        return post(server.port, f"/v1/leases/{kind}", body, ctx=agent.ctx,
+                    token=agent.token).status
+
+    assert lease("ack", phase="starting") == 200  # ... the lease bucket is not
+    assert lease("ack", phase="running") == 200
+    assert lease("complete", outcome="succeeded", exitCode=0) == 429  # lease burst 2 spent
+    assert server.metrics.rate_limited.value() == 2
+
+
 def test_corrupted_projection_is_503_not_400(start_ingress_thread, test_pki, ingress_dsn,
                                             agent, prov, su_conn):
     def corrupt(route: str, doc: dict) -> dict:
