@@ -2315,7 +2315,7 @@ CREATE TABLE ql_private.run_leases (
     CONSTRAINT run_leases_release_reason_check CHECK ((release_reason = ANY (ARRAY['expired'::text, 'session_replaced'::text, 'session_closed'::text, 'completed'::text, 'lost'::text, 'cancelled'::text, 'start_failed'::text]))),
     CONSTRAINT run_leases_token_digest_check CHECK ((octet_length(token_digest) = 32))
 )
-WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', vacuum_index_cleanup='on');
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', vacuum_index_cleanup='on', autovacuum_vacuum_insert_threshold='1000', autovacuum_vacuum_insert_scale_factor='0');
 
 
 ALTER TABLE ql_private.run_leases OWNER TO ql_owner;
@@ -3196,7 +3196,7 @@ ALTER FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_i
 -- Name: FUNCTION scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4: bounded keyset scan (one statement per page: candidates + placement per revision + claim rank), then one SKIP LOCKED claim over the page''s passers in (priority DESC, score DESC, queue order), up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';
+COMMENT ON FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4: bounded keyset scan (one statement per page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then one SKIP LOCKED claim over the page''s passers in (priority DESC, score DESC, queue order), up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';
 
 
 --
@@ -4439,10 +4439,10 @@ CREATE UNIQUE INDEX run_leases_one_live ON ql_private.run_leases USING btree (at
 
 
 --
--- Name: run_leases_session_live; Type: INDEX; Schema: ql_private; Owner: ql_owner
+-- Name: run_leases_session_live_counted; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE INDEX run_leases_session_live ON ql_private.run_leases USING btree (session_id) WHERE (released_at IS NULL);
+CREATE INDEX run_leases_session_live_counted ON ql_private.run_leases USING btree (session_id) INCLUDE (started_at, expires_at) WHERE (released_at IS NULL);
 
 
 --

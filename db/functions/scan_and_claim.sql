@@ -201,4 +201,4 @@ REVOKE ALL ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) IS
-'Pull steps 3-4: bounded keyset scan (one statement per page: candidates + placement per revision + claim rank), then one SKIP LOCKED claim over the page''s passers in (priority DESC, score DESC, queue order), up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';
+'Pull steps 3-4: bounded keyset scan (one statement per page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then one SKIP LOCKED claim over the page''s passers in (priority DESC, score DESC, queue order), up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';

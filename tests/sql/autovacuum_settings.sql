@@ -1,7 +1,7 @@
 -- Queue tables carry queue-fit autovacuum settings (migration 0002): vacuum on an
 -- absolute threshold without cost throttling, page room for state updates.
 BEGIN;
-SELECT plan(7);
+SELECT plan(9);
 
 CREATE FUNCTION pg_temp.opts(t text) RETURNS text[] LANGUAGE sql AS $$
     SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = ('ql_private.' || t)::regclass
@@ -31,6 +31,14 @@ SELECT is((SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.reln
             WHERE n.nspname = 'ql_private' AND c.relname IN ('runs', 'attempts', 'run_leases')
               AND 'vacuum_index_cleanup=on' = ANY (coalesce(c.reloptions, '{}'))),
           3::bigint, 'queue tables never bypass the index pass of a vacuum (0007)');
+
+SELECT ok(pg_temp.opts('run_leases') @> ARRAY['autovacuum_vacuum_insert_threshold=1000',
+          'autovacuum_vacuum_insert_scale_factor=0'],
+          'run_leases: insert-triggered vacuums keep the visibility map set (0008)');
+SELECT is((SELECT pg_get_indexdef('ql_private.run_leases_session_live_counted'::regclass)),
+          'CREATE INDEX run_leases_session_live_counted ON ql_private.run_leases USING btree '
+          '(session_id) INCLUDE (started_at, expires_at) WHERE (released_at IS NULL)',
+          'slot counts read only the index: session_id plus the columns "live" needs (0008)');
 
 SELECT * FROM finish();
 ROLLBACK;
