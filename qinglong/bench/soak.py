@@ -404,13 +404,20 @@ def _soak(level: SoakLevel, sizes: Sizes) -> dict[str, Any]:
             "vacuumLog": autovacuum_log(level.cluster.log_file, log_offset)}  # fmt: skip
 
 
+QUEUE_NAPTIME = "10s"
+
+
 def run_standalone(quick: bool) -> list[Table]:
     from qinglong.throwaway_postgres import ThrowawayPostgres
 
     sizes = QUICK if quick else FULL
-    # Logging only (no behaviour changes): each autovacuum's report says whether it
-    # vacuumed the indexes, which is what explains the dead-tuple figures.
-    cluster = ThrowawayPostgres(settings={"log_autovacuum_min_duration": "0"})
+    # log_autovacuum_min_duration: logging only — each autovacuum's report says
+    # whether it vacuumed the indexes, which explains the dead-tuple figures.
+    # autovacuum_naptime: the setting docs/OPERATIONS.md tells operators to use for
+    # a queue (the server default of 1 min lets ~30k dead rows pile up between
+    # visits at this rate: measured, BENCHMARKS.md 2026-11-30 00:28).
+    cluster = ThrowawayPostgres(settings={"log_autovacuum_min_duration": "0",
+                                          "autovacuum_naptime": QUEUE_NAPTIME})
     cluster.start()
     try:
         with tempfile.TemporaryDirectory(prefix="qinglong-bench-soak-") as tmp:
@@ -513,11 +520,11 @@ def _dead_note(sizes: Sizes, dead: dict[str, Any], naptime: str) -> str:
             f"{sizes.sample_s:g} s: max {dead['max']:,}, final {dead['final']:,} "
             f"(target ≤ {TARGET_DEAD:,}: {_met(met)})")  # fmt: skip
     if met:
-        return text
+        return text + f" with autovacuum_naptime = {naptime} (docs/OPERATIONS.md)"
     name, worst = max(dead["tables"].items(), key=lambda item: item[1]["max"])
     why = (f"; they grew ≈ {dead['growthPerS']:,.0f}/s between vacuums, and autovacuum "
-           f"visits the database once per autovacuum_naptime = {naptime} (server default, "
-           "left as is; 0002's per-table thresholds of 1,000 are crossed within seconds)")
+           f"visits the database once per autovacuum_naptime = {naptime} (0002's "
+           "per-table thresholds of 1,000 are crossed within seconds)")
     if worst["indexBypassed"]:
         # PostgreSQL >= 14 skips index vacuuming while dead item stubs sit on < 2 % of the
         # heap's pages; the stubs stay, and ANALYZE (0002: every 5,000 changes) counts
