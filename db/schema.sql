@@ -2354,15 +2354,12 @@ COMMENT ON FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id 
 
 
 --
--- Name: lease_projection(bigint); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+-- Name: lease_json(ql_private.run_leases); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.lease_projection(p_lease_id bigint) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+CREATE FUNCTION ql_private.lease_json(l ql_private.run_leases) RETURNS jsonb
+    LANGUAGE sql STABLE
     AS $$
-BEGIN
-    RETURN (
     SELECT jsonb_build_object(
         'runId', l.run_id,
         'attemptId', l.attempt_id,
@@ -2374,7 +2371,30 @@ BEGIN
         'offerId', l.offer_id,
         'claimedAtMs', ql_private.epoch_ms(l.claimed_at),
         'expiresAtMs', ql_private.epoch_ms(l.expires_at),
-        'updatedAtMs', ql_private.epoch_ms(l.updated_at),
+        'updatedAtMs', ql_private.epoch_ms(l.updated_at))
+$$;
+
+
+ALTER FUNCTION ql_private.lease_json(l ql_private.run_leases) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION lease_json(l ql_private.run_leases); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.lease_json(l ql_private.run_leases) IS 'The wire lease object (offer@v1 lease; lease@v1 without state/startedAtMs/cancelRequested) from a run_leases row. Pure, inlinable; never the token or its digest.';
+
+
+--
+-- Name: lease_projection(bigint); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.lease_projection(p_lease_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (
+    SELECT ql_private.lease_json(l) || jsonb_build_object(
         'state', a.state,
         'startedAtMs', ql_private.epoch_ms(l.started_at),
         'cancelRequested', r.cancel_requested)
@@ -2563,18 +2583,7 @@ CREATE FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs
                     ELSE jsonb_build_object('placement', er.placement) END,
         'contentDigest', l.content_digest,
         'placementScore', l.placement_score,
-        'lease', jsonb_build_object(
-            'runId', l.run_id,
-            'attemptId', l.attempt_id,
-            'workerId', l.worker_id,
-            'sessionId', l.session_id,
-            'sessionGeneration', l.session_generation,
-            'leaseGeneration', l.lease_generation,
-            'leaseVersion', l.lease_version,
-            'offerId', l.offer_id,
-            'claimedAtMs', ql_private.epoch_ms(l.claimed_at),
-            'expiresAtMs', ql_private.epoch_ms(l.expires_at),
-            'updatedAtMs', ql_private.epoch_ms(l.updated_at)))
+        'lease', ql_private.lease_json(l))
 $$;
 
 
@@ -4951,6 +4960,13 @@ REVOKE ALL ON FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_by
 --
 
 REVOKE ALL ON FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION lease_json(l ql_private.run_leases); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.lease_json(l ql_private.run_leases) FROM PUBLIC;
 
 
 --

@@ -17,18 +17,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN (
-    SELECT jsonb_build_object(
-        'runId', l.run_id,
-        'attemptId', l.attempt_id,
-        'workerId', l.worker_id,
-        'sessionId', l.session_id,
-        'sessionGeneration', l.session_generation,
-        'leaseGeneration', l.lease_generation,
-        'leaseVersion', l.lease_version,
-        'offerId', l.offer_id,
-        'claimedAtMs', ql_private.epoch_ms(l.claimed_at),
-        'expiresAtMs', ql_private.epoch_ms(l.expires_at),
-        'updatedAtMs', ql_private.epoch_ms(l.updated_at),
+    SELECT ql_private.lease_json(l) || jsonb_build_object(
         'state', a.state,
         'startedAtMs', ql_private.epoch_ms(l.started_at),
         'cancelRequested', r.cancel_requested)

@@ -47,18 +47,7 @@ AS $$
                     ELSE jsonb_build_object('placement', er.placement) END,
         'contentDigest', l.content_digest,
         'placementScore', l.placement_score,
-        'lease', jsonb_build_object(
-            'runId', l.run_id,
-            'attemptId', l.attempt_id,
-            'workerId', l.worker_id,
-            'sessionId', l.session_id,
-            'sessionGeneration', l.session_generation,
-            'leaseGeneration', l.lease_generation,
-            'leaseVersion', l.lease_version,
-            'offerId', l.offer_id,
-            'claimedAtMs', ql_private.epoch_ms(l.claimed_at),
-            'expiresAtMs', ql_private.epoch_ms(l.expires_at),
-            'updatedAtMs', ql_private.epoch_ms(l.updated_at)))
+        'lease', ql_private.lease_json(l))
 $$;
 REVOKE ALL ON FUNCTION ql_private.offer_json(
     ql_private.run_leases, ql_private.runs, ql_private.execution_revisions) FROM PUBLIC;

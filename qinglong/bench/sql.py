@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from typing import Any
 
 import psycopg
@@ -86,37 +85,6 @@ def _ours(ctx: BenchContext, dsn: str, threads: int) -> tuple[Timings, Timings, 
     return pulls, acks, outcomes
 
 
-def _raw(dsn: str, threads: int) -> Timings:
-    results: list[tuple[int, list[float]]] = []
-    lock = threading.Lock()
-
-    def work(index: int, barrier: threading.Barrier) -> None:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            name = f"raw-{index}"
-            times: list[float] = []
-            claimed = 0
-            for _ in range(WARMUP):
-                conn.execute("SELECT qlbench.claim(%s)", (name,), prepare=True).fetchone()
-            barrier.wait()
-            while True:
-                started = time.perf_counter()
-                row = conn.execute("SELECT qlbench.claim(%s)", (name,), prepare=True).fetchone()
-                elapsed = time.perf_counter() - started
-                if row is None or row[0] is None:
-                    break
-                times.append(elapsed)
-                claimed += 1
-            with lock:
-                results.append((claimed, times))
-
-    wall = run_threads(threads, work)
-    timings = Timings(wall_s=wall)
-    for claimed, times in results:
-        timings.count += claimed
-        timings.latencies += times
-    return timings
-
-
 def _prepare(ctx: BenchContext, dsn: str, runs: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         Api(conn).enqueue(ctx.tasks["plain"], runs)
@@ -129,9 +97,9 @@ def _level(ctx: BenchContext, threads: int, runs: int, ours_first: bool) -> dict
         _prepare(ctx, dsn, runs + WARMUP * threads)
         if ours_first:
             ours, acks, outcomes = _ours(ctx, dsn, threads)
-            base = _raw(dsn, threads)
+            base = raw.drain(dsn, threads, WARMUP)
         else:
-            base = _raw(dsn, threads)
+            base = raw.drain(dsn, threads, WARMUP)
             ours, acks, outcomes = _ours(ctx, dsn, threads)
     return {"threads": threads, "runs": runs, "oursFirst": ours_first,
             "ours": ours.summary(), "ack": acks.summary(), "raw": base.summary(),

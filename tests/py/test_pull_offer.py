@@ -296,3 +296,24 @@ def test_enqueue_records_the_placement_class(conn, prov: Provisioner) -> None:
     assert [classes[r]["labels"] for r in plain_runs] == [{}] * 2
     assert [classes[r]["executors"] for r in plain_runs] == [["remote-worker"]] * 2
     assert conn.execute("SELECT count(*) FROM ql_private.placement_classes").fetchone()[0] == 2
+
+
+def test_claim_skips_a_run_another_transaction_has_locked(db_dsn: str, conn,
+                                                         prov: Provisioner) -> None:
+    """Inside the one claim statement, SKIP LOCKED passes over a candidate a
+    competing transaction holds — never waiting for it — and locks the next."""
+    first, second = prov.enqueue(prov.task(), count=2)
+    session = prov.session(prov.worker())
+    intent = Intent()
+    with psycopg.connect(db_dsn) as other:  # holds the row lock until rollback
+        other.execute("SELECT 1 FROM ql_private.runs WHERE id = %s FOR NO KEY UPDATE",
+                      (first,))
+        row = conn.execute(
+            "SELECT (c).consumed, (c).locked, (c).offer #>> '{candidate,runId}'"
+            " FROM (SELECT ql_private.claim_candidate(ws, %s::uuid[], ARRAY[0, 0],"
+            "   %s::uuid, %s) AS c FROM ql_private.worker_sessions ws"
+            "  WHERE ws.session_id = %s) x",
+            ([first, second], intent.offer_id, intent.token_digest, session.session_id),
+        ).fetchone()
+        other.rollback()
+    assert row == (2, True, second)
