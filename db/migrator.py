@@ -80,7 +80,7 @@ class MigrateResult:
 
 
 def _sql_dir(sub: str) -> Traversable:
-    return resources.files("db").joinpath(sub)
+    return resources.files("qinglong.db").joinpath(sub)
 
 
 def load_migrations() -> list[SqlFile]:

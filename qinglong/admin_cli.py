@@ -127,7 +127,7 @@ def _fail(error: str, reason: str, detail: str = "") -> int:
 
 def _guarded(action: Callable[[], dict[str, Any]]) -> int:
     """Run `action`, turning every expected failure into a JSON error line."""
-    from service.control_plane import ControlPlaneError
+    from qinglong.service.control_plane import ControlPlaneError
 
     try:
         return _emit(action())
@@ -148,7 +148,7 @@ def _abs(path: Path) -> str:
 
 
 def ca_init(args: argparse.Namespace) -> int:
-    from service import pki
+    from qinglong.service import pki
 
     def action() -> dict[str, Any]:
         try:
@@ -165,7 +165,7 @@ def ca_init(args: argparse.Namespace) -> int:
 
 
 def worker_create(args: argparse.Namespace) -> int:
-    from service import control_plane
+    from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
@@ -178,7 +178,7 @@ def worker_create(args: argparse.Namespace) -> int:
 
 
 def credential_revoke(args: argparse.Namespace) -> int:
-    from service import control_plane
+    from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
@@ -192,7 +192,7 @@ def credential_revoke(args: argparse.Namespace) -> int:
 
 
 def _compile(command_file: Path) -> Any:
-    from service.compiler import CommandRejected, compile_command
+    from qinglong.service.compiler import CommandRejected, compile_command
 
     data = Path(command_file).read_bytes()
     try:
@@ -202,7 +202,7 @@ def _compile(command_file: Path) -> Any:
 
 
 def task_publish(args: argparse.Namespace) -> int:
-    from service import control_plane
+    from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         compiled = _compile(args.command_file)
@@ -233,7 +233,7 @@ def _int_arg(name: str, text: str, low: int, high: int | None = None) -> int:
 
 
 def run_enqueue(args: argparse.Namespace) -> int:
-    from service import control_plane
+    from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         priority = _int_arg(
@@ -249,7 +249,7 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    from service import control_plane
+    from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:

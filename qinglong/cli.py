@@ -51,7 +51,6 @@ EXTENSIONS = (
     "qinglong.status_cli",
     "qinglong.runtime_cli",
     "qinglong.ops_cli",
-    "qinglong.chaos_cli",
 )
 
 

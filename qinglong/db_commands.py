@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from db.migrator import MigrationError, migrate, status
+from qinglong.db.migrator import MigrationError, migrate, status
 
 
 def migrate_command(args: argparse.Namespace) -> int:

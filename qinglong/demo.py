@@ -318,7 +318,7 @@ class Demo:
         print(f"[{elapsed:5.1f}s] {text}", file=self.out, flush=True)
 
     def start_database(self) -> None:
-        from db.migrator import migrate
+        from qinglong.db.migrator import migrate
 
         if self.dsn is not None:
             self.admin_dsn = self.ingress_dsn = self.dsn
@@ -349,7 +349,7 @@ class Demo:
                     sql.Identifier(INGRESS_ROLE)))
 
     def provision(self) -> None:
-        from service import control_plane, pki
+        from qinglong.service import control_plane, pki
 
         ca_dir = self.root / "ca"
         pki.init_ca(ca_dir)
@@ -449,7 +449,7 @@ class Demo:
             self.say("workers run without an executor: accepted offers stay in their inboxes")
 
     def _launch(self, view: WorkerView) -> None:
-        from worker.faults import CRASH_ENV
+        from qinglong.worker.faults import CRASH_ENV
 
         path = self.root / "workers" / view.name / "worker.json"
         argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path)]
@@ -479,8 +479,8 @@ class Demo:
                 self._launch(view)
 
     def publish(self) -> None:
-        from service import control_plane
-        from service.compiler import compile_command
+        from qinglong.service import control_plane
+        from qinglong.service.compiler import compile_command
 
         self.planned = plan_runs([v.profile for v in self.views], self.runs)
         with control_plane.connect(self.admin_dsn) as conn:
@@ -499,7 +499,7 @@ class Demo:
         self.enqueue_start = time.monotonic()
 
     def enqueue_due(self) -> None:
-        from service import control_plane
+        from qinglong.service import control_plane
 
         now = time.monotonic() - self.enqueue_start
         due = [item for item in self.schedule if item[0] <= now]
@@ -683,7 +683,7 @@ class Demo:
 
 
 def pki_ca_cert(ca_dir: Path) -> Path:
-    from service.pki import CA_CERT_NAME
+    from qinglong.service.pki import CA_CERT_NAME
 
     return ca_dir / CA_CERT_NAME
 

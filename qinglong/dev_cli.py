@@ -223,7 +223,7 @@ def _prepare_database(cluster: Any) -> tuple[str, str, str]:
     import psycopg
     from psycopg import sql
 
-    from db.migrator import migrate
+    from qinglong.db.migrator import migrate
 
     dsn = cluster.create_database(DATABASE)
     migrate(dsn)
@@ -318,7 +318,7 @@ def _write_ingress_config(path: Path, nested: dict[str, Any]) -> None:
     `up` error instead of an ingress that dies at start.
     """
     try:
-        from service.config import ConfigError, load_config
+        from qinglong.service.config import ConfigError, load_config
     except ImportError:  # no loader to ask: the agreed format is all we know
         _write_json(path, nested, 0o600)
         return
@@ -433,7 +433,7 @@ def _start_ingress(
 
 
 def _provision_pki(state_dir: Path) -> tuple[dict[str, str], Path]:
-    from service import pki
+    from qinglong.service import pki
 
     ca = pki.init_ca(state_dir / "ca")
     server = pki.issue_server_cert(state_dir / "ca", state_dir / "server")
@@ -464,7 +464,7 @@ def _claim_state_dir(state_dir: Path) -> State:
 
 
 def _up(state_dir: Path) -> dict[str, Any]:
-    from service import control_plane
+    from qinglong.service import control_plane
 
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     state_dir = state_dir.resolve()

@@ -1,4 +1,4 @@
-"""`qinglong demo`, `qinglong status` and `qinglong bench` (SPEC §8).
+"""`qinglong demo`, `qinglong status`, and `bench`/`chaos` pointers (SPEC §8).
 
 Only argparse here: cli.py imports this module to build the parser of every
 `qinglong` command (the worker's included), so the implementations — psycopg,
@@ -8,18 +8,17 @@ subprocess orchestration, the benchmarks — load when their command runs.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 
-BENCHMARKS = ("sql", "idle", "depth", "e2e", "edge", "soak")
-
 
 def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     _demo(sub, lazy)
     _status(sub, lazy)
-    _bench(sub, lazy)
+    _checkout_only(sub, lazy)
 
 
 def _demo(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
@@ -50,21 +49,18 @@ def _status(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     register(sub, lazy)
 
 
-def _bench(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
-    bench = sub.add_parser(
-        "bench",
-        help="benchmarks: sql, idle, depth, e2e, edge, soak (appends to docs/BENCHMARKS.md)",
-        description="Run one or all sub-benchmarks against an embedded throwaway PostgreSQL, "
-        "print a table each and append a dated section to docs/BENCHMARKS.md.",
-    )
-    bench.add_argument("which", nargs="*", metavar="NAME",
-                       help=f"sub-benchmarks to run ({', '.join(BENCHMARKS)}; default all but the "
-                            "10-minute soak)")
-    bench.add_argument("--quick", action="store_true",
-                       help="small sizes (CI: checks the harness, not the figures)")
-    bench.add_argument("--report", type=Path, default=None,
-                       help="markdown file to append to (default docs/BENCHMARKS.md; "
-                       "'-' for none)")
-    bench.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
-    bench.add_argument("--note", default="", help="a line added to the report section")
-    bench.set_defaults(handler=lazy("qinglong.bench.cli:bench_command"))
+def _checkout_only(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+    """`qinglong bench` / `qinglong chaos`: developer tooling that lives in the
+    repository's `tools/`, not in the wheel; these only say how to run it."""
+    for name, what in (("bench", "benchmarks"), ("chaos", "chaos soak and checker")):
+        parser = sub.add_parser(name, help=f"{what}: run `python -m tools.{name}` from a checkout",
+                                add_help=False)
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
+        parser.set_defaults(handler=lazy("qinglong.ops_cli:needs_checkout"), tool=name)
+
+
+def needs_checkout(args: argparse.Namespace) -> int:
+    print(f"qinglong {args.tool}: developer tooling, not installed with the package; from a "
+          f"checkout of the repository run: python -m tools.{args.tool} {' '.join(args.rest)}",
+          file=sys.stderr)
+    return 2

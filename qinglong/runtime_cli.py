@@ -60,4 +60,4 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
                        help="leases per database call, 1..5000 (default 500)")
     sweep.add_argument("--once", action="store_true",
                        help="one pass, then exit (0 ok, 1 database error)")
-    sweep.set_defaults(handler=lazy("service.sweeper:sweep_command"))
+    sweep.set_defaults(handler=lazy("qinglong.service.sweeper:sweep_command"))

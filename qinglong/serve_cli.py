@@ -14,4 +14,4 @@ def register(sub: argparse._SubParsersAction, lazy: Callable[[str], Handler]) ->
     serve = commands.add_parser("serve", help="run the ingress until SIGTERM")
     serve.add_argument("--config", required=True,
                        help="JSON config file (see service/config.py); QL_INGRESS_* overrides")
-    serve.set_defaults(handler=lazy("service.serve:serve_command"))
+    serve.set_defaults(handler=lazy("qinglong.service.serve:serve_command"))

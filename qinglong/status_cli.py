@@ -39,7 +39,7 @@ def fetch_snapshot(dsn: str) -> dict[str, Any]:
     """`SELECT ql.status_snapshot()`; failures raise service ControlPlaneError."""
     import psycopg
 
-    from service.control_plane import ControlPlaneError, connect, translate
+    from qinglong.service.control_plane import ControlPlaneError, connect, translate
 
     with connect(dsn) as conn:
         try:
@@ -52,7 +52,7 @@ def fetch_snapshot(dsn: str) -> dict[str, Any]:
 
 
 def status_command(args: argparse.Namespace) -> int:
-    from service.control_plane import ControlPlaneError
+    from qinglong.service.control_plane import ControlPlaneError
 
     try:
         snapshot = fetch_snapshot(args.dsn)

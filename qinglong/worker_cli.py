@@ -13,7 +13,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def register(sub: argparse._SubParsersAction, lazy: Callable[[str], Handler]) -> None:
-    from worker.cli import add_run_arguments
+    from qinglong.worker.cli import add_run_arguments
 
     worker = sub.add_parser("worker", help="the pull worker runtime")
     commands = worker.add_subparsers(dest="worker_command", required=True)
@@ -24,4 +24,4 @@ def register(sub: argparse._SubParsersAction, lazy: Callable[[str], Handler]) ->
         "JOURNAL/inbox/<offerId>.json. SIGTERM/SIGINT drain and exit 0.",
     )
     add_run_arguments(run)
-    run.set_defaults(handler=lazy("worker.cli:run_command"))
+    run.set_defaults(handler=lazy("qinglong.worker.cli:run_command"))

@@ -56,8 +56,8 @@ class SchemaId(StrEnum):
 
 SCHEMA_IDS: frozenset[str] = frozenset(s.value for s in SchemaId)
 
-_PACKAGE = "schemas"
-# Generated from the schemas and shipped beside them (`python -m service.openapi`);
+_PACKAGE = "qinglong.schemas"
+# Generated from the schemas and shipped beside them (`python -m qinglong.service.openapi`);
 # not a JSON Schema of the contract, so the loader skips it.
 NON_SCHEMA_FILES: frozenset[str] = frozenset({"openapi.json"})
 # Path segments that are safe to show in an error detail; anything else (label keys,

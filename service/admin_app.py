@@ -6,7 +6,7 @@ import json
 
 from aiohttp import web
 
-from service.state import IngressState
+from qinglong.service.state import IngressState
 
 ADMIN_STATE: web.AppKey[IngressState] = web.AppKey("qinglong_admin_state", IngressState)
 

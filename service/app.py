@@ -6,16 +6,16 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from service.audit import AuditLog
-from service.config import IngressConfig
-from service.gateway import Gateway
-from service.heartbeat_batch import HeartbeatBatcher
-from service.idle_view import IdleView
-from service.metrics import IngressMetrics
-from service.middlewares import envelope_middleware
-from service.ratelimit import TokenBucketLimiter
-from service.routes import add_routes
-from service.state import STATE, IngressState
+from qinglong.service.audit import AuditLog
+from qinglong.service.config import IngressConfig
+from qinglong.service.gateway import Gateway
+from qinglong.service.heartbeat_batch import HeartbeatBatcher
+from qinglong.service.idle_view import IdleView
+from qinglong.service.metrics import IngressMetrics
+from qinglong.service.middlewares import envelope_middleware
+from qinglong.service.ratelimit import TokenBucketLimiter
+from qinglong.service.routes import add_routes
+from qinglong.service.state import STATE, IngressState
 
 
 def build_state(config: IngressConfig, audit: AuditLog,

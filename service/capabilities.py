@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.canonical import canonical_bytes, sha256_digest
-from schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
-from service.semver_range import InvalidRange, parse_version
+from qinglong.schemas.canonical import canonical_bytes, sha256_digest
+from qinglong.schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
+from qinglong.service.semver_range import InvalidRange, parse_version
 
 __all__ = [
     "CanonicalCapabilities",

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.canonical import content_digest
-from schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
-from service.capabilities import label_value_ok, rejection_reason
-from service.semver_range import InvalidRange, normalize_range
+from qinglong.schemas.canonical import content_digest
+from qinglong.schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
+from qinglong.service.capabilities import label_value_ok, rejection_reason
+from qinglong.service.semver_range import InvalidRange, normalize_range
 
 __all__ = [
     "DEFAULT_EXECUTORS",

@@ -16,8 +16,8 @@ from typing import Any
 
 import psycopg
 
-from service import pki
-from service.sqlstates import lookup
+from qinglong.service import pki
+from qinglong.service.sqlstates import lookup
 
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 CREDENTIAL_FILE_NAME = "credential"

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from service.pki import MalformedCredentialError, parse_credential, secret_digest
+from qinglong.service.pki import MalformedCredentialError, parse_credential, secret_digest
 
 _BEARER = re.compile(r"Bearer ([!-~]{1,200})\Z")
 _PUBLIC_ID = re.compile(r"ql3w_([a-z0-9]{16})_")

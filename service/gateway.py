@@ -24,9 +24,9 @@ from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
-from service.config import IngressConfig
-from service.metrics import IngressMetrics
-from service.sqlstates import lookup
+from qinglong.service.config import IngressConfig
+from qinglong.service.metrics import IngressMetrics
+from qinglong.service.sqlstates import lookup
 
 log = logging.getLogger("qinglong.ingress.db")
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from service.gateway import DbRefused, DbUnavailable, Gateway
-from service.metrics import IngressMetrics
-from service.sqlstates import lookup
+from qinglong.service.gateway import DbRefused, DbUnavailable, Gateway
+from qinglong.service.metrics import IngressMetrics
+from qinglong.service.sqlstates import lookup
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import re
 
 from aiohttp import web
 
-from service.pki import worker_id_from_cert_der
+from qinglong.service.pki import worker_id_from_cert_der
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 

@@ -83,10 +83,10 @@ from typing import Any
 
 import psycopg
 
-from service.config import IngressConfig
-from service.credentials import PresentedCredential
-from service.gateway import DbRefused, DbUnavailable, Gateway, connection_kwargs
-from service.metrics import IngressMetrics
+from qinglong.service.config import IngressConfig
+from qinglong.service.credentials import PresentedCredential
+from qinglong.service.gateway import DbRefused, DbUnavailable, Gateway, connection_kwargs
+from qinglong.service.metrics import IngressMetrics
 
 log = logging.getLogger("qinglong.ingress.idle_view")
 

@@ -29,8 +29,8 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_runner import BaseRunner, BaseSite
 
-from service.errors import error_response
-from service.metrics import IngressMetrics
+from qinglong.service.errors import error_response
+from qinglong.service.metrics import IngressMetrics
 
 log = logging.getLogger("qinglong.ingress.listener")
 

@@ -14,8 +14,8 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from service.errors import ApiError, error_response
-from service.state import STATE
+from qinglong.service.errors import ApiError, error_response
+from qinglong.service.state import STATE
 
 log = logging.getLogger("qinglong.ingress")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from service import views
+from qinglong.service import views
 
 SESSIONS = "/v1/sessions"
 SESSIONS_HEARTBEAT = "/v1/sessions/heartbeat"

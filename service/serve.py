@@ -22,15 +22,15 @@ from typing import TextIO
 
 from aiohttp import web
 
-from service.admin_app import create_admin_app
-from service.app import build_state, create_app
-from service.audit import AuditLog, Emit, stream_emitter
-from service.config import ConfigError, IngressConfig, load_config
-from service.jsonlog import configure_logging
-from service.listener import BoundedTlsSite, runner_kwargs
-from service.metrics import IngressMetrics
-from service.state import PROJECTION_HOOK, IngressState, ProjectionHook
-from service.tls import ServerTls, TlsConfigError, server_tls
+from qinglong.service.admin_app import create_admin_app
+from qinglong.service.app import build_state, create_app
+from qinglong.service.audit import AuditLog, Emit, stream_emitter
+from qinglong.service.config import ConfigError, IngressConfig, load_config
+from qinglong.service.jsonlog import configure_logging
+from qinglong.service.listener import BoundedTlsSite, runner_kwargs
+from qinglong.service.metrics import IngressMetrics
+from qinglong.service.state import PROJECTION_HOOK, IngressState, ProjectionHook
+from qinglong.service.tls import ServerTls, TlsConfigError, server_tls
 
 log = logging.getLogger("qinglong.ingress")
 

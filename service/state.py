@@ -9,13 +9,13 @@ from typing import Any
 
 from aiohttp import web
 
-from service.audit import AuditLog
-from service.config import IngressConfig
-from service.gateway import Gateway
-from service.heartbeat_batch import HeartbeatBatcher
-from service.idle_view import IdleView
-from service.metrics import IngressMetrics
-from service.ratelimit import TokenBucketLimiter
+from qinglong.service.audit import AuditLog
+from qinglong.service.config import IngressConfig
+from qinglong.service.gateway import Gateway
+from qinglong.service.heartbeat_batch import HeartbeatBatcher
+from qinglong.service.idle_view import IdleView
+from qinglong.service.metrics import IngressMetrics
+from qinglong.service.ratelimit import TokenBucketLimiter
 
 # (route name, response document) -> document actually sent. Tests install one to
 # inject a corrupted projection; production leaves it unset.

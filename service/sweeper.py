@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 import psycopg
 
-from service.control_plane import ControlPlaneError, translate
+from qinglong.service.control_plane import ControlPlaneError, translate
 
 COUNTS = ("expired", "lost", "retried", "failed", "cancelled", "skipped")
 # A pass keeps calling while the database reports more work, but never forever:

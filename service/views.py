@@ -18,16 +18,20 @@ from typing import Any
 
 from aiohttp import web
 
-from schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
-from service.audit import AuditRecord, Outcome
-from service.capabilities import CapabilitiesRejected, canonicalize_capabilities
-from service.credentials import PresentedCredential, lease_token_digest, parse_authorization
-from service.errors import ApiError
-from service.gateway import DbRefused, DbUnavailable
-from service.heartbeat_batch import HeartbeatItem
-from service.identity import peer_worker_id
-from service.idle_view import IDLE_RESULT, CacheToken
-from service.state import PROJECTION_HOOK, STATE, IngressState
+from qinglong.schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
+from qinglong.service.audit import AuditRecord, Outcome
+from qinglong.service.capabilities import CapabilitiesRejected, canonicalize_capabilities
+from qinglong.service.credentials import (
+    PresentedCredential,
+    lease_token_digest,
+    parse_authorization,
+)
+from qinglong.service.errors import ApiError
+from qinglong.service.gateway import DbRefused, DbUnavailable
+from qinglong.service.heartbeat_batch import HeartbeatItem
+from qinglong.service.identity import peer_worker_id
+from qinglong.service.idle_view import IDLE_RESULT, CacheToken
+from qinglong.service.state import PROJECTION_HOOK, STATE, IngressState
 
 log = logging.getLogger("qinglong.ingress")
 

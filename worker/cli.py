@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from worker.eventlog import EventLog
+from qinglong.worker.eventlog import EventLog
 
 __all__ = ["add_run_arguments", "run_command"]
 
@@ -80,8 +80,8 @@ def run_command(args: argparse.Namespace) -> int:
     except UsageError as exc:
         return _fail(events, "usage_error", exc.reason, exc.detail)
 
-    from worker.config import ConfigError, load_config_file, load_dev_env
-    from worker.faults import FaultPlan
+    from qinglong.worker.config import ConfigError, load_config_file, load_dev_env
+    from qinglong.worker.faults import FaultPlan
 
     try:
         faults = FaultPlan.from_env(os.environ)
@@ -98,7 +98,7 @@ def run_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(events, "config_error", "invalid_fault_plan", str(exc))
 
-    from worker.runner import RunOptions, run_worker
+    from qinglong.worker.runner import RunOptions, run_worker
 
     options = RunOptions(once=args.once, max_offers=max_offers, exit_when_idle=args.exit_when_idle)
     return int(run_worker(config, options, events=events, faults=faults))

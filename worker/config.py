@@ -46,8 +46,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from worker.journal import DEFAULT_CAPACITY, HARD_CAPACITY
-from worker.owner_lock import STALE_DEFAULT_MS, STALE_MAX_MS, STALE_MIN_MS
+from qinglong.worker.journal import DEFAULT_CAPACITY, HARD_CAPACITY
+from qinglong.worker.owner_lock import STALE_DEFAULT_MS, STALE_MAX_MS, STALE_MIN_MS
 
 CONFIG_LIMIT = 64 * 1024
 CAPABILITIES_SCHEMA = "qinglong/worker-capabilities@v1"
@@ -137,8 +137,8 @@ class WorkerConfig:
 
     def validated(self) -> WorkerConfig:
         """Check every field (imports the transport's origin parser and the schemas)."""
-        from worker.errors import InvalidOrigin
-        from worker.transport import MAX_TIMEOUT_S, parse_origin
+        from qinglong.worker.errors import InvalidOrigin
+        from qinglong.worker.transport import MAX_TIMEOUT_S, parse_origin
 
         try:
             parse_origin(self.ingress_url)
@@ -181,8 +181,8 @@ def _number_in(name: str, value: object, low: float, high: float) -> float:
 
 
 def validate_capabilities(doc: object) -> None:
-    from schemas.contract import ContractError, SchemaId
-    from worker.schema_fastpath import validate
+    from qinglong.schemas.contract import ContractError, SchemaId
+    from qinglong.worker.schema_fastpath import validate
 
     try:
         validate(SchemaId.WORKER_CAPABILITIES, doc)
@@ -192,14 +192,14 @@ def validate_capabilities(doc: object) -> None:
 
 def capabilities_digest(doc: dict[str, Any]) -> str:
     """The digest the ingress stores for ``doc``: executors sorted, then RFC 8785."""
-    from schemas.canonical import canonical_bytes, sha256_digest
+    from qinglong.schemas.canonical import canonical_bytes, sha256_digest
 
     canonical = dict(doc, executors=sorted(doc["executors"]))
     return sha256_digest(canonical_bytes(canonical))
 
 
 def _read_json(path: str, what: str) -> dict[str, Any]:
-    from worker.journal import load_json
+    from qinglong.worker.journal import load_json
 
     try:
         with open(path, "rb") as handle:

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from worker.backoff import DEFAULT_POLICY, BackoffPolicy
-from worker.errors import CredentialError, TlsClientRejected, TransportError
-from worker.fsio import uuid4_text
-from worker.journal import Journal, JournalError, PendingClaim
-from worker.owner_lock import Clock, wall_clock_ms
+from qinglong.worker.backoff import DEFAULT_POLICY, BackoffPolicy
+from qinglong.worker.errors import CredentialError, TlsClientRejected, TransportError
+from qinglong.worker.fsio import uuid4_text
+from qinglong.worker.journal import Journal, JournalError, PendingClaim
+from qinglong.worker.owner_lock import Clock, wall_clock_ms
 
 LOGGER = "qinglong.worker.claim"
 WARNING, ERROR = 30, 40  # stdlib logging's levels, and worker.eventlog.Level's
@@ -224,8 +224,8 @@ class ClaimCoordinator:
         return self._retry(claim, f"http_{status}", floor_ms=response.retry_after_ms)
 
     def _handle_ok(self, claim: PendingClaim, response: PullResponse) -> StepResult:
-        from schemas.contract import ContractError
-        from worker import offer_validation as ov
+        from qinglong.schemas.contract import ContractError
+        from qinglong.worker import offer_validation as ov
 
         try:
             doc = ov.parse_offer_response(response.body)

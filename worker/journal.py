@@ -26,9 +26,9 @@ from enum import StrEnum
 from types import TracebackType
 from typing import Any
 
-from worker import fsio
-from worker.fsio import REAL_FS, FileSystem, UnsafePermissions
-from worker.owner_lock import STALE_DEFAULT_MS, Clock, OwnerLock, wall_clock_ms
+from qinglong.worker import fsio
+from qinglong.worker.fsio import REAL_FS, FileSystem, UnsafePermissions
+from qinglong.worker.owner_lock import STALE_DEFAULT_MS, Clock, OwnerLock, wall_clock_ms
 
 DEFAULT_CAPACITY = 64
 HARD_CAPACITY = 1024

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from worker.errors import CredentialError, TlsClientRejected, TransportError
-from worker.session import PostFn, error_reason
+from qinglong.worker.errors import CredentialError, TlsClientRejected, TransportError
+from qinglong.worker.session import PostFn, error_reason
 
 ACK_PATH = "/v1/leases/ack"
 HEARTBEAT_PATH = "/v1/leases/heartbeat"
@@ -175,7 +175,7 @@ class LeaseClient:
 
 
 def _parse_lease(body: bytes, ref: LeaseRef) -> LeaseAnswer:
-    from schemas.contract import ContractError, SchemaId, load
+    from qinglong.schemas.contract import ContractError, SchemaId, load
 
     try:
         doc = load(SchemaId.LEASE, body)

@@ -61,10 +61,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from worker.backoff import DEFAULT_POLICY, BackoffPolicy
-from worker.config import ExecutorSettings
-from worker.eventlog import EventLog
-from worker.executor import (
+from qinglong.worker.backoff import DEFAULT_POLICY, BackoffPolicy
+from qinglong.worker.config import ExecutorSettings
+from qinglong.worker.eventlog import EventLog
+from qinglong.worker.executor import (
     SCRATCH_NAME,
     CommandSpec,
     ExitStatus,
@@ -74,8 +74,8 @@ from worker.executor import (
     kill_orphan_group,
     spawn,
 )
-from worker.journal import EntryState, InboxEntry, Journal
-from worker.lease_client import (
+from qinglong.worker.journal import EntryState, InboxEntry, Journal
+from qinglong.worker.lease_client import (
     AckPhase,
     LeaseAnswer,
     LeaseClient,
@@ -84,7 +84,7 @@ from worker.lease_client import (
     LeaseUnavailable,
     Outcome,
 )
-from worker.owner_lock import Clock, wall_clock_ms
+from qinglong.worker.owner_lock import Clock, wall_clock_ms
 
 START_RETRY_CAP_MS = 5_000
 MIN_HEARTBEAT_MS = 1_000

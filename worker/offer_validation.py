@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.canonical import content_digest
-from schemas.contract import ContractError, SchemaId, parse_json_strict
-from worker import schema_fastpath
-from worker.journal import InboxEntry, PendingClaim
+from qinglong.schemas.canonical import content_digest
+from qinglong.schemas.contract import ContractError, SchemaId, parse_json_strict
+from qinglong.worker import schema_fastpath
+from qinglong.worker.journal import InboxEntry, PendingClaim
 
 __all__ = [
     "Idle",
@@ -51,7 +51,7 @@ def parse_offer_response(body: bytes) -> dict[str, Any]:
     schema = SchemaId.REMOTE_EXECUTION_OFFER
     idle = isinstance(doc, dict) and doc.get("status") == "idle"
     if not (idle and schema_fastpath.check(schema, doc) == schema_fastpath.VALID):
-        from schemas.contract import validate
+        from qinglong.schemas.contract import validate
 
         validate(schema, doc)
     if not isinstance(doc, dict):  # pragma: no cover - the schema requires an object

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from worker.fsio import UnsafePermissions, check_private, uuid4_text
+from qinglong.worker.fsio import UnsafePermissions, check_private, uuid4_text
 
 LOCK_NAME = "owner.lock"
 STALE_DEFAULT_MS = 30_000

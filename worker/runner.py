@@ -53,9 +53,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from worker.backoff import DEFAULT_POLICY, BackoffPolicy
-from worker.config import ConfigError, WorkerConfig, capabilities_digest, describe
-from worker.coordinator import (
+from qinglong.worker.backoff import DEFAULT_POLICY, BackoffPolicy
+from qinglong.worker.config import ConfigError, WorkerConfig, capabilities_digest, describe
+from qinglong.worker.coordinator import (
     AUTH_MIN_DELAY_MS,
     LOGGER,
     ClaimCoordinator,
@@ -63,11 +63,11 @@ from worker.coordinator import (
     PullFn,
     StepResult,
 )
-from worker.eventlog import EventLog, Level
-from worker.faults import FaultPlan, FaultPoint
-from worker.journal import Journal, JournalError
-from worker.owner_lock import Clock, LockError, LockHeld, wall_clock_ms
-from worker.session import (
+from qinglong.worker.eventlog import EventLog, Level
+from qinglong.worker.faults import FaultPlan, FaultPoint
+from qinglong.worker.journal import Journal, JournalError
+from qinglong.worker.owner_lock import Clock, LockError, LockHeld, wall_clock_ms
+from qinglong.worker.session import (
     AuthRefused,
     IngressUnavailable,
     RequestRefused,
@@ -78,7 +78,7 @@ from worker.session import (
 )
 
 if TYPE_CHECKING:
-    from worker.lifecycle import Lifecycle
+    from qinglong.worker.lifecycle import Lifecycle
 
 PULL_PATH = "/v1/offers/pull"
 # 409 reasons that mean "this session is unusable": open a new one.
@@ -600,8 +600,8 @@ def _open_journal(config: WorkerConfig) -> Journal:
 
 
 def _transport(config: WorkerConfig) -> Any:
-    from worker.errors import CredentialError
-    from worker.transport import FileCredentialProvider, HttpsTransport, build_ssl_context
+    from qinglong.worker.errors import CredentialError
+    from qinglong.worker.transport import FileCredentialProvider, HttpsTransport, build_ssl_context
 
     provider = FileCredentialProvider(
         config.cert_file, config.key_file, config.ca_file, config.credential_file
@@ -685,8 +685,8 @@ def _executor(
     if not config.execute:
         return None
     # Loaded only now: a worker that does not execute never imports process code.
-    from worker.lease_client import LeaseClient
-    from worker.lifecycle import Lifecycle
+    from qinglong.worker.lease_client import LeaseClient
+    from qinglong.worker.lifecycle import Lifecycle
 
     return Lifecycle(
         journal,

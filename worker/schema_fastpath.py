@@ -28,8 +28,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import schemas
-from schemas.contract import ContractError, parse_json_strict, schema_file_name
+from qinglong import schemas
+from qinglong.schemas.contract import ContractError, parse_json_strict, schema_file_name
 
 __all__ = ["INVALID", "UNKNOWN", "VALID", "check", "load", "validate"]
 
@@ -306,7 +306,7 @@ def validate(schema_id: str, doc: object) -> None:
     """Like ``schemas.contract.validate``: accept what is proven valid here, hand the
     rest to jsonschema (which raises ``ContractError`` with the detail)."""
     if check(schema_id, doc) != VALID:
-        from schemas.contract import validate as validate_fully
+        from qinglong.schemas.contract import validate as validate_fully
 
         validate_fully(schema_id, doc)
 

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from worker.coordinator import SessionFence
-from worker.errors import CredentialError, TlsClientRejected, TransportError
+from qinglong.worker.coordinator import SessionFence
+from qinglong.worker.errors import CredentialError, TlsClientRejected, TransportError
 
 OPEN_PATH = "/v1/sessions"
 HEARTBEAT_PATH = "/v1/sessions/heartbeat"
@@ -162,8 +162,8 @@ class SessionClient:
 
 
 def _parse_session(body: bytes) -> SessionInfo:
-    from schemas.contract import ContractError, SchemaId
-    from worker.schema_fastpath import load
+    from qinglong.schemas.contract import ContractError, SchemaId
+    from qinglong.worker.schema_fastpath import load
 
     try:
         doc = load(SchemaId.SESSION, body)

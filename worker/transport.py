@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from worker.errors import (
+from qinglong.worker.errors import (
     CredentialError,
     InvalidOrigin,
     NetworkError,

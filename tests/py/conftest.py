@@ -30,7 +30,7 @@ def pg_cluster() -> Iterator[ThrowawayPostgres]:
 
 @pytest.fixture(scope="session")
 def migrated_template(pg_cluster: ThrowawayPostgres) -> str:
-    from db.migrator import migrate
+    from qinglong.db.migrator import migrate
 
     name = f"ql_template_{os.getpid()}"
     pg_cluster.drop_database(name)

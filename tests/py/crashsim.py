@@ -97,9 +97,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from worker import fsio
-from worker.fsio import FileSystem, StepHook
-from worker.journal import (
+from qinglong.worker import fsio
+from qinglong.worker.fsio import FileSystem, StepHook
+from qinglong.worker.journal import (
     FAILED_DIR,
     FAILED_SCHEMA,
     INBOX_DIR,
@@ -109,7 +109,7 @@ from worker.journal import (
     dump_json,
     load_json,
 )
-from worker.owner_lock import LOCK_NAME, STALE_DEFAULT_MS
+from qinglong.worker.owner_lock import LOCK_NAME, STALE_DEFAULT_MS
 
 ROOT_NAME = "journal"
 T0_MS = 1_700_000_000_000

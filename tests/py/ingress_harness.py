@@ -20,12 +20,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from qinglong.service import pki
+from qinglong.service.audit import AuditLog
+from qinglong.service.config import IngressConfig
+from qinglong.service.serve import RunningIngress, start_ingress
+from qinglong.service.state import ProjectionHook
 from qinglong.throwaway_postgres import ThrowawayPostgres
-from service import pki
-from service.audit import AuditLog
-from service.config import IngressConfig
-from service.serve import RunningIngress, start_ingress
-from service.state import ProjectionHook
 from tests.py.provision import Provisioner, Worker, table_fingerprint
 
 INGRESS_ROLE = "ql_ingress_test"

@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from schemas.canonical import canonical_bytes
-from service.compiler import compile_command
+from qinglong.schemas.canonical import canonical_bytes
+from qinglong.service.compiler import compile_command
 
 DEFAULT_CAPABILITIES: dict[str, Any] = {
     "schema": "qinglong/worker-capabilities@v1",

@@ -32,8 +32,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from qinglong.service import pki
 from qinglong.throwaway_postgres import ThrowawayPostgres
-from service import pki
 from tests.py.ingress_harness import (
     INGRESS_ROLE,
     Agent,
@@ -220,7 +220,7 @@ def pull_request(agent_id: str, session: dict[str, Any], offer_id: str | None = 
 
 
 def error_doc(status: int, reason: str) -> dict[str, str]:
-    from service.errors import kind_for_status
+    from qinglong.service.errors import kind_for_status
 
     return {"schema": ERROR_SCHEMA, "error": kind_for_status(status).value, "reason": reason}
 
@@ -300,8 +300,9 @@ class IngressProcess:
                 self.process.wait(5)
 
 
-def start_ingress_process(tmp: Path, test_pki: PkiSet, dsn: str,
-                          **overrides: Any) -> IngressProcess:
+def start_ingress_process(tmp: Path, test_pki: PkiSet, dsn: str, *,
+                          command: Sequence[str] = (sys.executable, "-m", "qinglong"),
+                          cwd: Path | None = None, **overrides: Any) -> IngressProcess:
     config: dict[str, Any] = {
         "dsn": dsn, "certFile": str(test_pki.server.cert_file),
         "keyFile": str(test_pki.server.key_file), "clientCaFile": test_pki.ca_file,
@@ -313,8 +314,8 @@ def start_ingress_process(tmp: Path, test_pki: PkiSet, dsn: str,
     log_path = tmp / "app.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "qinglong", "ingress", "serve", "--config",
-             str(tmp / "ingress.json")], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            [*command, "ingress", "serve", "--config", str(tmp / "ingress.json")],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=cwd)
     deadline = time.monotonic() + 60
     ready_file = tmp / "ready.json"
     while not ready_file.exists():

@@ -99,7 +99,7 @@ def test_ca_init_refuses_existing(ca_dir: Path) -> None:
 
 
 def test_worker_create(db_dsn: str, ca_dir: Path, tmp_path: Path) -> None:
-    from service.pki import worker_id_from_cert_der
+    from qinglong.service.pki import worker_id_from_cert_der
 
     out_dir = tmp_path / "w1"
     result = admin(
@@ -185,7 +185,7 @@ def test_credential_revoke_unknown(db_dsn: str) -> None:
 
 
 def test_task_publish_revisions(db_dsn: str, command_file: Path) -> None:
-    from service.compiler import compile_command
+    from qinglong.service.compiler import compile_command
 
     first = _publish(db_dsn, command_file)
     assert set(first) == {"taskId", "revisionId", "revision", "contentDigest"}
@@ -314,7 +314,7 @@ def test_admin_as_runtime_role(
 def test_provision_worker_is_atomic(
     db_dsn: str, ca_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from service import control_plane
+    from qinglong.service import control_plane
 
     def refuse(*_args: object) -> dict:
         raise control_plane.ControlPlaneError("invalid_input", "refused by test")
@@ -337,7 +337,7 @@ def test_unmigrated_database_reason(empty_db_dsn: str) -> None:
 
 
 def test_sqlstate_table_matches_design() -> None:
-    from service.sqlstates import BY_CODE, lookup
+    from qinglong.service.sqlstates import BY_CODE, lookup
 
     assert lookup("QL004") is not None and lookup("QL004").http_status == 404
     assert lookup("QL011").reason == "session_replaced"

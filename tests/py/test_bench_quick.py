@@ -1,4 +1,4 @@
-"""`qinglong bench … --quick` (what CI runs): the harness works — every table is
+"""`python -m tools.bench … --quick` (what CI runs): the harness works — every table is
 produced, ratios are computed, an idle pull writes no WAL, and a dated section
 with the machine and the command is appended to the report. Not the figures."""
 
@@ -16,7 +16,7 @@ import pytest
 @pytest.mark.timeout(420)
 def test_quick_bench_harness(tmp_path: Path) -> None:
     report, results = tmp_path / "BENCHMARKS.md", tmp_path / "bench.json"
-    cmd = [sys.executable, "-m", "qinglong", "bench", "sql", "idle", "depth", "e2e", "edge",
+    cmd = [sys.executable, "-m", "tools.bench", "sql", "idle", "depth", "e2e", "edge",
            "--quick", "--report", str(report), "--json", str(results)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=400, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -88,7 +88,7 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
 
     text = report.read_text()
     assert text.count("\n## ") == 1
-    assert "Command: `qinglong bench sql idle depth e2e edge --quick" in text
+    assert "Command: `python -m tools.bench sql idle depth e2e edge --quick" in text
     assert "— quick run" in text
     assert "Machine: " in text and "PostgreSQL 15" in text and "Load average before" in text
     for title in ("**sql:", "**idle:", "**depth:", "**edge:", "**e2e"):

@@ -1,4 +1,4 @@
-"""`qinglong bench soak --quick` (issue 7): the harness works — real ingress and
+"""`python -m tools.bench soak --quick` (issue 7): the harness works — real ingress and
 `worker run --execute` processes complete runs in every interval, dead tuples
 are sampled, the last/first ratio is computed, the feeder keeps the depth.
 Not the figures: a shared 2-core box makes them noisy."""
@@ -18,7 +18,7 @@ QUEUE_TABLES = {"runs", "attempts", "run_leases", "events"}
 @pytest.mark.timeout(150)
 def test_quick_soak_harness(tmp_path: Path) -> None:
     report, results = tmp_path / "BENCHMARKS.md", tmp_path / "soak.json"
-    cmd = [sys.executable, "-m", "qinglong", "bench", "soak", "--quick",
+    cmd = [sys.executable, "-m", "tools.bench", "soak", "--quick",
            "--report", str(report), "--json", str(results)]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=140, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -46,4 +46,4 @@ def test_quick_soak_harness(tmp_path: Path) -> None:
     notes = " ".join(main["notes"])
     assert "target ≥ 0.9" in notes and "target ≤ 10,000" in notes
     text = report.read_text()
-    assert "Command: `qinglong bench soak --quick" in text and "**soak:" in text
+    assert "Command: `python -m tools.bench soak --quick" in text and "**soak:" in text

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from schemas.canonical import sha256_digest
+from qinglong.schemas.canonical import sha256_digest
 
 
 def test_digest_equals_hashlib_sha256() -> None:
@@ -23,10 +23,10 @@ def test_digest_equals_hashlib_sha256() -> None:
 def test_worker_startup_digest_does_not_import_hashlib() -> None:
     code = (
         "import sys\n"
-        "from worker.config import capabilities_digest\n"
+        "from qinglong.worker.config import capabilities_digest\n"
         "capabilities_digest({'schema': 'qinglong/worker-capabilities@v1',"
         " 'executors': ['remote-worker'], 'labels': {}, 'runtimes': {}, 'slots': 1})\n"
-        "import worker.coordinator, worker.fsio, worker.owner_lock\n"
+        "import qinglong.worker.coordinator, qinglong.worker.fsio, qinglong.worker.owner_lock\n"
         "print(sorted(m for m in ('hashlib', 'secrets', 'hmac', '_hashlib')"
         " if m in sys.modules))\n"
     )

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from service.capabilities import (
+from qinglong.service.capabilities import (
     CanonicalCapabilities,
     CapabilitiesRejected,
     canonicalize_capabilities,
 )
-from service.semver_range import MAX_COMPONENT
+from qinglong.service.semver_range import MAX_COMPONENT
 
 
 def caps(**overrides: Any) -> dict[str, Any]:

@@ -22,8 +22,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from qinglong.chaos.checker import HEAL_FILE, MANIFEST_FILE, check_dir
-from qinglong.chaos.history import (
+from qinglong.worker.journal import InboxEntry, Journal
+from tests.py.provision import Intent, Provisioner, Session
+from tools.chaos.checker import HEAL_FILE, MANIFEST_FILE, check_dir
+from tools.chaos.history import (
     HISTORY_FILE,
     INVOKE,
     OK,
@@ -33,9 +35,7 @@ from qinglong.chaos.history import (
     read_history,
     worker_log_ops,
 )
-from qinglong.chaos.snapshot import SNAPSHOT_FILE, read_journal, take_db_snapshot, write_json
-from tests.py.provision import Intent, Provisioner, Session
-from worker.journal import InboxEntry, Journal
+from tools.chaos.snapshot import SNAPSHOT_FILE, read_journal, take_db_snapshot, write_json
 
 OFFER_SCHEMA = "qinglong/remote-execution-offer@v1"
 WORKERS = ("w01", "w02")

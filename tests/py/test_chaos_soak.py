@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from qinglong.chaos.history import FAULT_KINDS
-from qinglong.chaos.proxy import ChaosProxy
+from tools.chaos.history import FAULT_KINDS
+from tools.chaos.proxy import ChaosProxy
 
 REQUIRED_FAULTS = [kind for kind in FAULT_KINDS if kind != "crash_point"]
 
@@ -153,8 +153,8 @@ def test_retry_racing_its_own_first_request_gets_the_same_offer(db_dsn: str) -> 
 @pytest.mark.skipif(os.environ.get("QL_SKIP_CHAOS_SOAK") == "1",
                     reason="QL_SKIP_CHAOS_SOAK=1")  # fmt: skip
 def test_short_soak_finds_no_anomalies(tmp_path: Path) -> None:
-    from qinglong.chaos.cli import summary
-    from qinglong.chaos.soak import SHORT, Soak
+    from tools.chaos.cli import summary
+    from tools.chaos.soak import SHORT, Soak
 
     # QL_CHAOS_OUT keeps the artifacts where pytest's temp-dir rotation cannot reach.
     out = Path(os.environ.get("QL_CHAOS_OUT") or tmp_path) / "soak"
@@ -170,7 +170,7 @@ def test_short_soak_finds_no_anomalies(tmp_path: Path) -> None:
     assert all(report.faults[kind] >= 1 for kind in REQUIRED_FAULTS), report.faults
     assert report.counts["leases"] > 0 and report.counts["claims"] > 0
     # The offline checker alone (the CLI) agrees with the soak's own verdict.
-    check = subprocess.run([sys.executable, "-m", "qinglong", "chaos", "check", str(out)],
+    check = subprocess.run([sys.executable, "-m", "tools.chaos", "check", str(out)],
                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert check.returncode == 0, check.stdout + check.stderr
     assert "OK, no anomalies" in check.stdout

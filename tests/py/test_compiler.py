@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import rfc8785
 
-from schemas.canonical import content_digest
-from schemas.contract import validate
-from service.compiler import (
+from qinglong.schemas.canonical import content_digest
+from qinglong.schemas.contract import validate
+from qinglong.service.compiler import (
     EXECUTOR,
     KIND,
     MAX_CANONICAL_BYTES,
@@ -350,7 +350,7 @@ def test_document_rejections(overrides: dict[str, Any], reason: str, detail_pref
 
 def test_or_ranges_refused_even_if_the_schema_allowed_them() -> None:
     # The schema's range alphabet has no '|'; the compiler states why anyway.
-    from service.semver_range import InvalidRange, normalize_range
+    from qinglong.service.semver_range import InvalidRange, normalize_range
 
     with pytest.raises(InvalidRange, match="'\\|\\|'"):
         normalize_range("1 || 2")

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas.canonical import canonical_bytes, content_digest, sha256_digest
-from schemas.contract import (
+from qinglong.schemas.canonical import canonical_bytes, content_digest, sha256_digest
+from qinglong.schemas.contract import (
     NON_SCHEMA_FILES,
     SCHEMA_IDS,
     Contract,
@@ -39,7 +39,7 @@ NOW = 1_700_000_000_000
 
 def schema_files() -> dict[str, dict[str, Any]]:
     out = {}
-    for entry in resources.files("schemas").iterdir():
+    for entry in resources.files("qinglong.schemas").iterdir():
         if entry.name.endswith(".json") and entry.name not in NON_SCHEMA_FILES:
             out[entry.name] = json.loads(entry.read_bytes())
     return out
@@ -693,12 +693,13 @@ def test_content_digest_omits_absent_placement() -> None:
 
 def test_import_is_cheap_and_server_free() -> None:
     code = (
-        "import sys, schemas.contract, schemas.canonical\n"
+        "import sys, qinglong.schemas.contract, qinglong.schemas.canonical\n"
         "assert 'jsonschema' not in sys.modules, 'jsonschema imported eagerly'\n"
-        "schemas.contract.parse_json_strict(b'{}')\n"
-        "schemas.contract.validate('qinglong/error@v1', "
+        "qinglong.schemas.contract.parse_json_strict(b'{}')\n"
+        "qinglong.schemas.contract.validate('qinglong/error@v1', "
         "{'schema': 'qinglong/error@v1', 'error': 'a', 'reason': 'b'})\n"
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'psycopg', 'service')]\n"
+        "bad = [m for m in sys.modules\n"
+        "       if m.split('.')[0] in ('aiohttp', 'psycopg') or m.startswith('qinglong.service')]\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,6 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from qinglong.worker import fsio
+from qinglong.worker.fsio import FileSystem
+from qinglong.worker.journal import Journal, dump_json
 from tests.py import crashsim
 from tests.py.crashsim import (
     Action,
@@ -30,9 +33,6 @@ from tests.py.crashsim import (
     scratch_dir,
     set_pending,
 )
-from worker import fsio
-from worker.fsio import FileSystem
-from worker.journal import Journal, dump_json
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from schemas.contract import validate
+from qinglong.schemas.contract import validate
 from tests.py.provision import new_token
 
 COMMAND = {"schema": "qinglong/command@v1", "argv": ["echo", "hello"], "env": {},

@@ -10,7 +10,7 @@ import re
 
 import psycopg
 
-from qinglong.explain_plans import (
+from tools.explain_plans import (
     DOC,
     candidate_page_plans,
     class_page_plans,

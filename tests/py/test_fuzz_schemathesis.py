@@ -45,9 +45,9 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
     status_code_conformance,
 )
 
+from qinglong.schemas.contract import ContractError, default_contract  # noqa: E402
+from qinglong.service import openapi  # noqa: E402
 from qinglong.throwaway_postgres import ThrowawayPostgres  # noqa: E402
-from schemas.contract import ContractError, default_contract  # noqa: E402
-from service import openapi  # noqa: E402
 from tests.py.ingress_harness import CAPABILITIES, Agent  # noqa: E402
 from tests.py.provision import new_token  # noqa: E402
 from tests.py.security_support import (  # noqa: E402

@@ -43,9 +43,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from qinglong.schemas.contract import default_contract
+from qinglong.service import openapi
 from qinglong.throwaway_postgres import ThrowawayPostgres
-from schemas.contract import default_contract
-from service import openapi
 from tests.py.ingress_harness import CAPABILITIES, Agent
 from tests.py.provision import new_token
 from tests.py.security_support import (

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from schemas.contract import validate
+from qinglong.schemas.contract import validate
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     Agent,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from service.idle_view import ViewState
+from qinglong.service.idle_view import ViewState
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     Agent,

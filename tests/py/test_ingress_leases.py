@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from schemas.contract import validate
+from qinglong.schemas.contract import validate
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     Agent,

@@ -14,9 +14,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from db.migrator import migrate
+from qinglong.db.migrator import migrate
+from qinglong.service import pki
 from qinglong.throwaway_postgres import ThrowawayPostgres
-from service import pki
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     INGRESS_ROLE,

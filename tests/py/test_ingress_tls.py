@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from service.tls import TlsConfigError, load_anchor_bundle
+from qinglong.service.tls import TlsConfigError, load_anchor_bundle
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     UNREACHABLE_DSN,

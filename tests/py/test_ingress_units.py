@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from service.audit import AuditLog, AuditRecord, Outcome
-from service.config import ConfigError, load_config
-from service.credentials import CredentialProblem, parse_authorization
-from service.errors import error_body
-from service.gateway import connection_kwargs
-from service.metrics import Counter, Histogram
-from service.pki import generate_credential, secret_digest
-from service.ratelimit import TokenBucketLimiter
+from qinglong.service.audit import AuditLog, AuditRecord, Outcome
+from qinglong.service.config import ConfigError, load_config
+from qinglong.service.credentials import CredentialProblem, parse_authorization
+from qinglong.service.errors import error_body
+from qinglong.service.gateway import connection_kwargs
+from qinglong.service.metrics import Counter, Histogram
+from qinglong.service.pki import generate_credential, secret_digest
+from qinglong.service.ratelimit import TokenBucketLimiter
 
 REQUIRED = {"dsn": "host=x", "certFile": "s.pem", "keyFile": "s.key", "clientCaFile": "ca.pem"}
 

@@ -9,7 +9,7 @@ import sys
 import psycopg
 import pytest
 
-from db.migrator import MigrationError, load_migrations, migrate
+from qinglong.db.migrator import MigrationError, load_migrations, migrate
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

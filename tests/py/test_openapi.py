@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from schemas.contract import SchemaId
-from service import openapi
-from service.app import build_state, create_app
-from service.audit import AuditLog
-from service.config import IngressConfig
+from qinglong.schemas.contract import SchemaId
+from qinglong.service import openapi
+from qinglong.service.app import build_state, create_app
+from qinglong.service.audit import AuditLog
+from qinglong.service.config import IngressConfig
 from tests.py.test_contract import VALID
 
 ERROR_STATUSES = {"400", "401", "403", "413", "429", "503"}
@@ -50,7 +50,7 @@ def _refs(node: Any) -> list[str]:
 
 def test_committed_document_is_the_generated_one(document):
     text = openapi.DOCUMENT_PATH.read_text(encoding="utf-8")
-    assert text == openapi.render(), "stale: run `python -m service.openapi`"
+    assert text == openapi.render(), "stale: run `python -m qinglong.service.openapi`"
     assert openapi.main(["--check"]) == 0
 
 

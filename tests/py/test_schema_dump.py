@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from qinglong.schema_dump import SCHEMA_FILE, dump_schema
+from tools.schema_dump import SCHEMA_FILE, dump_schema
 
 
 def test_committed_schema_matches_migrations(db_dsn: str) -> None:
@@ -15,5 +15,5 @@ def test_committed_schema_matches_migrations(db_dsn: str) -> None:
             committed.splitlines(True), fresh.splitlines(True), "db/schema.sql", "fresh", n=2,
         ))
         raise AssertionError(
-            "db/schema.sql is stale: run `python -m qinglong.schema_dump`\n" + diff[:6000]
+            "db/schema.sql is stale: run `python -m tools.schema_dump`\n" + diff[:6000]
         )

@@ -29,8 +29,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from qinglong.service import control_plane
 from qinglong.throwaway_postgres import PG_BIN, ThrowawayPostgres
-from service import control_plane
 from tests.py.ingress_harness import (
     CAPABILITIES,
     INGRESS_ROLE,
@@ -212,7 +212,7 @@ def _worker(conn: psycopg.Connection, pki_set: PkiSet, name: str) -> tuple[Any, 
 
 
 def _run_flow(tmp: Path, cluster: ThrowawayPostgres, artifacts: Artifacts) -> None:
-    from db.migrator import migrate
+    from qinglong.db.migrator import migrate
 
     dsn = cluster.create_database("hygiene")
     migrate(dsn)

@@ -24,8 +24,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from schemas.canonical import canonical_bytes
-from service import pki
+from qinglong.schemas.canonical import canonical_bytes
+from qinglong.service import pki
 from tests.py import security_support
 from tests.py.ingress_harness import (
     CAPABILITIES,

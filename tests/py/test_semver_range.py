@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.semver_range import (
+from qinglong.service.semver_range import (
     MAX_COMPONENT,
     InvalidRange,
     normalize_range,

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
-from service.semver_range import satisfies as oracle_satisfies
+from qinglong.service.semver_range import satisfies as oracle_satisfies
 
 MIN_DISTINCT_PAIRS = 2000
 BATCH = 24

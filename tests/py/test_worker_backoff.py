@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.backoff import (
+from qinglong.worker.backoff import (
     BASE_MS,
     CAP_MS,
     DEFAULT_POLICY,

@@ -12,11 +12,16 @@ from dataclasses import dataclass
 
 import pytest
 
-from schemas.canonical import content_digest
-from worker.coordinator import AUTH_MIN_DELAY_MS, ClaimCoordinator, ClaimOutcome, SessionFence
-from worker.errors import NetworkError, ProtocolViolation, TimeoutError_, TlsClientRejected
-from worker.fsio import FileSystem, Step
-from worker.journal import Journal
+from qinglong.schemas.canonical import content_digest
+from qinglong.worker.coordinator import (
+    AUTH_MIN_DELAY_MS,
+    ClaimCoordinator,
+    ClaimOutcome,
+    SessionFence,
+)
+from qinglong.worker.errors import NetworkError, ProtocolViolation, TimeoutError_, TlsClientRejected
+from qinglong.worker.fsio import FileSystem, Step
+from qinglong.worker.journal import Journal
 
 WORKER, SESSION = str(uuid.uuid4()), str(uuid.uuid4())
 FENCE = SessionFence(WORKER, SESSION, 3, "sha256:" + "ab" * 32)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.executor import (
+from qinglong.worker.executor import (
     DEFAULT_PATH,
     OUTPUT_NAME,
     CommandSpec,
@@ -26,8 +26,8 @@ from worker.executor import (
     process_start_ticks,
     spawn,
 )
-from worker.lease_client import Outcome
-from worker.lifecycle import Completion
+from qinglong.worker.lease_client import Outcome
+from qinglong.worker.lifecycle import Completion
 
 
 def spec(*argv: str, env: dict[str, str] | None = None, cwd: str | None = None,
@@ -215,7 +215,7 @@ def test_orphan_group_is_killed_only_when_provably_the_same(tmp_path: Path) -> N
 
 
 def test_the_executor_loads_lazily_and_never_loads_server_code() -> None:
-    """R-LAY-1: `worker`, `worker.cli` and the run loop do not import the executor;
+    """R-LAY-1: `worker`, `qinglong.worker.cli` and the run loop do not import the executor;
     the executor itself imports no server, database or network code."""
     import subprocess
 
@@ -225,10 +225,16 @@ def test_the_executor_loads_lazily_and_never_loads_server_code() -> None:
                              check=True).stdout  # fmt: skip
         return set(json.loads(out.strip().splitlines()[-1]))
 
-    forbidden = {"aiohttp", "psycopg", "psycopg_pool", "db", "service"}
-    light = loaded("import worker, worker.cli, worker.runner, worker.config, worker.journal")
-    for lazy in ("worker.lifecycle", "worker.executor", "worker.lease_client"):
-        assert lazy not in light, lazy
-    heavy = loaded("import worker.lifecycle, worker.executor, worker.lease_client")
-    assert not {m.split(".")[0] for m in heavy} & forbidden
+    def roots(modules: set[str]) -> set[str]:
+        return {".".join(m.split(".")[:2]) if m.startswith("qinglong.") else m.split(".")[0]
+                for m in modules}
+
+    forbidden = {"aiohttp", "psycopg", "psycopg_pool", "qinglong.db", "qinglong.service"}
+    light = loaded("import qinglong.worker, qinglong.worker.cli, qinglong.worker.runner, "
+                   "qinglong.worker.config, qinglong.worker.journal")
+    for lazy in ("lifecycle", "executor", "lease_client"):
+        assert f"qinglong.worker.{lazy}" not in light, lazy
+    heavy = loaded("import qinglong.worker.lifecycle, qinglong.worker.executor, "
+                   "qinglong.worker.lease_client")
+    assert not roots(heavy) & forbidden
     assert "ssl" not in heavy and "http.client" not in heavy and "jsonschema" not in heavy

@@ -24,16 +24,14 @@ from typing import Any
 
 import pytest
 
-from schemas.canonical import content_digest
-from tests.py.test_worker_coordinator import offered
-from tests.py.test_worker_run import WORKER, FakeIngress, FakeTime, Resp, error
-from worker.config import ExecutorSettings, WorkerConfig, default_capabilities
-from worker.coordinator import new_lease_token
-from worker.errors import NetworkError
-from worker.eventlog import EventLog
-from worker.executor import process_start_ticks
-from worker.journal import EntryState, InboxEntry, Journal, PendingClaim
-from worker.lease_client import (
+from qinglong.schemas.canonical import content_digest
+from qinglong.worker.config import ExecutorSettings, WorkerConfig, default_capabilities
+from qinglong.worker.coordinator import new_lease_token
+from qinglong.worker.errors import NetworkError
+from qinglong.worker.eventlog import EventLog
+from qinglong.worker.executor import process_start_ticks
+from qinglong.worker.journal import EntryState, InboxEntry, Journal, PendingClaim
+from qinglong.worker.lease_client import (
     AckPhase,
     LeaseAnswer,
     LeaseClient,
@@ -42,9 +40,11 @@ from worker.lease_client import (
     LeaseUnavailable,
     Outcome,
 )
-from worker.lifecycle import Lifecycle
-from worker.runner import Runner, RunOptions, StopSignal
-from worker.session import SessionClient
+from qinglong.worker.lifecycle import Lifecycle
+from qinglong.worker.runner import Runner, RunOptions, StopSignal
+from qinglong.worker.session import SessionClient
+from tests.py.test_worker_coordinator import offered
+from tests.py.test_worker_run import WORKER, FakeIngress, FakeTime, Resp, error
 
 SESSION = str(uuid.uuid4())
 SETTINGS = ExecutorSettings(shutdown_grace_s=0.5, kill_grace_s=0.3, output_limit_bytes=4096)
@@ -246,7 +246,7 @@ def test_nonzero_exit_completes_failed_with_the_exit_code(bench: Bench, code: in
 def test_starting_is_journaled_before_the_spawn_and_the_pid_before_running(
     bench: Bench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import worker.lifecycle as lifecycle_module
+    import qinglong.worker.lifecycle as lifecycle_module
 
     entry = entry_for(command("true"))
     bench.admit(entry)
@@ -499,7 +499,7 @@ def test_journal_advance_is_monotonic(bench: Bench) -> None:
     entry = entry_for(command("true"))
     bench.admit(entry)
     running = advanced(bench, entry, EntryState.RUNNING)
-    from worker.journal import LeaseVersionRegression, OfferConflict
+    from qinglong.worker.journal import LeaseVersionRegression, OfferConflict
 
     with pytest.raises(OfferConflict):
         bench.journal.advance(InboxEntry(entry.offer, running.lease, entry.accepted_at_ms,
@@ -733,7 +733,7 @@ def test_restart_opens_a_new_session_when_the_inbox_session_is_gone(tmp_path: Pa
 
 
 def test_config_file_execute_and_executor_settings(tmp_path: Path) -> None:
-    from worker.config import ConfigError, load_config_file
+    from qinglong.worker.config import ConfigError, load_config_file
 
     doc = {"ingressUrl": "https://127.0.0.1:8443", "workerId": WORKER, "certFile": "c.pem",
            "keyFile": "k.pem", "caFile": "ca.pem", "credentialFile": "cred", "journal": "j",

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import pytest
 
-from worker import fsio
-from worker.fsio import FileSystem, Step
-from worker.journal import (
+from qinglong.worker import fsio
+from qinglong.worker.fsio import FileSystem, Step
+from qinglong.worker.journal import (
     ENTRY_LIMIT,
     FAILED_KEEP,
     HARD_CAPACITY,
@@ -29,7 +29,7 @@ from worker.journal import (
     PendingClaim,
     UnsafePermissions,
 )
-from worker.owner_lock import LockCompromised, LockHeld
+from qinglong.worker.owner_lock import LockCompromised, LockHeld
 
 WORKER = "11111111-1111-4111-8111-111111111111"
 SESSION = "22222222-2222-4222-8222-222222222222"

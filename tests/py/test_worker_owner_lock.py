@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from worker.owner_lock import (
+from qinglong.worker.owner_lock import (
     LOCK_NAME,
     LockCompromised,
     LockHeld,
@@ -164,7 +164,7 @@ def test_refresher_notices_compromise(root):
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from worker.owner_lock import OwnerLock
+    from qinglong.worker.owner_lock import OwnerLock
     clock = lambda: int(time.time() * 1000 * __SPEED__)
     lock = OwnerLock.acquire(sys.argv[1], stale_ms=5000, clock=clock)
     lock.start_refresher(interval_s=0.05)
@@ -224,7 +224,7 @@ def test_sigstopped_holder_is_never_taken_over(root):
 CONTENDER = textwrap.dedent(
     """
     import os, random, sys, time
-    from worker.owner_lock import LockHeld, OwnerLock
+    from qinglong.worker.owner_lock import LockHeld, OwnerLock
     root, sentinel, violations, deadline = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     clock = lambda: int(time.time() * 1000 * __SPEED__)
 

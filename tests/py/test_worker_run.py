@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
+from qinglong.worker.config import ConfigError, WorkerConfig, load_config_file, load_dev_env
+from qinglong.worker.coordinator import new_lease_token
+from qinglong.worker.errors import NetworkError
+from qinglong.worker.eventlog import EventLog
+from qinglong.worker.faults import FaultPlan
+from qinglong.worker.journal import Journal, PendingClaim
+from qinglong.worker.runner import RUN_FOREVER, Runner, RunOptions, StopSignal
+from qinglong.worker.session import SessionClient
 from tests.py.test_worker_coordinator import idle_body, offered
-from worker.config import ConfigError, WorkerConfig, load_config_file, load_dev_env
-from worker.coordinator import new_lease_token
-from worker.errors import NetworkError
-from worker.eventlog import EventLog
-from worker.faults import FaultPlan
-from worker.journal import Journal, PendingClaim
-from worker.runner import RUN_FOREVER, Runner, RunOptions, StopSignal
-from worker.session import SessionClient
 
 NOW = 1_700_000_000_000
 WORKER = str(uuid.uuid4())

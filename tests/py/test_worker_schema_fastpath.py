@@ -2,7 +2,7 @@
 
 Only a "proven valid" verdict skips jsonschema, so the property that matters is
 that every VALID (and every INVALID, which oneOf relies on) matches what
-``schemas.contract`` (jsonschema) says about the same document.
+``qinglong.schemas.contract`` (jsonschema) says about the same document.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas.contract import ContractError, SchemaId, default_contract
-from worker import schema_fastpath as fp
-from worker.config import default_capabilities
-from worker.fsio import uuid4_text
-from worker.offer_validation import parse_offer_response
+from qinglong.schemas.contract import ContractError, SchemaId, default_contract
+from qinglong.worker import schema_fastpath as fp
+from qinglong.worker.config import default_capabilities
+from qinglong.worker.fsio import uuid4_text
+from qinglong.worker.offer_validation import parse_offer_response
 
 OFFER = SchemaId.REMOTE_EXECUTION_OFFER
 
@@ -188,10 +188,10 @@ def test_idle_path_loads_neither_jsonschema_nor_http_client():
     mods = _modules_after(
         f"""
         import json
-        from worker.config import default_capabilities, validate_capabilities
-        from worker.offer_validation import parse_offer_response
-        from worker.session import _parse_session
-        import worker.runner, worker.transport
+        from qinglong.worker.config import default_capabilities, validate_capabilities
+        from qinglong.worker.offer_validation import parse_offer_response
+        from qinglong.worker.session import _parse_session
+        import qinglong.worker.runner, qinglong.worker.transport
         validate_capabilities(default_capabilities())
         parse_offer_response(json.dumps({idle_doc()!r}).encode())
         _parse_session(json.dumps({session_doc()!r}).encode())
@@ -205,8 +205,8 @@ def test_an_offer_loads_jsonschema():
     mods = _modules_after(
         f"""
         import json
-        from schemas.contract import ContractError
-        from worker.offer_validation import parse_offer_response
+        from qinglong.schemas.contract import ContractError
+        from qinglong.worker.offer_validation import parse_offer_response
         doc = dict({idle_doc()!r}, status="offered")
         try:
             parse_offer_response(json.dumps(doc).encode())

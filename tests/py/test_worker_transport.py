@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from worker.transport import (
+from qinglong.worker.transport import (
     REQUEST_LIMIT,
     CredentialError,
     FileCredentialProvider,

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from qinglong.bench.common import (
+from tools.bench.common import (
     Api,
     BenchContext,
     Claimer,

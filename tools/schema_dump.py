@@ -2,7 +2,7 @@
 
 The committed file lets a DBA review the whole schema in one place; CI migrates
 a fresh database, dumps it again and diffs (tests/py/test_schema_dump.py).
-Regenerate with `python -m qinglong.schema_dump` after changing db/.
+Regenerate with `python -m tools.schema_dump` after changing db/.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def normalize(text: str) -> str:
 
 
 def main() -> int:
-    from db.migrator import migrate
+    from qinglong.db.migrator import migrate
     from qinglong.throwaway_postgres import throwaway_postgres
 
     with throwaway_postgres() as cluster:

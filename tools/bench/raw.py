@@ -14,7 +14,7 @@ import time
 
 import psycopg
 
-from qinglong.bench.common import Timings, run_threads
+from tools.bench.common import Timings, run_threads
 
 SCHEMA_SQL = """
 CREATE SCHEMA IF NOT EXISTS qlbench;

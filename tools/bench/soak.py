@@ -56,9 +56,9 @@ from typing import Any
 
 import psycopg
 
-from qinglong.bench.common import Api, Table, fmt_ratio, histogram_quantile, ratio, vacuum
-from qinglong.bench.e2e import INGRESSES, READY_TIMEOUT_S, OursLevel, _wait
 from qinglong.demo import pki_ca_cert, spawn
+from tools.bench.common import Api, Table, fmt_ratio, histogram_quantile, ratio, vacuum
+from tools.bench.e2e import INGRESSES, READY_TIMEOUT_S, OursLevel, _wait
 
 QUEUE_TABLES = ("runs", "attempts", "run_leases", "events")
 PULL_ROUTE = "/v1/offers/pull"

@@ -45,9 +45,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qinglong.chaos import env as soak_env
-from qinglong.chaos.checker import HEAL_FILE, MANIFEST_FILE, RESULT_FILE, Report, check_dir
-from qinglong.chaos.history import (
+from tools.chaos import env as soak_env
+from tools.chaos.checker import HEAL_FILE, MANIFEST_FILE, RESULT_FILE, Report, check_dir
+from tools.chaos.history import (
     CLIENT,
     FAIL,
     INFO,
@@ -58,9 +58,9 @@ from qinglong.chaos.history import (
     Op,
     build_history,
 )
-from qinglong.chaos.procs import Child, Supervisor
-from qinglong.chaos.proxy import ChaosProxy
-from qinglong.chaos.snapshot import SNAPSHOT_FILE, read_journal, take_db_snapshot, write_json
+from tools.chaos.procs import Child, Supervisor
+from tools.chaos.proxy import ChaosProxy
+from tools.chaos.snapshot import SNAPSHOT_FILE, read_journal, take_db_snapshot, write_json
 
 QL = [sys.executable, "-m", "qinglong"]
 CRASH_ENV = "QL_WORKER_CRASH_AT"  # worker/faults.py
@@ -371,7 +371,7 @@ class Soak:
     # -- client operations -----------------------------------------------------
 
     def enqueue(self, count: int) -> None:
-        from service import control_plane
+        from qinglong.service import control_plane
 
         assert self.env is not None
         priority = self.rng.randint(0, 3)
@@ -387,7 +387,7 @@ class Soak:
         self.record(CLIENT, OK, "enqueue", extra={"runIds": run_ids})
 
     def cancel_one(self) -> None:
-        from service import control_plane
+        from qinglong.service import control_plane
 
         assert self.env is not None
         if not self.known_runs:
@@ -538,7 +538,7 @@ class Soak:
         return schedule
 
     def _fault_counts(self) -> Counter[str]:
-        from qinglong.chaos.history import FAULT_KINDS, read_ops
+        from tools.chaos.history import FAULT_KINDS, read_ops
 
         assert self.recorder is not None
         ops = read_ops(self.recorder.path)

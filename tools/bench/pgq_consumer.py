@@ -1,6 +1,6 @@
 """One PgQueuer consumer process for `bench e2e` (never imported by the product).
 
-`python -m qinglong.bench.pgq_consumer DSN OUT [BATCH]` runs PgQueuer's own
+`python -m tools.bench.pgq_consumer DSN OUT [BATCH]` runs PgQueuer's own
 QueueManager (LISTEN/NOTIFY wake-up; `BATCH` = `QueueManager.run(batch_size=…)`,
 jobs per dequeue, default 10 = PgQueuer's default; 1 = one job at a time) with
 one entrypoint, `bench`, whose handler appends `handled_at created_at` (epoch

@@ -24,8 +24,8 @@ from typing import Any
 
 import psycopg
 
-from qinglong.bench import raw
-from qinglong.bench.common import (
+from tools.bench import raw
+from tools.bench.common import (
     Api,
     BenchContext,
     Claimer,

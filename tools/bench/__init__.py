@@ -1,4 +1,4 @@
-"""`qinglong bench`: one module per sub-benchmark (sql, idle, depth, e2e, edge).
+"""`python -m tools.bench`: one module per sub-benchmark (sql, idle, depth, e2e, edge).
 
 Each database benchmark exposes `run(ctx) -> list[Table]`; `e2e` and `edge`,
 which start their own processes, expose `run_standalone(quick)`. See cli.py

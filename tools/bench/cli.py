@@ -1,4 +1,4 @@
-"""`qinglong bench [sql|idle|depth|e2e|edge|soak] [--quick]`: run, print, append a report.
+"""`python -m tools.bench [sql|idle|depth|e2e|edge|soak] [--quick]`: run, print, append a report.
 
 One throwaway PostgreSQL cluster serves every database benchmark of the
 invocation (each measurement gets a fresh clone of a migrated template); `e2e`,
@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from qinglong.bench.common import BenchContext, Table, machine_info, pg_settings, prepare_context
+from tools.bench.common import BenchContext, Table, machine_info, pg_settings, prepare_context
 
 ORDER = ("sql", "idle", "depth", "e2e", "edge", "soak")
-# A bare `qinglong bench` runs these; the 10-minute soak only when named.
+# A bare `python -m tools.bench` runs these; the 10-minute soak only when named.
 DEFAULT = ("sql", "idle", "depth", "e2e", "edge")
 NEEDS_DB = frozenset({"sql", "idle", "depth"})
 DEFAULT_REPORT = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS.md"
@@ -76,7 +76,7 @@ def _section(command: str, machine: dict[str, Any], settings: dict[str, str],
 
 def _append(path: Path, text: str) -> None:
     if not path.exists():
-        path.write_text("# Benchmarks\n\nSections appended by `qinglong bench`.\n\n",
+        path.write_text("# Benchmarks\n\nSections appended by `python -m tools.bench`.\n\n",
                         encoding="utf-8")
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(text)
@@ -91,7 +91,7 @@ def run_benchmarks(names: list[str], quick: bool) -> tuple[list[Table], dict[str
             ctx = prepare_context(quick)
             settings = pg_settings(ctx.cluster.dsn(ctx.template))
         for name in names:
-            module = importlib.import_module(f"qinglong.bench.{name}")
+            module = importlib.import_module(f"tools.bench.{name}")
             started = time.monotonic()
             produced = module.run(ctx) if name in NEEDS_DB else module.run_standalone(quick)
             for table in produced:
@@ -109,10 +109,11 @@ def run_benchmarks(names: list[str], quick: bool) -> tuple[list[Table], dict[str
 def bench_command(args: argparse.Namespace) -> int:
     names = _selected(list(args.which))
     machine = machine_info()
-    if sys.argv[1:2] == ["bench"]:
-        command = " ".join(["qinglong bench", *(shlex.quote(a) for a in sys.argv[2:])])
+    if sys.argv[0].endswith(("tools/bench/__main__.py", "-m")):
+        command = " ".join(["python -m tools.bench", *(shlex.quote(a) for a in sys.argv[1:])])
     else:  # called in-process (tests)
-        command = " ".join(["qinglong bench", *names, *(["--quick"] if args.quick else [])])
+        command = " ".join(["python -m tools.bench", *names,
+                            *(["--quick"] if args.quick else [])])
     tables, settings = run_benchmarks(names, args.quick)
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
     if str(args.report) != "-":

@@ -1,4 +1,4 @@
-"""Handlers of `qinglong chaos soak` and `qinglong chaos check` (parsers: chaos_cli.py)."""
+"""Handlers of `python -m tools.chaos soak` and `python -m tools.chaos check` (parsers: __main__.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qinglong.chaos.checker import KNOWN_ISSUES, RESULT_FILE, Report, check_dir
+from tools.chaos.checker import KNOWN_ISSUES, RESULT_FILE, Report, check_dir
 
 
 def _fmt(counts: dict[str, Any]) -> str:
@@ -57,7 +57,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def soak_command(args: argparse.Namespace) -> int:
-    from qinglong.chaos.soak import PLANS, Soak, SoakError
+    from tools.chaos.soak import PLANS, Soak, SoakError
 
     plan = PLANS[args.plan]
     overrides = {"seed": args.seed, "duration_s": args.duration, "min_pulls": args.min_pulls}

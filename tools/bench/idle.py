@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from qinglong.bench.common import (
+from tools.bench.common import (
     Api,
     BenchContext,
     Claimer,
@@ -35,7 +35,7 @@ from qinglong.bench.common import (
     run_threads,
     vacuum,
 )
-from qinglong.bench.idle_fleet import run_fleet
+from tools.bench.idle_fleet import run_fleet
 
 # The fleet is driven at growing sizes, up to the target's 10,000: the database
 # calls a replica makes for idle workers should not grow with their number, and

@@ -30,7 +30,7 @@ own connection, draining a fresh database of `raw_jobs` jobs, as `bench sql`
 does.
 
 PgQueuer, per level, twice: a fresh database with PgQueuer's schema, N consumer
-processes (`qinglong.bench.pgq_consumer`: PgQueuer's QueueManager) waiting on
+processes (`tools.bench.pgq_consumer`: PgQueuer's QueueManager) waiting on
 LISTEN/NOTIFY; the same number of jobs as offers enqueued in one call;
 latency = handler start - job `created`. Once with `batch_size=1` (one job per
 dequeue) and once with `batch_size=10` (PgQueuer's default). PgQueuer runs on
@@ -60,8 +60,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qinglong.bench.common import Table, fmt_ratio, histogram_quantile, percentile, ratio
 from qinglong.demo import Child, pki_ca_cert, spawn, stop_children
+from tools.bench.common import Table, fmt_ratio, histogram_quantile, percentile, ratio
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,8 @@ class OursLevel:
         self.task_id: str | None = None
 
     def setup(self) -> None:
-        from db.migrator import migrate
-        from service import control_plane, pki
+        from qinglong.db.migrator import migrate
+        from qinglong.service import control_plane, pki
 
         self.dsn = self.cluster.create_database(self.db)
         migrate(self.dsn)
@@ -326,8 +326,8 @@ class OursLevel:
 
     def measure(self) -> dict[str, Any]:
         """The burst: `offers` runs enqueued at once; the level's maximum offers/s."""
-        from service import control_plane
-        from service.compiler import compile_command
+        from qinglong.service import control_plane
+        from qinglong.service.compiler import compile_command
 
         _wait(self.sessions_open, READY_TIMEOUT_S, "worker sessions", self.children)
         doc = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
@@ -360,7 +360,7 @@ class OursLevel:
 
     def steady(self, max_per_s: float, sizes: Sizes) -> Steady:
         """Half load: feed runs at STEADY_LOAD * max_per_s in small batches on a timer."""
-        from service import control_plane
+        from qinglong.service import control_plane
 
         assert self.task_id is not None, "measure() first: it publishes the task"
         rate = max(STEADY_LOAD * max_per_s, 1.0)
@@ -446,8 +446,8 @@ def _ours(cluster: Any, root: Path, workers: int, sizes: Sizes,
 def _raw(cluster: Any, clients: int, jobs: int) -> dict[str, Any]:
     import psycopg
 
-    from qinglong.bench import raw
-    from qinglong.bench.common import vacuum
+    from tools.bench import raw
+    from tools.bench.common import vacuum
 
     db = f"ql_raw_{os.getpid()}_{clients}"
     dsn = cluster.create_database(db)
@@ -514,7 +514,7 @@ def _pgq(cluster: Any, root: Path, workers: int, jobs: int, batch: int,
     try:
         asyncio.run(_pgq_setup(dsn, None))
         for i, out in enumerate(outs):
-            argv = [sys.executable, "-m", "qinglong.bench.pgq_consumer", dsn, str(out),
+            argv = [sys.executable, "-m", "tools.bench.pgq_consumer", dsn, str(out),
                     str(batch), driver]  # fmt: skip
             children.append(spawn(f"pgq-{i}", argv, root / f"pgq-{workers}-{batch}-{i}.log"))
         _wait(lambda: all(Path(f"{out}.ready").exists() for out in outs), READY_TIMEOUT_S,

@@ -1,7 +1,7 @@
 """Shared pieces of the benchmarks: tables, percentiles, the machine, a database.
 
 Each sub-benchmark gets a `BenchContext`: one throwaway PostgreSQL cluster for
-the whole `qinglong bench` invocation (the same settings as the tests: fsync on,
+the whole `python -m tools.bench` invocation (the same settings as the tests: fsync on,
 synchronous_commit on, plus pg_stat_statements to count round trips), a
 migrated template database, and `fresh_db()` to clone it, so every measurement
 starts from an equal, empty queue. Rows are provisioned through the SQL API
@@ -226,7 +226,7 @@ class Api:
         return WorkerIdent(worker_id, credential_id, digest)
 
     def session(self, worker: WorkerIdent, caps: dict[str, Any] | None = None) -> Session:
-        from schemas.canonical import canonical_bytes
+        from qinglong.schemas.canonical import canonical_bytes
 
         body = canonical_bytes(caps or capabilities())
         result = self.one("SELECT ql.open_session(%s, %s, %s, %s)", worker.credential_id,
@@ -236,7 +236,7 @@ class Api:
         return Session(worker, result["session"]["sessionId"], result["session"]["generation"])
 
     def task(self, name: str, placement: dict[str, Any] | None = None) -> str:
-        from service.compiler import compile_command
+        from qinglong.service.compiler import compile_command
 
         compiled = compile_command(command(placement))
         result = self.one("SELECT ql.publish_revision(%s, %s, %s)", "bench", name,
@@ -401,8 +401,8 @@ TEMPLATE_WORKERS = 200
 
 def prepare_context(quick: bool, workers: int = TEMPLATE_WORKERS) -> BenchContext:
     """Start the cluster and build the template database (caller cleans up)."""
-    from db.migrator import migrate
-    from qinglong.bench import raw
+    from qinglong.db.migrator import migrate
+    from tools.bench import raw
 
     cluster = ThrowawayPostgres(settings=dict(PG_SETTINGS))
     cluster.start()

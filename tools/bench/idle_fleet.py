@@ -40,7 +40,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from qinglong.bench.common import sha256, token
+from tools.bench.common import sha256, token
 
 TARGET_DB_CALLS_PER_S = 333.0
 
@@ -151,12 +151,12 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
     from aiohttp import streams, web
     from aiohttp.test_utils import make_mocked_request
 
-    from service.app import build_state, create_app
-    from service.audit import AuditLog
-    from service.config import IngressConfig
-    from service.middlewares import envelope_middleware
-    from service.routes import OFFERS_PULL, SESSIONS, SESSIONS_HEARTBEAT
-    from service.views import heartbeat_session, open_session, pull_offer
+    from qinglong.service.app import build_state, create_app
+    from qinglong.service.audit import AuditLog
+    from qinglong.service.config import IngressConfig
+    from qinglong.service.middlewares import envelope_middleware
+    from qinglong.service.routes import OFFERS_PULL, SESSIONS, SESSIONS_HEARTBEAT
+    from qinglong.service.views import heartbeat_session, open_session, pull_offer
 
     audit_dir = tempfile.mkdtemp(prefix="ql-fleet-")
     audit_file = open(Path(audit_dir) / "audit.log", "a", encoding="utf-8")

@@ -1,6 +1,6 @@
 """Offline checker of a soak: history + database snapshot + worker journals.
 
-Inputs in HISTORY_DIR (all written by `qinglong chaos soak`, see soak.py):
+Inputs in HISTORY_DIR (all written by `python -m tools.chaos soak`, see soak.py):
 
     manifest.json      workers {name: {workerId, journal}}, run parameters
     history.jsonl      the ops (qinglong/chaos/history.py)
@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qinglong.chaos.history import (
+from tools.chaos.history import (
     CLIENT,
     FAIL,
     FAULT_KINDS,
@@ -61,7 +61,7 @@ from qinglong.chaos.history import (
     Op,
     read_history,
 )
-from qinglong.chaos.snapshot import SNAPSHOT_FILE, JournalView, read_journal
+from tools.chaos.snapshot import SNAPSHOT_FILE, JournalView, read_journal
 
 MANIFEST_FILE = "manifest.json"
 HEAL_FILE = "heal.json"

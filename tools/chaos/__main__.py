@@ -1,21 +1,32 @@
-"""`qinglong chaos soak|check` (docs/RELIABILITY.md).
+"""`python -m tools.chaos soak|check` (docs/RELIABILITY.md), run from a checkout.
 
-Only argparse here: cli.py imports this module to build the parser of every
-`qinglong` command; the soak and the checker load when their command runs.
+Only argparse here; the soak and the checker load when their command runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
+Handler = Callable[[argparse.Namespace], int]
 STRICT_HELP = "count matches of known bugs (checker KNOWN_ISSUES) as anomalies"
 
 
-def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
-    chaos = sub.add_parser("chaos", help="chaos soak and its offline checker")
+def _lazy(target: str) -> Handler:
+    module_name, func_name = target.split(":")
+
+    def run(args: argparse.Namespace) -> int:
+        return int(getattr(importlib.import_module(module_name), func_name)(args))
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    chaos = argparse.ArgumentParser(prog="python -m tools.chaos",
+                                    description="chaos soak and its offline checker")
     commands = chaos.add_subparsers(dest="chaos_command", required=True)
     soak = commands.add_parser(
         "soak",
@@ -40,8 +51,18 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     soak.add_argument("--min-pulls", type=int, default=None, metavar="N",
                       help="override the pull target")
     soak.add_argument("--strict", action="store_true", help=STRICT_HELP)
-    soak.set_defaults(handler=lazy("qinglong.chaos.cli:soak_command"))
+    soak.set_defaults(handler=_lazy("tools.chaos.cli:soak_command"))
     check = commands.add_parser("check", help="check a soak's HISTORY_DIR offline")
     check.add_argument("history_dir", type=Path, metavar="HISTORY_DIR")
     check.add_argument("--strict", action="store_true", help=STRICT_HELP)
-    check.set_defaults(handler=lazy("qinglong.chaos.cli:check_command"))
+    check.set_defaults(handler=_lazy("tools.chaos.cli:check_command"))
+    return chaos
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -84,7 +84,7 @@ def _start_cluster(root: Path) -> Any:
 def create_env(root: Path, worker_names: list[str], lease_ttl_s: int) -> SoakEnv:
     """Cluster + migrate + roles + CA + server cert + worker identities + the task."""
     from qinglong import dev_cli
-    from service import control_plane
+    from qinglong.service import control_plane
 
     (root / "logs").mkdir(parents=True, exist_ok=True)
     cluster = _start_cluster(root)
@@ -113,8 +113,8 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int) -> SoakEnv
 
 
 def _publish_task(conn: Any, lease_ttl_s: int) -> str:
-    from service import control_plane
-    from service.compiler import compile_command
+    from qinglong.service import control_plane
+    from qinglong.service.compiler import compile_command
 
     compiled = compile_command(COMMAND)
     task_id = str(control_plane.publish_revision(conn, PROJECT, TASK, compiled.canonical)["taskId"])

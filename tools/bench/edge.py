@@ -15,7 +15,7 @@
 * time to first pull: process start to the worker's first `claim.idle` event
   (interpreter start, imports, config, TLS context, journal lock, session
   open, the first pull's answer), and the import time alone of the modules a
-  run loads (`python -c "import worker.runner, …"`, best of 3, minus a bare
+  run loads (`python -c "import qinglong.worker.runner, …"`, best of 3, minus a bare
   interpreter);
 * install closure of the base + worker extra: the files of jsonschema and its
   dependencies (recursively, no extras), semver and rfc8785 as their installed
@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -39,12 +40,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from qinglong.bench.common import Table
+from tools.bench.common import Table
 
 ROOT_DISTS = ("jsonschema", "semver", "rfc8785")
-OUR_PACKAGES = ("worker", "schemas")
-RUN_IMPORTS = "worker.cli, worker.runner, worker.transport, worker.offer_validation, " \
-              "worker.journal, schemas.contract"  # fmt: skip
+OUR_PACKAGES = ("qinglong.worker", "qinglong.schemas")
+RUN_IMPORTS = ", ".join(f"qinglong.{m}" for m in (
+    "worker.cli", "worker.runner", "worker.transport", "worker.offer_validation",
+    "worker.journal", "schemas.contract"))
 _NAME = re.compile(r"^[A-Za-z0-9._-]+")
 RSS_TARGET_KIB = 24 * 1024
 
@@ -104,7 +106,7 @@ def closure() -> list[dict[str, Any]]:
         todo.extend(_requirements(dist))
     rows = sorted(seen.values(), key=lambda r: -r["bytes"])
     for package in OUR_PACKAGES:
-        module = __import__(package)
+        module = importlib.import_module(package)
         base = Path(module.__file__).parent
         paths = [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
         rows.append({"name": f"{package}/ (ours)", "version": "-", "files": len(paths),

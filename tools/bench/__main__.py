@@ -1,0 +1,42 @@
+"""`python -m tools.bench [sql|idle|depth|e2e|edge|soak] [--quick]` (run from a checkout).
+
+Only argparse here; the benchmarks load when they run (cli.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+BENCHMARKS = ("sql", "idle", "depth", "e2e", "edge", "soak")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    bench = argparse.ArgumentParser(
+        prog="python -m tools.bench",
+        description="Run one or all sub-benchmarks against an embedded throwaway PostgreSQL, "
+        "print a table each and append a dated section to docs/BENCHMARKS.md.",
+    )
+    bench.add_argument("which", nargs="*", metavar="NAME",
+                       help=f"sub-benchmarks to run ({', '.join(BENCHMARKS)}; default all but the "
+                            "10-minute soak)")
+    bench.add_argument("--quick", action="store_true",
+                       help="small sizes (CI: checks the harness, not the figures)")
+    bench.add_argument("--report", type=Path, default=None,
+                       help="markdown file to append to (default docs/BENCHMARKS.md; "
+                       "'-' for none)")
+    bench.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
+    bench.add_argument("--note", default="", help="a line added to the report section")
+    return bench
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from tools.bench.cli import bench_command
+
+    return int(bench_command(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
