@@ -788,7 +788,7 @@ ALTER FUNCTION ql.idle_ping(token text) OWNER TO ql_owner;
 -- Name: FUNCTION idle_ping(token text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.idle_ping(token text) IS 'Idle view barrier ping (issue 7): NOTIFY ql_dispatch ''p:<token>''; delivered after every notification committed before it. Caller: ql_worker_ingress. Locks: notification queue at commit. QL001 malformed token.';
+COMMENT ON FUNCTION ql.idle_ping(token text) IS 'Idle view barrier ping: NOTIFY ql_dispatch ''p:<token>''; delivered after every notification committed before it. Caller: ql_worker_ingress. Locks: notification queue at commit. QL001 malformed token.';
 
 
 --
@@ -845,7 +845,7 @@ ALTER FUNCTION ql.idle_probe() OWNER TO ql_owner;
 -- Name: FUNCTION idle_probe(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.idle_probe() IS 'Idle view probe (issue 7), one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Bounded, read-only (zero WAL), no locks. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.idle_probe() IS 'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Bounded, read-only (zero WAL), no locks. Caller: ql_worker_ingress.';
 
 
 --

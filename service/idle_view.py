@@ -1,4 +1,4 @@
-"""Per-replica idle view: answer idle pulls without a database call (issue 7).
+"""Per-replica idle view: answer idle pulls without a database call.
 
 A fleet of idle workers polls every ~2-3 s; with one database call per pull,
 10,000 workers are ~4,500 calls/s for nothing. This module lets a replica answer

@@ -2,7 +2,7 @@
 --
 -- Purpose: many session heartbeats (SPEC §5 /v1/sessions/heartbeat) in one
 --   database call: an ingress replica batches the heartbeats that arrive within
---   a few milliseconds (issue 7: 10,000 workers heartbeating every 20 s would
+--   a few milliseconds (10,000 workers heartbeating every 20 s would
 --   otherwise be 500 calls/s). `items` is a JSON array of 1..64
 --   {"credentialId", "secretDigest": <64 hex>, "workerId", "sessionId",
 --   "generation"}. Each item runs ql.heartbeat_session itself (authenticate,

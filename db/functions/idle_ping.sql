@@ -1,6 +1,6 @@
 -- ql.idle_ping(token text) -> boolean
 --
--- Purpose: the barrier of an ingress replica's idle view (issue 7). The replica
+-- Purpose: the barrier of an ingress replica's idle view. The replica
 --   sends NOTIFY ql_dispatch 'p:<token>' through its pool and waits for it on its
 --   own LISTEN connection. Notifications are delivered in commit order, so once
 --   the ping comes back every notification committed before the ping was sent
@@ -29,4 +29,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.idle_ping(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.idle_ping(text) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.idle_ping(text) IS
-'Idle view barrier ping (issue 7): NOTIFY ql_dispatch ''p:<token>''; delivered after every notification committed before it. Caller: ql_worker_ingress. Locks: notification queue at commit. QL001 malformed token.';
+'Idle view barrier ping: NOTIFY ql_dispatch ''p:<token>''; delivered after every notification committed before it. Caller: ql_worker_ingress. Locks: notification queue at commit. QL001 malformed token.';

@@ -1,7 +1,7 @@
 -- ql.idle_probe() -> jsonb
 --
 -- Purpose: the database answer an ingress replica forms its idle view from
---   (service/idle_view.py, issue 7). In ONE statement (one snapshot):
+--   (service/idle_view.py). In ONE statement (one snapshot):
 --     * the head of the candidate keyset (runs_candidate_keyset, at most 65
 --       queued runs in key order, each probed for its current attempt by primary
 --       key): is any of them dispatchable now (attempt claimed, remote_worker,
@@ -69,4 +69,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.idle_probe() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.idle_probe() TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.idle_probe() IS
-'Idle view probe (issue 7), one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Bounded, read-only (zero WAL), no locks. Caller: ql_worker_ingress.';
+'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Bounded, read-only (zero WAL), no locks. Caller: ql_worker_ingress.';

@@ -1,6 +1,6 @@
 -- ql_private.idle_view_notify() -> trigger
 --
--- Purpose: the NOTIFY half of the ingress idle view (migration 0005, issue 7).
+-- Purpose: the NOTIFY half of the ingress idle view (migration 0005).
 --   Sends on channel `ql_dispatch`, once per distinct payload per transaction
 --   (PostgreSQL folds duplicate notifications of one transaction):
 --     TG_ARGV[0] = 'queue'      -> 'q'

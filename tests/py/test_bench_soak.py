@@ -1,4 +1,4 @@
-"""`python -m tools.bench soak --quick` (issue 7): the harness works — real ingress and
+"""`python -m tools.bench soak --quick`: the harness works — real ingress and
 `worker run --execute` processes complete runs in every interval, dead tuples
 are sampled, the last/first ratio is computed, the feeder keeps the depth.
 Not the figures: a shared 2-core box makes them noisy."""

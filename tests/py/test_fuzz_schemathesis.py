@@ -1,4 +1,4 @@
-"""Schemathesis against schemas/openapi.json over real mTLS (issue 6 item 6a).
+"""Schemathesis against schemas/openapi.json over real mTLS.
 
 Every operation of the document is fuzzed with positive (schema-valid) and
 negative (schema-violating) bodies against the real ingress and a real

@@ -1,5 +1,5 @@
 """A Hypothesis state machine over the worker protocol, against the real ingress
-(its own process, mTLS) and the real database (issue 6 item 6b).
+(its own process, mTLS) and the real database.
 
 Rules: session open / heartbeat / close (also of replaced sessions), pull on the
 current and on old sessions, replay of a pull (same offer id + token), ACK

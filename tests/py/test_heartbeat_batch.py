@@ -1,4 +1,4 @@
-"""Issue 7: session heartbeats batched into one database call (service/heartbeat_batch.py).
+"""Session heartbeats batched into one database call (service/heartbeat_batch.py).
 
 Truly concurrent heartbeats through the real TLS ingress, with good items and
 bad ones (wrong secret, replaced generation, another worker's session) in the

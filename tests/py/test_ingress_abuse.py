@@ -1,4 +1,4 @@
-"""Abuse of the ingress listener (issue 6 item 4): oversize and endless bodies,
+"""Abuse of the ingress listener: oversize and endless bodies,
 giant headers, and a 500-connection slowloris, against `qinglong ingress serve`
 running as its own process (so its RSS is its own) with short deadlines.
 

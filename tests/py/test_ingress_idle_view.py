@@ -1,4 +1,4 @@
-"""Issue 7: idle pulls answered from the replica's idle view (service/idle_view.py).
+"""Idle pulls answered from the replica's idle view (service/idle_view.py).
 
 Real PostgreSQL, real TLS (tests/py/ingress_harness.py), the view engaged from
 startup (`idle_view_engage_rate_per_s=0`). Each test first drives the view to

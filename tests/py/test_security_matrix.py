@@ -1,4 +1,4 @@
-"""Security matrix (issue 6 item 4): every way in that must be refused, is refused,
+"""Security matrix: every way in that must be refused, is refused,
 and changes nothing in the database.
 
 One database + one real mTLS ingress per module. Every case fingerprints all

@@ -1,4 +1,4 @@
--- Idle view (issue 7): ql.idle_probe, ql.idle_ping, the notify triggers of
+-- Idle view: ql.idle_probe, ql.idle_ping, the notify triggers of
 -- migration 0005 and their grants. Notification delivery itself needs commits
 -- (this file rolls back), so tests/py/test_ingress_idle_view_notify.py proves
 -- which paths notify; here: the triggers exist with the right timing, the

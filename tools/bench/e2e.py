@@ -3,7 +3,7 @@
 Every system runs per level (8 and 32 workers/clients; --quick: 8), one after
 the other on the same throwaway PostgreSQL cluster, in alternating order per
 level (ours, raw, PgQueuer batch 1, PgQueuer batch 10 at 8; the reverse at 32) so none
-always runs on the warmest cache. Issue 7's targets are checked at 32 (--quick
+always runs on the warmest cache. The e2e targets are checked at 32 (--quick
 checks them at 8: indicative only).
 
 Ours, per level: a fresh migrated database, a dev CA, N worker identities,
@@ -86,7 +86,7 @@ RAW_WARMUP = 2  # claims per connection before the clock starts (as bench sql)
 FEED_TICK_S = 0.05
 STEADY_LOAD = 0.5  # of the burst's offers/s
 
-# Issue 7's e2e targets, at TARGET_WORKERS.
+# The e2e targets (docs/BENCHMARKS.md), at TARGET_WORKERS.
 TARGET_WORKERS = 32
 TARGET_VS_RAW = 0.40
 TARGET_VS_PGQ_ONE = 4.0

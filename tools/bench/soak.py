@@ -1,4 +1,4 @@
-"""`bench soak`: steady state over a deep queue for ten minutes (issue 7).
+"""`bench soak`: steady state over a deep queue for ten minutes.
 
 Target: at 32 workers and 1,000,000 queued runs for 10 minutes, the last
 minute's completed runs ≥ 0.9 x the first minute's, and dead tuples on the
