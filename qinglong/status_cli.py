@@ -36,19 +36,11 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
 
 
 def fetch_snapshot(dsn: str) -> dict[str, Any]:
-    """`SELECT ql.status_snapshot()`; failures raise service ControlPlaneError."""
-    import psycopg
-
-    from qinglong.service.control_plane import ControlPlaneError, connect, translate
+    """`ql.status_snapshot()`; failures raise service ControlPlaneError."""
+    from qinglong.service.control_plane import connect, status_snapshot
 
     with connect(dsn) as conn:
-        try:
-            row = conn.execute("SELECT ql.status_snapshot()").fetchone()
-        except psycopg.Error as exc:
-            raise translate(exc) from None
-    if row is None or not isinstance(row[0], dict):
-        raise ControlPlaneError("database_error", "ql.status_snapshot returned no object")
-    return row[0]
+        return status_snapshot(conn)
 
 
 def status_command(args: argparse.Namespace) -> int:

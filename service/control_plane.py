@@ -16,6 +16,8 @@ from typing import Any
 
 import psycopg
 
+from qinglong.db import api
+from qinglong.db.api import Call
 from qinglong.service import pki
 from qinglong.service.sqlstates import lookup
 
@@ -77,44 +79,35 @@ def connect(dsn: str) -> Iterator[psycopg.Connection]:
         conn.close()
 
 
-def _call(conn: psycopg.Connection, function: str, casts: tuple[str, ...], *args: Any) -> dict:
-    """`SELECT ql.<function>(%s::cast, …)` in a transaction; returns the jsonb."""
-    placeholders = ", ".join(f"%s::{cast}" for cast in casts)
-    query = f"SELECT ql.{function}({placeholders})"
+def _call(conn: psycopg.Connection, call: Call[Any]) -> dict:
+    """One `qinglong.db.api` call in a transaction; returns its jsonb object."""
     try:
         with conn.transaction():
-            row = conn.execute(query, args).fetchone()  # type: ignore[arg-type]
+            result = call.run(conn)
     except psycopg.Error as exc:
         raise translate(exc) from None
-    result = row[0] if row else None
     if not isinstance(result, dict):
-        raise ControlPlaneError("database_error", f"ql.{function} returned no object")
+        raise ControlPlaneError("database_error", f"ql.{call.function} returned no object")
     return result
 
 
 def register_worker(conn: psycopg.Connection, name: str) -> dict:
-    return _call(conn, "register_worker", ("text",), name)
+    return _call(conn, api.register_worker(name=name))
 
 
 def issue_credential(
     conn: psycopg.Connection, worker_id: str, credential_id: str, secret_digest: bytes
 ) -> dict:
-    return _call(
-        conn,
-        "issue_credential",
-        ("text", "text", "bytea"),
-        worker_id,
-        credential_id,
-        secret_digest,
-    )
+    return _call(conn, api.issue_credential(worker_id=worker_id, credential_id=credential_id,
+                                            secret_digest=secret_digest))
 
 
 def revoke_credential(conn: psycopg.Connection, credential_id: str) -> dict:
-    return _call(conn, "revoke_credential", ("text",), credential_id)
+    return _call(conn, api.revoke_credential(credential_id=credential_id))
 
 
 def publish_revision(conn: psycopg.Connection, project: str, task: str, canonical: bytes) -> dict:
-    return _call(conn, "publish_revision", ("text", "text", "bytea"), project, task, canonical)
+    return _call(conn, api.publish_revision(project=project, task=task, canonical=canonical))
 
 
 def enqueue_runs(conn: psycopg.Connection, task_id: str, priority: int, count: int) -> dict:
@@ -122,11 +115,19 @@ def enqueue_runs(conn: psycopg.Connection, task_id: str, priority: int, count: i
     # integer-overflow error from the cast.
     if not SMALLINT_MIN <= priority <= SMALLINT_MAX:
         raise ControlPlaneError("invalid_input", "priority must be a smallint", http_status=400)
-    return _call(conn, "enqueue_runs", ("text", "integer", "integer"), task_id, priority, count)
+    return _call(conn, api.enqueue_runs(task_id=task_id, priority=priority, count=count))
 
 
 def cancel_run(conn: psycopg.Connection, run_id: str) -> dict:
-    return _call(conn, "cancel_run", ("text",), run_id)
+    return _call(conn, api.cancel_run(run_id=run_id))
+
+
+def sweep_leases(conn: psycopg.Connection, batch: int) -> dict:
+    return _call(conn, api.sweep_leases(batch=batch))
+
+
+def status_snapshot(conn: psycopg.Connection) -> dict:
+    return _call(conn, api.status_snapshot())
 
 
 # ------------------------------------------------------------ worker identity
@@ -214,5 +215,7 @@ __all__ = [
     "publish_revision",
     "register_worker",
     "revoke_credential",
+    "status_snapshot",
+    "sweep_leases",
     "translate",
 ]

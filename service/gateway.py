@@ -1,4 +1,4 @@
-"""The ingress's only way into PostgreSQL: one `SELECT ql.<function>(...)` per call.
+"""The ingress's only way into PostgreSQL: one `qinglong.db.api` call per round trip.
 
 Connections come from an `AsyncConnectionPool` logged in as a role that is a
 member of `ql_worker_ingress`, in autocommit mode so each call is exactly one
@@ -17,18 +17,19 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
+from qinglong.db.api import Call
 from qinglong.service.config import IngressConfig
 from qinglong.service.metrics import IngressMetrics
 from qinglong.service.sqlstates import lookup
 
 log = logging.getLogger("qinglong.ingress.db")
+T = TypeVar("T")
 
 # A little above the server-side statement_timeout so the server normally cancels
 # first (its error is precise); this guard only catches a silent network partition.
@@ -107,26 +108,24 @@ class Gateway:
         return (self.config.acquire_timeout_ms + self.config.statement_timeout_ms) / 1000 \
             + _CLIENT_GRACE_S
 
-    async def call(self, function: str, args: tuple[Any, ...]) -> Any:
-        """`SELECT ql.<function>(%s, ...)`: one round trip, the single result value."""
-        sql = f"SELECT ql.{function}({', '.join(['%s'] * len(args))})"
+    async def call(self, call: Call[T]) -> T:
+        """One `ql.` function call (`qinglong.db.api`): one round trip, its value."""
         started = time.monotonic()
         try:
             async with asyncio.timeout(self._deadline_s):
-                return await self._execute(sql, args)
+                return await self._execute(call)
         except TimeoutError:
             self._failed("client_timeout")
             raise DbUnavailable("database_timeout") from None
         finally:
-            self.metrics.db_calls.observe(time.monotonic() - started, function)
+            self.metrics.db_calls.observe(time.monotonic() - started, call.function)
 
-    async def _execute(self, sql: str, args: tuple[Any, ...]) -> Any:
+    async def _execute(self, call: Call[T]) -> T:
         if self._pool is None:
             raise DbUnavailable("database_unavailable")
         try:
             async with self._pool.connection() as conn:
-                cursor = await conn.execute(sql, args)
-                row = await cursor.fetchone()
+                return await call.run_async(conn)
         except (PoolTimeout, TooManyRequests, PoolClosed):
             self._failed("pool")
             raise DbUnavailable("database_unavailable") from None
@@ -139,7 +138,6 @@ class Gateway:
             raise DbUnavailable("database_unavailable") from None
         except psycopg.Error as exc:
             raise self._classify(exc) from None
-        return None if row is None else row[0]
 
     def _classify(self, exc: psycopg.Error) -> Exception:
         state = lookup(exc.sqlstate)
@@ -182,6 +180,3 @@ def _ignore_result(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("pool check failed", extra={"event": "db.pool_check_failed"})
 
-
-def jsonb(value: object) -> Jsonb:
-    return Jsonb(value)

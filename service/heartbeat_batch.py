@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
+from qinglong.db import api
+from qinglong.db.api import Call
 from qinglong.service.gateway import DbRefused, DbUnavailable, Gateway
 from qinglong.service.metrics import IngressMetrics
 from qinglong.service.sqlstates import lookup
@@ -36,9 +36,10 @@ class HeartbeatItem:
     session_id: str
     generation: int
 
-    def args(self) -> tuple[Any, ...]:
-        return (self.credential_id, self.secret_digest, self.worker_id, self.session_id,
-                self.generation)
+    def call(self) -> Call[dict[str, Any]]:
+        return api.heartbeat_session(credential_id=self.credential_id,
+                                     secret_digest=self.secret_digest, worker_id=self.worker_id,
+                                     session_id=self.session_id, generation=self.generation)
 
     def as_json(self) -> dict[str, Any]:
         return {"credentialId": self.credential_id, "secretDigest": self.secret_digest.hex(),
@@ -70,7 +71,7 @@ class HeartbeatBatcher:
     async def heartbeat(self, item: HeartbeatItem) -> Any:
         """The `ql.heartbeat_session` result for this item (or its exception)."""
         if self.window_ms <= 0 or self.max_items <= 1 or not self.batching():
-            return await self.gateway.call("heartbeat_session", item.args())
+            return await self.gateway.call(item.call())
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
         if len(self._pending) >= self.max_items:
@@ -96,11 +97,10 @@ class HeartbeatBatcher:
         self.metrics.heartbeat_batch_items.inc(amount=len(batch))
         try:
             if len(batch) == 1:
-                results: list[Any] = [await self.gateway.call("heartbeat_session",
-                                                              batch[0][0].args())]
+                results: list[Any] = [await self.gateway.call(batch[0][0].call())]
             else:
-                answer = await self.gateway.call(
-                    "heartbeat_sessions", (Jsonb([item.as_json() for item, _ in batch]),))
+                answer: Any = await self.gateway.call(
+                    api.heartbeat_sessions(items=[item.as_json() for item, _ in batch]))
                 if not isinstance(answer, list) or len(answer) != len(batch):
                     raise DbUnavailable("invalid_projection")
                 results = answer

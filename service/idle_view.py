@@ -83,6 +83,7 @@ from typing import Any
 
 import psycopg
 
+from qinglong.db import api
 from qinglong.service.config import IngressConfig
 from qinglong.service.credentials import PresentedCredential
 from qinglong.service.gateway import DbRefused, DbUnavailable, Gateway, connection_kwargs
@@ -362,7 +363,7 @@ class IdleView:
         sent, wall_sent = self.clock(), self.wall_ms()
         self._last_probe = sent
         try:
-            result = await self.gateway.call("idle_probe", ())
+            result = await self.gateway.call(api.idle_probe())
         except (DbUnavailable, DbRefused):
             self.metrics.idle_view_probes.inc("error")
             return
@@ -508,7 +509,7 @@ class IdleView:
         self._pings[token] = back
         try:
             async with asyncio.timeout(timeout):
-                await self.gateway.call("idle_ping", (token,))
+                await self.gateway.call(api.idle_ping(token=token))
                 await back
         except TimeoutError:
             # The waiting pulls go to the database (always safe). Only a run of

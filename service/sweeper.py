@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 import psycopg
 
+from qinglong.db import api
 from qinglong.service.control_plane import ControlPlaneError, translate
 
 COUNTS = ("expired", "lost", "retried", "failed", "cancelled", "skipped")
@@ -53,8 +54,7 @@ def sweep_pass(conn: psycopg.Connection, batch: int, stop: threading.Event,
     """Call ql.sweep_leases until it reports no more work (or stop / max_calls)."""
     result = PassResult()
     while True:
-        row = conn.execute("SELECT ql.sweep_leases(%s)", (batch,)).fetchone()
-        doc = row[0] if row else None
+        doc = api.sweep_leases(batch=batch).run(conn)  # autocommit: one round trip
         if not isinstance(doc, dict):
             raise ControlPlaneError("database_error", "ql.sweep_leases returned no object")
         result.calls += 1

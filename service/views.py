@@ -18,6 +18,8 @@ from typing import Any
 
 from aiohttp import web
 
+from qinglong.db import api
+from qinglong.db.api import Call
 from qinglong.schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
 from qinglong.service.audit import AuditRecord, Outcome
 from qinglong.service.capabilities import CapabilitiesRejected, canonicalize_capabilities
@@ -123,8 +125,9 @@ async def _deny(state: IngressState, endpoint: Endpoint, status: int, reason: st
     """An ingress-decided denial: stored in security_audit (best effort — the
     refusal never depends on the database), audited, then raised."""
     try:
-        await state.gateway.call("record_auth_denial",
-                                 (credential_id, worker_id, endpoint.action, reason))
+        await state.gateway.call(api.record_auth_denial(
+            credential_id=credential_id, worker_id=worker_id, action=endpoint.action,
+            reason=reason))
     except (DbUnavailable, DbRefused) as exc:
         log.warning("denial not stored", extra={"event": "audit.store_failed",
                                                 "reason": getattr(exc, "reason", "")})
@@ -152,10 +155,10 @@ async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState
     return state, Admitted(doc, cert_worker, presented.credential)
 
 
-async def _act(state: IngressState, endpoint: Endpoint, admitted: Admitted, function: str,
-               args: tuple[Any, ...]) -> dict[str, Any]:
+async def _act(state: IngressState, endpoint: Endpoint, admitted: Admitted,
+               call: Call[Any]) -> dict[str, Any]:
     """Call the database, then audit the decision it made. Denials become errors."""
-    return await _act_on(state, endpoint, admitted, lambda: state.gateway.call(function, args))
+    return await _act_on(state, endpoint, admitted, lambda: state.gateway.call(call))
 
 
 async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
@@ -243,9 +246,9 @@ async def open_session(request: web.Request) -> web.Response:
         raise ApiError(400, exc.reason) from None
     cred = admitted.credential
     token = state.idle_view.cache_token()
-    result = await _act(state, SESSION_OPEN, admitted, "open_session",
-                        (cred.credential_id, cred.secret_digest, admitted.worker_id,
-                         caps.canonical))
+    result = await _act(state, SESSION_OPEN, admitted, api.open_session(
+        credential_id=cred.credential_id, secret_digest=cred.secret_digest,
+        worker_id=admitted.worker_id, capabilities_canonical=caps.canonical))
     body = _session_body(state, SESSION_OPEN, result)
     response = respond(request, state, SESSION_OPEN, body)
     state.idle_view.remember_session(token, body)
@@ -271,9 +274,9 @@ async def heartbeat_session(request: web.Request) -> web.Response:
 async def close_session(request: web.Request) -> web.Response:
     state, admitted = await _admit(request, SESSION_CLOSE)
     cred, doc = admitted.credential, admitted.doc
-    result = await _act(state, SESSION_CLOSE, admitted, "close_session",
-                        (cred.credential_id, cred.secret_digest, admitted.worker_id,
-                         doc["sessionId"], doc["generation"]))
+    result = await _act(state, SESSION_CLOSE, admitted, api.close_session(
+        credential_id=cred.credential_id, secret_digest=cred.secret_digest,
+        worker_id=admitted.worker_id, session_id=doc["sessionId"], generation=doc["generation"]))
     return respond(request, state, SESSION_CLOSE, _session_body(state, SESSION_CLOSE, result))
 
 
@@ -289,9 +292,11 @@ async def pull_offer(request: web.Request) -> web.Response:
                admitted.worker_id)
         return respond(request, state, OFFER_PULL, _pull_body(state, copy.deepcopy(IDLE_RESULT)))
     try:
-        result = await _act(state, OFFER_PULL, admitted, "pull_offer", (
-            cred.credential_id, cred.secret_digest, admitted.worker_id, doc["sessionId"],
-            doc["generation"], doc["offerId"], lease_token_digest(doc["leaseToken"])))
+        result = await _act(state, OFFER_PULL, admitted, api.pull_offer(
+            credential_id=cred.credential_id, secret_digest=cred.secret_digest,
+            worker_id=admitted.worker_id, session_id=doc["sessionId"],
+            generation=doc["generation"], offer_id=doc["offerId"],
+            token_digest=lease_token_digest(doc["leaseToken"])))
     except ApiError as exc:
         state.metrics.pulls.inc("denied" if exc.status in (401, 403) else
                                 "conflict" if exc.status == 409 else "error")
@@ -323,43 +328,59 @@ CANCEL_REQUESTED = "cancelRequested"
 
 
 async def ack_lease(request: web.Request) -> web.Response:
-    return await _lease_call(request, LEASE_ACK, "ack_lease", _ack_args)
+    return await _lease_call(request, LEASE_ACK, _ack_call)
 
 
 async def heartbeat_lease(request: web.Request) -> web.Response:
-    return await _lease_call(request, LEASE_HEARTBEAT, "heartbeat_lease", _heartbeat_args)
+    return await _lease_call(request, LEASE_HEARTBEAT, _heartbeat_call)
 
 
 async def complete_lease(request: web.Request) -> web.Response:
-    return await _lease_call(request, LEASE_COMPLETE, "complete_lease", _complete_args)
+    return await _lease_call(request, LEASE_COMPLETE, _complete_call)
 
 
-def _ack_args(doc: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    return doc["phase"], (doc["phase"], doc.get("reason"))
+@dataclass(frozen=True)
+class LeaseFence:
+    """What every lease call proves: credential, worker, session, offer, token."""
+
+    credential_id: str
+    secret_digest: bytes
+    worker_id: str
+    session_id: str
+    generation: int
+    offer_id: str
+    token_digest: bytes
 
 
-def _heartbeat_args(doc: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+def _ack_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
+    return doc["phase"], api.ack_lease(**vars(fence), phase=doc["phase"],
+                                       reason=doc.get("reason"))
+
+
+def _heartbeat_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
     # The wire request carries no lease version (SPEC §5), so the version fence
     # is left off (the SQL default NULL); offer, token and session fences still hold.
-    return "heartbeat", ()
+    return "heartbeat", api.heartbeat_lease(**vars(fence))
 
 
-def _complete_args(doc: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    return doc["outcome"], (doc["outcome"], doc.get("exitCode"), doc.get("reason"))
+def _complete_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
+    return doc["outcome"], api.complete_lease(**vars(fence), outcome=doc["outcome"],
+                                              exit_code=doc.get("exitCode"),
+                                              reason=doc.get("reason"))
 
 
-LeaseArgs = Callable[[dict[str, Any]], tuple[str, tuple[Any, ...]]]
+LeaseCall = Callable[[LeaseFence, dict[str, Any]], tuple[str, Call[Any]]]
 
 
-async def _lease_call(request: web.Request, endpoint: Endpoint, function: str,
-                      extra: LeaseArgs) -> web.Response:
+async def _lease_call(request: web.Request, endpoint: Endpoint, build: LeaseCall) -> web.Response:
     state, admitted = await _admit(request, endpoint)
     cred, doc = admitted.credential, admitted.doc
-    transition, tail = extra(doc)
-    args = (cred.credential_id, cred.secret_digest, admitted.worker_id, doc["sessionId"],
-            doc["generation"], doc["offerId"], lease_token_digest(doc["leaseToken"]), *tail)
+    fence = LeaseFence(cred.credential_id, cred.secret_digest, admitted.worker_id,
+                       doc["sessionId"], doc["generation"], doc["offerId"],
+                       lease_token_digest(doc["leaseToken"]))
+    transition, call = build(fence, doc)
     try:
-        result = await _act(state, endpoint, admitted, function, args)
+        result = await _act(state, endpoint, admitted, call)
         response = respond(request, state, endpoint, _lease_body(state, endpoint, result))
     except ApiError as exc:
         state.metrics.lease_transitions.inc(endpoint.name, transition, _lease_outcome(exc))

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import psycopg
 
+from qinglong.db import api
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "EXPLAIN.md"
 
 
@@ -86,14 +88,13 @@ def seed(conn: psycopg.Connection, runs: int) -> None:
 
     compiled = compile_command({"schema": "qinglong/command@v1", "argv": ["true"],
                                 "env": {}, "timeoutS": 60})
-    published = conn.execute("SELECT ql.publish_revision('explain', 'explain-task', %s)",
-                             (compiled.canonical,)).fetchone()
-    assert published is not None
+    published = api.publish_revision(project="explain", task="explain-task",
+                                     canonical=compiled.canonical).run(conn)
     remaining, priority = runs, 0
     while remaining > 0:
         batch = min(remaining, 10000)
-        conn.execute("SELECT ql.enqueue_runs(%s, %s, %s)",
-                     (published[0]["taskId"], priority % 3, batch))
+        api.enqueue_runs(task_id=published["taskId"], priority=priority % 3,
+                         count=batch).run(conn)
         remaining -= batch
         priority += 1
     conn.execute("VACUUM ANALYZE ql_private.runs")
@@ -120,23 +121,23 @@ def _claim_as_new_worker(conn: psycopg.Connection, number: int, count: int) -> N
 
     from qinglong.service.capabilities import canonicalize_capabilities
 
-    worker = conn.execute("SELECT ql.register_worker(%s)",
-                          (f"explain-{number}",)).fetchone()[0]["workerId"]
+    worker = api.register_worker(name=f"explain-{number}").run(conn)["workerId"]
     credential = f"explain{number:09d}"
     secret = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=")
     digest = hashlib.sha256(secret).digest()
-    conn.execute("SELECT ql.issue_credential(%s, %s, %s)", (worker, credential, digest))
+    api.issue_credential(worker_id=worker, credential_id=credential,
+                         secret_digest=digest).run(conn)
     caps = canonicalize_capabilities({
         "schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
         "labels": {}, "runtimes": {}, "slots": 256})
-    opened = conn.execute("SELECT ql.open_session(%s, %s, %s, %s)",
-                          (credential, digest, worker, caps.canonical)).fetchone()[0]["session"]
+    opened = api.open_session(credential_id=credential, secret_digest=digest, worker_id=worker,
+                              capabilities_canonical=caps.canonical).run(conn)["session"]
     for _ in range(count):
         token = hashlib.sha256(secrets.token_bytes(32)).digest()
-        result = conn.execute(
-            "SELECT ql.pull_offer(%s, %s, %s, %s, %s, %s, %s)",
-            (credential, digest, worker, opened["sessionId"], opened["generation"],
-             str(uuid.uuid4()), token)).fetchone()[0]
+        result = api.pull_offer(credential_id=credential, secret_digest=digest, worker_id=worker,
+                                session_id=opened["sessionId"],
+                                generation=opened["generation"], offer_id=str(uuid.uuid4()),
+                                token_digest=token).run(conn)
         assert result["status"] == "offered", result
 
 

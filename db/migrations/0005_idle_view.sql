@@ -1,6 +1,6 @@
 -- 0005 idle view: NOTIFY triggers that let each ingress replica answer idle
 -- pulls from a bounded-staleness view (service/idle_view.py) instead of a
--- database call per pull (issue 7: 10,000 idle workers <= 333 database calls/s).
+-- database call per pull (target: 10,000 idle workers <= 333 database calls/s).
 --
 -- One channel, `ql_dispatch`. Payloads carry ids only, never secrets:
 --   'q'               a run may have become dispatchable: a runs INSERT statement,

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
+from qinglong.db import api
 from qinglong.schemas.canonical import canonical_bytes
 from qinglong.service.compiler import compile_command
 
@@ -54,6 +54,16 @@ class Session:
     session_id: str
     generation: int
 
+    def fence(self) -> dict[str, Any]:
+        """The session-fence keyword arguments of the worker-facing `api` calls."""
+        return {"credential_id": self.worker.credential_id,
+                "secret_digest": self.worker.secret_digest, "worker_id": self.worker.worker_id,
+                "session_id": self.session_id, "generation": self.generation}
+
+    def lease(self, intent: Intent) -> dict[str, Any]:
+        """`fence()` plus the offer id and token digest of a lease call."""
+        return {**self.fence(), "offer_id": intent.offer_id, "token_digest": intent.token_digest}
+
 
 @dataclass
 class Intent:
@@ -83,46 +93,41 @@ class Provisioner:
     def __init__(self, conn: psycopg.Connection) -> None:
         self.conn = conn
 
-    def call(self, sql: str, *args: object) -> Any:
-        row = self.conn.execute(sql, args).fetchone()
-        assert row is not None
-        return row[0]
+    def call(self, call: api.Call[Any]) -> Any:
+        result = call.run(self.conn)
+        assert result is not None or call.function == "record_auth_denial"
+        return result
 
     def worker(self, name: str = "w") -> Worker:
-        worker_id = self.call("SELECT ql.register_worker(%s)", name)["workerId"]
+        worker_id = self.call(api.register_worker(name=name))["workerId"]
         credential_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789")
                                 for _ in range(16))
         secret = new_token()
-        self.call("SELECT ql.issue_credential(%s, %s, %s)", worker_id, credential_id,
-                  digest(secret))
+        self.call(api.issue_credential(worker_id=worker_id, credential_id=credential_id,
+                                       secret_digest=digest(secret)))
         return Worker(worker_id, credential_id, secret)
 
     def session(self, worker: Worker, capabilities: dict[str, Any] | None = None) -> Session:
         caps = canonical_bytes(capabilities or DEFAULT_CAPABILITIES)
-        result = self.call("SELECT ql.open_session(%s, %s, %s, %s)", worker.credential_id,
-                           worker.secret_digest, worker.worker_id, caps)
+        result = self.call(api.open_session(
+            credential_id=worker.credential_id, secret_digest=worker.secret_digest,
+            worker_id=worker.worker_id, capabilities_canonical=caps))
         assert result["status"] == "ok", result
         session = result["session"]
         return Session(worker, session["sessionId"], session["generation"])
 
     def task(self, name: str = "t", doc: dict | None = None, project: str = "p") -> str:
         compiled = compile_command(doc or command())
-        result = self.call("SELECT ql.publish_revision(%s, %s, %s)", project, name,
-                           compiled.canonical)
+        result = self.call(api.publish_revision(project=project, task=name,
+                                                canonical=compiled.canonical))
         return str(result["taskId"])
 
     def enqueue(self, task_id: str, count: int = 1, priority: int = 0) -> list[str]:
-        result = self.call("SELECT ql.enqueue_runs(%s, %s, %s)", task_id, priority, count)
+        result = self.call(api.enqueue_runs(task_id=task_id, priority=priority, count=count))
         return [str(run_id) for run_id in result["runIds"]]
 
     def pull(self, session: Session, intent: Intent, bounds: dict | None = None) -> dict:
-        return self.call(
-            "SELECT ql.pull_offer(%s, %s, %s, %s, %s, %s, %s, %s)",
-            session.worker.credential_id, session.worker.secret_digest,
-            session.worker.worker_id, session.session_id, session.generation,
-            intent.offer_id, intent.token_digest,
-            Jsonb(bounds) if bounds is not None else None,
-        )
+        return self.call(api.pull_offer(**session.lease(intent), bounds=bounds))
 
 
 def table_fingerprint(conn: psycopg.Connection, exclude: tuple[str, ...] = ()) -> dict[str, str]:

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.timeout(420)
 def test_quick_bench_harness(tmp_path: Path) -> None:

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+
 QUEUE_TABLES = {"runs", "attempts", "run_leases", "events"}
 
 

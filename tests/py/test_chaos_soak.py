@@ -22,6 +22,9 @@ import pytest
 from tools.chaos.history import FAULT_KINDS
 from tools.chaos.proxy import ChaosProxy
 
+# Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+
 REQUIRED_FAULTS = [kind for kind in FAULT_KINDS if kind != "crash_point"]
 
 # ------------------------------------------------------------------ proxy

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+
 DEMO = [sys.executable, "-m", "qinglong", "demo"]
 _PG = re.compile(r"PostgreSQL 15 on 127\.0\.0\.1:(\d+) \((/[^)]+)\)")
 _INGRESS = re.compile(r"ingress https://127\.0\.0\.1:(\d+) .* admin http://127\.0\.0\.1:(\d+)")

@@ -38,6 +38,9 @@ from tests.py.security_support import (
     start_ingress_process,
 )
 
+# Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+
 DEADLINE_S = 2.0
 # Scheduling slack on a shared 2-core box (timer granularity, a busy event loop).
 SLACK_S = 1.5

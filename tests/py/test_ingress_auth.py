@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from qinglong.db import api
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     Agent,
@@ -78,7 +79,7 @@ def test_refusals_change_nothing_but_the_audit(world, ingress, su_conn, prov, ca
     elif case == "wrong_secret":
         token = _bad_secret(a)
     elif case == "revoked":
-        prov.call("SELECT ql.revoke_credential(%s)", a.worker.credential_id)
+        prov.call(api.revoke_credential(credential_id=a.worker.credential_id))
     elif case == "cert_a_credential_b":
         token = b.token
     elif case == "body_b_cert_and_credential_a":

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from qinglong.db import api
 from qinglong.service.idle_view import ViewState
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
@@ -157,7 +158,7 @@ def test_revoked_credential_is_refused_on_the_next_pull(viewed, prov, test_pki, 
     session = _open(viewed, agent)
     _pull(viewed, agent, session)
     _until_view_answers(viewed, agent, session)
-    su_conn.execute("SELECT ql.revoke_credential(%s)", (agent.worker.credential_id,))
+    api.revoke_credential(credential_id=agent.worker.credential_id).run(su_conn)
     reply = _pull(viewed, agent, session)
     assert (reply.status, reply.json["reason"]) == (401, "revoked_credential")
     # And it stays refused (the cache entry is gone, not just skipped once).

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from qinglong.db import api
 from tests.py.provision import Intent, Provisioner, new_token
 
 
@@ -57,42 +58,36 @@ def test_notifying_paths(su, listener):
     assert _drain(listener) == [], "claim"
 
     # An idle pull and a session heartbeat: nothing.
-    su.execute("SELECT ql.heartbeat_session(%s, %s, %s, %s, %s)",
-               (worker.credential_id, worker.secret_digest, worker.worker_id,
-                session.session_id, session.generation))
+    api.heartbeat_session(**session.fence()).run(su)
     assert _drain(listener) == [], "heartbeat"
-    su.execute("SELECT ql.idle_probe()")
+    api.idle_probe().run(su)
     assert _drain(listener) == [], "probe"
 
     # Requeue after the offer expired unstarted (the sweeper path).
     su.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp() - interval '1 s'"
                " WHERE offer_id = %s", (offered["offer"]["offerId"],))
     _drain(listener)
-    su.execute("SELECT ql.sweep_leases()")
+    api.sweep_leases().run(su)
     assert _drain(listener) == ["q"], "sweeper requeue"
 
     # Retry: start, then fail -> new attempt, run queued again.
     intent = _intent()
     offer = prov.pull(session, intent)["offer"]
     _drain(listener)
-    args = (worker.credential_id, worker.secret_digest, worker.worker_id, session.session_id,
-            session.generation, offer["offerId"], intent.token_digest)
-    assert su.execute("SELECT ql.ack_lease(%s, %s, %s, %s, %s, %s, %s, 'starting', NULL)",
-                      args).fetchone()[0]["status"] == "ok"
+    lease = {**session.fence(), "offer_id": offer["offerId"], "token_digest": intent.token_digest}
+    assert api.ack_lease(**lease, phase="starting").run(su)["status"] == "ok"
     assert _drain(listener) == [], "starting ACK"
-    su.execute("SELECT ql.complete_lease(%s, %s, %s, %s, %s, %s, %s, 'failed', 1, NULL)", args)
+    api.complete_lease(**lease, outcome="failed", exit_code=1).run(su)
     assert _drain(listener) == ["q"], "retry scheduled"
 
     # Session replaced (open again) and closed.
     newer = prov.session(worker)
     assert _drain(listener) == [f"s:{worker.worker_id}"], "session replaced"
-    su.execute("SELECT ql.close_session(%s, %s, %s, %s, %s)",
-               (worker.credential_id, worker.secret_digest, worker.worker_id,
-                newer.session_id, newer.generation))
+    api.close_session(**newer.fence()).run(su)
     assert _drain(listener) == [f"s:{worker.worker_id}"], "session closed"
 
     # Revocation.
-    su.execute("SELECT ql.revoke_credential(%s)", (worker.credential_id,))
+    api.revoke_credential(credential_id=worker.credential_id).run(su)
     assert _drain(listener) == [f"c:{worker.credential_id}"], "revocation"
 
     # Bulk state changes that do not requeue stay silent.
@@ -105,7 +100,7 @@ def test_payloads_never_carry_secrets(su, listener):
     worker = prov.worker("w")
     prov.session(worker)
     prov.session(worker)
-    su.execute("SELECT ql.revoke_credential(%s)", (worker.credential_id,))
+    api.revoke_credential(credential_id=worker.credential_id).run(su)
     payloads = _drain(listener)
     assert payloads and all(len(p) <= 40 for p in payloads)
     assert not any(worker.secret in p or worker.secret_digest.hex() in p for p in payloads)
@@ -117,12 +112,12 @@ def test_probe_writes_no_wal(su):
     prov.enqueue(task, count=3)
     su.execute("UPDATE ql_private.runs SET state = 'succeeded'")
     su.execute("VACUUM ql_private.runs, ql_private.attempts, ql_private.run_leases")
-    su.execute("SELECT ql.idle_probe()")
+    api.idle_probe().run(su)
     tries = []
     for _ in range(5):
         before = su.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
         for _ in range(50):
-            su.execute("SELECT ql.idle_probe()")
+            api.idle_probe().run(su)
         after = su.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
         moved = su.execute("SELECT %s::pg_lsn - %s::pg_lsn", (after, before)).fetchone()[0]
         tries.append(int(moved))

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from qinglong.db import api
 from qinglong.schemas.contract import validate
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
@@ -236,7 +237,7 @@ def test_start_failed_releases_the_lease_and_replays(claim, su_conn):
 
 def test_cancel_is_learned_from_the_heartbeat(claim, prov, su_conn):
     assert claim.ack("starting").status == 200
-    prov.call("SELECT ql.cancel_run(%s)", claim.offer["candidate"]["runId"])
+    prov.call(api.cancel_run(run_id=claim.offer["candidate"]["runId"]))
     beat = _lease(claim.heartbeat(), "starting", claim.offer["lease"]["leaseVersion"] + 2,
                   heartbeat=True)
     assert beat["cancelRequested"] is True

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
+from qinglong.db import api
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner, Session
 
 N_LEASES = 1200
@@ -48,20 +49,14 @@ def prov(conn: psycopg.Connection) -> Provisioner:
     return Provisioner(conn)
 
 
-_ACK_SQL = "SELECT ql.ack_lease(%s, %s, %s, %s, %s, %s, %s, %s)"
-_PULL_SQL = "SELECT ql.pull_offer(%s, %s, %s, %s, %s, %s, %s)"
-
-
-def _fence(session: Session, intent: Intent) -> tuple:
-    w = session.worker
-    return (w.credential_id, w.secret_digest, w.worker_id, session.session_id,
-            session.generation, intent.offer_id, intent.token_digest)
-
-
 def _heartbeat(conn: psycopg.Connection, lease: Started, version: int | None) -> dict:
-    row = conn.execute("SELECT ql.heartbeat_lease(%s, %s, %s, %s, %s, %s, %s, %s)",
-                       (*_fence(lease.session, lease.intent), version)).fetchone()
-    return row[0]
+    return api.heartbeat_lease(**lease.session.lease(lease.intent),
+                               lease_version=version).run(conn)
+
+
+def _send(conn: psycopg.Connection, call: api.Call) -> psycopg.Cursor:
+    """Queue one call in the connection's pipeline; fetch its answer later."""
+    return conn.execute(call.statement.sql, call.params)
 
 
 def _start_leases(conn: psycopg.Connection, prov: Provisioner, n: int) -> list[Started]:
@@ -81,8 +76,8 @@ def _start_leases(conn: psycopg.Connection, prov: Provisioner, n: int) -> list[S
         with conn.pipeline():
             for i in range(chunk, min(n, chunk + 200)):
                 session, intent = sessions[i // SLOTS], Intent()
-                pull = conn.execute(_PULL_SQL, _fence(session, intent))
-                ack = conn.execute(_ACK_SQL, (*_fence(session, intent), "starting"))
+                pull = _send(conn, api.pull_offer(**session.lease(intent)))
+                ack = _send(conn, api.ack_lease(**session.lease(intent), phase="starting"))
                 pending.append((session, intent, pull, ack))
         conn.execute("VACUUM ql_private.runs, ql_private.attempts, ql_private.run_leases")
     started: list[Started] = []
@@ -103,7 +98,7 @@ def _sweeper(dsn: str, stop: threading.Event, barrier: threading.Barrier,
             mine: Counter = Counter()
             barrier.wait()
             while not stop.is_set():
-                result = own.execute("SELECT ql.sweep_leases(64)").fetchone()[0]
+                result = api.sweep_leases(batch=64).run(own)
                 for key in ("expired", "lost", "retried", "failed", "cancelled", "skipped"):
                     mine[key] += result[key]
                 mine["passes"] += 1
@@ -180,7 +175,7 @@ def test_heartbeats_racing_sweepers_never_extend_a_lost_lease(db_dsn: str, conn,
 
     # Leases whose heartbeat lost the race may not be swept yet: one final pass.
     with psycopg.connect(db_dsn, autocommit=True) as last:
-        final = last.execute("SELECT ql.sweep_leases(5000)").fetchone()[0]
+        final = api.sweep_leases(batch=5000).run(last)
     swept_lost = sum(t["lost"] for t in totals) + final["lost"]
 
     assert len(answers) == N_LEASES

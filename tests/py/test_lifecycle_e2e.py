@@ -33,6 +33,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from qinglong.db import api
 from tests.py.test_worker_e2e import QL, Worker, _json_out
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -184,9 +185,12 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         for worker in helper.workers:
             worker.kill()
         with contextlib.suppress(Exception):  # never leave work behind
-            helper.query("SELECT ql.cancel_run(id::text) FROM ql_private.runs"
-                         " WHERE id = ANY(%s::uuid[]) AND state NOT IN"
-                         " ('succeeded', 'failed', 'cancelled')", helper.runs)  # fmt: skip
+            live = helper.query("SELECT id::text FROM ql_private.runs WHERE id = ANY(%s::uuid[])"
+                                " AND state NOT IN ('succeeded', 'failed', 'cancelled')",
+                                helper.runs)  # fmt: skip
+            with psycopg.connect(helper.dsn, autocommit=True) as conn:
+                for (run_id,) in live:
+                    api.cancel_run(run_id=run_id).run(conn)
         sweeper.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             sweeper.wait(timeout=10)

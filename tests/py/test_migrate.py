@@ -9,7 +9,7 @@ import sys
 import psycopg
 import pytest
 
-from qinglong.db.migrator import MigrationError, load_migrations, migrate
+from qinglong.db.migrator import REWORDED_HEADERS, MigrationError, load_migrations, migrate
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -67,6 +67,40 @@ def test_modified_applied_migration_is_refused(empty_db_dsn: str) -> None:
     states = {m["name"]: m["state"] for m in json.loads(status.stdout)["migrations"]}
     assert states["0001_core_schema.sql"] == "modified"
     assert status.returncode == 1
+
+
+# What the statements of 0005 were when it landed (everything after its header).
+LANDED_0005_BODY = "c65fc712cf9e8ae85e183ae14ff3108bb2b954dd2461317548222ca9c8e9f562"
+
+
+def test_reworded_headers_changed_comments_only() -> None:
+    by_name = {m.name: m for m in load_migrations()}
+    assert set(REWORDED_HEADERS) == {"0005_idle_view.sql"}
+    assert by_name["0005_idle_view.sql"].body_checksum == LANDED_0005_BODY
+    for name, landed in REWORDED_HEADERS.items():
+        assert by_name[name].checksum != landed  # else the entry is dead: remove it
+
+
+def test_reworded_header_is_re_recorded_not_refused(empty_db_dsn: str) -> None:
+    migrate(empty_db_dsn)
+    name = "0005_idle_view.sql"
+    with psycopg.connect(empty_db_dsn) as conn:
+        conn.execute("UPDATE ql_private.schema_migrations SET checksum = %s WHERE name = %s",
+                     (REWORDED_HEADERS[name], name))
+    before = {m["name"]: m["state"] for m in
+              json.loads(_cli("db", "status", "--dsn", empty_db_dsn).stdout)["migrations"]}
+    assert before[name] == "reworded"
+    result = _cli("db", "migrate", "--dsn", empty_db_dsn)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["applied"] == []
+    current = {m.name: m.checksum for m in load_migrations()}
+    assert {row[1]: row[2] for row in _recorded(empty_db_dsn)}[name] == current[name]
+    # Any other checksum of the same file is still a modification.
+    with psycopg.connect(empty_db_dsn) as conn:
+        conn.execute("UPDATE ql_private.schema_migrations SET checksum = repeat('1', 64)"
+                     " WHERE name = %s", (name,))
+    refused = _cli("db", "migrate", "--dsn", empty_db_dsn)
+    assert refused.returncode == 2 and name in json.loads(refused.stderr)["detail"]
 
 
 def test_dry_run_changes_nothing(empty_db_dsn: str) -> None:

@@ -15,6 +15,7 @@ import uuid
 import psycopg
 import pytest
 
+from qinglong.db import api
 from qinglong.runtime_cli import parse_batch, parse_every
 from qinglong.throwaway_postgres import ThrowawayPostgres
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner
@@ -56,10 +57,7 @@ def _expired_leases(conn: psycopg.Connection, started: int, unstarted: int) -> N
         intent = Intent()
         assert prov.pull(session, intent)["status"] == "offered"
         if i < started:
-            ack = prov.call("SELECT ql.ack_lease(%s, %s, %s, %s, %s, %s, %s, 'starting')",
-                            session.worker.credential_id, session.worker.secret_digest,
-                            session.worker.worker_id, session.session_id, session.generation,
-                            intent.offer_id, intent.token_digest)
+            ack = prov.call(api.ack_lease(**session.lease(intent), phase="starting"))
             assert ack["status"] == "ok", ack
     conn.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
                  " - interval '1 second' WHERE released_at IS NULL")

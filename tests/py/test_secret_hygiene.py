@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from qinglong.db import api
 from qinglong.service import control_plane
 from qinglong.throwaway_postgres import PG_BIN, ThrowawayPostgres
 from tests.py.ingress_harness import (
@@ -199,7 +200,7 @@ def _denials(a: Client, b: Client, session: dict, secrets: dict[str, str],
     assert a.send("/v1/sessions", {"schema": "qinglong/session-open-request@v1",
                                    "workerId": b.worker_id, "capabilities": CAPABILITIES}
                   ).status == 403
-    prov.call("SELECT ql.revoke_credential(%s)", b.token[5:21])
+    prov.call(api.revoke_credential(credential_id=b.token[5:21]))
     b_open = {"schema": "qinglong/session-open-request@v1", "workerId": b.worker_id,
               "capabilities": CAPABILITIES}
     assert b.send("/v1/sessions", b_open).json["reason"] == "revoked_credential"

@@ -24,6 +24,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from qinglong.db import api
 from qinglong.schemas.canonical import canonical_bytes
 from qinglong.service import pki
 from tests.py import security_support
@@ -94,9 +95,9 @@ def m(world: World) -> Matrix:
     a, b, c = world.agent("worker-a"), world.agent("worker-b"), world.agent("worker-c")
     prov = world.prov
     revoked_id, revoked_secret = "revoked000000001", new_token()
-    prov.call("SELECT ql.issue_credential(%s, %s, %s)", a.worker_id, revoked_id,
-              digest(revoked_secret))
-    prov.call("SELECT ql.revoke_credential(%s)", revoked_id)
+    prov.call(api.issue_credential(worker_id=a.worker_id, credential_id=revoked_id,
+                                   secret_digest=digest(revoked_secret)))
+    prov.call(api.revoke_credential(credential_id=revoked_id))
     sessions = {}
     for agent in (a, b):
         reply = post(world.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
@@ -580,11 +581,10 @@ def _shadow(conn: psycopg.Connection, m: Matrix, forged_secret: str) -> None:
 
 def _pull_sql(conn: psycopg.Connection, credential_id: str, secret: str, m: Matrix,
               offer_id: str, token: str) -> dict[str, Any]:
-    row = conn.execute("SELECT ql.pull_offer(%s, %s, %s, %s, %s, %s, %s)", (
-        credential_id, digest(secret), m.a.worker_id, m.sa["sessionId"], m.sa["generation"],
-        offer_id, digest(token))).fetchone()
-    assert row is not None
-    return row[0]
+    return api.pull_offer(credential_id=credential_id, secret_digest=digest(secret),
+                          worker_id=m.a.worker_id, session_id=m.sa["sessionId"],
+                          generation=m.sa["generation"], offer_id=offer_id,
+                          token_digest=digest(token)).run(conn)
 
 
 def test_shadow_credentials_in_pg_temp_are_ignored(m: Matrix, su: psycopg.Connection,
@@ -645,10 +645,11 @@ def test_shadow_sessions_do_not_change_open_session(m: Matrix, su: psycopg.Conne
     _shadow(role_conn, m, new_token())
     c = m.c.worker
     before = db_state(su)
-    row = role_conn.execute("SELECT ql.open_session(%s, %s, %s, %s)", (
-        c.credential_id, c.secret_digest, c.worker_id, canonical_bytes(CAPABILITIES))).fetchone()
-    assert row is not None and row[0]["status"] == "ok", row
-    session = row[0]["session"]
+    opened = api.open_session(credential_id=c.credential_id, secret_digest=c.secret_digest,
+                              worker_id=c.worker_id,
+                              capabilities_canonical=canonical_bytes(CAPABILITIES)).run(role_conn)
+    assert opened["status"] == "ok", opened
+    session = opened["session"]
     assert (session["workerId"], session["generation"]) == (c.worker_id, 1)
     after = db_state(su)
     assert changed_tables(before, after) == ["worker_sessions"]

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from qinglong.db import api
 from qinglong.status_cli import count, duration, render
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner
 
@@ -37,7 +38,7 @@ def test_json_is_the_snapshot_and_counts_are_right(db_dsn: str, conn) -> None:
     result = _status("--dsn", db_dsn, "--json")
     assert result.returncode == 0, result.stderr
     snap = json.loads(result.stdout)
-    direct = conn.execute("SELECT ql.status_snapshot()").fetchone()[0]
+    direct = api.status_snapshot().run(conn)
     assert set(snap) == set(direct) == {"generatedAtMs", "queue", "sessions", "leases", "denials"}
     queue = snap["queue"]
     assert (queue["runs"], queue["offered"], queue["waiting"]) == (7, 1, 6)
@@ -55,7 +56,8 @@ def test_human_form_is_a_compact_table(db_dsn: str, conn) -> None:
     prov = Provisioner(conn)
     prov.enqueue(prov.task("build"), count=2, priority=1)
     prov.session(prov.worker("edge-1"))
-    conn.execute("SELECT ql.record_auth_denial(NULL, NULL, 'offer.pull', 'bad_secret')")
+    api.record_auth_denial(credential_id=None, worker_id=None, action="offer.pull",
+                           reason="bad_secret").run(conn)
     result = _status("--dsn", db_dsn)
     assert result.returncode == 0, result.stderr
     text = result.stdout
@@ -94,7 +96,7 @@ def test_counts_stop_at_the_group_cap(conn) -> None:
     task = prov.task("deep")
     prov.enqueue(task, count=10000)
     prov.enqueue(task, count=1)
-    snap = conn.execute("SELECT ql.status_snapshot()").fetchone()[0]
+    snap = api.status_snapshot().run(conn)
     queue = snap["queue"]
     assert queue["runs"] == 10001 and queue["capped"] is False  # total cap is 100000
     assert queue["byPriority"] == [{"priority": 0, "runs": 10000, "capped": True,

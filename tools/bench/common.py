@@ -27,6 +27,7 @@ from typing import Any
 
 import psycopg
 
+from qinglong.db import api
 from qinglong.throwaway_postgres import ThrowawayPostgres
 
 ENQUEUE_BATCH = 10_000  # ql.enqueue_runs' cap per call
@@ -212,25 +213,27 @@ class Api:
     def __init__(self, conn: psycopg.Connection) -> None:
         self.conn = conn
 
-    def one(self, query: str, *args: object) -> Any:
-        row = self.conn.execute(query, args, prepare=True).fetchone()
-        assert row is not None
-        return row[0]
+    def one(self, call: api.Call[Any]) -> Any:
+        result = call.run(self.conn, prepare=True)
+        assert result is not None
+        return result
 
     def worker(self, name: str) -> WorkerIdent:
-        worker_id = self.one("SELECT ql.register_worker(%s)", name)["workerId"]
+        worker_id = self.one(api.register_worker(name=name))["workerId"]
         alphabet = string.ascii_lowercase + string.digits
         credential_id = "".join(secrets.choice(alphabet) for _ in range(16))
         digest = sha256(token())
-        self.one("SELECT ql.issue_credential(%s, %s, %s)", worker_id, credential_id, digest)
+        self.one(api.issue_credential(worker_id=worker_id, credential_id=credential_id,
+                                      secret_digest=digest))
         return WorkerIdent(worker_id, credential_id, digest)
 
     def session(self, worker: WorkerIdent, caps: dict[str, Any] | None = None) -> Session:
         from qinglong.schemas.canonical import canonical_bytes
 
         body = canonical_bytes(caps or capabilities())
-        result = self.one("SELECT ql.open_session(%s, %s, %s, %s)", worker.credential_id,
-                          worker.secret_digest, worker.worker_id, body)  # fmt: skip
+        result = self.one(api.open_session(
+            credential_id=worker.credential_id, secret_digest=worker.secret_digest,
+            worker_id=worker.worker_id, capabilities_canonical=body))
         if result.get("status") != "ok":
             raise RuntimeError(f"open_session: {result}")
         return Session(worker, result["session"]["sessionId"], result["session"]["generation"])
@@ -239,32 +242,30 @@ class Api:
         from qinglong.service.compiler import compile_command
 
         compiled = compile_command(command(placement))
-        result = self.one("SELECT ql.publish_revision(%s, %s, %s)", "bench", name,
-                          compiled.canonical)  # fmt: skip
+        result = self.one(api.publish_revision(project="bench", task=name,
+                                               canonical=compiled.canonical))
         return str(result["taskId"])
 
     def enqueue(self, task_id: str, count: int, priority: int = 0) -> None:
         left = count
         while left > 0:
             batch = min(left, ENQUEUE_BATCH)
-            self.one("SELECT ql.enqueue_runs(%s, %s, %s) IS NOT NULL", task_id, priority, batch)
+            self.one(api.enqueue_runs(task_id=task_id, priority=priority, count=batch))
             left -= batch
 
     def pull(self, session: Session, offer_id: str, token_digest: bytes) -> dict[str, Any]:
         w = session.worker
-        return self.one(
-            "SELECT ql.pull_offer(%s, %s, %s, %s, %s, %s, %s, NULL)",
-            w.credential_id, w.secret_digest, w.worker_id, session.session_id,
-            session.generation, offer_id, token_digest,
-        )
+        return self.one(api.pull_offer(
+            credential_id=w.credential_id, secret_digest=w.secret_digest, worker_id=w.worker_id,
+            session_id=session.session_id, generation=session.generation, offer_id=offer_id,
+            token_digest=token_digest))
 
     def ack_starting(self, session: Session, offer_id: str, token_digest: bytes) -> str:
         w = session.worker
-        result = self.one(
-            "SELECT ql.ack_lease(%s, %s, %s, %s, %s, %s, %s, 'starting', NULL)",
-            w.credential_id, w.secret_digest, w.worker_id, session.session_id,
-            session.generation, offer_id, token_digest,
-        )
+        result = self.one(api.ack_lease(
+            credential_id=w.credential_id, secret_digest=w.secret_digest, worker_id=w.worker_id,
+            session_id=session.session_id, generation=session.generation, offer_id=offer_id,
+            token_digest=token_digest, phase="starting"))
         return str(result.get("status"))
 
 

@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from qinglong.db import api
 from tools.bench.common import sha256, token
 
 TARGET_DB_CALLS_PER_S = 333.0
@@ -113,10 +114,9 @@ def provision(dsn: str, count: int) -> list[SimWorker]:
         for i in range(count):
             secret = token()
             credential_id = "".join(secrets.choice(alphabet) for _ in range(16))
-            worker_id = conn.execute("SELECT ql.register_worker(%s) ->> 'workerId'",
-                                     (f"fleet-{i}",), prepare=True).fetchone()[0]  # type: ignore[index]
-            conn.execute("SELECT ql.issue_credential(%s, %s, %s)",
-                         (worker_id, credential_id, sha256(secret)), prepare=True)
+            worker_id = api.register_worker(name=f"fleet-{i}").run(conn)["workerId"]
+            api.issue_credential(worker_id=worker_id, credential_id=credential_id,
+                                 secret_digest=sha256(secret)).run(conn)
             rows.append((worker_id, credential_id, secret))
     ders = _certs([r[0] for r in rows])
     return [SimWorker(w, c, s, d) for (w, c, s), d in zip(rows, ders, strict=True)]

@@ -1,4 +1,4 @@
-"""Handlers of `python -m tools.chaos soak` and `python -m tools.chaos check` (parsers: __main__.py)."""
+"""Handlers of `python -m tools.chaos soak` and `… check` (parsers: __main__.py)."""
 
 from __future__ import annotations
 
