@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = argparse.ArgumentParser(
         prog="python -m tools.bench",
         description="Run one or all sub-benchmarks against an embedded throwaway PostgreSQL, "
-        "print a table each and append a dated section to docs/BENCHMARKS.md.",
+        "print a table each and append a dated section to docs/BENCHMARKS-HISTORY.md.",
     )
     bench.add_argument("which", nargs="*", metavar="NAME",
                        help=f"sub-benchmarks to run ({', '.join(BENCHMARKS)}; default all but the "
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true",
                        help="small sizes (CI: checks the harness, not the figures)")
     bench.add_argument("--report", type=Path, default=None,
-                       help="markdown file to append to (default docs/BENCHMARKS.md; "
+                       help="markdown file to append to (default docs/BENCHMARKS-HISTORY.md; "
                        "'-' for none)")
     bench.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     bench.add_argument("--note", default="", help="a line added to the report section")

@@ -6,7 +6,7 @@ invocation (each measurement gets a fresh clone of a migrated template); `e2e`,
 soak's autovacuum must see only its own tables' churn). Each sub-benchmark
 prints its tables; at the end a dated section — machine (nproc, RAM, CPU),
 PostgreSQL version and key settings, the load average before and after (the
-machine may be shared), the exact command — is appended to docs/BENCHMARKS.md
+machine may be shared), the exact command — is appended to docs/BENCHMARKS-HISTORY.md
 (or --report FILE; '-' = none).
 """
 
@@ -29,7 +29,7 @@ ORDER = ("sql", "idle", "depth", "e2e", "edge", "soak")
 # A bare `python -m tools.bench` runs these; the 10-minute soak only when named.
 DEFAULT = ("sql", "idle", "depth", "e2e", "edge")
 NEEDS_DB = frozenset({"sql", "idle", "depth"})
-DEFAULT_REPORT = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS.md"
+DEFAULT_REPORT = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS-HISTORY.md"
 
 
 def _selected(names: list[str]) -> list[str]:

@@ -415,7 +415,7 @@ def run_standalone(quick: bool) -> list[Table]:
     # whether it vacuumed the indexes, which explains the dead-tuple figures.
     # autovacuum_naptime: the setting docs/OPERATIONS.md tells operators to use for
     # a queue (the server default of 1 min lets ~30k dead rows pile up between
-    # visits at this rate: measured, BENCHMARKS.md 2026-11-30 00:28).
+    # visits at this rate: measured, BENCHMARKS-HISTORY.md 2026-11-30 00:28).
     cluster = ThrowawayPostgres(settings={"log_autovacuum_min_duration": "0",
                                           "autovacuum_naptime": QUEUE_NAPTIME})
     cluster.start()
