@@ -37,758 +37,735 @@ ALTER SCHEMA ql_private OWNER TO ql_owner;
 -- Name: ack_lease(text, bytea, text, text, bigint, text, bytea, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text DEFAULT NULL::text) RETURNS jsonb
+CREATE FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    wid uuid := ql_private.parse_uuid(ack_lease.worker_id, 'workerId');
-    sid uuid := ql_private.parse_uuid(ack_lease.session_id, 'sessionId');
-    oid_ uuid := ql_private.parse_uuid(ack_lease.offer_id, 'offerId');
-    tok bytea := ql_private.require_digest(ack_lease.token_digest, 'tokenDigest');
-    gen bigint := ack_lease.generation;
-    v_phase text := ack_lease.phase;
-    v_reason text := ql_private.require_reason(ack_lease.reason, 'reason');
-    denied jsonb;
-    v record;
-    category text;
-    l ql_private.run_leases;
-    a ql_private.attempts;
-    ttl integer;
-    now_ts timestamptz;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
+    v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
+    v_reason text := ql_private.require_reason(p_reason, 'reason');
+    v_denied jsonb;
+    v_state record;
+    v_lease ql_private.run_leases;
+    v_attempt ql_private.attempts;
+    v_ttl integer;
+    v_now timestamptz;
 BEGIN
-    IF gen IS NULL OR gen < 1 THEN
+    IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    IF v_phase IS NULL OR v_phase NOT IN ('starting', 'running', 'start_failed') THEN
+    IF p_phase IS NULL OR p_phase NOT IN ('starting', 'running', 'start_failed') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'phase must be starting, running or start_failed';
     END IF;
-    IF v_phase <> 'start_failed' AND v_reason IS NOT NULL THEN
+    IF p_phase <> 'start_failed' AND v_reason IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'reason is only accepted with start_failed';
     END IF;
-    v_reason := CASE WHEN v_phase = 'start_failed' THEN coalesce(v_reason, 'start_failed') END;
+    v_reason := CASE WHEN p_phase = 'start_failed' THEN coalesce(v_reason, 'start_failed') END;
 
-    denied := ql_private.authenticate(ack_lease.credential_id, ack_lease.secret_digest, wid,
-                                      'lease.ack');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'lease.ack');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    -- Pass 1 reads without locks; pass 2 (only when a change is due) locks and
-    -- re-reads. Each read is one statement (ql_private.lease_state: one snapshot).
-    FOR pass IN 1 .. 2 LOOP
-        IF pass = 2 THEN
-            PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = l.attempt_id FOR UPDATE;
-            PERFORM 1 FROM ql_private.runs rr WHERE rr.id = l.run_id FOR NO KEY UPDATE;
-            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR UPDATE;
-        END IF;
-        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
-        IF NOT FOUND THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
-        END IF;
-        l := v.lease;
-        a := v.attempt;
-        category := v.category;
-        IF category = 'lease_terminal' THEN
-            IF v_phase = 'start_failed' AND l.release_reason = 'start_failed'
-               AND a.state = 'failed' AND a.reason IS NOT DISTINCT FROM v_reason THEN
+    -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
+    -- locks the rows it changes and decides again on them (ql_private.lease_open).
+    FOR v_pass IN 1 .. 2 LOOP
+        SELECT * INTO v_state FROM ql_private.lease_open(
+            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
+            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+        v_lease := v_state.lease;
+        v_attempt := v_state.attempt;
+        IF v_state.category = 'lease_terminal' THEN
+            IF p_phase = 'start_failed' AND v_lease.release_reason = 'start_failed'
+               AND v_attempt.state = 'failed'
+               AND v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
                 RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(l.id));
+                                          'lease', ql_private.lease_projection(v_lease.id));
             END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', category);
-        ELSIF category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', category);
+            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+        ELSIF v_state.category IS NOT NULL THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
 
         -- Live, unexpired, fenced: claimed and unstarted, or started and starting|running.
-        IF v_phase = 'starting' AND l.started_at IS NOT NULL THEN
-            IF a.state = 'starting' THEN
+        IF p_phase = 'starting' AND v_lease.started_at IS NOT NULL THEN
+            IF v_attempt.state = 'starting' THEN
                 RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(l.id));
+                                          'lease', ql_private.lease_projection(v_lease.id));
             END IF;
             RAISE EXCEPTION USING ERRCODE = 'QL020',
-                MESSAGE = format('illegal_transition: starting ACK while the attempt is %s', a.state);
-        ELSIF v_phase = 'running' AND l.started_at IS NULL THEN
+                MESSAGE = format('illegal_transition: starting ACK while the attempt is %s',
+                                 v_attempt.state);
+        ELSIF p_phase = 'running' AND v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: running ACK before the starting ACK';
-        ELSIF v_phase = 'running' AND a.state = 'running' THEN
+        ELSIF p_phase = 'running' AND v_attempt.state = 'running' THEN
             RETURN jsonb_build_object('status', 'idempotent',
-                                      'lease', ql_private.lease_projection(l.id));
-        ELSIF v_phase = 'start_failed' AND a.state = 'running' THEN
+                                      'lease', ql_private.lease_projection(v_lease.id));
+        ELSIF p_phase = 'start_failed' AND v_attempt.state = 'running' THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: start_failed after running (complete as failed)';
         END IF;
     END LOOP;
 
-    now_ts := clock_timestamp();
-    IF v_phase = 'starting' THEN
-        SELECT t.lease_ttl_seconds INTO ttl
+    v_now := clock_timestamp();
+    IF p_phase = 'starting' THEN
+        SELECT t.lease_ttl_seconds INTO v_ttl
           FROM ql_private.runs rr JOIN ql_private.tasks t ON t.id = rr.task_id
-         WHERE rr.id = l.run_id;
+         WHERE rr.id = v_lease.run_id;
         UPDATE ql_private.run_leases rl
-           SET started_at = now_ts, expires_at = now_ts + make_interval(secs => ttl),
-               lease_version = rl.lease_version + 1, updated_at = now_ts
-         WHERE rl.id = l.id;
-        UPDATE ql_private.attempts aa SET state = 'starting', updated_at = now_ts
-         WHERE aa.id = a.id;
-        UPDATE ql_private.runs rr SET state = 'starting', updated_at = now_ts
-         WHERE rr.id = l.run_id;
+           SET started_at = v_now, expires_at = v_now + make_interval(secs => v_ttl),
+               lease_version = rl.lease_version + 1, updated_at = v_now
+         WHERE rl.id = v_lease.id;
+        UPDATE ql_private.attempts aa SET state = 'starting', updated_at = v_now
+         WHERE aa.id = v_attempt.id;
+        UPDATE ql_private.runs rr SET state = 'starting', updated_at = v_now
+         WHERE rr.id = v_lease.run_id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.starting', l.run_id, a.id, jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'workerId', l.worker_id, 'sessionId', l.session_id,
-            'sessionGeneration', l.session_generation, 'leaseGeneration', l.lease_generation));
-    ELSIF v_phase = 'running' THEN
+        VALUES ('run.starting', v_lease.run_id, v_attempt.id, jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'workerId', v_lease.worker_id,
+            'sessionId', v_lease.session_id, 'sessionGeneration', v_lease.session_generation,
+            'leaseGeneration', v_lease.lease_generation));
+    ELSIF p_phase = 'running' THEN
         UPDATE ql_private.run_leases rl
-           SET lease_version = rl.lease_version + 1, updated_at = now_ts
-         WHERE rl.id = l.id;
-        UPDATE ql_private.attempts aa SET state = 'running', updated_at = now_ts
-         WHERE aa.id = a.id;
-        UPDATE ql_private.runs rr SET state = 'running', updated_at = now_ts
-         WHERE rr.id = l.run_id;
+           SET lease_version = rl.lease_version + 1, updated_at = v_now
+         WHERE rl.id = v_lease.id;
+        UPDATE ql_private.attempts aa SET state = 'running', updated_at = v_now
+         WHERE aa.id = v_attempt.id;
+        UPDATE ql_private.runs rr SET state = 'running', updated_at = v_now
+         WHERE rr.id = v_lease.run_id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.running', l.run_id, a.id, jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'leaseGeneration', l.lease_generation));
+        VALUES ('run.running', v_lease.run_id, v_attempt.id, jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation));
     ELSE
         UPDATE ql_private.run_leases rl
-           SET released_at = now_ts, release_reason = 'start_failed', updated_at = now_ts
-         WHERE rl.id = l.id;
+           SET released_at = v_now, release_reason = 'start_failed', updated_at = v_now
+         WHERE rl.id = v_lease.id;
         UPDATE ql_private.attempts aa
-           SET state = 'failed', reason = v_reason, updated_at = now_ts, finished_at = now_ts
-         WHERE aa.id = a.id;
+           SET state = 'failed', reason = v_reason, updated_at = v_now, finished_at = v_now
+         WHERE aa.id = v_attempt.id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('attempt.failed', l.run_id, a.id, jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'leaseGeneration', l.lease_generation, 'phase', 'start', 'reason', v_reason));
-        PERFORM ql_private.apply_retry(l.run_id, a.id, v_reason);
+        VALUES ('attempt.failed', v_lease.run_id, v_attempt.id, jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
+            'phase', 'start', 'reason', v_reason));
+        PERFORM ql_private.apply_retry(v_lease.run_id, v_attempt.id, v_reason);
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(l.id));
+    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
 END
 $$;
 
 
-ALTER FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text) OWNER TO ql_owner;
+ALTER FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text) IS 'Lease ACK (SPEC 7), one fenced transaction: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, attempt.failed, retry policy). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Caller: ql_worker_ingress. Locks (changes only): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Exact replays write nothing. QL001 bad input, QL020 illegal transition.';
+COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text) IS 'Lease ACK (SPEC 7), one fenced transaction: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input, QL020 illegal transition. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: authenticate_worker(text, bytea, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) RETURNS jsonb
+CREATE FUNCTION ql.authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    denied jsonb;
+    v_denied jsonb;
 BEGIN
-    denied := ql_private.authenticate(
-        authenticate_worker.credential_id,
-        authenticate_worker.secret_digest,
-        ql_private.parse_uuid(authenticate_worker.worker_id, 'workerId'),
-        authenticate_worker.action);
-    RETURN coalesce(denied, jsonb_build_object('status', 'ok'));
+    v_denied := ql_private.authenticate(
+        p_credential_id, p_secret_digest, ql_private.parse_uuid(p_worker_id, 'workerId'),
+        p_action);
+    RETURN coalesce(v_denied, jsonb_build_object('status', 'ok'));
 END
 $$;
 
 
-ALTER FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) OWNER TO ql_owner;
+ALTER FUNCTION ql.authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) IS 'Worker credential check. {"status":"ok"} (writes nothing) or {"status":"denied","httpStatus","reason"} (one security_audit row). Caller: ql_worker_ingress. Locks: none. QL001 malformed workerId/action.';
+COMMENT ON FUNCTION ql.authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text) IS 'Worker credential check. Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id, p_action. Fences: the credential (ql_private.authenticate). Returns {"status":"ok"} or {"status":"denied","httpStatus","reason"}. Writes: nothing when allowed, one security_audit row when denied. Locks: none. Errors: QL001 malformed workerId/action. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: cancel_run(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.cancel_run(run_id text) RETURNS jsonb
+CREATE FUNCTION ql.cancel_run(p_run_id text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    rid uuid := ql_private.parse_uuid(cancel_run.run_id, 'runId');
-    v_attempt uuid;
-    r ql_private.runs;
-    a ql_private.attempts;
-    live ql_private.run_leases;
-    now_ts timestamptz;
+    v_run_id uuid := ql_private.parse_uuid(p_run_id, 'runId');
+    v_attempt_id uuid;
+    v_run ql_private.runs;
+    v_attempt ql_private.attempts;
+    v_live ql_private.run_leases;
+    v_now timestamptz;
 BEGIN
     LOOP
-        SELECT rr.current_attempt_id INTO v_attempt FROM ql_private.runs rr WHERE rr.id = rid;
+        SELECT rr.current_attempt_id INTO v_attempt_id
+          FROM ql_private.runs rr WHERE rr.id = v_run_id;
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'run not found';
         END IF;
-        IF v_attempt IS NOT NULL THEN
-            SELECT att.* INTO a FROM ql_private.attempts att WHERE att.id = v_attempt FOR UPDATE;
+        IF v_attempt_id IS NOT NULL THEN
+            SELECT att.* INTO v_attempt
+              FROM ql_private.attempts att WHERE att.id = v_attempt_id FOR UPDATE;
         END IF;
-        SELECT rr.* INTO r FROM ql_private.runs rr WHERE rr.id = rid FOR NO KEY UPDATE;
-        EXIT WHEN r.current_attempt_id IS NOT DISTINCT FROM v_attempt;
+        SELECT rr.* INTO v_run FROM ql_private.runs rr WHERE rr.id = v_run_id FOR NO KEY UPDATE;
+        EXIT WHEN v_run.current_attempt_id IS NOT DISTINCT FROM v_attempt_id;
     END LOOP;
 
-    IF r.state IN ('succeeded', 'failed', 'cancelled') THEN
-        RETURN jsonb_build_object('runId', r.id, 'state', r.state,
-                                  'cancelRequested', r.cancel_requested);
+    IF v_run.state IN ('succeeded', 'failed', 'cancelled') THEN
+        RETURN jsonb_build_object('runId', v_run.id, 'state', v_run.state,
+                                  'cancelRequested', v_run.cancel_requested);
     END IF;
 
-    SELECT l.* INTO live FROM ql_private.run_leases l
-     WHERE l.attempt_id = a.id AND l.released_at IS NULL;
-    now_ts := clock_timestamp();
+    SELECT l.* INTO v_live FROM ql_private.run_leases l
+     WHERE l.attempt_id = v_attempt.id AND l.released_at IS NULL;
+    v_now := clock_timestamp();
 
-    IF r.state IN ('queued', 'dispatching') AND live.started_at IS NULL THEN
-        IF live.id IS NOT NULL THEN
+    IF v_run.state IN ('queued', 'dispatching') AND v_live.started_at IS NULL THEN
+        IF v_live.id IS NOT NULL THEN
             UPDATE ql_private.run_leases l
-               SET released_at = now_ts, release_reason = 'cancelled', updated_at = now_ts
-             WHERE l.id = live.id;
+               SET released_at = v_now, release_reason = 'cancelled', updated_at = v_now
+             WHERE l.id = v_live.id;
         END IF;
-        IF a.id IS NOT NULL AND a.state NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
+        IF v_attempt.id IS NOT NULL
+           AND v_attempt.state NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
             UPDATE ql_private.attempts att
-               SET state = 'cancelled', reason = 'cancelled', updated_at = now_ts,
-                   finished_at = now_ts
-             WHERE att.id = a.id;
+               SET state = 'cancelled', reason = 'cancelled', updated_at = v_now,
+                   finished_at = v_now
+             WHERE att.id = v_attempt.id;
         END IF;
         UPDATE ql_private.runs rr
-           SET state = 'cancelled', cancel_requested = true, updated_at = now_ts,
-               finished_at = now_ts
-         WHERE rr.id = r.id
-        RETURNING rr.* INTO r;
+           SET state = 'cancelled', cancel_requested = true, updated_at = v_now,
+               finished_at = v_now
+         WHERE rr.id = v_run.id
+        RETURNING rr.* INTO v_run;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.cancelled', r.id, a.id, jsonb_strip_nulls(jsonb_build_object(
-            'attemptId', a.id,
-            'offerId', live.offer_id,
-            'leaseReleased', live.id IS NOT NULL)));
-    ELSIF r.cancel_requested THEN
+        VALUES ('run.cancelled', v_run.id, v_attempt.id, jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', v_attempt.id,
+            'offerId', v_live.offer_id,
+            'leaseReleased', v_live.id IS NOT NULL)));
+    ELSIF v_run.cancel_requested THEN
         NULL;  -- already requested: no second write, no second event
     ELSE
         UPDATE ql_private.runs rr
-           SET cancel_requested = true, updated_at = now_ts
-         WHERE rr.id = r.id
-        RETURNING rr.* INTO r;
+           SET cancel_requested = true, updated_at = v_now
+         WHERE rr.id = v_run.id
+        RETURNING rr.* INTO v_run;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.cancel_requested', r.id, a.id, jsonb_strip_nulls(jsonb_build_object(
-            'attemptId', a.id,
-            'state', r.state,
-            'offerId', live.offer_id)));
+        VALUES ('run.cancel_requested', v_run.id, v_attempt.id,
+                jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', v_attempt.id,
+            'state', v_run.state,
+            'offerId', v_live.offer_id)));
     END IF;
-    RETURN jsonb_build_object('runId', r.id, 'state', r.state,
-                              'cancelRequested', r.cancel_requested);
+    RETURN jsonb_build_object('runId', v_run.id, 'state', v_run.state,
+                              'cancelRequested', v_run.cancel_requested);
 END
 $$;
 
 
-ALTER FUNCTION ql.cancel_run(run_id text) OWNER TO ql_owner;
+ALTER FUNCTION ql.cancel_run(p_run_id text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION cancel_run(run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION cancel_run(p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.cancel_run(run_id text) IS 'Cancel a run: queued/dispatching without a started lease -> cancelled (attempt cancelled, unstarted lease released, run.cancelled event); started -> cancel_requested + run.cancel_requested event; terminal or already requested -> unchanged, no writes. Returns {runId, state, cancelRequested}. Caller: ql_runtime. Locks: attempt FOR UPDATE, then run FOR NO KEY UPDATE, then lease. Idempotent. QL001 malformed id, QL004 unknown run.';
+COMMENT ON FUNCTION ql.cancel_run(p_run_id text) IS 'Cancel a run. Inputs: p_run_id. Queued/dispatching without a started lease -> cancelled (attempt cancelled, unstarted lease released, run.cancelled event); started -> cancel_requested + run.cancel_requested event; terminal or already requested -> unchanged, no writes. Returns {runId, state, cancelRequested}. Fences: none beyond the run state. Writes: run, current attempt, live lease, one event (none when terminal or already requested). Locks: attempt FOR UPDATE, then run FOR NO KEY UPDATE, then lease. Idempotent. Errors: QL001 malformed id, QL004 unknown run. Caller: ql_runtime.';
 
 
 --
 -- Name: close_session(text, bytea, text, text, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) RETURNS jsonb
+CREATE FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    wid uuid := ql_private.parse_uuid(close_session.worker_id, 'workerId');
-    sid uuid := ql_private.parse_uuid(close_session.session_id, 'sessionId');
-    gen bigint := close_session.generation;
-    denied jsonb;
-    now_ts timestamptz;
-    s ql_private.worker_sessions;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_denied jsonb;
+    v_now timestamptz;
+    v_session ql_private.worker_sessions;
 BEGIN
-    IF gen IS NULL OR gen < 1 THEN
+    IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    denied := ql_private.authenticate(
-        close_session.credential_id, close_session.secret_digest, wid, 'session.close');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(
+        p_credential_id, p_secret_digest, v_worker_id, 'session.close');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    SELECT * INTO s FROM ql_private.worker_sessions ws
-     WHERE ws.session_id = sid AND ws.worker_id = wid
+    SELECT * INTO v_session FROM ql_private.worker_sessions ws
+     WHERE ws.session_id = v_session_id AND ws.worker_id = v_worker_id
        FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL010', MESSAGE = 'session_not_found';
     END IF;
-    IF s.generation <> gen
-       OR (s.state = 'closed' AND EXISTS (
+    IF v_session.generation <> p_generation
+       OR (v_session.state = 'closed' AND EXISTS (
                SELECT 1 FROM ql_private.worker_sessions newer
-                WHERE newer.worker_id = wid AND newer.generation > s.generation)) THEN
+                WHERE newer.worker_id = v_worker_id
+                  AND newer.generation > v_session.generation)) THEN
         RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
     END IF;
-    IF s.state = 'closed' THEN
-        RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+    IF v_session.state = 'closed' THEN
+        RETURN jsonb_build_object('status', 'ok',
+                                  'session', ql_private.session_projection(v_session));
     END IF;
 
-    now_ts := clock_timestamp();
-    PERFORM ql_private.release_unstarted_leases(ARRAY[sid], 'session_closed');
+    v_now := clock_timestamp();
+    PERFORM ql_private.release_unstarted_leases(ARRAY[v_session_id], 'session_closed');
     UPDATE ql_private.worker_sessions ws
-       SET state = 'closed', closed_at = now_ts
-     WHERE ws.session_id = sid
-    RETURNING ws.* INTO s;
-    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+       SET state = 'closed', closed_at = v_now
+     WHERE ws.session_id = v_session_id
+    RETURNING ws.* INTO v_session;
+    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(v_session));
 END
 $$;
 
 
-ALTER FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) OWNER TO ql_owner;
+ALTER FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) IS 'Authenticate (session.close), close the session (also when expired) and release its unstarted live leases (session_closed). {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: session row FOR UPDATE. Idempotent: an already closed, not replaced session returns ok and writes nothing. QL001, QL010 not found, QL011 generation differs or replaced.';
+COMMENT ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) IS 'Close a session on the worker''s request (also when expired) and release its unstarted live leases (session_closed). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.close); session owned, exact generation, not replaced. Returns {"status":"ok","session":{...}} or denied. Writes: session state/closed_at and released leases (none when already closed), an audit row when denied. Locks: session row FOR UPDATE. Idempotent: an already closed, not replaced session returns ok and writes nothing. Errors: QL001, QL010 not found, QL011 generation differs or replaced. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: complete_lease(text, bytea, text, text, bigint, text, bytea, text, integer, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer DEFAULT NULL::integer, reason text DEFAULT NULL::text) RETURNS jsonb
+CREATE FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer DEFAULT NULL::integer, p_reason text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    wid uuid := ql_private.parse_uuid(complete_lease.worker_id, 'workerId');
-    sid uuid := ql_private.parse_uuid(complete_lease.session_id, 'sessionId');
-    oid_ uuid := ql_private.parse_uuid(complete_lease.offer_id, 'offerId');
-    tok bytea := ql_private.require_digest(complete_lease.token_digest, 'tokenDigest');
-    gen bigint := complete_lease.generation;
-    v_outcome text := complete_lease.outcome;
-    v_exit integer := complete_lease.exit_code;
-    v_reason text := ql_private.require_reason(complete_lease.reason, 'reason');
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
+    v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
+    v_reason text := ql_private.require_reason(p_reason, 'reason');
     v_release text;
-    denied jsonb;
-    v record;
-    category text;
-    l ql_private.run_leases;
-    a ql_private.attempts;
-    r ql_private.runs;
-    now_ts timestamptz;
+    v_denied jsonb;
+    v_state record;
+    v_lease ql_private.run_leases;
+    v_attempt ql_private.attempts;
+    v_run ql_private.runs;
+    v_now timestamptz;
 BEGIN
-    IF gen IS NULL OR gen < 1 THEN
+    IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    IF v_outcome IS NULL OR v_outcome NOT IN ('succeeded', 'failed', 'cancelled') THEN
+    IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'cancelled') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'outcome must be succeeded, failed or cancelled';
     END IF;
-    IF v_outcome = 'succeeded' AND v_reason IS NOT NULL THEN
+    IF p_outcome = 'succeeded' AND v_reason IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'reason is not accepted with succeeded';
     END IF;
-    IF v_outcome = 'succeeded' AND v_exit IS NOT NULL AND v_exit <> 0 THEN
+    IF p_outcome = 'succeeded' AND p_exit_code IS NOT NULL AND p_exit_code <> 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'a succeeded outcome cannot carry a non-zero exit code';
     END IF;
-    v_reason := CASE v_outcome WHEN 'failed' THEN coalesce(v_reason, 'failed')
+    v_reason := CASE p_outcome WHEN 'failed' THEN coalesce(v_reason, 'failed')
                                WHEN 'cancelled' THEN coalesce(v_reason, 'cancelled') END;
-    v_release := CASE v_outcome WHEN 'cancelled' THEN 'cancelled' ELSE 'completed' END;
+    v_release := CASE p_outcome WHEN 'cancelled' THEN 'cancelled' ELSE 'completed' END;
 
-    denied := ql_private.authenticate(complete_lease.credential_id,
-                                      complete_lease.secret_digest, wid, 'lease.complete');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'lease.complete');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    -- Pass 1 reads without locks; pass 2 (only when a change is due) locks and
-    -- re-reads. Each read is one statement (ql_private.lease_state: one snapshot).
-    FOR pass IN 1 .. 2 LOOP
-        IF pass = 2 THEN
-            PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = l.attempt_id FOR UPDATE;
-            PERFORM 1 FROM ql_private.runs rr WHERE rr.id = l.run_id FOR NO KEY UPDATE;
-            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR UPDATE;
-        END IF;
-        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
-        IF NOT FOUND THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
-        END IF;
-        l := v.lease;
-        a := v.attempt;
-        r := v.run;
-        category := v.category;
-        IF category = 'lease_terminal' THEN
-            IF l.release_reason = v_release AND a.state = v_outcome
-               AND a.exit_code IS NOT DISTINCT FROM v_exit
-               AND a.reason IS NOT DISTINCT FROM v_reason THEN
+    -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
+    -- locks the rows it changes and decides again on them (ql_private.lease_open).
+    FOR v_pass IN 1 .. 2 LOOP
+        SELECT * INTO v_state FROM ql_private.lease_open(
+            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
+            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+        v_lease := v_state.lease;
+        v_attempt := v_state.attempt;
+        v_run := v_state.run;
+        IF v_state.category = 'lease_terminal' THEN
+            IF v_lease.release_reason = v_release AND v_attempt.state = p_outcome
+               AND v_attempt.exit_code IS NOT DISTINCT FROM p_exit_code
+               AND v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
                 RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(l.id));
+                                          'lease', ql_private.lease_projection(v_lease.id));
             END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', category);
-        ELSIF category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', category);
+            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+        ELSIF v_state.category IS NOT NULL THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
-        IF l.started_at IS NULL THEN
+        IF v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: completion before the starting ACK';
         END IF;
-        IF v_outcome = 'cancelled' AND NOT r.cancel_requested THEN
+        IF p_outcome = 'cancelled' AND NOT v_run.cancel_requested THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: outcome cancelled without a cancel request';
         END IF;
     END LOOP;
 
-    now_ts := clock_timestamp();
+    v_now := clock_timestamp();
     UPDATE ql_private.run_leases rl
-       SET released_at = now_ts, release_reason = v_release, updated_at = now_ts
-     WHERE rl.id = l.id;
+       SET released_at = v_now, release_reason = v_release, updated_at = v_now
+     WHERE rl.id = v_lease.id;
     UPDATE ql_private.attempts aa
-       SET state = v_outcome, exit_code = v_exit, reason = v_reason, updated_at = now_ts,
-           finished_at = now_ts
-     WHERE aa.id = a.id;
-    IF v_outcome = 'failed' THEN
+       SET state = p_outcome, exit_code = p_exit_code, reason = v_reason, updated_at = v_now,
+           finished_at = v_now
+     WHERE aa.id = v_attempt.id;
+    IF p_outcome = 'failed' THEN
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('attempt.failed', l.run_id, a.id, jsonb_strip_nulls(jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'leaseGeneration', l.lease_generation, 'phase', 'run', 'exitCode', v_exit,
-            'reason', v_reason)));
-        PERFORM ql_private.apply_retry(l.run_id, a.id, v_reason);
+        VALUES ('attempt.failed', v_lease.run_id, v_attempt.id,
+                jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
+            'phase', 'run', 'exitCode', p_exit_code, 'reason', v_reason)));
+        PERFORM ql_private.apply_retry(v_lease.run_id, v_attempt.id, v_reason);
     ELSE
         UPDATE ql_private.runs rr
-           SET state = v_outcome, finished_at = now_ts, updated_at = now_ts
-         WHERE rr.id = l.run_id;
+           SET state = p_outcome, finished_at = v_now, updated_at = v_now
+         WHERE rr.id = v_lease.run_id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.' || v_outcome, l.run_id, a.id, jsonb_strip_nulls(jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'leaseGeneration', l.lease_generation, 'exitCode', v_exit, 'reason', v_reason)));
+        VALUES ('run.' || p_outcome, v_lease.run_id, v_attempt.id,
+                jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
+            'exitCode', p_exit_code, 'reason', v_reason)));
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(l.id));
+    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
 END
 $$;
 
 
-ALTER FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text) OWNER TO ql_owner;
+ALTER FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Caller: ql_worker_ingress. Locks (changes only): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Exact replay writes nothing. QL001 bad input, QL020 not started / cancelled without request.';
+COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_outcome, p_exit_code, p_reason. Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input, QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: enqueue_runs(text, integer, integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) RETURNS jsonb
+CREATE FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    max_count constant integer := 10000;
-    tid uuid := ql_private.parse_uuid(enqueue_runs.task_id, 'taskId');
-    prio integer := enqueue_runs.priority;
-    n integer := enqueue_runs.count;
-    t ql_private.tasks;
-    now_ts timestamptz;
-    class_id integer;
-    ids jsonb;
+    v_max_count constant integer := 10000;
+    v_task_id uuid := ql_private.parse_uuid(p_task_id, 'taskId');
+    v_task ql_private.tasks;
+    v_now timestamptz;
+    v_class_id integer;
+    v_run_ids jsonb;
 BEGIN
-    IF prio IS NULL OR prio NOT BETWEEN -32768 AND 32767 THEN
+    IF p_priority IS NULL OR p_priority NOT BETWEEN -32768 AND 32767 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'priority must be a smallint';
     END IF;
-    IF n IS NULL OR n < 1 THEN
+    IF p_count IS NULL OR p_count < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'count must be >= 1';
     END IF;
-    IF n > max_count THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = format('count must be <= %s', max_count);
+    IF p_count > v_max_count THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002',
+            MESSAGE = format('count must be <= %s', v_max_count);
     END IF;
-    SELECT tk.* INTO t FROM ql_private.tasks tk WHERE tk.id = tid;
+    SELECT tk.* INTO v_task FROM ql_private.tasks tk WHERE tk.id = v_task_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'task not found';
     END IF;
-    IF NOT t.enabled THEN
+    IF NOT v_task.enabled THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'task is disabled';
     END IF;
-    IF t.current_revision_id IS NULL THEN
+    IF v_task.current_revision_id IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'task has no published revision';
     END IF;
 
-    class_id := ql_private.placement_class_of(t.current_revision_id);
-    now_ts := clock_timestamp();
+    v_class_id := ql_private.placement_class_of(v_task.current_revision_id);
+    v_now := clock_timestamp();
     WITH planned AS MATERIALIZED (
         SELECT gen_random_uuid() AS run_id,
                gen_random_uuid() AS attempt_id,
                nextval('ql_private.run_queue_seq') AS seq
-          FROM generate_series(1, n) AS g
+          FROM generate_series(1, p_count) AS g
          ORDER BY g
     ), new_runs AS (
         INSERT INTO ql_private.runs (
             id, project_id, task_id, execution_revision_id, priority, queue_seq, state,
             current_attempt_id, placement_class, created_at, updated_at)
-        SELECT p.run_id, t.project_id, t.id, t.current_revision_id, prio::smallint, p.seq,
-               'queued', p.attempt_id, class_id, now_ts, now_ts
+        SELECT p.run_id, v_task.project_id, v_task.id, v_task.current_revision_id,
+               p_priority::smallint, p.seq, 'queued', p.attempt_id, v_class_id, v_now, v_now
           FROM planned p
     ), new_attempts AS (
         INSERT INTO ql_private.attempts (
             id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
-        SELECT p.attempt_id, p.run_id, 1, 'remote_worker', 'claimed', now_ts, now_ts, now_ts
+        SELECT p.attempt_id, p.run_id, 1, 'remote_worker', 'claimed', v_now, v_now, v_now
           FROM planned p
     ), new_events AS (
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
         SELECT 'run.queued', p.run_id, p.attempt_id,
-               jsonb_build_object('taskId', t.id,
-                                  'executionRevisionId', t.current_revision_id,
+               jsonb_build_object('taskId', v_task.id,
+                                  'executionRevisionId', v_task.current_revision_id,
                                   'attemptId', p.attempt_id,
-                                  'priority', prio),
-               now_ts
+                                  'priority', p_priority),
+               v_now
           FROM planned p
     )
     -- Data-modifying CTEs always run to completion, referenced or not.
-    SELECT jsonb_agg(to_jsonb(p.run_id) ORDER BY p.seq) INTO ids FROM planned p;
-    RETURN jsonb_build_object('runIds', ids);
+    SELECT jsonb_agg(to_jsonb(p.run_id) ORDER BY p.seq) INTO v_run_ids FROM planned p;
+    RETURN jsonb_build_object('runIds', v_run_ids);
 END
 $$;
 
 
-ALTER FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) OWNER TO ql_owner;
+ALTER FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION enqueue_runs(task_id text, priority integer, count integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION enqueue_runs(p_task_id text, p_priority integer, p_count integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) IS 'Queue count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker, not_before now) and one run.queued event, in one set-based statement; returns {runIds} in queue order. Caller: ql_runtime. Locks: FK KEY SHARE only. Not idempotent. QL001 bad input/disabled/unpublished, QL002 count > 10000, QL004 unknown task.';
+COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) IS 'Queue p_count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker, not_before now) and one run.queued event, in one set-based statement; returns {runIds} in queue order. Inputs: p_task_id, p_priority (smallint), p_count. Fences: task exists, enabled, published. Writes: runs, attempts, events, at most one placement class. Locks: FK KEY SHARE only. Not idempotent. Errors: QL001 bad input/disabled/unpublished, QL002 count > 10000, QL004 unknown task. Caller: ql_runtime.';
 
 
 --
 -- Name: heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint DEFAULT NULL::bigint) RETURNS jsonb
+CREATE FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    wid uuid := ql_private.parse_uuid(heartbeat_lease.worker_id, 'workerId');
-    sid uuid := ql_private.parse_uuid(heartbeat_lease.session_id, 'sessionId');
-    oid_ uuid := ql_private.parse_uuid(heartbeat_lease.offer_id, 'offerId');
-    tok bytea := ql_private.require_digest(heartbeat_lease.token_digest, 'tokenDigest');
-    gen bigint := heartbeat_lease.generation;
-    held bigint := heartbeat_lease.lease_version;
-    denied jsonb;
-    v record;
-    category text;
-    l ql_private.run_leases;
-    ttl integer;
-    now_ts timestamptz;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
+    v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
+    v_denied jsonb;
+    v_state record;
+    v_lease ql_private.run_leases;
+    v_ttl integer;
+    v_now timestamptz;
 BEGIN
-    IF gen IS NULL OR gen < 1 THEN
+    IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    IF held IS NOT NULL AND held < 1 THEN
+    IF p_lease_version IS NOT NULL AND p_lease_version < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
     END IF;
-    denied := ql_private.authenticate(heartbeat_lease.credential_id,
-                                      heartbeat_lease.secret_digest, wid, 'lease.heartbeat');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'lease.heartbeat');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    -- Pass 1 reads without locks; pass 2 (only when the heartbeat applies) locks
-    -- the lease and re-reads. Each read is one statement (ql_private.lease_state).
-    FOR pass IN 1 .. 2 LOOP
-        IF pass = 2 THEN
-            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR NO KEY UPDATE;
+    -- Pass 1 decides on an unlocked read; pass 2 (only when the heartbeat applies)
+    -- locks the lease and decides again on it (ql_private.lease_open).
+    FOR v_pass IN 1 .. 2 LOOP
+        SELECT * INTO v_state FROM ql_private.lease_open(
+            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
+            CASE v_pass WHEN 2 THEN 'lease' END);
+        v_lease := v_state.lease;
+        IF v_state.category IS NOT NULL THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
-        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
-        IF NOT FOUND THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
-        END IF;
-        l := v.lease;
-        category := v.category;
-        IF category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', category);
-        END IF;
-        IF l.started_at IS NULL THEN
+        IF v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: lease heartbeat before the starting ACK';
         END IF;
-        IF held IS NOT NULL AND held <> l.lease_version THEN
-            IF held = l.lease_version - 1 AND l.heartbeat_version = l.lease_version THEN
+        IF p_lease_version IS NOT NULL AND p_lease_version <> v_lease.lease_version THEN
+            IF p_lease_version = v_lease.lease_version - 1
+               AND v_lease.heartbeat_version = v_lease.lease_version THEN
                 RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(l.id));
+                                          'lease', ql_private.lease_projection(v_lease.id));
             END IF;
             RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_version_mismatch');
         END IF;
     END LOOP;
 
-    SELECT t.lease_ttl_seconds INTO ttl
+    SELECT t.lease_ttl_seconds INTO v_ttl
       FROM ql_private.runs rr JOIN ql_private.tasks t ON t.id = rr.task_id
-     WHERE rr.id = l.run_id;
-    now_ts := clock_timestamp();
+     WHERE rr.id = v_lease.run_id;
+    v_now := clock_timestamp();
     UPDATE ql_private.run_leases rl
-       SET expires_at = now_ts + make_interval(secs => ttl),
+       SET expires_at = v_now + make_interval(secs => v_ttl),
            lease_version = rl.lease_version + 1,
            heartbeat_version = rl.lease_version + 1,
-           heartbeat_at = now_ts,
-           updated_at = now_ts
-     WHERE rl.id = l.id;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(l.id));
+           heartbeat_at = v_now,
+           updated_at = v_now
+     WHERE rl.id = v_lease.id;
+    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
 END
 $$;
 
 
-ALTER FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint) OWNER TO ql_owner;
+ALTER FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint) IS 'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version), fenced by offer+token+worker/session/generation and lease_version (NULL = no version fence). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_fence categories, lease_expired once expired, lease_version_mismatch) | denied. Caller: ql_worker_ingress. Locks: the lease row only. QL001 bad input, QL020 not started.';
+COMMENT ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (NULL = no version fence). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease), lease version. {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_fence categories, lease_expired once expired, lease_version_mismatch) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input, QL020 not started. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: heartbeat_session(text, bytea, text, text, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) RETURNS jsonb
+CREATE FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    wid uuid := ql_private.parse_uuid(heartbeat_session.worker_id, 'workerId');
-    sid uuid := ql_private.parse_uuid(heartbeat_session.session_id, 'sessionId');
-    gen bigint := heartbeat_session.generation;
-    denied jsonb;
-    now_ts timestamptz;
-    s ql_private.worker_sessions;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_denied jsonb;
+    v_now timestamptz;
+    v_session ql_private.worker_sessions;
 BEGIN
-    IF gen IS NULL OR gen < 1 THEN
+    IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    denied := ql_private.authenticate(
-        heartbeat_session.credential_id, heartbeat_session.secret_digest, wid,
-        'session.heartbeat');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(
+        p_credential_id, p_secret_digest, v_worker_id, 'session.heartbeat');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    now_ts := clock_timestamp();
+    v_now := clock_timestamp();
     UPDATE ql_private.worker_sessions ws
-       SET expires_at = now_ts + (SELECT session_ttl FROM ql_private.settings()),
-           heartbeat_at = now_ts
-     WHERE ws.session_id = sid AND ws.worker_id = wid AND ws.generation = gen
-       AND ws.state = 'active' AND ws.expires_at > now_ts
-    RETURNING ws.* INTO s;
+       SET expires_at = v_now + (SELECT session_ttl FROM ql_private.settings()),
+           heartbeat_at = v_now
+     WHERE ws.session_id = v_session_id AND ws.worker_id = v_worker_id
+       AND ws.generation = p_generation AND ws.state = 'active' AND ws.expires_at > v_now
+    RETURNING ws.* INTO v_session;
     IF NOT FOUND THEN
         -- Classify why (raises); reaching past it would mean the row changed
         -- between the two statements, which the fence then reports as it is now.
-        s := ql_private.session_fence(wid, sid, gen, false);
+        v_session := ql_private.session_fence(v_worker_id, v_session_id, p_generation, false);
         RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(v_session));
 END
 $$;
 
 
-ALTER FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) OWNER TO ql_owner;
+ALTER FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) IS 'Authenticate (session.heartbeat) and extend an active, owned, exact-generation, unexpired session by the session TTL. {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired.';
+COMMENT ON FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) IS 'Extend an active, owned, exact-generation, unexpired session by the session TTL. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.heartbeat), session fence. Returns {"status":"ok","session":{...}} or denied. Writes: session expires_at/heartbeat_at, an audit row when denied. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. Errors: QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired. Caller: ql_worker_ingress, ql.heartbeat_sessions.';
 
 
 --
 -- Name: heartbeat_sessions(jsonb); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.heartbeat_sessions(items jsonb) RETURNS jsonb
+CREATE FUNCTION ql.heartbeat_sessions(p_items jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    max_items constant integer := 64;
-    n integer;
-    results jsonb[];
-    it record;
-    one jsonb;
+    v_max_items constant integer := 64;
+    v_count integer;
+    v_results jsonb[];
+    v_item record;
+    v_one jsonb;
 BEGIN
-    IF heartbeat_sessions.items IS NULL OR jsonb_typeof(heartbeat_sessions.items) <> 'array'
-       OR jsonb_array_length(heartbeat_sessions.items) = 0 THEN
+    IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) = 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'items must be a non-empty array';
     END IF;
-    n := jsonb_array_length(heartbeat_sessions.items);
-    IF n > max_items THEN
+    v_count := jsonb_array_length(p_items);
+    IF v_count > v_max_items THEN
         RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = 'at most 64 items';
     END IF;
-    IF EXISTS (SELECT 1 FROM jsonb_array_elements(heartbeat_sessions.items) e
-                WHERE jsonb_typeof(e) <> 'object') THEN
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) e WHERE jsonb_typeof(e) <> 'object') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'items must be objects';
     END IF;
-    results := array_fill(NULL::jsonb, ARRAY[n]);
-    FOR it IN
+    v_results := array_fill(NULL::jsonb, ARRAY[v_count]);
+    FOR v_item IN
         SELECT e.ord::integer AS ord, e.value AS item
-          FROM jsonb_array_elements(heartbeat_sessions.items) WITH ORDINALITY AS e(value, ord)
+          FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(value, ord)
          ORDER BY e.value ->> 'sessionId', e.ord
     LOOP
         BEGIN
-            one := ql.heartbeat_session(
-                it.item ->> 'credentialId',
-                decode(it.item ->> 'secretDigest', 'hex'),
-                it.item ->> 'workerId',
-                it.item ->> 'sessionId',
-                (it.item ->> 'generation')::bigint);
+            v_one := ql.heartbeat_session(
+                v_item.item ->> 'credentialId',
+                decode(v_item.item ->> 'secretDigest', 'hex'),
+                v_item.item ->> 'workerId',
+                v_item.item ->> 'sessionId',
+                (v_item.item ->> 'generation')::bigint);
         EXCEPTION WHEN OTHERS THEN
-            one := jsonb_build_object('status', 'error', 'sqlstate', SQLSTATE);
+            v_one := jsonb_build_object('status', 'error', 'sqlstate', SQLSTATE);
         END;
-        results[it.ord] := one;
+        v_results[v_item.ord] := v_one;
     END LOOP;
-    RETURN to_jsonb(results);
+    RETURN to_jsonb(v_results);
 END
 $$;
 
 
-ALTER FUNCTION ql.heartbeat_sessions(items jsonb) OWNER TO ql_owner;
+ALTER FUNCTION ql.heartbeat_sessions(p_items jsonb) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION heartbeat_sessions(items jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION heartbeat_sessions(p_items jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_sessions(items jsonb) IS 'Batch of 1..64 session heartbeats [{credentialId, secretDigest hex, workerId, sessionId, generation}] -> array (input order) of exactly what ql.heartbeat_session returns per item, or {status: error, sqlstate} for what it raised; each item in its own subtransaction (one failure affects no other item), processed in sessionId order. Caller: ql_worker_ingress. Locks: each session row (UPDATE). QL001 not an array of objects, QL002 > 64 items.';
+COMMENT ON FUNCTION ql.heartbeat_sessions(p_items jsonb) IS 'Batch of session heartbeats. Inputs: p_items, 1..64 [{credentialId, secretDigest hex, workerId, sessionId, generation}]. Returns an array (input order) of exactly what ql.heartbeat_session returns per item, or {status: error, sqlstate} for what it raised; each item in its own subtransaction (one failure affects no other item). Fences and Writes: those of ql.heartbeat_session per item. Locks: each session row (UPDATE), in sessionId order. Errors: QL001 not a non-empty array of objects, QL002 > 64 items. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: idle_ping(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.idle_ping(token text) RETURNS boolean
+CREATE FUNCTION ql.idle_ping(p_token text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
-    IF idle_ping.token IS NULL OR idle_ping.token !~ '^[A-Za-z0-9_.-]{1,64}$' THEN
+    IF p_token IS NULL OR p_token !~ '^[A-Za-z0-9_.-]{1,64}$' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'token must match ^[A-Za-z0-9_.-]{1,64}$';
     END IF;
-    PERFORM pg_notify('ql_dispatch', 'p:' || idle_ping.token);
+    PERFORM pg_notify('ql_dispatch', 'p:' || p_token);
     RETURN true;
 END
 $_$;
 
 
-ALTER FUNCTION ql.idle_ping(token text) OWNER TO ql_owner;
+ALTER FUNCTION ql.idle_ping(p_token text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION idle_ping(token text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION idle_ping(p_token text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.idle_ping(token text) IS 'Idle view barrier ping: NOTIFY ql_dispatch ''p:<token>''; delivered after every notification committed before it. Caller: ql_worker_ingress. Locks: notification queue at commit. QL001 malformed token.';
+COMMENT ON FUNCTION ql.idle_ping(p_token text) IS 'Idle view barrier ping: NOTIFY ql_dispatch ''p:<token>''; delivered after every notification committed before it. Inputs: p_token ^[A-Za-z0-9_.-]{1,64}$. Fences: none. Writes: no table (a commit record). Locks: notification queue at commit. Errors: QL001 malformed token. Caller: ql_worker_ingress.';
 
 
 --
@@ -800,19 +777,19 @@ CREATE FUNCTION ql.idle_probe() RETURNS jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    head_limit constant integer := 64;
-    now_ts timestamptz := clock_timestamp();
-    head integer;
-    dispatchable boolean;
-    wake timestamptz;
-    unstarted boolean;
+    v_head_limit constant integer := 64;
+    v_now timestamptz := clock_timestamp();
+    v_head integer;
+    v_dispatchable boolean;
+    v_wake timestamptz;
+    v_unstarted boolean;
 BEGIN
     WITH head AS MATERIALIZED (
         SELECT r.current_attempt_id
           FROM ql_private.runs r
          WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
          ORDER BY -(r.priority::integer), r.queue_seq, r.id
-         LIMIT head_limit + 1
+         LIMIT v_head_limit + 1
     ), att AS MATERIALIZED (
         SELECT a.not_before
           FROM head h
@@ -823,18 +800,18 @@ BEGIN
                 LIMIT 1) a
     )
     SELECT (SELECT count(*) FROM head)::integer,
-           EXISTS (SELECT 1 FROM att WHERE att.not_before <= now_ts),
-           (SELECT min(att.not_before) FROM att WHERE att.not_before > now_ts),
+           EXISTS (SELECT 1 FROM att WHERE att.not_before <= v_now),
+           (SELECT min(att.not_before) FROM att WHERE att.not_before > v_now),
            EXISTS (SELECT 1 FROM ql_private.run_leases l
                     WHERE l.released_at IS NULL AND l.started_at IS NULL)
-      INTO head, dispatchable, wake, unstarted;
+      INTO v_head, v_dispatchable, v_wake, v_unstarted;
     RETURN jsonb_build_object(
-        'idle', NOT dispatchable AND head <= head_limit AND NOT unstarted,
-        'reason', CASE WHEN dispatchable THEN 'candidate'
-                       WHEN head > head_limit THEN 'truncated'
-                       WHEN unstarted THEN 'unstarted_lease' END,
-        'nowMs', ql_private.epoch_ms(now_ts),
-        'wakeAtMs', CASE WHEN wake IS NOT NULL THEN ql_private.epoch_ms(wake) END);
+        'idle', NOT v_dispatchable AND v_head <= v_head_limit AND NOT v_unstarted,
+        'reason', CASE WHEN v_dispatchable THEN 'candidate'
+                       WHEN v_head > v_head_limit THEN 'truncated'
+                       WHEN v_unstarted THEN 'unstarted_lease' END,
+        'nowMs', ql_private.epoch_ms(v_now),
+        'wakeAtMs', CASE WHEN v_wake IS NOT NULL THEN ql_private.epoch_ms(v_wake) END);
 END
 $$;
 
@@ -845,171 +822,173 @@ ALTER FUNCTION ql.idle_probe() OWNER TO ql_owner;
 -- Name: FUNCTION idle_probe(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.idle_probe() IS 'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Bounded, read-only (zero WAL), no locks. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.idle_probe() IS 'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Inputs: none. Fences: none. Bounded. Writes: none (zero WAL). Locks: none. Errors: none. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: issue_credential(text, text, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) RETURNS jsonb
+CREATE FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-    wid uuid := ql_private.parse_uuid(issue_credential.worker_id, 'workerId');
-    digest bytea := ql_private.require_digest(issue_credential.secret_digest, 'secretDigest');
-    inserted text;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_secret_digest bytea := ql_private.require_digest(p_secret_digest, 'secretDigest');
+    v_inserted text;
 BEGIN
-    IF issue_credential.credential_id IS NULL
-       OR issue_credential.credential_id !~ '^[a-z0-9]{16}$' THEN
+    IF p_credential_id IS NULL OR p_credential_id !~ '^[a-z0-9]{16}$' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'credentialId must match ^[a-z0-9]{16}$';
     END IF;
-    PERFORM 1 FROM ql_private.workers w WHERE w.id = wid FOR KEY SHARE;
+    PERFORM 1 FROM ql_private.workers w WHERE w.id = v_worker_id FOR KEY SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'worker not found';
     END IF;
     INSERT INTO ql_private.worker_credentials AS c (credential_id, worker_id, secret_digest)
-    VALUES (issue_credential.credential_id, wid, digest)
+    VALUES (p_credential_id, v_worker_id, v_secret_digest)
     ON CONFLICT ON CONSTRAINT worker_credentials_pkey DO NOTHING
-    RETURNING c.credential_id INTO inserted;
-    IF inserted IS NULL THEN
+    RETURNING c.credential_id INTO v_inserted;
+    IF v_inserted IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'credentialId already exists';
     END IF;
-    RETURN jsonb_build_object('credentialId', inserted, 'workerId', wid);
+    RETURN jsonb_build_object('credentialId', v_inserted, 'workerId', v_worker_id);
 END
 $_$;
 
 
-ALTER FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) OWNER TO ql_owner;
+ALTER FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION issue_credential(worker_id text, credential_id text, secret_digest bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) IS 'Store a worker credential (id + SHA-256 of the secret, never the secret); returns {credentialId, workerId}. Caller: ql_runtime. Locks: worker row FOR KEY SHARE. Not idempotent. QL001 malformed/duplicate id or digest, QL004 unknown worker.';
+COMMENT ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) IS 'Store a worker credential (id + SHA-256 of the secret, never the secret); returns {credentialId, workerId}. Inputs: p_worker_id, p_credential_id ^[a-z0-9]{16}$, p_secret_digest (32 bytes). Fences: worker exists, id new. Writes: one worker_credentials row. Locks: worker row FOR KEY SHARE. Not idempotent. Errors: QL001 malformed/duplicate id or digest, QL004 unknown worker. Caller: ql_runtime.';
 
 
 --
 -- Name: open_session(text, bytea, text, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) RETURNS jsonb
+CREATE FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-    max_capabilities_bytes constant integer := 16384;
-    wid uuid := ql_private.parse_uuid(open_session.worker_id, 'workerId');
-    denied jsonb;
-    caps jsonb;
-    caps_digest text;
-    slot_count integer;
-    now_ts timestamptz;
-    next_generation bigint;
-    s ql_private.worker_sessions;
+    v_max_capabilities_bytes constant integer := 16384;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_denied jsonb;
+    v_capabilities jsonb;
+    v_capabilities_digest text;
+    v_slots integer;
+    v_now timestamptz;
+    v_next_generation bigint;
+    v_session ql_private.worker_sessions;
 BEGIN
-    denied := ql_private.authenticate(
-        open_session.credential_id, open_session.secret_digest, wid, 'session.open');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(
+        p_credential_id, p_secret_digest, v_worker_id, 'session.open');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    caps := ql_private.json_object_from_bytes(
-        open_session.capabilities_canonical, max_capabilities_bytes, 'capabilities');
-    PERFORM ql_private.validate_capabilities(caps);
+    v_capabilities := ql_private.json_object_from_bytes(
+        p_capabilities_canonical, v_max_capabilities_bytes, 'capabilities');
+    PERFORM ql_private.validate_capabilities(v_capabilities);
     -- validate_capabilities owns the 1..256 rule; this only guards the cast.
-    IF jsonb_typeof(caps -> 'slots') IS DISTINCT FROM 'number'
-       OR (caps ->> 'slots') !~ '^[0-9]{1,3}$' THEN
+    IF jsonb_typeof(v_capabilities -> 'slots') IS DISTINCT FROM 'number'
+       OR (v_capabilities ->> 'slots') !~ '^[0-9]{1,3}$' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'capabilities.slots must be an integer';
     END IF;
-    slot_count := (caps ->> 'slots')::integer;
-    caps_digest := 'sha256:' || encode(sha256(open_session.capabilities_canonical), 'hex');
+    v_slots := (v_capabilities ->> 'slots')::integer;
+    v_capabilities_digest := 'sha256:' || encode(sha256(p_capabilities_canonical), 'hex');
 
-    PERFORM 1 FROM ql_private.workers w WHERE w.id = wid FOR NO KEY UPDATE;
+    PERFORM 1 FROM ql_private.workers w WHERE w.id = v_worker_id FOR NO KEY UPDATE;
 
-    now_ts := clock_timestamp();
+    v_now := clock_timestamp();
     PERFORM 1 FROM ql_private.worker_sessions ws
-     WHERE ws.worker_id = wid AND ws.state <> 'closed'
+     WHERE ws.worker_id = v_worker_id AND ws.state <> 'closed'
        FOR UPDATE;
     -- Release the replaced sessions' unstarted leases first (they reference the
     -- sessions by id), then close the sessions themselves.
     PERFORM ql_private.release_unstarted_leases(
         ARRAY(SELECT ws.session_id FROM ql_private.worker_sessions ws
-               WHERE ws.worker_id = wid AND ws.state <> 'closed'),
+               WHERE ws.worker_id = v_worker_id AND ws.state <> 'closed'),
         'session_replaced');
     UPDATE ql_private.worker_sessions ws
-       SET state = 'closed', closed_at = now_ts
-     WHERE ws.worker_id = wid AND ws.state <> 'closed';
+       SET state = 'closed', closed_at = v_now
+     WHERE ws.worker_id = v_worker_id AND ws.state <> 'closed';
 
-    SELECT coalesce(max(ws.generation), 0) + 1 INTO next_generation
-      FROM ql_private.worker_sessions ws WHERE ws.worker_id = wid;
-    now_ts := clock_timestamp();
+    SELECT coalesce(max(ws.generation), 0) + 1 INTO v_next_generation
+      FROM ql_private.worker_sessions ws WHERE ws.worker_id = v_worker_id;
+    v_now := clock_timestamp();
     INSERT INTO ql_private.worker_sessions AS ws (
         worker_id, generation, state, expires_at, capabilities, capabilities_canonical,
         capabilities_digest, slots, opened_at, heartbeat_at)
     VALUES (
-        wid, next_generation, 'active', now_ts + (SELECT session_ttl FROM ql_private.settings()),
-        caps, open_session.capabilities_canonical, caps_digest, slot_count, now_ts, now_ts)
-    RETURNING ws.* INTO s;
+        v_worker_id, v_next_generation, 'active',
+        v_now + (SELECT session_ttl FROM ql_private.settings()),
+        v_capabilities, p_capabilities_canonical, v_capabilities_digest, v_slots, v_now, v_now)
+    RETURNING ws.* INTO v_session;
 
-    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(v_session));
 END
 $_$;
 
 
-ALTER FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) OWNER TO ql_owner;
+ALTER FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) IS 'Authenticate (session.open), validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. QL001/QL002/QL003.';
+COMMENT ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) IS 'Open a new session for a worker: validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_capabilities_canonical. Fences: credential (session.open), capabilities. Returns {"status":"ok","session":{...}} or denied. Writes: new session, replaced sessions and their released leases, an audit row when denied. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. Errors: QL001/QL002/QL003. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: publish_revision(text, text, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.publish_revision(project text, task text, canonical bytea) RETURNS jsonb
+CREATE FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-    max_content_bytes constant integer := 98304;
-    name_pattern constant text := '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
-    doc jsonb;
+    v_max_content_bytes constant integer := 98304;
+    v_name_pattern constant text := '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    v_doc jsonb;
     v_spec jsonb;
-    digest text;
+    v_digest text;
     v_project_id uuid;
-    t ql_private.tasks;
-    cur ql_private.execution_revisions;
-    next_revision integer;
-    rev ql_private.execution_revisions;
+    v_task ql_private.tasks;
+    v_current ql_private.execution_revisions;
+    v_next_revision integer;
+    v_revision ql_private.execution_revisions;
 BEGIN
-    IF publish_revision.project IS NULL OR publish_revision.project !~ name_pattern THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('project must match %s', name_pattern);
+    IF p_project IS NULL OR p_project !~ v_name_pattern THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = format('project must match %s', v_name_pattern);
     END IF;
-    IF publish_revision.task IS NULL OR publish_revision.task !~ name_pattern THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = format('task must match %s', name_pattern);
+    IF p_task IS NULL OR p_task !~ v_name_pattern THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = format('task must match %s', v_name_pattern);
     END IF;
 
-    doc := ql_private.json_object_from_bytes(publish_revision.canonical, max_content_bytes, 'content');
-    IF EXISTS (SELECT 1 FROM jsonb_object_keys(doc) k
+    v_doc := ql_private.json_object_from_bytes(p_canonical, v_max_content_bytes, 'content');
+    IF EXISTS (SELECT 1 FROM jsonb_object_keys(v_doc) k
                 WHERE k NOT IN ('kind', 'executor', 'spec', 'placement'))
-       OR NOT doc ?& ARRAY['kind', 'executor', 'spec'] THEN
+       OR NOT v_doc ?& ARRAY['kind', 'executor', 'spec'] THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'content keys must be kind, executor, spec and optional placement';
     END IF;
-    IF doc -> 'kind' IS DISTINCT FROM '"qinglong/command@v1"'::jsonb THEN
+    IF v_doc -> 'kind' IS DISTINCT FROM '"qinglong/command@v1"'::jsonb THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'kind must be qinglong/command@v1';
     END IF;
-    IF doc -> 'executor' IS DISTINCT FROM '"remote_worker"'::jsonb THEN
+    IF v_doc -> 'executor' IS DISTINCT FROM '"remote_worker"'::jsonb THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'executor must be remote_worker';
     END IF;
 
-    v_spec := doc -> 'spec';
+    v_spec := v_doc -> 'spec';
     IF jsonb_typeof(v_spec) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec must be an object';
     END IF;
@@ -1046,74 +1025,78 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'spec.timeoutS must be a positive integer';
     END IF;
-    IF doc ? 'placement' THEN
-        PERFORM ql_private.validate_placement(doc -> 'placement');
+    IF v_doc ? 'placement' THEN
+        PERFORM ql_private.validate_placement(v_doc -> 'placement');
     END IF;
 
-    digest := 'sha256:' || encode(sha256(publish_revision.canonical), 'hex');
+    v_digest := 'sha256:' || encode(sha256(p_canonical), 'hex');
 
     -- Fast path: identical to the current revision -> no write of any kind.
-    SELECT er.* INTO cur
+    SELECT er.* INTO v_current
       FROM ql_private.projects p
-      JOIN ql_private.tasks tk ON tk.project_id = p.id AND tk.name = publish_revision.task
+      JOIN ql_private.tasks tk ON tk.project_id = p.id AND tk.name = p_task
       JOIN ql_private.execution_revisions er ON er.id = tk.current_revision_id
-     WHERE p.name = publish_revision.project;
-    IF FOUND AND cur.content_digest = digest THEN
-        RETURN jsonb_build_object('taskId', cur.task_id, 'revisionId', cur.id,
-            'revision', cur.revision, 'contentDigest', cur.content_digest, 'created', false);
+     WHERE p.name = p_project;
+    IF FOUND AND v_current.content_digest = v_digest THEN
+        RETURN jsonb_build_object('taskId', v_current.task_id, 'revisionId', v_current.id,
+            'revision', v_current.revision, 'contentDigest', v_current.content_digest,
+            'created', false);
     END IF;
 
     -- Create project/task on first publish. DO NOTHING + re-read: a concurrent
     -- creator wins the insert and this session reads its committed row.
-    SELECT p.id INTO v_project_id FROM ql_private.projects p WHERE p.name = publish_revision.project;
+    SELECT p.id INTO v_project_id FROM ql_private.projects p WHERE p.name = p_project;
     IF NOT FOUND THEN
-        INSERT INTO ql_private.projects (name) VALUES (publish_revision.project)
+        INSERT INTO ql_private.projects (name) VALUES (p_project)
         ON CONFLICT (name) DO NOTHING;
         SELECT p.id INTO v_project_id FROM ql_private.projects p
-         WHERE p.name = publish_revision.project;
+         WHERE p.name = p_project;
     END IF;
-    SELECT tk.* INTO t FROM ql_private.tasks tk
-     WHERE tk.project_id = v_project_id AND tk.name = publish_revision.task
+    SELECT tk.* INTO v_task FROM ql_private.tasks tk
+     WHERE tk.project_id = v_project_id AND tk.name = p_task
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         INSERT INTO ql_private.tasks (project_id, name)
-        VALUES (v_project_id, publish_revision.task)
+        VALUES (v_project_id, p_task)
         ON CONFLICT (project_id, name) DO NOTHING;
-        SELECT tk.* INTO t FROM ql_private.tasks tk
-         WHERE tk.project_id = v_project_id AND tk.name = publish_revision.task
+        SELECT tk.* INTO v_task FROM ql_private.tasks tk
+         WHERE tk.project_id = v_project_id AND tk.name = p_task
            FOR NO KEY UPDATE;
     END IF;
 
     -- Re-check under the task lock: a concurrent publish may have just made
     -- this very content current.
-    SELECT er.* INTO cur FROM ql_private.execution_revisions er WHERE er.id = t.current_revision_id;
-    IF FOUND AND cur.content_digest = digest THEN
-        RETURN jsonb_build_object('taskId', cur.task_id, 'revisionId', cur.id,
-            'revision', cur.revision, 'contentDigest', cur.content_digest, 'created', false);
+    SELECT er.* INTO v_current
+      FROM ql_private.execution_revisions er WHERE er.id = v_task.current_revision_id;
+    IF FOUND AND v_current.content_digest = v_digest THEN
+        RETURN jsonb_build_object('taskId', v_current.task_id, 'revisionId', v_current.id,
+            'revision', v_current.revision, 'contentDigest', v_current.content_digest,
+            'created', false);
     END IF;
 
-    SELECT coalesce(max(er.revision), 0) + 1 INTO next_revision
-      FROM ql_private.execution_revisions er WHERE er.task_id = t.id;
+    SELECT coalesce(max(er.revision), 0) + 1 INTO v_next_revision
+      FROM ql_private.execution_revisions er WHERE er.task_id = v_task.id;
     INSERT INTO ql_private.execution_revisions AS er (
         task_id, revision, kind, executor, spec, placement, canonical, content_digest)
     VALUES (
-        t.id, next_revision, doc ->> 'kind', doc ->> 'executor', v_spec, doc -> 'placement',
-        publish_revision.canonical, digest)
-    RETURNING er.* INTO rev;
-    UPDATE ql_private.tasks tk SET current_revision_id = rev.id WHERE tk.id = t.id;
-    RETURN jsonb_build_object('taskId', rev.task_id, 'revisionId', rev.id,
-        'revision', rev.revision, 'contentDigest', rev.content_digest, 'created', true);
+        v_task.id, v_next_revision, v_doc ->> 'kind', v_doc ->> 'executor', v_spec,
+        v_doc -> 'placement', p_canonical, v_digest)
+    RETURNING er.* INTO v_revision;
+    UPDATE ql_private.tasks tk SET current_revision_id = v_revision.id WHERE tk.id = v_task.id;
+    RETURN jsonb_build_object('taskId', v_revision.task_id, 'revisionId', v_revision.id,
+        'revision', v_revision.revision, 'contentDigest', v_revision.content_digest,
+        'created', true);
 END
 $_$;
 
 
-ALTER FUNCTION ql.publish_revision(project text, task text, canonical bytea) OWNER TO ql_owner;
+ALTER FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION publish_revision(project text, task text, canonical bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.publish_revision(project text, task text, canonical bytea) IS 'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Identical to the current revision -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created}. Caller: ql_runtime. Locks: task row FOR NO KEY UPDATE (not on the identical fast path). QL001 shape, QL002 size, QL003 SemVer.';
+COMMENT ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) IS 'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Identical to the current revision -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created}. Inputs: p_project, p_task, p_canonical. Fences: names and content shape. Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';
 
 
 --
@@ -1128,41 +1111,43 @@ CREATE FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_wor
     SET jit TO 'off'
     AS $$
 DECLARE
-    v_worker uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
-    v_session uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
-    v_offer uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
-    v_token bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
-    b record := ql_private.pull_bounds(p_bounds);
-    result jsonb;
-    s ql_private.worker_sessions;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
+    v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
+    v_bounds record := ql_private.pull_bounds(p_bounds);
+    v_result jsonb;
+    v_session ql_private.worker_sessions;
 BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    result := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker, 'offer.pull');
-    IF result IS NOT NULL THEN
-        RETURN result;
+    v_result := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'offer.pull');
+    IF v_result IS NOT NULL THEN
+        RETURN v_result;
     END IF;
     -- Concurrent pulls of one offer id (a retry racing its own first request,
     -- whose ingress died mid-call) serialize here, so the later one always sees
     -- the earlier one's lease and replays it. An advisory lock writes no WAL.
-    PERFORM pg_advisory_xact_lock(hashtextextended('qinglong.offer:' || v_offer::text, 0));
-    result := ql_private.recover_offer(v_worker, v_session, p_generation, v_offer, v_token);
-    IF result IS NOT NULL THEN
-        RETURN result;
+    PERFORM pg_advisory_xact_lock(hashtextextended('qinglong.offer:' || v_offer_id::text, 0));
+    v_result := ql_private.recover_offer(v_worker_id, v_session_id, p_generation, v_offer_id,
+                                         v_token_digest);
+    IF v_result IS NOT NULL THEN
+        RETURN v_result;
     END IF;
-    s := ql_private.session_fence(v_worker, v_session, p_generation, false);
-    IF s.capabilities_digest
-       <> 'sha256:' || encode(sha256(s.capabilities_canonical), 'hex') THEN
+    v_session := ql_private.session_fence(v_worker_id, v_session_id, p_generation, false);
+    IF v_session.capabilities_digest
+       <> 'sha256:' || encode(sha256(v_session.capabilities_canonical), 'hex') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL014',
             MESSAGE = 'stored session capabilities do not match their digest';
     END IF;
-    IF ql_private.session_live_leases(s.session_id) >= s.slots THEN
+    IF ql_private.session_live_leases(v_session.session_id) >= v_session.slots THEN
         RETURN ql_private.idle_result('capacity_full', 0, 0, 0, 0,
             '{"executor":0,"label":0,"runtime":0,"capacity":1}'::jsonb, false);
     END IF;
-    RETURN ql_private.scan_and_claim(s, v_offer, v_token, b.pages, b.page_size,
-                                     b.claim_attempts);
+    RETURN ql_private.scan_and_claim(v_session, v_offer_id, v_token_digest, v_bounds.pages,
+                                     v_bounds.page_size, v_bounds.claim_attempts);
 END
 $$;
 
@@ -1173,125 +1158,119 @@ ALTER FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_work
 -- Name: FUNCTION pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) IS 'One pull = claim or recover (SPEC 3.3). Caller: ql_worker_ingress. Authenticates first (denial audited, {status: denied}); replays an existing offer id ({status: idempotent|conflict}); session fences; bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes only on claim or denial; idle pulls write nothing. SQLSTATEs: QL001 malformed argument, QL002 bound above cap, QL010-QL014 session fences.';
+COMMENT ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) IS 'One pull = claim or recover (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest (SHA-256 of the lease token), p_bounds (NULL = defaults). Fences: credential first (denial audited, {status: denied}); an existing offer id is replayed or refused ({status: idempotent|conflict}); session fences; every candidate fence re-checked on the locked rows. Bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes: only a claim (lease, run dispatching, one run.dispatched event) or a denial; idle pulls and replays write nothing. Locks: advisory lock on the offer id, session row before the first claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL014 session fences. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: record_auth_denial(text, text, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) RETURNS void
+CREATE FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
-    IF record_auth_denial.action IS NULL
-       OR record_auth_denial.action !~ '^[a-z][a-z0-9_.]{0,63}$' THEN
+    IF p_action IS NULL OR p_action !~ '^[a-z][a-z0-9_.]{0,63}$' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'action must match ^[a-z][a-z0-9_.]{0,63}$';
     END IF;
-    IF record_auth_denial.reason IS NULL
-       OR record_auth_denial.reason !~ '^[a-z][a-z0-9_]{0,63}$' THEN
+    IF p_reason IS NULL OR p_reason !~ '^[a-z][a-z0-9_]{0,63}$' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'reason must match ^[a-z][a-z0-9_]{0,63}$';
     END IF;
     INSERT INTO ql_private.security_audit (credential_id, worker_id, action, outcome, reason)
     VALUES (
-        CASE WHEN record_auth_denial.credential_id ~ '^[a-z0-9]{16}$'
-             THEN record_auth_denial.credential_id END,
-        CASE WHEN record_auth_denial.worker_id
-                  ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-             THEN record_auth_denial.worker_id::uuid END,
-        record_auth_denial.action,
+        CASE WHEN p_credential_id ~ '^[a-z0-9]{16}$' THEN p_credential_id END,
+        CASE WHEN p_worker_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+             THEN p_worker_id::uuid END,
+        p_action,
         'denied',
-        record_auth_denial.reason);
+        p_reason);
 END
 $_$;
 
 
-ALTER FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) OWNER TO ql_owner;
+ALTER FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION record_auth_denial(credential_id text, worker_id text, action text, reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) IS 'Store an ingress-decided denial (missing_credential, malformed_credential, identity_mismatch, ...) in security_audit; credential id kept only if well-formed, worker id only if a canonical UUID. Caller: ql_worker_ingress. Locks: none. Not idempotent (each call is an audit fact). QL001 malformed action/reason.';
+COMMENT ON FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text) IS 'Store an ingress-decided denial (missing_credential, malformed_credential, identity_mismatch, ...) in security_audit. Inputs: p_credential_id (kept only if well-formed), p_worker_id (kept only if a canonical UUID), p_action, p_reason. Fences: none. Writes: one security_audit row. Locks: none. Not idempotent (each call is an audit fact). Errors: QL001 malformed action/reason. Caller: ql_worker_ingress.';
 
 
 --
 -- Name: register_worker(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.register_worker(name text) RETURNS jsonb
+CREATE FUNCTION ql.register_worker(p_name text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-    wid uuid;
+    v_worker_id uuid;
 BEGIN
     -- Same pattern as the table CHECK, checked first so the caller gets QL001.
-    IF register_worker.name IS NULL
-       OR register_worker.name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+    IF p_name IS NULL OR p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'name must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
     END IF;
-    INSERT INTO ql_private.workers AS w (name) VALUES (register_worker.name)
-    RETURNING w.id INTO wid;
-    RETURN jsonb_build_object('workerId', wid);
+    INSERT INTO ql_private.workers AS w (name) VALUES (p_name)
+    RETURNING w.id INTO v_worker_id;
+    RETURN jsonb_build_object('workerId', v_worker_id);
 END
 $_$;
 
 
-ALTER FUNCTION ql.register_worker(name text) OWNER TO ql_owner;
+ALTER FUNCTION ql.register_worker(p_name text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION register_worker(name text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION register_worker(p_name text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.register_worker(name text) IS 'Create a worker; returns {workerId}. Caller: ql_runtime. Locks: none. Not idempotent. QL001 bad name.';
+COMMENT ON FUNCTION ql.register_worker(p_name text) IS 'Create a worker; returns {workerId}. Inputs: p_name. Fences: none. Writes: one workers row. Locks: none. Not idempotent. Errors: QL001 bad name. Caller: ql_runtime.';
 
 
 --
 -- Name: revoke_credential(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.revoke_credential(credential_id text) RETURNS jsonb
+CREATE FUNCTION ql.revoke_credential(p_credential_id text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-    revoked timestamptz;
+    v_revoked_at timestamptz;
 BEGIN
-    IF revoke_credential.credential_id IS NULL
-       OR revoke_credential.credential_id !~ '^[a-z0-9]{16}$' THEN
+    IF p_credential_id IS NULL OR p_credential_id !~ '^[a-z0-9]{16}$' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'credentialId must match ^[a-z0-9]{16}$';
     END IF;
     UPDATE ql_private.worker_credentials c
        SET revoked_at = clock_timestamp()
-     WHERE c.credential_id = revoke_credential.credential_id AND c.revoked_at IS NULL
-    RETURNING c.revoked_at INTO revoked;
+     WHERE c.credential_id = p_credential_id AND c.revoked_at IS NULL
+    RETURNING c.revoked_at INTO v_revoked_at;
     IF NOT FOUND THEN
-        SELECT c.revoked_at INTO revoked FROM ql_private.worker_credentials c
-         WHERE c.credential_id = revoke_credential.credential_id;
+        SELECT c.revoked_at INTO v_revoked_at FROM ql_private.worker_credentials c
+         WHERE c.credential_id = p_credential_id;
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'credential not found';
         END IF;
     END IF;
     RETURN jsonb_build_object(
-        'credentialId', revoke_credential.credential_id,
-        'revokedAtMs', ql_private.epoch_ms(revoked));
+        'credentialId', p_credential_id,
+        'revokedAtMs', ql_private.epoch_ms(v_revoked_at));
 END
 $_$;
 
 
-ALTER FUNCTION ql.revoke_credential(credential_id text) OWNER TO ql_owner;
+ALTER FUNCTION ql.revoke_credential(p_credential_id text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION revoke_credential(credential_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION revoke_credential(p_credential_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.revoke_credential(credential_id text) IS 'Revoke a worker credential; returns {credentialId, revokedAtMs}. Caller: ql_runtime. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). QL001 malformed id, QL004 unknown.';
+COMMENT ON FUNCTION ql.revoke_credential(p_credential_id text) IS 'Revoke a worker credential; returns {credentialId, revokedAtMs}. Inputs: p_credential_id. Fences: credential exists. Writes: revoked_at the first time. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). Errors: QL001 malformed id, QL004 unknown. Caller: ql_runtime.';
 
 
 --
@@ -1304,14 +1283,14 @@ CREATE FUNCTION ql.status_snapshot() RETURNS jsonb
     SET jit TO 'off'
     AS $$
 DECLARE
-    total_cap constant integer := 100000;
-    group_cap constant integer := 10000;
-    priority_limit constant integer := 64;
-    task_limit constant integer := 50;
-    session_limit constant integer := 50;
-    denial_cap constant integer := 100000;
-    nil constant uuid := '00000000-0000-0000-0000-000000000000';
-    now_ts timestamptz := clock_timestamp();
+    v_total_cap constant integer := 100000;
+    v_group_cap constant integer := 10000;
+    v_priority_limit constant integer := 64;
+    v_task_limit constant integer := 50;
+    v_session_limit constant integer := 50;
+    v_denial_cap constant integer := 100000;
+    v_nil constant uuid := '00000000-0000-0000-0000-000000000000';
+    v_now timestamptz := clock_timestamp();
     v_runs bigint;
     v_estimate bigint;
     v_priorities jsonb;
@@ -1332,9 +1311,9 @@ BEGIN
              WHERE r.state IN ('queued', 'dispatching') AND r.runtime_owned
                AND NOT r.cancel_requested
              ORDER BY -(r.priority::integer), r.queue_seq, r.id
-             LIMIT total_cap + 1) x;
-    IF v_runs > total_cap THEN
-        SELECT greatest(c.reltuples::bigint, total_cap + 1) INTO v_estimate
+             LIMIT v_total_cap + 1) x;
+    IF v_runs > v_total_cap THEN
+        SELECT greatest(c.reltuples::bigint, v_total_cap + 1) INTO v_estimate
           FROM pg_catalog.pg_class c
          WHERE c.oid = 'ql_private.runs_candidate_keyset'::pg_catalog.regclass;
     END IF;
@@ -1365,31 +1344,31 @@ BEGIN
                (SELECT count(*)
                   FROM (SELECT 1 FROM ql_private.runs r
                          WHERE (-(r.priority::integer), r.queue_seq, r.id)
-                               >= (p.neg, -9223372036854775808, nil)
+                               >= (p.neg, -9223372036854775808, v_nil)
                            AND (-(r.priority::integer), r.queue_seq, r.id)
-                               < (p.neg + 1, -9223372036854775808, nil)
+                               < (p.neg + 1, -9223372036854775808, v_nil)
                            AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
                            AND NOT r.cancel_requested
                          ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                         LIMIT group_cap + 1) y) AS runs,
+                         LIMIT v_group_cap + 1) y) AS runs,
                (SELECT r.created_at FROM ql_private.runs r
                  WHERE (-(r.priority::integer), r.queue_seq, r.id)
-                       >= (p.neg, -9223372036854775808, nil)
+                       >= (p.neg, -9223372036854775808, v_nil)
                    AND (-(r.priority::integer), r.queue_seq, r.id)
-                       < (p.neg + 1, -9223372036854775808, nil)
+                       < (p.neg + 1, -9223372036854775808, v_nil)
                    AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
                    AND NOT r.cancel_requested AND r.state = 'queued'
                  ORDER BY -(r.priority::integer), r.queue_seq, r.id
                  LIMIT 1) AS oldest
           FROM prio p
          WHERE p.neg IS NOT NULL
-         LIMIT priority_limit
+         LIMIT v_priority_limit
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'priority', per.priority, 'runs', least(per.runs, group_cap),
-               'capped', per.runs > group_cap,
+               'priority', per.priority, 'runs', least(per.runs, v_group_cap),
+               'capped', per.runs > v_group_cap,
                'oldestWaitingAgeMs', CASE WHEN per.oldest IS NOT NULL THEN
-                   floor(extract(epoch FROM now_ts - per.oldest) * 1000)::bigint END)
+                   floor(extract(epoch FROM v_now - per.oldest) * 1000)::bigint END)
                ORDER BY per.priority DESC), '[]'::jsonb),
            min(per.oldest)
       INTO v_priorities, v_oldest
@@ -1403,7 +1382,7 @@ BEGIN
                SELECT count(*) AS runs
                  FROM (SELECT 1 FROM ql_private.runs r
                         WHERE r.task_id = t.id AND r.state IN ('queued', 'dispatching')
-                        LIMIT group_cap + 1) y) c
+                        LIMIT v_group_cap + 1) y) c
          WHERE c.runs > 0
     ), ranked AS (
         SELECT d.*, row_number() OVER (ORDER BY d.runs DESC, d.project, d.name) AS rank
@@ -1411,17 +1390,18 @@ BEGIN
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'taskId', x.id, 'project', x.project, 'task', x.name,
-               'runs', least(x.runs, group_cap), 'capped', x.runs > group_cap)
-               ORDER BY x.rank) FILTER (WHERE x.rank <= task_limit), '[]'::jsonb),
+               'runs', least(x.runs, v_group_cap), 'capped', x.runs > v_group_cap)
+               ORDER BY x.rank) FILTER (WHERE x.rank <= v_task_limit), '[]'::jsonb),
            jsonb_build_object(
-               'tasks', count(*) FILTER (WHERE x.rank > task_limit),
-               'runs', coalesce(sum(least(x.runs, group_cap)) FILTER (WHERE x.rank > task_limit), 0))
+               'tasks', count(*) FILTER (WHERE x.rank > v_task_limit),
+               'runs', coalesce(sum(least(x.runs, v_group_cap))
+                                    FILTER (WHERE x.rank > v_task_limit), 0))
       INTO v_tasks, v_task_rest
       FROM ranked x;
 
     WITH live AS (
         SELECT l.session_id,
-               count(*) FILTER (WHERE l.started_at IS NOT NULL OR l.expires_at > now_ts) AS used
+               count(*) FILTER (WHERE l.started_at IS NOT NULL OR l.expires_at > v_now) AS used
           FROM ql_private.run_leases l
          WHERE l.released_at IS NULL
          GROUP BY l.session_id
@@ -1433,7 +1413,7 @@ BEGIN
          WHERE s.state = 'active'
     ), listed AS (
         SELECT a.* FROM active a ORDER BY a.heartbeat_at, a.worker_name, a.session_id
-         LIMIT session_limit
+         LIMIT v_session_limit
     )
     SELECT (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'workerId', x.worker_id, 'worker', x.worker_name,
@@ -1443,26 +1423,26 @@ BEGIN
                    'labels', coalesce(x.capabilities -> 'labels', '{}'::jsonb),
                    'runtimes', coalesce(x.capabilities -> 'runtimes', '{}'::jsonb),
                    'lastHeartbeatAgeMs',
-                       floor(extract(epoch FROM now_ts - x.heartbeat_at) * 1000)::bigint,
-                   'expiresInMs', floor(extract(epoch FROM x.expires_at - now_ts) * 1000)::bigint)
+                       floor(extract(epoch FROM v_now - x.heartbeat_at) * 1000)::bigint,
+                   'expiresInMs', floor(extract(epoch FROM x.expires_at - v_now) * 1000)::bigint)
                    ORDER BY x.heartbeat_at, x.worker_name, x.session_id), '[]'::jsonb)
               FROM listed x),
            (SELECT jsonb_build_object(
                    'active', count(*),
-                   'expired', count(*) FILTER (WHERE a.expires_at <= now_ts),
+                   'expired', count(*) FILTER (WHERE a.expires_at <= v_now),
                    'slots', coalesce(sum(a.slots), 0),
                    'slotsUsed', coalesce(sum(a.used), 0),
-                   'truncated', count(*) > session_limit)
+                   'truncated', count(*) > v_session_limit)
               FROM active a)
       INTO v_sessions, v_session_totals;
 
     SELECT jsonb_build_object(
-               'unstarted', count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at > now_ts),
-               'started', count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at > now_ts),
+               'unstarted', count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at > v_now),
+               'started', count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at > v_now),
                'expiredUnstarted',
-                   count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at <= now_ts),
+                   count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at <= v_now),
                'expiredStarted',
-                   count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at <= now_ts))
+                   count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at <= v_now))
       INTO v_leases
       FROM ql_private.run_leases l
      WHERE l.released_at IS NULL;
@@ -1470,9 +1450,9 @@ BEGIN
     WITH recent AS (
         SELECT a.reason, a.outcome
           FROM ql_private.security_audit a
-         WHERE a.occurred_at > now_ts - interval '1 hour'
+         WHERE a.occurred_at > v_now - interval '1 hour'
          ORDER BY a.occurred_at DESC
-         LIMIT denial_cap + 1
+         LIMIT v_denial_cap + 1
     ), denied AS (
         SELECT d.reason, count(*) AS n FROM recent d WHERE d.outcome = 'denied' GROUP BY d.reason
     )
@@ -1481,25 +1461,25 @@ BEGIN
                'total', coalesce((SELECT sum(n) FROM denied), 0),
                'byReason', coalesce((SELECT jsonb_object_agg(reason, n ORDER BY reason) FROM denied),
                                     '{}'::jsonb),
-               'capped', (SELECT count(*) FROM recent) > denial_cap)
+               'capped', (SELECT count(*) FROM recent) > v_denial_cap)
       INTO v_denials;
 
     RETURN jsonb_build_object(
-        'generatedAtMs', floor(extract(epoch FROM now_ts) * 1000)::bigint,
+        'generatedAtMs', floor(extract(epoch FROM v_now) * 1000)::bigint,
         'queue', jsonb_build_object(
-            'runs', least(v_runs, total_cap),
-            'capped', v_runs > total_cap,
+            'runs', least(v_runs, v_total_cap),
+            'capped', v_runs > v_total_cap,
             'estimate', v_estimate,
             'offered', (v_leases ->> 'unstarted')::bigint,
-            'waiting', greatest(least(v_runs, total_cap) - (v_leases ->> 'unstarted')::bigint, 0),
+            'waiting', greatest(least(v_runs, v_total_cap) - (v_leases ->> 'unstarted')::bigint, 0),
             'oldestWaitingAgeMs', CASE WHEN v_oldest IS NOT NULL THEN
-                floor(extract(epoch FROM now_ts - v_oldest) * 1000)::bigint END,
+                floor(extract(epoch FROM v_now - v_oldest) * 1000)::bigint END,
             'byPriority', v_priorities,
             'byTask', v_tasks,
             'otherTasks', v_task_rest,
-            'taskLimit', task_limit),
+            'taskLimit', v_task_limit),
         'sessions', v_session_totals || jsonb_build_object('list', v_sessions,
-                                                           'listLimit', session_limit),
+                                                           'listLimit', v_session_limit),
         'leases', v_leases,
         'denials', v_denials);
 END
@@ -1512,134 +1492,135 @@ ALTER FUNCTION ql.status_snapshot() OWNER TO ql_owner;
 -- Name: FUNCTION status_snapshot(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.status_snapshot() IS 'Operator snapshot (qinglong status): queue depth (capped index scans of runs_candidate_keyset, 100000 total / 10000 per group, planner estimate past the cap) by priority and top 50 tasks, oldest waiting run, active sessions (50 listed) with slot use, live leases by state, denials of the last hour by reason (<= 100000 rows read). Read-only, no locks. Caller: ql_readonly, ql_runtime. SQLSTATEs: none.';
+COMMENT ON FUNCTION ql.status_snapshot() IS 'Operator snapshot (qinglong status): queue depth (capped index scans of runs_candidate_keyset, 100000 total / 10000 per group, planner estimate past the cap) by priority and top 50 tasks, oldest waiting run, active sessions (50 listed) with slot use, live leases by state, denials of the last hour by reason (<= 100000 rows read). Inputs: none. Fences: none. Writes: none. Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
 
 
 --
 -- Name: sweep_leases(integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.sweep_leases(batch integer DEFAULT 500) RETURNS jsonb
+CREATE FUNCTION ql.sweep_leases(p_batch integer DEFAULT 500) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    max_batch constant integer := 5000;
-    n integer := sweep_leases.batch;
-    cutoff timestamptz;
-    now_ts timestamptz;
-    l ql_private.run_leases;
-    a ql_private.attempts;
-    r ql_private.runs;
-    outcome text;
-    found_n integer := 0;
-    expired_n integer := 0;
-    lost_n integer := 0;
-    retried_n integer := 0;
-    failed_n integer := 0;
-    cancelled_n integer := 0;
-    skipped_n integer := 0;
+    v_max_batch constant integer := 5000;
+    v_cutoff timestamptz;
+    v_now timestamptz;
+    v_lease ql_private.run_leases;
+    v_attempt ql_private.attempts;
+    v_run ql_private.runs;
+    v_outcome text;
+    v_found integer := 0;
+    v_expired integer := 0;
+    v_lost integer := 0;
+    v_retried integer := 0;
+    v_failed integer := 0;
+    v_cancelled integer := 0;
+    v_skipped integer := 0;
 BEGIN
-    IF n IS NULL OR n < 1 THEN
+    IF p_batch IS NULL OR p_batch < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'batch must be >= 1';
     END IF;
-    IF n > max_batch THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL002', MESSAGE = format('batch must be <= %s', max_batch);
+    IF p_batch > v_max_batch THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002',
+            MESSAGE = format('batch must be <= %s', v_max_batch);
     END IF;
     -- A plain value (not clock_timestamp() in the query) so the partial index
     -- bounds the scan; the lock re-check compares newer row versions with it.
-    cutoff := clock_timestamp();
-    FOR l IN
+    v_cutoff := clock_timestamp();
+    FOR v_lease IN
         SELECT * FROM ql_private.run_leases rl
-         WHERE rl.released_at IS NULL AND rl.expires_at <= cutoff
+         WHERE rl.released_at IS NULL AND rl.expires_at <= v_cutoff
          ORDER BY rl.expires_at
-         LIMIT n
+         LIMIT p_batch
            FOR UPDATE SKIP LOCKED
     LOOP
-        found_n := found_n + 1;
-        SELECT * INTO a FROM ql_private.attempts aa WHERE aa.id = l.attempt_id
+        v_found := v_found + 1;
+        SELECT * INTO v_attempt FROM ql_private.attempts aa WHERE aa.id = v_lease.attempt_id
            FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
-            skipped_n := skipped_n + 1;
+            v_skipped := v_skipped + 1;
             CONTINUE;
         END IF;
-        SELECT * INTO r FROM ql_private.runs rr WHERE rr.id = l.run_id
+        SELECT * INTO v_run FROM ql_private.runs rr WHERE rr.id = v_lease.run_id
            FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
-            skipped_n := skipped_n + 1;
+            v_skipped := v_skipped + 1;
             CONTINUE;
         END IF;
-        now_ts := clock_timestamp();
+        v_now := clock_timestamp();
 
-        IF l.started_at IS NULL THEN
+        IF v_lease.started_at IS NULL THEN
             UPDATE ql_private.run_leases rl
-               SET released_at = now_ts, release_reason = 'expired', updated_at = now_ts
-             WHERE rl.id = l.id;
-            expired_n := expired_n + 1;
-            IF r.current_attempt_id = a.id AND a.state = 'claimed'
-               AND r.state IN ('queued', 'dispatching') THEN
-                IF r.cancel_requested THEN
+               SET released_at = v_now, release_reason = 'expired', updated_at = v_now
+             WHERE rl.id = v_lease.id;
+            v_expired := v_expired + 1;
+            IF v_run.current_attempt_id = v_attempt.id AND v_attempt.state = 'claimed'
+               AND v_run.state IN ('queued', 'dispatching') THEN
+                IF v_run.cancel_requested THEN
                     UPDATE ql_private.attempts aa
-                       SET state = 'cancelled', reason = 'cancelled', updated_at = now_ts,
-                           finished_at = now_ts
-                     WHERE aa.id = a.id;
+                       SET state = 'cancelled', reason = 'cancelled', updated_at = v_now,
+                           finished_at = v_now
+                     WHERE aa.id = v_attempt.id;
                     UPDATE ql_private.runs rr
-                       SET state = 'cancelled', finished_at = now_ts, updated_at = now_ts
-                     WHERE rr.id = r.id;
+                       SET state = 'cancelled', finished_at = v_now, updated_at = v_now
+                     WHERE rr.id = v_run.id;
                     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-                    VALUES ('run.cancelled', r.id, a.id, jsonb_build_object(
-                        'attemptId', a.id, 'offerId', l.offer_id, 'reason', 'lease_expired'));
-                    cancelled_n := cancelled_n + 1;
-                ELSIF r.state = 'dispatching' THEN
-                    UPDATE ql_private.runs rr SET state = 'queued', updated_at = now_ts
-                     WHERE rr.id = r.id;
+                    VALUES ('run.cancelled', v_run.id, v_attempt.id, jsonb_build_object(
+                        'attemptId', v_attempt.id, 'offerId', v_lease.offer_id,
+                        'reason', 'lease_expired'));
+                    v_cancelled := v_cancelled + 1;
+                ELSIF v_run.state = 'dispatching' THEN
+                    UPDATE ql_private.runs rr SET state = 'queued', updated_at = v_now
+                     WHERE rr.id = v_run.id;
                 END IF;
             END IF;
         ELSE
             UPDATE ql_private.run_leases rl
-               SET released_at = now_ts, release_reason = 'lost', updated_at = now_ts
-             WHERE rl.id = l.id;
-            IF a.state IN ('starting', 'running') THEN
+               SET released_at = v_now, release_reason = 'lost', updated_at = v_now
+             WHERE rl.id = v_lease.id;
+            IF v_attempt.state IN ('starting', 'running') THEN
                 UPDATE ql_private.attempts aa
-                   SET state = 'lost', reason = 'lease_expired', updated_at = now_ts,
-                       finished_at = now_ts
-                 WHERE aa.id = a.id;
+                   SET state = 'lost', reason = 'lease_expired', updated_at = v_now,
+                       finished_at = v_now
+                 WHERE aa.id = v_attempt.id;
                 INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-                VALUES ('attempt.lost', l.run_id, a.id, jsonb_build_object(
-                    'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-                    'workerId', l.worker_id, 'sessionId', l.session_id,
-                    'leaseGeneration', l.lease_generation, 'leaseVersion', l.lease_version,
-                    'reason', 'lease_expired'));
-                lost_n := lost_n + 1;
-                IF r.current_attempt_id = a.id
-                   AND r.state NOT IN ('succeeded', 'failed', 'cancelled') THEN
-                    outcome := ql_private.apply_retry(r.id, a.id, 'lease_expired');
-                    IF outcome = 'retried' THEN
-                        retried_n := retried_n + 1;
-                    ELSIF outcome = 'failed' THEN
-                        failed_n := failed_n + 1;
+                VALUES ('attempt.lost', v_lease.run_id, v_attempt.id, jsonb_build_object(
+                    'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+                    'offerId', v_lease.offer_id, 'workerId', v_lease.worker_id,
+                    'sessionId', v_lease.session_id, 'leaseGeneration', v_lease.lease_generation,
+                    'leaseVersion', v_lease.lease_version, 'reason', 'lease_expired'));
+                v_lost := v_lost + 1;
+                IF v_run.current_attempt_id = v_attempt.id
+                   AND v_run.state NOT IN ('succeeded', 'failed', 'cancelled') THEN
+                    v_outcome := ql_private.apply_retry(v_run.id, v_attempt.id, 'lease_expired');
+                    IF v_outcome = 'retried' THEN
+                        v_retried := v_retried + 1;
+                    ELSIF v_outcome = 'failed' THEN
+                        v_failed := v_failed + 1;
                     ELSE
-                        cancelled_n := cancelled_n + 1;
+                        v_cancelled := v_cancelled + 1;
                     END IF;
                 END IF;
             END IF;
         END IF;
     END LOOP;
     RETURN jsonb_build_object(
-        'expired', expired_n, 'lost', lost_n, 'retried', retried_n, 'failed', failed_n,
-        'cancelled', cancelled_n, 'skipped', skipped_n,
-        'more', found_n >= n AND found_n > skipped_n);
+        'expired', v_expired, 'lost', v_lost, 'retried', v_retried, 'failed', v_failed,
+        'cancelled', v_cancelled, 'skipped', v_skipped,
+        'more', v_found >= p_batch AND v_found > v_skipped);
 END
 $$;
 
 
-ALTER FUNCTION ql.sweep_leases(batch integer) OWNER TO ql_owner;
+ALTER FUNCTION ql.sweep_leases(p_batch integer) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION sweep_leases(batch integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION sweep_leases(p_batch integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.sweep_leases(batch integer) IS 'Lease expiry, one bounded batch (1..5000, default 500) of live leases past expires_at, FOR UPDATE SKIP LOCKED (attempt/run locks SKIP LOCKED too: never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Returns {expired, lost, retried, failed, cancelled, skipped, more}. Caller: ql_runtime. QL001 batch < 1, QL002 batch > 5000.';
+COMMENT ON FUNCTION ql.sweep_leases(p_batch integer) IS 'Lease expiry, one bounded batch of live leases past expires_at. Inputs: p_batch 1..5000 (default 500). Locks: leases FOR UPDATE SKIP LOCKED, then attempt/run SKIP LOCKED too (never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Returns {expired, lost, retried, failed, cancelled, skipped, more}. Fences: each lease re-checked on its locked row. Writes: leases, attempts, runs, events of the batch. Errors: QL001 batch < 1, QL002 batch > 5000. Caller: ql_runtime.';
 
 
 --
@@ -2010,6 +1991,81 @@ COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_r
 
 
 --
+-- Name: claim_page(ql_private.worker_sessions, uuid[], integer[], smallint[], uuid, bytea, integer, boolean); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.claim_page(p_session ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_priorities smallint[], p_offer_id uuid, p_token_digest bytea, p_attempts_left integer, p_session_locked boolean, OUT offer jsonb, OUT attempts integer, OUT races integer, OUT session_locked boolean, OUT capacity_full boolean) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_run_ids uuid[] := p_run_ids;
+    v_scores integer[] := p_scores;
+    v_count integer := cardinality(p_run_ids);
+    v_claim record;
+    v_next integer := 1;
+    v_j integer;
+    v_swap_id uuid;
+    v_swap_score integer;
+BEGIN
+    attempts := 0;
+    races := 0;
+    session_locked := p_session_locked;
+    capacity_full := false;
+    IF v_count > 1 AND EXISTS (SELECT 1 FROM unnest(v_scores) sc WHERE sc <> v_scores[1]) THEN
+        FOR v_i IN 2 .. v_count LOOP
+            v_j := v_i;
+            WHILE v_j > 1 AND p_priorities[v_j - 1] = p_priorities[v_j]
+                  AND v_scores[v_j - 1] < v_scores[v_j] LOOP
+                v_swap_id := v_run_ids[v_j];
+                v_run_ids[v_j] := v_run_ids[v_j - 1];
+                v_run_ids[v_j - 1] := v_swap_id;
+                v_swap_score := v_scores[v_j];
+                v_scores[v_j] := v_scores[v_j - 1];
+                v_scores[v_j - 1] := v_swap_score;
+                v_j := v_j - 1;
+            END LOOP;
+        END LOOP;
+    END IF;
+
+    WHILE v_next <= v_count AND attempts < p_attempts_left LOOP
+        IF NOT session_locked THEN
+            IF NOT ql_private.session_claim_lock(p_session) THEN
+                capacity_full := true;
+                RETURN;
+            END IF;
+            session_locked := true;
+        END IF;
+        v_claim := ql_private.claim_candidate(
+            p_session, v_run_ids[v_next:v_count], v_scores[v_next:v_count],
+            p_offer_id, p_token_digest);
+        IF v_claim.offer IS NOT NULL THEN
+            offer := v_claim.offer;
+            attempts := attempts + 1;
+            races := races + v_claim.consumed - 1;
+            RETURN;
+        END IF;
+        -- Nothing claimed: every candidate gone through was a race, and the
+        -- one the statement locked (whose fence then failed) an attempt.
+        IF v_claim.locked THEN
+            attempts := attempts + 1;
+        END IF;
+        races := races + v_claim.consumed;
+        v_next := v_next + v_claim.consumed;
+    END LOOP;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.claim_page(p_session ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_priorities smallint[], p_offer_id uuid, p_token_digest bytea, p_attempts_left integer, p_session_locked boolean, OUT offer jsonb, OUT attempts integer, OUT races integer, OUT session_locked boolean, OUT capacity_full boolean) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION claim_page(p_session ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_priorities smallint[], p_offer_id uuid, p_token_digest bytea, p_attempts_left integer, p_session_locked boolean, OUT offer jsonb, OUT attempts integer, OUT races integer, OUT session_locked boolean, OUT capacity_full boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.claim_page(p_session ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_priorities smallint[], p_offer_id uuid, p_token_digest bytea, p_attempts_left integer, p_session_locked boolean, OUT offer jsonb, OUT attempts integer, OUT races integer, OUT session_locked boolean, OUT capacity_full boolean) IS 'Claim step of one page of a pull: orders the page''s passers by (priority DESC, placement score DESC, queue order), locks and re-verifies the session before the pull''s first claim (ql_private.session_claim_lock), then tries ql_private.claim_candidate (one SKIP LOCKED statement per try) until a claim, the end of the list or p_attempts_left attempts. Inputs: p_session, p_run_ids/p_scores/p_priorities (scan order), p_offer_id, p_token_digest, p_attempts_left, p_session_locked. Returns (offer NULL = none, attempts, races, session_locked, capacity_full). Fences: session re-check (active, generation, unexpired, capabilities, free slot) before the pull''s first claim; every candidate fence on the locked rows (claim_candidate). Writes: only a claim. Locks: session row FOR NO KEY UPDATE once per pull; run + attempt SKIP LOCKED. Errors: QL010-QL014 from the session re-check. Caller: ql_private.scan_and_claim.';
+
+
+--
 -- Name: class_candidate_page(integer[], smallint, bigint, uuid, integer, timestamp with time zone, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
@@ -2324,33 +2380,33 @@ ALTER TABLE ql_private.run_leases OWNER TO ql_owner;
 -- Name: lease_fence(ql_private.run_leases, uuid, uuid, bigint, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) RETURNS text
+CREATE FUNCTION ql_private.lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    category text;
+    v_category text;
 BEGIN
-    category := ql_private.recover_fence(l, p_worker_id, p_session_id, p_generation,
-                                         p_token_digest);
-    IF category = 'lease_terminal' AND l.release_reason = 'lost' THEN
+    v_category := ql_private.recover_fence(p_lease, p_worker_id, p_session_id, p_generation,
+                                           p_token_digest);
+    IF v_category = 'lease_terminal' AND p_lease.release_reason = 'lost' THEN
         RETURN 'lease_expired';
     END IF;
-    IF category IS NULL AND l.expires_at <= clock_timestamp() THEN
+    IF v_category IS NULL AND p_lease.expires_at <= clock_timestamp() THEN
         RETURN 'lease_expired';
     END IF;
-    RETURN category;
+    RETURN v_category;
 END
 $$;
 
 
-ALTER FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) OWNER TO ql_owner;
+ALTER FUNCTION ql_private.lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of a lease ACK/heartbeat/completion: ql_private.recover_fence order (offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift), plus: a live lease past expires_at (started or not) and a lease released as lost answer lease_expired. NULL = live, unexpired, all fences hold. Read-only, no locks.';
+COMMENT ON FUNCTION ql_private.lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of a lease ACK/heartbeat/completion. Inputs: p_lease, p_worker_id, p_session_id, p_generation, p_token_digest. ql_private.recover_fence order (offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift), plus: a live lease past expires_at (started or not) and a lease released as lost answer lease_expired. NULL = live, unexpired, all fences hold. Writes: none. Locks: none. Errors: none. Caller: ql_private.lease_state.';
 
 
 --
@@ -2382,37 +2438,6 @@ ALTER FUNCTION ql_private.lease_json(l ql_private.run_leases) OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql_private.lease_json(l ql_private.run_leases) IS 'The wire lease object (offer@v1 lease; lease@v1 without state/startedAtMs/cancelRequested) from a run_leases row. Pure, inlinable; never the token or its digest.';
-
-
---
--- Name: lease_projection(bigint); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
---
-
-CREATE FUNCTION ql_private.lease_projection(p_lease_id bigint) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-BEGIN
-    RETURN (
-    SELECT ql_private.lease_json(l) || jsonb_build_object(
-        'state', a.state,
-        'startedAtMs', ql_private.epoch_ms(l.started_at),
-        'cancelRequested', r.cancel_requested)
-      FROM ql_private.run_leases l
-      JOIN ql_private.attempts a ON a.id = l.attempt_id
-      JOIN ql_private.runs r ON r.id = l.run_id
-     WHERE l.id = p_lease_id);
-END
-$$;
-
-
-ALTER FUNCTION ql_private.lease_projection(p_lease_id bigint) OWNER TO ql_owner;
-
---
--- Name: FUNCTION lease_projection(p_lease_id bigint); Type: COMMENT; Schema: ql_private; Owner: ql_owner
---
-
-COMMENT ON FUNCTION ql_private.lease_projection(p_lease_id bigint) IS 'lease@v1 projection (without schema): offer lease fields + state (the lease''s own attempt) + startedAtMs (null before start) + cancelRequested. Never the token or its digest. Read-only.';
 
 
 --
@@ -2468,6 +2493,88 @@ WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_thr
 ALTER TABLE ql_private.runs OWNER TO ql_owner;
 
 --
+-- Name: lease_open(uuid, uuid, uuid, bigint, bytea, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text DEFAULT NULL::text) RETURNS TABLE(lease ql_private.run_leases, attempt ql_private.attempts, run ql_private.runs, category text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_ids record;
+BEGIN
+    IF p_lock IS NOT NULL THEN
+        IF p_lock NOT IN ('lease', 'attempt_run_lease') THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001',
+                MESSAGE = 'lock must be NULL, lease or attempt_run_lease';
+        END IF;
+        -- A lease row's id, attempt and run never change once written, so they
+        -- are safe to read before locking.
+        SELECT rl.id, rl.attempt_id, rl.run_id INTO v_ids
+          FROM ql_private.run_leases rl WHERE rl.offer_id = p_offer_id;
+        IF FOUND THEN
+            IF p_lock = 'attempt_run_lease' THEN
+                PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = v_ids.attempt_id FOR UPDATE;
+                PERFORM 1 FROM ql_private.runs rr WHERE rr.id = v_ids.run_id FOR NO KEY UPDATE;
+                PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = v_ids.id FOR UPDATE;
+            ELSE
+                PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = v_ids.id FOR NO KEY UPDATE;
+            END IF;
+        END IF;
+    END IF;
+    -- One statement, so one snapshot (taken after the locks above).
+    RETURN QUERY
+    SELECT * FROM ql_private.lease_state(p_offer_id, p_worker_id, p_session_id, p_generation,
+                                         p_token_digest);
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT NULL::ql_private.run_leases, NULL::ql_private.attempts,
+                            NULL::ql_private.runs, 'offer_foreign'::text;
+    END IF;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run and the lease_fence category in one snapshot; an unknown offer id answers one row with category offer_foreign. Fences: lease_fence. Writes: none (row locks only). Errors: QL001 unknown lock mode. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
+
+
+--
+-- Name: lease_projection(bigint); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.lease_projection(p_lease_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (
+    SELECT ql_private.lease_json(l) || jsonb_build_object(
+        'state', a.state,
+        'startedAtMs', ql_private.epoch_ms(l.started_at),
+        'cancelRequested', r.cancel_requested)
+      FROM ql_private.run_leases l
+      JOIN ql_private.attempts a ON a.id = l.attempt_id
+      JOIN ql_private.runs r ON r.id = l.run_id
+     WHERE l.id = p_lease_id);
+END
+$$;
+
+
+ALTER FUNCTION ql_private.lease_projection(p_lease_id bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION lease_projection(p_lease_id bigint); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.lease_projection(p_lease_id bigint) IS 'lease@v1 projection (without schema): offer lease fields + state (the lease''s own attempt) + startedAtMs (null before start) + cancelRequested. Never the token or its digest. Read-only.';
+
+
+--
 -- Name: lease_state(uuid, uuid, uuid, bigint, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
@@ -2493,7 +2600,7 @@ ALTER FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_sessi
 -- Name: FUNCTION lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Lease, attempt, run and lease_fence verdict of an offer id, read in one statement (one snapshot). No row for an unknown offer. Read-only, no locks.';
+COMMENT ON FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Lease, attempt, run and lease_fence verdict of an offer id, read in one statement (one snapshot). Inputs: p_offer_id and the caller''s proof (p_worker_id, p_session_id, p_generation, p_token_digest). No row for an unknown offer. Fences: lease_fence. Writes: none. Locks: none. Errors: none. Caller: ql_private.lease_open.';
 
 
 --
@@ -3035,177 +3142,170 @@ COMMENT ON FUNCTION ql_private.require_reason(p_value text, p_field text) IS 'Re
 -- Name: scan_and_claim(ql_private.worker_sessions, uuid, bytea, integer, integer, integer); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) RETURNS jsonb
+CREATE FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) RETURNS jsonb
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    now_ts timestamptz := clock_timestamp();
+    v_now timestamptz := clock_timestamp();
     -- In-progress transactions as of the pull's start: rows they hold are passed
     -- over by the scan (candidate_page); a later claimer's xid is above its xmax.
-    snap pg_snapshot := pg_current_snapshot();
-    own xid8 := pg_current_xact_id_if_assigned();
-    classes integer[];        -- NULL: whole queue; else only these placement classes
-    c record;
-    claim record;
-    run_ids uuid[];           -- this page's passers, indexed by claim rank
-    scores integer[];
-    passing integer;
-    next_rank integer;
-    examined_before integer := 0;
-    priorities smallint[];
-    rev_ids uuid[] := '{}';
-    rev_passed boolean[] := '{}';
-    rev_category text[] := '{}';
-    rev_score integer[] := '{}';
-    ev record;
-    k integer;
-    j integer;
-    swap_id uuid;
-    swap_int integer;
-    after_priority smallint;
-    after_seq bigint;
-    after_id uuid;
-    pages_read integer := 0;
-    examined integer := 0;
-    attempts integer := 0;
-    races integer := 0;
-    mm_executor integer := 0;
-    mm_label integer := 0;
-    mm_runtime integer := 0;
-    truncated boolean := false;
-    locked boolean := false;
-    any_passed boolean := false;
+    v_snapshot pg_snapshot := pg_current_snapshot();
+    v_own xid8 := pg_current_xact_id_if_assigned();
+    v_classes integer[];        -- NULL: whole queue; else only these placement classes
+    v_candidate record;
+    v_claim record;
+    v_run_ids uuid[];           -- this page's passers, in scan order
+    v_scores integer[];
+    v_priorities smallint[];
+    v_passing integer;
+    v_examined_before integer := 0;
+    v_rev_ids uuid[] := '{}';
+    v_rev_passed boolean[] := '{}';
+    v_rev_category text[] := '{}';
+    v_rev_score integer[] := '{}';
+    v_verdict record;
+    v_k integer;
+    v_after_priority smallint;
+    v_after_seq bigint;
+    v_after_id uuid;
+    v_pages_read integer := 0;
+    v_examined integer := 0;
+    v_attempts integer := 0;
+    v_races integer := 0;
+    v_mm_executor integer := 0;
+    v_mm_label integer := 0;
+    v_mm_runtime integer := 0;
+    v_truncated boolean := false;
+    v_session_locked boolean := false;
+    v_any_passed boolean := false;
 BEGIN
-    FOR page_no IN 1 .. p_pages LOOP
-        truncated := false;
-        pages_read := pages_read + 1;
-        run_ids := '{}';
-        scores := '{}';
-        priorities := '{}';
-        passing := 0;
-        FOR c IN
-            SELECT x.run_id, x.execution_revision_id, x.priority, x.queue_seq
-              FROM (SELECT cp.run_id, cp.execution_revision_id, cp.priority, cp.queue_seq
-                      FROM ql_private.candidate_page(after_priority, after_seq, after_id,
-                                                     p_page_size, now_ts, snap, own) cp
-                     WHERE classes IS NULL
-                    UNION ALL
-                    SELECT cc.run_id, cc.execution_revision_id, cc.priority, cc.queue_seq
-                      FROM ql_private.class_candidate_page(classes, after_priority,
-                               after_seq, after_id, p_page_size, now_ts, snap, own) cc
-                     WHERE classes IS NOT NULL) x
-             ORDER BY -(x.priority::integer), x.queue_seq, x.run_id
+    FOR v_page_no IN 1 .. p_pages LOOP
+        v_truncated := false;
+        v_pages_read := v_pages_read + 1;
+        v_run_ids := '{}';
+        v_scores := '{}';
+        v_priorities := '{}';
+        v_passing := 0;
+        FOR v_candidate IN
+            SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+              FROM ql_private.scan_page(v_classes, v_after_priority, v_after_seq, v_after_id,
+                                        p_page_size, v_now, v_snapshot, v_own) c
+             ORDER BY -(c.priority::integer), c.queue_seq, c.run_id
         LOOP
-            IF examined - examined_before >= p_page_size THEN
-                truncated := true;  -- the (limit + 1)th row: more candidates exist
+            IF v_examined - v_examined_before >= p_page_size THEN
+                v_truncated := true;  -- the (limit + 1)th row: more candidates exist
                 EXIT;
             END IF;
-            examined := examined + 1;
-            after_priority := c.priority;
-            after_seq := c.queue_seq;
-            after_id := c.run_id;
+            v_examined := v_examined + 1;
+            v_after_priority := v_candidate.priority;
+            v_after_seq := v_candidate.queue_seq;
+            v_after_id := v_candidate.run_id;
             -- Placement once per distinct revision per pull (a page is mostly one
             -- task): the verdicts are kept in arrays indexed alike.
-            k := array_position(rev_ids, c.execution_revision_id);
-            IF k IS NULL THEN
-                SELECT pe.passed, pe.category, pe.score INTO ev
+            v_k := array_position(v_rev_ids, v_candidate.execution_revision_id);
+            IF v_k IS NULL THEN
+                SELECT pe.passed, pe.category, pe.score INTO v_verdict
                   FROM ql_private.execution_revisions er,
-                       ql_private.placement_evaluate(er.placement, s.capabilities) pe
-                 WHERE er.id = c.execution_revision_id;
-                rev_ids := rev_ids || c.execution_revision_id;
-                rev_passed := rev_passed || ev.passed;
-                rev_category := rev_category || ev.category;
-                rev_score := rev_score || ev.score;
-                k := cardinality(rev_ids);
+                       ql_private.placement_evaluate(er.placement, p_session.capabilities) pe
+                 WHERE er.id = v_candidate.execution_revision_id;
+                v_rev_ids := v_rev_ids || v_candidate.execution_revision_id;
+                v_rev_passed := v_rev_passed || v_verdict.passed;
+                v_rev_category := v_rev_category || v_verdict.category;
+                v_rev_score := v_rev_score || v_verdict.score;
+                v_k := cardinality(v_rev_ids);
             END IF;
-            IF rev_passed[k] THEN
-                passing := passing + 1;
-                run_ids[passing] := c.run_id;
-                scores[passing] := rev_score[k];
-                priorities[passing] := c.priority;
-            ELSIF rev_category[k] = 'executor' THEN
-                mm_executor := mm_executor + 1;
-            ELSIF rev_category[k] = 'label' THEN
-                mm_label := mm_label + 1;
+            IF v_rev_passed[v_k] THEN
+                v_passing := v_passing + 1;
+                v_run_ids[v_passing] := v_candidate.run_id;
+                v_scores[v_passing] := v_rev_score[v_k];
+                v_priorities[v_passing] := v_candidate.priority;
+            ELSIF v_rev_category[v_k] = 'executor' THEN
+                v_mm_executor := v_mm_executor + 1;
+            ELSIF v_rev_category[v_k] = 'label' THEN
+                v_mm_label := v_mm_label + 1;
             ELSE
-                mm_runtime := mm_runtime + 1;
+                v_mm_runtime := v_mm_runtime + 1;
             END IF;
         END LOOP;
-        examined_before := examined;
-        -- Scan order is (priority DESC, queue order); claim order puts a higher
-        -- placementScore first within a priority: a stable insertion sort, run
-        -- only when scores differ (without preferred terms they are all 0).
-        IF passing > 1 AND EXISTS (SELECT 1 FROM unnest(scores) sc WHERE sc <> scores[1]) THEN
-            FOR i IN 2 .. passing LOOP
-                j := i;
-                WHILE j > 1 AND priorities[j - 1] = priorities[j]
-                      AND scores[j - 1] < scores[j] LOOP
-                    swap_id := run_ids[j]; run_ids[j] := run_ids[j - 1]; run_ids[j - 1] := swap_id;
-                    swap_int := scores[j]; scores[j] := scores[j - 1]; scores[j - 1] := swap_int;
-                    j := j - 1;
-                END LOOP;
-            END LOOP;
-        END IF;
-        any_passed := any_passed OR passing > 0;
+        v_examined_before := v_examined;
+        v_any_passed := v_any_passed OR v_passing > 0;
 
         -- Claim from this page before reading the next one: the common pull then
-        -- costs one page. Pages come in key order, so only equal-priority
-        -- candidates on a later page can outscore one claimed here.
-        next_rank := 1;
-        WHILE next_rank <= passing AND attempts < p_claim_attempts LOOP
-            IF NOT locked THEN
-                IF NOT ql_private.session_claim_lock(s) THEN
-                    RETURN ql_private.idle_result('capacity_full', pages_read, examined,
-                        attempts, races, jsonb_build_object('executor', mm_executor,
-                        'label', mm_label, 'runtime', mm_runtime, 'capacity', 1), truncated);
-                END IF;
-                locked := true;
+        -- costs one page.
+        IF v_passing > 0 AND v_attempts < p_claim_attempts THEN
+            v_claim := ql_private.claim_page(
+                p_session, v_run_ids, v_scores, v_priorities, p_offer_id, p_token_digest,
+                p_claim_attempts - v_attempts, v_session_locked);
+            v_attempts := v_attempts + v_claim.attempts;
+            v_races := v_races + v_claim.races;
+            v_session_locked := v_claim.session_locked;
+            IF v_claim.offer IS NOT NULL THEN
+                RETURN jsonb_build_object('status', 'offered', 'offer', v_claim.offer);
             END IF;
-            claim := ql_private.claim_candidate(
-                s, run_ids[next_rank:passing], scores[next_rank:passing],
-                p_offer_id, p_token_digest);
-            IF claim.offer IS NOT NULL THEN
-                attempts := attempts + 1;
-                races := races + claim.consumed - 1;
-                RETURN jsonb_build_object('status', 'offered', 'offer', claim.offer);
+            IF v_claim.capacity_full THEN
+                RETURN ql_private.idle_result('capacity_full', v_pages_read, v_examined,
+                    v_attempts, v_races, jsonb_build_object('executor', v_mm_executor,
+                    'label', v_mm_label, 'runtime', v_mm_runtime, 'capacity', 1), v_truncated);
             END IF;
-            -- Nothing claimed: every candidate gone through was a race, and the
-            -- one the statement locked (whose fence then failed) an attempt.
-            IF claim.locked THEN
-                attempts := attempts + 1;
-            END IF;
-            races := races + claim.consumed;
-            next_rank := next_rank + claim.consumed;
-        END LOOP;
-        EXIT WHEN NOT truncated OR attempts >= p_claim_attempts;
-        -- A first page without a passing candidate is a head this session cannot
-        -- take: the next pages read only the runs of the placement classes it
-        -- matches (runs_class_keyset), jumping over any number of others.
-        IF passing = 0 AND classes IS NULL THEN
-            classes := ql_private.matching_classes(s.capabilities);
-            EXIT WHEN cardinality(classes) = 0;
+        END IF;
+        EXIT WHEN NOT v_truncated OR v_attempts >= p_claim_attempts;
+        -- The class-page fallback: a first page without a passing candidate is a
+        -- head this session cannot take, so the next pages read only the runs of
+        -- the placement classes it matches (runs_class_keyset), jumping over any
+        -- number of others.
+        IF v_passing = 0 AND v_classes IS NULL THEN
+            v_classes := ql_private.matching_classes(p_session.capabilities);
+            EXIT WHEN cardinality(v_classes) = 0;
         END IF;
     END LOOP;
 
     RETURN ql_private.idle_result(
-        CASE WHEN examined = 0 THEN 'no_candidates'
-             WHEN NOT any_passed THEN 'placement_mismatch'
+        CASE WHEN v_examined = 0 THEN 'no_candidates'
+             WHEN NOT v_any_passed THEN 'placement_mismatch'
              ELSE 'contention' END,
-        pages_read, examined, attempts, races,
-        jsonb_build_object('executor', mm_executor, 'label', mm_label,
-                           'runtime', mm_runtime, 'capacity', 0),
-        truncated);
+        v_pages_read, v_examined, v_attempts, v_races,
+        jsonb_build_object('executor', v_mm_executor, 'label', v_mm_label,
+                           'runtime', v_mm_runtime, 'capacity', 0),
+        v_truncated);
 END
 $$;
 
 
-ALTER FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) OWNER TO ql_owner;
+ALTER FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4: bounded keyset scan (one statement per page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then one SKIP LOCKED claim over the page''s passers in (priority DESC, score DESC, queue order), up to claim_attempts; {status: offered|idle}. Writes only when claiming. QL010-QL013 from the session re-check.';
+COMMENT ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4, the page loop: bounded keyset scan (ql_private.scan_page, one statement per page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
+
+
+--
+-- Name: scan_page(integer[], smallint, bigint, uuid, integer, timestamp with time zone, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) RETURNS TABLE(run_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT cp.run_id, cp.execution_revision_id, cp.priority, cp.queue_seq
+      FROM ql_private.candidate_page(p_after_priority, p_after_seq, p_after_id, p_limit,
+                                     p_now, p_snapshot, p_own) cp
+     WHERE p_classes IS NULL
+    UNION ALL
+    SELECT cc.run_id, cc.execution_revision_id, cc.priority, cc.queue_seq
+      FROM ql_private.class_candidate_page(p_classes, p_after_priority, p_after_seq,
+                                           p_after_id, p_limit, p_now, p_snapshot, p_own) cc
+     WHERE p_classes IS NOT NULL
+$$;
+
+
+ALTER FUNCTION ql_private.scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'The next keyset page (limit + 1 rows, unordered: the caller orders by key) of a pull: ql_private.candidate_page while p_classes is NULL, else ql_private.class_candidate_page over those placement classes (the fallback after a first page without a passer). Inputs: p_classes, keyset position, p_limit, p_now, p_snapshot, p_own. Fences: the page functions'' candidate conditions. Inlinable SQL (same plan as the two branches written inline). Writes: none. Locks: none. Errors: none. Caller: ql_private.scan_and_claim.';
 
 
 --
@@ -4711,83 +4811,83 @@ GRANT USAGE ON SCHEMA ql TO ql_readonly;
 
 
 --
--- Name: FUNCTION ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.ack_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, phase text, reason text) TO ql_worker_ingress;
-
-
---
--- Name: FUNCTION authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text); Type: ACL; Schema: ql; Owner: ql_owner
---
-
-REVOKE ALL ON FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.authenticate_worker(credential_id text, secret_digest bytea, worker_id text, action text) TO ql_worker_ingress;
+REVOKE ALL ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text) TO ql_worker_ingress;
 
 
 --
--- Name: FUNCTION cancel_run(run_id text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.cancel_run(run_id text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.cancel_run(run_id text) TO ql_runtime;
-
-
---
--- Name: FUNCTION close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint); Type: ACL; Schema: ql; Owner: ql_owner
---
-
-REVOKE ALL ON FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.close_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) TO ql_worker_ingress;
+REVOKE ALL ON FUNCTION ql.authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text) TO ql_worker_ingress;
 
 
 --
--- Name: FUNCTION complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION cancel_run(p_run_id text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.complete_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, outcome text, exit_code integer, reason text) TO ql_worker_ingress;
-
-
---
--- Name: FUNCTION enqueue_runs(task_id text, priority integer, count integer); Type: ACL; Schema: ql; Owner: ql_owner
---
-
-REVOKE ALL ON FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.enqueue_runs(task_id text, priority integer, count integer) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.cancel_run(p_run_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.cancel_run(p_run_id text) TO ql_runtime;
 
 
 --
--- Name: FUNCTION heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.heartbeat_lease(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint, offer_id text, token_digest bytea, lease_version bigint) TO ql_worker_ingress;
-
-
---
--- Name: FUNCTION heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint); Type: ACL; Schema: ql; Owner: ql_owner
---
-
-REVOKE ALL ON FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.heartbeat_session(credential_id text, secret_digest bytea, worker_id text, session_id text, generation bigint) TO ql_worker_ingress;
+REVOKE ALL ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) TO ql_worker_ingress;
 
 
 --
--- Name: FUNCTION heartbeat_sessions(items jsonb); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.heartbeat_sessions(items jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.heartbeat_sessions(items jsonb) TO ql_worker_ingress;
+REVOKE ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text) TO ql_worker_ingress;
 
 
 --
--- Name: FUNCTION idle_ping(token text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION enqueue_runs(p_task_id text, p_priority integer, p_count integer); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.idle_ping(token text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.idle_ping(token text) TO ql_worker_ingress;
+REVOKE ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION heartbeat_sessions(p_items jsonb); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.heartbeat_sessions(p_items jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.heartbeat_sessions(p_items jsonb) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION idle_ping(p_token text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.idle_ping(p_token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.idle_ping(p_token text) TO ql_worker_ingress;
 
 
 --
@@ -4799,27 +4899,27 @@ GRANT ALL ON FUNCTION ql.idle_probe() TO ql_worker_ingress;
 
 
 --
--- Name: FUNCTION issue_credential(worker_id text, credential_id text, secret_digest bytea); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.issue_credential(worker_id text, credential_id text, secret_digest bytea) TO ql_runtime;
-
-
---
--- Name: FUNCTION open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea); Type: ACL; Schema: ql; Owner: ql_owner
---
-
-REVOKE ALL ON FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.open_session(credential_id text, secret_digest bytea, worker_id text, capabilities_canonical bytea) TO ql_worker_ingress;
+REVOKE ALL ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) TO ql_runtime;
 
 
 --
--- Name: FUNCTION publish_revision(project text, task text, canonical bytea); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.publish_revision(project text, task text, canonical bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.publish_revision(project text, task text, canonical bytea) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) TO ql_runtime;
 
 
 --
@@ -4831,27 +4931,27 @@ GRANT ALL ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea,
 
 
 --
--- Name: FUNCTION record_auth_denial(credential_id text, worker_id text, action text, reason text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.record_auth_denial(credential_id text, worker_id text, action text, reason text) TO ql_worker_ingress;
-
-
---
--- Name: FUNCTION register_worker(name text); Type: ACL; Schema: ql; Owner: ql_owner
---
-
-REVOKE ALL ON FUNCTION ql.register_worker(name text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.register_worker(name text) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text) TO ql_worker_ingress;
 
 
 --
--- Name: FUNCTION revoke_credential(credential_id text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION register_worker(p_name text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.revoke_credential(credential_id text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.revoke_credential(credential_id text) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.register_worker(p_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.register_worker(p_name text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION revoke_credential(p_credential_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.revoke_credential(p_credential_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.revoke_credential(p_credential_id text) TO ql_runtime;
 
 
 --
@@ -4864,11 +4964,11 @@ GRANT ALL ON FUNCTION ql.status_snapshot() TO ql_runtime;
 
 
 --
--- Name: FUNCTION sweep_leases(batch integer); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION sweep_leases(p_batch integer); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.sweep_leases(batch integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.sweep_leases(batch integer) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.sweep_leases(p_batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.sweep_leases(p_batch integer) TO ql_runtime;
 
 
 --
@@ -4904,6 +5004,13 @@ REVOKE ALL ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_af
 --
 
 REVOKE ALL ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION claim_page(p_session ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_priorities smallint[], p_offer_id uuid, p_token_digest bytea, p_attempts_left integer, p_session_locked boolean, OUT offer jsonb, OUT attempts integer, OUT races integer, OUT session_locked boolean, OUT capacity_full boolean); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.claim_page(p_session ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_priorities smallint[], p_offer_id uuid, p_token_digest bytea, p_attempts_left integer, p_session_locked boolean, OUT offer jsonb, OUT attempts integer, OUT races integer, OUT session_locked boolean, OUT capacity_full boolean) FROM PUBLIC;
 
 
 --
@@ -4956,10 +5063,10 @@ REVOKE ALL ON FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_by
 
 
 --
--- Name: FUNCTION lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ql_private.lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) FROM PUBLIC;
 
 
 --
@@ -4967,6 +5074,13 @@ REVOKE ALL ON FUNCTION ql_private.lease_fence(l ql_private.run_leases, p_worker_
 --
 
 REVOKE ALL ON FUNCTION ql_private.lease_json(l ql_private.run_leases) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text) FROM PUBLIC;
 
 
 --
@@ -5075,10 +5189,17 @@ REVOKE ALL ON FUNCTION ql_private.require_reason(p_value text, p_field text) FRO
 
 
 --
--- Name: FUNCTION scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql_private.scan_and_claim(s ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
 
 
 --

@@ -1,5 +1,5 @@
--- ql.ack_lease(credential_id, secret_digest, worker_id, session_id, generation,
---              offer_id, token_digest, phase, reason DEFAULT NULL) -> jsonb
+-- ql.ack_lease(p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation,
+--              p_offer_id, p_token_digest, p_phase, p_reason DEFAULT NULL) -> jsonb
 --
 -- Purpose: the lease ACKs of SPEC §5 /v1/leases/ack and §7, each one atomic
 --   transaction fenced by offer id + token digest + worker/session/generation
@@ -15,6 +15,13 @@
 --                   `start_failed` (release does not bump lease_version); one
 --                   `attempt.failed` event; then ql_private.apply_retry (one of
 --                   `run.retry_scheduled` / `run.failed` / `run.cancelled`).
+-- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+--   p_session_id, p_offer_id (lowercase canonical UUIDs), p_generation (>= 1),
+--   p_token_digest (SHA-256 of the lease token), p_phase (starting | running |
+--   start_failed), p_reason (a reason code, only with start_failed).
+-- Fences: the credential (ql_private.authenticate, action `lease.ack`), then
+--   ql_private.lease_open: offer id, worker, constant-time token digest,
+--   session/generation, lease live and unexpired, attempt, revision.
 -- Returns {"status":"ok","lease":<lease@v1 projection>} after a change,
 --   {"status":"idempotent","lease":…} for an exact replay (writes nothing):
 --   starting again while the attempt is starting, running again while running,
@@ -22,29 +29,32 @@
 --   {"status":"conflict","category":…} (ql_private.lease_fence: offer_foreign —
 --   also for an unknown offer id, token_mismatch, session_replaced,
 --   lease_expired, lease_terminal, attempt_changed, revision_drift);
---   or the denial envelope (ql_private.authenticate, action `lease.ack`).
--- Caller: ql_worker_ingress.
+--   or the denial envelope (ql_private.authenticate).
+-- Writes: as above (lease, attempt, run, one event, the retry policy's writes);
+--   nothing for a replay, a conflict or an illegal transition; one
+--   security_audit row when denied.
 -- Locks: a first unlocked read answers replays, conflicts and illegal
---   transitions without any lock or write. A change then locks, in the order of
---   claims and ql.cancel_run (so none of them can deadlock with it): the attempt
---   FOR UPDATE, the run FOR NO KEY UPDATE, the lease FOR UPDATE, and re-checks
+--   transitions without any lock or write. A change then locks attempt, run and
+--   lease in the order of ql_private.lease_open (`attempt_run_lease`, the order of
+--   claims and ql.cancel_run, so none of them can deadlock with it) and re-checks
 --   every fence on the locked rows by clock_timestamp(). The sweeper never waits
 --   for these locks (SKIP LOCKED); a lease it already holds is seen released.
 -- Idempotency: exact replay as above; anything else is a conflict or QL020.
--- SQLSTATEs: QL001 malformed ids/digest, generation NULL or < 1, unknown phase,
+-- Errors: QL001 malformed ids/digest, generation NULL or < 1, unknown phase,
 --   malformed reason, or a reason with phase starting/running;
 --   QL020 illegal transition (running before starting, starting after running,
 --   start_failed after running) — nothing is written.
+-- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.ack_lease(
-    credential_id text,
-    secret_digest bytea,
-    worker_id text,
-    session_id text,
-    generation bigint,
-    offer_id text,
-    token_digest bytea,
-    phase text,
-    reason text DEFAULT NULL
+    p_credential_id text,
+    p_secret_digest bytea,
+    p_worker_id text,
+    p_session_id text,
+    p_generation bigint,
+    p_offer_id text,
+    p_token_digest bytea,
+    p_phase text,
+    p_reason text DEFAULT NULL
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -52,129 +62,123 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    wid uuid := ql_private.parse_uuid(ack_lease.worker_id, 'workerId');
-    sid uuid := ql_private.parse_uuid(ack_lease.session_id, 'sessionId');
-    oid_ uuid := ql_private.parse_uuid(ack_lease.offer_id, 'offerId');
-    tok bytea := ql_private.require_digest(ack_lease.token_digest, 'tokenDigest');
-    gen bigint := ack_lease.generation;
-    v_phase text := ack_lease.phase;
-    v_reason text := ql_private.require_reason(ack_lease.reason, 'reason');
-    denied jsonb;
-    v record;
-    category text;
-    l ql_private.run_leases;
-    a ql_private.attempts;
-    ttl integer;
-    now_ts timestamptz;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
+    v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
+    v_reason text := ql_private.require_reason(p_reason, 'reason');
+    v_denied jsonb;
+    v_state record;
+    v_lease ql_private.run_leases;
+    v_attempt ql_private.attempts;
+    v_ttl integer;
+    v_now timestamptz;
 BEGIN
-    IF gen IS NULL OR gen < 1 THEN
+    IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    IF v_phase IS NULL OR v_phase NOT IN ('starting', 'running', 'start_failed') THEN
+    IF p_phase IS NULL OR p_phase NOT IN ('starting', 'running', 'start_failed') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'phase must be starting, running or start_failed';
     END IF;
-    IF v_phase <> 'start_failed' AND v_reason IS NOT NULL THEN
+    IF p_phase <> 'start_failed' AND v_reason IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'reason is only accepted with start_failed';
     END IF;
-    v_reason := CASE WHEN v_phase = 'start_failed' THEN coalesce(v_reason, 'start_failed') END;
+    v_reason := CASE WHEN p_phase = 'start_failed' THEN coalesce(v_reason, 'start_failed') END;
 
-    denied := ql_private.authenticate(ack_lease.credential_id, ack_lease.secret_digest, wid,
-                                      'lease.ack');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'lease.ack');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    -- Pass 1 reads without locks; pass 2 (only when a change is due) locks and
-    -- re-reads. Each read is one statement (ql_private.lease_state: one snapshot).
-    FOR pass IN 1 .. 2 LOOP
-        IF pass = 2 THEN
-            PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = l.attempt_id FOR UPDATE;
-            PERFORM 1 FROM ql_private.runs rr WHERE rr.id = l.run_id FOR NO KEY UPDATE;
-            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR UPDATE;
-        END IF;
-        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
-        IF NOT FOUND THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
-        END IF;
-        l := v.lease;
-        a := v.attempt;
-        category := v.category;
-        IF category = 'lease_terminal' THEN
-            IF v_phase = 'start_failed' AND l.release_reason = 'start_failed'
-               AND a.state = 'failed' AND a.reason IS NOT DISTINCT FROM v_reason THEN
+    -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
+    -- locks the rows it changes and decides again on them (ql_private.lease_open).
+    FOR v_pass IN 1 .. 2 LOOP
+        SELECT * INTO v_state FROM ql_private.lease_open(
+            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
+            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+        v_lease := v_state.lease;
+        v_attempt := v_state.attempt;
+        IF v_state.category = 'lease_terminal' THEN
+            IF p_phase = 'start_failed' AND v_lease.release_reason = 'start_failed'
+               AND v_attempt.state = 'failed'
+               AND v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
                 RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(l.id));
+                                          'lease', ql_private.lease_projection(v_lease.id));
             END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', category);
-        ELSIF category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', category);
+            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+        ELSIF v_state.category IS NOT NULL THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
 
         -- Live, unexpired, fenced: claimed and unstarted, or started and starting|running.
-        IF v_phase = 'starting' AND l.started_at IS NOT NULL THEN
-            IF a.state = 'starting' THEN
+        IF p_phase = 'starting' AND v_lease.started_at IS NOT NULL THEN
+            IF v_attempt.state = 'starting' THEN
                 RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(l.id));
+                                          'lease', ql_private.lease_projection(v_lease.id));
             END IF;
             RAISE EXCEPTION USING ERRCODE = 'QL020',
-                MESSAGE = format('illegal_transition: starting ACK while the attempt is %s', a.state);
-        ELSIF v_phase = 'running' AND l.started_at IS NULL THEN
+                MESSAGE = format('illegal_transition: starting ACK while the attempt is %s',
+                                 v_attempt.state);
+        ELSIF p_phase = 'running' AND v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: running ACK before the starting ACK';
-        ELSIF v_phase = 'running' AND a.state = 'running' THEN
+        ELSIF p_phase = 'running' AND v_attempt.state = 'running' THEN
             RETURN jsonb_build_object('status', 'idempotent',
-                                      'lease', ql_private.lease_projection(l.id));
-        ELSIF v_phase = 'start_failed' AND a.state = 'running' THEN
+                                      'lease', ql_private.lease_projection(v_lease.id));
+        ELSIF p_phase = 'start_failed' AND v_attempt.state = 'running' THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: start_failed after running (complete as failed)';
         END IF;
     END LOOP;
 
-    now_ts := clock_timestamp();
-    IF v_phase = 'starting' THEN
-        SELECT t.lease_ttl_seconds INTO ttl
+    v_now := clock_timestamp();
+    IF p_phase = 'starting' THEN
+        SELECT t.lease_ttl_seconds INTO v_ttl
           FROM ql_private.runs rr JOIN ql_private.tasks t ON t.id = rr.task_id
-         WHERE rr.id = l.run_id;
+         WHERE rr.id = v_lease.run_id;
         UPDATE ql_private.run_leases rl
-           SET started_at = now_ts, expires_at = now_ts + make_interval(secs => ttl),
-               lease_version = rl.lease_version + 1, updated_at = now_ts
-         WHERE rl.id = l.id;
-        UPDATE ql_private.attempts aa SET state = 'starting', updated_at = now_ts
-         WHERE aa.id = a.id;
-        UPDATE ql_private.runs rr SET state = 'starting', updated_at = now_ts
-         WHERE rr.id = l.run_id;
+           SET started_at = v_now, expires_at = v_now + make_interval(secs => v_ttl),
+               lease_version = rl.lease_version + 1, updated_at = v_now
+         WHERE rl.id = v_lease.id;
+        UPDATE ql_private.attempts aa SET state = 'starting', updated_at = v_now
+         WHERE aa.id = v_attempt.id;
+        UPDATE ql_private.runs rr SET state = 'starting', updated_at = v_now
+         WHERE rr.id = v_lease.run_id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.starting', l.run_id, a.id, jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'workerId', l.worker_id, 'sessionId', l.session_id,
-            'sessionGeneration', l.session_generation, 'leaseGeneration', l.lease_generation));
-    ELSIF v_phase = 'running' THEN
+        VALUES ('run.starting', v_lease.run_id, v_attempt.id, jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'workerId', v_lease.worker_id,
+            'sessionId', v_lease.session_id, 'sessionGeneration', v_lease.session_generation,
+            'leaseGeneration', v_lease.lease_generation));
+    ELSIF p_phase = 'running' THEN
         UPDATE ql_private.run_leases rl
-           SET lease_version = rl.lease_version + 1, updated_at = now_ts
-         WHERE rl.id = l.id;
-        UPDATE ql_private.attempts aa SET state = 'running', updated_at = now_ts
-         WHERE aa.id = a.id;
-        UPDATE ql_private.runs rr SET state = 'running', updated_at = now_ts
-         WHERE rr.id = l.run_id;
+           SET lease_version = rl.lease_version + 1, updated_at = v_now
+         WHERE rl.id = v_lease.id;
+        UPDATE ql_private.attempts aa SET state = 'running', updated_at = v_now
+         WHERE aa.id = v_attempt.id;
+        UPDATE ql_private.runs rr SET state = 'running', updated_at = v_now
+         WHERE rr.id = v_lease.run_id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.running', l.run_id, a.id, jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'leaseGeneration', l.lease_generation));
+        VALUES ('run.running', v_lease.run_id, v_attempt.id, jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation));
     ELSE
         UPDATE ql_private.run_leases rl
-           SET released_at = now_ts, release_reason = 'start_failed', updated_at = now_ts
-         WHERE rl.id = l.id;
+           SET released_at = v_now, release_reason = 'start_failed', updated_at = v_now
+         WHERE rl.id = v_lease.id;
         UPDATE ql_private.attempts aa
-           SET state = 'failed', reason = v_reason, updated_at = now_ts, finished_at = now_ts
-         WHERE aa.id = a.id;
+           SET state = 'failed', reason = v_reason, updated_at = v_now, finished_at = v_now
+         WHERE aa.id = v_attempt.id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('attempt.failed', l.run_id, a.id, jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'leaseGeneration', l.lease_generation, 'phase', 'start', 'reason', v_reason));
-        PERFORM ql_private.apply_retry(l.run_id, a.id, v_reason);
+        VALUES ('attempt.failed', v_lease.run_id, v_attempt.id, jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
+            'phase', 'start', 'reason', v_reason));
+        PERFORM ql_private.apply_retry(v_lease.run_id, v_attempt.id, v_reason);
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(l.id));
+    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, text, text)
@@ -182,4 +186,4 @@ REVOKE ALL ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea
 GRANT EXECUTE ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, text, text)
     TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, text, text) IS
-'Lease ACK (SPEC 7), one fenced transaction: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, attempt.failed, retry policy). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Caller: ql_worker_ingress. Locks (changes only): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Exact replays write nothing. QL001 bad input, QL020 illegal transition.';
+'Lease ACK (SPEC 7), one fenced transaction: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input, QL020 illegal transition. Caller: ql_worker_ingress.';

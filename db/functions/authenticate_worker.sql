@@ -1,17 +1,24 @@
--- ql.authenticate_worker(credential_id, secret_digest, worker_id, action) -> jsonb
+-- ql.authenticate_worker(p_credential_id, p_secret_digest, p_worker_id, p_action) -> jsonb
 --
 -- Purpose: stand-alone credential check for ingress actions that have no
 --   database work of their own (or that a replica caches for <= 5 s, SPEC §5).
 --   Returns {"status":"ok"} or the denial envelope of ql_private.authenticate.
--- Caller: ql_worker_ingress. Locks: none. Writes: nothing when allowed, one
---   security_audit row when denied.
--- Idempotency: read-only when allowed.
--- SQLSTATEs: QL001 worker_id not a lowercase canonical UUID, or malformed action.
+-- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret, 32 bytes; the
+--   secret itself never reaches the database), p_worker_id (lowercase canonical
+--   UUID: the worker the ingress authenticated by certificate), p_action (the
+--   audited action name, ^[a-z][a-z0-9_.]{0,63}$).
+-- Fences: the credential (ql_private.authenticate: exists, secret matches in
+--   constant time, not revoked, belongs to p_worker_id).
+-- Writes: nothing when allowed; one security_audit row when denied.
+-- Locks: none.
+-- Idempotency: read-only when allowed; each denial is its own audit fact.
+-- Errors: QL001 p_worker_id not a lowercase canonical UUID, or malformed action.
+-- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.authenticate_worker(
-    credential_id text,
-    secret_digest bytea,
-    worker_id text,
-    action text
+    p_credential_id text,
+    p_secret_digest bytea,
+    p_worker_id text,
+    p_action text
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -19,17 +26,15 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    denied jsonb;
+    v_denied jsonb;
 BEGIN
-    denied := ql_private.authenticate(
-        authenticate_worker.credential_id,
-        authenticate_worker.secret_digest,
-        ql_private.parse_uuid(authenticate_worker.worker_id, 'workerId'),
-        authenticate_worker.action);
-    RETURN coalesce(denied, jsonb_build_object('status', 'ok'));
+    v_denied := ql_private.authenticate(
+        p_credential_id, p_secret_digest, ql_private.parse_uuid(p_worker_id, 'workerId'),
+        p_action);
+    RETURN coalesce(v_denied, jsonb_build_object('status', 'ok'));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.authenticate_worker(text, bytea, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.authenticate_worker(text, bytea, text, text) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.authenticate_worker(text, bytea, text, text) IS
-'Worker credential check. {"status":"ok"} (writes nothing) or {"status":"denied","httpStatus","reason"} (one security_audit row). Caller: ql_worker_ingress. Locks: none. QL001 malformed workerId/action.';
+'Worker credential check. Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id, p_action. Fences: the credential (ql_private.authenticate). Returns {"status":"ok"} or {"status":"denied","httpStatus","reason"}. Writes: nothing when allowed, one security_audit row when denied. Locks: none. Errors: QL001 malformed workerId/action. Caller: ql_worker_ingress.';

@@ -1,4 +1,5 @@
--- ql.close_session(credential_id, secret_digest, worker_id, session_id, generation) -> jsonb
+-- ql.close_session(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+--                  p_generation) -> jsonb
 --
 -- Purpose: end a session on the worker's request (SPEC §5 /v1/sessions/close).
 --   Authenticates (action `session.close`), then sets state 'closed' and
@@ -8,22 +9,29 @@
 --   An expired but still active session IS closed (not QL012): closing is the
 --   worker giving the session up, and doing it now frees its pending offers
 --   without waiting for the sweeper.
+-- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+--   p_session_id (lowercase canonical UUIDs), p_generation (>= 1).
+-- Fences: the credential (ql_private.authenticate); the session exists for this
+--   worker, with exactly this generation, not closed by a replacement.
 -- Returns {"status":"ok","session":{...session@v1 projection}} or the denial envelope.
--- Caller: ql_worker_ingress.
+-- Writes: the session row (state, closed_at) and the released leases; nothing
+--   when already closed; one security_audit row when denied.
 -- Locks: the session row FOR UPDATE, which waits for in-flight claims holding
---   the fence lock (session_fence lock=true, FOR NO KEY UPDATE) so the release sees their leases, and makes
---   later claims re-check and find the session closed.
+--   the fence lock (session_fence lock=true, FOR NO KEY UPDATE) so the release
+--   sees their leases, and makes later claims re-check and find the session
+--   closed.
 -- Idempotency: closing an already closed session of the right generation (not
 --   replaced by a newer one) returns ok with its projection and writes nothing.
--- SQLSTATEs: QL001 malformed ids, generation NULL or < 1; QL010 no such session
+-- Errors: QL001 malformed ids, generation NULL or < 1; QL010 no such session
 --   for this worker; QL011 generation differs, or the session was closed by a
 --   replacement (a newer generation exists).
+-- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.close_session(
-    credential_id text,
-    secret_digest bytea,
-    worker_id text,
-    session_id text,
-    generation bigint
+    p_credential_id text,
+    p_secret_digest bytea,
+    p_worker_id text,
+    p_session_id text,
+    p_generation bigint
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -31,48 +39,49 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    wid uuid := ql_private.parse_uuid(close_session.worker_id, 'workerId');
-    sid uuid := ql_private.parse_uuid(close_session.session_id, 'sessionId');
-    gen bigint := close_session.generation;
-    denied jsonb;
-    now_ts timestamptz;
-    s ql_private.worker_sessions;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_denied jsonb;
+    v_now timestamptz;
+    v_session ql_private.worker_sessions;
 BEGIN
-    IF gen IS NULL OR gen < 1 THEN
+    IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    denied := ql_private.authenticate(
-        close_session.credential_id, close_session.secret_digest, wid, 'session.close');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(
+        p_credential_id, p_secret_digest, v_worker_id, 'session.close');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    SELECT * INTO s FROM ql_private.worker_sessions ws
-     WHERE ws.session_id = sid AND ws.worker_id = wid
+    SELECT * INTO v_session FROM ql_private.worker_sessions ws
+     WHERE ws.session_id = v_session_id AND ws.worker_id = v_worker_id
        FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL010', MESSAGE = 'session_not_found';
     END IF;
-    IF s.generation <> gen
-       OR (s.state = 'closed' AND EXISTS (
+    IF v_session.generation <> p_generation
+       OR (v_session.state = 'closed' AND EXISTS (
                SELECT 1 FROM ql_private.worker_sessions newer
-                WHERE newer.worker_id = wid AND newer.generation > s.generation)) THEN
+                WHERE newer.worker_id = v_worker_id
+                  AND newer.generation > v_session.generation)) THEN
         RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
     END IF;
-    IF s.state = 'closed' THEN
-        RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+    IF v_session.state = 'closed' THEN
+        RETURN jsonb_build_object('status', 'ok',
+                                  'session', ql_private.session_projection(v_session));
     END IF;
 
-    now_ts := clock_timestamp();
-    PERFORM ql_private.release_unstarted_leases(ARRAY[sid], 'session_closed');
+    v_now := clock_timestamp();
+    PERFORM ql_private.release_unstarted_leases(ARRAY[v_session_id], 'session_closed');
     UPDATE ql_private.worker_sessions ws
-       SET state = 'closed', closed_at = now_ts
-     WHERE ws.session_id = sid
-    RETURNING ws.* INTO s;
-    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+       SET state = 'closed', closed_at = v_now
+     WHERE ws.session_id = v_session_id
+    RETURNING ws.* INTO v_session;
+    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(v_session));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.close_session(text, bytea, text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.close_session(text, bytea, text, text, bigint) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.close_session(text, bytea, text, text, bigint) IS
-'Authenticate (session.close), close the session (also when expired) and release its unstarted live leases (session_closed). {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: session row FOR UPDATE. Idempotent: an already closed, not replaced session returns ok and writes nothing. QL001, QL010 not found, QL011 generation differs or replaced.';
+'Close a session on the worker''s request (also when expired) and release its unstarted live leases (session_closed). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.close); session owned, exact generation, not replaced. Returns {"status":"ok","session":{...}} or denied. Writes: session state/closed_at and released leases (none when already closed), an audit row when denied. Locks: session row FOR UPDATE. Idempotent: an already closed, not replaced session returns ok and writes nothing. Errors: QL001, QL010 not found, QL011 generation differs or replaced. Caller: ql_worker_ingress.';

@@ -1,10 +1,10 @@
--- ql.complete_lease(credential_id, secret_digest, worker_id, session_id, generation,
---                   offer_id, token_digest, outcome, exit_code DEFAULT NULL,
---                   reason DEFAULT NULL) -> jsonb
+-- ql.complete_lease(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+--                   p_generation, p_offer_id, p_token_digest, p_outcome,
+--                   p_exit_code DEFAULT NULL, p_reason DEFAULT NULL) -> jsonb
 --
 -- Purpose: the completion of a STARTED lease (SPEC §5 /v1/leases/complete, §7),
 --   one atomic transaction fenced by offer id + token digest +
---   worker/session/generation (ql_private.lease_fence; a lease past expires_at
+--   worker/session/generation (ql_private.lease_open; a lease past expires_at
 --   belongs to the sweeper and answers lease_expired). Attempt starting|running:
 --   * succeeded  attempt succeeded (exit_code, finished_at); run succeeded
 --                (finished_at); lease released `completed`; one `run.succeeded`.
@@ -18,33 +18,45 @@
 --                (reason default `cancelled`), run cancelled, lease released
 --                `cancelled`; one `run.cancelled`.
 --   Releasing does not bump lease_version (it counts changes of a live lease).
+-- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+--   p_session_id, p_offer_id (lowercase canonical UUIDs), p_generation (>= 1),
+--   p_token_digest (SHA-256 of the lease token), p_outcome (succeeded | failed |
+--   cancelled), p_exit_code (0 or NULL with succeeded), p_reason (a reason code;
+--   not with succeeded).
+-- Fences: the credential (ql_private.authenticate, action `lease.complete`), then
+--   ql_private.lease_open (offer, worker, constant-time token digest,
+--   session/generation, live unexpired lease, attempt, revision).
 -- Returns {"status":"ok","lease":<lease@v1 projection>} |
 --   {"status":"idempotent","lease":…} for an exact replay: the lease was released
 --   by a completion with the same outcome, exit code and reason (writes nothing)
 --   | {"status":"conflict","category":…} (lease_fence categories; a different
 --   completion of an already completed lease is `lease_terminal`) | the denial
---   envelope (action `lease.complete`).
--- Caller: ql_worker_ingress.
+--   envelope.
+-- Writes: lease (released), attempt, run or the retry policy's writes, one event;
+--   nothing for a replay, a conflict or an illegal transition; one
+--   security_audit row when denied.
 -- Locks: an unlocked first read answers replays, conflicts and QL020 without a
---   lock; a change locks the attempt FOR UPDATE, the run FOR NO KEY UPDATE, then
---   the lease FOR UPDATE (the order of claims and ql.cancel_run) and re-checks.
+--   lock; a change locks attempt, run and lease in the order of
+--   ql_private.lease_open (`attempt_run_lease`, the order of claims and
+--   ql.cancel_run) and re-checks.
 -- Idempotency: exact replay as above.
--- SQLSTATEs: QL001 malformed ids/digest, generation NULL or < 1, unknown outcome,
+-- Errors: QL001 malformed ids/digest, generation NULL or < 1, unknown outcome,
 --   malformed reason, a reason with outcome succeeded, or succeeded with a
 --   non-zero exit code; QL020 the lease is not started (complete before the
 --   starting ACK), or outcome cancelled without a cancel request — nothing is
 --   written.
+-- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.complete_lease(
-    credential_id text,
-    secret_digest bytea,
-    worker_id text,
-    session_id text,
-    generation bigint,
-    offer_id text,
-    token_digest bytea,
-    outcome text,
-    exit_code integer DEFAULT NULL,
-    reason text DEFAULT NULL
+    p_credential_id text,
+    p_secret_digest bytea,
+    p_worker_id text,
+    p_session_id text,
+    p_generation bigint,
+    p_offer_id text,
+    p_token_digest bytea,
+    p_outcome text,
+    p_exit_code integer DEFAULT NULL,
+    p_reason text DEFAULT NULL
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -52,109 +64,101 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    wid uuid := ql_private.parse_uuid(complete_lease.worker_id, 'workerId');
-    sid uuid := ql_private.parse_uuid(complete_lease.session_id, 'sessionId');
-    oid_ uuid := ql_private.parse_uuid(complete_lease.offer_id, 'offerId');
-    tok bytea := ql_private.require_digest(complete_lease.token_digest, 'tokenDigest');
-    gen bigint := complete_lease.generation;
-    v_outcome text := complete_lease.outcome;
-    v_exit integer := complete_lease.exit_code;
-    v_reason text := ql_private.require_reason(complete_lease.reason, 'reason');
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
+    v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
+    v_reason text := ql_private.require_reason(p_reason, 'reason');
     v_release text;
-    denied jsonb;
-    v record;
-    category text;
-    l ql_private.run_leases;
-    a ql_private.attempts;
-    r ql_private.runs;
-    now_ts timestamptz;
+    v_denied jsonb;
+    v_state record;
+    v_lease ql_private.run_leases;
+    v_attempt ql_private.attempts;
+    v_run ql_private.runs;
+    v_now timestamptz;
 BEGIN
-    IF gen IS NULL OR gen < 1 THEN
+    IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    IF v_outcome IS NULL OR v_outcome NOT IN ('succeeded', 'failed', 'cancelled') THEN
+    IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'cancelled') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'outcome must be succeeded, failed or cancelled';
     END IF;
-    IF v_outcome = 'succeeded' AND v_reason IS NOT NULL THEN
+    IF p_outcome = 'succeeded' AND v_reason IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'reason is not accepted with succeeded';
     END IF;
-    IF v_outcome = 'succeeded' AND v_exit IS NOT NULL AND v_exit <> 0 THEN
+    IF p_outcome = 'succeeded' AND p_exit_code IS NOT NULL AND p_exit_code <> 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'a succeeded outcome cannot carry a non-zero exit code';
     END IF;
-    v_reason := CASE v_outcome WHEN 'failed' THEN coalesce(v_reason, 'failed')
+    v_reason := CASE p_outcome WHEN 'failed' THEN coalesce(v_reason, 'failed')
                                WHEN 'cancelled' THEN coalesce(v_reason, 'cancelled') END;
-    v_release := CASE v_outcome WHEN 'cancelled' THEN 'cancelled' ELSE 'completed' END;
+    v_release := CASE p_outcome WHEN 'cancelled' THEN 'cancelled' ELSE 'completed' END;
 
-    denied := ql_private.authenticate(complete_lease.credential_id,
-                                      complete_lease.secret_digest, wid, 'lease.complete');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'lease.complete');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    -- Pass 1 reads without locks; pass 2 (only when a change is due) locks and
-    -- re-reads. Each read is one statement (ql_private.lease_state: one snapshot).
-    FOR pass IN 1 .. 2 LOOP
-        IF pass = 2 THEN
-            PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = l.attempt_id FOR UPDATE;
-            PERFORM 1 FROM ql_private.runs rr WHERE rr.id = l.run_id FOR NO KEY UPDATE;
-            PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = l.id FOR UPDATE;
-        END IF;
-        SELECT * INTO v FROM ql_private.lease_state(oid_, wid, sid, gen, tok);
-        IF NOT FOUND THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'offer_foreign');
-        END IF;
-        l := v.lease;
-        a := v.attempt;
-        r := v.run;
-        category := v.category;
-        IF category = 'lease_terminal' THEN
-            IF l.release_reason = v_release AND a.state = v_outcome
-               AND a.exit_code IS NOT DISTINCT FROM v_exit
-               AND a.reason IS NOT DISTINCT FROM v_reason THEN
+    -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
+    -- locks the rows it changes and decides again on them (ql_private.lease_open).
+    FOR v_pass IN 1 .. 2 LOOP
+        SELECT * INTO v_state FROM ql_private.lease_open(
+            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
+            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+        v_lease := v_state.lease;
+        v_attempt := v_state.attempt;
+        v_run := v_state.run;
+        IF v_state.category = 'lease_terminal' THEN
+            IF v_lease.release_reason = v_release AND v_attempt.state = p_outcome
+               AND v_attempt.exit_code IS NOT DISTINCT FROM p_exit_code
+               AND v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
                 RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(l.id));
+                                          'lease', ql_private.lease_projection(v_lease.id));
             END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', category);
-        ELSIF category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', category);
+            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+        ELSIF v_state.category IS NOT NULL THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
-        IF l.started_at IS NULL THEN
+        IF v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: completion before the starting ACK';
         END IF;
-        IF v_outcome = 'cancelled' AND NOT r.cancel_requested THEN
+        IF p_outcome = 'cancelled' AND NOT v_run.cancel_requested THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: outcome cancelled without a cancel request';
         END IF;
     END LOOP;
 
-    now_ts := clock_timestamp();
+    v_now := clock_timestamp();
     UPDATE ql_private.run_leases rl
-       SET released_at = now_ts, release_reason = v_release, updated_at = now_ts
-     WHERE rl.id = l.id;
+       SET released_at = v_now, release_reason = v_release, updated_at = v_now
+     WHERE rl.id = v_lease.id;
     UPDATE ql_private.attempts aa
-       SET state = v_outcome, exit_code = v_exit, reason = v_reason, updated_at = now_ts,
-           finished_at = now_ts
-     WHERE aa.id = a.id;
-    IF v_outcome = 'failed' THEN
+       SET state = p_outcome, exit_code = p_exit_code, reason = v_reason, updated_at = v_now,
+           finished_at = v_now
+     WHERE aa.id = v_attempt.id;
+    IF p_outcome = 'failed' THEN
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('attempt.failed', l.run_id, a.id, jsonb_strip_nulls(jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'leaseGeneration', l.lease_generation, 'phase', 'run', 'exitCode', v_exit,
-            'reason', v_reason)));
-        PERFORM ql_private.apply_retry(l.run_id, a.id, v_reason);
+        VALUES ('attempt.failed', v_lease.run_id, v_attempt.id,
+                jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
+            'phase', 'run', 'exitCode', p_exit_code, 'reason', v_reason)));
+        PERFORM ql_private.apply_retry(v_lease.run_id, v_attempt.id, v_reason);
     ELSE
         UPDATE ql_private.runs rr
-           SET state = v_outcome, finished_at = now_ts, updated_at = now_ts
-         WHERE rr.id = l.run_id;
+           SET state = p_outcome, finished_at = v_now, updated_at = v_now
+         WHERE rr.id = v_lease.run_id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.' || v_outcome, l.run_id, a.id, jsonb_strip_nulls(jsonb_build_object(
-            'attemptId', a.id, 'attemptNo', a.attempt_no, 'offerId', l.offer_id,
-            'leaseGeneration', l.lease_generation, 'exitCode', v_exit, 'reason', v_reason)));
+        VALUES ('run.' || p_outcome, v_lease.run_id, v_attempt.id,
+                jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
+            'exitCode', p_exit_code, 'reason', v_reason)));
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(l.id));
+    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.complete_lease(
@@ -163,4 +167,4 @@ GRANT EXECUTE ON FUNCTION ql.complete_lease(
     text, bytea, text, text, bigint, text, bytea, text, integer, text) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.complete_lease(
     text, bytea, text, text, bigint, text, bytea, text, integer, text) IS
-'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Caller: ql_worker_ingress. Locks (changes only): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Exact replay writes nothing. QL001 bad input, QL020 not started / cancelled without request.';
+'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_outcome, p_exit_code, p_reason. Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input, QL020 not started / cancelled without request. Caller: ql_worker_ingress.';

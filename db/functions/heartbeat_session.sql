@@ -1,10 +1,17 @@
--- ql.heartbeat_session(credential_id, secret_digest, worker_id, session_id, generation) -> jsonb
+-- ql.heartbeat_session(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+--                      p_generation) -> jsonb
 --
 -- Purpose: keep a session alive (SPEC §5 /v1/sessions/heartbeat). Authenticates
 --   (action `session.heartbeat`), then extends expires_at to clock_timestamp() +
 --   session TTL and sets heartbeat_at, only while the session fence holds.
+-- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+--   p_session_id (lowercase canonical UUIDs), p_generation (>= 1).
+-- Fences: the credential (ql_private.authenticate); the session fence (owned,
+--   exact generation, active, unexpired) as the UPDATE's own condition, and
+--   ql_private.session_fence to name the failing one.
 -- Returns {"status":"ok","session":{...session@v1 projection}} or the denial envelope.
--- Caller: ql_worker_ingress.
+-- Writes: the session row (expires_at, heartbeat_at); one security_audit row
+--   when denied.
 -- Locks: the session row FOR NO KEY UPDATE, through the UPDATE itself. An idle
 --   pull takes no session lock, so heartbeats and idle pulls never wait for each
 --   other; a claiming pull (session_fence lock=true) holds the same mode for its
@@ -12,15 +19,16 @@
 --   wait, re-check the row's newest version and, finding it closed, fall through
 --   to the fence, which raises.
 -- Idempotency: repeating it only moves expires_at forward.
--- SQLSTATEs: QL001 malformed ids, generation NULL or < 1; QL010 no such session
+-- Errors: QL001 malformed ids, generation NULL or < 1; QL010 no such session
 --   for this worker; QL011 generation differs or session replaced; QL013 closed
 --   or draining; QL012 expired (an expired session is not revived: re-open).
+-- Caller: ql_worker_ingress; ql.heartbeat_sessions (one call per batch item).
 CREATE OR REPLACE FUNCTION ql.heartbeat_session(
-    credential_id text,
-    secret_digest bytea,
-    worker_id text,
-    session_id text,
-    generation bigint
+    p_credential_id text,
+    p_secret_digest bytea,
+    p_worker_id text,
+    p_session_id text,
+    p_generation bigint
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -28,40 +36,38 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    wid uuid := ql_private.parse_uuid(heartbeat_session.worker_id, 'workerId');
-    sid uuid := ql_private.parse_uuid(heartbeat_session.session_id, 'sessionId');
-    gen bigint := heartbeat_session.generation;
-    denied jsonb;
-    now_ts timestamptz;
-    s ql_private.worker_sessions;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_denied jsonb;
+    v_now timestamptz;
+    v_session ql_private.worker_sessions;
 BEGIN
-    IF gen IS NULL OR gen < 1 THEN
+    IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    denied := ql_private.authenticate(
-        heartbeat_session.credential_id, heartbeat_session.secret_digest, wid,
-        'session.heartbeat');
-    IF denied IS NOT NULL THEN
-        RETURN denied;
+    v_denied := ql_private.authenticate(
+        p_credential_id, p_secret_digest, v_worker_id, 'session.heartbeat');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
     END IF;
 
-    now_ts := clock_timestamp();
+    v_now := clock_timestamp();
     UPDATE ql_private.worker_sessions ws
-       SET expires_at = now_ts + (SELECT session_ttl FROM ql_private.settings()),
-           heartbeat_at = now_ts
-     WHERE ws.session_id = sid AND ws.worker_id = wid AND ws.generation = gen
-       AND ws.state = 'active' AND ws.expires_at > now_ts
-    RETURNING ws.* INTO s;
+       SET expires_at = v_now + (SELECT session_ttl FROM ql_private.settings()),
+           heartbeat_at = v_now
+     WHERE ws.session_id = v_session_id AND ws.worker_id = v_worker_id
+       AND ws.generation = p_generation AND ws.state = 'active' AND ws.expires_at > v_now
+    RETURNING ws.* INTO v_session;
     IF NOT FOUND THEN
         -- Classify why (raises); reaching past it would mean the row changed
         -- between the two statements, which the fence then reports as it is now.
-        s := ql_private.session_fence(wid, sid, gen, false);
+        v_session := ql_private.session_fence(v_worker_id, v_session_id, p_generation, false);
         RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(s));
+    RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(v_session));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.heartbeat_session(text, bytea, text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.heartbeat_session(text, bytea, text, text, bigint) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.heartbeat_session(text, bytea, text, text, bigint) IS
-'Authenticate (session.heartbeat) and extend an active, owned, exact-generation, unexpired session by the session TTL. {"status":"ok","session":{...}} or denied. Caller: ql_worker_ingress. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired.';
+'Extend an active, owned, exact-generation, unexpired session by the session TTL. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.heartbeat), session fence. Returns {"status":"ok","session":{...}} or denied. Writes: session expires_at/heartbeat_at, an audit row when denied. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. Errors: QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired. Caller: ql_worker_ingress, ql.heartbeat_sessions.';

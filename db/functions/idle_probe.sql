@@ -18,10 +18,16 @@
 --   not truncated (more than 64 queued runs: too many to prove idle in bounded
 --   time, so the answer is "not idle" and pulls go to the database), and no live
 --   unstarted lease exists.
+-- Inputs: none.
+-- Fences: none (it answers for every worker of the replica at once).
 -- Cost: bounded (<= 65 index entries + 65 primary-key probes + one partial index
---   probe), independent of queue depth and history. Read-only: zero WAL.
+--   probe), independent of queue depth and history.
+-- Writes: none (read-only: zero WAL).
+-- Locks: none.
+-- Idempotency: read-only.
+-- Errors: none.
 -- Caller: ql_worker_ingress (the replica's idle view, a few calls a second per
---   replica). Locks: none. Idempotency: read-only. SQLSTATEs: none.
+--   replica).
 CREATE OR REPLACE FUNCTION ql.idle_probe()
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -29,19 +35,19 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    head_limit constant integer := 64;
-    now_ts timestamptz := clock_timestamp();
-    head integer;
-    dispatchable boolean;
-    wake timestamptz;
-    unstarted boolean;
+    v_head_limit constant integer := 64;
+    v_now timestamptz := clock_timestamp();
+    v_head integer;
+    v_dispatchable boolean;
+    v_wake timestamptz;
+    v_unstarted boolean;
 BEGIN
     WITH head AS MATERIALIZED (
         SELECT r.current_attempt_id
           FROM ql_private.runs r
          WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
          ORDER BY -(r.priority::integer), r.queue_seq, r.id
-         LIMIT head_limit + 1
+         LIMIT v_head_limit + 1
     ), att AS MATERIALIZED (
         SELECT a.not_before
           FROM head h
@@ -52,21 +58,21 @@ BEGIN
                 LIMIT 1) a
     )
     SELECT (SELECT count(*) FROM head)::integer,
-           EXISTS (SELECT 1 FROM att WHERE att.not_before <= now_ts),
-           (SELECT min(att.not_before) FROM att WHERE att.not_before > now_ts),
+           EXISTS (SELECT 1 FROM att WHERE att.not_before <= v_now),
+           (SELECT min(att.not_before) FROM att WHERE att.not_before > v_now),
            EXISTS (SELECT 1 FROM ql_private.run_leases l
                     WHERE l.released_at IS NULL AND l.started_at IS NULL)
-      INTO head, dispatchable, wake, unstarted;
+      INTO v_head, v_dispatchable, v_wake, v_unstarted;
     RETURN jsonb_build_object(
-        'idle', NOT dispatchable AND head <= head_limit AND NOT unstarted,
-        'reason', CASE WHEN dispatchable THEN 'candidate'
-                       WHEN head > head_limit THEN 'truncated'
-                       WHEN unstarted THEN 'unstarted_lease' END,
-        'nowMs', ql_private.epoch_ms(now_ts),
-        'wakeAtMs', CASE WHEN wake IS NOT NULL THEN ql_private.epoch_ms(wake) END);
+        'idle', NOT v_dispatchable AND v_head <= v_head_limit AND NOT v_unstarted,
+        'reason', CASE WHEN v_dispatchable THEN 'candidate'
+                       WHEN v_head > v_head_limit THEN 'truncated'
+                       WHEN v_unstarted THEN 'unstarted_lease' END,
+        'nowMs', ql_private.epoch_ms(v_now),
+        'wakeAtMs', CASE WHEN v_wake IS NOT NULL THEN ql_private.epoch_ms(v_wake) END);
 END
 $$;
 REVOKE ALL ON FUNCTION ql.idle_probe() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.idle_probe() TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.idle_probe() IS
-'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Bounded, read-only (zero WAL), no locks. Caller: ql_worker_ingress.';
+'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Inputs: none. Fences: none. Bounded. Writes: none (zero WAL). Locks: none. Errors: none. Caller: ql_worker_ingress.';

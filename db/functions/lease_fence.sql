@@ -1,4 +1,5 @@
--- ql_private.lease_fence(lease, worker_id, session_id, generation, token_digest) -> text
+-- ql_private.lease_fence(p_lease, p_worker_id, p_session_id, p_generation,
+--                        p_token_digest) -> text
 --
 -- Purpose: the fences of every lease lifecycle call (ACK, heartbeat, completion;
 --   SPEC §7), in the order of ql_private.recover_fence, which it reuses:
@@ -15,10 +16,13 @@
 --   completion (`completed`, `cancelled`, `start_failed`): the caller checks
 --   whether the call is an exact replay of the operation that released it before
 --   answering conflict.
--- Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.
--- Locks: none. Read-only. SQLSTATEs: none.
+-- Inputs: p_lease (the lease row), p_worker_id, p_session_id, p_generation,
+--   p_token_digest (the caller's proof).
+-- Fences: as above (the token digest compared in constant time).
+-- Writes: none. Locks: none. Errors: none.
+-- Caller: ql_private.lease_state (for ql_private.lease_open).
 CREATE OR REPLACE FUNCTION ql_private.lease_fence(
-    l ql_private.run_leases,
+    p_lease ql_private.run_leases,
     p_worker_id uuid,
     p_session_id uuid,
     p_generation bigint,
@@ -29,20 +33,20 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    category text;
+    v_category text;
 BEGIN
-    category := ql_private.recover_fence(l, p_worker_id, p_session_id, p_generation,
-                                         p_token_digest);
-    IF category = 'lease_terminal' AND l.release_reason = 'lost' THEN
+    v_category := ql_private.recover_fence(p_lease, p_worker_id, p_session_id, p_generation,
+                                           p_token_digest);
+    IF v_category = 'lease_terminal' AND p_lease.release_reason = 'lost' THEN
         RETURN 'lease_expired';
     END IF;
-    IF category IS NULL AND l.expires_at <= clock_timestamp() THEN
+    IF v_category IS NULL AND p_lease.expires_at <= clock_timestamp() THEN
         RETURN 'lease_expired';
     END IF;
-    RETURN category;
+    RETURN v_category;
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.lease_fence(ql_private.run_leases, uuid, uuid, bigint, bytea)
     FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.lease_fence(ql_private.run_leases, uuid, uuid, bigint, bytea) IS
-'Fences of a lease ACK/heartbeat/completion: ql_private.recover_fence order (offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift), plus: a live lease past expires_at (started or not) and a lease released as lost answer lease_expired. NULL = live, unexpired, all fences hold. Read-only, no locks.';
+'Fences of a lease ACK/heartbeat/completion. Inputs: p_lease, p_worker_id, p_session_id, p_generation, p_token_digest. ql_private.recover_fence order (offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift), plus: a live lease past expires_at (started or not) and a lease released as lost answer lease_expired. NULL = live, unexpired, all fences hold. Writes: none. Locks: none. Errors: none. Caller: ql_private.lease_state.';

@@ -1,5 +1,5 @@
--- ql_private.lease_state(offer_id, worker_id, session_id, generation, token_digest)
---   -> (lease, attempt, run, category)
+-- ql_private.lease_state(p_offer_id, p_worker_id, p_session_id, p_generation,
+--                        p_token_digest) -> (lease, attempt, run, category)
 --
 -- Purpose: what a lease lifecycle call decides on, read in ONE statement so the
 --   lease, its attempt, its run, the session and the fence verdict
@@ -10,9 +10,14 @@
 --   No row when no lease has this offer id. STABLE, so every query it runs
 --   (including lease_fence's) uses the snapshot of the calling statement;
 --   plpgsql rather than SQL so its plan is cached per session.
--- Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease (before locking,
---   and again after locking the rows they change).
--- Locks: none. Read-only. SQLSTATEs: none.
+-- Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest
+--   (the caller's proof, for the fences).
+-- Fences: ql_private.lease_fence.
+-- Writes: none. Locks: none (ql_private.lease_open locks before calling it).
+-- Errors: none.
+-- Caller: ql_private.lease_open (for ql.ack_lease, ql.heartbeat_lease,
+--   ql.complete_lease: before locking, and again after locking the rows they
+--   change).
 CREATE OR REPLACE FUNCTION ql_private.lease_state(
     p_offer_id uuid,
     p_worker_id uuid,
@@ -41,4 +46,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.lease_state(uuid, uuid, uuid, bigint, bytea) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.lease_state(uuid, uuid, uuid, bigint, bytea) IS
-'Lease, attempt, run and lease_fence verdict of an offer id, read in one statement (one snapshot). No row for an unknown offer. Read-only, no locks.';
+'Lease, attempt, run and lease_fence verdict of an offer id, read in one statement (one snapshot). Inputs: p_offer_id and the caller''s proof (p_worker_id, p_session_id, p_generation, p_token_digest). No row for an unknown offer. Fences: lease_fence. Writes: none. Locks: none. Errors: none. Caller: ql_private.lease_open.';

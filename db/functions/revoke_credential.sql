@@ -1,44 +1,47 @@
--- ql.revoke_credential(credential_id text) -> jsonb {credentialId, revokedAtMs}
+-- ql.revoke_credential(p_credential_id text) -> jsonb {credentialId, revokedAtMs}
 --
 -- Purpose: stop a credential from authenticating (SPEC §8 `admin credential
 --   revoke`). Authentication reads revoked_at inside every worker-facing call,
 --   so the revocation applies to the next request after commit (well within
 --   the 5 s bound of SPEC §5).
--- Caller: ql_runtime (control plane). Locks: the credential row (UPDATE).
+-- Inputs: p_credential_id, ^[a-z0-9]{16}$.
+-- Fences: the credential exists.
+-- Writes: the credential's revoked_at (only the first time).
+-- Locks: the credential row (UPDATE).
 -- Idempotency: revoking an already revoked credential returns the original
 --   revokedAtMs and writes nothing.
--- SQLSTATEs: QL001 credential id not ^[a-z0-9]{16}$; QL004 unknown credential.
-CREATE OR REPLACE FUNCTION ql.revoke_credential(credential_id text)
+-- Errors: QL001 credential id not ^[a-z0-9]{16}$; QL004 unknown credential.
+-- Caller: ql_runtime (control plane).
+CREATE OR REPLACE FUNCTION ql.revoke_credential(p_credential_id text)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    revoked timestamptz;
+    v_revoked_at timestamptz;
 BEGIN
-    IF revoke_credential.credential_id IS NULL
-       OR revoke_credential.credential_id !~ '^[a-z0-9]{16}$' THEN
+    IF p_credential_id IS NULL OR p_credential_id !~ '^[a-z0-9]{16}$' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'credentialId must match ^[a-z0-9]{16}$';
     END IF;
     UPDATE ql_private.worker_credentials c
        SET revoked_at = clock_timestamp()
-     WHERE c.credential_id = revoke_credential.credential_id AND c.revoked_at IS NULL
-    RETURNING c.revoked_at INTO revoked;
+     WHERE c.credential_id = p_credential_id AND c.revoked_at IS NULL
+    RETURNING c.revoked_at INTO v_revoked_at;
     IF NOT FOUND THEN
-        SELECT c.revoked_at INTO revoked FROM ql_private.worker_credentials c
-         WHERE c.credential_id = revoke_credential.credential_id;
+        SELECT c.revoked_at INTO v_revoked_at FROM ql_private.worker_credentials c
+         WHERE c.credential_id = p_credential_id;
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'credential not found';
         END IF;
     END IF;
     RETURN jsonb_build_object(
-        'credentialId', revoke_credential.credential_id,
-        'revokedAtMs', ql_private.epoch_ms(revoked));
+        'credentialId', p_credential_id,
+        'revokedAtMs', ql_private.epoch_ms(v_revoked_at));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.revoke_credential(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.revoke_credential(text) TO ql_runtime;
 COMMENT ON FUNCTION ql.revoke_credential(text) IS
-'Revoke a worker credential; returns {credentialId, revokedAtMs}. Caller: ql_runtime. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). QL001 malformed id, QL004 unknown.';
+'Revoke a worker credential; returns {credentialId, revokedAtMs}. Inputs: p_credential_id. Fences: credential exists. Writes: revoked_at the first time. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). Errors: QL001 malformed id, QL004 unknown. Caller: ql_runtime.';

@@ -23,9 +23,13 @@
 --   Queue terms: `runs` = not yet started (queued or dispatching, runtime-owned,
 --   not cancel-requested, i.e. the candidate index); `offered` = of those, held
 --   by a live unstarted unexpired lease; `waiting` = runs - offered.
+-- Inputs: none.
+-- Fences: none (an operator's read).
 -- Writes: none (no lock, no WAL).
+-- Locks: none.
+-- Idempotency: read-only.
+-- Errors: none.
 -- Caller: ql_readonly (monitoring), ql_runtime (`qinglong status`, the demo).
--- Locks: none. Idempotency: read-only. SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql.status_snapshot()
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -37,14 +41,14 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    total_cap constant integer := 100000;
-    group_cap constant integer := 10000;
-    priority_limit constant integer := 64;
-    task_limit constant integer := 50;
-    session_limit constant integer := 50;
-    denial_cap constant integer := 100000;
-    nil constant uuid := '00000000-0000-0000-0000-000000000000';
-    now_ts timestamptz := clock_timestamp();
+    v_total_cap constant integer := 100000;
+    v_group_cap constant integer := 10000;
+    v_priority_limit constant integer := 64;
+    v_task_limit constant integer := 50;
+    v_session_limit constant integer := 50;
+    v_denial_cap constant integer := 100000;
+    v_nil constant uuid := '00000000-0000-0000-0000-000000000000';
+    v_now timestamptz := clock_timestamp();
     v_runs bigint;
     v_estimate bigint;
     v_priorities jsonb;
@@ -65,9 +69,9 @@ BEGIN
              WHERE r.state IN ('queued', 'dispatching') AND r.runtime_owned
                AND NOT r.cancel_requested
              ORDER BY -(r.priority::integer), r.queue_seq, r.id
-             LIMIT total_cap + 1) x;
-    IF v_runs > total_cap THEN
-        SELECT greatest(c.reltuples::bigint, total_cap + 1) INTO v_estimate
+             LIMIT v_total_cap + 1) x;
+    IF v_runs > v_total_cap THEN
+        SELECT greatest(c.reltuples::bigint, v_total_cap + 1) INTO v_estimate
           FROM pg_catalog.pg_class c
          WHERE c.oid = 'ql_private.runs_candidate_keyset'::pg_catalog.regclass;
     END IF;
@@ -98,31 +102,31 @@ BEGIN
                (SELECT count(*)
                   FROM (SELECT 1 FROM ql_private.runs r
                          WHERE (-(r.priority::integer), r.queue_seq, r.id)
-                               >= (p.neg, -9223372036854775808, nil)
+                               >= (p.neg, -9223372036854775808, v_nil)
                            AND (-(r.priority::integer), r.queue_seq, r.id)
-                               < (p.neg + 1, -9223372036854775808, nil)
+                               < (p.neg + 1, -9223372036854775808, v_nil)
                            AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
                            AND NOT r.cancel_requested
                          ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                         LIMIT group_cap + 1) y) AS runs,
+                         LIMIT v_group_cap + 1) y) AS runs,
                (SELECT r.created_at FROM ql_private.runs r
                  WHERE (-(r.priority::integer), r.queue_seq, r.id)
-                       >= (p.neg, -9223372036854775808, nil)
+                       >= (p.neg, -9223372036854775808, v_nil)
                    AND (-(r.priority::integer), r.queue_seq, r.id)
-                       < (p.neg + 1, -9223372036854775808, nil)
+                       < (p.neg + 1, -9223372036854775808, v_nil)
                    AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
                    AND NOT r.cancel_requested AND r.state = 'queued'
                  ORDER BY -(r.priority::integer), r.queue_seq, r.id
                  LIMIT 1) AS oldest
           FROM prio p
          WHERE p.neg IS NOT NULL
-         LIMIT priority_limit
+         LIMIT v_priority_limit
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'priority', per.priority, 'runs', least(per.runs, group_cap),
-               'capped', per.runs > group_cap,
+               'priority', per.priority, 'runs', least(per.runs, v_group_cap),
+               'capped', per.runs > v_group_cap,
                'oldestWaitingAgeMs', CASE WHEN per.oldest IS NOT NULL THEN
-                   floor(extract(epoch FROM now_ts - per.oldest) * 1000)::bigint END)
+                   floor(extract(epoch FROM v_now - per.oldest) * 1000)::bigint END)
                ORDER BY per.priority DESC), '[]'::jsonb),
            min(per.oldest)
       INTO v_priorities, v_oldest
@@ -136,7 +140,7 @@ BEGIN
                SELECT count(*) AS runs
                  FROM (SELECT 1 FROM ql_private.runs r
                         WHERE r.task_id = t.id AND r.state IN ('queued', 'dispatching')
-                        LIMIT group_cap + 1) y) c
+                        LIMIT v_group_cap + 1) y) c
          WHERE c.runs > 0
     ), ranked AS (
         SELECT d.*, row_number() OVER (ORDER BY d.runs DESC, d.project, d.name) AS rank
@@ -144,17 +148,18 @@ BEGIN
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'taskId', x.id, 'project', x.project, 'task', x.name,
-               'runs', least(x.runs, group_cap), 'capped', x.runs > group_cap)
-               ORDER BY x.rank) FILTER (WHERE x.rank <= task_limit), '[]'::jsonb),
+               'runs', least(x.runs, v_group_cap), 'capped', x.runs > v_group_cap)
+               ORDER BY x.rank) FILTER (WHERE x.rank <= v_task_limit), '[]'::jsonb),
            jsonb_build_object(
-               'tasks', count(*) FILTER (WHERE x.rank > task_limit),
-               'runs', coalesce(sum(least(x.runs, group_cap)) FILTER (WHERE x.rank > task_limit), 0))
+               'tasks', count(*) FILTER (WHERE x.rank > v_task_limit),
+               'runs', coalesce(sum(least(x.runs, v_group_cap))
+                                    FILTER (WHERE x.rank > v_task_limit), 0))
       INTO v_tasks, v_task_rest
       FROM ranked x;
 
     WITH live AS (
         SELECT l.session_id,
-               count(*) FILTER (WHERE l.started_at IS NOT NULL OR l.expires_at > now_ts) AS used
+               count(*) FILTER (WHERE l.started_at IS NOT NULL OR l.expires_at > v_now) AS used
           FROM ql_private.run_leases l
          WHERE l.released_at IS NULL
          GROUP BY l.session_id
@@ -166,7 +171,7 @@ BEGIN
          WHERE s.state = 'active'
     ), listed AS (
         SELECT a.* FROM active a ORDER BY a.heartbeat_at, a.worker_name, a.session_id
-         LIMIT session_limit
+         LIMIT v_session_limit
     )
     SELECT (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'workerId', x.worker_id, 'worker', x.worker_name,
@@ -176,26 +181,26 @@ BEGIN
                    'labels', coalesce(x.capabilities -> 'labels', '{}'::jsonb),
                    'runtimes', coalesce(x.capabilities -> 'runtimes', '{}'::jsonb),
                    'lastHeartbeatAgeMs',
-                       floor(extract(epoch FROM now_ts - x.heartbeat_at) * 1000)::bigint,
-                   'expiresInMs', floor(extract(epoch FROM x.expires_at - now_ts) * 1000)::bigint)
+                       floor(extract(epoch FROM v_now - x.heartbeat_at) * 1000)::bigint,
+                   'expiresInMs', floor(extract(epoch FROM x.expires_at - v_now) * 1000)::bigint)
                    ORDER BY x.heartbeat_at, x.worker_name, x.session_id), '[]'::jsonb)
               FROM listed x),
            (SELECT jsonb_build_object(
                    'active', count(*),
-                   'expired', count(*) FILTER (WHERE a.expires_at <= now_ts),
+                   'expired', count(*) FILTER (WHERE a.expires_at <= v_now),
                    'slots', coalesce(sum(a.slots), 0),
                    'slotsUsed', coalesce(sum(a.used), 0),
-                   'truncated', count(*) > session_limit)
+                   'truncated', count(*) > v_session_limit)
               FROM active a)
       INTO v_sessions, v_session_totals;
 
     SELECT jsonb_build_object(
-               'unstarted', count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at > now_ts),
-               'started', count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at > now_ts),
+               'unstarted', count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at > v_now),
+               'started', count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at > v_now),
                'expiredUnstarted',
-                   count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at <= now_ts),
+                   count(*) FILTER (WHERE l.started_at IS NULL AND l.expires_at <= v_now),
                'expiredStarted',
-                   count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at <= now_ts))
+                   count(*) FILTER (WHERE l.started_at IS NOT NULL AND l.expires_at <= v_now))
       INTO v_leases
       FROM ql_private.run_leases l
      WHERE l.released_at IS NULL;
@@ -203,9 +208,9 @@ BEGIN
     WITH recent AS (
         SELECT a.reason, a.outcome
           FROM ql_private.security_audit a
-         WHERE a.occurred_at > now_ts - interval '1 hour'
+         WHERE a.occurred_at > v_now - interval '1 hour'
          ORDER BY a.occurred_at DESC
-         LIMIT denial_cap + 1
+         LIMIT v_denial_cap + 1
     ), denied AS (
         SELECT d.reason, count(*) AS n FROM recent d WHERE d.outcome = 'denied' GROUP BY d.reason
     )
@@ -214,25 +219,25 @@ BEGIN
                'total', coalesce((SELECT sum(n) FROM denied), 0),
                'byReason', coalesce((SELECT jsonb_object_agg(reason, n ORDER BY reason) FROM denied),
                                     '{}'::jsonb),
-               'capped', (SELECT count(*) FROM recent) > denial_cap)
+               'capped', (SELECT count(*) FROM recent) > v_denial_cap)
       INTO v_denials;
 
     RETURN jsonb_build_object(
-        'generatedAtMs', floor(extract(epoch FROM now_ts) * 1000)::bigint,
+        'generatedAtMs', floor(extract(epoch FROM v_now) * 1000)::bigint,
         'queue', jsonb_build_object(
-            'runs', least(v_runs, total_cap),
-            'capped', v_runs > total_cap,
+            'runs', least(v_runs, v_total_cap),
+            'capped', v_runs > v_total_cap,
             'estimate', v_estimate,
             'offered', (v_leases ->> 'unstarted')::bigint,
-            'waiting', greatest(least(v_runs, total_cap) - (v_leases ->> 'unstarted')::bigint, 0),
+            'waiting', greatest(least(v_runs, v_total_cap) - (v_leases ->> 'unstarted')::bigint, 0),
             'oldestWaitingAgeMs', CASE WHEN v_oldest IS NOT NULL THEN
-                floor(extract(epoch FROM now_ts - v_oldest) * 1000)::bigint END,
+                floor(extract(epoch FROM v_now - v_oldest) * 1000)::bigint END,
             'byPriority', v_priorities,
             'byTask', v_tasks,
             'otherTasks', v_task_rest,
-            'taskLimit', task_limit),
+            'taskLimit', v_task_limit),
         'sessions', v_session_totals || jsonb_build_object('list', v_sessions,
-                                                           'listLimit', session_limit),
+                                                           'listLimit', v_session_limit),
         'leases', v_leases,
         'denials', v_denials);
 END
@@ -240,4 +245,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.status_snapshot() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.status_snapshot() TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.status_snapshot() IS
-'Operator snapshot (qinglong status): queue depth (capped index scans of runs_candidate_keyset, 100000 total / 10000 per group, planner estimate past the cap) by priority and top 50 tasks, oldest waiting run, active sessions (50 listed) with slot use, live leases by state, denials of the last hour by reason (<= 100000 rows read). Read-only, no locks. Caller: ql_readonly, ql_runtime. SQLSTATEs: none.';
+'Operator snapshot (qinglong status): queue depth (capped index scans of runs_candidate_keyset, 100000 total / 10000 per group, planner estimate past the cap) by priority and top 50 tasks, oldest waiting run, active sessions (50 listed) with slot use, live leases by state, denials of the last hour by reason (<= 100000 rows read). Inputs: none. Fences: none. Writes: none. Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';

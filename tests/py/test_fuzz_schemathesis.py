@@ -57,6 +57,9 @@ from tests.py.security_support import (  # noqa: E402
     start_ingress_process,
 )
 
+# Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+
 LONG = os.environ.get("QL_FUZZ_LONG") == "1"
 TARGET_CASES = 50_000 if LONG else 2_000
 OPERATIONS = len(openapi.OPERATIONS)

@@ -55,6 +55,9 @@ from tests.py.security_support import (
     start_ingress_process,
 )
 
+# Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+
 LONG = os.environ.get("QL_FUZZ_LONG") == "1"
 DOCUMENT = json.loads(openapi.DOCUMENT_PATH.read_text(encoding="utf-8"))
 CONFLICTS = {op.path: set(op.conflicts) for op in openapi.OPERATIONS}

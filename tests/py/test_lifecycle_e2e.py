@@ -36,6 +36,9 @@ import pytest
 from qinglong.db import api
 from tests.py.test_worker_e2e import QL, Worker, _json_out
 
+# Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+
 TERMINAL = ("succeeded", "failed", "cancelled")
 POOL_SIZE = 3
 

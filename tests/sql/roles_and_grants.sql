@@ -12,7 +12,7 @@
 -- Decision: ql_runtime cannot execute worker-facing functions either; the
 -- control plane never acts as a worker.
 BEGIN;
-SELECT plan(27);
+SELECT plan(28);
 
 CREATE TEMP TABLE api_class (name text PRIMARY KEY, role text NOT NULL) ON COMMIT DROP;
 INSERT INTO api_class VALUES
@@ -101,6 +101,20 @@ SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
                    OR has_function_privilege('ql_runtime', oid, 'EXECUTE')
                    OR has_function_privilege('ql_readonly', oid, 'EXECUTE'))), NULL,
           'no API role holds EXECUTE on a ql_private helper');
+
+-- Parameter names: every parameter of every ql function is p_<name>. Callers use
+-- named notation (qinglong.db.api: `ql.ack_lease(p_credential_id => ...)`), so a
+-- name is part of the API; the prefix also keeps a parameter apart from the
+-- column it is compared with. An unnamed parameter fails too.
+SELECT is((SELECT array_agg(x.arg ORDER BY x.arg)
+             FROM (SELECT p.oid::regprocedure::text || ': ' || coalesce(nullif(a.name, ''), '<unnamed>') AS arg
+                     FROM pg_catalog.pg_proc p
+                    CROSS JOIN LATERAL unnest(coalesce(p.proargnames,
+                                                       array_fill(NULL::text, ARRAY[p.pronargs::integer])))
+                          AS a(name)
+                    WHERE p.pronamespace = 'ql'::regnamespace
+                      AND (a.name IS NULL OR a.name !~ '^p_[a-z][a-z0-9_]*$')) x),
+          NULL, 'every parameter of every ql function is named p_<name>');
 
 -- The API classification
 SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn

@@ -1,47 +1,20 @@
--- Idle view: ql.idle_probe, ql.idle_ping, the notify triggers of
--- migration 0005 and their grants. Notification delivery itself needs commits
--- (this file rolls back), so tests/py/test_ingress_idle_view_notify.py proves
--- which paths notify; here: the triggers exist with the right timing, the
--- probe's answers on each state, its bounded read-only plan, and the grants.
+-- ql.idle_probe (the idle view's database answer): its grants, its answers on
+-- each state (idle, candidate, backoff with its wake-up, live unstarted lease,
+-- truncated head), and that it is read-only and SECURITY DEFINER. The triggers
+-- that tell a replica to probe again are in idle_view_notify.sql.
 BEGIN;
-SELECT plan(24);
+SELECT plan(15);
 \ir fixtures.psql
+
+SELECT has_function('ql', 'idle_probe', ARRAY[]::text[], 'ql.idle_probe() exists');
 
 -- Grants: worker-facing only.
 SELECT function_privs_are('ql', 'idle_probe', ARRAY[]::text[], 'ql_worker_ingress',
                           ARRAY['EXECUTE'], 'ingress: EXECUTE on ql.idle_probe');
-SELECT function_privs_are('ql', 'idle_ping', ARRAY['text'], 'ql_worker_ingress',
-                          ARRAY['EXECUTE'], 'ingress: EXECUTE on ql.idle_ping');
 SELECT function_privs_are('ql', 'idle_probe', ARRAY[]::text[], 'ql_runtime',
                           ARRAY[]::text[], 'runtime: nothing on ql.idle_probe');
 SELECT function_privs_are('ql', 'idle_probe', ARRAY[]::text[], 'public',
                           ARRAY[]::text[], 'PUBLIC: nothing on ql.idle_probe');
-SELECT ok(NOT has_function_privilege('ql_worker_ingress', 'ql_private.idle_view_notify()', 'EXECUTE'),
-          'the trigger function is not callable by the ingress');
-
--- Triggers: AFTER, row-level with WHEN where a bulk statement must stay cheap.
-SELECT triggers_are('ql_private', 'runs',
-    ARRAY['runs_idle_view_insert', 'runs_idle_view_requeue'], 'runs: the idle view triggers');
-SELECT triggers_are('ql_private', 'attempts',
-    ARRAY['attempts_idle_view_insert', 'attempts_idle_view_update'], 'attempts: the idle view triggers');
-SELECT triggers_are('ql_private', 'worker_credentials',
-    ARRAY['worker_credentials_idle_view_update', 'worker_credentials_idle_view_delete'],
-    'worker_credentials: the idle view triggers');
-SELECT triggers_are('ql_private', 'worker_sessions',
-    ARRAY['worker_sessions_idle_view_update', 'worker_sessions_idle_view_delete'],
-    'worker_sessions: the idle view triggers');
-SELECT is((SELECT array_agg(tgname::text ORDER BY tgname) FROM pg_trigger
-            WHERE tgname LIKE '%idle_view%' AND tgfoid = 'ql_private.idle_view_notify()'::regprocedure
-              AND (tgtype & 2) = 0),  -- bit 1 = BEFORE
-          ARRAY['attempts_idle_view_insert', 'attempts_idle_view_update', 'runs_idle_view_insert',
-                'runs_idle_view_requeue', 'worker_credentials_idle_view_delete',
-                'worker_credentials_idle_view_update', 'worker_sessions_idle_view_delete',
-                'worker_sessions_idle_view_update'],
-          'every idle view trigger is AFTER and calls ql_private.idle_view_notify()');
-SELECT ok((SELECT pg_get_triggerdef(oid) LIKE '%expires_at < old.expires_at%'
-             AND pg_get_triggerdef(oid) NOT LIKE '%heartbeat_at%'
-             FROM pg_trigger WHERE tgname = 'worker_sessions_idle_view_update'),
-          'session trigger: only fence facts and expiry moving back, never a heartbeat');
 
 -- Probe answers.
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -94,12 +67,6 @@ RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'the probe writes nothing');
 SELECT is((SELECT provolatile::text || prosecdef::text FROM pg_proc WHERE oid = 'ql.idle_probe()'::regprocedure),
           'vtrue', 'probe: SECURITY DEFINER');
-
--- Ping.
-SET LOCAL ROLE ql_worker_ingress;
-SELECT is(ql.idle_ping('abc.1'), true, 'ingress may ping');
-RESET ROLE;
-SELECT throws_ok($$SELECT ql.idle_ping('bad token!')$$, 'QL001', NULL, 'malformed ping token: QL001');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,0 +1,139 @@
+-- ql_private.lease_open: the shared opening of ql.ack_lease, ql.heartbeat_lease
+-- and ql.complete_lease. One row per call: the lease, its attempt and run and the
+-- lease_fence category (an unknown offer id answers offer_foreign, like another
+-- worker's); which rows each lock mode locks (none / the lease only / attempt, run
+-- and lease); no writes; QL001 for an unknown lock mode. The deadlock the lock
+-- order prevents needs two sessions: tests/py/test_lifecycle_concurrency.py.
+BEGIN;
+SELECT plan(26);
+\ir fixtures.psql
+
+SELECT has_function('ql_private', 'lease_open',
+                    ARRAY['uuid', 'uuid', 'uuid', 'bigint', 'bytea', 'text'],
+                    'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, text) exists');
+SELECT is((SELECT provolatile::text || prosecdef::text FROM pg_proc
+            WHERE oid = 'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, text)'::regprocedure),
+          'vfalse', 'VOLATILE (it locks rows), not SECURITY DEFINER (runs as its caller, ql_owner)');
+SELECT ok(NOT has_function_privilege('ql_worker_ingress',
+              'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, text)', 'EXECUTE'),
+          'the ingress cannot call it directly');
+
+SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
+SELECT worker_id AS w2 FROM ql_test.new_worker('w2') \gset
+SELECT ql_test.open_session('w1', ql_test.capabilities(16)) ->> 'sessionId' AS s1 \gset
+SELECT ql_test.publish('proj', 'task') ->> 'taskId' AS task \gset
+SELECT r[1] AS r1, r[2] AS r2, r[3] AS r3 FROM ql_test.enqueue(:'task', 3, 0) r \gset
+-- fake_lease: token digest = SHA-256 of the offer id's text.
+SELECT ql_test.fake_lease(:'r1', :'s1', false) AS o1 \gset
+SELECT ql_test.fake_lease(:'r2', :'s1', false) AS o2 \gset
+SELECT ql_test.fake_lease(:'r3', :'s1', true) AS o3 \gset
+
+-- open(offer, worker, session, generation, token, lock) -> the row as text fields.
+CREATE FUNCTION pg_temp.open(offer text, worker text, session text, gen bigint, token text,
+                             lock text DEFAULT NULL)
+RETURNS TABLE (offer_id uuid, attempt_id uuid, run_id uuid, category text)
+LANGUAGE sql AS $$
+    SELECT (o.lease).offer_id, (o.attempt).id, (o.run).id, o.category
+      FROM ql_private.lease_open(offer::uuid, worker::uuid, session::uuid, gen,
+                                 ql_test.token_digest(token), lock) o
+$$;
+-- Row locks of this transaction, by mode, read with pgrowlocks (contrib; the
+-- extension lives only inside this rolled-back transaction).
+CREATE EXTENSION pgrowlocks;
+CREATE FUNCTION pg_temp.lock_mode(tbl regclass, id_value text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    result text;
+BEGIN
+    EXECUTE format('SELECT coalesce((SELECT array_to_string(l.modes, '','') FROM pgrowlocks(%L) l
+                                       WHERE l.locked_row = t.ctid), ''none'')
+                      FROM %s t WHERE t.%s = %L',
+                   tbl::text, tbl, CASE WHEN tbl = 'ql_private.run_leases'::regclass
+                                        THEN 'offer_id' ELSE 'id' END, id_value)
+       INTO result;
+    RETURN result;
+END
+$$;
+CREATE FUNCTION pg_temp.locks(offer text) RETURNS text LANGUAGE sql AS $$
+    SELECT pg_temp.lock_mode('ql_private.attempts', l.attempt_id::text) || ' / '
+           || pg_temp.lock_mode('ql_private.runs', l.run_id::text) || ' / '
+           || pg_temp.lock_mode('ql_private.run_leases', offer)
+      FROM ql_private.run_leases l WHERE l.offer_id = offer::uuid
+$$;
+SELECT id::text AS a1 FROM ql_private.attempts WHERE run_id = :'r1'::uuid \gset
+
+-- 1. the proof holds: the rows, no category
+SELECT is((SELECT category FROM pg_temp.open(:'o1', :'w1', :'s1', 1, :'o1')), NULL,
+          'live, unexpired, every fence holds: category NULL');
+SELECT is((SELECT run_id::text || '/' || attempt_id::text FROM pg_temp.open(:'o1', :'w1', :'s1', 1, :'o1')),
+          :'r1' || '/' || :'a1', 'the lease''s own run and attempt');
+SELECT is((SELECT count(*)::integer FROM pg_temp.open(:'o1', :'w1', :'s1', 1, :'o1')), 1,
+          'exactly one row');
+
+-- 2. fences (ql_private.lease_fence): the category, with the rows
+SELECT is((SELECT category FROM pg_temp.open(:'o1', :'w1', :'s1', 1, 'other-token')), 'token_mismatch',
+          'wrong token digest -> token_mismatch');
+SELECT is((SELECT category FROM pg_temp.open(:'o1', :'w2', :'s1', 1, :'o1')), 'offer_foreign',
+          'another worker''s offer -> offer_foreign');
+SELECT is((SELECT category FROM pg_temp.open(:'o1', :'w1', :'s1', 2, :'o1')), 'session_replaced',
+          'wrong generation -> session_replaced');
+SELECT is((SELECT offer_id::text FROM pg_temp.open(:'o1', :'w1', :'s1', 2, :'o1')), :'o1',
+          '... and the lease row is still answered (the caller may need it)');
+
+-- 3. an unknown offer id answers exactly like another worker's
+SELECT is((SELECT category FROM pg_temp.open(gen_random_uuid()::text, :'w1', :'s1', 1, 'x')),
+          'offer_foreign', 'unknown offer id -> offer_foreign');
+SELECT is((SELECT count(*)::integer FROM pg_temp.open(gen_random_uuid()::text, :'w1', :'s1', 1, 'x')),
+          1, '... in one row');
+SELECT is((SELECT coalesce(offer_id::text, 'null') || coalesce(attempt_id::text, 'null')
+                  || coalesce(run_id::text, 'null')
+             FROM pg_temp.open(gen_random_uuid()::text, :'w1', :'s1', 1, 'x')),
+          'nullnullnull', '... with no lease, attempt or run');
+SELECT is((SELECT category FROM pg_temp.open(gen_random_uuid()::text, :'w1', :'s1', 1, 'x',
+                                              'attempt_run_lease')),
+          'offer_foreign', '... also when asked to lock (nothing to lock)');
+
+-- 4. lock modes: NULL locks nothing, 'lease' the lease only (FOR NO KEY UPDATE),
+--    'attempt_run_lease' attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE.
+--    (Before: the key-share locks of this transaction's own lease inserts.)
+SELECT pg_temp.locks(:'o1') AS before1 \gset
+SELECT ql_test.mark();
+SELECT category FROM pg_temp.open(:'o1', :'w1', :'s1', 1, :'o1') \gset
+SELECT is(pg_temp.locks(:'o1'), :'before1', 'lock NULL: no row lock taken');
+SELECT category FROM pg_temp.open(:'o1', :'w1', :'s1', 1, :'o1', 'lease') \gset
+SELECT is(pg_temp.lock_mode('ql_private.run_leases', :'o1'), 'For No Key Update',
+          'lock lease: the lease row FOR NO KEY UPDATE');
+SELECT is(split_part(pg_temp.locks(:'o1'), ' / ', 1) || ' / ' || split_part(pg_temp.locks(:'o1'), ' / ', 2),
+          split_part(:'before1', ' / ', 1) || ' / ' || split_part(:'before1', ' / ', 2),
+          '... and neither its attempt nor its run');
+SELECT category FROM pg_temp.open(:'o2', :'w1', :'s1', 1, :'o2', 'attempt_run_lease') \gset
+SELECT is(pg_temp.locks(:'o2'), 'For Update / For No Key Update / For Update',
+          'lock attempt_run_lease: attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE');
+SELECT is(ql_test.writes_since_mark(), 0::bigint, 'no lock mode writes a row');
+SELECT is((SELECT category FROM pg_temp.open(:'o2', :'w1', :'s1', 1, :'o2', 'attempt_run_lease')), NULL,
+          'the locked read answers like the unlocked one');
+
+-- 5. expiry and release (the lease-lifecycle rule of lease_fence)
+SELECT ql_test.expire_lease(:'o1');
+SELECT is((SELECT category FROM pg_temp.open(:'o1', :'w1', :'s1', 1, :'o1')), 'lease_expired',
+          'an unstarted lease past expires_at -> lease_expired');
+SELECT ql_test.expire_lease(:'o3');
+SELECT is((SELECT category FROM pg_temp.open(:'o3', :'w1', :'s1', 1, :'o3')), 'lease_expired',
+          'a started lease past expires_at -> lease_expired too (the sweeper owns it)');
+UPDATE ql_private.run_leases SET released_at = clock_timestamp(), release_reason = 'completed'
+ WHERE offer_id = :'o2'::uuid;
+SELECT is((SELECT category FROM pg_temp.open(:'o2', :'w1', :'s1', 1, :'o2')), 'lease_terminal',
+          'released by a completion -> lease_terminal (the caller checks for a replay)');
+UPDATE ql_private.run_leases SET release_reason = 'lost' WHERE offer_id = :'o2'::uuid;
+SELECT is((SELECT category FROM pg_temp.open(:'o2', :'w1', :'s1', 1, :'o2')), 'lease_expired',
+          'released as lost by the sweeper -> lease_expired, never lease_terminal');
+
+-- 6. caller bugs
+SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, %L)',
+                        :'o1', :'w1', :'s1', ql_test.token_digest(:'o1'), 'run'),
+                 'QL001', NULL, 'unknown lock mode -> QL001');
+SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, %L)',
+                        gen_random_uuid(), :'w1', :'s1', ql_test.token_digest('x'), ''),
+                 'QL001', NULL, 'empty lock mode -> QL001 (even for an unknown offer)');
+
+SELECT * FROM finish();
+ROLLBACK;
