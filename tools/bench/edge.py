@@ -30,6 +30,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -149,8 +150,10 @@ def idle_worker(idle_s: float) -> dict[str, Any]:
         try:
             here = _measure_worker(qinglong, state, Path(tmp) / "journal", idle_s)
             clean_python = _clean_interpreter(Path(tmp) / "venv")
+            # From tmp, not the checkout: `-m` puts the working directory first on
+            # sys.path, and the clean run must import the unpacked wheel.
             clean = _measure_worker([str(clean_python), "-m", "qinglong"], state,
-                                    Path(tmp) / "journal-clean", idle_s)
+                                    Path(tmp) / "journal-clean", idle_s, cwd=Path(tmp))
             here["bareKiB"] = _bare_rss_kib(sys.executable)
             clean["bareKiB"] = _bare_rss_kib(str(clean_python))
         finally:
@@ -160,20 +163,33 @@ def idle_worker(idle_s: float) -> dict[str, Any]:
 
 
 def _clean_interpreter(venv: Path) -> Path:
-    """A venv of this Python that sees the same installed packages — this
-    interpreter's site-packages and the project root as plain sys.path entries —
-    without running this machine's site hooks. Here those hooks (a sandbox's
-    certifi CA-injection .pth, an editable-install finder) import certifi,
+    """A venv of this Python that sees the same installed dependencies — this
+    interpreter's site-packages as plain sys.path entries — plus QingLong as its
+    wheel installs it (built from this checkout and unpacked), without running
+    this machine's site hooks. Here those hooks (a sandbox's certifi
+    CA-injection .pth, an editable-install finder) import certifi,
     importlib.resources, zipfile, tempfile … into every process, ~5 MiB of RSS a
     router's clean install does not have."""
     import site
+    import zipfile
 
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
                    capture_output=True, timeout=120)  # fmt: skip
     python = venv / "bin" / "python"
     done = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
                           check=True, capture_output=True, text=True, timeout=60)  # fmt: skip
-    paths = [*site.getsitepackages(), str(Path(__file__).resolve().parents[2])]
+    wheels, installed = venv / "wheel", venv / "qinglong-wheel"
+    # Built from a copy: a checkout's stale build/lib must not leak into the wheel.
+    source = venv / "source"
+    shutil.copytree(Path(__file__).resolve().parents[2], source, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "--quiet", "--disable-pip-version-check", "-w", str(wheels), str(source)],
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    (wheel,) = wheels.glob("qinglong_dispatch-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(installed)
+    paths = [str(installed), *site.getsitepackages()]
     Path(done.stdout.strip(), "qinglong-paths.pth").write_text("\n".join(paths) + "\n")
     return python
 
@@ -187,13 +203,13 @@ def _bare_rss_kib(python: str) -> int:
 
 
 def _measure_worker(qinglong: list[str], state: Path, journal: Path,
-                    idle_s: float) -> dict[str, Any]:  # fmt: skip
+                    idle_s: float, cwd: Path | None = None) -> dict[str, Any]:  # fmt: skip
     started_ms = time.time() * 1000
     process = subprocess.Popen(
         [*qinglong, "worker", "run", "--dev-env", str(state / "dev-env.json"),
          "--journal", str(journal)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        start_new_session=True,
+        start_new_session=True, cwd=cwd,
     )  # fmt: skip
     try:
         first_ms = _first_idle(process, started_ms, 60.0)
