@@ -198,18 +198,21 @@ def heartbeat_lease(*, credential_id: str, secret_digest: bytes, worker_id: str,
 
 COMPLETE_LEASE: Statement[JsonObject] = Statement("complete_lease", (
     f"SELECT ql.complete_lease({_LEASE_ARGS}, p_outcome => %(outcome)s::text,"
-    " p_exit_code => %(exit_code)s::integer, p_reason => %(reason)s::text)"))
+    " p_exit_code => %(exit_code)s::integer, p_reason => %(reason)s::text,"
+    " p_result => %(result)s::jsonb)"))
 
 
 def complete_lease(*, credential_id: str, secret_digest: bytes, worker_id: str,
                    session_id: str, generation: int, offer_id: str, token_digest: bytes,
-                   outcome: str, exit_code: int | None = None,
-                   reason: str | None = None) -> Call[JsonObject]:
-    """`outcome`: succeeded | failed | cancelled."""
+                   outcome: str, exit_code: int | None = None, reason: str | None = None,
+                   result: Mapping[str, Any] | None = None) -> Call[JsonObject]:
+    """`outcome`: succeeded | failed | cancelled. `result` (SPEC §9.3):
+    `{exitCode?, durationMs, outputTail, outputBytes}`, stored with the attempt."""
     return Call(COMPLETE_LEASE, {**_lease_params(credential_id, secret_digest, worker_id,
                                                  session_id, generation, offer_id,
                                                  token_digest),
-                                 "outcome": outcome, "exit_code": exit_code, "reason": reason})
+                                 "outcome": outcome, "exit_code": exit_code, "reason": reason,
+                                 "result": None if result is None else Jsonb(dict(result))})
 
 
 IDLE_PROBE: Statement[JsonObject] = Statement("idle_probe", "SELECT ql.idle_probe()")
@@ -270,11 +273,36 @@ def publish_revision(*, project: str, task: str, canonical: bytes) -> Call[JsonO
 
 ENQUEUE_RUNS: Statement[JsonObject] = Statement("enqueue_runs", (
     "SELECT ql.enqueue_runs(p_task_id => %(task_id)s::text,"
-    " p_priority => %(priority)s::integer, p_count => %(count)s::integer)"))
+    " p_priority => %(priority)s::integer, p_count => %(count)s::integer,"
+    " p_not_before_ms => %(not_before_ms)s::bigint, p_delay_ms => %(delay_ms)s::bigint,"
+    " p_key => %(key)s::text)"))
 
 
-def enqueue_runs(*, task_id: str, priority: int, count: int) -> Call[JsonObject]:
-    return Call(ENQUEUE_RUNS, {"task_id": task_id, "priority": priority, "count": count})
+def enqueue_runs(*, task_id: str, priority: int, count: int, not_before_ms: int | None = None,
+                 delay_ms: int | None = None, key: str | None = None) -> Call[JsonObject]:
+    """-> `{runIds, existing}`; at most one of `not_before_ms` (epoch ms) / `delay_ms`;
+    `key` (count 1) makes it idempotent per task while the run is retained."""
+    return Call(ENQUEUE_RUNS, {"task_id": task_id, "priority": priority, "count": count,
+                               "not_before_ms": not_before_ms, "delay_ms": delay_ms,
+                               "key": key})
+
+
+CONFIGURE_TASK: Statement[JsonObject] = Statement("configure_task", (
+    "SELECT ql.configure_task(p_task_id => %(task_id)s::text,"
+    " p_lease_ttl_s => %(lease_ttl_s)s::integer,"
+    " p_max_attempts => %(max_attempts)s::integer,"
+    " p_retry_base_ms => %(retry_base_ms)s::integer,"
+    " p_retry_cap_ms => %(retry_cap_ms)s::integer, p_enabled => %(enabled)s::boolean)"))
+
+
+def configure_task(*, task_id: str, lease_ttl_s: int | None = None,
+                   max_attempts: int | None = None, retry_base_ms: int | None = None,
+                   retry_cap_ms: int | None = None,
+                   enabled: bool | None = None) -> Call[JsonObject]:
+    """None leaves a setting unchanged; -> the task's settings (see `task_settings`)."""
+    return Call(CONFIGURE_TASK, {"task_id": task_id, "lease_ttl_s": lease_ttl_s,
+                                 "max_attempts": max_attempts, "retry_base_ms": retry_base_ms,
+                                 "retry_cap_ms": retry_cap_ms, "enabled": enabled})
 
 
 CANCEL_RUN: Statement[JsonObject] = Statement(
@@ -293,6 +321,70 @@ def sweep_leases(*, batch: int = 500) -> Call[JsonObject]:
     return Call(SWEEP_LEASES, {"batch": batch})
 
 
+RETRY_RUN: Statement[JsonObject] = Statement(
+    "retry_run", "SELECT ql.retry_run(p_run_id => %(run_id)s::text)")
+
+
+def retry_run(*, run_id: str) -> Call[JsonObject]:
+    """A failed or cancelled run gets a new attempt -> `{runId, attemptId, attemptNo, state}`."""
+    return Call(RETRY_RUN, {"run_id": run_id})
+
+
+CANCEL_RUNS: Statement[JsonObject] = Statement(
+    "cancel_runs",
+    "SELECT ql.cancel_runs(p_task_id => %(task_id)s::text, p_state => %(state)s::text)")
+
+
+def cancel_runs(*, task_id: str, state: str) -> Call[JsonObject]:
+    """Bulk cancel of a task's runs in `state` (`queued`) -> `{cancelled}`."""
+    return Call(CANCEL_RUNS, {"task_id": task_id, "state": state})
+
+
+DISABLE_WORKER: Statement[JsonObject] = Statement(
+    "disable_worker", "SELECT ql.disable_worker(p_worker_id => %(worker_id)s::text)")
+
+
+def disable_worker(*, worker_id: str) -> Call[JsonObject]:
+    """-> `{workerId, disabled: true, sessionsClosed, leasesReleased}`; idempotent."""
+    return Call(DISABLE_WORKER, {"worker_id": worker_id})
+
+
+ENABLE_WORKER: Statement[JsonObject] = Statement(
+    "enable_worker", "SELECT ql.enable_worker(p_worker_id => %(worker_id)s::text)")
+
+
+def enable_worker(*, worker_id: str) -> Call[JsonObject]:
+    return Call(ENABLE_WORKER, {"worker_id": worker_id})
+
+
+END_SESSION: Statement[JsonObject] = Statement(
+    "end_session", "SELECT ql.end_session(p_session_id => %(session_id)s::text)")
+
+
+def end_session(*, session_id: str) -> Call[JsonObject]:
+    """Operator close -> `{sessionId, workerId, state: "closed", leasesReleased}`."""
+    return Call(END_SESSION, {"session_id": session_id})
+
+
+_PRUNE_ARGS = ("p_retain_s => %(retain_s)s::bigint, p_batch => %(batch)s::integer,"
+               " p_dry_run => %(dry_run)s::boolean")
+
+PRUNE_RUNS: Statement[JsonObject] = Statement(
+    "prune_runs", f"SELECT ql.prune_runs({_PRUNE_ARGS})")
+PRUNE_AUDIT: Statement[JsonObject] = Statement(
+    "prune_audit", f"SELECT ql.prune_audit({_PRUNE_ARGS})")
+
+
+def prune_runs(*, retain_s: int, batch: int = 1000, dry_run: bool = False) -> Call[JsonObject]:
+    """One batch -> `{runs, attempts, leases, events, more}` (terminal runs only)."""
+    return Call(PRUNE_RUNS, {"retain_s": retain_s, "batch": batch, "dry_run": dry_run})
+
+
+def prune_audit(*, retain_s: int, batch: int = 1000, dry_run: bool = False) -> Call[JsonObject]:
+    """One batch -> `{securityAudit, more}`."""
+    return Call(PRUNE_AUDIT, {"retain_s": retain_s, "batch": batch, "dry_run": dry_run})
+
+
 # ------------------------------------------------------------ reads (ql_readonly)
 
 STATUS_SNAPSHOT: Statement[JsonObject] = Statement(
@@ -301,6 +393,46 @@ STATUS_SNAPSHOT: Statement[JsonObject] = Statement(
 
 def status_snapshot() -> Call[JsonObject]:
     return Call(STATUS_SNAPSHOT, {})
+
+
+TASK_SETTINGS: Statement[JsonObject] = Statement(
+    "task_settings", "SELECT ql.task_settings(p_task_id => %(task_id)s::text)")
+
+
+def task_settings(*, task_id: str) -> Call[JsonObject]:
+    """-> `{taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled}`."""
+    return Call(TASK_SETTINGS, {"task_id": task_id})
+
+
+LIST_RUNS: Statement[JsonObject] = Statement("list_runs", (
+    "SELECT ql.list_runs(p_task_id => %(task_id)s::text, p_states => %(states)s::text[],"
+    " p_limit => %(limit)s::integer, p_after => %(after)s::text)"))
+
+
+def list_runs(*, task_id: str | None = None, states: Sequence[str] | None = None,
+              limit: int = 100, after: str | None = None) -> Call[JsonObject]:
+    """Newest first -> `{runs: [...], next}`; `after` is a previous page's `next`."""
+    return Call(LIST_RUNS, {"task_id": task_id,
+                            "states": None if states is None else list(states),
+                            "limit": limit, "after": after})
+
+
+SHOW_RUN: Statement[JsonObject] = Statement(
+    "show_run", "SELECT ql.show_run(p_run_id => %(run_id)s::text)")
+
+
+def show_run(*, run_id: str) -> Call[JsonObject]:
+    """-> `{run, attempts, events}` (the latest 200 events, oldest first)."""
+    return Call(SHOW_RUN, {"run_id": run_id})
+
+
+LIST_WORKERS: Statement[JsonObject] = Statement("list_workers", (
+    "SELECT ql.list_workers(p_limit => %(limit)s::integer, p_after => %(after)s::text)"))
+
+
+def list_workers(*, limit: int = 1000, after: str | None = None) -> Call[JsonObject]:
+    """-> `{workers: [...], next}`; never a secret or a digest."""
+    return Call(LIST_WORKERS, {"limit": limit, "after": after})
 
 
 def statements() -> dict[str, Statement[Any]]:

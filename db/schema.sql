@@ -261,7 +261,8 @@ BEGIN
         VALUES ('run.cancelled', v_run.id, v_attempt.id, jsonb_strip_nulls(jsonb_build_object(
             'attemptId', v_attempt.id,
             'offerId', v_live.offer_id,
-            'leaseReleased', v_live.id IS NOT NULL)));
+            'leaseReleased', v_live.id IS NOT NULL,
+            'actor', session_user)));
     ELSIF v_run.cancel_requested THEN
         NULL;  -- already requested: no second write, no second event
     ELSE
@@ -274,7 +275,8 @@ BEGIN
                 jsonb_strip_nulls(jsonb_build_object(
             'attemptId', v_attempt.id,
             'state', v_run.state,
-            'offerId', v_live.offer_id)));
+            'offerId', v_live.offer_id,
+            'actor', session_user)));
     END IF;
     RETURN jsonb_build_object('runId', v_run.id, 'state', v_run.state,
                               'cancelRequested', v_run.cancel_requested);
@@ -288,7 +290,73 @@ ALTER FUNCTION ql.cancel_run(p_run_id text) OWNER TO ql_owner;
 -- Name: FUNCTION cancel_run(p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.cancel_run(p_run_id text) IS 'Cancel a run. Inputs: p_run_id. Queued/dispatching without a started lease -> cancelled (attempt cancelled, unstarted lease released, run.cancelled event); started -> cancel_requested + run.cancel_requested event; terminal or already requested -> unchanged, no writes. Returns {runId, state, cancelRequested}. Fences: none beyond the run state. Writes: run, current attempt, live lease, one event (none when terminal or already requested). Locks: attempt FOR UPDATE, then run FOR NO KEY UPDATE, then lease. Idempotent. Errors: QL001 malformed id, QL004 unknown run. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.cancel_run(p_run_id text) IS 'Cancel a run. Inputs: p_run_id. Queued/dispatching without a started lease -> cancelled (attempt cancelled, unstarted lease released, run.cancelled event); started -> cancel_requested + run.cancel_requested event (events name the actor: session_user); terminal or already requested -> unchanged, no writes. Returns {runId, state, cancelRequested}. Fences: none beyond the run state. Writes: run, current attempt, live lease, one event (none when terminal or already requested). Locks: attempt FOR UPDATE, then run FOR NO KEY UPDATE, then lease. Idempotent. Errors: QL001 malformed id, QL004 unknown run. Caller: ql_runtime.';
+
+
+--
+-- Name: cancel_runs(text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.cancel_runs(p_task_id text, p_state text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_task_id uuid := ql_private.parse_uuid(p_task_id, 'taskId');
+    v_now timestamptz;
+    v_count bigint;
+BEGIN
+    IF p_state IS NULL OR p_state <> 'queued' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'state',
+            MESSAGE = 'state must be queued (the only state cancelled in bulk)';
+    END IF;
+    PERFORM 1 FROM ql_private.tasks tk WHERE tk.id = v_task_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'taskId', MESSAGE = 'task not found';
+    END IF;
+
+    v_now := clock_timestamp();
+    WITH picked AS MATERIALIZED (
+        SELECT r.id AS run_id, a.id AS attempt_id, a.state AS attempt_state
+          FROM ql_private.runs r
+          JOIN ql_private.attempts a ON a.id = r.current_attempt_id
+         WHERE r.task_id = v_task_id AND r.state = 'queued'
+         ORDER BY r.queue_seq
+           FOR NO KEY UPDATE OF r, a SKIP LOCKED
+    ), cancelled_attempts AS (
+        UPDATE ql_private.attempts a
+           SET state = 'cancelled', reason = 'cancelled', updated_at = v_now,
+               finished_at = v_now
+          FROM picked p
+         WHERE a.id = p.attempt_id
+           AND p.attempt_state NOT IN ('succeeded', 'failed', 'lost', 'cancelled')
+    ), cancelled_runs AS (
+        UPDATE ql_private.runs r
+           SET state = 'cancelled', cancel_requested = true, updated_at = v_now,
+               finished_at = v_now
+          FROM picked p
+         WHERE r.id = p.run_id
+    ), new_events AS (
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
+        SELECT 'run.cancelled', p.run_id, p.attempt_id, jsonb_strip_nulls(jsonb_build_object(
+                   'attemptId', p.attempt_id, 'leaseReleased', false,
+                   'actor', session_user, 'bulk', true)),
+               v_now
+          FROM picked p
+    )
+    SELECT count(*) INTO v_count FROM picked;
+    RETURN jsonb_build_object('cancelled', v_count);
+END
+$$;
+
+
+ALTER FUNCTION ql.cancel_runs(p_task_id text, p_state text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION cancel_runs(p_task_id text, p_state text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.cancel_runs(p_task_id text, p_state text) IS 'Bulk cancel of a task''s queued runs (SPEC 9.5), each as ql.cancel_run cancels a queued run: run and current attempt cancelled, one run.cancelled event each naming the actor (session_user); returns {cancelled: N}. Inputs: p_task_id, p_state (only queued). Fences: task exists; runs re-checked on the locked rows. Writes: runs, attempts, events. Locks: run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement (never waits; a run being claimed is left alone). Idempotent (a second call cancels 0). Errors: QL001 taskId/state (COLUMN), QL004 unknown task. Caller: ql_runtime.';
 
 
 --
@@ -354,10 +422,10 @@ COMMENT ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea
 
 
 --
--- Name: complete_lease(text, bytea, text, text, bigint, text, bytea, text, integer, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: complete_lease(text, bytea, text, text, bigint, text, bytea, text, integer, text, jsonb); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer DEFAULT NULL::integer, p_reason text DEFAULT NULL::text) RETURNS jsonb
+CREATE FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer DEFAULT NULL::integer, p_reason text DEFAULT NULL::text, p_result jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -367,6 +435,7 @@ DECLARE
     v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
     v_reason text := ql_private.require_reason(p_reason, 'reason');
+    v_result jsonb := ql_private.validate_result(p_result);
     v_release text;
     v_denied jsonb;
     v_state record;
@@ -435,7 +504,7 @@ BEGIN
      WHERE rl.id = v_lease.id;
     UPDATE ql_private.attempts aa
        SET state = p_outcome, exit_code = p_exit_code, reason = v_reason, updated_at = v_now,
-           finished_at = v_now
+           finished_at = v_now, result = v_result
      WHERE aa.id = v_attempt.id;
     IF p_outcome = 'failed' THEN
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
@@ -461,54 +530,378 @@ END
 $$;
 
 
-ALTER FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text) OWNER TO ql_owner;
+ALTER FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_outcome, p_exit_code, p_reason. Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input, QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
 
 
 --
--- Name: enqueue_runs(text, integer, integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: configure_task(text, integer, integer, integer, integer, boolean); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) RETURNS jsonb
+CREATE FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer DEFAULT NULL::integer, p_max_attempts integer DEFAULT NULL::integer, p_retry_base_ms integer DEFAULT NULL::integer, p_retry_cap_ms integer DEFAULT NULL::integer, p_enabled boolean DEFAULT NULL::boolean) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_task_id uuid := ql_private.parse_uuid(p_task_id, 'taskId');
+    v_task ql_private.tasks;
+    v_base integer;
+    v_cap integer;
+BEGIN
+    IF p_lease_ttl_s NOT BETWEEN 5 AND 86400 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'leaseTtlS',
+            MESSAGE = 'leaseTtlS must be between 5 and 86400';
+    END IF;
+    IF p_max_attempts NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'maxAttempts',
+            MESSAGE = 'maxAttempts must be between 1 and 100';
+    END IF;
+    IF p_retry_base_ms NOT BETWEEN 100 AND 3600000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retryBaseMs',
+            MESSAGE = 'retryBaseMs must be between 100 and 3600000';
+    END IF;
+    IF p_retry_cap_ms NOT BETWEEN 100 AND 86400000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retryCapMs',
+            MESSAGE = 'retryCapMs must be between retryBaseMs and 86400000';
+    END IF;
+
+    SELECT tk.* INTO v_task FROM ql_private.tasks tk WHERE tk.id = v_task_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'taskId', MESSAGE = 'task not found';
+    END IF;
+    v_base := coalesce(p_retry_base_ms, v_task.retry_base_ms);
+    v_cap := coalesce(p_retry_cap_ms, v_task.retry_cap_ms);
+    IF (p_retry_base_ms IS NOT NULL OR p_retry_cap_ms IS NOT NULL) AND v_cap < v_base THEN
+        IF p_retry_cap_ms IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retryCapMs',
+                MESSAGE = format('retryCapMs must be between retryBaseMs (%s) and 86400000',
+                                 v_base);
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retryBaseMs',
+            MESSAGE = format('retryBaseMs must be between 100 and retryCapMs (%s)', v_cap);
+    END IF;
+
+    IF (coalesce(p_lease_ttl_s, v_task.lease_ttl_seconds),
+        coalesce(p_max_attempts, v_task.max_attempts), v_base, v_cap,
+        coalesce(p_enabled, v_task.enabled))
+       IS DISTINCT FROM
+       (v_task.lease_ttl_seconds, v_task.max_attempts, v_task.retry_base_ms,
+        v_task.retry_cap_ms, v_task.enabled) THEN
+        UPDATE ql_private.tasks tk
+           SET lease_ttl_seconds = coalesce(p_lease_ttl_s, tk.lease_ttl_seconds),
+               max_attempts = coalesce(p_max_attempts, tk.max_attempts),
+               retry_base_ms = v_base,
+               retry_cap_ms = v_cap,
+               enabled = coalesce(p_enabled, tk.enabled)
+         WHERE tk.id = v_task_id
+        RETURNING tk.* INTO v_task;
+    END IF;
+    RETURN jsonb_build_object(
+        'taskId', v_task.id, 'leaseTtlS', v_task.lease_ttl_seconds,
+        'maxAttempts', v_task.max_attempts, 'retryBaseMs', v_task.retry_base_ms,
+        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled);
+END
+$$;
+
+
+ALTER FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) IS 'Change a task''s run policy (SPEC 9.1); NULL = unchanged; returns {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled}. Applies to attempts claimed afterwards (TTL read at claim, retry policy when an attempt ends). Inputs: p_task_id, p_lease_ttl_s 5..86400, p_max_attempts 1..100, p_retry_base_ms 100..3600000, p_retry_cap_ms retryBaseMs..86400000 (pair checked on the result), p_enabled. Fences: task exists. Writes: the task row when something changes; no event. Locks: task row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed id, QL006 out of bounds (COLUMN = wire field), QL004 unknown task; nothing changed on error. Caller: ql_runtime.';
+
+
+--
+-- Name: disable_worker(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.disable_worker(p_worker_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_worker ql_private.workers;
+    v_session_id uuid;
+    v_now timestamptz;
+    v_closed integer := 0;
+    v_released integer := 0;
+    v_changed boolean;
+BEGIN
+    SELECT w.* INTO v_worker FROM ql_private.workers w WHERE w.id = v_worker_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'workerId', MESSAGE = 'worker not found';
+    END IF;
+    v_now := clock_timestamp();
+    v_changed := v_worker.disabled_at IS NULL;
+    IF v_changed THEN
+        UPDATE ql_private.workers w SET disabled_at = v_now WHERE w.id = v_worker_id;
+    END IF;
+
+    FOR v_session_id IN
+        SELECT ws.session_id FROM ql_private.worker_sessions ws
+         WHERE ws.worker_id = v_worker_id AND ws.state <> 'closed'
+         ORDER BY ws.generation
+           FOR UPDATE
+    LOOP
+        v_released := v_released
+            + ql_private.release_unstarted_leases(ARRAY[v_session_id], 'session_closed');
+        UPDATE ql_private.worker_sessions ws
+           SET state = 'closed', closed_at = clock_timestamp()
+         WHERE ws.session_id = v_session_id;
+        v_closed := v_closed + 1;
+    END LOOP;
+
+    IF v_changed OR v_closed > 0 THEN
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('worker.disabled', v_worker_id, jsonb_build_object(
+            'workerId', v_worker_id, 'sessionsClosed', v_closed,
+            'leasesReleased', v_released, 'actor', session_user));
+    END IF;
+    PERFORM pg_notify('ql_dispatch', 'c:' || c.credential_id)
+       FROM ql_private.worker_credentials c WHERE c.worker_id = v_worker_id;
+    RETURN jsonb_build_object('workerId', v_worker_id, 'disabled', true,
+                              'sessionsClosed', v_closed, 'leasesReleased', v_released);
+END
+$$;
+
+
+ALTER FUNCTION ql.disable_worker(p_worker_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION disable_worker(p_worker_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.disable_worker(p_worker_id text) IS 'Disable a worker (SPEC 9.5): workers.disabled_at set, so every credential of it is refused (worker_disabled, 403, audited); its open sessions closed as close_session does (unstarted leases released session_closed, runs re-queued); one worker.disabled event naming the actor (session_user) when anything changed; NOTIFY c:<credentialId> per credential (and s:<workerId> by the session trigger). Returns {workerId, disabled: true, sessionsClosed, leasesReleased}. Inputs: p_worker_id. Fences: worker exists. Locks: worker row FOR NO KEY UPDATE, sessions FOR UPDATE, attempt -> run -> lease. Idempotent. Errors: QL001 malformed, QL004 unknown worker (COLUMN workerId). Caller: ql_runtime.';
+
+
+--
+-- Name: enable_worker(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.enable_worker(p_worker_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_worker ql_private.workers;
+BEGIN
+    SELECT w.* INTO v_worker FROM ql_private.workers w WHERE w.id = v_worker_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'workerId', MESSAGE = 'worker not found';
+    END IF;
+    IF v_worker.disabled_at IS NOT NULL THEN
+        UPDATE ql_private.workers w SET disabled_at = NULL WHERE w.id = v_worker_id;
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('worker.enabled', v_worker_id, jsonb_build_object(
+            'workerId', v_worker_id, 'actor', session_user));
+        PERFORM pg_notify('ql_dispatch', 'c:' || c.credential_id)
+           FROM ql_private.worker_credentials c WHERE c.worker_id = v_worker_id;
+    END IF;
+    RETURN jsonb_build_object('workerId', v_worker_id, 'disabled', false);
+END
+$$;
+
+
+ALTER FUNCTION ql.enable_worker(p_worker_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION enable_worker(p_worker_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.enable_worker(p_worker_id text) IS 'Enable a disabled worker (SPEC 9.5): disabled_at := NULL, one worker.enabled event naming the actor (session_user), NOTIFY c:<credentialId> per credential; returns {workerId, disabled: false}. Inputs: p_worker_id. Fences: worker exists. Writes: worker row + event (none when already enabled). Locks: worker row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed, QL004 unknown worker (COLUMN workerId). Caller: ql_runtime.';
+
+
+--
+-- Name: end_session(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.end_session(p_session_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_session ql_private.worker_sessions;
+    v_released integer := 0;
+BEGIN
+    SELECT ws.* INTO v_session FROM ql_private.worker_sessions ws
+     WHERE ws.session_id = v_session_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'sessionId',
+            MESSAGE = 'session not found';
+    END IF;
+    IF v_session.state <> 'closed' THEN
+        v_released := ql_private.release_unstarted_leases(ARRAY[v_session_id], 'session_closed');
+        UPDATE ql_private.worker_sessions ws
+           SET state = 'closed', closed_at = clock_timestamp()
+         WHERE ws.session_id = v_session_id;
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('session.closed', v_session.worker_id, jsonb_build_object(
+            'sessionId', v_session_id, 'workerId', v_session.worker_id,
+            'generation', v_session.generation, 'leasesReleased', v_released,
+            'actor', session_user));
+    END IF;
+    RETURN jsonb_build_object('sessionId', v_session_id, 'workerId', v_session.worker_id,
+                              'state', 'closed', 'leasesReleased', v_released);
+END
+$$;
+
+
+ALTER FUNCTION ql.end_session(p_session_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION end_session(p_session_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.end_session(p_session_id text) IS 'Operator close of a worker session (SPEC 9.5), as close_session: unstarted leases released (session_closed, runs re-queued), state closed; one session.closed event naming the actor (session_user); NOTIFY s:<workerId> by trigger. Returns {sessionId, workerId, state: closed, leasesReleased}. Inputs: p_session_id. Fences: session exists. Locks: session FOR UPDATE, then attempt -> run -> lease. Idempotent (closed: no-op, leasesReleased 0). Errors: QL001 malformed, QL004 unknown session (COLUMN sessionId). Caller: ql_runtime.';
+
+
+--
+-- Name: enqueue_runs(text, integer, integer, bigint, bigint, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint DEFAULT NULL::bigint, p_delay_ms bigint DEFAULT NULL::bigint, p_key text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_max_count constant integer := 10000;
+    v_max_ahead_ms constant bigint := 31536000000;  -- 365 days
     v_task_id uuid := ql_private.parse_uuid(p_task_id, 'taskId');
     v_task ql_private.tasks;
-    v_now timestamptz;
+    v_now timestamptz := clock_timestamp();
+    v_due timestamptz;
     v_class_id integer;
     v_run_ids jsonb;
+    v_run_id uuid;
 BEGIN
     IF p_priority IS NULL OR p_priority NOT BETWEEN -32768 AND 32767 THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'priority must be a smallint';
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'priority',
+            MESSAGE = 'priority must be a smallint';
     END IF;
     IF p_count IS NULL OR p_count < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'count must be >= 1';
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'count', MESSAGE = 'count must be >= 1';
     END IF;
     IF p_count > v_max_count THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL002',
+        RAISE EXCEPTION USING ERRCODE = 'QL002', COLUMN = 'count',
             MESSAGE = format('count must be <= %s', v_max_count);
     END IF;
+    IF p_delay_ms IS NOT NULL AND p_not_before_ms IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'delayMs',
+            MESSAGE = 'give delayMs or notBeforeMs, not both';
+    END IF;
+    IF p_delay_ms IS NOT NULL AND p_delay_ms NOT BETWEEN 0 AND v_max_ahead_ms THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'delayMs',
+            MESSAGE = format('delayMs must be between 0 and %s', v_max_ahead_ms);
+    END IF;
+    IF p_not_before_ms IS NOT NULL
+       AND p_not_before_ms NOT BETWEEN 0 AND ql_private.epoch_ms(v_now) + v_max_ahead_ms THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'notBeforeMs',
+            MESSAGE = format('notBeforeMs must be between 0 and %s (now + 1 year)',
+                             ql_private.epoch_ms(v_now) + v_max_ahead_ms);
+    END IF;
+    IF p_key IS NOT NULL THEN
+        IF char_length(p_key) NOT BETWEEN 1 AND 128
+           OR p_key ~ '[\u0001-\u001f\u007f-\u009f\u2028\u2029]' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'key',
+                MESSAGE = 'key must be 1 to 128 printable characters';
+        END IF;
+        IF p_count <> 1 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'key',
+                MESSAGE = 'key requires count = 1';
+        END IF;
+    END IF;
+    v_due := CASE
+        WHEN p_delay_ms > 0 THEN v_now + make_interval(secs => p_delay_ms / 1000.0)
+        WHEN p_not_before_ms IS NOT NULL
+             AND to_timestamp(p_not_before_ms / 1000.0) > v_now
+            THEN to_timestamp(p_not_before_ms / 1000.0)
+    END;
+
     SELECT tk.* INTO v_task FROM ql_private.tasks tk WHERE tk.id = v_task_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'task not found';
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'taskId', MESSAGE = 'task not found';
+    END IF;
+    IF p_key IS NOT NULL THEN
+        SELECT r.id INTO v_run_id FROM ql_private.runs r
+         WHERE r.task_id = v_task_id AND r.idempotency_key = p_key;
+        IF FOUND THEN
+            RETURN jsonb_build_object('runIds', jsonb_build_array(v_run_id), 'existing', true);
+        END IF;
     END IF;
     IF NOT v_task.enabled THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'task is disabled';
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'taskId', MESSAGE = 'task is disabled';
     END IF;
     IF v_task.current_revision_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'task has no published revision';
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'taskId',
+            MESSAGE = 'task has no published revision';
     END IF;
 
     v_class_id := ql_private.placement_class_of(v_task.current_revision_id);
     v_now := clock_timestamp();
+
+    IF p_key IS NOT NULL THEN
+        -- One run; ON CONFLICT waits for a concurrent insert of the same key and
+        -- then inserts nothing (and neither the attempt nor the event, which are
+        -- fed by RETURNING).
+        LOOP
+            WITH new_run AS (
+                INSERT INTO ql_private.runs (
+                    id, project_id, task_id, execution_revision_id, priority, state,
+                    current_attempt_id, placement_class, due_at, idempotency_key,
+                    created_at, updated_at)
+                VALUES (gen_random_uuid(), v_task.project_id, v_task.id,
+                        v_task.current_revision_id, p_priority::smallint, 'queued',
+                        gen_random_uuid(), v_class_id, v_due, p_key, v_now, v_now)
+                ON CONFLICT (task_id, idempotency_key) WHERE idempotency_key IS NOT NULL
+                DO NOTHING
+                RETURNING id, current_attempt_id
+            ), new_attempt AS (
+                INSERT INTO ql_private.attempts (
+                    id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+                SELECT nr.current_attempt_id, nr.id, 1, 'remote_worker', 'claimed',
+                       coalesce(v_due, v_now), v_now, v_now
+                  FROM new_run nr
+            ), new_event AS (
+                INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
+                SELECT 'run.queued', nr.id, nr.current_attempt_id,
+                       jsonb_strip_nulls(jsonb_build_object(
+                           'taskId', v_task.id,
+                           'executionRevisionId', v_task.current_revision_id,
+                           'attemptId', nr.current_attempt_id,
+                           'priority', p_priority,
+                           'dueAtMs', ql_private.epoch_ms(v_due))),
+                       v_now
+                  FROM new_run nr
+            )
+            SELECT nr.id INTO v_run_id FROM new_run nr;
+            IF FOUND THEN
+                RETURN jsonb_build_object('runIds', jsonb_build_array(v_run_id),
+                                          'existing', false);
+            END IF;
+            SELECT r.id INTO v_run_id FROM ql_private.runs r
+             WHERE r.task_id = v_task_id AND r.idempotency_key = p_key;
+            IF FOUND THEN
+                RETURN jsonb_build_object('runIds', jsonb_build_array(v_run_id),
+                                          'existing', true);
+            END IF;
+            -- The conflicting run was pruned in between: insert again.
+        END LOOP;
+    END IF;
+
     WITH planned AS MATERIALIZED (
         SELECT gen_random_uuid() AS run_id,
                gen_random_uuid() AS attempt_id,
@@ -518,39 +911,43 @@ BEGIN
     ), new_runs AS (
         INSERT INTO ql_private.runs (
             id, project_id, task_id, execution_revision_id, priority, queue_seq, state,
-            current_attempt_id, placement_class, created_at, updated_at)
+            current_attempt_id, placement_class, due_at, created_at, updated_at)
         SELECT p.run_id, v_task.project_id, v_task.id, v_task.current_revision_id,
-               p_priority::smallint, p.seq, 'queued', p.attempt_id, v_class_id, v_now, v_now
+               p_priority::smallint, p.seq, 'queued', p.attempt_id, v_class_id, v_due,
+               v_now, v_now
           FROM planned p
     ), new_attempts AS (
         INSERT INTO ql_private.attempts (
             id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
-        SELECT p.attempt_id, p.run_id, 1, 'remote_worker', 'claimed', v_now, v_now, v_now
+        SELECT p.attempt_id, p.run_id, 1, 'remote_worker', 'claimed', coalesce(v_due, v_now),
+               v_now, v_now
           FROM planned p
     ), new_events AS (
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
         SELECT 'run.queued', p.run_id, p.attempt_id,
-               jsonb_build_object('taskId', v_task.id,
-                                  'executionRevisionId', v_task.current_revision_id,
-                                  'attemptId', p.attempt_id,
-                                  'priority', p_priority),
+               jsonb_strip_nulls(jsonb_build_object(
+                   'taskId', v_task.id,
+                   'executionRevisionId', v_task.current_revision_id,
+                   'attemptId', p.attempt_id,
+                   'priority', p_priority,
+                   'dueAtMs', ql_private.epoch_ms(v_due))),
                v_now
           FROM planned p
     )
     -- Data-modifying CTEs always run to completion, referenced or not.
     SELECT jsonb_agg(to_jsonb(p.run_id) ORDER BY p.seq) INTO v_run_ids FROM planned p;
-    RETURN jsonb_build_object('runIds', v_run_ids);
+    RETURN jsonb_build_object('runIds', v_run_ids, 'existing', false);
 END
 $$;
 
 
-ALTER FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) OWNER TO ql_owner;
+ALTER FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION enqueue_runs(p_task_id text, p_priority integer, p_count integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) IS 'Queue p_count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker, not_before now) and one run.queued event, in one set-based statement; returns {runIds} in queue order. Inputs: p_task_id, p_priority (smallint), p_count. Fences: task exists, enabled, published. Writes: runs, attempts, events, at most one placement class. Locks: FK KEY SHARE only. Not idempotent. Errors: QL001 bad input/disabled/unpublished, QL002 count > 10000, QL004 unknown task. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) IS 'Queue p_count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker) and one run.queued event; returns {runIds (queue order), existing}. Inputs: p_task_id, p_priority (smallint), p_count, p_not_before_ms (epoch ms, <= now + 1 year) or p_delay_ms (0..31536000000): a future time schedules the runs (due_at = not_before = that time, out of the candidate keysets until due; past = ready now); p_key (1..128 printable chars, count 1): idempotent per task while the run is retained, an existing key returns {runIds: [it], existing: true} and writes nothing (INSERT ON CONFLICT DO NOTHING: concurrent same-key calls queue one run). Fences: task exists, enabled, published. Writes: runs, attempts, events, at most one placement class. Locks: FK KEY SHARE; ON CONFLICT waits on a concurrent same-key insert. Errors (COLUMN = wire field): QL001 bad input/disabled/unpublished/key, QL002 count > 10000, QL006 delayMs/notBeforeMs out of bounds, QL004 unknown task. Caller: ql_runtime.';
 
 
 --
@@ -788,6 +1185,7 @@ BEGIN
         SELECT r.current_attempt_id
           FROM ql_private.runs r
          WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND r.due_at IS NULL
          ORDER BY -(r.priority::integer), r.queue_seq, r.id
          LIMIT v_head_limit + 1
     ), att AS MATERIALIZED (
@@ -800,8 +1198,14 @@ BEGIN
                 LIMIT 1) a
     )
     SELECT (SELECT count(*) FROM head)::integer,
-           EXISTS (SELECT 1 FROM att WHERE att.not_before <= v_now),
-           (SELECT min(att.not_before) FROM att WHERE att.not_before > v_now),
+           EXISTS (SELECT 1 FROM att WHERE att.not_before <= v_now)
+           OR EXISTS (SELECT 1 FROM ql_private.runs d
+                       WHERE d.state = 'queued' AND d.runtime_owned AND NOT d.cancel_requested
+                         AND d.due_at IS NOT NULL AND d.due_at <= v_now),
+           least((SELECT min(att.not_before) FROM att WHERE att.not_before > v_now),
+                 (SELECT min(d.due_at) FROM ql_private.runs d
+                   WHERE d.state = 'queued' AND d.runtime_owned AND NOT d.cancel_requested
+                     AND d.due_at IS NOT NULL AND d.due_at > v_now)),
            EXISTS (SELECT 1 FROM ql_private.run_leases l
                     WHERE l.released_at IS NULL AND l.started_at IS NULL)
       INTO v_head, v_dispatchable, v_wake, v_unstarted;
@@ -822,7 +1226,7 @@ ALTER FUNCTION ql.idle_probe() OWNER TO ql_owner;
 -- Name: FUNCTION idle_probe(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.idle_probe() IS 'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Inputs: none. Fences: none. Bounded. Writes: none (zero WAL). Locks: none. Errors: none. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.idle_probe() IS 'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 ready queued (keyset head, not truncated), no scheduled run due (runs_due) and no live unstarted lease; wakeAtMs = earliest future not_before of the head or due_at of a scheduled run. Inputs: none. Fences: none. Bounded. Writes: none (zero WAL). Locks: none. Errors: none. Caller: ql_worker_ingress.';
 
 
 --
@@ -865,6 +1269,193 @@ ALTER FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_sec
 --
 
 COMMENT ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) IS 'Store a worker credential (id + SHA-256 of the secret, never the secret); returns {credentialId, workerId}. Inputs: p_worker_id, p_credential_id ^[a-z0-9]{16}$, p_secret_digest (32 bytes). Fences: worker exists, id new. Writes: one worker_credentials row. Locks: worker row FOR KEY SHARE. Not idempotent. Errors: QL001 malformed/duplicate id or digest, QL004 unknown worker. Caller: ql_runtime.';
+
+
+--
+-- Name: list_runs(text, text[], integer, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.list_runs(p_task_id text DEFAULT NULL::text, p_states text[] DEFAULT NULL::text[], p_limit integer DEFAULT 100, p_after text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $_$
+DECLARE
+    v_all_states constant text[] := ARRAY['queued', 'dispatching', 'starting', 'running',
+                                          'succeeded', 'failed', 'cancelled'];
+    v_task_id uuid;
+    v_states text[];
+    v_after bigint := 9223372036854775807;
+    v_ids uuid[];
+    v_seqs bigint[];
+    v_runs jsonb;
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'limit',
+            MESSAGE = 'limit must be between 1 and 1000';
+    END IF;
+    IF p_task_id IS NOT NULL THEN
+        v_task_id := ql_private.parse_uuid(p_task_id, 'taskId');
+    END IF;
+    IF p_after IS NOT NULL THEN
+        IF p_after !~ '^[0-9]{1,19}$' OR p_after::numeric > 9223372036854775807 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'after',
+                MESSAGE = 'after must be the cursor (next) of a previous page';
+        END IF;
+        v_after := p_after::bigint;
+    END IF;
+    IF p_states IS NULL OR cardinality(p_states) = 0 THEN
+        v_states := v_all_states;
+    ELSE
+        IF EXISTS (SELECT 1 FROM unnest(p_states) s WHERE s IS NULL OR s <> ALL (v_all_states)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'state',
+                MESSAGE = 'state must be one of queued, dispatching, starting, running, '
+                          'succeeded, failed, cancelled';
+        END IF;
+        v_states := ARRAY(SELECT DISTINCT s FROM unnest(p_states) s);
+    END IF;
+
+    -- Two statements rather than `task_id = x OR x IS NULL`: each keeps its
+    -- own index whatever plan the function caches.
+    IF v_task_id IS NULL THEN
+        SELECT array_agg(x.id ORDER BY x.queue_seq DESC),
+               array_agg(x.queue_seq ORDER BY x.queue_seq DESC)
+          INTO v_ids, v_seqs
+          FROM (SELECT r.id, r.queue_seq
+                  FROM unnest(v_states) AS st(state)
+                 CROSS JOIN LATERAL (
+                       SELECT rr.id, rr.queue_seq FROM ql_private.runs rr
+                        WHERE rr.state = st.state AND rr.queue_seq < v_after
+                        ORDER BY rr.queue_seq DESC
+                        LIMIT p_limit + 1) r
+                 ORDER BY r.queue_seq DESC
+                 LIMIT p_limit + 1) x;
+    ELSE
+        SELECT array_agg(x.id ORDER BY x.queue_seq DESC),
+               array_agg(x.queue_seq ORDER BY x.queue_seq DESC)
+          INTO v_ids, v_seqs
+          FROM (SELECT r.id, r.queue_seq
+                  FROM unnest(v_states) AS st(state)
+                 CROSS JOIN LATERAL (
+                       SELECT rr.id, rr.queue_seq FROM ql_private.runs rr
+                        WHERE rr.task_id = v_task_id AND rr.state = st.state
+                          AND rr.queue_seq < v_after
+                        ORDER BY rr.queue_seq DESC
+                        LIMIT p_limit + 1) r
+                 ORDER BY r.queue_seq DESC
+                 LIMIT p_limit + 1) x;
+    END IF;
+
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'runId', r.id,
+               'taskId', r.task_id,
+               'state', r.state,
+               'priority', r.priority,
+               'queuedAtMs', ql_private.epoch_ms(r.created_at),
+               'notBeforeMs', ql_private.epoch_ms(coalesce(r.due_at, a.not_before)),
+               'attempts', a.attempt_no,
+               'updatedAtMs', ql_private.epoch_ms(r.updated_at))
+               ORDER BY o.ord), '[]'::jsonb)
+      INTO v_runs
+      FROM unnest(coalesce(v_ids, '{}')) WITH ORDINALITY AS o(id, ord)
+      JOIN ql_private.runs r ON r.id = o.id
+      LEFT JOIN ql_private.attempts a ON a.id = r.current_attempt_id
+     WHERE o.ord <= p_limit;
+    RETURN jsonb_build_object(
+        'runs', v_runs,
+        'next', CASE WHEN cardinality(v_ids) > p_limit THEN v_seqs[p_limit]::text END);
+END
+$_$;
+
+
+ALTER FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION list_runs(p_task_id text, p_states text[], p_limit integer, p_after text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) IS 'One keyset page of runs, newest first (SPEC 9.4): {runs: [{runId, taskId, state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs}], next (opaque cursor or null)}. Inputs: p_task_id (NULL = all), p_states (NULL/empty = all), p_limit 1..1000 (default 100), p_after (cursor). Index-driven: one backward range scan per state of runs_state_seq / runs_task_state_seq, each <= limit + 1 rows, merged; no count, no OFFSET. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 taskId/state/after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+
+
+--
+-- Name: list_workers(integer, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.list_workers(p_limit integer DEFAULT 1000, p_after text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_max_credentials constant integer := 100;
+    v_after uuid := '00000000-0000-0000-0000-000000000000';
+    v_workers jsonb;
+    v_count integer;
+    v_last uuid;
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'limit',
+            MESSAGE = 'limit must be between 1 and 1000';
+    END IF;
+    IF p_after IS NOT NULL THEN
+        v_after := ql_private.parse_uuid(p_after, 'after');
+    END IF;
+
+    WITH page AS MATERIALIZED (
+        SELECT w.id, w.name, w.disabled_at
+          FROM ql_private.workers w
+         WHERE w.id > v_after
+         ORDER BY w.id
+         LIMIT p_limit + 1
+    ), listed AS (
+        SELECT p.*, row_number() OVER (ORDER BY p.id) AS ord FROM page p
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'workerId', x.id,
+               'name', x.name,
+               'disabled', x.disabled_at IS NOT NULL,
+               'credentials', coalesce((
+                   SELECT jsonb_agg(jsonb_build_object(
+                              'credentialId', c.credential_id,
+                              'state', CASE WHEN c.revoked_at IS NULL THEN 'active'
+                                            ELSE 'revoked' END)
+                              ORDER BY c.created_at, c.credential_id)
+                     FROM (SELECT cc.credential_id, cc.revoked_at, cc.created_at
+                             FROM ql_private.worker_credentials cc
+                            WHERE cc.worker_id = x.id
+                            ORDER BY cc.created_at DESC, cc.credential_id DESC
+                            LIMIT v_max_credentials) c), '[]'::jsonb),
+               'session', (
+                   SELECT jsonb_build_object(
+                              'sessionId', s.session_id,
+                              'generation', s.generation,
+                              'state', s.state,
+                              'labels', coalesce(s.capabilities -> 'labels', '{}'::jsonb),
+                              'slots', s.slots,
+                              'liveLeases', (SELECT count(*) FROM ql_private.run_leases l
+                                              WHERE l.session_id = s.session_id
+                                                AND l.released_at IS NULL),
+                              'lastSeenAtMs', ql_private.epoch_ms(s.heartbeat_at))
+                     FROM ql_private.worker_sessions s
+                    WHERE s.worker_id = x.id AND s.state = 'active'))
+               ORDER BY x.id) FILTER (WHERE x.ord <= p_limit), '[]'::jsonb),
+           count(*)::integer,
+           (array_agg(x.id ORDER BY x.id) FILTER (WHERE x.ord = p_limit))[1]
+      INTO v_workers, v_count, v_last
+      FROM listed x;
+    RETURN jsonb_build_object('workers', v_workers,
+                              'next', CASE WHEN v_count > p_limit THEN v_last::text END);
+END
+$$;
+
+
+ALTER FUNCTION ql.list_workers(p_limit integer, p_after text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION list_workers(p_limit integer, p_after text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.list_workers(p_limit integer, p_after text) IS 'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -943,6 +1534,157 @@ ALTER FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_wo
 --
 
 COMMENT ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) IS 'Open a new session for a worker: validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_capabilities_canonical. Fences: credential (session.open), capabilities. Returns {"status":"ok","session":{...}} or denied. Writes: new session, replaced sessions and their released leases, an audit row when denied. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. Errors: QL001/QL002/QL003. Caller: ql_worker_ingress.';
+
+
+--
+-- Name: prune_audit(bigint, integer, boolean); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer DEFAULT 1000, p_dry_run boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_max_retain_s constant bigint := 3153600000;
+    v_max_batch constant integer := 10000;
+    v_cutoff timestamptz;
+    v_count bigint;
+BEGIN
+    IF p_retain_s IS NULL OR p_retain_s NOT BETWEEN 0 AND v_max_retain_s THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retainAudit',
+            MESSAGE = format('retainAudit must be between 0 and %s seconds', v_max_retain_s);
+    END IF;
+    IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND v_max_batch THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'batch',
+            MESSAGE = format('batch must be between 1 and %s', v_max_batch);
+    END IF;
+    v_cutoff := clock_timestamp() - make_interval(secs => p_retain_s);
+
+    IF coalesce(p_dry_run, false) THEN
+        SELECT count(*) INTO v_count
+          FROM (SELECT 1 FROM ql_private.security_audit a
+                 WHERE a.occurred_at < v_cutoff
+                 ORDER BY a.occurred_at
+                 LIMIT p_batch) x;
+    ELSE
+        WITH batch AS MATERIALIZED (
+            SELECT a.id FROM ql_private.security_audit a
+             WHERE a.occurred_at < v_cutoff
+             ORDER BY a.occurred_at
+             LIMIT p_batch
+               FOR UPDATE SKIP LOCKED
+        ), gone AS (
+            DELETE FROM ql_private.security_audit a USING batch b WHERE a.id = b.id
+            RETURNING 1
+        )
+        SELECT count(*) INTO v_count FROM gone;
+    END IF;
+    RETURN jsonb_build_object('securityAudit', v_count, 'more', v_count >= p_batch);
+END
+$$;
+
+
+ALTER FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Retention of security_audit, one batch (SPEC 9.6): rows older than now - p_retain_s, oldest first (security_audit_time), deleted; returns {securityAudit, more}. Inputs: p_retain_s 0..3153600000, p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: the batch FOR UPDATE SKIP LOCKED. Errors: QL006 retainAudit/batch (COLUMN). Caller: ql_runtime (loop while more).';
+
+
+--
+-- Name: prune_runs(bigint, integer, boolean); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer DEFAULT 1000, p_dry_run boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_max_retain_s constant bigint := 3153600000;
+    v_max_batch constant integer := 10000;
+    v_cutoff timestamptz;
+    v_ids uuid[];
+    v_runs bigint := 0;
+    v_attempts bigint := 0;
+    v_leases bigint := 0;
+    v_events bigint := 0;
+BEGIN
+    IF p_retain_s IS NULL OR p_retain_s NOT BETWEEN 0 AND v_max_retain_s THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retainRuns',
+            MESSAGE = format('retainRuns must be between 0 and %s seconds', v_max_retain_s);
+    END IF;
+    IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND v_max_batch THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'batch',
+            MESSAGE = format('batch must be between 1 and %s', v_max_batch);
+    END IF;
+    v_cutoff := clock_timestamp() - make_interval(secs => p_retain_s);
+
+    IF coalesce(p_dry_run, false) THEN
+        SELECT array_agg(x.id) INTO v_ids
+          FROM (SELECT r.id FROM ql_private.runs r
+                 WHERE r.state IN ('succeeded', 'failed', 'cancelled')
+                   AND r.finished_at < v_cutoff
+                 ORDER BY r.finished_at
+                 LIMIT p_batch) x;
+        v_ids := coalesce(v_ids, '{}');
+        SELECT count(*) INTO v_attempts FROM ql_private.attempts a WHERE a.run_id = ANY (v_ids);
+        SELECT count(*) INTO v_leases
+          FROM ql_private.attempts a
+          JOIN ql_private.run_leases l ON l.attempt_id = a.id
+         WHERE a.run_id = ANY (v_ids);
+        SELECT count(*) INTO v_events FROM ql_private.events e WHERE e.run_id = ANY (v_ids);
+        RETURN jsonb_build_object('runs', cardinality(v_ids), 'attempts', v_attempts,
+                                  'leases', v_leases, 'events', v_events,
+                                  'more', cardinality(v_ids) >= p_batch);
+    END IF;
+
+    SELECT array_agg(x.id) INTO v_ids
+      FROM (SELECT r.id FROM ql_private.runs r
+             WHERE r.state IN ('succeeded', 'failed', 'cancelled')
+               AND r.finished_at < v_cutoff
+             ORDER BY r.finished_at
+             LIMIT p_batch
+               FOR UPDATE SKIP LOCKED) x;
+    v_ids := coalesce(v_ids, '{}');
+    IF cardinality(v_ids) > 0 THEN
+        WITH batch_attempts AS MATERIALIZED (
+            SELECT a.id FROM ql_private.attempts a WHERE a.run_id = ANY (v_ids)
+        ), gone_leases AS (
+            DELETE FROM ql_private.run_leases l USING batch_attempts ba
+             WHERE l.attempt_id = ba.id
+            RETURNING 1
+        ), gone_events AS (
+            DELETE FROM ql_private.events e WHERE e.run_id = ANY (v_ids)
+            RETURNING 1
+        ), gone_attempts AS (
+            DELETE FROM ql_private.attempts a USING batch_attempts ba
+             WHERE a.id = ba.id
+            RETURNING 1
+        ), gone_runs AS (
+            DELETE FROM ql_private.runs r WHERE r.id = ANY (v_ids)
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM gone_runs), (SELECT count(*) FROM gone_attempts),
+               (SELECT count(*) FROM gone_leases), (SELECT count(*) FROM gone_events)
+          INTO v_runs, v_attempts, v_leases, v_events;
+    END IF;
+    RETURN jsonb_build_object('runs', v_runs, 'attempts', v_attempts, 'leases', v_leases,
+                              'events', v_events, 'more', cardinality(v_ids) >= p_batch);
+END
+$$;
+
+
+ALTER FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Retention, one batch (SPEC 9.6): terminal runs (succeeded|failed|cancelled) finished more than p_retain_s ago, oldest first, deleted with their attempts, leases, events (and idempotency keys); returns {runs, attempts, leases, events, more}. Live runs never touched. Inputs: p_retain_s 0..3153600000 (0 = all terminal), p_batch 1..10000 (default 1000), p_dry_run (count only, no delete, no lock). Index-driven (runs_terminal_finished, attempts/leases/events by run). Locks: the batch''s runs FOR UPDATE SKIP LOCKED (never waits on a claim). Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_runtime (loop while more, one transaction per batch).';
 
 
 --
@@ -1232,6 +1974,83 @@ COMMENT ON FUNCTION ql.register_worker(p_name text) IS 'Create a worker; returns
 
 
 --
+-- Name: retry_run(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.retry_run(p_run_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_run_id uuid := ql_private.parse_uuid(p_run_id, 'runId');
+    v_attempt_id uuid;
+    v_run ql_private.runs;
+    v_attempt ql_private.attempts;
+    v_next_id uuid := gen_random_uuid();
+    v_next_no integer;
+    v_now timestamptz;
+BEGIN
+    LOOP
+        SELECT rr.current_attempt_id INTO v_attempt_id
+          FROM ql_private.runs rr WHERE rr.id = v_run_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
+        END IF;
+        IF v_attempt_id IS NOT NULL THEN
+            SELECT att.* INTO v_attempt
+              FROM ql_private.attempts att WHERE att.id = v_attempt_id FOR UPDATE;
+        END IF;
+        SELECT rr.* INTO v_run FROM ql_private.runs rr WHERE rr.id = v_run_id FOR NO KEY UPDATE;
+        EXIT WHEN v_run.current_attempt_id IS NOT DISTINCT FROM v_attempt_id;
+    END LOOP;
+
+    IF v_run.state NOT IN ('failed', 'cancelled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL020', COLUMN = 'runId',
+            MESSAGE = format('illegal_transition: a %s run cannot be retried '
+                             '(only failed or cancelled runs)', v_run.state);
+    END IF;
+    IF EXISTS (SELECT 1 FROM ql_private.run_leases l
+                WHERE l.attempt_id = v_attempt_id AND l.released_at IS NULL) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL020', COLUMN = 'runId',
+            MESSAGE = 'illegal_transition: the run still holds a live lease';
+    END IF;
+
+    SELECT coalesce(max(a.attempt_no), 0) + 1 INTO v_next_no
+      FROM ql_private.attempts a WHERE a.run_id = v_run_id;
+    v_now := clock_timestamp();
+    INSERT INTO ql_private.attempts (
+        id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+    VALUES (v_next_id, v_run_id, v_next_no, coalesce(v_attempt.executor, 'remote_worker'),
+            'claimed', v_now, v_now, v_now);
+    UPDATE ql_private.runs rr
+       SET state = 'queued', current_attempt_id = v_next_id, cancel_requested = false,
+           finished_at = NULL, due_at = NULL, updated_at = v_now,
+           placement_class = coalesce(rr.placement_class,
+                                      ql_private.placement_class_of(rr.execution_revision_id))
+     WHERE rr.id = v_run_id;
+    INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+    VALUES ('run.retried', v_run_id, v_next_id, jsonb_strip_nulls(jsonb_build_object(
+        'attemptId', v_next_id,
+        'attemptNo', v_next_no,
+        'previousAttemptId', v_attempt_id,
+        'previousState', v_run.state,
+        'actor', session_user)));
+    RETURN jsonb_build_object('runId', v_run_id, 'attemptId', v_next_id,
+                              'attemptNo', v_next_no, 'state', 'queued');
+END
+$$;
+
+
+ALTER FUNCTION ql.retry_run(p_run_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION retry_run(p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.retry_run(p_run_id text) IS 'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE. Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition. Caller: ql_runtime.';
+
+
+--
 -- Name: revoke_credential(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
@@ -1271,6 +2090,98 @@ ALTER FUNCTION ql.revoke_credential(p_credential_id text) OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql.revoke_credential(p_credential_id text) IS 'Revoke a worker credential; returns {credentialId, revokedAtMs}. Inputs: p_credential_id. Fences: credential exists. Writes: revoked_at the first time. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). Errors: QL001 malformed id, QL004 unknown. Caller: ql_runtime.';
+
+
+--
+-- Name: show_run(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.show_run(p_run_id text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_max_attempts constant integer := 200;
+    v_max_events constant integer := 200;
+    v_run_id uuid := ql_private.parse_uuid(p_run_id, 'runId');
+    v_run ql_private.runs;
+    v_current ql_private.attempts;
+    v_attempts jsonb;
+    v_events jsonb;
+BEGIN
+    SELECT r.* INTO v_run FROM ql_private.runs r WHERE r.id = v_run_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
+    END IF;
+    SELECT a.* INTO v_current FROM ql_private.attempts a WHERE a.id = v_run.current_attempt_id;
+
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'attemptId', a.id,
+               'number', a.attempt_no,
+               'state', a.state,
+               'workerId', l.worker_id,
+               'sessionId', l.session_id,
+               'claimedAtMs', ql_private.epoch_ms(l.claimed_at),
+               'startedAtMs', ql_private.epoch_ms(l.started_at),
+               'finishedAtMs', ql_private.epoch_ms(a.finished_at),
+               'exitCode', a.exit_code,
+               'reason', a.reason,
+               'result', a.result)
+               ORDER BY a.attempt_no), '[]'::jsonb)
+      INTO v_attempts
+      FROM (SELECT aa.* FROM ql_private.attempts aa
+             WHERE aa.run_id = v_run_id
+             ORDER BY aa.attempt_no DESC
+             LIMIT v_max_attempts) a
+      LEFT JOIN LATERAL (
+            SELECT ll.worker_id, ll.session_id, ll.claimed_at, ll.started_at
+              FROM ql_private.run_leases ll
+             WHERE ll.attempt_id = a.id
+             ORDER BY ll.lease_generation DESC
+             LIMIT 1) l ON true;
+
+    SELECT coalesce(jsonb_agg(
+               e.payload || jsonb_build_object(
+                   'type', e.type,
+                   'atMs', ql_private.epoch_ms(e.created_at),
+                   'attemptId', coalesce(to_jsonb(e.attempt_id), e.payload -> 'attemptId'))
+               ORDER BY e.id), '[]'::jsonb)
+      INTO v_events
+      FROM (SELECT ee.id, ee.type, ee.attempt_id, ee.payload, ee.created_at
+              FROM ql_private.events ee
+             WHERE ee.run_id = v_run_id
+             ORDER BY ee.id DESC
+             LIMIT v_max_events) e;
+
+    RETURN jsonb_build_object(
+        'run', jsonb_build_object(
+            'runId', v_run.id,
+            'taskId', v_run.task_id,
+            'projectId', v_run.project_id,
+            'state', v_run.state,
+            'priority', v_run.priority,
+            'queuedAtMs', ql_private.epoch_ms(v_run.created_at),
+            'notBeforeMs', ql_private.epoch_ms(coalesce(v_run.due_at, v_current.not_before)),
+            'attempts', v_current.attempt_no,
+            'updatedAtMs', ql_private.epoch_ms(v_run.updated_at),
+            'finishedAtMs', ql_private.epoch_ms(v_run.finished_at),
+            'cancelRequested', v_run.cancel_requested,
+            'executionRevisionId', v_run.execution_revision_id,
+            'key', v_run.idempotency_key),
+        'attempts', v_attempts,
+        'events', v_events);
+END
+$$;
+
+
+ALTER FUNCTION ql.show_run(p_run_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION show_run(p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.show_run(p_run_id text) IS 'One run in detail (SPEC 9.4): {run: {runId, taskId, projectId, state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs, finishedAtMs, cancelRequested, executionRevisionId, key}, attempts: [{attemptId, number, state, workerId, sessionId, claimedAtMs, startedAtMs, finishedAtMs, exitCode, reason, result}] (number order, latest 200, worker/session of the latest lease), events: [{type, atMs, ...payload, attemptId}] (oldest first, latest 200)}. No token, secret or digest. Inputs: p_run_id. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 malformed, QL004 unknown run (COLUMN runId). Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -1518,6 +2429,7 @@ DECLARE
     v_failed integer := 0;
     v_cancelled integer := 0;
     v_skipped integer := 0;
+    v_promoted integer := 0;
 BEGIN
     IF p_batch IS NULL OR p_batch < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'batch must be >= 1';
@@ -1606,10 +2518,32 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
+
+    -- Scheduled runs that came due join the candidate keysets (SPEC §9.2): up to
+    -- p_batch of them, oldest due first (runs_due), locked SKIP LOCKED so a
+    -- claim or a cancel holding one is never waited for (the claim clears
+    -- due_at itself; the next pass takes the rest). due_at is in the keysets'
+    -- predicate, so the run is in runs_candidate_keyset / runs_class_keyset
+    -- from here on; no NOTIFY (the idle view woke up at wakeAtMs already).
+    v_now := clock_timestamp();
+    WITH due AS (
+        SELECT rr.id FROM ql_private.runs rr
+         WHERE rr.state = 'queued' AND rr.runtime_owned AND NOT rr.cancel_requested
+           AND rr.due_at IS NOT NULL AND rr.due_at <= v_now
+         ORDER BY rr.due_at
+         LIMIT p_batch
+           FOR NO KEY UPDATE SKIP LOCKED
+    )
+    UPDATE ql_private.runs rr
+       SET due_at = NULL
+      FROM due
+     WHERE rr.id = due.id AND rr.due_at <= v_now;
+    GET DIAGNOSTICS v_promoted = ROW_COUNT;
+
     RETURN jsonb_build_object(
         'expired', v_expired, 'lost', v_lost, 'retried', v_retried, 'failed', v_failed,
-        'cancelled', v_cancelled, 'skipped', v_skipped,
-        'more', v_found >= p_batch AND v_found > v_skipped);
+        'cancelled', v_cancelled, 'skipped', v_skipped, 'promoted', v_promoted,
+        'more', (v_found >= p_batch AND v_found > v_skipped) OR v_promoted >= p_batch);
 END
 $$;
 
@@ -1620,7 +2554,40 @@ ALTER FUNCTION ql.sweep_leases(p_batch integer) OWNER TO ql_owner;
 -- Name: FUNCTION sweep_leases(p_batch integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.sweep_leases(p_batch integer) IS 'Lease expiry, one bounded batch of live leases past expires_at. Inputs: p_batch 1..5000 (default 500). Locks: leases FOR UPDATE SKIP LOCKED, then attempt/run SKIP LOCKED too (never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Returns {expired, lost, retried, failed, cancelled, skipped, more}. Fences: each lease re-checked on its locked row. Writes: leases, attempts, runs, events of the batch. Errors: QL001 batch < 1, QL002 batch > 5000. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.sweep_leases(p_batch integer) IS 'Lease expiry, one bounded batch of live leases past expires_at. Inputs: p_batch 1..5000 (default 500). Locks: leases FOR UPDATE SKIP LOCKED, then attempt/run SKIP LOCKED too (never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Then promotes up to p_batch scheduled runs that came due (runs_due, SKIP LOCKED): due_at := NULL, into the candidate keysets. Returns {expired, lost, retried, failed, cancelled, skipped, promoted, more}. Fences: each lease re-checked on its locked row. Writes: leases, attempts, runs, events of the batch. Errors: QL001 batch < 1, QL002 batch > 5000. Caller: ql_runtime.';
+
+
+--
+-- Name: task_settings(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.task_settings(p_task_id text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_task_id uuid := ql_private.parse_uuid(p_task_id, 'taskId');
+    v_task ql_private.tasks;
+BEGIN
+    SELECT tk.* INTO v_task FROM ql_private.tasks tk WHERE tk.id = v_task_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'taskId', MESSAGE = 'task not found';
+    END IF;
+    RETURN jsonb_build_object(
+        'taskId', v_task.id, 'leaseTtlS', v_task.lease_ttl_seconds,
+        'maxAttempts', v_task.max_attempts, 'retryBaseMs', v_task.retry_base_ms,
+        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled);
+END
+$$;
+
+
+ALTER FUNCTION ql.task_settings(p_task_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION task_settings(p_task_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.task_settings(p_task_id text) IS 'A task''s run policy {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled} (SPEC 9.1). Inputs: p_task_id. Fences: none. Writes: none. Locks: none. Read-only. Errors: QL001 malformed id, QL004 unknown task (COLUMN taskId). Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -1671,8 +2638,12 @@ BEGIN
             id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
         VALUES (next_id, r.id, a.attempt_no + 1, a.executor, 'claimed', not_before,
                 now_ts, now_ts);
+        -- A backoff in the future schedules the run (runs_due, SPEC §9.2) instead
+        -- of leaving it in the candidate keyset, where a head of runs in backoff
+        -- would be walked row by row by every pull.
         UPDATE ql_private.runs rr
-           SET current_attempt_id = next_id, state = 'queued', updated_at = now_ts
+           SET current_attempt_id = next_id, state = 'queued', updated_at = now_ts,
+               due_at = CASE WHEN not_before > now_ts THEN not_before END
          WHERE rr.id = r.id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
         VALUES ('run.retry_scheduled', r.id, next_id, jsonb_strip_nulls(jsonb_build_object(
@@ -1703,7 +2674,7 @@ ALTER FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason
 -- Name: FUNCTION apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) IS 'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms, run queued (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';
+COMMENT ON FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) IS 'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms, run queued with due_at = not_before when in the future (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';
 
 
 --
@@ -1734,8 +2705,9 @@ BEGIN
     IF NOT id_ok OR p_secret_digest IS NULL OR octet_length(p_secret_digest) <> 32 THEN
         reason := 'malformed_credential';
     ELSE
-        SELECT c.worker_id, c.secret_digest, c.revoked_at INTO cred
+        SELECT c.worker_id, c.secret_digest, c.revoked_at, w.disabled_at INTO cred
           FROM ql_private.worker_credentials c
+          JOIN ql_private.workers w ON w.id = c.worker_id
          WHERE c.credential_id = p_credential_id;
         IF NOT FOUND THEN
             secret_ok := ql_private.digest_equal(p_secret_digest, dummy_digest);
@@ -1748,6 +2720,9 @@ BEGIN
                 reason := 'revoked_credential';
             ELSIF cred.worker_id <> p_worker_id THEN
                 reason := 'worker_mismatch';
+                http_status := 403;
+            ELSIF cred.disabled_at IS NOT NULL THEN
+                reason := 'worker_disabled';
                 http_status := 403;
             ELSE
                 RETURN NULL;  -- allowed: no write of any kind
@@ -1768,7 +2743,7 @@ ALTER FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest byt
 -- Name: FUNCTION authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) IS 'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) IS 'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
 
 
 --
@@ -1830,8 +2805,28 @@ CREATE FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq
                    coalesce(p_after_seq, -9223372036854775808),
                    coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
             AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+            AND r.due_at IS NULL
             AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
           ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+        UNION ALL
+        (SELECT d.id, d.project_id, d.task_id, d.execution_revision_id, d.priority,
+                d.queue_seq, d.current_attempt_id, d.created_at
+           FROM (SELECT dr.id, dr.project_id, dr.task_id, dr.execution_revision_id,
+                        dr.priority, dr.queue_seq, dr.current_attempt_id, dr.created_at,
+                        dr.xmax AS row_xmax
+                   FROM ql_private.runs dr
+                  WHERE dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
+                    AND dr.due_at IS NOT NULL AND dr.due_at <= p_now
+                  ORDER BY dr.due_at
+                  LIMIT (p_limit + 1) * 4) d
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
+          WHERE (-(d.priority::integer), d.queue_seq, d.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
+          ORDER BY -(d.priority::integer), d.queue_seq, d.id
           LIMIT p_limit + 1)
         UNION ALL
         (SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
@@ -1866,7 +2861,7 @@ ALTER FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq 
 -- Name: FUNCTION candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): queued runs by a range scan of runs_candidate_keyset, merged with dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry); rows a concurrent claim is working on (xmax in progress) are skipped without locking. Inlinable SQL, read-only, no locks. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): ready queued runs by a range scan of runs_candidate_keyset, merged with scheduled runs that came due (runs_due, at most 4 x (limit + 1), runs not yet due never read) and dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry); rows a concurrent claim is working on (xmax in progress) are skipped without locking. Inlinable SQL, read-only, no locks. Caller: ql_private.scan_and_claim.';
 
 
 SET default_tablespace = '';
@@ -1926,6 +2921,7 @@ BEGIN
       JOIN ql_private.tasks ct ON ct.id = cr.task_id
      WHERE cr.runtime_owned AND NOT cr.cancel_requested AND ca.state = 'claimed'
        AND ca.executor = 'remote_worker' AND ca.not_before <= now_ts
+       AND (cr.due_at IS NULL OR cr.due_at <= now_ts)
        -- A run claimed by someone else since the scan is `dispatching` with a live
        -- offer: passed over here, without taking its lock (which would write WAL).
        AND (cr.state = 'queued'
@@ -1965,7 +2961,10 @@ BEGIN
         now_ts, now_ts + make_interval(secs => pick.ttl), now_ts)
     RETURNING * INTO l;
     IF r.state = 'queued' THEN
-        UPDATE ql_private.runs SET state = 'dispatching', updated_at = now_ts WHERE id = r.id;
+        -- A scheduled run that came due leaves runs_due here (due_at := NULL):
+        -- a claimed run is never "scheduled".
+        UPDATE ql_private.runs SET state = 'dispatching', due_at = NULL, updated_at = now_ts
+         WHERE id = r.id;
     END IF;
     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
     VALUES ('run.dispatched', r.id, a.id, jsonb_build_object(
@@ -1987,7 +2986,7 @@ ALTER FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_id
 -- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) IS 'Atomic claim of the first lockable candidate of run_ids (claim order): run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement, every fence re-checked by clock_timestamp(); inserts the lease (an expired unstarted predecessor released), run -> dispatching, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
+COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) IS 'Atomic claim of the first lockable candidate of run_ids (claim order): run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement, every fence re-checked by clock_timestamp() (due_at passed included); inserts the lease (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
 
 
 --
@@ -2086,6 +3085,7 @@ CREATE FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_pri
                   coalesce(p_after_seq, -9223372036854775808),
                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND r.due_at IS NULL
            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
          ORDER BY -(r.priority::integer), r.queue_seq, r.id
          LIMIT p_limit + 1) c
@@ -2456,9 +3456,11 @@ CREATE TABLE ql_private.attempts (
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     finished_at timestamp with time zone,
+    result jsonb,
     CONSTRAINT attempts_attempt_no_check CHECK ((attempt_no >= 1)),
     CONSTRAINT attempts_executor_check CHECK ((executor = 'remote_worker'::text)),
     CONSTRAINT attempts_reason_check CHECK (((reason IS NULL) OR (reason ~ '^[a-z][a-z0-9_]{0,63}$'::text))),
+    CONSTRAINT attempts_result_check CHECK (((result IS NULL) OR ((jsonb_typeof(result) = 'object'::text) AND (pg_column_size(result) <= 12288)))),
     CONSTRAINT attempts_state_check CHECK ((state = ANY (ARRAY['claimed'::text, 'starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'lost'::text, 'cancelled'::text])))
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', vacuum_index_cleanup='on');
@@ -2485,6 +3487,9 @@ CREATE TABLE ql_private.runs (
     updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     finished_at timestamp with time zone,
     placement_class integer,
+    due_at timestamp with time zone,
+    idempotency_key text,
+    CONSTRAINT runs_idempotency_key_check CHECK (((idempotency_key IS NULL) OR ((char_length(idempotency_key) >= 1) AND (char_length(idempotency_key) <= 128)))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'dispatching'::text, 'starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text])))
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', vacuum_index_cleanup='on');
@@ -2741,7 +3746,7 @@ CREATE FUNCTION ql_private.parse_uuid(p_value text, p_field text) RETURNS uuid
 BEGIN
     IF p_value IS NULL
        OR p_value !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL001',
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = p_field,
             MESSAGE = format('%s must be a lowercase canonical UUID', p_field);
     END IF;
     RETURN p_value::uuid;
@@ -2755,7 +3760,7 @@ ALTER FUNCTION ql_private.parse_uuid(p_value text, p_field text) OWNER TO ql_own
 -- Name: FUNCTION parse_uuid(p_value text, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.parse_uuid(p_value text, p_field text) IS 'Parse a lowercase canonical UUID argument. Pure. QL001 (with the field name, never the value) when NULL or malformed.';
+COMMENT ON FUNCTION ql_private.parse_uuid(p_value text, p_field text) IS 'Parse a lowercase canonical UUID argument. Pure. QL001 (with the field name, never the value, in the message and as COLUMN) when NULL or malformed.';
 
 
 --
@@ -4094,6 +5099,80 @@ COMMENT ON FUNCTION ql_private.validate_placement(p_placement jsonb) IS 'Refuse 
 
 
 --
+-- Name: validate_result(jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.validate_result(p_result jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_max_tail_bytes constant integer := 8192;
+    v_problem text;
+    v_key text;
+    v_value jsonb;
+BEGIN
+    IF p_result IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(p_result) <> 'object' THEN
+        v_problem := 'result must be an object';
+    ELSE
+        SELECT k INTO v_key FROM jsonb_object_keys(p_result) k
+         WHERE k NOT IN ('exitCode', 'durationMs', 'outputTail', 'outputBytes')
+         ORDER BY k LIMIT 1;
+        IF v_key IS NOT NULL THEN
+            v_problem := 'result has an unknown field (allowed: exitCode, durationMs, '
+                         'outputTail, outputBytes)';
+        END IF;
+    END IF;
+    IF v_problem IS NULL THEN
+        v_value := p_result -> 'exitCode';
+        IF v_value IS NOT NULL AND jsonb_typeof(v_value) <> 'null'
+           AND NOT (jsonb_typeof(v_value) = 'number'
+                    AND v_value::numeric = trunc(v_value::numeric)
+                    AND v_value::numeric BETWEEN -2147483648 AND 2147483647) THEN
+            v_problem := 'result.exitCode must be null or an integer -2147483648..2147483647';
+        END IF;
+    END IF;
+    IF v_problem IS NULL THEN
+        FOREACH v_key IN ARRAY ARRAY['durationMs', 'outputBytes'] LOOP
+            v_value := p_result -> v_key;
+            IF v_value IS NULL OR jsonb_typeof(v_value) <> 'number'
+               OR v_value::numeric <> trunc(v_value::numeric)
+               OR v_value::numeric NOT BETWEEN 0 AND 9223372036854775807 THEN
+                v_problem := format('result.%s must be an integer >= 0', v_key);
+                EXIT;
+            END IF;
+        END LOOP;
+    END IF;
+    IF v_problem IS NULL THEN
+        v_value := p_result -> 'outputTail';
+        IF v_value IS NULL OR jsonb_typeof(v_value) <> 'string' THEN
+            v_problem := 'result.outputTail must be a string';
+        ELSIF octet_length(convert_to(v_value #>> '{}', 'UTF8')) > v_max_tail_bytes THEN
+            v_problem := format('result.outputTail must be at most %s bytes in UTF-8',
+                                v_max_tail_bytes);
+        END IF;
+    END IF;
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'result', MESSAGE = v_problem;
+    END IF;
+    RETURN p_result;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.validate_result(p_result jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION validate_result(p_result jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.validate_result(p_result jsonb) IS 'Validate a completion result (SPEC 9.3): NULL, or an object with exactly {exitCode? (null or int32), durationMs (integer >= 0), outputTail (string <= 8192 UTF-8 bytes), outputBytes (integer >= 0)}; returns it unchanged. Pure. Errors: QL001 COLUMN result (the message names the field). Caller: ql.complete_lease.';
+
+
+--
 -- Name: xid_in_progress(xid, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
@@ -4139,8 +5218,9 @@ CREATE TABLE ql_private.events (
     attempt_id uuid,
     payload jsonb DEFAULT '{}'::jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    worker_id uuid,
     CONSTRAINT events_payload_check CHECK ((NOT (payload ?| ARRAY['leaseToken'::text, 'token'::text, 'tokenDigest'::text, 'token_digest'::text, 'secret'::text, 'secretDigest'::text, 'secret_digest'::text]))),
-    CONSTRAINT events_type_check CHECK ((type ~ '^(run|attempt|lease)\.[a-z_]+$'::text))
+    CONSTRAINT events_type_check CHECK ((type ~ '^(run|attempt|lease|worker|session)\.[a-z_]+$'::text))
 )
 WITH (autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='10000', autovacuum_vacuum_cost_delay='0');
 
@@ -4302,7 +5382,7 @@ CREATE TABLE ql_private.tasks (
     retry_base_ms integer DEFAULT 1000 NOT NULL,
     retry_cap_ms integer DEFAULT 300000 NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT tasks_lease_ttl_seconds_check CHECK (((lease_ttl_seconds >= 5) AND (lease_ttl_seconds <= 3600))),
+    CONSTRAINT tasks_lease_ttl_seconds_check CHECK (((lease_ttl_seconds >= 5) AND (lease_ttl_seconds <= 86400))),
     CONSTRAINT tasks_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT tasks_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'::text)),
     CONSTRAINT tasks_retry_base_ms_check CHECK (((retry_base_ms >= 0) AND (retry_base_ms <= 3600000))),
@@ -4337,6 +5417,7 @@ CREATE TABLE ql_private.workers (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     name text NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    disabled_at timestamp with time zone,
     CONSTRAINT workers_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'::text))
 );
 
@@ -4565,21 +5646,49 @@ CREATE INDEX run_leases_unstarted_expiry ON ql_private.run_leases USING btree (e
 -- Name: runs_candidate_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE INDEX runs_candidate_keyset ON ql_private.runs USING btree (((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested));
+CREATE INDEX runs_candidate_keyset ON ql_private.runs USING btree (((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NULL));
 
 
 --
 -- Name: runs_class_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE INDEX runs_class_keyset ON ql_private.runs USING btree (placement_class, ((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested));
+CREATE INDEX runs_class_keyset ON ql_private.runs USING btree (placement_class, ((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NULL));
 
 
 --
--- Name: runs_task_state; Type: INDEX; Schema: ql_private; Owner: ql_owner
+-- Name: runs_due; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE INDEX runs_task_state ON ql_private.runs USING btree (task_id, state);
+CREATE INDEX runs_due ON ql_private.runs USING btree (due_at) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NOT NULL));
+
+
+--
+-- Name: runs_idempotency_key; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE UNIQUE INDEX runs_idempotency_key ON ql_private.runs USING btree (task_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+
+--
+-- Name: runs_state_seq; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_state_seq ON ql_private.runs USING btree (state, queue_seq);
+
+
+--
+-- Name: runs_task_state_seq; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_task_state_seq ON ql_private.runs USING btree (task_id, state, queue_seq);
+
+
+--
+-- Name: runs_terminal_finished; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_terminal_finished ON ql_private.runs USING btree (finished_at) WHERE (state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text]));
 
 
 --
@@ -4682,19 +5791,19 @@ ALTER TABLE ONLY ql_private.attempts
 
 
 --
--- Name: events events_attempt_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
---
-
-ALTER TABLE ONLY ql_private.events
-    ADD CONSTRAINT events_attempt_id_fkey FOREIGN KEY (attempt_id) REFERENCES ql_private.attempts(id);
-
-
---
 -- Name: events events_run_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
 ALTER TABLE ONLY ql_private.events
     ADD CONSTRAINT events_run_id_fkey FOREIGN KEY (run_id) REFERENCES ql_private.runs(id);
+
+
+--
+-- Name: events events_worker_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.events
+    ADD CONSTRAINT events_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id);
 
 
 --
@@ -4714,14 +5823,6 @@ ALTER TABLE ONLY ql_private.run_leases
 
 
 --
--- Name: run_leases run_leases_run_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
---
-
-ALTER TABLE ONLY ql_private.run_leases
-    ADD CONSTRAINT run_leases_run_id_fkey FOREIGN KEY (run_id) REFERENCES ql_private.runs(id);
-
-
---
 -- Name: run_leases run_leases_session_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
@@ -4735,14 +5836,6 @@ ALTER TABLE ONLY ql_private.run_leases
 
 ALTER TABLE ONLY ql_private.run_leases
     ADD CONSTRAINT run_leases_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id);
-
-
---
--- Name: runs runs_current_attempt_fk; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
---
-
-ALTER TABLE ONLY ql_private.runs
-    ADD CONSTRAINT runs_current_attempt_fk FOREIGN KEY (current_attempt_id) REFERENCES ql_private.attempts(id);
 
 
 --
@@ -4835,6 +5928,14 @@ GRANT ALL ON FUNCTION ql.cancel_run(p_run_id text) TO ql_runtime;
 
 
 --
+-- Name: FUNCTION cancel_runs(p_task_id text, p_state text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.cancel_runs(p_task_id text, p_state text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.cancel_runs(p_task_id text, p_state text) TO ql_runtime;
+
+
+--
 -- Name: FUNCTION close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
@@ -4843,19 +5944,51 @@ GRANT ALL ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest byt
 
 
 --
--- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text) TO ql_worker_ingress;
+REVOKE ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) TO ql_worker_ingress;
 
 
 --
--- Name: FUNCTION enqueue_runs(p_task_id text, p_priority integer, p_count integer); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION disable_worker(p_worker_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.disable_worker(p_worker_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.disable_worker(p_worker_id text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION enable_worker(p_worker_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.enable_worker(p_worker_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.enable_worker(p_worker_id text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION end_session(p_session_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.end_session(p_session_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.end_session(p_session_id text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) TO ql_runtime;
 
 
 --
@@ -4907,11 +6040,45 @@ GRANT ALL ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text
 
 
 --
+-- Name: FUNCTION list_runs(p_task_id text, p_states text[], p_limit integer, p_after text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION list_workers(p_limit integer, p_after text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.list_workers(p_limit integer, p_after text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.list_workers(p_limit integer, p_after text) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.list_workers(p_limit integer, p_after text) TO ql_runtime;
+
+
+--
 -- Name: FUNCTION open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
 REVOKE ALL ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) TO ql_runtime;
 
 
 --
@@ -4947,11 +6114,28 @@ GRANT ALL ON FUNCTION ql.register_worker(p_name text) TO ql_runtime;
 
 
 --
+-- Name: FUNCTION retry_run(p_run_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.retry_run(p_run_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.retry_run(p_run_id text) TO ql_runtime;
+
+
+--
 -- Name: FUNCTION revoke_credential(p_credential_id text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
 REVOKE ALL ON FUNCTION ql.revoke_credential(p_credential_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.revoke_credential(p_credential_id text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION show_run(p_run_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.show_run(p_run_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.show_run(p_run_id text) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.show_run(p_run_id text) TO ql_runtime;
 
 
 --
@@ -4969,6 +6153,15 @@ GRANT ALL ON FUNCTION ql.status_snapshot() TO ql_runtime;
 
 REVOKE ALL ON FUNCTION ql.sweep_leases(p_batch integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.sweep_leases(p_batch integer) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION task_settings(p_task_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.task_settings(p_task_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.task_settings(p_task_id text) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.task_settings(p_task_id text) TO ql_runtime;
 
 
 --
@@ -5270,6 +6463,13 @@ REVOKE ALL ON FUNCTION ql_private.validate_capabilities(p_capabilities jsonb) FR
 --
 
 REVOKE ALL ON FUNCTION ql_private.validate_placement(p_placement jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION validate_result(p_result jsonb); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.validate_result(p_result jsonb) FROM PUBLIC;
 
 
 --

@@ -1,9 +1,15 @@
-"""`qinglong admin …` (SPEC §8): one JSON object on stdout per command.
+"""`qinglong admin …` (SPEC §8, §9): one JSON object on stdout per command.
 
-Expected failures print `{"error", "reason", "detail"}` on stderr and exit 1
-(argparse usage errors keep argparse's exit 2). `error` is the category
-(invalid_input, not_found, conflict, database_unavailable, …), `reason` the
-specific code. Nothing printed ever contains a credential secret.
+Expected failures print `{"error", "reason", "detail"}` on stderr (plus
+`field`, the wire name of the argument at fault, for invalid input). `error` is
+the category (invalid_input, not_found, conflict, database_unavailable, …),
+`reason` the specific code (e.g. out_of_bounds, illegal_transition). Exit
+status: 2 for invalid input (refused before or by the database; nothing is
+changed), like argparse's usage errors; 1 for every other failure. Nothing
+printed ever contains a credential secret.
+
+The §9 operations commands (task configure, run list/show/retry, worker
+list/disable/enable, session close, prune) live in `qinglong.admin_ops`.
 
 Heavy imports (psycopg, cryptography, the compiler) happen inside the handlers
 so `qinglong --help` and the worker's commands never load them.
@@ -13,23 +19,41 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the handlers import the control plane (psycopg) when they run
+    from qinglong.service.control_plane import Schedule, TaskSettings
 
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 
 EXIT_ERROR = 1
-_HTTP_CATEGORY = {400: "invalid_input", 404: "not_found", 409: "conflict", 503: "unavailable"}
+EXIT_INVALID = 2
+INVALID = "invalid_input"
+_HTTP_CATEGORY = {400: INVALID, 404: "not_found", 409: "conflict", 503: "unavailable"}
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MAX = 2**63 - 1
+RUN_STATES = ("queued", "dispatching", "starting", "running", "succeeded", "failed", "cancelled")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_OPS = "qinglong.admin_ops:"
 
 
 class AdminError(Exception):
-    def __init__(self, error: str, reason: str, detail: str = "") -> None:
+    def __init__(self, error: str, reason: str, detail: str = "",
+                 field: str | None = None) -> None:
         super().__init__(detail or reason)
         self.error = error
         self.reason = reason
         self.detail = detail
+        self.field = field
+
+
+def invalid(field: str, detail: str, reason: str = INVALID) -> AdminError:
+    """An invalid-input refusal naming the argument by its wire name."""
+    return AdminError(INVALID, reason, detail, field)
 
 
 # ------------------------------------------------------------------ parsers
@@ -43,6 +67,8 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     _credential_parsers(groups, lazy)
     _task_parsers(groups, lazy)
     _run_parsers(groups, lazy)
+    _session_parsers(groups, lazy)
+    _prune_parser(groups, lazy)
 
 
 def _group(groups: argparse._SubParsersAction, name: str, help_text: str) -> Any:
@@ -50,8 +76,15 @@ def _group(groups: argparse._SubParsersAction, name: str, help_text: str) -> Any
     return parser.add_subparsers(dest=f"admin_{name}_command", required=True)
 
 
-def _dsn(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dsn", required=True, help="PostgreSQL DSN of a ql_runtime-capable role")
+def _dsn(parser: argparse.ArgumentParser, read: bool = False) -> None:
+    role = "a ql_readonly or ql_runtime" if read else "a ql_runtime-capable"
+    parser.add_argument("--dsn", required=True, help=f"PostgreSQL DSN of {role} role")
+
+
+def _page(parser: argparse.ArgumentParser, default_limit: int, most: int) -> None:
+    parser.add_argument("--limit", default=str(default_limit),
+                        help=f"rows per page, 1..{most} (default {default_limit})")
+    parser.add_argument("--after", help="the `next` cursor of the previous page")
 
 
 def _ca_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
@@ -63,7 +96,8 @@ def _ca_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
 
 
 def _worker_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
-    create = _group(groups, "worker", "worker identities").add_parser(
+    workers = _group(groups, "worker", "worker identities")
+    create = workers.add_parser(
         "create", help="register a worker; issue its certificate and credential"
     )
     _dsn(create)
@@ -71,6 +105,16 @@ def _worker_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> No
     create.add_argument("--ca-dir", required=True, type=Path)
     create.add_argument("--out", required=True, type=Path)
     create.set_defaults(handler=lazy("qinglong.admin_cli:worker_create"))
+    listing = workers.add_parser("list", help="workers, credentials and active sessions")
+    _dsn(listing, read=True)
+    _page(listing, 1000, 1000)
+    listing.set_defaults(handler=lazy(_OPS + "worker_list"))
+    for action, text in (("disable", "refuse every credential, close the session"),
+                         ("enable", "accept the worker's credentials again")):
+        parser = workers.add_parser(action, help=text)
+        _dsn(parser)
+        parser.add_argument("--worker", required=True, help="worker id")
+        parser.set_defaults(handler=lazy(_OPS + f"worker_{action}"))
 
 
 def _credential_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
@@ -83,14 +127,37 @@ def _credential_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -
 
 
 def _task_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
-    publish = _group(groups, "task", "tasks and revisions").add_parser(
+    tasks = _group(groups, "task", "tasks and revisions")
+    publish = tasks.add_parser(
         "publish", help="publish a qinglong/command@v1 document as the task's revision"
     )
     _dsn(publish)
     publish.add_argument("--project", required=True)
     publish.add_argument("--name", required=True)
     publish.add_argument("--command-file", required=True, type=Path)
+    _setting_flags(publish)
     publish.set_defaults(handler=lazy("qinglong.admin_cli:task_publish"))
+    configure = tasks.add_parser(
+        "configure", help="change a task's run policy; no flags: print it")
+    _dsn(configure)
+    configure.add_argument("--task", required=True, help="task id")
+    _setting_flags(configure)
+    configure.set_defaults(handler=lazy(_OPS + "task_configure"))
+
+
+# (flag, wire field, help); parsed in the handlers so a bad value is a JSON error.
+SETTING_FLAGS = (
+    ("--lease-ttl-s", "leaseTtlS", "lease TTL of attempts claimed from now on, 5..86400"),
+    ("--max-attempts", "maxAttempts", "attempts per run, 1..100"),
+    ("--retry-base-ms", "retryBaseMs", "first retry backoff, 100..3600000"),
+    ("--retry-cap-ms", "retryCapMs", "largest retry backoff, retry base..86400000"),
+    ("--enabled", "enabled", "true|false: a disabled task refuses new enqueues"),
+)
+
+
+def _setting_flags(parser: argparse.ArgumentParser) -> None:
+    for flag, _field, text in SETTING_FLAGS:
+        parser.add_argument(flag, help=text)
 
 
 def _run_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
@@ -101,11 +168,60 @@ def _run_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     # Parsed in the handler so a bad number is a JSON error like every other one.
     enqueue.add_argument("--priority", default="0")
     enqueue.add_argument("--count", default="1")
+    when = enqueue.add_mutually_exclusive_group()
+    when.add_argument("--delay-s", help="offer the runs no earlier than N seconds from now")
+    when.add_argument("--not-before-ms", help="offer the runs no earlier than this epoch ms")
+    enqueue.add_argument("--key", help="idempotency key (1..128 printable chars; count 1)")
     enqueue.set_defaults(handler=lazy("qinglong.admin_cli:run_enqueue"))
-    cancel = runs.add_parser("cancel", help="request cancellation of a run")
+    cancel = runs.add_parser(
+        "cancel", help="cancel one run (--run) or a task's runs in a state (--task --state)")
     _dsn(cancel)
-    cancel.add_argument("--run", required=True)
+    cancel.add_argument("--run", help="run id")
+    cancel.add_argument("--task", help="task id (bulk, with --state)")
+    cancel.add_argument("--state", help="bulk: the state to cancel (queued)")
     cancel.set_defaults(handler=lazy("qinglong.admin_cli:run_cancel"))
+    _run_inspection_parsers(runs, lazy)
+
+
+def _run_inspection_parsers(runs: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+    listing = runs.add_parser("list", help="runs, newest first, in keyset pages")
+    _dsn(listing, read=True)
+    listing.add_argument("--task", help="only this task's runs")
+    listing.add_argument("--state", action="extend", nargs="+", metavar="S",
+                         help=f"only these states: {', '.join(RUN_STATES)}")
+    _page(listing, 100, 1000)
+    listing.set_defaults(handler=lazy(_OPS + "run_list"))
+    show = runs.add_parser("show", help="a run with its attempts and latest events")
+    _dsn(show, read=True)
+    show.add_argument("--run", required=True, help="run id")
+    show.set_defaults(handler=lazy(_OPS + "run_show"))
+    retry = runs.add_parser("retry", help="give a failed or cancelled run a new attempt")
+    _dsn(retry)
+    retry.add_argument("--run", required=True, help="run id")
+    retry.set_defaults(handler=lazy(_OPS + "run_retry"))
+
+
+def _session_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+    close = _group(groups, "session", "worker sessions").add_parser(
+        "close", help="close a worker session; its unstarted leases are released")
+    _dsn(close)
+    close.add_argument("--session", required=True, help="session id")
+    close.set_defaults(handler=lazy(_OPS + "session_close"))
+
+
+def _prune_parser(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+    prune = groups.add_parser(
+        "prune", help="delete terminal runs and audit rows past retention (one pass)")
+    _dsn(prune)
+    prune.add_argument("--retain-runs", default="14d",
+                       help="keep terminal runs finished within N[smhd] (default 14d)")
+    prune.add_argument("--retain-audit", default="30d",
+                       help="keep security_audit rows within N[smhd] (default 30d)")
+    prune.add_argument("--batch", help="rows per transaction, 1..10000 (default 1000; "
+                       "a dry run counts one batch, default 10000)")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="count what the first batch would delete; delete nothing")
+    prune.set_defaults(handler=lazy(_OPS + "prune"))
 
 
 # ----------------------------------------------------------------- plumbing
@@ -117,31 +233,95 @@ def _emit(doc: dict[str, Any]) -> int:
     return 0
 
 
-def _fail(error: str, reason: str, detail: str = "") -> int:
-    doc = {"error": error, "reason": reason}
+def _fail(error: str, reason: str, detail: str = "", field: str | None = None) -> int:
+    doc: dict[str, Any] = {"error": error, "reason": reason}
+    if error == INVALID:
+        doc["field"] = field
     if detail:
         doc["detail"] = detail
     sys.stderr.write(json.dumps(doc) + "\n")
-    return EXIT_ERROR
+    return EXIT_INVALID if error == INVALID else EXIT_ERROR
 
 
-def _guarded(action: Callable[[], dict[str, Any]]) -> int:
+def guarded(action: Callable[[], dict[str, Any]]) -> int:
     """Run `action`, turning every expected failure into a JSON error line."""
     from qinglong.service.control_plane import ControlPlaneError
 
     try:
         return _emit(action())
     except AdminError as exc:
-        return _fail(exc.error, exc.reason, exc.detail)
+        return _fail(exc.error, exc.reason, exc.detail, exc.field)
     except ControlPlaneError as exc:
         category = _HTTP_CATEGORY.get(exc.http_status or 0, exc.reason)
-        return _fail(category, exc.reason, exc.detail)
+        return _fail(category, exc.reason, exc.detail, exc.field)
     except OSError as exc:
         return _fail("io_error", type(exc).__name__, f"{exc.strerror or exc}: {exc.filename}")
 
 
 def _abs(path: Path) -> str:
     return str(Path(path).absolute())
+
+
+# ------------------------------------------------------------ argument values
+# Each refuses a malformed value before any SQL with the argument's wire name;
+# the bounds of settings and pages are the database's (QL006 names the field).
+
+
+def integer(text: str, field: str, low: int = INT32_MIN, high: int = INT32_MAX) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise invalid(field, f"{field} must be an integer") from None
+    if not low <= value <= high:
+        raise invalid(field, f"{field} must be between {low} and {high}", "out_of_bounds")
+    return value
+
+
+def optional_integer(text: str | None, field: str, low: int = INT32_MIN,
+                     high: int = INT32_MAX) -> int | None:
+    return None if text is None else integer(text, field, low, high)
+
+
+def uuid_arg(text: str, field: str) -> str:
+    if not _UUID.match(text):
+        raise invalid(field, f"{field} must be a lowercase canonical UUID")
+    return text
+
+
+def boolean(text: str | None, field: str) -> bool | None:
+    if text is None:
+        return None
+    if text not in ("true", "false"):
+        raise invalid(field, f"{field} must be true or false")
+    return text == "true"
+
+
+def run_state(text: str, field: str = "state") -> str:
+    if text not in RUN_STATES:
+        raise invalid(field, f"{field} must be one of {', '.join(RUN_STATES)}")
+    return text
+
+
+def duration_s(text: str, field: str) -> int:
+    from qinglong.durations import parse_duration_s
+
+    try:
+        return parse_duration_s(text)
+    except ValueError as exc:
+        raise invalid(field, f"{field}: {exc}") from None
+
+
+def task_settings(args: argparse.Namespace) -> TaskSettings:
+    """The setting flags (None: not given)."""
+    from qinglong.service.control_plane import TaskSettings
+
+    return TaskSettings(
+        lease_ttl_s=optional_integer(args.lease_ttl_s, "leaseTtlS"),
+        max_attempts=optional_integer(args.max_attempts, "maxAttempts"),
+        retry_base_ms=optional_integer(args.retry_base_ms, "retryBaseMs"),
+        retry_cap_ms=optional_integer(args.retry_cap_ms, "retryCapMs"),
+        enabled=boolean(args.enabled, "enabled"),
+    )
 
 
 # ----------------------------------------------------------------- handlers
@@ -161,7 +341,7 @@ def ca_init(args: argparse.Namespace) -> int:
             "keyFile": _abs(files.key_file),
         }
 
-    return _guarded(action)
+    return guarded(action)
 
 
 def worker_create(args: argparse.Namespace) -> int:
@@ -174,7 +354,7 @@ def worker_create(args: argparse.Namespace) -> int:
             )
         return worker.as_json()
 
-    return _guarded(action)
+    return guarded(action)
 
 
 def credential_revoke(args: argparse.Namespace) -> int:
@@ -188,7 +368,7 @@ def credential_revoke(args: argparse.Namespace) -> int:
             "revokedAtMs": result.get("revokedAtMs"),
         }
 
-    return _guarded(action)
+    return guarded(action)
 
 
 def _compile(command_file: Path) -> Any:
@@ -198,17 +378,18 @@ def _compile(command_file: Path) -> Any:
     try:
         return compile_command(data)
     except CommandRejected as exc:
-        raise AdminError("invalid_input", exc.reason, exc.detail) from None
+        raise AdminError(INVALID, exc.reason, exc.detail, "commandFile") from None
 
 
 def task_publish(args: argparse.Namespace) -> int:
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
+        settings = task_settings(args)
         compiled = _compile(args.command_file)
         with control_plane.connect(args.dsn) as conn:
-            result = control_plane.publish_revision(
-                conn, args.project, args.name, compiled.canonical
+            result = control_plane.publish_task(
+                conn, args.project, args.name, compiled.canonical, settings
             )
         # The database hashes the bytes itself; disagreeing with our own digest
         # would mean the two sides canonicalise differently, which must be loud.
@@ -218,46 +399,71 @@ def task_publish(args: argparse.Namespace) -> int:
             "contentDigest": compiled.content_digest
         }
 
-    return _guarded(action)
+    return guarded(action)
 
 
-def _int_arg(name: str, text: str, low: int, high: int | None = None) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise AdminError("invalid_input", "invalid_input", f"--{name} must be an integer") from None
-    if value < low or (high is not None and value > high):
-        bound = f"{low}..{high}" if high is not None else f">= {low}"
-        raise AdminError("invalid_input", "invalid_input", f"--{name} must be {bound}")
-    return value
+def _schedule(args: argparse.Namespace) -> Schedule:
+    from qinglong.service.control_plane import Schedule
+
+    # Only what fits a bigint is checked here; the bounds are the database's (QL006).
+    delay_s = optional_integer(args.delay_s, "delayMs", -(INT64_MAX // 1000), INT64_MAX // 1000)
+    return Schedule(
+        not_before_ms=optional_integer(args.not_before_ms, "notBeforeMs", -INT64_MAX, INT64_MAX),
+        delay_ms=None if delay_s is None else delay_s * 1000,
+        key=args.key,
+    )
 
 
 def run_enqueue(args: argparse.Namespace) -> int:
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
-        priority = _int_arg(
-            "priority", args.priority, control_plane.SMALLINT_MIN, control_plane.SMALLINT_MAX
-        )
-        # The upper bound of count is the database's (QL002); 2^31-1 keeps the cast sane.
-        count = _int_arg("count", args.count, 1, 2**31 - 1)
+        task_id = uuid_arg(args.task, "taskId")
+        priority = integer(args.priority, "priority",
+                           control_plane.SMALLINT_MIN, control_plane.SMALLINT_MAX)
+        # The upper bound of count is the database's (QL002).
+        count = integer(args.count, "count", 1)
+        schedule = _schedule(args)
         with control_plane.connect(args.dsn) as conn:
-            result = control_plane.enqueue_runs(conn, args.task, priority, count)
-        return {"runIds": list(result.get("runIds") or [])}
+            result = control_plane.enqueue_runs(conn, task_id, priority, count, schedule)
+        return {"runIds": list(result.get("runIds") or []),
+                "existing": bool(result.get("existing"))}
 
-    return _guarded(action)
+    return guarded(action)
 
 
 def run_cancel(args: argparse.Namespace) -> int:
+    """`--run ID` cancels one run; `--task ID --state queued` every such run of the task."""
+    return guarded(lambda: _cancel(args))
+
+
+def _cancel(args: argparse.Namespace) -> dict[str, Any]:
+    if args.run is None and args.task is None:
+        raise invalid("runId", "give --run, or --task with --state")
+    if args.run is not None and (args.task is not None or args.state is not None):
+        raise invalid("runId", "--run cannot be combined with --task/--state")
+    return _cancel_one(args.dsn, args.run) if args.task is None else _cancel_bulk(args)
+
+
+def _cancel_one(dsn: str, run: str) -> dict[str, Any]:
     from qinglong.service import control_plane
 
-    def action() -> dict[str, Any]:
-        with control_plane.connect(args.dsn) as conn:
-            result = control_plane.cancel_run(conn, args.run)
-        return {
-            "runId": result.get("runId", args.run),
-            "state": result.get("state"),
-            "cancelRequested": result.get("cancelRequested"),
-        }
+    run_id = uuid_arg(run, "runId")
+    with control_plane.connect(dsn) as conn:
+        result = control_plane.cancel_run(conn, run_id)
+    return {
+        "runId": result.get("runId", run_id),
+        "state": result.get("state"),
+        "cancelRequested": result.get("cancelRequested"),
+    }
 
-    return _guarded(action)
+
+def _cancel_bulk(args: argparse.Namespace) -> dict[str, Any]:
+    from qinglong.service import control_plane
+
+    task_id = uuid_arg(args.task, "taskId")
+    if args.state is None:
+        raise invalid("state", "--task needs --state (queued)")
+    state = run_state(args.state)
+    with control_plane.connect(args.dsn) as conn:
+        return control_plane.cancel_runs(conn, task_id, state)

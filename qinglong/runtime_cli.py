@@ -1,4 +1,4 @@
-"""`qinglong runtime sweep` (SPEC §7, §8): control-plane runtime services.
+"""`qinglong runtime sweep` (SPEC §7, §8, §9.6): control-plane runtime services.
 
 Only argparse here: cli.py imports this module to build the parser of every
 `qinglong` command (the worker's included); the sweeper (service.sweeper,
@@ -17,6 +17,7 @@ LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 MIN_EVERY_S = 0.1
 MAX_EVERY_S = 3600.0
 MAX_BATCH = 5000  # ql.sweep_leases refuses more (QL002)
+MAX_PRUNE_BATCH = 10000  # ql.prune_runs / ql.prune_audit refuse more (QL006)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -33,14 +34,28 @@ def parse_every(text: str) -> float:
     return seconds
 
 
-def parse_batch(text: str) -> int:
+def parse_batch(text: str, most: int = MAX_BATCH, flag: str = "--batch") -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= value <= MAX_BATCH:
-        raise argparse.ArgumentTypeError(f"--batch must be between 1 and {MAX_BATCH}")
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(f"{flag} must be between 1 and {most}")
     return value
+
+
+def parse_prune_batch(text: str) -> int:
+    return parse_batch(text, MAX_PRUNE_BATCH, "--prune-batch")
+
+
+def parse_retention(text: str) -> int:
+    """`N[smhd]` in whole seconds (`0s` = everything terminal)."""
+    from qinglong.durations import parse_duration_s
+
+    try:
+        return parse_duration_s(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
@@ -48,16 +63,26 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     commands = runtime.add_subparsers(dest="runtime_command", required=True)
     sweep = commands.add_parser(
         "sweep",
-        help="expire leases: unstarted offers become claimable, started ones are lost/retried",
-        description="Call ql.sweep_leases until no expired lease is left, log one JSON line "
-        "per pass on stdout, sleep, repeat. Stateless: run it on every replica. SIGTERM "
-        "stops it after the call in flight.",
+        help="expire leases (unstarted offers become claimable, started ones are lost/"
+        "retried) and prune terminal runs and audit rows past retention",
+        description="Call ql.sweep_leases until no expired lease is left, then prune in "
+        "batches (ql.prune_runs, ql.prune_audit; one transaction each, never blocking "
+        "claims), log one JSON line per pass on stdout, sleep, repeat. Stateless: run it on "
+        "every replica. SIGTERM stops it after the call in flight.",
     )
     sweep.add_argument("--dsn", required=True, help="PostgreSQL DSN of a ql_runtime-capable role")
     sweep.add_argument("--every", type=parse_every, default=5.0, metavar="DURATION",
                        help="pause between passes: 5s (default), 500ms, 1m; 100ms..1h")
     sweep.add_argument("--batch", type=parse_batch, default=500, metavar="N",
                        help="leases per database call, 1..5000 (default 500)")
+    sweep.add_argument("--retain-runs", type=parse_retention, default=14 * 86400,
+                       metavar="DURATION",
+                       help="prune terminal runs finished longer ago than N[smhd] (default 14d)")
+    sweep.add_argument("--retain-audit", type=parse_retention, default=30 * 86400,
+                       metavar="DURATION",
+                       help="prune security_audit rows older than N[smhd] (default 30d)")
+    sweep.add_argument("--prune-batch", type=parse_prune_batch, default=1000, metavar="N",
+                       help="rows per prune transaction, 1..10000 (default 1000)")
     sweep.add_argument("--once", action="store_true",
                        help="one pass, then exit (0 ok, 1 database error)")
     sweep.set_defaults(handler=lazy("qinglong.service.sweeper:sweep_command"))

@@ -51,8 +51,8 @@ async def _database_pool(app: web.Application) -> AsyncIterator[None]:
 
 def create_app(state: IngressState) -> web.Application:
     # client_max_size is aiohttp's own backstop; views.read_body enforces the
-    # limit first (Content-Length check, then a bounded read).
-    app = web.Application(client_max_size=state.config.max_body_bytes,
+    # per-endpoint limit first (Content-Length check, then a bounded read).
+    app = web.Application(client_max_size=state.config.max_complete_body_bytes,
                           middlewares=[envelope_middleware])
     app[STATE] = state
     app.cleanup_ctx.append(_database_pool)

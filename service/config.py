@@ -73,6 +73,8 @@ class IngressConfig:
     header_timeout_s: float = 15.0  # also the keep-alive idle timeout
     body_timeout_s: float = 10.0
     max_body_bytes: int = 4096
+    # /v1/leases/complete carries the run's result (SPEC §9.3): up to 16 KiB.
+    max_complete_body_bytes: int = 16384
     shutdown_timeout_s: float = 30.0
     # Per-worker token buckets (per replica): one for polling (pulls, session
     # calls), one for lease calls. Lease calls are bounded by the worker's live
@@ -100,6 +102,9 @@ class IngressConfig:
     idle_view_probe_min_interval_ms: int = 100
     # A cached session is only trusted while it has this much lease left.
     idle_view_session_margin_ms: int = 5000
+    # A credential the database confirmed is trusted from the cache this long at
+    # most (SPEC §5: a per-replica credential cache of at most 5 s).
+    idle_view_credential_max_age_ms: int = 5000
     # Session heartbeats batched into one call while the idle view is engaged.
     heartbeat_batch_window_ms: int = 50
     heartbeat_batch_max: int = 64
@@ -121,6 +126,8 @@ class IngressConfig:
         _require(self.statement_timeout_mode in ("options", "set", "off"),
                  "statement_timeout_mode must be options|set|off")
         _require(1 <= self.max_body_bytes <= 4096, "max_body_bytes must be 1..4096")
+        _require(self.max_body_bytes <= self.max_complete_body_bytes <= 16384,
+                 "max_complete_body_bytes must be max_body_bytes..16384")
         _require(self.max_connections >= 1, "max_connections must be >= 1")
         _require(self.rate_per_s > 0 and self.rate_burst >= 1, "rate limits must be positive")
         _require(self.lease_rate_per_s > 0 and self.lease_rate_burst >= 1,
@@ -136,6 +143,8 @@ class IngressConfig:
                      "heartbeat_batch_window_ms"):
             _require(getattr(self, name) >= 0, f"{name} must be >= 0")
         _require(self.idle_view_engage_rate_per_s >= 0, "idle_view_engage_rate_per_s must be >= 0")
+        _require(0 <= self.idle_view_credential_max_age_ms <= 5000,
+                 "idle_view_credential_max_age_ms must be 0..5000")
         _require(1 <= self.heartbeat_batch_max <= 64, "heartbeat_batch_max must be 1..64")
         return self
 

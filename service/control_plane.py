@@ -8,9 +8,9 @@ SQLSTATEs out (through `service.sqlstates`, the single mapping table).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +43,14 @@ class ControlPlaneError(Exception):
         *,
         http_status: int | None = None,
         sqlstate: str | None = None,
+        field: str | None = None,
     ) -> None:
         super().__init__(detail or reason)
         self.reason = reason
         self.detail = detail
         self.http_status = http_status
         self.sqlstate = sqlstate
+        self.field = field  # the wire name of the argument at fault, when known
 
 
 def translate(exc: psycopg.Error) -> ControlPlaneError:
@@ -58,7 +60,8 @@ def translate(exc: psycopg.Error) -> ControlPlaneError:
     known = lookup(sqlstate)
     if known is not None:
         return ControlPlaneError(
-            known.reason, detail, http_status=known.http_status, sqlstate=sqlstate
+            known.reason, detail, http_status=known.http_status, sqlstate=sqlstate,
+            field=exc.diag.column_name or None,
         )
     if isinstance(exc, psycopg.OperationalError) and sqlstate is None:
         return ControlPlaneError("database_unavailable", str(exc).strip(), http_status=503)
@@ -110,16 +113,179 @@ def publish_revision(conn: psycopg.Connection, project: str, task: str, canonica
     return _call(conn, api.publish_revision(project=project, task=task, canonical=canonical))
 
 
-def enqueue_runs(conn: psycopg.Connection, task_id: str, priority: int, count: int) -> dict:
+@dataclass(frozen=True)
+class Schedule:
+    """When and how idempotently runs are enqueued (SPEC §9.2); all None = now, no key."""
+
+    not_before_ms: int | None = None
+    delay_ms: int | None = None
+    key: str | None = None
+
+
+def enqueue_runs(conn: psycopg.Connection, task_id: str, priority: int, count: int,
+                 schedule: Schedule | None = None) -> dict:
+    """-> `{runIds, existing}`."""
     # Checked here too so an out-of-range priority is invalid_input, not an
     # integer-overflow error from the cast.
     if not SMALLINT_MIN <= priority <= SMALLINT_MAX:
-        raise ControlPlaneError("invalid_input", "priority must be a smallint", http_status=400)
-    return _call(conn, api.enqueue_runs(task_id=task_id, priority=priority, count=count))
+        raise ControlPlaneError("invalid_input", "priority must be a smallint", http_status=400,
+                                field="priority")
+    return _call(conn, api.enqueue_runs(task_id=task_id, priority=priority, count=count,
+                                        **asdict(schedule or Schedule())))
 
 
 def cancel_run(conn: psycopg.Connection, run_id: str) -> dict:
     return _call(conn, api.cancel_run(run_id=run_id))
+
+
+def cancel_runs(conn: psycopg.Connection, task_id: str, state: str) -> dict:
+    return _call(conn, api.cancel_runs(task_id=task_id, state=state))
+
+
+def retry_run(conn: psycopg.Connection, run_id: str) -> dict:
+    return _call(conn, api.retry_run(run_id=run_id))
+
+
+# ------------------------------------------------------------ task settings
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """A change of a task's run policy (SPEC §9.1); None leaves a setting as it is."""
+
+    lease_ttl_s: int | None = None
+    max_attempts: int | None = None
+    retry_base_ms: int | None = None
+    retry_cap_ms: int | None = None
+    enabled: bool | None = None
+
+    def is_empty(self) -> bool:
+        return all(value is None for value in asdict(self).values())
+
+
+def configure_task(conn: psycopg.Connection, task_id: str, settings: TaskSettings) -> dict:
+    """Apply `settings` (the database checks the bounds) -> the task's settings."""
+    return _call(conn, api.configure_task(task_id=task_id, **asdict(settings)))
+
+
+def task_settings(conn: psycopg.Connection, task_id: str) -> dict:
+    return _call(conn, api.task_settings(task_id=task_id))
+
+
+def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
+                 settings: TaskSettings | None = None) -> dict:
+    """Publish, then apply `settings`, in one transaction: a refused setting
+    leaves no new revision behind. -> publish_revision's object."""
+    if settings is None or settings.is_empty():
+        return publish_revision(conn, project, task, canonical)
+    try:
+        with conn.transaction():  # the two calls' own transactions become savepoints
+            published = publish_revision(conn, project, task, canonical)
+            configure_task(conn, _required(published, "taskId", "publish_revision"), settings)
+    except psycopg.Error as exc:  # the commit itself
+        raise translate(exc) from None
+    return published
+
+
+# ------------------------------------------------------------ inspection (reads)
+
+
+def list_runs(conn: psycopg.Connection, task_id: str | None, states: Sequence[str] | None,
+              limit: int, after: str | None) -> dict:
+    return _call(conn, api.list_runs(task_id=task_id, states=states, limit=limit, after=after))
+
+
+def show_run(conn: psycopg.Connection, run_id: str) -> dict:
+    return _call(conn, api.show_run(run_id=run_id))
+
+
+def list_workers(conn: psycopg.Connection, limit: int, after: str | None) -> dict:
+    return _call(conn, api.list_workers(limit=limit, after=after))
+
+
+# ------------------------------------------------------------ workers and sessions
+
+
+def disable_worker(conn: psycopg.Connection, worker_id: str) -> dict:
+    return _call(conn, api.disable_worker(worker_id=worker_id))
+
+
+def enable_worker(conn: psycopg.Connection, worker_id: str) -> dict:
+    return _call(conn, api.enable_worker(worker_id=worker_id))
+
+
+def end_session(conn: psycopg.Connection, session_id: str) -> dict:
+    return _call(conn, api.end_session(session_id=session_id))
+
+
+# ------------------------------------------------------------ retention
+
+PRUNE_BATCH = 1000
+RUN_COUNTS = ("runs", "attempts", "leases", "events")
+
+
+@dataclass
+class PruneTotals:
+    """What one prune pass removed (or, dry, would remove in its first batch)."""
+
+    runs: int = 0
+    attempts: int = 0
+    leases: int = 0
+    events: int = 0
+    security_audit: int = 0
+    dry_run: bool = False
+    calls: int = 0
+    more: bool = False  # stopped at max_calls with work left (next pass continues)
+
+    def add_runs(self, doc: dict) -> bool:
+        for key in RUN_COUNTS:
+            setattr(self, key, getattr(self, key) + int(doc.get(key, 0)))
+        return self._counted(doc)
+
+    def add_audit(self, doc: dict) -> bool:
+        self.security_audit += int(doc.get("securityAudit", 0))
+        return self._counted(doc)
+
+    def _counted(self, doc: dict) -> bool:
+        self.calls += 1
+        return bool(doc.get("more"))
+
+    def as_json(self) -> dict[str, int | bool]:
+        return {"runs": self.runs, "attempts": self.attempts, "leases": self.leases,
+                "events": self.events, "securityAudit": self.security_audit,
+                "dryRun": self.dry_run}
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long terminal runs and audit rows are kept, in seconds (SPEC §9.6)."""
+
+    runs_s: int
+    audit_s: int
+    batch: int = PRUNE_BATCH
+    dry_run: bool = False
+
+
+def prune(conn: psycopg.Connection, retention: Retention,
+          max_calls: int | None = None) -> PruneTotals:
+    """One pass: batches of ql.prune_runs, then of ql.prune_audit, each in its own
+    transaction (never one long one), until the database reports no more. A dry
+    run makes one call each: it deletes nothing, so a next batch would count the
+    same rows. `max_calls` bounds each loop (the rest is left for the next pass)."""
+    totals = PruneTotals(dry_run=retention.dry_run)
+    args = {"batch": retention.batch, "dry_run": retention.dry_run}
+    for make, add, retain_s in ((api.prune_runs, totals.add_runs, retention.runs_s),
+                                (api.prune_audit, totals.add_audit, retention.audit_s)):
+        calls = 0
+        while True:
+            more = add(_call(conn, make(retain_s=retain_s, **args)))
+            calls += 1
+            if not more or retention.dry_run:
+                break
+            if max_calls is not None and calls >= max_calls:
+                totals.more = True
+                break
+    return totals
 
 
 def sweep_leases(conn: psycopg.Connection, batch: int) -> dict:
@@ -207,15 +373,31 @@ def _required(result: dict, key: str, function: str) -> str:
 __all__ = [
     "ControlPlaneError",
     "ProvisionedWorker",
+    "PruneTotals",
+    "Retention",
+    "Schedule",
+    "TaskSettings",
     "cancel_run",
+    "cancel_runs",
+    "configure_task",
     "connect",
+    "disable_worker",
+    "enable_worker",
+    "end_session",
     "enqueue_runs",
     "issue_credential",
+    "list_runs",
+    "list_workers",
     "provision_worker",
+    "prune",
     "publish_revision",
+    "publish_task",
     "register_worker",
+    "retry_run",
     "revoke_credential",
+    "show_run",
     "status_snapshot",
     "sweep_leases",
+    "task_settings",
     "translate",
 ]

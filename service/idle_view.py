@@ -26,7 +26,13 @@ Pieces (all per replica, none per worker):
   projections), each tagged with the incarnation under which the call *started*
   and dropped if a notification of its kind arrived while the call ran. Keyed
   by credential id (+ the SHA-256 of the secret, compared in constant time) and
-  by worker id. Process memory only, no plaintext secret.
+  by worker id. Process memory only, no plaintext secret. A credential entry is
+  trusted for at most `idle_view_credential_max_age_ms` (≤ 5 s, SPEC §5) after
+  the database confirmed it; then the next pull goes to the database, which
+  re-checks the credential (and refreshes the entry). A `c:<credentialId>`
+  drops that credential; an `s:<workerId>` drops the worker's session *and*
+  every credential entry of that worker (an operator disabling a worker closes
+  its session, so its credentials are re-checked by the database too).
 * **Barrier** — a pull may use the view only after a ping it did not precede:
   the replica sends `ql.idle_ping(token)` (a NOTIFY) through its pool after the
   pull arrived and waits for it to come back on the listener. Notifications are
@@ -124,6 +130,7 @@ class CacheToken:
     incarnation: int
     credential_seq: int
     session_seq: int
+    taken_at: float = 0.0  # monotonic
 
 
 @dataclass
@@ -131,6 +138,7 @@ class _AuthEntry:
     secret_digest: bytes = field(repr=False)
     worker_id: str
     incarnation: int
+    confirmed_at: float  # monotonic, when the confirming database call was sent
 
 
 @dataclass
@@ -167,6 +175,7 @@ class IdleView:
     _epoch: int = 0  # bumped by every `q` notification and reconnect
     _db_offset_ms: float | None = None  # database clock - local wall clock
     _auth: dict[str, _AuthEntry] = field(default_factory=dict)
+    _worker_credentials: dict[str, set[str]] = field(default_factory=dict)
     _sessions: dict[str, _SessionFacts] = field(default_factory=dict)
     _waiters: list[asyncio.Future[bool]] = field(default_factory=list)
     _pings: dict[str, asyncio.Future[None]] = field(default_factory=dict)
@@ -307,6 +316,7 @@ class IdleView:
         self._epoch += 1
         self._belief = None
         self._auth.clear()
+        self._worker_credentials.clear()
         self._sessions.clear()
         for future in self._pings.values():
             if not future.done():
@@ -322,10 +332,15 @@ class IdleView:
         self.metrics.idle_view_notifications.inc(kind if kind in ("q", "c", "s") else "other")
         if kind == "c":
             self._credential_seq += 1
-            self._auth.pop(ident, None)
+            self._forget_credential(ident)
         elif kind == "s":
+            # The worker's session changed (replaced, closed — also by an operator
+            # disabling the worker): forget its session and its credentials.
             self._session_seq += 1
+            self._credential_seq += 1
             self._sessions.pop(ident, None)
+            for credential_id in self._worker_credentials.pop(ident, set()):
+                self._auth.pop(credential_id, None)
         else:  # 'q' and anything unknown: the belief no longer holds
             self._epoch += 1
             self._belief = None
@@ -387,7 +402,8 @@ class IdleView:
     def cache_token(self) -> CacheToken | None:
         if not self._engaged or not self._up:
             return None
-        return CacheToken(self._incarnation, self._credential_seq, self._session_seq)
+        return CacheToken(self._incarnation, self._credential_seq, self._session_seq,
+                          self.clock())
 
     def remember_credential(self, token: CacheToken | None, credential: PresentedCredential,
                             worker_id: str) -> None:
@@ -395,8 +411,21 @@ class IdleView:
         if (token is None or token.incarnation != self._incarnation or not self._up
                 or token.credential_seq != self._credential_seq):
             return
-        self._auth[credential.credential_id] = _AuthEntry(credential.secret_digest, worker_id,
-                                                          token.incarnation)
+        credential_id = credential.credential_id
+        self._forget_credential(credential_id)
+        self._auth[credential_id] = _AuthEntry(credential.secret_digest, worker_id,
+                                               token.incarnation, token.taken_at)
+        self._worker_credentials.setdefault(worker_id, set()).add(credential_id)
+
+    def _forget_credential(self, credential_id: str) -> None:
+        entry = self._auth.pop(credential_id, None)
+        if entry is None:
+            return
+        ids = self._worker_credentials.get(entry.worker_id)
+        if ids is not None:
+            ids.discard(credential_id)
+            if not ids:
+                del self._worker_credentials[entry.worker_id]
 
     def remember_session(self, token: CacheToken | None, session: dict[str, Any]) -> None:
         """A session projection from an `ok` open/heartbeat answer (active session)."""
@@ -413,8 +442,14 @@ class IdleView:
 
     def _credential_ok(self, credential: PresentedCredential, worker_id: str) -> bool:
         entry = self._auth.get(credential.credential_id)
-        return (entry is not None and entry.incarnation == self._incarnation
-                and entry.worker_id == worker_id
+        if entry is None:
+            return False
+        max_age_s = self.config.idle_view_credential_max_age_ms / 1000
+        if self.clock() - entry.confirmed_at >= max_age_s:
+            # Older than the cache may be trusted (SPEC §5, 5 s): ask the database.
+            self._forget_credential(credential.credential_id)
+            return False
+        return (entry.incarnation == self._incarnation and entry.worker_id == worker_id
                 and hmac.compare_digest(entry.secret_digest, credential.secret_digest))
 
     def _session_ok(self, worker_id: str, session_id: str, generation: int) -> bool:

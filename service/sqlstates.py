@@ -38,6 +38,9 @@ class QlSqlState(Enum):
         400,
         "canonical bytes do not hash to the stated digest / not canonical",
     )
+    OUT_OF_BOUNDS = SqlStateInfo(
+        "QL006", "out_of_bounds", 400, "a setting or argument outside its documented bounds"
+    )
     SESSION_NOT_FOUND = SqlStateInfo(
         "QL010", "session_not_found", 409, "no such session for this worker"
     )

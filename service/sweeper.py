@@ -1,14 +1,20 @@
-"""`qinglong runtime sweep --dsn DSN [--every 5s] [--batch N] [--once]` (SPEC §7).
+"""`qinglong runtime sweep --dsn DSN [--every 5s] [--batch N] [--once]
+[--retain-runs 14d] [--retain-audit 30d] [--prune-batch N]` (SPEC §7, §9.6).
 
 The lease sweeper is stateless: every pass calls `ql.sweep_leases(batch)` until
-the database says `more: false`, then sleeps. All decisions (what expired, what
-is lost, retries, cancellations) and all locking happen in that one function,
-which takes its rows with FOR UPDATE SKIP LOCKED — so the sweeper can run on
-every replica at once, and a crash at any point loses nothing (the transaction
-of the call in flight rolls back and the next pass takes the same leases).
+the database says `more: false`, then prunes: `ql.prune_runs` (terminal runs
+finished before the retention, with their attempts, leases and events) and
+`ql.prune_audit` (security_audit rows), batch after batch, each call its own
+transaction (SKIP LOCKED: a prune never waits for a claim), then sleeps. All
+lease decisions (what expired, what is lost, retries, cancellations) and all
+locking happen in ql.sweep_leases, which takes its rows with FOR UPDATE SKIP
+LOCKED — so the sweeper can run on every replica at once, and a crash at any
+point loses nothing (the transaction of the call in flight rolls back and the
+next pass takes the same leases).
 
 Output: one JSON line per pass on stdout — `{"timeMs", "event": "sweep.pass",
-"expired", "lost", "retried", "failed", "cancelled", "skipped", "calls",
+"expired", "lost", "retried", "failed", "cancelled", "skipped", "calls", "more",
+"pruned": {runs, attempts, leases, events, securityAudit, calls, more},
 "durationMs"}` — and one JSON line per failure on stderr (`event`
 `sweep.error`, `reason` from the SQLSTATE table / service.control_plane).
 A failed pass is retried on the next tick with a fresh connection; with
@@ -33,12 +39,22 @@ from typing import Any, TextIO
 import psycopg
 
 from qinglong.db import api
-from qinglong.service.control_plane import ControlPlaneError, translate
+from qinglong.service.control_plane import (
+    ControlPlaneError,
+    PruneTotals,
+    Retention,
+    prune,
+    translate,
+)
 
 COUNTS = ("expired", "lost", "retried", "failed", "cancelled", "skipped")
 # A pass keeps calling while the database reports more work, but never forever:
 # a backlog larger than this is finished on the following passes.
 MAX_CALLS_PER_PASS = 1000
+# Prune batches per pass and kind: a large backlog (after an outage, or when a
+# retention is shortened) drains over several passes, lease sweeping between them.
+MAX_PRUNE_CALLS_PER_PASS = 100
+DEFAULT_RETENTION = Retention(runs_s=14 * 86400, audit_s=30 * 86400)
 STATEMENT_TIMEOUT_MS = 30000
 
 
@@ -69,12 +85,14 @@ class Sweeper:
     """The loop of `qinglong runtime sweep`; injectable streams and stop event."""
 
     def __init__(self, dsn: str, every_s: float, batch: int, *,
+                 retention: Retention = DEFAULT_RETENTION,
                  out: TextIO | None = None, err: TextIO | None = None,
                  stop: threading.Event | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.dsn = dsn
         self.every_s = every_s
         self.batch = batch
+        self.retention = retention
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.stop = stop or threading.Event()
@@ -104,6 +122,7 @@ class Sweeper:
         started = time.monotonic()
         try:
             result = sweep_pass(self._connection(), self.batch, self.stop)
+            pruned = self._prune()
         except (psycopg.Error, ControlPlaneError) as exc:
             failure = translate(exc) if isinstance(exc, psycopg.Error) else exc
             self.close()
@@ -112,9 +131,14 @@ class Sweeper:
             return False
         self._log(self.out, {
             "level": "info", "event": "sweep.pass", **result.counts, "calls": result.calls,
-            "more": result.more,
+            "more": result.more, "pruned": _pruned_json(pruned),
             "durationMs": int((time.monotonic() - started) * 1000)})
         return True
+
+    def _prune(self) -> PruneTotals:
+        if self.stop.is_set():
+            return PruneTotals()
+        return prune(self._connection(), self.retention, MAX_PRUNE_CALLS_PER_PASS)
 
     def run(self, once: bool = False) -> int:
         try:
@@ -128,8 +152,16 @@ class Sweeper:
             self.close()
 
 
+def _pruned_json(totals: PruneTotals) -> dict[str, Any]:
+    doc: dict[str, Any] = totals.as_json()
+    del doc["dryRun"]
+    return doc | {"calls": totals.calls, "more": totals.more}
+
+
 def sweep_command(args: argparse.Namespace) -> int:
-    sweeper = Sweeper(args.dsn, args.every, args.batch)
+    retention = Retention(runs_s=args.retain_runs, audit_s=args.retain_audit,
+                          batch=args.prune_batch)
+    sweeper = Sweeper(args.dsn, args.every, args.batch, retention=retention)
 
     def request_stop(signum: int, _frame: object) -> None:
         sweeper._log(sweeper.err, {"level": "info", "event": "sweep.stopping",

@@ -23,6 +23,7 @@ from qinglong.db.api import Call
 from qinglong.schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
 from qinglong.service.audit import AuditRecord, Outcome
 from qinglong.service.capabilities import CapabilitiesRejected, canonicalize_capabilities
+from qinglong.service.config import IngressConfig
 from qinglong.service.credentials import (
     PresentedCredential,
     lease_token_digest,
@@ -48,6 +49,12 @@ class Endpoint:
     request_schema: SchemaId
     response_schema: SchemaId
     success_status: int
+
+    def body_limit(self, config: IngressConfig) -> int:
+        """A completion carries the run's result (SPEC §9.3): its own, larger limit."""
+        if self.request_schema is SchemaId.LEASE_COMPLETE_REQUEST:
+            return config.max_complete_body_bytes
+        return config.max_body_bytes
 
 
 SESSION_OPEN = Endpoint("sessions.open", "session.open", SchemaId.SESSION_OPEN_REQUEST,
@@ -140,7 +147,8 @@ async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState
     cert_worker = peer_worker_id(request)
     _rate_limit(state, endpoint, cert_worker)
     state.idle_view.note_request()
-    data = await read_body(request, state.config.max_body_bytes, state.config.body_timeout_s)
+    data = await read_body(request, endpoint.body_limit(state.config),
+                           state.config.body_timeout_s)
     doc = parse_request(data, endpoint.request_schema)
     body_worker = doc["workerId"]
     presented = parse_authorization(request.headers.get("Authorization"))
@@ -366,7 +374,8 @@ def _heartbeat_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[A
 def _complete_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
     return doc["outcome"], api.complete_lease(**vars(fence), outcome=doc["outcome"],
                                               exit_code=doc.get("exitCode"),
-                                              reason=doc.get("reason"))
+                                              reason=doc.get("reason"),
+                                              result=doc.get("result"))
 
 
 LeaseCall = Callable[[LeaseFence, dict[str, Any]], tuple[str, Call[Any]]]

@@ -28,7 +28,7 @@ class CredentialError(Exception):
 
 
 class RequestTooLarge(ValueError):
-    """The request body exceeds 4 KiB (a caller bug, never sent)."""
+    """The request body exceeds its limit (4 KiB; a lease completion 16 KiB): never sent."""
 
 
 class TransportError(Exception):

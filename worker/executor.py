@@ -19,6 +19,10 @@ Decisions:
 * **Output.** stdout and stderr share one pipe; a pump thread copies the first
   ``output_limit`` bytes to ``WORK/<offerId>/output.log`` (0600) and then drains
   and drops the rest, so a chatty command neither blocks nor fills the disk.
+  The same thread keeps the *last* :data:`TAIL_BYTES` in a ring buffer and
+  counts every byte (:class:`OutputTail`): that tail, the exit code and the
+  duration are the run's result (SPEC §9.3, :meth:`Process.result`), so memory
+  stays bounded however much the command prints.
 * **Group lifetime.** When the leader exits, whatever is left of its group is
   killed: a run's processes never outlive the run. The leader is detected with
   ``waitid(WNOWAIT)`` *before* it is reaped, so the group id cannot have been
@@ -45,15 +49,23 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 OUTPUT_NAME = "output.log"
 SCRATCH_NAME = "scratch"
 _PUMP_CHUNK = 64 * 1024
+# SPEC §9.3: outputTail is the last <= 8 KiB (UTF-8) of the combined output.
+TAIL_BYTES = 8 * 1024
+# ... and, JSON-escaped, at most this much: control characters escape to 6
+# bytes each, and the stored result object (about 12 KiB at most) and the
+# complete request (16 KiB at most) must still fit.
+TAIL_JSON_BUDGET = 11 * 1024
 
 __all__ = [
     "DEFAULT_PATH",
     "CommandSpec",
     "ExitStatus",
+    "OutputTail",
     "Process",
     "SpawnFailed",
     "StopReason",
     "kill_orphan_group",
+    "output_tail_text",
     "process_start_ticks",
     "spawn",
 ]
@@ -165,24 +177,112 @@ def _open_log(path: str) -> IO[bytes]:
     return os.fdopen(fd, "wb", buffering=0)
 
 
-def _pump(source: IO[bytes], sink: IO[bytes], limit: int) -> None:
-    """Copy the head of the output, then keep draining so the child never blocks."""
-    written = 0
+class OutputTail:
+    """The last ``capacity`` bytes of a stream and the count of all of them.
+
+    Fed by the pump thread, read once the pump is done (or while it runs: the
+    lock keeps each snapshot whole). Memory: ``capacity`` plus one chunk."""
+
+    def __init__(self, capacity: int = TAIL_BYTES) -> None:
+        self.capacity = capacity
+        self._buf = bytearray()
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        with self._lock:
+            self._total += len(chunk)
+            if len(chunk) >= self.capacity:
+                self._buf[:] = chunk[-self.capacity :]
+                return
+            self._buf += chunk
+            excess = len(self._buf) - self.capacity
+            if excess > 0:
+                del self._buf[:excess]
+
+    def snapshot(self) -> tuple[bytes, int]:
+        """(the kept tail, the total byte count)."""
+        with self._lock:
+            return bytes(self._buf), self._total
+
+    def text(self) -> str:
+        data, total = self.snapshot()
+        return output_tail_text(data, cut=total > len(data))
+
+
+def output_tail_text(data: bytes, *, cut: bool = False) -> str:
+    """The tail as text: UTF-8, invalid bytes replaced, NUL replaced (jsonb refuses
+    it), at most TAIL_BYTES encoded and TAIL_JSON_BUDGET JSON-escaped, cut on a
+    character boundary from the front. ``cut``: ``data`` starts mid-stream."""
+    if cut:
+        # The ring buffer may start inside a character: drop its continuation bytes.
+        skip = 0
+        while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+            skip += 1
+        data = data[skip:]
+    text = data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+    size = escaped = 0
+    start = len(text)
+    while start > 0:
+        char = text[start - 1]
+        size += len(char.encode("utf-8"))
+        escaped += _escaped_len(char)
+        if size > TAIL_BYTES or escaped > TAIL_JSON_BUDGET:
+            break
+        start -= 1
+    return text[start:]
+
+
+def _escaped_len(char: str) -> int:
+    """Bytes of ``char`` inside a JSON string (json.dumps ensure_ascii=False, and
+    PostgreSQL's jsonb text output, escape the same characters)."""
+    if char in '"\\\b\f\n\r\t':
+        return 2
+    if char < " ":
+        return 6
+    return len(char.encode("utf-8"))
+
+
+def _pump(source: IO[bytes], sink: IO[bytes], limit: int, tail: OutputTail) -> None:
+    """Copy the head of the output, keep the tail, and keep draining so the
+    child never blocks (a failing log file only stops the copy)."""
+    head: _Head | None = _Head(sink, limit) if limit > 0 else None
     try:
         while chunk := source.read1(_PUMP_CHUNK):  # type: ignore[attr-defined]
-            if written < limit:
-                part = chunk[: limit - written]
-                sink.write(part)
-                written += len(part)
-                if written >= limit:
-                    sink.write(f"\n[qinglong: output truncated after {limit} bytes]\n".encode())
+            tail.feed(chunk)
+            if head is not None and not head.write(chunk):
+                head = None
     except (OSError, ValueError):
-        pass  # a full disk or closed file must not take the worker down
+        pass  # a closed pipe must not take the worker down
     finally:
         with contextlib.suppress(OSError):
             sink.close()
         with contextlib.suppress(OSError):
             source.close()
+
+
+@dataclass
+class _Head:
+    """The first ``limit`` bytes of the output, written to ``output.log``."""
+
+    sink: IO[bytes]
+    limit: int
+    written: int = 0
+
+    def write(self, chunk: bytes) -> bool:
+        """False once nothing more is wanted (limit reached, or the disk failed)."""
+        try:
+            part = chunk[: self.limit - self.written]
+            self.sink.write(part)
+            self.written += len(part)
+            if self.written >= self.limit:
+                self.sink.write(
+                    f"\n[qinglong: output truncated after {self.limit} bytes]\n".encode()
+                )
+                return False
+        except (OSError, ValueError):
+            return False  # a full disk or closed file must not take the worker down
+        return True
 
 
 @dataclass
@@ -198,12 +298,15 @@ class Process:
     status: ExitStatus | None = None
     pidfd: int | None = None
     start_ticks: int | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    ended_at: float | None = None  # monotonic, when the leader was reaped
+    tail: OutputTail = field(default_factory=OutputTail, repr=False)
     _pump: threading.Thread | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         assert self.popen.stdout is not None
         self._pump = threading.Thread(
-            target=_pump, args=(self.popen.stdout, self.log, self.output_limit),
+            target=_pump, args=(self.popen.stdout, self.log, self.output_limit, self.tail),
             name=f"output-{self.pid}", daemon=True,
         )  # fmt: skip
         self._pump.start()
@@ -246,9 +349,25 @@ class Process:
         # The leader is a zombie, so its group id is still pinned: no reuse race.
         self._signal_group(signal.SIGKILL)
         returncode = self.popen.wait()
+        self.ended_at = time.monotonic()
         self._close_pidfd()
         self.status = ExitStatus(returncode, self.stopped_by)
         return self.status
+
+    def result(self) -> dict[str, Any]:
+        """`result` of the complete request (SPEC §9.3); call after join_output().
+
+        ``exitCode`` is the leader's return code (Popen convention: negative =
+        the signal that killed it), absent while it has not been reaped."""
+        end = time.monotonic() if self.ended_at is None else self.ended_at
+        data, total = self.tail.snapshot()
+        doc: dict[str, Any] = {}
+        if self.status is not None:
+            doc["exitCode"] = self.status.returncode
+        doc.update(durationMs=max(0, int((end - self.started_at) * 1000)),
+                   outputTail=output_tail_text(data, cut=total > len(data)),
+                   outputBytes=total)  # fmt: skip
+        return doc
 
     def next_check_at(self) -> float | None:
         """The next monotonic instant poll() must run (deadline or SIGKILL escalation)."""

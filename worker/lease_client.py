@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from qinglong.worker.errors import CredentialError, TlsClientRejected, TransportError
+from qinglong.worker.errors import (
+    CredentialError,
+    RequestTooLarge,
+    TlsClientRejected,
+    TransportError,
+)
 from qinglong.worker.session import PostFn, error_reason
 
 ACK_PATH = "/v1/leases/ack"
@@ -150,8 +155,12 @@ class LeaseClient:
         outcome: Outcome,
         exit_code: int | None = None,
         reason: str | None = None,
+        result: Mapping[str, Any] | None = None,
     ) -> LeaseAnswer:
-        body = ref.body("complete", outcome=outcome.value, exitCode=exit_code, reason=reason)
+        """``result``: SPEC §9.3 ``{exitCode?, durationMs, outputTail, outputBytes}``
+        (the transport allows a complete request up to 16 KiB)."""
+        body = ref.body("complete", outcome=outcome.value, exitCode=exit_code, reason=reason,
+                        result=None if result is None else dict(result))  # fmt: skip
         return self._call(COMPLETE_PATH, ref, body)
 
     def _call(self, path: str, ref: LeaseRef, body: Mapping[str, Any]) -> LeaseAnswer:
@@ -159,6 +168,9 @@ class LeaseClient:
             response = self._post(path, body, LEASE_RESPONSE_LIMIT)
         except (TlsClientRejected, CredentialError) as exc:
             raise LeaseUnavailable(type(exc).__name__.lower(), auth=True) from None
+        except RequestTooLarge:
+            # Our own request can never be sent: the same bytes never succeed.
+            raise LeaseConflict("request_too_large") from None
         except TransportError as exc:
             raise LeaseUnavailable(getattr(exc, "reason", type(exc).__name__.lower())) from None
         if response.status == 200:

@@ -16,7 +16,7 @@ Per offer (a :class:`Job`), oldest accepted first, at most ``slots`` started::
                  last answer); cancelRequested -> SIGTERM group (SIGKILL after
                  killGraceS); timeoutS -> same; on exit -> journal `exited` with
                  the decided completion -> COMPLETE
-    COMPLETE     complete(outcome, exitCode, reason) -> done
+    COMPLETE     complete(outcome, exitCode, reason, result) -> done
 
 Decisions:
 
@@ -34,6 +34,11 @@ Decisions:
   nothing is completed. A lease whose last confirmation is older than its TTL is
   treated the same way locally (``lease_unconfirmed``): from then on the sweeper
   owns it, and the command must not race the retry.
+* Result (SPEC §9.3): every completion of a command that ran carries
+  ``result`` = {exitCode (the leader's return code), durationMs, outputTail
+  (the last <= 8 KiB of its output), outputBytes}, decided with the completion
+  and journaled with it, so a replay after a restart sends the same bytes. A
+  restart that could not re-attach its command has no result to send.
 * Restart: ``starting``/``running`` entries cannot be re-attached; a command the
   dead predecessor left running (pid + start ticks still match) has its group
   killed, then the lease is completed ``failed`` reason ``worker_restarted``.
@@ -74,7 +79,7 @@ from qinglong.worker.executor import (
     kill_orphan_group,
     spawn,
 )
-from qinglong.worker.journal import EntryState, InboxEntry, Journal
+from qinglong.worker.journal import EntryState, EntryTooLarge, InboxEntry, Journal
 from qinglong.worker.lease_client import (
     AckPhase,
     LeaseAnswer,
@@ -108,27 +113,33 @@ class Completion:
     outcome: Outcome
     exit_code: int | None = None
     reason: str | None = None
+    result: dict[str, Any] | None = None  # SPEC §9.3, None when there is none
 
     def to_doc(self) -> dict[str, Any]:
-        return {"outcome": self.outcome.value, "exitCode": self.exit_code, "reason": self.reason}
+        doc = {"outcome": self.outcome.value, "exitCode": self.exit_code, "reason": self.reason}
+        if self.result is not None:
+            doc["result"] = self.result
+        return doc
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Completion:
-        return cls(Outcome(doc["outcome"]), doc.get("exitCode"), doc.get("reason"))
+        result = doc.get("result")
+        return cls(Outcome(doc["outcome"]), doc.get("exitCode"), doc.get("reason"),
+                   result if isinstance(result, dict) else None)  # fmt: skip
 
     @classmethod
-    def of(cls, status: ExitStatus) -> Completion:
+    def of(cls, status: ExitStatus, result: dict[str, Any] | None = None) -> Completion:
         """What to report for a process that ended (the first stop reason wins)."""
         stopped = status.stopped_by
         if stopped is StopReason.CANCELLED:
-            return cls(Outcome.CANCELLED)
+            return cls(Outcome.CANCELLED, result=result)
         if stopped is not None:
-            return cls(Outcome.FAILED, None, stopped.value)
+            return cls(Outcome.FAILED, None, stopped.value, result)
         if status.returncode == 0:
-            return cls(Outcome.SUCCEEDED, 0)
+            return cls(Outcome.SUCCEEDED, 0, result=result)
         if status.signal is not None:
-            return cls(Outcome.FAILED, status.returncode, "signaled")
-        return cls(Outcome.FAILED, status.returncode, "exit_nonzero")
+            return cls(Outcome.FAILED, status.returncode, "signaled", result)
+        return cls(Outcome.FAILED, status.returncode, "exit_nonzero", result)
 
 
 RESTARTED = Completion(Outcome.FAILED, None, "worker_restarted")
@@ -342,11 +353,23 @@ class Lifecycle:
         if job.phase is JobPhase.RUNNING_ACK:
             return  # the running ACK must land first (complete needs a started lease)
         process.join_output()
-        job.completion = Completion.of(status)
+        job.completion = Completion.of(status, process.result())
         self._events.info("exec.exited", returncode=status.returncode,
                           stoppedBy=status.stopped_by, **job.fields())  # fmt: skip
-        self._record(job, EntryState.EXITED, None)
+        self._record_exit(job)
         job.phase, job.due_ms, job.failures = JobPhase.COMPLETE, self._clock(), 0
+
+    def _record_exit(self, job: Job) -> None:
+        """Journal the decided completion; an entry that would outgrow the
+        journal's limit with the output tail keeps the result without it."""
+        try:
+            self._record(job, EntryState.EXITED, None)
+        except EntryTooLarge:
+            c = job.completion
+            assert c is not None and c.result is not None
+            job.completion = dataclasses.replace(c, result=dict(c.result, outputTail=""))
+            self._events.warning("exec.output_tail_dropped", **job.fields())
+            self._record(job, EntryState.EXITED, None)
 
     # -- lease calls ----------------------------------------------------------
 
@@ -407,7 +430,8 @@ class Lifecycle:
         c = job.completion
         assert c is not None
         answer = self._lease_call(
-            job, lambda: self._leases.complete(job.ref, c.outcome, c.exit_code, c.reason)
+            job,
+            lambda: self._leases.complete(job.ref, c.outcome, c.exit_code, c.reason, c.result),
         )
         if answer is not None:
             self._finish(job, c.to_doc())

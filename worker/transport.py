@@ -14,8 +14,8 @@ Contract:
   anchors, client certificate + key presented; material comes from a
   :class:`CredentialProvider` on every request, each file at most 1 MiB;
 * JSON POST with ``Authorization: Bearer ql3w_…``, ``Accept-Encoding: identity``;
-  request body at most 4 KiB; timeout 15 s by default, 60 s hard cap, enforced as
-  one deadline for the whole exchange;
+  request body at most 4 KiB (a lease completion 16 KiB, SPEC §9.3); timeout
+  15 s by default, 60 s hard cap, enforced as one deadline for the whole exchange;
 * the response must be ``application/json``, identity-encoded, not a redirect,
   with a ``Content-Length`` within the caller's limit that matches the bytes read;
   the status line and headers are bounded (64 KiB a line, 100 header lines);
@@ -59,6 +59,9 @@ from qinglong.worker.errors import (
 DEFAULT_TIMEOUT_S = 15.0
 MAX_TIMEOUT_S = 60.0
 REQUEST_LIMIT = 4 * 1024
+# SPEC §9.3: a lease completion carries the run's result and may be 16 KiB.
+COMPLETE_REQUEST_LIMIT = 16 * 1024
+_REQUEST_LIMITS = {"/v1/leases/complete": COMPLETE_REQUEST_LIMIT}
 OFFER_RESPONSE_LIMIT = 128 * 1024
 RESPONSE_HARD_LIMIT = 1024 * 1024
 MATERIAL_LIMIT = 1024 * 1024
@@ -90,6 +93,7 @@ _CLIENT_CERT_ALERTS = frozenset(
 )
 
 __all__ = [
+    "COMPLETE_REQUEST_LIMIT",
     "DEFAULT_TIMEOUT_S",
     "MAX_TIMEOUT_S",
     "OFFER_RESPONSE_LIMIT",
@@ -437,8 +441,9 @@ class HttpsTransport:
         if not 0 < response_limit <= RESPONSE_HARD_LIMIT:
             raise ValueError(f"response limit must be 1..{RESPONSE_HARD_LIMIT} bytes")
         payload = body if isinstance(body, bytes) else _encode(body)
-        if len(payload) > REQUEST_LIMIT:
-            raise RequestTooLarge(f"request body is {len(payload)} bytes (limit {REQUEST_LIMIT})")
+        limit = request_limit(path)
+        if len(payload) > limit:
+            raise RequestTooLarge(f"request body is {len(payload)} bytes (limit {limit})")
         with self._mutex:
             creds = self._provider.credentials()
             deadline = _Deadline(self.timeout_s)
@@ -492,6 +497,11 @@ class HttpsTransport:
         if will_close or conn.buffered:  # bytes after the body: the stream is not ours
             self._drop()
         return response
+
+
+def request_limit(path: str) -> int:
+    """The largest body the ingress accepts on ``path`` (SPEC §6.6, §9.3)."""
+    return _REQUEST_LIMITS.get(path, REQUEST_LIMIT)
 
 
 def _encode(doc: Mapping[str, Any]) -> bytes:

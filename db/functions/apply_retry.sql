@@ -9,7 +9,9 @@
 --     'claimed', same executor), not_before = clock_timestamp() + full-jitter
 --     exponential backoff: min(retry_cap_ms, retry_base_ms * 2^(attempt_no - 1))
 --     * random() milliseconds; runs.current_attempt_id -> the new attempt, run ->
---     'queued' (a candidate again once not_before passed), one
+--     'queued' with due_at = that not_before when it is in the future (a
+--     scheduled run: out of the candidate keyset, found through runs_due once
+--     due and promoted by the sweeper; NULL = ready at once), one
 --     `run.retry_scheduled` event (attempt_id = the new attempt; payload
 --     previousAttemptId, attemptNo, reason, delayMs, notBeforeMs). Returns
 --     'retried'.
@@ -75,8 +77,12 @@ BEGIN
             id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
         VALUES (next_id, r.id, a.attempt_no + 1, a.executor, 'claimed', not_before,
                 now_ts, now_ts);
+        -- A backoff in the future schedules the run (runs_due, SPEC §9.2) instead
+        -- of leaving it in the candidate keyset, where a head of runs in backoff
+        -- would be walked row by row by every pull.
         UPDATE ql_private.runs rr
-           SET current_attempt_id = next_id, state = 'queued', updated_at = now_ts
+           SET current_attempt_id = next_id, state = 'queued', updated_at = now_ts,
+               due_at = CASE WHEN not_before > now_ts THEN not_before END
          WHERE rr.id = r.id;
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
         VALUES ('run.retry_scheduled', r.id, next_id, jsonb_strip_nulls(jsonb_build_object(
@@ -101,4 +107,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.apply_retry(uuid, uuid, text) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.apply_retry(uuid, uuid, text) IS
-'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms, run queued (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';
+'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms, run queued with due_at = not_before when in the future (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';

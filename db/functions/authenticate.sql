@@ -14,11 +14,15 @@
 --     bad_secret           401  digest differs (ql_private.digest_equal)
 --     revoked_credential   401  revoked_at set
 --     worker_mismatch      403  the credential belongs to another worker
+--     worker_disabled      403  the worker is disabled (ql.disable_worker, SPEC
+--                               §9.5): every credential of it is refused until
+--                               ql.enable_worker
 --   The audit row holds time, the credential id only when well-formed, the worker
 --   id, the action, outcome 'denied' and the reason: never a secret or a digest.
 -- Caller: ql.authenticate_worker, ql.open_session, ql.heartbeat_session,
 --   ql.close_session, ql.pull_offer (all SECURITY DEFINER, so this runs as ql_owner).
--- Locks: none (plain read of worker_credentials). Writes: nothing when allowed
+-- Locks: none (plain read of worker_credentials and the worker's row, one
+--   statement: the disabled flag costs one primary-key probe more). Writes: nothing when allowed
 --   (an idle pull must write nothing), exactly one audit row when denied.
 -- Idempotency: read-only when allowed; each denial is its own audit fact.
 -- SQLSTATEs: QL001 when worker_id is NULL or action is not ^[a-z][a-z0-9_.]{0,63}$
@@ -53,8 +57,9 @@ BEGIN
     IF NOT id_ok OR p_secret_digest IS NULL OR octet_length(p_secret_digest) <> 32 THEN
         reason := 'malformed_credential';
     ELSE
-        SELECT c.worker_id, c.secret_digest, c.revoked_at INTO cred
+        SELECT c.worker_id, c.secret_digest, c.revoked_at, w.disabled_at INTO cred
           FROM ql_private.worker_credentials c
+          JOIN ql_private.workers w ON w.id = c.worker_id
          WHERE c.credential_id = p_credential_id;
         IF NOT FOUND THEN
             secret_ok := ql_private.digest_equal(p_secret_digest, dummy_digest);
@@ -67,6 +72,9 @@ BEGIN
                 reason := 'revoked_credential';
             ELSIF cred.worker_id <> p_worker_id THEN
                 reason := 'worker_mismatch';
+                http_status := 403;
+            ELSIF cred.disabled_at IS NOT NULL THEN
+                reason := 'worker_disabled';
                 http_status := 403;
             ELSE
                 RETURN NULL;  -- allowed: no write of any kind
@@ -81,4 +89,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) IS
-'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';

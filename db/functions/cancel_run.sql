@@ -14,7 +14,9 @@
 -- Inputs: p_run_id (lowercase canonical UUID).
 -- Fences: none beyond the run's own state (the control plane is trusted).
 -- Writes: as above: at most the run, its current attempt, its live lease and one
---   event.
+--   event, whose payload names the acting database role (`actor`: session_user,
+--   the login role that called; inside SECURITY DEFINER current_user is the
+--   owner) (SPEC §9.5).
 -- Locks, in the pull path's order so the two cannot deadlock: the current
 --   attempt FOR UPDATE (a concurrent claim, which locks it with SKIP LOCKED,
 --   either finished first or skips this run), then the run FOR NO KEY UPDATE,
@@ -82,7 +84,8 @@ BEGIN
         VALUES ('run.cancelled', v_run.id, v_attempt.id, jsonb_strip_nulls(jsonb_build_object(
             'attemptId', v_attempt.id,
             'offerId', v_live.offer_id,
-            'leaseReleased', v_live.id IS NOT NULL)));
+            'leaseReleased', v_live.id IS NOT NULL,
+            'actor', session_user)));
     ELSIF v_run.cancel_requested THEN
         NULL;  -- already requested: no second write, no second event
     ELSE
@@ -95,7 +98,8 @@ BEGIN
                 jsonb_strip_nulls(jsonb_build_object(
             'attemptId', v_attempt.id,
             'state', v_run.state,
-            'offerId', v_live.offer_id)));
+            'offerId', v_live.offer_id,
+            'actor', session_user)));
     END IF;
     RETURN jsonb_build_object('runId', v_run.id, 'state', v_run.state,
                               'cancelRequested', v_run.cancel_requested);
@@ -104,4 +108,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.cancel_run(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.cancel_run(text) TO ql_runtime;
 COMMENT ON FUNCTION ql.cancel_run(text) IS
-'Cancel a run. Inputs: p_run_id. Queued/dispatching without a started lease -> cancelled (attempt cancelled, unstarted lease released, run.cancelled event); started -> cancel_requested + run.cancel_requested event; terminal or already requested -> unchanged, no writes. Returns {runId, state, cancelRequested}. Fences: none beyond the run state. Writes: run, current attempt, live lease, one event (none when terminal or already requested). Locks: attempt FOR UPDATE, then run FOR NO KEY UPDATE, then lease. Idempotent. Errors: QL001 malformed id, QL004 unknown run. Caller: ql_runtime.';
+'Cancel a run. Inputs: p_run_id. Queued/dispatching without a started lease -> cancelled (attempt cancelled, unstarted lease released, run.cancelled event); started -> cancel_requested + run.cancel_requested event (events name the actor: session_user); terminal or already requested -> unchanged, no writes. Returns {runId, state, cancelRequested}. Fences: none beyond the run state. Writes: run, current attempt, live lease, one event (none when terminal or already requested). Locks: attempt FOR UPDATE, then run FOR NO KEY UPDATE, then lease. Idempotent. Errors: QL001 malformed id, QL004 unknown run. Caller: ql_runtime.';

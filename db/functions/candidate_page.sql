@@ -9,9 +9,16 @@
 --   live lease that is started or still unexpired (by clock_timestamp()). Both
 --   sources below satisfy the lease half by construction; claim_candidate
 --   re-checks everything on the locked rows anyway.
--- Two sources, merged in key order:
---   * `queued` runs: one range scan of runs_candidate_keyset on the ascending key
---     (-priority, queue_seq, id), the keyset position a single row comparison;
+-- Three sources, merged in key order:
+--   * ready `queued` runs (due_at IS NULL): one range scan of
+--     runs_candidate_keyset on the ascending key (-priority, queue_seq, id), the
+--     keyset position a single row comparison;
+--   * scheduled `queued` runs that came due (due_at <= now, SPEC §9.2): read
+--     through runs_due in due_at order, at most 4 x (limit + 1) of them, then
+--     filtered by the keyset position. Runs not yet due sit in runs_due beyond
+--     `now` and are never read, so 100,000 future runs ahead of ready ones cost a
+--     pull nothing; the sweeper promotes due runs (due_at := NULL) into the
+--     keyset within seconds, so this source normally holds a handful;
 --   * `dispatching` runs whose live lease expired unstarted: found through
 --     run_leases_unstarted_expiry. Every path that releases a lease without a
 --     successor re-queues its run, so a dispatching run always has a live
@@ -78,8 +85,28 @@ AS $$
                    coalesce(p_after_seq, -9223372036854775808),
                    coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
             AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+            AND r.due_at IS NULL
             AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
           ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+        UNION ALL
+        (SELECT d.id, d.project_id, d.task_id, d.execution_revision_id, d.priority,
+                d.queue_seq, d.current_attempt_id, d.created_at
+           FROM (SELECT dr.id, dr.project_id, dr.task_id, dr.execution_revision_id,
+                        dr.priority, dr.queue_seq, dr.current_attempt_id, dr.created_at,
+                        dr.xmax AS row_xmax
+                   FROM ql_private.runs dr
+                  WHERE dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
+                    AND dr.due_at IS NOT NULL AND dr.due_at <= p_now
+                  ORDER BY dr.due_at
+                  LIMIT (p_limit + 1) * 4) d
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
+          WHERE (-(d.priority::integer), d.queue_seq, d.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
+          ORDER BY -(d.priority::integer), d.queue_seq, d.id
           LIMIT p_limit + 1)
         UNION ALL
         (SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
@@ -109,4 +136,4 @@ $$;
 REVOKE ALL ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8)
     FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) IS
-'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): queued runs by a range scan of runs_candidate_keyset, merged with dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry); rows a concurrent claim is working on (xmax in progress) are skipped without locking. Inlinable SQL, read-only, no locks. Caller: ql_private.scan_and_claim.';
+'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): ready queued runs by a range scan of runs_candidate_keyset, merged with scheduled runs that came due (runs_due, at most 4 x (limit + 1), runs not yet due never read) and dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry); rows a concurrent claim is working on (xmax in progress) are skipped without locking. Inlinable SQL, read-only, no locks. Caller: ql_private.scan_and_claim.';

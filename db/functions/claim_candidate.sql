@@ -8,13 +8,13 @@
 --   both rows, so a row a competing replica holds is skipped, never waited for —
 --   and that still passes every candidate fence on the locked rows, by
 --   clock_timestamp(): run queued|dispatching, runtime-owned, not
---   cancel-requested; attempt current, `claimed`, executor remote_worker,
---   not_before passed. A `dispatching` run is only claimable when its live lease
+--   cancel-requested, due (runs.due_at NULL or passed, SPEC §9.2); attempt
+--   current, `claimed`, executor remote_worker, not_before passed. A `dispatching` run is only claimable when its live lease
 --   expired unstarted: that lease is released here (`expired`); when it did not
 --   expire the race was lost. A `queued` run has no live lease (every release
 --   path re-queues; run_leases_one_live would refuse a second one).
 -- Writes: one run_leases row (lease_generation = previous + 1), the run ->
---   dispatching, exactly one `run.dispatched` event.
+--   dispatching (due_at cleared), exactly one `run.dispatched` event.
 -- Returns `offer` = the offer@v1 projection built from the rows in hand
 --   (ql_private.offer_json, the same function a replay uses), NULL when nothing
 --   was claimed; `consumed` = how many of run_ids are done with (the position of
@@ -57,6 +57,7 @@ BEGIN
       JOIN ql_private.tasks ct ON ct.id = cr.task_id
      WHERE cr.runtime_owned AND NOT cr.cancel_requested AND ca.state = 'claimed'
        AND ca.executor = 'remote_worker' AND ca.not_before <= now_ts
+       AND (cr.due_at IS NULL OR cr.due_at <= now_ts)
        -- A run claimed by someone else since the scan is `dispatching` with a live
        -- offer: passed over here, without taking its lock (which would write WAL).
        AND (cr.state = 'queued'
@@ -96,7 +97,10 @@ BEGIN
         now_ts, now_ts + make_interval(secs => pick.ttl), now_ts)
     RETURNING * INTO l;
     IF r.state = 'queued' THEN
-        UPDATE ql_private.runs SET state = 'dispatching', updated_at = now_ts WHERE id = r.id;
+        -- A scheduled run that came due leaves runs_due here (due_at := NULL):
+        -- a claimed run is never "scheduled".
+        UPDATE ql_private.runs SET state = 'dispatching', due_at = NULL, updated_at = now_ts
+         WHERE id = r.id;
     END IF;
     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
     VALUES ('run.dispatched', r.id, a.id, jsonb_build_object(
@@ -114,4 +118,4 @@ REVOKE ALL ON FUNCTION ql_private.claim_candidate(
     ql_private.worker_sessions, uuid[], integer[], uuid, bytea) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.claim_candidate(
     ql_private.worker_sessions, uuid[], integer[], uuid, bytea) IS
-'Atomic claim of the first lockable candidate of run_ids (claim order): run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement, every fence re-checked by clock_timestamp(); inserts the lease (an expired unstarted predecessor released), run -> dispatching, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
+'Atomic claim of the first lockable candidate of run_ids (claim order): run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement, every fence re-checked by clock_timestamp() (due_at passed included); inserts the lease (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';

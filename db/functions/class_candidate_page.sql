@@ -9,8 +9,10 @@
 --   limited to limit + 1; the per-class heads are merged and cut to limit + 1.
 --   Cost: one index descent per class, whatever is queued in other classes —
 --   this is how a pull jumps over a head of runs its session cannot take.
--- Only `queued` runs: an offer that expired unstarted behind a blocked head is
---   re-queued by the sweeper within seconds and then found here.
+-- Only `queued` runs that are ready (due_at IS NULL, the predicate of
+--   runs_class_keyset): an offer that expired unstarted, or a scheduled run that
+--   came due, behind a blocked head is re-queued / promoted by the sweeper
+--   within seconds and then found here.
 -- Rows a concurrent claim holds are passed over without a lock
 --   (ql_private.xid_in_progress), as in candidate_page.
 -- Inlinable SQL (no SET clause, nothing volatile in the body). Caller:
@@ -51,6 +53,7 @@ AS $$
                   coalesce(p_after_seq, -9223372036854775808),
                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND r.due_at IS NULL
            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
          ORDER BY -(r.priority::integer), r.queue_seq, r.id
          LIMIT p_limit + 1) c

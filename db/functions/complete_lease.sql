@@ -1,6 +1,7 @@
 -- ql.complete_lease(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
 --                   p_generation, p_offer_id, p_token_digest, p_outcome,
---                   p_exit_code DEFAULT NULL, p_reason DEFAULT NULL) -> jsonb
+--                   p_exit_code DEFAULT NULL, p_reason DEFAULT NULL,
+--                   p_result DEFAULT NULL) -> jsonb
 --
 -- Purpose: the completion of a STARTED lease (SPEC §5 /v1/leases/complete, §7),
 --   one atomic transaction fenced by offer id + token digest +
@@ -18,11 +19,15 @@
 --                (reason default `cancelled`), run cancelled, lease released
 --                `cancelled`; one `run.cancelled`.
 --   Releasing does not bump lease_version (it counts changes of a live lease).
+--   The optional result (SPEC §9.3: {exitCode?, durationMs, outputTail,
+--   outputBytes}, ql_private.validate_result) is stored on the attempt with the
+--   completion (attempts.result); ql.show_run shows it.
 -- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
 --   p_session_id, p_offer_id (lowercase canonical UUIDs), p_generation (>= 1),
 --   p_token_digest (SHA-256 of the lease token), p_outcome (succeeded | failed |
 --   cancelled), p_exit_code (0 or NULL with succeeded), p_reason (a reason code;
---   not with succeeded).
+--   not with succeeded), p_result (NULL or the result object; checked before
+--   anything else is read, so a bad one never reaches the lease).
 -- Fences: the credential (ql_private.authenticate, action `lease.complete`), then
 --   ql_private.lease_open (offer, worker, constant-time token digest,
 --   session/generation, live unexpired lease, attempt, revision).
@@ -39,10 +44,11 @@
 --   lock; a change locks attempt, run and lease in the order of
 --   ql_private.lease_open (`attempt_run_lease`, the order of claims and
 --   ql.cancel_run) and re-checks.
--- Idempotency: exact replay as above.
+-- Idempotency: exact replay as above (the result is not compared: a replay
+--   answers the stored completion and keeps its stored result).
 -- Errors: QL001 malformed ids/digest, generation NULL or < 1, unknown outcome,
 --   malformed reason, a reason with outcome succeeded, or succeeded with a
---   non-zero exit code; QL020 the lease is not started (complete before the
+--   non-zero exit code, a malformed result (COLUMN 'result'); QL020 the lease is not started (complete before the
 --   starting ACK), or outcome cancelled without a cancel request — nothing is
 --   written.
 -- Caller: ql_worker_ingress.
@@ -56,7 +62,8 @@ CREATE OR REPLACE FUNCTION ql.complete_lease(
     p_token_digest bytea,
     p_outcome text,
     p_exit_code integer DEFAULT NULL,
-    p_reason text DEFAULT NULL
+    p_reason text DEFAULT NULL,
+    p_result jsonb DEFAULT NULL
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -69,6 +76,7 @@ DECLARE
     v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
     v_reason text := ql_private.require_reason(p_reason, 'reason');
+    v_result jsonb := ql_private.validate_result(p_result);
     v_release text;
     v_denied jsonb;
     v_state record;
@@ -137,7 +145,7 @@ BEGIN
      WHERE rl.id = v_lease.id;
     UPDATE ql_private.attempts aa
        SET state = p_outcome, exit_code = p_exit_code, reason = v_reason, updated_at = v_now,
-           finished_at = v_now
+           finished_at = v_now, result = v_result
      WHERE aa.id = v_attempt.id;
     IF p_outcome = 'failed' THEN
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
@@ -162,9 +170,9 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql.complete_lease(
-    text, bytea, text, text, bigint, text, bytea, text, integer, text) FROM PUBLIC;
+    text, bytea, text, text, bigint, text, bytea, text, integer, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.complete_lease(
-    text, bytea, text, text, bigint, text, bytea, text, integer, text) TO ql_worker_ingress;
+    text, bytea, text, text, bigint, text, bytea, text, integer, text, jsonb) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.complete_lease(
-    text, bytea, text, text, bigint, text, bytea, text, integer, text) IS
-'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_outcome, p_exit_code, p_reason. Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input, QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
+    text, bytea, text, text, bigint, text, bytea, text, integer, text, jsonb) IS
+'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';

@@ -3,25 +3,30 @@
 -- Purpose: the database answer an ingress replica forms its idle view from
 --   (service/idle_view.py). In ONE statement (one snapshot):
 --     * the head of the candidate keyset (runs_candidate_keyset, at most 65
---       queued runs in key order, each probed for its current attempt by primary
---       key): is any of them dispatchable now (attempt claimed, remote_worker,
---       not_before passed), and the earliest future not_before among them (the
---       time-based wake-up: no NOTIFY marks a backoff ending);
+--       ready queued runs in key order, each probed for its current attempt by
+--       primary key): is any of them dispatchable now (attempt claimed,
+--       remote_worker, not_before passed), and the earliest future not_before
+--       among them (the time-based wake-up: no NOTIFY marks a backoff ending);
+--     * the scheduled runs (runs_due, SPEC §9.2: delayed enqueues and retries in
+--       backoff): one index probe for a run already due (a candidate until the
+--       sweeper promotes it), one for the earliest future due_at — the wake-up
+--       the idle view sleeps until, however many runs are scheduled;
 --     * whether any live unstarted lease exists (run_leases_unstarted_expiry):
 --       a worker whose pull response was lost replays its offer id and must get
 --       that offer back (SPEC 3.3 recover-first), and expired unstarted offers
 --       are candidates too, so while one exists no pull may be answered idle
 --       without the database.
 --   Returns {"idle": bool, "reason": null|"candidate"|"unstarted_lease"|
---   "truncated", "nowMs": db clock, "wakeAtMs": earliest future not_before or
---   null}. idle=true iff no queued run of the head is dispatchable, the head is
+--   "truncated", "nowMs": db clock, "wakeAtMs": earliest future not_before of
+--   the head or due_at of a scheduled run, or null}. idle=true iff no queued run
+--   of the head is dispatchable, no scheduled run is due, the head is
 --   not truncated (more than 64 queued runs: too many to prove idle in bounded
 --   time, so the answer is "not idle" and pulls go to the database), and no live
 --   unstarted lease exists.
 -- Inputs: none.
 -- Fences: none (it answers for every worker of the replica at once).
--- Cost: bounded (<= 65 index entries + 65 primary-key probes + one partial index
---   probe), independent of queue depth and history.
+-- Cost: bounded (<= 65 index entries + 65 primary-key probes + three partial
+--   index probes), independent of queue depth, scheduled runs and history.
 -- Writes: none (read-only: zero WAL).
 -- Locks: none.
 -- Idempotency: read-only.
@@ -46,6 +51,7 @@ BEGIN
         SELECT r.current_attempt_id
           FROM ql_private.runs r
          WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND r.due_at IS NULL
          ORDER BY -(r.priority::integer), r.queue_seq, r.id
          LIMIT v_head_limit + 1
     ), att AS MATERIALIZED (
@@ -58,8 +64,14 @@ BEGIN
                 LIMIT 1) a
     )
     SELECT (SELECT count(*) FROM head)::integer,
-           EXISTS (SELECT 1 FROM att WHERE att.not_before <= v_now),
-           (SELECT min(att.not_before) FROM att WHERE att.not_before > v_now),
+           EXISTS (SELECT 1 FROM att WHERE att.not_before <= v_now)
+           OR EXISTS (SELECT 1 FROM ql_private.runs d
+                       WHERE d.state = 'queued' AND d.runtime_owned AND NOT d.cancel_requested
+                         AND d.due_at IS NOT NULL AND d.due_at <= v_now),
+           least((SELECT min(att.not_before) FROM att WHERE att.not_before > v_now),
+                 (SELECT min(d.due_at) FROM ql_private.runs d
+                   WHERE d.state = 'queued' AND d.runtime_owned AND NOT d.cancel_requested
+                     AND d.due_at IS NOT NULL AND d.due_at > v_now)),
            EXISTS (SELECT 1 FROM ql_private.run_leases l
                     WHERE l.released_at IS NULL AND l.started_at IS NULL)
       INTO v_head, v_dispatchable, v_wake, v_unstarted;
@@ -75,4 +87,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.idle_probe() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.idle_probe() TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.idle_probe() IS
-'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 queued (keyset head, not truncated) and no live unstarted lease. Inputs: none. Fences: none. Bounded. Writes: none (zero WAL). Locks: none. Errors: none. Caller: ql_worker_ingress.';
+'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 ready queued (keyset head, not truncated), no scheduled run due (runs_due) and no live unstarted lease; wakeAtMs = earliest future not_before of the head or due_at of a scheduled run. Inputs: none. Fences: none. Bounded. Writes: none (zero WAL). Locks: none. Errors: none. Caller: ql_worker_ingress.';

@@ -2,9 +2,11 @@
 --
 -- Purpose: turn an id argument of a ql.* function into a uuid, accepting only the
 --   lowercase canonical form of SPEC §4, so a malformed id raises our SQLSTATE
---   with the field name (never the value) instead of a bare 22P02.
+--   with the field name (never the value) instead of a bare 22P02. The field
+--   (the wire name, e.g. 'runId') is also the error's COLUMN diagnostic, which
+--   callers map to the `field` of their invalid_input answer (SPEC §9).
 -- Caller: every ql.* function taking an id. Locks: none. Pure, idempotent.
--- SQLSTATE: QL001 when NULL or not a lowercase canonical UUID.
+-- SQLSTATE: QL001 (COLUMN = field) when NULL or not a lowercase canonical UUID.
 CREATE OR REPLACE FUNCTION ql_private.parse_uuid(p_value text, p_field text)
 RETURNS uuid
 LANGUAGE plpgsql IMMUTABLE
@@ -12,7 +14,7 @@ AS $$
 BEGIN
     IF p_value IS NULL
        OR p_value !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL001',
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = p_field,
             MESSAGE = format('%s must be a lowercase canonical UUID', p_field);
     END IF;
     RETURN p_value::uuid;
@@ -20,4 +22,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.parse_uuid(text, text) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.parse_uuid(text, text) IS
-'Parse a lowercase canonical UUID argument. Pure. QL001 (with the field name, never the value) when NULL or malformed.';
+'Parse a lowercase canonical UUID argument. Pure. QL001 (with the field name, never the value, in the message and as COLUMN) when NULL or malformed.';

@@ -21,12 +21,19 @@
 --     released `lost`, one `attempt.lost` event, then ql_private.apply_retry:
 --     a new attempt (`run.retry_scheduled`), `run.failed` when attempts are
 --     exhausted, or `run.cancelled` when the run is cancel-requested.
--- Inputs: p_batch, 1..5000 leases per call (default 500).
--- Fences: each lease re-checked on its locked row (still live, still expired).
+--   Then it promotes scheduled runs that came due (SPEC §9.2): up to p_batch
+--   queued runs with due_at <= now (index runs_due, oldest due first, FOR NO KEY
+--   UPDATE SKIP LOCKED) get due_at := NULL, which puts them into the candidate
+--   keysets; until then candidate_page reads them from runs_due (bounded).
+-- Inputs: p_batch, 1..5000 leases (and up to as many promotions) per call
+--   (default 500).
+-- Fences: each lease re-checked on its locked row (still live, still expired);
+--   each promoted run on its locked row (still queued, still due).
 -- Returns {"expired", "lost", "retried", "failed", "cancelled", "skipped",
---   "more"}: counts of this batch; `more` = the batch was full (call again now).
+--   "promoted", "more"}: counts of this batch; `more` = a batch was full (call
+--   again now).
 -- Writes: per lease as above (lease, attempt, run, at most one event each, and
---   the retry policy's writes).
+--   the retry policy's writes); runs.due_at of the promoted runs (no event).
 -- Locks: the leases FOR UPDATE SKIP LOCKED, then per lease its attempt FOR
 --   UPDATE SKIP LOCKED and its run FOR NO KEY UPDATE SKIP LOCKED (see above).
 -- Idempotency: a released lease is never taken again; each lost attempt is
@@ -54,6 +61,7 @@ DECLARE
     v_failed integer := 0;
     v_cancelled integer := 0;
     v_skipped integer := 0;
+    v_promoted integer := 0;
 BEGIN
     IF p_batch IS NULL OR p_batch < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'batch must be >= 1';
@@ -142,13 +150,35 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
+
+    -- Scheduled runs that came due join the candidate keysets (SPEC §9.2): up to
+    -- p_batch of them, oldest due first (runs_due), locked SKIP LOCKED so a
+    -- claim or a cancel holding one is never waited for (the claim clears
+    -- due_at itself; the next pass takes the rest). due_at is in the keysets'
+    -- predicate, so the run is in runs_candidate_keyset / runs_class_keyset
+    -- from here on; no NOTIFY (the idle view woke up at wakeAtMs already).
+    v_now := clock_timestamp();
+    WITH due AS (
+        SELECT rr.id FROM ql_private.runs rr
+         WHERE rr.state = 'queued' AND rr.runtime_owned AND NOT rr.cancel_requested
+           AND rr.due_at IS NOT NULL AND rr.due_at <= v_now
+         ORDER BY rr.due_at
+         LIMIT p_batch
+           FOR NO KEY UPDATE SKIP LOCKED
+    )
+    UPDATE ql_private.runs rr
+       SET due_at = NULL
+      FROM due
+     WHERE rr.id = due.id AND rr.due_at <= v_now;
+    GET DIAGNOSTICS v_promoted = ROW_COUNT;
+
     RETURN jsonb_build_object(
         'expired', v_expired, 'lost', v_lost, 'retried', v_retried, 'failed', v_failed,
-        'cancelled', v_cancelled, 'skipped', v_skipped,
-        'more', v_found >= p_batch AND v_found > v_skipped);
+        'cancelled', v_cancelled, 'skipped', v_skipped, 'promoted', v_promoted,
+        'more', (v_found >= p_batch AND v_found > v_skipped) OR v_promoted >= p_batch);
 END
 $$;
 REVOKE ALL ON FUNCTION ql.sweep_leases(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.sweep_leases(integer) TO ql_runtime;
 COMMENT ON FUNCTION ql.sweep_leases(integer) IS
-'Lease expiry, one bounded batch of live leases past expires_at. Inputs: p_batch 1..5000 (default 500). Locks: leases FOR UPDATE SKIP LOCKED, then attempt/run SKIP LOCKED too (never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Returns {expired, lost, retried, failed, cancelled, skipped, more}. Fences: each lease re-checked on its locked row. Writes: leases, attempts, runs, events of the batch. Errors: QL001 batch < 1, QL002 batch > 5000. Caller: ql_runtime.';
+'Lease expiry, one bounded batch of live leases past expires_at. Inputs: p_batch 1..5000 (default 500). Locks: leases FOR UPDATE SKIP LOCKED, then attempt/run SKIP LOCKED too (never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Then promotes up to p_batch scheduled runs that came due (runs_due, SKIP LOCKED): due_at := NULL, into the candidate keysets. Returns {expired, lost, retried, failed, cancelled, skipped, promoted, more}. Fences: each lease re-checked on its locked row. Writes: leases, attempts, runs, events of the batch. Errors: QL001 batch < 1, QL002 batch > 5000. Caller: ql_runtime.';

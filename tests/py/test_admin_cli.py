@@ -44,12 +44,17 @@ def ok(*args: str) -> dict[str, Any]:
 
 
 def fails(*args: str) -> dict[str, Any]:
+    """A refused command: invalid input exits 2 (naming the field), the rest 1."""
     result = admin(*args)
-    assert result.returncode != 0
     assert result.stdout == ""
     assert "Traceback" not in result.stderr
     doc = json.loads(result.stderr.strip().splitlines()[-1])
     assert {"error", "reason"} <= doc.keys()
+    if doc["error"] == "invalid_input":
+        assert result.returncode == 2, doc
+        assert "field" in doc, doc
+    else:
+        assert result.returncode == 1, doc
     return doc
 
 
@@ -211,6 +216,7 @@ def test_task_publish_rejects_invalid_command(db_dsn: str, tmp_path: Path) -> No
         "--command-file", str(bad),
     )  # fmt: skip
     assert doc["error"] == "invalid_input"
+    assert doc["field"] == "commandFile"
 
 
 def test_task_publish_missing_file(db_dsn: str, tmp_path: Path) -> None:
@@ -255,11 +261,15 @@ def test_run_enqueue_and_cancel(db_dsn: str, command_file: Path) -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--priority", "32768"), ("--priority", "-32769"), ("--priority", "x"), ("--count", "0")],
+    [("--priority", "32768"), ("--priority", "-32769"), ("--priority", "x"), ("--count", "0"),
+     ("--count", "10001")],
 )
-def test_run_enqueue_bad_numbers(db_dsn: str, option: str, value: str) -> None:
-    doc = fails("run", "enqueue", "--dsn", db_dsn, "--task", str(uuid.uuid4()), option, value)
+def test_run_enqueue_bad_numbers(db_dsn: str, command_file: Path, option: str,
+                                 value: str) -> None:
+    task = _publish(db_dsn, command_file)
+    doc = fails("run", "enqueue", "--dsn", db_dsn, "--task", task["taskId"], option, value)
     assert doc["error"] == "invalid_input"
+    assert doc["field"] == option.removeprefix("--")
 
 
 def test_run_enqueue_unknown_task(db_dsn: str) -> None:
@@ -270,6 +280,7 @@ def test_run_enqueue_unknown_task(db_dsn: str) -> None:
 def test_run_enqueue_malformed_task_id(db_dsn: str) -> None:
     doc = fails("run", "enqueue", "--dsn", db_dsn, "--task", "not-a-uuid")
     assert doc["reason"] == "invalid_input"
+    assert doc["field"] == "taskId"
 
 
 def test_run_cancel_unknown(db_dsn: str) -> None:
@@ -343,6 +354,6 @@ def test_sqlstate_table_matches_design() -> None:
     assert lookup("QL011").reason == "session_replaced"
     assert lookup("23505") is None
     assert sorted(BY_CODE) == [
-        "QL001", "QL002", "QL003", "QL004", "QL005", "QL010", "QL011", "QL012",
+        "QL001", "QL002", "QL003", "QL004", "QL005", "QL006", "QL010", "QL011", "QL012",
         "QL013", "QL014", "QL020", "QL021",
     ]  # fmt: skip

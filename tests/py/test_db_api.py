@@ -25,7 +25,7 @@ from qinglong.db import api
 
 ROOT = Path(__file__).resolve().parents[2]
 CALL = re.compile(r"^SELECT ql\.(?P<function>[a-z_]+)\((?P<args>.*)\)$")
-ARG = re.compile(r"^p_(?P<name>[a-z_]+) => %\((?P<key>[a-z_]+)\)s::(?P<type>[a-z ]+)$")
+ARG = re.compile(r"^p_(?P<name>[a-z_]+) => %\((?P<key>[a-z_]+)\)s::(?P<type>[a-z ]+(?:\[\])?)$")
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,8 @@ def test_python_functions_take_the_parameters_keyword_only(
 
 
 def _sample(sql_type: str) -> Any:
-    return {"text": "x", "bytea": b"x", "bigint": 1, "integer": 1, "jsonb": {}}[sql_type]
+    return {"text": "x", "bytea": b"x", "bigint": 1, "integer": 1, "jsonb": {},
+            "boolean": True, "text[]": ["x"]}[sql_type]
 
 
 def test_the_check_catches_a_renamed_parameter(catalog: dict[str, SqlSignature]) -> None:

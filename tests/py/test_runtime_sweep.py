@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from qinglong.db import api
-from qinglong.runtime_cli import parse_batch, parse_every
+from qinglong.runtime_cli import parse_batch, parse_every, parse_retention
 from qinglong.throwaway_postgres import ThrowawayPostgres
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner
 
@@ -141,6 +141,9 @@ def test_bad_arguments_exit_2_without_touching_a_database() -> None:
     assert _cli("runtime", "sweep", "--dsn", "x", "--batch", "5001").returncode == 2
     assert _cli("runtime", "sweep", "--dsn", "x", "--every", "5y").returncode == 2
     assert _cli("runtime", "sweep", "--dsn", "x", "--every", "10ms").returncode == 2
+    assert _cli("runtime", "sweep", "--dsn", "x", "--retain-runs", "14").returncode == 2
+    assert _cli("runtime", "sweep", "--dsn", "x", "--retain-audit", "-1d").returncode == 2
+    assert _cli("runtime", "sweep", "--dsn", "x", "--prune-batch", "10001").returncode == 2
 
 
 def test_argument_parsers() -> None:
@@ -149,3 +152,40 @@ def test_argument_parsers() -> None:
     assert parse_every("2m") == 120.0
     assert parse_every("1.5") == 1.5
     assert parse_batch("5000") == 5000
+    assert parse_retention("0s") == 0
+    assert parse_retention("90m") == 5400
+    assert parse_retention("14d") == 14 * 86400
+
+
+def _finished_runs(conn: psycopg.Connection, count: int) -> list[str]:
+    """`count` succeeded runs (pull, ACK, complete through the API) + 1 queued."""
+    prov = Provisioner(conn)
+    task = prov.task("prune")
+    run_ids = prov.enqueue(task, count=count + 1)
+    session = prov.session(prov.worker(), dict(DEFAULT_CAPABILITIES, slots=16))
+    for _ in range(count):
+        intent = Intent()
+        assert prov.pull(session, intent)["status"] == "offered"
+        prov.call(api.ack_lease(**session.lease(intent), phase="starting"))
+        done = prov.call(api.complete_lease(**session.lease(intent), outcome="succeeded",
+                                            exit_code=0))
+        assert done["status"] == "ok", done
+    return run_ids
+
+
+def test_once_prunes_past_retention_in_batches(conn, runtime_dsn: str) -> None:
+    _finished_runs(conn, 5)
+    prov = Provisioner(conn)
+    prov.call(api.record_auth_denial(credential_id=None, worker_id=None, action="pull",
+                                     reason="missing_credential"))
+    kept = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once")  # defaults 14d / 30d
+    assert kept.returncode == 0, kept.stderr
+    assert _lines(kept.stdout)[0]["pruned"]["runs"] == 0
+    result = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once", "--retain-runs", "0s",
+                  "--retain-audit", "0s", "--prune-batch", "2")
+    assert result.returncode == 0, result.stderr
+    pruned = _lines(result.stdout)[0]["pruned"]
+    assert pruned["runs"] == 5 and pruned["attempts"] == 5 and pruned["securityAudit"] >= 1
+    assert pruned["calls"] == 3 + 1 and pruned["more"] is False  # runs 2+2+1, audit 1
+    left = conn.execute("SELECT state FROM ql_private.runs").fetchall()
+    assert left == [("queued",)]

@@ -397,7 +397,10 @@ PRIVATE_TABLES = ["attempts", "events", "execution_revisions", "placement_classe
 PRIVATE_SEQUENCES = ["events_id_seq", "placement_classes_id_seq", "run_leases_id_seq",
                      "run_queue_seq", "security_audit_id_seq"]
 CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "publish_revision",
-                 "enqueue_runs", "cancel_run", "sweep_leases", "status_snapshot"]
+                 "enqueue_runs", "cancel_run", "sweep_leases", "status_snapshot",
+                 "configure_task", "task_settings", "list_runs", "show_run", "list_workers",
+                 "retry_run", "cancel_runs", "disable_worker", "enable_worker", "end_session",
+                 "prune_runs", "prune_audit"]
 TABLE_OPS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "COPY"]
 
 

@@ -17,12 +17,16 @@ import pytest
 from qinglong.worker.executor import (
     DEFAULT_PATH,
     OUTPUT_NAME,
+    TAIL_BYTES,
+    TAIL_JSON_BUDGET,
     CommandSpec,
     ExitStatus,
+    OutputTail,
     Process,
     SpawnFailed,
     StopReason,
     kill_orphan_group,
+    output_tail_text,
     process_start_ticks,
     spawn,
 )
@@ -190,6 +194,64 @@ def test_output_is_bounded_and_the_command_never_blocks(tmp_path: Path) -> None:
     assert data.startswith(b"x" * 1024) and b"output truncated after 1024 bytes" in data
     assert len(data) < 2048
     assert (tmp_path / OUTPUT_NAME).stat().st_mode & 0o777 == 0o600
+
+
+def test_result_has_the_exit_code_duration_and_output_tail(tmp_path: Path) -> None:
+    process = spawn(spec("sh", "-c", "echo MARK-out; echo MARK-err >&2; sleep 0.2; exit 3"),
+                    str(tmp_path), output_limit=1024)  # fmt: skip
+    assert wait_exit(process).returncode == 3
+    result = process.result()
+    assert result["exitCode"] == 3 and result["durationMs"] >= 200
+    assert sorted(result["outputTail"].split()) == ["MARK-err", "MARK-out"]
+    assert result["outputBytes"] == len("MARK-out\nMARK-err\n")
+
+
+def test_output_tail_is_the_last_8_kib_of_everything_printed(tmp_path: Path) -> None:
+    # 4 MiB + a marker, with a head budget of 1 KiB: the tail still ends with the marker.
+    code = ("import sys; sys.stdout.write('x' * (4 << 20)); sys.stdout.flush();"
+            " sys.stderr.write('END-MARKER')")  # fmt: skip
+    process = spawn(spec(sys.executable, "-c", code), str(tmp_path), output_limit=1024)
+    assert wait_exit(process).returncode == 0
+    result = process.result()
+    assert result["outputBytes"] == (4 << 20) + len("END-MARKER")
+    tail = result["outputTail"]
+    assert tail.endswith("END-MARKER") and len(tail.encode()) == TAIL_BYTES
+    assert set(tail[: -len("END-MARKER")]) == {"x"}
+
+
+def test_a_killed_command_still_has_a_result(tmp_path: Path) -> None:
+    process = spawn(spec("sh", "-c", "echo before; kill -KILL $$"), str(tmp_path),
+                    output_limit=1024)  # fmt: skip
+    assert wait_exit(process).signal == signal.SIGKILL
+    result = process.result()
+    assert result["exitCode"] == -signal.SIGKILL and result["outputTail"] == "before\n"
+
+
+def test_output_tail_ring_buffer_keeps_the_last_bytes_and_counts_all() -> None:
+    tail = OutputTail(capacity=8)
+    for chunk in (b"abc", b"defgh", b"ij", b"0123456789abcdef", b"Z"):
+        tail.feed(chunk)
+    assert tail.snapshot() == (b"9abcdefZ", 3 + 5 + 2 + 16 + 1)
+    assert OutputTail().text() == ""
+
+
+def test_output_tail_text_is_utf8_bounded_and_cut_on_a_character_boundary() -> None:
+    # Invalid bytes and NUL are replaced (jsonb refuses NUL).
+    assert output_tail_text(b"ok\xff\x00end") == "ok\ufffd\ufffdend"
+    # A ring buffer that starts inside a character drops the partial character.
+    euro = "€".encode()  # 3 bytes
+    assert output_tail_text(euro[1:] + b"x" + euro, cut=True) == "x€"
+    # 8 KiB of 3-byte characters, replacement-expanded: never over 8192 bytes.
+    text = output_tail_text(euro * 4000)
+    assert len(text.encode()) <= TAIL_BYTES and len(text.encode()) > TAIL_BYTES - 3
+    assert set(text) == {"€"}
+    # Invalid bytes grow into 3-byte U+FFFD: still at most 8192 bytes, cut whole.
+    text = output_tail_text(b"\xff" * TAIL_BYTES, cut=True)
+    assert len(text.encode()) <= TAIL_BYTES and set(text) == {"\ufffd"}
+    # Control characters escape to 6 bytes in JSON: the escaped tail stays in budget.
+    text = output_tail_text(b"\x01" * TAIL_BYTES + b"done")
+    assert text.endswith("done")
+    assert len(json.dumps(text, ensure_ascii=False).encode()) - 2 <= TAIL_JSON_BUDGET
 
 
 def test_pidfd_becomes_readable_on_exit(tmp_path: Path) -> None:

@@ -100,6 +100,7 @@ class FakeLeases:
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     fail: dict[str, list[Exception]] = field(default_factory=dict)  # kind -> next failures
     on_call: Callable[[str, LeaseRef], None] | None = None
+    results: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)
 
     def _answer(self, ref: LeaseRef, lease: ServerLease, bump: bool = True) -> LeaseAnswer:
         now = now_ms()
@@ -139,8 +140,10 @@ class FakeLeases:
         return self._answer(ref, self._enter("heartbeat", ref, {}))
 
     def complete(self, ref: LeaseRef, outcome: Outcome, exit_code: int | None = None,
-                 reason: str | None = None) -> LeaseAnswer:  # fmt: skip
+                 reason: str | None = None,
+                 result: dict[str, Any] | None = None) -> LeaseAnswer:  # fmt: skip
         detail = {"outcome": outcome.value, "exitCode": exit_code, "reason": reason}
+        self.results.append((ref.offer_id, result))
         lease = self._enter("complete", ref, detail)
         lease.state, lease.released = outcome.value, "completed"
         return self._answer(ref, lease, bump=False)
@@ -241,6 +244,74 @@ def test_nonzero_exit_completes_failed_with_the_exit_code(bench: Bench, code: in
     bench.run()
     assert bench.leases.detail("complete") == {"outcome": "failed", "exitCode": code,
                                                "reason": "exit_nonzero"}  # fmt: skip
+
+
+def test_completion_carries_the_result_and_journals_it(bench: Bench) -> None:
+    entry = entry_for(command("sh", "-c", "echo RESULT-MARKER; exit 3"))
+    bench.admit(entry)
+    exited: list[Any] = []
+
+    def on_call(kind: str, ref: LeaseRef) -> None:
+        if kind == "complete":
+            stored = bench.journal.get(ref.offer_id)
+            assert stored is not None
+            exited.append(stored.execution["completion"])
+
+    bench.leases.on_call = on_call
+    bench.make()
+    bench.run()
+    [(offer_id, result)] = bench.leases.results
+    assert offer_id == entry.offer_id and result is not None
+    assert result["exitCode"] == 3 and result["outputTail"] == "RESULT-MARKER\n"
+    assert result["outputBytes"] == len("RESULT-MARKER\n") and result["durationMs"] >= 0
+    # Journaled before the call, so a restart replays the same bytes.
+    assert exited == [{"outcome": "failed", "exitCode": 3, "reason": "exit_nonzero",
+                       "result": result}]  # fmt: skip
+    assert bench.result(entry.offer_id)["result"] == result
+
+
+def test_timeout_completion_still_carries_a_result(bench: Bench) -> None:
+    bench.admit(entry_for(command("sh", "-c", "echo slow; sleep 300", timeout_s=1)))
+    bench.make()
+    bench.run()
+    assert bench.leases.detail("complete")["reason"] == "timeout"
+    [(_, result)] = bench.leases.results
+    assert result is not None and result["outputTail"] == "slow\n"
+    assert result["exitCode"] == -signal.SIGTERM and result["durationMs"] >= 1000
+
+
+def test_restart_replays_the_journaled_result(bench: Bench) -> None:
+    entry = entry_for(command("true"))
+    bench.admit(entry)
+    result = {"exitCode": 3, "durationMs": 12, "outputTail": "x", "outputBytes": 1}
+    completion = {"outcome": "failed", "exitCode": 3, "reason": "exit_nonzero",
+                  "result": result}  # fmt: skip
+    advanced(bench, entry, EntryState.EXITED, pid=1, startTicks=None, completion=completion)
+    bench.make()
+    bench.run()
+    assert bench.leases.results == [(entry.offer_id, result)]
+
+
+def test_complete_request_with_a_full_result_fits_the_transport_limit() -> None:
+    from qinglong.worker.executor import output_tail_text
+    from qinglong.worker.transport import COMPLETE_REQUEST_LIMIT, _encode, request_limit
+
+    entry = entry_for(command("true"))
+    ref = LeaseRef.from_lease(entry.lease)
+    sent: list[dict[str, Any]] = []
+
+    def post(path: str, body: dict, limit: int) -> Reply:
+        sent.append(copy.deepcopy(body))
+        return Reply(200, json.dumps(lease_doc(ref)).encode())
+
+    worst = output_tail_text(b"\x01" * 8192)  # every character escapes to 6 bytes
+    result = {"exitCode": -2147483648, "durationMs": 2**53 - 1, "outputTail": worst,
+              "outputBytes": 2**53 - 1}  # fmt: skip
+    LeaseClient(post).complete(ref, Outcome.FAILED, -2147483648, "x" * 64, result)
+    assert sent[-1]["result"] == result
+    assert request_limit("/v1/leases/complete") == COMPLETE_REQUEST_LIMIT
+    assert len(_encode(sent[-1])) <= COMPLETE_REQUEST_LIMIT
+    assert request_limit("/v1/leases/heartbeat") == 4096
 
 
 def test_starting_is_journaled_before_the_spawn_and_the_pid_before_running(

@@ -2,7 +2,7 @@
 -- (min(cap, base * 2^(n-1)) * random()), cancel wins over retry, preconditions
 -- guarded with QL020. Called directly (it is a helper of the lease functions).
 BEGIN;
-SELECT plan(14);
+SELECT plan(16);
 \ir fixtures.psql
 
 SELECT ql_test.publish('proj', 'task') ->> 'taskId' AS task \gset
@@ -84,6 +84,23 @@ UPDATE ql_private.runs SET cancel_requested = true WHERE id = :'second_run';
 SELECT is(pg_temp.fail_and_retry(:'second_run'), 'cancelled', 'cancel requested -> cancelled');
 SELECT results_eq(format($$SELECT state, finished_at IS NOT NULL FROM ql_private.runs WHERE id = %L$$, :'second_run'),
                   $$VALUES ('cancelled'::text, true)$$, 'run cancelled and finished, no new attempt');
+
+-- SPEC §9.2: a retry in backoff is a scheduled run (due_at = not_before, out
+-- of the candidate keyset); with no delay it is ready at once.
+SELECT ql_test.enqueue(:'task', 2) AS fresh \gset
+UPDATE ql_private.tasks SET retry_base_ms = 1000 WHERE id = :'task'::uuid;
+SELECT (:'fresh'::text[])[1]::uuid AS last_run \gset
+SELECT pg_temp.fail_and_retry(:'last_run') AS outcome \gset
+SELECT results_eq(
+    format($$SELECT r.state, r.due_at = a.not_before, a.not_before > clock_timestamp() - interval '1 second'
+               FROM ql_private.runs r JOIN ql_private.attempts a ON a.id = r.current_attempt_id
+              WHERE r.id = %L$$, :'last_run'),
+    $$VALUES ('queued'::text, true, true)$$, 'retried in backoff: run queued, due_at = the new attempt''s not_before');
+UPDATE ql_private.tasks SET retry_base_ms = 0 WHERE id = :'task'::uuid;
+SELECT (:'fresh'::text[])[2]::uuid AS run39 \gset
+SELECT pg_temp.fail_and_retry(:'run39') AS outcome39 \gset
+SELECT is((SELECT due_at FROM ql_private.runs WHERE id = :'run39'::uuid), NULL::timestamptz,
+          'no delay: ready at once (due_at NULL)');
 
 SELECT * FROM finish();
 ROLLBACK;

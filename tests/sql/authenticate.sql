@@ -1,7 +1,7 @@
 -- ql_private.authenticate: every denial reason, its one audit row and nothing
 -- else written; an allowed call writes nothing at all.
 BEGIN;
-SELECT plan(28);
+SELECT plan(33);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -97,8 +97,28 @@ SELECT is(ql_private.authenticate(:'c1', :'d1', :'w1'::uuid, 'lease.heartbeat'),
           'still allowed after all those denials (no lockout state)');
 SELECT is((SELECT count(*) FROM ql_private.security_audit WHERE reason NOT IN
             ('malformed_credential', 'unknown_credential', 'bad_secret', 'revoked_credential',
-             'worker_mismatch')), 0::bigint,
+             'worker_mismatch', 'worker_disabled')), 0::bigint,
           'only the documented reason categories were written');
+
+-- SPEC §9.5: a disabled worker's credentials are refused with 403
+-- worker_disabled (audited); enabling it lets them in again. A bad secret is
+-- still reported as such first (the caller learns nothing without the secret).
+UPDATE ql_private.workers SET disabled_at = clock_timestamp() WHERE id = :'w1'::uuid;
+SELECT ql_test.mark();
+SELECT is(ql_private.authenticate(:'c1', :'d1', :'w1'::uuid, 'offer.pull'),
+          '{"status":"denied","httpStatus":403,"reason":"worker_disabled"}'::jsonb,
+          'disabled worker -> 403 worker_disabled');
+SELECT is(ql_test.writes_since_mark(), 1::bigint, 'one write: the audit row');
+SELECT results_eq(
+    $$SELECT credential_id, worker_id, action, outcome, reason FROM ql_private.security_audit
+       ORDER BY id DESC LIMIT 1$$,
+    format($$VALUES (%L::text, %L::uuid, 'offer.pull'::text, 'denied'::text, 'worker_disabled'::text)$$,
+           :'c1', :'w1'),
+    'audited like every denial');
+SELECT is(ql_private.authenticate(:'c1', sha256('wrong'::bytea), :'w1'::uuid, 'offer.pull') ->> 'reason',
+          'bad_secret', 'a wrong secret of a disabled worker is still bad_secret');
+UPDATE ql_private.workers SET disabled_at = NULL WHERE id = :'w1'::uuid;
+SELECT is(ql_private.authenticate(:'c1', :'d1', :'w1'::uuid, 'offer.pull'), NULL, 're-enabled: allowed');
 
 SELECT * FROM finish();
 ROLLBACK;

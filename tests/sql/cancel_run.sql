@@ -38,8 +38,8 @@ SELECT is((SELECT count(*) FROM ql_private.events WHERE run_id = :'dispatching':
           1::bigint, 'one run.cancelled event');
 SELECT is((SELECT payload FROM ql_private.events WHERE run_id = :'dispatching'::uuid AND type = 'run.cancelled'),
           jsonb_build_object('attemptId', (SELECT current_attempt_id FROM ql_private.runs WHERE id = :'dispatching'::uuid),
-                             'offerId', :'offer_d', 'leaseReleased', true),
-          'event payload: attempt, offer, released (no token or digest)');
+                             'offerId', :'offer_d', 'leaseReleased', true, 'actor', session_user),
+          'event payload: attempt, offer, released, the acting login role (no token or digest)');
 
 SELECT is(:'cs'::jsonb, jsonb_build_object('runId', :'started', 'state', 'starting', 'cancelRequested', true),
           'started run -> cancel requested, state unchanged');

@@ -2,7 +2,7 @@
 -- visibility of released / expired-unstarted leases, hiding of live, started,
 -- not-yet-due, cancel-requested and not-runtime-owned runs (R-CAND).
 BEGIN;
-SELECT plan(17);
+SELECT plan(21);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -84,6 +84,25 @@ SELECT ok((SELECT l.lanname = 'sql' AND p.proconfig IS NULL AND NOT p.prosecdef
           'candidate_page is an inlinable SQL function');
 SELECT ok(NOT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'candidate_page' AND pronargs = 4),
           'the old four-argument overload is gone (0004)');
+
+-- SPEC §9.2 scheduled runs (runs.due_at): not yet due -> never read; due ->
+-- merged in key order from runs_due (before the sweeper promotes it), and the
+-- keyset position applies to it like to any other row.
+UPDATE ql_private.run_leases SET released_at = clock_timestamp(), release_reason = 'expired'
+ WHERE released_at IS NULL;
+UPDATE ql_private.runs SET state = 'succeeded' WHERE state <> 'queued';
+UPDATE ql_private.runs SET state = 'succeeded' WHERE id <> ALL (ARRAY[:'b0', :'b1', :'c0']::uuid[]);
+UPDATE ql_private.runs SET state = 'queued', cancel_requested = false, runtime_owned = true
+ WHERE id IN (:'b0'::uuid, :'b1'::uuid, :'c0'::uuid);
+UPDATE ql_private.attempts a SET not_before = clock_timestamp() - interval '1 minute'
+  FROM ql_private.runs r WHERE a.id = r.current_attempt_id AND r.id IN (:'b0'::uuid, :'b1'::uuid, :'c0'::uuid);
+UPDATE ql_private.runs SET due_at = clock_timestamp() + interval '1 hour' WHERE id = :'b0'::uuid;
+SELECT is(pg_temp.page_ids(NULL, NULL, 10), ARRAY[:'b1', :'c0'], 'a run due in an hour is not a candidate');
+UPDATE ql_private.runs SET due_at = clock_timestamp() - interval '1 second' WHERE id = :'b0'::uuid;
+SELECT is(pg_temp.page_ids(NULL, NULL, 10), ARRAY[:'b0', :'b1', :'c0'],
+          'once due it is a candidate again, in key order (merged from runs_due)');
+SELECT is(pg_temp.page_ids(5, :'b0', 10), ARRAY[:'b1', :'c0'], 'the keyset position applies to due runs too');
+SELECT is(pg_temp.page_ids(NULL, NULL, 0), ARRAY[:'b0'], 'limit + 1 over the merged sources');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,7 +2,7 @@
 -- class_candidate_page — the pages a pull reads when its first page had no
 -- passing candidate, so matching runs behind a blocked head are reachable.
 BEGIN;
-SELECT plan(12);
+SELECT plan(14);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -55,6 +55,17 @@ SELECT ok((SELECT l.lanname = 'sql' AND p.proconfig IS NULL AND NOT p.prosecdef
              FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
             WHERE p.proname = 'class_candidate_page'),
           'class_candidate_page is an inlinable SQL function');
+
+-- Scheduled runs (due_at set) are outside runs_class_keyset until the sweeper
+-- promotes them.
+SELECT count(*) AS before_n FROM ql_private.class_candidate_page(
+    (SELECT array_agg(id) FROM ql_private.placement_classes), NULL, NULL, NULL, 64) \gset
+UPDATE ql_private.runs SET due_at = clock_timestamp() - interval '1 second'
+ WHERE state = 'queued';
+SELECT is((SELECT count(*) FROM ql_private.class_candidate_page(
+               (SELECT array_agg(id) FROM ql_private.placement_classes), NULL, NULL, NULL, 64)),
+          0::bigint, 'scheduled runs (even due ones) are not in the class pages');
+SELECT cmp_ok(:before_n::bigint, '>', 0::bigint, '... which held runs before');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,7 +3,7 @@
 -- nothing changed), bad input; the retried run is claimed again as attempt 2.
 -- Called as ql_worker_ingress.
 BEGIN;
-SELECT plan(53);
+SELECT plan(61);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -230,6 +230,40 @@ SELECT throws_ok(format('SELECT pg_temp.done(%s, %L, 1, pg_temp.offer(3), %L, %L
 SELECT is(ql.complete_lease(:'c1', sha256('nope'), :'w1', :'s1', 1, pg_temp.offer(3), ql_test.token_digest('t3'), 'succeeded') ->> 'reason',
           'bad_secret', 'wrong secret -> denied');
 RESET ROLE;
+
+-- SPEC §9.3: the result is validated and stored on the attempt with the
+-- completion; a bad one is refused (QL001 COLUMN result) before anything is
+-- read or written; a replay keeps the stored result.
+SELECT r[1] AS rr FROM ql_test.enqueue(:'task', 1, 99) r \gset
+SELECT ql_test.claim('w1', :'s1', pg_temp.offer(70), 't70') IS NOT NULL AS claimed70 \gset
+SET LOCAL ROLE ql_worker_ingress;
+SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(70), 't70', 'starting') IS NOT NULL AS acked70 \gset
+RESET ROLE;
+CREATE FUNCTION pg_temp.done_with(result jsonb, exit_code integer DEFAULT 0) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT ql.complete_lease(ql_test.credential_id('w1'), ql_test.secret_digest('w1'), ql_test.worker_id('w1'),
+                             (SELECT session_id::text FROM ql_private.run_leases
+                               WHERE offer_id = '00000000-0000-4000-8000-000000000070'),
+                             1, '00000000-0000-4000-8000-000000000070', ql_test.token_digest('t70'),
+                             'succeeded', exit_code, NULL, result)
+$$;
+SELECT ql_test.mark();
+SELECT is(ql_test.error_of($$SELECT pg_temp.done_with('{"durationMs": 1, "outputTail": "x"}')$$),
+          'QL001 result', 'a result without outputBytes -> QL001 result');
+SELECT is(ql_test.error_of($$SELECT pg_temp.done_with('{"durationMs": 1, "outputTail": "x", "outputBytes": 1, "extra": 1}')$$),
+          'QL001 result', 'an unknown field -> QL001 result');
+SELECT is(ql_test.error_of(format('SELECT pg_temp.done_with(%L)',
+                                  jsonb_build_object('durationMs', 1, 'outputBytes', 9000,
+                                                     'outputTail', repeat('é', 4097)))),
+          'QL001 result', 'an outputTail over 8192 UTF-8 bytes -> QL001 result');
+SELECT is(ql_test.writes_since_mark(), 0::bigint, 'refused results changed nothing');
+SELECT '{"exitCode": 0, "durationMs": 1234, "outputTail": "done\n", "outputBytes": 5}' AS res \gset
+SELECT is(pg_temp.done_with(:'res') ->> 'status', 'ok', 'completion with a result');
+SELECT is((SELECT a.result FROM ql_private.attempts a JOIN ql_private.runs r ON r.current_attempt_id = a.id
+            WHERE r.id = :'rr'::uuid), :'res'::jsonb, 'the result is stored on the attempt');
+SELECT is(pg_temp.done_with('{"durationMs": 9, "outputTail": "", "outputBytes": 0}') ->> 'status', 'idempotent',
+          'a replay answers idempotent');
+SELECT is((SELECT a.result FROM ql_private.attempts a JOIN ql_private.runs r ON r.current_attempt_id = a.id
+            WHERE r.id = :'rr'::uuid), :'res'::jsonb, '... and keeps the stored result');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,7 +3,7 @@
 -- truncated head), and that it is read-only and SECURITY DEFINER. The triggers
 -- that tell a replica to probe again are in idle_view_notify.sql.
 BEGIN;
-SELECT plan(15);
+SELECT plan(18);
 \ir fixtures.psql
 
 SELECT has_function('ql', 'idle_probe', ARRAY[]::text[], 'ql.idle_probe() exists');
@@ -67,6 +67,25 @@ RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'the probe writes nothing');
 SELECT is((SELECT provolatile::text || prosecdef::text FROM pg_proc WHERE oid = 'ql.idle_probe()'::regprocedure),
           'vtrue', 'probe: SECURITY DEFINER');
+
+-- SPEC §9.2: scheduled runs: idle until the earliest due_at (the wake-up), a
+-- due one makes the probe not idle even before the sweeper promotes it.
+UPDATE ql_private.runs SET state = 'succeeded' WHERE state IN ('queued', 'dispatching');
+DELETE FROM ql_private.run_leases;
+SELECT ql.enqueue_runs(:'task', 0, 1, p_delay_ms => 600000) -> 'runIds' ->> 0 AS later \gset
+SELECT ql.enqueue_runs(:'task', 0, 1, p_delay_ms => 60000) -> 'runIds' ->> 0 AS soon \gset
+SET LOCAL ROLE ql_worker_ingress;
+SELECT ql.idle_probe() AS p \gset
+RESET ROLE;
+SELECT is((:'p'::jsonb ->> 'idle')::boolean, true, 'only scheduled runs: idle');
+SELECT is((:'p'::jsonb ->> 'wakeAtMs')::bigint,
+          (SELECT ql_private.epoch_ms(due_at) FROM ql_private.runs WHERE id = :'soon'::uuid),
+          '... waking up at the earliest due time');
+UPDATE ql_private.runs SET due_at = clock_timestamp() - interval '1 second' WHERE id = :'soon'::uuid;
+UPDATE ql_private.attempts a SET not_before = clock_timestamp() - interval '1 second'
+  FROM ql_private.runs r WHERE r.id = :'soon'::uuid AND a.id = r.current_attempt_id;
+SELECT is(ql.idle_probe() - 'nowMs' - 'wakeAtMs', '{"idle": false, "reason": "candidate"}'::jsonb,
+          'a due scheduled run (not yet promoted): not idle');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,7 +2,7 @@
 -- fences, capacity, bounds caps, placement order/score, truncation, R-REV-2,
 -- bad input; called as ql_worker_ingress like the ingress does.
 BEGIN;
-SELECT plan(54);
+SELECT plan(62);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -220,6 +220,60 @@ SELECT ok(NOT (:'legacy_offer'::jsonb #> '{offer,executionRevision}') ? 'placeme
           'no placement key is invented for it');
 SELECT is((ql_private.placement_evaluate(NULL, '{"executors":["other"],"labels":{},"runtimes":{}}'::jsonb)).category,
           'executor', 'a worker without remote-worker is refused by the default placement');
+
+-- SPEC §9.2: 100 runs scheduled an hour ahead, queued BEFORE the ready ones at
+-- the same (top) priority, are not walked: a pull reads its bounded page of the
+-- ready keyset and is offered the first ready run; with only future runs it is
+-- idle having read nothing. A scheduled run whose time passed is offered, and the
+-- claim clears its due_at.
+SELECT worker_id AS w9, credential_id AS c9, secret_digest AS d9 FROM ql_test.new_worker('w9') \gset
+SELECT ql_test.open_session('w9', ql_test.capabilities(16)) ->> 'sessionId' AS s9 \gset
+SELECT format('%L, %L::bytea, %L', :'c9', :'d9', :'w9') AS w9args \gset
+UPDATE ql_private.runs SET state = 'succeeded', finished_at = clock_timestamp()
+ WHERE state IN ('queued', 'dispatching');
+SELECT ql_test.publish('proj', 'sched') ->> 'taskId' AS sched \gset
+SELECT jsonb_array_length(ql.enqueue_runs(:'sched', 32767, 100, p_delay_ms => 3600000) -> 'runIds') AS n_sched \gset
+CREATE FUNCTION pg_temp.runs_fetched() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT coalesce(sum(idx_tup_fetch + seq_tup_read), 0)::bigint FROM pg_catalog.pg_stat_xact_user_tables
+     WHERE schemaname = 'ql_private' AND relname = 'runs'
+$$;
+SELECT pg_temp.runs_fetched() AS f0 \gset
+SET LOCAL ROLE ql_worker_ingress;
+SELECT pg_temp.pull(:w9args, :'s9', 1, pg_temp.offer(90), 't90') AS idle9 \gset
+RESET ROLE;
+SELECT is(:'idle9'::jsonb - 'stats',
+          '{"status": "idle", "reason": "no_candidates", "truncated": false}'::jsonb,
+          '100 runs due in an hour, nothing ready: idle no_candidates');
+SELECT is((:'idle9'::jsonb #>> '{stats,candidates}')::integer, 0, '... having examined no candidate');
+SELECT cmp_ok(pg_temp.runs_fetched() - :f0, '<', 10::bigint,
+              '... and fetched (almost) no runs row: the scheduled runs are not walked');
+
+SELECT ql_test.enqueue(:'sched', 3, 32767) AS ready \gset
+SELECT pg_temp.runs_fetched() AS f1 \gset
+SET LOCAL ROLE ql_worker_ingress;
+SELECT pg_temp.pull(:w9args, :'s9', 1, pg_temp.offer(91), 't91') AS got9 \gset
+RESET ROLE;
+SELECT is(:'got9'::jsonb #>> '{offer,candidate,runId}', (:'ready'::text[])[1],
+          '100 scheduled runs ahead of 3 ready ones: the first ready run is offered');
+SELECT cmp_ok(pg_temp.runs_fetched() - :f1, '<', 40::bigint,
+              '... reading a bounded number of runs rows (a page), not the 100 ahead');
+
+UPDATE ql_private.runs r SET due_at = clock_timestamp() - interval '1 second'
+  FROM (SELECT id FROM ql_private.runs WHERE task_id = :'sched'::uuid AND due_at IS NOT NULL
+         ORDER BY queue_seq LIMIT 1) d
+ WHERE r.id = d.id
+RETURNING r.id AS due_run \gset
+UPDATE ql_private.attempts a SET not_before = r.due_at
+  FROM ql_private.runs r WHERE r.id = :'due_run'::uuid AND a.id = r.current_attempt_id;
+SET LOCAL ROLE ql_worker_ingress;
+SELECT pg_temp.pull(:w9args, :'s9', 1, pg_temp.offer(92), 't92') AS due9 \gset
+RESET ROLE;
+SELECT is(:'due9'::jsonb #>> '{offer,candidate,runId}', :'due_run',
+          'a scheduled run whose time passed is offered (first in key order), before the sweeper promoted it');
+SELECT results_eq(format($$SELECT state, due_at IS NULL FROM ql_private.runs WHERE id = %L$$, :'due_run'),
+                  $$VALUES ('dispatching'::text, true)$$, 'the claim cleared its due_at');
+SELECT is((SELECT count(*) FROM ql_private.runs WHERE task_id = :'sched'::uuid AND due_at IS NOT NULL),
+          99::bigint, 'the other 99 are still scheduled');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -6,13 +6,15 @@
 -- Classification of the API (schema ql). A new ql function must be added to
 -- exactly one list; names listed but not yet created are simply not expected.
 --   worker-facing -> EXECUTE for ql_worker_ingress only
---   control plane -> EXECUTE for ql_runtime only (the ingress can reach none)
---   status_snapshot is listed as control plane; ql_readonly may execute it too
---   (and nothing else).
+--   control plane -> EXECUTE for ql_runtime only (the ingress can reach none):
+--                    the control-plane commands and the operator actions (SPEC §9)
+--   reads         -> EXECUTE for ql_readonly AND ql_runtime, nobody else: the
+--                    status snapshot and the inspection reads of SPEC §9
+--                    (settings, run list/show, worker list)
 -- Decision: ql_runtime cannot execute worker-facing functions either; the
 -- control plane never acts as a worker.
 BEGIN;
-SELECT plan(28);
+SELECT plan(29);
 
 CREATE TEMP TABLE api_class (name text PRIMARY KEY, role text NOT NULL) ON COMMIT DROP;
 INSERT INTO api_class VALUES
@@ -36,7 +38,19 @@ INSERT INTO api_class VALUES
     ('cancel_run',          'ql_runtime'),
     ('sweep',               'ql_runtime'),
     ('sweep_leases',        'ql_runtime'),
-    ('status_snapshot',     'ql_runtime');
+    ('configure_task',      'ql_runtime'),
+    ('retry_run',           'ql_runtime'),
+    ('cancel_runs',         'ql_runtime'),
+    ('disable_worker',      'ql_runtime'),
+    ('enable_worker',       'ql_runtime'),
+    ('end_session',         'ql_runtime'),
+    ('prune_runs',          'ql_runtime'),
+    ('prune_audit',         'ql_runtime'),
+    ('status_snapshot',     'read'),
+    ('task_settings',       'read'),
+    ('list_runs',           'read'),
+    ('show_run',            'read'),
+    ('list_workers',        'read');
 
 CREATE TEMP VIEW api_fn AS
     SELECT p.oid, p.proname::text AS name, p.oid::regprocedure::text AS signature
@@ -119,7 +133,7 @@ SELECT is((SELECT array_agg(x.arg ORDER BY x.arg)
 -- The API classification
 SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn
             WHERE name NOT IN (SELECT name FROM api_class)), NULL,
-          'every ql function is classified worker-facing or control plane in this test');
+          'every ql function is classified worker-facing, control plane or read in this test');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM api_class
             WHERE name IN ('authenticate_worker', 'record_auth_denial', 'open_session',
                            'heartbeat_session', 'close_session', 'pull_offer', 'register_worker',
@@ -134,15 +148,19 @@ SELECT set_eq(
     'ql_worker_ingress executes exactly the worker-facing functions');
 SELECT set_eq(
     $$SELECT signature FROM api_fn WHERE has_function_privilege('ql_runtime', oid, 'EXECUTE')$$,
-    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role = 'ql_runtime'$$,
-    'ql_runtime executes exactly the control-plane functions (none of the worker-facing ones)');
+    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role IN ('ql_runtime', 'read')$$,
+    'ql_runtime executes exactly the control-plane and read functions (none of the worker-facing ones)');
 SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn JOIN api_class USING (name)
             WHERE role = 'ql_runtime' AND has_function_privilege('ql_worker_ingress', oid, 'EXECUTE')),
           NULL, 'the ingress cannot reach any control-plane function');
-SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn
-            WHERE has_function_privilege('ql_readonly', oid, 'EXECUTE')
-              AND name NOT IN ('status_snapshot')), NULL,
-          'ql_readonly executes nothing but (possibly) the status snapshot');
+SELECT set_eq(
+    $$SELECT signature FROM api_fn WHERE has_function_privilege('ql_readonly', oid, 'EXECUTE')$$,
+    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role = 'read'$$,
+    'ql_readonly executes exactly the read functions (no action, nothing worker-facing)');
+SELECT is((SELECT array_agg(f.signature ORDER BY f.signature)
+             FROM api_fn f JOIN api_class c USING (name) JOIN pg_catalog.pg_proc p ON p.oid = f.oid
+            WHERE c.role = 'read' AND f.name <> 'status_snapshot' AND p.provolatile <> 's'), NULL,
+          'every read of SPEC 9 is STABLE (plpgsql then refuses any write in it)');
 SELECT function_privs_are('ql', 'status_snapshot', ARRAY[]::text[], 'ql_readonly', ARRAY['EXECUTE'],
                           'monitoring: EXECUTE on ql.status_snapshot (granted to ql_runtime too)');
 SELECT function_privs_are('ql', 'open_session', ARRAY['text', 'bytea', 'text', 'bytea'],

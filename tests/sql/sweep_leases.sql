@@ -4,7 +4,7 @@
 -- cancelled when cancel-requested); live leases untouched; a second sweep finds
 -- nothing and writes nothing; bounded batches report `more`; bad input.
 BEGIN;
-SELECT plan(32);
+SELECT plan(36);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -49,7 +49,7 @@ SET LOCAL ROLE ql_runtime;
 SELECT pg_temp.sweep() AS sw \gset
 RESET ROLE;
 SELECT is(:'sw'::jsonb,
-          '{"expired":1,"lost":3,"retried":1,"failed":1,"cancelled":1,"skipped":0,"more":false}'::jsonb,
+          '{"expired":1,"lost":3,"retried":1,"failed":1,"cancelled":1,"skipped":0,"promoted":0,"more":false}'::jsonb,
           'counts of the pass');
 
 -- unstarted + expired
@@ -89,7 +89,7 @@ SELECT is((SELECT array_agg(c.run_id::text ORDER BY c.queue_seq) FROM ql_private
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_runtime;
 SELECT is(pg_temp.sweep(),
-          '{"expired":0,"lost":0,"retried":0,"failed":0,"cancelled":0,"skipped":0,"more":false}'::jsonb,
+          '{"expired":0,"lost":0,"retried":0,"failed":0,"cancelled":0,"skipped":0,"promoted":0,"more":false}'::jsonb,
           'second pass: nothing to do');
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'and nothing written');
@@ -112,12 +112,27 @@ SELECT ql_test.claim('w1', :'s1', pg_temp.offer(n), 't' || n) FROM generate_seri
 SELECT ql_test.expire_lease(pg_temp.offer(n)) FROM generate_series(21, 23) n;
 SET LOCAL ROLE ql_runtime;
 SELECT is(pg_temp.sweep(2) -> 'more', 'true'::jsonb, 'a full batch reports more');
-SELECT is(pg_temp.sweep(2), '{"expired":1,"lost":0,"retried":0,"failed":0,"cancelled":0,"skipped":0,"more":false}'::jsonb,
+SELECT is(pg_temp.sweep(2), '{"expired":1,"lost":0,"retried":0,"failed":0,"cancelled":0,"skipped":0,"promoted":0,"more":false}'::jsonb,
           'the next batch takes the rest');
 SELECT throws_ok('SELECT pg_temp.sweep(0)', 'QL001', NULL, 'batch 0 -> QL001');
 SELECT throws_ok('SELECT pg_temp.sweep(NULL)', 'QL001', NULL, 'batch NULL -> QL001');
 SELECT throws_ok('SELECT pg_temp.sweep(5001)', 'QL002', NULL, 'batch above 5000 -> QL002');
 RESET ROLE;
+
+-- SPEC §9.2: the sweeper promotes scheduled runs that came due into the
+-- candidate keyset (due_at := NULL), in batches; runs not yet due stay.
+SELECT ql_test.publish('proj', 'sched') ->> 'taskId' AS sched \gset
+SELECT ql.enqueue_runs(:'sched', 0, 3, p_delay_ms => 3600000) IS NOT NULL AS queued3 \gset
+SELECT ql.enqueue_runs(:'sched', 0, 2, p_delay_ms => 7200000) IS NOT NULL AS queued2 \gset
+UPDATE ql_private.runs SET due_at = clock_timestamp() - interval '1 second'
+ WHERE task_id = :'sched'::uuid AND due_at < clock_timestamp() + interval '90 minutes';
+SELECT is(pg_temp.sweep(2) - 'more', '{"expired":0,"lost":0,"retried":0,"failed":0,"cancelled":0,"skipped":0,"promoted":2}'::jsonb,
+          'a batch of 2 promotes two due runs');
+SELECT is(pg_temp.sweep(2) ->> 'promoted', '1', 'the next batch the third');
+SELECT is((SELECT count(*) FROM ql_private.runs WHERE task_id = :'sched'::uuid AND due_at IS NULL), 3::bigint,
+          'the three due runs are in the candidate keyset now');
+SELECT is((SELECT count(*) FROM ql_private.runs WHERE task_id = :'sched'::uuid AND due_at > clock_timestamp()), 2::bigint,
+          'the two runs not yet due stay scheduled');
 
 SELECT * FROM finish();
 ROLLBACK;
