@@ -1850,6 +1850,7 @@ CREATE FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_wor
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     SET jit TO 'off'
     AS $$
 DECLARE
@@ -2269,6 +2270,8 @@ BEGIN
                        < (p.neg + 1, -9223372036854775808, v_nil)
                    AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
                    AND NOT r.cancel_requested AND r.state = 'queued'
+                   -- A run scheduled for later is not waiting (yet).
+                   AND (r.due_at IS NULL OR r.due_at <= v_now)
                  ORDER BY -(r.priority::integer), r.queue_seq, r.id
                  LIMIT 1) AS oldest
           FROM prio p

@@ -17,8 +17,9 @@ Pieces (all per replica, none per worker):
   notifications sent while no LISTEN was active are lost.
 * **Belief** — from `ql.idle_probe()` (one read-only snapshot): "no dispatchable
   run and no live unstarted lease anywhere", plus the next time-based wake-up
-  (earliest future `not_before`). It is installed only if no notification arrived
-  and the incarnation did not change while the probe ran, and it lapses on any
+  (earliest future `not_before` or scheduled `due_at`). It is installed only if
+  no notification arrived and the incarnation did not change while the probe ran,
+  and it lapses on any
   `q` notification, at the wake-up, after `idle_view_max_staleness_ms`, and
   whenever the listener is down.
 * **Credential and session caches** — filled only from database answers

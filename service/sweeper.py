@@ -47,7 +47,7 @@ from qinglong.service.control_plane import (
     translate,
 )
 
-COUNTS = ("expired", "lost", "retried", "failed", "cancelled", "skipped")
+COUNTS = ("expired", "lost", "retried", "failed", "cancelled", "skipped", "promoted")
 # A pass keeps calling while the database reports more work, but never forever:
 # a backlog larger than this is finished on the following passes.
 MAX_CALLS_PER_PASS = 1000

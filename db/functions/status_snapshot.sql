@@ -12,8 +12,9 @@
 --     fresh by the queue tables' autovacuum settings of migration 0002);
 --   * per priority (at most 64): a loose index scan finds the distinct
 --     priorities (one descent each), each counted up to 10000, with the age of
---     its oldest waiting (`queued`) run, the first one in index order;
---   * per task: counts over runs_task_state (task_id, state), queued and
+--     its oldest waiting (`queued`, and due if it was scheduled) run, the first
+--     one in index order;
+--   * per task: counts over runs_task_state_seq (task_id, state, …), queued and
 --     dispatching only, each up to 10000; the top 50 tasks listed, the rest summed;
 --   * sessions and leases: the active-session and live-lease partial indexes
 --     (bounded by the number of workers and their slots); the session list is
@@ -116,6 +117,8 @@ BEGIN
                        < (p.neg + 1, -9223372036854775808, v_nil)
                    AND r.state IN ('queued', 'dispatching') AND r.runtime_owned
                    AND NOT r.cancel_requested AND r.state = 'queued'
+                   -- A run scheduled for later is not waiting (yet).
+                   AND (r.due_at IS NULL OR r.due_at <= v_now)
                  ORDER BY -(r.priority::integer), r.queue_seq, r.id
                  LIMIT 1) AS oldest
           FROM prio p
