@@ -238,3 +238,25 @@ def test_dormant_below_the_engage_rate(start_ingress_thread, test_pki, ingress_d
     assert _db_calls(server, "pull_offer") == calls + 3
     assert _view(server).view_state() == ViewState.DORMANT
     assert _db_calls(server, "idle_ping") == 0 and _db_calls(server, "idle_probe") == 0
+
+
+def test_a_delayed_run_is_idle_before_its_time_and_offered_after(viewed, prov, test_pki,
+                                                                  su_conn):
+    """The view's idle belief ends at the earliest scheduled run's due time
+    (`ql.idle_probe` wakeAtMs): before it, pulls are idle (from the view too);
+    from it on, the very next pull is offered — no sweeper runs here."""
+    agent = make_agent(prov, test_pki, "w-delayed")
+    session = _open(viewed, agent)
+    task = prov.task("t")
+    (run_id,) = api.enqueue_runs(task_id=task, priority=0, count=1,
+                                 delay_ms=3000).run(su_conn)["runIds"]
+    due = time.monotonic() + 3.0
+    _until_view_answers(viewed, agent, session)
+    while time.monotonic() < due - 0.5:
+        early = _pull(viewed, agent, session)
+        assert early.status == 200 and early.json["status"] == "idle", early.body
+        time.sleep(0.2)
+    time.sleep(max(0.0, due - time.monotonic()) + 0.05)
+    offered = _pull(viewed, agent, session, offer_id=str(uuid.uuid4()))
+    assert offered.status == 200 and offered.json["status"] == "offered", offered.body
+    assert offered.json["candidate"]["runId"] == run_id

@@ -173,8 +173,18 @@ def test_executor_reports_exit_code_and_output_tail(dev: dict[str, Any], tmp_pat
     try:
         shown = _show_when_finished(dev, small)
         big_shown = _show_when_finished(dev, big)
+        # The operator retries the failed run: a new attempt runs on the same worker.
+        retried = _json_out([*QL, "admin", "run", "retry", "--dsn", dev["dsn"], "--run", small])
+        assert retried["runId"] == small and retried["attemptNo"] == 2
+        again = _show_when_finished(dev, small)
     finally:
         worker.kill()
+    assert [a["number"] for a in again["attempts"]] == [1, 2]
+    second = again["attempts"][1]
+    assert second["attemptId"] == retried["attemptId"] and second["state"] == "failed"
+    assert second["exitCode"] == 3 and marker in second["result"]["outputTail"]
+    assert second["workerId"] == dev["worker"]["workerId"]
+    assert "run.retried" in [e["type"] for e in again["events"]]
     assert shown["run"]["state"] == "failed"
     (attempt,) = shown["attempts"]
     assert attempt["exitCode"] == 3 and attempt["state"] == "failed"
