@@ -1850,7 +1850,6 @@ CREATE FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_wor
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
-    SET enable_bitmapscan TO 'off'
     SET jit TO 'off'
     AS $$
 DECLARE
@@ -2904,6 +2903,7 @@ ALTER TABLE ql_private.worker_sessions OWNER TO ql_owner;
 
 CREATE FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) RETURNS record
     LANGUAGE plpgsql
+    SET enable_bitmapscan TO 'off'
     AS $$
 DECLARE
     now_ts timestamptz := clock_timestamp();

@@ -25,6 +25,15 @@
 -- The session row must already be locked and re-verified by the caller, and the
 --   offer id serialized by ql.pull_offer's advisory lock (so offer_id UNIQUE can
 --   only fire on a bug, and then aborts the pull rather than issue a second lease).
+-- Planning: bitmap scans are off for this function. Planned on small-table
+--   statistics (a fresh install: and the generic plan then stays with the
+--   pooled connection), the join of the ids to runs became one BitmapOr over
+--   runs_state_seq (state queued OR dispatching) — a read of every queued run,
+--   scheduled ones included — instead of a primary-key probe per id;
+--   tests/sql/pull_offer.sql counts the runs rows a pull fetches. Without
+--   bitmaps the OR has no index path, so the probes are the plan. (Set here,
+--   not on ql.pull_offer: the due-run source of candidate_page needs no such
+--   help and measured worse with it.)
 -- Caller: ql_private.scan_and_claim. SQLSTATEs: none raised.
 CREATE OR REPLACE FUNCTION ql_private.claim_candidate(
     s ql_private.worker_sessions,
@@ -37,6 +46,7 @@ CREATE OR REPLACE FUNCTION ql_private.claim_candidate(
     OUT locked boolean
 )
 LANGUAGE plpgsql VOLATILE
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     now_ts timestamptz := clock_timestamp();

@@ -38,12 +38,6 @@
 --   an empty queue would otherwise stick to the connection once it fills).
 --   JIT is off: with sequential scans disabled a tiny table's plan costs 1e10,
 --   far above jit_above_cost, and compiling it took ~30 ms of a sub-ms pull.
---   Bitmap scans are off too: no statement of a pull wants one, and the claim
---   statement (a page's run ids joined to runs) was planned, on small-table
---   statistics, as a BitmapOr over runs_state_seq (state queued OR dispatching)
---   — a read of every queued run, scheduled ones included — instead of one
---   primary-key probe per id (caught by tests/sql/pull_offer.sql counting the
---   runs rows a pull fetches).
 -- Errors: QL001 malformed argument; QL002 bound above cap; QL010 unknown
 --   session; QL011 session replaced / wrong generation; QL012 session expired;
 --   QL013 session closed; QL014 capabilities digest mismatch.
@@ -63,7 +57,6 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
-SET enable_bitmapscan = off
 SET jit = off
 AS $$
 DECLARE

@@ -16,16 +16,16 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(480)
 def test_quick_bench_harness(tmp_path: Path) -> None:
     report, results = tmp_path / "BENCHMARKS.md", tmp_path / "bench.json"
-    cmd = [sys.executable, "-m", "tools.bench", "sql", "idle", "depth", "e2e", "edge",
+    cmd = [sys.executable, "-m", "tools.bench", "sql", "idle", "depth", "ops", "e2e", "edge",
            "--quick", "--report", str(report), "--json", str(results)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=400, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=460, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     doc = json.loads(results.read_text())
     tables = {t["data"]["benchmark"]: t for t in reversed(doc["tables"])}
-    assert set(tables) == {"sql", "idle", "depth", "e2e", "edge"}
+    assert set(tables) == {"sql", "idle", "depth", "ops", "e2e", "edge"}
     for table in doc["tables"]:
         assert table["rows"], table["title"]
 
@@ -51,12 +51,28 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     assert fleet["cpuSecondsPerS"] > 0
 
     depth = tables["depth"]["data"]["cases"]
-    assert len(depth) == 3
+    assert len(depth) == 4
     assert depth[0]["claimsRatio"] == 1.0
     assert all(c["p50Ratio"] is not None and not math.isnan(c["p50Ratio"]) for c in depth)
     assert depth[1]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
-    # the blocked head is jumped over: the matching runs behind it are claimed
+    # runs due in an hour are not offered; the ready runs behind them are
     assert depth[2]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
+    # the blocked head is jumped over: the matching runs behind it are claimed
+    assert depth[3]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
+
+    ops_tables = [t for t in doc["tables"] if t["data"]["benchmark"] == "ops"]
+    assert len(ops_tables) == 2
+    reads, prune = (t["data"] for t in ops_tables)
+    assert reads["runs"] == 20_000 and sum(reads["stored"].values()) == 20_000
+    functions = {r["function"] for r in reads["reads"]}
+    assert functions == {"list_runs", "show_run", "list_workers", "task_settings"}
+    for read in reads["reads"]:
+        assert read["returned"] > 0 and read["p99Ms"] > 0 and isinstance(read["met"], bool)
+    assert sum(1 for r in reads["reads"] if r["function"] == "list_runs") == 6
+    assert all(rate > 0 for rate in prune["rates"]) and prune["ratio"] is not None
+    assert isinstance(prune["met"], bool) and prune["deleted"]["runs"] > 0
+    # retention never takes a claimed (live) run, nor offers one twice
+    assert prune["noneLost"], prune["check"]
 
     e2e = tables["e2e"]["data"]
     (level,) = e2e["levels"]
@@ -91,8 +107,9 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
 
     text = report.read_text()
     assert text.count("\n## ") == 1
-    assert "Command: `python -m tools.bench sql idle depth e2e edge --quick" in text
     assert "— quick run" in text
     assert "Machine: " in text and "PostgreSQL 15" in text and "Load average before" in text
-    for title in ("**sql:", "**idle:", "**depth:", "**edge:", "**e2e"):
+    assert "Command: `python -m tools.bench sql idle depth ops e2e edge --quick" in text
+    for title in ("**sql:", "**idle:", "**depth:", "**ops: operator reads", "**ops: claims/s",
+                  "**edge:", "**e2e"):
         assert title in text

@@ -1,4 +1,4 @@
-"""`python -m tools.bench [sql|idle|depth|e2e|edge|soak] [--quick]` (run from a checkout).
+"""`python -m tools.bench [sql|idle|depth|ops|e2e|edge|soak] [--quick]` (run from a checkout).
 
 Only argparse here; the benchmarks load when they run (cli.py).
 """
@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-BENCHMARKS = ("sql", "idle", "depth", "e2e", "edge", "soak")
+BENCHMARKS = ("sql", "idle", "depth", "ops", "e2e", "edge", "soak")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +28,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "'-' for none)")
     bench.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     bench.add_argument("--note", default="", help="a line added to the report section")
+    soak = bench.add_argument_group("soak")
+    soak.add_argument("--retain-runs", default=None, metavar="DURATION",
+                      help="the soak sweeper's --retain-runs, N[smhd] (default 1m; --quick 5s)")
+    soak.add_argument("--retain-audit", default=None, metavar="DURATION",
+                      help="the soak sweeper's --retain-audit, N[smhd] (default 1m; --quick 5s)")
+    soak.add_argument("--soak-intervals", type=int, default=None, metavar="N",
+                      help="measured intervals (default 10 x 60 s; --quick 4 x 5 s): a shorter "
+                      "soak")
     return bench
 
 

@@ -1,4 +1,4 @@
-"""`python -m tools.bench [sql|idle|depth|e2e|edge|soak] [--quick]`: run, print, append a report.
+"""`python -m tools.bench [sql|idle|depth|ops|e2e|edge|soak] [--quick]`: run and report.
 
 One throwaway PostgreSQL cluster serves every database benchmark of the
 invocation (each measurement gets a fresh clone of a migrated template); `e2e`,
@@ -25,10 +25,10 @@ from typing import Any
 
 from tools.bench.common import BenchContext, Table, machine_info, pg_settings, prepare_context
 
-ORDER = ("sql", "idle", "depth", "e2e", "edge", "soak")
+ORDER = ("sql", "idle", "depth", "ops", "e2e", "edge", "soak")
 # A bare `python -m tools.bench` runs these; the 10-minute soak only when named.
-DEFAULT = ("sql", "idle", "depth", "e2e", "edge")
-NEEDS_DB = frozenset({"sql", "idle", "depth"})
+DEFAULT = ("sql", "idle", "depth", "ops", "e2e", "edge")
+NEEDS_DB = frozenset({"sql", "idle", "depth", "ops"})
 DEFAULT_REPORT = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS-HISTORY.md"
 
 
@@ -82,7 +82,22 @@ def _append(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def run_benchmarks(names: list[str], quick: bool) -> tuple[list[Table], dict[str, str]]:
+def standalone_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Keyword arguments of the standalone benchmarks' `run_standalone`, by name."""
+    from qinglong.durations import parse_duration_s
+
+    def seconds(text: str | None) -> int | None:
+        return None if text is None else parse_duration_s(text)
+
+    soak = {"retain_runs_s": seconds(getattr(args, "retain_runs", None)),
+            "retain_audit_s": seconds(getattr(args, "retain_audit", None)),
+            "intervals": getattr(args, "soak_intervals", None)}  # fmt: skip
+    return {"soak": {k: v for k, v in soak.items() if v is not None}}
+
+
+def run_benchmarks(names: list[str], quick: bool,
+                   options: dict[str, dict[str, Any]] | None = None,
+                   ) -> tuple[list[Table], dict[str, str]]:  # fmt: skip
     tables: list[Table] = []
     settings: dict[str, str] = {}
     ctx: BenchContext | None = None
@@ -93,7 +108,8 @@ def run_benchmarks(names: list[str], quick: bool) -> tuple[list[Table], dict[str
         for name in names:
             module = importlib.import_module(f"tools.bench.{name}")
             started = time.monotonic()
-            produced = module.run(ctx) if name in NEEDS_DB else module.run_standalone(quick)
+            produced = (module.run(ctx) if name in NEEDS_DB
+                        else module.run_standalone(quick, **(options or {}).get(name, {})))
             for table in produced:
                 table.data.setdefault("benchmark", name)
                 table.data["elapsedS"] = round(time.monotonic() - started, 1)
@@ -114,7 +130,7 @@ def bench_command(args: argparse.Namespace) -> int:
     else:  # called in-process (tests)
         command = " ".join(["python -m tools.bench", *names,
                             *(["--quick"] if args.quick else [])])
-    tables, settings = run_benchmarks(names, args.quick)
+    tables, settings = run_benchmarks(names, args.quick, standalone_options(args))
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
     if str(args.report) != "-":
         report = args.report or DEFAULT_REPORT

@@ -32,6 +32,7 @@ from qinglong.throwaway_postgres import ThrowawayPostgres
 
 ENQUEUE_BATCH = 10_000  # ql.enqueue_runs' cap per call
 SLOTS = 256  # the protocol's maximum per session
+SESSION_EXPIRED = "QL012"  # ql_private.session_fence: the session's expires_at has passed
 PG_SETTINGS = {
     "shared_preload_libraries": "'pg_stat_statements'",
     "pg_stat_statements.track": "top",
@@ -308,7 +309,17 @@ class Claimer:
         offer_id, secret = str(uuid.uuid4()), token()
         digest = sha256(secret)
         started = time.perf_counter()
-        result = self.api.pull(session, offer_id, digest)
+        try:
+            result = self.api.pull(session, offer_id, digest)
+        except psycopg.errors.DatabaseError as exc:
+            if exc.sqlstate != SESSION_EXPIRED:
+                raise
+            # The claimer sends no heartbeats: a session outlives its 60 s only while
+            # pulls are fast. Counted as an outcome; the next step opens a fresh one.
+            self.active = None
+            self.outcomes["error:session_expired"] = (
+                self.outcomes.get("error:session_expired", 0) + 1)
+            return "error:session_expired"
         elapsed = time.perf_counter() - started
         self.pull_times.append(elapsed)
         status = str(result.get("status"))

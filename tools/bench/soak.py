@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,9 @@ from tools.bench.common import Api, Table, fmt_ratio, histogram_quantile, ratio,
 from tools.bench.e2e import INGRESSES, READY_TIMEOUT_S, OursLevel, _wait
 
 QUEUE_TABLES = ("runs", "attempts", "run_leases", "events")
+STORED_TABLES = (*QUEUE_TABLES, "security_audit")  # sized each interval (retention)
+SWEEP_EVERY_S = 5
+TARGET_GROWTH = 1.1
 PULL_ROUTE = "/v1/offers/pull"
 TARGET_RATIO = 0.9
 TARGET_DEAD = 10_000
@@ -76,12 +79,14 @@ class Sizes:
     sample_s: float  # dead-tuple sampling period
     slots: int = 1  # per worker: one run at a time, as a default worker runs
     feed_s: float = 2.0
+    retain_runs_s: int = 60  # the sweeper's --retain-runs (SPEC §9.6)
+    retain_audit_s: int = 60  # and --retain-audit
 
 
 FULL = Sizes(workers=32, depth=1_000_000, intervals=10, interval_s=60.0, warmup_s=30.0,
              sample_s=10.0)  # fmt: skip
 QUICK = Sizes(workers=4, depth=10_000, intervals=4, interval_s=5.0, warmup_s=3.0,
-              sample_s=2.0)  # fmt: skip
+              sample_s=2.0, retain_runs_s=5, retain_audit_s=5)  # fmt: skip
 
 
 # ------------------------------------------------------------------ the system
@@ -96,7 +101,8 @@ class SoakLevel(OursLevel):
 
     def start_sweeper(self) -> None:
         argv = [sys.executable, "-m", "qinglong", "runtime", "sweep", "--dsn", self.dsn,
-                "--every", "5s"]  # fmt: skip
+                "--every", f"{SWEEP_EVERY_S}s", "--retain-runs", f"{self.sizes.retain_runs_s}s",
+                "--retain-audit", f"{self.sizes.retain_audit_s}s"]  # fmt: skip
         self.sweeper_log = self.root / "sweeper.log"
         self.children.append(spawn("sweeper", argv, self.sweeper_log))
 
@@ -202,6 +208,7 @@ class Interval:
     depth_end: int = 0
     pulls: PullStats = field(default_factory=PullStats)
     dead: list[DeadSample] = field(default_factory=list)
+    stored: dict[str, int] = field(default_factory=dict)  # table + index bytes at its end
 
     def figures(self, interval_s: float) -> dict[str, Any]:
         return {"index": self.index, "completed": self.completed, "failed": self.failed,
@@ -210,7 +217,8 @@ class Interval:
                 "pullResults": {k: int(v) for k, v in self.pulls.results.items()},
                 "pullP50Ms": self.pulls.quantile_ms(0.50),
                 "pullP99Ms": self.pulls.quantile_ms(0.99),
-                "deadMax": max((s.total for s in self.dead), default=0)}  # fmt: skip
+                "deadMax": max((s.total for s in self.dead), default=0),
+                "storedBytes": self.stored, "storedTotal": sum(self.stored.values())}  # fmt: skip
 
 
 @dataclass
@@ -227,21 +235,42 @@ class Soak:
     last_pulls: PullStats = field(default_factory=PullStats)
     samples: list[DeadSample] = field(default_factory=list)
     intervals: list[Interval] = field(default_factory=list)
+    started_db: Any = None  # the window's start (database clock); None while warming up
+    # interval index -> [succeeded, failed, dispatched], tallied as the events appear:
+    # with retention on, the sweeper deletes a finished run's events soon after.
+    tally: dict[int, list[int]] = field(default_factory=dict)
 
     def one(self, query: str, *args: object) -> Any:
         row = self.conn.execute(query, args).fetchone()
         assert row is not None
         return row[0]
 
+    def count_new(self) -> int:
+        """Tally the events since the last call into their intervals (by their own
+        time); returns how many runs were dispatched since."""
+        rows = self.conn.execute(
+            """SELECT CASE WHEN %(t0)s::timestamptz IS NULL OR created_at < %(t0)s THEN -1
+                           ELSE floor(extract(epoch FROM created_at - %(t0)s) / %(iv)s)::int
+                      END,
+                      count(*) FILTER (WHERE type = 'run.succeeded'),
+                      count(*) FILTER (WHERE type = 'run.failed'),
+                      count(*) FILTER (WHERE type = 'run.dispatched'), max(id)
+                 FROM ql_private.events WHERE id > %(cursor)s GROUP BY 1""",
+            {"t0": self.started_db, "iv": self.sizes.interval_s, "cursor": self.feed_cursor},
+        ).fetchall()  # fmt: skip
+        dispatched = 0
+        for index, succeeded, failed, sent, last in rows:
+            self.feed_cursor = max(self.feed_cursor, int(last))
+            dispatched += int(sent)
+            if index >= 0:
+                counts = self.tally.setdefault(int(index), [0, 0, 0])
+                for pos, value in enumerate((succeeded, failed, sent)):
+                    counts[pos] += int(value)
+        return dispatched
+
     def feed(self) -> None:
         """Enqueue as many runs as were dispatched since the last turn."""
-        row = self.conn.execute(
-            "SELECT count(*) FILTER (WHERE type = 'run.dispatched'), max(id) "
-            "FROM ql_private.events WHERE id > %s", (self.feed_cursor,)).fetchone()  # fmt: skip
-        assert row is not None
-        dispatched, last = int(row[0]), row[1]
-        if last is not None:
-            self.feed_cursor = int(last)
+        dispatched = self.count_new()
         if dispatched:
             Api(self.conn).enqueue(self.task_id, dispatched)
             self.fed += dispatched
@@ -271,7 +300,7 @@ class Soak:
     def run(self) -> tuple[Any, float]:
         """The measured window; returns its database start time and wall seconds."""
         sizes = self.sizes
-        started_db = self.one("SELECT clock_timestamp()")
+        started_db = self.started_db = self.one("SELECT clock_timestamp()")
         started = time.monotonic()
         self.last_pulls = self.level.pull_histogram()
         next_feed = next_sample = 0.0
@@ -298,27 +327,28 @@ class Soak:
         pulls = self.level.pull_histogram()
         current.pulls, self.last_pulls = pulls.minus(self.last_pulls), pulls
         current.depth_end = self.depth()
+        current.stored = self.stored()
         self.intervals.append(current)
         return Interval(current.index + 1, dead=[boundary])
 
-    def count_events(self, started_db: Any) -> None:
-        """Completed / dispatched per interval, bucketed by the events' own time."""
+    def stored(self) -> dict[str, int]:
+        """Table + index bytes (pg_total_relation_size) of the stored tables."""
         rows = self.conn.execute(
-            """SELECT floor(extract(epoch FROM created_at - %(t0)s) / %(iv)s)::int AS i,
-                      count(*) FILTER (WHERE type = 'run.succeeded'),
-                      count(*) FILTER (WHERE type = 'run.failed'),
-                      count(*) FILTER (WHERE type = 'run.dispatched')
-                 FROM ql_private.events
-                WHERE id > %(cursor)s AND created_at >= %(t0)s
-                GROUP BY 1""",
-            {"t0": started_db, "iv": self.sizes.interval_s, "cursor": self.first_event},
-        ).fetchall()
-        for index, succeeded, failed, dispatched in rows:
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'ql_private' AND c.relname = ANY(%s)",
+            (list(STORED_TABLES),)).fetchall()  # fmt: skip
+        return {str(name): int(size) for name, size in rows}
+
+    def count_events(self) -> None:
+        """Completed / dispatched per interval, from the tally kept during the window."""
+        self.count_new()
+        for index, (succeeded, failed, dispatched) in self.tally.items():
             if 0 <= index < len(self.intervals):
                 interval = self.intervals[index]
-                interval.completed = int(succeeded) + int(failed)
-                interval.failed = int(failed)
-                interval.dispatched = int(dispatched)
+                interval.completed = succeeded + failed
+                interval.failed = failed
+                interval.dispatched = dispatched
 
 
 # ------------------------------------------------------------------ the run
@@ -341,6 +371,9 @@ def _sweeps(path: Path) -> dict[str, int]:
                 if doc.get("event") == "sweep.pass":
                     for key in ("expired", "lost", "retried", "failed", "cancelled"):
                         totals[key] = totals.get(key, 0) + int(doc.get(key, 0))
+                    for key, value in (doc.get("pruned") or {}).items():
+                        if isinstance(value, int) and not isinstance(value, bool):
+                            totals[f"pruned.{key}"] = totals.get(f"pruned.{key}", 0) + value
                     totals["passes"] = totals.get("passes", 0) + 1
     return totals
 
@@ -384,6 +417,7 @@ def _soak(level: SoakLevel, sizes: Sizes) -> dict[str, Any]:
     with psycopg.connect(level.dsn, autocommit=True) as conn:
         soak = Soak(level, sizes, conn, task_id)
         soak.first_event = int(soak.one("SELECT coalesce(max(id), 0) FROM ql_private.events"))
+        workers_started = time.monotonic()  # runs complete (and age) from about here
         level.start_workers()
         _wait(level.sessions_open, READY_TIMEOUT_S, "worker sessions", level.children)
         soak.feed_cursor = soak.first_event
@@ -394,23 +428,37 @@ def _soak(level: SoakLevel, sizes: Sizes) -> dict[str, Any]:
         soak.feed()
         depth_start = soak.depth()
         log_offset = level.cluster.log_file.stat().st_size  # vacuums of the window only
-        started_db, wall_s = soak.run()
-        soak.count_events(started_db)
+        window_offset_s = time.monotonic() - workers_started
+        stored_start = soak.stored()
+        _, wall_s = soak.run()
+        soak.count_events()
         naptime = str(soak.one("SELECT current_setting('autovacuum_naptime')"))
     return {"fillS": fill_s, "depthStart": depth_start, "wallS": wall_s, "fed": soak.fed,
             "autovacuumNaptime": naptime,
             "intervals": soak.intervals, "samples": soak.samples,
-            "sweeps": _sweeps(level.sweeper_log),
+            "sweeps": _sweeps(level.sweeper_log), "windowOffsetS": window_offset_s,
+            "storedStart": stored_start,
             "vacuumLog": autovacuum_log(level.cluster.log_file, log_offset)}  # fmt: skip
 
 
 QUEUE_NAPTIME = "10s"
 
 
-def run_standalone(quick: bool) -> list[Table]:
+def sizes_for(quick: bool, retain_runs_s: int | None = None, retain_audit_s: int | None = None,
+              intervals: int | None = None) -> Sizes:
+    """The preset, with the command line's overrides (None keeps the preset's)."""
+    sizes = QUICK if quick else FULL
+    overrides = {"retain_runs_s": retain_runs_s, "retain_audit_s": retain_audit_s,
+                 "intervals": intervals}  # fmt: skip
+    return replace(sizes, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def run_standalone(quick: bool, retain_runs_s: int | None = None,
+                   retain_audit_s: int | None = None,
+                   intervals: int | None = None) -> list[Table]:  # fmt: skip
     from qinglong.throwaway_postgres import ThrowawayPostgres
 
-    sizes = QUICK if quick else FULL
+    sizes = sizes_for(quick, retain_runs_s, retain_audit_s, intervals)
     # log_autovacuum_min_duration: logging only — each autovacuum's report says
     # whether it vacuumed the indexes, which explains the dead-tuple figures.
     # autovacuum_naptime: the setting docs/OPERATIONS.md tells operators to use for
@@ -470,13 +518,14 @@ def report(sizes: Sizes, result: dict[str, Any]) -> list[Table]:
         f"soak: {sizes.workers} `worker run --execute` processes, 2 ingresses (mTLS), "
         f"{sizes.depth:,} queued, {sizes.intervals} x {sizes.interval_s:g} s",
         ["interval", "completed", "runs/s", "failed", "pull p50 ms", "pull p99 ms", "pulls",
-         "depth at end", "dead tuples max"],
+         "depth at end", "dead tuples max", "stored MiB at end"],
     )  # fmt: skip
     for fig in intervals:
         table.rows.append([
             f"{unit} {fig['index'] + 1}", f"{fig['completed']:,}", f"{fig['perS']:,.1f}",
             str(fig["failed"]), f"{fig['pullP50Ms']:.1f}", f"{fig['pullP99Ms']:.1f}",
             f"{fig['pulls']:,}", f"{fig['depthEnd']:,}", f"{fig['deadMax']:,}",
+            _mib(fig["storedTotal"]),
         ])  # fmt: skip
     table.notes += _notes(sizes, result, dead, last_ratio)
     table.data = {"workers": sizes.workers, "depth": sizes.depth, "slots": sizes.slots,
@@ -485,8 +534,12 @@ def report(sizes: Sizes, result: dict[str, Any]) -> list[Table]:
                   "dead": dead, "deadMet": dead["max"] <= TARGET_DEAD,
                   "fillS": round(result["fillS"], 1), "depthStart": result["depthStart"],
                   "fed": result["fed"], "wallS": round(result["wallS"], 1),
-                  "sweeps": result["sweeps"]}  # fmt: skip
-    return [table, _dead_table(dead)]
+                  "sweeps": result["sweeps"], "retainRunsS": sizes.retain_runs_s,
+                  "retainAuditS": sizes.retain_audit_s}  # fmt: skip
+    stored = _stored_table(sizes, result, intervals)
+    table.data.update({key: stored.data[key] for key in ("growth", "growthMet", "steadyFrom")})
+    table.notes.append(stored.notes[-1])
+    return [table, _dead_table(dead), stored]
 
 
 def _met(ok: bool) -> str:
@@ -508,9 +561,13 @@ def _notes(sizes: Sizes, result: dict[str, Any], dead: dict[str, Any],
         f"{result['depthStart']:,})",
         "pull p50/p99 = server-side handling time of POST /v1/offers/pull from the "
         "ingresses' histogram, interpolated within its bucket (an estimate)",
-        f"sweeper (`qinglong runtime sweep --every 5s`): {sweeps.get('passes', 0)} passes, "
-        f"expired {sweeps.get('expired', 0)}, lost {sweeps.get('lost', 0)}, retried "
-        f"{sweeps.get('retried', 0)}",
+        f"sweeper (`qinglong runtime sweep --every {SWEEP_EVERY_S}s --retain-runs "
+        f"{sizes.retain_runs_s}s --retain-audit {sizes.retain_audit_s}s`): "
+        f"{sweeps.get('passes', 0)} passes, expired {sweeps.get('expired', 0)}, lost "
+        f"{sweeps.get('lost', 0)}, retried {sweeps.get('retried', 0)}; pruned "
+        f"{sweeps.get('pruned.runs', 0):,} runs, {sweeps.get('pruned.attempts', 0):,} attempts, "
+        f"{sweeps.get('pruned.leases', 0):,} leases, {sweeps.get('pruned.events', 0):,} events, "
+        f"{sweeps.get('pruned.securityAudit', 0):,} audit rows (from warm-up to the end)",
     ]
 
 
@@ -548,4 +605,53 @@ def _dead_table(dead: dict[str, Any]) -> Table:
                            str(fig["autovacuums"]), str(fig["indexVacuums"]),
                            str(fig["indexBypassed"])])  # fmt: skip
     table.data = {"tables": dead["tables"]}
+    return table
+
+
+def _mib(size: int) -> str:
+    return f"{size / 1048576:,.1f}"
+
+
+def steady_from(sizes: Sizes, window_offset_s: float) -> int | None:
+    """The first interval that starts once retention is in steady state: the first runs
+    completed when the workers started (window_offset_s before the window), so from
+    retain + one sweep period after that on, every pass prunes what aged out."""
+    for index in range(sizes.intervals):
+        if window_offset_s + index * sizes.interval_s >= sizes.retain_runs_s + SWEEP_EVERY_S:
+            return index
+    return None
+
+
+def _stored_table(sizes: Sizes, result: dict[str, Any],
+                  intervals: list[dict[str, Any]]) -> Table:  # fmt: skip
+    unit = "min" if sizes.interval_s == 60 else f"{sizes.interval_s:g} s"
+    table = Table(f"soak: table + index MiB (pg_total_relation_size) at each interval's end, "
+                  f"--retain-runs {sizes.retain_runs_s}s",
+                  ["interval", *STORED_TABLES, "total"])  # fmt: skip
+    start = result["storedStart"]
+    table.rows.append(["window start", *(_mib(start.get(t, 0)) for t in STORED_TABLES),
+                       _mib(sum(start.values()))])  # fmt: skip
+    for fig in intervals:
+        table.rows.append([f"{unit} {fig['index'] + 1}",
+                           *(_mib(fig["storedBytes"].get(t, 0)) for t in STORED_TABLES),
+                           _mib(fig["storedTotal"])])  # fmt: skip
+    first = steady_from(sizes, result["windowOffsetS"])
+    growth = (ratio(intervals[-1]["storedTotal"], intervals[first]["storedTotal"])
+              if first is not None else math.nan)  # fmt: skip
+    met = first is not None and growth <= TARGET_GROWTH
+    if first is None:
+        note = (f"stored bytes, last ÷ first interval in retention's steady state: no verdict "
+                f"(steady state — {sizes.retain_runs_s} s retention + one {SWEEP_EVERY_S} s "
+                "sweep after the first completions — not reached in the window)")
+    else:
+        note = (f"stored bytes (table + index of {', '.join(STORED_TABLES)}) at the end of "
+                f"{unit} {len(intervals)} ÷ at the end of {unit} {first + 1}, the first interval "
+                f"starting once retention is in steady state (≥ {sizes.retain_runs_s} s retention "
+                f"+ one {SWEEP_EVERY_S} s sweep after the first completions, "
+                f"{result['windowOffsetS']:.0f} s before the window) = {fmt_ratio(growth)} "
+                f"(target ≤ {TARGET_GROWTH}: {_met(met)})")
+    table.notes.append(note)
+    table.data = {"growth": growth, "growthMet": met, "steadyFrom": first,
+                  "storedStart": start,
+                  "stored": [fig["storedBytes"] for fig in intervals]}  # fmt: skip
     return table
