@@ -8,6 +8,7 @@ SQLSTATEs out (through `service.sqlstates`, the single mapping table).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -221,6 +222,12 @@ def end_session(conn: psycopg.Connection, session_id: str) -> dict:
 # ------------------------------------------------------------ retention
 
 PRUNE_BATCH = 1000
+# After each prune batch, pause this many times the batch's own duration: the
+# pruner then takes at most 1 / (1 + PRUNE_PACE) of one backend's time, so a
+# backlog is worked off steadily instead of taking a CPU from the claims for as
+# long as it lasts (measured: back to back, claims/s fell to 0.59 x while 1M
+# terminal runs were pruned on 2 cores; docs/BENCHMARKS.md).
+PRUNE_PACE = 1.0
 RUN_COUNTS = ("runs", "attempts", "leases", "events")
 
 
@@ -264,12 +271,14 @@ class Retention:
     audit_s: int
     batch: int = PRUNE_BATCH
     dry_run: bool = False
+    pace: float = PRUNE_PACE  # pause after a batch, as a multiple of its duration
 
 
 def prune(conn: psycopg.Connection, retention: Retention,
           max_calls: int | None = None) -> PruneTotals:
     """One pass: batches of ql.prune_runs, then of ql.prune_audit, each in its own
-    transaction (never one long one), until the database reports no more. A dry
+    transaction (never one long one) and followed by a pause of `pace` times its
+    duration, until the database reports no more. A dry
     run makes one call each: it deletes nothing, so a next batch would count the
     same rows. `max_calls` bounds each loop (the rest is left for the next pass)."""
     totals = PruneTotals(dry_run=retention.dry_run)
@@ -278,6 +287,7 @@ def prune(conn: psycopg.Connection, retention: Retention,
                                 (api.prune_audit, totals.add_audit, retention.audit_s)):
         calls = 0
         while True:
+            started = time.monotonic()
             more = add(_call(conn, make(retain_s=retain_s, **args)))
             calls += 1
             if not more or retention.dry_run:
@@ -285,6 +295,7 @@ def prune(conn: psycopg.Connection, retention: Retention,
             if max_calls is not None and calls >= max_calls:
                 totals.more = True
                 break
+            time.sleep(retention.pace * (time.monotonic() - started))
     return totals
 
 

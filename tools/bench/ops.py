@@ -41,6 +41,7 @@ from psycopg import sql as pgsql
 from psycopg.conninfo import conninfo_to_dict
 
 from qinglong.db import api as db_api
+from qinglong.service.control_plane import PRUNE_PACE
 from tools.bench import ops_fill
 from tools.bench.common import (
     Api,
@@ -306,12 +307,14 @@ class PruneLoad:
         while time.monotonic() < until:
             before = time.perf_counter()
             result = call.run(conn, prepare=True)  # autocommit: one transaction each
-            self.prune.batches.append(time.perf_counter() - before)
+            took = time.perf_counter() - before
+            self.prune.batches.append(took)
             for key in ("runs", "attempts", "leases", "events"):
                 self.prune.deleted[key] = self.prune.deleted.get(key, 0) + int(result[key])
             if not result["more"]:
                 self.prune.finished = True
                 return
+            time.sleep(PRUNE_PACE * took)  # the pacing `admin prune` and the sweeper use
 
     def run(self) -> None:
         def target(index: int, barrier: threading.Barrier) -> None:
