@@ -19,7 +19,7 @@ them through `qinglong.service.sqlstates` (gateway, control plane).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from psycopg.types.json import Jsonb
@@ -44,7 +44,8 @@ class Call(Generic[T]):
     """One bound call of a `ql.` function: one round trip, one value back."""
 
     statement: Statement[T]
-    params: Mapping[str, Any]
+    # Not in the repr: the parameters hold secret and token digests.
+    params: Mapping[str, Any] = field(repr=False)
 
     @property
     def function(self) -> str:

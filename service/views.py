@@ -13,7 +13,7 @@ import copy
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -352,12 +352,12 @@ class LeaseFence:
     """What every lease call proves: credential, worker, session, offer, token."""
 
     credential_id: str
-    secret_digest: bytes
+    secret_digest: bytes = field(repr=False)  # never in a log line or traceback
     worker_id: str
     session_id: str
     generation: int
     offer_id: str
-    token_digest: bytes
+    token_digest: bytes = field(repr=False)
 
 
 def _ack_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:

@@ -140,3 +140,14 @@ def test_no_python_outside_the_api_module_calls_ql_functions_in_sql() -> None:
                     and id(node) not in docstrings and HAND_BUILT.search(node.value):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == [], "use qinglong.db.api: " + ", ".join(offenders)
+
+
+def test_a_call_never_shows_its_parameters() -> None:
+    """Calls carry secret and token digests: their repr (logs, tracebacks) must not."""
+    secret, token = bytes(range(32)), bytes(range(32, 64))
+    call = api.pull_offer(credential_id="c" * 16, secret_digest=secret, worker_id="w",
+                          session_id="s", generation=1, offer_id="o", token_digest=token)
+    shown = repr(call) + str(call)
+    assert call.params["secret_digest"] == secret
+    for value in (secret, token):
+        assert repr(value) not in shown and value.hex() not in shown
