@@ -12,11 +12,14 @@ passes it on, the database stores it with the attempt, `admin run show` shows it
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from qinglong.db import api
@@ -126,14 +129,19 @@ def test_complete_without_result_still_works(claim: Claim, su_conn) -> None:
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     state_dir = tmp_path_factory.mktemp("dev")
-    doc = _json_out([*QL, "dev", "up", "--state-dir", str(state_dir)], timeout=240)
+    # The dev ingress inherits this environment: a polling budget that lets one
+    # worker run 250 short commands back to back (the default is 5 pulls/s).
+    up = subprocess.run([*QL, "dev", "up", "--state-dir", str(state_dir)], capture_output=True,
+                        text=True, timeout=240, check=False,
+                        env=os.environ | {"QL_INGRESS_RATE_PER_S": "500",
+                                          "QL_INGRESS_RATE_BURST": "500"})
+    assert up.returncode == 0, up.stderr
+    doc = json.loads(up.stdout)
     path = state_dir / "dev-env-copy.json"
     path.write_text(json.dumps(doc))
     try:
         yield dict(doc, _file=str(path))
     finally:
-        import subprocess
-
         subprocess.run([*QL, "dev", "down", "--state-dir", str(state_dir)], check=False,
                        capture_output=True, timeout=120)  # fmt: skip
 
@@ -201,3 +209,43 @@ def test_executor_reports_exit_code_and_output_tail(dev: dict[str, Any], tmp_pat
     tail = result["outputTail"]
     assert len(tail.encode()) == TAIL_BYTES
     assert tail == "y" * (TAIL_BYTES - len("END-MARKER\n")) + "END-MARKER\n"
+
+
+@pytest.mark.slow
+def test_run_list_pages_through_250_executed_runs_exactly_once(dev: dict[str, Any],
+                                                               tmp_path: Path) -> None:
+    """250 runs executed by a real worker, then `admin run list --state succeeded
+    --limit 100` pages through them: 100 + 100 + 50, each run exactly once."""
+    command = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
+    path = tmp_path / "true.json"
+    path.write_text(json.dumps(command))
+    task = _json_out([*QL, "admin", "task", "publish", "--dsn", dev["dsn"], "--project",
+                      "results-e2e", "--name", "many", "--command-file", str(path)])
+    enqueued = _json_out([*QL, "admin", "run", "enqueue", "--dsn", dev["dsn"], "--task",
+                          task["taskId"], "--count", "250"])["runIds"]
+    worker = Worker(dev_args(dev, tmp_path / "journal", "--execute", "--slots", "8"))
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            with psycopg.connect(dev["dsn"]) as conn:
+                done = api.list_runs(task_id=task["taskId"], states=["succeeded"],
+                                     limit=1000).run(conn)
+            if len(done["runs"]) == 250:
+                break
+            assert time.monotonic() < deadline, len(done["runs"])
+            time.sleep(1)
+    finally:
+        worker.kill()
+    pages, after = [], None
+    while True:
+        args = [*QL, "admin", "run", "list", "--dsn", dev["dsn"], "--task", task["taskId"],
+                "--state", "succeeded", "--limit", "100"]
+        page = _json_out([*args, *(["--after", after] if after else [])])
+        pages.append([run["runId"] for run in page["runs"]])
+        assert all(run["state"] == "succeeded" for run in page["runs"])
+        after = page["next"]
+        if after is None:
+            break
+    assert [len(p) for p in pages] == [100, 100, 50]
+    seen = [run_id for p in pages for run_id in p]
+    assert len(seen) == len(set(seen)) == 250 and set(seen) == set(enqueued)
