@@ -225,9 +225,10 @@ PRUNE_BATCH = 1000
 # After each prune batch, pause this many times the batch's own duration: the
 # pruner then takes at most 1 / (1 + PRUNE_PACE) of one backend's time, so a
 # backlog is worked off steadily instead of taking a CPU from the claims for as
-# long as it lasts (measured: back to back, claims/s fell to 0.59 x while 1M
-# terminal runs were pruned on 2 cores; docs/BENCHMARKS.md).
-PRUNE_PACE = 1.0
+# long as it lasts (measured on 2 busy cores while 1M terminal runs were
+# pruned, claims/s: 0.59 x back to back, 0.76 x at pace 1; docs/BENCHMARKS.md).
+# At pace 2 a backlog still goes at ~3,000 runs/s.
+PRUNE_PACE = 2.0
 RUN_COUNTS = ("runs", "attempts", "leases", "events")
 
 

@@ -422,8 +422,9 @@ def _prune_notes(result: dict[str, Any], value: float, rates: list[float],
         + (f"; every terminal run was pruned {load.prune.active_s:.1f} s into the window (the "
            "rest of it ran without pruning)" if load.prune.finished else ""),
         f"the pruning backend used {load.prune.backend_cpu_s:.1f} CPU s in its "
-        f"{load.prune.active_s:.1f} s of batches back to back (one transaction each, no pause "
-        f"between them), on a {os.cpu_count()}-CPU machine whose CPU was busy "
+        f"{load.prune.active_s:.1f} s of pruning (one transaction per batch, each followed by "
+        f"a pause of {PRUNE_PACE:g} x its duration, as `admin prune` and the sweeper do), on a "
+        f"{os.cpu_count()}-CPU machine whose CPU was busy "
         f"{load.phases[0].busy:.0%} / {load.phases[1].busy:.0%} / {load.phases[2].busy:.0%} "
         "in the three windows (/proc/stat: every process, other users' too)",
         f"claimed runs: {check['claimed']:,} offered ({check['distinct']:,} distinct), "
