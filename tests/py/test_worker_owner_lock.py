@@ -280,7 +280,10 @@ CONTENDER = textwrap.dedent(
 def test_contending_processes_never_two_owners(tmp_path, root):
     sentinel = str(tmp_path / "sentinel")
     violations = str(tmp_path / "violations")
-    deadline = time.time() + 5.0
+    # 7 s: each contender spends its first few hundred ms starting Python and
+    # importing the lock module, and on a busy 2-core box 5 s left too few
+    # completed ownerships for the liveness check below.
+    deadline = time.time() + 7.0
     rng = random.Random(1234)
 
     def spawn() -> subprocess.Popen:
