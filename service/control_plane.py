@@ -9,7 +9,7 @@ SQLSTATEs out (through `service.sqlstates`, the single mapping table).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -275,20 +275,22 @@ class Retention:
     pace: float = PRUNE_PACE  # pause after a batch, as a multiple of its duration
 
 
-def prune(conn: psycopg.Connection, retention: Retention,
-          max_calls: int | None = None) -> PruneTotals:
+def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None = None, *,
+          clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep) -> PruneTotals:
     """One pass: batches of ql.prune_runs, then of ql.prune_audit, each in its own
     transaction (never one long one) and followed by a pause of `pace` times its
     duration, until the database reports no more. A dry
     run makes one call each: it deletes nothing, so a next batch would count the
-    same rows. `max_calls` bounds each loop (the rest is left for the next pass)."""
+    same rows. `max_calls` bounds each loop (the rest is left for the next pass).
+    `clock` and `sleep` are injectable so a test can see the pacing."""
     totals = PruneTotals(dry_run=retention.dry_run)
     args = {"batch": retention.batch, "dry_run": retention.dry_run}
     for make, add, retain_s in ((api.prune_runs, totals.add_runs, retention.runs_s),
                                 (api.prune_audit, totals.add_audit, retention.audit_s)):
         calls = 0
         while True:
-            started = time.monotonic()
+            started = clock()
             more = add(_call(conn, make(retain_s=retain_s, **args)))
             calls += 1
             if not more or retention.dry_run:
@@ -296,7 +298,7 @@ def prune(conn: psycopg.Connection, retention: Retention,
             if max_calls is not None and calls >= max_calls:
                 totals.more = True
                 break
-            time.sleep(retention.pace * (time.monotonic() - started))
+            sleep(retention.pace * (clock() - started))
     return totals
 
 

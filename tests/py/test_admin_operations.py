@@ -689,3 +689,23 @@ def test_process_level_exit_codes_and_one_line(db_dsn: str, prov: Provisioner,
     live = _process("run", "retry", "--dsn", db_dsn, "--run", run_id)
     assert live.returncode == 1
     assert json.loads(live.stderr)["reason"] == "illegal_transition"
+
+
+def test_prune_pauses_after_each_batch_for_pace_times_its_duration(
+        db_dsn: str, history: dict[str, list[str]]) -> None:
+    """Pacing (`PRUNE_PACE`): between batches the pruner sleeps `pace` x the batch's
+    duration, so a backlog never takes a whole CPU from the claims; no pause after
+    the last batch. Clock and sleep are injected; the batches are real."""
+    from qinglong.service import control_plane
+
+    ticks = iter(range(0, 10_000, 3))  # each batch "takes" 3 clock units
+    pauses: list[float] = []
+    with control_plane.connect(db_dsn) as conn:
+        totals = control_plane.prune(
+            conn, control_plane.Retention(runs_s=0, audit_s=0, batch=1, pace=2.0),
+            clock=lambda: float(next(ticks)), sleep=pauses.append)
+    batches = len(history["terminal"])  # one run per batch, then one that finds none
+    assert totals.runs == batches and totals.calls >= batches + 1
+    assert pauses and set(pauses) == {6.0}  # 2.0 x 3
+    assert len(pauses) == totals.calls - 2  # none after each loop's last batch
+    assert control_plane.PRUNE_PACE == 2.0 and control_plane.Retention(0, 0).pace == 2.0
