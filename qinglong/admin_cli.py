@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qinglong.dsn_option import add_dsn_argument
+
 if TYPE_CHECKING:  # the handlers import the control plane (psycopg) when they run
     from qinglong.service.control_plane import Schedule, TaskSettings
 
@@ -78,7 +80,7 @@ def _group(groups: argparse._SubParsersAction, name: str, help_text: str) -> Any
 
 def _dsn(parser: argparse.ArgumentParser, read: bool = False) -> None:
     role = "a ql_readonly or ql_runtime" if read else "a ql_runtime-capable"
-    parser.add_argument("--dsn", required=True, help=f"PostgreSQL DSN of {role} role")
+    add_dsn_argument(parser, help=f"PostgreSQL DSN of {role} role")
 
 
 def _page(parser: argparse.ArgumentParser, default_limit: int, most: int) -> None:

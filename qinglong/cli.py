@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from qinglong.dsn_option import add_dsn_argument, resolve_dsn
+
 # (command path) -> "module:function" taking the parsed namespace, returning an exit code.
 Handler = Callable[[argparse.Namespace], int]
 
@@ -27,7 +29,7 @@ def _lazy(target: str) -> Handler:
 
 
 def _add_dsn(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    parser.add_argument("--dsn", required=required, help="PostgreSQL connection string")
+    add_dsn_argument(parser, required=required)
 
 
 def _db_commands(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +84,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    resolve_dsn(args, parser)
     try:
         return args.handler(args)
     except KeyboardInterrupt:

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from qinglong.dsn_option import add_dsn_argument
+
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 
 
@@ -30,7 +32,8 @@ def _demo(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
         "enqueue runs, show progress until every run is offered (or done with an executor), "
         "print a summary and remove everything (also on Ctrl-C).",
     )
-    demo.add_argument("--dsn", help="use this PostgreSQL (superuser DSN; migrated first)")
+    add_dsn_argument(demo, required=False,
+                     help="use this PostgreSQL (superuser DSN; migrated first)")
     demo.add_argument("--workers", type=int, default=4, help="number of workers (1..16)")
     demo.add_argument("--runs", type=int, default=48, help="runs to enqueue (1..512)")
     demo.add_argument("--timeout", type=float, default=45.0,

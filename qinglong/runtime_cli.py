@@ -12,6 +12,8 @@ import argparse
 import re
 from collections.abc import Callable
 
+from qinglong.dsn_option import add_dsn_argument
+
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 
 MIN_EVERY_S = 0.1
@@ -70,7 +72,7 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
         "claims), log one JSON line per pass on stdout, sleep, repeat. Stateless: run it on "
         "every replica. SIGTERM stops it after the call in flight.",
     )
-    sweep.add_argument("--dsn", required=True, help="PostgreSQL DSN of a ql_runtime-capable role")
+    add_dsn_argument(sweep, help="PostgreSQL DSN of a ql_runtime-capable role")
     sweep.add_argument("--every", type=parse_every, default=5.0, metavar="DURATION",
                        help="pause between passes: 5s (default), 500ms, 1m; 100ms..1h")
     sweep.add_argument("--batch", type=parse_batch, default=500, metavar="N",

@@ -18,12 +18,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from qinglong.dsn_option import add_dsn_argument
+
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 EXIT_ERROR = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dsn", required=True, help="PostgreSQL DSN (ql_readonly is enough)")
+    add_dsn_argument(parser, help="PostgreSQL DSN (ql_readonly is enough)")
     parser.add_argument("--json", action="store_true", help="print the snapshot as JSON")
 
 
