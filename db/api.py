@@ -161,7 +161,8 @@ def pull_offer(*, credential_id: str, secret_digest: bytes, worker_id: str, sess
 
 
 _LEASE_ARGS = (f"{_SESSION_ARGS}, p_offer_id => %(offer_id)s::text,"
-               " p_token_digest => %(token_digest)s::bytea")
+               " p_token_digest => %(token_digest)s::bytea,"
+               " p_lease_version => %(lease_version)s::bigint")
 
 ACK_LEASE: Statement[JsonObject] = Statement("ack_lease", (
     f"SELECT ql.ack_lease({_LEASE_ARGS}, p_phase => %(phase)s::text,"
@@ -169,32 +170,32 @@ ACK_LEASE: Statement[JsonObject] = Statement("ack_lease", (
 
 
 def _lease_params(credential_id: str, secret_digest: bytes, worker_id: str, session_id: str,
-                  generation: int, offer_id: str, token_digest: bytes) -> dict[str, Any]:
+                  generation: int, offer_id: str, token_digest: bytes,
+                  lease_version: int) -> dict[str, Any]:
     return {**_session_params(credential_id, secret_digest, worker_id, session_id, generation),
-            "offer_id": offer_id, "token_digest": token_digest}
+            "offer_id": offer_id, "token_digest": token_digest, "lease_version": lease_version}
 
 
 def ack_lease(*, credential_id: str, secret_digest: bytes, worker_id: str, session_id: str,
-              generation: int, offer_id: str, token_digest: bytes, phase: str,
-              reason: str | None = None) -> Call[JsonObject]:
-    """`phase`: starting | running | start_failed (with a `reason`)."""
+              generation: int, offer_id: str, token_digest: bytes, lease_version: int,
+              phase: str, reason: str | None = None) -> Call[JsonObject]:
+    """`phase`: starting | running | start_failed (with a `reason`). `lease_version`:
+    the version the worker last saw (every lease call; SPEC §7)."""
     return Call(ACK_LEASE, {**_lease_params(credential_id, secret_digest, worker_id, session_id,
-                                            generation, offer_id, token_digest),
+                                            generation, offer_id, token_digest, lease_version),
                             "phase": phase, "reason": reason})
 
 
-HEARTBEAT_LEASE: Statement[JsonObject] = Statement("heartbeat_lease", (
-    f"SELECT ql.heartbeat_lease({_LEASE_ARGS},"
-    " p_lease_version => %(lease_version)s::bigint)"))
+HEARTBEAT_LEASE: Statement[JsonObject] = Statement(
+    "heartbeat_lease", f"SELECT ql.heartbeat_lease({_LEASE_ARGS})")
 
 
 def heartbeat_lease(*, credential_id: str, secret_digest: bytes, worker_id: str,
                     session_id: str, generation: int, offer_id: str, token_digest: bytes,
-                    lease_version: int | None = None) -> Call[JsonObject]:
-    return Call(HEARTBEAT_LEASE, {**_lease_params(credential_id, secret_digest, worker_id,
-                                                  session_id, generation, offer_id,
-                                                  token_digest),
-                                  "lease_version": lease_version})
+                    lease_version: int) -> Call[JsonObject]:
+    return Call(HEARTBEAT_LEASE, _lease_params(credential_id, secret_digest, worker_id,
+                                               session_id, generation, offer_id, token_digest,
+                                               lease_version))
 
 
 COMPLETE_LEASE: Statement[JsonObject] = Statement("complete_lease", (
@@ -205,13 +206,14 @@ COMPLETE_LEASE: Statement[JsonObject] = Statement("complete_lease", (
 
 def complete_lease(*, credential_id: str, secret_digest: bytes, worker_id: str,
                    session_id: str, generation: int, offer_id: str, token_digest: bytes,
-                   outcome: str, exit_code: int | None = None, reason: str | None = None,
+                   lease_version: int, outcome: str, exit_code: int | None = None,
+                   reason: str | None = None,
                    result: Mapping[str, Any] | None = None) -> Call[JsonObject]:
     """`outcome`: succeeded | failed | cancelled. `result` (SPEC §9.3):
     `{exitCode?, durationMs, outputTail, outputBytes}`, stored with the attempt."""
     return Call(COMPLETE_LEASE, {**_lease_params(credential_id, secret_digest, worker_id,
                                                  session_id, generation, offer_id,
-                                                 token_digest),
+                                                 token_digest, lease_version),
                                  "outcome": outcome, "exit_code": exit_code, "reason": reason,
                                  "result": None if result is None else Jsonb(dict(result))})
 
@@ -223,12 +225,16 @@ def idle_probe() -> Call[JsonObject]:
     return Call(IDLE_PROBE, {})
 
 
-IDLE_PING: Statement[bool] = Statement(
-    "idle_ping", "SELECT ql.idle_ping(p_token => %(token)s::text)")
+CONFIRM_CREDENTIALS: Statement[list[str]] = Statement("confirm_credentials", (
+    "SELECT ql.confirm_credentials(p_credential_ids => %(credential_ids)s::text[],"
+    " p_secret_digests => %(secret_digests)s::bytea[], p_worker_ids => %(worker_ids)s::text[])"))
 
 
-def idle_ping(*, token: str) -> Call[bool]:
-    return Call(IDLE_PING, {"token": token})
+def confirm_credentials(*, credential_ids: list[str], secret_digests: list[bytes],
+                        worker_ids: list[str]) -> Call[list[str]]:
+    return Call(CONFIRM_CREDENTIALS, {"credential_ids": credential_ids,
+                                      "secret_digests": secret_digests,
+                                      "worker_ids": worker_ids})
 
 
 # ------------------------------------------------------------ control plane (ql_runtime)
@@ -434,6 +440,62 @@ LIST_WORKERS: Statement[JsonObject] = Statement("list_workers", (
 def list_workers(*, limit: int = 1000, after: str | None = None) -> Call[JsonObject]:
     """-> `{workers: [...], next}`; never a secret or a digest."""
     return Call(LIST_WORKERS, {"limit": limit, "after": after})
+
+
+RUN_STATE_COUNTS: Statement[JsonObject] = Statement(
+    "run_state_counts", "SELECT ql.run_state_counts()")
+
+
+def run_state_counts() -> Call[JsonObject]:
+    """-> `{states: [{state, runs, capped, estimate}], cap}` (exact up to cap)."""
+    return Call(RUN_STATE_COUNTS, {})
+
+
+QUEUE_DEPTH: Statement[JsonObject] = Statement("queue_depth", "SELECT ql.queue_depth()")
+
+
+def queue_depth() -> Call[JsonObject]:
+    """-> `{byPriority: [...], byTask: [...], tasksWithRuns, cap}` (counts stop at cap)."""
+    return Call(QUEUE_DEPTH, {})
+
+
+THROUGHPUT: Statement[JsonObject] = Statement(
+    "throughput", "SELECT ql.throughput(p_minutes => %(minutes)s::integer)")
+
+
+def throughput(*, minutes: int = 15) -> Call[JsonObject]:
+    """-> `{minutes: [{minuteMs, dispatched, succeeded, failed}], fromMs, capped, cap}`."""
+    return Call(THROUGHPUT, {"minutes": minutes})
+
+
+WAITING_RUNS: Statement[JsonObject] = Statement(
+    "waiting_runs", "SELECT ql.waiting_runs(p_limit => %(limit)s::integer)")
+
+
+def waiting_runs(*, limit: int = 20) -> Call[JsonObject]:
+    """-> `{runs: [{..., verdict, sessionsMatching, ...}], liveSessions, sessionsCapped}`."""
+    return Call(WAITING_RUNS, {"limit": limit})
+
+
+LIVE_SESSIONS: Statement[JsonObject] = Statement("live_sessions", (
+    "SELECT ql.live_sessions(p_limit => %(limit)s::integer,"
+    " p_worker_ids => %(worker_ids)s::text[])"))
+
+
+def live_sessions(*, limit: int = 200,
+                  worker_ids: Sequence[str] | None = None) -> Call[JsonObject]:
+    """-> `{sessions: [...], truncated}` (only `worker_ids`' when given); never a secret."""
+    return Call(LIVE_SESSIONS, {"limit": limit,
+                                "worker_ids": None if worker_ids is None else list(worker_ids)})
+
+
+RECENT_DENIALS: Statement[JsonObject] = Statement(
+    "recent_denials", "SELECT ql.recent_denials(p_limit => %(limit)s::integer)")
+
+
+def recent_denials(*, limit: int = 20) -> Call[JsonObject]:
+    """-> `{denials: [{atMs, action, reason, workerId, credentialId}], windowS, ...}`."""
+    return Call(RECENT_DENIALS, {"limit": limit})
 
 
 def statements() -> dict[str, Statement[Any]]:

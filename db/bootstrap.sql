@@ -6,6 +6,21 @@
 -- cluster-global, so several databases in one cluster share them; duplicate
 -- creation races between concurrent migrates of different databases are
 -- tolerated.
+--
+-- The database surface: PUBLIC keeps CONNECT and TEMPORARY on a new database,
+-- and LISTEN/NOTIFY need no privilege beyond CONNECT, so any login of the
+-- cluster could watch the `ql_dispatch` channel (revocations, session changes)
+-- or flood it. The bootstrap therefore revokes CONNECT and TEMPORARY from
+-- PUBLIC and grants CONNECT to the project's roles only (logins act through
+-- membership: the ingress login is IN ROLE ql_worker_ingress, and so on).
+-- Superusers connect regardless. Database ACLs are not copied by CREATE
+-- DATABASE ... TEMPLATE, which is why this runs on every migrate, not once in
+-- a migration.
+--
+-- search_path is pinned (transaction-local) before anything runs, and every
+-- catalog object and function below is pg_catalog-qualified, so no object a
+-- session user can create shadows what this block calls.
+SET LOCAL search_path = pg_catalog, pg_temp;
 DO $bootstrap$
 DECLARE
     r record;
@@ -16,20 +31,23 @@ BEGIN
     LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r.name) THEN
             BEGIN
-                EXECUTE format('CREATE ROLE %I NOLOGIN', r.name);
+                EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r.name);
             EXCEPTION WHEN duplicate_object OR unique_violation THEN
                 NULL;  -- a concurrent migrate of another database created it
             END;
         END IF;
     END LOOP;
     -- A non-superuser migrator acts as ql_owner through membership.
-    IF NOT (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user)
-       AND NOT pg_catalog.pg_has_role(current_user, 'ql_owner', 'MEMBER') THEN
-        EXECUTE format('GRANT ql_owner TO %I', current_user);
+    IF NOT (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER)
+       AND NOT pg_catalog.pg_has_role(CURRENT_USER, 'ql_owner', 'MEMBER') THEN
+        EXECUTE pg_catalog.format('GRANT ql_owner TO %I', CURRENT_USER);
     END IF;
-    EXECUTE format('GRANT CONNECT, CREATE, TEMPORARY ON DATABASE %I TO ql_owner',
-                   current_database());
-    EXECUTE format('GRANT CONNECT ON DATABASE %I TO ql_runtime, ql_worker_ingress, ql_readonly',
-                   current_database());
+    EXECUTE pg_catalog.format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC',
+                              pg_catalog.current_database());
+    EXECUTE pg_catalog.format('GRANT CONNECT, CREATE, TEMPORARY ON DATABASE %I TO ql_owner',
+                              pg_catalog.current_database());
+    EXECUTE pg_catalog.format(
+        'GRANT CONNECT ON DATABASE %I TO ql_runtime, ql_worker_ingress, ql_readonly',
+        pg_catalog.current_database());
 END
 $bootstrap$;

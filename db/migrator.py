@@ -197,6 +197,16 @@ def status(dsn: str) -> list[MigrationStatus]:
         return plan(_applied(conn), load_migrations())
 
 
+def bootstrap(dsn: str) -> None:
+    """Run the bootstrap alone: roles and the database's grants. For a database
+    copied from a migrated template (CREATE DATABASE ... TEMPLATE copies the
+    schema but not the database ACL, so the copy would keep PUBLIC's CONNECT)."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        conn.execute(_bootstrap_sql())
+
+
 def migrate(dsn: str, *, dry_run: bool = False) -> MigrateResult:
     """Apply pending migrations and re-apply functions, atomically."""
     import psycopg

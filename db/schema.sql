@@ -34,10 +34,10 @@ CREATE SCHEMA ql_private;
 ALTER SCHEMA ql_private OWNER TO ql_owner;
 
 --
--- Name: ack_lease(text, bytea, text, text, bigint, text, bytea, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: ack_lease(text, bytea, text, text, bigint, text, bytea, bigint, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text DEFAULT NULL::text) RETURNS jsonb
+CREATE FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -56,6 +56,9 @@ DECLARE
 BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF p_lease_version IS NULL OR p_lease_version < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
     END IF;
     IF p_phase IS NULL OR p_phase NOT IN ('starting', 'running', 'start_failed') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
@@ -77,27 +80,24 @@ BEGIN
     FOR v_pass IN 1 .. 2 LOOP
         SELECT * INTO v_state FROM ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+            p_lease_version, p_phase, CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
-        IF v_state.category = 'lease_terminal' THEN
-            IF p_phase = 'start_failed' AND v_lease.release_reason = 'start_failed'
-               AND v_attempt.state = 'failed'
-               AND v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
+        IF v_state.category = 'replay' THEN
+            -- The ACK that made the current version; a start failure also with
+            -- the same reason (another reason is not the change that was made).
+            IF p_phase <> 'start_failed' OR v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
                 RETURN jsonb_build_object('status', 'idempotent',
                                           'lease', ql_private.lease_projection(v_lease.id));
             END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_terminal');
         ELSIF v_state.category IS NOT NULL THEN
             RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
 
-        -- Live, unexpired, fenced: claimed and unstarted, or started and starting|running.
+        -- Live, unexpired, fenced, current version: claimed and unstarted, or
+        -- started and starting|running.
         IF p_phase = 'starting' AND v_lease.started_at IS NOT NULL THEN
-            IF v_attempt.state = 'starting' THEN
-                RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(v_lease.id));
-            END IF;
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = format('illegal_transition: starting ACK while the attempt is %s',
                                  v_attempt.state);
@@ -105,8 +105,8 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: running ACK before the starting ACK';
         ELSIF p_phase = 'running' AND v_attempt.state = 'running' THEN
-            RETURN jsonb_build_object('status', 'idempotent',
-                                      'lease', ql_private.lease_projection(v_lease.id));
+            RAISE EXCEPTION USING ERRCODE = 'QL020',
+                MESSAGE = 'illegal_transition: running ACK while the attempt is running';
         ELSIF p_phase = 'start_failed' AND v_attempt.state = 'running' THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: start_failed after running (complete as failed)';
@@ -146,7 +146,8 @@ BEGIN
             'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation));
     ELSE
         UPDATE ql_private.run_leases rl
-           SET released_at = v_now, release_reason = 'start_failed', updated_at = v_now
+           SET released_at = v_now, release_reason = 'start_failed',
+               lease_version = rl.lease_version + 1, updated_at = v_now
          WHERE rl.id = v_lease.id;
         UPDATE ql_private.attempts aa
            SET state = 'failed', reason = v_reason, updated_at = v_now, finished_at = v_now
@@ -163,13 +164,13 @@ END
 $$;
 
 
-ALTER FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text) OWNER TO ql_owner;
+ALTER FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text) IS 'Lease ACK (SPEC 7), one fenced transaction: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input, QL020 illegal transition. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) IS 'Lease ACK (SPEC 7), one fenced transaction at the lease version the worker last saw: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, version+1, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_fence categories, stale_lease_version)} | denied; idempotent = the same ACK repeated after a lost answer (version = current - 1, current made by this phase, same reason). Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included), QL020 illegal transition at the current version. Caller: ql_worker_ingress.';
 
 
 --
@@ -422,10 +423,10 @@ COMMENT ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea
 
 
 --
--- Name: complete_lease(text, bytea, text, text, bigint, text, bytea, text, integer, text, jsonb); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: complete_lease(text, bytea, text, text, bigint, text, bytea, bigint, text, integer, text, jsonb); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer DEFAULT NULL::integer, p_reason text DEFAULT NULL::text, p_result jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+CREATE FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer DEFAULT NULL::integer, p_reason text DEFAULT NULL::text, p_result jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -446,6 +447,9 @@ DECLARE
 BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF p_lease_version IS NULL OR p_lease_version < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
     END IF;
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'cancelled') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
@@ -473,18 +477,21 @@ BEGIN
     FOR v_pass IN 1 .. 2 LOOP
         SELECT * INTO v_state FROM ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+            p_lease_version, 'complete', CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
         v_run := v_state.run;
-        IF v_state.category = 'lease_terminal' THEN
+        IF v_state.category = 'replay' THEN
+            -- The completion that made the current version: the same one only if
+            -- it stored exactly what this request asks for.
             IF v_lease.release_reason = v_release AND v_attempt.state = p_outcome
                AND v_attempt.exit_code IS NOT DISTINCT FROM p_exit_code
-               AND v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
+               AND v_attempt.reason IS NOT DISTINCT FROM v_reason
+               AND v_attempt.result IS NOT DISTINCT FROM v_result THEN
                 RETURN jsonb_build_object('status', 'idempotent',
                                           'lease', ql_private.lease_projection(v_lease.id));
             END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_terminal');
         ELSIF v_state.category IS NOT NULL THEN
             RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
@@ -500,7 +507,8 @@ BEGIN
 
     v_now := clock_timestamp();
     UPDATE ql_private.run_leases rl
-       SET released_at = v_now, release_reason = v_release, updated_at = v_now
+       SET released_at = v_now, release_reason = v_release,
+           lease_version = rl.lease_version + 1, updated_at = v_now
      WHERE rl.id = v_lease.id;
     UPDATE ql_private.attempts aa
        SET state = p_outcome, exit_code = p_exit_code, reason = v_reason, updated_at = v_now,
@@ -530,13 +538,13 @@ END
 $$;
 
 
-ALTER FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) OWNER TO ql_owner;
+ALTER FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction at the lease version the worker last saw (version+1): succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_fence categories, stale_lease_version)} | denied; idempotent = the same completion repeated after a lost answer (version = current - 1, same outcome, exit code, reason and result). Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included; COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
 
 
 --
@@ -617,6 +625,54 @@ ALTER FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_at
 --
 
 COMMENT ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) IS 'Change a task''s run policy (SPEC 9.1); NULL = unchanged; returns {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled}. Applies to attempts claimed afterwards (TTL read at claim, retry policy when an attempt ends). Inputs: p_task_id, p_lease_ttl_s 5..86400, p_max_attempts 1..100, p_retry_base_ms 100..3600000, p_retry_cap_ms retryBaseMs..86400000 (pair checked on the result), p_enabled. Fences: task exists. Writes: the task row when something changes; no event. Locks: task row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed id, QL006 out of bounds (COLUMN = wire field), QL004 unknown task; nothing changed on error. Caller: ql_runtime.';
+
+
+--
+-- Name: confirm_credentials(text[], bytea[], text[]); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]) RETURNS text[]
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_count integer := coalesce(cardinality(p_credential_ids), -1);
+BEGIN
+    IF v_count < 0 OR v_count > 1024
+       OR v_count <> coalesce(cardinality(p_secret_digests), -1)
+       OR v_count <> coalesce(cardinality(p_worker_ids), -1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'credential, digest and worker arrays must have the same length 0..1024';
+    END IF;
+    IF EXISTS (SELECT 1
+                 FROM unnest(p_credential_ids, p_secret_digests, p_worker_ids) AS i(c, d, w)
+                WHERE c IS NULL OR c !~ '^[a-z0-9]{16}$' OR d IS NULL OR octet_length(d) <> 32
+                   OR w IS NULL
+                   OR w !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'every element must be a credential id, a 32-byte digest and a worker UUID';
+    END IF;
+    RETURN coalesce((
+        SELECT array_agg(i.c ORDER BY i.n)
+          FROM unnest(p_credential_ids, p_secret_digests, p_worker_ids)
+               WITH ORDINALITY AS i(c, d, w, n)
+          JOIN ql_private.worker_credentials c ON c.credential_id = i.c
+          JOIN ql_private.workers wk ON wk.id = c.worker_id
+         WHERE ql_private.digest_equal(i.d, c.secret_digest)
+           AND c.revoked_at IS NULL
+           AND c.worker_id = i.w::uuid
+           AND wk.disabled_at IS NULL), ARRAY[]::text[]);
+END
+$_$;
+
+
+ALTER FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]) IS 'Idle view cache re-confirmation: the given credential ids that would authenticate for their worker now (exists, digest matches in constant time, not revoked, same worker, worker not disabled). Inputs: equal-length arrays (<= 1024) of credential ids, SHA-256 digests, worker UUIDs. Fences: the credential facts of ql_private.authenticate. Writes: none. Locks: none. Errors: QL001 malformed arrays. Caller: ql_worker_ingress.';
 
 
 --
@@ -954,7 +1010,7 @@ COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count 
 -- Name: heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint DEFAULT NULL::bigint) RETURNS jsonb
+CREATE FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -972,7 +1028,7 @@ BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    IF p_lease_version IS NOT NULL AND p_lease_version < 1 THEN
+    IF p_lease_version IS NULL OR p_lease_version < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
     END IF;
     v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
@@ -986,22 +1042,17 @@ BEGIN
     FOR v_pass IN 1 .. 2 LOOP
         SELECT * INTO v_state FROM ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            CASE v_pass WHEN 2 THEN 'lease' END);
+            p_lease_version, 'heartbeat', CASE v_pass WHEN 2 THEN 'lease' END);
         v_lease := v_state.lease;
-        IF v_state.category IS NOT NULL THEN
+        IF v_state.category = 'replay' THEN
+            RETURN jsonb_build_object('status', 'idempotent',
+                                      'lease', ql_private.lease_projection(v_lease.id));
+        ELSIF v_state.category IS NOT NULL THEN
             RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
         IF v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: lease heartbeat before the starting ACK';
-        END IF;
-        IF p_lease_version IS NOT NULL AND p_lease_version <> v_lease.lease_version THEN
-            IF p_lease_version = v_lease.lease_version - 1
-               AND v_lease.heartbeat_version = v_lease.lease_version THEN
-                RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(v_lease.id));
-            END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_version_mismatch');
         END IF;
     END LOOP;
 
@@ -1027,7 +1078,7 @@ ALTER FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p
 -- Name: FUNCTION heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (NULL = no version fence). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease), lease version. {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_fence categories, lease_expired once expired, lease_version_mismatch) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input, QL020 not started. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_fence categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';
 
 
 --
@@ -1136,33 +1187,6 @@ ALTER FUNCTION ql.heartbeat_sessions(p_items jsonb) OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql.heartbeat_sessions(p_items jsonb) IS 'Batch of session heartbeats. Inputs: p_items, 1..64 [{credentialId, secretDigest hex, workerId, sessionId, generation}]. Returns an array (input order) of exactly what ql.heartbeat_session returns per item, or {status: error, sqlstate} for what it raised; each item in its own subtransaction (one failure affects no other item). Fences and Writes: those of ql.heartbeat_session per item. Locks: each session row (UPDATE), in sessionId order. Errors: QL001 not a non-empty array of objects, QL002 > 64 items. Caller: ql_worker_ingress.';
-
-
---
--- Name: idle_ping(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
---
-
-CREATE FUNCTION ql.idle_ping(p_token text) RETURNS boolean
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-BEGIN
-    IF p_token IS NULL OR p_token !~ '^[A-Za-z0-9_.-]{1,64}$' THEN
-        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'token must match ^[A-Za-z0-9_.-]{1,64}$';
-    END IF;
-    PERFORM pg_notify('ql_dispatch', 'p:' || p_token);
-    RETURN true;
-END
-$_$;
-
-
-ALTER FUNCTION ql.idle_ping(p_token text) OWNER TO ql_owner;
-
---
--- Name: FUNCTION idle_ping(p_token text); Type: COMMENT; Schema: ql; Owner: ql_owner
---
-
-COMMENT ON FUNCTION ql.idle_ping(p_token text) IS 'Idle view barrier ping: NOTIFY ql_dispatch ''p:<token>''; delivered after every notification committed before it. Inputs: p_token ^[A-Za-z0-9_.-]{1,64}$. Fences: none. Writes: no table (a commit record). Locks: notification queue at commit. Errors: QL001 malformed token. Caller: ql_worker_ingress.';
 
 
 --
@@ -1456,6 +1480,81 @@ ALTER FUNCTION ql.list_workers(p_limit integer, p_after text) OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql.list_workers(p_limit integer, p_after text) IS 'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+
+
+--
+-- Name: live_sessions(integer, text[]); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.live_sessions(p_limit integer DEFAULT 200, p_worker_ids text[] DEFAULT NULL::text[]) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_rows jsonb;
+    v_count integer;
+    v_ids uuid[];
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'limit',
+            MESSAGE = 'limit must be between 1 and 1000';
+    END IF;
+    IF p_worker_ids IS NOT NULL THEN
+        IF cardinality(p_worker_ids) > 1000 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'workerIds',
+                MESSAGE = 'at most 1000 worker ids';
+        END IF;
+        v_ids := ARRAY(SELECT ql_private.parse_uuid(w, 'workerIds') FROM unnest(p_worker_ids) w);
+    END IF;
+    WITH listed AS (
+        SELECT s.worker_id, w.name, w.disabled_at, s.session_id, s.generation,
+               s.capabilities, s.slots, s.heartbeat_at, s.expires_at
+          FROM ql_private.worker_sessions s
+          JOIN ql_private.workers w ON w.id = s.worker_id
+         WHERE s.state = 'active'
+           AND (v_ids IS NULL OR s.worker_id = ANY (v_ids))
+         ORDER BY w.name, s.session_id
+         LIMIT p_limit + 1
+    )
+    SELECT jsonb_agg(jsonb_build_object(
+               'workerId', x.worker_id,
+               'worker', x.name,
+               'disabled', x.disabled_at IS NOT NULL,
+               'sessionId', x.session_id,
+               'generation', x.generation,
+               'executors', coalesce(x.capabilities -> 'executors', '[]'::jsonb),
+               'labels', coalesce(x.capabilities -> 'labels', '{}'::jsonb),
+               'runtimes', coalesce(x.capabilities -> 'runtimes', '{}'::jsonb),
+               'slots', x.slots,
+               'slotsUsed', u.used,
+               'slotsFree', greatest(x.slots - u.used, 0),
+               'lastSeenAtMs', ql_private.epoch_ms(x.heartbeat_at),
+               'expiresAtMs', ql_private.epoch_ms(x.expires_at),
+               'expired', x.expires_at <= v_now)
+               ORDER BY x.name, x.session_id) FILTER (WHERE x.ord <= p_limit),
+           count(*)
+      INTO v_rows, v_count
+      FROM (SELECT l.*, row_number() OVER (ORDER BY l.name, l.session_id) AS ord
+              FROM listed l) x
+     CROSS JOIN LATERAL (
+           SELECT count(*)::integer AS used FROM ql_private.run_leases rl
+            WHERE rl.session_id = x.session_id AND rl.released_at IS NULL
+              AND (rl.started_at IS NOT NULL OR rl.expires_at > v_now)) u;
+    RETURN jsonb_build_object('sessions', coalesce(v_rows, '[]'::jsonb),
+                              'truncated', v_count > p_limit);
+END
+$$;
+
+
+ALTER FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION live_sessions(p_limit integer, p_worker_ids text[]); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) IS 'Active worker sessions for the console (SPEC 10): {sessions: [{workerId, worker, disabled, sessionId, generation, executors, labels, runtimes, slots, slotsUsed, slotsFree, lastSeenAtMs, expiresAtMs, expired}], truncated}, by worker name, at most p_limit; with p_worker_ids only the sessions of those workers; never a secret, digest or token. Inputs: p_limit 1..1000 (default 200), p_worker_ids (NULL = all, <= 1000 ids). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit / workerIds count, QL001 workerIds malformed. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -1859,7 +1958,9 @@ DECLARE
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
     v_bounds record := ql_private.pull_bounds(p_bounds);
     v_result jsonb;
+    v_read record;
     v_session ql_private.worker_sessions;
+    v_live integer;
 BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
@@ -1873,18 +1974,42 @@ BEGIN
     -- whose ingress died mid-call) serialize here, so the later one always sees
     -- the earlier one's lease and replays it. An advisory lock writes no WAL.
     PERFORM pg_advisory_xact_lock(hashtextextended('qinglong.offer:' || v_offer_id::text, 0));
-    v_result := ql_private.recover_offer(v_worker_id, v_session_id, p_generation, v_offer_id,
-                                         v_token_digest);
-    IF v_result IS NOT NULL THEN
-        RETURN v_result;
+    -- The read side in ONE statement, in one snapshot taken after the advisory
+    -- lock: whether the offer id exists (a replay), this worker's session row,
+    -- and its live leases (started, or unstarted and unexpired) — what were
+    -- three statements in three function calls.
+    SELECT EXISTS (SELECT 1 FROM ql_private.run_leases l WHERE l.offer_id = v_offer_id)
+               AS replay,
+           ws AS session,
+           (SELECT count(*)::integer FROM ql_private.run_leases l
+             WHERE l.session_id = ws.session_id AND l.released_at IS NULL
+               AND (l.started_at IS NOT NULL OR l.expires_at > clock_timestamp())) AS live
+      INTO v_read
+      FROM (SELECT 1) AS one
+      LEFT JOIN ql_private.worker_sessions ws
+        ON ws.session_id = v_session_id AND ws.worker_id = v_worker_id;
+    IF v_read.replay THEN
+        v_result := ql_private.recover_offer(v_worker_id, v_session_id, p_generation,
+                                             v_offer_id, v_token_digest);
+        IF v_result IS NOT NULL THEN
+            RETURN v_result;
+        END IF;
     END IF;
-    v_session := ql_private.session_fence(v_worker_id, v_session_id, p_generation, false);
+    v_session := v_read.session;
+    v_live := v_read.live;
+    IF v_session.session_id IS NULL OR v_session.generation <> p_generation
+       OR v_session.state <> 'active' OR v_session.expires_at <= clock_timestamp() THEN
+        -- A fence failed: ql_private.session_fence raises the precise error, in
+        -- its order (a session that became valid in between is read again).
+        v_session := ql_private.session_fence(v_worker_id, v_session_id, p_generation, false);
+        v_live := ql_private.session_live_leases(v_session.session_id);
+    END IF;
     IF v_session.capabilities_digest
        <> 'sha256:' || encode(sha256(v_session.capabilities_canonical), 'hex') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL014',
             MESSAGE = 'stored session capabilities do not match their digest';
     END IF;
-    IF ql_private.session_live_leases(v_session.session_id) >= v_session.slots THEN
+    IF v_live >= v_session.slots THEN
         RETURN ql_private.idle_result('capacity_full', 0, 0, 0, 0,
             '{"executor":0,"label":0,"runtime":0,"capacity":1}'::jsonb, false);
     END IF;
@@ -1901,6 +2026,179 @@ ALTER FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_work
 --
 
 COMMENT ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) IS 'One pull = claim or recover (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest (SHA-256 of the lease token), p_bounds (NULL = defaults). Fences: credential first (denial audited, {status: denied}); an existing offer id is replayed or refused ({status: idempotent|conflict}); session fences; every candidate fence re-checked on the locked rows. Bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes: only a claim (lease, run dispatching, one run.dispatched event) or a denial; idle pulls and replays write nothing. Locks: advisory lock on the offer id, session row before the first claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL014 session fences. Caller: ql_worker_ingress.';
+
+
+--
+-- Name: queue_depth(); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.queue_depth() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_cap constant integer := 1000;
+    v_priority_limit constant integer := 16;
+    v_task_limit constant integer := 20;
+    v_nil constant uuid := '00000000-0000-0000-0000-000000000000';
+    v_now timestamptz := clock_timestamp();
+    v_priorities jsonb;
+    v_tasks jsonb;
+    v_with_runs integer;
+BEGIN
+    -- One descent of runs_candidate_keyset per distinct priority; a priority's
+    -- rows are a key range written as row comparisons (as status_snapshot and
+    -- candidate_page do), so each count stays an index range scan.
+    WITH RECURSIVE prio(neg) AS (
+        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
+                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+        UNION ALL
+        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
+                 WHERE -(r.priority::integer) > p.neg
+                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+          FROM prio p
+         WHERE p.neg IS NOT NULL
+    ), listed AS (
+        SELECT p.neg FROM prio p WHERE p.neg IS NOT NULL LIMIT v_priority_limit
+    ), per AS (
+        SELECT -l.neg AS priority,
+               (SELECT count(*) FROM (
+                    SELECT 1 FROM ql_private.runs r
+                     WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                           >= (l.neg, -9223372036854775808, v_nil)
+                       AND (-(r.priority::integer), r.queue_seq, r.id)
+                           < (l.neg + 1, -9223372036854775808, v_nil)
+                       AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                       AND r.due_at IS NULL
+                     ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                     LIMIT v_cap + 1) y) AS runs,
+               (SELECT r.created_at FROM ql_private.runs r
+                 WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                       >= (l.neg, -9223372036854775808, v_nil)
+                   AND (-(r.priority::integer), r.queue_seq, r.id)
+                       < (l.neg + 1, -9223372036854775808, v_nil)
+                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1) AS oldest
+          FROM listed l
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'priority', per.priority,
+               'runs', least(per.runs, v_cap),
+               'capped', per.runs > v_cap,
+               'oldestWaitingAgeMs',
+                   floor(extract(epoch FROM v_now - per.oldest) * 1000)::bigint)
+               ORDER BY per.priority DESC), '[]'::jsonb)
+      INTO v_priorities
+      FROM per;
+
+    WITH depth AS (
+        SELECT t.id, t.name, pr.name AS project,
+               -- ORDER BY in index order: the planner stays on the index range.
+               (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
+                                       WHERE r.task_id = t.id AND r.state = 'queued'
+                                       ORDER BY r.task_id, r.state, r.queue_seq
+                                       LIMIT v_cap + 1) y) AS queued,
+               (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
+                                       WHERE r.task_id = t.id AND r.state = 'dispatching'
+                                       ORDER BY r.task_id, r.state, r.queue_seq
+                                       LIMIT v_cap + 1) y) AS dispatching
+          FROM ql_private.tasks t
+          JOIN ql_private.projects pr ON pr.id = t.project_id
+    ), ranked AS (
+        SELECT d.*, row_number() OVER (ORDER BY least(d.queued, v_cap) + least(d.dispatching, v_cap)
+                                                DESC, d.project, d.name) AS rank
+          FROM depth d
+         WHERE d.queued + d.dispatching > 0
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'taskId', x.id, 'project', x.project, 'task', x.name,
+               'queued', least(x.queued, v_cap), 'dispatching', least(x.dispatching, v_cap),
+               'capped', x.queued > v_cap OR x.dispatching > v_cap)
+               ORDER BY x.rank) FILTER (WHERE x.rank <= v_task_limit), '[]'::jsonb),
+           count(*)
+      INTO v_tasks, v_with_runs
+      FROM ranked x;
+
+    RETURN jsonb_build_object('byPriority', v_priorities, 'byTask', v_tasks,
+                              'tasksWithRuns', v_with_runs, 'cap', v_cap);
+END
+$$;
+
+
+ALTER FUNCTION ql.queue_depth() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION queue_depth(); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.queue_depth() IS 'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), byTask: [{taskId, project, task, queued, dispatching, capped}] (20 deepest, runs_task_state_seq), tasksWithRuns, cap}; every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+
+
+--
+-- Name: recent_denials(integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.recent_denials(p_limit integer DEFAULT 20) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_scan_cap constant integer := 10000;
+    v_window constant interval := interval '24 hours';
+    v_rows jsonb;
+    v_found integer;
+    v_scanned integer;
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'limit',
+            MESSAGE = 'limit must be between 1 and 100';
+    END IF;
+    WITH recent AS (
+        SELECT a.id, a.occurred_at, a.action, a.reason, a.worker_id, a.credential_id, a.outcome
+          FROM ql_private.security_audit a
+         WHERE a.occurred_at > clock_timestamp() - v_window
+         ORDER BY a.occurred_at DESC
+         LIMIT v_scan_cap
+    ), denied AS (
+        SELECT d.*, row_number() OVER (ORDER BY d.occurred_at DESC, d.id DESC) AS ord
+          FROM recent d WHERE d.outcome = 'denied'
+    )
+    SELECT (SELECT jsonb_agg(jsonb_build_object(
+                   'atMs', ql_private.epoch_ms(d.occurred_at),
+                   'action', d.action,
+                   'reason', d.reason,
+                   'workerId', d.worker_id,
+                   'credentialId', d.credential_id) ORDER BY d.ord)
+              FROM denied d WHERE d.ord <= p_limit),
+           (SELECT count(*) FROM denied),
+           (SELECT count(*) FROM recent)
+      INTO v_rows, v_found, v_scanned;
+    RETURN jsonb_build_object(
+        'denials', coalesce(v_rows, '[]'::jsonb),
+        'windowS', extract(epoch FROM v_window)::integer,
+        'scanned', v_scanned,
+        'capped', v_scanned >= v_scan_cap AND v_found < p_limit);
+END
+$$;
+
+
+ALTER FUNCTION ql.recent_denials(p_limit integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION recent_denials(p_limit integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.recent_denials(p_limit integer) IS 'Latest authentication denials for the console (SPEC 10): {denials: [{atMs, action, reason, workerId, credentialId}], windowS, scanned, capped}, newest first, of the last 24 h, reading at most 10000 audit rows (security_audit_time); no secret, digest or token exists there. Inputs: p_limit 1..100 (default 20). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -2090,6 +2388,66 @@ ALTER FUNCTION ql.revoke_credential(p_credential_id text) OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql.revoke_credential(p_credential_id text) IS 'Revoke a worker credential; returns {credentialId, revokedAtMs}. Inputs: p_credential_id. Fences: credential exists. Writes: revoked_at the first time. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). Errors: QL001 malformed id, QL004 unknown. Caller: ql_runtime.';
+
+
+--
+-- Name: run_state_counts(); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.run_state_counts() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_cap constant integer := 10000;
+    v_states constant text[] := ARRAY['queued', 'dispatching', 'starting', 'running',
+                                      'succeeded', 'failed', 'cancelled'];
+    v_rows jsonb;
+BEGIN
+    WITH counted AS (
+        SELECT st.state, st.ord,
+               -- ORDER BY in index order keeps the planner on the index: a
+               -- LIMIT alone lets it pick a sequential scan that expects the
+               -- state's rows spread evenly, while the newest states (queued,
+               -- running) sit at the table's end.
+               (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
+                                       WHERE r.state = st.state
+                                       ORDER BY r.state, r.queue_seq
+                                       LIMIT v_cap + 1) x) AS runs
+          FROM unnest(v_states) WITH ORDINALITY AS st(state, ord)
+    ), stats AS (
+        -- pg_stats' most_common_vals is anyarray: read it through its text form.
+        SELECT v.state, v.freq
+          FROM pg_catalog.pg_stats s
+         CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[], s.most_common_freqs)
+               AS v(state, freq)
+         WHERE s.schemaname = 'ql_private' AND s.tablename = 'runs' AND s.attname = 'state'
+    )
+    SELECT jsonb_agg(jsonb_build_object(
+               'state', c.state,
+               'runs', least(c.runs, v_cap),
+               'capped', c.runs > v_cap,
+               'estimate', CASE WHEN c.runs > v_cap THEN
+                   (SELECT greatest((st.freq * cl.reltuples)::bigint, v_cap + 1)
+                      FROM stats st, pg_catalog.pg_class cl
+                     WHERE st.state = c.state
+                       AND cl.oid = 'ql_private.runs'::pg_catalog.regclass) END)
+               ORDER BY c.ord)
+      INTO v_rows
+      FROM counted c;
+    RETURN jsonb_build_object('states', v_rows, 'cap', v_cap);
+END
+$$;
+
+
+ALTER FUNCTION ql.run_state_counts() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION run_state_counts(); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.run_state_counts() IS 'Runs per state for the console (SPEC 10): {states: [{state, runs, capped, estimate}], cap}; exact up to 10000 per state (index-only scans of runs_state_seq stopping at cap + 1), past it the planner estimate (pg_stats frequency x reltuples). Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -2590,6 +2948,200 @@ ALTER FUNCTION ql.task_settings(p_task_id text) OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql.task_settings(p_task_id text) IS 'A task''s run policy {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled} (SPEC 9.1). Inputs: p_task_id. Fences: none. Writes: none. Locks: none. Read-only. Errors: QL001 malformed id, QL004 unknown task (COLUMN taskId). Caller: ql_readonly, ql_runtime.';
+
+
+--
+-- Name: throughput(integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.throughput(p_minutes integer DEFAULT 15) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_cap constant integer := 100000;
+    v_from timestamptz;
+    v_dispatched jsonb;
+    v_finished jsonb;
+    v_dispatched_n bigint;
+    v_finished_n bigint;
+    v_minutes jsonb;
+BEGIN
+    IF p_minutes IS NULL OR p_minutes NOT BETWEEN 1 AND 60 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'minutes',
+            MESSAGE = 'minutes must be between 1 and 60';
+    END IF;
+    v_from := date_trunc('minute', clock_timestamp()) - (p_minutes - 1) * interval '1 minute';
+
+    SELECT coalesce(jsonb_object_agg(x.minute, x.n), '{}'::jsonb), coalesce(sum(x.n), 0)
+      INTO v_dispatched, v_dispatched_n
+      FROM (SELECT ql_private.epoch_ms(date_trunc('minute', l.claimed_at))::text AS minute,
+                   count(*) AS n
+              FROM (SELECT ll.claimed_at FROM ql_private.run_leases ll
+                     WHERE ll.claimed_at >= v_from
+                     ORDER BY ll.claimed_at
+                     LIMIT v_cap + 1) l
+             GROUP BY 1) x;
+
+    SELECT coalesce(jsonb_object_agg(x.minute, x.counts), '{}'::jsonb), coalesce(sum(x.n), 0)
+      INTO v_finished, v_finished_n
+      FROM (SELECT ql_private.epoch_ms(date_trunc('minute', r.finished_at))::text AS minute,
+                   jsonb_build_object(
+                       'succeeded', count(*) FILTER (WHERE r.state = 'succeeded'),
+                       'failed', count(*) FILTER (WHERE r.state = 'failed')) AS counts,
+                   count(*) AS n
+              FROM (SELECT rr.finished_at, rr.state FROM ql_private.runs rr
+                     WHERE rr.state IN ('succeeded', 'failed', 'cancelled')
+                       AND rr.finished_at >= v_from
+                     ORDER BY rr.finished_at
+                     LIMIT v_cap + 1) r
+             GROUP BY 1) x;
+
+    SELECT jsonb_agg(jsonb_build_object(
+               'minuteMs', m.ms,
+               'dispatched', least(coalesce((v_dispatched ->> m.ms::text)::bigint, 0), v_cap),
+               'succeeded', coalesce((v_finished -> m.ms::text ->> 'succeeded')::bigint, 0),
+               'failed', coalesce((v_finished -> m.ms::text ->> 'failed')::bigint, 0))
+               ORDER BY m.ms)
+      INTO v_minutes
+      FROM (SELECT ql_private.epoch_ms(v_from + g * interval '1 minute') AS ms
+              FROM generate_series(0, p_minutes - 1) g) m;
+
+    RETURN jsonb_build_object(
+        'minutes', v_minutes,
+        'fromMs', ql_private.epoch_ms(v_from),
+        'capped', jsonb_build_object('dispatched', v_dispatched_n > v_cap,
+                                     'finished', v_finished_n > v_cap),
+        'cap', v_cap);
+END
+$$;
+
+
+ALTER FUNCTION ql.throughput(p_minutes integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION throughput(p_minutes integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.throughput(p_minutes integer) IS 'Throughput per minute for the console chart (SPEC 10): {minutes: [{minuteMs, dispatched, succeeded, failed}], fromMs, capped: {dispatched, finished}, cap}; dispatched = leases claimed (run_leases_claimed), succeeded/failed = terminal runs by finished_at (runs_terminal_finished); each series reads at most 100000 rows. Inputs: p_minutes 1..60 (default 15). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 minutes. Caller: ql_readonly, ql_runtime.';
+
+
+--
+-- Name: waiting_runs(integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.waiting_runs(p_limit integer DEFAULT 20) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_scan_cap constant integer := 1000;
+    v_session_cap constant integer := 200;
+    v_default_required constant jsonb := '{"executors": ["remote-worker"]}';
+    v_now timestamptz := clock_timestamp();
+    v_scanned integer;
+    v_live integer;
+    v_rows jsonb;
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'limit',
+            MESSAGE = 'limit must be between 1 and 100';
+    END IF;
+
+    SELECT count(*) INTO v_live
+      FROM ql_private.worker_sessions s
+      JOIN ql_private.workers w ON w.id = s.worker_id
+     WHERE s.state = 'active' AND s.expires_at > v_now AND w.disabled_at IS NULL;
+
+    WITH head AS (
+        SELECT r.id, r.queue_seq
+          FROM ql_private.runs r
+         WHERE r.state = 'queued'
+         ORDER BY r.state, r.queue_seq
+         LIMIT v_scan_cap
+    ), waiting AS (
+        SELECT r.*, h.queue_seq AS seq
+          FROM head h
+          JOIN ql_private.runs r ON r.id = h.id
+         WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND (r.due_at IS NULL OR r.due_at <= v_now)
+         ORDER BY h.queue_seq
+         LIMIT p_limit
+    ), req AS (
+        SELECT wr.id, coalesce(pc.required, er.placement -> 'required', v_default_required) AS required
+          FROM waiting wr
+          LEFT JOIN ql_private.placement_classes pc ON pc.id = wr.placement_class
+          LEFT JOIN ql_private.execution_revisions er ON er.id = wr.execution_revision_id
+    ), sessions AS (
+        SELECT s.session_id, s.capabilities, s.slots,
+               (SELECT count(*) FROM ql_private.run_leases rl
+                 WHERE rl.session_id = s.session_id AND rl.released_at IS NULL
+                   AND (rl.started_at IS NOT NULL OR rl.expires_at > v_now)) AS used
+          FROM ql_private.worker_sessions s
+          JOIN ql_private.workers w ON w.id = s.worker_id
+         WHERE s.state = 'active' AND s.expires_at > v_now AND w.disabled_at IS NULL
+         ORDER BY s.heartbeat_at DESC, s.session_id
+         LIMIT v_session_cap
+    ), classes AS (
+        SELECT DISTINCT q.required FROM req q
+    ), verdicts AS (
+        SELECT c.required,
+               count(*) FILTER (WHERE pe.passed) AS matching,
+               count(*) FILTER (WHERE pe.passed AND s.used < s.slots) AS free,
+               count(*) FILTER (WHERE pe.category = 'executor') AS executor,
+               count(*) FILTER (WHERE pe.category = 'label') AS label,
+               count(*) FILTER (WHERE pe.category = 'runtime') AS runtime
+          FROM classes c
+         CROSS JOIN sessions s
+         CROSS JOIN LATERAL ql_private.placement_evaluate(
+               jsonb_build_object('required', c.required), s.capabilities) pe
+         GROUP BY c.required
+    )
+    SELECT jsonb_agg(jsonb_build_object(
+               'runId', wr.id,
+               'taskId', wr.task_id,
+               'task', t.name,
+               'project', p.name,
+               'priority', wr.priority,
+               'queuedAtMs', ql_private.epoch_ms(wr.created_at),
+               'waitingMs', floor(extract(epoch FROM v_now - coalesce(wr.due_at, wr.created_at))
+                                  * 1000)::bigint,
+               'verdict', CASE WHEN v_live = 0 THEN 'no_live_session'
+                               WHEN coalesce(v.free, 0) > 0 THEN 'ready'
+                               WHEN coalesce(v.matching, 0) > 0 THEN 'busy'
+                               ELSE 'no_match' END,
+               'sessionsMatching', coalesce(v.matching, 0),
+               'sessionsWithFreeSlots', coalesce(v.free, 0),
+               'mismatches', jsonb_build_object('executor', coalesce(v.executor, 0),
+                                                'label', coalesce(v.label, 0),
+                                                'runtime', coalesce(v.runtime, 0)))
+               ORDER BY wr.seq),
+           (SELECT count(*) FROM head)
+      INTO v_rows, v_scanned
+      FROM waiting wr
+      JOIN req q ON q.id = wr.id
+      JOIN ql_private.tasks t ON t.id = wr.task_id
+      JOIN ql_private.projects p ON p.id = t.project_id
+      LEFT JOIN verdicts v ON v.required = q.required;
+
+    RETURN jsonb_build_object(
+        'runs', coalesce(v_rows, '[]'::jsonb),
+        'liveSessions', v_live,
+        'sessionsCapped', v_live > v_session_cap,
+        'scanned', coalesce(v_scanned, 0));
+END
+$$;
+
+
+ALTER FUNCTION ql.waiting_runs(p_limit integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION waiting_runs(p_limit integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.waiting_runs(p_limit integer) IS 'The console''s waiting panel (SPEC 10): the oldest waiting runs (queued, due, not cancel-requested; among the first 1000 queued by queue_seq, at most p_limit) each with a placement verdict against the live sessions (active, unexpired, worker enabled; at most 200) by ql_private.placement_evaluate of its placement class, as the claim path evaluates it: {runs: [{runId, taskId, task, project, priority, queuedAtMs, waitingMs, verdict (ready|busy|no_match|no_live_session), sessionsMatching, sessionsWithFreeSlots, mismatches}], liveSessions, sessionsCapped, scanned}. Inputs: p_limit 1..100 (default 20). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -3111,20 +3663,15 @@ COMMENT ON FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after
 --
 
 CREATE FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) RETURNS boolean
-    LANGUAGE plpgsql IMMUTABLE
+    LANGUAGE sql IMMUTABLE
     AS $$
-DECLARE
-    diff integer := 0;
-    i integer;
-BEGIN
-    IF p_a IS NULL OR p_b IS NULL OR octet_length(p_a) <> octet_length(p_b) THEN
-        RETURN false;
-    END IF;
-    FOR i IN 0 .. octet_length(p_a) - 1 LOOP
-        diff := diff | (get_byte(p_a, i) # get_byte(p_b, i));
-    END LOOP;
-    RETURN diff = 0;
-END
+    SELECT CASE
+               WHEN p_a IS NULL OR p_b IS NULL
+                    OR pg_catalog.octet_length(p_a) <> pg_catalog.octet_length(p_b) THEN false
+               ELSE pg_catalog.bit_count(
+                        ('x' || pg_catalog.encode(p_a, 'hex'))::pg_catalog.varbit
+                        # ('x' || pg_catalog.encode(p_b, 'hex'))::pg_catalog.varbit) = 0
+           END
 $$;
 
 
@@ -3134,7 +3681,7 @@ ALTER FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) OWNER TO ql_owner;
 -- Name: FUNCTION digest_equal(p_a bytea, p_b bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) IS 'Constant-time equality of two digests (all bytes visited). Pure. NULL/length mismatch -> false.';
+COMMENT ON FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) IS 'Constant-time equality of two digests: one inlinable expression, bit_count of the XOR of their full-length bit strings (all bytes visited, no early exit). Pure. NULL/length mismatch -> false.';
 
 
 --
@@ -3501,16 +4048,26 @@ WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_thr
 ALTER TABLE ql_private.runs OWNER TO ql_owner;
 
 --
--- Name: lease_open(uuid, uuid, uuid, bigint, bytea, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+-- Name: lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text DEFAULT NULL::text) RETURNS TABLE(lease ql_private.run_leases, attempt ql_private.attempts, run ql_private.runs, category text)
+CREATE FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text DEFAULT NULL::text) RETURNS TABLE(lease ql_private.run_leases, attempt ql_private.attempts, run ql_private.runs, category text)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_ids record;
+    v_row record;
+    v_last text;
 BEGIN
+    IF p_change IS NULL
+       OR p_change NOT IN ('starting', 'running', 'start_failed', 'heartbeat', 'complete') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'change must be starting, running, start_failed, heartbeat or complete';
+    END IF;
+    IF p_lease_version IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion is required';
+    END IF;
     IF p_lock IS NOT NULL THEN
         IF p_lock NOT IN ('lease', 'attempt_run_lease') THEN
             RAISE EXCEPTION USING ERRCODE = 'QL001',
@@ -3531,24 +4088,42 @@ BEGIN
         END IF;
     END IF;
     -- One statement, so one snapshot (taken after the locks above).
-    RETURN QUERY
-    SELECT * FROM ql_private.lease_state(p_offer_id, p_worker_id, p_session_id, p_generation,
-                                         p_token_digest);
+    SELECT * INTO v_row
+      FROM ql_private.lease_state(p_offer_id, p_worker_id, p_session_id, p_generation,
+                                  p_token_digest);
     IF NOT FOUND THEN
         RETURN QUERY SELECT NULL::ql_private.run_leases, NULL::ql_private.attempts,
                             NULL::ql_private.runs, 'offer_foreign'::text;
+        RETURN;
     END IF;
+    IF (v_row.category IS NULL OR v_row.category = 'lease_terminal')
+       AND p_lease_version <> (v_row.lease).lease_version THEN
+        v_last := CASE
+            WHEN (v_row.lease).release_reason IN ('completed', 'cancelled') THEN 'complete'
+            WHEN (v_row.lease).release_reason = 'start_failed' THEN 'start_failed'
+            WHEN (v_row.lease).released_at IS NOT NULL THEN NULL
+            WHEN (v_row.lease).heartbeat_version = (v_row.lease).lease_version THEN 'heartbeat'
+            WHEN (v_row.lease).started_at IS NOT NULL
+                 AND (v_row.attempt).state IN ('starting', 'running') THEN (v_row.attempt).state
+        END;
+        IF p_lease_version = (v_row.lease).lease_version - 1 AND v_last = p_change THEN
+            v_row.category := 'replay';
+        ELSIF v_row.category IS NULL THEN
+            v_row.category := 'stale_lease_version';
+        END IF;
+    END IF;
+    RETURN QUERY SELECT v_row.lease, v_row.attempt, v_row.run, v_row.category;
 END
 $$;
 
 
-ALTER FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text) OWNER TO ql_owner;
+ALTER FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run and the lease_fence category in one snapshot; an unknown offer id answers one row with category offer_foreign. Fences: lease_fence. Writes: none (row locks only). Errors: QL001 unknown lock mode. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
+COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run and the lease_fence category in one snapshot; an unknown offer id answers one row with category offer_foreign. Fences: lease_fence, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
 
 
 --
@@ -3935,6 +4510,37 @@ COMMENT ON FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OU
 
 
 --
+-- Name: ready_candidate_page(smallint, bigint, uuid, integer, timestamp with time zone, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) RETURNS TABLE(run_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT r.id, r.execution_revision_id, r.priority, r.queue_seq
+      FROM ql_private.runs r
+     CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+     WHERE (-(r.priority::integer), r.queue_seq, r.id)
+           > (coalesce(-(p_after_priority::integer), -2147483648),
+              coalesce(p_after_seq, -9223372036854775808),
+              coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+       AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+       AND r.due_at IS NULL
+       AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+     ORDER BY -(r.priority::integer), r.queue_seq, r.id
+     LIMIT p_limit + 1
+$$;
+
+
+ALTER FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of ready queued candidates only (candidate_page''s first source) in priority DESC, queue_seq, id order: a runs_candidate_keyset range scan with per-row attempt probes; passes over rows a concurrent claim holds. Read by a pull instead of candidate_page while no scheduled run is due and no offer expired unstarted (a cheaper plan to start). Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+
+
+--
 -- Name: recover_fence(ql_private.run_leases, uuid, uuid, bigint, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
@@ -4027,6 +4633,42 @@ ALTER FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_g
 --
 
 COMMENT ON FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea) IS 'Pull step 1: replay of an existing offer id -> {status: idempotent, offer} rebuilt from the durable lease, or {status: conflict, category}; NULL when the offer id is new. Read-only, no locks.';
+
+
+--
+-- Name: refuse_referenced_delete(); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.refuse_referenced_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_referenced boolean;
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', TG_ARGV[0]) INTO v_referenced;
+    ELSE
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM gone g JOIN %s c ON c.%I = g.%I)',
+                       TG_ARGV[0], TG_ARGV[1], TG_ARGV[2])
+           INTO v_referenced;
+    END IF;
+    IF v_referenced THEN
+        RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',
+            MESSAGE = format('%s on %s.%s refused: rows of %s (%s) still reference it',
+                             TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1]);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.refuse_referenced_delete() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION refuse_referenced_delete(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.refuse_referenced_delete() IS 'Trigger: the delete half of a dropped foreign key (0014). AFTER DELETE FOR EACH STATEMENT (transition table gone): 23503 when a row of TG_ARGV[0] still references a deleted row (TG_ARGV[1] = child column, TG_ARGV[2] = parent key); BEFORE TRUNCATE: 23503 while TG_ARGV[0] has any row. Read-only.';
 
 
 --
@@ -4186,6 +4828,17 @@ DECLARE
     v_truncated boolean := false;
     v_session_locked boolean := false;
     v_any_passed boolean := false;
+    v_page refcursor;
+    -- Whether the pull reads the whole queue (candidate_page) rather than the
+    -- ready runs alone: a scheduled run is due or an offer expired unstarted at
+    -- `now` (two index probes, once per pull; runs_due, run_leases_unstarted_expiry).
+    v_whole_queue boolean := EXISTS (
+            SELECT 1 FROM ql_private.runs dr
+             WHERE dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
+               AND dr.due_at IS NOT NULL AND dr.due_at <= v_now)
+        OR EXISTS (
+            SELECT 1 FROM ql_private.run_leases el
+             WHERE el.released_at IS NULL AND el.started_at IS NULL AND el.expires_at <= v_now);
 BEGIN
     FOR v_page_no IN 1 .. p_pages LOOP
         v_truncated := false;
@@ -4194,12 +4847,33 @@ BEGIN
         v_scores := '{}';
         v_priorities := '{}';
         v_passing := 0;
-        FOR v_candidate IN
-            SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
-              FROM ql_private.scan_page(v_classes, v_after_priority, v_after_seq, v_after_id,
-                                        p_page_size, v_now, v_snapshot, v_own) c
-             ORDER BY -(c.priority::integer), c.queue_seq, c.run_id
+        -- The page's source, each its own statement (a plan is started on every
+        -- execution, so none carries the others' branches): the session's
+        -- placement classes once the pull switched to them; the whole queue
+        -- (three merged sources) while a scheduled run is due or an offer expired
+        -- unstarted; else, the steady state, the ready runs alone.
+        IF v_classes IS NOT NULL THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.class_candidate_page(v_classes, v_after_priority, v_after_seq,
+                           v_after_id, p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSIF v_whole_queue THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.candidate_page(v_after_priority, v_after_seq, v_after_id,
+                                                 p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSE
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.ready_candidate_page(v_after_priority, v_after_seq,
+                           v_after_id, p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        END IF;
         LOOP
+            FETCH v_page INTO v_candidate;
+            EXIT WHEN NOT FOUND;
             IF v_examined - v_examined_before >= p_page_size THEN
                 v_truncated := true;  -- the (limit + 1)th row: more candidates exist
                 EXIT;
@@ -4235,6 +4909,7 @@ BEGIN
                 v_mm_runtime := v_mm_runtime + 1;
             END IF;
         END LOOP;
+        CLOSE v_page;
         v_examined_before := v_examined;
         v_any_passed := v_any_passed OR v_passing > 0;
 
@@ -4285,35 +4960,7 @@ ALTER FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p
 -- Name: FUNCTION scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4, the page loop: bounded keyset scan (ql_private.scan_page, one statement per page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
-
-
---
--- Name: scan_page(integer[], smallint, bigint, uuid, integer, timestamp with time zone, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
---
-
-CREATE FUNCTION ql_private.scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) RETURNS TABLE(run_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint)
-    LANGUAGE sql STABLE
-    AS $$
-    SELECT cp.run_id, cp.execution_revision_id, cp.priority, cp.queue_seq
-      FROM ql_private.candidate_page(p_after_priority, p_after_seq, p_after_id, p_limit,
-                                     p_now, p_snapshot, p_own) cp
-     WHERE p_classes IS NULL
-    UNION ALL
-    SELECT cc.run_id, cc.execution_revision_id, cc.priority, cc.queue_seq
-      FROM ql_private.class_candidate_page(p_classes, p_after_priority, p_after_seq,
-                                           p_after_id, p_limit, p_now, p_snapshot, p_own) cc
-     WHERE p_classes IS NOT NULL
-$$;
-
-
-ALTER FUNCTION ql_private.scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) OWNER TO ql_owner;
-
---
--- Name: FUNCTION scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
---
-
-COMMENT ON FUNCTION ql_private.scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'The next keyset page (limit + 1 rows, unordered: the caller orders by key) of a pull: ql_private.candidate_page while p_classes is NULL, else ql_private.class_candidate_page over those placement classes (the fallback after a first page without a passer). Inputs: p_classes, keyset position, p_limit, p_now, p_snapshot, p_own. Fences: the page functions'' candidate conditions. Inlinable SQL (same plan as the two branches written inline). Writes: none. Locks: none. Errors: none. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
 
 
 --
@@ -5618,6 +6265,13 @@ CREATE INDEX events_run ON ql_private.events USING btree (run_id, id);
 
 
 --
+-- Name: run_leases_claimed; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX run_leases_claimed ON ql_private.run_leases USING btree (claimed_at);
+
+
+--
 -- Name: run_leases_live_expiry; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
@@ -5730,6 +6384,20 @@ CREATE TRIGGER attempts_idle_view_update AFTER UPDATE ON ql_private.attempts FOR
 
 
 --
+-- Name: attempts attempts_no_truncate_under_leases; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER attempts_no_truncate_under_leases BEFORE TRUNCATE ON ql_private.attempts FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_referenced_delete('ql_private.run_leases', 'attempt_id', 'id');
+
+
+--
+-- Name: attempts attempts_referenced_by_leases; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER attempts_referenced_by_leases AFTER DELETE ON ql_private.attempts REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_referenced_delete('ql_private.run_leases', 'attempt_id', 'id');
+
+
+--
 -- Name: execution_revisions execution_revisions_immutable; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
 --
 
@@ -5755,6 +6423,13 @@ CREATE TRIGGER runs_idle_view_insert AFTER INSERT ON ql_private.runs FOR EACH ST
 --
 
 CREATE TRIGGER runs_idle_view_requeue AFTER UPDATE ON ql_private.runs FOR EACH ROW WHEN (((new.state = 'queued'::text) AND new.runtime_owned AND (NOT new.cancel_requested) AND ((old.state IS DISTINCT FROM new.state) OR (old.current_attempt_id IS DISTINCT FROM new.current_attempt_id) OR (old.runtime_owned IS DISTINCT FROM new.runtime_owned) OR (old.cancel_requested IS DISTINCT FROM new.cancel_requested)))) EXECUTE FUNCTION ql_private.idle_view_notify('queue');
+
+
+--
+-- Name: runs runs_referenced_by_events; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER runs_referenced_by_events AFTER DELETE ON ql_private.runs REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_referenced_delete('ql_private.events', 'run_id', 'id');
 
 
 --
@@ -5786,19 +6461,32 @@ CREATE TRIGGER worker_sessions_idle_view_update AFTER UPDATE ON ql_private.worke
 
 
 --
+-- Name: worker_sessions worker_sessions_no_truncate_under_leases; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER worker_sessions_no_truncate_under_leases BEFORE TRUNCATE ON ql_private.worker_sessions FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_referenced_delete('ql_private.run_leases', 'session_id', 'session_id');
+
+
+--
+-- Name: worker_sessions worker_sessions_referenced_by_leases; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER worker_sessions_referenced_by_leases AFTER DELETE ON ql_private.worker_sessions REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_referenced_delete('ql_private.run_leases', 'session_id', 'session_id');
+
+
+--
+-- Name: workers workers_referenced_by_leases; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER workers_referenced_by_leases AFTER DELETE ON ql_private.workers REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_referenced_delete('ql_private.run_leases', 'worker_id', 'id');
+
+
+--
 -- Name: attempts attempts_run_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
 ALTER TABLE ONLY ql_private.attempts
     ADD CONSTRAINT attempts_run_id_fkey FOREIGN KEY (run_id) REFERENCES ql_private.runs(id);
-
-
---
--- Name: events events_run_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
---
-
-ALTER TABLE ONLY ql_private.events
-    ADD CONSTRAINT events_run_id_fkey FOREIGN KEY (run_id) REFERENCES ql_private.runs(id);
 
 
 --
@@ -5815,30 +6503,6 @@ ALTER TABLE ONLY ql_private.events
 
 ALTER TABLE ONLY ql_private.execution_revisions
     ADD CONSTRAINT execution_revisions_task_id_fkey FOREIGN KEY (task_id) REFERENCES ql_private.tasks(id);
-
-
---
--- Name: run_leases run_leases_attempt_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
---
-
-ALTER TABLE ONLY ql_private.run_leases
-    ADD CONSTRAINT run_leases_attempt_id_fkey FOREIGN KEY (attempt_id) REFERENCES ql_private.attempts(id);
-
-
---
--- Name: run_leases run_leases_session_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
---
-
-ALTER TABLE ONLY ql_private.run_leases
-    ADD CONSTRAINT run_leases_session_id_fkey FOREIGN KEY (session_id) REFERENCES ql_private.worker_sessions(session_id);
-
-
---
--- Name: run_leases run_leases_worker_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
---
-
-ALTER TABLE ONLY ql_private.run_leases
-    ADD CONSTRAINT run_leases_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id);
 
 
 --
@@ -5907,11 +6571,11 @@ GRANT USAGE ON SCHEMA ql TO ql_readonly;
 
 
 --
--- Name: FUNCTION ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_phase text, p_reason text) TO ql_worker_ingress;
+REVOKE ALL ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) TO ql_worker_ingress;
 
 
 --
@@ -5947,11 +6611,11 @@ GRANT ALL ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest byt
 
 
 --
--- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) TO ql_worker_ingress;
+REVOKE ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) TO ql_worker_ingress;
 
 
 --
@@ -5960,6 +6624,14 @@ GRANT ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest by
 
 REVOKE ALL ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]) TO ql_worker_ingress;
 
 
 --
@@ -6019,14 +6691,6 @@ GRANT ALL ON FUNCTION ql.heartbeat_sessions(p_items jsonb) TO ql_worker_ingress;
 
 
 --
--- Name: FUNCTION idle_ping(p_token text); Type: ACL; Schema: ql; Owner: ql_owner
---
-
-REVOKE ALL ON FUNCTION ql.idle_ping(p_token text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.idle_ping(p_token text) TO ql_worker_ingress;
-
-
---
 -- Name: FUNCTION idle_probe(); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
@@ -6058,6 +6722,15 @@ GRANT ALL ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit inte
 REVOKE ALL ON FUNCTION ql.list_workers(p_limit integer, p_after text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.list_workers(p_limit integer, p_after text) TO ql_readonly;
 GRANT ALL ON FUNCTION ql.list_workers(p_limit integer, p_after text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION live_sessions(p_limit integer, p_worker_ids text[]); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) TO ql_runtime;
 
 
 --
@@ -6101,6 +6774,24 @@ GRANT ALL ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea,
 
 
 --
+-- Name: FUNCTION queue_depth(); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.queue_depth() FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.queue_depth() TO ql_readonly;
+GRANT ALL ON FUNCTION ql.queue_depth() TO ql_runtime;
+
+
+--
+-- Name: FUNCTION recent_denials(p_limit integer); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.recent_denials(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.recent_denials(p_limit integer) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.recent_denials(p_limit integer) TO ql_runtime;
+
+
+--
 -- Name: FUNCTION record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
@@ -6130,6 +6821,15 @@ GRANT ALL ON FUNCTION ql.retry_run(p_run_id text) TO ql_runtime;
 
 REVOKE ALL ON FUNCTION ql.revoke_credential(p_credential_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.revoke_credential(p_credential_id text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION run_state_counts(); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.run_state_counts() FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.run_state_counts() TO ql_readonly;
+GRANT ALL ON FUNCTION ql.run_state_counts() TO ql_runtime;
 
 
 --
@@ -6165,6 +6865,24 @@ GRANT ALL ON FUNCTION ql.sweep_leases(p_batch integer) TO ql_runtime;
 REVOKE ALL ON FUNCTION ql.task_settings(p_task_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.task_settings(p_task_id text) TO ql_readonly;
 GRANT ALL ON FUNCTION ql.task_settings(p_task_id text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION throughput(p_minutes integer); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.throughput(p_minutes integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.throughput(p_minutes integer) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.throughput(p_minutes integer) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION waiting_runs(p_limit integer); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.waiting_runs(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.waiting_runs(p_limit integer) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.waiting_runs(p_limit integer) TO ql_runtime;
 
 
 --
@@ -6273,10 +6991,10 @@ REVOKE ALL ON FUNCTION ql_private.lease_json(l ql_private.run_leases) FROM PUBLI
 
 
 --
--- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text); Type: ACL; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lock text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text) FROM PUBLIC;
 
 
 --
@@ -6343,6 +7061,13 @@ REVOKE ALL ON FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer,
 
 
 --
+-- Name: FUNCTION ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6354,6 +7079,13 @@ REVOKE ALL ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worke
 --
 
 REVOKE ALL ON FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION refuse_referenced_delete(); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.refuse_referenced_delete() FROM PUBLIC;
 
 
 --
@@ -6389,13 +7121,6 @@ REVOKE ALL ON FUNCTION ql_private.require_reason(p_value text, p_field text) FRO
 --
 
 REVOKE ALL ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) FROM PUBLIC;
-
-
---
--- Name: FUNCTION scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: ACL; Schema: ql_private; Owner: ql_owner
---
-
-REVOKE ALL ON FUNCTION ql_private.scan_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
 
 
 --

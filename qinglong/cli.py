@@ -53,6 +53,7 @@ EXTENSIONS = (
     "qinglong.status_cli",
     "qinglong.runtime_cli",
     "qinglong.ops_cli",
+    "qinglong.console_cli",
 )
 
 

@@ -42,6 +42,8 @@ from typing import IO, Any
 PROJECT = "demo"
 DATABASE = "qinglong_demo"
 INGRESS_ROLE = "qinglong_demo_ingress"
+CONSOLE_ROLE = "qinglong_demo_console"  # member of ql_readonly only
+CONSOLE_START_S = 20.0
 WAVES = 3
 WAVE_GAP_S = 1.5
 MAX_RUNS = 256  # every worker gets slots = runs (<= 256), so any eligible worker can take all
@@ -278,15 +280,18 @@ def _capabilities(profile: Profile, slots: int) -> dict[str, Any]:
 class Demo:
     workers: int
     runs: int
-    dsn: str | None
+    dsn: str | None = field(repr=False)  # DSNs may carry passwords: never in a repr
     timeout_s: float
     keep: Path | None
     root: Path = field(init=False)
     cluster: Any = None
-    admin_dsn: str = ""
-    ingress_dsn: str = ""
+    admin_dsn: str = field(default="", repr=False)
+    ingress_dsn: str = field(default="", repr=False)
     ingress: Child | None = None
     ingress_url: str = ""
+    console_port: int | None = None  # None: no console (--no-console); 0: any free port
+    console: Child | None = None
+    console_url: str = ""
     admin_url: str = ""
     views: list[WorkerView] = field(default_factory=list)
     task_names: dict[str, str] = field(default_factory=dict)  # taskId -> name
@@ -325,28 +330,46 @@ class Demo:
             migrate(self.dsn)
             self.say("PostgreSQL: using --dsn (migrated)")
             return
-        from qinglong.throwaway_postgres import ThrowawayPostgres
+        from qinglong.throwaway_postgres import Auth, ThrowawayPostgres
 
-        self.cluster = ThrowawayPostgres()
+        # scram on TCP with generated passwords; they reach the ingress only
+        # through its 0600 config file, never a command line.
+        self.cluster = ThrowawayPostgres(auth=Auth.SCRAM)
         self.cluster.start()  # honours QL_TEST_DSN: then a database on that server
         self.admin_dsn = self.cluster.create_database(self.database)
         migrate(self.admin_dsn)
-        self._create_ingress_role()
-        self.ingress_dsn = self.cluster.dsn(self.database, user=INGRESS_ROLE)
+        self.ingress_dsn = self.cluster.ensure_login_role(
+            INGRESS_ROLE, "ql_worker_ingress", self.database)
         where = self.cluster.base_dir or "existing server"
         self.say(f"PostgreSQL 15 on 127.0.0.1:{self.cluster.port} ({where}), migrated")
 
-    def _create_ingress_role(self) -> None:
-        import psycopg
-        from psycopg import sql
+    def announce_console(self) -> None:
+        """The console's URL, first thing: its port is chosen now, it serves once
+        PostgreSQL is up (SPEC §10)."""
+        if self.console_port is None:
+            return
+        from qinglong.console_cli import pick_port
 
-        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
-            exists = conn.execute(
-                "SELECT 1 FROM pg_roles WHERE rolname = %s", (INGRESS_ROLE,)
-            ).fetchone()
-            if exists is None:
-                conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE ql_worker_ingress").format(
-                    sql.Identifier(INGRESS_ROLE)))
+        self.console_port = pick_port(self.console_port)
+        self.console_url = f"http://127.0.0.1:{self.console_port}/"
+        self.say(f"console {self.console_url} (read-only; serving once PostgreSQL is up)")
+
+    def start_console(self) -> None:
+        """`qinglong console` as a ql_readonly role; its DSN in a 0600 file, not argv."""
+        if self.console_port is None:
+            return
+        from qinglong.console_cli import console_argv, wait_listening
+
+        dsn = self.admin_dsn if self.cluster is None else self.cluster.ensure_login_role(
+            CONSOLE_ROLE, "ql_readonly", self.database)
+        dsn_path = self.root / "console.dsn"
+        fd = os.open(dsn_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(dsn)
+        self.console = spawn("console", console_argv(str(dsn_path), self.console_port),
+                             self.root / "logs" / "console.log")
+        wait_listening(self.console.process, self.console_port, CONSOLE_START_S)
+        self.say(f"console serving {self.console_url} (log {self.console.log_path.name})")
 
     def provision(self) -> None:
         from qinglong.service import control_plane, pki
@@ -404,8 +427,13 @@ class Demo:
             "logLevel": "WARNING",
         }
         config_path = self.root / "ingress.json"
-        config_path.write_text(json.dumps(config), encoding="utf-8")
-        argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--config", str(config_path)]
+        # Holds the ingress DSN (and its password): 0600 from creation.
+        fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(config))
+        # One process: the demo reads its progress from one admin listener.
+        argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--processes", "1",
+                "--config", str(config_path)]
         self.ingress = spawn("ingress", argv, self.root / "logs" / "ingress.log")
         ready = self._wait_file(ready_file, self.ingress, 30.0)
         self.ingress_url, self.admin_url = ready["ingressUrl"], ready["adminUrl"]
@@ -455,6 +483,10 @@ class Demo:
         argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path)]
         if self.execute:
             argv.append("--execute")
+            if os.geteuid() == 0:  # SPEC §11: tasks never run as root by default
+                from qinglong.worker.run_as import ensure_unprivileged_user
+
+                argv += ["--run-as", ensure_unprivileged_user()]
         env = dict(os.environ)
         env.pop(CRASH_ENV, None)
         if view.crash_once and not view.restarted:
@@ -673,6 +705,8 @@ class Demo:
         stop_children(children)  # workers drain and close their sessions first
         if self.ingress is not None:
             stop_children([self.ingress])
+        if self.console is not None:
+            stop_children([self.console])
         if self.cluster is not None:
             with contextlib.suppress(Exception):
                 if self.cluster.existing_dsn is not None:
@@ -721,9 +755,11 @@ def run_demo(demo: Demo) -> int:
     complete = False
     try:
         with _sigterm_as_interrupt():
+            demo.announce_console()
             keep = "kept" if demo.keep is not None else "removed at the end"
             demo.say(f"working directory {demo.root} ({keep})")
             demo.start_database()
+            demo.start_console()
             demo.provision()
             demo.start_ingress()
             demo.start_workers()
@@ -756,6 +792,10 @@ def demo_command(args: argparse.Namespace) -> int:
     if not 1 <= args.runs <= MAX_RUNS:
         print(f"--runs must be 1..{MAX_RUNS}", file=sys.stderr)
         return 2
+    if not 0 <= args.console_port <= 65535:
+        print("--console-port must be 0..65535", file=sys.stderr)
+        return 2
     demo = Demo(workers=args.workers, runs=args.runs, dsn=args.dsn,
-                timeout_s=float(args.timeout), keep=args.keep, crash=not args.no_crash)
+                timeout_s=float(args.timeout), keep=args.keep, crash=not args.no_crash,
+                console_port=None if args.no_console else args.console_port)
     return run_demo(demo)

@@ -20,6 +20,12 @@ cleans up. Layout of DIR:
 
 Choices: `up` on a DIR that is already up fails (error `already_up`), it does
 not adopt or restart it; `down` is idempotent (nothing recorded => exit 0).
+
+Secrets: the cluster authenticates every TCP client with `scram-sha-256` (peer
+on its private unix socket); the superuser's and both login roles' passwords are
+generated at `up` and exist only inside the DSNs of `dev-env.json` and
+`ingress.json`, both 0600 from creation. No child process gets a DSN on its
+command line (the ingress reads its config file), so `ps` never shows one.
 """
 
 from __future__ import annotations
@@ -95,15 +101,16 @@ class State:
 
     def update(self, **values: Any) -> None:
         self.data.update(values)
-        _write_json(self.directory / STATE_FILE, self.data, 0o600)
+        _write_json(self.directory / STATE_FILE, self.data)
 
 
-def _write_json(path: Path, doc: dict[str, Any], mode: int) -> None:
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Atomically replace `path`; 0600 from creation (mkstemp), never widened:
+    dev-env.json and ingress.json hold DSNs with passwords."""
     import tempfile
 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=2)
             handle.write("\n")
@@ -198,10 +205,12 @@ def _cluster_from_state(data: dict[str, Any]) -> Any:
 
 
 def _start_postgres(state: State) -> Any:
+    from qinglong.throwaway_postgres import Auth
+
     base_dir = _cluster_base_dir(state.directory)
     # Record the location before initdb so `down` can remove a half-made cluster.
     state.update(pgBaseDir=str(base_dir))
-    cluster = _dev_cluster_class()()
+    cluster = _dev_cluster_class()(auth=Auth.SCRAM)
     try:
         cluster.start_in(base_dir)
     except Exception as exc:
@@ -219,22 +228,15 @@ def _postmaster_pid(base_dir: Path) -> int | None:
 
 
 def _prepare_database(cluster: Any) -> tuple[str, str, str]:
-    """Create + migrate the dev database and its login roles; return DSNs."""
-    import psycopg
-    from psycopg import sql
-
+    """Create + migrate the dev database and its login roles; return DSNs
+    (each carrying its role's generated password when the cluster uses SCRAM)."""
     from qinglong.db.migrator import migrate
 
     dsn = cluster.create_database(DATABASE)
     migrate(dsn)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for role, group in ((INGRESS_ROLE, "ql_worker_ingress"), (RUNTIME_ROLE, "ql_runtime")):
-            conn.execute(
-                sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
-                    sql.Identifier(role), sql.Identifier(group)
-                )
-            )
-    return dsn, cluster.dsn(DATABASE, user=INGRESS_ROLE), cluster.dsn(DATABASE, user=RUNTIME_ROLE)
+    ingress_dsn = cluster.ensure_login_role(INGRESS_ROLE, "ql_worker_ingress", DATABASE)
+    runtime_dsn = cluster.ensure_login_role(RUNTIME_ROLE, "ql_runtime", DATABASE)
+    return dsn, ingress_dsn, runtime_dsn
 
 
 # ------------------------------------------------------------------- ingress
@@ -320,10 +322,10 @@ def _write_ingress_config(path: Path, nested: dict[str, Any]) -> None:
     try:
         from qinglong.service.config import ConfigError, load_config
     except ImportError:  # no loader to ask: the agreed format is all we know
-        _write_json(path, nested, 0o600)
+        _write_json(path, nested)
         return
     for doc in (nested, _flat_ingress_config(nested)):
-        _write_json(path, doc, 0o600)
+        _write_json(path, doc)
         try:
             load_config(path, environ={})
             return
@@ -339,7 +341,9 @@ def _launch_ingress(state: State, config_file: Path) -> subprocess.Popen[bytes]:
     log_dir.mkdir(mode=0o700, exist_ok=True)
     with open(log_dir / "ingress.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "qinglong", "ingress", "serve", "--config", str(config_file)],
+            # One process, so dev-env.json's one adminUrl sees all of it.
+            [sys.executable, "-m", "qinglong", "ingress", "serve", "--processes", "1",
+             "--config", str(config_file)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -486,7 +490,7 @@ def _up(state_dir: Path) -> dict[str, Any]:
         "caDir": str(state_dir / "ca"),
         "worker": worker.as_json(),
     }
-    _write_json(state_dir / ENV_FILE, env, 0o644)
+    _write_json(state_dir / ENV_FILE, env)
     return env
 
 

@@ -41,6 +41,10 @@ def _demo(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     demo.add_argument("--keep", type=Path, help="keep logs and journals in this directory")
     demo.add_argument("--no-crash", action="store_true",
                       help="do not kill one worker after a pull response (the recovery scene)")
+    demo.add_argument("--console-port", type=int, default=8088, metavar="PORT",
+                      help="serve the read-only console on 127.0.0.1:PORT during the demo "
+                           "(default 8088, or a free port when 8088 is taken; 0 = any)")
+    demo.add_argument("--no-console", action="store_true", help="do not serve the console")
     demo.set_defaults(handler=lazy("qinglong.demo:demo_command"))
 
 

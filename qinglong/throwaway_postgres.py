@@ -7,13 +7,28 @@ server listens on a unix socket in that dir and on a free loopback port, with
 
 Set `QL_TEST_DSN` (or pass `existing_dsn`) to use a running server instead; then
 nothing is started or stopped and databases are created on that server.
+
+Authentication (`auth`):
+
+* `Auth.TRUST` (tests, benchmarks): no password exists anywhere, so none can
+  leak through argv, a file or a log; the cluster lives only for one run.
+* `Auth.SCRAM` (`qinglong dev up`, the demo): `scram-sha-256` on TCP for every
+  role, `peer` on the unix socket. The superuser's password is generated here
+  and handed to `initdb --pwfile` through a 0600 file that is removed right
+  after; login roles get theirs as a SCRAM verifier computed client-side, so
+  no plaintext password reaches the server, its log or any command line. The
+  passwords live in this object (never in its repr) and in the DSNs `dsn()`
+  builds, which callers must only write to 0600 files or pass through the
+  environment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -25,6 +40,16 @@ from pathlib import Path
 
 PG_BIN = Path(os.environ.get("QL_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DEFAULT_OS_USER = "postgres"
+
+
+class Auth(enum.Enum):
+    """How clients authenticate (see the module docstring)."""
+
+    TRUST = "trust"
+    SCRAM = "scram"
+
+
+PASSWORD_BYTES = 32
 
 
 class PostgresStartError(RuntimeError):
@@ -49,10 +74,13 @@ class ThrowawayPostgres:
     """A private PostgreSQL 15 cluster living in a temp dir."""
 
     settings: dict[str, str] = field(default_factory=dict)
-    existing_dsn: str | None = None
+    existing_dsn: str | None = field(default=None, repr=False)
     base_dir: Path | None = None
     port: int = 0
     superuser: str = "postgres"
+    auth: Auth = Auth.TRUST
+    # role -> generated password (Auth.SCRAM only); never in a repr.
+    passwords: dict[str, str] = field(default_factory=dict, repr=False)
     _owned: bool = False
 
     @property
@@ -78,10 +106,11 @@ class ThrowawayPostgres:
             if user is not None:
                 overrides["user"] = user
             return make_conninfo(self.existing_dsn, **overrides)
-        return (
-            f"host=127.0.0.1 port={self.port} dbname={dbname} "
-            f"user={user or self.superuser} connect_timeout=10"
-        )
+        role = user or self.superuser
+        dsn = f"host=127.0.0.1 port={self.port} dbname={dbname} user={role} connect_timeout=10"
+        password = self.passwords.get(role)
+        # token_urlsafe passwords need no conninfo quoting.
+        return dsn if password is None else f"{dsn} password={password}"
 
     def start(self) -> ThrowawayPostgres:
         self.existing_dsn = self.existing_dsn or os.environ.get("QL_TEST_DSN") or None
@@ -105,9 +134,58 @@ class ThrowawayPostgres:
     def _initdb(self, os_user: str | None) -> None:
         cmd = [
             str(PG_BIN / "initdb"), "-D", str(self.data_dir), "-U", self.superuser,
-            "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions",
+            "--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions",
         ]
-        self._check(cmd, os_user, "initdb")
+        if self.auth is Auth.TRUST:
+            self._check([*cmd, "--auth=trust"], os_user, "initdb")
+            return
+        password = secrets.token_urlsafe(PASSWORD_BYTES)
+        pwfile = self._write_pwfile(password, os_user)
+        try:
+            self._check([*cmd, "--auth-local=peer", "--auth-host=scram-sha-256",
+                         f"--pwfile={pwfile}"], os_user, "initdb")
+        finally:
+            pwfile.unlink(missing_ok=True)
+        self.passwords[self.superuser] = password
+
+    def _write_pwfile(self, password: str, os_user: str | None) -> Path:
+        """The superuser password for `initdb --pwfile`: 0600 from creation, owned by
+        the OS user initdb runs as (never on initdb's command line)."""
+        assert self.base_dir is not None
+        path = self.base_dir / "initdb.pwfile"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            if os_user is not None:
+                entry = pwd.getpwnam(os_user)
+                os.fchown(fd, entry.pw_uid, entry.pw_gid)
+            os.write(fd, f"{password}\n".encode())
+        finally:
+            os.close(fd)
+        return path
+
+    def ensure_login_role(self, role: str, member_of: str, dbname: str = "postgres") -> str:
+        """Create LOGIN role `role` in group `member_of` if missing; return its DSN.
+
+        Under Auth.SCRAM the role gets a fresh generated password, sent as a SCRAM
+        verifier computed here (the server, its log and pg_stat_activity never see
+        the plaintext). Roles are cluster-wide, `dbname` only picks the DSN's database.
+        """
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.dsn(dbname), autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            if exists is None:
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                    sql.Identifier(role), sql.Identifier(member_of)))
+            if self.auth is Auth.SCRAM and self.existing_dsn is None:
+                password = secrets.token_urlsafe(PASSWORD_BYTES)
+                verifier = conn.pgconn.encrypt_password(
+                    password.encode(), role.encode(), b"scram-sha-256").decode()
+                conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    sql.Identifier(role), sql.Literal(verifier)))
+                self.passwords[role] = password
+        return self.dsn(dbname, user=role)
 
     def _config_lines(self) -> list[str]:
         base = {

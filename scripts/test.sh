@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The full test suite, doing its own setup on a fresh Debian 12 machine:
-# pgTAP + pg_prove (apt), the Python package with its dev extra (pip), then
+# pgTAP + pg_prove and headless Chromium (apt), the Python package with its dev extra (pip), then
 # ruff, pytest (which starts its own throwaway PostgreSQL and runs pg_prove).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,17 @@ if ! command -v pg_prove >/dev/null 2>&1 \
     else
         sudo apt-get update
         sudo apt-get install -y postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+    fi
+fi
+
+# Headless Chromium for the console's browser tests (tests/py/test_console_browser.py).
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update
+        apt-get install -y chromium
+    else
+        sudo apt-get update
+        sudo apt-get install -y chromium
     fi
 fi
 

@@ -28,7 +28,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,8 @@ class ConfigError(ValueError):
 class IngressConfig:
     """Every tunable of the ingress. Defaults are the production defaults."""
 
-    dsn: str
+    # May carry a password: never in a repr (so never in a log line or traceback).
+    dsn: str = field(repr=False)
     cert_file: str
     key_file: str
     client_ca_file: str
@@ -66,10 +67,19 @@ class IngressConfig:
     acquire_timeout_ms: int = 2000
     connect_timeout_s: int = 3
     ready_timeout_ms: int = 1000
-    # Connection protection.
+    # Connection protection (per process; service/tls_site.py). max_connections
+    # bounds established TLS connections; max_handshakes the handshakes in
+    # progress (a complete ClientHello received); max_hello_waits the accepted
+    # connections whose ClientHello is incomplete (the oldest is closed to make
+    # room). handshake_timeout_s runs from accept to an established connection.
     max_connections: int = 512
-    backlog: int = 128
-    handshake_timeout_s: float = 10.0
+    max_handshakes: int = 64
+    max_hello_waits: int = 1024
+    max_connections_per_worker: int = 4
+    # The accept loop never pauses, so the backlog only absorbs bursts while the
+    # event loop is busy; a full one drops SYNs (a 1 s retransmit for a worker).
+    backlog: int = 1024
+    handshake_timeout_s: float = 3.0
     header_timeout_s: float = 15.0  # also the keep-alive idle timeout
     body_timeout_s: float = 10.0
     max_body_bytes: int = 4096
@@ -128,7 +138,9 @@ class IngressConfig:
         _require(1 <= self.max_body_bytes <= 4096, "max_body_bytes must be 1..4096")
         _require(self.max_body_bytes <= self.max_complete_body_bytes <= 16384,
                  "max_complete_body_bytes must be max_body_bytes..16384")
-        _require(self.max_connections >= 1, "max_connections must be >= 1")
+        for name in ("max_connections", "max_handshakes", "max_hello_waits",
+                     "max_connections_per_worker"):
+            _require(getattr(self, name) >= 1, f"{name} must be >= 1")
         _require(self.rate_per_s > 0 and self.rate_burst >= 1, "rate limits must be positive")
         _require(self.lease_rate_per_s > 0 and self.lease_rate_burst >= 1,
                  "lease rate limits must be positive")

@@ -23,6 +23,20 @@ class CredentialProblem(StrEnum):
     MALFORMED = "malformed_credential"
 
 
+# The one public 401 reason for "no such credential id" and "wrong secret": an
+# answer must not tell a caller without the secret whether an id exists. The
+# audit trail (security_audit, the audit log, the auth-decision metric) keeps
+# the precise reason. `revoked_credential` is only reported to a caller who
+# presented the right secret, so it stays as it is.
+INVALID_CREDENTIAL = "invalid_credential"
+_HIDDEN_401_REASONS = frozenset({"unknown_credential", "bad_secret"})
+
+
+def public_denial_reason(reason: str) -> str:
+    """What the worker is told for a database denial `reason`."""
+    return INVALID_CREDENTIAL if reason in _HIDDEN_401_REASONS else reason
+
+
 @dataclass(frozen=True)
 class PresentedCredential:
     credential_id: str

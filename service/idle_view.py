@@ -1,4 +1,4 @@
-"""Per-replica idle view: answer idle pulls without a database call.
+"""Per-replica idle view: answer idle pulls without a database write or pool call.
 
 A fleet of idle workers polls every ~2-3 s; with one database call per pull,
 10,000 workers are ~4,500 calls/s for nothing. This module lets a replica answer
@@ -11,67 +11,94 @@ Pieces (all per replica, none per worker):
 * **Listener** — one psycopg connection (outside the pool) that `LISTEN`s on
   `ql_dispatch`. Database triggers (migration 0005) notify `q` when a run may
   have become dispatchable, `c:<credentialId>` when a credential changed
-  (revocation), `s:<workerId>` when a session's fence facts changed (replace,
-  close, drain, expiry moved back; never on a heartbeat). Each (re)connect is a
-  new *incarnation*: everything learned under an older one is dropped, because
-  notifications sent while no LISTEN was active are lost.
-* **Belief** — from `ql.idle_probe()` (one read-only snapshot): "no dispatchable
-  run and no live unstarted lease anywhere", plus the next time-based wake-up
-  (earliest future `not_before` or scheduled `due_at`). It is installed only if
-  no notification arrived and the incarnation did not change while the probe ran,
-  and it lapses on any
-  `q` notification, at the wake-up, after `idle_view_max_staleness_ms`, and
-  whenever the listener is down.
+  (revocation, worker disabled/enabled), `s:<workerId>` when a session's fence
+  facts changed (replace, close, drain, expiry moved back; never on a
+  heartbeat). Each (re)connect is a new *incarnation*: everything learned under
+  an older one is dropped, because notifications sent while no LISTEN was
+  active are lost.
+* **Barrier** — a pull may use the view only after a read-only query sent on
+  the LISTEN connection *after the pull arrived* has returned. PostgreSQL (14+;
+  this project runs 15) makes that query a barrier for every notification
+  committed before it was sent:
+    - the sender signals every listener of its database in
+      `AtCommit_Notify` → `SignalBackends` (src/backend/commands/async.c),
+      which `CommitTransaction` runs after the commit is recorded and before
+      the sender's client sees the commit finish (its ReadyForQuery); so a
+      commit the caller saw finish has already set the listener's
+      `notifyInterruptPending`;
+    - the listening backend, before it sends ReadyForQuery for any query it ran
+      outside a transaction block, calls `ProcessNotifyInterrupt`
+      (`PostgresMain`, src/backend/tcop/postgres.c), which sends every
+      notification of a committed transaction in the queue
+      (`asyncQueueReadAllNotifications`);
+    - psycopg parses those NotificationResponses before the query returns (they
+      wait in the connection's backlog, drained right after).
+  `tests/py/test_ingress_idle_view_barrier.py` races committers against barrier
+  queries to hold the server to this. A barrier writes nothing: no NOTIFY, no
+  transaction id, zero WAL (SPEC §12, "idle pulls write nothing"); it replaced
+  a NOTIFY ping that committed (and fsync'd) a transaction every barrier
+  interval. With no pings left there is nothing to authenticate on the channel
+  for them, so no per-replica ping nonce is needed.
+  One barrier serves every pull waiting on the replica (at most one per
+  `idle_view_ping_interval_ms`), so idle answers wait about one interval.
+* **Belief** — "no dispatchable run and no live unstarted lease anywhere", plus
+  the next time-based wake-up (earliest future `not_before` or scheduled
+  `due_at`), from `ql.idle_probe()` (read-only, bounded). The probe runs *as* a
+  barrier query (on the LISTEN connection) whenever no valid belief exists; its
+  snapshot is taken after every waiting pull arrived, so its answer is the
+  database's own answer for those pulls. A belief lapses on any `q`
+  notification received after its probe was sent, at the wake-up, after
+  `idle_view_max_staleness_ms`, and whenever the listener is down.
 * **Credential and session caches** — filled only from database answers
   (a successful authentication in any worker call; session open/heartbeat
   projections), each tagged with the incarnation under which the call *started*
   and dropped if a notification of its kind arrived while the call ran. Keyed
   by credential id (+ the SHA-256 of the secret, compared in constant time) and
-  by worker id. Process memory only, no plaintext secret. A credential entry is
-  trusted for at most `idle_view_credential_max_age_ms` (≤ 5 s, SPEC §5) after
-  the database confirmed it; then the next pull goes to the database, which
-  re-checks the credential (and refreshes the entry). A `c:<credentialId>`
-  drops that credential; an `s:<workerId>` drops the worker's session *and*
-  every credential entry of that worker (an operator disabling a worker closes
-  its session, so its credentials are re-checked by the database too).
-* **Barrier** — a pull may use the view only after a ping it did not precede:
-  the replica sends `ql.idle_ping(token)` (a NOTIFY) through its pool after the
-  pull arrived and waits for it to come back on the listener. Notifications are
-  delivered in commit order, so by then every notification committed before the
-  pull arrived (revocation, enqueue, session replacement) has been processed.
-  One ping serves every pull waiting on the replica (at most one per
-  `idle_view_ping_interval_ms`), so idle answers wait about one ping period.
+  by worker id. Process memory only, no plaintext secret. Every cached
+  authentication fact (credential → worker, secret digest, and with them "not
+  revoked" and "worker not disabled") is trusted for at most
+  `idle_view_credential_max_age_ms` (≤ 5 s, SPEC §5) after the database
+  confirmed it; then the next pull goes to the database, which re-checks it.
+  Entries past half that period are re-confirmed together in one read-only
+  query on the LISTEN connection (`ql.confirm_credentials`, at most once per
+  quarter period), which restarts their period or drops them. A
+  `c:<credentialId>` drops that credential; an `s:<workerId>` drops the
+  worker's session *and* every credential entry of that worker.
 
-Why an idle answer from the view equals the database's: the belief holds at the
-probe's snapshot, and every change after it that could create a candidate or a
-lease is either a `q` notification (enqueue, retry, requeue, release — the
-triggers catch the row transitions, present and future paths alike), the
-wake-up time, or a claim — and a claim needs a candidate first. So when the
-barrier completes with the belief still valid, at the pull's arrival there was
-no candidate and no live unstarted lease; a lost-response retry (same offer id)
-always has a live unstarted lease until it is started or released, so it is
-never answered idle here. (Residual, documented difference: a replay of an offer
-whose lease was already *started* or *released* gets `idle` here where the
-database would replay it or answer 409 — both only clear the worker's pending
-claim, SPEC 6.3; and a session whose slots are all held by started leases gets
+Notifications are hints from anyone who may connect (after the bootstrap: the
+project's roles and superusers only). A forged `c:`/`s:` only drops cache
+entries (the next pull asks the database). A forged `q` only turns the next
+barrier into a probe: a `q` flood costs at most one bounded read-only probe per
+`idle_view_probe_min_interval_ms` on the LISTEN connection, shared by every
+waiting pull, and never sends a pull to the pool.
+
+Why an idle answer from the view equals the database's: either the barrier was
+a probe (its snapshot follows the pull's arrival: the database's answer), or the
+belief survived a barrier sent after the pull arrived, so every change after
+the belief's probe that could create a candidate or a lease — a `q`
+notification (enqueue, retry, requeue, release: the triggers catch the row
+transitions), the wake-up time, or a claim (which needs a candidate first) —
+would have ended it. A lost-response retry (same offer id) always has a live
+unstarted lease until it is started or released, so it is never answered idle
+here. (Residual, documented difference: a replay of an offer whose lease was
+already *started* or *released* gets `idle` here where the database would
+replay it or answer 409 — both only clear the worker's pending claim, SPEC
+6.3; and a session whose slots are all held by started leases gets
 `no_candidates` where the database says `capacity_full` — both idle.)
 
 Revocation bound (SPEC §5, "within 5 s"): a revocation commits at t. A pull that
-arrives after t is answered from the cache only after a ping sent after its
-arrival came back on the same listener incarnation under which the cache entry
-was confirmed; the revocation's `c:` notification precedes that ping in the
-queue and removes the entry first, so the pull goes to the database and gets
-401. If the listener dropped at any point, the incarnation changed and the
-entry is gone; if a ping does not come back within `idle_view_ping_timeout_ms`
-the pull goes to the database (and after 5 such pings in a row the listener
-is recycled). So a revoked
-credential stops working for every request that arrives after the revocation
-committed (plus, at most, one ping timeout for requests already waiting) — well
-inside 5 s. Session replacement/close is bounded the same way (409 from the
-database on the next pull).
+arrives after t is answered from the cache only after a barrier sent after its
+arrival returned on the same listener incarnation under which the cache entry
+was confirmed; the revocation's `c:` notification was delivered before that
+barrier's ReadyForQuery and removed the entry first, so the pull goes to the
+database and gets 401. If the listener dropped at any point, the incarnation
+changed and the entry is gone; if a barrier does not return within
+`idle_view_ping_timeout_ms` the waiting pulls go to the database (and a barrier
+stuck for 10 such timeouts recycles the listener). Session replacement/close is
+bounded the same way (409 from the database on the next pull).
 
 Engagement: below `idle_view_engage_rate_per_s` worker requests a second the
-view stays dormant (no listener, no pings, no probes: one database call per
+view stays dormant (no listener, no barriers, no probes: one database call per
 pull, exactly as before); 0 engages it at startup.
 """
 
@@ -81,7 +108,6 @@ import asyncio
 import contextlib
 import hmac
 import logging
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,7 +119,7 @@ import psycopg
 from qinglong.db import api
 from qinglong.service.config import IngressConfig
 from qinglong.service.credentials import PresentedCredential
-from qinglong.service.gateway import DbRefused, DbUnavailable, Gateway, connection_kwargs
+from qinglong.service.gateway import Gateway, connection_kwargs
 from qinglong.service.metrics import IngressMetrics
 
 log = logging.getLogger("qinglong.ingress.idle_view")
@@ -101,7 +127,11 @@ log = logging.getLogger("qinglong.ingress.idle_view")
 CHANNEL = "ql_dispatch"
 _RECONNECT_MIN_S = 0.1
 _RECONNECT_MAX_S = 2.0
-_PING_TIMEOUTS_BEFORE_RESTART = 5
+# A barrier query still running after this many barrier timeouts means the
+# listener is broken (the waiting pulls went to the database long before).
+_TIMEOUTS_BEFORE_RESTART = 10
+# The backlog drain after a barrier: psycopg hands out what it already parsed.
+_DRAIN_S = 0.001
 
 # The database's idle envelope for an empty queue (ql_private.idle_result as
 # scan_and_claim returns it for `no_candidates`), without `retryAfterMs`.
@@ -154,6 +184,7 @@ class _SessionFacts:
 class _Belief:
     idle: bool
     incarnation: int
+    epoch: int  # the `q` count when its probe was sent
     formed_at: float  # monotonic, when the probe was sent
     wake_at: float | None  # monotonic
 
@@ -173,20 +204,16 @@ class IdleView:
     _credential_seq: int = 0
     _session_seq: int = 0
     _belief: _Belief | None = None
-    _epoch: int = 0  # bumped by every `q` notification and reconnect
+    _epoch: int = 0  # bumped by every `q` notification
     _db_offset_ms: float | None = None  # database clock - local wall clock
     _auth: dict[str, _AuthEntry] = field(default_factory=dict)
     _worker_credentials: dict[str, set[str]] = field(default_factory=dict)
     _sessions: dict[str, _SessionFacts] = field(default_factory=dict)
     _waiters: list[asyncio.Future[bool]] = field(default_factory=list)
-    _pings: dict[str, asyncio.Future[None]] = field(default_factory=dict)
-    _ping_seq: int = 0
-    _ping_timeouts: int = 0
-    _replica: str = field(default_factory=lambda: secrets.token_hex(6))
-    _ping_wakeup: asyncio.Event | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    _probe_task: asyncio.Task[None] | None = None
+    _last_barrier: float = float("-inf")
     _last_probe: float = float("-inf")
+    _last_confirm: float = float("-inf")
     _conn: psycopg.AsyncConnection[Any] | None = None
     _rate_second: int = -1
     _rate_count: int = 0
@@ -221,10 +248,9 @@ class IdleView:
 
     async def close(self) -> None:
         self._closed = True
-        tasks = [*self._tasks, *([self._probe_task] if self._probe_task else [])]
-        for task in tasks:
+        for task in self._tasks:
             task.cancel()
-        for task in tasks:
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._fail_waiters()
@@ -247,9 +273,7 @@ class IdleView:
         if self._engaged:
             return
         self._engaged = True
-        self._ping_wakeup = asyncio.Event()
         self._tasks.append(asyncio.create_task(self._listen_loop(), name="idle-view-listen"))
-        self._tasks.append(asyncio.create_task(self._ping_loop(), name="idle-view-ping"))
         log.info("idle view engaged", extra={"event": "idle_view.engaged"})
 
     def view_state(self) -> ViewState:
@@ -285,12 +309,12 @@ class IdleView:
                 self._reset(up=True)
                 self.metrics.idle_view_listener.inc("connected")
                 delay = _RECONNECT_MIN_S
-                async for notify in conn.notifies():
-                    self._on_notify(notify.payload)
-            except (psycopg.Error, OSError):
+                await self._serve(conn)
+            except (psycopg.Error, OSError, TimeoutError):
                 pass
             finally:
                 self._reset(up=False)
+                self._fail_waiters()
                 self.metrics.idle_view_listener.inc("lost")
                 with contextlib.suppress(Exception):
                     await conn.close()
@@ -303,33 +327,89 @@ class IdleView:
 
     def _listener_kwargs(self) -> dict[str, Any]:
         kwargs = connection_kwargs(self.config)
-        kwargs.pop("options", None)  # no statement_timeout: the connection only waits
+        kwargs.pop("options", None)  # no statement_timeout: the connection mostly waits
         kwargs.update(autocommit=True, prepare_threshold=None,
                       application_name="qinglong-ingress-listener",
                       keepalives=1, keepalives_idle=5, keepalives_interval=2,
                       keepalives_count=3)
         return kwargs
 
+    async def _serve(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Receive notifications; run a barrier whenever pulls wait for one."""
+        interval = self.config.idle_view_ping_interval_ms / 1000
+        while not self._closed:
+            pause = self._barrier_due_in() if self._waiters else interval
+            if pause <= 0:
+                await self._run_barrier(conn)
+                continue
+            if self._confirm_due():
+                await self._reconfirm(conn)
+                continue
+            # Wait at most `pause` (a new waiter is noticed within one interval).
+            async for notify in conn.notifies(timeout=min(pause, interval)):
+                self._on_notify(notify.payload)
+
+    def _barrier_due_in(self) -> float:
+        now = self.clock()
+        due = self._last_barrier + self.config.idle_view_ping_interval_ms / 1000
+        if self._current_belief() is None:
+            due = max(due, self._last_probe + self.config.idle_view_probe_min_interval_ms / 1000)
+        return due - now
+
+    # ------------------------------------------------------------ re-confirmation
+
+    def _confirm_due(self) -> bool:
+        """Cached credentials past half their trust period, and no re-confirmation
+        in the last quarter of it."""
+        max_age_s = self.config.idle_view_credential_max_age_ms / 1000
+        now = self.clock()
+        if max_age_s <= 0 or now - self._last_confirm < max_age_s / 4:
+            return False
+        return any(now - e.confirmed_at >= max_age_s / 2 for e in self._auth.values())
+
+    async def _reconfirm(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Re-confirm the aging cache entries in one read-only query
+        (`ql.confirm_credentials`) on the LISTEN connection, so a worker polling
+        every 2-3 s is not sent to the database every 5 s only to re-authenticate.
+        A confirmed entry's trust period restarts when the query was sent; one the
+        database no longer allows is dropped; the whole answer is discarded if a
+        credential or session notification arrived meanwhile."""
+        now = self.clock()
+        self._last_confirm = now
+        half = self.config.idle_view_credential_max_age_ms / 2000
+        aging = [(cid, e) for cid, e in self._auth.items() if now - e.confirmed_at >= half]
+        aging = aging[:1024]
+        incarnation, seq = self._incarnation, self._credential_seq
+        confirmed = await api.confirm_credentials(
+            credential_ids=[cid for cid, _ in aging],
+            secret_digests=[e.secret_digest for _, e in aging],
+            worker_ids=[e.worker_id for _, e in aging]).run_async(conn)
+        async for notify in conn.notifies(timeout=_DRAIN_S):
+            self._on_notify(notify.payload)
+        if incarnation != self._incarnation or seq != self._credential_seq:
+            self.metrics.idle_view_barriers.inc("confirm", "discarded")
+            return
+        allowed = set(confirmed or ())
+        for credential_id, entry in aging:
+            if self._auth.get(credential_id) is not entry:
+                continue  # replaced by a newer database answer meanwhile
+            if credential_id in allowed:
+                entry.confirmed_at = now
+            else:
+                self._forget_credential(credential_id)
+        self.metrics.idle_view_barriers.inc("confirm", "ok")
+
     def _reset(self, *, up: bool) -> None:
         """A new (or lost) incarnation: forget everything learned before it."""
         self._up = up
         self._incarnation += 1
-        self._epoch += 1
         self._belief = None
         self._auth.clear()
         self._worker_credentials.clear()
         self._sessions.clear()
-        for future in self._pings.values():
-            if not future.done():
-                future.set_exception(ConnectionError("listener lost"))
 
     def _on_notify(self, payload: str) -> None:
         kind, _, ident = payload.partition(":")
-        if kind == "p":
-            future = self._pings.get(ident)
-            if future is not None and not future.done():
-                future.set_result(None)
-            return
         self.metrics.idle_view_notifications.inc(kind if kind in ("q", "c", "s") else "other")
         if kind == "c":
             self._credential_seq += 1
@@ -344,20 +424,77 @@ class IdleView:
                 self._auth.pop(credential_id, None)
         else:  # 'q' and anything unknown: the belief no longer holds
             self._epoch += 1
-            self._belief = None
 
-    def _restart_listener(self) -> None:
-        """A ping did not come back: treat the listener as broken."""
-        if self._conn is not None and not self._conn.closed:
-            self._reset(up=False)
-            task = asyncio.create_task(self._conn.close())
-            task.add_done_callback(_ignore)
+    # ------------------------------------------------------------ barrier
 
-    # ------------------------------------------------------------ belief
+    async def _run_barrier(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """One read-only query on the LISTEN connection for every waiting pull.
+
+        Everyone waiting now arrived before the query is sent. No valid belief:
+        the query is the probe (its snapshot follows every waiter's arrival, so
+        its answer is the database's answer for them). Otherwise `SELECT 1`: the
+        notifications committed before it are applied, then the belief decides."""
+        waiters, self._waiters = self._waiters, []
+        probe = self._current_belief() is None
+        incarnation, epoch = self._incarnation, self._epoch
+        sent, wall_sent = self.clock(), self.wall_ms()
+        self._last_barrier = sent
+        if probe:
+            self._last_probe = sent
+        limit = _TIMEOUTS_BEFORE_RESTART * self.config.idle_view_ping_timeout_ms / 1000
+        try:
+            async with asyncio.timeout(limit):
+                if probe:
+                    result = await api.idle_probe().run_async(conn)
+                else:
+                    await conn.execute("SELECT 1")
+                    result = None
+                # Everything delivered before ReadyForQuery waits in psycopg's backlog.
+                async for notify in conn.notifies(timeout=_DRAIN_S):
+                    self._on_notify(notify.payload)
+        except BaseException:
+            self._waiters[:0] = waiters  # failed by the listen loop's cleanup
+            self.metrics.idle_view_barriers.inc("probe" if probe else "sync", "error")
+            raise
+        kind = "probe" if probe else "sync"
+        if incarnation != self._incarnation or not self._up:
+            self.metrics.idle_view_barriers.inc(kind, "error")
+            _resolve(waiters, False)
+            return
+        if probe:
+            idle = self._install_belief(result, incarnation, epoch, sent, wall_sent)
+        else:
+            belief = self._current_belief()
+            if belief is None:
+                # A `q` (or the wake-up) ended the belief: the next barrier probes.
+                self.metrics.idle_view_barriers.inc(kind, "retried")
+                self._waiters[:0] = waiters
+                return
+            idle = belief.idle
+        self.metrics.idle_view_barriers.inc(kind, "ok")
+        _resolve(waiters, idle)
+
+    def _install_belief(self, result: Any, incarnation: int, epoch: int, sent: float,
+                        wall_sent: float) -> bool:
+        wall_back = self.wall_ms()
+        if not isinstance(result, dict) or not isinstance(result.get("nowMs"), int):
+            self.metrics.idle_view_probes.inc("error")
+            return False
+        self._db_offset_ms = result["nowMs"] - (wall_sent + wall_back) / 2
+        wake_at = None
+        if isinstance(result.get("wakeAtMs"), int):
+            wake_at = sent + (result["wakeAtMs"] - result["nowMs"]) / 1000
+        idle = result.get("idle") is True
+        # A `q` that arrived with this probe's answer may postdate its snapshot:
+        # the belief then starts stale (its epoch is the one at sending).
+        self._belief = _Belief(idle, incarnation, epoch, sent, wake_at)
+        self.metrics.idle_view_probes.inc("idle" if idle else "busy")
+        return idle
 
     def _current_belief(self) -> _Belief | None:
         belief = self._belief
-        if belief is None or belief.incarnation != self._incarnation or not self._up:
+        if (belief is None or belief.incarnation != self._incarnation or not self._up
+                or belief.epoch != self._epoch):
             return None
         now = self.clock()
         if now - belief.formed_at >= self.config.idle_view_max_staleness_ms / 1000:
@@ -366,37 +503,22 @@ class IdleView:
             return None
         return belief
 
-    def _kick_probe(self) -> None:
-        if (not self._up or self._closed
-                or (self._probe_task is not None and not self._probe_task.done())):
-            return
-        if self.clock() - self._last_probe < self.config.idle_view_probe_min_interval_ms / 1000:
-            return
-        self._probe_task = asyncio.create_task(self._probe(), name="idle-view-probe")
-
-    async def _probe(self) -> None:
-        epoch, incarnation = self._epoch, self._incarnation
-        sent, wall_sent = self.clock(), self.wall_ms()
-        self._last_probe = sent
+    async def _barrier(self) -> bool:
+        """True when a barrier sent after this call found the database idle."""
+        if not self._up:
+            return False
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
         try:
-            result = await self.gateway.call(api.idle_probe())
-        except (DbUnavailable, DbRefused):
-            self.metrics.idle_view_probes.inc("error")
-            return
-        wall_back = self.wall_ms()
-        if not isinstance(result, dict) or not isinstance(result.get("nowMs"), int):
-            self.metrics.idle_view_probes.inc("error")
-            return
-        self._db_offset_ms = result["nowMs"] - (wall_sent + wall_back) / 2
-        if epoch != self._epoch or incarnation != self._incarnation or not self._up:
-            self.metrics.idle_view_probes.inc("discarded")
-            return
-        wake_at = None
-        if isinstance(result.get("wakeAtMs"), int):
-            wake_at = sent + (result["wakeAtMs"] - result["nowMs"]) / 1000
-        idle = result.get("idle") is True
-        self._belief = _Belief(idle, incarnation, sent, wake_at)
-        self.metrics.idle_view_probes.inc("idle" if idle else "busy")
+            return await asyncio.wait_for(asyncio.shield(future),
+                                          self.config.idle_view_ping_timeout_ms / 1000)
+        except TimeoutError:
+            self.metrics.idle_view_barriers.inc("any", "timeout")
+            return False
+
+    def _fail_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        _resolve(waiters, False)
 
     # ------------------------------------------------------------ caches
 
@@ -441,7 +563,10 @@ class IdleView:
             return
         self._sessions[worker_id] = facts
 
-    def _credential_ok(self, credential: PresentedCredential, worker_id: str) -> bool:
+    def credential_trusted(self, credential: PresentedCredential, worker_id: str) -> bool:
+        """The cache may answer for this credential: confirmed by the database less
+        than `idle_view_credential_max_age_ms` ago under this listener, same worker,
+        same secret digest (constant-time compare)."""
         entry = self._auth.get(credential.credential_id)
         if entry is None:
             return False
@@ -464,112 +589,33 @@ class IdleView:
 
     # ------------------------------------------------------------ pulls
 
-    def _shortcut_possible(self, credential: PresentedCredential, worker_id: str,
+    def _cached_facts_hold(self, credential: PresentedCredential, worker_id: str,
                            session_id: str, generation: int) -> bool:
-        if not self._engaged or not self._up:
-            return False
-        if not self._credential_ok(credential, worker_id):
-            return False
-        belief = self._current_belief()
-        if belief is None:
-            self._kick_probe()
-            return False
-        if not belief.idle:
-            return False  # refreshed once it lapses; these pulls go to the database anyway
-        if self.clock() - belief.formed_at >= self.config.idle_view_max_staleness_ms / 2000:
-            self._kick_probe()  # refresh ahead of expiry; this pull still uses it
-        return self._session_ok(worker_id, session_id, generation)
+        return (self._engaged and self._up and self.credential_trusted(credential, worker_id)
+                and (self._db_offset_ms is None
+                     or self._session_ok(worker_id, session_id, generation)))
 
     async def try_idle(self, credential: PresentedCredential, worker_id: str,
                        session_id: str, generation: int) -> bool:
         """True when this pull may be answered `idle` without the database."""
-        if not self._shortcut_possible(credential, worker_id, session_id, generation):
+        belief = self._current_belief()
+        if (not self._cached_facts_hold(credential, worker_id, session_id, generation)
+                or (belief is not None and not belief.idle)):
+            # Unknown credential/session, or known work: the database answers.
             self.metrics.idle_view_pulls.inc("database")
             return False
-        if not await self._barrier():
-            self.metrics.idle_view_pulls.inc("database")
-            return False
-        # Re-check after the barrier: every notification committed before this
-        # pull arrived has now been applied.
-        if not self._shortcut_possible(credential, worker_id, session_id, generation):
+        # After the barrier every notification committed before this pull arrived
+        # has been applied: re-check the cached facts under it.
+        if (not await self._barrier()
+                or not self._cached_facts_hold(credential, worker_id, session_id, generation)
+                or not self._session_ok(worker_id, session_id, generation)):
             self.metrics.idle_view_pulls.inc("database")
             return False
         self.metrics.idle_view_pulls.inc("view")
         return True
 
-    async def _barrier(self) -> bool:
-        if self._ping_wakeup is None:
-            return False
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
-        self._ping_wakeup.set()
-        return await future
 
-    def _fail_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for future in waiters:
-            if not future.done():
-                future.set_result(False)
-
-    async def _ping_loop(self) -> None:
-        assert self._ping_wakeup is not None
-        interval = self.config.idle_view_ping_interval_ms / 1000
-        timeout = self.config.idle_view_ping_timeout_ms / 1000
-        last_sent = float("-inf")
-        try:
-            while not self._closed:
-                await self._ping_wakeup.wait()
-                self._ping_wakeup.clear()
-                pause = last_sent + interval - self.clock()
-                if pause > 0:
-                    await asyncio.sleep(pause)
-                # Everyone waiting now arrived before this ping is sent.
-                waiters, self._waiters = self._waiters, []
-                if not waiters:
-                    continue
-                last_sent = self.clock()
-                ok = await self._ping_once(timeout) if self._up else False
-                for future in waiters:
-                    if not future.done():
-                        future.set_result(ok)
-                if self._waiters:
-                    self._ping_wakeup.set()
-        finally:
-            self._fail_waiters()
-
-    async def _ping_once(self, timeout: float) -> bool:
-        self._ping_seq += 1
-        token = f"{self._replica}.{self._ping_seq}"
-        incarnation = self._incarnation
-        back: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pings[token] = back
-        try:
-            async with asyncio.timeout(timeout):
-                await self.gateway.call(api.idle_ping(token=token))
-                await back
-        except TimeoutError:
-            # The waiting pulls go to the database (always safe). Only a run of
-            # undelivered pings recycles the listener: one slow ping under load
-            # must not flush every cache and push the whole fleet onto the database.
-            self.metrics.idle_view_pings.inc("timeout")
-            self._ping_timeouts += 1
-            if not back.done() and self._ping_timeouts >= _PING_TIMEOUTS_BEFORE_RESTART:
-                self._ping_timeouts = 0
-                self._restart_listener()
-            return False
-        except (DbUnavailable, DbRefused, ConnectionError):
-            self.metrics.idle_view_pings.inc("error")
-            return False
-        finally:
-            self._pings.pop(token, None)
-            if back.done() and not back.cancelled():
-                back.exception()  # retrieved: no "never retrieved" warning
-        self._ping_timeouts = 0
-        ok = incarnation == self._incarnation and self._up
-        self.metrics.idle_view_pings.inc("ok" if ok else "error")
-        return ok
-
-
-def _ignore(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
+def _resolve(waiters: list[asyncio.Future[bool]], value: bool) -> None:
+    for future in waiters:
+        if not future.done():
+            future.set_result(value)

@@ -157,9 +157,12 @@ class IngressMetrics:
         "qinglong_ingress_idle_view_pulls_total",
         "Authenticated pulls by who answered: the replica's idle view or the database.",
         ("source",)))
-    idle_view_pings: Counter = field(default_factory=lambda: Counter(
-        "qinglong_ingress_idle_view_pings_total", "Idle view barrier pings by outcome.",
-        ("outcome",)))
+    idle_view_barriers: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_idle_view_barriers_total",
+        "Idle view queries on the LISTEN connection by kind (sync: SELECT 1 barrier, "
+        "probe: ql.idle_probe barrier, confirm: credential re-confirmation; any: a "
+        "pull's wait) and outcome (ok, retried, discarded, error, timeout).",
+        ("kind", "outcome")))
     idle_view_probes: Counter = field(default_factory=lambda: Counter(
         "qinglong_ingress_idle_view_probes_total",
         "Idle view probes by result (idle, busy, discarded, error).", ("result",)))
@@ -175,6 +178,16 @@ class IngressMetrics:
     heartbeat_batch_items: Counter = field(default_factory=lambda: Counter(
         "qinglong_ingress_heartbeat_batch_items_total",
         "Session heartbeats sent through the batcher."))
+    # The listener's caps (SPEC §12): why a connection was closed before it could
+    # carry a request.
+    connections_shed: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_connections_shed_total",
+        "Connections closed by a listener cap, by reason (hello_evicted, deadline, "
+        "identity_cap, connection_cap).", ("reason",)))
+    tls_reloads: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_tls_reloads_total",
+        "SIGHUP reloads of the server chain and worker CA bundle, by outcome (ok, failed).",
+        ("outcome",)))
     gauges: list[Gauge] = field(default_factory=list)
 
     def add_gauge(self, name: str, help_text: str, read: Callable[[], float]) -> None:
@@ -186,8 +199,9 @@ class IngressMetrics:
                        self.lease_transitions,
                        self.db_calls, self.db_errors, self.rate_limited,
                        self.invalid_projections, self.connections_refused, self.tls_handshakes,
-                       self.idle_view_pulls, self.idle_view_pings, self.idle_view_probes,
+                       self.idle_view_pulls, self.idle_view_barriers, self.idle_view_probes,
                        self.idle_view_notifications, self.idle_view_listener,
-                       self.heartbeat_batches, self.heartbeat_batch_items, *self.gauges):
+                       self.heartbeat_batches, self.heartbeat_batch_items,
+                       self.connections_shed, self.tls_reloads, *self.gauges):
             lines.extend(metric.render())
         return "\n".join(lines) + "\n"

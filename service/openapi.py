@@ -45,7 +45,7 @@ _SESSION_CONFLICTS = ("session_not_found", "session_replaced", "session_expired"
                       "session_closed")
 _FENCE_CONFLICTS = ("offer_foreign", "token_mismatch", "session_replaced", "lease_expired",
                     "lease_terminal", "attempt_changed", "revision_drift")
-_LEASE_CONFLICTS = (*_FENCE_CONFLICTS, "illegal_transition")
+_LEASE_CONFLICTS = (*_FENCE_CONFLICTS, "stale_lease_version", "illegal_transition")
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(routes.SESSIONS, views.SESSION_OPEN,
@@ -116,8 +116,8 @@ _ERRORS: dict[int, tuple[str, str]] = {
     400: ("BadRequest", "Malformed or schema-invalid body (invalid_json, duplicate_key, "
                         "schema_invalid, invalid_input, limit_exceeded, invalid_semver, ...)."),
     401: ("Unauthorized", "No, malformed, unknown, wrong or revoked credential "
-                          "(missing_credential, malformed_credential, unknown_credential, "
-                          "bad_secret, revoked_credential)."),
+                          "(missing_credential, malformed_credential, invalid_credential: "
+                          "an unknown id or a wrong secret, alike; revoked_credential)."),
     403: ("Forbidden", "Certificate, credential and body workerId do not name the same "
                        "worker (identity_mismatch, worker_mismatch), or an operator "
                        "disabled the worker (worker_disabled)."),

@@ -2,22 +2,25 @@
 
 SIGTERM/SIGINT: stop accepting, finish in-flight requests (up to
 `shutdown_timeout_s`), close the pool, exit 0. SIGHUP: reload the server
-certificate chain into the live SSLContext (new handshakes only).
+certificate chain and the worker CA bundle (new handshakes only; a file that
+cannot be used keeps the previous ones, logs `tls.reload_failed` and counts
+`qinglong_ingress_tls_reloads_total{outcome="failed"}`).
+
+`--processes 1` serves in this process; more run under service/supervisor.py,
+each child calling `serve()` with `reuse_port` and reporting its URLs instead of
+writing the ready file.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import signal
 import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 from aiohttp import web
@@ -27,10 +30,12 @@ from qinglong.service.app import build_state, create_app
 from qinglong.service.audit import AuditLog, Emit, stream_emitter
 from qinglong.service.config import ConfigError, IngressConfig, load_config
 from qinglong.service.jsonlog import configure_logging
-from qinglong.service.listener import BoundedTlsSite, runner_kwargs
+from qinglong.service.listener import runner_kwargs
 from qinglong.service.metrics import IngressMetrics
 from qinglong.service.state import PROJECTION_HOOK, IngressState, ProjectionHook
+from qinglong.service.supervisor import ReadyReport, Supervisor, write_ready_file
 from qinglong.service.tls import ServerTls, TlsConfigError, server_tls
+from qinglong.service.tls_site import ListenerLimits, TlsSite
 
 log = logging.getLogger("qinglong.ingress")
 
@@ -42,7 +47,7 @@ class RunningIngress:
     app: web.Application
     runner: web.AppRunner
     admin_runner: web.AppRunner
-    site: BoundedTlsSite
+    site: TlsSite
     admin_site: web.TCPSite
 
     @property
@@ -83,7 +88,8 @@ def audit_emitter(target: str) -> tuple[Emit, TextIO | None]:
 
 async def start_ingress(config: IngressConfig, *, audit: AuditLog,
                         metrics: IngressMetrics | None = None,
-                        projection_hook: ProjectionHook | None = None) -> RunningIngress:
+                        projection_hook: ProjectionHook | None = None,
+                        reuse_port: bool = False) -> RunningIngress:
     tls = server_tls(config.cert_file, config.key_file, config.client_ca_file)
     state = build_state(config, audit, metrics)
     app = create_app(state)
@@ -92,38 +98,42 @@ async def start_ingress(config: IngressConfig, *, audit: AuditLog,
     runner = web.AppRunner(app, **runner_kwargs(config.header_timeout_s,
                                                 config.shutdown_timeout_s))
     await runner.setup()
-    site = BoundedTlsSite(runner, config.host, config.port, ssl_context=tls.context,
-                          backlog=config.backlog, max_connections=config.max_connections,
-                          handshake_timeout_s=config.handshake_timeout_s,
-                          metrics=state.metrics)
-    await site.start()
-    state.metrics.add_gauge("qinglong_ingress_open_connections",
-                            "TLS connections holding a slot.",
-                            lambda: float(site.open_connections))
     admin_runner = web.AppRunner(create_admin_app(state), access_log=None)
-    await admin_runner.setup()
-    admin_site = web.TCPSite(admin_runner, config.admin_host, config.admin_port)
-    await admin_site.start()
+    try:
+        site = TlsSite(runner, config.host, config.port, tls=tls,
+                       limits=ListenerLimits.from_config(config), metrics=state.metrics,
+                       reuse_port=reuse_port)
+        await site.start()
+        await admin_runner.setup()
+        admin_site = web.TCPSite(admin_runner, config.admin_host, config.admin_port)
+        await admin_site.start()
+    except BaseException:
+        # A port in use: close the pool (opened by runner.setup) before reporting.
+        await runner.cleanup()
+        if admin_runner.server is not None:
+            await admin_runner.cleanup()
+        raise
     return RunningIngress(state, tls, app, runner, admin_runner, site, admin_site)
 
 
-def _write_ready_file(path: str, doc: dict[str, object]) -> None:
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".ready-")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(doc, handle)
-    os.replace(tmp, target)
+def reload_tls(running: RunningIngress) -> bool:
+    """SIGHUP: new server chain and worker CA bundle for new handshakes."""
+    try:
+        running.tls.reload()
+    except TlsConfigError:  # already logged; the previous context stays in use
+        running.state.metrics.tls_reloads.inc("failed")
+        return False
+    running.state.metrics.tls_reloads.inc("ok")
+    return True
 
 
-def _reload_tls(tls: ServerTls) -> None:
-    with contextlib.suppress(TlsConfigError):  # already logged; keep the old chain
-        tls.reload()
-
-
-async def serve(config: IngressConfig) -> int:
+async def serve(config: IngressConfig, *, reuse_port: bool = False,
+                report: ReadyReport | None = None) -> int:
+    """Serve until SIGTERM/SIGINT. `report` (a supervised child) receives the
+    listening URLs instead of the ready file being written."""
     emit, audit_handle = audit_emitter(config.audit_log)
     try:
-        running = await start_ingress(config, audit=AuditLog(emit))
+        running = await start_ingress(config, audit=AuditLog(emit), reuse_port=reuse_port)
     except (TlsConfigError, OSError) as exc:
         log.error("ingress failed to start", extra={"event": "ingress.start_failed",
                                                    "error": type(exc).__name__,
@@ -133,11 +143,14 @@ async def serve(config: IngressConfig) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, _reload_tls, running.tls)
-    ready = {**running.urls, "pid": os.getpid()}
-    if config.ready_file:
-        _write_ready_file(config.ready_file, ready)
-    print(json.dumps({"event": "listening", **ready}), flush=True)
+    loop.add_signal_handler(signal.SIGHUP, reload_tls, running)
+    ready: dict[str, object] = {**running.urls, "pid": os.getpid()}
+    if report is not None:
+        report(ready)
+    else:
+        if config.ready_file:
+            write_ready_file(config.ready_file, ready)
+        print(json.dumps({"event": "listening", **ready}), flush=True)
     log.info("ingress listening", extra={"event": "ingress.listening", **running.urls})
     try:
         await stop.wait()
@@ -156,4 +169,11 @@ def serve_command(args: argparse.Namespace) -> int:
         print(json.dumps({"error": "invalid_config", "detail": str(exc)}), file=sys.stderr)
         return 2
     configure_logging(config.log_level)
-    return asyncio.run(serve(config))
+    processes = args.processes or os.cpu_count() or 1
+    if processes == 1:
+        return asyncio.run(serve(config))
+    return Supervisor(config, processes, _supervised_child).run()
+
+
+def _supervised_child(config: IngressConfig, report: ReadyReport) -> int:
+    return asyncio.run(serve(config, reuse_port=True, report=report))

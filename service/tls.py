@@ -46,30 +46,8 @@ def load_anchor_bundle(path: str) -> str:
     return pem.decode("ascii")
 
 
-@dataclass
-class ServerTls:
-    """The one server SSLContext plus the files it was built from.
-
-    `reload()` loads a new chain into the *same* context: new handshakes use it,
-    established connections keep theirs, and the listening socket is untouched.
-    """
-
-    context: ssl.SSLContext
-    cert_file: str
-    key_file: str
-
-    def reload(self) -> None:
-        try:
-            self.context.load_cert_chain(self.cert_file, self.key_file)
-        except (OSError, ssl.SSLError) as exc:
-            # Keep serving with the old chain rather than dropping the listener.
-            log.error("certificate reload failed; keeping the previous chain",
-                      extra={"event": "tls.reload_failed", "error": type(exc).__name__})
-            raise TlsConfigError("certificate reload failed") from None
-        log.info("certificate chain reloaded", extra={"event": "tls.reloaded"})
-
-
-def server_tls(cert_file: str, key_file: str, client_ca_file: str) -> ServerTls:
+def build_context(cert_file: str, key_file: str, client_ca_file: str) -> ssl.SSLContext:
+    """A fresh server context: TLS 1.3 only, client certificate required."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.maximum_version = ssl.TLSVersion.TLSv1_3
@@ -77,9 +55,48 @@ def server_tls(cert_file: str, key_file: str, client_ca_file: str) -> ServerTls:
     # No resumption tickets: a resumed session skips certificate verification, so
     # an expired or re-issued worker certificate would outlive its validity.
     ctx.num_tickets = 0
-    ctx.load_verify_locations(cadata=load_anchor_bundle(client_ca_file))
+    anchors = load_anchor_bundle(client_ca_file)
+    try:
+        ctx.load_verify_locations(cadata=anchors)
+    except ssl.SSLError as exc:
+        raise TlsConfigError(f"cannot load worker CA bundle: {exc.reason}") from None
     try:
         ctx.load_cert_chain(cert_file, key_file)
     except (OSError, ssl.SSLError) as exc:
         raise TlsConfigError(f"cannot load server certificate: {type(exc).__name__}") from None
-    return ServerTls(context=ctx, cert_file=cert_file, key_file=key_file)
+    return ctx
+
+
+@dataclass
+class ServerTls:
+    """The server SSLContext in use plus the files it was built from.
+
+    `reload()` builds a *new* context from the files (server chain and worker CA
+    bundle) and swaps it in: an SSLContext can gain trust anchors but never lose
+    one, so a replaced or shortened CA bundle needs a fresh context. The listener
+    reads `context` for every new handshake; established connections keep theirs
+    and the listening socket is untouched. A file that cannot be used leaves the
+    previous context in place.
+    """
+
+    context: ssl.SSLContext
+    cert_file: str
+    key_file: str
+    client_ca_file: str
+
+    def reload(self) -> None:
+        try:
+            fresh = build_context(self.cert_file, self.key_file, self.client_ca_file)
+        except TlsConfigError as exc:
+            # Keep serving with the old material rather than dropping the listener.
+            log.error("TLS reload failed; keeping the previous certificate and worker CA "
+                      "bundle", extra={"event": "tls.reload_failed", "detail": str(exc)})
+            raise
+        self.context = fresh
+        log.info("certificate chain and worker CA bundle reloaded",
+                 extra={"event": "tls.reloaded"})
+
+
+def server_tls(cert_file: str, key_file: str, client_ca_file: str) -> ServerTls:
+    return ServerTls(context=build_context(cert_file, key_file, client_ca_file),
+                     cert_file=cert_file, key_file=key_file, client_ca_file=client_ca_file)

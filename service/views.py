@@ -28,6 +28,7 @@ from qinglong.service.credentials import (
     PresentedCredential,
     lease_token_digest,
     parse_authorization,
+    public_denial_reason,
 )
 from qinglong.service.errors import ApiError
 from qinglong.service.gateway import DbRefused, DbUnavailable
@@ -194,7 +195,7 @@ async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
         reason = str(result.get("reason", "denied"))
         status = 403 if result.get("httpStatus") == 403 else 401
         _audit(state, endpoint, Outcome.DENIED, reason, credential_id, admitted.worker_id)
-        raise ApiError(status, reason)
+        raise ApiError(status, public_denial_reason(reason))
     _audit(state, endpoint, Outcome.ALLOWED, "authenticated", credential_id, admitted.worker_id)
     state.idle_view.remember_credential(token, admitted.credential, admitted.worker_id)
     return result
@@ -349,7 +350,8 @@ async def complete_lease(request: web.Request) -> web.Response:
 
 @dataclass(frozen=True)
 class LeaseFence:
-    """What every lease call proves: credential, worker, session, offer, token."""
+    """What every lease call proves: credential, worker, session, offer, token, and
+    the lease version the worker last saw (SPEC §7)."""
 
     credential_id: str
     secret_digest: bytes = field(repr=False)  # never in a log line or traceback
@@ -358,6 +360,7 @@ class LeaseFence:
     generation: int
     offer_id: str
     token_digest: bytes = field(repr=False)
+    lease_version: int
 
 
 def _ack_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
@@ -366,8 +369,6 @@ def _ack_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
 
 
 def _heartbeat_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
-    # The wire request carries no lease version (SPEC §5), so the version fence
-    # is left off (the SQL default NULL); offer, token and session fences still hold.
     return "heartbeat", api.heartbeat_lease(**vars(fence))
 
 
@@ -386,7 +387,7 @@ async def _lease_call(request: web.Request, endpoint: Endpoint, build: LeaseCall
     cred, doc = admitted.credential, admitted.doc
     fence = LeaseFence(cred.credential_id, cred.secret_digest, admitted.worker_id,
                        doc["sessionId"], doc["generation"], doc["offerId"],
-                       lease_token_digest(doc["leaseToken"]))
+                       lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
     transition, call = build(fence, doc)
     try:
         result = await _act(state, endpoint, admitted, call)

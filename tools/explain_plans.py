@@ -63,6 +63,16 @@ def candidate_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     return CapturedPlan("First keyset page (limit 8 + 1)", inner)
 
 
+def ready_page_plans(conn: psycopg.Connection) -> CapturedPlan:
+    """The page a pull reads in the steady state (no scheduled run due, no offer
+    expired unstarted): ql_private.ready_candidate_page, the ready runs alone."""
+    plans = capture(conn, "SELECT count(*) FROM ql_private.ready_candidate_page("
+                          "NULL, NULL, NULL, 8, clock_timestamp(), pg_current_snapshot(),"
+                          " pg_current_xact_id_if_assigned())")
+    inner = [p for p in plans if "FROM ql_private.runs" in p]
+    return CapturedPlan("Steady-state page: ready runs only (limit 8 + 1)", inner)
+
+
 def next_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     row = conn.execute(
         "SELECT priority, queue_seq, id FROM ql_private.runs"
@@ -162,7 +172,11 @@ def render(runs: int, captured: list[CapturedPlan]) -> str:
         "`run_leases_unstarted_expiry`; the only sorts order at most limit + 1 rows per "
         "source — never the queue. The placement-class page (read after a first page "
         "without a passing candidate) is one `Index Scan using runs_class_keyset` per "
-        "matching class, equality on the class plus the same keyset row comparison.",
+        "matching class, equality on the class plus the same keyset row comparison. "
+        "While no scheduled run is due and no offer expired unstarted — the steady "
+        "state — a pull reads `ql_private.ready_candidate_page` instead: the first "
+        "source alone, one `runs_candidate_keyset` range scan, a plan that is cheap to "
+        "start as well as to run.",
         "",
     ]
     for plan in captured:
@@ -185,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         with psycopg.connect(dsn, autocommit=True) as conn:
             seed(conn, args.runs)
             captured = [candidate_page_plans(conn), next_page_plans(conn),
-                        class_page_plans(conn)]
+                        class_page_plans(conn), ready_page_plans(conn)]
     DOC.write_text(render(args.runs, captured), encoding="utf-8")
     print(f"wrote {DOC}")
     return 0

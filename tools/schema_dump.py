@@ -7,6 +7,7 @@ Regenerate with `python -m tools.schema_dump` after changing db/.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -27,7 +28,9 @@ def dump_schema(dsn: str) -> str:
         "-h", str(info["host"]), "-p", str(info.get("port", 5432)),
         "-U", str(info["user"]), str(info["dbname"]),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    # A password goes to pg_dump by environment, never on its command line.
+    env = os.environ | ({"PGPASSWORD": str(info["password"])} if info.get("password") else {})
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     return normalize(out)
 
 

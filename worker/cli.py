@@ -5,8 +5,9 @@ modules (R-LAY-1); configuration, TLS, the schemas and the run loop are
 imported when the command runs.
 
 Exit codes: 0 drained or done, 1 run-time failure (journal locked/unsafe/
-corrupt, lock compromised), 2 configuration or usage error. Every diagnostic is
-one JSON line on stderr.
+corrupt, lock compromised), 2 configuration or usage error, or an executor the
+isolation rules refuse (SPEC §11, worker/run_as.py: ``isolation_refused``).
+Every diagnostic is one JSON line on stderr.
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from qinglong.worker.eventlog import EventLog
+
+if TYPE_CHECKING:
+    from qinglong.worker.config import WorkerConfig
 
 __all__ = ["add_run_arguments", "run_command"]
 
@@ -36,6 +42,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--execute",
         action="store_true",
         help="run accepted offers and drive their leases (SPEC §7; config: execute)",
+    )
+    parser.add_argument(
+        "--run-as",
+        metavar="USER",
+        help="run commands as USER, by name or uid (SPEC §11; needs root or "
+        "CAP_SETUID+CAP_SETGID; `root` accepts running tasks as root)",
     )
     parser.add_argument(
         "--once", action="store_true", help="exit after the first claim settles (idle/accepted/…)"
@@ -98,7 +110,47 @@ def run_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(events, "config_error", "invalid_fault_plan", str(exc))
 
+    if args.run_as is not None and not config.execute:
+        return _fail(events, "usage_error", "missing_argument", "--run-as needs --execute")
+    if config.execute:
+        from qinglong.worker.run_as import RunAsError
+
+        try:
+            config = _with_sandbox(config, args, events)
+        except RunAsError as exc:
+            return _fail(events, "isolation_refused", exc.reason, exc.detail)
+
     from qinglong.worker.runner import RunOptions, run_worker
 
     options = RunOptions(once=args.once, max_offers=max_offers, exit_when_idle=args.exit_when_idle)
     return int(run_worker(config, options, events=events, faults=faults))
+
+
+def _with_sandbox(config: WorkerConfig, args: argparse.Namespace, events: EventLog) -> WorkerConfig:
+    """SPEC §11: decide whom commands run as, check the worker's secrets are out
+    of that user's reach, prepare the runs directory (raises RunAsError)."""
+    from qinglong.worker.run_as import (
+        Sandbox,
+        check_unreadable,
+        decide,
+        effective_capabilities,
+        prepare_runs_dir,
+    )
+
+    euid = os.geteuid()
+    run_as = decide(args.run_as, euid=euid, capabilities=effective_capabilities())
+    if run_as is not None:
+        source = args.config if args.config is not None else args.dev_env
+        check_unreadable(run_as, [
+            ("journal", config.journal), ("work directory", config.work_dir),
+            ("credential file", config.credential_file), ("key file", config.key_file),
+            ("configuration", os.path.abspath(source)),
+        ])  # fmt: skip
+    elif args.run_as is None:
+        events.warning("worker.unisolated", detail="commands run as the worker's own user and "
+                       "can read its credentials: use --run-as USER")  # fmt: skip
+    else:
+        events.warning("worker.run_as_root", detail="--run-as root: tasks run as root")
+    prepare_runs_dir(config.runs_dir, shared=run_as is not None)
+    sandbox = Sandbox(config.runs_dir, run_as)
+    return replace(config, executor=replace(config.executor, sandbox=sandbox))

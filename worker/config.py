@@ -20,14 +20,18 @@ resolved against the file's directory::
       "execute": false,                                  # optional: run offers (SPEC §7)
       "executor": {"shutdownGraceS": 30,                 # optional, 0..3600
                    "killGraceS": 5,                      # SIGTERM -> SIGKILL, 0..300
-                   "outputLimitBytes": 1048576,          # per offer, 0..64 MiB
-                   "workDir": "/var/lib/qinglong/work"}  # default <journal>.work
+                   "outputLimitBytes": 67108864,         # on disk per offer, 0..1 GiB
+                   "workDir": "/var/lib/qinglong/work",  # default <journal>.work
+                   "runsDir": "/var/lib/qinglong/runs"}  # default <journal>.runs
     }
 
 ``execute: true`` (or ``--execute``) turns on the executor (worker/lifecycle.py):
 accepted offers are run, at most ``capabilities.slots`` at a time. Its work
 directory (per-offer output logs and scratch directories) lives beside the
 journal root, never inside it, so the journal keeps its SPEC §6.4 layout.
+Commands themselves run in ``runsDir/<offerId>`` (SPEC §11, worker/run_as.py):
+owned by the run-as user, removed after the run; the runs directory is the
+worker's, mode 1733 (the run-as user may create its directory, not list).
 
 ``--dev-env FILE --journal DIR`` takes ``ingressUrl``, ``caFile`` and
 ``worker.{workerId, certFile, keyFile, credentialFile}`` from the file written by
@@ -48,6 +52,7 @@ from typing import Any
 
 from qinglong.worker.journal import DEFAULT_CAPACITY, HARD_CAPACITY
 from qinglong.worker.owner_lock import STALE_DEFAULT_MS, STALE_MAX_MS, STALE_MIN_MS
+from qinglong.worker.run_as import Sandbox
 
 CONFIG_LIMIT = 64 * 1024
 CAPABILITIES_SCHEMA = "qinglong/worker-capabilities@v1"
@@ -57,8 +62,11 @@ _KEYS = frozenset({
     "capabilities", "cadence", "lockStaleMs", "inboxCapacity", "requestTimeoutS",
     "execute", "executor",
 })  # fmt: skip
-_EXECUTOR_KEYS = frozenset({"shutdownGraceS", "killGraceS", "outputLimitBytes", "workDir"})
-OUTPUT_LIMIT_MAX = 64 * 1024 * 1024
+_EXECUTOR_KEYS = frozenset(
+    {"shutdownGraceS", "killGraceS", "outputLimitBytes", "workDir", "runsDir"}
+)
+OUTPUT_LIMIT_DEFAULT = 64 * 1024 * 1024  # SPEC §11: output capped, 64 MiB on disk
+OUTPUT_LIMIT_MAX = 1024 * 1024 * 1024
 _REQUIRED = ("ingressUrl", "workerId", "certFile", "keyFile", "caFile", "credentialFile")
 
 __all__ = [
@@ -105,8 +113,11 @@ class Cadence:
 class ExecutorSettings:
     shutdown_grace_s: float = 30.0  # SIGTERM: how long running commands may finish
     kill_grace_s: float = 5.0  # SIGTERM -> SIGKILL of a command's process group
-    output_limit_bytes: int = 1024 * 1024  # head of stdout+stderr kept per offer
+    output_limit_bytes: int = OUTPUT_LIMIT_DEFAULT  # head of stdout+stderr kept per offer
     work_dir: str | None = None  # None: "<journal>.work"
+    runs_dir: str | None = None  # None: "<journal>.runs"
+    # Decided at start by the CLI (worker/run_as.py), never read from a file.
+    sandbox: Sandbox | None = None
 
     def __post_init__(self) -> None:
         _number_in("executor.shutdownGraceS", self.shutdown_grace_s, 0, 3600)
@@ -134,6 +145,10 @@ class WorkerConfig:
     @property
     def work_dir(self) -> str:
         return self.executor.work_dir or os.path.normpath(self.journal) + ".work"
+
+    @property
+    def runs_dir(self) -> str:
+        return self.executor.runs_dir or os.path.normpath(self.journal) + ".runs"
 
     def validated(self) -> WorkerConfig:
         """Check every field (imports the transport's origin parser and the schemas)."""
@@ -241,11 +256,13 @@ def _executor(base: str, doc: object) -> ExecutorSettings:
         raise ConfigError("invalid_value", f"executor takes only {known}")
     defaults = ExecutorSettings()
     work_dir = doc.get("workDir")
+    runs_dir = doc.get("runsDir")
     return ExecutorSettings(
         shutdown_grace_s=doc.get("shutdownGraceS", defaults.shutdown_grace_s),
         kill_grace_s=doc.get("killGraceS", defaults.kill_grace_s),
         output_limit_bytes=doc.get("outputLimitBytes", defaults.output_limit_bytes),
         work_dir=None if work_dir is None else _path(base, work_dir, "executor.workDir"),
+        runs_dir=None if runs_dir is None else _path(base, runs_dir, "executor.runsDir"),
     )
 
 
@@ -318,4 +335,13 @@ def describe(config: WorkerConfig) -> dict[str, Any]:
         "executors": config.capabilities.get("executors"),
         "execute": config.execute,
         "workDir": config.work_dir if config.execute else None,
+        "runsDir": config.runs_dir if config.execute else None,
+        "runAs": _run_as_name(config),
     }
+
+
+def _run_as_name(config: WorkerConfig) -> str | None:
+    sandbox = config.executor.sandbox
+    if not config.execute or sandbox is None:
+        return None
+    return sandbox.run_as.name if sandbox.run_as is not None else "(the worker's own user)"

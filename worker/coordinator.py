@@ -72,7 +72,8 @@ PullFn = Callable[[Mapping[str, Any]], PullResponse]
 # stdlib ``logging`` (imported only then: an idle worker never loads it).
 LogSink = Callable[[int, str], None]
 # Called with a named point of a claim (``before_send``, ``after_pull_response``,
-# ``after_inbox_write``); the runner uses it for drain checks and fault injection.
+# ``after_inbox_write``, ``after_clear_pending``); the runner uses it for drain
+# checks and fault injection (worker/faults.py).
 Checkpoint = Callable[[str], None]
 
 
@@ -252,6 +253,7 @@ class ClaimCoordinator:
         self._at("after_inbox_write")
         # Inbox first, then clear: a crash in between replays the same offer.
         self._journal.clear_pending()
+        self._at("after_clear_pending")
         return StepResult(ClaimOutcome.ACCEPTED, claim.offer_id, None)
 
     # -- retries -----------------------------------------------------------

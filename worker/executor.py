@@ -4,18 +4,25 @@ Nothing here talks to the network; :mod:`worker.lifecycle` drives the lease.
 
 Decisions:
 
-* **No shell.** ``argv`` is executed as is (``subprocess.Popen(argv)``); a ``;``
+* **No shell.** ``argv`` is executed as is (``execvpe(argv[0], argv, env)``); a ``;``
   or ``$(…)`` in an argument is literal text.
-* **Environment.** Exactly the spec's ``env``; nothing of the worker's own
-  environment (credentials, proxies, tokens) is inherited. When the spec sets no
-  ``PATH``, a fixed minimal one (:data:`DEFAULT_PATH`) is added so that plain
-  command names (``sh``, ``python3``) resolve; it is the only addition.
-* **Working directory.** The spec's ``cwd`` (a relative one is taken relative to
-  the offer's scratch directory), else the offer's own empty scratch directory
-  ``WORK/<offerId>/scratch``.
-* **Isolation.** ``start_new_session=True``: the command leads its own session
-  and process group, so every signal goes to the whole group (grandchildren
-  included) and a terminal's ^C never reaches it. stdin is ``/dev/null``.
+* **Isolation** (SPEC §11, :mod:`worker.process_tree`, :mod:`worker.run_as`).
+  Every command runs under its own supervisor process, as the sandbox's run-as
+  user when there is one, in a fresh directory ``RUNS/<offerId>`` (0700, owned
+  by that user, removed after the run). Whatever it starts — ``setsid()``,
+  double forks — is killed when the run ends, times out or is cancelled.
+  Without a sandbox (the executor's old call form) the directory is
+  ``WORK/<offerId>/scratch`` and the worker's own identity is kept, which a
+  worker running as root refuses (``run_as_required``): a task never runs as
+  root unless ``--run-as root`` said so.
+* **Environment.** Exactly the spec's ``env`` plus, when it does not set them,
+  ``PATH`` (:data:`DEFAULT_PATH`), ``HOME`` (the run's directory) and ``LANG``
+  (:data:`DEFAULT_LANG`); nothing of the worker's own environment (credentials,
+  proxies, tokens) is inherited.
+* **Working directory.** ``cwd`` must be relative and stay inside the run's
+  directory (no absolute path, no ``..`` above it); its components are created
+  there without following symlinks. Anything else: ``start_failed`` reason
+  ``cwd_outside_work_dir``. stdin is ``/dev/null``.
 * **Output.** stdout and stderr share one pipe; a pump thread copies the first
   ``output_limit`` bytes to ``WORK/<offerId>/output.log`` (0600) and then drains
   and drops the rest, so a chatty command neither blocks nor fills the disk.
@@ -23,21 +30,16 @@ Decisions:
   counts every byte (:class:`OutputTail`): that tail, the exit code and the
   duration are the run's result (SPEC §9.3, :meth:`Process.result`), so memory
   stays bounded however much the command prints.
-* **Group lifetime.** When the leader exits, whatever is left of its group is
-  killed: a run's processes never outlive the run. The leader is detected with
-  ``waitid(WNOWAIT)`` *before* it is reaped, so the group id cannot have been
-  reused when we signal it.
-* **Stopping.** :meth:`Process.terminate` sends SIGTERM to the group and SIGKILL
-  once ``kill_grace_s`` passed (checked by :meth:`Process.poll`).
+* **Stopping.** :meth:`Process.terminate` SIGTERMs every process of the run and
+  SIGKILLs them once ``kill_grace_s`` passed (checked by :meth:`Process.poll`);
+  when the leader exits, the rest of its tree is SIGKILLed at once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -45,7 +47,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import IO, Any
 
+from qinglong.worker.process_tree import (
+    KILL_TREE,
+    Launch,
+    SpawnFailed,
+    Supervised,
+    is_supervisor,
+    start,
+)
+from qinglong.worker.run_as import Sandbox
+
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+DEFAULT_LANG = "C.UTF-8"
 OUTPUT_NAME = "output.log"
 SCRATCH_NAME = "scratch"
 _PUMP_CHUNK = 64 * 1024
@@ -62,6 +75,7 @@ __all__ = [
     "ExitStatus",
     "OutputTail",
     "Process",
+    "Sandbox",
     "SpawnFailed",
     "StopReason",
     "kill_orphan_group",
@@ -69,14 +83,6 @@ __all__ = [
     "process_start_ticks",
     "spawn",
 ]
-
-
-class SpawnFailed(Exception):
-    """The command could not be started; ``reason`` is a low-cardinality code."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class StopReason(StrEnum):
@@ -105,10 +111,23 @@ class CommandSpec:
             timeout_s=int(spec["timeoutS"]),
         )
 
-    def child_env(self) -> dict[str, str]:
+    def child_env(self, home: str) -> dict[str, str]:
         env = dict(self.env)
         env.setdefault("PATH", DEFAULT_PATH)
+        env.setdefault("HOME", home)
+        env.setdefault("LANG", DEFAULT_LANG)
         return env
+
+    def cwd_parts(self) -> tuple[str, ...]:
+        """``cwd`` as components inside the run directory, or SpawnFailed."""
+        if not self.cwd:
+            return ()
+        if os.path.isabs(self.cwd) or "\0" in self.cwd:
+            raise SpawnFailed("cwd_outside_work_dir")
+        parts = tuple(p for p in os.path.normpath(self.cwd).split("/") if p not in ("", "."))
+        if ".." in parts:
+            raise SpawnFailed("cwd_outside_work_dir")
+        return parts
 
 
 @dataclass(frozen=True)
@@ -121,55 +140,47 @@ class ExitStatus:
         return -self.returncode if self.returncode < 0 else None
 
 
-_SPAWN_REASONS = {
-    errno.ENOENT: "executable_not_found",
-    errno.EACCES: "permission_denied",
-    errno.EPERM: "permission_denied",
-    errno.ENOEXEC: "exec_format_error",
-    errno.ENOTDIR: "executable_not_found",
-    errno.E2BIG: "argument_list_too_long",
-    errno.ENOMEM: "out_of_memory",
-    errno.EAGAIN: "process_limit",
-}
+def spawn(
+    spec: CommandSpec, work_dir: str, *, output_limit: int, sandbox: Sandbox | None = None
+) -> Process:
+    """Start ``spec`` under its own supervisor; raise :class:`SpawnFailed` if it cannot.
 
-
-def _resolve_cwd(spec: CommandSpec, scratch: str) -> str:
-    if spec.cwd is None:
-        return scratch
-    return os.path.normpath(os.path.join(scratch, spec.cwd))
-
-
-def spawn(spec: CommandSpec, work_dir: str, *, output_limit: int) -> Process:
-    """Start ``spec`` in its own process group; raise :class:`SpawnFailed` if it cannot."""
-    scratch = os.path.join(work_dir, SCRATCH_NAME)
+    ``work_dir`` (``WORK/<offerId>``, the worker's own) receives ``output.log``."""
+    launch = _launch(spec, work_dir, sandbox)
     try:
-        os.makedirs(scratch, mode=0o700, exist_ok=True)
         log = _open_log(os.path.join(work_dir, OUTPUT_NAME))
     except OSError:
         raise SpawnFailed("work_dir_unusable") from None
-    cwd = _resolve_cwd(spec, scratch)
-    if not os.path.isdir(cwd):
-        log.close()
-        raise SpawnFailed("cwd_not_found")
     try:
-        # argv as a list and no shell: `;`, `$(…)` or globs in an argument are literal.
-        popen = subprocess.Popen(
-            list(spec.argv),
-            env=spec.child_env(),
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
-    except OSError as exc:
+        handle = start(launch)
+    except SpawnFailed:
         log.close()
-        raise SpawnFailed(_SPAWN_REASONS.get(exc.errno or 0, "spawn_failed")) from None
-    except (ValueError, TypeError):
-        log.close()
-        raise SpawnFailed("invalid_argv") from None
-    return Process(popen, log, output_limit, deadline=time.monotonic() + spec.timeout_s)
+        raise
+    return Process(handle, log, output_limit, deadline=time.monotonic() + spec.timeout_s)
+
+
+def _launch(spec: CommandSpec, work_dir: str, sandbox: Sandbox | None) -> Launch:
+    """Everything the supervisor needs, validated here (SpawnFailed otherwise)."""
+    if sandbox is None:
+        if os.geteuid() == 0:
+            raise SpawnFailed("run_as_required")
+        sandbox, run_name = Sandbox(work_dir), SCRATCH_NAME
+    else:
+        run_name = os.path.basename(os.path.normpath(work_dir))
+    run_as = sandbox.run_as
+    launch = Launch(
+        argv=spec.argv,
+        env=spec.child_env(os.path.join(sandbox.runs_dir, run_name)),
+        runs_dir=sandbox.runs_dir,
+        run_name=run_name,
+        cwd_parts=spec.cwd_parts(),
+        uid=None if run_as is None else run_as.uid,
+        gid=None if run_as is None else run_as.gid,
+    )
+    texts = (*launch.argv, *launch.env, *launch.env.values())
+    if not launch.argv or any("\0" in text for text in texts):
+        raise SpawnFailed("invalid_argv")
+    return launch
 
 
 def _open_log(path: str) -> IO[bytes]:
@@ -287,9 +298,9 @@ class _Head:
 
 @dataclass
 class Process:
-    """A running command: its group, its deadline, its output pump."""
+    """A running command: its supervisor, its deadline, its output pump."""
 
-    popen: subprocess.Popen[bytes]
+    handle: Supervised
     log: IO[bytes]
     output_limit: int
     deadline: float  # time.monotonic() of the spec's timeoutS
@@ -304,9 +315,8 @@ class Process:
     _pump: threading.Thread | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        assert self.popen.stdout is not None
         self._pump = threading.Thread(
-            target=_pump, args=(self.popen.stdout, self.log, self.output_limit, self.tail),
+            target=_pump, args=(self.handle.stdout, self.log, self.output_limit, self.tail),
             name=f"output-{self.pid}", daemon=True,
         )  # fmt: skip
         self._pump.start()
@@ -317,38 +327,33 @@ class Process:
 
     @property
     def pid(self) -> int:
-        return self.popen.pid
+        return self.handle.pid
 
     def timed_out(self, now: float | None = None) -> bool:
         return (time.monotonic() if now is None else now) >= self.deadline
 
     def terminate(self, reason: StopReason, kill_grace_s: float) -> None:
-        """SIGTERM the group now, SIGKILL after ``kill_grace_s`` (first reason wins)."""
+        """SIGTERM the run's processes now, SIGKILL after ``kill_grace_s`` (first reason wins)."""
         if self.status is not None or self.stopped_by is not None:
             return
         self.stopped_by = reason
         self.kill_at = time.monotonic() + kill_grace_s
-        self._signal_group(signal.SIGTERM)
+        self.handle.send(signal.SIGTERM)
 
     def kill(self) -> None:
-        self._signal_group(signal.SIGKILL)
+        self.handle.send(KILL_TREE)
 
     def poll(self) -> ExitStatus | None:
-        """Non-blocking: escalate a due SIGKILL, reap the leader, sweep its group."""
+        """Non-blocking: escalate a due SIGKILL, reap the supervisor (it exits
+        only once its leader exited and the rest of the tree is dead)."""
         if self.status is not None:
             return self.status
         if self.kill_at is not None and time.monotonic() >= self.kill_at:
             self.kill_at = None
-            self._signal_group(signal.SIGKILL)
-        try:
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            info = None if self.popen.poll() is None else True  # reaped elsewhere
-        if info is None:
+            self.kill()
+        returncode = self.handle.poll()
+        if returncode is None:
             return None
-        # The leader is a zombie, so its group id is still pinned: no reuse race.
-        self._signal_group(signal.SIGKILL)
-        returncode = self.popen.wait()
         self.ended_at = time.monotonic()
         self._close_pidfd()
         self.status = ExitStatus(returncode, self.stopped_by)
@@ -381,10 +386,6 @@ class Process:
         if self._pump is not None:
             self._pump.join(timeout)
 
-    def _signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signum)
-
     def _close_pidfd(self) -> None:
         fd, self.pidfd = self.pidfd, None
         if fd is not None:
@@ -392,11 +393,12 @@ class Process:
                 os.close(fd)
 
     def close(self) -> None:
-        """Last resort (worker failing closed): kill the group, reap, release fds."""
+        """Last resort (worker failing closed): kill the tree, reap, release fds."""
         if self.status is None:
             self.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=5)
+            if self.handle.wait(5) is None:  # a supervisor that hangs: it goes
+                self.handle.send(signal.SIGKILL)
+                self.handle.wait(5)
         self._close_pidfd()
 
 
@@ -416,16 +418,21 @@ def process_start_ticks(pid: int) -> int | None:
 
 
 def kill_orphan_group(pid: int, start_ticks: int | None) -> bool:
-    """SIGKILL the group a dead predecessor left running, if it is provably the same.
+    """Kill what a dead predecessor left running, if it is provably the same process.
 
     After a worker restart its commands are no longer our children: we cannot
-    reap them or learn their exit code. A group leader still alive with the same
-    start time is that command (a recycled pid has another start time); its
-    group is killed so it cannot race the retry the server is about to schedule.
+    reap them or learn their exit code. A process still alive with the same
+    start time is that run (a recycled pid has another start time). A
+    supervisor is told to kill its whole tree (it normally did so already when
+    the worker died); anything else has its process group SIGKILLed, so it
+    cannot race the retry the server is about to schedule.
     """
     if start_ticks is None or process_start_ticks(pid) != start_ticks:
         return False
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+        if is_supervisor(pid):
+            os.kill(pid, KILL_TREE)
+        else:
+            os.killpg(pid, signal.SIGKILL)
         return True
     return False

@@ -9,9 +9,22 @@ Inactive unless the environment asks for it:
   ``point`` until a drain is requested or the pause ends, so a test can send
   SIGTERM at a known place (e.g. mid-claim, intent durable, nothing sent).
 
-Points: ``before_send`` (intent on disk, request not sent),
-``after_pull_response`` (HTTP response received, nothing written yet),
-``after_inbox_write`` (offer in the inbox, pending claim not cleared).
+* ``QL_WORKER_TRACE_IDLE=1`` — log every ``idle`` answer with its offer id (normally
+  only the transition into idle is logged), so the chaos checker sees each one.
+
+Points of the coordinator (worker/coordinator.py): ``before_send`` (intent on
+disk, request not sent), ``after_pull_response`` (HTTP response received,
+nothing written yet), ``after_inbox_write`` (offer in the inbox, pending claim
+not cleared), ``after_clear_pending`` (intent cleared, outcome not yet logged).
+
+Points of the journal's file protocol (worker/journal.py through worker/fsio.py,
+met by the :class:`~qinglong.worker.fsio.FileSystem` that :meth:`FaultPlan.journal_fs`
+returns; each fires *before* its system call): ``intent_replace`` (a new
+version of the intent written and fsynced, not yet renamed over the old one),
+``inbox_link`` (an offer's temp file fsynced, not yet linked into the inbox),
+``pending_unlink`` (the intent about to be removed: after an inbox write, an
+idle answer or a move aside), ``aside_replace`` (an abandoned intent's copy
+under failed-claims/ fsynced, not yet renamed; the intent still in place).
 """
 
 from __future__ import annotations
@@ -22,18 +35,45 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from qinglong.worker.fsio import FileSystem, Step, StepHook
+
 CRASH_ENV = "QL_WORKER_CRASH_AT"
 PAUSE_ENV = "QL_WORKER_PAUSE_AT"
 PAUSE_S_ENV = "QL_WORKER_PAUSE_S"
+TRACE_IDLE_ENV = "QL_WORKER_TRACE_IDLE"
+PENDING_FILE = "pending-claim.json"  # worker/journal.py PENDING_NAME
 DEFAULT_PAUSE_S = 30.0
 
-__all__ = ["CRASH_ENV", "PAUSE_ENV", "FaultPlan", "FaultPoint"]
+__all__ = ["CRASH_ENV", "JOURNAL_POINTS", "PAUSE_ENV", "TRACE_IDLE_ENV", "FaultPlan",
+           "FaultPoint"]
 
 
 class FaultPoint(StrEnum):
     BEFORE_SEND = "before_send"
     AFTER_PULL_RESPONSE = "after_pull_response"
     AFTER_INBOX_WRITE = "after_inbox_write"
+    AFTER_CLEAR_PENDING = "after_clear_pending"
+    INTENT_REPLACE = "intent_replace"
+    INBOX_LINK = "inbox_link"
+    PENDING_UNLINK = "pending_unlink"
+    ASIDE_REPLACE = "aside_replace"
+
+
+JOURNAL_POINTS = frozenset({FaultPoint.INTENT_REPLACE, FaultPoint.INBOX_LINK,
+                            FaultPoint.PENDING_UNLINK, FaultPoint.ASIDE_REPLACE})  # fmt: skip
+
+
+def journal_point(step: str, path: str) -> FaultPoint | None:
+    """The journal point a file-system step of the claim protocol is, if any."""
+    name, parent = os.path.basename(path), os.path.basename(os.path.dirname(path))
+    if name == PENDING_FILE:
+        return {Step.REPLACE_FINAL: FaultPoint.INTENT_REPLACE,
+                Step.UNLINK_FINAL: FaultPoint.PENDING_UNLINK}.get(Step(step))  # fmt: skip
+    if step == Step.LINK_FINAL and parent == "inbox":
+        return FaultPoint.INBOX_LINK
+    if step == Step.REPLACE_FINAL and parent == "failed-claims":
+        return FaultPoint.ASIDE_REPLACE
+    return None
 
 
 def _points(value: str | None, env: str) -> frozenset[FaultPoint]:
@@ -51,6 +91,7 @@ class FaultPlan:
     crash_at: frozenset[FaultPoint] = frozenset()
     pause_at: frozenset[FaultPoint] = frozenset()
     pause_s: float = DEFAULT_PAUSE_S
+    trace_idle: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> FaultPlan:
@@ -61,6 +102,7 @@ class FaultPlan:
             crash_at=_points(environ.get(CRASH_ENV), CRASH_ENV),
             pause_at=_points(environ.get(PAUSE_ENV), PAUSE_ENV),
             pause_s=pause_s,
+            trace_idle=environ.get(TRACE_IDLE_ENV) == "1",
         )
 
     @property
@@ -83,3 +125,21 @@ class FaultPlan:
         if point in self.crash_at:
             announce("crash", point)
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def journal_fs(
+        self,
+        *,
+        announce: Callable[[str, str], None],
+        pause: Callable[[float], None],
+    ) -> FileSystem | None:
+        """A file system that applies the plan at the journal points; None if none asked."""
+        if not (self.crash_at | self.pause_at) & JOURNAL_POINTS:
+            return None
+
+        def hook(step: Step, path: str) -> None:
+            point = journal_point(step, path)
+            if point is not None:
+                self.hit(point, announce=announce, pause=pause)
+
+        step_hook: StepHook = hook
+        return FileSystem(step_hook)

@@ -14,7 +14,12 @@ lifecycle acts on:
 
 The fence of every call is the lease itself (its session, generation, offer id
 and token as recorded in the inbox entry), never the runner's current session:
-a lease stays bound to the session it was claimed on (docs/LIFECYCLE.md).
+a lease stays bound to the session it was claimed on (docs/LIFECYCLE.md). Every
+call also carries ``leaseVersion``, the version of the last lease the worker
+received (SPEC §7): the caller passes it, and repeats a call whose answer was
+lost with the same version (the server then answers the current lease and
+changes nothing). 409 ``stale_lease_version`` is a :class:`LeaseConflict` like
+any other.
 """
 
 from __future__ import annotations
@@ -107,7 +112,7 @@ class LeaseRef:
             lease_token=lease["leaseToken"],
         )
 
-    def body(self, kind: str, **extra: Any) -> dict[str, Any]:
+    def body(self, kind: str, version: int, **extra: Any) -> dict[str, Any]:
         doc = {
             "schema": f"qinglong/lease-{kind}-request@v1",
             "workerId": self.worker_id,
@@ -115,6 +120,7 @@ class LeaseRef:
             "generation": self.generation,
             "offerId": self.offer_id,
             "leaseToken": self.lease_token,
+            "leaseVersion": version,
         }
         doc.update({k: v for k, v in extra.items() if v is not None})
         return doc
@@ -143,23 +149,29 @@ class LeaseClient:
     def __init__(self, post: PostFn) -> None:
         self._post = post
 
-    def ack(self, ref: LeaseRef, phase: AckPhase, reason: str | None = None) -> LeaseAnswer:
-        return self._call(ACK_PATH, ref, ref.body("ack", phase=phase.value, reason=reason))
+    def ack(
+        self, ref: LeaseRef, version: int, phase: AckPhase, reason: str | None = None
+    ) -> LeaseAnswer:
+        body = ref.body("ack", version, phase=phase.value, reason=reason)
+        return self._call(ACK_PATH, ref, body)
 
-    def heartbeat(self, ref: LeaseRef) -> LeaseAnswer:
-        return self._call(HEARTBEAT_PATH, ref, ref.body("heartbeat"))
+    def heartbeat(self, ref: LeaseRef, version: int) -> LeaseAnswer:
+        return self._call(HEARTBEAT_PATH, ref, ref.body("heartbeat", version))
 
     def complete(
         self,
         ref: LeaseRef,
+        version: int,
         outcome: Outcome,
         exit_code: int | None = None,
         reason: str | None = None,
         result: Mapping[str, Any] | None = None,
     ) -> LeaseAnswer:
-        """``result``: SPEC §9.3 ``{exitCode?, durationMs, outputTail, outputBytes}``
-        (the transport allows a complete request up to 16 KiB)."""
-        body = ref.body("complete", outcome=outcome.value, exitCode=exit_code, reason=reason,
+        """``version``: the lease version last seen (every call). ``result``: SPEC §9.3
+        ``{exitCode?, durationMs, outputTail, outputBytes}`` (the transport allows
+        a complete request up to 16 KiB)."""
+        body = ref.body("complete", version, outcome=outcome.value, exitCode=exit_code,
+                        reason=reason,
                         result=None if result is None else dict(result))  # fmt: skip
         return self._call(COMPLETE_PATH, ref, body)
 

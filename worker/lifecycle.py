@@ -20,6 +20,22 @@ Per offer (a :class:`Job`), oldest accepted first, at most ``slots`` started::
 
 Decisions:
 
+* Lease versions (SPEC §7): every call carries the lease version of the inbox
+  entry, i.e. of the last answer received, and every answer (heartbeats
+  included) is journaled before anything else, so the entry's version only
+  grows and a restart sends the version the server last gave us. A call whose
+  answer was lost (transient failure) is repeated, with the same version,
+  before any other call of that offer: the server answers it ``idempotent``
+  with the current lease (a repeated heartbeat never extends twice), and only
+  then may the next change follow at the new version. Without that, a command
+  that exits while a heartbeat answer is outstanding would complete at a
+  version the server already moved past (409 ``stale_lease_version``). After a
+  restart the call that may have been in flight is taken from the entry's
+  state (``starting`` with a spawned pid: the running ACK; ``running``: a
+  heartbeat) and repeated first the same way; if it never reached the server
+  it is simply applied (a harmless extension / the running ACK of a command
+  that is then reported ``worker_restarted``).
+
 * The journal records every state *before* the action it enables (``starting``
   before the spawn, ``exited`` + completion before the complete call), so a
   restart never runs a command twice and replays exactly the completion it had
@@ -157,6 +173,14 @@ class Job:
     process: Process | None = None
     start_failure: str | None = None
     completion: Completion | None = None
+    # The call whose answer was lost (transient failure): repeated, at the same
+    # lease version, before any other call of this offer.
+    unanswered: JobPhase | None = None
+
+    @property
+    def version(self) -> int:
+        """The lease version last received (journaled): sent with every call."""
+        return self.entry.lease_version
 
     @property
     def offer_id(self) -> str:
@@ -273,6 +297,11 @@ class Lifecycle:
         else:
             self._adopt_orphan(job, execution)
             job.completion = RESTARTED
+            # The call the predecessor may have sent without journaling its answer.
+            if state is EntryState.RUNNING:
+                job.unanswered = JobPhase.RUNNING
+            elif state is EntryState.STARTING and isinstance(execution.get("pid"), int):
+                job.unanswered = JobPhase.RUNNING_ACK
             self._record(job, EntryState.EXITED, None)
         job.phase = JobPhase.COMPLETE
         self._events.warning("exec.recovered", state=state.value,
@@ -339,6 +368,9 @@ class Lifecycle:
             return
         if job.phase is JobPhase.START and not self._may_start():
             return
+        if job.unanswered is not None and job.unanswered is not job.phase:
+            self._call_replay(job)
+            return
         self._CALLS[job.phase](self, job)
 
     def _supervise(self, job: Job) -> None:
@@ -374,7 +406,9 @@ class Lifecycle:
     # -- lease calls ----------------------------------------------------------
 
     def _call_start(self, job: Job) -> None:
-        answer = self._lease_call(job, lambda: self._leases.ack(job.ref, AckPhase.STARTING))
+        answer = self._lease_call(
+            job, JobPhase.START, lambda: self._leases.ack(job.ref, job.version, AckPhase.STARTING)
+        )
         if answer is None:
             return
         # Durable before the spawn: a restart must know this lease was started.
@@ -382,7 +416,9 @@ class Lifecycle:
         spec = CommandSpec.from_revision(job.entry.offer["executionRevision"]["spec"])
         try:
             limit = self._settings.output_limit_bytes
-            process = spawn(spec, self._offer_dir(job), output_limit=limit)
+            process = spawn(
+                spec, self._offer_dir(job), output_limit=limit, sandbox=self._settings.sandbox
+            )
         except SpawnFailed as exc:
             self._events.warning("exec.start_failed", reason=exc.reason, **job.fields())
             job.phase, job.start_failure = JobPhase.START_FAILED, exc.reason
@@ -402,13 +438,19 @@ class Lifecycle:
     def _call_start_failed(self, job: Job) -> None:
         reason = job.start_failure
         answer = self._lease_call(
-            job, lambda: self._leases.ack(job.ref, AckPhase.START_FAILED, reason)
+            job,
+            JobPhase.START_FAILED,
+            lambda: self._leases.ack(job.ref, job.version, AckPhase.START_FAILED, reason),
         )
         if answer is not None:
             self._finish(job, {"outcome": "start_failed", "reason": reason})
 
     def _call_running(self, job: Job) -> None:
-        answer = self._lease_call(job, lambda: self._leases.ack(job.ref, AckPhase.RUNNING))
+        answer = self._lease_call(
+            job,
+            JobPhase.RUNNING_ACK,
+            lambda: self._leases.ack(job.ref, job.version, AckPhase.RUNNING),
+        )
         if answer is None:
             return
         self._record(job, EntryState.RUNNING, answer)
@@ -417,9 +459,12 @@ class Lifecycle:
         self._supervise(job)  # it may have exited meanwhile
 
     def _call_heartbeat(self, job: Job) -> None:
-        answer = self._lease_call(job, lambda: self._leases.heartbeat(job.ref))
+        answer = self._lease_call(
+            job, JobPhase.RUNNING, lambda: self._leases.heartbeat(job.ref, job.version)
+        )
         if answer is None:
             return
+        self._record(job, EntryState.RUNNING, answer)
         self._schedule_heartbeat(job)
         process = job.process
         if answer.cancel_requested and process is not None and process.stopped_by is None:
@@ -431,10 +476,31 @@ class Lifecycle:
         assert c is not None
         answer = self._lease_call(
             job,
-            lambda: self._leases.complete(job.ref, c.outcome, c.exit_code, c.reason, c.result),
+            JobPhase.COMPLETE,
+            lambda: self._leases.complete(
+                job.ref, job.version, c.outcome, c.exit_code, c.reason, c.result
+            ),
         )
         if answer is not None:
             self._finish(job, c.to_doc())
+
+    def _call_replay(self, job: Job) -> None:
+        """Repeat the call whose answer was lost (same version) before the job's
+        next one; journal the lease it answers, keep the entry's state."""
+        phase = job.unanswered
+        assert phase in (JobPhase.RUNNING, JobPhase.RUNNING_ACK), phase
+        if phase is JobPhase.RUNNING:
+            answer = self._lease_call(
+                job, phase, lambda: self._leases.heartbeat(job.ref, job.version)
+            )
+        else:
+            answer = self._lease_call(
+                job, phase, lambda: self._leases.ack(job.ref, job.version, AckPhase.RUNNING)
+            )
+        if answer is None:
+            return
+        self._record(job, EntryState(job.entry.state), answer)
+        job.due_ms = self._clock()  # the job's own call is due now
 
     _CALLS: ClassVar[Mapping[JobPhase, Callable[[Lifecycle, Job], None]]] = {
         JobPhase.START: _call_start,
@@ -444,17 +510,23 @@ class Lifecycle:
         JobPhase.COMPLETE: _call_complete,
     }
 
-    def _lease_call(self, job: Job, call: Callable[[], LeaseAnswer]) -> LeaseAnswer | None:
-        """One call; None when it did not succeed (the job is rescheduled or gone)."""
+    def _lease_call(
+        self, job: Job, kind: JobPhase, call: Callable[[], LeaseAnswer]
+    ) -> LeaseAnswer | None:
+        """One call (``kind``: the phase whose call it is); None when it did not
+        succeed (the job is rescheduled, with ``kind`` to repeat first, or gone)."""
         sent_at = self._clock()
         try:
             answer = call()
         except LeaseConflict as exc:
+            job.unanswered = None
             self._stop_lost(job, exc.reason)
             return None
         except LeaseUnavailable as exc:
+            job.unanswered = kind
             self._retry_later(job, exc)
             return None
+        job.unanswered = None
         job.failures = 0
         if job.started or answer.lease.get("startedAtMs") is not None:
             job.ttl_ms = max(answer.ttl_ms, 0)

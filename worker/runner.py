@@ -14,7 +14,11 @@ session is gone is the intent moved aside and a new session opened.
 
 Drain: no request is sent after a stop was requested (checked right before the
 send), a kept claim stays on disk, the session is closed best-effort, exit 0.
-Without the executor, accepted offers stay in the inbox; nothing here runs them.
+Without the executor, accepted offers stay in the inbox, still leased (SPEC §7):
+closing the session would release their leases, so while the inbox holds an
+entry the session is left to expire instead of being closed; the leases then
+end only by their own expiry or when an executor consumes them (a restart with
+``--execute`` resumes the inbox's session while it is alive).
 
 With the executor (``--execute``, worker/lifecycle.py, loaded only then):
 
@@ -65,6 +69,7 @@ from qinglong.worker.coordinator import (
 )
 from qinglong.worker.eventlog import EventLog, Level
 from qinglong.worker.faults import FaultPlan, FaultPoint
+from qinglong.worker.fsio import REAL_FS, FileSystem
 from qinglong.worker.journal import Journal, JournalError
 from qinglong.worker.owner_lock import Clock, LockError, LockHeld, wall_clock_ms
 from qinglong.worker.session import (
@@ -451,6 +456,9 @@ class Runner:
             # Logged on the transition only: an idle worker polls every few seconds.
             self._events.info("claim.idle", reason=result.reason, offerId=result.offer_id,
                               nextPullInMs=self._next_pull_ms - now)  # fmt: skip
+        elif self._faults.trace_idle:
+            # QL_WORKER_TRACE_IDLE (the chaos soak): every idle answer, compactly.
+            self._events.info("claim.idle", offerId=result.offer_id)
 
     def _on_inbox_full(self, result: StepResult, now: int) -> None:
         cadence = self._config.cadence
@@ -508,7 +516,11 @@ class Runner:
         if self._executor is not None:
             clean = self._drain_executor(clean)
         session, self._session = self._session, None
-        if session is not None:
+        if session is not None and self._executor is None and self._inbox_holds_leases():
+            # SPEC §7: the drain itself never releases the inbox's leases.
+            self._events.info("session.left_open", reason="inbox_leased",
+                              **session.log_fields())  # fmt: skip
+        elif session is not None:
             try:
                 self._sessions.close(session.session_id, session.generation)
                 self._events.info("session.closed", **session.log_fields())
@@ -524,6 +536,13 @@ class Runner:
         self._events.info("worker.stopped", reason=self._stop.reason or "error",
                           accepted=self._accepted,
                           pendingOfferId=pending.offer_id if pending else None)  # fmt: skip
+
+    def _inbox_holds_leases(self) -> bool:
+        """Whether the inbox holds an offer (unreadable: assume so, fail closed)."""
+        try:
+            return bool(self._journal.offer_ids())
+        except (JournalError, LockError, OSError):
+            return True
 
     def _drain_executor(self, clean: bool) -> bool:
         """Let commands finish (or stop them), completing their leases; False if the
@@ -591,11 +610,20 @@ def _signals(stop: StopSignal) -> Iterator[None]:
             signal.signal(signum, old)
 
 
-def _open_journal(config: WorkerConfig) -> Journal:
+def _fault_fs(faults: FaultPlan, events: EventLog, stop: StopSignal) -> FileSystem:
+    """The journal's file system: the real one, or one that meets the plan's journal points."""
+
+    def announce(action: str, point: str) -> None:
+        events.warning(f"fault.{action}", point=point, pid=os.getpid())
+
+    return faults.journal_fs(announce=announce, pause=stop.wait) or REAL_FS
+
+
+def _open_journal(config: WorkerConfig, fs: FileSystem = REAL_FS) -> Journal:
     parent = os.path.dirname(os.path.abspath(config.journal))
     os.makedirs(parent, mode=0o700, exist_ok=True)
     return Journal.open(
-        config.journal, capacity=config.inbox_capacity, stale_ms=config.lock_stale_ms
+        config.journal, capacity=config.inbox_capacity, stale_ms=config.lock_stale_ms, fs=fs
     )
 
 
@@ -630,7 +658,7 @@ def run_worker(
         except ConfigError as exc:
             return _fail(events, "config_error", exc.reason, exc.detail, ExitCode.CONFIG)
         try:
-            journal = _open_journal(config)
+            journal = _open_journal(config, _fault_fs(faults, events, stop))
         except LockHeld as exc:
             return _fail(events, "journal_locked", "lock_held", str(exc), ExitCode.FAILURE)
         except (JournalError, LockError, OSError) as exc:

@@ -1,9 +1,12 @@
 -- ql.ack_lease(p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation,
---              p_offer_id, p_token_digest, p_phase, p_reason DEFAULT NULL) -> jsonb
+--              p_offer_id, p_token_digest, p_lease_version, p_phase,
+--              p_reason DEFAULT NULL) -> jsonb
 --
 -- Purpose: the lease ACKs of SPEC §5 /v1/leases/ack and §7, each one atomic
 --   transaction fenced by offer id + token digest + worker/session/generation
---   (the lease row fixes lease generation; every change bumps lease_version):
+--   + the lease version the worker last saw (the lease row fixes lease
+--   generation; every change bumps lease_version by one, the release by
+--   start_failed included):
 --   * starting      unstarted, unexpired live lease, attempt claimed ->
 --                   lease started_at = now, expires_at = now + tasks.lease_ttl_seconds,
 --                   lease_version + 1; attempt -> starting; run -> starting;
@@ -12,23 +15,28 @@
 --                   running, lease_version + 1; one `run.running` event.
 --   * start_failed  unstarted or starting (not running) -> attempt failed with
 --                   reason (default `start_failed`), finished_at; lease released
---                   `start_failed` (release does not bump lease_version); one
+--                   `start_failed`, lease_version + 1; one
 --                   `attempt.failed` event; then ql_private.apply_retry (one of
 --                   `run.retry_scheduled` / `run.failed` / `run.cancelled`).
 -- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
 --   p_session_id, p_offer_id (lowercase canonical UUIDs), p_generation (>= 1),
---   p_token_digest (SHA-256 of the lease token), p_phase (starting | running |
---   start_failed), p_reason (a reason code, only with start_failed).
+--   p_token_digest (SHA-256 of the lease token), p_lease_version (the version
+--   of the last lease@v1 the worker received, >= 1), p_phase (starting |
+--   running | start_failed), p_reason (a reason code, only with start_failed).
 -- Fences: the credential (ql_private.authenticate, action `lease.ack`), then
 --   ql_private.lease_open: offer id, worker, constant-time token digest,
---   session/generation, lease live and unexpired, attempt, revision.
--- Returns {"status":"ok","lease":<lease@v1 projection>} after a change,
---   {"status":"idempotent","lease":…} for an exact replay (writes nothing):
---   starting again while the attempt is starting, running again while running,
---   start_failed again with the same reason after the lease was released by it;
+--   session/generation, lease live and unexpired, attempt, revision, then the
+--   lease version (ql_private.lease_open: the current version applies the ACK).
+-- Returns {"status":"ok","lease":<lease@v1 projection>} after a change (its
+--   leaseVersion = p_lease_version + 1),
+--   {"status":"idempotent","lease":…} for an exact replay (writes nothing): the
+--   same ACK repeated after a lost answer, i.e. p_lease_version = current - 1
+--   and the current version was made by this phase (start_failed: with the
+--   same reason); the answer is the current lease, exactly what was lost;
 --   {"status":"conflict","category":…} (ql_private.lease_fence: offer_foreign —
 --   also for an unknown offer id, token_mismatch, session_replaced,
---   lease_expired, lease_terminal, attempt_changed, revision_drift);
+--   lease_expired, lease_terminal, attempt_changed, revision_drift; and
+--   stale_lease_version: any other version);
 --   or the denial envelope (ql_private.authenticate).
 -- Writes: as above (lease, attempt, run, one event, the retry policy's writes);
 --   nothing for a replay, a conflict or an illegal transition; one
@@ -40,10 +48,11 @@
 --   every fence on the locked rows by clock_timestamp(). The sweeper never waits
 --   for these locks (SKIP LOCKED); a lease it already holds is seen released.
 -- Idempotency: exact replay as above; anything else is a conflict or QL020.
--- Errors: QL001 malformed ids/digest, generation NULL or < 1, unknown phase,
+-- Errors: QL001 malformed ids/digest, generation NULL or < 1, lease version
+--   NULL or < 1, unknown phase,
 --   malformed reason, or a reason with phase starting/running;
---   QL020 illegal transition (running before starting, starting after running,
---   start_failed after running) — nothing is written.
+--   QL020 illegal transition at the current version (running before starting,
+--   starting after starting, start_failed after running) — nothing is written.
 -- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.ack_lease(
     p_credential_id text,
@@ -53,6 +62,7 @@ CREATE OR REPLACE FUNCTION ql.ack_lease(
     p_generation bigint,
     p_offer_id text,
     p_token_digest bytea,
+    p_lease_version bigint,
     p_phase text,
     p_reason text DEFAULT NULL
 )
@@ -77,6 +87,9 @@ BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
+    IF p_lease_version IS NULL OR p_lease_version < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
+    END IF;
     IF p_phase IS NULL OR p_phase NOT IN ('starting', 'running', 'start_failed') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'phase must be starting, running or start_failed';
@@ -97,27 +110,24 @@ BEGIN
     FOR v_pass IN 1 .. 2 LOOP
         SELECT * INTO v_state FROM ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+            p_lease_version, p_phase, CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
-        IF v_state.category = 'lease_terminal' THEN
-            IF p_phase = 'start_failed' AND v_lease.release_reason = 'start_failed'
-               AND v_attempt.state = 'failed'
-               AND v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
+        IF v_state.category = 'replay' THEN
+            -- The ACK that made the current version; a start failure also with
+            -- the same reason (another reason is not the change that was made).
+            IF p_phase <> 'start_failed' OR v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
                 RETURN jsonb_build_object('status', 'idempotent',
                                           'lease', ql_private.lease_projection(v_lease.id));
             END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_terminal');
         ELSIF v_state.category IS NOT NULL THEN
             RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
 
-        -- Live, unexpired, fenced: claimed and unstarted, or started and starting|running.
+        -- Live, unexpired, fenced, current version: claimed and unstarted, or
+        -- started and starting|running.
         IF p_phase = 'starting' AND v_lease.started_at IS NOT NULL THEN
-            IF v_attempt.state = 'starting' THEN
-                RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(v_lease.id));
-            END IF;
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = format('illegal_transition: starting ACK while the attempt is %s',
                                  v_attempt.state);
@@ -125,8 +135,8 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: running ACK before the starting ACK';
         ELSIF p_phase = 'running' AND v_attempt.state = 'running' THEN
-            RETURN jsonb_build_object('status', 'idempotent',
-                                      'lease', ql_private.lease_projection(v_lease.id));
+            RAISE EXCEPTION USING ERRCODE = 'QL020',
+                MESSAGE = 'illegal_transition: running ACK while the attempt is running';
         ELSIF p_phase = 'start_failed' AND v_attempt.state = 'running' THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: start_failed after running (complete as failed)';
@@ -166,7 +176,8 @@ BEGIN
             'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation));
     ELSE
         UPDATE ql_private.run_leases rl
-           SET released_at = v_now, release_reason = 'start_failed', updated_at = v_now
+           SET released_at = v_now, release_reason = 'start_failed',
+               lease_version = rl.lease_version + 1, updated_at = v_now
          WHERE rl.id = v_lease.id;
         UPDATE ql_private.attempts aa
            SET state = 'failed', reason = v_reason, updated_at = v_now, finished_at = v_now
@@ -181,9 +192,9 @@ BEGIN
     RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
 END
 $$;
-REVOKE ALL ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, text, text)
+REVOKE ALL ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, bigint, text, text)
     FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, text, text)
+GRANT EXECUTE ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, bigint, text, text)
     TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, text, text) IS
-'Lease ACK (SPEC 7), one fenced transaction: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input, QL020 illegal transition. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, bigint, text, text) IS
+'Lease ACK (SPEC 7), one fenced transaction at the lease version the worker last saw: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, version+1, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_fence categories, stale_lease_version)} | denied; idempotent = the same ACK repeated after a lost answer (version = current - 1, current made by this phase, same reason). Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included), QL020 illegal transition at the current version. Caller: ql_worker_ingress.';

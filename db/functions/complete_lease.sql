@@ -1,12 +1,14 @@
 -- ql.complete_lease(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
---                   p_generation, p_offer_id, p_token_digest, p_outcome,
+--                   p_generation, p_offer_id, p_token_digest, p_lease_version,
+--                   p_outcome,
 --                   p_exit_code DEFAULT NULL, p_reason DEFAULT NULL,
 --                   p_result DEFAULT NULL) -> jsonb
 --
 -- Purpose: the completion of a STARTED lease (SPEC §5 /v1/leases/complete, §7),
 --   one atomic transaction fenced by offer id + token digest +
---   worker/session/generation (ql_private.lease_open; a lease past expires_at
---   belongs to the sweeper and answers lease_expired). Attempt starting|running:
+--   worker/session/generation + the lease version the worker last saw
+--   (ql_private.lease_open; a lease past expires_at belongs to the sweeper and
+--   answers lease_expired). Attempt starting|running:
 --   * succeeded  attempt succeeded (exit_code, finished_at); run succeeded
 --                (finished_at); lease released `completed`; one `run.succeeded`.
 --   * failed     attempt failed (exit_code, reason default `failed`); lease
@@ -18,25 +20,30 @@
 --                after learning so from its heartbeat): attempt cancelled
 --                (reason default `cancelled`), run cancelled, lease released
 --                `cancelled`; one `run.cancelled`.
---   Releasing does not bump lease_version (it counts changes of a live lease).
+--   The completion bumps lease_version by one like every other change (SPEC §7:
+--   the answer carries version + 1), so its repetition is recognized by version.
 --   The optional result (SPEC §9.3: {exitCode?, durationMs, outputTail,
 --   outputBytes}, ql_private.validate_result) is stored on the attempt with the
 --   completion (attempts.result); ql.show_run shows it.
 -- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
 --   p_session_id, p_offer_id (lowercase canonical UUIDs), p_generation (>= 1),
---   p_token_digest (SHA-256 of the lease token), p_outcome (succeeded | failed |
+--   p_token_digest (SHA-256 of the lease token), p_lease_version (the version
+--   of the last lease@v1 the worker received, >= 1), p_outcome (succeeded | failed |
 --   cancelled), p_exit_code (0 or NULL with succeeded), p_reason (a reason code;
 --   not with succeeded), p_result (NULL or the result object; checked before
 --   anything else is read, so a bad one never reaches the lease).
 -- Fences: the credential (ql_private.authenticate, action `lease.complete`), then
 --   ql_private.lease_open (offer, worker, constant-time token digest,
---   session/generation, live unexpired lease, attempt, revision).
+--   session/generation, live unexpired lease, attempt, revision, lease version).
 -- Returns {"status":"ok","lease":<lease@v1 projection>} |
---   {"status":"idempotent","lease":…} for an exact replay: the lease was released
---   by a completion with the same outcome, exit code and reason (writes nothing)
---   | {"status":"conflict","category":…} (lease_fence categories; a different
---   completion of an already completed lease is `lease_terminal`) | the denial
---   envelope.
+--   {"status":"idempotent","lease":…} for an exact replay: p_lease_version is
+--   the version the completion consumed (current - 1) and the lease was
+--   released by a completion with the same outcome, exit code, reason and
+--   result (writes nothing; answers the current lease, what the lost answer
+--   carried) | {"status":"conflict","category":…} (lease_fence categories; a
+--   different completion of an already completed lease, or one at another
+--   version, is `lease_terminal`; a live lease at another version is
+--   `stale_lease_version`) | the denial envelope.
 -- Writes: lease (released), attempt, run or the retry policy's writes, one event;
 --   nothing for a replay, a conflict or an illegal transition; one
 --   security_audit row when denied.
@@ -44,9 +51,10 @@
 --   lock; a change locks attempt, run and lease in the order of
 --   ql_private.lease_open (`attempt_run_lease`, the order of claims and
 --   ql.cancel_run) and re-checks.
--- Idempotency: exact replay as above (the result is not compared: a replay
---   answers the stored completion and keeps its stored result).
--- Errors: QL001 malformed ids/digest, generation NULL or < 1, unknown outcome,
+-- Idempotency: exact replay as above (the worker journals the completion with
+--   its result before the first send, so its repetition carries the same bytes).
+-- Errors: QL001 malformed ids/digest, generation NULL or < 1, lease version NULL
+--   or < 1, unknown outcome,
 --   malformed reason, a reason with outcome succeeded, or succeeded with a
 --   non-zero exit code, a malformed result (COLUMN 'result'); QL020 the lease is not started (complete before the
 --   starting ACK), or outcome cancelled without a cancel request — nothing is
@@ -60,6 +68,7 @@ CREATE OR REPLACE FUNCTION ql.complete_lease(
     p_generation bigint,
     p_offer_id text,
     p_token_digest bytea,
+    p_lease_version bigint,
     p_outcome text,
     p_exit_code integer DEFAULT NULL,
     p_reason text DEFAULT NULL,
@@ -88,6 +97,9 @@ BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
+    IF p_lease_version IS NULL OR p_lease_version < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
+    END IF;
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'cancelled') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'outcome must be succeeded, failed or cancelled';
@@ -114,18 +126,21 @@ BEGIN
     FOR v_pass IN 1 .. 2 LOOP
         SELECT * INTO v_state FROM ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+            p_lease_version, 'complete', CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
         v_run := v_state.run;
-        IF v_state.category = 'lease_terminal' THEN
+        IF v_state.category = 'replay' THEN
+            -- The completion that made the current version: the same one only if
+            -- it stored exactly what this request asks for.
             IF v_lease.release_reason = v_release AND v_attempt.state = p_outcome
                AND v_attempt.exit_code IS NOT DISTINCT FROM p_exit_code
-               AND v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
+               AND v_attempt.reason IS NOT DISTINCT FROM v_reason
+               AND v_attempt.result IS NOT DISTINCT FROM v_result THEN
                 RETURN jsonb_build_object('status', 'idempotent',
                                           'lease', ql_private.lease_projection(v_lease.id));
             END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_terminal');
         ELSIF v_state.category IS NOT NULL THEN
             RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
@@ -141,7 +156,8 @@ BEGIN
 
     v_now := clock_timestamp();
     UPDATE ql_private.run_leases rl
-       SET released_at = v_now, release_reason = v_release, updated_at = v_now
+       SET released_at = v_now, release_reason = v_release,
+           lease_version = rl.lease_version + 1, updated_at = v_now
      WHERE rl.id = v_lease.id;
     UPDATE ql_private.attempts aa
        SET state = p_outcome, exit_code = p_exit_code, reason = v_reason, updated_at = v_now,
@@ -170,9 +186,9 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql.complete_lease(
-    text, bytea, text, text, bigint, text, bytea, text, integer, text, jsonb) FROM PUBLIC;
+    text, bytea, text, text, bigint, text, bytea, bigint, text, integer, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.complete_lease(
-    text, bytea, text, text, bigint, text, bytea, text, integer, text, jsonb) TO ql_worker_ingress;
+    text, bytea, text, text, bigint, text, bytea, bigint, text, integer, text, jsonb) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.complete_lease(
-    text, bytea, text, text, bigint, text, bytea, text, integer, text, jsonb) IS
-'Complete a started, unexpired lease (SPEC 7) in one fenced transaction: succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category} | denied. Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
+    text, bytea, text, text, bigint, text, bytea, bigint, text, integer, text, jsonb) IS
+'Complete a started, unexpired lease (SPEC 7) in one fenced transaction at the lease version the worker last saw (version+1): succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_fence categories, stale_lease_version)} | denied; idempotent = the same completion repeated after a lost answer (version = current - 1, same outcome, exit code, reason and result). Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included; COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';

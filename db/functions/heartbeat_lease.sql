@@ -1,27 +1,25 @@
 -- ql.heartbeat_lease(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
 --                    p_generation, p_offer_id, p_token_digest,
---                    p_lease_version DEFAULT NULL) -> jsonb
+--                    p_lease_version) -> jsonb
 --
 -- Purpose: keep a STARTED lease alive (SPEC §5 /v1/leases/heartbeat, §7) and tell
 --   the worker whether its run was cancelled. One fenced transaction: offer id +
---   token digest + worker/session/generation (ql_private.lease_open), then the
---   lease version. Extends expires_at to clock_timestamp() + the task's
+--   token digest + worker/session/generation, then the lease version (both
+--   ql_private.lease_open). Extends expires_at to clock_timestamp() + the task's
 --   lease_ttl_seconds, bumps lease_version, records heartbeat_at and
 --   heartbeat_version (= the new lease_version). Writes no event (heartbeats are
 --   not run facts).
 -- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
 --   p_session_id, p_offer_id (lowercase canonical UUIDs), p_generation (>= 1),
---   p_token_digest (SHA-256 of the lease token), p_lease_version: the version the
---   worker holds (the last lease@v1 it received):
+--   p_token_digest (SHA-256 of the lease token), p_lease_version (required,
+--   >= 1): the version the worker holds (the last lease@v1 it received):
 --   * equal to the current version: the heartbeat is applied;
 --   * current - 1 while the current version was produced by a heartbeat
 --     (heartbeat_version = lease_version): the retry of a heartbeat whose answer
 --     was lost; answered {"status":"idempotent"} with the current projection
 --     (exactly what the lost answer carried) and NO write — deliberately not
 --     extended again, so a retry loop can never keep a lease alive on its own;
---   * anything else: {"status":"conflict","category":"lease_version_mismatch"}.
---   NULL = no version fence (the wire lease-heartbeat-request@v1 carries no
---   version, so the ingress passes NULL; the token/session fences still apply).
+--   * anything else: {"status":"conflict","category":"stale_lease_version"}.
 -- Fences: the credential (ql_private.authenticate, action `lease.heartbeat`),
 --   then ql_private.lease_open (offer, worker, token digest, session/generation,
 --   live lease, attempt, revision), then the lease version.
@@ -32,7 +30,7 @@
 --   lost.
 -- Returns {"status":"ok","lease":<lease@v1 + cancelRequested>} | idempotent |
 --   {"status":"conflict","category":…} (lease_fence categories, plus
---   lease_version_mismatch) | the denial envelope.
+--   stale_lease_version) | the denial envelope.
 -- Writes: the lease row only (expires_at, lease_version, heartbeat_at,
 --   heartbeat_version); nothing for a replay or a conflict; one security_audit
 --   row when denied.
@@ -43,7 +41,7 @@
 --   lease under its lock.
 -- Idempotency: see p_lease_version.
 -- Errors: QL001 malformed ids/digest, generation NULL or < 1, lease_version
---   < 1; QL020 the lease is not started (heartbeat before the starting ACK).
+--   NULL or < 1; QL020 the lease is not started (heartbeat before the starting ACK).
 -- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.heartbeat_lease(
     p_credential_id text,
@@ -53,7 +51,7 @@ CREATE OR REPLACE FUNCTION ql.heartbeat_lease(
     p_generation bigint,
     p_offer_id text,
     p_token_digest bytea,
-    p_lease_version bigint DEFAULT NULL
+    p_lease_version bigint
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -74,7 +72,7 @@ BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
     END IF;
-    IF p_lease_version IS NOT NULL AND p_lease_version < 1 THEN
+    IF p_lease_version IS NULL OR p_lease_version < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
     END IF;
     v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
@@ -88,22 +86,17 @@ BEGIN
     FOR v_pass IN 1 .. 2 LOOP
         SELECT * INTO v_state FROM ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            CASE v_pass WHEN 2 THEN 'lease' END);
+            p_lease_version, 'heartbeat', CASE v_pass WHEN 2 THEN 'lease' END);
         v_lease := v_state.lease;
-        IF v_state.category IS NOT NULL THEN
+        IF v_state.category = 'replay' THEN
+            RETURN jsonb_build_object('status', 'idempotent',
+                                      'lease', ql_private.lease_projection(v_lease.id));
+        ELSIF v_state.category IS NOT NULL THEN
             RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
         END IF;
         IF v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: lease heartbeat before the starting ACK';
-        END IF;
-        IF p_lease_version IS NOT NULL AND p_lease_version <> v_lease.lease_version THEN
-            IF p_lease_version = v_lease.lease_version - 1
-               AND v_lease.heartbeat_version = v_lease.lease_version THEN
-                RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(v_lease.id));
-            END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_version_mismatch');
         END IF;
     END LOOP;
 
@@ -126,4 +119,4 @@ REVOKE ALL ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text,
 GRANT EXECUTE ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint)
     TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint) IS
-'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (NULL = no version fence). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease), lease version. {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_fence categories, lease_expired once expired, lease_version_mismatch) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input, QL020 not started. Caller: ql_worker_ingress.';
+'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_fence categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';

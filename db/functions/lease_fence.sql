@@ -13,9 +13,9 @@
 --   `lease_terminal`), so the worker's answer does not depend on sweeper timing.
 --   Returns the first failing category, or NULL when the lease is live, unexpired
 --   and every fence holds. `lease_terminal` is returned for leases released by
---   completion (`completed`, `cancelled`, `start_failed`): the caller checks
---   whether the call is an exact replay of the operation that released it before
---   answering conflict.
+--   completion (`completed`, `cancelled`, `start_failed`): ql_private.lease_open
+--   then checks, by the lease version, whether the call is an exact replay of
+--   the operation that released it before the caller answers conflict.
 -- Inputs: p_lease (the lease row), p_worker_id, p_session_id, p_generation,
 --   p_token_digest (the caller's proof).
 -- Fences: as above (the token digest compared in constant time).

@@ -1,5 +1,5 @@
 -- ql_private.lease_open(p_offer_id, p_worker_id, p_session_id, p_generation,
---                       p_token_digest, p_lock DEFAULT NULL)
+--                       p_token_digest, p_lease_version, p_change, p_lock DEFAULT NULL)
 --   -> (lease, attempt, run, category)
 --
 -- Purpose: the opening every lease lifecycle call shares once it has parsed and
@@ -9,12 +9,17 @@
 --   attempt, its run and the fence verdict in ONE snapshot taken after those
 --   locks (ql_private.lease_state). The caller then decides on what it got:
 --   answer a conflict or an exact replay, raise an illegal transition, or apply
---   its change. Callers read twice: first with p_lock NULL (replays, conflicts
---   and illegal transitions are answered without a lock or a write: a row lock
---   writes WAL), then, only when a change is due, with the lock the change needs,
---   and decide again on the locked rows.
+--   its change. The lease version is fenced here too, once, for all three
+--   callers (SPEC §7, see "Version fence" below). Callers read twice: first
+--   with p_lock NULL (replays, conflicts and illegal transitions are answered
+--   without a lock or a write: a row lock writes WAL), then, only when a change
+--   is due, with the lock the change needs, and decide again on the locked rows.
 -- Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest:
---   the caller's proof, already parsed (and the worker authenticated); p_lock:
+--   the caller's proof, already parsed (and the worker authenticated);
+--   p_lease_version: the version the worker last saw (NOT NULL, >= 1: the
+--   callers check it before authenticating); p_change: the change the request
+--   asks for, `starting` | `running` | `start_failed` | `heartbeat` |
+--   `complete`; p_lock:
 --     NULL                 no row lock (the first, deciding read);
 --     'lease'              the lease row FOR NO KEY UPDATE only: a lease
 --                          heartbeat changes the lease alone, and every change of a
@@ -38,6 +43,27 @@
 --   prevents the lost update: a sweeper marking the attempt lost, a cancel or a
 --   concurrent ACK committed between the first read and the lock is seen, and
 --   the caller decides again on it.
+-- Version fence (after lease_fence, on the same snapshot; only when the fences
+--   answered NULL or lease_terminal): every applied change bumps lease_version
+--   by one, releases by a completion or start failure included, so the version
+--   a request carries says which change it follows.
+--   * p_lease_version = lease_version: the category stays (NULL: the caller may
+--     apply its change; lease_terminal: nothing is left to change).
+--   * p_lease_version = lease_version - 1 and the change that produced the
+--     current version is p_change: category `replay` (the request repeated
+--     after its answer was lost; the caller answers the current lease, writes
+--     nothing, and for start_failed/complete first checks the details it made
+--     were the same ones). The last change is read off the rows, so it needs no
+--     column of its own: released `completed`/`cancelled` -> complete; released
+--     `start_failed` -> start_failed; heartbeat_version = lease_version ->
+--     heartbeat; started and the attempt starting | running -> that ACK (while
+--     live, a started lease only ever changes by these four, so the first one
+--     that matches is the last one made). Version 1 is the claim's own.
+--   * anything else: `stale_lease_version` on a live lease; a released lease
+--     keeps `lease_terminal` (the more useful answer).
+--   Why here: a repeated heartbeat must never extend a lease twice, and an ACK
+--   or completion the worker decided on an older lease must not be applied to
+--   a newer one; one rule for the three callers keeps them in step.
 -- Fences: ql_private.lease_fence via lease_state (offer_foreign, token_mismatch
 --   by constant-time compare, session_replaced, lease_expired, lease_terminal,
 --   attempt_changed, revision_drift). An unknown offer id answers one row with
@@ -47,7 +73,8 @@
 -- Writes: none (row locks only, when p_lock is given).
 -- Locks: as p_lock says; nothing with p_lock NULL.
 -- Idempotency: read-only.
--- Errors: QL001 p_lock not NULL, 'lease' or 'attempt_run_lease' (a caller bug).
+-- Errors: QL001 p_lock not NULL, 'lease' or 'attempt_run_lease', p_change not
+--   one of the five, p_lease_version NULL (caller bugs).
 -- Caller: ql.ack_lease, ql.complete_lease ('attempt_run_lease'),
 --   ql.heartbeat_lease ('lease').
 CREATE OR REPLACE FUNCTION ql_private.lease_open(
@@ -56,6 +83,8 @@ CREATE OR REPLACE FUNCTION ql_private.lease_open(
     p_session_id uuid,
     p_generation bigint,
     p_token_digest bytea,
+    p_lease_version bigint,
+    p_change text,
     p_lock text DEFAULT NULL
 )
 RETURNS TABLE (
@@ -69,7 +98,17 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_ids record;
+    v_row record;
+    v_last text;
 BEGIN
+    IF p_change IS NULL
+       OR p_change NOT IN ('starting', 'running', 'start_failed', 'heartbeat', 'complete') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'change must be starting, running, start_failed, heartbeat or complete';
+    END IF;
+    IF p_lease_version IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion is required';
+    END IF;
     IF p_lock IS NOT NULL THEN
         IF p_lock NOT IN ('lease', 'attempt_run_lease') THEN
             RAISE EXCEPTION USING ERRCODE = 'QL001',
@@ -90,15 +129,33 @@ BEGIN
         END IF;
     END IF;
     -- One statement, so one snapshot (taken after the locks above).
-    RETURN QUERY
-    SELECT * FROM ql_private.lease_state(p_offer_id, p_worker_id, p_session_id, p_generation,
-                                         p_token_digest);
+    SELECT * INTO v_row
+      FROM ql_private.lease_state(p_offer_id, p_worker_id, p_session_id, p_generation,
+                                  p_token_digest);
     IF NOT FOUND THEN
         RETURN QUERY SELECT NULL::ql_private.run_leases, NULL::ql_private.attempts,
                             NULL::ql_private.runs, 'offer_foreign'::text;
+        RETURN;
     END IF;
+    IF (v_row.category IS NULL OR v_row.category = 'lease_terminal')
+       AND p_lease_version <> (v_row.lease).lease_version THEN
+        v_last := CASE
+            WHEN (v_row.lease).release_reason IN ('completed', 'cancelled') THEN 'complete'
+            WHEN (v_row.lease).release_reason = 'start_failed' THEN 'start_failed'
+            WHEN (v_row.lease).released_at IS NOT NULL THEN NULL
+            WHEN (v_row.lease).heartbeat_version = (v_row.lease).lease_version THEN 'heartbeat'
+            WHEN (v_row.lease).started_at IS NOT NULL
+                 AND (v_row.attempt).state IN ('starting', 'running') THEN (v_row.attempt).state
+        END;
+        IF p_lease_version = (v_row.lease).lease_version - 1 AND v_last = p_change THEN
+            v_row.category := 'replay';
+        ELSIF v_row.category IS NULL THEN
+            v_row.category := 'stale_lease_version';
+        END IF;
+    END IF;
+    RETURN QUERY SELECT v_row.lease, v_row.attempt, v_row.run, v_row.category;
 END
 $$;
-REVOKE ALL ON FUNCTION ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, text) IS
-'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run and the lease_fence category in one snapshot; an unknown offer id answers one row with category offer_foreign. Fences: lease_fence. Writes: none (row locks only). Errors: QL001 unknown lock mode. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
+REVOKE ALL ON FUNCTION ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text) IS
+'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run and the lease_fence category in one snapshot; an unknown offer id answers one row with category offer_foreign. Fences: lease_fence, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';

@@ -15,6 +15,10 @@
 --      offer}) or refused ({status: conflict, category});
 --   2. session fences (exists, owned, exact generation, active, unexpired,
 --      capabilities digest intact) and a free slot (else idle capacity_full);
+--      the offer-id probe of step 1, the session row and its live-lease count
+--      are read by ONE statement after the advisory lock (the checks are made
+--      on its values; only a failing fence calls ql_private.session_fence, for
+--      its precise error);
 --   3–4. bounded keyset scan, placement, atomic claim -> {status: offered, offer}
 --      or {status: idle, reason, stats, truncated}.
 -- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
@@ -23,7 +27,8 @@
 --   the lease token, 32 bytes), p_bounds ({pages, candidates, claimAttempts},
 --   NULL = defaults; ql_private.pull_bounds).
 -- Fences: the credential; an existing offer id's replay fences
---   (ql_private.recover_fence); the session fence (ql_private.session_fence and,
+--   (ql_private.recover_fence); the session fence (the read above, with
+--   ql_private.session_fence's checks and errors, and,
 --   on the locked row before a claim, ql_private.session_claim_lock); every
 --   candidate fence re-checked on the locked rows (ql_private.claim_candidate).
 -- Writes: only a claim (lease + run -> dispatching + one run.dispatched event) or
@@ -66,7 +71,9 @@ DECLARE
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
     v_bounds record := ql_private.pull_bounds(p_bounds);
     v_result jsonb;
+    v_read record;
     v_session ql_private.worker_sessions;
+    v_live integer;
 BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
@@ -80,18 +87,42 @@ BEGIN
     -- whose ingress died mid-call) serialize here, so the later one always sees
     -- the earlier one's lease and replays it. An advisory lock writes no WAL.
     PERFORM pg_advisory_xact_lock(hashtextextended('qinglong.offer:' || v_offer_id::text, 0));
-    v_result := ql_private.recover_offer(v_worker_id, v_session_id, p_generation, v_offer_id,
-                                         v_token_digest);
-    IF v_result IS NOT NULL THEN
-        RETURN v_result;
+    -- The read side in ONE statement, in one snapshot taken after the advisory
+    -- lock: whether the offer id exists (a replay), this worker's session row,
+    -- and its live leases (started, or unstarted and unexpired) — what were
+    -- three statements in three function calls.
+    SELECT EXISTS (SELECT 1 FROM ql_private.run_leases l WHERE l.offer_id = v_offer_id)
+               AS replay,
+           ws AS session,
+           (SELECT count(*)::integer FROM ql_private.run_leases l
+             WHERE l.session_id = ws.session_id AND l.released_at IS NULL
+               AND (l.started_at IS NOT NULL OR l.expires_at > clock_timestamp())) AS live
+      INTO v_read
+      FROM (SELECT 1) AS one
+      LEFT JOIN ql_private.worker_sessions ws
+        ON ws.session_id = v_session_id AND ws.worker_id = v_worker_id;
+    IF v_read.replay THEN
+        v_result := ql_private.recover_offer(v_worker_id, v_session_id, p_generation,
+                                             v_offer_id, v_token_digest);
+        IF v_result IS NOT NULL THEN
+            RETURN v_result;
+        END IF;
     END IF;
-    v_session := ql_private.session_fence(v_worker_id, v_session_id, p_generation, false);
+    v_session := v_read.session;
+    v_live := v_read.live;
+    IF v_session.session_id IS NULL OR v_session.generation <> p_generation
+       OR v_session.state <> 'active' OR v_session.expires_at <= clock_timestamp() THEN
+        -- A fence failed: ql_private.session_fence raises the precise error, in
+        -- its order (a session that became valid in between is read again).
+        v_session := ql_private.session_fence(v_worker_id, v_session_id, p_generation, false);
+        v_live := ql_private.session_live_leases(v_session.session_id);
+    END IF;
     IF v_session.capabilities_digest
        <> 'sha256:' || encode(sha256(v_session.capabilities_canonical), 'hex') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL014',
             MESSAGE = 'stored session capabilities do not match their digest';
     END IF;
-    IF ql_private.session_live_leases(v_session.session_id) >= v_session.slots THEN
+    IF v_live >= v_session.slots THEN
         RETURN ql_private.idle_result('capacity_full', 0, 0, 0, 0,
             '{"executor":0,"label":0,"runtime":0,"capacity":1}'::jsonb, false);
     END IF;

@@ -3,17 +3,28 @@
 --
 -- Purpose: SPEC §3.3 steps 3–4 for a session that passed its fences: the page
 --   loop of a pull. Reads at most `p_pages` keyset pages of `p_page_size`
---   candidates (ql_private.scan_page; each page reads p_page_size + 1 rows so
---   `truncated` is exact), evaluates placement once per distinct execution
+--   candidates (each page reads p_page_size + 1 rows so `truncated` is exact)
+--   from one of three sources, each its own statement (see "Page source"
+--   below), evaluates placement once per distinct execution
 --   revision, and after each page hands its passing candidates to the claim step
 --   (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), at
 --   most `p_claim_attempts` claim attempts in all; the next page is read only
 --   when this one yielded no claim. When a first page had no passing candidate
 --   at all, the following pages come from the placement classes the session
---   matches (ql_private.matching_classes; scan_page then reads
+--   matches (ql_private.matching_classes, read through
 --   ql_private.class_candidate_page): a head of runs it cannot take is jumped
 --   over instead of read page by page. Returns {status: offered, offer} or
 --   {status: idle, reason, stats, truncated}.
+-- Page source: the class page once the pull switched to its classes; else
+--   ql_private.candidate_page (ready runs, due scheduled runs and expired offers
+--   merged) while a scheduled run is due or an offer expired unstarted at the
+--   pull's `now` — two index probes (runs_due, run_leases_unstarted_expiry),
+--   once per pull; else, the steady state, ql_private.ready_candidate_page (the
+--   ready runs alone). Why three statements, not one with all sources under
+--   one-time filters: a plan is started on every execution, branches that do
+--   not run included, and that start-up was the largest single cost of a pull
+--   (perf on a pull's backend; migration 0014). The two probes cannot change
+--   what a page holds: sources they find empty at `now` are empty in the page.
 -- Inputs: p_session (the session row, fences passed), p_offer_id, p_token_digest
 --   (what a claim writes the lease with), p_pages, p_page_size,
 --   p_claim_attempts (bounds already checked by ql_private.pull_bounds).
@@ -78,6 +89,17 @@ DECLARE
     v_truncated boolean := false;
     v_session_locked boolean := false;
     v_any_passed boolean := false;
+    v_page refcursor;
+    -- Whether the pull reads the whole queue (candidate_page) rather than the
+    -- ready runs alone: a scheduled run is due or an offer expired unstarted at
+    -- `now` (two index probes, once per pull; runs_due, run_leases_unstarted_expiry).
+    v_whole_queue boolean := EXISTS (
+            SELECT 1 FROM ql_private.runs dr
+             WHERE dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
+               AND dr.due_at IS NOT NULL AND dr.due_at <= v_now)
+        OR EXISTS (
+            SELECT 1 FROM ql_private.run_leases el
+             WHERE el.released_at IS NULL AND el.started_at IS NULL AND el.expires_at <= v_now);
 BEGIN
     FOR v_page_no IN 1 .. p_pages LOOP
         v_truncated := false;
@@ -86,12 +108,33 @@ BEGIN
         v_scores := '{}';
         v_priorities := '{}';
         v_passing := 0;
-        FOR v_candidate IN
-            SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
-              FROM ql_private.scan_page(v_classes, v_after_priority, v_after_seq, v_after_id,
-                                        p_page_size, v_now, v_snapshot, v_own) c
-             ORDER BY -(c.priority::integer), c.queue_seq, c.run_id
+        -- The page's source, each its own statement (a plan is started on every
+        -- execution, so none carries the others' branches): the session's
+        -- placement classes once the pull switched to them; the whole queue
+        -- (three merged sources) while a scheduled run is due or an offer expired
+        -- unstarted; else, the steady state, the ready runs alone.
+        IF v_classes IS NOT NULL THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.class_candidate_page(v_classes, v_after_priority, v_after_seq,
+                           v_after_id, p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSIF v_whole_queue THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.candidate_page(v_after_priority, v_after_seq, v_after_id,
+                                                 p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSE
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.ready_candidate_page(v_after_priority, v_after_seq,
+                           v_after_id, p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        END IF;
         LOOP
+            FETCH v_page INTO v_candidate;
+            EXIT WHEN NOT FOUND;
             IF v_examined - v_examined_before >= p_page_size THEN
                 v_truncated := true;  -- the (limit + 1)th row: more candidates exist
                 EXIT;
@@ -127,6 +170,7 @@ BEGIN
                 v_mm_runtime := v_mm_runtime + 1;
             END IF;
         END LOOP;
+        CLOSE v_page;
         v_examined_before := v_examined;
         v_any_passed := v_any_passed OR v_passing > 0;
 
@@ -173,4 +217,4 @@ REVOKE ALL ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) IS
-'Pull steps 3-4, the page loop: bounded keyset scan (ql_private.scan_page, one statement per page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
+'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';

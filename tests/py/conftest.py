@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from qinglong.db.migrator import bootstrap
 from qinglong.throwaway_postgres import ThrowawayPostgres
 
 _db_counter = itertools.count()
@@ -42,7 +43,9 @@ def migrated_template(pg_cluster: ThrowawayPostgres) -> str:
 @pytest.fixture
 def db_name(pg_cluster: ThrowawayPostgres, migrated_template: str) -> Iterator[str]:
     name = f"ql_test_{os.getpid()}_{next(_db_counter)}"
-    pg_cluster.create_database(name, template=migrated_template)
+    dsn = pg_cluster.create_database(name, template=migrated_template)
+    # The copy's database ACL is PUBLIC's default: give it the real one.
+    bootstrap(dsn)
     try:
         yield name
     finally:
@@ -63,3 +66,13 @@ def empty_db_dsn(pg_cluster: ThrowawayPostgres) -> Iterator[str]:
         yield dsn
     finally:
         pg_cluster.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def run_as_user() -> str | None:
+    """SPEC §11: whom `--execute` runs commands as in this suite. As root (CI): an
+    unprivileged user (`qlrun`, created if missing, else `nobody`); otherwise
+    None (the worker's own user, the development mode)."""
+    from tests.py.run_as_support import run_as_user as user
+
+    return user()

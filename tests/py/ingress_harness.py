@@ -1,5 +1,6 @@
 """Test harness for the ingress: a throwaway PKI, the ingress running in-process
-on a background event loop, and a stdlib TLS 1.3 client."""
+on a background event loop (or as a real `qinglong ingress serve --processes N`
+process tree), and a stdlib TLS 1.3 client."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import asyncio
 import dataclasses
 import http.client
 import json
+import os
+import signal
 import socket
 import ssl
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -198,6 +204,95 @@ def post(port: int, path: str, body: Any, *, ctx: ssl.SSLContext, token: str | N
 def tls_socket(port: int, ctx: ssl.SSLContext, timeout: float = 5) -> ssl.SSLSocket:
     raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+@dataclass
+class IngressTree:
+    """`qinglong ingress serve --processes N` as a real process (a supervisor
+    above N children when N > 1), started from a JSON config file."""
+
+    process: subprocess.Popen[bytes]
+    home: Path
+
+    @property
+    def ready(self) -> dict[str, Any]:
+        return json.loads((self.home / "ready.json").read_text())
+
+    @property
+    def port(self) -> int:
+        return int(str(self.ready["ingressUrl"]).rsplit(":", 1)[1])
+
+    @property
+    def admin_urls(self) -> list[str]:
+        ready = self.ready
+        return list(ready.get("adminUrls", [ready["adminUrl"]]))
+
+    def log_text(self) -> str:
+        return (self.home / "app.log").read_text(errors="replace")
+
+    def metric_sum(self, series: str) -> float:
+        """`series` (name plus labels, as exposed) summed over every process."""
+        return sum(self.metric_at(url, series) for url in self.admin_urls)
+
+    @staticmethod
+    def metric_at(admin_url: str, series: str) -> float:
+        """`series` on one process's /metrics (0 if absent)."""
+        host, port = admin_url.removeprefix("http://").rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+        finally:
+            conn.close()
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if name == series:
+                return float(value)
+        return 0.0
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.process.send_signal(sig)
+
+    def stop(self, timeout_s: float = 30) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        return int(self.process.returncode)
+
+
+def start_ingress_tree(home: Path, test_pki: PkiSet, dsn: str, *, processes: int = 1,
+                       **overrides: Any) -> IngressTree:
+    """Start the real ingress (`--processes N`; 1 unless a test asks for more, so
+    process-local state such as metrics stays in one process) and wait until its
+    ready file says it listens."""
+    home.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {
+        "dsn": dsn, "certFile": str(test_pki.server.cert_file),
+        "keyFile": str(test_pki.server.key_file), "clientCaFile": test_pki.ca_file,
+        "port": 0, "adminPort": 0, "auditLog": str(home / "audit.log"),
+        "readyFile": str(home / "ready.json"), "logLevel": "INFO",
+        "ratePerS": 1000, "rateBurst": 1000, "shutdownTimeoutS": 5, **overrides}
+    (home / "ingress.json").write_text(json.dumps(config))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QL_INGRESS_")}
+    with open(home / "app.log", "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "qinglong", "ingress", "serve", "--config",
+             str(home / "ingress.json"), "--processes", str(processes)],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
+    tree = IngressTree(process, home)
+    deadline = time.monotonic() + 60
+    while not (home / "ready.json").exists():
+        if process.poll() is not None:
+            raise AssertionError("ingress exited: " + tree.log_text()[-3000:])
+        if time.monotonic() > deadline:
+            tree.stop()
+            raise AssertionError("ingress never became ready: " + tree.log_text()[-3000:])
+        time.sleep(0.05)
+    return tree
 
 
 # ------------------------------------------------------------------ workers

@@ -206,10 +206,11 @@ def session_body(kind: str, agent_id: str, session: dict[str, Any]) -> dict[str,
 
 
 def lease_body(kind: str, agent_id: str, session: dict[str, Any], offer_id: str, token: str,
-               **extra: Any) -> dict[str, Any]:
+               version: int = 1, **extra: Any) -> dict[str, Any]:
+    """`version`: the lease version the worker last saw (1 = as offered)."""
     return {"schema": f"qinglong/lease-{kind}-request@v1", "workerId": agent_id,
             "sessionId": session["sessionId"], "generation": session["generation"],
-            "offerId": offer_id, "leaseToken": token, **extra}
+            "offerId": offer_id, "leaseToken": token, "leaseVersion": version, **extra}
 
 
 def pull_request(agent_id: str, session: dict[str, Any], offer_id: str | None = None,
@@ -314,7 +315,8 @@ def start_ingress_process(tmp: Path, test_pki: PkiSet, dsn: str, *,
     log_path = tmp / "app.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [*command, "ingress", "serve", "--config", str(tmp / "ingress.json")],
+            [*command, "ingress", "serve", "--processes", "1", "--config",
+             str(tmp / "ingress.json")],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=cwd)
     deadline = time.monotonic() + 60
     ready_file = tmp / "ready.json"

@@ -128,7 +128,7 @@ def _offer(prov: Provisioner, session: Session) -> tuple[Intent, dict[str, Any]]
 def start(prov: Provisioner, session: Session) -> tuple[Intent, str]:
     """Pull the next run and ACK it `starting`: a live, started run."""
     intent, offer = _offer(prov, session)
-    ack = prov.call(api.ack_lease(**session.lease(intent), phase="starting"))
+    ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting"))
     assert ack["status"] == "ok", ack
     return intent, offer["candidate"]["runId"]
 
@@ -137,7 +137,7 @@ def finish(prov: Provisioner, session: Session, outcome: str = "succeeded",
            result: dict[str, Any] | None = None) -> str:
     """Pull, start and complete the next run; returns its id."""
     intent, run_id = start(prov, session)
-    done = prov.call(api.complete_lease(**session.lease(intent), outcome=outcome,
+    done = prov.call(api.complete_lease(**session.lease(intent), lease_version=2, outcome=outcome,
                                         exit_code=0 if outcome == "succeeded" else 1,
                                         result=result))
     assert done["status"] == "ok", done
@@ -370,8 +370,8 @@ def test_complete_result_is_validated(prov: Provisioner, task_id: str,
     for bad in ({**RESULT, "extra": 1}, {**RESULT, "outputTail": "x" * 8193},
                 {**RESULT, "durationMs": -1}, {"durationMs": 1}):
         with pytest.raises(psycopg.Error) as caught:
-            prov.call(api.complete_lease(**session.lease(intent), outcome="succeeded",
-                                         result=bad))
+            prov.call(api.complete_lease(**session.lease(intent), lease_version=2,
+                                         outcome="succeeded", result=bad))
         assert caught.value.sqlstate == "QL001"
         assert caught.value.diag.column_name == "result"
 

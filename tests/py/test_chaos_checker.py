@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -22,7 +25,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from qinglong.worker.journal import InboxEntry, Journal
+from qinglong.worker.faults import JOURNAL_POINTS, FaultPlan
+from qinglong.worker.journal import InboxEntry, Journal, PendingClaim
 from tests.py.provision import Intent, Provisioner, Session
 from tools.chaos.checker import HEAL_FILE, MANIFEST_FILE, check_dir
 from tools.chaos.history import (
@@ -230,9 +234,16 @@ def plant_lost_run(scene: Scenario) -> set[str]:
     return {"d_lost_run"}
 
 
+def plant_started_unacknowledged(scene: Scenario) -> set[str]:
+    """(g) a started lease whose attempt is still `claimed`."""
+    scene.sql("UPDATE ql_private.run_leases SET started_at = claimed_at WHERE offer_id = %s",
+              scene.accepted[2].offer_id)
+    return {"g_state_invariant"}
+
+
 DB_PLANTS: list[Callable[[Scenario], set[str]]] = [
     plant_overlap, plant_early_release, plant_second_live_lease, plant_duplicate_dispatch,
-    plant_lost_run,
+    plant_lost_run, plant_started_unacknowledged,
 ]
 
 
@@ -380,7 +391,12 @@ def test_every_class_has_a_plant() -> None:
         for plant in plant_set:
             doc = plant.__doc__ or ""
             caught.add(doc.strip()[1])
-    assert caught == set("abcdef")
+    assert caught == set("abcdefg")
+    # h and i have their own positive/negative tests below (executing workers,
+    # slots and placement): every class of CLASSES is covered by one or the other.
+    from tools.chaos.facts import CLASSES
+
+    assert set(CLASSES) == set("abcdefghi")
 
 
 # ------------------------------------------------------------------ history
@@ -405,3 +421,628 @@ def test_worker_log_maps_onto_ops(tmp_path: Path) -> None:
     assert [op.index for op in ops] == list(range(len(ops)))
     build_history(tmp_path, {"w01": log}, [])
     assert read_history(tmp_path) == ops and (tmp_path / HISTORY_FILE).exists()
+
+
+# ------------------------------------------------------------------ failures judged
+
+
+def _fail_op(scene: Scenario, item: Accepted, value: str, reason: str,
+             **extra: Any) -> None:  # fmt: skip
+    scene.ops.append(Op(int(time.time() * 1000), item.process, "fail", "claim",
+                        offer_id=item.offer_id, value=value, reason=reason, extra=extra))
+
+
+def _close_session(scene: Scenario, name: str) -> None:
+    scene.sql("UPDATE ql_private.worker_sessions SET state = 'closed',"
+              " closed_at = clock_timestamp() - interval '1 s' WHERE worker_id = %s",
+              scene.workers[name])
+
+
+def _release(scene: Scenario, item: Accepted, reason: str) -> None:
+    scene.sql("UPDATE ql_private.run_leases SET released_at = clock_timestamp() - interval"
+              " '1 s', release_reason = %s, expires_at = greatest(expires_at, clock_timestamp()"
+              " - interval '1 s') WHERE offer_id = %s", reason, item.offer_id)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A failure of run 3's intent (w01's live lease), with or without its cause."""
+
+    name: str
+    value: str
+    reason: str
+    cause: Callable[[Scenario, Accepted], None] | None  # plants the fact that explains it
+    anomaly: str  # the class when the cause is missing
+    excuse: str  # the audit key when it is there
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+JUDGED = [
+    Judged("lease_expired", "conflict", "lease_expired",
+           lambda s, i: _age_lease(s, i.offer_id), "c_replay_mismatch",
+           "conflict lease_expired: lease past expires_at at the answer"),
+    Judged("session_replaced", "conflict", "session_replaced",
+           lambda s, i: _close_session(s, i.process), "c_replay_mismatch",
+           "conflict session_replaced: session closed before the answer"),
+    Judged("lease_terminal", "conflict", "lease_terminal",
+           lambda s, i: _release(s, i, "cancelled"), "c_replay_mismatch",
+           "conflict lease_terminal: lease released cancelled before the answer"),
+    Judged("attempt_changed", "conflict", "attempt_changed",
+           lambda s, i: s.sql("UPDATE ql_private.attempts SET state = 'cancelled' WHERE id ="
+                              " (SELECT attempt_id FROM ql_private.run_leases"
+                              " WHERE offer_id = %s)", i.offer_id),
+           "c_replay_mismatch", "conflict attempt_changed: the attempt left claimed"),
+    Judged("abandoned", "abandoned", "session_lost",
+           lambda s, i: _close_session(s, i.process), "e_unresolved_intent",
+           "abandoned session_lost: session closed before the answer"),
+    Judged("moved_aside", "moved_aside", "session_changed",
+           lambda s, i: _close_session(s, i.process), "e_unresolved_intent",
+           "abandoned session_changed: session closed before the answer"),
+    Judged("exhausted", "exhausted", "NetworkError", None, "e_unresolved_intent",
+           "exhausted: 16+ attempts recorded with the intent", {"attempts": 3}),
+]
+
+
+@pytest.mark.parametrize("case", JUDGED, ids=lambda c: c.name)
+def test_failure_without_its_cause_is_an_anomaly(scenario: Scenario, case: Judged) -> None:
+    assert _finish(scenario) == set()
+    item = scenario.accepted[3]
+    _fail_op(scenario, item, case.value, case.reason, **case.extra)
+    scenario.write_history()
+    report = check_dir(scenario.root)
+    assert {a.name for a in report.anomalies} == {case.anomaly}, report.to_doc()
+    assert report.excused == []
+
+
+@pytest.mark.parametrize("case", JUDGED, ids=lambda c: c.name)
+def test_failure_with_its_cause_is_excused_and_audited(scenario: Scenario,
+                                                       case: Judged) -> None:  # fmt: skip
+    item = scenario.accepted[3]
+    if case.cause is not None:
+        case.cause(scenario, item)
+    extra = {"attempts": 16} if case.value == "exhausted" else {}
+    _fail_op(scenario, item, case.value, case.reason, **extra)
+    _finish(scenario)
+    report = check_dir(scenario.root)
+    # (Planting a cause may break a state invariant, class g; c and e must be quiet.)
+    assert [a for a in report.anomalies if a.cls in "ce"] == [], report.to_doc()
+    assert report.excused_counts() == {case.excuse: 1}
+    assert report.to_doc()["excused"] == {case.excuse: 1}
+
+
+def test_conflict_audit_is_printed_by_the_summary(scenario: Scenario) -> None:
+    from tools.chaos.cli import summary
+
+    item = scenario.accepted[3]
+    _age_lease(scenario, item.offer_id)
+    _fail_op(scenario, item, "conflict", "lease_expired")
+    _finish(scenario)
+    lines = summary(check_dir(scenario.root))
+    assert "  1 x conflict lease_expired: lease past expires_at at the answer" in lines
+
+
+# ------------------------------------------------------------------ invariants (g)
+
+
+def test_dispatching_without_a_live_lease_is_an_anomaly(scenario: Scenario) -> None:
+    """What a sweeper that releases expired leases without re-queuing leaves."""
+    item = scenario.accepted[3]
+    _age_lease(scenario, item.offer_id)
+    scenario.sql("UPDATE ql_private.run_leases SET released_at = expires_at,"
+                 " release_reason = 'expired' WHERE offer_id = %s", item.offer_id)
+    found = _finish(scenario)
+    assert found == {"g_state_invariant"}
+    details = check_dir(scenario.root).to_doc()["details"]["g_state_invariant"]
+    assert any("dispatching without a live unstarted lease" in d for d in details)
+    assert any("released expired, run left dispatching" in d for d in details)
+
+
+def test_released_and_requeued_is_no_anomaly(scenario: Scenario) -> None:
+    item = scenario.accepted[3]
+    _age_lease(scenario, item.offer_id)
+    scenario.sql("UPDATE ql_private.run_leases SET released_at = expires_at,"
+                 " release_reason = 'expired' WHERE offer_id = %s", item.offer_id)
+    scenario.sql("UPDATE ql_private.runs SET state = 'queued' WHERE id = %s", item.run_id)
+    assert _finish(scenario) == set()
+
+
+def test_started_lease_on_a_claimed_attempt_is_an_anomaly(scenario: Scenario) -> None:
+    item = scenario.accepted[3]
+    scenario.sql("UPDATE ql_private.run_leases SET started_at = claimed_at WHERE offer_id = %s",
+                 item.offer_id)
+    assert _finish(scenario) == {"g_state_invariant"}
+    scenario.sql("UPDATE ql_private.attempts SET state = 'starting' WHERE id ="
+                 " (SELECT attempt_id FROM ql_private.run_leases WHERE offer_id = %s)",
+                 item.offer_id)
+    scenario.sql("UPDATE ql_private.runs SET state = 'starting' WHERE id = %s", item.run_id)
+    assert _finish(scenario) == set()
+
+
+def _unleased_run(scene: Scenario) -> str:
+    leased = {item.run_id for item in scene.accepted}
+    rows = scene.sql("SELECT id::text FROM ql_private.runs")
+    return next(r[0] for r in rows if r[0] not in leased)
+
+
+def test_terminal_run_without_its_event_is_an_anomaly(scenario: Scenario) -> None:
+    run_id = _unleased_run(scenario)
+    scenario.sql("UPDATE ql_private.runs SET state = 'cancelled' WHERE id = %s", run_id)
+    found = _finish(scenario)
+    assert found == {"g_state_invariant"}
+    scenario.sql("INSERT INTO ql_private.events (type, run_id, payload)"
+                 " VALUES ('run.cancelled', %s, '{}')", run_id)
+    assert _finish(scenario) == set()
+
+
+# ------------------------------------------------------------------ independent evidence
+
+
+def _edit_revisions(scene: Scenario, assignment: str) -> None:
+    """Revisions are immutable (a trigger refuses UPDATE): plant past it, as superuser."""
+    scene.sql("SET session_replication_role = replica;"
+              f" UPDATE ql_private.execution_revisions SET {assignment}")
+
+
+def test_revision_bytes_that_do_not_hash_to_the_digest_are_caught(scenario: Scenario) -> None:
+    """The stored offer and the database's replay agree (both from offer_json); only
+    the checker's own hash of the revision's canonical bytes can see this."""
+    assert _finish(scenario) == set()
+    _edit_revisions(scenario, "canonical = canonical || '\\x20'")
+    found = _finish(scenario)
+    assert found == {"c_replay_mismatch"}
+    details = check_dir(scenario.root).to_doc()["details"]["c_replay_mismatch"]
+    assert all("canonical bytes" in d for d in details), details
+
+
+def test_stored_revision_content_is_recomputed_with_rfc8785(scenario: Scenario) -> None:
+    """A stored revision whose content is not the canonical bytes (spec edited and the
+    database's projection edited alike, so the view digests still agree)."""
+    assert _finish(scenario) == set()
+    item = scenario.accepted[3]
+
+    def change(doc: dict) -> None:
+        doc["offer"]["executionRevision"]["spec"]["planted"] = True
+
+    _edit_entry(scenario, item, change)
+    _edit_revisions(scenario, "spec = spec || '{\"planted\": true}'")
+    found = _finish(scenario)
+    assert "c_replay_mismatch" in found
+    details = check_dir(scenario.root).to_doc()["details"]["c_replay_mismatch"]
+    assert any("not the revision's canonical bytes" in d for d in details), details
+
+
+# ------------------------------------------------------------------ crash windows
+
+
+def _intent(attempts: int = 1) -> PendingClaim:
+    return PendingClaim(offer_id=str(uuid.uuid4()), lease_token="A" * 43,
+                        worker_id=str(uuid.uuid4()), session_id=str(uuid.uuid4()), generation=1,
+                        capabilities_digest="sha256:" + "0" * 64, attempts=attempts,
+                        next_attempt_at_ms=0, created_at_ms=0)  # fmt: skip
+
+
+def test_journal_points_fire_at_their_steps_of_the_claim_protocol(scenario: Scenario) -> None:
+    """Each journal point (worker/faults.py) is met once per step it names, in order."""
+    hits: list[str] = []
+    plan = FaultPlan(pause_at=JOURNAL_POINTS)
+    fs = plan.journal_fs(announce=lambda _action, point: hits.append(point),
+                         pause=lambda _s: None)  # fmt: skip
+    assert fs is not None and FaultPlan().journal_fs(announce=print, pause=print) is None
+    stored = json.loads(scenario.inbox_file(scenario.accepted[3]).read_text())
+    with Journal.open(str(scenario.root / "faulty"), fs=fs, refresher=False) as journal:
+        assert hits == []  # opening (directories, temp sweep) meets no point
+        journal.save_pending(_intent())
+        journal.accept(InboxEntry.from_doc(stored))
+        journal.clear_pending()
+        journal.save_pending(_intent())
+        journal.move_pending_aside("conflict_lease_expired")
+    assert hits == ["intent_replace", "inbox_link", "pending_unlink", "intent_replace",
+                    "aside_replace", "pending_unlink"]
+
+
+_CRASH_SCRIPT = """
+import os
+import sys
+from qinglong.worker.faults import FaultPlan
+from qinglong.worker.journal import Journal
+from tests.py.test_chaos_checker import _intent
+
+fs = FaultPlan.from_env(os.environ).journal_fs(announce=lambda *a: None, pause=lambda s: None)
+with Journal.open(sys.argv[1], fs=fs, refresher=False) as journal:
+    if sys.argv[2] == "aside":
+        journal.move_pending_aside("conflict_lease_expired")
+    else:
+        journal.save_pending(_intent(attempts=2))
+print("survived")
+"""
+
+
+@pytest.mark.parametrize("point", ["intent_replace", "aside_replace"])
+def test_a_crash_in_a_journal_window_is_a_real_sigkill_that_converges(tmp_path: Path,
+                                                                       point: str) -> None:
+    root = tmp_path / "journal"
+    with Journal.open(str(root), refresher=False) as journal:
+        journal.save_pending(_intent(attempts=1))
+    env = dict(os.environ, QL_WORKER_CRASH_AT=point)
+    action = "aside" if point == "aside_replace" else "save"
+    done = subprocess.run([sys.executable, "-c", _CRASH_SCRIPT, str(root), action], env=env,
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
+    assert "survived" not in done.stdout
+    view = read_journal(root)
+    assert any(".tmp-" in problem for problem in view.problems)  # killed mid-protocol
+    with Journal.open(str(root), refresher=False) as journal:  # temp files swept on open
+        pending = journal.load_pending()
+        assert pending is not None and pending.attempts == 1  # the old intent, whole
+        assert journal.failed_claim_ids() == []
+    assert read_journal(root).problems == []
+
+
+# ------------------------------------------------------------------ mutants
+
+
+def test_every_mutant_has_its_header_and_applies_to_the_checkout() -> None:
+    from tools.chaos.checker import CLASSES
+    from tools.chaos.mutate import check_applies, load_mutants
+
+    mutants = load_mutants()
+    names = {f"{k}_{v}" for k, v in CLASSES.items()}
+    for mutant in mutants:
+        check_applies(mutant)  # raises MutantError when it no longer applies
+        assert mutant.expect in names, mutant
+        assert mutant.rationale and mutant.guarantee
+    assert len({m.guarantee for m in mutants}) == len(mutants)  # one guarantee each
+
+
+def test_a_mutant_that_no_longer_applies_fails_the_command(tmp_path: Path) -> None:
+    from tools.chaos.mutate import MutantError, check_applies, load_mutants
+
+    patch = tmp_path / "99-stale.patch"
+    patch.write_text("Rationale: a patch of lines that are not there.\nGuarantee: none\n"
+                     "Expect: c_replay_mismatch\n\ndiff --git a/worker/faults.py b/worker/faults."
+                     "py\n--- a/worker/faults.py\n+++ b/worker/faults.py\n@@ -1,1 +1,1 @@\n"
+                     "-no such line\n+a mutant\n")  # fmt: skip
+    [mutant] = load_mutants(tmp_path)
+    with pytest.raises(MutantError, match="no longer applies"):
+        check_applies(mutant)
+    (tmp_path / "98-headless.patch").write_text("diff --git a/x b/x\n")
+    with pytest.raises(MutantError, match="header needs"):
+        load_mutants(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "tools.chaos", "mutate", "--only", "nope",
+                           "--check"], capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+    assert done.returncode == 2 and "no such mutant: nope" in done.stderr
+
+
+def test_a_mutant_copy_is_what_its_soak_imports(tmp_path: Path) -> None:
+    """The copy (patched) shadows the editable install for every process of its soak."""
+    from tools.chaos.mutate import _git, copy_checkout, isolated_env, load_mutants, package_root
+
+    tree = tmp_path / "tree"
+    copy_checkout(tree)
+    mutant = next(m for m in load_mutants() if m.path.read_text().count("sweep_leases.sql"))
+    assert _git(["apply", str(mutant.path)], tree).returncode == 0
+    package_root(tree)
+    env = isolated_env(tree)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import importlib.resources as r; print(r.files('qinglong.db')"
+         ".joinpath('functions/sweep_leases.sql').read_text())"],
+        cwd="/", env=env, capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    assert probe.stdout == (tree / "db/functions/sweep_leases.sql").read_text() + "\n"
+    assert probe.stdout != (Path(__file__).resolve().parents[2]
+                            / "db/functions/sweep_leases.sql").read_text() + "\n"
+
+
+# ------------------------------------------------------------------ executing workers (h)
+
+EXEC_TASK = {"expect": "succeeded", "exitCode": 0, "execOnly": False, "maxAttempts": 3,
+             "retryBaseMs": 200, "retryCapMs": 1000, "leaseTtlS": 5}  # fmt: skip
+
+
+def _with_task(scene: Scenario, **settings: Any) -> None:
+    """The manifest names the scenario's task with a policy (what the soak writes)."""
+    task_id = scene.sql("SELECT id::text FROM ql_private.tasks")[0][0]
+    path = scene.root / MANIFEST_FILE
+    doc = json.loads(path.read_text())
+    doc["tasks"] = {"chaos": dict(EXEC_TASK, taskId=task_id, **settings)}
+    path.write_text(json.dumps(doc))
+
+
+def _set_manifest_worker(scene: Scenario, name: str, **fields: Any) -> None:
+    path = scene.root / MANIFEST_FILE
+    doc = json.loads(path.read_text())
+    doc["workers"][name].update(fields)
+    path.write_text(json.dumps(doc))
+
+
+def _attempt(scene: Scenario, run_id: str) -> str:
+    return scene.sql("SELECT current_attempt_id::text FROM ql_private.runs WHERE id = %s",
+                     run_id)[0][0]
+
+
+def _event(scene: Scenario, kind: str, run_id: str, attempt_id: str | None) -> None:
+    scene.sql("INSERT INTO ql_private.events (type, run_id, attempt_id, payload)"
+              " VALUES (%s, %s, %s, '{}')", kind, run_id, attempt_id)
+
+
+def _end_run(scene: Scenario, run_id: str, state: str, *, attempt_state: str | None = None,
+             exit_code: int | None = None, reason: str | None = None,
+             events: tuple[str, ...] | None = None) -> str:  # fmt: skip
+    """End the run's current attempt and the run itself, with the events the
+    product writes for it (pass `events` to plant others)."""
+    attempt_id = _attempt(scene, run_id)
+    attempt_state = attempt_state or state
+    scene.sql("UPDATE ql_private.attempts SET state = %s, exit_code = %s, reason = %s,"
+              " finished_at = clock_timestamp() WHERE id = %s",
+              attempt_state, exit_code, reason, attempt_id)
+    scene.sql("UPDATE ql_private.runs SET state = %s, finished_at = clock_timestamp()"
+              " WHERE id = %s", state, run_id)
+    ending = {"succeeded": "run.succeeded", "failed": "attempt.failed",
+              "cancelled": "run.cancelled"}[attempt_state]  # fmt: skip
+    default = (ending,) if ending == f"run.{state}" else (ending, f"run.{state}")
+    for kind in default if events is None else events:
+        _event(scene, kind, run_id, attempt_id)
+    return attempt_id
+
+
+def _exec_op(scene: Scenario, name: str, value: str, offer_id: str, attempt_id: str,
+             **extra: Any) -> None:  # fmt: skip
+    scene.ops.append(Op(int(time.time() * 1000), name, "info", "exec", offer_id=offer_id,
+                        value=value, extra={"attemptId": attempt_id, **extra}))
+
+
+def _h_details(scene: Scenario) -> list[str]:
+    return check_dir(scene.root).to_doc()["details"].get("h_execution", [])
+
+
+def test_an_attempt_started_twice_is_an_anomaly(scenario: Scenario) -> None:
+    first, second = scenario.accepted[0], scenario.accepted[1]  # one attempt, two leases
+    attempt_id = _attempt(scenario, first.run_id)
+    _exec_op(scenario, "w01", "started", first.offer_id, attempt_id)
+    assert _finish(scenario) == set()
+    _exec_op(scenario, "w02", "started", second.offer_id, attempt_id)
+    assert _finish(scenario) == {"h_execution"}
+    assert any("a command was started 2 times" in d for d in _h_details(scenario))
+
+
+def test_two_started_leases_of_one_attempt_are_an_anomaly(scenario: Scenario) -> None:
+    for item in scenario.accepted[:2]:
+        scenario.sql("UPDATE ql_private.run_leases SET started_at = claimed_at"
+                     " WHERE offer_id = %s", item.offer_id)
+    scenario.sql("UPDATE ql_private.attempts SET state = 'running' WHERE id = %s",
+                 _attempt(scenario, scenario.accepted[0].run_id))
+    scenario.sql("UPDATE ql_private.runs SET state = 'running' WHERE id = %s",
+                 scenario.accepted[0].run_id)
+    assert "h_execution" in _finish(scenario)
+    assert any("2 leases started" in d for d in _h_details(scenario))
+
+
+def test_an_attempt_ends_with_exactly_one_event(scenario: Scenario) -> None:
+    run_id = _unleased_run(scenario)
+    attempt_id = _end_run(scenario, run_id, "succeeded")
+    assert _finish(scenario) == set()
+    _event(scenario, "run.succeeded", run_id, attempt_id)  # a second completion
+    assert _finish(scenario) == {"h_execution"}
+    assert any("2 run.succeeded events" in d for d in _h_details(scenario))
+
+
+def test_an_unended_attempt_with_an_ending_event_is_an_anomaly(scenario: Scenario) -> None:
+    run_id = _unleased_run(scenario)
+    _event(scenario, "attempt.failed", run_id, _attempt(scenario, run_id))
+    assert _finish(scenario) == {"h_execution"}
+    assert any("still claimed after attempt.failed" in d for d in _h_details(scenario))
+
+
+def test_a_completion_the_database_does_not_show_is_an_anomaly(scenario: Scenario) -> None:
+    run_id = _unleased_run(scenario)
+    attempt_id = _attempt(scenario, run_id)
+    _exec_op(scenario, "w01", "completed", str(uuid.uuid4()), attempt_id, outcome="succeeded")
+    assert _finish(scenario) == {"h_execution"}
+    assert any("attempt" in d and "is claimed" in d for d in _h_details(scenario))
+    _end_run(scenario, run_id, "succeeded")
+    assert _finish(scenario) == set()
+
+
+@pytest.mark.parametrize(("expect", "exit_code", "anomaly"), [
+    ("failed", 3, False), ("failed", 2, True), ("succeeded", 3, True),
+])  # fmt: skip
+def test_a_failure_the_command_cannot_have_had_is_an_anomaly(
+        scenario: Scenario, expect: str, exit_code: int, anomaly: bool) -> None:  # fmt: skip
+    _with_task(scenario, expect=expect, exitCode=3, maxAttempts=1)
+    _end_run(scenario, _unleased_run(scenario), "failed", exit_code=exit_code,
+             reason="exit_nonzero")
+    assert _finish(scenario) == ({"h_execution"} if anomaly else set())
+
+
+def test_a_success_of_a_command_that_always_fails_is_an_anomaly(scenario: Scenario) -> None:
+    _with_task(scenario)
+    run_id = _unleased_run(scenario)
+    _end_run(scenario, run_id, "succeeded")
+    assert _finish(scenario) == set()
+    _with_task(scenario, expect="failed", exitCode=3)
+    assert _finish(scenario) == {"h_execution"}
+    assert any("always failed: succeeded" in d for d in _h_details(scenario))
+
+
+def _retried(scene: Scenario, run_id: str, due_in_s: float) -> None:
+    """Attempt 1 failed, attempt 2 scheduled `due_in_s` later (apply_retry's writes)."""
+    _end_run(scene, run_id, "queued", attempt_state="failed", exit_code=3,
+             reason="exit_nonzero", events=("attempt.failed",))
+    row = scene.sql(
+        "INSERT INTO ql_private.attempts (run_id, attempt_no, executor, state, not_before,"
+        " created_at) VALUES (%s, 2, 'remote_worker', 'claimed',"
+        " clock_timestamp() + make_interval(secs => %s), clock_timestamp()) RETURNING id::text",
+        run_id, due_in_s)
+    scene.sql("UPDATE ql_private.runs SET current_attempt_id = %s, finished_at = NULL"
+              " WHERE id = %s", row[0][0], run_id)
+    _event(scene, "run.retry_scheduled", run_id, row[0][0])
+
+
+def test_a_retry_within_the_policy_is_no_anomaly(scenario: Scenario) -> None:
+    _with_task(scenario, expect="failed", exitCode=3, maxAttempts=3)
+    _retried(scenario, _unleased_run(scenario), 0.1)
+    assert _finish(scenario) == set()
+
+
+def test_a_retry_due_later_than_the_backoff_cap_is_an_anomaly(scenario: Scenario) -> None:
+    _with_task(scenario, expect="failed", exitCode=3, maxAttempts=3)
+    _retried(scenario, _unleased_run(scenario), 5.0)  # attempt 1's cap: 200 ms
+    assert _finish(scenario) == {"h_execution"}
+    assert any("policy allows 0..0.200s" in d for d in _h_details(scenario))
+
+
+def test_more_attempts_than_the_policy_allows_is_an_anomaly(scenario: Scenario) -> None:
+    _with_task(scenario, expect="failed", exitCode=3, maxAttempts=1)
+    _retried(scenario, _unleased_run(scenario), 0.1)
+    assert _finish(scenario) == {"h_execution"}
+    assert any("2 attempts, policy allows 1" in d for d in _h_details(scenario))
+
+
+def test_a_run_failed_with_attempts_left_is_an_anomaly(scenario: Scenario) -> None:
+    _with_task(scenario, expect="failed", exitCode=3, maxAttempts=3)
+    _end_run(scenario, _unleased_run(scenario), "failed", exit_code=3, reason="exit_nonzero")
+    assert _finish(scenario) == {"h_execution"}
+    assert any("failed after 1 of 3 attempts" in d for d in _h_details(scenario))
+    _with_task(scenario, expect="failed", exitCode=3, maxAttempts=1)
+    assert _finish(scenario) == set()
+
+
+def _cancel_op(scene: Scenario, run_id: str, state: str, ts_ms: int | None = None) -> None:
+    ts = ts_ms if ts_ms is not None else int(time.time() * 1000)
+    scene.ops.append(Op(ts, "client", OK, "cancel", run_id=run_id, value=state))
+
+
+def test_a_cancelled_answer_for_a_run_that_did_not_end_cancelled(scenario: Scenario) -> None:
+    run_id = _unleased_run(scenario)
+    _cancel_op(scenario, run_id, "cancelled")
+    assert _finish(scenario) == {"h_execution"}
+    assert any("the run ended queued" in d for d in _h_details(scenario))
+    _end_run(scenario, run_id, "cancelled")
+    assert _finish(scenario) == set()
+
+
+def test_a_lease_claimed_after_the_cancel_was_answered(scenario: Scenario) -> None:
+    item = scenario.accepted[3]
+    _cancel_op(scenario, item.run_id, "dispatching", ts_ms=int(time.time() * 1000) - 60_000)
+    assert _finish(scenario) == {"h_execution"}
+    assert any("claimed" in d and "later" in d for d in _h_details(scenario))
+    scenario.ops.pop()
+    _cancel_op(scenario, item.run_id, "dispatching")
+    assert _finish(scenario) == set()
+
+
+@pytest.mark.parametrize(("duration_ms", "anomaly"), [(3000, False), (20000, True)])
+def test_a_command_that_ran_on_after_its_cancel(scenario: Scenario, duration_ms: int,
+                                                anomaly: bool) -> None:  # fmt: skip
+    """Cancel answered 1 s into a 20 s command: a heartbeat within the lease TTL
+    must have stopped it; one that ended on its own within 3 s is fine."""
+    _with_task(scenario)
+    item = scenario.accepted[3]
+    scenario.sql("UPDATE ql_private.run_leases SET started_at = claimed_at, released_at ="
+                 " clock_timestamp(), release_reason = 'completed' WHERE offer_id = %s",
+                 item.offer_id)
+    attempt_id = _end_run(scenario, item.run_id, "succeeded")
+    scenario.sql("UPDATE ql_private.attempts SET result = jsonb_build_object('durationMs', %s)"
+                 " WHERE id = %s", duration_ms, attempt_id)
+    claimed_ms = scenario.sql("SELECT (extract(epoch FROM claimed_at) * 1000)::bigint FROM"
+                              " ql_private.run_leases WHERE offer_id = %s", item.offer_id)[0][0]
+    _cancel_op(scenario, item.run_id, "running", ts_ms=claimed_ms + 1000)
+    assert _finish(scenario) == ({"h_execution"} if anomaly else set())
+    if anomaly:
+        assert any("ran on for 19.0s and succeeded" in d for d in _h_details(scenario))
+
+
+# ------------------------------------------------------------------ slots and placement (i)
+
+
+def _synthetic(leases: list[dict[str, Any]], *, slots: int, required: dict[str, Any],
+               labels: dict[str, str]) -> set[str]:  # fmt: skip
+    """A synthetic cut: one worker, one session, one revision, these leases."""
+    from tools.chaos.checker import check
+    from tools.chaos.facts import Inputs
+
+    snapshot = {
+        "takenAtUs": 100_000_000, "leases": leases, "dispatched": [], "runs": [],
+        "attempts": [], "sessions": [{"sessionId": "s1", "workerId": "W", "generation": 1,
+                                      "state": "active", "openedAtUs": 0,
+                                      "expiresAtUs": 200_000_000, "closedAtUs": None,
+                                      "slots": slots}],
+        "revisions": [{"id": "r1", "placement": {"required": {"labels": required}}}],
+        "runEvents": [],
+    }  # fmt: skip
+    manifest = {"workers": {"w01": {"workerId": "W", "journal": "journals/w01",
+                                    "labels": labels}}}  # fmt: skip
+    inputs = Inputs(manifest=manifest, ops=[], snapshot=snapshot, journals={})
+    return {a.name for a in check(inputs).anomalies if a.cls == "i"}
+
+
+def _lease(offer: str, claimed: int, expires: int, *, started: int | None = None,
+           released: int | None = None) -> dict[str, Any]:  # fmt: skip
+    return {"id": offer, "offerId": offer, "attemptId": f"a-{offer}", "runId": f"r-{offer}",
+            "workerId": "W", "revisionId": "r1", "sessionId": "s1", "claimedAtUs": claimed,
+            "expiresAtUs": expires, "startedAtUs": started, "releasedAtUs": released,
+            "releaseReason": "completed" if released else None}  # fmt: skip
+
+
+def test_more_live_leases_than_slots_is_an_anomaly() -> None:
+    one_after_another = [_lease("o1", 0, 10), _lease("o2", 10, 20), _lease("o3", 15, 30)]
+    assert _synthetic(one_after_another, slots=2, required={}, labels={}) == set()
+    # A started lease holds its slot past its expiry until it is released.
+    started = [_lease("o1", 0, 10, started=5, released=50), _lease("o2", 20, 40),
+               _lease("o3", 30, 60)]
+    assert _synthetic(started, slots=2, required={}, labels={}) == {"i_placement"}
+
+
+def test_a_lease_to_a_worker_without_the_required_label_is_an_anomaly() -> None:
+    leases = [_lease("o1", 0, 10)]
+    required = {"fleet": ["exec"]}
+    assert _synthetic(leases, slots=2, required=required, labels={"fleet": "exec"}) == set()
+    assert _synthetic(leases, slots=2, required=required, labels={}) == {"i_placement"}
+    assert _synthetic(leases, slots=2, required=required,
+                      labels={"fleet": "other"}) == {"i_placement"}  # fmt: skip
+
+
+# ------------------------------------------------------------ owner lock, finished entries (f)
+
+
+def test_a_second_process_that_ran_on_a_held_journal_is_an_anomaly(scenario: Scenario) -> None:
+    def double(outcome: str) -> Op:
+        return Op(int(time.time() * 1000), "nemesis", OK, "double_start", value="w01",
+                  extra={"outcome": outcome, "exitCode": 1})
+
+    scenario.ops += [double("refused"), double("undecided")]
+    assert _finish(scenario) == set()
+    scenario.ops.append(double("ran"))
+    assert _finish(scenario) == {"f_journal_invalid"}
+
+
+def test_an_executing_worker_keeps_no_entry_of_a_released_lease(scenario: Scenario) -> None:
+    """w01's inbox holds run 1's stale entry (its lease released expired)."""
+    assert _finish(scenario) == set()
+    _set_manifest_worker(scenario, "w01", execute=True)
+    found = _finish(scenario)
+    assert found == {"f_journal_invalid"}
+    details = check_dir(scenario.root).to_doc()["details"]["f_journal_invalid"]
+    assert any(scenario.accepted[0].offer_id in d and "released expired" in d for d in details)
+    scenario.inbox_file(scenario.accepted[0]).unlink()  # removed, as the executor does
+    assert _finish(scenario) == set()
+
+
+def test_worker_log_maps_executor_events_onto_ops(tmp_path: Path) -> None:
+    log = tmp_path / "w01.log"
+    lines = [
+        {"ts": 1, "event": "exec.started", "offerId": "o1", "runId": "r1", "attemptId": "a1",
+         "pid": 7},
+        {"ts": 2, "event": "exec.completed", "offerId": "o1", "runId": "r1",
+         "attemptId": "a1", "outcome": "failed", "exitCode": 3, "reason": "exit_nonzero"},
+        {"ts": 3, "event": "exec.abandoned", "offerId": "o2", "category": "lease_expired",
+         "phase": "start"},
+        {"ts": 4, "event": "exec.lease_retry", "offerId": "o2"},
+    ]  # fmt: skip
+    log.write_text("".join(json.dumps(doc) + "\n" for doc in lines))
+    ops = worker_log_ops("w01", log)
+    assert [(op.f, op.value, op.offer_id) for op in ops] == [
+        ("exec", "started", "o1"), ("exec", "completed", "o1"), ("exec", "abandoned", "o2")]
+    assert ops[1].extra == {"attemptId": "a1", "outcome": "failed", "exitCode": 3}
+    assert ops[1].reason == "exit_nonzero" and ops[2].reason == "lease_expired"

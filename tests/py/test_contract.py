@@ -139,7 +139,7 @@ def capabilities() -> dict[str, Any]:
 
 
 FENCE = {"workerId": U3, "sessionId": U1, "generation": 3}
-LEASE_REQ = {**FENCE, "offerId": U2, "leaseToken": TOKEN}
+LEASE_REQ = {**FENCE, "offerId": U2, "leaseToken": TOKEN, "leaseVersion": 3}
 
 VALID: dict[str, dict[str, Any]] = {
     "qinglong/worker-capabilities@v1": capabilities(),
@@ -650,6 +650,13 @@ def test_lease_bodies() -> None:
     for phase in ("starting", "running", "start_failed"):
         validate("qinglong/lease-ack-request@v1", {**ack, "phase": phase, "reason": "spawn_failed"})
     reject("qinglong/lease-ack-request@v1", {**ack, "phase": "succeeded"})
+    # Every lease request carries the version the worker last saw (SPEC §7).
+    for schema_id in ("qinglong/lease-ack-request@v1", "qinglong/lease-heartbeat-request@v1",
+                      "qinglong/lease-complete-request@v1"):
+        body = VALID[schema_id]
+        reject(schema_id, {k: v for k, v in body.items() if k != "leaseVersion"}, "required")
+        for bad in (0, -1, 2**53, "3", 1.5, None, True):
+            reject(schema_id, {**body, "leaseVersion": bad})
 
 
 def test_session_open_validates_nested_capabilities() -> None:

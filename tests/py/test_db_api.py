@@ -101,7 +101,7 @@ def test_python_functions_take_the_parameters_keyword_only(
 
 def _sample(sql_type: str) -> Any:
     return {"text": "x", "bytea": b"x", "bigint": 1, "integer": 1, "jsonb": {},
-            "boolean": True, "text[]": ["x"]}[sql_type]
+            "boolean": True, "text[]": ["x"], "bytea[]": [b"x"]}[sql_type]
 
 
 def test_the_check_catches_a_renamed_parameter(catalog: dict[str, SqlSignature]) -> None:

@@ -87,6 +87,8 @@ def test_dev_up_down(tmp_path: Path) -> None:
         assert env == json.loads((state_dir / "dev-env.json").read_text())
         assert set(env) == ENV_KEYS
         assert set(env["worker"]) == WORKER_KEYS
+        # Its DSNs carry generated passwords: readable by its owner only.
+        assert stat.S_IMODE(os.stat(state_dir / "dev-env.json").st_mode) == 0o600
         for key in ("caFile",):
             assert Path(env[key]).is_file()
         assert Path(env["caDir"]).is_dir()

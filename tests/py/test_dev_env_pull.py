@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -24,13 +25,16 @@ CAPABILITIES = {"schema": "qinglong/worker-capabilities@v1", "executors": ["remo
                 "labels": {}, "runtimes": {}, "slots": 1}
 
 
-def qinglong(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def qinglong(*args: str, timeout: float = 240,
+             dsn: str | None = None) -> subprocess.CompletedProcess[str]:
+    # A DSN (dev up's hold passwords) goes through the environment, never argv.
+    env = None if dsn is None else os.environ | {"QINGLONG_DSN": dsn}
     return subprocess.run([sys.executable, "-m", "qinglong", *args], capture_output=True,
-                          text=True, timeout=timeout, check=False)
+                          text=True, timeout=timeout, check=False, env=env)
 
 
-def admin(*args: str) -> dict[str, Any]:
-    result = qinglong("admin", *args, timeout=60)
+def admin(*args: str, dsn: str) -> dict[str, Any]:
+    result = qinglong("admin", *args, timeout=60, dsn=dsn)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -104,9 +108,9 @@ def test_dev_env_publish_enqueue_pull_down(tmp_path: Path) -> None:
         ports.append(int(state["pgPort"]))
         command_file = tmp_path / "command.json"
         command_file.write_text(json.dumps(COMMAND))
-        task = admin("task", "publish", "--dsn", env["dsn"], "--project", "demo", "--name",
-                     "hello", "--command-file", str(command_file))
-        runs = admin("run", "enqueue", "--dsn", env["dsn"], "--task", task["taskId"])
+        task = admin("task", "publish", "--project", "demo", "--name", "hello",
+                     "--command-file", str(command_file), dsn=env["dsn"])
+        runs = admin("run", "enqueue", "--task", task["taskId"], dsn=env["dsn"])
         offer = _pull(env)
         validate("qinglong/remote-execution-offer@v1", offer)
         assert offer["status"] == "offered"

@@ -149,7 +149,8 @@ class FuzzState:
                 "schema": "qinglong/lease-ack-request@v1", "workerId": self.agent.worker_id,
                 "sessionId": offer["sessionId"], "generation": offer["generation"],
                 "offerId": offer["offerId"], "leaseToken": offer["leaseToken"],
-                "phase": phase})
+                "leaseVersion": offer.get("version", 1), "phase": phase})
+            offer["version"] = offer.get("version", 1) + 1
         offer["started"] = True
 
 
@@ -206,6 +207,8 @@ def steer(case: Any, fz: FuzzState) -> bool:
                     and (draw >> 28) % 4:
                 fz.start(offer)
             body["offerId"], body["leaseToken"] = offer["offerId"], offer["leaseToken"]
+            if lease_op and (draw >> 30) % 4:  # mostly the version the lease is at
+                body["leaseVersion"] = offer.get("version", 1)
             if (draw >> 20) % 4:
                 body["sessionId"], body["generation"] = offer["sessionId"], offer["generation"]
     if case.path == "/v1/sessions" and (draw >> 24) % 2:
@@ -236,6 +239,11 @@ def observe(case: Any, response: Any, fz: FuzzState) -> None:
                           "sessionId": case.body["sessionId"],
                           "generation": case.body["generation"]})
         del fz.offers[:-64]
+    if (case.path.startswith("/v1/leases/") and response.status_code == 200
+            and isinstance(doc, dict) and isinstance(doc.get("leaseVersion"), int)):
+        for offer in fz.offers:  # follow the lease version, as a worker does
+            if offer["offerId"] == doc.get("offerId"):
+                offer["version"] = max(offer.get("version", 1), doc["leaseVersion"])
 
 
 def header(response: Any, name: str) -> str:

@@ -3,8 +3,10 @@
 
 Rules: session open / heartbeat / close (also of replaced sessions), pull on the
 current and on old sessions, replay of a pull (same offer id + token), ACK
-starting / running / start_failed, lease heartbeat, completion (and replays of
-each). The model predicts the exact status and conflict reason of every call
+starting / running / start_failed, lease heartbeat, completion, each at the
+current lease version, the previous one (a repeat after a lost answer: the same
+lease byte for byte, nothing changed; otherwise stale) or another one
+(stale_lease_version). The model predicts the exact status and conflict reason of every call
 from what it did so far; where the database decides something the model cannot
 know (offered vs. idle), the answer is checked against the database instead.
 
@@ -90,9 +92,9 @@ class OfferModel:
     pull_body: bytes
     phase: str = "offered"  # offered | starting | running | completed | start_failed
     touched: bool = False  # the lease changed since the pull answer
-    last: dict[str, bytes] = field(default_factory=dict)  # op -> last 200 body
-    beats_at: dict[str, int] = field(default_factory=dict)  # op -> beats when answered
-    completion: tuple[str, int | None] | None = None
+    version: int = 1  # the lease version (SPEC §7): every applied change adds one
+    made_by: str | None = None  # the request that made `version` (None: the claim)
+    answer: bytes = b""  # ... and its 200 body: what a repeat of it answers
     beats: int = 0  # successful lease heartbeats
 
     @property
@@ -156,11 +158,12 @@ class ProtocolMachine(RuleBasedStateMachine):
                 "workerId": self.ctx.agent.worker_id, "sessionId": s.session_id,
                 "generation": s.generation}
 
-    def lease_doc(self, kind: str, o: OfferModel, **extra: Any) -> dict[str, Any]:
+    def lease_doc(self, kind: str, o: OfferModel, version: int,
+                  **extra: Any) -> dict[str, Any]:  # fmt: skip
         return {"schema": f"qinglong/lease-{kind}-request@v1",
                 "workerId": self.ctx.agent.worker_id, "sessionId": o.session.session_id,
                 "generation": o.session.generation, "offerId": o.offer_id,
-                "leaseToken": o.token, **extra}
+                "leaseToken": o.token, "leaseVersion": version, **extra}
 
     def pull_doc(self, s: SessionModel, offer_id: str, token: str) -> dict[str, Any]:
         return {"schema": "qinglong/offer-pull-request@v1", "workerId": self.ctx.agent.worker_id,
@@ -176,17 +179,40 @@ class ProtocolMachine(RuleBasedStateMachine):
         assert row is not None
         return int(row[0])
 
-    def assert_replay(self, o: OfferModel, key: str, reply: Reply) -> None:
-        """An exact replay answers the lease as it is now: byte-identical to the
-        first answer, unless heartbeats moved the lease since — then the same
-        lease, state and timestamps of the claim, one version per heartbeat on."""
-        if o.beats_at[key] == o.beats:
-            assert reply.body == o.last[key]
-            return
-        first = json.loads(o.last[key])
-        for name in ("offerId", "state", "claimedAtMs", "startedAtMs", "leaseGeneration"):
-            assert reply.doc[name] == first[name], (name, reply.doc, first)
-        assert reply.doc["leaseVersion"] == first["leaseVersion"] + o.beats - o.beats_at[key]
+    def draw_version(self, data: st.DataObject, o: OfferModel) -> int:
+        """The lease version a request carries: mostly the current one, else the
+        previous one (a repeat after a lost answer, or stale) or another one."""
+        age = data.draw(st.sampled_from(["current", "current", "previous", "other"]))
+        if age == "previous" and o.version > 1:
+            return o.version - 1
+        if age == "other":
+            return data.draw(st.sampled_from([v for v in (o.version - 2, o.version + 1,
+                                                          o.version + 3) if v >= 1]))
+        return o.version
+
+    def versioned(self, o: OfferModel, key: str, version: int, reply: Reply) -> bool:
+        """The answers the lease version decides (SPEC §7), after the session gate:
+        the request that made the current version, repeated at the version it
+        consumed, answers that same lease byte for byte and changes nothing; a
+        released lease refuses anything else as lease_terminal; a live one refuses
+        any version but the current as stale_lease_version. True when decided."""
+        if version == o.version - 1 and o.made_by == key:
+            self.expect(reply, 200)
+            assert reply.body == o.answer
+            self.ctx.seen["identical lease replay"] += 1
+            return True
+        if o.released:
+            self.expect(reply, 409, "lease_terminal")
+            return True
+        if version != o.version:
+            self.expect(reply, 409, "stale_lease_version")
+            return True
+        return False
+
+    def applied(self, o: OfferModel, key: str, reply: Reply) -> None:
+        o.version += 1
+        o.made_by, o.answer, o.touched = key, reply.body, True
+        assert reply.doc["leaseVersion"] == o.version, (reply.doc, o.version)
 
     # ------------------------------------------------------------ sessions
 
@@ -335,97 +361,89 @@ class ProtocolMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.offers)
     @rule(data=st.data(), phase=st.sampled_from(["starting", "running", "start_failed"]))
     def ack(self, data: st.DataObject, phase: str) -> None:
-        self._ack(self.pick_offer(data), phase)
+        o = self.pick_offer(data)
+        self._ack(o, phase, self.draw_version(data, o))
 
-    def _ack(self, o: OfferModel, phase: str) -> None:
-        reply = self.send("/v1/leases/ack", self.lease_doc("ack", o, phase=phase))
+    def _ack(self, o: OfferModel, phase: str, version: int) -> None:
+        reply = self.send("/v1/leases/ack", self.lease_doc("ack", o, version, phase=phase))
         gate = self._lease_gate(o)
         if gate is not None:
             self.expect(reply, *gate)
             return
-        replay_key = f"ack.{phase}"
-        if phase == "starting":
-            if o.phase == "offered":
-                self.expect(reply, 200)
-                o.phase, o.touched = "starting", True
-            elif o.phase == "starting":
-                self.expect(reply, 200)
-                self.assert_replay(o, replay_key, reply)
-            elif o.phase == "running":
-                self.expect(reply, 409, "illegal_transition")
-            else:
-                self.expect(reply, 409, "lease_terminal")
-        elif phase == "running":
-            if o.phase == "offered":
-                self.expect(reply, 409, "illegal_transition")
-            elif o.phase == "starting":
-                self.expect(reply, 200)
-                o.phase = "running"
-            elif o.phase == "running":
-                self.expect(reply, 200)
-                self.assert_replay(o, replay_key, reply)
-            else:
-                self.expect(reply, 409, "lease_terminal")
-        else:
-            if o.phase in ("offered", "starting"):
-                self.expect(reply, 200)
-                o.phase, o.touched = "start_failed", True
-            elif o.phase == "running":
-                self.expect(reply, 409, "illegal_transition")
-            elif o.phase == "start_failed":
-                self.expect(reply, 200)
-                self.assert_replay(o, replay_key, reply)
-            else:
-                self.expect(reply, 409, "lease_terminal")
-        if reply.status == 200:
-            assert reply.doc["offerId"] == o.offer_id
-            o.last[replay_key], o.beats_at[replay_key] = reply.body, o.beats
+        key = f"ack.{phase}"
+        if self.versioned(o, key, version, reply):
+            return
+        # The current version of a live lease: the transition decides.
+        legal = {"starting": ("offered",), "running": ("starting",),
+                 "start_failed": ("offered", "starting")}[phase]
+        if o.phase not in legal:
+            self.expect(reply, 409, "illegal_transition")
+            return
+        self.expect(reply, 200)
+        assert reply.doc["offerId"] == o.offer_id
+        o.phase = phase
+        self.applied(o, key, reply)
 
     @precondition(lambda self: self.offers)
     @rule(data=st.data())
     def heartbeat_lease(self, data: st.DataObject) -> None:
-        self._heartbeat_lease(self.pick_offer(data))
+        o = self.pick_offer(data)
+        self._heartbeat_lease(o, self.draw_version(data, o))
 
-    def _heartbeat_lease(self, o: OfferModel) -> None:
-        reply = self.send("/v1/leases/heartbeat", self.lease_doc("heartbeat", o))
+    def _heartbeat_lease(self, o: OfferModel, version: int) -> None:
+        reply = self.send("/v1/leases/heartbeat", self.lease_doc("heartbeat", o, version))
         gate = self._lease_gate(o)
         if gate is not None:
             self.expect(reply, *gate)
+        elif self.versioned(o, "heartbeat", version, reply):
+            return
         elif o.started:
             self.expect(reply, 200)
             assert reply.doc["cancelRequested"] is False
             assert reply.doc["state"] == o.phase
-            o.touched = True
             o.beats += 1
-        elif o.phase == "offered":
-            self.expect(reply, 409, "illegal_transition")
+            self.applied(o, "heartbeat", reply)
         else:
-            self.expect(reply, 409, "lease_terminal")
+            self.expect(reply, 409, "illegal_transition")
 
     @precondition(lambda self: self.offers)
     @rule(data=st.data(), outcome=st.sampled_from(["succeeded", "failed"]))
     def complete(self, data: st.DataObject, outcome: str) -> None:
-        self._complete(self.pick_offer(data), outcome)
+        o = self.pick_offer(data)
+        self._complete(o, outcome, self.draw_version(data, o))
 
-    def _complete(self, o: OfferModel, outcome: str) -> None:
+    def _complete(self, o: OfferModel, outcome: str, version: int) -> None:
         exit_code = 0 if outcome == "succeeded" else 3
-        reply = self.send("/v1/leases/complete",
-                          self.lease_doc("complete", o, outcome=outcome, exitCode=exit_code))
+        reply = self.send("/v1/leases/complete", self.lease_doc(
+            "complete", o, version, outcome=outcome, exitCode=exit_code))
+        key = f"complete.{outcome}.{exit_code}"
         gate = self._lease_gate(o)
         if gate is not None:
             self.expect(reply, *gate)
+        elif self.versioned(o, key, version, reply):
+            return
         elif o.started:
             self.expect(reply, 200)
             assert reply.doc["state"] == outcome
-            o.phase, o.touched, o.completion = "completed", True, (outcome, exit_code)
-            o.last["complete"], o.beats_at["complete"] = reply.body, o.beats
-        elif o.phase == "offered":
-            self.expect(reply, 409, "illegal_transition")
-        elif o.phase == "completed" and o.completion == (outcome, exit_code):
-            self.expect(reply, 200)
-            self.assert_replay(o, "complete", reply)
+            o.phase = "completed"
+            self.applied(o, key, reply)
         else:
-            self.expect(reply, 409, "lease_terminal")
+            self.expect(reply, 409, "illegal_transition")
+
+    @precondition(lambda self: any(o.made_by is not None for o in self.offers))
+    @rule(data=st.data())
+    def repeat_after_lost_answer(self, data: st.DataObject) -> None:
+        """The worker lost the answer of the lease's last change and sends the very
+        same request again, at the version that request consumed."""
+        o = data.draw(st.sampled_from([o for o in self.offers if o.made_by is not None]))
+        assert o.made_by is not None
+        kind, _, rest = o.made_by.partition(".")
+        if kind == "ack":
+            self._ack(o, rest, o.version - 1)
+        elif kind == "heartbeat":
+            self._heartbeat_lease(o, o.version - 1)
+        else:
+            self._complete(o, rest.split(".")[0], o.version - 1)
 
     @precondition(lambda self: any(o.session.state == "active" and not o.released
                                    for o in self.offers))
@@ -436,13 +454,13 @@ class ProtocolMachine(RuleBasedStateMachine):
         o = data.draw(st.sampled_from([o for o in self.offers
                                        if o.session.state == "active" and not o.released]))
         if o.phase == "offered":
-            self._ack(o, "starting")
+            self._ack(o, "starting", o.version)
         elif o.phase == "starting":
-            self._ack(o, "running")
-        elif finish and o.beats > 0:
-            self._complete(o, data.draw(st.sampled_from(["succeeded", "failed"])))
+            self._ack(o, "running", o.version)
+        elif finish and (o.beats > 0 or o.phase == "running"):
+            self._complete(o, data.draw(st.sampled_from(["succeeded", "failed"])), o.version)
         else:
-            self._heartbeat_lease(o)
+            self._heartbeat_lease(o, o.version)
 
     # ------------------------------------------------------------ invariants
 
@@ -509,7 +527,8 @@ def test_protocol_state_machine(ctx: Ctx) -> None:
     print(json.dumps({"steps": ctx.steps, "seen": dict(sorted(ctx.seen.items()))}, indent=1))
     assert ctx.steps >= (5_000 if LONG else 300), ctx.steps
     # The walk really reached the interesting places (not just refusals).
-    for needle in ("identical replay", "/v1/leases/ack 200", "/v1/leases/complete 200",
+    for needle in ("identical replay", "identical lease replay", "/v1/leases/ack 200",
+                   "/v1/leases/complete 200", "/v1/leases/ack 409 stale_lease_version",
                    "/v1/leases/heartbeat 200", "/v1/offers/pull 409 session_closed",
                    "/v1/sessions/close 200", "/v1/offers/pull 409 token_mismatch"):
         assert any(k.startswith(needle) for k in ctx.seen), (needle, ctx.seen)

@@ -77,7 +77,7 @@ def test_one_call_per_batch_and_per_item_answers(start_ingress_thread, test_pki,
         assert status == 200 and doc["schema"] == "qinglong/session@v1"
         assert doc["sessionId"] == sessions[i]["sessionId"]
         assert doc["expiresAtMs"] > sessions[i]["expiresAtMs"] - 1000
-    assert (results[3][0], results[3][1]["reason"]) == (401, "bad_secret")
+    assert (results[3][0], results[3][1]["reason"]) == (401, "invalid_credential")
     assert (results[4][0], results[4][1]["reason"]) == (409, "session_replaced")
     assert (results[5][0], results[5][1]["reason"]) == (409, "session_not_found")
 

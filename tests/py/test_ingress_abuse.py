@@ -79,7 +79,10 @@ class Target:
 def _target(world: World, tmp: Path, **config: Any) -> Iterator[Target]:
     server = start_ingress_process(tmp, world.pki, world.ingress_dsn, **{
         "handshakeTimeoutS": DEADLINE_S, "headerTimeoutS": DEADLINE_S,
-        "bodyTimeoutS": DEADLINE_S, "backlog": 1024, **config})
+        "bodyTimeoutS": DEADLINE_S, "backlog": 1024,
+        # The attack holds many connections of one certificate identity; the
+        # per-identity cap is not what this module measures.
+        "maxConnectionsPerWorker": 1024, **config})
     try:
         agent = world.agent(f"abuse-{uuid.uuid4().hex[:8]}")
         reply = post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
@@ -340,7 +343,9 @@ def _latencies(target: Target, n: int, every_s: float = 0.015) -> list[float]:
 def _start_attack(target: Target, tmp: Path, duration_s: float, n_tls: int = ATTACK_TLS,
                   n_tcp: int = ATTACK_TCP) -> tuple[multiprocessing.process.BaseProcess, Path]:
     out = tmp / f"attack-{uuid.uuid4().hex[:6]}.json"
-    cert = target.agent.cert
+    # The attacker's own certificate: sharing the legitimate worker's would let
+    # the per-identity cap shed the worker's own connections.
+    cert = target.world.pki.worker_cert(str(uuid.uuid4()), name=f"attacker-{out.stem}")
     process = multiprocessing.get_context("spawn").Process(
         target=_attack_process, args=(target.port, target.world.pki.ca_file,
                                       (str(cert.cert_file), str(cert.key_file)),
@@ -359,7 +364,10 @@ def _wait_open(target: Target, at_least: int, timeout_s: float) -> float:
     deadline = time.monotonic() + timeout_s
     value = 0.0
     while time.monotonic() < deadline:
-        value = target.server.metric("qinglong_ingress_open_connections")
+        # Every stage holds a connection: hello waits, handshakes, established.
+        value = sum(target.server.metric(name) for name in (
+            "qinglong_ingress_open_connections", "qinglong_ingress_hello_waits",
+            "qinglong_ingress_tls_handshakes_in_progress"))
         if value >= at_least:
             return value
         time.sleep(0.1)

@@ -45,15 +45,18 @@ def _bad_secret(agent: Agent) -> str:
     return f"ql3w_{agent.worker.credential_id}_{flipped}"
 
 
+# case -> (HTTP status, reason the worker is told, reason the audit keeps). An
+# unknown credential id and a wrong secret look the same from outside (no
+# existence oracle); security_audit and the audit log keep which one it was.
 CASES = {
-    "missing": (401, "missing_credential"),
-    "not_bearer": (401, "malformed_credential"),
-    "malformed": (401, "malformed_credential"),
-    "unknown": (401, "unknown_credential"),
-    "wrong_secret": (401, "bad_secret"),
-    "revoked": (401, "revoked_credential"),
-    "cert_a_credential_b": (403, "worker_mismatch"),
-    "body_b_cert_and_credential_a": (403, "identity_mismatch"),
+    "missing": (401, "missing_credential", "missing_credential"),
+    "not_bearer": (401, "malformed_credential", "malformed_credential"),
+    "malformed": (401, "malformed_credential", "malformed_credential"),
+    "unknown": (401, "invalid_credential", "unknown_credential"),
+    "wrong_secret": (401, "invalid_credential", "bad_secret"),
+    "revoked": (401, "revoked_credential", "revoked_credential"),
+    "cert_a_credential_b": (403, "worker_mismatch", "worker_mismatch"),
+    "body_b_cert_and_credential_a": (403, "identity_mismatch", "identity_mismatch"),
 }
 
 
@@ -86,10 +89,10 @@ def test_refusals_change_nothing_but_the_audit(world, ingress, su_conn, prov, ca
         body["workerId"] = b.worker_id
     before = snapshot(su_conn)
     reply = post(ingress.port, path, body, ctx=a.ctx, token=token, headers=headers)
-    status, reason = CASES[case]
+    status, public_reason, reason = CASES[case]
     assert (reply.status, reply.json) == (status, {
         "schema": "qinglong/error@v1",
-        "error": "unauthorized" if status == 401 else "forbidden", "reason": reason})
+        "error": "unauthorized" if status == 401 else "forbidden", "reason": public_reason})
     after = snapshot(su_conn)
     assert after.tables == before.tables
     assert after.audit_rows == before.audit_rows + 1
@@ -105,6 +108,18 @@ def test_refusals_change_nothing_but_the_audit(world, ingress, su_conn, prov, ca
     assert (last["outcome"], last["reason"]) == ("denied", reason)
     assert set(last) == {"timeMs", "stream", "credentialId", "workerId", "action", "outcome",
                          "reason"}
+
+
+def test_unknown_id_and_wrong_secret_get_the_same_answer(world, ingress):
+    a, session = world["a"], world["session"]
+    unknown = post(ingress.port, "/v1/offers/pull", pull_body(a, session), ctx=a.ctx,
+                   token="ql3w_" + "z" * 16 + a.token[21:])
+    wrong = post(ingress.port, "/v1/offers/pull", pull_body(a, session), ctx=a.ctx,
+                 token=_bad_secret(a))
+    assert (unknown.status, unknown.body) == (wrong.status, wrong.body)
+    assert unknown.status == 401 and unknown.json["reason"] == "invalid_credential"
+    assert [json.loads(line)["reason"] for line in ingress.audit_lines[-2:]] == \
+        ["unknown_credential", "bad_secret"]
 
 
 def test_certificate_without_worker_identity_is_forbidden(world, ingress, test_pki,

@@ -243,16 +243,17 @@ def test_lease_calls_have_their_own_budget(start_ingress_thread, test_pki, ingre
                  token=agent.token)
     assert again.status == 429  # the polling bucket is empty ...
 
-    def lease(kind: str, **extra: object) -> int:
+    def lease(kind: str, version: int, **extra: object) -> int:
         body = {"schema": f"qinglong/lease-{kind}-request@v1", "workerId": agent.worker_id,
                 "sessionId": session["sessionId"], "generation": session["generation"],
-                "offerId": pull["offerId"], "leaseToken": pull["leaseToken"], **extra}
+                "offerId": pull["offerId"], "leaseToken": pull["leaseToken"],
+                "leaseVersion": version, **extra}
         return post(server.port, f"/v1/leases/{kind}", body, ctx=agent.ctx,
                     token=agent.token).status
 
-    assert lease("ack", phase="starting") == 200  # ... the lease bucket is not
-    assert lease("ack", phase="running") == 200
-    assert lease("complete", outcome="succeeded", exitCode=0) == 429  # lease burst 2 spent
+    assert lease("ack", 1, phase="starting") == 200  # ... the lease bucket is not
+    assert lease("ack", 2, phase="running") == 200
+    assert lease("complete", 3, outcome="succeeded", exitCode=0) == 429  # lease burst 2 spent
     assert server.metrics.rate_limited.value() == 2
 
 

@@ -8,6 +8,7 @@ safety property against the database's own answer.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -118,7 +119,8 @@ def test_idle_pulls_come_from_the_view_without_db_calls(viewed, prov, test_pki):
     assert _view(viewed).view_state() == ViewState.IDLE
     text = viewed.metrics_text()
     assert "qinglong_ingress_idle_view_listener_up 1" in text
-    assert re.search(r'^qinglong_ingress_idle_view_pings_total\{outcome="ok"\} [1-9]', text, re.M)
+    assert re.search(r'^qinglong_ingress_idle_view_barriers_total'
+                     r'\{kind="sync",outcome="ok"\} [1-9]', text, re.M)
 
 
 def test_enqueued_run_is_offered_on_the_very_next_pull(viewed, prov, test_pki, su_conn):
@@ -237,7 +239,8 @@ def test_dormant_below_the_engage_rate(start_ingress_thread, test_pki, ingress_d
         assert _pull(server, agent, session).json["status"] == "idle"
     assert _db_calls(server, "pull_offer") == calls + 3
     assert _view(server).view_state() == ViewState.DORMANT
-    assert _db_calls(server, "idle_ping") == 0 and _db_calls(server, "idle_probe") == 0
+    assert _db_calls(server, "idle_probe") == 0
+    assert "qinglong_ingress_idle_view_barriers_total{" not in server.metrics_text()
 
 
 def test_a_delayed_run_is_idle_before_its_time_and_offered_after(viewed, prov, test_pki,
@@ -260,3 +263,58 @@ def test_a_delayed_run_is_idle_before_its_time_and_offered_after(viewed, prov, t
     offered = _pull(viewed, agent, session, offer_id=str(uuid.uuid4()))
     assert offered.status == 200 and offered.json["status"] == "offered", offered.body
     assert offered.json["candidate"]["runId"] == run_id
+
+
+class FakeClock:
+    """The view's monotonic clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_cached_credential_is_trusted_for_at_most_5_s(test_pki, ingress_dsn, prov):
+    """SPEC §5: a cached authentication fact (credential -> worker, secret digest,
+    not revoked, worker not disabled) is trusted for < 5 s after the database
+    confirmed it, whatever the notifications say; then the database is asked."""
+    from qinglong.service.credentials import PresentedCredential
+    from qinglong.service.gateway import Gateway
+    from qinglong.service.idle_view import IdleView
+    from qinglong.service.metrics import IngressMetrics
+    from tests.py.provision import digest
+
+    config = ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0)
+    assert config.idle_view_credential_max_age_ms == 5000
+    worker = prov.worker("w-age")
+    credential = PresentedCredential(worker.credential_id, digest(worker.secret))
+    other_secret = PresentedCredential(worker.credential_id, digest(worker.secret + "x"))
+    clock = FakeClock()
+
+    async def scenario() -> list[bool]:
+        metrics = IngressMetrics()
+        view = IdleView(config, Gateway(config, metrics), metrics, clock=clock)
+        await view.start()
+        try:
+            deadline = time.monotonic() + 10
+            while view.view_state() < ViewState.UNKNOWN:  # the real listener is up
+                assert time.monotonic() < deadline, "listener up"
+                await asyncio.sleep(0.02)
+            token = view.cache_token()  # taken when the confirming call is sent
+            clock.now += 0.2  # the database's answer comes back
+            view.remember_credential(token, credential, worker.worker_id)
+            seen = [view.credential_trusted(credential, worker.worker_id),
+                    view.credential_trusted(other_secret, worker.worker_id),
+                    view.credential_trusted(credential, str(uuid.uuid4()))]
+            clock.now = token.taken_at + 4.999
+            seen.append(view.credential_trusted(credential, worker.worker_id))
+            clock.now = token.taken_at + 5.0
+            seen.append(view.credential_trusted(credential, worker.worker_id))
+            clock.now = token.taken_at + 0.1  # gone for good, not merely skipped
+            seen.append(view.credential_trusted(credential, worker.worker_id))
+            return seen
+        finally:
+            await view.close()
+
+    assert asyncio.run(scenario()) == [True, False, False, True, False, False]

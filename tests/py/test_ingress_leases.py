@@ -44,30 +44,38 @@ ACK, HEARTBEAT, COMPLETE = "/v1/leases/ack", "/v1/leases/heartbeat", "/v1/leases
 
 
 class Claim:
-    """A worker holding one offered lease through the real ingress."""
+    """A worker holding one offered lease through the real ingress.
+
+    Like the worker, it sends the lease version of the last lease it received
+    (`version`, updated from every 200 answer); a test repeats a request whose
+    answer was "lost" by passing the version it was sent with (`leaseVersion=`)."""
 
     def __init__(self, server: IngressThread, agent: Agent, session: dict[str, Any],
                  pull: dict[str, Any], offer: dict[str, Any]) -> None:
         self.server, self.agent, self.session = server, agent, session
         self.pull, self.offer = pull, offer
         self.replies: list[Reply] = []
+        self.version: int = offer["lease"]["leaseVersion"]
 
     def body(self, kind: str, **extra: Any) -> dict[str, Any]:
         return {"schema": f"qinglong/lease-{kind}-request@v1", "workerId": self.agent.worker_id,
                 "sessionId": self.session["sessionId"], "generation": self.session["generation"],
-                "offerId": self.pull["offerId"], "leaseToken": self.pull["leaseToken"], **extra}
+                "offerId": self.pull["offerId"], "leaseToken": self.pull["leaseToken"],
+                "leaseVersion": self.version, **extra}
 
     def send(self, path: str, body: dict[str, Any], agent: Agent | None = None) -> Reply:
         agent = agent or self.agent
         reply = post(self.server.port, path, body, ctx=agent.ctx, token=agent.token)
         self.replies.append(reply)
+        if reply.status == 200 and agent is self.agent:
+            self.version = max(self.version, reply.json["leaseVersion"])
         return reply
 
     def ack(self, phase: str, **extra: Any) -> Reply:
         return self.send(ACK, self.body("ack", phase=phase, **extra))
 
-    def heartbeat(self) -> Reply:
-        return self.send(HEARTBEAT, self.body("heartbeat"))
+    def heartbeat(self, **extra: Any) -> Reply:
+        return self.send(HEARTBEAT, self.body("heartbeat", **extra))
 
     def complete(self, outcome: str, **extra: Any) -> Reply:
         return self.send(COMPLETE, self.body("complete", outcome=outcome, **extra))
@@ -128,19 +136,21 @@ def test_start_run_heartbeat_complete_with_idempotent_replays(claim, ingress, su
     starting = _lease(claim.ack("starting"), "starting", offered["leaseVersion"] + 1)
     assert starting["startedAtMs"] is not None and starting["offerId"] == offered["offerId"]
     before = snapshot(su_conn)
-    replay = claim.ack("starting")
+    replay = claim.ack("starting", leaseVersion=offered["leaseVersion"])
     assert replay.body == claim.replies[-2].body and snapshot(su_conn) == before
 
     running = _lease(claim.ack("running"), "running", starting["leaseVersion"] + 1)
-    assert claim.ack("running").body == claim.replies[-2].body
+    assert claim.ack("running", leaseVersion=starting["leaseVersion"]).body == \
+        claim.replies[-2].body
 
     beat = _lease(claim.heartbeat(), "running", running["leaseVersion"] + 1, heartbeat=True)
     assert beat["cancelRequested"] is False
     assert beat["expiresAtMs"] >= running["expiresAtMs"]
 
-    done = _lease(claim.complete("succeeded", exitCode=0), "succeeded", beat["leaseVersion"])
+    done = _lease(claim.complete("succeeded", exitCode=0), "succeeded", beat["leaseVersion"] + 1)
     before = snapshot(su_conn)
-    assert claim.complete("succeeded", exitCode=0).body == claim.replies[-2].body
+    assert claim.complete("succeeded", exitCode=0, leaseVersion=beat["leaseVersion"]).body == \
+        claim.replies[-2].body
     assert snapshot(su_conn) == before
     assert done["runId"] == claim.offer["candidate"]["runId"]
 
@@ -225,13 +235,14 @@ def test_semantic_input_errors_are_400(claim, su_conn):
 
 
 def test_start_failed_releases_the_lease_and_replays(claim, su_conn):
-    failed = _lease(claim.ack("start_failed", reason="image_missing"), "failed",
-                    claim.offer["lease"]["leaseVersion"])
+    sent = claim.offer["lease"]["leaseVersion"]
+    failed = _lease(claim.ack("start_failed", reason="image_missing"), "failed", sent + 1)
     assert failed["startedAtMs"] is None
     before = snapshot(su_conn)
-    assert claim.ack("start_failed", reason="image_missing").body == claim.replies[-2].body
+    assert claim.ack("start_failed", reason="image_missing", leaseVersion=sent).body == \
+        claim.replies[-2].body
     assert snapshot(su_conn) == before
-    _conflict(claim.ack("start_failed", reason="other"), "lease_terminal")
+    _conflict(claim.ack("start_failed", reason="other", leaseVersion=sent), "lease_terminal")
     _conflict(claim.ack("starting"), "lease_terminal")
 
 
@@ -241,13 +252,16 @@ def test_cancel_is_learned_from_the_heartbeat(claim, prov, su_conn):
     beat = _lease(claim.heartbeat(), "starting", claim.offer["lease"]["leaseVersion"] + 2,
                   heartbeat=True)
     assert beat["cancelRequested"] is True
-    _lease(claim.complete("cancelled"), "cancelled", beat["leaseVersion"])
+    _lease(claim.complete("cancelled"), "cancelled", beat["leaseVersion"] + 1)
     assert su_conn.execute("SELECT state FROM ql_private.runs").fetchone()[0] == "cancelled"
 
 
-CREDENTIAL_CASES = {"wrong_secret": (401, "bad_secret"), "missing": (401, "missing_credential"),
-                    "body_names_b": (403, "identity_mismatch"),
-                    "credential_of_b": (403, "worker_mismatch")}
+# case -> (status, reason told, reason audited): a wrong secret is told
+# `invalid_credential` (like an unknown id); security_audit keeps `bad_secret`.
+CREDENTIAL_CASES = {"wrong_secret": (401, "invalid_credential", "bad_secret"),
+                    "missing": (401, "missing_credential", "missing_credential"),
+                    "body_names_b": (403, "identity_mismatch", "identity_mismatch"),
+                    "credential_of_b": (403, "worker_mismatch", "worker_mismatch")}
 
 
 @pytest.mark.parametrize("case", sorted(CREDENTIAL_CASES))
@@ -266,8 +280,8 @@ def test_lease_denials_change_nothing_but_the_audit(claim, prov, test_pki, su_co
         token = b.token
     before = snapshot(su_conn)
     reply = post(claim.server.port, ACK, body, ctx=claim.agent.ctx, token=token)
-    status, reason = CREDENTIAL_CASES[case]
-    assert (reply.status, reply.json["reason"]) == (status, reason)
+    status, told, reason = CREDENTIAL_CASES[case]
+    assert (reply.status, reply.json["reason"]) == (status, told)
     after = snapshot(su_conn)
     assert after.tables == before.tables and after.audit_rows == before.audit_rows + 1
     row = su_conn.execute("SELECT action, outcome, reason FROM ql_private.security_audit"
@@ -289,3 +303,65 @@ def test_corrupted_lease_projection_is_503(start_ingress_thread, test_pki, ingre
     assert int(reply.headers["Retry-After"]) >= 1
     assert server.metrics.lease_transitions.value("leases.ack", "starting",
                                                   "invalid_projection") == 1
+
+
+def _lease_row(su_conn, offer_id: str) -> tuple[Any, ...]:
+    return tuple(su_conn.execute(
+        "SELECT xmin::text, lease_version, expires_at, heartbeat_at FROM ql_private.run_leases"
+        " WHERE offer_id = %s", (offer_id,)).fetchone())
+
+
+def test_repeated_heartbeat_after_a_lost_answer_extends_the_lease_once(claim, ingress, su_conn):
+    """SPEC §7: a heartbeat sent twice with the same leaseVersion (the first
+    answer dropped) answers the same expiresAtMs; the database changed once."""
+    assert claim.ack("starting").status == 200
+    started = claim.version
+    before = _lease_row(su_conn, claim.pull["offerId"])
+    first = claim.heartbeat()  # the worker never reads this answer ...
+    assert first.status == 200
+    after_first = _lease_row(su_conn, claim.pull["offerId"])
+    assert after_first[1] == before[1] + 1 and after_first[2] > before[2]
+    tables = snapshot(su_conn)
+    again = claim.heartbeat(leaseVersion=started)  # ... so it sends the same request again
+    beat = _lease(again, "starting", started + 1, heartbeat=True)
+    assert beat["expiresAtMs"] == first.json["expiresAtMs"]
+    assert again.body == first.body
+    assert _lease_row(su_conn, claim.pull["offerId"]) == after_first  # same xmin: no write
+    assert snapshot(su_conn) == tables
+    assert ingress.metrics.lease_transitions.value("leases.heartbeat", "heartbeat",
+                                                   "idempotent") == 1
+
+
+def test_ack_with_an_old_lease_version_is_409_stale_and_changes_nothing(claim, ingress, su_conn):
+    offered = claim.version
+    assert claim.ack("starting").status == 200
+    assert claim.heartbeat().status == 200
+    before = snapshot(su_conn)
+    row = _lease_row(su_conn, claim.pull["offerId"])
+    # The running ACK from a worker that missed the heartbeat's answer, one that
+    # repeats the starting ACK two versions back, and one from the future.
+    _conflict(claim.ack("running", leaseVersion=offered + 1), "stale_lease_version")
+    _conflict(claim.ack("starting", leaseVersion=offered), "stale_lease_version")
+    _conflict(claim.ack("running", leaseVersion=claim.version + 5), "stale_lease_version")
+    _conflict(claim.heartbeat(leaseVersion=offered), "stale_lease_version")
+    _conflict(claim.complete("succeeded", exitCode=0, leaseVersion=offered + 1),
+              "stale_lease_version")
+    assert snapshot(su_conn) == before
+    assert _lease_row(su_conn, claim.pull["offerId"]) == row
+    assert ingress.metrics.lease_transitions.value("leases.ack", "running", "conflict") == 2
+    # The current version still works.
+    _lease(claim.ack("running"), "running", row[1] + 1)
+
+
+@pytest.mark.parametrize("path,kind,extra", [(ACK, "ack", {"phase": "starting"}),
+                                             (HEARTBEAT, "heartbeat", {}),
+                                             (COMPLETE, "complete", {"outcome": "succeeded"})])
+def test_lease_version_is_required_on_the_wire(claim, su_conn, path, kind, extra):
+    before = snapshot(su_conn)
+    body = claim.body(kind, **extra)
+    for bad in ({k: v for k, v in body.items() if k != "leaseVersion"},
+                dict(body, leaseVersion=0), dict(body, leaseVersion="1"),
+                dict(body, leaseVersion=None)):
+        reply = claim.send(path, bad)
+        assert (reply.status, reply.json["reason"]) == (400, "schema_invalid"), bad
+    assert snapshot(su_conn) == before

@@ -1,6 +1,7 @@
-"""Two ingress processes (real `qinglong ingress serve`, different ports) serving
-16 concurrent workers over mTLS: every run is leased exactly once (SPEC §5:
-stateless replicas; only the database claim decides)."""
+"""Two ingress replicas (real `qinglong ingress serve`, different ports; the
+second runs `--processes 2`, so three event loops and pools in all) serving 16
+concurrent workers over mTLS: every run is leased exactly once (SPEC §5:
+stateless replicas; SPEC §12: processes; only the database claim decides)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ from pathlib import Path
 import psycopg
 
 from tests.py import ingress_harness
-from tests.py.ingress_harness import Agent, make_agent, open_body, post, pull_body
-from tests.py.test_secret_hygiene import _start_ingress, _stop
+from tests.py.ingress_harness import (
+    Agent,
+    make_agent,
+    open_body,
+    post,
+    pull_body,
+    start_ingress_tree,
+)
 
 ingress_dsn = ingress_harness.ingress_dsn
 prov = ingress_harness.prov
@@ -51,15 +58,12 @@ def test_two_ingress_processes_lease_every_run_exactly_once(tmp_path: Path, prov
                                                            test_pki, ingress_dsn) -> None:
     run_ids = prov.enqueue(prov.task("replicas"), count=RUNS)
     agents = [make_agent(prov, test_pki, f"replica-worker-{i}") for i in range(WORKERS)]
-    processes = []
+    trees = []
     try:
-        ports = []
         for index in range(2):
-            home = tmp_path / f"ingress-{index}"
-            home.mkdir()
-            process, ready = _start_ingress(home, test_pki, ingress_dsn)
-            processes.append(process)
-            ports.append(int(ready["ingressUrl"].rsplit(":", 1)[1]))
+            trees.append(start_ingress_tree(tmp_path / f"ingress-{index}", test_pki,
+                                            ingress_dsn, processes=index + 1))
+        ports = [tree.port for tree in trees]
         assert ports[0] != ports[1]
         offers: list[dict] = []
         errors: list[str] = []
@@ -73,8 +77,8 @@ def test_two_ingress_processes_lease_every_run_exactly_once(tmp_path: Path, prov
             thread.join(timeout=240)
         assert not errors, errors[:3]
     finally:
-        for process in processes:
-            _stop(process)
+        for tree in trees:
+            assert tree.stop() == 0
     # 16 workers x 4 slots = 64 offers at most without ACKs: every one unique.
     attempts = Counter(o["candidate"]["attemptId"] for o in offers)
     assert len(offers) == min(RUNS, WORKERS * 4)

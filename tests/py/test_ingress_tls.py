@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import signal
 import socket
 import ssl
 import time
@@ -15,10 +16,12 @@ from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     UNREACHABLE_DSN,
     IngressFactory,
+    IngressTree,
     PkiSet,
     client_context,
     ingress_config,
     post,
+    start_ingress_tree,
     tls_socket,
 )
 
@@ -143,3 +146,46 @@ def test_malformed_http_gets_the_json_envelope(server, test_pki):
     assert b"application/json" in head
     assert json.loads(body) == {"schema": "qinglong/error@v1", "error": "bad_request",
                                 "reason": "malformed_http"}
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_sighup_reloads_the_worker_ca_bundle(tmp_path, test_pki, processes):
+    """SIGHUP swaps in the worker CA bundle read from the file again: a worker
+    certificate of the new CA now connects, one of the old CA is refused; a bundle
+    that cannot be used keeps the previous one, logs it and counts it (on every
+    process: the supervisor forwards SIGHUP)."""
+    bundle = tmp_path / "worker-ca.pem"
+    bundle.write_bytes((test_pki.ca_dir / "ca.pem").read_bytes())
+    tree = start_ingress_tree(tmp_path / "ingress", test_pki, UNREACHABLE_DSN,
+                              processes=processes, clientCaFile=str(bundle),
+                              acquireTimeoutMs=100)  # 401s try to store the denial
+    old = client_context(test_pki, test_pki.worker_cert(WORKER))
+    new = client_context(test_pki, test_pki.worker_cert(WORKER, foreign=True))
+    try:
+        assert _request_with(tree.port, old) == 401
+        with pytest.raises(HANDSHAKE_REFUSED):
+            _request_with(tree.port, new)
+
+        bundle.write_bytes((test_pki.foreign_ca_dir / "ca.pem").read_bytes())
+        tree.signal(signal.SIGHUP)
+        _wait_metric(tree, 'qinglong_ingress_tls_reloads_total{outcome="ok"}', processes)
+        for _ in range(4 * processes):  # fresh connections reach every process
+            assert _request_with(tree.port, new) == 401
+            with pytest.raises(HANDSHAKE_REFUSED):
+                _request_with(tree.port, old)
+
+        bundle.write_bytes(b"not a certificate\n")
+        tree.signal(signal.SIGHUP)
+        _wait_metric(tree, 'qinglong_ingress_tls_reloads_total{outcome="failed"}', processes)
+        for _ in range(2 * processes):  # the previous (foreign CA) bundle stays in use
+            assert _request_with(tree.port, new) == 401
+        assert tree.log_text().count('"event":"tls.reload_failed"') == processes
+    finally:
+        assert tree.stop() == 0
+
+
+def _wait_metric(tree: IngressTree, series: str, value: float) -> None:
+    deadline = time.monotonic() + 10
+    while tree.metric_sum(series) < value:
+        assert time.monotonic() < deadline, series
+        time.sleep(0.05)

@@ -49,7 +49,7 @@ def prov(conn: psycopg.Connection) -> Provisioner:
     return Provisioner(conn)
 
 
-def _heartbeat(conn: psycopg.Connection, lease: Started, version: int | None) -> dict:
+def _heartbeat(conn: psycopg.Connection, lease: Started, version: int) -> dict:
     return api.heartbeat_lease(**lease.session.lease(lease.intent),
                                lease_version=version).run(conn)
 
@@ -77,7 +77,8 @@ def _start_leases(conn: psycopg.Connection, prov: Provisioner, n: int) -> list[S
             for i in range(chunk, min(n, chunk + 200)):
                 session, intent = sessions[i // SLOTS], Intent()
                 pull = _send(conn, api.pull_offer(**session.lease(intent)))
-                ack = _send(conn, api.ack_lease(**session.lease(intent), phase="starting"))
+                ack = _send(conn, api.ack_lease(**session.lease(intent), lease_version=1,
+                                                phase="starting"))
                 pending.append((session, intent, pull, ack))
         conn.execute("VACUUM ql_private.runs, ql_private.attempts, ql_private.run_leases")
     started: list[Started] = []

@@ -34,6 +34,8 @@ import psycopg
 import pytest
 
 from qinglong.db import api
+from tests.py.dsn_files import dsn_file
+from tests.py.run_as_support import run_as_args
 from tests.py.test_worker_e2e import QL, Worker, _json_out
 
 # Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
@@ -58,6 +60,10 @@ class Env:
     def dsn(self) -> str:
         return self.doc["dsn"]
 
+    @property
+    def dsn_file(self) -> str:  # the DSN holds dev up's password: never in argv
+        return dsn_file(self.directory, "admin.dsn", self.dsn)
+
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             cursor = conn.execute(sql, params)
@@ -68,8 +74,9 @@ class Env:
         self._names += 1
         name = f"lifecycle-{self._names}"
         out = self.directory / name
-        return _json_out([*QL, "admin", "worker", "create", "--dsn", self.dsn, "--name", name,
-                          "--ca-dir", self.doc["caDir"], "--out", str(out)])  # fmt: skip
+        return _json_out([*QL, "admin", "worker", "create", "--dsn-file", self.dsn_file,
+                          "--name", name, "--ca-dir", self.doc["caDir"],
+                          "--out", str(out)])  # fmt: skip
 
     def publish(self, name: str, argv: list[str], *, timeout_s: int = 60,
                 lane: str | None = None, lease_ttl_s: int | None = None) -> str:  # fmt: skip
@@ -85,8 +92,8 @@ class Env:
                 "admin",
                 "task",
                 "publish",
-                "--dsn",
-                self.dsn,
+                "--dsn-file",
+                self.dsn_file,
                 "--project",
                 "lifecycle-e2e",
                 "--name",
@@ -102,13 +109,14 @@ class Env:
         return task["taskId"]
 
     def enqueue(self, task_id: str, count: int = 1) -> list[str]:
-        out = _json_out([*QL, "admin", "run", "enqueue", "--dsn", self.dsn, "--task", task_id,
-                         "--count", str(count)])  # fmt: skip
+        out = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", self.dsn_file,
+                         "--task", task_id, "--count", str(count)])  # fmt: skip
         self.runs.extend(out["runIds"])
         return out["runIds"]
 
     def cancel(self, run_id: str) -> dict[str, Any]:
-        return _json_out([*QL, "admin", "run", "cancel", "--dsn", self.dsn, "--run", run_id])
+        return _json_out([*QL, "admin", "run", "cancel", "--dsn-file", self.dsn_file,
+                          "--run", run_id])  # fmt: skip
 
     def states(self, run_ids: list[str]) -> dict[str, str]:
         rows = self.query("SELECT id::text, state FROM ql_private.runs WHERE id = ANY(%s::uuid[])",
@@ -169,7 +177,7 @@ class Env:
             path.write_text(json.dumps(config))
             args = ["--config", str(path)]
         worker = Worker([*QL, "worker", "run", *args, "--journal", str(journal), "--execute",
-                         *extra])  # fmt: skip
+                         *run_as_args(), *extra])  # fmt: skip
         self.workers.append(worker)
         return worker
 
@@ -179,7 +187,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     state_dir = tmp_path_factory.mktemp("dev")
     doc = _json_out([*QL, "dev", "up", "--state-dir", str(state_dir)], timeout=240)
     helper = Env(doc, tmp_path_factory.mktemp("lifecycle"))
-    sweeper = subprocess.Popen([*QL, "runtime", "sweep", "--dsn", doc["runtimeDsn"],
+    sweeper = subprocess.Popen([*QL, "runtime", "sweep", "--dsn-file",
+                                dsn_file(state_dir, "runtime.dsn", doc["runtimeDsn"]),
                                 "--every", "1s"], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)  # fmt: skip
     try:

@@ -61,7 +61,8 @@ def test_prune_during_claims_loses_nothing(db_dsn: str, conn: psycopg.Connection
                         assert answer["status"] == "idle", answer
                         return
                     offered[i].append(answer["offer"]["candidate"]["runId"])
-                    acked = api.ack_lease(**sessions[i].lease(intent), phase="starting").run(own)
+                    acked = api.ack_lease(**sessions[i].lease(intent), lease_version=1,
+                                          phase="starting").run(own)
                     assert acked["status"] == "ok", acked
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)

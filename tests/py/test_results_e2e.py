@@ -24,6 +24,8 @@ import pytest
 
 from qinglong.db import api
 from tests.py import ingress_harness
+from tests.py.dsn_files import dsn_file
+from tests.py.run_as_support import run_as_args
 from tests.py.test_ingress_leases import COMPLETE, HEARTBEAT, Claim, _claim, _lease
 from tests.py.test_worker_e2e import QL, Worker, _json_out, dev_args
 
@@ -83,7 +85,7 @@ def test_complete_takes_16_kib_other_requests_keep_4_kib(claim: Claim, su_conn, 
     assert (heartbeat.status, heartbeat.json["reason"]) == (413, "body_too_large")
     assert _stored_result(su_conn, claim) is None
     # 12 KiB (8000 bytes of tail + padding) is accepted and stored as sent.
-    _lease(_send_bytes(claim, COMPLETE, padded(body, 12 * 1024)), "failed", 3)
+    _lease(_send_bytes(claim, COMPLETE, padded(body, 12 * 1024)), "failed", 4)
     assert _stored_result(su_conn, claim) == result
     shown = prov.call(api.show_run(run_id=claim.offer["candidate"]["runId"]))
     assert shown["attempts"][0]["result"] == result
@@ -114,12 +116,12 @@ def test_a_tail_over_8192_utf8_bytes_is_refused(claim: Claim, su_conn) -> None:
     assert (reply.status, reply.json["reason"]) == (400, "invalid_input"), reply.body
     assert _stored_result(su_conn, claim) is None
     ok = dict(result, outputTail="€" * 2730)  # 8190 bytes
-    _lease(_send_bytes(claim, COMPLETE, _utf8(_complete_body(claim, ok))), "failed", 3)
+    _lease(_send_bytes(claim, COMPLETE, _utf8(_complete_body(claim, ok))), "failed", 4)
     assert _stored_result(su_conn, claim) == ok
 
 
 def test_complete_without_result_still_works(claim: Claim, su_conn) -> None:
-    _lease(claim.complete("succeeded", exitCode=0), "succeeded", 3)
+    _lease(claim.complete("succeeded", exitCode=0), "succeeded", 4)
     assert _stored_result(su_conn, claim) is None
 
 
@@ -140,7 +142,8 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     path = state_dir / "dev-env-copy.json"
     path.write_text(json.dumps(doc))
     try:
-        yield dict(doc, _file=str(path))
+        # dev up's DSNs hold passwords: admin commands get them by file, not argv.
+        yield dict(doc, _file=str(path), _dsnFile=dsn_file(state_dir, "admin.dsn", doc["dsn"]))
     finally:
         subprocess.run([*QL, "dev", "down", "--state-dir", str(state_dir)], check=False,
                        capture_output=True, timeout=120)  # fmt: skip
@@ -151,10 +154,10 @@ def _publish_and_enqueue(dev: dict[str, Any], directory: Path, name: str, script
                "timeoutS": 60}  # fmt: skip
     path = directory / f"{name}.json"
     path.write_text(json.dumps(command))
-    task = _json_out([*QL, "admin", "task", "publish", "--dsn", dev["dsn"], "--project",
+    task = _json_out([*QL, "admin", "task", "publish", "--dsn-file", dev["_dsnFile"], "--project",
                       "results-e2e", "--name", name, "--command-file", str(path),
                       "--max-attempts", "1"])  # fmt: skip
-    out = _json_out([*QL, "admin", "run", "enqueue", "--dsn", dev["dsn"], "--task",
+    out = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", dev["_dsnFile"], "--task",
                      task["taskId"]])  # fmt: skip
     (run_id,) = out["runIds"]
     return run_id
@@ -163,7 +166,8 @@ def _publish_and_enqueue(dev: dict[str, Any], directory: Path, name: str, script
 def _show_when_finished(dev: dict[str, Any], run_id: str, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
-        shown = _json_out([*QL, "admin", "run", "show", "--dsn", dev["dsn"], "--run", run_id])
+        shown = _json_out([*QL, "admin", "run", "show", "--dsn-file", dev["_dsnFile"],
+                           "--run", run_id])  # fmt: skip
         if shown["run"]["state"] in ("succeeded", "failed", "cancelled"):
             return shown
         assert time.monotonic() < deadline, shown
@@ -177,12 +181,13 @@ def test_executor_reports_exit_code_and_output_tail(dev: dict[str, Any], tmp_pat
     # 20,000 bytes of 'y' then a marker line: more than 8 KiB.
     big = _publish_and_enqueue(dev, tmp_path, "chatty",
                                "head -c 20000 /dev/zero | tr '\\0' y; echo END-MARKER")
-    worker = Worker(dev_args(dev, tmp_path / "journal", "--execute"))
+    worker = Worker(dev_args(dev, tmp_path / "journal", "--execute", *run_as_args()))
     try:
         shown = _show_when_finished(dev, small)
         big_shown = _show_when_finished(dev, big)
         # The operator retries the failed run: a new attempt runs on the same worker.
-        retried = _json_out([*QL, "admin", "run", "retry", "--dsn", dev["dsn"], "--run", small])
+        retried = _json_out([*QL, "admin", "run", "retry", "--dsn-file", dev["_dsnFile"],
+                             "--run", small])  # fmt: skip
         assert retried["runId"] == small and retried["attemptNo"] == 2
         again = _show_when_finished(dev, small)
     finally:
@@ -219,11 +224,12 @@ def test_run_list_pages_through_250_executed_runs_exactly_once(dev: dict[str, An
     command = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
     path = tmp_path / "true.json"
     path.write_text(json.dumps(command))
-    task = _json_out([*QL, "admin", "task", "publish", "--dsn", dev["dsn"], "--project",
+    task = _json_out([*QL, "admin", "task", "publish", "--dsn-file", dev["_dsnFile"], "--project",
                       "results-e2e", "--name", "many", "--command-file", str(path)])
-    enqueued = _json_out([*QL, "admin", "run", "enqueue", "--dsn", dev["dsn"], "--task",
+    enqueued = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", dev["_dsnFile"], "--task",
                           task["taskId"], "--count", "250"])["runIds"]
-    worker = Worker(dev_args(dev, tmp_path / "journal", "--execute", "--slots", "8"))
+    worker = Worker(dev_args(dev, tmp_path / "journal", "--execute", "--slots", "8",
+                             *run_as_args()))
     try:
         deadline = time.monotonic() + 240
         while True:
@@ -238,8 +244,8 @@ def test_run_list_pages_through_250_executed_runs_exactly_once(dev: dict[str, An
         worker.kill()
     pages, after = [], None
     while True:
-        args = [*QL, "admin", "run", "list", "--dsn", dev["dsn"], "--task", task["taskId"],
-                "--state", "succeeded", "--limit", "100"]
+        args = [*QL, "admin", "run", "list", "--dsn-file", dev["_dsnFile"],
+                "--task", task["taskId"], "--state", "succeeded", "--limit", "100"]
         page = _json_out([*args, *(["--after", after] if after else [])])
         pages.append([run["runId"] for run in page["runs"]])
         assert all(run["state"] == "succeeded" for run in page["runs"])

@@ -57,7 +57,8 @@ def _expired_leases(conn: psycopg.Connection, started: int, unstarted: int) -> N
         intent = Intent()
         assert prov.pull(session, intent)["status"] == "offered"
         if i < started:
-            ack = prov.call(api.ack_lease(**session.lease(intent), phase="starting"))
+            ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1,
+                                          phase="starting"))
             assert ack["status"] == "ok", ack
     conn.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
                  " - interval '1 second' WHERE released_at IS NULL")
@@ -166,9 +167,9 @@ def _finished_runs(conn: psycopg.Connection, count: int) -> list[str]:
     for _ in range(count):
         intent = Intent()
         assert prov.pull(session, intent)["status"] == "offered"
-        prov.call(api.ack_lease(**session.lease(intent), phase="starting"))
-        done = prov.call(api.complete_lease(**session.lease(intent), outcome="succeeded",
-                                            exit_code=0))
+        prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting"))
+        done = prov.call(api.complete_lease(**session.lease(intent), lease_version=2,
+                                            outcome="succeeded", exit_code=0))
         assert done["status"] == "ok", done
     return run_ids
 

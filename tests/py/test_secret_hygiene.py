@@ -2,8 +2,11 @@
 
 A real flow runs through the real ingress process (`qinglong ingress serve`,
 audit log to a file, DEBUG app log) against its own PostgreSQL cluster started
-with `log_statement=all`: sessions, offers, replays, a token conflict, lease
-ACK/heartbeat/completion and denials with wrong credentials. Then the data
+with `log_statement=all` and scram-sha-256 passwords (so the database passwords
+in the DSNs are searched for too; the ingress reads its DSN from its 0600 config
+file, `pg_dump` gets its password from the environment): sessions, offers,
+replays, a token conflict, lease ACK/heartbeat/completion and denials with
+wrong credentials. Then the data
 (`pg_dump --data-only`), the PostgreSQL log and both ingress logs are searched
 for every plaintext secret used, raw and encoded (hex of the ASCII, standard
 base64 and base64url at every alignment): zero hits. The digests are stored
@@ -28,17 +31,17 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from qinglong.db import api
 from qinglong.service import control_plane
-from qinglong.throwaway_postgres import PG_BIN, ThrowawayPostgres
+from qinglong.throwaway_postgres import PG_BIN, Auth, ThrowawayPostgres
 from tests.py.ingress_harness import (
     CAPABILITIES,
     INGRESS_ROLE,
     PkiSet,
     Reply,
     client_context,
-    ensure_ingress_role,
     make_pki,
     post,
 )
@@ -130,10 +133,12 @@ def _start_ingress(tmp: Path, pki_set: PkiSet, dsn: str) -> tuple[subprocess.Pop
               "port": 0, "adminPort": 0, "auditLog": str(tmp / "audit.log"),
               "readyFile": str(tmp / "ready.json"), "logLevel": "DEBUG",
               "ratePerS": 500, "rateBurst": 500}
-    (tmp / "ingress.json").write_text(json.dumps(config))
+    fd = os.open(tmp / "ingress.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(config))
     with open(tmp / "app.log", "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "qinglong", "ingress", "serve", "--config",
+            [sys.executable, "-m", "qinglong", "ingress", "serve", "--processes", "1", "--config",
              str(tmp / "ingress.json")], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while not (tmp / "ready.json").exists():
@@ -173,13 +178,14 @@ def _lease_flow(a: Client, session: dict, secrets: dict[str, str]) -> None:
     idle = _body("offer-pull-request", a, session, offerId=str(uuid.uuid4()),
                  leaseToken=tokens[3])
     assert a.send("/v1/offers/pull", idle).json["status"] == "idle"
-    for phase in ("starting", "starting", "running"):
-        ack = _body("lease-ack-request", a, session, **intent, phase=phase)
+    for phase, version in (("starting", 1), ("starting", 1), ("running", 2)):  # + a replay
+        ack = _body("lease-ack-request", a, session, **intent, leaseVersion=version, phase=phase)
         assert a.send("/v1/leases/ack", ack).status == 200
-    beat = _body("lease-heartbeat-request", a, session, **intent)
+    beat = _body("lease-heartbeat-request", a, session, **intent, leaseVersion=3)
     assert a.send("/v1/leases/heartbeat", beat).status == 200
     assert a.send("/v1/leases/heartbeat", dict(beat, leaseToken=tokens[1])).status == 409
-    done = _body("lease-complete-request", a, session, **intent, outcome="succeeded", exitCode=0)
+    done = _body("lease-complete-request", a, session, **intent, leaseVersion=4,
+                 outcome="succeeded", exitCode=0)
     assert a.send("/v1/leases/complete", done).status == 200
     assert a.send("/v1/leases/complete", done).status == 200
 
@@ -217,14 +223,16 @@ def _run_flow(tmp: Path, cluster: ThrowawayPostgres, artifacts: Artifacts) -> No
 
     dsn = cluster.create_database("hygiene")
     migrate(dsn)
-    ensure_ingress_role(cluster.dsn("postgres"))
+    ingress_dsn = cluster.ensure_login_role(INGRESS_ROLE, "ql_worker_ingress", "hygiene")
+    artifacts.secrets.update({f"database password of {role}": password
+                              for role, password in cluster.passwords.items()})
     pki_set = make_pki(tmp / "pki")
     with psycopg.connect(dsn, autocommit=True) as conn:
         prov = Provisioner(conn)
         (wa, token_a), (wb, token_b) = _worker(conn, pki_set, "a"), _worker(conn, pki_set, "b")
         artifacts.secrets.update({"credential a": token_a[22:], "credential b": token_b[22:]})
         prov.enqueue(prov.task("t"), count=2)
-        process, ready = _start_ingress(tmp, pki_set, cluster.dsn("hygiene", user=INGRESS_ROLE))
+        process, ready = _start_ingress(tmp, pki_set, ingress_dsn)
         try:
             port = int(ready["ingressUrl"].rsplit(":", 1)[1])
             a = Client(port, pki_set, wa, token_a, wa.worker_id, artifacts)
@@ -237,8 +245,11 @@ def _run_flow(tmp: Path, cluster: ThrowawayPostgres, artifacts: Artifacts) -> No
             _denials(a, b, reply.json, artifacts.secrets, prov)
         finally:
             _stop(process)
-    dump = subprocess.run([str(PG_BIN / "pg_dump"), "--data-only", "-d", dsn],
-                          capture_output=True, check=True, timeout=60)
+    params = conninfo_to_dict(dsn)
+    password = str(params.pop("password"))
+    dump = subprocess.run([str(PG_BIN / "pg_dump"), "--data-only", "-d", make_conninfo(**params)],
+                          capture_output=True, check=True, timeout=60,
+                          env=os.environ | {"PGPASSWORD": password})
     artifacts.files.update({
         "pg_dump --data-only": dump.stdout,
         "postgresql log": cluster.log_file.read_bytes(),
@@ -251,7 +262,7 @@ def _run_flow(tmp: Path, cluster: ThrowawayPostgres, artifacts: Artifacts) -> No
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Artifacts]:
     tmp = tmp_path_factory.mktemp("hygiene")
-    cluster = ThrowawayPostgres(settings=dict(STATEMENT_LOGGING))
+    cluster = ThrowawayPostgres(settings=dict(STATEMENT_LOGGING), auth=Auth.SCRAM)
     found = Artifacts()
     try:
         cluster.start()
@@ -282,10 +293,12 @@ def test_the_scanned_sources_really_saw_the_flow(artifacts: Artifacts) -> None:
                      "ql.complete_lease", "ql.record_auth_denial"):
         assert f"SELECT {function}(" in log, function
     assert "parameters: $1 = " in log and "'\\x" in log  # digests, hex, as bytea
+    # The database passwords were really used (and so really searched for).
+    assert f'identity="{INGRESS_ROLE}" method=scram-sha-256' in log
     audit = [json.loads(line) for line in artifacts.files["ingress audit log"].splitlines()]
     outcomes = {(d["outcome"], d["reason"]) for d in audit}
     assert {("denied", "bad_secret"), ("denied", "unknown_credential"),
             ("denied", "revoked_credential"), ("denied", "worker_mismatch")} <= outcomes
     dump = artifacts.files["pg_dump --data-only"].decode()
     assert "run_leases" in dump and "security_audit" in dump
-    assert len(artifacts.secrets) == 9
+    assert len(artifacts.secrets) == 11  # 9 worker-side + 2 database passwords

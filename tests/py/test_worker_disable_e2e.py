@@ -32,6 +32,7 @@ import pytest
 from qinglong.db import api
 from qinglong.service.idle_view import ViewState
 from tests.py import ingress_harness
+from tests.py.dsn_files import dsn_file
 from tests.py.ingress_harness import IngressThread, ingress_config, make_agent, open_body, post
 from tests.py.provision import new_token
 from tests.py.test_ingress_idle_view import _from_view, _open, _pull, _until_view_answers
@@ -218,7 +219,8 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     path = state_dir / "dev-env-copy.json"
     path.write_text(json.dumps(doc))
     try:
-        yield dict(doc, _file=str(path))
+        # dev up's DSNs hold passwords: admin commands get them by file, not argv.
+        yield dict(doc, _file=str(path), _dsnFile=dsn_file(state_dir, "admin.dsn", doc["dsn"]))
     finally:
         subprocess.run([*QL, "dev", "down", "--state-dir", str(state_dir)], check=False,
                        capture_output=True, timeout=120)  # fmt: skip
@@ -285,18 +287,18 @@ def test_real_worker_is_disabled_within_5_s_and_enabled_again(dev: dict[str, Any
     command = tmp_path / "command.json"
     command.write_text(json.dumps({"schema": "qinglong/command@v1", "argv": ["true"],
                                    "env": {}, "timeoutS": 60}))  # fmt: skip
-    task = _json_out([*QL, "admin", "task", "publish", "--dsn", dev["dsn"], "--project",
+    task = _json_out([*QL, "admin", "task", "publish", "--dsn-file", dev["_dsnFile"], "--project",
                       "disable-e2e", "--name", "noop", "--command-file", str(command)])
     proc = Worker(dev_args(dev, journal))  # no --execute: offers stay leased, unstarted
     try:
         proc.wait_for("session.opened")
         # Idle pulls answered from the view: the credential is in the replica's cache.
         _wait(lambda: _view_pulls(dev) > 0, "a pull answered from the idle view", 30)
-        (run_id,) = _json_out([*QL, "admin", "run", "enqueue", "--dsn", dev["dsn"], "--task",
-                               task["taskId"]])["runIds"]
+        (run_id,) = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", dev["_dsnFile"],
+                               "--task", task["taskId"]])["runIds"]
         _wait(lambda: inbox(journal), "the offer in the inbox", 30)
 
-        out = _json_out([*QL, "admin", "worker", "disable", "--dsn", dev["dsn"],
+        out = _json_out([*QL, "admin", "worker", "disable", "--dsn-file", dev["_dsnFile"],
                          "--worker", worker_id])  # fmt: skip
         disabled_at = time.monotonic()
         assert out["disabled"] is True and out["sessionsClosed"] == 1
@@ -318,7 +320,7 @@ def test_real_worker_is_disabled_within_5_s_and_enabled_again(dev: dict[str, Any
         assert (journal / "pending-claim.json").exists()  # the claim is kept
         assert proc.proc.poll() is None  # it keeps running, waiting for an operator
 
-        out = _json_out([*QL, "admin", "worker", "enable", "--dsn", dev["dsn"],
+        out = _json_out([*QL, "admin", "worker", "enable", "--dsn-file", dev["_dsnFile"],
                          "--worker", worker_id])  # fmt: skip
         assert out == {"workerId": worker_id, "disabled": False}
         # Pulls work again: the worker opens a new session and gets the run back.
@@ -331,5 +333,6 @@ def test_real_worker_is_disabled_within_5_s_and_enabled_again(dev: dict[str, Any
         for (run,) in _query(dev, "SELECT id::text FROM ql_private.runs WHERE task_id = %s"
                                   " AND state NOT IN ('succeeded', 'failed', 'cancelled')",
                              task["taskId"]):  # fmt: skip
-            subprocess.run([*QL, "admin", "run", "cancel", "--dsn", dev["dsn"], "--run", run],
-                           capture_output=True, timeout=60, check=False)  # fmt: skip
+            subprocess.run([*QL, "admin", "run", "cancel", "--dsn-file", dev["_dsnFile"],
+                            "--run", run], capture_output=True, timeout=60,
+                           check=False)  # fmt: skip

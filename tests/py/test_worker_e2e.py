@@ -31,6 +31,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.py.dsn_files import dsn_file
+
 QL = [sys.executable, "-m", "qinglong"]
 WORKER_TIMEOUT_S = 60
 COMMAND = {"schema": "qinglong/command@v1", "argv": ["echo", "hi"], "env": {}, "timeoutS": 60}
@@ -65,20 +67,24 @@ class Admin:
     def dsn(self) -> str:
         return self.env["dsn"]
 
+    @property
+    def dsn_file(self) -> str:  # the DSN holds dev up's password: never in argv
+        return dsn_file(self.directory, "admin.dsn", self.dsn)
+
     def enqueue(self, count: int = 1) -> list[str]:
         command_file = self.directory / "command.json"
         command_file.write_text(json.dumps(COMMAND))
         publish = ["task", "publish", "--project", "worker-e2e", "--name", "echo"]
-        task = _json_out([*QL, "admin", *publish, "--dsn", self.dsn,
+        task = _json_out([*QL, "admin", *publish, "--dsn-file", self.dsn_file,
                           "--command-file", str(command_file)])  # fmt: skip
-        out = _json_out([*QL, "admin", "run", "enqueue", "--dsn", self.dsn, "--task",
+        out = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", self.dsn_file, "--task",
                          task["taskId"], "--count", str(count)])  # fmt: skip
         self.runs.extend(out["runIds"])
         return out["runIds"]
 
     def cancel_all(self) -> None:
         for run in self.runs:
-            _json_out([*QL, "admin", "run", "cancel", "--dsn", self.dsn, "--run", run])
+            _json_out([*QL, "admin", "run", "cancel", "--dsn-file", self.dsn_file, "--run", run])
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
@@ -288,6 +294,27 @@ def test_sigterm_when_idle_exits_0_and_closes_the_session(
     assert admin.session(opened["sessionId"])[0] == "closed"
     assert w.named("session.closed") and pending(journal) is None
     assert w.named("worker.stopped")[0]["reason"] == "sigterm"
+
+
+def test_sigterm_without_execute_leaves_the_inbox_offer_leased(
+    env_file: dict, admin: Admin, tmp_path: Path
+):
+    """SPEC §7: the drain never releases the leases of offers in the inbox."""
+    (run_id,) = admin.enqueue()
+    journal = tmp_path / "journal"
+    with worker(dev_args(env_file, journal)) as w:
+        (accepted,) = w.wait_for("claim.accepted")
+        assert w.stop() == 0
+    offer_id = accepted["offerId"]
+    assert inbox(journal) == [offer_id]
+    (opened,) = w.named("session.opened")
+    assert admin.session(opened["sessionId"])[0] == "active"  # left to expire
+    assert w.named("session.left_open") and not w.named("session.closed")
+    released = admin.query("SELECT released_at, release_reason FROM ql_private.run_leases"
+                           " WHERE offer_id = %s", offer_id)  # fmt: skip
+    assert released == [(None, None)]
+    assert admin.query("SELECT state FROM ql_private.runs WHERE id = %s", run_id) == [
+        ("dispatching",)]  # fmt: skip
 
 
 def test_sigterm_mid_claim_keeps_the_pending_claim(env_file: dict, admin: Admin, tmp_path: Path):

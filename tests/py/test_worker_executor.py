@@ -1,6 +1,9 @@
 """worker/executor.py: spawning and supervising one command, with real processes.
 
 No network here; the lease side is covered by test_worker_executor_lifecycle.py.
+Every command runs in a sandbox (SPEC §11): as the suite's unprivileged user when
+the suite runs as root, in its own run directory; the isolation itself is
+pinned by test_executor_isolation.py.
 """
 
 from __future__ import annotations
@@ -10,11 +13,13 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from qinglong.worker.executor import (
+    DEFAULT_LANG,
     DEFAULT_PATH,
     OUTPUT_NAME,
     TAIL_BYTES,
@@ -23,6 +28,7 @@ from qinglong.worker.executor import (
     ExitStatus,
     OutputTail,
     Process,
+    Sandbox,
     SpawnFailed,
     StopReason,
     kill_orphan_group,
@@ -32,6 +38,11 @@ from qinglong.worker.executor import (
 )
 from qinglong.worker.lease_client import Outcome
 from qinglong.worker.lifecycle import Completion
+from qinglong.worker.run_as import RUNS_MODE_SHARED, resolve_user
+
+# The command runs as the unprivileged user, who may not reach the test's own
+# interpreter (e.g. under /root): any python3 on the sandbox's PATH will do.
+PYTHON = "python3"
 
 
 def spec(*argv: str, env: dict[str, str] | None = None, cwd: str | None = None,
@@ -51,8 +62,49 @@ def wait_exit(process: Process, timeout: float = 10.0) -> ExitStatus:
     raise AssertionError("process did not exit")
 
 
-def output(work: Path) -> str:
-    return (work / OUTPUT_NAME).read_text()
+@dataclass(frozen=True)
+class Box:
+    """A worker's view of one run: its own WORK/<offerId> and the runs directory."""
+
+    root: Path
+    sandbox: Sandbox
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work" / "offer-1"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.sandbox.runs_dir) / "offer-1"
+
+    def spawn(self, command: CommandSpec, limit: int = 1024) -> Process:
+        return spawn(command, str(self.work), output_limit=limit, sandbox=self.sandbox)
+
+
+@pytest.fixture
+def box(tmp_path: Path, run_as_user: str | None) -> Box:
+    work = tmp_path / "work" / "offer-1"
+    work.mkdir(parents=True, mode=0o700)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    runs.chmod(RUNS_MODE_SHARED)
+    run_as = resolve_user(run_as_user) if run_as_user else None
+    return Box(tmp_path, Sandbox(str(runs), run_as))
+
+
+def output(box: Box) -> str:
+    return (box.work / OUTPUT_NAME).read_text()
+
+
+def printed_pid(box: Box, timeout: float = 5.0) -> int:
+    """The first line the command printed (it echoes a pid there)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        first = (box.work / OUTPUT_NAME).read_text().split("\n", 1)
+        if len(first) == 2 and first[0].strip():
+            return int(first[0])
+        time.sleep(0.02)
+    raise AssertionError("the command printed no pid")
 
 
 def alive(pid: int) -> bool:
@@ -74,8 +126,8 @@ def wait_gone(pid: int, timeout: float = 5.0) -> bool:
 
 
 @pytest.mark.parametrize("code", [0, 1, 3, 255])
-def test_exit_codes_are_reported(tmp_path: Path, code: int) -> None:
-    status = wait_exit(spawn(spec("sh", "-c", f"exit {code}"), str(tmp_path), output_limit=1024))
+def test_exit_codes_are_reported(box: Box, code: int) -> None:
+    status = wait_exit(box.spawn(spec("sh", "-c", f"exit {code}")))
     assert status == ExitStatus(code, None)
     expected = Outcome.SUCCEEDED if code == 0 else Outcome.FAILED
     assert Completion.of(status).outcome is expected
@@ -83,73 +135,80 @@ def test_exit_codes_are_reported(tmp_path: Path, code: int) -> None:
         assert Completion.of(status) == Completion(Outcome.FAILED, code, "exit_nonzero")
 
 
-def test_no_shell_semicolon_is_literal(tmp_path: Path) -> None:
-    marker = tmp_path / "pwned"
+def test_no_shell_semicolon_is_literal(box: Box) -> None:
+    marker = box.root / "pwned"
     argv = ("echo", f"a; touch {marker}", "$(id)", "*")
-    status = wait_exit(spawn(spec(*argv), str(tmp_path), output_limit=1024))
+    status = wait_exit(box.spawn(spec(*argv)))
     assert status.returncode == 0
-    assert output(tmp_path) == f"a; touch {marker} $(id) *\n"
+    assert output(box) == f"a; touch {marker} $(id) *\n"
     assert not marker.exists()
 
 
-def test_environment_is_not_inherited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_is_not_inherited(box: Box, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QL_WORKER_SECRET_CANARY", "must-not-leak")
     code = "import os, json; print(json.dumps(dict(os.environ), sort_keys=True))"
-    argv = (sys.executable, "-c", code)
-    status = wait_exit(
-        spawn(spec(*argv, env={"GREETING": "hi"}), str(tmp_path), output_limit=65536)
-    )
+    argv = (PYTHON, "-c", code)
+    status = wait_exit(box.spawn(spec(*argv, env={"GREETING": "hi"}), 65536))
     assert status.returncode == 0
-    env = json.loads(output(tmp_path))
-    # Only the spec's variables plus the fixed PATH (and what the interpreter
-    # itself may add, e.g. LC_CTYPE coercion) — nothing from the worker.
+    env = json.loads(output(box))
+    # Only the spec's variables plus PATH, HOME (the run's directory) and LANG
+    # (and what the interpreter itself may add, e.g. LC_CTYPE coercion) —
+    # nothing from the worker.
     assert env.get("GREETING") == "hi" and env.get("PATH") == DEFAULT_PATH
-    assert "QL_WORKER_SECRET_CANARY" not in env and "HOME" not in env
-    assert set(env) - {"GREETING", "PATH", "LC_CTYPE"} == set()
+    assert env.get("HOME") == str(box.run_dir) and env.get("LANG") == DEFAULT_LANG
+    assert "QL_WORKER_SECRET_CANARY" not in env
+    assert set(env) - {"GREETING", "PATH", "HOME", "LANG", "LC_CTYPE"} == set()
 
 
-def test_spec_path_wins_and_default_cwd_is_the_scratch_dir(tmp_path: Path) -> None:
+def test_the_specs_home_and_lang_win(box: Box) -> None:
+    argv = ("sh", "-c", 'echo "$HOME $LANG"')
+    env = {"HOME": "/srv/elsewhere", "LANG": "de_DE.UTF-8"}
+    assert wait_exit(box.spawn(spec(*argv, env=env))).returncode == 0
+    assert output(box) == "/srv/elsewhere de_DE.UTF-8\n"
+
+
+def test_spec_path_wins_and_default_cwd_is_the_run_dir(box: Box) -> None:
     argv = ("/bin/sh", "-c", 'echo "$PATH"; pwd')
-    status = wait_exit(spawn(spec(*argv, env={"PATH": "/bin"}), str(tmp_path), output_limit=1024))
+    status = wait_exit(box.spawn(spec(*argv, env={"PATH": "/bin"})))
     assert status.returncode == 0
-    path, cwd = output(tmp_path).splitlines()
-    assert path == "/bin" and cwd == str(tmp_path / "scratch")
+    path, cwd = output(box).splitlines()
+    assert path == "/bin" and cwd == str(box.run_dir)
 
 
-def test_relative_cwd_is_under_the_scratch_dir_and_missing_cwd_fails(tmp_path: Path) -> None:
-    (tmp_path / "scratch" / "sub").mkdir(parents=True)
-    status = wait_exit(spawn(spec("pwd", cwd="sub"), str(tmp_path), output_limit=1024))
-    assert output(tmp_path).strip() == str(tmp_path / "scratch" / "sub") and status.returncode == 0
+def test_relative_cwd_is_created_inside_the_run_dir(box: Box) -> None:
+    status = wait_exit(box.spawn(spec("pwd", cwd="sub/./deeper/../deep")))
+    assert output(box).strip() == str(box.run_dir / "sub" / "deep") and status.returncode == 0
+
+
+@pytest.mark.parametrize("cwd", ["/", "/tmp", "..", "../offer-2", "sub/../../x", "a/../.."])
+def test_a_cwd_outside_the_run_dir_fails_to_start(box: Box, cwd: str) -> None:
     with pytest.raises(SpawnFailed) as exc:
-        spawn(spec("pwd", cwd="/nonexistent/dir"), str(tmp_path), output_limit=1024)
-    assert exc.value.reason == "cwd_not_found"
+        box.spawn(spec("pwd", cwd=cwd))
+    assert exc.value.reason == "cwd_outside_work_dir"
+    assert not box.run_dir.exists()
 
 
-def test_spawn_failures_have_low_cardinality_reasons(tmp_path: Path) -> None:
+def test_spawn_failures_have_low_cardinality_reasons(box: Box) -> None:
     with pytest.raises(SpawnFailed) as missing:
-        spawn(spec("/nonexistent"), str(tmp_path), output_limit=1024)
+        box.spawn(spec("/nonexistent"))
     assert missing.value.reason == "executable_not_found"
     with pytest.raises(SpawnFailed) as unknown:
-        spawn(spec("no-such-command-qinglong"), str(tmp_path), output_limit=1024)
+        box.spawn(spec("no-such-command-qinglong"))
     assert unknown.value.reason == "executable_not_found"
-    script = tmp_path / "not-executable.sh"
+    script = box.root / "not-executable.sh"
     script.write_text("#!/bin/sh\necho hi\n")
     script.chmod(0o644)  # exec needs an x bit, even for root
     with pytest.raises(SpawnFailed) as denied:
-        spawn(spec(str(script)), str(tmp_path), output_limit=1024)
+        box.spawn(spec(str(script)))
     assert denied.value.reason == "permission_denied"
+    assert not box.run_dir.exists()  # a failed start leaves no run directory
 
 
-def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
-    pid_file = tmp_path / "grandchild.pid"
+def test_timeout_kills_the_whole_process_group(box: Box) -> None:
     # The shell ignores SIGTERM and its background grandchild would outlive it.
-    script = f"trap '' TERM; sleep 300 & echo $! > {pid_file}; wait"
-    process = spawn(spec("sh", "-c", script, timeout_s=1), str(tmp_path), output_limit=1024)
-    deadline = time.monotonic() + 5
-    while not pid_file.exists() or not pid_file.read_text().strip():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    grandchild = int(pid_file.read_text())
+    script = "trap '' TERM; sleep 300 & echo $!; wait"
+    process = box.spawn(spec("sh", "-c", script, timeout_s=1))
+    grandchild = printed_pid(box)
     assert alive(grandchild)
     while not process.timed_out():
         assert process.poll() is None
@@ -163,42 +222,40 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert wait_gone(grandchild), "the grandchild sleep survived the group kill"
 
 
-def test_leftover_group_members_die_with_the_leader(tmp_path: Path) -> None:
-    pid_file = tmp_path / "bg.pid"
-    script = f"sleep 300 & echo $! > {pid_file}; exit 0"
-    status = wait_exit(spawn(spec("sh", "-c", script), str(tmp_path), output_limit=1024))
+def test_leftover_group_members_die_with_the_leader(box: Box) -> None:
+    script = "sleep 300 & echo $!; exit 0"
+    status = wait_exit(box.spawn(spec("sh", "-c", script)))
     assert status == ExitStatus(0, None)
-    assert wait_gone(int(pid_file.read_text()))
+    assert wait_gone(int(output(box)))
 
 
-def test_sigterm_is_enough_for_a_polite_command(tmp_path: Path) -> None:
-    process = spawn(spec("sleep", "300"), str(tmp_path), output_limit=1024)
+def test_sigterm_is_enough_for_a_polite_command(box: Box) -> None:
+    process = box.spawn(spec("sleep", "300"))
     process.terminate(StopReason.CANCELLED, kill_grace_s=30)
     status = wait_exit(process, timeout=5)
     assert status == ExitStatus(-signal.SIGTERM, StopReason.CANCELLED)
     assert Completion.of(status) == Completion(Outcome.CANCELLED)
 
 
-def test_a_signal_death_is_failed_signaled(tmp_path: Path) -> None:
-    status = wait_exit(spawn(spec("sh", "-c", "kill -KILL $$"), str(tmp_path), output_limit=1024))
+def test_a_signal_death_is_failed_signaled(box: Box) -> None:
+    status = wait_exit(box.spawn(spec("sh", "-c", "kill -KILL $$")))
     assert status.signal == signal.SIGKILL
     assert Completion.of(status) == Completion(Outcome.FAILED, -9, "signaled")
 
 
-def test_output_is_bounded_and_the_command_never_blocks(tmp_path: Path) -> None:
+def test_output_is_bounded_and_the_command_never_blocks(box: Box) -> None:
     # 4 MiB through a 1 KiB budget: the pump keeps draining, the command finishes.
     code = "import sys; sys.stdout.write('x' * (4 << 20)); sys.stderr.write('tail')"
-    status = wait_exit(spawn(spec(sys.executable, "-c", code), str(tmp_path), output_limit=1024))
+    status = wait_exit(box.spawn(spec(PYTHON, "-c", code)))
     assert status.returncode == 0
-    data = (tmp_path / OUTPUT_NAME).read_bytes()
+    data = (box.work / OUTPUT_NAME).read_bytes()
     assert data.startswith(b"x" * 1024) and b"output truncated after 1024 bytes" in data
     assert len(data) < 2048
-    assert (tmp_path / OUTPUT_NAME).stat().st_mode & 0o777 == 0o600
+    assert (box.work / OUTPUT_NAME).stat().st_mode & 0o777 == 0o600
 
 
-def test_result_has_the_exit_code_duration_and_output_tail(tmp_path: Path) -> None:
-    process = spawn(spec("sh", "-c", "echo MARK-out; echo MARK-err >&2; sleep 0.2; exit 3"),
-                    str(tmp_path), output_limit=1024)  # fmt: skip
+def test_result_has_the_exit_code_duration_and_output_tail(box: Box) -> None:
+    process = box.spawn(spec("sh", "-c", "echo MARK-out; echo MARK-err >&2; sleep 0.2; exit 3"))
     assert wait_exit(process).returncode == 3
     result = process.result()
     assert result["exitCode"] == 3 and result["durationMs"] >= 200
@@ -206,11 +263,11 @@ def test_result_has_the_exit_code_duration_and_output_tail(tmp_path: Path) -> No
     assert result["outputBytes"] == len("MARK-out\nMARK-err\n")
 
 
-def test_output_tail_is_the_last_8_kib_of_everything_printed(tmp_path: Path) -> None:
+def test_output_tail_is_the_last_8_kib_of_everything_printed(box: Box) -> None:
     # 4 MiB + a marker, with a head budget of 1 KiB: the tail still ends with the marker.
     code = ("import sys; sys.stdout.write('x' * (4 << 20)); sys.stdout.flush();"
             " sys.stderr.write('END-MARKER')")  # fmt: skip
-    process = spawn(spec(sys.executable, "-c", code), str(tmp_path), output_limit=1024)
+    process = box.spawn(spec(PYTHON, "-c", code))
     assert wait_exit(process).returncode == 0
     result = process.result()
     assert result["outputBytes"] == (4 << 20) + len("END-MARKER")
@@ -219,9 +276,8 @@ def test_output_tail_is_the_last_8_kib_of_everything_printed(tmp_path: Path) -> 
     assert set(tail[: -len("END-MARKER")]) == {"x"}
 
 
-def test_a_killed_command_still_has_a_result(tmp_path: Path) -> None:
-    process = spawn(spec("sh", "-c", "echo before; kill -KILL $$"), str(tmp_path),
-                    output_limit=1024)  # fmt: skip
+def test_a_killed_command_still_has_a_result(box: Box) -> None:
+    process = box.spawn(spec("sh", "-c", "echo before; kill -KILL $$"))  # fmt: skip
     assert wait_exit(process).signal == signal.SIGKILL
     result = process.result()
     assert result["exitCode"] == -signal.SIGKILL and result["outputTail"] == "before\n"
@@ -254,10 +310,10 @@ def test_output_tail_text_is_utf8_bounded_and_cut_on_a_character_boundary() -> N
     assert len(json.dumps(text, ensure_ascii=False).encode()) - 2 <= TAIL_JSON_BUDGET
 
 
-def test_pidfd_becomes_readable_on_exit(tmp_path: Path) -> None:
+def test_pidfd_becomes_readable_on_exit(box: Box) -> None:
     import select
 
-    process = spawn(spec("sleep", "0.2"), str(tmp_path), output_limit=1024)
+    process = box.spawn(spec("sleep", "0.2"))
     assert process.pidfd is not None
     readable, _, _ = select.select([process.pidfd], [], [], 5)
     assert readable == [process.pidfd]
@@ -265,8 +321,8 @@ def test_pidfd_becomes_readable_on_exit(tmp_path: Path) -> None:
     assert process.pidfd is None  # closed once reaped
 
 
-def test_orphan_group_is_killed_only_when_provably_the_same(tmp_path: Path) -> None:
-    process = spawn(spec("sleep", "300"), str(tmp_path), output_limit=1024)
+def test_orphan_group_is_killed_only_when_provably_the_same(box: Box) -> None:
+    process = box.spawn(spec("sleep", "300"))
     ticks = process_start_ticks(process.pid)
     assert ticks is not None and ticks == process.start_ticks
     assert not kill_orphan_group(process.pid, ticks + 1)  # a recycled pid: left alone

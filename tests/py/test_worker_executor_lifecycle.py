@@ -12,19 +12,22 @@ import io
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from qinglong.schemas.canonical import content_digest
+from qinglong.schemas.contract import validate
 from qinglong.worker.config import ExecutorSettings, WorkerConfig, default_capabilities
 from qinglong.worker.coordinator import new_lease_token
 from qinglong.worker.errors import NetworkError
@@ -41,8 +44,10 @@ from qinglong.worker.lease_client import (
     Outcome,
 )
 from qinglong.worker.lifecycle import Lifecycle
+from qinglong.worker.run_as import RUNS_MODE_SHARED, Sandbox, resolve_user
 from qinglong.worker.runner import Runner, RunOptions, StopSignal
 from qinglong.worker.session import SessionClient
+from tests.py.run_as_support import run_as_user
 from tests.py.test_worker_coordinator import offered
 from tests.py.test_worker_run import WORKER, FakeIngress, FakeTime, Resp, error
 
@@ -89,23 +94,29 @@ class ServerLease:
     started_at: int | None = None
     cancel: bool = False
     released: str | None = None
+    last: tuple[str, dict[str, Any]] | None = None  # the change that made `version`
 
 
 @dataclass
 class FakeLeases:
-    """The server side of ack/heartbeat/complete, with scripted failures per call kind."""
+    """The server side of ack/heartbeat/complete, with the lease version rule of
+    SPEC §7 (the current version applies and answers version + 1; the same
+    request at version - 1 answers the current lease unchanged; anything else is
+    409 stale_lease_version) and scripted failures per call kind: `fail` before
+    the server sees the call, `lose` after it applied it (the answer is lost)."""
 
     ttl_ms: int = 3_000
     leases: dict[str, ServerLease] = field(default_factory=dict)
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    versions: list[tuple[str, int]] = field(default_factory=list)  # (kind, version sent)
     fail: dict[str, list[Exception]] = field(default_factory=dict)  # kind -> next failures
+    lose: dict[str, list[LeaseUnavailable]] = field(default_factory=dict)  # kind -> lost answers
     on_call: Callable[[str, LeaseRef], None] | None = None
     results: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)
+    applied: list[tuple[str, int]] = field(default_factory=list)  # (kind, new version)
 
-    def _answer(self, ref: LeaseRef, lease: ServerLease, bump: bool = True) -> LeaseAnswer:
+    def _answer(self, ref: LeaseRef, lease: ServerLease) -> LeaseAnswer:
         now = now_ms()
-        if bump:
-            lease.version += 1
         doc = {"runId": "r", "attemptId": ref.attempt_id, "workerId": ref.worker_id,
                "sessionId": ref.session_id, "sessionGeneration": ref.generation,
                "leaseGeneration": 1, "leaseVersion": lease.version, "offerId": ref.offer_id,
@@ -113,40 +124,57 @@ class FakeLeases:
                "state": lease.state, "startedAtMs": lease.started_at}  # fmt: skip
         return LeaseAnswer(doc, lease.cancel)
 
-    def _enter(self, kind: str, ref: LeaseRef, detail: dict[str, Any]) -> ServerLease:
+    def _call(self, kind: str, ref: LeaseRef, version: int, detail: dict[str, Any],
+              change: Callable[[ServerLease], None]) -> LeaseAnswer:  # fmt: skip
         self.calls.append((kind, ref.offer_id, detail))
+        self.versions.append((kind, version))
         if self.on_call is not None:
             self.on_call(kind, ref)
         failures = self.fail.get(kind)
         if failures:
             raise failures.pop(0)
-        lease = self.leases.setdefault(ref.offer_id, ServerLease())
-        if lease.released is not None and kind != "complete":
+        # A lease first seen here is where the worker's journal says it is.
+        lease = self.leases.setdefault(ref.offer_id, ServerLease(version=version))
+        if version == lease.version - 1 and lease.last == (kind, detail):
+            return self._answer(ref, lease)  # the repeated request: nothing changes
+        if lease.released is not None:
             raise LeaseConflict("lease_terminal")
-        return lease
-
-    def ack(self, ref: LeaseRef, phase: AckPhase, reason: str | None = None) -> LeaseAnswer:
-        lease = self._enter(f"ack_{phase.value}", ref, {"reason": reason})
-        if phase is AckPhase.STARTING:
-            lease.state, lease.started_at = "starting", now_ms()
-        elif phase is AckPhase.RUNNING:
-            lease.state = "running"
-        else:
-            lease.state, lease.released = "failed", "start_failed"
-            return self._answer(ref, lease, bump=False)
+        if version != lease.version:
+            raise LeaseConflict("stale_lease_version")
+        change(lease)
+        lease.version += 1
+        lease.last = (kind, detail)
+        self.applied.append((kind, lease.version))
+        lost = self.lose.get(kind)
+        if lost:
+            raise lost.pop(0)
         return self._answer(ref, lease)
 
-    def heartbeat(self, ref: LeaseRef) -> LeaseAnswer:
-        return self._answer(ref, self._enter("heartbeat", ref, {}))
+    def ack(self, ref: LeaseRef, version: int, phase: AckPhase,
+            reason: str | None = None) -> LeaseAnswer:  # fmt: skip
+        def change(lease: ServerLease) -> None:
+            if phase is AckPhase.STARTING:
+                lease.state, lease.started_at = "starting", now_ms()
+            elif phase is AckPhase.RUNNING:
+                lease.state = "running"
+            else:
+                lease.state, lease.released = "failed", "start_failed"
 
-    def complete(self, ref: LeaseRef, outcome: Outcome, exit_code: int | None = None,
-                 reason: str | None = None,
+        return self._call(f"ack_{phase.value}", ref, version, {"reason": reason}, change)
+
+    def heartbeat(self, ref: LeaseRef, version: int) -> LeaseAnswer:
+        return self._call("heartbeat", ref, version, {}, lambda lease: None)
+
+    def complete(self, ref: LeaseRef, version: int, outcome: Outcome,
+                 exit_code: int | None = None, reason: str | None = None,
                  result: dict[str, Any] | None = None) -> LeaseAnswer:  # fmt: skip
         detail = {"outcome": outcome.value, "exitCode": exit_code, "reason": reason}
         self.results.append((ref.offer_id, result))
-        lease = self._enter("complete", ref, detail)
-        lease.state, lease.released = outcome.value, "completed"
-        return self._answer(ref, lease, bump=False)
+
+        def change(lease: ServerLease) -> None:
+            lease.state, lease.released = outcome.value, "completed"
+
+        return self._call("complete", ref, version, detail, change)
 
     def kinds(self, offer_id: str | None = None) -> list[str]:
         return [k for k, o, _ in self.calls if offer_id is None or o == offer_id]
@@ -164,9 +192,12 @@ class Bench:
     journal: Journal
     leases: FakeLeases
     out: io.StringIO
+    sandbox: Sandbox
+    reachable: Path  # a directory the run-as user can search (pytest's tmp_path is 0700)
     lifecycle: Lifecycle | None = None
 
     def make(self, slots: int = 4, settings: ExecutorSettings = SETTINGS) -> Lifecycle:
+        settings = replace(settings, sandbox=self.sandbox)
         self.lifecycle = Lifecycle(
             self.journal, self.leases, slots=slots, settings=settings,  # type: ignore[arg-type]
             work_dir=str(self.root / "work"), events=EventLog(self.out), rng=random.Random(3),
@@ -199,15 +230,32 @@ class Bench:
     def result(self, offer_id: str) -> dict[str, Any]:
         return json.loads((self.root / "work" / offer_id / "result.json").read_text())
 
+    def printed_pid(self, entry: InboxEntry) -> int:
+        """The pid the command echoed first (it runs as another user: no pid file)."""
+        log = self.root / "work" / entry.offer_id / "output.log"
+        return int(log.read_text().split()[0])
+
+
+def sandbox_in(root: Path, run_as_user: str | None) -> Sandbox:
+    """SPEC §11: the suite's run-as user (as root), a runs directory of its own."""
+    runs = root / "runs"
+    runs.mkdir()
+    runs.chmod(RUNS_MODE_SHARED)
+    return Sandbox(str(runs), resolve_user(run_as_user) if run_as_user else None)
+
 
 @pytest.fixture
-def bench(tmp_path: Path) -> Iterator[Bench]:
+def bench(tmp_path: Path, run_as_user: str | None) -> Iterator[Bench]:
     journal = Journal.open(str(tmp_path / "journal"), refresher=False)
-    b = Bench(tmp_path, journal, FakeLeases(), io.StringIO())
+    reachable = Path(tempfile.mkdtemp(prefix="ql-bench-"))
+    reachable.chmod(0o711)
+    b = Bench(tmp_path, journal, FakeLeases(), io.StringIO(), sandbox_in(tmp_path, run_as_user),
+              reachable)  # fmt: skip
     yield b
     if b.lifecycle is not None:
         b.lifecycle.abort()
     journal.close()
+    shutil.rmtree(reachable, ignore_errors=True)
 
 
 def alive(pid: int) -> bool:
@@ -307,7 +355,7 @@ def test_complete_request_with_a_full_result_fits_the_transport_limit() -> None:
     worst = output_tail_text(b"\x01" * 8192)  # every character escapes to 6 bytes
     result = {"exitCode": -2147483648, "durationMs": 2**53 - 1, "outputTail": worst,
               "outputBytes": 2**53 - 1}  # fmt: skip
-    LeaseClient(post).complete(ref, Outcome.FAILED, -2147483648, "x" * 64, result)
+    LeaseClient(post).complete(ref, 2, Outcome.FAILED, -2147483648, "x" * 64, result)
     assert sent[-1]["result"] == result
     assert request_limit("/v1/leases/complete") == COMPLETE_REQUEST_LIMIT
     assert len(_encode(sent[-1])) <= COMPLETE_REQUEST_LIMIT
@@ -347,16 +395,16 @@ def test_starting_is_journaled_before_the_spawn_and_the_pid_before_running(
 
 
 def test_timeout_kills_the_group_and_completes_failed_timeout(bench: Bench) -> None:
-    pid_file = bench.root / "gc.pid"
-    script = f"trap '' TERM; sleep 300 & echo $! > {pid_file}; wait"
-    bench.admit(entry_for(command("sh", "-c", script, timeout_s=1)))
+    script = "trap '' TERM; sleep 300 & echo $!; wait"
+    entry = entry_for(command("sh", "-c", script, timeout_s=1))
+    bench.admit(entry)
     bench.make()
     started = time.monotonic()
     bench.run()
     assert 1.0 <= time.monotonic() - started < 8
     assert bench.leases.detail("complete") == {"outcome": "failed", "exitCode": None,
                                                "reason": "timeout"}  # fmt: skip
-    assert not alive(int(pid_file.read_text()))
+    assert not alive(bench.printed_pid(entry))
     assert "exec.timeout" in bench.names()
 
 
@@ -403,13 +451,13 @@ def test_conflict_on_starting_abandons_without_running(bench: Bench) -> None:
 
 
 def test_conflict_on_heartbeat_kills_the_command_and_never_completes(bench: Bench) -> None:
-    pid_file = bench.root / "pid"
-    bench.admit(entry_for(command("sh", "-c", f"echo $$ > {pid_file}; exec sleep 300")))
+    entry = entry_for(command("sh", "-c", "echo $$; exec sleep 300"))
+    bench.admit(entry)
     bench.leases.fail["heartbeat"] = [LeaseConflict("session_replaced")]
     bench.make()
     bench.run()
     assert bench.leases.kinds() == ["ack_starting", "ack_running", "heartbeat"]
-    assert not alive(int(pid_file.read_text()))
+    assert not alive(bench.printed_pid(entry))
     assert bench.journal.offer_ids() == []
 
 
@@ -428,9 +476,76 @@ def test_transient_failures_retry_the_same_call(bench: Bench) -> None:
         "timeouterror_", "http_503", "network"]  # fmt: skip
 
 
+def test_every_call_carries_the_version_last_received_and_it_is_journaled(bench: Bench) -> None:
+    entry = entry_for(command("sleep", "1.5"))
+    bench.admit(entry)
+    bench.leases.ttl_ms = 3_000  # heartbeat every second
+    journaled: list[tuple[str, int]] = []
+
+    def on_call(kind: str, ref: LeaseRef) -> None:
+        stored = bench.journal.get(ref.offer_id)
+        assert stored is not None
+        journaled.append((kind, stored.lease_version))
+
+    bench.leases.on_call = on_call
+    bench.make()
+    bench.run()
+    assert bench.leases.kinds() == ["ack_starting", "ack_running", "heartbeat", "complete"]
+    # Each call sends the version of the previous answer, journaled before it.
+    assert bench.leases.versions == [("ack_starting", 1), ("ack_running", 2), ("heartbeat", 3),
+                                     ("complete", 4)]  # fmt: skip
+    assert journaled == bench.leases.versions
+    assert bench.leases.leases[entry.offer_id].version == 5
+
+
+def test_a_heartbeat_whose_answer_was_lost_is_repeated_before_the_completion(
+    bench: Bench,
+) -> None:
+    """The command exits while a heartbeat's answer is outstanding: the heartbeat
+    is sent again with the same version (the server answers it without
+    extending the lease again), and only then the completion, at the version
+    that answer carried; without that the completion would be stale."""
+    gate = bench.reachable / "exit-now"
+    entry = entry_for(command("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done"))
+    bench.admit(entry)
+    bench.leases.ttl_ms = 3_000  # heartbeat every second; a retry after max(ttl/6, 200 ms)
+    bench.leases.lose["heartbeat"] = [LeaseUnavailable("timeouterror_", retry_after_ms=60_000)]
+
+    def on_call(kind: str, ref: LeaseRef) -> None:
+        if kind == "heartbeat":
+            gate.touch()  # the command exits while this heartbeat's answer is lost
+
+    bench.leases.on_call = on_call
+    bench.make()
+    bench.run()
+    assert bench.leases.kinds() == ["ack_starting", "ack_running", "heartbeat", "heartbeat",
+                                    "complete"]  # fmt: skip
+    assert bench.leases.versions[2:] == [("heartbeat", 3), ("heartbeat", 3), ("complete", 4)]
+    # The server applied the heartbeat once, then the completion.
+    assert bench.leases.applied == [("ack_starting", 2), ("ack_running", 3), ("heartbeat", 4),
+                                    ("complete", 5)]  # fmt: skip
+    assert bench.result(entry.offer_id)["outcome"] == "succeeded"
+    assert "exec.abandoned" not in bench.names()
+
+
+def test_restart_repeats_the_heartbeat_the_predecessor_never_journaled(bench: Bench) -> None:
+    entry = entry_for(command("true"))
+    bench.admit(entry)
+    advanced(bench, entry, EntryState.RUNNING)  # journaled at version 3 ...
+    # ... but the server had applied one more heartbeat (its answer died with us).
+    bench.leases.leases[entry.offer_id] = ServerLease(version=4, state="running",
+                                                      started_at=1, last=("heartbeat", {}))
+    bench.make()
+    bench.run()
+    assert bench.leases.versions == [("heartbeat", 3), ("complete", 4)]
+    assert bench.leases.applied == [("complete", 5)]  # the repeated heartbeat changed nothing
+    assert bench.leases.detail("complete")["reason"] == "worker_restarted"
+    assert bench.result(entry.offer_id)["reason"] == "worker_restarted"
+
+
 def test_a_lease_unconfirmed_for_a_whole_ttl_is_given_up(bench: Bench) -> None:
-    pid_file = bench.root / "pid"
-    bench.admit(entry_for(command("sh", "-c", f"echo $$ > {pid_file}; exec sleep 300")))
+    entry = entry_for(command("sh", "-c", "echo $$; exec sleep 300"))
+    bench.admit(entry)
     bench.leases.ttl_ms = 1_500
     bench.leases.fail["heartbeat"] = [LeaseUnavailable("http_503") for _ in range(100)]
     bench.make()
@@ -438,7 +553,7 @@ def test_a_lease_unconfirmed_for_a_whole_ttl_is_given_up(bench: Bench) -> None:
     assert "complete" not in bench.leases.kinds()
     abandoned = [e for e in bench.events() if e["event"] == "exec.abandoned"]
     assert abandoned[0]["category"] == "lease_unconfirmed"
-    assert not alive(int(pid_file.read_text()))
+    assert not alive(bench.printed_pid(entry))
 
 
 def test_at_most_slots_commands_run_at_once(bench: Bench) -> None:
@@ -514,7 +629,10 @@ def test_restart_kills_an_orphan_and_completes_worker_restarted(bench: Bench) ->
     finally:
         if orphan.poll() is None:
             orphan.kill()
-    assert bench.leases.kinds() == ["complete"]
+    # The heartbeat the predecessor may have sent without journaling its answer
+    # is repeated first (at the journaled version), then the completion.
+    assert bench.leases.kinds() == ["heartbeat", "complete"]
+    assert bench.leases.versions == [("heartbeat", 3), ("complete", 4)]
     assert bench.leases.detail("complete") == {"outcome": "failed", "exitCode": None,
                                                "reason": "worker_restarted"}  # fmt: skip
     assert {"exec.recovered", "exec.orphan_killed"} <= set(bench.names())
@@ -619,47 +737,54 @@ def test_lease_client_bodies_and_answers() -> None:
 
     client = LeaseClient(post)
     replies.append(Reply(200, json.dumps(lease_doc(ref, cancelRequested=True)).encode()))
-    answer = client.heartbeat(ref)
+    answer = client.heartbeat(ref, 4)
+    assert sent[-1][1]["leaseVersion"] == 4
     assert answer.cancel_requested and answer.ttl_ms == 60_000 and "schema" not in answer.lease
     replies.append(Reply(200, json.dumps(lease_doc(ref)).encode()))
-    client.complete(ref, Outcome.SUCCEEDED, 0)
+    client.complete(ref, 5, Outcome.SUCCEEDED, 0)
     path, body = sent[-1]
     assert path == "/v1/leases/complete"
     assert body == {"schema": "qinglong/lease-complete-request@v1", "workerId": WORKER,
                     "sessionId": SESSION, "generation": 1, "offerId": entry.offer_id,
-                    "leaseToken": entry.lease["leaseToken"], "outcome": "succeeded",
-                    "exitCode": 0}  # fmt: skip
+                    "leaseToken": entry.lease["leaseToken"], "leaseVersion": 5,
+                    "outcome": "succeeded", "exitCode": 0}  # fmt: skip
+    for body in (b for _, b in sent):
+        validate(body["schema"], body)
     assert "leaseToken" not in repr(ref) and entry.lease["leaseToken"] not in repr(ref)
 
     replies.append(error(409, "session_replaced"))  # type: ignore[arg-type]
     with pytest.raises(LeaseConflict) as conflict:
-        client.ack(ref, AckPhase.STARTING)
+        client.ack(ref, 1, AckPhase.STARTING)
     assert conflict.value.reason == "session_replaced"
     assert sent[-1][1]["phase"] == "starting" and "reason" not in sent[-1][1]
+    assert sent[-1][1]["leaseVersion"] == 1
+    replies.append(error(409, "stale_lease_version"))  # type: ignore[arg-type]
+    with pytest.raises(LeaseConflict, match="stale_lease_version"):
+        client.ack(ref, 2, AckPhase.RUNNING)
     replies.append(error(400, "schema_invalid"))  # type: ignore[arg-type]
     with pytest.raises(LeaseConflict):
-        client.ack(ref, AckPhase.START_FAILED, "executable_not_found")
+        client.ack(ref, 1, AckPhase.START_FAILED, "executable_not_found")
     replies.append(Resp(503, b"{}", 2000))  # type: ignore[arg-type]
     with pytest.raises(LeaseUnavailable) as unavailable:
-        client.heartbeat(ref)
+        client.heartbeat(ref, 3)
     assert unavailable.value.retry_after_ms == 2000 and not unavailable.value.auth
     replies.append(error(401, "bad_secret"))  # type: ignore[arg-type]
     with pytest.raises(LeaseUnavailable) as auth:
-        client.heartbeat(ref)
+        client.heartbeat(ref, 3)
     assert auth.value.auth
     foreign = lease_doc(ref, offerId=str(uuid.uuid4()))
     replies.append(Reply(200, json.dumps(foreign).encode()))
     with pytest.raises(LeaseUnavailable, match="lease_foreign"):
-        client.heartbeat(ref)
+        client.heartbeat(ref, 3)
     replies.append(Reply(200, b'{"schema": "qinglong/lease@v1"}'))
     with pytest.raises(LeaseUnavailable):
-        client.heartbeat(ref)
+        client.heartbeat(ref, 3)
 
     def broken(path: str, body: dict, limit: int) -> Reply:
         raise NetworkError("connection refused")
 
     with pytest.raises(LeaseUnavailable):
-        LeaseClient(broken).heartbeat(ref)
+        LeaseClient(broken).heartbeat(ref, 3)
 
 
 # ------------------------------------------------------------------ the run loop
@@ -674,7 +799,8 @@ def _runner(tmp_path: Path, ingress: FakeIngress, leases: FakeLeases, stop: Stop
     )  # fmt: skip
     journal = Journal.open(config.journal, refresher=False)
     events = EventLog(out)
-    executor = Lifecycle(journal, leases, slots=2, settings=SETTINGS,  # type: ignore[arg-type]
+    settings = replace(SETTINGS, sandbox=sandbox_in(tmp_path, run_as_user()))
+    executor = Lifecycle(journal, leases, slots=2, settings=settings,  # type: ignore[arg-type]
                          work_dir=config.work_dir, events=events)  # fmt: skip
     runner = Runner(config, journal, SessionClient(ingress.post, WORKER), ingress.pull,
                     events=events, stop=stop, options=options, rng=random.Random(1),

@@ -277,6 +277,13 @@ CONTENDER = textwrap.dedent(
 ).replace("__SPEED__", str(SPEED))
 
 
+def _holder(sentinel: str) -> int | None:
+    try:
+        return int(open(sentinel).read())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 def test_contending_processes_never_two_owners(tmp_path, root):
     sentinel = str(tmp_path / "sentinel")
     violations = str(tmp_path / "violations")
@@ -308,6 +315,11 @@ def test_contending_processes_never_two_owners(tmp_path, root):
             procs.append(spawn())
         else:
             os.kill(victim.pid, signal.SIGSTOP)
+            if _holder(sentinel) != victim.pid:
+                # It let go between our read and the stop: it holds nothing now,
+                # so there is no ownership to watch over.
+                os.kill(victim.pid, signal.SIGCONT)
+                continue
             time.sleep(rng.uniform(0.55, 0.7))  # past the stale period on the fast clock
             assert int(open(sentinel).read()) == victim.pid  # nobody took over
             os.kill(victim.pid, signal.SIGCONT)

@@ -602,3 +602,26 @@ def test_cli_unusable_credentials_are_a_config_error(tmp_path: Path) -> None:
     result = cli("--config", str(path))
     assert result.returncode == 2
     assert _last_error(result)["reason"] == "credentials_unusable"
+
+
+@pytest.mark.parametrize("stop", ["done", "sigterm"])
+def test_stop_without_the_executor_leaves_the_inbox_leased(h: Harness, stop: str) -> None:
+    """SPEC §7: closing the session would release the inbox's leases, so a worker
+    without --execute that holds offers leaves its session to expire instead."""
+    h.ingress.queue = 1
+    options = RunOptions(max_offers=1) if stop == "done" else RUN_FOREVER
+    if stop == "sigterm":
+        def sigterm_after_the_offer(path: str, body: dict) -> None:
+            if h.journal is not None and h.journal.offer_ids():
+                h.stop.request("sigterm")
+
+        h.ingress.on_call = sigterm_after_the_offer
+    runner = h.runner(options)
+    assert runner.run() == 0 and runner.accepted == 1
+    assert "/v1/sessions/close" not in h.ingress.paths()
+    assert h.ingress.sessions[0].state == "active"
+    assert len(h.journal.offer_ids()) == 1
+    (left,) = [e for e in h.events() if e["event"] == "session.left_open"]
+    assert (left["reason"], left["sessionId"]) == ("inbox_leased",
+                                                   h.ingress.sessions[0].session_id)
+    assert "session.closed" not in h.names()

@@ -1,8 +1,10 @@
 -- ql.ack_lease (SPEC §7): starting / running / start_failed transitions on real
--- claims, exact replays (no writes), every conflict category, illegal
+-- claims, at the lease version the worker last saw; exact replays after a lost
+-- answer (version - 1, the same ACK: no writes), an old version
+-- (stale_lease_version, no writes), every conflict category, illegal
 -- transitions (QL020, nothing changed), bad input; called as ql_worker_ingress.
 BEGIN;
-SELECT plan(66);
+SELECT plan(75);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -15,15 +17,23 @@ SELECT r[1] AS r1, r[2] AS r2, r[3] AS r3, r[4] AS r4, r[5] AS r5, r[6] AS r6, r
        r[8] AS r8, r[9] AS r9
   FROM ql_test.enqueue(:'task', 9, 0) r \gset
 
--- ack(worker args, session, generation, offer, token, phase [, reason]); worker
--- arguments are resolved up front: the lookups read ql_private.
+-- ack(worker args, session, generation, offer, token, phase [, reason [, version]]);
+-- worker arguments are resolved up front: the lookups read ql_private. The
+-- version defaults to the lease's current one (what a worker that got every
+-- answer holds; pg_temp.version reads it as the test's owner).
+CREATE FUNCTION pg_temp.version(offer text) RETURNS bigint LANGUAGE sql SECURITY DEFINER AS $$
+    SELECT coalesce((SELECT l.lease_version FROM ql_private.run_leases l
+                      WHERE l.offer_id::text = offer), 1)
+$$;
 CREATE FUNCTION pg_temp.ack(cred text, dig bytea, worker text, session text, gen bigint,
-                            offer text, token text, phase text, reason text DEFAULT NULL)
+                            offer text, token text, phase text, reason text DEFAULT NULL,
+                            version bigint DEFAULT NULL)
 RETURNS jsonb LANGUAGE sql AS $$
     SELECT ql.ack_lease(cred, dig, worker, session, gen, offer, ql_test.token_digest(token),
-                        phase, reason)
+                        coalesce(version, pg_temp.version(offer)), phase, reason)
 $$;
-GRANT EXECUTE ON FUNCTION pg_temp.ack(text, bytea, text, text, bigint, text, text, text, text)
+GRANT EXECUTE ON FUNCTION pg_temp.ack(text, bytea, text, text, bigint, text, text, text, text, bigint),
+                          pg_temp.version(text)
     TO ql_worker_ingress;
 SELECT format('%L, %L::bytea, %L', :'c1', :'d1', :'w1') AS w1args \gset
 SELECT format('%L, %L::bytea, %L', :'c2', :'d2', :'w2') AS w2args \gset
@@ -68,14 +78,18 @@ SELECT is(pg_temp.events(:'r1'), ARRAY['run.queued', 'run.dispatched', 'run.star
           'one run.starting event');
 SELECT is(ql_test.writes_since_mark(), 4::bigint, 'lease + attempt + run + one event written');
 
--- 2. replay of starting
+-- 2. replay of starting: the same request (version 1) after a lost answer
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
-SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'starting') AS st2 \gset
+SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'starting', NULL, 1) AS st2 \gset
 RESET ROLE;
-SELECT is(:'st2'::jsonb ->> 'status', 'idempotent', 'starting again -> idempotent');
+SELECT is(:'st2'::jsonb ->> 'status', 'idempotent', 'starting again at version 1 -> idempotent');
 SELECT is(:'st2'::jsonb -> 'lease', :'st'::jsonb -> 'lease', 'the same lease projection');
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'a starting replay writes nothing');
+SET LOCAL ROLE ql_worker_ingress;
+SELECT throws_ok(format('SELECT pg_temp.ack(%s, %L, 1, pg_temp.offer(1), %L, %L)', :'w1args', :'s1', 't1', 'starting'),
+                 'QL020', NULL, 'starting at the current version (2) is no replay: QL020');
+RESET ROLE;
 
 -- 3. running, and its replay
 SET LOCAL ROLE ql_worker_ingress;
@@ -91,11 +105,26 @@ SELECT is(pg_temp.events(:'r1'), ARRAY['run.queued', 'run.dispatched', 'run.star
           'one run.running event');
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
-SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'running') AS rn2 \gset
+SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'running', NULL, 2) AS rn2 \gset
 RESET ROLE;
-SELECT is(:'rn2'::jsonb ->> 'status', 'idempotent', 'running again -> idempotent');
+SELECT is(:'rn2'::jsonb ->> 'status', 'idempotent', 'running again at version 2 -> idempotent');
 SELECT is(:'rn2'::jsonb -> 'lease', :'rn'::jsonb -> 'lease', 'the same projection');
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'a running replay writes nothing');
+
+-- 3b. an old version: stale_lease_version, nothing written
+SELECT ql_test.mark();
+SELECT xmin::text AS lease_xmin FROM ql_private.run_leases WHERE offer_id = pg_temp.offer(1)::uuid \gset
+SET LOCAL ROLE ql_worker_ingress;
+SELECT is(pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'running', NULL, 1) ->> 'category',
+          'stale_lease_version', 'running at version 1 (two behind) -> stale_lease_version');
+SELECT is(pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'starting', NULL, 2) ->> 'category',
+          'stale_lease_version', 'starting at version 2 (a running ACK made 3) -> stale_lease_version');
+SELECT is(pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'running', NULL, 7) ->> 'category',
+          'stale_lease_version', 'a version the lease never had -> stale_lease_version');
+RESET ROLE;
+SELECT is(ql_test.writes_since_mark(), 0::bigint, 'stale versions write nothing');
+SELECT is((SELECT xmin::text FROM ql_private.run_leases WHERE offer_id = pg_temp.offer(1)::uuid),
+          :'lease_xmin', 'the lease row is untouched (same xmin)');
 
 -- 4. illegal transitions: QL020 and nothing changes
 SELECT ql_test.mark();
@@ -183,7 +212,7 @@ SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'start_failed', 'i
 RESET ROLE;
 SELECT is(:'sf'::jsonb ->> 'status', 'ok', 'start_failed -> ok');
 SELECT is(:'sf'::jsonb #>> '{lease,state}', 'failed', 'the lease''s attempt is failed');
-SELECT is(:'sf'::jsonb #>> '{lease,leaseVersion}', '1', 'releasing does not bump the version');
+SELECT is(:'sf'::jsonb #>> '{lease,leaseVersion}', '2', 'start_failed bumps the version too');
 SELECT results_eq(
     format($$SELECT a.state, a.reason, a.finished_at IS NOT NULL, l.release_reason
                FROM ql_private.attempts a JOIN ql_private.run_leases l ON l.attempt_id = a.id
@@ -204,9 +233,11 @@ SELECT ok(NOT EXISTS (SELECT 1 FROM ql_private.candidate_page(NULL, NULL, NULL, 
 
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
-SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'start_failed', 'image_missing') AS sf2 \gset
-SELECT is(pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'start_failed', 'other') ->> 'category',
+SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'start_failed', 'image_missing', 1) AS sf2 \gset
+SELECT is(pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'start_failed', 'other', 1) ->> 'category',
           'lease_terminal', 'start_failed with another reason -> lease_terminal');
+SELECT is(pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'start_failed', 'image_missing', 2) ->> 'category',
+          'lease_terminal', 'start_failed at the released version -> lease_terminal');
 SELECT is(pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'starting') ->> 'category',
           'lease_terminal', 'starting after start_failed -> lease_terminal');
 RESET ROLE;
@@ -233,7 +264,7 @@ SELECT is(pg_temp.events(:'r8'), ARRAY['run.queued', 'run.dispatched', 'run.star
 
 -- 8. denial and bad input
 SET LOCAL ROLE ql_worker_ingress;
-SELECT is(ql.ack_lease(:'c1', sha256('nope'), :'w1', :'s1', 1, pg_temp.offer(1), ql_test.token_digest('t1'), 'running'),
+SELECT is(ql.ack_lease(:'c1', sha256('nope'), :'w1', :'s1', 1, pg_temp.offer(1), ql_test.token_digest('t1'), 3, 'running'),
           '{"status":"denied","httpStatus":401,"reason":"bad_secret"}'::jsonb, 'wrong secret -> denied envelope');
 SELECT throws_ok(format('SELECT pg_temp.ack(%s, %L, 1, pg_temp.offer(1), %L, %L)', :'w1args', :'s1', 't1', 'stopped'),
                  'QL001', NULL, 'unknown phase -> QL001');
@@ -245,6 +276,11 @@ SELECT throws_ok(format('SELECT pg_temp.ack(%s, %L, 0, pg_temp.offer(1), %L, %L)
                  'QL001', NULL, 'generation 0 -> QL001');
 SELECT throws_ok(format('SELECT pg_temp.ack(%s, %L, 1, %L, %L, %L)', :'w1args', :'s1', 'NOT-A-UUID', 't1', 'running'),
                  'QL001', NULL, 'malformed offer id -> QL001');
+SELECT throws_ok(format('SELECT ql.ack_lease(%s, %L, 1, pg_temp.offer(1), %L, NULL, %L)', :'w1args', :'s1',
+                        ql_test.token_digest('t1'), 'running'),
+                 'QL001', NULL, 'lease version NULL -> QL001');
+SELECT throws_ok(format('SELECT pg_temp.ack(%s, %L, 1, pg_temp.offer(1), %L, %L, NULL, 0)', :'w1args', :'s1', 't1', 'running'),
+                 'QL001', NULL, 'lease version 0 -> QL001');
 RESET ROLE;
 
 SELECT ok(NOT EXISTS (SELECT 1 FROM ql_private.events

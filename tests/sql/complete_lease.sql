@@ -1,9 +1,12 @@
 -- ql.complete_lease (SPEC §7): succeeded / failed (retry policy) / cancelled on
--- real claims, exact replays (no writes), conflicts, illegal transitions (QL020,
--- nothing changed), bad input; the retried run is claimed again as attempt 2.
+-- real claims at the lease version the worker last saw (a completion bumps it
+-- too), exact replays after a lost answer (version - 1, the same completion and
+-- result: no writes), an old version (stale_lease_version), conflicts, illegal
+-- transitions (QL020, nothing changed), bad input; the retried run is claimed
+-- again as attempt 2.
 -- Called as ql_worker_ingress.
 BEGIN;
-SELECT plan(61);
+SELECT plan(67);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -18,20 +21,28 @@ SELECT r[1] AS r1, r[2] AS r2, r[3] AS r3, r[4] AS r4, r[5] AS r5, r[6] AS r6, r
   FROM ql_test.enqueue(:'task', 7, 0) r \gset
 SELECT r[1] AS r8 FROM ql_test.enqueue(:'once', 1, -1) r \gset
 
+-- done/ack at the lease's current version unless one is given (pg_temp.version
+-- reads it as the test's owner: what a worker that got every answer holds).
+CREATE FUNCTION pg_temp.version(offer text) RETURNS bigint LANGUAGE sql SECURITY DEFINER AS $$
+    SELECT coalesce((SELECT l.lease_version FROM ql_private.run_leases l
+                      WHERE l.offer_id::text = offer), 1)
+$$;
 CREATE FUNCTION pg_temp.done(cred text, dig bytea, worker text, session text, gen bigint,
                              offer text, token text, outcome text, exit_code integer DEFAULT NULL,
-                             reason text DEFAULT NULL)
+                             reason text DEFAULT NULL, version bigint DEFAULT NULL)
 RETURNS jsonb LANGUAGE sql AS $$
     SELECT ql.complete_lease(cred, dig, worker, session, gen, offer, ql_test.token_digest(token),
-                             outcome, exit_code, reason)
+                             coalesce(version, pg_temp.version(offer)), outcome, exit_code, reason)
 $$;
 CREATE FUNCTION pg_temp.ack(cred text, dig bytea, worker text, session text, gen bigint,
                             offer text, token text, phase text)
 RETURNS jsonb LANGUAGE sql AS $$
-    SELECT ql.ack_lease(cred, dig, worker, session, gen, offer, ql_test.token_digest(token), phase)
+    SELECT ql.ack_lease(cred, dig, worker, session, gen, offer, ql_test.token_digest(token),
+                        pg_temp.version(offer), phase)
 $$;
-GRANT EXECUTE ON FUNCTION pg_temp.done(text, bytea, text, text, bigint, text, text, text, integer, text),
-                          pg_temp.ack(text, bytea, text, text, bigint, text, text, text)
+GRANT EXECUTE ON FUNCTION pg_temp.done(text, bytea, text, text, bigint, text, text, text, integer, text, bigint),
+                          pg_temp.ack(text, bytea, text, text, bigint, text, text, text),
+                          pg_temp.version(text)
     TO ql_worker_ingress;
 SELECT format('%L, %L::bytea, %L', :'c1', :'d1', :'w1') AS w1args \gset
 SELECT format('%L, %L::bytea, %L', :'c2', :'d2', :'w2') AS w2args \gset
@@ -73,7 +84,7 @@ SELECT pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'succeeded', 0) A
 RESET ROLE;
 SELECT is(:'ok1'::jsonb ->> 'status', 'ok', 'succeeded -> ok');
 SELECT is(:'ok1'::jsonb #>> '{lease,state}', 'succeeded', 'lease@v1 state succeeded');
-SELECT is(:'ok1'::jsonb #>> '{lease,leaseVersion}', '3', 'release does not bump the version');
+SELECT is(:'ok1'::jsonb #>> '{lease,leaseVersion}', '4', 'the completion bumps the version (3 -> 4)');
 SELECT results_eq(
     format($$SELECT r.state, r.finished_at IS NOT NULL, a.state, a.exit_code, a.reason, a.finished_at IS NOT NULL,
                     l.release_reason
@@ -87,15 +98,19 @@ SELECT is(ql_test.writes_since_mark(), 4::bigint, 'lease, attempt, run, one even
 -- exact replay and different completions of a completed lease
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
-SELECT pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'succeeded', 0) AS ok1r \gset
-SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'failed', 1) ->> 'category', 'lease_terminal',
+SELECT pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'succeeded', 0, NULL, 3) AS ok1r \gset
+SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'failed', 1, NULL, 3) ->> 'category', 'lease_terminal',
           'another outcome for a completed lease -> lease_terminal');
-SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'succeeded') ->> 'category', 'lease_terminal',
+SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'succeeded', NULL, NULL, 3) ->> 'category', 'lease_terminal',
           'another exit code -> lease_terminal');
+SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'succeeded', 0, NULL, 4) ->> 'category', 'lease_terminal',
+          'the same completion at the released version (not the one it consumed) -> lease_terminal');
+SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'succeeded', 0, NULL, 2) ->> 'category', 'lease_terminal',
+          '... or at an older one -> lease_terminal');
 SELECT is(pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'running') ->> 'category', 'lease_terminal',
           'an ACK after completion -> lease_terminal');
 RESET ROLE;
-SELECT is(:'ok1r'::jsonb ->> 'status', 'idempotent', 'exact replay -> idempotent');
+SELECT is(:'ok1r'::jsonb ->> 'status', 'idempotent', 'exact replay (version 3, consumed by it) -> idempotent');
 SELECT is(:'ok1r'::jsonb -> 'lease', :'ok1'::jsonb -> 'lease', 'same projection');
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'replay and conflicts wrote nothing');
 
@@ -112,9 +127,9 @@ SELECT is((SELECT state FROM ql_private.runs WHERE id = :'r2'::uuid), 'queued', 
 SELECT is(pg_temp.events(:'r2'), ARRAY['attempt.failed', 'run.retry_scheduled'], 'attempt.failed + run.retry_scheduled');
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
-SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'failed', 3) ->> 'status', 'idempotent',
+SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'failed', 3, NULL, 2) ->> 'status', 'idempotent',
           'failed replay -> idempotent (even though the run moved on)');
-SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'failed', 3, 'oom') ->> 'category', 'lease_terminal',
+SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'failed', 3, 'oom', 2) ->> 'category', 'lease_terminal',
           'another reason -> lease_terminal');
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'nothing written');
@@ -157,7 +172,7 @@ SELECT results_eq(
 SELECT is(pg_temp.events(:'r4'), ARRAY['run.cancel_requested', 'run.cancelled'], 'one run.cancelled event');
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
-SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(4), 't4', 'cancelled', 143) ->> 'status', 'idempotent',
+SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(4), 't4', 'cancelled', 143, NULL, 2) ->> 'status', 'idempotent',
           'cancelled replay -> idempotent');
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'nothing written');
@@ -197,6 +212,10 @@ SELECT is(pg_temp.done(:w2args, :'s2', 1, pg_temp.offer(3), 't3', 'succeeded') -
           'another worker -> offer_foreign');
 SELECT is(pg_temp.done(:w1args, :'s1', 2, pg_temp.offer(3), 't3', 'succeeded') ->> 'category', 'session_replaced',
           'wrong generation -> session_replaced');
+SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(3), 't3', 'succeeded', 0, NULL, 1) ->> 'category',
+          'stale_lease_version', 'a live lease at an old version -> stale_lease_version');
+SELECT is(pg_temp.done(:w1args, :'s1', 1, pg_temp.offer(3), 't3', 'succeeded', 0, NULL, 3) ->> 'category',
+          'stale_lease_version', '... or at a version it never had');
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'refused completions wrote nothing');
 SELECT is((pg_temp.first_attempt(:'r7')).state, 'starting', 'the expired attempt is left to the sweeper');
@@ -227,24 +246,29 @@ SELECT throws_ok(format('SELECT pg_temp.done(%s, %L, 1, pg_temp.offer(3), %L, %L
                  'QL001', NULL, 'a reason with succeeded -> QL001');
 SELECT throws_ok(format('SELECT pg_temp.done(%s, %L, 1, pg_temp.offer(3), %L, %L, 1, %L)', :'w1args', :'s1', 't3', 'failed', 'Exit 1'),
                  'QL001', NULL, 'a free-text reason -> QL001');
-SELECT is(ql.complete_lease(:'c1', sha256('nope'), :'w1', :'s1', 1, pg_temp.offer(3), ql_test.token_digest('t3'), 'succeeded') ->> 'reason',
+SELECT is(ql.complete_lease(:'c1', sha256('nope'), :'w1', :'s1', 1, pg_temp.offer(3), ql_test.token_digest('t3'), 2, 'succeeded') ->> 'reason',
           'bad_secret', 'wrong secret -> denied');
+SELECT throws_ok(format('SELECT ql.complete_lease(%s, %L, 1, pg_temp.offer(3), %L, NULL, %L)', :'w1args', :'s1',
+                        ql_test.token_digest('t3'), 'succeeded'),
+                 'QL001', NULL, 'lease version NULL -> QL001');
 RESET ROLE;
 
 -- SPEC §9.3: the result is validated and stored on the attempt with the
 -- completion; a bad one is refused (QL001 COLUMN result) before anything is
--- read or written; a replay keeps the stored result.
+-- read or written; a replay must carry the same result (the worker journals it
+-- before the first send), and keeps it.
 SELECT r[1] AS rr FROM ql_test.enqueue(:'task', 1, 99) r \gset
 SELECT ql_test.claim('w1', :'s1', pg_temp.offer(70), 't70') IS NOT NULL AS claimed70 \gset
 SET LOCAL ROLE ql_worker_ingress;
 SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(70), 't70', 'starting') IS NOT NULL AS acked70 \gset
 RESET ROLE;
-CREATE FUNCTION pg_temp.done_with(result jsonb, exit_code integer DEFAULT 0) RETURNS jsonb LANGUAGE sql AS $$
+CREATE FUNCTION pg_temp.done_with(result jsonb, exit_code integer DEFAULT 0, version bigint DEFAULT 2)
+RETURNS jsonb LANGUAGE sql AS $$
     SELECT ql.complete_lease(ql_test.credential_id('w1'), ql_test.secret_digest('w1'), ql_test.worker_id('w1'),
                              (SELECT session_id::text FROM ql_private.run_leases
                                WHERE offer_id = '00000000-0000-4000-8000-000000000070'),
                              1, '00000000-0000-4000-8000-000000000070', ql_test.token_digest('t70'),
-                             'succeeded', exit_code, NULL, result)
+                             version, 'succeeded', exit_code, NULL, result)
 $$;
 SELECT ql_test.mark();
 SELECT is(ql_test.error_of($$SELECT pg_temp.done_with('{"durationMs": 1, "outputTail": "x"}')$$),
@@ -260,8 +284,10 @@ SELECT '{"exitCode": 0, "durationMs": 1234, "outputTail": "done\n", "outputBytes
 SELECT is(pg_temp.done_with(:'res') ->> 'status', 'ok', 'completion with a result');
 SELECT is((SELECT a.result FROM ql_private.attempts a JOIN ql_private.runs r ON r.current_attempt_id = a.id
             WHERE r.id = :'rr'::uuid), :'res'::jsonb, 'the result is stored on the attempt');
-SELECT is(pg_temp.done_with('{"durationMs": 9, "outputTail": "", "outputBytes": 0}') ->> 'status', 'idempotent',
-          'a replay answers idempotent');
+SELECT is(pg_temp.done_with(:'res') ->> 'status', 'idempotent',
+          'a replay with the same result answers idempotent');
+SELECT is(pg_temp.done_with('{"durationMs": 9, "outputTail": "", "outputBytes": 0}') ->> 'category',
+          'lease_terminal', 'another result is not the completion that was made -> lease_terminal');
 SELECT is((SELECT a.result FROM ql_private.attempts a JOIN ql_private.runs r ON r.current_attempt_id = a.id
             WHERE r.id = :'rr'::uuid), :'res'::jsonb, '... and keeps the stored result');
 

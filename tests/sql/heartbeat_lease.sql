@@ -1,10 +1,11 @@
 -- ql.heartbeat_lease (SPEC §7): extends only started, unexpired leases by the
--- task lease TTL, fenced by offer/token/session and lease version; retry of the
--- previous heartbeat is idempotent (no write); cancelRequested reaches the
+-- task lease TTL, fenced by offer/token/session and the (required) lease
+-- version; retry of the previous heartbeat is idempotent (same expiresAtMs, no
+-- write); any other version -> stale_lease_version; cancelRequested reaches the
 -- worker; expired -> lease_expired (also after the sweeper); called as
 -- ql_worker_ingress.
 BEGIN;
-SELECT plan(42);
+SELECT plan(44);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -22,13 +23,20 @@ RETURNS jsonb LANGUAGE sql AS $$
     SELECT ql.heartbeat_lease(cred, dig, worker, session, gen, offer,
                               ql_test.token_digest(token), version)
 $$;
+-- ack at the lease's current version (pg_temp.version reads it as the test's owner).
+CREATE FUNCTION pg_temp.version(offer text) RETURNS bigint LANGUAGE sql SECURITY DEFINER AS $$
+    SELECT coalesce((SELECT l.lease_version FROM ql_private.run_leases l
+                      WHERE l.offer_id::text = offer), 1)
+$$;
 CREATE FUNCTION pg_temp.ack(cred text, dig bytea, worker text, session text, gen bigint,
                             offer text, token text, phase text)
 RETURNS jsonb LANGUAGE sql AS $$
-    SELECT ql.ack_lease(cred, dig, worker, session, gen, offer, ql_test.token_digest(token), phase)
+    SELECT ql.ack_lease(cred, dig, worker, session, gen, offer, ql_test.token_digest(token),
+                        pg_temp.version(offer), phase)
 $$;
 GRANT EXECUTE ON FUNCTION pg_temp.hb(text, bytea, text, text, bigint, text, text, bigint),
-                          pg_temp.ack(text, bytea, text, text, bigint, text, text, text)
+                          pg_temp.ack(text, bytea, text, text, bigint, text, text, text),
+                          pg_temp.version(text)
     TO ql_worker_ingress;
 SELECT format('%L, %L::bytea, %L', :'c1', :'d1', :'w1') AS w1args \gset
 SELECT format('%L, %L::bytea, %L', :'c2', :'d2', :'w2') AS w2args \gset
@@ -48,7 +56,7 @@ SET LOCAL ROLE ql_worker_ingress;
 SELECT throws_ok(format('SELECT pg_temp.hb(%s, %L, 1, pg_temp.offer(1), %L, 1)', :'w1args', :'s1', 't1'),
                  'QL020', NULL, 'heartbeat before the starting ACK -> QL020');
 SELECT throws_ok(format('SELECT pg_temp.hb(%s, %L, 1, pg_temp.offer(1), %L, NULL)', :'w1args', :'s1', 't1'),
-                 'QL020', NULL, 'also without a version fence');
+                 'QL001', NULL, 'no version: QL001 (the fence is never optional)');
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'the refused heartbeat wrote nothing');
 
@@ -85,26 +93,28 @@ SELECT pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 2) AS hb1r \gset
 RESET ROLE;
 SELECT is(:'hb1r'::jsonb ->> 'status', 'idempotent', 'same version again -> idempotent');
 SELECT is(:'hb1r'::jsonb -> 'lease', :'hb1'::jsonb -> 'lease', 'answers what the lost response carried');
+SELECT is(:'hb1r'::jsonb #>> '{lease,expiresAtMs}', :'hb1'::jsonb #>> '{lease,expiresAtMs}',
+          'the same expiresAtMs: the lease was not extended twice');
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'the replay wrote nothing');
 
 -- 4. wrong versions
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
 SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 1) ->> 'category',
-          'lease_version_mismatch', 'an older version -> lease_version_mismatch');
+          'stale_lease_version', 'an older version -> stale_lease_version');
 SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 4) ->> 'category',
-          'lease_version_mismatch', 'a future version -> lease_version_mismatch');
+          'stale_lease_version', 'a future version -> stale_lease_version');
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'mismatches write nothing');
 
--- 5. no version fence, then a running ACK: the heartbeat replay no longer applies
+-- 5. another heartbeat, then a running ACK: the heartbeat replay no longer applies
 SET LOCAL ROLE ql_worker_ingress;
-SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(1), 't1', NULL) #>> '{lease,leaseVersion}', '4',
-          'NULL version: applied to the current version');
+SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 3) #>> '{lease,leaseVersion}', '4',
+          'the current version: applied');
 SELECT is(pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 'running') #>> '{lease,leaseVersion}', '5',
           'running ACK -> version 5');
 SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 4) ->> 'category',
-          'lease_version_mismatch', 'version - 1 after an ACK is not a heartbeat replay');
+          'stale_lease_version', 'version - 1 after an ACK is not a heartbeat replay');
 SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(1), 't1', 5) #>> '{lease,state}', 'running',
           'heartbeat of a running lease');
 RESET ROLE;
@@ -155,8 +165,8 @@ SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
 SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 2) ->> 'category', 'lease_expired',
           'expired started lease -> lease_expired');
-SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(2), 't2', NULL) ->> 'category', 'lease_expired',
-          'also without a version fence');
+SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 1) ->> 'category', 'lease_expired',
+          'also at an old version (expiry answers first)');
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'no write');
 SELECT is((ql_test.lease(pg_temp.offer(2))).expires_at, :'expired_at'::timestamptz, 'not extended');
@@ -169,9 +179,11 @@ SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 2) ->> 'category
 
 -- 9. completed lease -> lease_terminal; bad input; denial
 SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(3), 't3', 'starting');
-SELECT ql.complete_lease(:w1args, :'s1', 1, pg_temp.offer(3), ql_test.token_digest('t3'), 'succeeded', 0);
+SELECT ql.complete_lease(:w1args, :'s1', 1, pg_temp.offer(3), ql_test.token_digest('t3'), 2, 'succeeded', 0);
 SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(3), 't3', 2) ->> 'category', 'lease_terminal',
-          'completed lease -> lease_terminal');
+          'completed lease -> lease_terminal (version - 1 of a completion is no heartbeat replay)');
+SELECT is(pg_temp.hb(:w1args, :'s1', 1, pg_temp.offer(3), 't3', 3) ->> 'category', 'lease_terminal',
+          '... nor is its current version');
 SELECT throws_ok(format('SELECT pg_temp.hb(%s, %L, 1, pg_temp.offer(3), %L, 0)', :'w1args', :'s1', 't3'),
                  'QL001', NULL, 'lease version 0 -> QL001');
 SELECT is(ql.heartbeat_lease(:'c1', sha256('nope'), :'w1', :'s1', 1, pg_temp.offer(3), ql_test.token_digest('t3'), 2) ->> 'reason',

@@ -13,15 +13,19 @@ SELECT ok(NOT has_function_privilege('ql_worker_ingress', 'ql_private.idle_view_
 
 -- Triggers: AFTER, row-level with WHEN where a bulk statement must stay cheap.
 SELECT triggers_are('ql_private', 'runs',
-    ARRAY['runs_idle_view_insert', 'runs_idle_view_requeue'], 'runs: the idle view triggers');
+    ARRAY['runs_idle_view_insert', 'runs_idle_view_requeue', 'runs_referenced_by_events'],
+    'runs: the idle view triggers (and the delete guard)');
 SELECT triggers_are('ql_private', 'attempts',
-    ARRAY['attempts_idle_view_insert', 'attempts_idle_view_update'], 'attempts: the idle view triggers');
+    ARRAY['attempts_idle_view_insert', 'attempts_idle_view_update',
+          'attempts_no_truncate_under_leases', 'attempts_referenced_by_leases'],
+    'attempts: the idle view triggers (and the delete guards)');
 SELECT triggers_are('ql_private', 'worker_credentials',
     ARRAY['worker_credentials_idle_view_update', 'worker_credentials_idle_view_delete'],
     'worker_credentials: the idle view triggers');
 SELECT triggers_are('ql_private', 'worker_sessions',
-    ARRAY['worker_sessions_idle_view_update', 'worker_sessions_idle_view_delete'],
-    'worker_sessions: the idle view triggers');
+    ARRAY['worker_sessions_idle_view_update', 'worker_sessions_idle_view_delete',
+          'worker_sessions_no_truncate_under_leases', 'worker_sessions_referenced_by_leases'],
+    'worker_sessions: the idle view triggers (and the delete guards)');
 SELECT is((SELECT array_agg(tgname::text ORDER BY tgname) FROM pg_trigger
             WHERE tgname LIKE '%idle_view%' AND tgfoid = 'ql_private.idle_view_notify()'::regprocedure
               AND (tgtype & 2) = 0),  -- bit 1 = BEFORE

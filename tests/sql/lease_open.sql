@@ -1,21 +1,24 @@
 -- ql_private.lease_open: the shared opening of ql.ack_lease, ql.heartbeat_lease
 -- and ql.complete_lease. One row per call: the lease, its attempt and run and the
 -- lease_fence category (an unknown offer id answers offer_foreign, like another
--- worker's); which rows each lock mode locks (none / the lease only / attempt, run
--- and lease); no writes; QL001 for an unknown lock mode. The deadlock the lock
+-- worker's); the lease version fence (current -> the fences' answer, current - 1
+-- and the change that made the current version -> replay, otherwise
+-- stale_lease_version; a released lease keeps lease_terminal); which rows each
+-- lock mode locks (none / the lease only / attempt, run and lease); no writes;
+-- QL001 for an unknown lock mode or change or a NULL version. The deadlock the lock
 -- order prevents needs two sessions: tests/py/test_lifecycle_concurrency.py.
 BEGIN;
-SELECT plan(26);
+SELECT plan(42);
 \ir fixtures.psql
 
 SELECT has_function('ql_private', 'lease_open',
-                    ARRAY['uuid', 'uuid', 'uuid', 'bigint', 'bytea', 'text'],
-                    'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, text) exists');
+                    ARRAY['uuid', 'uuid', 'uuid', 'bigint', 'bytea', 'bigint', 'text', 'text'],
+                    'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text) exists');
 SELECT is((SELECT provolatile::text || prosecdef::text FROM pg_proc
-            WHERE oid = 'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, text)'::regprocedure),
+            WHERE oid = 'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text)'::regprocedure),
           'vfalse', 'VOLATILE (it locks rows), not SECURITY DEFINER (runs as its caller, ql_owner)');
 SELECT ok(NOT has_function_privilege('ql_worker_ingress',
-              'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, text)', 'EXECUTE'),
+              'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text)', 'EXECUTE'),
           'the ingress cannot call it directly');
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -28,14 +31,25 @@ SELECT ql_test.fake_lease(:'r1', :'s1', false) AS o1 \gset
 SELECT ql_test.fake_lease(:'r2', :'s1', false) AS o2 \gset
 SELECT ql_test.fake_lease(:'r3', :'s1', true) AS o3 \gset
 
--- open(offer, worker, session, generation, token, lock) -> the row as text fields.
+-- open(offer, worker, session, generation, token, lock) -> the row as text fields,
+-- at the lease's current version (a heartbeat); vopen(offer, version, change):
+-- the proof holds, the version and change vary.
 CREATE FUNCTION pg_temp.open(offer text, worker text, session text, gen bigint, token text,
                              lock text DEFAULT NULL)
 RETURNS TABLE (offer_id uuid, attempt_id uuid, run_id uuid, category text)
 LANGUAGE sql AS $$
     SELECT (o.lease).offer_id, (o.attempt).id, (o.run).id, o.category
       FROM ql_private.lease_open(offer::uuid, worker::uuid, session::uuid, gen,
-                                 ql_test.token_digest(token), lock) o
+                                 ql_test.token_digest(token),
+                                 coalesce((ql_test.lease(offer)).lease_version, 1), 'heartbeat',
+                                 lock) o
+$$;
+CREATE FUNCTION pg_temp.vopen(offer text, version bigint, change text) RETURNS text
+LANGUAGE sql AS $$
+    SELECT o.category
+      FROM ql_private.lease_open(offer::uuid, (ql_test.lease(offer)).worker_id,
+                                 (ql_test.lease(offer)).session_id, 1, ql_test.token_digest(offer),
+                                 version, change) o
 $$;
 -- Row locks of this transaction, by mode, read with pgrowlocks (contrib; the
 -- extension lives only inside this rolled-back transaction).
@@ -128,12 +142,61 @@ SELECT is((SELECT category FROM pg_temp.open(:'o2', :'w1', :'s1', 1, :'o2')), 'l
           'released as lost by the sweeper -> lease_expired, never lease_terminal');
 
 -- 6. caller bugs
-SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, %L)',
-                        :'o1', :'w1', :'s1', ql_test.token_digest(:'o1'), 'run'),
+SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, 1, %L, %L)',
+                        :'o1', :'w1', :'s1', ql_test.token_digest(:'o1'), 'heartbeat', 'run'),
                  'QL001', NULL, 'unknown lock mode -> QL001');
-SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, %L)',
-                        gen_random_uuid(), :'w1', :'s1', ql_test.token_digest('x'), ''),
+SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, 1, %L, %L)',
+                        gen_random_uuid(), :'w1', :'s1', ql_test.token_digest('x'), 'heartbeat', ''),
                  'QL001', NULL, 'empty lock mode -> QL001 (even for an unknown offer)');
+SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, 1, %L)',
+                        :'o1', :'w1', :'s1', ql_test.token_digest(:'o1'), 'extend'),
+                 'QL001', NULL, 'unknown change -> QL001');
+SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, NULL, %L)',
+                        :'o1', :'w1', :'s1', ql_test.token_digest(:'o1'), 'heartbeat'),
+                 'QL001', NULL, 'NULL lease version -> QL001');
+
+-- 7. the version fence: which change made the current version is read off the
+--    rows (fresh leases; fake_lease's token = the offer id's text).
+SELECT r[1] AS r4, r[2] AS r5, r[3] AS r6 FROM ql_test.enqueue(:'task', 3, 0) r \gset
+SELECT ql_test.fake_lease(:'r4', :'s1', false) AS o4 \gset
+SELECT ql_test.fake_lease(:'r5', :'s1', true) AS o5 \gset
+SELECT ql_test.fake_lease(:'r6', :'s1', true) AS o6 \gset
+SELECT is(pg_temp.vopen(:'o4', 1, 'starting'), NULL, 'claimed, version 1 = current: no category');
+SELECT is(pg_temp.vopen(:'o4', 2, 'starting'), 'stale_lease_version',
+          'a version the lease never had -> stale_lease_version');
+-- o5: started (attempt starting) at version 2 by its starting ACK
+UPDATE ql_private.run_leases SET lease_version = 2 WHERE offer_id = :'o5'::uuid;
+SELECT is(pg_temp.vopen(:'o5', 1, 'starting'), 'replay',
+          'version - 1, made by the starting ACK, asked again -> replay');
+SELECT is(pg_temp.vopen(:'o5', 1, 'heartbeat'), 'stale_lease_version',
+          'version - 1 but another change asked (a heartbeat) -> stale_lease_version');
+SELECT is(pg_temp.vopen(:'o5', 2, 'running'), NULL, 'the current version: no category');
+-- a heartbeat made version 3
+UPDATE ql_private.run_leases SET lease_version = 3, heartbeat_version = 3,
+       heartbeat_at = clock_timestamp() WHERE offer_id = :'o5'::uuid;
+SELECT is(pg_temp.vopen(:'o5', 2, 'heartbeat'), 'replay', 'heartbeat made it: a heartbeat replays');
+SELECT is(pg_temp.vopen(:'o5', 2, 'starting'), 'stale_lease_version',
+          '... the starting ACK two versions back does not');
+SELECT is(pg_temp.vopen(:'o5', 1, 'starting'), 'stale_lease_version', '... nor at its own version');
+-- the running ACK made version 4
+UPDATE ql_private.run_leases SET lease_version = 4 WHERE offer_id = :'o5'::uuid;
+UPDATE ql_private.attempts SET state = 'running'
+ WHERE id = (ql_test.lease(:'o5')).attempt_id;
+SELECT is(pg_temp.vopen(:'o5', 3, 'running'), 'replay', 'running ACK made it: it replays');
+SELECT is(pg_temp.vopen(:'o5', 3, 'heartbeat'), 'stale_lease_version',
+          '... a heartbeat at that version does not (it would extend the lease again)');
+-- a completion released it at version 5
+UPDATE ql_private.run_leases SET lease_version = 5, released_at = clock_timestamp(),
+       release_reason = 'completed' WHERE offer_id = :'o5'::uuid;
+SELECT is(pg_temp.vopen(:'o5', 4, 'complete'), 'replay', 'completion made it: it replays');
+SELECT is(pg_temp.vopen(:'o5', 3, 'complete'), 'lease_terminal',
+          'a released lease at another version keeps lease_terminal');
+-- o6: released by a start failure at version 3
+UPDATE ql_private.run_leases SET lease_version = 3, released_at = clock_timestamp(),
+       release_reason = 'start_failed' WHERE offer_id = :'o6'::uuid;
+SELECT is(pg_temp.vopen(:'o6', 2, 'start_failed'), 'replay', 'start failure made it: it replays');
+SELECT is(pg_temp.vopen(:'o6', 2, 'complete'), 'lease_terminal',
+          '... a completion at that version is lease_terminal');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -29,7 +29,7 @@ INSERT INTO api_class VALUES
     ('complete_lease',      'ql_worker_ingress'),
     ('heartbeat_sessions',  'ql_worker_ingress'),
     ('idle_probe',          'ql_worker_ingress'),
-    ('idle_ping',           'ql_worker_ingress'),
+    ('confirm_credentials', 'ql_worker_ingress'),
     ('register_worker',     'ql_runtime'),
     ('issue_credential',    'ql_runtime'),
     ('revoke_credential',   'ql_runtime'),
@@ -50,7 +50,13 @@ INSERT INTO api_class VALUES
     ('task_settings',       'read'),
     ('list_runs',           'read'),
     ('show_run',            'read'),
-    ('list_workers',        'read');
+    ('list_workers',        'read'),
+    ('run_state_counts',    'read'),
+    ('queue_depth',         'read'),
+    ('throughput',          'read'),
+    ('waiting_runs',        'read'),
+    ('live_sessions',       'read'),
+    ('recent_denials',      'read');
 
 CREATE TEMP VIEW api_fn AS
     SELECT p.oid, p.proname::text AS name, p.oid::regprocedure::text AS signature

@@ -13,9 +13,9 @@ UPDATE ql_private.tasks SET retry_base_ms = 0 WHERE id = :'task'::uuid;
 SELECT ql.enqueue_runs(:'task', 3, 1, p_key => 'k-1') -> 'runIds' ->> 0 AS run \gset
 SELECT ql_test.claim('w1', :'s1', '00000000-0000-4000-8000-000000000001', 'tok1') IS NOT NULL AS c1 \gset
 SELECT ql.ack_lease(ql_test.credential_id('w1'), ql_test.secret_digest('w1'), :'w1', :'s1', 1,
-                    '00000000-0000-4000-8000-000000000001', ql_test.token_digest('tok1'), 'starting') IS NOT NULL AS a1 \gset
+                    '00000000-0000-4000-8000-000000000001', ql_test.token_digest('tok1'), 1, 'starting') IS NOT NULL AS a1 \gset
 SELECT ql.complete_lease(ql_test.credential_id('w1'), ql_test.secret_digest('w1'), :'w1', :'s1', 1,
-                         '00000000-0000-4000-8000-000000000001', ql_test.token_digest('tok1'), 'failed', 3, NULL,
+                         '00000000-0000-4000-8000-000000000001', ql_test.token_digest('tok1'), 2, 'failed', 3, NULL,
                          '{"exitCode": 3, "durationMs": 10, "outputTail": "boom", "outputBytes": 4}') IS NOT NULL AS f1 \gset
 
 SELECT ql_test.mark();

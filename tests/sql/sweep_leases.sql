@@ -23,7 +23,7 @@ $$;
 CREATE FUNCTION pg_temp.start(n integer) RETURNS jsonb LANGUAGE sql AS $$
     SELECT ql.ack_lease(ql_test.credential_id('w1'), ql_test.secret_digest('w1'), ql_test.worker_id('w1'),
                         (SELECT session_id::text FROM ql_private.worker_sessions WHERE state = 'active'), 1,
-                        pg_temp.offer(n), ql_test.token_digest('t' || n), 'starting')
+                        pg_temp.offer(n), ql_test.token_digest('t' || n), 1, 'starting')
 $$;
 CREATE FUNCTION pg_temp.sweep(batch integer DEFAULT 500) RETURNS jsonb LANGUAGE sql AS $$
     SELECT ql.sweep_leases(batch) $$;

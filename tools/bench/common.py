@@ -266,7 +266,7 @@ class Api:
         result = self.one(api.ack_lease(
             credential_id=w.credential_id, secret_digest=w.secret_digest, worker_id=w.worker_id,
             session_id=session.session_id, generation=session.generation, offer_id=offer_id,
-            token_digest=token_digest, phase="starting"))
+            token_digest=token_digest, lease_version=1, phase="starting"))
         return str(result.get("status"))
 
 

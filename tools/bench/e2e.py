@@ -81,6 +81,9 @@ READY_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 300.0
 INGRESS_ROLE = "qinglong_bench_ingress"
 POOL_MAX_SIZE = 4  # database connections per ingress
+# Each ingress runs one process (`--processes 1`), so the figures stay comparable
+# with earlier runs whatever the machine's CPU count.
+INGRESS_PROCESSES = 1
 PULL_ROUTE = "/v1/offers/pull"
 RAW_WARMUP = 2  # claims per connection before the clock starts (as bench sql)
 FEED_TICK_S = 0.05
@@ -263,7 +266,8 @@ class OursLevel:
             }  # fmt: skip
             path = self.root / f"l{self.workers}" / f"ingress-{index}.json"
             path.write_text(json.dumps(config), encoding="utf-8")
-            argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--config", str(path)]
+            argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--config", str(path),
+                    "--processes", str(INGRESS_PROCESSES)]
             child = spawn(f"ingress-{index}", argv, self.root / f"ingress-{index}.log")
             self.children.append(child)
             self.ingresses.append(_wait(lambda r=ready: _read_json(r), READY_TIMEOUT_S,
@@ -316,8 +320,10 @@ class OursLevel:
     def scrape(self) -> Scrape:
         scrape = Scrape()
         for ingress in self.ingresses:
-            with urllib.request.urlopen(f"{ingress['adminUrl']}/metrics", timeout=5) as resp:
-                scrape.add(resp.read().decode())
+            # Under --processes N every process has its own /metrics.
+            for admin_url in ingress.get("adminUrls", [ingress["adminUrl"]]):
+                with urllib.request.urlopen(f"{admin_url}/metrics", timeout=5) as resp:
+                    scrape.add(resp.read().decode())
         return scrape
 
     def metrics(self) -> dict[str, float]:

@@ -146,8 +146,23 @@ class _Counts:
         self.statuses[key] = self.statuses.get(key, 0) + 1
 
 
+def _wal_lsn(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _barriers(metrics: Any) -> float:
+    """Queries the idle view ran on its LISTEN connection (barriers and credential
+    re-confirmations, any outcome)."""
+    return sum(metrics.idle_view_barriers.value(kind, outcome)
+               for kind in ("sync", "probe", "confirm")
+               for outcome in ("ok", "retried", "discarded", "error"))
+
+
 async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
-                 measure_s: float) -> dict[str, Any]:
+                 measure_s: float, *, heartbeats: bool = True,
+                 overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     from aiohttp import streams, web
     from aiohttp.test_utils import make_mocked_request
 
@@ -162,7 +177,8 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
     audit_file = open(Path(audit_dir) / "audit.log", "a", encoding="utf-8")
     config = replace(IngressConfig(dsn=dsn, cert_file="-", key_file="-", client_ca_file="-"),
                      pool_max_size=8, rate_per_s=5.0, rate_burst=10,
-                     rate_max_tracked=max(100_000, len(workers) * 2)).validate()
+                     rate_max_tracked=max(100_000, len(workers) * 2),
+                     **(overrides or {})).validate()
     state = build_state(config, AuditLog(lambda line: audit_file.write(line + "\n")))
     app = create_app(state)
     runner = web.AppRunner(app)
@@ -219,7 +235,7 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
             next_beat = loop.time() + rng.uniform(0, 20.0)
             await asyncio.sleep(rng.uniform(0, 3.0))
             while not stop.is_set():
-                if loop.time() >= next_beat:
+                if heartbeats and loop.time() >= next_beat:
                     status, beat = await call(worker, SESSIONS_HEARTBEAT, heartbeat_session, {
                         "schema": "qinglong/session-heartbeat-request@v1",
                         "workerId": worker.worker_id, "sessionId": worker.session_id,
@@ -257,6 +273,8 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
             return {labels[0]: s.count for labels, s in series.items()}
 
         calls_before, pg_before = gateway_calls(), await asyncio.to_thread(_statements, dsn)
+        wal_before, barriers_before = await asyncio.to_thread(_wal_lsn, dsn), \
+            _barriers(state.metrics)
         view_before = (state.metrics.idle_view_pulls.value("view"),
                        state.metrics.idle_view_pulls.value("database"))
         cpu_before, wall_before = time.process_time(), time.monotonic()
@@ -272,6 +290,8 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
         wall = time.monotonic() - wall_before
         cpu = time.process_time() - cpu_before
         calls_after, pg_after = gateway_calls(), await asyncio.to_thread(_statements, dsn)
+        wal_after, barriers_after = await asyncio.to_thread(_wal_lsn, dsn), \
+            _barriers(state.metrics)
         view_after = (state.metrics.idle_view_pulls.value("view"),
                       state.metrics.idle_view_pulls.value("database"))
 
@@ -297,11 +317,18 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
         "pgStatementsPerS": (pg_after - pg_before) / wall,
         "shortcutRatio": from_view / (from_view + from_db) if from_view + from_db else 0.0,
         "cpuSecondsPerS": cpu / wall, "loopLagMeanMs": 1000 * lag / max(1, lag_samples),
+        "walBytes": wal_after - wal_before,
+        "walBytesPerPull": (wal_after - wal_before) / max(1, counts.pulls),
+        "dbCallsPerPull": db_per_s * wall / max(1, counts.pulls),
+        "barriersPerPull": (barriers_after - barriers_before) / max(1, counts.pulls),
         "targetDbCallsPerS": TARGET_DB_CALLS_PER_S,
         "targetMet": db_per_s <= TARGET_DB_CALLS_PER_S and counts.errors == 0,
     }
 
 
-def run_fleet(dsn: str, workers: int, warm_s: float, measure_s: float) -> dict[str, Any]:
+def run_fleet(dsn: str, workers: int, warm_s: float, measure_s: float, *,
+              heartbeats: bool = True,
+              overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     fleet = provision(dsn, workers)
-    return asyncio.run(_drive(dsn, fleet, warm_s, measure_s))
+    return asyncio.run(_drive(dsn, fleet, warm_s, measure_s, heartbeats=heartbeats,
+                              overrides=overrides))

@@ -15,6 +15,13 @@ moment on the shared machine hits all cases alike). Timed on the client around
 so each figure is an upper bound of the server time (no EXPLAIN ANALYZE, whose
 instrumentation adds its own cost).
 
+Console pages (SPEC §10: each ≤ 100 ms of server time at 1,000,000 runs): the
+same database, `qinglong console` as a subprocess logged in as the ql_readonly
+role, every page fetched over HTTP on 127.0.0.1 (three unmeasured rounds, then
+`repeats` interleaved rounds). Server time = the console's own `Server-Timing`
+(from the request reaching the app to the page rendered: its database reads
+included, the socket write not); client time = the whole HTTP exchange.
+
 Prune under load (SPEC §9.6: batches that never block claims): the same
 database plus `reserve` runs queued through ql.enqueue_runs; `threads`
 connections claim (pull + starting ACK, as `bench depth`) for three fixed
@@ -31,8 +38,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +72,9 @@ FULL = {"runs": 1_000_000, "chunk": 50_000, "fleet": 300, "repeats": 200, "threa
 QUICK = {"runs": 20_000, "chunk": 20_000, "fleet": 60, "repeats": 30, "threads": 4,
          "window_s": 4.0, "reserve": 20_000}
 READ_TARGET_MS = 50.0
+PAGE_TARGET_MS = 100.0
+PAGE_WARMUP = 3
+_SERVER_TIMING = re.compile(r"app;dur=([0-9.]+)")
 PRUNE_TARGET = 0.8
 PRUNE_BATCH = 1000
 READ_WARMUP = 3
@@ -196,6 +210,99 @@ def _reads_table(cases: list[ReadCase], fixture: ops_fill.Fixture,
     ]
     table.data = {"reads": rows, "stored": fixture.by_state, "runs": fixture.runs,
                   "fillS": round(fixture.fill_s, 1), "repeats": repeats}  # fmt: skip
+    return table
+
+
+# ------------------------------------------------------------------ console pages
+
+
+@dataclass
+class PageCase:
+    label: str
+    path: str
+    server: list[float] = field(default_factory=list)
+    client: list[float] = field(default_factory=list)
+    size: int = 0
+
+
+def _page_cases(fixture: ops_fill.Fixture, reads: list[ReadCase]) -> list[PageCase]:
+    task = fixture.tasks[0]
+    shown = next(c.call.params["run_id"] for c in reads if c.call.function == "show_run")
+    deep = next(c.call.params["after"] for c in reads if c.call.params.get("after"))
+    return [
+        PageCase("/ (overview: 6 reads)", "/"),
+        PageCase("/runs", "/runs"),
+        PageCase("/runs?state=succeeded", "/runs?state=succeeded"),
+        PageCase("/runs?task=X&state=queued", f"/runs?task={task}&state=queued"),
+        PageCase("/runs?after=<middle>", f"/runs?after={deep}"),
+        PageCase("/runs/<id> (3 attempts, 13 events)", f"/runs/{shown}"),
+        PageCase(f"/workers (first 100 of {len(fixture.fleet) + 200} workers)", "/workers"),
+    ]
+
+
+def _fetch_page(base: str, case: PageCase) -> tuple[float, float]:
+    """(server ms from Server-Timing, client ms) of one GET."""
+    started = time.perf_counter()
+    with urllib.request.urlopen(base + case.path, timeout=30) as response:
+        body = response.read()
+        timing = response.headers.get("Server-Timing", "")
+    client = (time.perf_counter() - started) * 1000
+    assert response.status == 200, (case.path, response.status)
+    found = _SERVER_TIMING.search(timing)
+    assert found is not None, f"no Server-Timing on {case.path}"
+    case.size = len(body)
+    return float(found.group(1)), client
+
+
+def _measure_pages(ro_dsn: str, cases: list[PageCase], repeats: int) -> None:
+    env = dict(os.environ, QINGLONG_DSN=ro_dsn)
+    console = subprocess.Popen(
+        [sys.executable, "-m", "qinglong", "console", "--port", "0", "--refresh-s", "0"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert console.stdout is not None
+        first = console.stdout.readline()
+        assert first.startswith("console: http://"), first
+        base = first.split(" ", 1)[1].strip().rstrip("/")
+        for _ in range(PAGE_WARMUP):
+            for case in cases:
+                _fetch_page(base, case)
+        for _ in range(repeats):
+            for case in cases:
+                server, client = _fetch_page(base, case)
+                case.server.append(server)
+                case.client.append(client)
+    finally:
+        console.terminate()
+        console.wait(timeout=10)
+
+
+def _pages_table(cases: list[PageCase], fixture: ops_fill.Fixture, repeats: int) -> Table:
+    table = Table(
+        f"ops: console pages (qinglong console as a ql_readonly role), {fixture.runs:,} runs "
+        f"stored, {repeats} requests each",
+        ["page", "KiB", "server p50 ms", "server p99 ms", "server max ms", "client p99 ms",
+         f"≤ {PAGE_TARGET_MS:g} ms p99"],
+    )
+    rows = []
+    for case in cases:
+        p50, p99 = percentile(case.server, 50), percentile(case.server, 99)
+        met = not math.isnan(p99) and p99 <= PAGE_TARGET_MS
+        table.rows.append([case.label, f"{case.size / 1024:.1f}", f"{p50:.1f}", f"{p99:.1f}",
+                           f"{max(case.server):.1f}", f"{percentile(case.client, 99):.1f}",
+                           "met" if met else f"MISSED (p99 {p99:.1f} ms)"])
+        rows.append({"page": case.label, "path": case.path, "serverP50Ms": p50,
+                     "serverP99Ms": p99, "clientP99Ms": percentile(case.client, 99),
+                     "bytes": case.size, "met": met})
+    table.notes += [
+        "server = the console's Server-Timing (request in to page rendered: every database "
+        "read of the page included; the overview's six reads run concurrently on the "
+        "console's pool); client = the whole HTTP exchange on 127.0.0.1",
+        "target: each page ≤ 100 ms p99 of server time (SPEC §10): "
+        + ("met" if all(r["met"] for r in rows) else "MISSED for "
+           + ", ".join(r["page"] for r in rows if not r["met"])),
+    ]
+    table.data = {"pages": rows, "runs": fixture.runs, "repeats": repeats}
     return table
 
 
@@ -443,7 +550,11 @@ def run(ctx: BenchContext) -> list[Table]:
     with ctx.fresh_db() as dsn:
         fixture = _prepare(ctx, dsn, sizes)
         cases = _read_cases(dsn, fixture)
-        _measure_reads(_readonly_dsn(ctx, dsn), cases, sizes["repeats"])
+        ro_dsn = _readonly_dsn(ctx, dsn)
+        _measure_reads(ro_dsn, cases, sizes["repeats"])
         reads = _reads_table(cases, fixture, sizes["repeats"])
+        page_cases = _page_cases(fixture, cases)
+        _measure_pages(ro_dsn, page_cases, sizes["repeats"])
+        pages = _pages_table(page_cases, fixture, sizes["repeats"])
         prune = _prune_table(_prune_under_load(ctx, dsn, sizes), sizes)
-    return [reads, prune]
+    return [reads, pages, prune]

@@ -35,6 +35,35 @@ CREATE TABLE IF NOT EXISTS qlbench.events (
     payload  jsonb NOT NULL,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+-- What a hand-written queue's worker does with a job it claimed, one call each:
+-- report it started, then finished (the exchange for ql.ack_lease and
+-- ql.complete_lease on the other side).
+CREATE OR REPLACE FUNCTION qlbench.start(p_id bigint, p_worker text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE qlbench.jobs SET state = 'started'
+     WHERE id = p_id AND worker = p_worker AND state = 'running';
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO qlbench.events (job_id, type, payload)
+    VALUES (p_id, 'job.started', jsonb_build_object('worker', p_worker));
+    RETURN true;
+END
+$$;
+CREATE OR REPLACE FUNCTION qlbench.finish(p_id bigint, p_worker text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE qlbench.jobs SET state = 'done'
+     WHERE id = p_id AND worker = p_worker AND state = 'started';
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO qlbench.events (job_id, type, payload)
+    VALUES (p_id, 'job.finished', jsonb_build_object('worker', p_worker));
+    RETURN true;
+END
+$$;
 CREATE OR REPLACE FUNCTION qlbench.claim(p_worker text) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -71,11 +100,13 @@ def enqueue(conn: psycopg.Connection, count: int) -> None:
     )
 
 
-def drain(dsn: str, clients: int, warmup: int = 2) -> Timings:
+def drain(dsn: str, clients: int, warmup: int = 2, lifecycle: bool = False) -> Timings:
     """`clients` threads, each on its own connection with a server-side prepared
     statement, call qlbench.claim until the queue is empty (as `bench sql` does);
     every connection first makes `warmup` unmeasured claims (plpgsql plans are
-    cached per connection), so enqueue `clients * warmup` extra jobs."""
+    cached per connection), so enqueue `clients * warmup` extra jobs. With
+    `lifecycle`, each claimed job is then reported started and finished
+    (qlbench.start, qlbench.finish: one call each), as a worker would."""
     results: list[tuple[int, list[float]]] = []
     lock = threading.Lock()
 
@@ -93,6 +124,8 @@ def drain(dsn: str, clients: int, warmup: int = 2) -> Timings:
                 if row is None or row[0] is None:
                     break
                 times.append(elapsed)
+                if lifecycle:
+                    _finish(conn, row[0], name)
             with lock:
                 results.append((len(times), times))
 
@@ -101,3 +134,11 @@ def drain(dsn: str, clients: int, warmup: int = 2) -> Timings:
         timings.count += claimed
         timings.latencies += times
     return timings
+
+
+def _finish(conn: psycopg.Connection, job_id: int, name: str) -> None:
+    for step in ("start", "finish"):
+        row = conn.execute(f"SELECT qlbench.{step}(%s, %s)", (job_id, name),
+                           prepare=True).fetchone()
+        if row is None or row[0] is not True:
+            raise RuntimeError(f"qlbench.{step} refused job {job_id}")

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import sys
 import tempfile
@@ -100,11 +101,13 @@ class SoakLevel(OursLevel):
         self.sizes = sizes
 
     def start_sweeper(self) -> None:
-        argv = [sys.executable, "-m", "qinglong", "runtime", "sweep", "--dsn", self.dsn,
+        # The DSN goes by environment, never argv (a password would show in `ps`).
+        argv = [sys.executable, "-m", "qinglong", "runtime", "sweep",
                 "--every", f"{SWEEP_EVERY_S}s", "--retain-runs", f"{self.sizes.retain_runs_s}s",
                 "--retain-audit", f"{self.sizes.retain_audit_s}s"]  # fmt: skip
         self.sweeper_log = self.root / "sweeper.log"
-        self.children.append(spawn("sweeper", argv, self.sweeper_log))
+        self.children.append(spawn("sweeper", argv, self.sweeper_log,
+                                   env=os.environ | {"QINGLONG_DSN": self.dsn}))
 
     def start_workers(self) -> None:
         for index, ident in enumerate(self.idents):
@@ -123,6 +126,11 @@ class SoakLevel(OursLevel):
             path = journal.with_suffix(".json")
             path.write_text(json.dumps(config), encoding="utf-8")
             argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path)]
+            if os.geteuid() == 0:
+                # A root worker runs commands only as another user (executor isolation).
+                from qinglong.worker.run_as import ensure_unprivileged_user
+
+                argv += ["--run-as", ensure_unprivileged_user()]
             self.children.append(spawn(f"worker-{index}", argv,
                                        self.root / f"worker-{index}.log"))  # fmt: skip
 

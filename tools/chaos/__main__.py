@@ -52,6 +52,26 @@ def build_parser() -> argparse.ArgumentParser:
                       help="override the pull target")
     soak.add_argument("--strict", action="store_true", help=STRICT_HELP)
     soak.set_defaults(handler=_lazy("tools.chaos.cli:soak_command"))
+    mutate = commands.add_parser(
+        "mutate",
+        help="apply each mutant (tools/chaos/mutants) to a copy and run the short soak on it",
+        description="For each mutant patch: copy the checkout, apply the patch (a mutant that "
+        "no longer applies fails the command), run the short soak against the copy, and "
+        "report which anomaly caught it. Prints 'K of N mutants caught'; exit 0 only when "
+        "all are caught.",
+    )
+    mutate.add_argument("--only", action="append", metavar="NAME",
+                        help="run only this mutant (file name without .patch); repeatable")
+    mutate.add_argument("--check", action="store_true",
+                        help="only verify that every mutant applies to the checkout")
+    mutate.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="keep each mutant's copy, soak output and log under DIR")
+    mutate.add_argument("--seed", type=int, default=None, help="seed of every soak")
+    mutate.add_argument("--duration", type=float, default=None, metavar="S",
+                        help="override the soak's minimum fault-phase length")
+    mutate.add_argument("--min-pulls", type=int, default=None, metavar="N",
+                        help="override the soak's pull target")
+    mutate.set_defaults(handler=_lazy("tools.chaos.cli:mutate_command"))
     check = commands.add_parser("check", help="check a soak's HISTORY_DIR offline")
     check.add_argument("history_dir", type=Path, metavar="HISTORY_DIR")
     check.add_argument("--strict", action="store_true", help=STRICT_HELP)

@@ -22,20 +22,47 @@ b  duplicate_claim     an intent (offer id) with more than one lease, a lease
                        or accepted for two runs
 c  replay_mismatch     an inbox entry that differs from what the database would
                        replay for its offer id (offer view digest, token digest,
-                       lease version, owner), an inbox offer the database does not
-                       know, or a worker refusing a replay as a different offer
+                       lease version, owner), or from the lease row and the
+                       revision's canonical bytes (tools/chaos/evidence.py), an
+                       inbox offer the database does not know, a worker refusing
+                       a replay as a different offer, or a conflict answered
+                       without its cause in the database (tools/chaos/judge.py)
 d  lost_run            at the heal-time cut a run that is not done, not held by a
                        live lease that is in its worker's inbox (or is the offer
                        that worker has in flight), and not claimable; or an
                        enqueued run missing from the database
 e  unresolved_intent   an intent without an outcome that is not resolved by the
                        final state (lease <=> inbox entry), or an outcome that
-                       contradicts it (idle but a lease exists); an intent still
+                       contradicts it (idle while its lease was live and
+                       unstarted; idle for a lease already released or started is
+                       the ingress idle view's documented residual, service/
+                       idle_view.py, and is excused with its evidence); an intent still
                        pending must match its lease's fence and token
 f  journal_invalid     unsafe modes (root/dirs 0700, files 0600), leftover
                        `.tmp-*` files, unparseable entries, and a lease whose
                        intent was cleared without a durable inbox entry or a
                        recorded failure (accepted but missing from the inbox)
+g  state_invariant     dispatching without a live unstarted lease, a started lease
+                       on an attempt not starting/running, a terminal run without
+                       its event, a released lease whose run was neither queued
+                       again nor finished (tools/chaos/invariants.py)
+h  execution           executing workers: an attempt started or ended twice, a
+                       completion the database does not show, an outcome the
+                       command cannot have had, retries outside the task's policy,
+                       a cancel that did not stop the run (tools/chaos/execution.py)
+i  placement           a session holding more live leases than its slots, a lease
+                       given to a worker whose labels miss the placement
+                       (tools/chaos/placement.py)
+
+Class f also covers the owner lock: a second worker process started on a live
+worker's journal (the soak's `double_start`) must be turned away (journal_locked);
+and an executing worker's inbox that, after its drain, still holds the entry of a
+released lease (a finished offer is removed: it must never run again).
+
+Every failure of an intent (conflict, exhausted, abandoned, moved aside) is
+judged against the facts (tools/chaos/judge.py): one without its cause is an
+anomaly (c for conflicts, e otherwise); the ones let pass are listed with their
+evidence in the report (`excused`).
 
 Known bugs of the system under test (KNOWN_ISSUES) are matched by signature and
 reported apart, unless `strict`.
@@ -50,6 +77,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.chaos.evidence import check_entry_evidence
+from tools.chaos.execution import check_execution, exec_counts
+from tools.chaos.facts import CLASSES, Anomaly, Claim, Facts, Inputs, op_us
 from tools.chaos.history import (
     CLIENT,
     FAIL,
@@ -61,30 +91,17 @@ from tools.chaos.history import (
     Op,
     read_history,
 )
+from tools.chaos.invariants import DONE_STATES, check_invariants
+from tools.chaos.judge import Excuse, judge_failures
+from tools.chaos.placement import check_placement
 from tools.chaos.snapshot import SNAPSHOT_FILE, JournalView, read_journal
 
 MANIFEST_FILE = "manifest.json"
 HEAL_FILE = "heal.json"
 RESULT_FILE = "soak.json"
 
-CLASSES: dict[str, str] = {
-    "a": "lease_overlap",
-    "b": "duplicate_claim",
-    "c": "replay_mismatch",
-    "d": "lost_run",
-    "e": "unresolved_intent",
-    "f": "journal_invalid",
-}
-DONE_STATES = frozenset({"succeeded", "failed", "cancelled"})
 # Lease releases after which a worker may legitimately have dropped its entry.
 TERMINAL_RELEASES = frozenset({"completed", "start_failed", "cancelled", "lost"})
-# A worker refusing an answer to its own intent for one of these reasons means the
-# server answered a replay with something other than the very same offer.
-IDENTITY_REJECTIONS = frozenset({
-    "OfferConflict", "LeaseVersionRegression", "offer_id_mismatch", "target_mismatch",
-    "ids_not_closed", "digest_mismatch", "lease_invalid", "not_offered",
-})  # fmt: skip
-IDENTITY_CONFLICTS = frozenset({"token_mismatch", "offer_foreign", "revision_drift"})
 DETAIL_LIMIT = 20  # details kept per class in the report
 
 __all__ = ["CLASSES", "Anomaly", "Inputs", "Report", "check", "check_dir", "load_inputs"]
@@ -101,17 +118,6 @@ KNOWN_ISSUES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Anomaly:
-    cls: str  # a key of CLASSES
-    detail: str
-    known: str | None = None  # a KNOWN_ISSUES key when it matches a known bug
-
-    @property
-    def name(self) -> str:
-        return f"{self.cls}_{CLASSES[self.cls]}"
-
-
 @dataclass
 class Report:
     anomalies: list[Anomaly]
@@ -119,6 +125,7 @@ class Report:
     faults: dict[str, int]
     pulls: int | None = None
     known: list[Anomaly] = field(default_factory=list)  # matched KNOWN_ISSUES (not strict)
+    excused: list[Excuse] = field(default_factory=list)  # failures let pass, with evidence
 
     @property
     def ok(self) -> bool:
@@ -137,18 +144,12 @@ class Report:
         for anomaly in self.known:
             known[str(anomaly.known)].append(anomaly.detail)
         return {"ok": self.ok, "anomalies": self.by_class(), "details": dict(details),
-                "knownIssues": dict(known), "counts": self.counts, "faults": self.faults,
-                "pulls": self.pulls}  # fmt: skip
+                "knownIssues": dict(known), "excused": self.excused_counts(),
+                "counts": self.counts, "faults": self.faults, "pulls": self.pulls}  # fmt: skip
 
-
-@dataclass
-class Inputs:
-    manifest: dict[str, Any]
-    ops: list[Op]
-    snapshot: dict[str, Any]
-    journals: dict[str, JournalView]
-    heal: dict[str, Any] | None = None
-    result: dict[str, Any] | None = None
+    def excused_counts(self) -> dict[str, int]:
+        """The audit trail: each kind of failure let pass, by its evidence."""
+        return dict(sorted(Counter(e.key for e in self.excused).items()))
 
 
 def _read_json(path: Path) -> Any:
@@ -173,65 +174,6 @@ def load_inputs(history_dir: Path) -> Inputs:
 
 
 # ------------------------------------------------------------------ indexes
-
-
-@dataclass
-class Claim:
-    """Everything the history says about one intent of one worker."""
-
-    process: str
-    offer_id: str
-    ops: list[Op] = field(default_factory=list)
-
-    def values(self, kind: str) -> list[Op]:
-        return [op for op in self.ops if op.type == kind]
-
-    @property
-    def settled(self) -> bool:
-        return any(op.type in (OK, FAIL) for op in self.ops)
-
-    @property
-    def accepted(self) -> list[Op]:
-        return [op for op in self.ops if op.type == OK and op.value == "accepted"]
-
-    @property
-    def idle(self) -> bool:
-        return any(op.type == OK and op.value == "idle" for op in self.ops)
-
-
-@dataclass
-class Facts:
-    inputs: Inputs
-    leases_by_offer: dict[str, list[dict[str, Any]]]
-    leases_by_attempt: dict[str, list[dict[str, Any]]]
-    dispatched_by_offer: dict[str, list[dict[str, Any]]]
-    claims: dict[tuple[str, str], Claim]
-    worker_names: dict[str, str]  # workerId -> process name
-
-    @classmethod
-    def build(cls, inputs: Inputs) -> Facts:
-        by_offer: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        by_attempt: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for lease in inputs.snapshot["leases"]:
-            by_offer[lease["offerId"]].append(lease)
-            by_attempt[lease["attemptId"]].append(lease)
-        dispatched: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for event in inputs.snapshot["dispatched"]:
-            dispatched[str(event["offerId"])].append(event)
-        claims: dict[tuple[str, str], Claim] = {}
-        for op in inputs.ops:
-            if op.f == "claim" and op.offer_id is not None:
-                key = (op.process, op.offer_id)
-                claims.setdefault(key, Claim(*key)).ops.append(op)
-        names = {w["workerId"]: name for name, w in inputs.manifest["workers"].items()}
-        return cls(inputs, by_offer, by_attempt, dispatched, claims, names)
-
-    def lease(self, offer_id: str) -> dict[str, Any] | None:
-        found = self.leases_by_offer.get(offer_id)
-        return found[0] if found else None
-
-    def claim(self, process: str, offer_id: str) -> Claim | None:
-        return self.claims.get((process, offer_id))
 
 
 # ------------------------------------------------------------------ (a)
@@ -322,12 +264,8 @@ def check_replays(facts: Facts) -> Iterable[Anomaly]:
                 yield Anomaly("c", f"{name}: inbox offer {offer_id} unknown to the database")
                 continue
             yield from _entry_vs_lease(name, offer_id, entry, lease, workers[name]["workerId"])
-    for claim in facts.claims.values():
-        for op in claim.values(FAIL):
-            if (op.value == "rejected" and op.reason in IDENTITY_REJECTIONS) or (
-                    op.value == "conflict" and op.reason in IDENTITY_CONFLICTS):
-                yield Anomaly("c", f"{claim.process}: offer {claim.offer_id} answered with a "
-                                   f"different offer ({op.value}: {op.reason})")
+            yield from check_entry_evidence(facts, f"{name}: inbox offer {offer_id}", entry,
+                                            lease)  # fmt: skip
 
 
 def _entry_vs_lease(name: str, offer_id: str, entry: dict[str, Any], lease: dict[str, Any],
@@ -420,13 +358,19 @@ def _run_verdict(run: dict[str, Any], attempt: dict[str, Any] | None,
 # ------------------------------------------------------------------ (e)
 
 
-def check_indeterminate(facts: Facts, counts: Counter[str]) -> Iterable[Anomaly]:
+def check_indeterminate(facts: Facts, counts: Counter[str],
+                        excused: list[Excuse]) -> Iterable[Anomaly]:  # fmt: skip
     for claim in facts.claims.values():
         view = facts.inputs.journals.get(claim.process)
         lease = facts.lease(claim.offer_id)
         if claim.idle and lease is not None:
-            yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} answered idle but "
-                               "a lease exists", _idle_signature(claim))
+            why = _idle_replay_excuse(claim, lease)
+            if why is not None:
+                excused.append(Excuse("idle replay", claim.process, claim.offer_id, why))
+            else:
+                yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} answered idle "
+                                   "while its lease was live and unstarted",
+                              _idle_signature(claim))  # fmt: skip
         if claim.settled or view is None:
             continue
         counts["indeterminate"] += 1
@@ -436,6 +380,19 @@ def check_indeterminate(facts: Facts, counts: Counter[str]) -> Iterable[Anomaly]
         elif lease is not None and claim.offer_id not in view.inbox:
             yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} without outcome "
                                "has a lease but no inbox entry")
+
+
+def _idle_replay_excuse(claim: Claim, lease: dict[str, Any]) -> str | None:
+    """An idle answer to a replayed intent is the ingress idle view's documented
+    residual (service/idle_view.py) only when the lease was already released or
+    started when it answered: a live unstarted lease is never answered idle."""
+    at = op_us(next(op for op in claim.ops if op.type == OK and op.value == "idle"))
+    released, started = lease["releasedAtUs"], lease["startedAtUs"]
+    if released is not None and released <= at:
+        return f"lease released {lease['releaseReason']} before the answer"
+    if started is not None and started <= at:
+        return "lease started before the answer"
+    return None
 
 
 def _idle_signature(claim: Claim) -> str | None:
@@ -480,6 +437,8 @@ def check_journals(facts: Facts) -> Iterable[Anomaly]:
         claim = facts.claim(name, offer_id)
         if offer_id in view.failed or (claim is not None and claim.values(FAIL)):
             continue
+        if _executor_let_go(facts, name, lease):
+            continue
         if claim is not None and claim.accepted:
             if lease["releaseReason"] not in TERMINAL_RELEASES:
                 yield Anomaly("f", f"{name}: accepted offer {offer_id} is missing from the "
@@ -487,6 +446,40 @@ def check_journals(facts: Facts) -> Iterable[Anomaly]:
         elif claim is None:
             yield Anomaly("f", f"{name}: lease {offer_id} has no inbox entry, no pending "
                                "intent and no recorded failure")
+
+
+def _executor_let_go(facts: Facts, name: str, lease: dict[str, Any]) -> bool:
+    """An executing worker removes an entry once the lease is over, whatever ended
+    it, or once it gave the lease up itself (a 409, or no confirmation for a TTL)."""
+    if not facts.inputs.manifest["workers"].get(name, {}).get("execute"):
+        return False
+    if lease["releasedAtUs"] is not None:
+        return True
+    return any(op.f == "exec" and op.process == name and op.offer_id == lease["offerId"]
+               and op.value in ("abandoned", "completed") for op in facts.inputs.ops)
+
+
+def check_finished_entries(facts: Facts) -> Iterable[Anomaly]:
+    """An executing worker removes an offer's entry once its lease is over (SPEC §7,
+    worker/lifecycle.py "terminal = removed"); after the drain none of its entries
+    may name a released lease: it could be run again and the inbox never shrinks."""
+    for name, view in facts.inputs.journals.items():
+        if not facts.inputs.manifest["workers"].get(name, {}).get("execute"):
+            continue
+        for offer_id in view.inbox:
+            lease = facts.lease(offer_id)
+            if lease is not None and lease["releasedAtUs"] is not None:
+                yield Anomaly("f", f"{name}: inbox still holds offer {offer_id}, whose lease "
+                                   f"was released {lease['releaseReason']}")
+
+
+def check_owner_lock(ops: list[Op]) -> Iterable[Anomaly]:
+    """Every second process the nemesis started on a held journal was turned away."""
+    for op in ops:
+        if op.process == NEMESIS and op.f == "double_start" and op.type == OK and (
+                op.extra.get("outcome") == "ran"):
+            yield Anomaly("f", f"{op.value}: a second worker process ran on its journal while "
+                               f"the owner was alive (events {op.extra.get('events')})")
 
 
 # ------------------------------------------------------------------ report
@@ -507,10 +500,18 @@ def check(inputs: Inputs, *, strict: bool = False) -> Report:
         lambda: check_duplicate_claims(facts),
         lambda: check_replays(facts),
         lambda: check_lost_runs(facts, runs),
-        lambda: check_indeterminate(facts, counts),
+        lambda: check_indeterminate(facts, counts, excused),
         lambda: check_journals(facts),
     ]
     known: list[Anomaly] = []
+    excused: list[Excuse] = []
+    for verdict in judge_failures(facts):
+        (excused if isinstance(verdict, Excuse) else anomalies).append(verdict)
+    checks.append(lambda: check_invariants(facts))
+    checks.append(lambda: check_execution(facts))
+    checks.append(lambda: check_placement(facts))
+    checks.append(lambda: check_owner_lock(inputs.ops))
+    checks.append(lambda: check_finished_entries(facts))
     for run_check in checks:
         for anomaly in run_check():
             (known if anomaly.known and not strict else anomalies).append(anomaly)
@@ -520,6 +521,7 @@ def check(inputs: Inputs, *, strict: bool = False) -> Report:
         "claims": len(facts.claims),
         "claimsAccepted": sum(1 for c in facts.claims.values() if c.accepted),
         "claimsFailed": sum(1 for c in facts.claims.values() if c.values(FAIL)),
+        "idleAnswers": sum(1 for op in inputs.ops if op.type == OK and op.value == "idle"),
         "invokes": sum(1 for op in inputs.ops if op.type == INVOKE),
         "leases": len(snapshot["leases"]),
         "dispatchedEvents": len(snapshot["dispatched"]),
@@ -529,8 +531,13 @@ def check(inputs: Inputs, *, strict: bool = False) -> Report:
         "journals": len(inputs.journals),
     })
     counts.update({f"runs{k.capitalize()}AtHeal": v for k, v in runs.items()})
+    counts.update(exec_counts(facts))
+    doubles = Counter(str(op.extra.get("outcome")) for op in inputs.ops
+                      if op.process == NEMESIS and op.f == "double_start" and op.type == OK)
+    counts.update({f"doubleStart{k.capitalize()}": v for k, v in doubles.items()})
     pulls = inputs.result.get("pulls") if inputs.result else None
-    return Report(anomalies, dict(counts), _faults(inputs.ops), pulls, known)
+    counts["failuresExcused"] = len(excused)
+    return Report(anomalies, dict(counts), _faults(inputs.ops), pulls, known, excused)
 
 
 def check_dir(history_dir: Path, *, strict: bool = False) -> Report:

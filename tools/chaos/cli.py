@@ -25,6 +25,10 @@ def summary(report: Report, result: dict[str, Any] | None = None) -> list[str]:
     if result is not None:
         lines.append(f"pulls: {result.get('pulls', 0):,} (target {result.get('minPulls', 0):,};"
                      f" {_fmt(result.get('pullResults', {}))})")
+        if result.get("crashWindows"):
+            lines.append(f"crash windows hit: {_fmt(result['crashWindows'])}")
+        if result.get("crashWindowsMissed"):
+            lines.append(f"CRASH WINDOWS NOT HIT: {', '.join(result['crashWindowsMissed'])}")
         if result.get("unexpectedExits"):
             lines.append(f"unexpected exits: {result['unexpectedExits']}")
     lines.append(f"faults: {_fmt(report.faults)}")
@@ -33,6 +37,9 @@ def summary(report: Report, result: dict[str, Any] | None = None) -> list[str]:
     doc = report.to_doc()
     for name, details in doc["details"].items():
         lines.extend(f"  {name}: {detail}" for detail in details)
+    if doc["excused"]:
+        lines.append(f"excused ({sum(doc['excused'].values()):,} failures, each by a fact):")
+        lines.extend(f"  {count:,} x {key}" for key, count in doc["excused"].items())
     for key, details in doc["knownIssues"].items():
         lines.append(f"KNOWN ISSUE {key} x{len(details)} (not counted; --strict counts it): "
                      f"{KNOWN_ISSUES[key]}")
@@ -80,7 +87,8 @@ def soak_command(args: argparse.Namespace) -> int:
     enough = (report.pulls or 0) >= plan.min_pulls
     if not enough:
         print(f"too few pulls: {report.pulls} < {plan.min_pulls}")
-    return 0 if report.ok and enough else 1
+    covered = not soak.missed_windows()
+    return 0 if report.ok and enough and covered else 1
 
 
 def _result(out: Path) -> dict[str, Any] | None:
@@ -101,3 +109,37 @@ def check_command(args: argparse.Namespace) -> int:
     for line in summary(report, _result(history_dir)):
         print(line)
     return 0 if report.ok else 1
+
+
+def mutate_command(args: argparse.Namespace) -> int:
+    import time
+
+    from tools.chaos.mutate import MutantError, check_applies, load_mutants, run_mutants
+
+    try:
+        mutants = load_mutants(only=args.only)
+        for mutant in mutants:
+            check_applies(mutant)
+    except MutantError as exc:
+        print(f"mutate failed: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        for mutant in mutants:
+            print(f"{mutant.name}: applies — {mutant.rationale} [{mutant.guarantee}]")
+        return 0
+    soak_args = ["--short"]
+    for flag, value in (("--seed", args.seed), ("--duration", args.duration),
+                        ("--min-pulls", args.min_pulls)):  # fmt: skip
+        if value is not None:
+            soak_args += [flag, str(value)]
+    began = time.monotonic()
+    try:
+        with _sigterm_as_interrupt():
+            outcomes = run_mutants(mutants, soak_args=soak_args, keep=args.keep,
+                                   say=lambda text: print(text, flush=True))  # fmt: skip
+    except MutantError as exc:
+        print(f"mutate failed: {exc}", file=sys.stderr)
+        return 2
+    caught = sum(1 for o in outcomes if o.caught)
+    print(f"{caught} of {len(outcomes)} mutants caught in {time.monotonic() - began:.0f}s")
+    return 0 if caught == len(outcomes) else 1

@@ -6,27 +6,73 @@ PostgreSQL, migration, login roles and the dev PKI come from `qinglong.dev_cli`
 The cluster is always a private one (never `QL_TEST_DSN`): the soak restarts it
 with `pg_ctl restart -m immediate`, which a shared server must not suffer.
 
-One knob is turned below the API: the task's `lease_ttl_seconds` (default 60,
-range 5..3600) is set to the soak's lease TTL with a superuser UPDATE, so that
-unexecuted offers expire and are re-offered many times within a short run.
+Tasks (TASKS): `soak` (`true`, any worker: the non-executing workers hold its
+offers until they expire, the executing ones run it), and three tasks whose
+placement requires the label `fleet=exec` that only executing workers carry
+(`--execute --run-as USER`, SPEC §7/§11): `exec-ok` sleeps a little and succeeds,
+`exec-long` sleeps past two lease heartbeats (the cancellation target) and
+`exec-fail` exits 3. Every task's lease TTL and retry policy is set through
+`configure_task` (SPEC §9.1, what `admin task configure` calls) and written to
+the manifest, so the checker judges retries against the policy in force.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 PROJECT = "chaos"
 TASK = "soak"
-COMMAND: dict[str, Any] = {
-    "schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60,
-}  # fmt: skip
+EXEC_LABEL = {"fleet": "exec"}  # carried by executing workers only
 
-__all__ = ["SoakEnv", "create_env"]
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task of the soak, its retry policy and what its command does."""
+
+    name: str
+    argv: tuple[str, ...]
+    expect: str  # "succeeded" | "failed": how the command ends on its own
+    exit_code: int = 0
+    exec_only: bool = False  # placement requires EXEC_LABEL
+    max_attempts: int = 3
+    retry_base_ms: int = 200
+    retry_cap_ms: int = 2000
+    weight: int = 1  # share of the enqueued runs
+
+    def command(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"schema": "qinglong/command@v1", "argv": list(self.argv),
+                               "env": {}, "timeoutS": 60}  # fmt: skip
+        if self.exec_only:
+            labels = {k: [v] for k, v in EXEC_LABEL.items()}
+            doc["placement"] = {"required": {"executors": ["remote-worker"], "labels": labels,
+                                             "runtimes": {}}, "preferred": []}  # fmt: skip
+        return doc
+
+    def manifest(self, task_id: str, lease_ttl_s: int) -> dict[str, Any]:
+        return {"taskId": task_id, "expect": self.expect, "exitCode": self.exit_code,
+                "execOnly": self.exec_only, "maxAttempts": self.max_attempts,
+                "retryBaseMs": self.retry_base_ms, "retryCapMs": self.retry_cap_ms,
+                "leaseTtlS": lease_ttl_s}  # fmt: skip
+
+
+TASKS: tuple[TaskSpec, ...] = (
+    TaskSpec(TASK, ("true",), "succeeded", weight=3),
+    TaskSpec("exec-ok", ("sh", "-c", "sleep 1"), "succeeded", exec_only=True),
+    # Runs for several heartbeats (TTL/3 each): a cancel requested meanwhile is seen.
+    TaskSpec("exec-long", ("sh", "-c", "sleep 20"), "succeeded", exec_only=True,
+             max_attempts=2, retry_base_ms=500),
+    TaskSpec("exec-fail", ("sh", "-c", "sleep 0.3; exit 3"), "failed", exit_code=3,
+             exec_only=True, retry_cap_ms=1000),
+)
+
+__all__ = ["EXEC_LABEL", "TASKS", "SoakEnv", "TaskSpec", "create_env"]
 
 
 @dataclass
@@ -42,13 +88,16 @@ class WorkerIdentity:
 class SoakEnv:
     root: Path
     cluster: Any  # qinglong.dev_cli DevPostgres
-    dsn: str  # superuser
-    ingress_dsn: str
-    runtime_dsn: str
+    # DSNs may carry passwords: never in a repr.
+    dsn: str = field(repr=False)  # superuser
+    ingress_dsn: str = field(repr=False)
+    runtime_dsn: str = field(repr=False)
     tls: dict[str, str]
     ca_file: Path
-    task_id: str = ""
+    task_id: str = ""  # the `soak` task
+    tasks: dict[str, str] = field(default_factory=dict)  # name -> task id
     workers: dict[str, WorkerIdentity] = field(default_factory=dict)
+    runs_root: Path | None = None  # executing workers' runs dirs (SPEC §11)
 
     def restart_postgres(self) -> None:
         self.cluster.restart(mode="immediate")
@@ -63,6 +112,8 @@ class SoakEnv:
         with contextlib.suppress(Exception):
             cluster.stop("fast")
         shutil.rmtree(cluster.base_dir, ignore_errors=True)
+        if self.runs_root is not None:
+            shutil.rmtree(self.runs_root, ignore_errors=True)
 
 
 def _start_cluster(root: Path) -> Any:
@@ -100,7 +151,12 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int) -> SoakEnv
                 env.workers[name] = WorkerIdentity(name, worker.worker_id, str(worker.cert_file),
                                                    str(worker.key_file),
                                                    str(worker.credential_file))
-            env.task_id = _publish_task(conn, lease_ttl_s)
+            for spec in TASKS:
+                env.tasks[spec.name] = _publish_task(conn, spec, lease_ttl_s)
+            env.task_id = env.tasks[TASK]
+        # The run-as user must reach its runs dir: outside the private soak dir.
+        env.runs_root = Path(tempfile.mkdtemp(prefix="ql-chaos-runs-"))
+        env.runs_root.chmod(0o711)
         return env
     except BaseException:
         if env is not None:
@@ -112,22 +168,25 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int) -> SoakEnv
         raise
 
 
-def _publish_task(conn: Any, lease_ttl_s: int) -> str:
+def _publish_task(conn: Any, spec: TaskSpec, lease_ttl_s: int) -> str:
     from qinglong.service import control_plane
     from qinglong.service.compiler import compile_command
 
-    compiled = compile_command(COMMAND)
-    task_id = str(control_plane.publish_revision(conn, PROJECT, TASK, compiled.canonical)["taskId"])
-    with conn.transaction():
-        conn.execute("UPDATE ql_private.tasks SET lease_ttl_seconds = %s WHERE id = %s",
-                     (lease_ttl_s, task_id))  # fmt: skip
+    compiled = compile_command(spec.command())
+    published = control_plane.publish_revision(conn, PROJECT, spec.name, compiled.canonical)
+    task_id = str(published["taskId"])
+    control_plane.configure_task(conn, task_id, control_plane.TaskSettings(
+        lease_ttl_s=lease_ttl_s, max_attempts=spec.max_attempts,
+        retry_base_ms=spec.retry_base_ms, retry_cap_ms=spec.retry_cap_ms))
     return task_id
 
 
 def write_config(path: Path, doc: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
-    path.chmod(0o600)  # holds a DSN
+    # Holds a DSN: 0600 from creation (a chmod afterwards leaves a window).
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(doc, indent=2))
     return path
 
 
@@ -153,9 +212,10 @@ def ingress_config(env: SoakEnv, name: str, port: int, admin_port: int) -> Path:
     return write_config(env.root / "config" / f"{name}.json", doc)
 
 
-def worker_config(env: SoakEnv, name: str, proxy_port: int, slots: int) -> Path:
+def worker_config(env: SoakEnv, name: str, proxy_port: int, slots: int,
+                  execute: bool = False) -> Path:  # fmt: skip
     ident = env.workers[name]
-    doc = {
+    doc: dict[str, Any] = {
         "ingressUrl": f"https://127.0.0.1:{proxy_port}",
         "workerId": ident.worker_id,
         "certFile": ident.cert_file,
@@ -165,11 +225,17 @@ def worker_config(env: SoakEnv, name: str, proxy_port: int, slots: int) -> Path:
         "journal": str(env.root / "journals" / name),
         "capabilities": {
             "schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
-            "labels": {}, "runtimes": {}, "slots": slots,
+            "labels": dict(EXEC_LABEL) if execute else {}, "runtimes": {}, "slots": slots,
         },
         "cadence": {"idlePollMs": 200, "jitterMs": 200},
         # No executor: every accepted offer stays; leave room for the whole run.
         "inboxCapacity": 1024,
         "requestTimeoutS": 5,
     }
+    if execute:
+        assert env.runs_root is not None
+        doc["execute"] = True
+        # A drain stops running commands soon (completed failed/worker_shutdown).
+        doc["executor"] = {"shutdownGraceS": 2, "killGraceS": 1,
+                           "runsDir": str(env.runs_root / name)}  # fmt: skip
     return write_config(env.root / "config" / f"{name}.json", doc)

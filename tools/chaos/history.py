@@ -34,7 +34,7 @@ NEMESIS = "nemesis"
 CLIENT = "client"
 # Nemesis ops that are faults (the others record restarts, the heal, ...).
 FAULT_KINDS = ("kill_ingress", "kill_worker", "pg_restart", "drop_response", "latency_spike",
-               "crash_point")
+               "crash_point", "double_start")
 
 # Worker event -> (op type, value). Every one of these carries `offerId`.
 _CLAIM_EVENTS: dict[str, tuple[str, str]] = {
@@ -47,6 +47,19 @@ _CLAIM_EVENTS: dict[str, tuple[str, str]] = {
     "claim.abandoned": (FAIL, "abandoned"),
     "session.resumed": (INFO, "resumed"),
 }
+
+# Executor events (worker/lifecycle.py) -> op value, f "exec": what a worker did
+# with an accepted offer (started its command, completed or abandoned its lease).
+_EXEC_EVENTS: dict[str, str] = {
+    "exec.started": "started",
+    "exec.exited": "exited",
+    "exec.completed": "completed",
+    "exec.abandoned": "abandoned",
+    "exec.recovered": "recovered",
+    "exec.start_failed": "start_failed",
+    "exec.cancel_requested": "cancel_seen",
+}
+_EXEC_FIELDS = ("attemptId", "outcome", "exitCode", "returncode", "stoppedBy", "phase", "state")
 
 __all__ = ["FAULT_KINDS", "HISTORY_FILE", "HistoryWriter", "Op", "build_history", "read_history",
            "worker_log_ops"]  # fmt: skip
@@ -146,6 +159,11 @@ def worker_log_ops(process: str, path: Path) -> list[Op]:
         elif event == "worker.stopped" and isinstance(doc.get("pendingOfferId"), str):
             ops.append(Op(ts, process, INFO, "claim", offer_id=doc["pendingOfferId"],
                           value="pending_at_stop"))  # fmt: skip
+        elif event in _EXEC_EVENTS and isinstance(doc.get("offerId"), str):
+            ops.append(Op(ts, process, INFO, "exec", offer_id=doc["offerId"],
+                          run_id=doc.get("runId"), value=_EXEC_EVENTS[event],
+                          reason=_reason(doc) or doc.get("category"),
+                          extra={k: doc[k] for k in _EXEC_FIELDS if doc.get(k) is not None}))
         elif event == "worker.starting":
             ops.append(Op(ts, process, INFO, "start", value=str(doc.get("pid"))))
     return ops

@@ -62,12 +62,13 @@ def _us(column: str) -> str:
 
 _LEASES = f"""
 SELECT l.id, l.offer_id::text, l.attempt_id::text, l.run_id::text, l.worker_id::text,
+       l.execution_revision_id::text,
        l.session_id::text, l.session_generation, l.lease_generation, l.lease_version,
        encode(l.token_digest, 'hex'), l.content_digest, {_us('l.claimed_at')},
        {_us('l.expires_at')}, {_us('l.started_at')}, {_us('l.released_at')}, l.release_reason,
        ql_private.offer_projection(l.id)
   FROM ql_private.run_leases l ORDER BY l.id"""
-_LEASE_KEYS = ("id", "offerId", "attemptId", "runId", "workerId", "sessionId",
+_LEASE_KEYS = ("id", "offerId", "attemptId", "runId", "workerId", "revisionId", "sessionId",
                "sessionGeneration", "leaseGeneration", "leaseVersion", "tokenDigest",
                "contentDigest", "claimedAtUs", "expiresAtUs", "startedAtUs", "releasedAtUs",
                "releaseReason")  # fmt: skip
@@ -76,10 +77,32 @@ SELECT e.id, e.run_id::text, e.attempt_id::text, e.payload->>'offerId',
        e.payload->>'workerId', {_us('e.created_at')}
   FROM ql_private.events e WHERE e.type = 'run.dispatched' ORDER BY e.id"""
 _RUNS = """
-SELECT r.id::text, r.state, r.current_attempt_id::text, r.cancel_requested, r.runtime_owned
+SELECT r.id::text, r.state, r.current_attempt_id::text, r.cancel_requested, r.runtime_owned,
+       r.task_id::text
   FROM ql_private.runs r ORDER BY r.queue_seq"""
+_SESSIONS = f"""
+SELECT s.session_id::text, s.worker_id::text, s.generation, s.state, {_us('s.opened_at')},
+       {_us('s.expires_at')}, {_us('s.closed_at')}, s.slots
+  FROM ql_private.worker_sessions s ORDER BY s.opened_at"""
+_SESSION_KEYS = ("sessionId", "workerId", "generation", "state", "openedAtUs", "expiresAtUs",
+                 "closedAtUs", "slots")  # fmt: skip
+_REVISIONS = """
+SELECT r.id::text, r.content_digest, encode(r.canonical, 'hex'), r.kind, r.executor, r.spec,
+       r.placement
+  FROM ql_private.execution_revisions r ORDER BY r.created_at"""
+_REVISION_KEYS = ("id", "contentDigest", "canonicalHex", "kind", "executor", "spec",
+                  "placement")  # fmt: skip
+# Events that end a run (the only legitimate way into a terminal state).
+TERMINAL_EVENTS = ("run.succeeded", "run.failed", "run.cancelled")
+# Events that end an attempt or start the next one (checker: tools/chaos/execution.py).
+ATTEMPT_EVENTS = ("attempt.failed", "attempt.lost", "run.retry_scheduled", "run.cancel_requested")
+_RUN_EVENTS = f"""
+SELECT e.run_id::text, e.type, {_us('e.created_at')}, e.attempt_id::text
+  FROM ql_private.events e WHERE e.type = ANY(%s) ORDER BY e.id"""
 _ATTEMPTS = f"""
-SELECT a.id::text, a.run_id::text, a.attempt_no, a.state, a.executor, {_us('a.not_before')}
+SELECT a.id::text, a.run_id::text, a.attempt_no, a.state, a.executor, {_us('a.not_before')},
+       {_us('a.created_at')}, {_us('a.finished_at')}, a.exit_code, a.reason,
+       (a.result->>'durationMs')::bigint
   FROM ql_private.attempts a ORDER BY a.run_id, a.attempt_no"""
 
 
@@ -112,9 +135,16 @@ def take_db_snapshot(dsn: str) -> dict[str, Any]:
             "dispatched": _rows(conn, _DISPATCHED, ("id", "runId", "attemptId", "offerId",
                                                     "workerId", "createdAtUs")),
             "runs": _rows(conn, _RUNS, ("id", "state", "currentAttemptId", "cancelRequested",
-                                        "runtimeOwned")),
+                                        "runtimeOwned", "taskId")),
             "attempts": _rows(conn, _ATTEMPTS, ("id", "runId", "attemptNo", "state",
-                                                "executor", "notBeforeUs")),
+                                                "executor", "notBeforeUs", "createdAtUs",
+                                                "finishedAtUs", "exitCode", "reason",
+                                                "durationMs")),
+            "sessions": _rows(conn, _SESSIONS, _SESSION_KEYS),
+            "revisions": _rows(conn, _REVISIONS, _REVISION_KEYS),
+            "runEvents": [{"runId": r, "type": t, "createdAtUs": int(at), "attemptId": a}
+                          for r, t, at, a in conn.execute(
+                              _RUN_EVENTS, (list(TERMINAL_EVENTS + ATTEMPT_EVENTS),))],
             "eventCounts": {str(k): int(v) for k, v in counts.items()},
         }
 
@@ -137,6 +167,7 @@ class JournalView:
     inbox: dict[str, dict[str, Any]] = field(default_factory=dict)  # offerId -> summary
     pending: dict[str, Any] | None = None  # offerId, workerId, sessionId, generation, ...
     failed: dict[str, str] = field(default_factory=dict)  # offerId -> reason
+    failed_attempts: dict[str, int] = field(default_factory=dict)  # offerId -> attempts
 
     def ids(self) -> dict[str, Any]:
         """The light form kept for the heal-time cut."""
@@ -185,6 +216,16 @@ def _entry_summary(doc: dict[str, Any]) -> dict[str, Any]:
         "leaseGeneration": lease.get("leaseGeneration"),
         "contentDigest": offer.get("contentDigest"),
         "acceptedAtMs": doc.get("acceptedAtMs"),
+        # The worker's own record of the first response, field by field, for the
+        # checker to compare with the lease row and the revision independently of
+        # the database's offer projection.
+        "offer": {
+            "offerId": offer.get("offerId"),
+            "target": offer.get("target"),
+            "candidate": offer.get("candidate"),
+            "executionRevision": offer.get("executionRevision"),
+            "claimedAtMs": lease.get("claimedAtMs"),
+        },
     }
 
 
@@ -221,7 +262,11 @@ def _read_failed(view: JournalView) -> None:
     for path in _scan(view.root / "failed-claims", view):
         doc = _load(path, view.problems)
         if doc is not None:
-            view.failed[path.name.removesuffix(".json")] = str(doc.get("reason"))
+            offer_id = path.name.removesuffix(".json")
+            view.failed[offer_id] = str(doc.get("reason"))
+            attempts = (doc.get("claim") or {}).get("attempts")
+            if isinstance(attempts, int):
+                view.failed_attempts[offer_id] = attempts
 
 
 def _read_pending(view: JournalView, path: Path) -> None:

@@ -5,12 +5,19 @@ Phases:
 1. setup — a private PostgreSQL (migrated, login roles), dev CA + server cert,
    N worker identities, one task whose lease TTL is short; 3 ingress processes,
    the chaos proxy in front of them, `qinglong runtime sweep --every 1s`, the
-   initial runs, then the workers (`qinglong worker run --config`, slots 2).
+   initial runs, then the workers (`qinglong worker run --config`, slots 2);
+   the first `executing` of them with `--execute --run-as USER` (SPEC §7/§11):
+   they start, heartbeat and complete their leases; the tasks of env.TASKS
+   (some only they may run: placement) sleep a little, one always fails.
 2. faults — until the plan's duration has passed *and* enough pulls happened
    (bounded by a hard cap): SIGKILL a random ingress / worker on their periods
    and restart it, `pg_ctl restart -m immediate` spread evenly, response drops
-   at the proxy throughout, 2 s latency spikes; meanwhile runs are enqueued and
-   a few cancelled, as a client would.
+   at the proxy throughout, 2 s latency spikes; restarted workers armed with a
+   crash window of the claim protocol (every window until each was hit);
+   meanwhile runs are enqueued and a few cancelled (mostly long-running ones,
+   so the cancel reaches a running command through its heartbeat), as a client
+   would; now and then a second process is started on a live worker's journal
+   (an operator's mistake): the owner lock must turn it away (`double_start`).
 3. heal — faults off, everything restarted, workers + sweeper run for the lease
    TTL + 5 s.
 4. heal cut — all workers frozen (SIGSTOP), a database snapshot, then every
@@ -45,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qinglong.worker.faults import CRASH_ENV, TRACE_IDLE_ENV, FaultPoint
 from tools.chaos import env as soak_env
 from tools.chaos.checker import HEAL_FILE, MANIFEST_FILE, RESULT_FILE, Report, check_dir
 from tools.chaos.history import (
@@ -63,12 +71,22 @@ from tools.chaos.proxy import ChaosProxy
 from tools.chaos.snapshot import SNAPSHOT_FILE, read_journal, take_db_snapshot, write_json
 
 QL = [sys.executable, "-m", "qinglong"]
-CRASH_ENV = "QL_WORKER_CRASH_AT"  # worker/faults.py
-CRASH_POINTS = ("after_pull_response", "after_inbox_write", "before_send")
+# Every crash window of the claim protocol (worker/faults.py): each one is armed in
+# every soak until a worker has died in it (Soak.crash_hits, soak.json crashWindows).
+CRASH_POINTS = tuple(point.value for point in FaultPoint)
+# Met only when an intent is moved aside (a conflict, a lost session): armed
+# preferably on a worker that died with an intent on disk and stays down past
+# the lease TTL, so that its replay meets an expired lease.
+ASIDE_POINT = FaultPoint.ASIDE_REPLACE.value
 RECORDS = ("nemesis.jsonl", "observed.jsonl")
 CHECK_FILE = "check.json"
 _PULLS = re.compile(r'^qinglong_ingress_pull_results_total\{result="([a-z_]+)"\} ([0-9.e+]+)$')
 READY_TIMEOUT_S = 90.0
+# A second process on a held journal: how long it may take to be turned away, and
+# the events it may log before it opens the journal (anything else: it ran).
+DOUBLE_WAIT_S = 15.0
+LONG_TASK = "exec-long"  # env.TASKS: the cancellation target
+DOUBLE_START_EVENTS = frozenset({"worker.starting", "worker.unisolated", "worker.failed"})
 TICK_S = 0.2
 
 __all__ = ["LONG", "PLANS", "SHORT", "Soak", "SoakPlan"]
@@ -90,8 +108,10 @@ class SoakPlan:
     # Down time of a killed worker, uniform in this range: past the lease TTL, its
     # replayed intent meets an expired lease (a conflict) instead of a replay.
     worker_down_s: tuple[float, float] = (0.2, 8.0)
-    # Every Nth worker restart is armed with a crash point (worker/faults.py): the
-    # worker SIGKILLs itself at that point of its next claim, inside a crash window.
+    # A restarted worker is armed with a crash point (worker/faults.py): it SIGKILLs
+    # itself when its claim next reaches that point, inside a crash window. Every
+    # restart is armed (with a window not hit yet, chosen by the seed) until every
+    # window was hit; after that every Nth restart, with any window.
     crash_point_every: int = 3
     pg_restarts: int = 3
     drop_probability: float = 0.05
@@ -99,9 +119,11 @@ class SoakPlan:
     spike_length_s: float = 4.0
     spike_latency_s: float = 2.0
     initial_runs: int = 40
+    executing: int = 4  # workers with --execute (the rest only hold their offers)
+    double_start_every_s: float = 30.0
     enqueue_every_s: float = 10.0
     enqueue_batch: int = 6
-    cancel_every_s: float = 20.0
+    cancel_every_s: float = 10.0
     seed: int | None = None
 
 
@@ -225,9 +247,12 @@ class JournalObserver:
             with contextlib.suppress(OSError, ValueError):
                 doc = json.loads((root / "failed-claims" / file_name).read_bytes())
                 reason = str(doc.get("reason")) if isinstance(doc, dict) else None
-                self._note(name, "failed", offer_id, Op(now_ms(), name, FAIL, "claim",
-                                                        offer_id=offer_id, value="moved_aside",
-                                                        reason=reason, src="journal"))
+                claim = (doc.get("claim") if isinstance(doc, dict) else None) or {}
+                attempts = claim.get("attempts") if isinstance(claim, dict) else None
+                self._note(name, "failed", offer_id, Op(
+                    now_ms(), name, FAIL, "claim", offer_id=offer_id, value="moved_aside",
+                    reason=reason, src="journal",
+                    extra={"attempts": attempts} if isinstance(attempts, int) else {}))
 
     def _loop(self) -> None:
         while not self._stop.wait(self._every_s):
@@ -252,6 +277,7 @@ class Schedule:
     enqueue: float
     cancel: float
     pg_restarts: list[float]
+    double_start: float = 0.0
     spike_ends: float | None = None
     restarts: list[tuple[float, str]] = field(default_factory=list)
 
@@ -278,6 +304,7 @@ class Soak:
     armed: dict[str, str | None] = field(default_factory=dict)  # worker -> crash point
     worker_env: dict[str, str] = field(default_factory=dict)
     worker_restarts: int = 0
+    crash_hits: Counter[str] = field(default_factory=Counter)
     seed: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -285,9 +312,15 @@ class Soak:
         self.seed = self.plan.seed if self.plan.seed is not None else random.randrange(2**32)
         self.rng = random.Random(self.seed)
         self.out.mkdir(parents=True, exist_ok=True)
+        # Private: --run-as refuses to start while its user could read a journal/key.
+        self.out.chmod(0o700)
         self.workers = [f"w{i:02d}" for i in range(1, self.plan.workers + 1)]
         self.ingresses = [f"ingress-{i}" for i in range(1, self.plan.ingresses + 1)]
         self.worker_env = {k: v for k, v in os.environ.items() if not k.startswith("QL_WORKER_")}
+        self.worker_env[TRACE_IDLE_ENV] = "1"  # every idle answer in the log, for the checker
+        self.executing = set(self.workers[: self.plan.executing])
+        self.run_tasks: dict[str, str] = {}  # run id -> task name
+        self.doubles: list[threading.Thread] = []
 
     # -- records ---------------------------------------------------------------
 
@@ -318,15 +351,18 @@ class Soak:
             config = soak_env.ingress_config(self.env, name, port, admin)
             self.admin_ports[name] = admin
             ports.append(port)
-            argv = [*QL, "ingress", "serve", "--config", str(config)]
+            argv = [*QL, "ingress", "serve", "--processes", "1", "--config", str(config)]
             self.sup.add(Child(name, argv, self.out / "logs" / f"{name}.log")).start()
         self._wait_ready(self.ingresses)
         self.proxy = ChaosProxy(ports, rng=random.Random(self.rng.random()),
                                 on_drop=lambda conn: self.fault("drop_response", str(conn)))
         self.proxy.start()
-        sweep = [*QL, "runtime", "sweep", "--dsn", self.env.runtime_dsn, "--every", "1s"]
-        self.sup.add(Child("sweeper", sweep, self.out / "logs" / "sweeper.log")).start()
-        self.enqueue(self.plan.initial_runs)
+        sweep = [*QL, "runtime", "sweep", "--every", "1s"]  # DSN by environment, not argv
+        self.sup.add(Child("sweeper", sweep, self.out / "logs" / "sweeper.log",
+                           env=os.environ | {"QINGLONG_DSN": self.env.runtime_dsn})).start()
+        for spec in soak_env.TASKS:  # every task from the start, by its weight
+            share = self.plan.initial_runs * spec.weight // sum(t.weight for t in soak_env.TASKS)
+            self.enqueue(max(share, 1), spec.name)
         self._start_workers(self.proxy.port)
         self._write_manifest()
         self.pulls = PullCounter(self.admin_ports).start()
@@ -337,10 +373,17 @@ class Soak:
                  f"{len(self.workers)} workers (slots {self.plan.slots})")
 
     def _start_workers(self, proxy_port: int) -> None:
+        from qinglong.worker.run_as import ensure_unprivileged_user
+
         assert self.env is not None
+        run_as = ensure_unprivileged_user() if self.executing else None
         for name in self.workers:
-            config = soak_env.worker_config(self.env, name, proxy_port, self.plan.slots)
+            execute = name in self.executing
+            config = soak_env.worker_config(self.env, name, proxy_port, self.plan.slots,
+                                            execute=execute)  # fmt: skip
             argv = [*QL, "worker", "run", "--config", str(config)]
+            if execute:
+                argv += ["--execute", "--run-as", str(run_as)]
             log = self.out / "logs" / f"{name}.log"
             self.sup.add(Child(name, argv, log, env=dict(self.worker_env))).start()
 
@@ -361,30 +404,40 @@ class Soak:
     def _write_manifest(self) -> None:
         assert self.env is not None
         workers = {name: {"workerId": self.env.workers[name].worker_id,
-                          "journal": f"journals/{name}"} for name in self.workers}  # fmt: skip
+                          "journal": f"journals/{name}", "execute": name in self.executing,
+                          "labels": dict(soak_env.EXEC_LABEL) if name in self.executing
+                          else {}, "slots": self.plan.slots}
+                   for name in self.workers}  # fmt: skip
+        tasks = {spec.name: spec.manifest(self.env.tasks[spec.name], self.plan.lease_ttl_s)
+                 for spec in soak_env.TASKS}  # fmt: skip
         write_json(self.out / MANIFEST_FILE, {
             "plan": asdict(self.plan), "seed": self.seed, "workers": workers,
-            "ingresses": self.ingresses, "taskId": self.env.task_id,
+            "ingresses": self.ingresses, "taskId": self.env.task_id, "tasks": tasks,
             "startedAtMs": now_ms(),
         })
 
     # -- client operations -----------------------------------------------------
 
-    def enqueue(self, count: int) -> None:
+    def enqueue(self, count: int, task: str | None = None) -> None:
         from qinglong.service import control_plane
 
         assert self.env is not None
         priority = self.rng.randint(0, 3)
-        self.record(CLIENT, INVOKE, "enqueue", extra={"count": count, "priority": priority})
+        specs = soak_env.TASKS
+        if task is None:
+            task = self.rng.choices([t.name for t in specs], [t.weight for t in specs])[0]
+        self.record(CLIENT, INVOKE, "enqueue",
+                    extra={"count": count, "priority": priority, "task": task})  # fmt: skip
         try:
             with control_plane.connect(self.env.dsn) as conn:
-                result = control_plane.enqueue_runs(conn, self.env.task_id, priority, count)
+                result = control_plane.enqueue_runs(conn, self.env.tasks[task], priority, count)
         except Exception as exc:  # the database may be restarting: an indeterminate op
             self.record(CLIENT, FAIL, "enqueue", reason=type(exc).__name__)
             return
         run_ids = [str(r) for r in result.get("runIds") or []]
         self.known_runs.extend(run_ids)
-        self.record(CLIENT, OK, "enqueue", extra={"runIds": run_ids})
+        self.run_tasks.update(dict.fromkeys(run_ids, task))
+        self.record(CLIENT, OK, "enqueue", extra={"runIds": run_ids, "task": task})
 
     def cancel_one(self) -> None:
         from qinglong.service import control_plane
@@ -392,7 +445,9 @@ class Soak:
         assert self.env is not None
         if not self.known_runs:
             return
-        run_id = self.rng.choice(self.known_runs)
+        # Mostly a running long command: its cancel must reach it by heartbeat.
+        running = self._running(LONG_TASK) if self.rng.random() < 0.75 else []
+        run_id = self.rng.choice(running or self.known_runs)
         self.record(CLIENT, INVOKE, "cancel", run_id=run_id)
         try:
             with control_plane.connect(self.env.dsn) as conn:
@@ -401,6 +456,17 @@ class Soak:
             self.record(CLIENT, FAIL, "cancel", run_id=run_id, reason=type(exc).__name__)
             return
         self.record(CLIENT, OK, "cancel", run_id=run_id, value=str(result.get("state")))
+
+    def _running(self, task: str) -> list[str]:
+        from qinglong.service import control_plane
+
+        assert self.env is not None
+        with contextlib.suppress(Exception):
+            with control_plane.connect(self.env.dsn) as conn:
+                found = control_plane.list_runs(conn, self.env.tasks[task], ["running"], 100,
+                                                None)  # fmt: skip
+            return [str(r["runId"]) for r in found.get("runs", [])]
+        return []
 
     # -- faults ----------------------------------------------------------------
 
@@ -428,17 +494,35 @@ class Soak:
         """Start `name` again; a worker may come back armed with a crash point."""
         child = self.sup.children[name]
         if name in self.workers:
-            point = None
             self.worker_restarts += 1
-            if arm and self.worker_restarts % self.plan.crash_point_every == 0:
-                point = CRASH_POINTS[(self.worker_restarts // self.plan.crash_point_every)
-                                     % len(CRASH_POINTS)]  # fmt: skip
+            point = self._crash_point(name) if arm else None
             child.env = dict(self.worker_env, **({CRASH_ENV: point} if point else {}))
             self.armed[name] = point
         child.start()
         kind = "ingress" if name in self.ingresses else "worker"
         self.record(NEMESIS, INFO, f"restart_{kind}", value=name,
                     extra={"crashAt": self.armed.get(name)} if kind == "worker" else {})
+
+    def _crash_point(self, name: str) -> str | None:
+        """A window no worker has died in yet (and none is armed with), else every Nth."""
+        missing = self._missing_unarmed()
+        if ASIDE_POINT in missing and self._has_pending(name):
+            return ASIDE_POINT
+        if missing:
+            return self.rng.choice(missing)
+        if self.worker_restarts % self.plan.crash_point_every == 0:
+            return self.rng.choice(CRASH_POINTS)
+        return None
+
+    def _missing_unarmed(self) -> list[str]:
+        armed = set(self.armed.values())
+        return [p for p in CRASH_POINTS if not self.crash_hits[p] and p not in armed]
+
+    def _has_pending(self, name: str) -> bool:
+        return (self.out / "journals" / name / "pending-claim.json").exists()
+
+    def missed_windows(self) -> list[str]:
+        return [p for p in CRASH_POINTS if not self.crash_hits[p]]
 
     def restart_postgres(self) -> None:
         assert self.env is not None
@@ -467,9 +551,13 @@ class Soak:
             if self.armed.get(name) and code == -signal.SIGKILL:
                 # It killed itself at its crash point, as asked: a fault, not a surprise.
                 self.fault("crash_point", name, point=self.armed[name])
+                self.crash_hits[str(self.armed[name])] += 1
                 self.armed[name] = None
                 child.expected_exit = True
-                schedule.restarts.append((time.monotonic() + self._worker_down_s(), name))
+                down = self._worker_down_s()
+                if ASIDE_POINT in self._missing_unarmed() and self._has_pending(name):
+                    down = max(down, self.plan.lease_ttl_s + 2.0)  # replay meets expiry
+                schedule.restarts.append((time.monotonic() + down, name))
                 continue
             self.unexpected.append({"process": name, "exitCode": code, "atMs": now_ms()})
             self.record(NEMESIS, INFO, "unexpected_exit", value=name, extra={"exitCode": code})
@@ -508,6 +596,9 @@ class Soak:
         if now >= schedule.cancel:
             self.cancel_one()
             schedule.cancel = now + plan.cancel_every_s
+        if now >= schedule.double_start:
+            self.double_start()
+            schedule.double_start = now + plan.double_start_every_s
 
     def fault_phase(self) -> Schedule:
         assert self.proxy is not None and self.pulls is not None
@@ -516,7 +607,7 @@ class Soak:
         schedule = Schedule(
             ingress_kill=t0 + plan.ingress_kill_every_s, worker_kill=t0 + plan.worker_kill_every_s,
             spike=t0 + plan.spike_every_s / 2, enqueue=t0 + plan.enqueue_every_s,
-            cancel=t0 + plan.cancel_every_s,
+            cancel=t0 + plan.cancel_every_s, double_start=t0 + plan.double_start_every_s / 2,
             pg_restarts=[t0 + gaps * (k + 1) for k in range(plan.pg_restarts)],
         )  # fmt: skip
         self.proxy.drop_probability = plan.drop_probability
@@ -536,6 +627,44 @@ class Soak:
             time.sleep(TICK_S)
         self.timings["faultPhaseS"] = time.monotonic() - t0
         return schedule
+
+    def double_start(self) -> None:
+        """Start a second process on a live worker's journal; it must be turned away."""
+        candidates = [n for n in self._alive(self.workers) if not self.armed.get(n)]
+        if not candidates:
+            return
+        name = self.rng.choice(candidates)
+        child = self.sup.children[name]
+        log = self.out / "logs" / f"{name}.double.log"
+        thread = threading.Thread(target=self._double_start, args=(name, child.argv, log),
+                                  name=f"double-{name}", daemon=True)  # fmt: skip
+        self.doubles.append(thread)
+        thread.start()
+
+    def _double_start(self, name: str, argv: list[str], log: Path) -> None:
+        import subprocess
+
+        offset = log.stat().st_size if log.exists() else 0
+        with open(log, "ab") as out:
+            process = subprocess.Popen(argv, env=dict(self.worker_env), stdin=subprocess.DEVNULL,
+                                       stdout=out, stderr=out, start_new_session=True)
+        try:
+            code: int | None = process.wait(DOUBLE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            code = None
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        events = _log_events(log, offset)
+        if "journal_locked" in events:
+            outcome = "refused"
+        elif code is None and events - DOUBLE_START_EVENTS:
+            outcome = "ran"  # it got past the journal: two owners of one journal
+        else:
+            outcome = "undecided"  # too slow to tell under load: not judged
+        self.record(NEMESIS, OK, "double_start", value=name,
+                    extra={"outcome": outcome, "exitCode": code,
+                           "events": sorted(events)[:20]})  # fmt: skip
 
     def _fault_counts(self) -> Counter[str]:
         from tools.chaos.history import FAULT_KINDS, read_ops
@@ -582,6 +711,8 @@ class Soak:
 
     def stop_workers(self) -> None:
         assert self.observer is not None
+        for thread in self.doubles:
+            thread.join(timeout=DOUBLE_WAIT_S + 5)
         killed = self.sup.stop(self.workers, timeout_s=30)
         for name in killed:
             self.unexpected.append({"process": name, "exitCode": "did_not_drain"})
@@ -648,6 +779,8 @@ class Soak:
             "pullResults": by_result, "minPulls": self.plan.min_pulls,
             "historyOps": ops, "faults": report.faults, "proxy": proxy,
             "unexpectedExits": self.unexpected, "timings": self.timings,
+            "crashWindows": {p: self.crash_hits[p] for p in CRASH_POINTS},
+            "crashWindowsMissed": self.missed_windows(),
             "wallS": time.monotonic() - self.started,
         }  # fmt: skip
         write_json(self.out / RESULT_FILE, result)
@@ -681,6 +814,21 @@ def _retry(action: Callable[[], Any], attempts: int = 10) -> Any:
                 raise
             time.sleep(1.0)
     raise AssertionError("unreachable")
+
+
+def _log_events(path: Path, offset: int) -> set[str]:
+    """Event names (and failure reasons) a JSON-lines log got after `offset`."""
+    found: set[str] = set()
+    with contextlib.suppress(OSError), open(path, "rb") as handle:
+        handle.seek(offset)
+        for line in handle.read().decode("utf-8", "replace").splitlines():
+            with contextlib.suppress(ValueError):
+                doc = json.loads(line)
+                if isinstance(doc, dict) and isinstance(doc.get("event"), str):
+                    found.add(doc["event"])
+                    if doc.get("error") == "journal_locked":
+                        found.add("journal_locked")
+    return found
 
 
 def _tail(path: Path, max_bytes: int = 1500) -> str:

@@ -1,0 +1,131 @@
+-- ql.queue_depth() -> jsonb
+--
+-- Purpose: the console overview's queue panel (SPEC §10): how deep the ready
+--   queue is per priority and which tasks hold the not-yet-started runs.
+--   {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}], byTask:
+--   [{taskId, project, task, queued, dispatching, capped}], tasksWithRuns,
+--   cap}. byPriority: the ready runs (queued, due, runtime-owned, not
+--   cancel-requested: runs_candidate_keyset) of each priority, highest first, at
+--   most 16 priorities, each counted up to `cap` (1000), with the age of its
+--   oldest (first in dispatch order); byTask: per task its queued and
+--   dispatching runs, each counted up to `cap`, the 20 deepest listed
+--   (tasksWithRuns = how many tasks have any). The page needs orders of
+--   magnitude, not exact totals past a thousand: caps keep a page ≤ 100 ms with
+--   1,000,000 runs stored (ql.status_snapshot counts to 100,000 and costs
+--   hundreds of milliseconds on such a queue; `qinglong status` is where the
+--   larger counts are).
+-- Cost: a loose index scan of runs_candidate_keyset (one descent per distinct
+--   priority, <= 16), each priority's range read up to cap + 1 entries; per
+--   task two ranges of runs_task_state_seq (task_id, state, queue_seq) of at
+--   most cap + 1 entries: bounded by 16 x cap + tasks x 2 x cap index entries.
+-- Inputs: none.
+-- Fences: none (an operator's read).
+-- Writes: none (STABLE). Locks: none. Idempotency: read-only.
+-- Errors: none.
+-- Caller: ql_readonly (the console), ql_runtime.
+CREATE OR REPLACE FUNCTION ql.queue_depth()
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_cap constant integer := 1000;
+    v_priority_limit constant integer := 16;
+    v_task_limit constant integer := 20;
+    v_nil constant uuid := '00000000-0000-0000-0000-000000000000';
+    v_now timestamptz := clock_timestamp();
+    v_priorities jsonb;
+    v_tasks jsonb;
+    v_with_runs integer;
+BEGIN
+    -- One descent of runs_candidate_keyset per distinct priority; a priority's
+    -- rows are a key range written as row comparisons (as status_snapshot and
+    -- candidate_page do), so each count stays an index range scan.
+    WITH RECURSIVE prio(neg) AS (
+        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
+                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+        UNION ALL
+        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
+                 WHERE -(r.priority::integer) > p.neg
+                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+          FROM prio p
+         WHERE p.neg IS NOT NULL
+    ), listed AS (
+        SELECT p.neg FROM prio p WHERE p.neg IS NOT NULL LIMIT v_priority_limit
+    ), per AS (
+        SELECT -l.neg AS priority,
+               (SELECT count(*) FROM (
+                    SELECT 1 FROM ql_private.runs r
+                     WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                           >= (l.neg, -9223372036854775808, v_nil)
+                       AND (-(r.priority::integer), r.queue_seq, r.id)
+                           < (l.neg + 1, -9223372036854775808, v_nil)
+                       AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                       AND r.due_at IS NULL
+                     ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                     LIMIT v_cap + 1) y) AS runs,
+               (SELECT r.created_at FROM ql_private.runs r
+                 WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                       >= (l.neg, -9223372036854775808, v_nil)
+                   AND (-(r.priority::integer), r.queue_seq, r.id)
+                       < (l.neg + 1, -9223372036854775808, v_nil)
+                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1) AS oldest
+          FROM listed l
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'priority', per.priority,
+               'runs', least(per.runs, v_cap),
+               'capped', per.runs > v_cap,
+               'oldestWaitingAgeMs',
+                   floor(extract(epoch FROM v_now - per.oldest) * 1000)::bigint)
+               ORDER BY per.priority DESC), '[]'::jsonb)
+      INTO v_priorities
+      FROM per;
+
+    WITH depth AS (
+        SELECT t.id, t.name, pr.name AS project,
+               -- ORDER BY in index order: the planner stays on the index range.
+               (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
+                                       WHERE r.task_id = t.id AND r.state = 'queued'
+                                       ORDER BY r.task_id, r.state, r.queue_seq
+                                       LIMIT v_cap + 1) y) AS queued,
+               (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
+                                       WHERE r.task_id = t.id AND r.state = 'dispatching'
+                                       ORDER BY r.task_id, r.state, r.queue_seq
+                                       LIMIT v_cap + 1) y) AS dispatching
+          FROM ql_private.tasks t
+          JOIN ql_private.projects pr ON pr.id = t.project_id
+    ), ranked AS (
+        SELECT d.*, row_number() OVER (ORDER BY least(d.queued, v_cap) + least(d.dispatching, v_cap)
+                                                DESC, d.project, d.name) AS rank
+          FROM depth d
+         WHERE d.queued + d.dispatching > 0
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'taskId', x.id, 'project', x.project, 'task', x.name,
+               'queued', least(x.queued, v_cap), 'dispatching', least(x.dispatching, v_cap),
+               'capped', x.queued > v_cap OR x.dispatching > v_cap)
+               ORDER BY x.rank) FILTER (WHERE x.rank <= v_task_limit), '[]'::jsonb),
+           count(*)
+      INTO v_tasks, v_with_runs
+      FROM ranked x;
+
+    RETURN jsonb_build_object('byPriority', v_priorities, 'byTask', v_tasks,
+                              'tasksWithRuns', v_with_runs, 'cap', v_cap);
+END
+$$;
+REVOKE ALL ON FUNCTION ql.queue_depth() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ql.queue_depth() TO ql_readonly, ql_runtime;
+COMMENT ON FUNCTION ql.queue_depth() IS
+'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), byTask: [{taskId, project, task, queued, dispatching, capped}] (20 deepest, runs_task_state_seq), tasksWithRuns, cap}; every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';

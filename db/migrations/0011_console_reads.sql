@@ -1,0 +1,12 @@
+-- 0011 the operator console's reads (SPEC §10).
+--
+-- run_leases_claimed (claimed_at): the console's throughput chart counts the
+-- runs dispatched per minute over the last 15 minutes (ql.throughput). A lease
+-- row is written once per dispatch, so its claim time is the dispatch time;
+-- without this index the count would scan every lease ever retained. Claim
+-- times grow with the clock, so the index is appended to at its right edge
+-- (one more btree insert per claim, no page splits in the middle).
+-- Succeeded/failed per minute read runs_terminal_finished (0010); the other
+-- console reads use existing indexes (runs_state_seq, runs_candidate_keyset,
+-- worker_sessions_one_active, security_audit_time).
+CREATE INDEX run_leases_claimed ON ql_private.run_leases (claimed_at);

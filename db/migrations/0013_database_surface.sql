@@ -1,0 +1,14 @@
+-- 0013 the database surface.
+--
+-- The idle view's barrier (service/idle_view.py) is now a read-only query on the
+-- replica's own LISTEN connection: PostgreSQL delivers every notification
+-- committed before a query on that connection ahead of the query's
+-- ReadyForQuery. The NOTIFY ping it replaces committed a transaction (a WAL
+-- commit record, fsync'd) per barrier, so idle pulls wrote WAL; SPEC §12 says
+-- they write nothing. Its function file is gone from db/functions; databases
+-- migrated before lose the function here (nothing else depends on it).
+--
+-- Database-level ACLs (CONNECT/TEMPORARY revoked from PUBLIC) are not here:
+-- db/bootstrap.sql sets them on every migrate, because CREATE DATABASE ...
+-- TEMPLATE does not copy them.
+DROP FUNCTION IF EXISTS ql.idle_ping(text);

@@ -1,0 +1,89 @@
+"""Wait for a peer's complete ClientHello without reading it and without TLS state.
+
+A TLS handshake costs the server an ECDHE key agreement and a signature (~4 ms
+of CPU) and a TLS object per connection, so the listener starts one only for a
+peer that has sent its whole first TLS record (the ClientHello). Until then a
+connection is a socket and a timer: nothing is read, so the bytes stay in the
+kernel and the TLS layer later reads them as if it had been there all along.
+
+`SO_RCVLOWAT` makes the socket report readable only once the number of bytes
+still missing has arrived, so a peer dripping a ClientHello byte by byte wakes
+the event loop a handful of times, not once per byte; a peer that closes (FIN or
+RST) wakes it at once whatever the low-water mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+
+RECORD_HEADER_BYTES = 5
+HANDSHAKE_RECORD = 0x16
+# RFC 8446 §5.1: a plaintext record carries at most 2^14 bytes.
+MAX_RECORD_BYTES = 2**14
+
+
+class PeerClosed(ConnectionError):
+    """The peer closed (or reset) before its ClientHello was complete."""
+
+
+def bytes_needed(head: bytes) -> int | None:
+    """How many bytes the first record needs in total, given what has arrived;
+    None when the bytes are not a TLS handshake record (or claim an impossible
+    length): the TLS layer then refuses them at once, so there is nothing to wait
+    for."""
+    if not head:
+        return 1
+    if head[0] != HANDSHAKE_RECORD:
+        return None
+    if len(head) < RECORD_HEADER_BYTES:
+        return RECORD_HEADER_BYTES
+    length = int.from_bytes(head[3:5], "big")
+    if length > MAX_RECORD_BYTES:
+        return None
+    return RECORD_HEADER_BYTES + length
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    ready: asyncio.Future[None] = loop.create_future()
+    fd = sock.fileno()
+    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+
+
+def _set_low_water(sock: socket.socket, count: int) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, count)
+
+
+async def wait_for_client_hello(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    """Return once the first TLS record is fully in the socket's receive queue (or
+    once the bytes are evidently not TLS). Raises PeerClosed if the peer goes away
+    first. The caller bounds the wait (the handshake deadline)."""
+    need = 1
+    try:
+        while True:
+            _set_low_water(sock, need)
+            await _readable(loop, sock)
+            try:
+                head = sock.recv(RECORD_HEADER_BYTES + MAX_RECORD_BYTES, socket.MSG_PEEK)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise PeerClosed(f"connection failed before its ClientHello: {exc}") from None
+            if not head:
+                raise PeerClosed("connection closed before its ClientHello")
+            total = bytes_needed(head)
+            if total is None or len(head) >= total:
+                return
+            if total <= need:
+                # Readable with fewer bytes than the low-water mark: only a close
+                # wakes a reader early.
+                raise PeerClosed("connection closed inside its ClientHello")
+            need = total
+    finally:
+        with contextlib.suppress(OSError):
+            _set_low_water(sock, 1)  # the TLS layer reads normally from here

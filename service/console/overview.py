@@ -1,0 +1,149 @@
+"""The overview page `/` (SPEC §10): runs by state, queue depth, throughput,
+the waiting panel, sessions and recent authentication denials.
+
+Six bounded reads, run concurrently: `ql.run_state_counts`, `ql.queue_depth`,
+`ql.throughput`, `ql.waiting_runs`, `ql.live_sessions`, `ql.recent_denials`.
+(Not `ql.status_snapshot`: its counts go to 100,000 and cost hundreds of
+milliseconds on a deep queue; the page's counts stop at 1,000-10,000.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from qinglong.db import api
+from qinglong.service.console.chart import SERIES, legend, minutes_of, throughput_svg
+from qinglong.service.console.formatting import age, duration, short_id, utc
+from qinglong.service.console.layout import badge, pairs, run_link, section, table
+from qinglong.service.console.markup import Markup, el, join
+from qinglong.service.console.reader import Reader
+
+Doc = Mapping[str, Any]
+
+
+SESSION_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class Overview:
+    states: Doc
+    depth: Doc
+    throughput: Doc
+    waiting: Doc
+    sessions: Doc
+    denials: Doc
+    now_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+
+async def load(reader: Reader) -> Overview:
+    states, depth, throughput, waiting, sessions, denials = await reader.read_all([
+        api.run_state_counts(), api.queue_depth(), api.throughput(minutes=15),
+        api.waiting_runs(limit=20), api.live_sessions(limit=SESSION_LIMIT),
+        api.recent_denials(limit=20)])
+    return Overview(states, depth, throughput, waiting, sessions, denials)
+
+
+def _count(entry: Doc) -> str:
+    if entry.get("capped"):
+        estimate = entry.get("estimate")
+        return f"≥ {entry['runs']}" + (f" (≈ {estimate})" if estimate else "")
+    return str(entry["runs"])
+
+
+def _states(view: Overview) -> Markup:
+    rows = [[el("a", s["state"], href="/runs?" + urlencode({"state": s["state"]})),
+             el("span", _count(s), data_state=s["state"], class_="count")]
+            for s in view.states["states"]]
+    return section("Runs by state", table(["state", "runs"], rows, empty="no runs",
+                                          id_="runs-by-state"), id_="states")
+
+
+def _queue(view: Overview) -> Markup:
+    depth, counts = view.depth, {e["state"]: e for e in view.states["states"]}
+    oldest = max((p["oldestWaitingAgeMs"] for p in depth["byPriority"]), default=None)
+    summary = el("p", f"queued {_count(counts['queued'])} · dispatching "
+                      f"{_count(counts['dispatching'])} · oldest ready run waiting "
+                      f"{duration(oldest)}",
+                 id="queue-summary")
+    priorities = table(["priority", "ready runs", "oldest waiting"],
+                       [[p["priority"], _count(p), duration(p["oldestWaitingAgeMs"])]
+                        for p in depth["byPriority"]], empty="no ready run", id_="by-priority")
+    tasks = table(["project / task", "queued", "dispatching"],
+                  [[el("a", f"{t['project']}/{t['task']}",
+                       href="/runs?" + urlencode({"task": t["taskId"], "state": "queued"})),
+                    _count({"runs": t["queued"], "capped": t["queued"] >= depth["cap"]
+                            and t["capped"]}),
+                    _count({"runs": t["dispatching"], "capped": t["dispatching"] >= depth["cap"]
+                            and t["capped"]})] for t in depth["byTask"]],
+                  empty="no task has runs waiting", id_="by-task")
+    more = depth["tasksWithRuns"] - len(depth["byTask"])
+    note = el("p", f"and {more} more tasks", class_="muted") if more > 0 else None
+    return section("Queue", summary, el("div", priorities, el("div", tasks, note), class_="cols"),
+                   id_="queue")
+
+
+def _throughput(view: Overview) -> Markup:
+    minutes = minutes_of(view.throughput)
+    totals = " · ".join(f"{name} {sum(m.value(name) for m in minutes)}" for name in SERIES)
+    capped = view.throughput.get("capped", {})
+    note = (el("p", f"capped at {view.throughput['cap']} rows per series: counts read short",
+               class_="warn") if any(capped.values()) else None)
+    return section("Throughput, last 15 minutes (runs per minute)", legend(),
+                   throughput_svg(view.throughput), el("p", totals, id="throughput-totals"),
+                   note, id_="throughput")
+
+
+def _mismatches(entry: Doc) -> str:
+    parts = [f"{name} {n}" for name, n in entry["mismatches"].items() if n]
+    return ", ".join(parts) if parts else "—"
+
+
+def _waiting(view: Overview) -> Markup:
+    rows = [[run_link(r["runId"]), f"{r['project']}/{r['task']}", r["priority"],
+             duration(r["waitingMs"]), badge(r["verdict"]),
+             f"{r['sessionsMatching']} / {r['sessionsWithFreeSlots']}", _mismatches(r)]
+            for r in view.waiting["runs"]]
+    head = el("p", f"live sessions {view.waiting['liveSessions']}"
+                   + (" (first 200 evaluated)" if view.waiting["sessionsCapped"] else ""),
+              class_="muted")
+    return section("Waiting: can a live session take the oldest runs?", head,
+                   table(["run", "task", "priority", "waiting", "verdict",
+                          "matching / with free slots", "sessions failing on"], rows,
+                         empty="no run is waiting", id_="waiting-runs"), id_="waiting")
+
+
+def _sessions(view: Overview) -> Markup:
+    listed = view.sessions["sessions"]
+    rows = [[el("a", s["worker"], href="/workers"), short_id(s["sessionId"]),
+             f"{s['slotsUsed']} / {s['slots']}", s["slotsFree"], pairs(s.get("labels")),
+             pairs(s.get("runtimes")), age(view.now_ms, s["lastSeenAtMs"]),
+             badge("expired") if s["expired"] else duration(s["expiresAtMs"] - view.now_ms)]
+            for s in listed]
+    used, slots = sum(s["slotsUsed"] for s in listed), sum(s["slots"] for s in listed)
+    head = el("p", f"active {len(listed)}" + (f" (first {SESSION_LIMIT})"
+                                              if view.sessions["truncated"] else "")
+                   + f" · slots {used} / {slots} used", class_="muted")
+    return section("Workers and sessions", head,
+                   table(["worker", "session", "slots used", "free", "labels", "runtimes",
+                          "last seen", "expires in"], rows, empty="no active session",
+                         id_="sessions"),
+                   id_="workers")
+
+
+def _denials(view: Overview) -> Markup:
+    rows = [[utc(d["atMs"]), age(view.now_ms, d["atMs"]), d["action"], d["reason"],
+             short_id(d.get("workerId")), d.get("credentialId") or "—"]
+            for d in view.denials["denials"]]
+    return section("Authentication denials (latest, last 24 hours)",
+                   table(["at", "age", "action", "reason", "worker", "credential"], rows,
+                         empty="no denial in the last 24 hours", id_="denials"),
+                   id_="denials-section")
+
+
+def render(view: Overview) -> Markup:
+    return join([el("div", _states(view), _queue(view), class_="cols"), _throughput(view),
+                 _waiting(view), _sessions(view), _denials(view)])

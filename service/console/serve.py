@@ -1,0 +1,42 @@
+"""Run a console until SIGINT/SIGTERM, printing its URL once it listens."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from dataclasses import replace
+
+from aiohttp import web
+
+from qinglong.service.console.app import create_console_app
+from qinglong.service.console.config import ConsoleConfig
+
+
+async def _serve(config: ConsoleConfig) -> None:
+    runner = web.AppRunner(create_console_app(config), access_log=None,
+                           handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, config.host, config.port)
+        await site.start()
+        port = runner.addresses[0][1] if runner.addresses else config.port
+        sys.stdout.write(f"console: {replace(config, port=port).url}\n")
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def serve_forever(config: ConsoleConfig) -> int:
+    try:
+        asyncio.run(_serve(config))
+    except OSError as exc:
+        sys.stderr.write(f"qinglong console: cannot listen on {config.host}:{config.port}: "
+                         f"{exc.strerror or exc}\n")
+        return 1
+    return 0

@@ -1,0 +1,141 @@
+"""A demo-like database for the console tests, and a running console over it.
+
+`build_scenario` provisions through the real SQL API (tests/py/provision.py):
+two workers with live sessions (one whose label value is an HTML payload), a
+disabled worker, an auth denial, a task whose runs succeeded (output tail
+`<script>alert(1)</script>`), failed, started or still wait, and a task whose
+placement no live session satisfies. `console_process` starts
+`qinglong console` as a subprocess on a free loopback port, logged in as a role
+that is only a member of ql_readonly, and yields its URL.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from qinglong.db import api
+from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner, Session, command
+
+XSS_TAIL = "compiling…\n<script>alert(1)</script>\ndone\n"
+XSS_LABEL = '<img src=x onerror="alert(2)">'
+GPU_PLACEMENT = {"required": {"executors": ["remote-worker"], "labels": {"gpu": ["yes"]},
+                              "runtimes": {}}, "preferred": []}
+
+
+@dataclass
+class Scenario:
+    build_task: str
+    train_task: str
+    succeeded_run: str
+    failed_run: str
+    started_run: str
+    queued_runs: list[str]
+    train_run: str
+    secrets: list[str] = field(default_factory=list)
+
+
+def _finish(prov: Provisioner, session: Session, outcome: str, tail: str,
+            secrets: list[str]) -> str:
+    intent, run_id = _start(prov, session, secrets)
+    exit_code = 0 if outcome == "succeeded" else 3
+    done = prov.call(api.complete_lease(
+        **session.lease(intent), lease_version=2, outcome=outcome, exit_code=exit_code,
+        result={"exitCode": exit_code, "durationMs": 1234, "outputTail": tail,
+                "outputBytes": len(tail.encode())}))
+    assert done["status"] == "ok", done
+    return run_id
+
+
+def _start(prov: Provisioner, session: Session, secrets: list[str]) -> tuple[Intent, str]:
+    intent = Intent()
+    secrets += [intent.token, intent.token_digest.hex()]
+    pulled = prov.pull(session, intent)
+    assert pulled["status"] == "offered", pulled
+    ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting"))
+    assert ack["status"] == "ok", ack
+    return intent, pulled["offer"]["candidate"]["runId"]
+
+
+def build_scenario(conn: psycopg.Connection) -> Scenario:
+    prov = Provisioner(conn)
+    edge = prov.worker("edge-1")
+    gpu = prov.worker("gpu-box")
+    retired = prov.worker("retired")
+    secrets = [w.secret for w in (edge, gpu, retired)] + \
+              [w.secret_digest.hex() for w in (edge, gpu, retired)]
+    edge_session = prov.session(edge, dict(
+        DEFAULT_CAPABILITIES, slots=4, labels={"region": "eu-1", "note": XSS_LABEL},
+        runtimes={"python": "3.11.4"}))
+    prov.session(gpu, dict(DEFAULT_CAPABILITIES, slots=2, labels={"gpu": "no"}))
+    prov.call(api.disable_worker(worker_id=retired.worker_id))
+    prov.call(api.record_auth_denial(credential_id=retired.credential_id,
+                                     worker_id=retired.worker_id, action="session.open",
+                                     reason="worker_disabled"))
+    build = prov.task("build", command(["make", "all"]), project="web")
+    prov.call(api.configure_task(task_id=build, max_attempts=1))  # a failure is final
+    train = prov.task("train", command(["python", "train.py"], placement=GPU_PLACEMENT),
+                      project="ml")
+    runs = prov.enqueue(build, 5)
+    succeeded = _finish(prov, edge_session, "succeeded", XSS_TAIL, secrets)
+    failed = _finish(prov, edge_session, "failed", "error: boom\n", secrets)
+    _, started = _start(prov, edge_session, secrets)
+    (train_run,) = prov.enqueue(train, 1)
+    queued = [r for r in runs if r not in (succeeded, failed, started)]
+    return Scenario(build, train, succeeded, failed, started, queued, train_run, secrets)
+
+
+def readonly_dsn(conn: psycopg.Connection, cluster: Any, db_name: str) -> str:
+    """A login role that is a member of ql_readonly only, and its DSN."""
+    role = f"ql_console_{db_name}"
+    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE ql_readonly").format(sql.Identifier(role)))
+    return str(cluster.dsn(db_name, user=role))
+
+
+def drop_role(conn: psycopg.Connection, db_name: str) -> None:
+    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(
+        sql.Identifier(f"ql_console_{db_name}")))
+
+
+@contextmanager
+def console_process(dsn: str, *extra: str) -> Iterator[str]:
+    """`qinglong console` on a free loopback port; yields its URL (its first line)."""
+    env = dict(os.environ, QINGLONG_DSN=dsn)
+    proc = subprocess.Popen([sys.executable, "-m", "qinglong", "console", "--port", "0", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("console: http://127.0.0.1:"), (first, proc.stderr.read()
+                                                                 if proc.poll() else "")
+        yield first.split(" ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: str
+    headers: dict[str, str]
+
+
+def fetch(url: str, method: str = "GET") -> Answer:
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return Answer(response.status, response.read().decode(), dict(response.headers))
+    except urllib.error.HTTPError as exc:
+        return Answer(exc.code, exc.read().decode(), dict(exc.headers))

@@ -1,0 +1,322 @@
+"""The operator console (SPEC §10) over a real database, through `qinglong
+console` as a subprocess logged in with a ql_readonly-only role: page contents,
+escaping, no secrets, read-only, loopback by default, clear 4xx answers."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from urllib.parse import urlencode
+
+import psycopg
+import pytest
+
+from qinglong.db import api
+from qinglong.service.console.config import ConsoleConfig, RemoteBindRefused, is_loopback
+from qinglong.service.console.markup import Markup, el
+from tests.py.console_scenario import (
+    XSS_LABEL,
+    XSS_TAIL,
+    Scenario,
+    build_scenario,
+    console_process,
+    drop_role,
+    fetch,
+    readonly_dsn,
+)
+from tests.py.provision import Provisioner, table_fingerprint
+
+
+@dataclass
+class Element:
+    tag: str
+    attrs: dict[str, str | None]
+    text: list[str] = field(default_factory=list)
+
+
+class Dom(HTMLParser):
+    """Every element with its attributes and the text inside it (nested text included)."""
+
+    def __init__(self, body: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[Element] = []
+        self._open: list[Element] = []
+        self.feed(body)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        element = Element(tag, dict(attrs))
+        self.elements.append(element)
+        if tag not in {"meta", "link", "input", "br", "hr", "img"}:
+            self._open.append(element)
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._open:
+            if self._open.pop().tag == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        for element in self._open:
+            element.text.append(data)
+
+    def by_id(self, id_: str) -> str:
+        found = [e for e in self.elements if e.attrs.get("id") == id_]
+        assert found, f"no element #{id_}"
+        return "".join(found[0].text)
+
+    def tags(self, tag: str) -> list[Element]:
+        return [e for e in self.elements if e.tag == tag]
+
+
+@pytest.fixture
+def conn(db_dsn: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(db_dsn, autocommit=True) as connection:
+        yield connection
+
+
+@pytest.fixture
+def scenario(conn: psycopg.Connection) -> Scenario:
+    return build_scenario(conn)
+
+
+@pytest.fixture
+def console(conn: psycopg.Connection, pg_cluster, db_name: str,
+            scenario: Scenario) -> Iterator[str]:
+    try:
+        with console_process(readonly_dsn(conn, pg_cluster, db_name), "--refresh-s", "2") as url:
+            yield url
+    finally:
+        drop_role(conn, db_name)
+
+
+def _page(url: str) -> Dom:
+    answer = fetch(url)
+    assert answer.status == 200, answer.body
+    return Dom(answer.body)
+
+
+def _classed(dom: Dom, class_: str) -> list[str]:
+    """The text of every element of this class, in document order."""
+    return ["".join(e.text) for e in dom.elements if e.attrs.get("class") == class_]
+
+
+def test_overview_shows_states_queue_waiting_sessions_and_denials(console: str,
+                                                                  scenario: Scenario) -> None:
+    dom = _page(console)
+    counts = {e.attrs["data-state"]: "".join(e.text) for e in dom.elements
+              if e.attrs.get("data-state")}
+    assert counts == {"queued": "3", "dispatching": "0", "starting": "1", "running": "0",
+                      "succeeded": "1", "failed": "1", "cancelled": "0"}
+    waiting = dom.by_id("waiting-runs")
+    # The oldest waiting build runs can go to edge-1 (free slots); the train run
+    # needs label gpu=yes, which no live session has.
+    for run_id in scenario.queued_runs:
+        assert run_id in waiting
+    assert waiting.count("ready") == 2 and waiting.count("no_match") == 1
+    assert scenario.train_run in waiting and "label 2" in waiting
+    sessions = dom.by_id("sessions")
+    assert "edge-1" in sessions and "gpu-box" in sessions and "retired" not in sessions
+    assert "1 / 4" in sessions  # edge-1: the started run holds one slot
+    assert "worker_disabled" in dom.by_id("denials") and "session.open" in dom.by_id("denials")
+    by_task = dom.by_id("by-task")
+    assert "web/build" in by_task and "ml/train" in by_task
+    # One priority (0) with the three ready runs (two builds, one train).
+    assert dom.by_id("by-priority").startswith("priorityready runsoldest waiting03")
+
+
+def test_overview_chart_counts_the_last_minutes(console: str) -> None:
+    dom = _page(console)
+    series = {e.attrs["data-series"]: [int(v) for v in str(e.attrs["data-values"]).split(",")]
+              for e in dom.tags("g") if e.attrs.get("data-series")}
+    assert set(series) == {"dispatched", "succeeded", "failed"}
+    assert all(len(values) == 15 for values in series.values())
+    assert (sum(series["dispatched"]), sum(series["succeeded"]), sum(series["failed"])) == (3, 1, 1)
+    assert dom.by_id("throughput-totals") == "dispatched 3 · succeeded 1 · failed 1"
+    assert len([e for e in dom.tags("svg") if e.attrs.get("id") == "throughput-chart"]) == 1
+
+
+def test_run_detail_shows_attempts_output_and_events_as_text(conn: psycopg.Connection,
+                                                             console: str,
+                                                             scenario: Scenario) -> None:
+    answer = fetch(f"{console}runs/{scenario.succeeded_run}")
+    assert answer.status == 200
+    assert "<script>alert(1)</script>" not in answer.body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in answer.body
+    dom = Dom(answer.body)
+    assert ["".join(e.text) for e in dom.tags("pre")] == [XSS_TAIL]
+    # Only the console's own script, by URL: no inline script at all.
+    assert [e.attrs.get("src") for e in dom.tags("script")] == ["/static/console.js"]
+    assert all("".join(e.text) == "" for e in dom.tags("script"))
+    run_text = dom.by_id("run")
+    assert "succeeded" in run_text and scenario.build_task in run_text
+    doc = api.show_run(run_id=scenario.succeeded_run).run(conn)
+    (attempt,) = doc["attempts"]
+    attempts = dom.by_id("attempts")
+    assert attempt["workerId"][:8] in attempts and attempt["sessionId"][:8] in attempts
+    assert "succeeded" in attempts and "—" not in attempts.split("succeeded", 1)[1][:60]
+    shown = _classed(dom, "etype")
+    assert shown == [e["type"] for e in doc["events"]] and len(shown) >= 3
+    assert _classed(dom, "exit-code") == ["0"]
+    failed = _page(f"{console}runs/{scenario.failed_run}")
+    assert "error: boom" in failed.by_id("attempts") and "failed" in failed.by_id("attempts")
+    assert _classed(failed, "exit-code") == ["3"]
+
+
+def test_workers_page_escapes_labels_and_shows_slots_and_disabled(console: str) -> None:
+    answer = fetch(f"{console}workers")
+    assert answer.status == 200
+    assert XSS_LABEL not in answer.body and "&lt;img src=x onerror=" in answer.body
+    dom = Dom(answer.body)
+    assert not [e for e in dom.tags("img")], "a label value became an element"
+    rows = dom.by_id("workers")
+    assert "edge-1" in rows and "python=3.11.4" in rows and "region=eu-1" in rows
+    assert "1 / 4" in rows and "gpu-box" in rows and "0 / 2" in rows
+    assert "retired" in rows and "disabled" in rows
+
+
+def test_runs_filters_by_state_and_task(console: str, scenario: Scenario) -> None:
+    queued = _page(f"{console}runs?state=queued").by_id("runs")
+    assert all(r in queued for r in scenario.queued_runs) and scenario.train_run in queued
+    assert scenario.succeeded_run not in queued
+    train = _page(f"{console}runs?" + urlencode({"task": scenario.train_task})).by_id("runs")
+    assert scenario.train_run in train and scenario.queued_runs[0] not in train
+    both = _page(f"{console}runs?" + urlencode([("state", "succeeded"), ("state", "failed")]))
+    text = both.by_id("runs")
+    assert scenario.succeeded_run in text and scenario.failed_run in text
+    assert scenario.started_run not in text
+    forms = both.tags("form")
+    assert forms and all(f.attrs.get("method") == "get" for f in forms), "a form that acts"
+
+
+def test_runs_keyset_pages(conn: psycopg.Connection, console: str, scenario: Scenario) -> None:
+    Provisioner(conn).enqueue(scenario.build_task, 60)
+    queued = [str(r[0]) for r in conn.execute(
+        "SELECT id FROM ql_private.runs WHERE state = 'queued' ORDER BY queue_seq DESC")]
+    first = _page(f"{console}runs?state=queued")
+    older = [e for e in first.tags("a") if e.attrs.get("id") == "older"]
+    assert len(older) == 1
+    second_url = console.rstrip("/") + str(older[0].attrs["href"])
+    second = _page(second_url)
+    assert not [e for e in second.tags("a") if e.attrs.get("id") == "older"], "the last page"
+    pages = [re.findall(r'href="/runs/([0-9a-f-]{36})"', fetch(u).body)
+             for u in (f"{console}runs?state=queued", second_url)]
+    assert len(pages[0]) == 50 and pages[0] + pages[1] == queued, "newest first, no overlap"
+
+
+def test_workers_keyset_pages(conn: psycopg.Connection, console: str) -> None:
+    for index in range(110):
+        api.register_worker(name=f"fleet-{index:03d}").run(conn)
+    every = sorted(str(r[0]) for r in conn.execute("SELECT name FROM ql_private.workers"))
+    first = _page(f"{console}workers")
+    more = [e for e in first.tags("a") if e.attrs.get("id") == "next-workers"]
+    assert len(more) == 1
+    second = _page(console.rstrip("/") + str(more[0].attrs["href"]))
+    assert not [e for e in second.tags("a") if e.attrs.get("id") == "next-workers"]
+    names = [_classed(page, "worker-name") for page in (first, second)]
+    assert len(names[0]) == 100 and sorted(names[0] + names[1]) == every
+    # The session columns follow the workers onto their page.
+    assert "python=3.11.4" in (first.by_id("workers") + second.by_id("workers"))
+
+
+BAD_REQUESTS = [
+    ("runs/00000000-0000-4000-8000-000000000000", 404, "run not found"),
+    ("runs/not-a-uuid", 400, "runId must be a lowercase canonical UUID"),
+    ("runs?state=sleeping", 400, "state 'sleeping' is not a run state (one of queued,"),
+    ("runs?colour=red", 400, "unknown query parameter 'colour'"),
+    ("runs?task=xyz", 400, "taskId must be a lowercase canonical UUID"),
+    ("runs?after=-1", 400, "after must be the cursor (next) of a previous page"),
+    ("workers?x=1", 400, "unknown query parameter 'x' (expected after)"),
+    ("workers?after=zz", 400, "after must be"),
+    ("nowhere", 404, "no such page"),
+    ("static/../../etc/passwd", 404, "no such page"),
+    ("static/missing.js", 404, "no such asset"),
+]
+
+
+def test_bad_requests_get_a_clear_answer(conn: psycopg.Connection, console: str) -> None:
+    before = table_fingerprint(conn)
+    for path, status, message in BAD_REQUESTS:
+        answer = fetch(console + path)
+        assert answer.status == status, path
+        assert Dom(answer.body).by_id("error").startswith(message), path
+    assert table_fingerprint(conn) == before
+
+
+def test_read_only_and_no_secret_on_any_page(conn: psycopg.Connection, console: str,
+                                             scenario: Scenario) -> None:
+    before = table_fingerprint(conn)
+    pages = ["", "runs", "workers", f"runs/{scenario.succeeded_run}",
+             f"runs/{scenario.started_run}", f"runs/{scenario.failed_run}",
+             "runs?state=starting", "static/console.js", "static/console.css"]
+    for path in pages:
+        answer = fetch(console + path)
+        assert answer.status == 200, path
+        for secret in scenario.secrets:
+            assert secret not in answer.body, (path, "shows a secret, token or digest")
+        assert not re.search(r"(src|href)=\"(https?:)?//", answer.body), "an outside asset"
+        assert "Content-Security-Policy" in answer.headers
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        for path in ("", "runs", f"runs/{scenario.queued_runs[0]}", "workers"):
+            answer = fetch(console + path, method=method)
+            assert answer.status == 405 and answer.headers["Allow"] == "GET, HEAD", (method, path)
+    assert fetch(console, method="HEAD").status == 200
+    assert table_fingerprint(conn) == before, "a console request changed the database"
+
+
+def test_console_role_needs_only_ql_readonly(conn: psycopg.Connection, pg_cluster,
+                                             db_name: str, scenario: Scenario) -> None:
+    """Every read of every page is allowed to ql_readonly; a role without it gets a 503."""
+    from psycopg import sql
+    role = f"ql_nobody_{db_name}"
+    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    # It may connect (the database grants CONNECT to the project roles only), not read.
+    conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+        sql.Identifier(db_name), sql.Identifier(role)))
+    try:
+        with console_process(pg_cluster.dsn(db_name, user=role)) as url:
+            answer = fetch(url)
+            assert answer.status == 503
+            assert "grant it ql_readonly" in Dom(answer.body).by_id("error")
+    finally:
+        conn.execute(sql.SQL("REVOKE CONNECT ON DATABASE {} FROM {}").format(
+            sql.Identifier(db_name), sql.Identifier(role)))
+        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def test_non_loopback_bind_needs_allow_remote(db_dsn: str) -> None:
+    refused = subprocess.run([sys.executable, "-m", "qinglong", "console", "--dsn", db_dsn,
+                              "--host", "0.0.0.0", "--port", "0"],
+                             capture_output=True, text=True, timeout=30, check=False)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "not a loopback address; pass --allow-remote" in refused.stderr
+    with pytest.raises(RemoteBindRefused):
+        ConsoleConfig(dsn=db_dsn, host="example.org")
+    assert ConsoleConfig(dsn=db_dsn, host="0.0.0.0", allow_remote=True).host == "0.0.0.0"
+    assert [is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "10.0.0.1", "host")] \
+        == [True, True, True, False, False]
+
+
+def test_markup_escapes_every_value() -> None:
+    html = el("td", "<b>&\"'", el("span", 3, title='x" onmouseover="y'))
+    assert html == ('<td>&lt;b&gt;&amp;&quot;&#x27;<span title="x&quot; onmouseover=&quot;y">'
+                    '3</span></td>')
+    assert isinstance(html, Markup)
+
+
+def test_reads_are_granted_to_ql_readonly(conn: psycopg.Connection) -> None:
+    """The console's reads as the db api names them: each is a ql_readonly read."""
+    names = [api.run_state_counts().function, api.throughput().function,
+             api.waiting_runs().function, api.live_sessions().function,
+             api.recent_denials().function, api.queue_depth().function,
+             api.list_runs().function, api.show_run(run_id="x").function,
+             api.list_workers().function]
+    rows = conn.execute(
+        "SELECT p.proname, has_function_privilege('ql_readonly', p.oid, 'EXECUTE')"
+        " FROM pg_proc p WHERE p.pronamespace = 'ql'::regnamespace AND p.proname = ANY(%s)",
+        (names,)).fetchall()
+    assert sorted(rows) == sorted((name, True) for name in names), json.dumps(rows)

@@ -1,0 +1,384 @@
+"""Floods against the worker listener (SPEC §12): connections that say nothing,
+half a ClientHello, stalled handshakes, and one certificate opening many
+connections. Real processes or the real in-process listener, real TLS 1.3 with
+client certificates, a real PostgreSQL where a pull is made."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import selectors
+import socket
+import ssl
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from qinglong.service.client_hello import bytes_needed
+from qinglong.service.connection_caps import HandshakeTurns, HelloWaits, IdentityCounter
+from tests.py import ingress_harness
+from tests.py.ingress_harness import (
+    UNREACHABLE_DSN,
+    IngressFactory,
+    IngressThread,
+    PkiSet,
+    client_context,
+    ingress_config,
+    make_agent,
+    open_body,
+    post,
+    pull_body,
+    start_ingress_tree,
+    tls_socket,
+)
+
+ingress_dsn = ingress_harness.ingress_dsn
+prov = ingress_harness.prov
+su_conn = ingress_harness.su_conn
+start_ingress_thread = ingress_harness.start_ingress_thread
+test_pki = ingress_harness.test_pki
+
+WORKER_A = "0b1e7a2c-3d4e-4f50-8a6b-7c8d9e0f1a2b"
+WORKER_B = "5d3c1b2a-0e9f-4a8b-9c7d-6e5f4a3b2c1d"
+
+
+def client_hello(ctx: ssl.SSLContext) -> bytes:
+    """The exact first flight a real TLS 1.3 client sends (a ClientHello record)."""
+    obj = ctx.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(),
+                       server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return outgoing.read()
+
+
+@dataclass
+class Flood:
+    """`silent` connections that never send a byte and `partial` ones that send
+    half a ClientHello, each reopened as soon as the server closes it, so the
+    attack stays at full strength across deadline periods."""
+
+    port: int
+    silent: int
+    partial: int
+    hello: bytes
+    lifetimes: list[float] = field(default_factory=list)
+    failed_connects: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Flood:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _open(self, selector: selectors.BaseSelector, kind: str) -> None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+        except OSError:
+            self.failed_connects += 1
+            return
+        if kind == "partial":
+            sock.sendall(self.hello[: len(self.hello) // 2])
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ, (kind, time.monotonic()))
+
+    def _run(self) -> None:
+        selector = selectors.DefaultSelector()
+        for _ in range(self.silent):
+            self._open(selector, "silent")
+        for _ in range(self.partial):
+            self._open(selector, "partial")
+        while not self._stop.is_set():
+            for key, _ in selector.select(0.05):
+                kind, opened = key.data
+                selector.unregister(key.fileobj)
+                key.fileobj.close()  # type: ignore[union-attr]
+                self.lifetimes.append(time.monotonic() - opened)
+                self._open(selector, kind)
+            missing = self.silent + self.partial - len(selector.get_map())
+            for _ in range(missing):  # connects that failed: try again
+                self._open(selector, "silent")
+        for key in list(selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        selector.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+
+def _wait(predicate: Callable[[], bool], what: str, timeout_s: float = 15) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------ acceptance
+
+SILENT = 300
+PARTIAL = 100
+
+
+# Caps far below the flood: then only the design (silent connections hold no
+# connection slot and no handshake turn), not headroom, keeps the worker in. With
+# a slot taken at accept, 400 connections over 64 slots keep a new connection in
+# the backlog for several deadline periods.
+TIGHT = {"maxConnections": 64, "maxHandshakes": 8}
+
+
+@pytest.mark.parametrize(("processes", "caps"), [(1, {}), (2, {}), (1, TIGHT)],
+                         ids=["processes1", "processes2", "processes1-tight-caps"])
+def test_flood_of_silent_and_partial_hellos_cannot_keep_a_worker_out(
+        processes: int, caps: dict[str, int], tmp_path: Path, prov, test_pki: PkiSet,
+        ingress_dsn: str) -> None:
+    """300 TCP connections left silent and 100 that send half a ClientHello (each
+    reopened when the server drops it): a real worker's pull on a fresh
+    connection still completes within 2 s, on `--processes 1` and `2`."""
+    tree = start_ingress_tree(tmp_path / "ingress", test_pki, ingress_dsn,
+                              processes=processes, **caps)
+    agent = make_agent(prov, test_pki, f"flood-worker-{processes}")
+    flood: Flood | None = None
+    try:
+        opened = post(tree.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
+                      token=agent.token)
+        assert opened.status == 201, opened.body
+        session = opened.json
+        flood = Flood(tree.port, SILENT, PARTIAL, client_hello(agent.ctx)).start()
+        _wait(lambda: tree.metric_sum("qinglong_ingress_hello_waits") >= SILENT + PARTIAL - 10,
+              "the flood is held by the listener")
+        durations = []
+        held = []
+        # One pull every 0.25 s for 5 s: more than one handshake deadline, so the
+        # listener is also closing and the flood reopening meanwhile.
+        for _ in range(20):
+            started = time.monotonic()
+            reply = post(tree.port, "/v1/offers/pull", pull_body(agent, session),
+                         ctx=agent.ctx, token=agent.token)
+            durations.append(time.monotonic() - started)
+            assert reply.status == 200 and reply.json["status"] == "idle", reply.body
+            held.append(tree.metric_sum("qinglong_ingress_hello_waits"))
+            time.sleep(0.25)
+        report = {"processes": processes, **caps, "maxPullS": round(max(durations), 3),
+                  "medianPullS": round(statistics.median(durations), 3),
+                  "heldMedian": statistics.median(held), "heldMin": min(held),
+                  "dropped": len(flood.lifetimes),
+                  "maxLifetimeS": round(max(flood.lifetimes, default=0.0), 2)}
+        print(json.dumps(report))
+        assert max(durations) < 2.0, report
+        # The flood really was there (each drop is reopened at once: only a sample
+        # taken just as a batch reaches its deadline sees fewer), and the deadline
+        # dropped it.
+        assert statistics.median(held) >= SILENT + PARTIAL - 40, report
+        assert len(flood.lifetimes) >= SILENT + PARTIAL, report
+        assert max(flood.lifetimes) < 3.0 + 2.0, report  # the deadline, plus a busy box
+        assert tree.metric_sum('qinglong_ingress_connections_shed_total{reason="deadline"}') \
+            >= SILENT + PARTIAL, report
+    finally:
+        if flood is not None:
+            flood.stop()
+        assert tree.stop() == 0
+
+
+# ------------------------------------------------------------------ in-process listener
+
+
+@pytest.fixture
+def listener_factory(start_ingress_thread: IngressFactory, test_pki: PkiSet
+                     ) -> Callable[..., IngressThread]:
+    def start(**overrides: object) -> IngressThread:
+        return start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN, **overrides))
+    return start
+
+
+def _closed_after(sock: socket.socket, limit_s: float) -> float:
+    """Seconds until the server closes `sock` (which sends nothing more)."""
+    started = time.monotonic()
+    sock.settimeout(limit_s)
+    try:
+        assert sock.recv(4096) == b""
+    except ConnectionResetError:
+        pass
+    return time.monotonic() - started
+
+
+def test_silent_and_half_hello_connections_are_closed_at_the_deadline(listener_factory,
+                                                                       test_pki):
+    server = listener_factory()  # the default deadline: 3 s from accept
+    hello = client_hello(client_context(test_pki, test_pki.worker_cert(WORKER_A)))
+    silent = socket.create_connection(("127.0.0.1", server.port))
+    partial = socket.create_connection(("127.0.0.1", server.port))
+    partial.sendall(hello[:40])
+    with silent, partial:
+        lived = [_closed_after(silent, 10), _closed_after(partial, 10)]
+    assert 2.5 < lived[0] < 4.5 and lived[1] < 4.5, lived
+    assert server.metrics.connections_shed.value("deadline") == 2
+    assert server.metrics.tls_handshakes.value("failed") == 2
+
+
+def _request(sock: ssl.SSLSocket) -> int | None:
+    """One request on an established connection: its status, or None when the
+    server closes the connection without an HTTP answer."""
+    body = json.dumps({"schema": "qinglong/session-heartbeat-request@v1"}).encode()
+    conn = http.client.HTTPConnection("127.0.0.1")
+    conn.sock = sock
+    try:
+        conn.request("POST", "/v1/sessions/heartbeat", body=body,
+                     headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    except (http.client.RemoteDisconnected, ConnectionError, ssl.SSLError):
+        return None
+
+
+def test_one_identity_holds_at_most_four_connections(listener_factory, test_pki):
+    server = listener_factory(header_timeout_s=30.0)
+    ctx_a = client_context(test_pki, test_pki.worker_cert(WORKER_A))
+    ctx_b = client_context(test_pki, test_pki.worker_cert(WORKER_B))
+    held = [tls_socket(server.port, ctx_a) for _ in range(4)]
+    try:
+        for sock in held:
+            assert _request(sock) is not None  # admitted: the application answers
+        _wait(lambda: server.running.site.accept_loop.identities.count(WORKER_A) == 4,
+              "four connections of A established")
+        with tls_socket(server.port, ctx_a) as fifth:
+            assert _request(fifth) is None  # closed at once, no HTTP answer
+        assert server.metrics.connections_shed.value("identity_cap") == 1
+        with tls_socket(server.port, ctx_b) as other:
+            assert _request(other) is not None  # another identity is not affected
+        held.pop().close()
+        _wait(lambda: server.running.site.accept_loop.identities.count(WORKER_A) == 3,
+              "the closed connection is released")
+        with tls_socket(server.port, ctx_a) as again:
+            assert _request(again) is not None
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_handshakes_in_progress_are_capped(listener_factory, test_pki):
+    server = listener_factory(max_handshakes=2, handshake_timeout_s=2.0)
+    ctx = client_context(test_pki, test_pki.worker_cert(WORKER_A))
+    stalled = []
+    for _ in range(2):  # a whole ClientHello, then never the client's Finished
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.sendall(client_hello(ctx))
+        stalled.append(sock)
+    try:
+        _wait(lambda: server.running.site.accept_loop.turns.handshaking == 2,
+              "both stalled handshakes hold a turn", 1.5)
+        assert "\nqinglong_ingress_tls_handshakes_in_progress 2\n" in server.metrics_text()
+        started = time.monotonic()
+        with pytest.raises((TimeoutError, socket.timeout)):
+            tls_socket(server.port, ctx, timeout=0.8)  # waits for a turn: no ServerHello
+        assert time.monotonic() - started < 1.5
+        # The stalled ones reach their deadline; then a worker gets its turn.
+        _wait(lambda: server.running.site.accept_loop.turns.handshaking == 0,
+              "stalled handshakes dropped at the deadline", 5)
+        with tls_socket(server.port, ctx) as sock:
+            assert _request(sock) is not None
+    finally:
+        for sock in stalled:
+            sock.close()
+    assert server.metrics.connections_shed.value("deadline") >= 2
+
+
+def test_the_oldest_hello_wait_makes_room_for_a_new_connection(listener_factory, test_pki):
+    server = listener_factory(max_hello_waits=3)
+    silent = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+    try:
+        _wait(lambda: len(server.running.site.accept_loop.hello_waits) == 3, "three held")
+        newest = socket.create_connection(("127.0.0.1", server.port))
+        silent.append(newest)
+        assert _closed_after(silent[0], 2) < 1.0  # the oldest, long before the deadline
+        assert server.metrics.connections_shed.value("hello_evicted") == 1
+        ctx = client_context(test_pki, test_pki.worker_cert(WORKER_A))
+        with tls_socket(server.port, ctx) as sock:  # a worker still gets in
+            assert _request(sock) is not None
+    finally:
+        for sock in silent:
+            sock.close()
+
+
+async def _block_the_loop(seconds: float) -> None:
+    time.sleep(seconds)  # on purpose: the listener's loop accepts nothing meanwhile
+
+
+def test_connections_evicted_before_their_first_step_are_closed(listener_factory):
+    """Connections queued while the loop was busy are accepted in one go; those
+    evicted before their task ever ran are closed (not leaked) and counted."""
+    server = listener_factory(max_hello_waits=1)
+    blocker = threading.Thread(target=server.run, args=(_block_the_loop(0.6),))
+    blocker.start()
+    time.sleep(0.1)
+    socks = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+    try:
+        blocker.join()
+        assert _closed_after(socks[0], 2) < 1.0 and _closed_after(socks[1], 2) < 1.0
+        _wait(lambda: server.metrics.connections_shed.value("hello_evicted") == 2, "counted")
+        assert len(server.running.site.accept_loop.hello_waits) == 1  # the newest waits on
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+# ------------------------------------------------------------------ units
+
+
+def test_bytes_needed_reads_only_the_record_header():
+    assert bytes_needed(b"") == 1
+    assert bytes_needed(b"\x16\x03") == 5
+    assert bytes_needed(b"\x16\x03\x01\x02\x00") == 5 + 512
+    assert bytes_needed(b"GET / HTTP/1.1") is None  # not TLS: the TLS layer refuses it
+    assert bytes_needed(b"\x16\x03\x01\xff\xff") is None  # longer than any record
+
+
+def test_handshake_turns_never_leak_under_cancellation():
+    async def scenario() -> None:
+        turns = HandshakeTurns(max_handshakes=1, max_connections=2)
+        await turns.acquire()
+        waiting = asyncio.ensure_future(turns.acquire())
+        await asyncio.sleep(0)
+        waiting.cancel()  # a deadline while waiting: no turn taken
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert (turns.handshaking, turns.waiting) == (1, 0)
+        granted = asyncio.ensure_future(turns.acquire())
+        await asyncio.sleep(0)
+        turns.handshake_done(established=True)  # grants the waiter its turn...
+        granted.cancel()  # ...which is cancelled before it runs: the turn returns
+        with pytest.raises(asyncio.CancelledError):
+            await granted
+        assert (turns.handshaking, turns.established) == (0, 1)
+        await turns.acquire()
+        turns.handshake_done(established=True)
+        blocked = asyncio.ensure_future(turns.acquire())  # 2 established = max
+        await asyncio.sleep(0)
+        assert not blocked.done()
+        turns.connection_closed()
+        await blocked
+        assert (turns.handshaking, turns.established) == (1, 1)
+
+    asyncio.run(scenario())
+
+
+def test_identity_counter_and_hello_waits():
+    counter = IdentityCounter(2)
+    assert counter.acquire("a") and counter.acquire("a") and not counter.acquire("a")
+    assert counter.acquire("b")
+    counter.release("a")
+    assert counter.count("a") == 1 and counter.acquire("a")
+    waits = HelloWaits(2)
+    waits.add("x")
+    waits.add("y")
+    assert waits.make_room() == "x" and "x" not in waits and len(waits) == 1
+    assert waits.make_room() is None
+

@@ -1,0 +1,445 @@
+"""One supervisor process per run: nothing a command starts outlives its run (SPEC §11).
+
+Loaded only by the executor (R-LAY-1: ``ctypes`` is imported here, never by a
+worker that does not execute).
+
+The worker forks a **supervisor** for every run; the supervisor forks the
+command. Why a process of its own, and not the worker:
+
+* **Subreaper.** The supervisor sets ``PR_SET_CHILD_SUBREAPER``, so whatever the
+  command leaves behind — a child that called ``setsid()``, a double fork —
+  is re-parented to the supervisor, never to init. When the command's leader
+  exits, is timed out or cancelled, the supervisor walks ``/proc`` for its
+  descendants, SIGKILLs them and reaps until it has no child left (a process
+  forked meanwhile is found on the next pass). Only this run's processes are
+  its descendants, so other runs and the worker's own children are never hit.
+  (Linux cgroups would do the same; they are rarely writable by a worker, the
+  subreaper needs nothing.)
+* **Identities.** With a run-as user U the supervisor clears its supplementary
+  groups, takes U's group, and sets ``ruid=suid=worker, euid=U``: it may signal
+  U's processes (its euid is theirs), they may not signal it (its real and saved
+  uid are not theirs), and its memory — a copy of the worker's — is not
+  dumpable, so U cannot ptrace or read it. The command then sets all three
+  uids to U (no capability is left; ``no_new_privs`` stops setuid binaries and
+  file capabilities from giving any back) and ``execve``\\s.
+* **Work directory.** The supervisor creates the run's directory (0700, owned
+  by U) as U, through a descriptor of the runs directory the worker opened, so
+  U never needs to search the runs directory's ancestors; ``cwd`` components
+  are created the same way with ``O_NOFOLLOW`` (no symlink escape), and the
+  command starts with ``fchdir``. After the tree is dead the supervisor removes
+  the directory, again as U (the files are U's).
+* **Status.** The supervisor exits with its leader's status: the same code, or
+  death by the same signal (it is not dumpable: no core file). A spawn failure
+  is reported as a reason code over a close-on-exec pipe (EOF: exec succeeded).
+* **Signals from the worker.** SIGTERM: forwarded to every descendant (polite
+  stop). :data:`KILL_TREE` (SIGUSR1): SIGKILL every descendant now. The worker's
+  death sends :data:`KILL_TREE` too (``PR_SET_PDEATHSIG``).
+* Everything the worker had open (journal, lock, sockets) is closed in the
+  supervisor before anything else; the command gets /dev/null, the output pipe
+  and nothing more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import signal
+import stat
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+__all__ = [
+    "KILL_TREE",
+    "SUPERVISOR_NAME",
+    "Launch",
+    "SpawnFailed",
+    "Supervised",
+    "descendants",
+    "is_supervisor",
+    "start",
+]
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_NAME = 15
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+
+KILL_TREE = signal.SIGUSR1
+SUPERVISOR_NAME = "ql-supervisor"
+# A supervisor that neither execs its command nor reports a failure by then is
+# killed: spawn() must not hang the run loop.
+START_TIMEOUT_S = 10.0
+LOST_STATUS = 255  # a supervisor someone else reaped: exit status unknown
+_REASON_MAX = 64
+_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, KILL_TREE)
+
+_SPAWN_REASONS = {
+    errno.ENOENT: "executable_not_found",
+    errno.EACCES: "permission_denied",
+    errno.EPERM: "permission_denied",
+    errno.ENOEXEC: "exec_format_error",
+    errno.ENOTDIR: "executable_not_found",
+    errno.E2BIG: "argument_list_too_long",
+    errno.ENOMEM: "out_of_memory",
+    errno.EAGAIN: "process_limit",
+}
+
+
+class SpawnFailed(Exception):
+    """The command could not be started; ``reason`` is a low-cardinality code."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the supervisor needs, all decided (and validated) in the worker."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    runs_dir: str  # parent of the run's directory (worker-owned)
+    run_name: str  # the run directory's name inside runs_dir
+    cwd_parts: tuple[str, ...]  # relative path components inside the run directory
+    uid: int | None = None  # run-as user; None: keep the worker's identity
+    gid: int | None = None
+
+
+class _Prctl:
+    """``prctl(2)`` through libc (no Python API for the options used here)."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self._call = ctypes.CDLL(None, use_errno=True).prctl
+
+    def __call__(self, option: int, arg: int | bytes = 0) -> bool:
+        return self._call(option, arg, 0, 0, 0) == 0
+
+
+@dataclass
+class Supervised:
+    """The worker's handle on one supervisor (Popen-like, without Popen)."""
+
+    pid: int
+    stdout: IO[bytes]
+    returncode: int | None = field(default=None)
+
+    def send(self, signum: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, signum)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its status is lost
+                self.returncode = LOST_STATUS
+                return self.returncode
+            if pid == self.pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.returncode
+
+
+def start(launch: Launch) -> Supervised:
+    """Fork the supervisor; return once the command exec'd, else raise SpawnFailed."""
+    prctl = _Prctl()
+    try:
+        runs_fd = os.open(launch.runs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        raise SpawnFailed("work_dir_unusable") from None
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    worker_pid = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (runs_fd, out_r, out_w, err_r, err_w):
+            os.close(fd)
+        raise SpawnFailed("process_limit") from None
+    if pid == 0:  # the supervisor: never returns
+        code = 127
+        try:
+            code = _Supervisor(launch, prctl, worker_pid, runs_fd, out_w, err_w).run()
+        finally:
+            os._exit(code)
+    for fd in (runs_fd, out_w, err_w):
+        os.close(fd)
+    reason = _read_reason(err_r)
+    handle = Supervised(pid, os.fdopen(out_r, "rb"))
+    if reason is not None:
+        if reason == "start_timeout":
+            handle.send(signal.SIGKILL)
+        handle.wait(START_TIMEOUT_S)
+        handle.stdout.close()
+        raise SpawnFailed(reason)
+    return handle
+
+
+def _read_reason(fd: int) -> str | None:
+    """EOF at once: the command exec'd. Bytes: the reason it did not."""
+    data = b""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return "start_timeout"
+            chunk = os.read(fd, _REASON_MAX)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    return data.decode("ascii", "replace")[:_REASON_MAX] or None
+
+
+def is_supervisor(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as handle:
+            return handle.read().strip() == SUPERVISOR_NAME.encode()
+    except OSError:
+        return False
+
+
+def _ppid(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        return int(data[data.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root`` (a /proc snapshot)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            ppid = _ppid(name)
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(name))
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+class _Supervisor:
+    """Runs in the forked child; every method ends in the child's own exit."""
+
+    def __init__(
+        self, launch: Launch, prctl: _Prctl, worker_pid: int, runs_fd: int, out_w: int, err_w: int
+    ) -> None:
+        self.launch = launch
+        self.prctl = prctl
+        self.worker_pid = worker_pid
+        self.runs_fd = runs_fd
+        self.out_w = out_w
+        self.err_w = err_w
+        self.leader: int | None = None
+        self.killing = False
+        self.created = False  # the run directory is ours to remove
+
+    def run(self) -> int:
+        try:
+            self._setup()
+            cwd_fd = self._make_dirs()
+        except (SpawnFailed, OSError) as exc:
+            self._report(exc.reason if isinstance(exc, SpawnFailed) else "work_dir_unusable")
+            if self.created:
+                with contextlib.suppress(OSError, RecursionError):
+                    _remove_entry(self.runs_fd, self.launch.run_name)
+            return 127
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
+        self.leader = os.fork()
+        if self.leader == 0:
+            self._exec(cwd_fd)  # never returns
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        os.close(cwd_fd)
+        os.close(self.err_w)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)  # only the command's tree holds the output pipe now
+        os.close(devnull)
+        if self.killing:
+            _signal_all([self.leader], signal.SIGKILL)
+        status = self._wait_leader()
+        self._kill_tree()
+        with contextlib.suppress(OSError, RecursionError):
+            _remove_entry(self.runs_fd, self.launch.run_name)
+        return _relay(status)
+
+    def _setup(self) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(-1)  # the worker's wake-up pipe is not ours
+        for signum in _HANDLED:
+            signal.signal(signum, self._on_signal)
+        os.setsid()
+        self.prctl(PR_SET_NAME, SUPERVISOR_NAME.encode())
+        self.prctl(PR_SET_DUMPABLE, 0)
+        if not self.prctl(PR_SET_CHILD_SUBREAPER, 1):
+            raise SpawnFailed("subreaper_unavailable")
+        self.prctl(PR_SET_PDEATHSIG, KILL_TREE)
+        if os.getppid() != self.worker_pid:
+            self.killing = True  # the worker died before PDEATHSIG was armed
+        self._fds()
+        launch = self.launch
+        if launch.uid is not None and launch.gid is not None:
+            try:
+                os.setgroups([])
+                os.setresgid(launch.gid, launch.gid, launch.gid)
+                real = os.getuid()
+                os.setresuid(real, launch.uid, real)
+            except OSError:
+                raise SpawnFailed("run_as_failed") from None
+
+    def _fds(self) -> None:
+        """stdin /dev/null, stdout+stderr the output pipe; close everything else."""
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(self.out_w, 1)
+        os.dup2(self.out_w, 2)
+        keep = {0, 1, 2, self.err_w, self.runs_fd}
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd not in keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _make_dirs(self) -> int:
+        """The run directory (as the run-as user), then cwd inside it; its fd."""
+        name = self.launch.run_name
+        try:
+            os.mkdir(name, 0o700, dir_fd=self.runs_fd)
+        except FileExistsError:  # left by a supervisor that was killed
+            _remove_entry(self.runs_fd, name)
+            os.mkdir(name, 0o700, dir_fd=self.runs_fd)
+        self.created = True
+        fd = _open_dir(name, self.runs_fd)
+        os.fchmod(fd, 0o700)
+        for part in self.launch.cwd_parts:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o700, dir_fd=fd)
+            try:
+                inner = _open_dir(part, fd)
+            except OSError:
+                raise SpawnFailed("cwd_outside_work_dir") from None
+            os.close(fd)
+            fd = inner
+        return fd
+
+    def _exec(self, cwd_fd: int) -> None:
+        reason = "spawn_failed"
+        try:
+            for signum in (*_HANDLED, signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())
+            if self.launch.uid is not None:
+                os.setresuid(self.launch.uid, self.launch.uid, self.launch.uid)
+            self.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)  # old kernels: no ambient set
+            if not self.prctl(PR_SET_NO_NEW_PRIVS, 1):
+                raise SpawnFailed("run_as_failed")
+            os.close(self.runs_fd)
+            os.fchdir(cwd_fd)
+            argv = list(self.launch.argv)
+            os.execvpe(argv[0], argv, dict(self.launch.env))
+        except SpawnFailed as exc:
+            reason = exc.reason
+        except OSError as exc:
+            reason = _SPAWN_REASONS.get(exc.errno or 0, "spawn_failed")
+        except (ValueError, TypeError, IndexError):
+            reason = "invalid_argv"
+        finally:
+            self._report(reason)
+            os._exit(127)
+
+    def _report(self, reason: str) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.err_w, reason.encode("ascii")[:_REASON_MAX])
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if signum == signal.SIGTERM:
+            _signal_all(descendants(os.getpid()), signal.SIGTERM)
+            return
+        self.killing = True  # KILL_TREE, the worker's death, or a hang-up
+        _signal_all(descendants(os.getpid()), signal.SIGKILL)
+
+    def _wait_leader(self) -> int:
+        while True:
+            pid, status = os.waitpid(-1, 0)  # reaps orphans too
+            if pid == self.leader:
+                return status
+
+    def _kill_tree(self) -> None:
+        """SIGKILL every descendant and reap until none is left."""
+        while True:
+            _signal_all(descendants(os.getpid()), signal.SIGKILL)
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+
+
+def _open_dir(name: str, dir_fd: int) -> int:
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+
+
+def _entries(dir_fd: int) -> Iterator[os.DirEntry[str]]:
+    with os.scandir(dir_fd) as it:
+        yield from list(it)
+
+
+def _remove_entry(parent_fd: int, name: str) -> None:
+    """rm -rf of one entry, by descriptors (no path is followed twice)."""
+    try:
+        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=parent_fd)
+        return
+    os.chmod(name, 0o700, dir_fd=parent_fd)  # the command may have made it read-only
+    fd = _open_dir(name, parent_fd)
+    try:
+        for entry in _entries(fd):
+            _remove_entry(fd, entry.name)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+def _relay(status: int) -> int:
+    """Exit like the leader: its code, or death by its signal."""
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        os.kill(os.getpid(), signum)
+        return 128 + signum
+    return os.waitstatus_to_exitcode(status)

@@ -1,0 +1,250 @@
+"""Whom commands run as, and the start-time checks that make it safe (SPEC §11).
+
+``qinglong worker run --execute --run-as USER``. The decisions, in order
+(:func:`decide`); every refusal is a :class:`RunAsError` and the worker exits 2:
+
+* ``--execute`` without ``--run-as`` as root: refused (a task would run as root
+  and read everything). Without ``--run-as`` as any other user, commands run as
+  the worker's own user — they can read its credentials; the worker says so
+  loudly at start (``worker.unisolated``). That is for development only.
+* ``--run-as root`` (or 0) is the explicit way to accept running tasks as root;
+  only a worker that is root may do it.
+* ``--run-as`` the worker's own user: refused (nothing would be isolated).
+* Switching needs root or both ``CAP_SETUID`` and ``CAP_SETGID`` in the
+  effective set (a systemd unit's ``AmbientCapabilities=``); otherwise refused.
+* The journal (with every file in it), the work directory of output logs, the
+  credential file, the key and the configuration must not be readable by USER.
+  This is probed for real: a forked child takes USER's identity and tries to
+  open each one (modes, owners, ACLs and every parent directory count as the
+  kernel counts them). Any success refuses the start, naming the file.
+
+Light (``pwd``, ``os``): imported by the CLI before the executor loads.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "RUNS_MODE_PRIVATE",
+    "RUNS_MODE_SHARED",
+    "RunAs",
+    "RunAsError",
+    "Sandbox",
+    "check_unreadable",
+    "decide",
+    "effective_capabilities",
+    "ensure_unprivileged_user",
+    "may_switch",
+    "prepare_runs_dir",
+    "readable_by",
+    "resolve_user",
+]
+
+CAP_SETGID = 6
+CAP_SETUID = 7
+RUNS_MODE_SHARED = 0o1733  # run-as user: may create its run's directory, not list
+RUNS_MODE_PRIVATE = 0o700  # commands run as the worker itself
+DEFAULT_RUN_USER = "qlrun"
+
+
+class RunAsError(Exception):
+    """The worker must not start its executor; ``reason`` is a short category."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class RunAs:
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def is_root(self) -> bool:
+        return self.uid == 0
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Where and as whom the executor runs commands.
+
+    ``run_as`` None: the worker's own identity (a non-root worker without
+    ``--run-as``, or ``--run-as root`` by root). ``runs_dir``: the parent of the
+    per-run directories."""
+
+    runs_dir: str
+    run_as: RunAs | None = None
+
+    @property
+    def switches(self) -> bool:
+        return self.run_as is not None
+
+
+def resolve_user(text: str) -> RunAs:
+    """A user by name, or by numeric uid."""
+    try:
+        entry = pwd.getpwuid(int(text, 10)) if text.isdigit() else pwd.getpwnam(text)
+    except (KeyError, ValueError, OverflowError):
+        raise RunAsError("unknown_user", f"--run-as {text!r}: no such user") from None
+    return RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
+
+def effective_capabilities(status_path: str = "/proc/self/status") -> int:
+    """The CapEff bit mask of this process (0 when unknown)."""
+    try:
+        with open(status_path, encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def may_switch(euid: int, capabilities: int) -> bool:
+    """Root, or both CAP_SETUID and CAP_SETGID effective."""
+    wanted = (1 << CAP_SETUID) | (1 << CAP_SETGID)
+    return euid == 0 or capabilities & wanted == wanted
+
+
+def decide(run_as: str | None, *, euid: int, capabilities: int) -> RunAs | None:
+    """The identity commands switch to (None: keep the worker's), or refuse."""
+    if run_as is None:
+        if euid == 0:
+            raise RunAsError(
+                "run_as_required",
+                "--execute as root needs --run-as USER (an unprivileged user; "
+                "--run-as root accepts running tasks as root)",
+            )
+        return None
+    target = resolve_user(run_as)
+    if target.is_root:
+        if euid != 0:
+            raise RunAsError("run_as_root_refused", "--run-as root needs a worker running as root")
+        return None  # explicit: tasks run as root
+    if target.uid == euid:
+        raise RunAsError(
+            "run_as_is_worker",
+            f"--run-as {target.name} is the worker's own user: commands could read its "
+            "credentials; use a separate unprivileged user",
+        )
+    if not may_switch(euid, capabilities):
+        raise RunAsError(
+            "no_privilege_to_switch",
+            f"--run-as {target.name} needs root or CAP_SETUID+CAP_SETGID "
+            "(systemd: AmbientCapabilities=CAP_SETUID CAP_SETGID)",
+        )
+    return target
+
+
+def readable_by(user: RunAs, paths: Sequence[str]) -> list[str]:
+    """The paths ``user`` can open for reading, probed in a child with its identity."""
+    if not paths:
+        return []
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the probe: drop to the user for good, try, report indexes
+        code = 1
+        try:
+            os.close(read_fd)
+            os.setgroups([])
+            os.setresgid(user.gid, user.gid, user.gid)
+            os.setresuid(user.uid, user.uid, user.uid)
+            hits = [str(i) for i, path in enumerate(paths) if _opens(path)]
+            os.write(write_fd, " ".join(hits).encode() + b"\n")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as reader:
+        data = reader.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0 or not data.endswith(b"\n"):
+        raise RunAsError("probe_failed", f"could not take the identity of {user.name}")
+    return [paths[int(i)] for i in data.split()]
+
+
+def _opens(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def private_tree(root: str) -> list[str]:
+    """``root`` and everything below it (no symlink followed); missing: []."""
+    if not os.path.lexists(root):
+        return []
+    found = [root]
+    for parent, dirs, files in os.walk(root):
+        found.extend(os.path.join(parent, name) for name in (*dirs, *files))
+    return found
+
+
+def check_unreadable(user: RunAs, named: Sequence[tuple[str, str]]) -> None:
+    """Refuse when ``user`` can read any (what, path) given, or anything below it."""
+    paths: list[str] = []
+    owner: dict[str, str] = {}
+    for what, path in named:
+        for item in private_tree(path):
+            paths.append(item)
+            owner.setdefault(item, what)
+    leaked = readable_by(user, paths)
+    if leaked:
+        path = leaked[0]
+        mode = os.lstat(path).st_mode & 0o7777
+        raise RunAsError(
+            "readable_by_run_as",
+            f"the {owner[path]} {path} (mode {mode:04o}) is readable by {user.name}: "
+            "make it and its directories private to the worker",
+        )
+
+
+def prepare_runs_dir(path: str, *, shared: bool) -> None:
+    """Create or adopt the runs directory: ours, a real directory, the right mode."""
+    mode = RUNS_MODE_SHARED if shared else RUNS_MODE_PRIVATE
+    try:
+        # Missing parents as the journal's (worker/runner.py): private to the worker.
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise RunAsError("runs_dir_unusable", f"{path}: {exc.strerror}") from None
+    st = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.geteuid():
+        raise RunAsError("runs_dir_unusable", f"{path} is not a directory owned by the worker")
+    os.chmod(path, mode)
+
+
+def ensure_unprivileged_user(name: str = DEFAULT_RUN_USER) -> str:
+    """For root-run demos and tests: ``name`` (created as a system user when
+    missing), else ``nobody``. Never root."""
+    try:
+        pwd.getpwnam(name)
+        return name
+    except KeyError:
+        pass
+    import subprocess
+
+    try:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+             "--shell", "/usr/sbin/nologin", "--user-group", name],
+            check=True, capture_output=True, timeout=30,
+        )  # fmt: skip
+        pwd.getpwnam(name)
+        return name
+    except (OSError, subprocess.SubprocessError, KeyError):
+        return "nobody"
