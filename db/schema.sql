@@ -645,22 +645,26 @@ BEGIN
             MESSAGE = 'credential, digest and worker arrays must have the same length 0..1024';
     END IF;
     IF EXISTS (SELECT 1
-                 FROM unnest(p_credential_ids, p_secret_digests, p_worker_ids) AS i(c, d, w)
-                WHERE c IS NULL OR c !~ '^[a-z0-9]{16}$' OR d IS NULL OR octet_length(d) <> 32
-                   OR w IS NULL
-                   OR w !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') THEN
+                 FROM unnest(p_credential_ids, p_secret_digests, p_worker_ids)
+                      AS entry(credential_id, digest, worker_id)
+                WHERE entry.credential_id IS NULL
+                   OR entry.credential_id !~ '^[a-z0-9]{16}$'
+                   OR entry.digest IS NULL OR octet_length(entry.digest) <> 32
+                   OR entry.worker_id IS NULL
+                   OR entry.worker_id
+                      !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'every element must be a credential id, a 32-byte digest and a worker UUID';
     END IF;
     RETURN coalesce((
-        SELECT array_agg(i.c ORDER BY i.n)
+        SELECT array_agg(entry.credential_id ORDER BY entry.input_order)
           FROM unnest(p_credential_ids, p_secret_digests, p_worker_ids)
-               WITH ORDINALITY AS i(c, d, w, n)
-          JOIN ql_private.worker_credentials c ON c.credential_id = i.c
-          JOIN ql_private.workers wk ON wk.id = c.worker_id
-         WHERE ql_private.digest_equal(i.d, c.secret_digest)
-           AND c.revoked_at IS NULL
-           AND c.worker_id = i.w::uuid
+               WITH ORDINALITY AS entry(credential_id, digest, worker_id, input_order)
+          JOIN ql_private.worker_credentials cred ON cred.credential_id = entry.credential_id
+          JOIN ql_private.workers wk ON wk.id = cred.worker_id
+         WHERE ql_private.digest_equal(entry.digest, cred.secret_digest)
+           AND cred.revoked_at IS NULL
+           AND cred.worker_id = entry.worker_id::uuid
            AND wk.disabled_at IS NULL), ARRAY[]::text[]);
 END
 $_$;
@@ -1509,11 +1513,11 @@ BEGIN
         v_ids := ARRAY(SELECT ql_private.parse_uuid(w, 'workerIds') FROM unnest(p_worker_ids) w);
     END IF;
     WITH listed AS (
-        SELECT s.worker_id, w.name, w.disabled_at, s.session_id, s.generation,
+        SELECT s.worker_id, w.name, w.disabled_at, s.session_id, s.generation, s.state,
                s.capabilities, s.slots, s.heartbeat_at, s.expires_at
           FROM ql_private.worker_sessions s
           JOIN ql_private.workers w ON w.id = s.worker_id
-         WHERE s.state = 'active'
+         WHERE s.state IN ('active', 'draining')
            AND (v_ids IS NULL OR s.worker_id = ANY (v_ids))
          ORDER BY w.name, s.session_id
          LIMIT p_limit + 1
@@ -1528,6 +1532,7 @@ BEGIN
                'labels', coalesce(x.capabilities -> 'labels', '{}'::jsonb),
                'runtimes', coalesce(x.capabilities -> 'runtimes', '{}'::jsonb),
                'slots', x.slots,
+               'draining', x.state = 'draining',
                'slotsUsed', u.used,
                'slotsFree', greatest(x.slots - u.used, 0),
                'lastSeenAtMs', ql_private.epoch_ms(x.heartbeat_at),
@@ -1554,7 +1559,7 @@ ALTER FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) OWNER TO q
 -- Name: FUNCTION live_sessions(p_limit integer, p_worker_ids text[]); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) IS 'Active worker sessions for the console (SPEC 10): {sessions: [{workerId, worker, disabled, sessionId, generation, executors, labels, runtimes, slots, slotsUsed, slotsFree, lastSeenAtMs, expiresAtMs, expired}], truncated}, by worker name, at most p_limit; with p_worker_ids only the sessions of those workers; never a secret, digest or token. Inputs: p_limit 1..1000 (default 200), p_worker_ids (NULL = all, <= 1000 ids). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit / workerIds count, QL001 workerIds malformed. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) IS 'Open (active or draining) worker sessions for the console (SPEC 10): {sessions: [{workerId, worker, disabled, sessionId, generation, executors, labels, runtimes, slots, draining, slotsUsed, slotsFree, lastSeenAtMs, expiresAtMs, expired}], truncated}, by worker name, at most p_limit; with p_worker_ids only the sessions of those workers; never a secret, digest or token. Inputs: p_limit 1..1000 (default 200), p_worker_ids (NULL = all, <= 1000 ids). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit / workerIds count, QL001 workerIds malformed. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -2041,11 +2046,13 @@ DECLARE
     v_cap constant integer := 1000;
     v_priority_limit constant integer := 16;
     v_task_limit constant integer := 20;
+    v_task_scan_cap constant integer := 1000;
     v_nil constant uuid := '00000000-0000-0000-0000-000000000000';
     v_now timestamptz := clock_timestamp();
     v_priorities jsonb;
     v_tasks jsonb;
     v_with_runs integer;
+    v_tasks_capped boolean;
 BEGIN
     -- One descent of runs_candidate_keyset per distinct priority; a priority's
     -- rows are a key range written as row comparisons (as status_snapshot and
@@ -2079,7 +2086,12 @@ BEGIN
                        AND r.due_at IS NULL
                      ORDER BY -(r.priority::integer), r.queue_seq, r.id
                      LIMIT v_cap + 1) y) AS runs,
-               (SELECT r.created_at FROM ql_private.runs r
+               -- Waiting since it became ready: greatest(created_at, its current
+               -- attempt's not_before) (a retry, a promoted scheduled run).
+               (SELECT greatest(r.created_at,
+                                (SELECT a.not_before FROM ql_private.attempts a
+                                  WHERE a.id = r.current_attempt_id))
+                  FROM ql_private.runs r
                  WHERE (-(r.priority::integer), r.queue_seq, r.id)
                        >= (l.neg, -9223372036854775808, v_nil)
                    AND (-(r.priority::integer), r.queue_seq, r.id)
@@ -2095,7 +2107,7 @@ BEGIN
                'runs', least(per.runs, v_cap),
                'capped', per.runs > v_cap,
                'oldestWaitingAgeMs',
-                   floor(extract(epoch FROM v_now - per.oldest) * 1000)::bigint)
+                   greatest(floor(extract(epoch FROM v_now - per.oldest) * 1000), 0)::bigint)
                ORDER BY per.priority DESC), '[]'::jsonb)
       INTO v_priorities
       FROM per;
@@ -2111,7 +2123,8 @@ BEGIN
                                        WHERE r.task_id = t.id AND r.state = 'dispatching'
                                        ORDER BY r.task_id, r.state, r.queue_seq
                                        LIMIT v_cap + 1) y) AS dispatching
-          FROM ql_private.tasks t
+          FROM (SELECT tt.* FROM ql_private.tasks tt ORDER BY tt.id
+                 LIMIT v_task_scan_cap) t
           JOIN ql_private.projects pr ON pr.id = t.project_id
     ), ranked AS (
         SELECT d.*, row_number() OVER (ORDER BY least(d.queued, v_cap) + least(d.dispatching, v_cap)
@@ -2128,8 +2141,14 @@ BEGIN
       INTO v_tasks, v_with_runs
       FROM ranked x;
 
+    v_tasks_capped := EXISTS (SELECT 1 FROM ql_private.tasks tt ORDER BY tt.id
+                               OFFSET v_task_scan_cap LIMIT 1);
     RETURN jsonb_build_object('byPriority', v_priorities, 'byTask', v_tasks,
-                              'tasksWithRuns', v_with_runs, 'cap', v_cap);
+                              'tasksWithRuns', v_with_runs, 'cap', v_cap,
+                              'tasksExamined', least(v_task_scan_cap, (SELECT count(*) FROM (
+                                  SELECT 1 FROM ql_private.tasks tt
+                                   LIMIT v_task_scan_cap) y)),
+                              'tasksCapped', v_tasks_capped);
 END
 $$;
 
@@ -2140,7 +2159,7 @@ ALTER FUNCTION ql.queue_depth() OWNER TO ql_owner;
 -- Name: FUNCTION queue_depth(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.queue_depth() IS 'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), byTask: [{taskId, project, task, queued, dispatching, capped}] (20 deepest, runs_task_state_seq), tasksWithRuns, cap}; every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.queue_depth() IS 'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), byTask: [{taskId, project, task, queued, dispatching, capped}] (20 deepest of the first 1000 tasks by id, runs_task_state_seq), tasksWithRuns, cap, tasksExamined, tasksCapped}; oldestWaitingAgeMs from greatest(created_at, current attempt not_before); every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -2400,7 +2419,7 @@ CREATE FUNCTION ql.run_state_counts() RETURNS jsonb
     SET jit TO 'off'
     AS $$
 DECLARE
-    v_cap constant integer := 10000;
+    v_cap constant integer := 1000;
     v_states constant text[] := ARRAY['queued', 'dispatching', 'starting', 'running',
                                       'succeeded', 'failed', 'cancelled'];
     v_rows jsonb;
@@ -2447,7 +2466,7 @@ ALTER FUNCTION ql.run_state_counts() OWNER TO ql_owner;
 -- Name: FUNCTION run_state_counts(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.run_state_counts() IS 'Runs per state for the console (SPEC 10): {states: [{state, runs, capped, estimate}], cap}; exact up to 10000 per state (index-only scans of runs_state_seq stopping at cap + 1), past it the planner estimate (pg_stats frequency x reltuples). Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.run_state_counts() IS 'Runs per state for the console (SPEC 10): {states: [{state, runs, capped, estimate}], cap}; exact up to 1000 per state (index-only scans of runs_state_seq stopping at cap + 1), past it the planner estimate (pg_stats frequency x reltuples). Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -2752,7 +2771,8 @@ BEGIN
         'sessions', v_session_totals || jsonb_build_object('list', v_sessions,
                                                            'listLimit', v_session_limit),
         'leases', v_leases,
-        'denials', v_denials);
+        'denials', v_denials,
+        'notificationQueueUsage', pg_catalog.pg_notification_queue_usage());
 END
 $$;
 
@@ -2958,61 +2978,74 @@ CREATE FUNCTION ql.throughput(p_minutes integer DEFAULT 15) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
-    v_cap constant integer := 100000;
+    v_cap constant integer := 1000;
+    v_now timestamptz := clock_timestamp();
     v_from timestamptz;
-    v_dispatched jsonb;
-    v_finished jsonb;
-    v_dispatched_n bigint;
-    v_finished_n bigint;
     v_minutes jsonb;
+    v_capped jsonb;
 BEGIN
     IF p_minutes IS NULL OR p_minutes NOT BETWEEN 1 AND 60 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'minutes',
             MESSAGE = 'minutes must be between 1 and 60';
     END IF;
-    v_from := date_trunc('minute', clock_timestamp()) - (p_minutes - 1) * interval '1 minute';
+    v_from := date_trunc('minute', v_now) - (p_minutes - 1) * interval '1 minute';
 
-    SELECT coalesce(jsonb_object_agg(x.minute, x.n), '{}'::jsonb), coalesce(sum(x.n), 0)
-      INTO v_dispatched, v_dispatched_n
-      FROM (SELECT ql_private.epoch_ms(date_trunc('minute', l.claimed_at))::text AS minute,
-                   count(*) AS n
-              FROM (SELECT ll.claimed_at FROM ql_private.run_leases ll
-                     WHERE ll.claimed_at >= v_from
-                     ORDER BY ll.claimed_at
-                     LIMIT v_cap + 1) l
-             GROUP BY 1) x;
-
-    SELECT coalesce(jsonb_object_agg(x.minute, x.counts), '{}'::jsonb), coalesce(sum(x.n), 0)
-      INTO v_finished, v_finished_n
-      FROM (SELECT ql_private.epoch_ms(date_trunc('minute', r.finished_at))::text AS minute,
-                   jsonb_build_object(
-                       'succeeded', count(*) FILTER (WHERE r.state = 'succeeded'),
-                       'failed', count(*) FILTER (WHERE r.state = 'failed')) AS counts,
-                   count(*) AS n
-              FROM (SELECT rr.finished_at, rr.state FROM ql_private.runs rr
-                     WHERE rr.state IN ('succeeded', 'failed', 'cancelled')
-                       AND rr.finished_at >= v_from
-                     ORDER BY rr.finished_at
-                     LIMIT v_cap + 1) r
-             GROUP BY 1) x;
-
+    WITH minute AS (
+        SELECT v_from + g * interval '1 minute' AS starts,
+               v_from + (g + 1) * interval '1 minute' AS ends,
+               -- the span a full minute's rate is taken over (the current one: up to now)
+               extract(epoch FROM least(v_from + (g + 1) * interval '1 minute', v_now)
+                                  - (v_from + g * interval '1 minute')) AS span_s
+          FROM generate_series(0, p_minutes - 1) g
+    ), counted AS (
+        SELECT m.starts, m.span_s, d.n AS d_n, d.last_at AS d_last,
+               f.n AS f_n, f.succeeded, f.failed, f.last_at AS f_last
+          FROM minute m
+         CROSS JOIN LATERAL (
+               SELECT count(*) AS n, max(l.claimed_at) AS last_at
+                 FROM (SELECT ll.claimed_at FROM ql_private.run_leases ll
+                        WHERE ll.claimed_at >= m.starts AND ll.claimed_at < m.ends
+                        ORDER BY ll.claimed_at
+                        LIMIT v_cap) l) d
+         CROSS JOIN LATERAL (
+               SELECT count(*) AS n, count(*) FILTER (WHERE r.state = 'succeeded') AS succeeded,
+                      count(*) FILTER (WHERE r.state = 'failed') AS failed,
+                      max(r.finished_at) AS last_at
+                 FROM (SELECT rr.finished_at, rr.state FROM ql_private.runs rr
+                        WHERE rr.state IN ('succeeded', 'failed', 'cancelled')
+                          AND rr.finished_at >= m.starts AND rr.finished_at < m.ends
+                        ORDER BY rr.finished_at
+                        LIMIT v_cap) r) f
+    ), scaled AS (
+        -- scale = how many rows the minute holds per row read (1 when not capped)
+        SELECT c.*,
+               CASE WHEN c.d_n < v_cap THEN 1.0
+                    ELSE c.span_s / greatest(extract(epoch FROM c.d_last - c.starts), 0.001)
+               END AS d_scale,
+               CASE WHEN c.f_n < v_cap THEN 1.0
+                    ELSE c.span_s / greatest(extract(epoch FROM c.f_last - c.starts), 0.001)
+               END AS f_scale
+          FROM counted c
+    )
     SELECT jsonb_agg(jsonb_build_object(
-               'minuteMs', m.ms,
-               'dispatched', least(coalesce((v_dispatched ->> m.ms::text)::bigint, 0), v_cap),
-               'succeeded', coalesce((v_finished -> m.ms::text ->> 'succeeded')::bigint, 0),
-               'failed', coalesce((v_finished -> m.ms::text ->> 'failed')::bigint, 0))
-               ORDER BY m.ms)
-      INTO v_minutes
-      FROM (SELECT ql_private.epoch_ms(v_from + g * interval '1 minute') AS ms
-              FROM generate_series(0, p_minutes - 1) g) m;
+               'minuteMs', ql_private.epoch_ms(x.starts),
+               'dispatched', round(x.d_n * greatest(x.d_scale, 1.0))::bigint,
+               'succeeded', round(x.succeeded * greatest(x.f_scale, 1.0))::bigint,
+               'failed', round(x.failed * greatest(x.f_scale, 1.0))::bigint,
+               'estimated', x.d_n >= v_cap OR x.f_n >= v_cap)
+               ORDER BY x.starts),
+           jsonb_build_object('dispatched', bool_or(x.d_n >= v_cap),
+                              'finished', bool_or(x.f_n >= v_cap))
+      INTO v_minutes, v_capped
+      FROM scaled x;
 
     RETURN jsonb_build_object(
         'minutes', v_minutes,
         'fromMs', ql_private.epoch_ms(v_from),
-        'capped', jsonb_build_object('dispatched', v_dispatched_n > v_cap,
-                                     'finished', v_finished_n > v_cap),
+        'capped', v_capped,
         'cap', v_cap);
 END
 $$;
@@ -3024,7 +3057,7 @@ ALTER FUNCTION ql.throughput(p_minutes integer) OWNER TO ql_owner;
 -- Name: FUNCTION throughput(p_minutes integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.throughput(p_minutes integer) IS 'Throughput per minute for the console chart (SPEC 10): {minutes: [{minuteMs, dispatched, succeeded, failed}], fromMs, capped: {dispatched, finished}, cap}; dispatched = leases claimed (run_leases_claimed), succeeded/failed = terminal runs by finished_at (runs_terminal_finished); each series reads at most 100000 rows. Inputs: p_minutes 1..60 (default 15). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 minutes. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.throughput(p_minutes integer) IS 'Throughput per minute for the console chart (SPEC 10): {minutes: [{minuteMs, dispatched, succeeded, failed, estimated}], fromMs, capped: {dispatched, finished}, cap}; dispatched = leases claimed (run_leases_claimed), succeeded/failed = terminal runs by finished_at (runs_terminal_finished); each series reads at most cap (1000) rows per minute, a fuller minute is extrapolated from the rate of its first cap rows (estimated). Inputs: p_minutes 1..60 (default 15). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 minutes. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -3035,13 +3068,18 @@ CREATE FUNCTION ql.waiting_runs(p_limit integer DEFAULT 20) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
-    v_scan_cap constant integer := 1000;
+    v_priority_cap constant integer := 64;
     v_session_cap constant integer := 200;
+    v_capability_cap constant integer := 50;
     v_default_required constant jsonb := '{"executors": ["remote-worker"]}';
+    v_nil constant uuid := '00000000-0000-0000-0000-000000000000';
     v_now timestamptz := clock_timestamp();
     v_scanned integer;
+    v_priorities integer;
+    v_capabilities integer;
     v_live integer;
     v_rows jsonb;
 BEGIN
@@ -3055,27 +3093,61 @@ BEGIN
       JOIN ql_private.workers w ON w.id = s.worker_id
      WHERE s.state = 'active' AND s.expires_at > v_now AND w.disabled_at IS NULL;
 
-    WITH head AS (
-        SELECT r.id, r.queue_seq
-          FROM ql_private.runs r
-         WHERE r.state = 'queued'
-         ORDER BY r.state, r.queue_seq
-         LIMIT v_scan_cap
-    ), waiting AS (
-        SELECT r.*, h.queue_seq AS seq
-          FROM head h
-          JOIN ql_private.runs r ON r.id = h.id
+    -- One descent of runs_candidate_keyset per distinct ready priority (as
+    -- ql.queue_depth), then each priority's head as a key range.
+    WITH RECURSIVE prio(neg) AS (
+        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
+                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+        UNION ALL
+        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
+                 WHERE -(r.priority::integer) > p.neg
+                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+          FROM prio p
+         WHERE p.neg IS NOT NULL
+    ), listed AS (
+        SELECT p.neg, row_number() OVER () AS n
+          FROM (SELECT p.neg FROM prio p WHERE p.neg IS NOT NULL
+                 LIMIT v_priority_cap + 1) p
+    ), ready AS (
+        SELECT h.id, h.queue_seq
+          FROM listed l
+         CROSS JOIN LATERAL (
+               SELECT r.id, r.queue_seq FROM ql_private.runs r
+                WHERE (-(r.priority::integer), r.queue_seq, r.id)
+                      >= (l.neg, -9223372036854775808, v_nil)
+                  AND (-(r.priority::integer), r.queue_seq, r.id)
+                      < (l.neg + 1, -9223372036854775808, v_nil)
+                  AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                  AND r.due_at IS NULL
+                ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                LIMIT p_limit) h
+         WHERE l.n <= v_priority_cap
+    ), due AS (
+        SELECT r.id, r.queue_seq FROM ql_private.runs r
          WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-           AND (r.due_at IS NULL OR r.due_at <= v_now)
-         ORDER BY h.queue_seq
+           AND r.due_at IS NOT NULL AND r.due_at <= v_now
+         ORDER BY r.due_at
          LIMIT p_limit
+    ), head AS (
+        SELECT * FROM ready UNION ALL SELECT * FROM due
+    ), waiting AS (
+        SELECT r.*, h.queue_seq AS seq, greatest(r.created_at, a.not_before) AS since
+          FROM (SELECT hh.id, hh.queue_seq FROM head hh ORDER BY hh.queue_seq LIMIT p_limit) h
+          JOIN ql_private.runs r ON r.id = h.id
+          LEFT JOIN ql_private.attempts a ON a.id = r.current_attempt_id
     ), req AS (
         SELECT wr.id, coalesce(pc.required, er.placement -> 'required', v_default_required) AS required
           FROM waiting wr
           LEFT JOIN ql_private.placement_classes pc ON pc.id = wr.placement_class
           LEFT JOIN ql_private.execution_revisions er ON er.id = wr.execution_revision_id
     ), sessions AS (
-        SELECT s.session_id, s.capabilities, s.slots,
+        SELECT s.session_id, s.capabilities, s.slots, s.heartbeat_at,
                (SELECT count(*) FROM ql_private.run_leases rl
                  WHERE rl.session_id = s.session_id AND rl.released_at IS NULL
                    AND (rl.started_at IS NOT NULL OR rl.expires_at > v_now)) AS used
@@ -3084,19 +3156,27 @@ BEGIN
          WHERE s.state = 'active' AND s.expires_at > v_now AND w.disabled_at IS NULL
          ORDER BY s.heartbeat_at DESC, s.session_id
          LIMIT v_session_cap
+    ), fleet AS (
+        -- Sessions with equal capabilities get equal verdicts: evaluate each once,
+        -- the 50 most recently seen distinct capability sets at most.
+        SELECT s.capabilities, count(*) AS n, count(*) FILTER (WHERE s.used < s.slots) AS n_free
+          FROM sessions s
+         GROUP BY s.capabilities
+         ORDER BY max(s.heartbeat_at) DESC, min(s.session_id::text)
+         LIMIT v_capability_cap
     ), classes AS (
         SELECT DISTINCT q.required FROM req q
     ), verdicts AS (
         SELECT c.required,
-               count(*) FILTER (WHERE pe.passed) AS matching,
-               count(*) FILTER (WHERE pe.passed AND s.used < s.slots) AS free,
-               count(*) FILTER (WHERE pe.category = 'executor') AS executor,
-               count(*) FILTER (WHERE pe.category = 'label') AS label,
-               count(*) FILTER (WHERE pe.category = 'runtime') AS runtime
+               sum(f.n) FILTER (WHERE pe.passed) AS matching,
+               sum(f.n_free) FILTER (WHERE pe.passed) AS free,
+               sum(f.n) FILTER (WHERE pe.category = 'executor') AS executor,
+               sum(f.n) FILTER (WHERE pe.category = 'label') AS label,
+               sum(f.n) FILTER (WHERE pe.category = 'runtime') AS runtime
           FROM classes c
-         CROSS JOIN sessions s
+         CROSS JOIN fleet f
          CROSS JOIN LATERAL ql_private.placement_evaluate(
-               jsonb_build_object('required', c.required), s.capabilities) pe
+               jsonb_build_object('required', c.required), f.capabilities) pe
          GROUP BY c.required
     )
     SELECT jsonb_agg(jsonb_build_object(
@@ -3106,8 +3186,7 @@ BEGIN
                'project', p.name,
                'priority', wr.priority,
                'queuedAtMs', ql_private.epoch_ms(wr.created_at),
-               'waitingMs', floor(extract(epoch FROM v_now - coalesce(wr.due_at, wr.created_at))
-                                  * 1000)::bigint,
+               'waitingMs', greatest(floor(extract(epoch FROM v_now - wr.since) * 1000), 0)::bigint,
                'verdict', CASE WHEN v_live = 0 THEN 'no_live_session'
                                WHEN coalesce(v.free, 0) > 0 THEN 'ready'
                                WHEN coalesce(v.matching, 0) > 0 THEN 'busy'
@@ -3118,8 +3197,10 @@ BEGIN
                                                 'label', coalesce(v.label, 0),
                                                 'runtime', coalesce(v.runtime, 0)))
                ORDER BY wr.seq),
-           (SELECT count(*) FROM head)
-      INTO v_rows, v_scanned
+           (SELECT count(*) FROM head),
+           (SELECT count(*) FROM listed),
+           (SELECT count(DISTINCT s.capabilities) FROM sessions s)
+      INTO v_rows, v_scanned, v_priorities, v_capabilities
       FROM waiting wr
       JOIN req q ON q.id = wr.id
       JOIN ql_private.tasks t ON t.id = wr.task_id
@@ -3130,7 +3211,9 @@ BEGIN
         'runs', coalesce(v_rows, '[]'::jsonb),
         'liveSessions', v_live,
         'sessionsCapped', v_live > v_session_cap,
-        'scanned', coalesce(v_scanned, 0));
+        'scanned', coalesce(v_scanned, 0),
+        'prioritiesCapped', coalesce(v_priorities, 0) > v_priority_cap,
+        'capabilitiesCapped', coalesce(v_capabilities, 0) > v_capability_cap);
 END
 $$;
 
@@ -3141,7 +3224,7 @@ ALTER FUNCTION ql.waiting_runs(p_limit integer) OWNER TO ql_owner;
 -- Name: FUNCTION waiting_runs(p_limit integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.waiting_runs(p_limit integer) IS 'The console''s waiting panel (SPEC 10): the oldest waiting runs (queued, due, not cancel-requested; among the first 1000 queued by queue_seq, at most p_limit) each with a placement verdict against the live sessions (active, unexpired, worker enabled; at most 200) by ql_private.placement_evaluate of its placement class, as the claim path evaluates it: {runs: [{runId, taskId, task, project, priority, queuedAtMs, waitingMs, verdict (ready|busy|no_match|no_live_session), sessionsMatching, sessionsWithFreeSlots, mismatches}], liveSessions, sessionsCapped, scanned}. Inputs: p_limit 1..100 (default 20). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.waiting_runs(p_limit integer) IS 'The console''s waiting panel (SPEC 10): the oldest waiting runs (queued, due, not cancel-requested; the head of each ready priority of runs_candidate_keyset plus overdue runs of runs_due, merged by queue_seq, at most p_limit; waitingMs from greatest(created_at, current attempt not_before)) each with a placement verdict against the live sessions (active, unexpired, worker enabled; at most 200) by ql_private.placement_evaluate of its placement class, as the claim path evaluates it: {runs: [{runId, taskId, task, project, priority, queuedAtMs, waitingMs, verdict (ready|busy|no_match|no_live_session), sessionsMatching, sessionsWithFreeSlots, mismatches}], liveSessions, sessionsCapped, scanned, prioritiesCapped, capabilitiesCapped}. Inputs: p_limit 1..100 (default 20). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -6360,6 +6443,13 @@ CREATE INDEX security_audit_time ON ql_private.security_audit USING btree (occur
 --
 
 CREATE INDEX worker_credentials_worker ON ql_private.worker_credentials USING btree (worker_id);
+
+
+--
+-- Name: worker_sessions_draining; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX worker_sessions_draining ON ql_private.worker_sessions USING btree (worker_id) WHERE (state = 'draining'::text);
 
 
 --

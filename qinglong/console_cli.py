@@ -90,6 +90,34 @@ def pick_port(preferred: int, host: str = LOOPBACK) -> int:
     raise OSError(f"no free TCP port on {host}")
 
 
+def ensure_console_role(admin_dsn: str, role: str) -> str:
+    """A LOGIN role that is a member of ql_readonly, made over `admin_dsn`; its DSN.
+
+    For `qinglong demo --dsn` (no throwaway cluster whose helper would do it): the
+    console must not read as the admin. A fresh generated password is sent as a
+    SCRAM verifier computed here (the server and its log never see the
+    plaintext); it lives only in the returned DSN (which the demo writes to a
+    0600 file). psycopg.Error when the admin may not create roles.
+    """
+    import secrets
+
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    password = secrets.token_urlsafe(24)
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        name = sql.Identifier(role)
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE ql_readonly").format(name))
+        else:
+            conn.execute(sql.SQL("GRANT ql_readonly TO {}").format(name))
+        verifier = conn.pgconn.encrypt_password(
+            password.encode(), role.encode(), b"scram-sha-256").decode()
+        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(name, sql.Literal(verifier)))
+    return make_conninfo(admin_dsn, user=role, password=password)
+
+
 def console_argv(dsn_file: str, port: int, refresh_s: int = 2) -> list[str]:
     """The command line of a console reading the DSN from a 0600 file (no secret in argv)."""
     return [sys.executable, "-m", "qinglong", "console", "--dsn-file", dsn_file,

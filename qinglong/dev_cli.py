@@ -2,8 +2,10 @@
 
 `up` starts a private PostgreSQL cluster, migrates it, creates the login roles,
 a dev CA, the ingress server certificate and one worker identity, starts the
-ingress detached and waits until it answers, then writes and prints
-`DIR/dev-env.json`. `down` stops everything `up` started and removes it.
+ingress detached and waits until it answers, then writes
+`DIR/dev-env.json`, and prints it with the DSNs' passwords removed (plus
+`envFile`, the path of the full file). `down` stops everything `up` started and
+removes it.
 
 Everything `down` needs is recorded in `DIR/dev-state.json` as soon as it
 exists, so a `down` after a half-failed `up` (or after `up` was killed) still
@@ -58,6 +60,7 @@ READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 # sockaddr_un.sun_path is 108 bytes including the NUL.
 _MAX_SOCKET_PATH = 107
+_DSN_KEYS = ("dsn", "runtimeDsn")
 _CREATED = ("ca", "server", "worker", "ingress.json", "ingress.pid", ENV_FILE)
 
 
@@ -506,8 +509,27 @@ def up_command(args: argparse.Namespace) -> int:
             with contextlib.suppress(Exception):
                 _down(state_dir)
         return _fail("dev_up_failed", reason, detail)
-    print(json.dumps(env))
+    print(json.dumps(public_env(env, state_dir.resolve() / ENV_FILE)))
     return 0
+
+
+def public_env(env: dict[str, Any], env_file: Path) -> dict[str, Any]:
+    """What `up` prints: dev-env.json's fields with every DSN's password removed
+    (stdout ends up in terminals and CI logs; the passwords stay in the 0600 file),
+    plus `envFile`, where the full description is."""
+    shown = {key: _without_password(value) if key in _DSN_KEYS else value
+             for key, value in env.items()}
+    shown["envFile"] = str(env_file)
+    return shown
+
+
+def _without_password(dsn: str) -> str:
+    """`dsn` (URI or key=value) without its password, as key=value conninfo."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(dsn)
+    params.pop("password", None)
+    return make_conninfo("", **params)
 
 
 # ---------------------------------------------------------------------- down

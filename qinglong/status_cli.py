@@ -167,4 +167,7 @@ def render(snapshot: Mapping[str, Any]) -> str:
     capped = "+" if denials.get("capped") else ""
     lines.append(f"denials   last hour {denials.get('total', 0)}{capped}"
                  + (f"  ({by_reason})" if by_reason else ""))
+    usage = float(snapshot.get("notificationQueueUsage") or 0.0)
+    lines.append(f"notify    queue {usage:.1%} used"
+                 + ("  (a listener holds it: see docs/OPERATIONS.md)" if usage >= 0.1 else ""))
     return "\n".join(lines)

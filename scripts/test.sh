@@ -17,13 +17,15 @@ if ! command -v pg_prove >/dev/null 2>&1 \
 fi
 
 # Headless Chromium for the console's browser tests (tests/py/test_console_browser.py).
+# No recommends: a font still comes (chromium -> libfontconfig1 -> fontconfig-config
+# depends on fonts-dejavu-core), which is all headless screenshots need.
 if ! command -v chromium >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then
         apt-get update
-        apt-get install -y chromium
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
     else
         sudo apt-get update
-        sudo apt-get install -y chromium
+        sudo DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
     fi
 fi
 

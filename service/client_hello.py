@@ -9,19 +9,27 @@ kernel and the TLS layer later reads them as if it had been there all along.
 `SO_RCVLOWAT` makes the socket report readable only once the number of bytes
 still missing has arrived, so a peer dripping a ClientHello byte by byte wakes
 the event loop a handful of times, not once per byte; a peer that closes (FIN or
-RST) wakes it at once whatever the low-water mark.
+RST) wakes it at once whatever the low-water mark. The mark is a hint, not a
+promise: under TCP memory pressure the kernel reports the socket readable below
+it. So a wake with fewer bytes than asked for means "closed" only when the
+socket says the peer hung up (POLLRDHUP/POLLHUP/POLLERR) — a slow live peer is
+waited for, after a short pause so that repeated early wakes cannot spin.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 import socket
 
 RECORD_HEADER_BYTES = 5
 HANDSHAKE_RECORD = 0x16
 # RFC 8446 §5.1: a plaintext record carries at most 2^14 bytes.
 MAX_RECORD_BYTES = 2**14
+# After a wake below the low-water mark from a live peer (memory pressure).
+EARLY_WAKE_PAUSE_S = 0.01
+_HUNG_UP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
 
 
 class PeerClosed(ConnectionError):
@@ -59,6 +67,14 @@ def _set_low_water(sock: socket.socket, count: int) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, count)
 
 
+def _peer_hung_up(sock: socket.socket) -> bool:
+    """Has the peer sent its FIN, reset, or failed? A peek cannot tell while
+    bytes are queued (it returns them, never b""); poll(2) can."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLRDHUP)
+    return any(events & _HUNG_UP for _, events in poller.poll(0))
+
+
 async def wait_for_client_hello(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
     """Return once the first TLS record is fully in the socket's receive queue (or
     once the bytes are evidently not TLS). Raises PeerClosed if the peer goes away
@@ -79,10 +95,11 @@ async def wait_for_client_hello(loop: asyncio.AbstractEventLoop, sock: socket.so
             total = bytes_needed(head)
             if total is None or len(head) >= total:
                 return
-            if total <= need:
-                # Readable with fewer bytes than the low-water mark: only a close
-                # wakes a reader early.
-                raise PeerClosed("connection closed inside its ClientHello")
+            if len(head) < need:
+                # Woken below the low-water mark: a close, or memory pressure.
+                if _peer_hung_up(sock):
+                    raise PeerClosed("connection closed inside its ClientHello")
+                await asyncio.sleep(EARLY_WAKE_PAUSE_S)
             need = total
     finally:
         with contextlib.suppress(OSError):

@@ -43,7 +43,13 @@ def load_anchor_bundle(path: str) -> str:
         raise TlsConfigError(
             f"worker CA bundle must hold {MIN_ANCHORS}..{MAX_ANCHORS} certificates, has {count}"
         )
-    return pem.decode("ascii")
+    try:
+        # cryptography skips text around the PEM blocks (a bundle's "# Subject: …"
+        # comments), but the ssl module's cadata must be ASCII.
+        return pem.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise TlsConfigError(
+            f"worker CA bundle holds a non-ASCII byte at offset {exc.start}") from None
 
 
 def build_context(cert_file: str, key_file: str, client_ca_file: str) -> ssl.SSLContext:

@@ -71,6 +71,16 @@ class ListenerLimits:
 
 
 class _LeanTlsProtocol(sslproto.SSLProtocol):
+    """asyncio's TLS protocol with a small read buffer.
+
+    Relies on a CPython internal: `asyncio.sslproto.SSLProtocol` is private and
+    sizes its receive buffer (`__init__`, `get_buffer`) and its plaintext reads
+    from the class attribute `max_size` (256 KiB in 3.11). No public API sets it.
+    `tests/py/test_ingress_tls.py::test_lean_tls_protocol_still_sizes_its_buffer_by_max_size`
+    fails if a Python upgrade drops or renames it, instead of the buffer silently
+    growing back to 256 KiB per connection.
+    """
+
     max_size = TLS_READ_BUFFER_BYTES
 
 

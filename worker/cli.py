@@ -46,8 +46,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run-as",
         metavar="USER",
-        help="run commands as USER, by name or uid (SPEC §11; needs root or "
-        "CAP_SETUID+CAP_SETGID; `root` accepts running tasks as root)",
+        help="run commands as USER, by name or uid (SPEC §11; required by --execute; needs "
+        "root or CAP_SETUID+CAP_SETGID; `root`, or the worker's own user, accepts running "
+        "tasks unisolated)",
     )
     parser.add_argument(
         "--once", action="store_true", help="exit after the first claim settles (idle/accepted/…)"
@@ -131,6 +132,7 @@ def _with_sandbox(config: WorkerConfig, args: argparse.Namespace, events: EventL
     of that user's reach, prepare the runs directory (raises RunAsError)."""
     from qinglong.worker.run_as import (
         Sandbox,
+        check_runs_dir_reachable,
         check_unreadable,
         decide,
         effective_capabilities,
@@ -146,11 +148,13 @@ def _with_sandbox(config: WorkerConfig, args: argparse.Namespace, events: EventL
             ("credential file", config.credential_file), ("key file", config.key_file),
             ("configuration", os.path.abspath(source)),
         ])  # fmt: skip
-    elif args.run_as is None:
-        events.warning("worker.unisolated", detail="commands run as the worker's own user and "
-                       "can read its credentials: use --run-as USER")  # fmt: skip
-    else:
+    elif euid == 0:
         events.warning("worker.run_as_root", detail="--run-as root: tasks run as root")
+    else:
+        events.warning("worker.unisolated", detail="--run-as is the worker's own user: commands "
+                       "can read its journal, credential and key (development only)")  # fmt: skip
     prepare_runs_dir(config.runs_dir, shared=run_as is not None)
+    if run_as is not None:
+        check_runs_dir_reachable(run_as, config.runs_dir)
     sandbox = Sandbox(config.runs_dir, run_as)
     return replace(config, executor=replace(config.executor, sandbox=sandbox))

@@ -31,7 +31,8 @@ directory (per-offer output logs and scratch directories) lives beside the
 journal root, never inside it, so the journal keeps its SPEC §6.4 layout.
 Commands themselves run in ``runsDir/<offerId>`` (SPEC §11, worker/run_as.py):
 owned by the run-as user, removed after the run; the runs directory is the
-worker's, mode 1733 (the run-as user may create its directory, not list).
+worker's, mode 1733 (the run-as user may create its directory, not list), and
+every directory above it must be searchable by that user (checked at start).
 
 ``--dev-env FILE --journal DIR`` takes ``ingressUrl``, ``caFile`` and
 ``worker.{workerId, certFile, keyFile, credentialFile}`` from the file written by
@@ -344,4 +345,6 @@ def _run_as_name(config: WorkerConfig) -> str | None:
     sandbox = config.executor.sandbox
     if not config.execute or sandbox is None:
         return None
-    return sandbox.run_as.name if sandbox.run_as is not None else "(the worker's own user)"
+    if sandbox.run_as is not None:
+        return sandbox.run_as.name
+    return "root" if os.geteuid() == 0 else "(the worker's own user)"

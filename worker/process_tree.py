@@ -20,11 +20,15 @@ command. Why a process of its own, and not the worker:
   U's processes (its euid is theirs), they may not signal it (its real and saved
   uid are not theirs), and its memory — a copy of the worker's — is not
   dumpable, so U cannot ptrace or read it. The command then sets all three
-  uids to U (no capability is left; ``no_new_privs`` stops setuid binaries and
-  file capabilities from giving any back) and ``execve``\\s.
+  uids to U, clears every capability set with ``capset`` (a worker that
+  switches by ambient CAP_SETUID/CAP_SETGID never passes through uid 0, so the
+  kernel would clear nothing; the bounding set is emptied before the switch
+  where the worker may), ``no_new_privs`` stops setuid binaries and file
+  capabilities from giving any back, and it ``execve``\\s.
 * **Work directory.** The supervisor creates the run's directory (0700, owned
-  by U) as U, through a descriptor of the runs directory the worker opened, so
-  U never needs to search the runs directory's ancestors; ``cwd`` components
+  by U) as U, through a descriptor of the runs directory the worker opened
+  (creating it needs no search of the ancestors; using it as ``HOME`` does,
+  which the worker checks at start, worker/run_as.py); ``cwd`` components
   are created the same way with ``O_NOFOLLOW`` (no symlink escape), and the
   command starts with ``fchdir``. After the tree is dead the supervisor removes
   the directory, again as U (the files are U's).
@@ -33,7 +37,10 @@ command. Why a process of its own, and not the worker:
   is reported as a reason code over a close-on-exec pipe (EOF: exec succeeded).
 * **Signals from the worker.** SIGTERM: forwarded to every descendant (polite
   stop). :data:`KILL_TREE` (SIGUSR1): SIGKILL every descendant now. The worker's
-  death sends :data:`KILL_TREE` too (``PR_SET_PDEATHSIG``).
+  death sends :data:`KILL_TREE` too (``PR_SET_PDEATHSIG``, armed — with
+  ``PR_SET_DUMPABLE`` 0 — only after the identity switch, since a change of
+  the effective ids resets both). Signals go through pidfds of the /proc
+  snapshot's processes, never to a pid reused meanwhile.
 * Everything the worker had open (journal, lock, sockets) is closed in the
   supervisor before anything else; the command gets /dev/null, the output pipe
   and nothing more.
@@ -48,7 +55,7 @@ import select
 import signal
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -68,8 +75,10 @@ PR_SET_DUMPABLE = 4
 PR_SET_NAME = 15
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 KILL_TREE = signal.SIGUSR1
 SUPERVISOR_NAME = "ql-supervisor"
@@ -226,21 +235,44 @@ def _ppid(pid: str) -> int | None:
         return None
 
 
-def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (a /proc snapshot)."""
+def descendants(root: int) -> list[tuple[int, int]]:
+    """Every live process below ``root`` as (pid, parent pid): a /proc snapshot."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             ppid = _ppid(name)
             if ppid is not None:
                 children.setdefault(ppid, []).append(int(name))
-    found: list[int] = []
+    found: list[tuple[int, int]] = []
     stack = [root]
     while stack:
-        for child in children.get(stack.pop(), ()):
-            found.append(child)
+        parent = stack.pop()
+        for child in children.get(parent, ()):
+            found.append((child, parent))
             stack.append(child)
     return found
+
+
+def _signal_tree(root: int, signum: int) -> None:
+    """Signal every descendant of ``root``, never a stranger that reused a pid.
+
+    Each pid of the snapshot is pinned with a pidfd, then its parent is read
+    again: still the parent the snapshot saw, it is the same process (a pid is
+    reused only after its process was reaped, which re-parents nothing here)."""
+    for pid, parent in descendants(root):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        except (AttributeError, OSError):  # no pidfds (old kernel): the snapshot's pid
+            _signal_all([pid], signum)
+            continue
+        try:
+            if _ppid(str(pid)) == parent:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    signal.pidfd_send_signal(pidfd, signum)
+        finally:
+            os.close(pidfd)
 
 
 def _signal_all(pids: list[int], signum: int) -> None:
@@ -272,7 +304,7 @@ class _Supervisor:
         except (SpawnFailed, OSError) as exc:
             self._report(exc.reason if isinstance(exc, SpawnFailed) else "work_dir_unusable")
             if self.created:
-                with contextlib.suppress(OSError, RecursionError):
+                with contextlib.suppress(OSError):
                     _remove_entry(self.runs_fd, self.launch.run_name)
             return 127
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
@@ -290,7 +322,7 @@ class _Supervisor:
             _signal_all([self.leader], signal.SIGKILL)
         status = self._wait_leader()
         self._kill_tree()
-        with contextlib.suppress(OSError, RecursionError):
+        with contextlib.suppress(OSError):
             _remove_entry(self.runs_fd, self.launch.run_name)
         return _relay(status)
 
@@ -301,15 +333,13 @@ class _Supervisor:
             signal.signal(signum, self._on_signal)
         os.setsid()
         self.prctl(PR_SET_NAME, SUPERVISOR_NAME.encode())
-        self.prctl(PR_SET_DUMPABLE, 0)
+        self.prctl(PR_SET_DUMPABLE, 0)  # at once, and again after the switch below
         if not self.prctl(PR_SET_CHILD_SUBREAPER, 1):
             raise SpawnFailed("subreaper_unavailable")
-        self.prctl(PR_SET_PDEATHSIG, KILL_TREE)
-        if os.getppid() != self.worker_pid:
-            self.killing = True  # the worker died before PDEATHSIG was armed
         self._fds()
         launch = self.launch
         if launch.uid is not None and launch.gid is not None:
+            _drop_bounding_set(self.prctl)  # root can; a capability-only worker cannot
             try:
                 os.setgroups([])
                 os.setresgid(launch.gid, launch.gid, launch.gid)
@@ -317,6 +347,12 @@ class _Supervisor:
                 os.setresuid(real, launch.uid, real)
             except OSError:
                 raise SpawnFailed("run_as_failed") from None
+        # Only now: a change of the effective ids resets both (the kernel's
+        # commit_creds), so armed earlier alone they would be gone for a run-as user.
+        self.prctl(PR_SET_DUMPABLE, 0)
+        self.prctl(PR_SET_PDEATHSIG, KILL_TREE)
+        if os.getppid() != self.worker_pid:
+            raise SpawnFailed("worker_gone")  # died before PDEATHSIG was armed
 
     def _fds(self) -> None:
         """stdin /dev/null, stdout+stderr the output pipe; close everything else."""
@@ -359,9 +395,17 @@ class _Supervisor:
             for signum in (*_HANDLED, signal.SIGPIPE, signal.SIGXFSZ):
                 signal.signal(signum, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
+            supervisor = os.getppid()
             if self.launch.uid is not None:
                 os.setresuid(self.launch.uid, self.launch.uid, self.launch.uid)
+            # After the uid change (which resets it): should the supervisor die
+            # unexpectedly, its leader goes with it.
+            self.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != supervisor:
+                raise SpawnFailed("supervisor_gone")
             self.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)  # old kernels: no ambient set
+            if self.launch.uid is not None and not _clear_capabilities():
+                raise SpawnFailed("run_as_failed")
             if not self.prctl(PR_SET_NO_NEW_PRIVS, 1):
                 raise SpawnFailed("run_as_failed")
             os.close(self.runs_fd)
@@ -384,10 +428,10 @@ class _Supervisor:
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         if signum == signal.SIGTERM:
-            _signal_all(descendants(os.getpid()), signal.SIGTERM)
+            _signal_tree(os.getpid(), signal.SIGTERM)
             return
         self.killing = True  # KILL_TREE, the worker's death, or a hang-up
-        _signal_all(descendants(os.getpid()), signal.SIGKILL)
+        _signal_tree(os.getpid(), signal.SIGKILL)
 
     def _wait_leader(self) -> int:
         while True:
@@ -398,24 +442,73 @@ class _Supervisor:
     def _kill_tree(self) -> None:
         """SIGKILL every descendant and reap until none is left."""
         while True:
-            _signal_all(descendants(os.getpid()), signal.SIGKILL)
+            _signal_tree(os.getpid(), signal.SIGKILL)
             try:
                 os.waitpid(-1, 0)
             except ChildProcessError:
                 return
 
 
+def _drop_bounding_set(prctl: _Prctl) -> None:
+    """Empty the capability bounding set where allowed (needs CAP_SETPCAP)."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
+            last = int(handle.read())
+    except (OSError, ValueError):
+        last = 40
+    for cap in range(last + 1):
+        if not prctl(PR_CAPBSET_DROP, cap):
+            return  # no CAP_SETPCAP: none of them can be dropped
+
+
+def _clear_capabilities() -> bool:
+    """``capset(2)``: empty effective, permitted and inheritable sets.
+
+    A worker that switches by capabilities alone (a systemd unit's ambient
+    CAP_SETUID/CAP_SETGID) changes uids without passing through 0, so the
+    kernel clears nothing: without this the command would keep them
+    (inheritable survives ``execve``)."""
+    import ctypes
+
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable}: all zero
+    return ctypes.CDLL(None, use_errno=True).capset(header, data) == 0
+
+
 def _open_dir(name: str, dir_fd: int) -> int:
     return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
 
 
-def _entries(dir_fd: int) -> Iterator[os.DirEntry[str]]:
+def _enter(parent_fd: int, name: str) -> int:
+    """Open a directory to empty it, first making it ours to write (the command
+    may have made it read-only)."""
+    try:
+        os.chmod(name, 0o700, dir_fd=parent_fd, follow_symlinks=False)
+    except NotImplementedError:  # a libc without fchmodat(AT_SYMLINK_NOFOLLOW)
+        os.chmod(name, 0o700, dir_fd=parent_fd)
+    return _open_dir(name, parent_fd)
+
+
+def _clear_files(dir_fd: int) -> list[str]:
+    """Unlink every non-directory in ``dir_fd`` (one listing); its subdirectories."""
     with os.scandir(dir_fd) as it:
-        yield from list(it)
+        entries = list(it)
+    subdirs: list[str] = []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            subdirs.append(entry.name)
+        else:
+            os.unlink(entry.name, dir_fd=dir_fd)
+    return subdirs
 
 
 def _remove_entry(parent_fd: int, name: str) -> None:
-    """rm -rf of one entry, by descriptors (no path is followed twice)."""
+    """rm -rf of one entry, by descriptors, without recursion (any depth, two fds).
+
+    Going down opens the child relative to the current directory (``O_NOFOLLOW``);
+    going up opens ``..`` and checks it is the directory it came from (device
+    and inode), so a directory moved meanwhile stops the walk instead of
+    leading it elsewhere. Each directory is listed once."""
     try:
         st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -423,11 +516,31 @@ def _remove_entry(parent_fd: int, name: str) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=parent_fd)
         return
-    os.chmod(name, 0o700, dir_fd=parent_fd)  # the command may have made it read-only
-    fd = _open_dir(name, parent_fd)
+    fd = _enter(parent_fd, name)
+    pending = [_clear_files(fd)]  # per level: the subdirectories still to remove
+    below: list[tuple[str, tuple[int, int]]] = []  # (name entered, identity of its parent)
     try:
-        for entry in _entries(fd):
-            _remove_entry(fd, entry.name)
+        while True:
+            if pending[-1]:
+                child = pending[-1].pop()
+                here = os.fstat(fd)
+                inner = _enter(fd, child)
+                os.close(fd)
+                fd = inner
+                below.append((child, (here.st_dev, here.st_ino)))
+                pending.append(_clear_files(fd))
+                continue
+            if not below:
+                break
+            pending.pop()
+            child, expected = below.pop()
+            up = _open_dir("..", fd)
+            os.close(fd)
+            fd = up
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != expected:
+                raise OSError(errno.ESTALE, "a directory moved during removal")
+            os.rmdir(child, dir_fd=fd)
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=parent_fd)

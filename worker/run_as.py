@@ -3,13 +3,13 @@
 ``qinglong worker run --execute --run-as USER``. The decisions, in order
 (:func:`decide`); every refusal is a :class:`RunAsError` and the worker exits 2:
 
-* ``--execute`` without ``--run-as`` as root: refused (a task would run as root
-  and read everything). Without ``--run-as`` as any other user, commands run as
-  the worker's own user — they can read its credentials; the worker says so
-  loudly at start (``worker.unisolated``). That is for development only.
+* ``--execute`` without ``--run-as``: refused, for every worker (a command
+  run as the worker's own user could read its journal, credential, key and
+  configuration).
 * ``--run-as root`` (or 0) is the explicit way to accept running tasks as root;
-  only a worker that is root may do it.
-* ``--run-as`` the worker's own user: refused (nothing would be isolated).
+  only a worker that is root may do it. ``--run-as`` the worker's own user (not
+  root) is the explicit way to accept no isolation at all (development); the
+  worker says so loudly at start (``worker.unisolated``).
 * Switching needs root or both ``CAP_SETUID`` and ``CAP_SETGID`` in the
   effective set (a systemd unit's ``AmbientCapabilities=``); otherwise refused.
 * The journal (with every file in it), the work directory of output logs, the
@@ -17,6 +17,10 @@
   This is probed for real: a forked child takes USER's identity and tries to
   open each one (modes, owners, ACLs and every parent directory count as the
   kernel counts them). Any success refuses the start, naming the file.
+* The runs directory must be reachable by USER (every directory above it
+  searchable, itself writable): ``HOME`` is the run's directory there. Probed
+  as USER too; a 0700 ancestor (systemd's default ``StateDirectoryMode=``)
+  refuses the start.
 
 Light (``pwd``, ``os``): imported by the CLI before the executor loads.
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -36,10 +40,12 @@ __all__ = [
     "RunAs",
     "RunAsError",
     "Sandbox",
+    "check_runs_dir_reachable",
     "check_unreadable",
     "decide",
     "effective_capabilities",
     "ensure_unprivileged_user",
+    "local_run_as",
     "may_switch",
     "prepare_runs_dir",
     "readable_by",
@@ -119,24 +125,18 @@ def may_switch(euid: int, capabilities: int) -> bool:
 def decide(run_as: str | None, *, euid: int, capabilities: int) -> RunAs | None:
     """The identity commands switch to (None: keep the worker's), or refuse."""
     if run_as is None:
-        if euid == 0:
-            raise RunAsError(
-                "run_as_required",
-                "--execute as root needs --run-as USER (an unprivileged user; "
-                "--run-as root accepts running tasks as root)",
-            )
-        return None
+        raise RunAsError(
+            "run_as_required",
+            "--execute needs --run-as USER, an unprivileged user that is not the worker's "
+            "(--run-as root, or the worker's own user, accepts running tasks unisolated)",
+        )
     target = resolve_user(run_as)
     if target.is_root:
         if euid != 0:
             raise RunAsError("run_as_root_refused", "--run-as root needs a worker running as root")
         return None  # explicit: tasks run as root
     if target.uid == euid:
-        raise RunAsError(
-            "run_as_is_worker",
-            f"--run-as {target.name} is the worker's own user: commands could read its "
-            "credentials; use a separate unprivileged user",
-        )
+        return None  # explicit: tasks run as the worker itself, unisolated
     if not may_switch(euid, capabilities):
         raise RunAsError(
             "no_privilege_to_switch",
@@ -148,6 +148,11 @@ def decide(run_as: str | None, *, euid: int, capabilities: int) -> RunAs | None:
 
 def readable_by(user: RunAs, paths: Sequence[str]) -> list[str]:
     """The paths ``user`` can open for reading, probed in a child with its identity."""
+    return [paths[i] for i in _probe_as(user, paths, _opens)]
+
+
+def _probe_as(user: RunAs, paths: Sequence[str], test: Callable[[str], bool]) -> list[int]:
+    """Indexes of the paths passing ``test`` in a child that took ``user``'s identity."""
     if not paths:
         return []
     read_fd, write_fd = os.pipe()
@@ -159,7 +164,7 @@ def readable_by(user: RunAs, paths: Sequence[str]) -> list[str]:
             os.setgroups([])
             os.setresgid(user.gid, user.gid, user.gid)
             os.setresuid(user.uid, user.uid, user.uid)
-            hits = [str(i) for i, path in enumerate(paths) if _opens(path)]
+            hits = [str(i) for i, path in enumerate(paths) if test(path)]
             os.write(write_fd, " ".join(hits).encode() + b"\n")
             code = 0
         finally:
@@ -170,7 +175,22 @@ def readable_by(user: RunAs, paths: Sequence[str]) -> list[str]:
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0 or not data.endswith(b"\n"):
         raise RunAsError("probe_failed", f"could not take the identity of {user.name}")
-    return [paths[int(i)] for i in data.split()]
+    return [int(i) for i in data.split()]
+
+
+def _usable_dir(path: str) -> bool:
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def check_runs_dir_reachable(user: RunAs, path: str) -> None:
+    """Refuse unless ``user`` can reach the runs directory and create in it."""
+    if not _probe_as(user, [path], _usable_dir):
+        raise RunAsError(
+            "runs_dir_unreachable",
+            f"{path} is not reachable by {user.name}, so its runs' directories (their HOME) "
+            "would be unusable: every directory above it must be searchable by others "
+            "(mode 0711; systemd: StateDirectoryMode=0711)",
+        )
 
 
 def _opens(path: str) -> bool:
@@ -215,8 +235,9 @@ def prepare_runs_dir(path: str, *, shared: bool) -> None:
     """Create or adopt the runs directory: ours, a real directory, the right mode."""
     mode = RUNS_MODE_SHARED if shared else RUNS_MODE_PRIVATE
     try:
-        # Missing parents as the journal's (worker/runner.py): private to the worker.
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        # Missing parents: private to the worker, but searchable (not listable)
+        # by the run-as user, who must reach its run's directory.
+        os.makedirs(os.path.dirname(path), mode=0o711 if shared else 0o700, exist_ok=True)
         os.mkdir(path, 0o700)
     except FileExistsError:
         pass
@@ -228,9 +249,18 @@ def prepare_runs_dir(path: str, *, shared: bool) -> None:
     os.chmod(path, mode)
 
 
+def local_run_as() -> str:
+    """The ``--run-as`` of a demo, benchmark or test worker on this machine: as
+    root an unprivileged user (:func:`ensure_unprivileged_user`); otherwise the
+    worker's own user, which accepts running tasks unisolated (development)."""
+    if os.geteuid() == 0:
+        return ensure_unprivileged_user()
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
 def ensure_unprivileged_user(name: str = DEFAULT_RUN_USER) -> str:
-    """For root-run demos and tests: ``name`` (created as a system user when
-    missing), else ``nobody``. Never root."""
+    """For root-run demos and tests: ``name`` (created as a permanent system
+    user when missing — README says so), else ``nobody``. Never root."""
     try:
         pwd.getpwnam(name)
         return name

@@ -45,22 +45,26 @@ BEGIN
             MESSAGE = 'credential, digest and worker arrays must have the same length 0..1024';
     END IF;
     IF EXISTS (SELECT 1
-                 FROM unnest(p_credential_ids, p_secret_digests, p_worker_ids) AS i(c, d, w)
-                WHERE c IS NULL OR c !~ '^[a-z0-9]{16}$' OR d IS NULL OR octet_length(d) <> 32
-                   OR w IS NULL
-                   OR w !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') THEN
+                 FROM unnest(p_credential_ids, p_secret_digests, p_worker_ids)
+                      AS entry(credential_id, digest, worker_id)
+                WHERE entry.credential_id IS NULL
+                   OR entry.credential_id !~ '^[a-z0-9]{16}$'
+                   OR entry.digest IS NULL OR octet_length(entry.digest) <> 32
+                   OR entry.worker_id IS NULL
+                   OR entry.worker_id
+                      !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'every element must be a credential id, a 32-byte digest and a worker UUID';
     END IF;
     RETURN coalesce((
-        SELECT array_agg(i.c ORDER BY i.n)
+        SELECT array_agg(entry.credential_id ORDER BY entry.input_order)
           FROM unnest(p_credential_ids, p_secret_digests, p_worker_ids)
-               WITH ORDINALITY AS i(c, d, w, n)
-          JOIN ql_private.worker_credentials c ON c.credential_id = i.c
-          JOIN ql_private.workers wk ON wk.id = c.worker_id
-         WHERE ql_private.digest_equal(i.d, c.secret_digest)
-           AND c.revoked_at IS NULL
-           AND c.worker_id = i.w::uuid
+               WITH ORDINALITY AS entry(credential_id, digest, worker_id, input_order)
+          JOIN ql_private.worker_credentials cred ON cred.credential_id = entry.credential_id
+          JOIN ql_private.workers wk ON wk.id = cred.worker_id
+         WHERE ql_private.digest_equal(entry.digest, cred.secret_digest)
+           AND cred.revoked_at IS NULL
+           AND cred.worker_id = entry.worker_id::uuid
            AND wk.disabled_at IS NULL), ARRAY[]::text[]);
 END
 $$;

@@ -1,9 +1,9 @@
 -- ql.live_sessions(p_limit integer DEFAULT 200, p_worker_ids text[] DEFAULT NULL) -> jsonb
 --
--- Purpose: the active worker sessions with what the console's workers page and
+-- Purpose: the open (active or draining) worker sessions with what the console's workers page and
 --   waiting panel show (SPEC §10): {sessions: [{workerId, worker, disabled,
 --   sessionId, generation, executors, labels, runtimes, slots, slotsUsed,
---   slotsFree, lastSeenAtMs, expiresAtMs, expired}], truncated}. Sessions by
+--   slotsFree, lastSeenAtMs, expiresAtMs, expired, draining}], truncated}. Sessions by
 --   worker name (then session id), at most p_limit; `truncated` when more are
 --   active. With p_worker_ids, only the sessions of those workers (the console's
 --   workers page asks for the workers it lists, one page at a time). slotsUsed counts the session's live leases that hold a slot: started,
@@ -11,9 +11,11 @@
 --   is the last heartbeat (the open time before the first one); `expired` = past
 --   expires_at and not yet closed by the sweeper. Capabilities are the worker's
 --   own declaration (labels, runtimes, executors): never a secret, a digest or a
---   token.
--- Cost: the active sessions (worker_sessions_one_active; one per worker at
---   most: one probe per listed worker id when given), each with its worker by
+--   token. `draining` marks a session that takes no new runs but still holds
+--   leases (its runs finish there): hiding it would hide where those run.
+-- Cost: the active and draining sessions (worker_sessions_one_active and
+--   worker_sessions_draining, migration 0011; one probe each per listed worker
+--   id when given), each with its worker by
 --   primary key and one index-only count of run_leases_session_live_counted;
 --   sorted and cut to p_limit.
 -- Inputs: p_limit 1..1000 (default 200); p_worker_ids NULL (all workers) or at
@@ -49,11 +51,11 @@ BEGIN
         v_ids := ARRAY(SELECT ql_private.parse_uuid(w, 'workerIds') FROM unnest(p_worker_ids) w);
     END IF;
     WITH listed AS (
-        SELECT s.worker_id, w.name, w.disabled_at, s.session_id, s.generation,
+        SELECT s.worker_id, w.name, w.disabled_at, s.session_id, s.generation, s.state,
                s.capabilities, s.slots, s.heartbeat_at, s.expires_at
           FROM ql_private.worker_sessions s
           JOIN ql_private.workers w ON w.id = s.worker_id
-         WHERE s.state = 'active'
+         WHERE s.state IN ('active', 'draining')
            AND (v_ids IS NULL OR s.worker_id = ANY (v_ids))
          ORDER BY w.name, s.session_id
          LIMIT p_limit + 1
@@ -68,6 +70,7 @@ BEGIN
                'labels', coalesce(x.capabilities -> 'labels', '{}'::jsonb),
                'runtimes', coalesce(x.capabilities -> 'runtimes', '{}'::jsonb),
                'slots', x.slots,
+               'draining', x.state = 'draining',
                'slotsUsed', u.used,
                'slotsFree', greatest(x.slots - u.used, 0),
                'lastSeenAtMs', ql_private.epoch_ms(x.heartbeat_at),
@@ -89,4 +92,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.live_sessions(integer, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.live_sessions(integer, text[]) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.live_sessions(integer, text[]) IS
-'Active worker sessions for the console (SPEC 10): {sessions: [{workerId, worker, disabled, sessionId, generation, executors, labels, runtimes, slots, slotsUsed, slotsFree, lastSeenAtMs, expiresAtMs, expired}], truncated}, by worker name, at most p_limit; with p_worker_ids only the sessions of those workers; never a secret, digest or token. Inputs: p_limit 1..1000 (default 200), p_worker_ids (NULL = all, <= 1000 ids). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit / workerIds count, QL001 workerIds malformed. Caller: ql_readonly, ql_runtime.';
+'Open (active or draining) worker sessions for the console (SPEC 10): {sessions: [{workerId, worker, disabled, sessionId, generation, executors, labels, runtimes, slots, draining, slotsUsed, slotsFree, lastSeenAtMs, expiresAtMs, expired}], truncated}, by worker name, at most p_limit; with p_worker_ids only the sessions of those workers; never a secret, digest or token. Inputs: p_limit 1..1000 (default 200), p_worker_ids (NULL = all, <= 1000 ids). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit / workerIds count, QL001 workerIds malformed. Caller: ql_readonly, ql_runtime.';

@@ -4,12 +4,16 @@
 --   queue is per priority and which tasks hold the not-yet-started runs.
 --   {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}], byTask:
 --   [{taskId, project, task, queued, dispatching, capped}], tasksWithRuns,
---   cap}. byPriority: the ready runs (queued, due, runtime-owned, not
+--   cap, tasksExamined, tasksCapped}. byPriority: the ready runs (queued, due, runtime-owned, not
 --   cancel-requested: runs_candidate_keyset) of each priority, highest first, at
 --   most 16 priorities, each counted up to `cap` (1000), with the age of its
---   oldest (first in dispatch order); byTask: per task its queued and
+--   oldest (first in dispatch order; its age counts from greatest(created_at,
+--   current attempt's not_before): a retry or a promoted scheduled run waits
+--   from when it became ready, one primary-key probe); byTask: per task its queued and
 --   dispatching runs, each counted up to `cap`, the 20 deepest listed
---   (tasksWithRuns = how many tasks have any). The page needs orders of
+--   (tasksWithRuns = how many tasks have any). Only the first 1000 tasks by id
+--   are examined (tasksExamined; tasksCapped when there are more, and the page
+--   says so): the per-task probes must not grow with the number of tasks. The page needs orders of
 --   magnitude, not exact totals past a thousand: caps keep a page ≤ 100 ms with
 --   1,000,000 runs stored (ql.status_snapshot counts to 100,000 and costs
 --   hundreds of milliseconds on such a queue; `qinglong status` is where the
@@ -17,7 +21,8 @@
 -- Cost: a loose index scan of runs_candidate_keyset (one descent per distinct
 --   priority, <= 16), each priority's range read up to cap + 1 entries; per
 --   task two ranges of runs_task_state_seq (task_id, state, queue_seq) of at
---   most cap + 1 entries: bounded by 16 x cap + tasks x 2 x cap index entries.
+--   most cap + 1 entries, for at most 1000 tasks: bounded by 16 x cap +
+--   min(tasks, 1000) probes and the queued/dispatching runs they hold.
 -- Inputs: none.
 -- Fences: none (an operator's read).
 -- Writes: none (STABLE). Locks: none. Idempotency: read-only.
@@ -34,11 +39,13 @@ DECLARE
     v_cap constant integer := 1000;
     v_priority_limit constant integer := 16;
     v_task_limit constant integer := 20;
+    v_task_scan_cap constant integer := 1000;
     v_nil constant uuid := '00000000-0000-0000-0000-000000000000';
     v_now timestamptz := clock_timestamp();
     v_priorities jsonb;
     v_tasks jsonb;
     v_with_runs integer;
+    v_tasks_capped boolean;
 BEGIN
     -- One descent of runs_candidate_keyset per distinct priority; a priority's
     -- rows are a key range written as row comparisons (as status_snapshot and
@@ -72,7 +79,12 @@ BEGIN
                        AND r.due_at IS NULL
                      ORDER BY -(r.priority::integer), r.queue_seq, r.id
                      LIMIT v_cap + 1) y) AS runs,
-               (SELECT r.created_at FROM ql_private.runs r
+               -- Waiting since it became ready: greatest(created_at, its current
+               -- attempt's not_before) (a retry, a promoted scheduled run).
+               (SELECT greatest(r.created_at,
+                                (SELECT a.not_before FROM ql_private.attempts a
+                                  WHERE a.id = r.current_attempt_id))
+                  FROM ql_private.runs r
                  WHERE (-(r.priority::integer), r.queue_seq, r.id)
                        >= (l.neg, -9223372036854775808, v_nil)
                    AND (-(r.priority::integer), r.queue_seq, r.id)
@@ -88,7 +100,7 @@ BEGIN
                'runs', least(per.runs, v_cap),
                'capped', per.runs > v_cap,
                'oldestWaitingAgeMs',
-                   floor(extract(epoch FROM v_now - per.oldest) * 1000)::bigint)
+                   greatest(floor(extract(epoch FROM v_now - per.oldest) * 1000), 0)::bigint)
                ORDER BY per.priority DESC), '[]'::jsonb)
       INTO v_priorities
       FROM per;
@@ -104,7 +116,8 @@ BEGIN
                                        WHERE r.task_id = t.id AND r.state = 'dispatching'
                                        ORDER BY r.task_id, r.state, r.queue_seq
                                        LIMIT v_cap + 1) y) AS dispatching
-          FROM ql_private.tasks t
+          FROM (SELECT tt.* FROM ql_private.tasks tt ORDER BY tt.id
+                 LIMIT v_task_scan_cap) t
           JOIN ql_private.projects pr ON pr.id = t.project_id
     ), ranked AS (
         SELECT d.*, row_number() OVER (ORDER BY least(d.queued, v_cap) + least(d.dispatching, v_cap)
@@ -121,11 +134,17 @@ BEGIN
       INTO v_tasks, v_with_runs
       FROM ranked x;
 
+    v_tasks_capped := EXISTS (SELECT 1 FROM ql_private.tasks tt ORDER BY tt.id
+                               OFFSET v_task_scan_cap LIMIT 1);
     RETURN jsonb_build_object('byPriority', v_priorities, 'byTask', v_tasks,
-                              'tasksWithRuns', v_with_runs, 'cap', v_cap);
+                              'tasksWithRuns', v_with_runs, 'cap', v_cap,
+                              'tasksExamined', least(v_task_scan_cap, (SELECT count(*) FROM (
+                                  SELECT 1 FROM ql_private.tasks tt
+                                   LIMIT v_task_scan_cap) y)),
+                              'tasksCapped', v_tasks_capped);
 END
 $$;
 REVOKE ALL ON FUNCTION ql.queue_depth() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.queue_depth() TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.queue_depth() IS
-'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), byTask: [{taskId, project, task, queued, dispatching, capped}] (20 deepest, runs_task_state_seq), tasksWithRuns, cap}; every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), byTask: [{taskId, project, task, queued, dispatching, capped}] (20 deepest of the first 1000 tasks by id, runs_task_state_seq), tasksWithRuns, cap, tasksExamined, tasksCapped}; oldestWaitingAgeMs from greatest(created_at, current attempt not_before); every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';

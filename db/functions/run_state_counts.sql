@@ -3,12 +3,15 @@
 -- Purpose: the console overview's "runs by state" (SPEC §10): {states:
 --   [{state, runs, capped, estimate}], cap}, one entry per run state in
 --   lifecycle order (queued, dispatching, starting, running, succeeded, failed,
---   cancelled). `runs` is exact up to `cap` (10000); past it `capped` is true
+--   cancelled). `runs` is exact up to `cap` (1000); past it `capped` is true
 --   and `estimate` is the planner's count for that state (the state's
 --   most-common-value frequency in pg_stats times pg_class.reltuples of runs,
 --   kept fresh by the queue tables' autovacuum settings; null when ANALYZE has
 --   no frequency for it). A console page must render in <= 100 ms with
---   1,000,000 runs stored, so nothing here counts a whole state.
+--   1,000,000 runs stored, so nothing here counts a whole state; the cap is
+--   1000 (as ql.queue_depth's), not 10000: in a busy window the newest rows
+--   are not all-visible, and counting 10000 of them (heap visits) was the
+--   overview's largest read in the busy-window bench.
 -- Cost: seven index-only range scans of runs_state_seq (state, queue_seq),
 --   each stopping after cap + 1 entries, plus two catalog probes when capped.
 -- Inputs: none.
@@ -24,7 +27,7 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    v_cap constant integer := 10000;
+    v_cap constant integer := 1000;
     v_states constant text[] := ARRAY['queued', 'dispatching', 'starting', 'running',
                                       'succeeded', 'failed', 'cancelled'];
     v_rows jsonb;
@@ -66,4 +69,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.run_state_counts() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.run_state_counts() TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.run_state_counts() IS
-'Runs per state for the console (SPEC 10): {states: [{state, runs, capped, estimate}], cap}; exact up to 10000 per state (index-only scans of runs_state_seq stopping at cap + 1), past it the planner estimate (pg_stats frequency x reltuples). Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+'Runs per state for the console (SPEC 10): {states: [{state, runs, capped, estimate}], cap}; exact up to 1000 per state (index-only scans of runs_state_seq stopping at cap + 1), past it the planner estimate (pg_stats frequency x reltuples). Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';

@@ -21,6 +21,10 @@
 --     capped at 50 (oldest heartbeat first: the ones an operator looks at);
 --   * denials: security_audit_time, at most 100000 rows of the last hour
 --     (`capped` says when the window held more).
+--   * notificationQueueUsage: pg_notification_queue_usage(), the fraction of
+--     the cluster's LISTEN/NOTIFY queue in use. A listener that holds a
+--     transaction open pins the queue; at 1.0 every commit that fires the
+--     idle-view triggers fails (docs/OPERATIONS.md says what to do).
 --   Queue terms: `runs` = not yet started (queued or dispatching, runtime-owned,
 --   not cancel-requested, i.e. the candidate index); `offered` = of those, held
 --   by a live unstarted unexpired lease; `waiting` = runs - offered.
@@ -242,7 +246,8 @@ BEGIN
         'sessions', v_session_totals || jsonb_build_object('list', v_sessions,
                                                            'listLimit', v_session_limit),
         'leases', v_leases,
-        'denials', v_denials);
+        'denials', v_denials,
+        'notificationQueueUsage', pg_catalog.pg_notification_queue_usage());
 END
 $$;
 REVOKE ALL ON FUNCTION ql.status_snapshot() FROM PUBLIC;

@@ -5,10 +5,16 @@ Read-only by construction: only GET and HEAD reach a handler (anything else is
 answer carries a Content-Security-Policy that allows the console's own script
 and stylesheet only (no inline script, no other origin). `Server-Timing` gives
 each page's server time (the bench reads it).
+
+Loopback binding is the console's only access control, so unless
+--allow-remote it also refuses (400) a request whose Host header names anything
+but a loopback name or the configured host: a hostile page that rebinds its own
+domain to 127.0.0.1 (DNS rebinding) would otherwise read every page.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -20,6 +26,8 @@ from qinglong.service.console.reader import ConsoleError, Reader
 from qinglong.service.console.static_files import load_static
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+LOG = logging.getLogger("qinglong.console")
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 SECURITY_HEADERS = {
@@ -32,21 +40,52 @@ SECURITY_HEADERS = {
 }
 
 
+def host_name(header: str) -> str:
+    """The name part of a Host header value: without its port, an IPv6 literal unbracketed."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def host_allowed(header: str | None, config: ConsoleConfig) -> bool:
+    """Whether a request's Host header may reach a page (always, with --allow-remote)."""
+    if config.allow_remote:
+        return True
+    if not header:
+        return False
+    return host_name(header) in LOOPBACK_NAMES | {config.host.lower()}
+
+
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not host_allowed(request.headers.get("Host"), request.app[views.CONFIG]):
+        return views.error_page(request, ConsoleError(
+            400, "Host header names no loopback address of this console (a console "
+                 "without --allow-remote answers only 127.0.0.1, localhost or [::1])"))
+    if request.method not in READ_METHODS:
+        refused = views.error_page(
+            request, ConsoleError(405, "the console is read-only: only GET and HEAD"))
+        refused.headers["Allow"] = "GET, HEAD"
+        return refused
+    try:
+        return await handler(request)
+    except ConsoleError as exc:
+        return views.error_page(request, exc)
+    except web.HTTPNotFound:
+        return views.error_page(request, ConsoleError(404, "no such page"))
+    except web.HTTPException:
+        raise
+    except Exception:  # a bug: logged, answered as the console's own page
+        LOG.exception("console: %s %s failed", request.method, request.path)
+        return views.error_page(request, ConsoleError(500, "internal error (see the "
+                                                           "console's log)"))
+
+
 @web.middleware
 async def read_only(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Refuse every method but GET/HEAD; render errors as pages; time the answer."""
+    """Check Host; refuse every method but GET/HEAD; render errors as pages; time it."""
     started = time.perf_counter()
-    if request.method not in READ_METHODS:
-        response: web.StreamResponse = views.error_page(
-            request, ConsoleError(405, "the console is read-only: only GET and HEAD"))
-        response.headers["Allow"] = "GET, HEAD"
-    else:
-        try:
-            response = await handler(request)
-        except ConsoleError as exc:
-            response = views.error_page(request, exc)
-        except web.HTTPNotFound:
-            response = views.error_page(request, ConsoleError(404, "no such page"))
+    response = await _answer(request, handler)
     response.headers.update(SECURITY_HEADERS)
     if "Cache-Control" not in response.headers:
         response.headers["Cache-Control"] = "no-store"

@@ -21,8 +21,10 @@ def page(*, title: str, current: str, now_ms: int, refresh_s: int, body: Child) 
               el("title", f"{title} · QingLong console"),
               el("link", rel="stylesheet", href="/static/console.css"),
               el("script", src="/static/console.js", defer=True))
-    header = el("header", nav, el("span", f"read-only · {utc(now_ms)}", id="generated",
-                                  class_="muted"))
+    header = el("header", nav, el("span", el("span", "", id="stale", class_="stale",
+                                             hidden=True),
+                                  el("span", f"read-only · {utc(now_ms)}", id="generated",
+                                     class_="muted")))
     main = el("main", el("h1", title), body, id="main")
     return Markup("<!doctype html>\n" + el("html", head, el("body", header, main,
                                                               data_refresh_s=refresh_s),

@@ -4,7 +4,7 @@ the waiting panel, sessions and recent authentication denials.
 Six bounded reads, run concurrently: `ql.run_state_counts`, `ql.queue_depth`,
 `ql.throughput`, `ql.waiting_runs`, `ql.live_sessions`, `ql.recent_denials`.
 (Not `ql.status_snapshot`: its counts go to 100,000 and cost hundreds of
-milliseconds on a deep queue; the page's counts stop at 1,000-10,000.)
+milliseconds on a deep queue; the page's counts stop at 1,000.)
 """
 
 from __future__ import annotations
@@ -82,16 +82,23 @@ def _queue(view: Overview) -> Markup:
                   empty="no task has runs waiting", id_="by-task")
     more = depth["tasksWithRuns"] - len(depth["byTask"])
     note = el("p", f"and {more} more tasks", class_="muted") if more > 0 else None
-    return section("Queue", summary, el("div", priorities, el("div", tasks, note), class_="cols"),
+    examined = (el("p", f"only the first {depth['tasksExamined']} tasks examined",
+                   class_="warn", id="tasks-capped") if depth.get("tasksCapped") else None)
+    return section("Queue", summary,
+                   el("div", priorities, el("div", tasks, note, examined), class_="cols"),
                    id_="queue")
 
 
 def _throughput(view: Overview) -> Markup:
     minutes = minutes_of(view.throughput)
-    totals = " · ".join(f"{name} {sum(m.value(name) for m in minutes)}" for name in SERIES)
     capped = view.throughput.get("capped", {})
-    note = (el("p", f"capped at {view.throughput['cap']} rows per series: counts read short",
-               class_="warn") if any(capped.values()) else None)
+    about = "≈ " if any(capped.values()) else ""
+    totals = " · ".join(f"{name} {about}{sum(m.value(name) for m in minutes)}"
+                        for name in SERIES)
+    note = (el("p", f"≈ estimated: a minute with more than {view.throughput['cap']} rows in a "
+                    "series is extrapolated from the rate of its first "
+                    f"{view.throughput['cap']}", class_="warn", id="throughput-estimated")
+            if any(capped.values()) else None)
     return section("Throughput, last 15 minutes (runs per minute)", legend(),
                    throughput_svg(view.throughput), el("p", totals, id="throughput-totals"),
                    note, id_="throughput")
@@ -107,9 +114,14 @@ def _waiting(view: Overview) -> Markup:
              duration(r["waitingMs"]), badge(r["verdict"]),
              f"{r['sessionsMatching']} / {r['sessionsWithFreeSlots']}", _mismatches(r)]
             for r in view.waiting["runs"]]
-    head = el("p", f"live sessions {view.waiting['liveSessions']}"
-                   + (" (first 200 evaluated)" if view.waiting["sessionsCapped"] else ""),
-              class_="muted")
+    waiting = view.waiting
+    head = el("p", f"live sessions {waiting['liveSessions']}"
+                   + (" (first 200 evaluated)" if waiting["sessionsCapped"] else "")
+                   + f" · {waiting['scanned']} queue entries read"
+                   + (" (first 64 priorities only)" if waiting.get("prioritiesCapped") else "")
+                   + (" · the 50 most recently seen distinct capability sets evaluated "
+                      "(counts are lower bounds)" if waiting.get("capabilitiesCapped") else ""),
+              class_="muted", id="waiting-scope")
     return section("Waiting: can a live session take the oldest runs?", head,
                    table(["run", "task", "priority", "waiting", "verdict",
                           "matching / with free slots", "sessions failing on"], rows,
@@ -118,18 +130,21 @@ def _waiting(view: Overview) -> Markup:
 
 def _sessions(view: Overview) -> Markup:
     listed = view.sessions["sessions"]
-    rows = [[el("a", s["worker"], href="/workers"), short_id(s["sessionId"]),
+    rows = [[el("a", s["worker"], href="/workers"),
+             [short_id(s["sessionId"]), " ", badge("draining") if s.get("draining") else None],
              f"{s['slotsUsed']} / {s['slots']}", s["slotsFree"], pairs(s.get("labels")),
              pairs(s.get("runtimes")), age(view.now_ms, s["lastSeenAtMs"]),
              badge("expired") if s["expired"] else duration(s["expiresAtMs"] - view.now_ms)]
             for s in listed]
     used, slots = sum(s["slotsUsed"] for s in listed), sum(s["slots"] for s in listed)
-    head = el("p", f"active {len(listed)}" + (f" (first {SESSION_LIMIT})"
+    draining = sum(1 for s in listed if s.get("draining"))
+    head = el("p", f"open {len(listed)}" + (f" ({draining} draining)" if draining else "")
+                   + (f" (first {SESSION_LIMIT})"
                                               if view.sessions["truncated"] else "")
                    + f" · slots {used} / {slots} used", class_="muted")
     return section("Workers and sessions", head,
                    table(["worker", "session", "slots used", "free", "labels", "runtimes",
-                          "last seen", "expires in"], rows, empty="no active session",
+                          "last seen", "expires in"], rows, empty="no open session",
                          id_="sessions"),
                    id_="workers")
 

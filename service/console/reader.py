@@ -4,6 +4,10 @@ Every read is one `ql.` function granted to `ql_readonly` (the console's DSN
 needs no other right). A QingLong SQLSTATE with an HTTP status (bad input 400,
 unknown run 404) becomes a `ConsoleError` carrying the database's own message;
 anything else is a 503 that names no internals.
+
+Defence in depth: every connection is opened read-only
+(default_transaction_read_only) with a statement timeout, so even a console
+given a superuser's DSN cannot write through a page.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from qinglong.service import sqlstates
 T = TypeVar("T")
 
 STATEMENT_TIMEOUT_MS = 5000
+CONNECTION_OPTIONS = (f"-c statement_timeout={STATEMENT_TIMEOUT_MS} "
+                      "-c default_transaction_read_only=on")
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ class Reader:
         self._pool = AsyncConnectionPool(
             dsn, min_size=1, max_size=max_size, open=False, name="qinglong-console",
             kwargs={"autocommit": True, "application_name": "qinglong-console",
-                    "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"},
+                    "options": CONNECTION_OPTIONS},
             timeout=5.0, reconnect_timeout=5.0)
 
     async def open(self) -> None:

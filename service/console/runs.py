@@ -60,6 +60,9 @@ def parse_filter(query: MultiMapping[str]) -> RunFilter:
     if bad:
         raise ConsoleError(400, f"state {bad[0]!r} is not a run state "
                                 f"(one of {', '.join(RUN_STATES)})")
+    for name in ("task", "after"):
+        if len(query.getall(name, [])) > 1:
+            raise ConsoleError(400, f"{name} may be given once")
     task = query.get("task") or None
     after = query.get("after") or None
     return RunFilter(states, task, after)

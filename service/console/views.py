@@ -42,7 +42,7 @@ def error_page(request: web.Request, error: ConsoleError) -> web.Response:
 
 
 _REASONS = {400: "bad request", 404: "not found", 405: "method not allowed",
-            503: "database unavailable"}
+            500: "internal error", 503: "database unavailable"}
 
 
 async def overview_page(request: web.Request) -> web.Response:

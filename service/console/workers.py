@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from qinglong.db import api
 from qinglong.service.console.formatting import age, short_id, utc
@@ -72,8 +73,8 @@ def render(view: WorkersView, now_ms: int) -> Markup:
     rows = [_row(w, live.get(w["workerId"]), now_ms) for w in view.workers["workers"]]
     pager = [el("a", "first page", href="/workers")]
     if view.workers.get("next"):
-        pager.append(el("a", "next →", href=f"/workers?after={view.workers['next']}",
-                        rel="next", id="next-workers"))
+        cursor = urlencode({"after": view.workers["next"]})
+        pager.append(el("a", "next →", href=f"/workers?{cursor}", rel="next", id="next-workers"))
     return join([table(["worker", "status", "session", "labels", "runtimes", "slots used",
                         "free", "last seen", "credentials"], rows, empty="no worker registered",
                        id_="workers"), el("p", pager, class_="pager")])

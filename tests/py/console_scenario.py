@@ -12,8 +12,10 @@ that is only a member of ql_readonly, and yields its URL.
 from __future__ import annotations
 
 import os
+import selectors
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -108,21 +110,53 @@ def drop_role(conn: psycopg.Connection, db_name: str) -> None:
         sql.Identifier(f"ql_console_{db_name}")))
 
 
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+def _first_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    """The child's first stdout line, or "" when it exits or stays silent past timeout_s."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout_s):
+            return ""
+    return proc.stdout.readline()  # it has written; the line ends with its flush
+
+
 @contextmanager
 def console_process(dsn: str, *extra: str) -> Iterator[str]:
-    """`qinglong console` on a free loopback port; yields its URL (its first line)."""
+    """`qinglong console` on a free loopback port; yields its URL (its first line).
+
+    Never hangs or leaks: the first line is awaited at most START_TIMEOUT_S,
+    stderr goes to a file (a pipe nobody reads could fill and block the
+    console), and a console that does not stop on SIGTERM is killed.
+    """
     env = dict(os.environ, QINGLONG_DSN=dsn)
-    proc = subprocess.Popen([sys.executable, "-m", "qinglong", "console", "--port", "0", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "qinglong", "console", "--port", "0", *extra],
+            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+        try:
+            first = _first_line(proc, START_TIMEOUT_S)
+            if not first.startswith("console: http://127.0.0.1:"):
+                stderr.seek(0)
+                raise AssertionError(f"the console did not start: {first!r} {stderr.read()}")
+            yield first.split(" ", 1)[1].strip()
+        finally:
+            stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[str], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM, then SIGKILL when it is still there after timeout_s."""
+    proc.terminate()
     try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert first.startswith("console: http://127.0.0.1:"), (first, proc.stderr.read()
-                                                                 if proc.poll() else "")
-        yield first.split(" ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout_s)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 @dataclass(frozen=True)
@@ -132,8 +166,8 @@ class Answer:
     headers: dict[str, str]
 
 
-def fetch(url: str, method: str = "GET") -> Answer:
-    request = urllib.request.Request(url, method=method)
+def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> Answer:
+    request = urllib.request.Request(url, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return Answer(response.status, response.read().decode(), dict(response.headers))

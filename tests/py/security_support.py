@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from qinglong.db.migrator import bootstrap
 from qinglong.service import pki
 from qinglong.throwaway_postgres import ThrowawayPostgres
 from tests.py.ingress_harness import (
@@ -175,9 +176,14 @@ class World:
 def module_world(cluster: ThrowawayPostgres, template: str, root: Path, *,
                  start_ingress: bool = True, **config: Any) -> Iterator[World]:
     """A fresh database copied from the migrated template, a throwaway PKI and
-    (optionally) the in-process ingress, all torn down at module end."""
+    (optionally) the in-process ingress, all torn down at module end.
+
+    The copy gets the bootstrap's database grants (CREATE DATABASE ... TEMPLATE
+    does not copy the database ACL), so the matrix runs against the production
+    surface: no CONNECT or TEMPORARY for PUBLIC."""
     name = f"ql_sec_{os.getpid()}_{next(_db_counter)}"
     cluster.create_database(name, template=template)
+    bootstrap(cluster.dsn(name))
     ensure_ingress_role(cluster.dsn("postgres"))
     server: IngressThread | None = None
     try:

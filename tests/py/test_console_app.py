@@ -4,6 +4,7 @@ escaping, no secrets, read-only, loopback by default, clear 4xx answers."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import urlencode
 
 import psycopg
@@ -320,3 +322,206 @@ def test_reads_are_granted_to_ql_readonly(conn: psycopg.Connection) -> None:
         " FROM pg_proc p WHERE p.pronamespace = 'ql'::regnamespace AND p.proname = ANY(%s)",
         (names,)).fetchall()
     assert sorted(rows) == sorted((name, True) for name in names), json.dumps(rows)
+
+
+@pytest.mark.parametrize("host, status", [
+    ("evil.example", 400), ("evil.example:{port}", 400), ("127.0.0.1.evil.example", 400),
+    ("127.0.0.1:{port}", 200), ("localhost:{port}", 200), ("LOCALHOST", 200),
+    ("[::1]:{port}", 200), ("127.0.0.1", 200),
+])
+def test_host_header_must_name_the_loopback_console(console: str, host: str,
+                                                    status: int) -> None:
+    """DNS rebinding: a page whose domain now resolves to 127.0.0.1 sends its own
+    name as Host; without --allow-remote the console answers it 400, never a page."""
+    port = console.rstrip("/").rsplit(":", 1)[1]
+    answer = fetch(console, headers={"Host": host.format(port=port)})
+    assert answer.status == status, (host, answer.body[:300])
+    if status == 400:
+        assert Dom(answer.body).by_id("error").startswith("Host header names no loopback")
+        assert "edge-1" not in answer.body and "Content-Security-Policy" in answer.headers
+
+
+def test_allow_remote_accepts_any_host(conn: psycopg.Connection, pg_cluster, db_name: str,
+                                       scenario: Scenario) -> None:
+    try:
+        with console_process(readonly_dsn(conn, pg_cluster, db_name), "--allow-remote") as url:
+            assert fetch(url, headers={"Host": "console.example:8088"}).status == 200
+    finally:
+        drop_role(conn, db_name)
+
+
+def test_host_allowed_rules(db_dsn: str) -> None:
+    from qinglong.service.console.app import host_allowed, host_name
+
+    assert [host_name(h) for h in ("a.example:80", "[::1]:8088", "[::1]", "::1", "LocalHost")] \
+        == ["a.example", "::1", "::1", "::1", "localhost"]
+    local = ConsoleConfig(dsn=db_dsn, host="127.0.0.2")
+    assert host_allowed("127.0.0.2:8088", local) and not host_allowed("10.0.0.1", local)
+    assert not host_allowed(None, local) and not host_allowed("", local)
+
+
+def test_repeated_task_or_cursor_is_a_bad_request(console: str, scenario: Scenario) -> None:
+    for query in ([("task", scenario.build_task), ("task", scenario.train_task)],
+                  [("after", "1"), ("after", "2")]):
+        answer = fetch(f"{console}runs?" + urlencode(query))
+        assert answer.status == 400, query
+        assert Dom(answer.body).by_id("error").endswith("may be given once")
+
+
+def test_console_connection_is_read_only_even_as_superuser(conn: psycopg.Connection,
+                                                           db_dsn: str) -> None:
+    """Defence in depth: given a superuser's DSN, a write through the console's
+    connections still fails (default_transaction_read_only) and changes nothing."""
+    import asyncio
+
+    from qinglong.service.console.reader import ConsoleError, Reader
+
+    async def attempt() -> tuple[ConsoleError | None, dict[str, Any]]:
+        reader = Reader(db_dsn, max_size=1)
+        await reader.open()
+        try:
+            counts = await reader.read(api.run_state_counts())  # a read still works
+            try:
+                await reader.read(api.register_worker(name="written-by-console"))
+            except ConsoleError as exc:
+                return exc, counts
+            return None, counts
+        finally:
+            await reader.close()
+
+    assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+                        ).fetchone() == (True,)
+    before = table_fingerprint(conn)
+    error, counts = asyncio.run(attempt())
+    assert error is not None and error.status == 503, "a write went through the console"
+    assert counts["states"], counts
+    assert table_fingerprint(conn) == before
+    assert conn.execute("SELECT count(*) FROM ql_private.workers WHERE name = %s",
+                        ("written-by-console",)).fetchone() == (0,)
+
+
+def test_demo_console_role_is_a_readonly_login(conn: psycopg.Connection, db_dsn: str,
+                                               db_name: str) -> None:
+    """`qinglong demo --dsn`: the console's login is made on the admin DSN and is
+    only a ql_readonly member (not the admin); running it again resets it."""
+    from qinglong.console_cli import ensure_console_role
+
+    role = f"ql_demo_console_{db_name}"
+    try:
+        for _ in range(2):
+            dsn = ensure_console_role(db_dsn, role)
+            with psycopg.connect(dsn, autocommit=True) as console_conn:
+                row = console_conn.execute(
+                    "SELECT current_user, r.rolsuper, r.rolcreaterole,"
+                    " pg_has_role(current_user, 'ql_readonly', 'MEMBER')"
+                    " FROM pg_roles r WHERE r.rolname = current_user").fetchone()
+                assert row == (role, False, False, True)
+                api.run_state_counts().run(console_conn)  # a console read is granted
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    api.register_worker(name="nope").run(console_conn)
+        assert "password=" in dsn
+        stored = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s",
+                              (role,)).fetchone()
+        assert stored is not None and str(stored[0]).startswith("SCRAM-SHA-256$")
+    finally:
+        conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(
+            psycopg.sql.Identifier(role)))
+
+
+def test_an_unexpected_error_is_the_consoles_own_500_page(db_dsn: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in a page (fault injected into the overview's load) is logged and
+    answered as an error page with the console's headers, never aiohttp's own."""
+    import asyncio
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from qinglong.service.console import overview
+    from qinglong.service.console.app import create_console_app
+
+    async def broken(_reader: object) -> None:
+        raise RuntimeError("injected fault with a secret-looking detail")
+
+    monkeypatch.setattr(overview, "load", broken)
+
+    async def get() -> tuple[int, str, dict[str, str]]:
+        app = create_console_app(ConsoleConfig(dsn=db_dsn))
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            response = await client.get("/", headers={"Host": "127.0.0.1"})
+            return response.status, await response.text(), dict(response.headers)
+
+    status, body, headers = asyncio.run(get())
+    assert status == 500
+    assert Dom(body).by_id("error").startswith("internal error")
+    assert "injected fault" not in body
+    assert headers["Cache-Control"] == "no-store"
+    assert headers["Content-Security-Policy"].startswith("default-src 'none'")
+
+
+def test_console_process_never_hangs_or_leaks() -> None:
+    """The fixture's own guards: a silent child is not waited on forever, a child
+    that ignores SIGTERM is killed, a console that cannot start says why."""
+    import time
+
+    from tests.py import console_scenario
+
+    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    assert console_scenario._first_line(silent, 0.5) == ""
+    assert time.monotonic() - started < 5
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                               "signal.SIG_IGN); print('up', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    assert console_scenario._first_line(stubborn, 10) == "up\n"
+    for proc in (silent, stubborn):
+        console_scenario.stop_process(proc, timeout_s=1.0)
+        assert proc.returncode is not None
+    assert stubborn.returncode == -9, "SIGTERM was ignored: it must have been killed"
+    with pytest.raises(AssertionError, match="not a loopback address"):
+        with console_scenario.console_process("dbname=none", "--host", "10.0.0.1"):
+            pass
+
+
+def _demo(dsn: str, tmp_path) -> tuple[Any, io.StringIO]:
+    from qinglong.demo import Demo
+
+    out = io.StringIO()
+    demo = Demo(workers=1, runs=1, dsn=dsn, timeout_s=10, keep=tmp_path, out=out)
+    demo.admin_dsn, demo.console_port = dsn, 0
+    demo.announce_console()
+    return demo, out
+
+
+def test_demo_with_dsn_serves_its_console_as_a_readonly_login(
+        conn: psycopg.Connection, db_dsn: str, scenario: Scenario, tmp_path) -> None:
+    """`qinglong demo --dsn` (no throwaway cluster): the console reads as the
+    ql_readonly login it makes, not as the admin DSN it was given."""
+    from qinglong.demo import CONSOLE_ROLE
+
+    demo, out = _demo(db_dsn, tmp_path)
+    try:
+        demo.start_console()
+        assert demo.console is not None, out.getvalue()
+        assert fetch(demo.console_url).status == 200
+        dsn = (demo.root / "console.dsn").read_text()
+        assert psycopg.conninfo.conninfo_to_dict(dsn)["user"] == CONSOLE_ROLE
+        users = {r[0] for r in conn.execute(
+            "SELECT usename FROM pg_stat_activity WHERE application_name = 'qinglong-console'")}
+        assert users == {CONSOLE_ROLE}, users
+    finally:
+        demo.cleanup()
+        conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(
+            psycopg.sql.Identifier(CONSOLE_ROLE)))
+
+
+def test_demo_goes_on_when_its_console_cannot_start(tmp_path) -> None:
+    demo, out = _demo("host=127.0.0.1 port=1 dbname=none connect_timeout=2", tmp_path)
+    try:
+        demo.start_console()  # no exception: a warning, and no console
+    finally:
+        demo.cleanup()
+    assert demo.console is None
+    assert "warning: the console did not start" in out.getvalue()
+    assert "continuing without it" in out.getvalue()

@@ -4,12 +4,16 @@ over a demo-like database, and the test reads the DOM Chromium built: the
 expected runs, workers and states are there, an output tail holding
 `<script>alert(1)</script>` is text (no script element came of it), the page
 refreshed itself in place, and a screenshot of each page is saved under the
-test's tmp dir."""
+test's tmp dir; and a refresh that fails shows a "stale since" marker."""
 
 from __future__ import annotations
 
+import http.server
+import re
 import shutil
 import subprocess
+import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,3 +109,63 @@ def test_pages_in_a_browser(scenario_console: tuple[Scenario, str], tmp_path: Pa
 
     shots = sorted(p.name for p in tmp_path.glob("*.png"))
     assert shots == ["overview.png", "run.png", "runs.png", "workers.png"]
+
+
+class _FailAfterFirstPage(http.server.BaseHTTPRequestHandler):
+    """Fault injection in front of a real console: the first GET of a page is
+    passed through, every later one (the in-page refresh) answers 503."""
+
+    upstream = ""
+    pages_served = 0
+
+    def do_GET(self) -> None:
+        cls = type(self)
+        if not self.path.startswith("/static/"):
+            if cls.pages_served > 0:
+                self._answer(503, b"database unavailable", "text/plain")
+                return
+            cls.pages_served += 1
+        with urllib.request.urlopen(cls.upstream + self.path, timeout=10) as response:
+            self._answer(response.status, response.read(), response.headers["Content-Type"])
+
+    def _answer(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_failed_refresh_shows_a_stale_marker(scenario_console: tuple[Scenario, str],
+                                             tmp_path: Path) -> None:
+    """The page loads, then its refreshes get 503: it keeps the last page and
+    shows "stale since HH:MM:SS UTC" (hidden while refreshes succeed)."""
+    _, url = scenario_console
+    healthy = Dom(_run(tmp_path / "profile-ok", "--dump-dom", url))
+    assert healthy.tags("body")[0].attrs.get("data-refreshed")
+    marker = [e for e in healthy.elements if e.attrs.get("id") == "stale"]
+    assert marker and "hidden" in marker[0].attrs and healthy.by_id("stale") == ""
+
+    handler = type("Handler", (_FailAfterFirstPage,), {"upstream": url.rstrip("/"),
+                                                       "pages_served": 0})
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        stale = Dom(_run(tmp_path / "profile-stale", "--dump-dom",
+                         f"http://127.0.0.1:{proxy.server_address[1]}/"))
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        thread.join(timeout=10)
+    assert handler.pages_served == 1
+    marker = [e for e in stale.elements if e.attrs.get("id") == "stale"]
+    assert marker and "hidden" not in marker[0].attrs, "the stale marker is not shown"
+    assert re.fullmatch(r"stale since \d\d:\d\d:\d\d UTC", stale.by_id("stale"))
+    body = stale.tags("body")[0]
+    assert body.attrs.get("data-stale") == "true" and not body.attrs.get("data-refreshed")
+    assert "edge-1" in stale.by_id("sessions"), "the last good page is kept"

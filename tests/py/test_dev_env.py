@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 ENV_KEYS = {"dsn", "runtimeDsn", "ingressUrl", "adminUrl", "caFile", "caDir", "worker"}
 WORKER_KEYS = {"workerId", "certFile", "keyFile", "credentialFile"}
@@ -83,9 +84,17 @@ def test_dev_up_down(tmp_path: Path) -> None:
     up = dev("up", "--state-dir", str(state_dir))
     try:
         assert up.returncode == 0, up.stderr
-        env = json.loads(up.stdout)
-        assert env == json.loads((state_dir / "dev-env.json").read_text())
+        env = json.loads((state_dir / "dev-env.json").read_text())
         assert set(env) == ENV_KEYS
+        # stdout: the same description, minus the DSNs' passwords, plus where the file is.
+        shown = json.loads(up.stdout)
+        assert shown.pop("envFile") == str((state_dir / "dev-env.json").resolve())
+        assert {k: v for k, v in shown.items() if "Dsn" not in k and k != "dsn"} == {
+            k: v for k, v in env.items() if "Dsn" not in k and k != "dsn"}
+        for key in ("dsn", "runtimeDsn"):
+            assert "password" not in shown[key] and "password=" in env[key]
+            assert conninfo_to_dict(shown[key]) == {
+                k: v for k, v in conninfo_to_dict(env[key]).items() if k != "password"}
         assert set(env["worker"]) == WORKER_KEYS
         # Its DSNs carry generated passwords: readable by its owner only.
         assert stat.S_IMODE(os.stat(state_dir / "dev-env.json").st_mode) == 0o600

@@ -25,6 +25,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from qinglong.demo import Demo
+from qinglong.dev_cli import public_env
 from qinglong.service.config import load_config
 from qinglong.throwaway_postgres import Auth, ThrowawayPostgres
 from tests.py.dsn_files import dsn_file
@@ -119,6 +120,26 @@ def test_ingress_config_repr_leaves_out_the_dsn(tmp_path: Path) -> None:
         assert "cert_file=" in text  # the rest of the repr is intact
 
 
+@pytest.mark.parametrize("dsn", [
+    DSN,
+    f"postgresql://qinglong_ingress:{SECRET}@127.0.0.1:5432/q?connect_timeout=10",
+    f"postgresql://qinglong_ingress@127.0.0.1:5432/q?password={SECRET}&sslmode=disable",
+    f"host=127.0.0.1 password='{SECRET} x\\'y' user=qinglong_ingress dbname=q",
+])
+def test_dev_up_prints_dsns_without_their_password(dsn: str, tmp_path: Path) -> None:
+    env = {"dsn": dsn, "runtimeDsn": dsn, "ingressUrl": "https://127.0.0.1:1",
+           "worker": {"workerId": "w"}}
+    shown = public_env(env, tmp_path / "dev-env.json")
+    assert SECRET not in json.dumps(shown)
+    assert shown["envFile"] == str(tmp_path / "dev-env.json")
+    assert {k: v for k, v in shown.items() if k not in ("dsn", "runtimeDsn", "envFile")} == {
+        k: v for k, v in env.items() if k not in ("dsn", "runtimeDsn")}
+    expected = {k: v for k, v in conninfo_to_dict(dsn).items() if k != "password"}
+    assert conninfo_to_dict(shown["dsn"]) == conninfo_to_dict(shown["runtimeDsn"]) == expected
+    assert expected["user"] == "qinglong_ingress"  # the rest of the DSN survives
+    assert env["dsn"] == dsn  # the caller's (written) description is untouched
+
+
 def test_cluster_and_demo_reprs_leave_out_passwords_and_dsns() -> None:
     cluster = ThrowawayPostgres(auth=Auth.SCRAM, existing_dsn=DSN,
                                 passwords={"postgres": SECRET})
@@ -168,6 +189,9 @@ def test_dev_up_keeps_passwords_in_0600_files_and_off_every_command_line(
         try:
             assert up.returncode == 0, up.stderr
             env, secrets = _dev_secrets(state_dir)
+            # stdout/stderr reach terminals and CI logs: DSNs there carry no password.
+            assert [s for s in secrets if s in up.stdout or s in up.stderr] == []
+            assert json.loads(up.stdout)["envFile"] == str((state_dir / "dev-env.json").resolve())
             for name in ("dev-env.json", "ingress.json", "dev-state.json"):
                 assert _mode(state_dir / name) == 0o600, name
             _assert_scram_enforced(env)

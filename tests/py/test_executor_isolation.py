@@ -6,12 +6,15 @@
   when it exits, on timeout and on cancel. Once against the executor (fast),
   once end to end through ``qinglong worker run --execute --run-as`` (slow).
 * What the sandbox is: the run-as identity (uid, gid, no supplementary groups,
-  no capabilities, ``no_new_privs``), the run directory (0700, owned by the
-  user, removed afterwards), the environment, file descriptors, double forks.
+  no capabilities — also for a non-root worker holding ambient CAP_SETUID/
+  CAP_SETGID —, ``no_new_privs``), the run directory (0700, owned by the user,
+  its usable HOME, removed afterwards, at any depth), the environment, file
+  descriptors, double forks, and the worker's death (SIGKILL) ending it all.
 * The start-time refusals of ``qinglong worker run`` (exit 2, one JSON line):
-  root without ``--run-as``, unknown users, the worker's own user, no privilege
-  to switch (real capability sets of real processes), a secret readable by
-  the run-as user (probed as that user), ``--run-as`` without ``--execute``.
+  any worker without ``--run-as``, unknown users, no privilege to switch (real
+  capability sets of real processes), a secret readable by the run-as user
+  (probed as that user), a runs directory the user cannot reach, ``--run-as``
+  without ``--execute``.
 
 The suite runs as root in CI; as another user the tests that need root skip.
 """
@@ -23,6 +26,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -32,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from qinglong.worker import process_tree
 from qinglong.worker.executor import OUTPUT_NAME, CommandSpec, Process, StopReason, spawn
 from qinglong.worker.process_tree import SpawnFailed
 from qinglong.worker.run_as import (
@@ -47,8 +52,9 @@ from qinglong.worker.run_as import (
     readable_by,
     resolve_user,
 )
+from tests.py.run_as_support import searchable_tmp
 from tests.py.test_lifecycle_e2e import Env
-from tests.py.test_worker_e2e import QL, _json_out
+from tests.py.test_worker_e2e import QL, _dev_up, _json_out
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 
@@ -202,8 +208,9 @@ def test_the_command_has_the_run_as_identity_and_nothing_else(
 ) -> None:
     user = _user(run_as_user)
     script = (
-        "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):' "
-        "/proc/self/status; ls /proc/self/fd; stat -c '%u %a' .; echo HOME=$HOME"
+        "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapAmb|CapBnd|NoNewPrivs):' "
+        "/proc/self/status; ls /proc/self/fd; stat -c '%u %a' .; echo HOME=$HOME; "
+        'test -w "$HOME" && cd "$HOME" && touch home-file && echo home-usable'
     )
     process = _start(secrets, user, script)
     wait_exit(process)
@@ -212,7 +219,7 @@ def test_the_command_has_the_run_as_identity_and_nothing_else(
     assert fields["Uid"].split() == [str(user.uid)] * 4
     assert fields["Gid"].split() == [str(user.gid)] * 4
     assert fields["Groups"].split() == []
-    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb", "CapBnd"):  # root may empty all
         assert int(fields[cap], 16) == 0, (cap, fields[cap])
     assert fields["NoNewPrivs"].strip() == "1"
     lines = out.splitlines()
@@ -221,6 +228,7 @@ def test_the_command_has_the_run_as_identity_and_nothing_else(
     assert fds[:3] == ["0", "1", "2"] and len(fds) <= 4, fds
     assert f"{user.uid} 700" in lines
     assert f"HOME={secrets.runs / 'offer-1'}" in lines
+    assert "home-usable" in lines, out
 
 
 @needs_root
@@ -246,6 +254,23 @@ def test_the_run_directory_is_removed_even_when_made_read_only(
     process = _start(secrets, _user(run_as_user), script)
     wait_exit(process)
     assert process.status is not None and process.status.returncode == 0
+    assert list(secrets.runs.iterdir()) == []
+
+
+@needs_root
+def test_a_run_directory_deeper_than_the_recursion_limit_is_removed(
+    secrets: Secrets, run_as_user: str | None
+) -> None:
+    depth = sys.getrecursionlimit() + 200
+    script = (
+        f"import os\nfor i in range({depth}):\n    os.mkdir('d')\n    os.chdir('d')\n"
+        "    open('f', 'w').close()\n    os.chmod('..', 0o500 if i % 7 else 0o700)"
+    )
+    spec = CommandSpec(("/usr/bin/python3", "-c", script), {}, None, 60)
+    process = spawn(spec, str(secrets.work / "offer-1"), output_limit=4096,
+                    sandbox=Sandbox(str(secrets.runs), _user(run_as_user)))  # fmt: skip
+    wait_exit(process)
+    assert process.status is not None and process.status.returncode == 0, process.result()
     assert list(secrets.runs.iterdir()) == []
 
 
@@ -288,16 +313,18 @@ def test_a_leftover_owned_by_someone_else_fails_the_start(
 def test_refusal_rules_of_decide() -> None:
     both = (1 << CAP_SETUID) | (1 << CAP_SETGID)
     me = resolve_user("nobody")
-    with pytest.raises(RunAsError) as exc:
-        decide(None, euid=0, capabilities=0)
-    assert exc.value.reason == "run_as_required"
-    assert decide(None, euid=1000, capabilities=0) is None  # development mode (warned)
+    for euid, caps in ((0, 0), (1000, 0), (1000, both)):  # no worker runs commands unasked
+        with pytest.raises(RunAsError) as exc:
+            decide(None, euid=euid, capabilities=caps)
+        assert exc.value.reason == "run_as_required"
+        assert "--run-as USER" in exc.value.detail
     assert decide("root", euid=0, capabilities=0) is None  # explicit: tasks run as root
     assert decide("0", euid=0, capabilities=0) is None
+    # Explicit: a non-root worker's own user, no isolation (warned at start).
+    assert decide("nobody", euid=me.uid, capabilities=0) is None
+    assert decide(str(me.uid), euid=me.uid, capabilities=both) is None
     cases = [
         ("root", 1000, both, "run_as_root_refused"),
-        ("nobody", me.uid, both, "run_as_is_worker"),
-        (str(me.uid), me.uid, both, "run_as_is_worker"),
         ("nobody", 1000, 0, "no_privilege_to_switch"),
         ("nobody", 1000, 1 << CAP_SETUID, "no_privilege_to_switch"),
         ("no-such-user-ql", 0, 0, "unknown_user"),
@@ -442,6 +469,8 @@ def test_run_as_passes_the_checks_and_prepares_the_runs_directory(
     code, events = _worker_run("--config", str(config), "--execute", "--run-as", "root")
     assert code == 2 and _failure(events)["reason"] == "credentials_unusable"
     assert [e for e in events if e["event"] == "worker.run_as_root"]
+    (starting,) = [e for e in events if e["event"] == "worker.starting"]
+    assert starting["runAs"] == "root"
     assert runs.stat().st_mode & 0o7777 == 0o700  # nobody else creates run directories
 
 
@@ -470,8 +499,12 @@ def test_the_output_on_disk_is_capped_and_the_tail_still_comes_back(
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     state_dir = tmp_path_factory.mktemp("dev")
-    doc = _json_out([*QL, "dev", "up", "--state-dir", str(state_dir)], timeout=240)
-    env = Env(doc, tmp_path_factory.mktemp("isolation"))
+    doc = _dev_up(state_dir)
+    # Not pytest's tmp_path (0700 ancestors would deny everything by themselves):
+    # the worker's identity and journal sit in a directory others may only
+    # search, so only the files' own modes keep the command out.
+    base = searchable_tmp("ql-iso-e2e-")
+    env = Env(doc, base)
     try:
         yield env
     finally:
@@ -479,6 +512,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             worker.kill()
         subprocess.run([*QL, "dev", "down", "--state-dir", str(state_dir)], check=False,
                        capture_output=True, timeout=120)  # fmt: skip
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @needs_root
@@ -560,6 +594,25 @@ def test_without_a_sandbox_root_never_spawns(secrets: Secrets) -> None:
 
 
 @needs_root
+def test_a_runs_directory_the_run_as_user_cannot_reach_refuses_the_start(
+    secrets: Secrets, run_as_user: str | None
+) -> None:
+    """systemd's default StateDirectoryMode=0700 above the runs directory: the
+    run's directory (its HOME) would be out of the user's reach."""
+    (secrets.base / "new").mkdir(mode=0o700)
+    config = _config(secrets)
+    code, events = _worker_run("--config", str(config), "--execute", "--run-as", str(run_as_user))
+    assert code == 2
+    failed = _failure(events)
+    assert (failed["error"], failed["reason"]) == ("isolation_refused", "runs_dir_unreachable")
+    assert str(secrets.base / "new" / "fresh-journal.runs") in failed["detail"]
+    assert "0711" in failed["detail"]
+    (secrets.base / "new").chmod(0o711)  # as documented: the start goes on
+    code, events = _worker_run("--config", str(config), "--execute", "--run-as", str(run_as_user))
+    assert _failure(events)["reason"] == "credentials_unusable"
+
+
+@needs_root
 def test_a_runs_directory_that_is_not_the_workers_refuses_the_start(
     secrets: Secrets, run_as_user: str | None
 ) -> None:
@@ -576,3 +629,99 @@ def test_a_runs_directory_that_is_not_the_workers_refuses_the_start(
     code, events = _worker_run("--config", str(config), "--execute", "--run-as", str(run_as_user))
     assert code == 2 and _failure(events)["reason"] == "runs_dir_unusable"
     assert str(runs) in _failure(events)["detail"]
+
+
+# ------------------------------------------------------------------ the worker's death
+
+
+_DYING_WORKER = """
+import sys, time
+from qinglong.worker.executor import CommandSpec, spawn
+from qinglong.worker.run_as import Sandbox, resolve_user
+runs, work, user = sys.argv[1:4]
+spec = CommandSpec(("sh", "-c", "sleep 300 & echo bg=$!; sleep 300"), {}, None, 600)
+process = spawn(spec, work, output_limit=4096, sandbox=Sandbox(runs, resolve_user(user)))
+print(process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@needs_root
+def test_the_supervisor_and_its_tree_die_with_the_worker(
+    secrets: Secrets, run_as_user: str | None
+) -> None:
+    """A worker SIGKILLed mid-run: the parent-death signal, armed after the
+    supervisor took the run-as identity (a uid change clears it), ends the
+    supervisor and everything the command started."""
+    work = secrets.work / "offer-1"
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _DYING_WORKER, str(secrets.runs), str(work), str(run_as_user)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert worker.stdout is not None
+        supervisor = int(worker.stdout.readline())
+        deadline = time.monotonic() + 10
+        while not BG_PID.search((work / OUTPUT_NAME).read_text()):
+            assert time.monotonic() < deadline, "the command did not start"
+            time.sleep(0.02)
+        (bg,) = BG_PID.findall((work / OUTPUT_NAME).read_text())
+    finally:
+        worker.kill()
+        worker.wait()
+    assert wait_gone(supervisor), f"the supervisor outlived the worker: {cmdline(supervisor)}"
+    assert wait_gone(int(bg)), f"`sleep 300` outlived the worker: {cmdline(int(bg))}"
+
+
+# ------------------------------------------------------------------ a non-root worker
+
+
+_CAPABLE_WORKER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from process_tree import Launch, start
+script = "grep -E '^(Uid|Cap(Inh|Prm|Eff|Amb)):' /proc/self/status"
+handle = start(Launch(argv=("sh", "-c", script), env={"PATH": "/usr/bin:/bin"},
+                      runs_dir=sys.argv[2], run_name="r1", cwd_parts=(),
+                      uid=int(sys.argv[3]), gid=int(sys.argv[4])))
+sys.stdout.write(handle.stdout.read().decode())
+sys.exit(handle.wait(30))
+"""
+
+
+def _unused_uid() -> int:
+    import pwd
+
+    taken = {entry.pw_uid for entry in pwd.getpwall()}
+    return next(uid for uid in range(61000, 62000) if uid not in taken)
+
+
+@needs_root
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
+def test_a_worker_with_ambient_capabilities_leaves_none_to_the_command(
+    secrets: Secrets, run_as_user: str | None
+) -> None:
+    """The documented systemd unit: a non-root worker with CAP_SETUID and
+    CAP_SETGID (ambient). Its uid changes never pass through 0, so the kernel
+    clears nothing by itself: the command must still start with no capability.
+    The worker here is the system python with a readable copy of the supervisor
+    module (the suite's own interpreter may sit in a directory only root reads)."""
+    user = _user(run_as_user)
+    worker_uid = _unused_uid()
+    module_dir = secrets.base / "module"
+    module_dir.mkdir(mode=0o755)
+    shutil.copy(Path(process_tree.__file__), module_dir / "process_tree.py")
+    (module_dir / "process_tree.py").chmod(0o644)
+    os.chown(secrets.runs, worker_uid, worker_uid)  # the worker's own runs directory
+    done = subprocess.run(
+        ["setpriv", f"--reuid={worker_uid}", f"--regid={worker_uid}", "--clear-groups",
+         "--inh-caps=+setuid,+setgid", "--ambient-caps=+setuid,+setgid",
+         "/usr/bin/python3", "-c", _CAPABLE_WORKER, str(module_dir), str(secrets.runs),
+         str(user.uid), str(user.gid)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fields = dict(line.split(":", 1) for line in done.stdout.splitlines())
+    assert fields["Uid"].split() == [str(user.uid)] * 4, done.stdout
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(fields[cap], 16) == 0, (cap, done.stdout)

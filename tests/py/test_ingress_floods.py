@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from qinglong.service.client_hello import bytes_needed
+from qinglong.service import client_hello as hello_wait
+from qinglong.service.client_hello import PeerClosed, bytes_needed
 from qinglong.service.connection_caps import HandshakeTurns, HelloWaits, IdentityCounter
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
@@ -331,6 +332,72 @@ def test_connections_evicted_before_their_first_step_are_closed(listener_factory
 
 
 # ------------------------------------------------------------------ units
+
+
+def _wait_for_hello(pieces: list[bytes], gap_s: float, *, close: bool = False) -> tuple[int, float]:
+    """A real loopback peer sends `pieces` `gap_s` apart (then FIN if `close`);
+    wait_for_client_hello runs on the accepted socket. Returns how many bytes the
+    peer had sent when the wait returned, and how long it took."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        peer = socket.create_connection(listener.getsockname())
+        conn, _ = listener.accept()
+    conn.setblocking(False)
+    sent = 0
+
+    def send() -> None:
+        nonlocal sent
+        for piece in pieces:
+            time.sleep(gap_s)
+            peer.sendall(piece)
+            sent += len(piece)
+        if close:
+            peer.shutdown(socket.SHUT_WR)
+
+    async def wait() -> tuple[int, float]:
+        started = time.monotonic()
+        async with asyncio.timeout(10):
+            await hello_wait.wait_for_client_hello(asyncio.get_running_loop(), conn)
+        return sent, time.monotonic() - started
+
+    sender = threading.Thread(target=send)
+    with peer, conn:
+        sender.start()
+        try:
+            return asyncio.run(wait())
+        finally:
+            sender.join()
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("early_wakes", [False, True])
+def test_a_slow_peer_sending_its_hello_in_small_pieces_is_waited_for(
+        test_pki, monkeypatch, early_wakes):
+    """Under TCP memory pressure epoll reports the socket readable below
+    SO_RCVLOWAT; injected here by keeping the mark at 1 byte (a real kernel, real
+    sockets). A live peer still sending is not "closed": the wait returns only once
+    the whole record is there."""
+    if early_wakes:
+        real = hello_wait._set_low_water
+        monkeypatch.setattr(hello_wait, "_set_low_water", lambda sock, _count: real(sock, 1))
+    hello = client_hello(client_context(test_pki, test_pki.worker_cert(WORKER_A)))
+    sent, _ = _wait_for_hello(_pieces(hello, 3)[:4] + _pieces(hello[12:], 97), gap_s=0.03)
+    assert sent == len(hello)
+
+
+@pytest.mark.parametrize("early_wakes", [False, True])
+def test_a_peer_closing_inside_its_hello_is_closed_at_once(test_pki, monkeypatch, early_wakes):
+    if early_wakes:
+        real = hello_wait._set_low_water
+        monkeypatch.setattr(hello_wait, "_set_low_water", lambda sock, _count: real(sock, 1))
+    hello = client_hello(client_context(test_pki, test_pki.worker_cert(WORKER_A)))
+    for partial in (hello[:3], hello[:40]):
+        with pytest.raises(PeerClosed, match="inside its ClientHello"):
+            _wait_for_hello(_pieces(partial, 20), gap_s=0.02, close=True)
+    with pytest.raises(PeerClosed, match="before its ClientHello"):
+        _wait_for_hello([], gap_s=0, close=True)
 
 
 def test_bytes_needed_reads_only_the_record_header():

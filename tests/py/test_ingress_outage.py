@@ -122,11 +122,15 @@ def test_serve_process_reloads_on_sighup_and_drains_on_sigterm(tmp_path, test_pk
         "auditLog": str(tmp_path / "audit.jsonl"),
     }
     (tmp_path / "ingress.json").write_text(json.dumps(config))
-    proc = subprocess.Popen([sys.executable, "-m", "qinglong", "ingress", "serve", "--config",
-                             str(tmp_path / "ingress.json")],
+    # One process: the test reads this process's stdout and its one admin listener
+    # (without --processes, serve starts one child per CPU under a supervisor).
+    proc = subprocess.Popen([sys.executable, "-m", "qinglong", "ingress", "serve",
+                             "--processes", "1", "--config", str(tmp_path / "ingress.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         urls = _wait_for(ready, proc)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert children == [], "the ingress must serve in this one process"
         port = int(urls["ingressUrl"].rsplit(":", 1)[1])
         admin_port = int(urls["adminUrl"].rsplit(":", 1)[1])
         assert _admin_status(admin_port, "/healthz") == 200

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import signal
 import socket
 import ssl
 import time
+from asyncio import sslproto
 
 import pytest
 
-from qinglong.service.tls import TlsConfigError, load_anchor_bundle
+from qinglong.service.tls import TlsConfigError, load_anchor_bundle, server_tls
+from qinglong.service.tls_site import TLS_READ_BUFFER_BYTES, _LeanTlsProtocol
 from tests.py import ingress_harness
 from tests.py.ingress_harness import (
     UNREACHABLE_DSN,
@@ -134,6 +137,38 @@ def test_worker_ca_bundle_needs_one_to_eight_anchors(tmp_path, test_pki):
             load_anchor_bundle(str(tmp_path / name))
 
 
+def test_a_non_ascii_bundle_is_a_config_error_and_reload_keeps_the_old_context(
+        tmp_path, test_pki, caplog):
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes((test_pki.ca_dir / "ca.pem").read_bytes())
+    tls = server_tls(str(test_pki.server.cert_file), str(test_pki.server.key_file), str(bundle))
+    before = tls.context
+    bundle.write_bytes("# Zürich CA\n".encode() + (test_pki.ca_dir / "ca.pem").read_bytes())
+    with pytest.raises(TlsConfigError, match="non-ASCII byte at offset 3"):
+        load_anchor_bundle(str(bundle))
+    with caplog.at_level("ERROR", logger="qinglong.ingress.tls"), pytest.raises(TlsConfigError):
+        tls.reload()
+    assert tls.context is before
+    assert [r.event for r in caplog.records] == ["tls.reload_failed"]
+
+
+def test_lean_tls_protocol_still_sizes_its_buffer_by_max_size(test_pki):
+    """service/tls_site.py subclasses the private asyncio.sslproto.SSLProtocol and
+    overrides `max_size`: this fails if CPython stops reading that attribute."""
+    assert isinstance(sslproto.SSLProtocol.__dict__.get("max_size"), int)
+    context = server_tls(str(test_pki.server.cert_file), str(test_pki.server.key_file),
+                         test_pki.ca_file).context
+    loop = asyncio.new_event_loop()
+    try:
+        proto = _LeanTlsProtocol(loop, asyncio.Protocol(), context, None, server_side=True)
+        assert len(proto.get_buffer(-1)) == TLS_READ_BUFFER_BYTES == 4096
+        assert len(proto.get_buffer(1 << 20)) == TLS_READ_BUFFER_BYTES
+        assert len(sslproto.SSLProtocol(loop, asyncio.Protocol(), context, None,
+                                        server_side=True).get_buffer(-1)) > 4096
+    finally:
+        loop.close()
+
+
 def test_malformed_http_gets_the_json_envelope(server, test_pki):
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
     with tls_socket(server.port, ctx, timeout=10) as sock:
@@ -180,6 +215,16 @@ def test_sighup_reloads_the_worker_ca_bundle(tmp_path, test_pki, processes):
         for _ in range(2 * processes):  # the previous (foreign CA) bundle stays in use
             assert _request_with(tree.port, new) == 401
         assert tree.log_text().count('"event":"tls.reload_failed"') == processes
+
+        # Valid certificates around a non-ASCII comment: refused the same way.
+        bundle.write_bytes("# Zürich CA\n".encode() + (test_pki.ca_dir / "ca.pem").read_bytes())
+        tree.signal(signal.SIGHUP)
+        _wait_metric(tree, 'qinglong_ingress_tls_reloads_total{outcome="failed"}',
+                     2 * processes)
+        for _ in range(2 * processes):
+            assert _request_with(tree.port, new) == 401
+        assert tree.log_text().count('"event":"tls.reload_failed"') == 2 * processes
+        assert "Traceback" not in tree.log_text()
     finally:
         assert tree.stop() == 0
 

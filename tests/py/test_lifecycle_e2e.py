@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -35,8 +36,8 @@ import pytest
 
 from qinglong.db import api
 from tests.py.dsn_files import dsn_file
-from tests.py.run_as_support import run_as_args
-from tests.py.test_worker_e2e import QL, Worker, _json_out
+from tests.py.run_as_support import run_as_args, searchable_tmp
+from tests.py.test_worker_e2e import QL, Worker, _dev_up, _json_out
 
 # Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
 pytestmark = pytest.mark.slow
@@ -153,6 +154,7 @@ class Env:
         if lane is None and executor is None:
             env_file = journal.parent / f"{journal.name}-dev-env.json"
             env_file.write_text(json.dumps(dict(self.doc, worker=identity)))
+            env_file.chmod(0o600)  # the worker's configuration: never the run-as user's
             args = ["--dev-env", str(env_file)]
         else:
             config = {
@@ -175,6 +177,7 @@ class Env:
             }
             path = journal.parent / f"{journal.name}-config.json"
             path.write_text(json.dumps(config))
+            path.chmod(0o600)
             args = ["--config", str(path)]
         worker = Worker([*QL, "worker", "run", *args, "--journal", str(journal), "--execute",
                          *run_as_args(), *extra])  # fmt: skip
@@ -185,8 +188,9 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     state_dir = tmp_path_factory.mktemp("dev")
-    doc = _json_out([*QL, "dev", "up", "--state-dir", str(state_dir)], timeout=240)
-    helper = Env(doc, tmp_path_factory.mktemp("lifecycle"))
+    doc = _dev_up(state_dir)
+    # Not tmp_path (0700 ancestors): the run-as user must reach the runs dirs.
+    helper = Env(doc, searchable_tmp("ql-lifecycle-"))
     sweeper = subprocess.Popen([*QL, "runtime", "sweep", "--dsn-file",
                                 dsn_file(state_dir, "runtime.dsn", doc["runtimeDsn"]),
                                 "--every", "1s"], stdout=subprocess.DEVNULL,
@@ -210,6 +214,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             sweeper.kill()
         subprocess.run([*QL, "dev", "down", "--state-dir", str(state_dir)], check=False,
                        capture_output=True, timeout=120)  # fmt: skip
+        shutil.rmtree(helper.directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

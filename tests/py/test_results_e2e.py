@@ -25,9 +25,9 @@ import pytest
 from qinglong.db import api
 from tests.py import ingress_harness
 from tests.py.dsn_files import dsn_file
-from tests.py.run_as_support import run_as_args
+from tests.py.run_as_support import reachable_dir, run_as_args
 from tests.py.test_ingress_leases import COMPLETE, HEARTBEAT, Claim, _claim, _lease
-from tests.py.test_worker_e2e import QL, Worker, _json_out, dev_args
+from tests.py.test_worker_e2e import QL, Worker, _dev_up, _json_out, dev_args
 
 ingress = ingress_harness.ingress
 ingress_dsn = ingress_harness.ingress_dsn
@@ -133,12 +133,8 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     state_dir = tmp_path_factory.mktemp("dev")
     # The dev ingress inherits this environment: a polling budget that lets one
     # worker run 250 short commands back to back (the default is 5 pulls/s).
-    up = subprocess.run([*QL, "dev", "up", "--state-dir", str(state_dir)], capture_output=True,
-                        text=True, timeout=240, check=False,
-                        env=os.environ | {"QL_INGRESS_RATE_PER_S": "500",
-                                          "QL_INGRESS_RATE_BURST": "500"})
-    assert up.returncode == 0, up.stderr
-    doc = json.loads(up.stdout)
+    doc = _dev_up(state_dir, os.environ | {"QL_INGRESS_RATE_PER_S": "500",
+                                           "QL_INGRESS_RATE_BURST": "500"})
     path = state_dir / "dev-env-copy.json"
     path.write_text(json.dumps(doc))
     try:
@@ -174,14 +170,23 @@ def _show_when_finished(dev: dict[str, Any], run_id: str, timeout: float = 60) -
         time.sleep(0.5)
 
 
+@pytest.fixture
+def exec_journal() -> Iterator[Path]:
+    """An executing worker's journal: not under tmp_path (0700 ancestors), so the
+    run-as user reaches the runs directory beside it."""
+    with reachable_dir("ql-results-") as base:
+        yield base / "journal"
+
+
 @pytest.mark.slow
-def test_executor_reports_exit_code_and_output_tail(dev: dict[str, Any], tmp_path: Path) -> None:
+def test_executor_reports_exit_code_and_output_tail(dev: dict[str, Any], tmp_path: Path,
+                                                    exec_journal: Path) -> None:
     marker = f"RESULT-MARKER-{time.time_ns()}"
     small = _publish_and_enqueue(dev, tmp_path, "exit-3", f"echo {marker}; echo err >&2; exit 3")
     # 20,000 bytes of 'y' then a marker line: more than 8 KiB.
     big = _publish_and_enqueue(dev, tmp_path, "chatty",
                                "head -c 20000 /dev/zero | tr '\\0' y; echo END-MARKER")
-    worker = Worker(dev_args(dev, tmp_path / "journal", "--execute", *run_as_args()))
+    worker = Worker(dev_args(dev, exec_journal, "--execute", *run_as_args()))
     try:
         shown = _show_when_finished(dev, small)
         big_shown = _show_when_finished(dev, big)
@@ -217,8 +222,9 @@ def test_executor_reports_exit_code_and_output_tail(dev: dict[str, Any], tmp_pat
 
 
 @pytest.mark.slow
-def test_run_list_pages_through_250_executed_runs_exactly_once(dev: dict[str, Any],
-                                                               tmp_path: Path) -> None:
+def test_run_list_pages_through_250_executed_runs_exactly_once(
+    dev: dict[str, Any], tmp_path: Path, exec_journal: Path
+) -> None:
     """250 runs executed by a real worker, then `admin run list --state succeeded
     --limit 100` pages through them: 100 + 100 + 50, each run exactly once."""
     command = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
@@ -228,7 +234,7 @@ def test_run_list_pages_through_250_executed_runs_exactly_once(dev: dict[str, An
                       "results-e2e", "--name", "many", "--command-file", str(path)])
     enqueued = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", dev["_dsnFile"], "--task",
                           task["taskId"], "--count", "250"])["runIds"]
-    worker = Worker(dev_args(dev, tmp_path / "journal", "--execute", "--slots", "8",
+    worker = Worker(dev_args(dev, exec_journal, "--execute", "--slots", "8",
                              *run_as_args()))
     try:
         deadline = time.monotonic() + 240

@@ -570,6 +570,29 @@ SHADOW_TABLES = {
 }
 
 
+def test_ingress_login_gets_no_temp_objects(m: Matrix, role_conn: psycopg.Connection) -> None:
+    """The bootstrap leaves PUBLIC without TEMPORARY on the database: the ingress
+    login cannot create a pg_temp shadow at all. The shadow tests below grant
+    TEMPORARY to the test login on purpose, to test the second line of defence."""
+    _refused(role_conn, "CREATE TEMP TABLE worker_credentials (credential_id text)")
+    _refused(role_conn, "CREATE FUNCTION pg_temp.digest_equal(bytea, bytea) RETURNS boolean"
+                        " LANGUAGE sql AS 'SELECT true'")
+
+
+@pytest.fixture
+def temp_conn(m: Matrix, su: psycopg.Connection) -> Iterator[psycopg.Connection]:
+    """Like role_conn, but the test login holds TEMPORARY on the database (as if
+    an operator granted it): a login that can shadow with pg_temp objects."""
+    grant = sql.SQL("{} TEMPORARY ON DATABASE {} {} {}")
+    db, login = sql.Identifier(m.world.db_name), sql.Identifier(INGRESS_ROLE)
+    su.execute(grant.format(sql.SQL("GRANT"), db, sql.SQL("TO"), login))
+    try:
+        with psycopg.connect(m.world.ingress_dsn, autocommit=True) as conn:
+            yield conn
+    finally:
+        su.execute(grant.format(sql.SQL("REVOKE"), db, sql.SQL("FROM"), login))
+
+
 def _shadow(conn: psycopg.Connection, m: Matrix, forged_secret: str) -> None:
     """pg_temp tables named like the private ones, each holding a forgery that
     would change the answer if a function ever read it; pg_temp first on the path."""
@@ -596,34 +619,34 @@ def _pull_sql(conn: psycopg.Connection, credential_id: str, secret: str, m: Matr
 
 
 def test_shadow_credentials_in_pg_temp_are_ignored(m: Matrix, su: psycopg.Connection,
-                                                   role_conn: psycopg.Connection) -> None:
+                                                   temp_conn: psycopg.Connection) -> None:
     forged = new_token()
-    _shadow(role_conn, m, forged)
+    _shadow(temp_conn, m, forged)
     before = db_state(su)
     # A credential that exists only in pg_temp.worker_credentials is unknown…
-    result = _pull_sql(role_conn, "forged0000000001", forged, m, str(uuid.uuid4()), new_token())
+    result = _pull_sql(temp_conn, "forged0000000001", forged, m, str(uuid.uuid4()), new_token())
     assert result == {"status": "denied", "httpStatus": 401, "reason": "unknown_credential"}
     # …and A's real credential id with the secret forged in pg_temp is a bad secret.
-    result = _pull_sql(role_conn, m.a.worker.credential_id, forged, m, str(uuid.uuid4()),
+    result = _pull_sql(temp_conn, m.a.worker.credential_id, forged, m, str(uuid.uuid4()),
                        new_token())
     assert result == {"status": "denied", "httpStatus": 401, "reason": "bad_secret"}
     # The denials went to the real security_audit, not to pg_temp.security_audit.
     assert_only_audit(su, before, [
         ("offer.pull", "denied", "unknown_credential", "forged0000000001", m.a.worker_id),
         ("offer.pull", "denied", "bad_secret", m.a.worker.credential_id, m.a.worker_id)])
-    assert role_conn.execute("SELECT count(*) FROM pg_temp.security_audit").fetchone() == (0,)
+    assert temp_conn.execute("SELECT count(*) FROM pg_temp.security_audit").fetchone() == (0,)
 
 
 def test_shadow_functions_in_pg_temp_are_ignored(m: Matrix, su: psycopg.Connection,
-                                                 role_conn: psycopg.Connection) -> None:
+                                                 temp_conn: psycopg.Connection) -> None:
     # pg_temp functions that would wave every secret through if they were called.
-    role_conn.execute("CREATE FUNCTION pg_temp.digest_equal(bytea, bytea) RETURNS boolean"
+    temp_conn.execute("CREATE FUNCTION pg_temp.digest_equal(bytea, bytea) RETURNS boolean"
                       " LANGUAGE sql AS 'SELECT true'")
-    role_conn.execute("CREATE FUNCTION pg_temp.authenticate(text, bytea, uuid, text)"
+    temp_conn.execute("CREATE FUNCTION pg_temp.authenticate(text, bytea, uuid, text)"
                       " RETURNS jsonb LANGUAGE sql AS 'SELECT NULL::jsonb'")
-    role_conn.execute("SET search_path = pg_temp, ql, public")
+    temp_conn.execute("SET search_path = pg_temp, ql, public")
     before = db_state(su)
-    result = _pull_sql(role_conn, m.a.worker.credential_id, new_token(), m, str(uuid.uuid4()),
+    result = _pull_sql(temp_conn, m.a.worker.credential_id, new_token(), m, str(uuid.uuid4()),
                        new_token())
     assert result == {"status": "denied", "httpStatus": 401, "reason": "bad_secret"}
     assert_only_audit(su, before, [("offer.pull", "denied", "bad_secret",
@@ -631,12 +654,12 @@ def test_shadow_functions_in_pg_temp_are_ignored(m: Matrix, su: psycopg.Connecti
 
 
 def test_shadow_leases_do_not_change_a_replay(m: Matrix, su: psycopg.Connection,
-                                              role_conn: psycopg.Connection) -> None:
+                                              temp_conn: psycopg.Connection) -> None:
     """pg_temp.run_leases claims A's offer id belongs to B; ql.pull_offer still
     replays A's real lease: the very offer the ingress served, and no write."""
-    _shadow(role_conn, m, new_token())
+    _shadow(temp_conn, m, new_token())
     before = db_state(su)
-    result = _pull_sql(role_conn, m.a.worker.credential_id, m.a.worker.secret, m,
+    result = _pull_sql(temp_conn, m.a.worker.credential_id, m.a.worker.secret, m,
                        m.a_offer["offerId"], m.a_offer["leaseToken"])
     assert result["status"] == "idempotent", result
     served = json.loads(m.a_pull_body)
@@ -647,15 +670,15 @@ def test_shadow_leases_do_not_change_a_replay(m: Matrix, su: psycopg.Connection,
 
 
 def test_shadow_sessions_do_not_change_open_session(m: Matrix, su: psycopg.Connection,
-                                                    role_conn: psycopg.Connection) -> None:
+                                                    temp_conn: psycopg.Connection) -> None:
     """pg_temp.worker_sessions holds an active generation-41 session for worker C;
     the real open_session still sees C has none and opens generation 1."""
-    _shadow(role_conn, m, new_token())
+    _shadow(temp_conn, m, new_token())
     c = m.c.worker
     before = db_state(su)
     opened = api.open_session(credential_id=c.credential_id, secret_digest=c.secret_digest,
                               worker_id=c.worker_id,
-                              capabilities_canonical=canonical_bytes(CAPABILITIES)).run(role_conn)
+                              capabilities_canonical=canonical_bytes(CAPABILITIES)).run(temp_conn)
     assert opened["status"] == "ok", opened
     session = opened["session"]
     assert (session["workerId"], session["generation"]) == (c.worker_id, 1)
@@ -665,7 +688,7 @@ def test_shadow_sessions_do_not_change_open_session(m: Matrix, su: psycopg.Conne
     real = su.execute("SELECT worker_id::text, generation, state FROM ql_private.worker_sessions"
                       " WHERE session_id = %s", (session["sessionId"],)).fetchall()
     assert real == [(c.worker_id, 1, "active")]
-    assert role_conn.execute("SELECT generation FROM pg_temp.worker_sessions").fetchall() == [
+    assert temp_conn.execute("SELECT generation FROM pg_temp.worker_sessions").fetchall() == [
         (41,)]
 
 

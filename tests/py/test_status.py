@@ -39,7 +39,8 @@ def test_json_is_the_snapshot_and_counts_are_right(db_dsn: str, conn) -> None:
     assert result.returncode == 0, result.stderr
     snap = json.loads(result.stdout)
     direct = api.status_snapshot().run(conn)
-    assert set(snap) == set(direct) == {"generatedAtMs", "queue", "sessions", "leases", "denials"}
+    assert set(snap) == set(direct) == {"generatedAtMs", "queue", "sessions", "leases", "denials",
+                                         "notificationQueueUsage"}
     queue = snap["queue"]
     assert (queue["runs"], queue["offered"], queue["waiting"]) == (7, 1, 6)
     assert [(p["priority"], p["runs"]) for p in queue["byPriority"]] == [(2, 4), (0, 3)]
@@ -110,3 +111,13 @@ def test_formatting_helpers() -> None:
     assert [duration(v) for v in (None, 5, 999, 1000, 61_000, 3_600_000, 3 * 86_400_000)] == [
         "-", "5ms", "999ms", "1s", "1m01s", "1h00m", "3d00h"]
     assert count(1234567) == "1,234,567" and count(5, capped=True) == "5+"
+
+
+def test_a_pinned_notify_queue_is_shown_with_a_pointer(conn) -> None:
+    """A listener holding a transaction open pins the NOTIFY queue; the glance says so."""
+    snap = api.status_snapshot().run(conn)
+    assert snap["notificationQueueUsage"] == 0.0
+    assert "notify    queue 0.0% used" in render(snap)
+    pinned = {**snap, "notificationQueueUsage": 0.25}
+    line = next(x for x in render(pinned).splitlines() if x.startswith("notify"))
+    assert "25.0% used" in line and "docs/OPERATIONS.md" in line

@@ -36,7 +36,7 @@ from tests.py.dsn_files import dsn_file
 from tests.py.ingress_harness import IngressThread, ingress_config, make_agent, open_body, post
 from tests.py.provision import new_token
 from tests.py.test_ingress_idle_view import _from_view, _open, _pull, _until_view_answers
-from tests.py.test_worker_e2e import QL, Worker, _json_out, dev_args, inbox
+from tests.py.test_worker_e2e import QL, Worker, _dev_up, _json_out, dev_args, inbox
 
 ingress_dsn = ingress_harness.ingress_dsn
 prov = ingress_harness.prov
@@ -212,10 +212,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     # lapses on every enqueue), so the view really answers this worker's pulls.
     env = os.environ | {"QL_INGRESS_IDLE_VIEW_ENGAGE_RATE_PER_S": "0",
                         "QL_INGRESS_IDLE_VIEW_MAX_STALENESS_MS": "60000"}
-    result = subprocess.run([*QL, "dev", "up", "--state-dir", str(state_dir)], env=env,
-                            capture_output=True, text=True, timeout=240, check=False)
-    assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)
+    doc = _dev_up(state_dir, env)
     path = state_dir / "dev-env-copy.json"
     path.write_text(json.dumps(doc))
     try:

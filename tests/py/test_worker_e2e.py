@@ -47,11 +47,20 @@ def _json_out(args: list[str], timeout: float = 120) -> dict[str, Any]:
     return json.loads(result.stdout)
 
 
+def _dev_up(state_dir: Path, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """`dev up`, then its full description from DIR/dev-env.json: stdout shows
+    the DSNs without their passwords."""
+    result = subprocess.run([*QL, "dev", "up", "--state-dir", str(state_dir)], env=environ,
+                            capture_output=True, text=True, timeout=240, check=False)
+    assert result.returncode == 0, result.stderr
+    return json.loads((state_dir / "dev-env.json").read_text())
+
+
 @pytest.fixture(scope="module")
 def dev_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     state_dir = tmp_path_factory.mktemp("dev")
     try:
-        yield _json_out([*QL, "dev", "up", "--state-dir", str(state_dir)], timeout=240)
+        yield _dev_up(state_dir)
     finally:
         subprocess.run([*QL, "dev", "down", "--state-dir", str(state_dir)], check=False,
                        capture_output=True, timeout=120)  # fmt: skip

@@ -1,9 +1,9 @@
--- ql.live_sessions (SPEC §10): active sessions by worker name with
+-- ql.live_sessions (SPEC §10): open (active or draining, marked) sessions by worker name with
 -- capabilities, slot use (started or unexpired offered leases) and last seen;
 -- closed sessions absent; filtered by worker ids; never a secret, digest or token; ql_readonly reads,
 -- the ingress cannot.
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 \ir fixtures.psql
 
 SELECT worker_id AS wa FROM ql_test.new_worker('wa') \gset
@@ -33,7 +33,8 @@ SELECT is((:'page'::jsonb -> 'sessions' -> 1) - 'lastSeenAtMs' - 'expiresAtMs',
           jsonb_build_object('workerId', :'wb', 'worker', 'wb', 'disabled', false, 'sessionId', :'sb',
                              'generation', 1, 'executors', '["remote-worker"]'::jsonb,
                              'labels', '{"gpu": "yes"}'::jsonb, 'runtimes', '{"python": "3.11.4"}'::jsonb,
-                             'slots', 4, 'slotsUsed', 2, 'slotsFree', 2, 'expired', false),
+                             'slots', 4, 'draining', false, 'slotsUsed', 2, 'slotsFree', 2,
+                             'expired', false),
           'wb: capabilities, 2 of 4 slots used (started + live offer; the expired offer frees its slot)');
 SELECT is(:'page'::jsonb #> '{sessions,0,disabled}', 'true'::jsonb, 'wa: its worker is disabled');
 SELECT ok(:'page'::text !~* 'secret|digest|token', 'no secret, digest or token anywhere');
@@ -45,6 +46,15 @@ SELECT is((SELECT array_agg(e ->> 'worker') FROM jsonb_array_elements(
           ARRAY['wb'], 'p_worker_ids: only those workers'' active sessions');
 SELECT is(ql_test.error_of($$SELECT ql.live_sessions(p_worker_ids => ARRAY['nope'])$$),
           'QL001 workerIds', 'malformed worker id -> QL001 workerIds');
+RESET ROLE;
+-- A draining session takes no new run but still holds its leases: listed, marked.
+SELECT worker_id AS wd FROM ql_test.new_worker('wd') \gset
+SELECT ql_test.open_session('wd') ->> 'sessionId' AS sd \gset
+UPDATE ql_private.worker_sessions SET state = 'draining' WHERE session_id = :'sd'::uuid;
+SET LOCAL ROLE ql_readonly;
+SELECT is((SELECT jsonb_object_agg(e ->> 'worker', e -> 'draining')
+             FROM jsonb_array_elements(ql.live_sessions() -> 'sessions') e),
+          '{"wa": false, "wb": false, "wd": true}'::jsonb, 'a draining session is listed, marked draining');
 RESET ROLE;
 SET LOCAL ROLE ql_worker_ingress;
 SELECT throws_ok('SELECT ql.live_sessions()', '42501', NULL, 'the ingress cannot read it');

@@ -32,17 +32,17 @@ SELECT ok(NOT EXISTS (SELECT 1 FROM jsonb_array_elements(:'counts'::jsonb -> 'st
                        WHERE (e ->> 'capped')::boolean OR e -> 'estimate' <> 'null'),
           'below the cap: nothing capped, no estimate');
 
--- Past the cap: runs are capped at 10000 and the estimate comes from statistics.
+-- Past the cap: runs are capped at 1000 and the estimate comes from statistics.
 INSERT INTO ql_private.runs (project_id, task_id, execution_revision_id, state, finished_at)
 SELECT r.project_id, r.task_id, r.execution_revision_id, 'succeeded', clock_timestamp()
-  FROM ql_private.runs r, generate_series(1, 10001) WHERE r.id = :'r3'::uuid;
+  FROM ql_private.runs r, generate_series(1, 1001) WHERE r.id = :'r3'::uuid;
 ANALYZE ql_private.runs;
 SET LOCAL ROLE ql_runtime;
 SELECT ql.run_state_counts() -> 'states' -> 4 AS succeeded \gset
 RESET ROLE;
 SELECT is(:'succeeded'::jsonb - 'estimate',
-          '{"state": "succeeded", "runs": 10000, "capped": true}'::jsonb, 'past the cap: 10000, capped');
-SELECT ok((:'succeeded'::jsonb ->> 'estimate')::bigint > 10000, 'past the cap: a planner estimate above the cap');
+          '{"state": "succeeded", "runs": 1000, "capped": true}'::jsonb, 'past the cap: 1000, capped');
+SELECT ok((:'succeeded'::jsonb ->> 'estimate')::bigint > 1000, 'past the cap: a planner estimate above the cap');
 
 SET LOCAL ROLE ql_worker_ingress;
 SELECT throws_ok('SELECT ql.run_state_counts()', '42501', NULL, 'the ingress cannot read it');

@@ -2,7 +2,7 @@
 -- sessions with slot use, live leases by state, denials of the last hour;
 -- read-only; executable by ql_readonly and ql_runtime, not by the ingress.
 BEGIN;
-SELECT plan(26);
+SELECT plan(27);
 \ir fixtures.psql
 
 SELECT ql_test.publish('proj', 'build') ->> 'taskId' AS build \gset
@@ -109,5 +109,9 @@ SET LOCAL ROLE ql_worker_ingress;
 SELECT throws_ok('SELECT ql.status_snapshot()', '42501', NULL, 'ingress call refused');
 RESET ROLE;
 
+-- The NOTIFY queue's fill level (pg_notification_queue_usage): a fraction,
+-- empty here (no listener holds it).
+SELECT is((:'snap'::jsonb ->> 'notificationQueueUsage')::float8, 0::float8,
+          'notificationQueueUsage reports the NOTIFY queue fill level');
 SELECT * FROM finish();
 ROLLBACK;

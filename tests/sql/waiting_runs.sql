@@ -3,7 +3,7 @@
 -- (matching_classes agrees); offered, scheduled and cancel-requested runs
 -- left out; ql_readonly reads, the ingress cannot.
 BEGIN;
-SELECT plan(11);
+SELECT plan(17);
 \ir fixtures.psql
 
 SELECT ql_test.publish('proj', 'plain') ->> 'taskId' AS plain \gset
@@ -61,6 +61,49 @@ SELECT is(ql_private.placement_class_of((SELECT execution_revision_id FROM ql_pr
           false, 'the claim path agrees: the plain session cannot take the gpu run');
 UPDATE ql_private.workers SET disabled_at = clock_timestamp() WHERE id = :'wg'::uuid;
 SELECT is(pg_temp.verdicts(ql.waiting_runs()) ->> :'g1', 'no_match', 'a disabled worker''s session is not live');
+
+-- SPEC §9.2's shape: more than 1000 runs scheduled for later, enqueued ahead of
+-- one ready run. The panel takes the ready head from runs_candidate_keyset (and
+-- overdue runs from runs_due), so the ready run is there, and only the entries
+-- it lists are read.
+SELECT ql_test.publish('proj', 'later') ->> 'taskId' AS later \gset
+SELECT r[1] AS od FROM ql_test.enqueue(:'later', 1100) r \gset
+UPDATE ql_private.runs SET due_at = clock_timestamp() + interval '1 hour'
+ WHERE task_id = :'later'::uuid AND state = 'queued';
+UPDATE ql_private.runs SET due_at = clock_timestamp() - interval '1 minute' WHERE id = :'od'::uuid;
+SELECT r[1] AS r1 FROM ql_test.enqueue(:'later', 1) r \gset
+-- r1 is a retry: created an hour ago, ready again (its current attempt's not_before) 10 s ago.
+UPDATE ql_private.runs SET created_at = created_at - interval '1 hour' WHERE id = :'r1'::uuid;
+UPDATE ql_private.attempts SET not_before = clock_timestamp() - interval '10 seconds'
+ WHERE id = (SELECT current_attempt_id FROM ql_private.runs WHERE id = :'r1'::uuid);
+-- A second plain worker declaring the same capabilities as wn (one slot, free):
+-- sessions with equal capabilities share one evaluation, each is still counted.
+SELECT worker_id AS wn2 FROM ql_test.new_worker('wn2') \gset
+SELECT ql_test.open_session('wn2', ql_test.capabilities(1)) ->> 'sessionId' AS sn2 \gset
+SET LOCAL ROLE ql_readonly;
+SELECT ql.waiting_runs() AS w3 \gset
+RESET ROLE;
+SELECT is((SELECT array_agg(e ->> 'runId') FROM jsonb_array_elements(:'w3'::jsonb -> 'runs') e),
+          ARRAY[:'p2', :'g1', :'od', :'r1'],
+          'ready runs behind 1100 scheduled ones are listed, with the overdue one, by queue_seq');
+SELECT is((:'w3'::jsonb ->> 'scanned')::integer, 4,
+          'only the head entries are read (3 ready, 1 overdue), not the scheduled runs');
+SELECT is((SELECT jsonb_build_array(e -> 'verdict', e -> 'sessionsMatching', e -> 'sessionsWithFreeSlots')
+             FROM jsonb_array_elements(:'w3'::jsonb -> 'runs') e WHERE e ->> 'runId' = :'r1'),
+          '["ready", 2, 1]'::jsonb,
+          'two sessions with equal capabilities: both match, the one with a free slot makes it ready');
+SELECT ok((SELECT (e ->> 'waitingMs')::bigint BETWEEN 10000 AND 120000
+             FROM jsonb_array_elements(:'w3'::jsonb -> 'runs') e WHERE e ->> 'runId' = :'r1'),
+          'a retry waits since its attempt''s not_before, not since the run''s creation an hour ago');
+
+SELECT is(:'w3'::jsonb -> 'capabilitiesCapped', 'false'::jsonb, 'two capability sets: all evaluated');
+-- 50 more sessions, each with its own capabilities: 52 distinct sets, only 50 evaluated.
+SELECT count(*) AS opened FROM (
+    SELECT ql_test.new_worker('cap' || g), ql_test.open_session('cap' || g,
+               ql_test.capabilities(1, jsonb_build_object('host', 'h' || g)::text))
+      FROM generate_series(1, 50) g) x \gset
+SELECT is(ql.waiting_runs() -> 'capabilitiesCapped', 'true'::jsonb,
+          'more than 50 distinct capability sets live: capabilitiesCapped');
 
 SET LOCAL ROLE ql_runtime;
 SELECT is(ql_test.error_of('SELECT ql.waiting_runs(p_limit => 0)'), 'QL006 limit', 'limit 0 -> QL006 limit');

@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 
 from qinglong.db import api
+from qinglong.db.migrator import bootstrap
 from qinglong.throwaway_postgres import ThrowawayPostgres
 
 ENQUEUE_BATCH = 10_000  # ql.enqueue_runs' cap per call
@@ -398,6 +399,8 @@ class BenchContext:
         self._next_db += 1
         name = f"ql_bench_{os.getpid()}_{self._next_db}"
         dsn = self.cluster.create_database(name, template=self.template)
+        # The copy's database ACL is PUBLIC's default: give it the real one.
+        bootstrap(dsn)
         try:
             yield dsn
         finally:

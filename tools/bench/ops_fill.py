@@ -21,6 +21,12 @@ The mix, by run position g (0 = oldest; queue_seq follows g):
   (plus run.queued for the run, and run.<outcome> or run.retry_scheduled),
   a released lease (`completed` / `cancelled`) and a §9.3 result with a
   120-byte output tail — as the claim path and the executor leave them.
+
+`fill_busy_window` writes the console's worst window instead: every run
+terminal, created over 13 minutes ending 90 s ago and finished 5-24 s per
+attempt later, so that the last 15 minutes hold ≥ 100,000 dispatches (leases
+claimed) and finishes (SPEC §10's page target, where `ql.throughput` reads the
+most rows).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 
 import psycopg
 
-from tools.bench.common import Api, Session
+from tools.bench.common import Api, Session, capabilities
 
 TERMINAL_SHARE = 0.88
 TERMINAL_SPAN_S = 7 * 86400 - 600  # from 7 days ago to 10 minutes ago
@@ -46,7 +52,7 @@ plan AS (
                 WHEN q.state = 'succeeded' AND q.h %% 20 = 0 THEN 2 ELSE 1 END AS n_att,
            q.state NOT IN ('queued') AND NOT (q.state = 'cancelled' AND q.h %% 2 = 0)
                AS has_lease,
-           make_interval(secs => 5 + q.h %% 300) AS took,
+           make_interval(secs => 5 + q.h %% %(took_mod)s) AS took,
            CASE WHEN q.g < %(live_from)s
                 THEN %(t0)s::timestamptz + make_interval(secs => q.g * %(step_s)s)
                 ELSE %(t_live)s::timestamptz
@@ -152,10 +158,14 @@ class Fixture:
     fill_s: float = 0.0
 
 
-def fleet(api: Api, count: int) -> list[Session]:
+def fleet(api: Api, count: int, *, distinct: bool = False) -> list[Session]:
     """`count` workers of their own (not the template's: a claimer opening a session of
-    a template worker must not replace one of these), each with an open session."""
-    sessions = [api.session(api.worker(f"ops-fleet-{i}")) for i in range(count)]
+    a template worker must not replace one of these), each with an open session;
+    `distinct`: each declares its own `host` label (no two sessions share capabilities,
+    the console's waiting panel's worst case)."""
+    sessions = [api.session(api.worker(f"ops-fleet-{i}"),
+                            capabilities({"host": f"h{i}"}) if distinct else None)
+                for i in range(count)]
     ids = [s.session_id for s in sessions]
     # Live for the whole benchmark (no heartbeats are sent): the fixture's clock.
     api.conn.execute("UPDATE ql_private.worker_sessions SET expires_at = clock_timestamp() "
@@ -182,27 +192,55 @@ def _revisions(conn: psycopg.Connection, task_ids: list[str]) -> dict[str, Any]:
             "placement_class": rows[0][4]}  # fmt: skip
 
 
+def _params(conn: psycopg.Connection, task_ids: list[str], sessions: list[Session],
+            **timeline: Any) -> dict[str, Any]:
+    now = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+    return {
+        **_revisions(conn, task_ids), "salt": secrets.token_hex(8), "now": now, "tail": TAIL,
+        "sessions": [s.session_id for s in sessions],
+        "workers": [s.worker.worker_id for s in sessions],
+        "generations": [s.generation for s in sessions],
+        **{key: (conn.execute("SELECT %s::timestamptz - make_interval(secs => %s)",
+                              (now, value)).fetchone()[0] if key in ("t0", "t_live") else value)
+           for key, value in timeline.items()},
+    }  # fmt: skip
+
+
+def _write(conn: psycopg.Connection, runs: int, chunk: int, params: dict[str, Any]) -> None:
+    seq_base = int(conn.execute("SELECT nextval('ql_private.run_queue_seq')").fetchone()[0])
+    for lo in range(0, runs, chunk):
+        with conn.transaction():
+            conn.execute(FILL_SQL, {**params, "seq_base": seq_base, "lo": lo,
+                                    "hi": min(runs, lo + chunk)})
+    conn.execute("SELECT setval('ql_private.run_queue_seq', %s)", (seq_base + runs,))
+
+
+def _by_state(conn: psycopg.Connection) -> dict[str, int]:
+    rows = conn.execute("SELECT state, count(*) FROM ql_private.runs GROUP BY state").fetchall()
+    return {state: int(n) for state, n in rows}
+
+
 def fill(conn: psycopg.Connection, runs: int, chunk: int, task_ids: list[str],
          sessions: list[Session]) -> dict[str, int]:
     """Write `runs` runs of history (chunks of `chunk`, one transaction each)."""
     live_from = int(runs * TERMINAL_SHARE)
-    seq_base = int(conn.execute("SELECT nextval('ql_private.run_queue_seq')").fetchone()[0])
-    now = conn.execute("SELECT clock_timestamp()").fetchone()[0]
-    params: dict[str, Any] = {
-        **_revisions(conn, task_ids), "salt": secrets.token_hex(8), "seq_base": seq_base,
-        "live_from": live_from, "now": now, "tail": TAIL,
-        "t0": conn.execute("SELECT %s::timestamptz - interval '7 days'", (now,)).fetchone()[0],
-        "t_live": conn.execute("SELECT %s::timestamptz - interval '10 minutes'",
-                               (now,)).fetchone()[0],
-        "step_s": TERMINAL_SPAN_S / max(1, live_from),
-        "live_step_s": LIVE_SPAN_S / max(1, runs - live_from),
-        "sessions": [s.session_id for s in sessions],
-        "workers": [s.worker.worker_id for s in sessions],
-        "generations": [s.generation for s in sessions],
-    }  # fmt: skip
-    for lo in range(0, runs, chunk):
-        with conn.transaction():
-            conn.execute(FILL_SQL, {**params, "lo": lo, "hi": min(runs, lo + chunk)})
-    conn.execute("SELECT setval('ql_private.run_queue_seq', %s)", (seq_base + runs,))
-    rows = conn.execute("SELECT state, count(*) FROM ql_private.runs GROUP BY state").fetchall()
-    return {state: int(n) for state, n in rows}
+    # t0 / t_live: seconds before now.
+    _write(conn, runs, chunk, _params(
+        conn, task_ids, sessions, live_from=live_from, t0=7 * 86400, t_live=LIVE_SPAN_S,
+        step_s=TERMINAL_SPAN_S / max(1, live_from),
+        live_step_s=LIVE_SPAN_S / max(1, runs - live_from), took_mod=300))
+    return _by_state(conn)
+
+
+BUSY_SPAN_S = 780  # created from 14.5 to 1.5 minutes ago
+BUSY_T0_S = 870
+BUSY_TOOK_MOD = 20  # 5..24 s per attempt: even 3 attempts finish before now
+
+
+def fill_busy_window(conn: psycopg.Connection, runs: int, chunk: int, task_ids: list[str],
+                     sessions: list[Session]) -> dict[str, int]:
+    """`runs` terminal runs, every dispatch and finish of them in the last 15 minutes."""
+    _write(conn, runs, chunk, _params(
+        conn, task_ids, sessions, live_from=runs, t0=BUSY_T0_S, t_live=0,
+        step_s=BUSY_SPAN_S / max(1, runs), live_step_s=0, took_mod=BUSY_TOOK_MOD))
+    return _by_state(conn)

@@ -96,9 +96,10 @@ QUICK = Sizes(workers=4, depth=10_000, intervals=4, interval_s=5.0, warmup_s=3.0
 class SoakLevel(OursLevel):
     """bench e2e's real path, plus the sweeper and workers that execute their offers."""
 
-    def __init__(self, cluster: Any, root: Path, sizes: Sizes) -> None:
+    def __init__(self, cluster: Any, root: Path, sizes: Sizes, runs_root: Path) -> None:
         super().__init__(cluster, root, sizes.workers, sizes.depth)
         self.sizes = sizes
+        self.runs_root = runs_root  # 0711, outside root: the run-as user reaches its runs
 
     def start_sweeper(self) -> None:
         # The DSN goes by environment, never argv (a password would show in `ps`).
@@ -121,16 +122,17 @@ class SoakLevel(OursLevel):
                 "capabilities": {"schema": "qinglong/worker-capabilities@v1",
                                  "executors": ["remote-worker"], "labels": {}, "runtimes": {},
                                  "slots": self.sizes.slots},
-                "execute": True, "executor": {"shutdownGraceS": 5, "killGraceS": 2},
+                "execute": True, "executor": {"shutdownGraceS": 5, "killGraceS": 2,
+                                              "runsDir": str(self.runs_root / journal.name)},
             }  # fmt: skip
             path = journal.with_suffix(".json")
             path.write_text(json.dumps(config), encoding="utf-8")
             argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path)]
-            if os.geteuid() == 0:
-                # A root worker runs commands only as another user (executor isolation).
-                from qinglong.worker.run_as import ensure_unprivileged_user
+            # Executor isolation: as root, commands run as another user; not as
+            # root, the bench accepts running them as its own user.
+            from qinglong.worker.run_as import local_run_as
 
-                argv += ["--run-as", ensure_unprivileged_user()]
+            argv += ["--run-as", local_run_as()]
             self.children.append(spawn(f"worker-{index}", argv,
                                        self.root / f"worker-{index}.log"))  # fmt: skip
 
@@ -476,8 +478,10 @@ def run_standalone(quick: bool, retain_runs_s: int | None = None,
                                           "autovacuum_naptime": QUEUE_NAPTIME})
     cluster.start()
     try:
-        with tempfile.TemporaryDirectory(prefix="qinglong-bench-soak-") as tmp:
-            level = SoakLevel(cluster, Path(tmp), sizes)
+        with (tempfile.TemporaryDirectory(prefix="qinglong-bench-soak-") as tmp,
+              tempfile.TemporaryDirectory(prefix="qinglong-bench-runs-") as runs):
+            Path(runs).chmod(0o711)
+            level = SoakLevel(cluster, Path(tmp), sizes, Path(runs))
             try:
                 result = _soak(level, sizes)
             finally:

@@ -584,7 +584,11 @@ class Soak:
             self.kill_random(self.ingresses, "kill_ingress", plan.ingress_down_s, schedule)
             schedule.ingress_kill = now + plan.ingress_kill_every_s
         if now >= schedule.worker_kill:
-            self.kill_random(self.workers, "kill_worker", self._worker_down_s(), schedule)
+            # Every other kill hits an executing worker, mostly mid-command: its
+            # started lease is then lost to the sweeper (down past the TTL) or
+            # completed `worker_restarted` by its restart.
+            targets = sorted(self.executing) if self.rng.random() < 0.5 else self.workers
+            self.kill_random(targets, "kill_worker", self._worker_down_s(), schedule)
             schedule.worker_kill = now + plan.worker_kill_every_s
         if schedule.pg_restarts and now >= schedule.pg_restarts[0]:
             schedule.pg_restarts.pop(0)
