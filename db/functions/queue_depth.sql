@@ -4,20 +4,22 @@
 --   queue is per priority and which tasks hold the not-yet-started runs.
 --   {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}], byTask:
 --   [{taskId, project, task, queued, dispatching, capped}], tasksWithRuns,
---   cap, tasksExamined, tasksCapped}. byPriority: the ready runs (queued, due, runtime-owned, not
---   cancel-requested: runs_candidate_keyset) of each priority, highest first, at
---   most 16 priorities, each counted up to `cap` (1000), with the age of its
---   oldest (first in dispatch order; its age counts from greatest(created_at,
---   current attempt's not_before): a retry or a promoted scheduled run waits
---   from when it became ready, one primary-key probe); byTask: per task its queued and
---   dispatching runs, each counted up to `cap`, the 20 deepest listed
---   (tasksWithRuns = how many tasks have any). Only the first 1000 tasks by id
---   are examined (tasksExamined; tasksCapped when there are more, and the page
---   says so): the per-task probes must not grow with the number of tasks. The page needs orders of
---   magnitude, not exact totals past a thousand: caps keep a page ≤ 100 ms with
---   1,000,000 runs stored (ql.status_snapshot counts to 100,000 and costs
---   hundreds of milliseconds on such a queue; `qinglong status` is where the
---   larger counts are).
+--   cap, tasksExamined, tasksCapped}.
+--   byPriority: the ready runs (queued, due, runtime-owned, not
+--   cancel-requested: runs_candidate_keyset) of each priority, highest first,
+--   at most 16 priorities, each counted up to `cap` (1000), with the age of
+--   its oldest (first in dispatch order). The age counts from
+--   greatest(created_at, current attempt's not_before), one primary-key
+--   probe: a retry or a promoted scheduled run waits from when it became ready.
+--   byTask: per task its queued and dispatching runs, each counted up to
+--   `cap`, the 20 deepest listed (tasksWithRuns = how many tasks have any).
+--   Only the first 1000 tasks by id are examined (tasksExamined; tasksCapped
+--   when there are more, and the page says so): the per-task probes must not
+--   grow with the number of tasks.
+--   The page needs orders of magnitude, not exact totals past a thousand: caps
+--   keep a page ≤ 100 ms with 1,000,000 runs stored (ql.status_snapshot counts
+--   to 100,000 and costs hundreds of milliseconds on such a queue; `qinglong
+--   status` is where the larger counts are).
 -- Cost: a loose index scan of runs_candidate_keyset (one descent per distinct
 --   priority, <= 16), each priority's range read up to cap + 1 entries; per
 --   task two ranges of runs_task_state_seq (task_id, state, queue_seq) of at

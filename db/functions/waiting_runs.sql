@@ -33,17 +33,17 @@
 --     recently seen distinct capability sets are evaluated
 --     (`capabilitiesCapped` when the live sessions have more; their counts are
 --     then lower bounds). Why 50: 20 classes x 200 distinct sessions measured
---     ~100 ms of evaluations on a busy bench machine, the page's whole budget. verdict: `no_live_session` (no session is
---     live), `ready` (a matching session has a free slot: the next pull of that
---     session can take it), `busy` (sessions match but all their slots are
+--     ~100 ms of evaluations on a busy bench machine, the page's whole budget.
+--     verdict: `no_live_session` (no session is live), `ready` (a matching
+--     session has a free slot: the next pull of that session can take it),
+--     `busy` (sessions match but all their slots are
 --     used), `no_match` (no live session satisfies the placement; `mismatches`
 --     counts the sessions by the first failing requirement, names only, never a
 --     label value or version).
 -- Cost: a loose index scan of runs_candidate_keyset (<= 65 descents), each
 --   priority's range read up to p_limit entries; one range of runs_due up to
 --   p_limit; the listed runs' rows and current attempts by primary key; the
---   active sessions
---   (worker_sessions_one_active) with one live-lease count each
+--   active sessions (worker_sessions_one_active) with one live-lease count each
 --   (run_leases_session_live_counted), and classes x distinct capabilities
 --   evaluations (<= p_limit x 50; a fleet of identical workers: p_limit).
 -- Inputs: p_limit 1..100 (default 20).

@@ -61,14 +61,17 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     assert depth[3]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
 
     ops_tables = [t for t in doc["tables"] if t["data"]["benchmark"] == "ops"]
-    assert len(ops_tables) == 3
-    reads, pages, prune = (t["data"] for t in ops_tables)
+    assert len(ops_tables) == 4
+    reads, pages, prune, busy = (t["data"] for t in ops_tables)
     assert reads["runs"] == 20_000 and sum(reads["stored"].values()) == 20_000
     functions = {r["function"] for r in reads["reads"]}
     assert functions == {"list_runs", "show_run", "list_workers", "task_settings"}
     for read in reads["reads"]:
         assert read["returned"] > 0 and read["p99Ms"] > 0 and isinstance(read["met"], bool)
     assert sum(1 for r in reads["reads"] if r["function"] == "list_runs") == 6
+    # the busy window really was busy, and the overview was timed in it
+    assert busy["leasesInWindow"] > 0 and busy["finishedInWindow"] > 0
+    assert busy["pageP99Ms"] > 0 and isinstance(busy["met"], bool)
     # every console page was served and timed (server time from Server-Timing)
     assert {p["path"].split("?")[0] for p in pages["pages"]} >= {"/", "/runs", "/workers"}
     for page in pages["pages"]:
@@ -115,6 +118,7 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     assert "Machine: " in text and "PostgreSQL 15" in text and "Load average before" in text
     assert "Command: `python -m tools.bench sql idle depth ops e2e edge --quick" in text
     for title in ("**sql:", "**idle:", "**depth:", "**ops: operator reads", "**ops: console pages",
+                  "**ops: the console in a busy window",
                   "**ops: claims/s",
                   "**edge:", "**e2e"):
         assert title in text

@@ -71,3 +71,18 @@ def test_estimates_and_caps_are_said_on_the_page() -> None:
                       {**waiting, "sessionsCapped": False, "capabilitiesCapped": False})
     assert "≈" not in quiet and "throughput-estimated" not in quiet
     assert "capability sets" not in quiet and "first 200" not in quiet
+
+
+def test_a_capped_task_scan_is_said_on_the_page() -> None:
+    from qinglong.service.console import overview
+
+    states = {"states": [{"state": s, "runs": 0, "capped": False}
+                         for s in ("queued", "dispatching")]}
+    depth = {"byPriority": [], "byTask": [], "tasksWithRuns": 0, "cap": 1000,
+             "tasksExamined": 1000, "tasksCapped": True}
+    view = overview.Overview(states=states, depth=depth, throughput={}, waiting={},
+                             sessions={}, denials={})
+    assert "only the first 1000 tasks examined" in overview._queue(view)
+    calm = overview.Overview(states=states, depth={**depth, "tasksCapped": False},
+                             throughput={}, waiting={}, sessions={}, denials={})
+    assert "tasks examined" not in overview._queue(calm)

@@ -365,7 +365,7 @@ def _busy_window(ctx: BenchContext, sizes: dict[str, Any]) -> Table:
         fixture = _busy_prepare(ctx, dsn, sizes)
         ro_dsn = _readonly_dsn(ctx, dsn)
         reads = [ReadCase("throughput (15 minutes)", db_api.throughput(minutes=15)),
-                 ReadCase("waiting_runs (20 runs, 20 classes x 200 sessions)",
+                 ReadCase("waiting_runs (20 runs, 20 classes x 200 distinct sessions)",
                           db_api.waiting_runs(limit=20)),
                  ReadCase("queue_depth", db_api.queue_depth()),
                  ReadCase("live_sessions (50)", db_api.live_sessions(limit=50)),
