@@ -2054,26 +2054,12 @@ DECLARE
     v_with_runs integer;
     v_tasks_capped boolean;
 BEGIN
-    -- One descent of runs_candidate_keyset per distinct priority; a priority's
-    -- rows are a key range written as row comparisons (as status_snapshot and
-    -- candidate_page do), so each count stays an index range scan.
-    WITH RECURSIVE prio(neg) AS (
-        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
-                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                   AND r.due_at IS NULL
-                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                 LIMIT 1)
-        UNION ALL
-        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
-                 WHERE -(r.priority::integer) > p.neg
-                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                   AND r.due_at IS NULL
-                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                 LIMIT 1)
-          FROM prio p
-         WHERE p.neg IS NOT NULL
-    ), listed AS (
-        SELECT p.neg FROM prio p WHERE p.neg IS NOT NULL LIMIT v_priority_limit
+    -- The ready priorities (ql_private.ready_priorities: one index descent
+    -- each); a priority's rows are a key range written as row comparisons (as
+    -- status_snapshot and candidate_page do), so each count stays an index
+    -- range scan.
+    WITH listed AS (
+        SELECT neg FROM ql_private.ready_priorities(v_priority_limit) AS neg
     ), per AS (
         SELECT -l.neg AS priority,
                (SELECT count(*) FROM (
@@ -3093,27 +3079,11 @@ BEGIN
       JOIN ql_private.workers w ON w.id = s.worker_id
      WHERE s.state = 'active' AND s.expires_at > v_now AND w.disabled_at IS NULL;
 
-    -- One descent of runs_candidate_keyset per distinct ready priority (as
-    -- ql.queue_depth), then each priority's head as a key range.
-    WITH RECURSIVE prio(neg) AS (
-        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
-                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                   AND r.due_at IS NULL
-                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                 LIMIT 1)
-        UNION ALL
-        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
-                 WHERE -(r.priority::integer) > p.neg
-                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                   AND r.due_at IS NULL
-                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                 LIMIT 1)
-          FROM prio p
-         WHERE p.neg IS NOT NULL
-    ), listed AS (
-        SELECT p.neg, row_number() OVER () AS n
-          FROM (SELECT p.neg FROM prio p WHERE p.neg IS NOT NULL
-                 LIMIT v_priority_cap + 1) p
+    -- The ready priorities (ql_private.ready_priorities: one index descent
+    -- each, highest first), then each priority's head as a key range.
+    WITH listed AS (
+        SELECT p.neg, p.n
+          FROM ql_private.ready_priorities(v_priority_cap + 1) WITH ORDINALITY AS p(neg, n)
     ), ready AS (
         SELECT h.id, h.queue_seq
           FROM listed l
@@ -4621,6 +4591,42 @@ ALTER FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_afte
 --
 
 COMMENT ON FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of ready queued candidates only (candidate_page''s first source) in priority DESC, queue_seq, id order: a runs_candidate_keyset range scan with per-row attempt probes; passes over rows a concurrent claim holds. Read by a pull instead of candidate_page while no scheduled run is due and no offer expired unstarted (a cheaper plan to start). Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+
+
+--
+-- Name: ready_priorities(integer); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.ready_priorities(p_limit integer) RETURNS SETOF integer
+    LANGUAGE sql STABLE
+    AS $$
+    WITH RECURSIVE prio(neg) AS (
+        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
+                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+        UNION ALL
+        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
+                 WHERE -(r.priority::integer) > p.neg
+                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL
+                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
+                 LIMIT 1)
+          FROM prio p
+         WHERE p.neg IS NOT NULL
+    )
+    SELECT p.neg FROM prio p WHERE p.neg IS NOT NULL LIMIT p_limit
+$$;
+
+
+ALTER FUNCTION ql_private.ready_priorities(p_limit integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION ready_priorities(p_limit integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.ready_priorities(p_limit integer) IS 'The distinct priorities of the ready queue as -priority in runs_candidate_keyset order (highest first), at most p_limit: a loose index scan, one descent per priority. Inlinable SQL, read-only. Callers: ql.queue_depth, ql.waiting_runs.';
 
 
 --
@@ -7155,6 +7161,13 @@ REVOKE ALL ON FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer,
 --
 
 REVOKE ALL ON FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION ready_priorities(p_limit integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.ready_priorities(p_limit integer) FROM PUBLIC;
 
 
 --

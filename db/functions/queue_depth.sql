@@ -49,26 +49,12 @@ DECLARE
     v_with_runs integer;
     v_tasks_capped boolean;
 BEGIN
-    -- One descent of runs_candidate_keyset per distinct priority; a priority's
-    -- rows are a key range written as row comparisons (as status_snapshot and
-    -- candidate_page do), so each count stays an index range scan.
-    WITH RECURSIVE prio(neg) AS (
-        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
-                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                   AND r.due_at IS NULL
-                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                 LIMIT 1)
-        UNION ALL
-        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
-                 WHERE -(r.priority::integer) > p.neg
-                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                   AND r.due_at IS NULL
-                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                 LIMIT 1)
-          FROM prio p
-         WHERE p.neg IS NOT NULL
-    ), listed AS (
-        SELECT p.neg FROM prio p WHERE p.neg IS NOT NULL LIMIT v_priority_limit
+    -- The ready priorities (ql_private.ready_priorities: one index descent
+    -- each); a priority's rows are a key range written as row comparisons (as
+    -- status_snapshot and candidate_page do), so each count stays an index
+    -- range scan.
+    WITH listed AS (
+        SELECT neg FROM ql_private.ready_priorities(v_priority_limit) AS neg
     ), per AS (
         SELECT -l.neg AS priority,
                (SELECT count(*) FROM (

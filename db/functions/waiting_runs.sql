@@ -12,7 +12,7 @@
 --     from a scan of all queued runs (100,000 runs scheduled for later ahead of
 --     one ready run must not hide it): the head (first p_limit by queue_seq) of
 --     each ready priority in runs_candidate_keyset (at most 64 priorities; one
---     index descent each, as ql.queue_depth finds them; `prioritiesCapped` when
+--     index descent each, ql_private.ready_priorities; `prioritiesCapped` when
 --     more exist), plus the p_limit earliest-due runs of runs_due whose due time
 --     has passed (not yet promoted by the sweeper), merged by queue_seq.
 --     `scanned` = the index entries read for the head.
@@ -84,27 +84,11 @@ BEGIN
       JOIN ql_private.workers w ON w.id = s.worker_id
      WHERE s.state = 'active' AND s.expires_at > v_now AND w.disabled_at IS NULL;
 
-    -- One descent of runs_candidate_keyset per distinct ready priority (as
-    -- ql.queue_depth), then each priority's head as a key range.
-    WITH RECURSIVE prio(neg) AS (
-        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
-                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                   AND r.due_at IS NULL
-                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                 LIMIT 1)
-        UNION ALL
-        SELECT (SELECT -(r.priority::integer) FROM ql_private.runs r
-                 WHERE -(r.priority::integer) > p.neg
-                   AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                   AND r.due_at IS NULL
-                 ORDER BY -(r.priority::integer), r.queue_seq, r.id
-                 LIMIT 1)
-          FROM prio p
-         WHERE p.neg IS NOT NULL
-    ), listed AS (
-        SELECT p.neg, row_number() OVER () AS n
-          FROM (SELECT p.neg FROM prio p WHERE p.neg IS NOT NULL
-                 LIMIT v_priority_cap + 1) p
+    -- The ready priorities (ql_private.ready_priorities: one index descent
+    -- each, highest first), then each priority's head as a key range.
+    WITH listed AS (
+        SELECT p.neg, p.n
+          FROM ql_private.ready_priorities(v_priority_cap + 1) WITH ORDINALITY AS p(neg, n)
     ), ready AS (
         SELECT h.id, h.queue_seq
           FROM listed l

@@ -377,7 +377,8 @@ def check_indeterminate(facts: Facts, counts: Counter[str],
         if view.pending is not None and view.pending.get("offerId") == claim.offer_id:
             counts["pendingAtEnd"] += 1
             yield from _pending_vs_lease(claim, view.pending, lease, facts)
-        elif lease is not None and claim.offer_id not in view.inbox:
+        elif (lease is not None and claim.offer_id not in view.inbox
+              and not _executor_let_go(facts, claim.process, claim.offer_id)):
             yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} without outcome "
                                "has a lease but no inbox entry")
 
@@ -437,7 +438,7 @@ def check_journals(facts: Facts) -> Iterable[Anomaly]:
         claim = facts.claim(name, offer_id)
         if offer_id in view.failed or (claim is not None and claim.values(FAIL)):
             continue
-        if _executor_let_go(facts, name, lease):
+        if _executor_let_go(facts, name, offer_id):
             continue
         if claim is not None and claim.accepted:
             if lease["releaseReason"] not in TERMINAL_RELEASES:
@@ -448,14 +449,15 @@ def check_journals(facts: Facts) -> Iterable[Anomaly]:
                                "intent and no recorded failure")
 
 
-def _executor_let_go(facts: Facts, name: str, lease: dict[str, Any]) -> bool:
-    """An executing worker removes an entry once the lease is over, whatever ended
-    it, or once it gave the lease up itself (a 409, or no confirmation for a TTL)."""
+def _executor_let_go(facts: Facts, name: str, offer_id: str) -> bool:
+    """An executing worker removes an inbox entry once it completed the lease or
+    gave it up (a 409, no confirmation for a TTL, its session closed), and logs
+    that first (`exec.completed` / `exec.abandoned`): the entry was in its inbox
+    and left it on purpose. (Whether the cause was real is judged by h and by the
+    lease history; an entry that never reached the inbox has no such line.)"""
     if not facts.inputs.manifest["workers"].get(name, {}).get("execute"):
         return False
-    if lease["releasedAtUs"] is not None:
-        return True
-    return any(op.f == "exec" and op.process == name and op.offer_id == lease["offerId"]
+    return any(op.f == "exec" and op.process == name and op.offer_id == offer_id
                and op.value in ("abandoned", "completed") for op in facts.inputs.ops)
 
 

@@ -5,7 +5,7 @@ a plausible bug against one guarantee. Its header, before the diff, says why::
 
     Rationale: <one line: what the bug is>
     Guarantee: <the guarantee it breaks>
-    Expect: <the anomaly class expected to catch it>
+    Expect: <the anomaly class expected to catch it> [or <another one>]
 
 For each mutant: the checkout (tracked and untracked, not ignored files) is
 copied to a temporary directory, the patch applied there with `git apply`
@@ -54,6 +54,11 @@ class Mutant:
     guarantee: str
     expect: str
 
+    @property
+    def expected_classes(self) -> tuple[str, ...]:
+        """`Expect: f_journal_invalid or e_unresolved_intent`: either shows the bug."""
+        return tuple(part.strip() for part in self.expect.split(" or "))
+
     @classmethod
     def load(cls, path: Path) -> Mutant:
         text = path.read_text(encoding="utf-8")
@@ -81,7 +86,7 @@ class Outcome:
 
     @property
     def expected(self) -> bool:
-        return self.anomalies.get(self.mutant.expect, 0) > 0
+        return any(self.anomalies.get(name, 0) > 0 for name in self.mutant.expected_classes)
 
     def line(self) -> str:
         if not self.caught:
@@ -187,7 +192,7 @@ def run_one(mutant: Mutant, work: Path, soak_args: list[str],
         outcome.anomalies = {k: int(v) for k, v in doc.get("anomalies", {}).items()}
         outcome.caught = any(outcome.anomalies.values())
         for name, details in doc.get("details", {}).items():
-            if details and (outcome.first is None or name == mutant.expect):
+            if details and (outcome.first is None or name in mutant.expected_classes):
                 outcome.first = f"{name}: {details[0]}"
     return outcome
 
