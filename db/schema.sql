@@ -4730,6 +4730,7 @@ COMMENT ON FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid
 
 CREATE FUNCTION ql_private.refuse_referenced_delete() RETURNS trigger
     LANGUAGE plpgsql
+    SET max_parallel_workers_per_gather TO '0'
     AS $$
 DECLARE
     v_referenced boolean;
@@ -4737,7 +4738,13 @@ BEGIN
     IF TG_OP = 'TRUNCATE' THEN
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', TG_ARGV[0]) INTO v_referenced;
     ELSE
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM gone g JOIN %s c ON c.%I = g.%I)',
+        -- One index probe of the child per deleted row, whatever the estimates:
+        -- the LATERAL ... LIMIT 1 can only be a parameterized nested loop. (A
+        -- plain join is planned the same way today, but a prune batch deletes
+        -- the children first, so the check never stops early and a hash join
+        -- over a million-row child would be a full scan per batch.)
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM gone g CROSS JOIN LATERAL '
+                       '(SELECT 1 FROM %s c WHERE c.%I = g.%I LIMIT 1) hit)',
                        TG_ARGV[0], TG_ARGV[1], TG_ARGV[2])
            INTO v_referenced;
     END IF;

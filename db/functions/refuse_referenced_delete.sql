@@ -18,11 +18,16 @@
 -- Arguments (TG_ARGV): [0] child table (schema-qualified), [1] child column,
 --   [2] the parent's key column.
 -- Errors: 23503 foreign_key_violation naming the tables, never a row's values.
--- Writes: none. Locks: none (reads the child table). Caller: the triggers of
---   migration 0014 (attempts, worker_sessions, workers, runs).
+-- Writes: none. Locks: none (reads the child table: one index probe per deleted
+--   row, through the child column's index — run_leases (attempt_id,
+--   lease_generation), events_run; workers and sessions are deleted one at a time).
+--   Caller: the triggers of migration 0014 (attempts, worker_sessions, workers, runs).
 CREATE OR REPLACE FUNCTION ql_private.refuse_referenced_delete()
 RETURNS trigger
 LANGUAGE plpgsql
+-- Never parallel: a check inside a prune batch must not take workers from
+-- the claims running beside it.
+SET max_parallel_workers_per_gather = 0
 AS $$
 DECLARE
     v_referenced boolean;
@@ -30,7 +35,13 @@ BEGIN
     IF TG_OP = 'TRUNCATE' THEN
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', TG_ARGV[0]) INTO v_referenced;
     ELSE
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM gone g JOIN %s c ON c.%I = g.%I)',
+        -- One index probe of the child per deleted row, whatever the estimates:
+        -- the LATERAL ... LIMIT 1 can only be a parameterized nested loop. (A
+        -- plain join is planned the same way today, but a prune batch deletes
+        -- the children first, so the check never stops early and a hash join
+        -- over a million-row child would be a full scan per batch.)
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM gone g CROSS JOIN LATERAL '
+                       '(SELECT 1 FROM %s c WHERE c.%I = g.%I LIMIT 1) hit)',
                        TG_ARGV[0], TG_ARGV[1], TG_ARGV[2])
            INTO v_referenced;
     END IF;
