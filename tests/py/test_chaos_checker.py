@@ -1012,7 +1012,7 @@ def test_a_second_process_that_ran_on_a_held_journal_is_an_anomaly(scenario: Sce
         return Op(int(time.time() * 1000), "nemesis", OK, "double_start", value="w01",
                   extra={"outcome": outcome, "exitCode": 1})
 
-    scenario.ops += [double("refused"), double("undecided")]
+    scenario.ops += [double("refused"), double("undecided"), double("owner_gone")]
     assert _finish(scenario) == set()
     scenario.ops.append(double("ran"))
     assert _finish(scenario) == {"f_journal_invalid"}
@@ -1070,3 +1070,20 @@ def test_an_executing_worker_drops_an_entry_only_with_its_log_line(scenario: Sce
     for gone in (item, stale):  # ... and says so, as it does
         _exec_op(scenario, "w01", "abandoned", gone.offer_id, _attempt(scenario, gone.run_id))
     assert _finish(scenario) == set()
+
+
+def test_a_second_process_is_started_only_against_an_established_owner(tmp_path: Path) -> None:
+    """The soak's double_start targets a worker whose current process got past its
+    journal: its own start line (by pid), then a session or claim line."""
+    from tools.chaos.soak import _owns_journal
+
+    log = tmp_path / "w01.log"
+    lines = [{"event": "worker.starting", "pid": 1}, {"event": "session.opened"},
+             {"event": "worker.starting", "pid": 2}]  # fmt: skip
+    log.write_text("".join(json.dumps(doc) + "\n" for doc in lines))
+    assert not _owns_journal(log, 1)  # an older process of the same log
+    assert not _owns_journal(log, 2)  # started, not past its journal yet
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"event": "claim.idle", "offerId": "o1"}) + "\n")
+    assert _owns_journal(log, 2)
+    assert not _owns_journal(tmp_path / "missing.log", 2)

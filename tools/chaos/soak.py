@@ -87,6 +87,7 @@ READY_TIMEOUT_S = 90.0
 DOUBLE_WAIT_S = 15.0
 LONG_TASK = "exec-long"  # env.TASKS: the cancellation target
 DOUBLE_START_EVENTS = frozenset({"worker.starting", "worker.unisolated", "worker.failed"})
+OWNER_LOG_TAIL = 1 << 20  # bytes of a worker log read to find its current start
 TICK_S = 0.2
 
 __all__ = ["LONG", "PLANS", "SHORT", "Soak", "SoakPlan"]
@@ -321,6 +322,7 @@ class Soak:
         self.executing = set(self.workers[: self.plan.executing])
         self.run_tasks: dict[str, str] = {}  # run id -> task name
         self.doubles: list[threading.Thread] = []
+        self.doubling: set[str] = set()  # workers with a second process running
 
     # -- records ---------------------------------------------------------------
 
@@ -476,7 +478,7 @@ class Soak:
     def kill_random(self, names: list[str], kind: str, down_s: float,
                     schedule: Schedule) -> None:  # fmt: skip
         pending = {name for _, name in schedule.restarts}
-        candidates = [n for n in self._alive(names) if n not in pending]
+        candidates = [n for n in self._alive(names) if n not in pending and n not in self.doubling]
         if not candidates:
             return
         name = self.rng.choice(candidates)
@@ -633,19 +635,35 @@ class Soak:
         return schedule
 
     def double_start(self) -> None:
-        """Start a second process on a live worker's journal; it must be turned away."""
-        candidates = [n for n in self._alive(self.workers) if not self.armed.get(n)]
+        """Start a second process on a live worker's journal; it must be turned away.
+
+        Only against an established owner (its current process got past its
+        journal: a session or claim line after its last start), which is not
+        killed meanwhile; if it dies anyway, the second process may rightly take
+        the journal over, and the outcome is not judged (`owner_gone`)."""
+        candidates = [n for n in self._alive(self.workers)
+                      if not self.armed.get(n) and n not in self.doubling
+                      and _owns_journal(self.out / "logs" / f"{n}.log",
+                                        self.sup.children[n].pid)]  # fmt: skip
         if not candidates:
             return
         name = self.rng.choice(candidates)
         child = self.sup.children[name]
+        self.doubling.add(name)  # kill_random leaves it alone meanwhile
         log = self.out / "logs" / f"{name}.double.log"
-        thread = threading.Thread(target=self._double_start, args=(name, child.argv, log),
+        thread = threading.Thread(target=self._double_start,
+                                  args=(name, child.argv, log, child.pid),
                                   name=f"double-{name}", daemon=True)  # fmt: skip
         self.doubles.append(thread)
         thread.start()
 
-    def _double_start(self, name: str, argv: list[str], log: Path) -> None:
+    def _double_start(self, name: str, argv: list[str], log: Path, owner: int | None) -> None:
+        try:
+            self._run_double(name, argv, log, owner)
+        finally:
+            self.doubling.discard(name)
+
+    def _run_double(self, name: str, argv: list[str], log: Path, owner: int | None) -> None:
         import subprocess
 
         offset = log.stat().st_size if log.exists() else 0
@@ -660,8 +678,11 @@ class Soak:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         events = _log_events(log, offset)
+        child = self.sup.children[name]
         if "journal_locked" in events:
             outcome = "refused"
+        elif not child.alive or child.pid != owner:
+            outcome = "owner_gone"  # the journal was free to take: not judged
         elif code is None and events - DOUBLE_START_EVENTS:
             outcome = "ran"  # it got past the journal: two owners of one journal
         else:
@@ -818,6 +839,24 @@ def _retry(action: Callable[[], Any], attempts: int = 10) -> Any:
                 raise
             time.sleep(1.0)
     raise AssertionError("unreachable")
+
+
+def _owns_journal(path: Path, pid: int | None) -> bool:
+    """Whether process `pid`, the last one started with this log, got past its
+    journal (logged a session or claim line after its `worker.starting`)."""
+    started, past = False, False  # its start line seen; a line after it seen
+    with contextlib.suppress(OSError), open(path, "rb") as handle:
+        handle.seek(max(0, os.fstat(handle.fileno()).st_size - OWNER_LOG_TAIL))
+        for line in handle.read().decode("utf-8", "replace").splitlines():
+            with contextlib.suppress(ValueError):
+                doc = json.loads(line)
+                event = doc.get("event") if isinstance(doc, dict) else None
+                if event == "worker.starting":
+                    started, past = doc.get("pid") == pid, False
+                elif started and isinstance(event, str) and event.startswith(
+                        ("session.", "claim.", "exec.")):
+                    past = True
+    return started and past
 
 
 def _log_events(path: Path, offset: int) -> set[str]:
