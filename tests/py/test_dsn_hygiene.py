@@ -79,8 +79,9 @@ class CmdlineWatch:
         return [line for line in self.seen if any(s in line for s in secrets)
                 or ("qinglong" in line and "password=" in line.lower())]
 
-    def saw(self, fragment: str) -> bool:
-        return any(fragment in line for line in self.seen)
+    def saw(self, *fragments: str) -> bool:
+        """A command line holding every fragment."""
+        return any(all(f in line for f in fragments) for line in self.seen)
 
 
 def _mode(path: Path) -> int:
@@ -213,7 +214,7 @@ def test_dev_up_keeps_passwords_in_0600_files_and_off_every_command_line(
         *state_dir.joinpath("logs").iterdir()])
     assert [s for s in secrets if s in state_text] == [], "a password in a log"
     # The sampler really saw the processes `up` started and the commands we ran.
-    assert watch.saw("ingress serve --config") and watch.saw("--dsn-file")
+    assert watch.saw("ingress serve", "--config") and watch.saw("--dsn-file")
     assert watch.saw("postgres") and watch.saw("dev down")
     assert watch.leaks(secrets) == []
 
@@ -240,5 +241,5 @@ def test_demo_keeps_its_passwords_off_every_command_line(tmp_path: Path) -> None
     secret = _password(dsn)
     assert secret not in "".join(p.read_text(errors="replace")
                                  for p in (root / "logs").iterdir() if p.is_file())
-    assert watch.saw("ingress serve --config") and watch.saw("worker run --config")
+    assert watch.saw("ingress serve", "--config") and watch.saw("worker run --config")
     assert watch.leaks([secret]) == []
