@@ -40,6 +40,9 @@ ALTER SCHEMA ql_private OWNER TO ql_owner;
 CREATE FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
@@ -429,6 +432,9 @@ COMMENT ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea
 CREATE FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer DEFAULT NULL::integer, p_reason text DEFAULT NULL::text, p_result jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
@@ -1017,6 +1023,9 @@ COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count 
 CREATE FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
@@ -1143,6 +1152,9 @@ COMMENT ON FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest b
 CREATE FUNCTION ql.heartbeat_sessions(p_items jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_max_items constant integer := 64;
@@ -4928,13 +4940,22 @@ DECLARE
     -- Whether the pull reads the whole queue (candidate_page) rather than the
     -- ready runs alone: a scheduled run is due or an offer expired unstarted at
     -- `now` (two index probes, once per pull; runs_due, run_leases_unstarted_expiry).
-    v_whole_queue boolean := EXISTS (
-            SELECT 1 FROM ql_private.runs dr
+    -- Each probe reads the first entry of its index in index order (ORDER BY
+    -- the indexed column, LIMIT 1), not an EXISTS with a range condition: a
+    -- generic plan of that EXISTS made while run_leases was small walked
+    -- run_leases_session_live_counted (every live lease of every session, with
+    -- a heap fetch each) on every pull for the life of the connection; only an
+    -- index ordered by the column serves the ORDER BY without a sort, so the
+    -- planner picks it whatever the statistics (tests/sql/pull_offer.sql).
+    v_whole_queue boolean := coalesce((
+            SELECT dr.due_at FROM ql_private.runs dr
              WHERE dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
-               AND dr.due_at IS NOT NULL AND dr.due_at <= v_now)
-        OR EXISTS (
-            SELECT 1 FROM ql_private.run_leases el
-             WHERE el.released_at IS NULL AND el.started_at IS NULL AND el.expires_at <= v_now);
+               AND dr.due_at IS NOT NULL
+             ORDER BY dr.due_at LIMIT 1) <= v_now, false)
+        OR coalesce((
+            SELECT el.expires_at FROM ql_private.run_leases el
+             WHERE el.released_at IS NULL AND el.started_at IS NULL
+             ORDER BY el.expires_at LIMIT 1) <= v_now, false);
 BEGIN
     FOR v_page_no IN 1 .. p_pages LOOP
         v_truncated := false;

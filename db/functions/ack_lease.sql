@@ -53,6 +53,9 @@
 --   malformed reason, or a reason with phase starting/running;
 --   QL020 illegal transition at the current version (running before starting,
 --   starting after starting, start_failed after running) — nothing is written.
+-- Planning: as ql.pull_offer — generic plans, sequential scans off, no JIT —
+--   so a plan a pooled connection made while the lease tables were small (a
+--   sequential scan of run_leases) does not stay with it as they grow.
 -- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.ack_lease(
     p_credential_id text,
@@ -70,6 +73,9 @@ RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');

@@ -59,6 +59,9 @@
 --   non-zero exit code, a malformed result (COLUMN 'result'); QL020 the lease is not started (complete before the
 --   starting ACK), or outcome cancelled without a cancel request — nothing is
 --   written.
+-- Planning: as ql.pull_offer — generic plans, sequential scans off, no JIT —
+--   so a plan a pooled connection made while the lease tables were small (a
+--   sequential scan of run_leases) does not stay with it as they grow.
 -- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.complete_lease(
     p_credential_id text,
@@ -78,6 +81,9 @@ RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');

@@ -42,6 +42,9 @@
 -- Idempotency: see p_lease_version.
 -- Errors: QL001 malformed ids/digest, generation NULL or < 1, lease_version
 --   NULL or < 1; QL020 the lease is not started (heartbeat before the starting ACK).
+-- Planning: as ql.pull_offer — generic plans, sequential scans off, no JIT —
+--   so a plan a pooled connection made while the lease tables were small (a
+--   sequential scan of run_leases) does not stay with it as they grow.
 -- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.heartbeat_lease(
     p_credential_id text,
@@ -57,6 +60,9 @@ RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');

@@ -23,12 +23,18 @@
 -- Idempotency: as ql.heartbeat_session (expires_at only moves forward).
 -- Errors: QL001 p_items not a non-empty array of objects; QL002 more than 64
 --   items. Per-item errors are answered, not raised.
+-- Planning: as ql.pull_offer — generic plans, sequential scans off, no JIT —
+--   so a plan a pooled connection made while the lease tables were small (a
+--   sequential scan of run_leases) does not stay with it as they grow.
 -- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.heartbeat_sessions(p_items jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_max_items constant integer := 64;

@@ -93,13 +93,22 @@ DECLARE
     -- Whether the pull reads the whole queue (candidate_page) rather than the
     -- ready runs alone: a scheduled run is due or an offer expired unstarted at
     -- `now` (two index probes, once per pull; runs_due, run_leases_unstarted_expiry).
-    v_whole_queue boolean := EXISTS (
-            SELECT 1 FROM ql_private.runs dr
+    -- Each probe reads the first entry of its index in index order (ORDER BY
+    -- the indexed column, LIMIT 1), not an EXISTS with a range condition: a
+    -- generic plan of that EXISTS made while run_leases was small walked
+    -- run_leases_session_live_counted (every live lease of every session, with
+    -- a heap fetch each) on every pull for the life of the connection; only an
+    -- index ordered by the column serves the ORDER BY without a sort, so the
+    -- planner picks it whatever the statistics (tests/sql/pull_offer.sql).
+    v_whole_queue boolean := coalesce((
+            SELECT dr.due_at FROM ql_private.runs dr
              WHERE dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
-               AND dr.due_at IS NOT NULL AND dr.due_at <= v_now)
-        OR EXISTS (
-            SELECT 1 FROM ql_private.run_leases el
-             WHERE el.released_at IS NULL AND el.started_at IS NULL AND el.expires_at <= v_now);
+               AND dr.due_at IS NOT NULL
+             ORDER BY dr.due_at LIMIT 1) <= v_now, false)
+        OR coalesce((
+            SELECT el.expires_at FROM ql_private.run_leases el
+             WHERE el.released_at IS NULL AND el.started_at IS NULL
+             ORDER BY el.expires_at LIMIT 1) <= v_now, false);
 BEGIN
     FOR v_page_no IN 1 .. p_pages LOOP
         v_truncated := false;

@@ -2,7 +2,7 @@
 -- fences, capacity, bounds caps, placement order/score, truncation, R-REV-2,
 -- bad input; called as ql_worker_ingress like the ingress does.
 BEGIN;
-SELECT plan(61);
+SELECT plan(63);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -276,6 +276,32 @@ SELECT results_eq(format($$SELECT state, due_at IS NULL FROM ql_private.runs WHE
                   $$VALUES ('dispatching'::text, true)$$, 'the claim cleared its due_at');
 SELECT is((SELECT count(*) FROM ql_private.runs WHERE task_id = :'sched'::uuid AND due_at IS NOT NULL),
           99::bigint, 'the other 99 are still scheduled');
+
+-- A plan cached while run_leases was small must not walk every live lease on
+-- every pull (the pull's plans are generic and live as long as the connection:
+-- this backend made them at the first pull above). 200 live unstarted leases
+-- held by another session; a pull of w9 then fetches a handful of run_leases
+-- rows, not 200 (the whole-queue probe once went through
+-- run_leases_session_live_counted instead of run_leases_unstarted_expiry).
+SELECT worker_id AS w10, credential_id AS c10, secret_digest AS d10 FROM ql_test.new_worker('w10') \gset
+SELECT ql_test.open_session('w10', ql_test.capabilities(256)) ->> 'sessionId' AS s10 \gset
+SELECT format('%L, %L::bytea, %L', :'c10', :'d10', :'w10') AS w10args \gset
+SELECT ql_test.enqueue(:'sched', 201, 32767) AS many \gset
+SET LOCAL ROLE ql_worker_ingress;
+SELECT count(*) AS n10 FROM generate_series(1, 200) g
+ WHERE pg_temp.pull(:w10args, :'s10', 1, pg_temp.offer(1000 + g), 'm' || g) ->> 'status' = 'offered' \gset
+RESET ROLE;
+SELECT is(:n10::integer, 200, '200 live unstarted leases held by another session');
+CREATE FUNCTION pg_temp.leases_fetched() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT coalesce(sum(idx_tup_fetch + seq_tup_read), 0)::bigint FROM pg_catalog.pg_stat_xact_user_tables
+     WHERE schemaname = 'ql_private' AND relname = 'run_leases'
+$$;
+SELECT pg_temp.leases_fetched() AS l0 \gset
+SET LOCAL ROLE ql_worker_ingress;
+SELECT pg_temp.pull(:w9args, :'s9', 1, pg_temp.offer(93), 't93') ->> 'status' AS got10 \gset
+RESET ROLE;
+SELECT cmp_ok(pg_temp.leases_fetched() - :l0, '<', 20::bigint,
+              format('a pull (%s) fetches a handful of run_leases rows, not every live lease', :'got10'));
 
 SELECT * FROM finish();
 ROLLBACK;

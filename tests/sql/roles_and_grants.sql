@@ -14,7 +14,7 @@
 -- Decision: ql_runtime cannot execute worker-facing functions either; the
 -- control plane never acts as a worker.
 BEGIN;
-SELECT plan(29);
+SELECT plan(30);
 
 CREATE TEMP TABLE api_class (name text PRIMARY KEY, role text NOT NULL) ON COMMIT DROP;
 INSERT INTO api_class VALUES
@@ -112,6 +112,16 @@ SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
 SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
             WHERE prosecdef AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (proconfig), false)),
           NULL, 'every SECURITY DEFINER function pins search_path = pg_catalog, pg_temp');
+-- The per-run worker calls pin their planning (generic plans, no sequential
+-- scans, no JIT): a pooled connection keeps its plans for months, and one made
+-- while the lease tables were small must not stay a sequential scan.
+SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
+            WHERE p.pronamespace = 'ql'::regnamespace
+              AND p.proconfig @> ARRAY['plan_cache_mode=force_generic_plan',
+                                       'enable_seqscan=off', 'jit=off']),
+          ARRAY['ack_lease', 'complete_lease', 'heartbeat_lease', 'heartbeat_sessions',
+                'pull_offer'],
+          'the per-run worker calls pin generic plans without sequential scans or JIT');
 SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
             WHERE has_function_privilege('public', oid, 'EXECUTE')), NULL,
           'no ql / ql_private function is executable by PUBLIC');
