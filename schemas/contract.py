@@ -247,8 +247,15 @@ class Contract:
         from referencing.jsonschema import DRAFT202012
 
         self._documents = _load_documents()
+        # Registered without their `$schema`: jsonschema picks the validator class
+        # of a referenced document's root by that key (`evolve` ->
+        # `validator_for`), which would drop this contract's class (strict
+        # integers, ECMA `$`) inside every cross-file `$ref` to a whole document,
+        # e.g. the capabilities of a session-open request. The dialect is pinned
+        # by create_resource instead.
         self._registry: Registry = Registry().with_resources(
-            (sid, DRAFT202012.create_resource(doc)) for sid, doc in self._documents.items()
+            (sid, DRAFT202012.create_resource(_without_dialect(doc)))
+            for sid, doc in self._documents.items()
         )
         self._cls = _validator_class()
         self._validators: dict[str, Validator] = {}
@@ -283,6 +290,10 @@ class Contract:
         if not isinstance(doc, dict):  # pragma: no cover - every body schema is an object
             raise ContractError("schema_invalid", "$: type", "type")
         return doc
+
+
+def _without_dialect(doc: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in doc.items() if key != "$schema"}
 
 
 def _load_documents() -> dict[str, dict[str, Any]]:

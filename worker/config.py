@@ -198,7 +198,7 @@ def _number_in(name: str, value: object, low: float, high: float) -> float:
 
 def validate_capabilities(doc: object) -> None:
     from qinglong.schemas.contract import ContractError, SchemaId
-    from qinglong.worker.schema_fastpath import validate
+    from qinglong.schemas.fastpath import validate
 
     try:
         validate(SchemaId.WORKER_CAPABILITIES, doc)

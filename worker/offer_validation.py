@@ -1,9 +1,9 @@
 """Validation of a pull response against the worker's own claim (SPEC §6.3).
 
-Imported lazily by the coordinator. Every ``offered`` answer is validated by
-``jsonschema`` (loaded with the first one); an ``idle`` answer is proven valid
-against the same schema by :mod:`worker.schema_fastpath` when it can, so an idle
-worker never loads ``jsonschema`` (docs/EDGE.md).
+Imported lazily by the coordinator. Every answer is first proven valid
+against the schema by :mod:`schemas.fastpath`; anything it cannot prove goes to
+``jsonschema`` (loaded then), which decides and says why — so a worker whose
+answers are all well-formed never loads ``jsonschema`` (docs/EDGE.md).
 The server's word is not trusted on its own: the offer must answer *our* pending
 claim, target *our* session, be internally closed (candidate, revision, lease
 name the same run/attempt/task/revision), carry a content digest we recompute
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from qinglong.schemas import fastpath as schema_fastpath
 from qinglong.schemas.canonical import content_digest
 from qinglong.schemas.contract import ContractError, SchemaId, parse_json_strict
-from qinglong.worker import schema_fastpath
 from qinglong.worker.journal import InboxEntry, PendingClaim
 
 __all__ = [
@@ -48,12 +48,7 @@ class Idle:
 def parse_offer_response(body: bytes) -> dict[str, Any]:
     """Strict-parse and schema-validate; raises ``ContractError`` (keep the claim)."""
     doc = parse_json_strict(body)
-    schema = SchemaId.REMOTE_EXECUTION_OFFER
-    idle = isinstance(doc, dict) and doc.get("status") == "idle"
-    if not (idle and schema_fastpath.check(schema, doc) == schema_fastpath.VALID):
-        from qinglong.schemas.contract import validate
-
-        validate(schema, doc)
+    schema_fastpath.validate(SchemaId.REMOTE_EXECUTION_OFFER, doc)
     if not isinstance(doc, dict):  # pragma: no cover - the schema requires an object
         raise ContractError("schema_invalid", "$: type", "type")
     return doc

@@ -163,7 +163,7 @@ class SessionClient:
 
 def _parse_session(body: bytes) -> SessionInfo:
     from qinglong.schemas.contract import ContractError, SchemaId
-    from qinglong.worker.schema_fastpath import load
+    from qinglong.schemas.fastpath import load
 
     try:
         doc = load(SchemaId.SESSION, body)

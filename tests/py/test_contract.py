@@ -447,6 +447,22 @@ def test_trailing_newline_never_matches_a_pattern() -> None:
     reject("qinglong/worker-capabilities@v1", caps, "pattern")
 
 
+def test_strictness_holds_inside_a_reference_to_another_document() -> None:
+    # A session-open request embeds worker-capabilities@v1 by a `$ref` to that
+    # document's root: its strict integers and ECMA `$` apply there too
+    # (jsonschema would otherwise switch to the plain draft class at that root).
+    for field, bad in (("slots", 4.0), ("slots", True)):
+        body = copy.deepcopy(VALID["qinglong/session-open-request@v1"])
+        body["capabilities"][field] = bad
+        reject("qinglong/session-open-request@v1", body, "type")
+    body = copy.deepcopy(VALID["qinglong/session-open-request@v1"])
+    body["capabilities"]["labels"] = {"region": "eu-1\n"}
+    reject("qinglong/session-open-request@v1", body, "pattern")
+    body = copy.deepcopy(VALID["qinglong/session-open-request@v1"])
+    body["capabilities"]["executors"] = ["remote-worker\n"]
+    reject("qinglong/session-open-request@v1", body, "pattern")
+
+
 def test_error_codes_low_cardinality() -> None:
     for bad in ["Conflict", "session replaced", "a" * 65, "", "1abc"]:
         reject("qinglong/error@v1", {**VALID["qinglong/error@v1"], "reason": bad})
