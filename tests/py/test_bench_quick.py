@@ -106,6 +106,16 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     # Every issue-7 target is judged, met or not.
     assert len(e2e["targets"]) == 5 and all(isinstance(t["met"], bool) for t in e2e["targets"])
     assert sum(1 for n in tables["e2e"]["notes"] if n.startswith("target ")) == 3
+    # Server CPU per delivered offer from /proc (ingress trees + PostgreSQL), with each
+    # ingress at --processes 1 and 2, next to PostgreSQL's CPU per raw claim.
+    cpu = next(t["data"] for t in doc["tables"] if "runs" in t["data"] and "target" in t["data"])
+    assert [(r["workers"], r["processes"]) for r in cpu["runs"]] == [(8, 1), (8, 2)]
+    for run in cpu["runs"]:
+        assert run["offers"] == 160 and run["ingressCpuMsPerOffer"] > 0
+        assert run["pgCpuMsPerOffer"] > 0
+        assert run["serverCpuMsPerOffer"] == pytest.approx(
+            run["ingressCpuMsPerOffer"] + run["pgCpuMsPerOffer"])
+    assert level["raw"]["pgCpuMsPerClaim"] > 0 and isinstance(cpu["target"]["met"], bool)
 
     edge = tables["edge"]["data"]
     assert edge["worker"]["rssKiB"] > 0 and edge["worker"]["firstPullMs"] > 0
@@ -120,5 +130,5 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     for title in ("**sql:", "**idle:", "**depth:", "**ops: operator reads", "**ops: console pages",
                   "**ops: the console in a busy window",
                   "**ops: claims/s",
-                  "**edge:", "**e2e"):
+                  "**edge:", "**e2e", "**e2e: server CPU per delivered offer"):
         assert title in text

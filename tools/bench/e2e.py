@@ -13,7 +13,11 @@ queue. Once every session is open, `offers` runs are enqueued in one call; the
 burst ends when every offer sits validated and fsynced in a worker's inbox.
 offers/s = offers ÷ (last inbox write - enqueue) — the level's *maximum*;
 latency per offer = inbox write (`acceptedAtMs`) - `queuedAtMs`, p50/p99. The
-ingresses' /metrics give database calls per request.
+ingresses' /metrics give database calls per request. Server CPU per
+delivered offer: user + system time from /proc of the two ingress process trees
+and of every PostgreSQL process over the burst (tools/bench/proc_cpu.py), the
+workers excluded. The burst runs twice per level: each ingress with
+`--processes 1`, then with `--processes 2` (same workers, fresh database).
 
 Half load (largest level only, same processes, right after the burst): a
 feeder enqueues small batches every 50 ms at 50 % of the burst's offers/s. After
@@ -27,7 +31,7 @@ session reaches its 256 live leases (the workers do not execute).
 Raw, per level: `qlbench.claim` (bench/raw.py — SELECT … FOR UPDATE SKIP
 LOCKED + update + event, one call per job) from N client threads, each on its
 own connection, draining a fresh database of `raw_jobs` jobs, as `bench sql`
-does.
+does; PostgreSQL's CPU per claim is read the same way.
 
 PgQueuer, per level, twice: a fresh database with PgQueuer's schema, N consumer
 processes (`tools.bench.pgq_consumer`: PgQueuer's QueueManager) waiting on
@@ -62,6 +66,7 @@ from typing import Any
 
 from qinglong.demo import Child, pki_ca_cert, spawn, stop_children
 from tools.bench.common import Table, fmt_ratio, histogram_quantile, percentile, ratio
+from tools.bench.proc_cpu import CpuMeter, postmaster_pid
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,8 @@ STEADY_LOAD = 0.5  # of the burst's offers/s
 # The e2e targets (docs/BENCHMARKS.md), at TARGET_WORKERS.
 TARGET_WORKERS = 32
 TARGET_VS_RAW = 0.40
-TARGET_VS_PGQ_ONE = 4.0
+TARGET_VS_PGQ_ONE = 1.0
+TARGET_SERVER_CPU_MS = 1.5  # ingress + PostgreSQL CPU per delivered offer
 TARGET_VS_PGQ_BATCH = 1.0
 TARGET_PULL_P99_MS = 10.0
 TARGET_HANDSHAKES = 0.01
@@ -218,9 +224,12 @@ class Steady:
 class OursLevel:
     """One level of the real path: database, identities, 2 ingresses, N workers."""
 
-    def __init__(self, cluster: Any, root: Path, workers: int, offers: int) -> None:
+    def __init__(self, cluster: Any, root: Path, workers: int, offers: int,
+                 processes: int = INGRESS_PROCESSES) -> None:  # fmt: skip
         self.cluster, self.root, self.workers, self.offers = cluster, root, workers, offers
-        self.db = f"ql_e2e_{os.getpid()}_{workers}"
+        self.processes = processes  # `ingress serve --processes` of each ingress
+        self.db = f"ql_e2e_{os.getpid()}_{workers}_{processes}"
+        self.run_dir = root / f"l{workers}-p{processes}"  # identities, journals, logs
         self.children: list[Child] = []
         self.ingresses: list[dict[str, Any]] = []
         self.journals: list[Path] = []
@@ -230,6 +239,7 @@ class OursLevel:
         from qinglong.db.migrator import migrate
         from qinglong.service import control_plane, pki
 
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.dsn = self.cluster.create_database(self.db)
         migrate(self.dsn)
         import psycopg
@@ -245,13 +255,13 @@ class OursLevel:
         with control_plane.connect(self.dsn) as conn:
             self.idents = [
                 control_plane.provision_worker(conn, f"e2e-{i}", ca_dir,
-                                               self.root / f"l{self.workers}" / f"w{i}")
+                                               self.run_dir / f"w{i}")
                 for i in range(self.workers)
             ]  # fmt: skip
 
     def start_ingresses(self) -> None:
         for index in range(INGRESSES):
-            ready = self.root / f"l{self.workers}" / f"ingress-{index}.ready"
+            ready = self.run_dir / f"ingress-{index}.ready"
             config = {
                 "dsn": self.cluster.dsn(self.db, user=INGRESS_ROLE),
                 "certFile": str(self.root / "server" / "server.pem"),
@@ -264,18 +274,18 @@ class OursLevel:
                 "auditLog": str(self.root / f"audit-{self.workers}-{index}.log"),
                 "readyFile": str(ready), "logLevel": "WARNING",
             }  # fmt: skip
-            path = self.root / f"l{self.workers}" / f"ingress-{index}.json"
+            path = self.run_dir / f"ingress-{index}.json"
             path.write_text(json.dumps(config), encoding="utf-8")
             argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--config", str(path),
-                    "--processes", str(INGRESS_PROCESSES)]
-            child = spawn(f"ingress-{index}", argv, self.root / f"ingress-{index}.log")
+                    "--processes", str(self.processes)]
+            child = spawn(f"ingress-{index}", argv, self.run_dir / f"ingress-{index}.log")
             self.children.append(child)
             self.ingresses.append(_wait(lambda r=ready: _read_json(r), READY_TIMEOUT_S,
                                         "ingress ready", self.children))  # fmt: skip
 
     def start_workers(self) -> None:
         for index, ident in enumerate(self.idents):
-            journal = self.root / f"l{self.workers}" / f"journal-{index}"
+            journal = self.run_dir / f"journal-{index}"
             self.journals.append(journal)
             config = {
                 "ingressUrl": self.ingresses[index % INGRESSES]["ingressUrl"],
@@ -291,7 +301,7 @@ class OursLevel:
             path.write_text(json.dumps(config), encoding="utf-8")
             argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path)]
             self.children.append(spawn(f"worker-{index}", argv,
-                                       self.root / f"worker-{self.workers}-{index}.log"))
+                                       self.run_dir / f"worker-{index}.log"))
 
     def sessions_open(self) -> bool:
         from qinglong.status_cli import fetch_snapshot
@@ -341,10 +351,18 @@ class OursLevel:
             self.task_id = str(control_plane.publish_revision(
                 conn, "e2e", "t", compile_command(doc).canonical)["taskId"])
             before = self.scrape()
+            # Server CPU: the ingress process trees and every PostgreSQL process,
+            # workers excluded (they are the clients).
+            ingress_cpu = CpuMeter(tuple(c.process.pid for c in self.children
+                                         if c.name.startswith("ingress-")))  # fmt: skip
+            pg_cpu = CpuMeter((postmaster_pid(self.cluster.data_dir),))
+            ingress_cpu.start()
+            pg_cpu.start()
             started_ms = time.time() * 1000
             control_plane.enqueue_runs(conn, self.task_id, 0, self.offers)
         _wait(lambda: self.inbox_count() >= self.offers, DRAIN_TIMEOUT_S, "offers delivered",
               self.children)  # fmt: skip
+        ingress_s, pg_s = ingress_cpu.stop(), pg_cpu.stop()
         entries = self.inbox()
         accepted = [float(e["acceptedAtMs"]) for e in entries]
         latencies = [(float(e["acceptedAtMs"]) - float(e["offer"]["candidate"]["queuedAtMs"]))
@@ -352,7 +370,12 @@ class OursLevel:
         wall = (max(accepted) - started_ms) / 1000
         scrape = self.scrape()
         burst = scrape.minus(before)
-        return {"workers": self.workers, "offers": len(entries), "wallS": wall,
+        per_offer = 1000 / max(len(entries), 1)
+        return {"workers": self.workers, "processes": self.processes,
+                "offers": len(entries), "wallS": wall,
+                "ingressCpuMsPerOffer": ingress_s * per_offer,
+                "pgCpuMsPerOffer": pg_s * per_offer,
+                "serverCpuMsPerOffer": (ingress_s + pg_s) * per_offer,
                 "firstMs": min(accepted) - started_ms,
                 "perS": len(entries) / wall, "p50Ms": percentile(latencies, 50) * 1000,
                 "p99Ms": percentile(latencies, 99) * 1000,
@@ -432,9 +455,9 @@ class OursLevel:
             self.cluster.drop_database(self.db)
 
 
-def _ours(cluster: Any, root: Path, workers: int, sizes: Sizes,
-          steady: bool) -> tuple[dict[str, Any], Steady | None]:  # fmt: skip
-    level = OursLevel(cluster, root, workers, sizes.offers)
+def _ours(cluster: Any, root: Path, workers: int, sizes: Sizes, steady: bool,
+          processes: int = INGRESS_PROCESSES) -> tuple[dict[str, Any], Steady | None]:
+    level = OursLevel(cluster, root, workers, sizes.offers, processes)
     try:
         level.setup()
         level.start_ingresses()
@@ -462,11 +485,17 @@ def _raw(cluster: Any, clients: int, jobs: int) -> dict[str, Any]:
             raw.install(conn)
             raw.enqueue(conn, jobs + RAW_WARMUP * clients)
         vacuum(dsn)
-        timings = raw.drain(dsn, clients, RAW_WARMUP)
+        # PostgreSQL's CPU for the drain (its connections' start and warm-up claims
+        # included: a little above the claim's own cost).
+        pg_cpu = CpuMeter((postmaster_pid(cluster.data_dir),))
+        pg_cpu.start()
+        timings = raw.drain(dsn, clients, RAW_WARMUP, on_drained=pg_cpu.stop)
+        pg_s = pg_cpu.seconds
     finally:
         with contextlib.suppress(Exception):
             cluster.drop_database(db)
-    return {"clients": clients, **timings.summary()}
+    return {"clients": clients, **timings.summary(),
+            "pgCpuMsPerClaim": 1000 * pg_s / max(timings.count, 1)}
 
 
 # ------------------------------------------------------------------- PgQueuer
@@ -635,7 +664,7 @@ def _targets(level: dict[str, Any], steady: Steady) -> list[Target]:
 
 
 def _level_order(index: int) -> list[str]:
-    order = ["ours", "raw", "pgqueuerOne", "pgqueuer"]
+    order = ["ours", "oursTwo", "raw", "pgqueuerOne", "pgqueuer"]
     return order if index % 2 == 0 else order[::-1]
 
 
@@ -661,6 +690,9 @@ def run_standalone(quick: bool) -> list[Table]:
                                            steady=workers == steady_workers)
                         level["ours"] = ours
                         steady = half or steady
+                    elif system == "oursTwo":
+                        level["oursTwo"], _ = _ours(cluster, root, workers, sizes, steady=False,
+                                                    processes=2)
                     elif system == "raw":
                         level["raw"] = _raw(cluster, workers, sizes.raw_jobs)
                     elif missing is None:
@@ -757,8 +789,53 @@ def _tables(sizes: Sizes, levels: list[dict[str, Any]], steady: Steady, missing:
         "from qinglong_ingress_tls_handshakes_total{outcome=\"full\"} over the same window")
     half.notes += [t.note(scope) for t in targets[3:]]
 
+    cpu = _cpu_table(levels, target_level, scope)
     table.data = {"levels": levels, "measured": True, "pgqueuer": missing is None,
                   "steady": asdict(steady), "targetWorkers": target_level["workers"],
                   "targets": [asdict(t) for t in targets]}  # fmt: skip
     half.data = {"steady": asdict(steady)}
-    return [table, half]
+    return [table, half, cpu]
+
+
+def _cpu_table(levels: list[dict[str, Any]], target_level: dict[str, Any],
+               scope: str) -> Table:  # fmt: skip
+    """Server CPU per delivered offer (ingress trees + PostgreSQL, from /proc), by
+    `--processes`, next to PostgreSQL's CPU per raw claim."""
+    table = Table(
+        "e2e: server CPU per delivered offer (ingress processes + PostgreSQL, workers "
+        "excluded) vs PostgreSQL CPU per raw claim",
+        ["workers", "--processes", "offers/s", "ingress ms/offer", "PostgreSQL ms/offer",
+         "server ms/offer", "raw claim PostgreSQL ms/claim"],
+    )  # fmt: skip
+    for level in levels:
+        for run in (level["ours"], level.get("oursTwo")):
+            if run is None:
+                continue
+            table.rows.append([
+                str(level["workers"]), str(run["processes"]), f"{run['perS']:,.0f}",
+                f"{run['ingressCpuMsPerOffer']:.2f}", f"{run['pgCpuMsPerOffer']:.2f}",
+                f"{run['serverCpuMsPerOffer']:.2f}", f"{level['raw']['pgCpuMsPerClaim']:.2f}",
+            ])  # fmt: skip
+    ours = target_level["ours"]
+    value = ours["serverCpuMsPerOffer"]
+    target = Target(
+        "server CPU per delivered offer", f"≤ {TARGET_SERVER_CPU_MS} ms", value,
+        value <= TARGET_SERVER_CPU_MS,
+        f"{value:.2f} ms at {target_level['workers']} workers, --processes "
+        f"{ours['processes']} (ingress {ours['ingressCpuMsPerOffer']:.2f} + PostgreSQL "
+        f"{ours['pgCpuMsPerOffer']:.2f}); the raw claim costs PostgreSQL "
+        f"{target_level['raw']['pgCpuMsPerClaim']:.2f} ms",
+        "the ingress's Python (TLS, HTTP, the request's checks and the offer's JSON) and "
+        "the pull's database work per offer; see the two columns")
+    table.notes.append(
+        "CPU = user + system time from /proc of each ingress's supervisor and processes and "
+        "of the postmaster and every process it started (backends, WAL writer, "
+        "checkpointer, autovacuum), from the enqueue to the last inbox write; a process "
+        "that exits inside the window takes its time with it (none of the serving ones "
+        "do). Raw: PostgreSQL's time for the whole drain, its connections' start and "
+        "warm-up claims included")
+    table.notes.append(target.note(scope))
+    table.data = {"target": asdict(target),
+                  "runs": [{"workers": lv["workers"], **run}
+                           for lv in levels for run in (lv["ours"], lv.get("oursTwo")) if run]}
+    return table

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import psycopg
 
@@ -100,17 +101,47 @@ def enqueue(conn: psycopg.Connection, count: int) -> None:
     )
 
 
-def drain(dsn: str, clients: int, warmup: int = 2, lifecycle: bool = False) -> Timings:
+def drain(dsn: str, clients: int, warmup: int = 2, lifecycle: bool = False,
+          on_drained: Callable[[], None] | None = None) -> Timings:
     """`clients` threads, each on its own connection with a server-side prepared
     statement, call qlbench.claim until the queue is empty (as `bench sql` does);
     every connection first makes `warmup` unmeasured claims (plpgsql plans are
     cached per connection), so enqueue `clients * warmup` extra jobs. With
     `lifecycle`, each claimed job is then reported started and finished
-    (qlbench.start, qlbench.finish: one call each), as a worker would."""
+    (qlbench.start, qlbench.finish: one call each), as a worker would.
+    `on_drained` runs once the last thread found the queue empty, before any
+    connection closes (e.g. to read the backends' CPU time while they live)."""
     results: list[tuple[int, list[float]]] = []
     lock = threading.Lock()
+    done: set[int] = set()
+    drained = threading.Event()
+
+    def finished_and_wait() -> None:
+        with lock:
+            done.add(threading.get_ident())
+            last = len(done) == clients
+        if last:
+            try:
+                if on_drained is not None:
+                    on_drained()
+            finally:
+                drained.set()
+        drained.wait()
+
+    def finished() -> None:
+        # A thread that failed before its queue ran dry must not hold the others.
+        with lock:
+            done.add(threading.get_ident())
+            if len(done) == clients:
+                drained.set()
 
     def work(index: int, barrier: threading.Barrier) -> None:
+        try:
+            claim(index, barrier)
+        finally:
+            finished()
+
+    def claim(index: int, barrier: threading.Barrier) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             name = f"raw-{index}"
             for _ in range(warmup):
@@ -128,6 +159,8 @@ def drain(dsn: str, clients: int, warmup: int = 2, lifecycle: bool = False) -> T
                     _finish(conn, row[0], name)
             with lock:
                 results.append((len(times), times))
+            # The connection stays open until every thread is done (`finished`).
+            finished_and_wait()
 
     timings = Timings(wall_s=run_threads(clients, work))
     for claimed, times in results:
