@@ -1,8 +1,8 @@
-"""`python -m tools.bench [sql|idle|depth|ops|e2e|edge|soak] [--quick]`: run and report.
+"""`python -m tools.bench [sql|idle|depth|ops|e2e|edge|fleet|soak] [--quick]`: run and report.
 
 One throwaway PostgreSQL cluster serves every database benchmark of the
 invocation (each measurement gets a fresh clone of a migrated template); `e2e`,
-`edge` and `soak` start their own processes (e2e and soak their own cluster:
+`edge`, `fleet` and `soak` start their own processes (e2e and soak their own cluster:
 soak's autovacuum must see only its own tables' churn). Each sub-benchmark
 prints its tables; at the end a dated section — machine (nproc, RAM, CPU),
 PostgreSQL version and key settings, the load average before and after (the
@@ -25,8 +25,8 @@ from typing import Any
 
 from tools.bench.common import BenchContext, Table, machine_info, pg_settings, prepare_context
 
-ORDER = ("sql", "idle", "depth", "ops", "e2e", "edge", "soak")
-# A bare `python -m tools.bench` runs these; the 10-minute soak only when named.
+ORDER = ("sql", "idle", "depth", "ops", "e2e", "edge", "fleet", "soak")
+# A bare `python -m tools.bench` runs these; the fleet and the soak only when named.
 DEFAULT = ("sql", "idle", "depth", "ops", "e2e", "edge")
 NEEDS_DB = frozenset({"sql", "idle", "depth", "ops"})
 DEFAULT_REPORT = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS-HISTORY.md"

@@ -1,0 +1,159 @@
+"""One process of `bench fleet`'s idle fleet: many simulated workers, one asyncio loop.
+
+`python -m tools.bench.fleet_driver SPEC.json OUT.json`. Each simulated worker
+is what a real idle worker is on the wire: its own TLS 1.3 connection with its
+own client certificate (kept alive), a session opened with `POST /v1/sessions`,
+then `POST /v1/offers/pull` with a fresh offer id and lease token, waiting the
+answer's `retryAfterMs` between pulls, and `POST /v1/sessions/heartbeat` every
+`heartbeatIntervalMs`. HTTP/1.1 is spoken by hand (a request line, five
+headers, a Content-Length body; the answer's head and Content-Length body) so
+the driver spends little CPU next to the ingress it measures.
+
+SPEC: {"host", "port", "caFile", "workers": [{"workerId", "certFile",
+"keyFile", "credentialFile"}], "rampS", "windowStart", "windowEnd"} (wall-clock
+seconds). Writes OUT: pulls, heartbeats and errors counted inside the window,
+the pulls' latencies (ms), statuses seen, and the ready time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import random
+import secrets
+import ssl
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CAPABILITIES = {"schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
+                "labels": {}, "runtimes": {}, "slots": 4}  # fmt: skip
+MAX_BODY = 1 << 20
+
+
+@dataclass
+class Tally:
+    window: tuple[float, float]
+    pull_ms: list[float] = field(default_factory=list)
+    heartbeats: int = 0
+    errors: list[str] = field(default_factory=list)
+    statuses: dict[str, int] = field(default_factory=dict)
+    opened: int = 0
+
+    def inside(self, at: float) -> bool:
+        return self.window[0] <= at < self.window[1]
+
+
+class Connection:
+    """One kept-alive HTTPS connection of one simulated worker."""
+
+    def __init__(self, host: str, port: int, ctx: ssl.SSLContext, authorization: str) -> None:
+        self.host, self.port, self.ctx = host, port, ctx
+        self.head = (f"Host: {host}:{port}\r\nAuthorization: Bearer {authorization}\r\n"
+                     "Content-Type: application/json\r\nAccept: application/json\r\n"
+                     "Accept-Encoding: identity\r\n")  # fmt: skip
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.writer is None or self.writer.is_closing():
+            self.reader, self.writer = await asyncio.open_connection(
+                self.host, self.port, ssl=self.ctx, server_hostname=self.host)
+        assert self.reader is not None
+        body = json.dumps(doc, separators=(",", ":")).encode()
+        self.writer.write(f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(body)}"
+                          f"\r\n\r\n".encode("ascii") + body)  # fmt: skip
+        status_line = await self.reader.readline()
+        status = int(status_line.split()[1])
+        length, close = 0, False
+        while True:
+            line = await self.reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+            elif name.lower() == "connection" and value.strip().lower() == "close":
+                close = True
+        if length > MAX_BODY:
+            raise ValueError(f"answer of {length} bytes")
+        data = await self.reader.readexactly(length)
+        if close:
+            self.writer.close()
+        return status, json.loads(data) if data else {}
+
+
+def _context(ca_file: str, cert: str, key: str) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=ca_file)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+async def _worker(spec: dict[str, Any], ident: dict[str, str], tally: Tally,
+                  delay_s: float) -> None:  # fmt: skip
+    await asyncio.sleep(delay_s)  # the ramp: handshakes spread over rampS
+    secret = Path(ident["credentialFile"]).read_text(encoding="ascii").strip()
+    conn = Connection(spec["host"], spec["port"],
+                      _context(spec["caFile"], ident["certFile"], ident["keyFile"]), secret)
+    worker_id = ident["workerId"]
+    status, session = await conn.post("/v1/sessions", {
+        "schema": "qinglong/session-open-request@v1", "workerId": worker_id,
+        "capabilities": CAPABILITIES})  # fmt: skip
+    if status != 201:
+        tally.errors.append(f"open {status} {session.get('reason')}")
+        return
+    tally.opened += 1
+    fence = {"workerId": worker_id, "sessionId": session["sessionId"],
+             "generation": session["generation"]}  # fmt: skip
+    beat_every = session["heartbeatIntervalMs"] / 1000
+    next_beat = time.monotonic() + random.uniform(0, beat_every)  # a random phase
+    while time.time() < tally.window[1]:
+        if time.monotonic() >= next_beat:
+            status, answer = await conn.post("/v1/sessions/heartbeat", {
+                "schema": "qinglong/session-heartbeat-request@v1", **fence})  # fmt: skip
+            if status != 200:
+                tally.errors.append(f"heartbeat {status} {answer.get('reason')}")
+            elif tally.inside(time.time()):
+                tally.heartbeats += 1
+            next_beat += beat_every
+        token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
+        started = time.perf_counter()
+        status, answer = await conn.post("/v1/offers/pull", {
+            "schema": "qinglong/offer-pull-request@v1", **fence,
+            "offerId": str(uuid.uuid4()), "leaseToken": token})  # fmt: skip
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        kind = str(answer.get("status") or answer.get("reason") or status)
+        if tally.inside(time.time()):
+            tally.pull_ms.append(elapsed_ms)
+            tally.statuses[kind] = tally.statuses.get(kind, 0) + 1
+        retry_ms = answer.get("retryAfterMs") if status == 200 else None
+        await asyncio.sleep((retry_ms if isinstance(retry_ms, int) else 2000) / 1000)
+
+
+async def _main(spec: dict[str, Any], out: Path) -> None:
+    tally = Tally((spec["windowStart"], spec["windowEnd"]))
+    workers = spec["workers"]
+    ramp = spec["rampS"]
+    tasks = [asyncio.create_task(_worker(spec, ident, tally, ramp * i / max(len(workers), 1)))
+             for i, ident in enumerate(workers)]  # fmt: skip
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    tally.errors += [f"{type(r).__name__}: {r}" for r in results if isinstance(r, BaseException)]
+    out.write_text(json.dumps({
+        "workers": len(workers), "opened": tally.opened, "pullMs": tally.pull_ms,
+        "heartbeats": tally.heartbeats, "statuses": tally.statuses,
+        "errors": tally.errors[:20], "errorCount": len(tally.errors)}), encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    asyncio.run(_main(spec, Path(argv[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
