@@ -438,6 +438,15 @@ def _close_session(scene: Scenario, name: str) -> None:
               scene.workers[name])
 
 
+def _operator_close(scene: Scenario, name: str) -> None:
+    """`admin session close` (ql.end_session), as the soak's nemesis does before it
+    restarts a worker armed with `aside_replace`: its unstarted leases released."""
+    from qinglong.service import control_plane
+
+    with control_plane.connect(scene.dsn) as conn:
+        control_plane.end_session(conn, scene.sessions[name].session_id)
+
+
 def _release(scene: Scenario, item: Accepted, reason: str) -> None:
     scene.sql("UPDATE ql_private.run_leases SET released_at = clock_timestamp() - interval"
               " '1 s', release_reason = %s, expires_at = greatest(expires_at, clock_timestamp()"
@@ -478,6 +487,9 @@ JUDGED = [
     Judged("moved_aside", "moved_aside", "session_changed",
            lambda s, i: _close_session(s, i.process), "e_unresolved_intent",
            "abandoned session_changed: session closed before the answer"),
+    Judged("operator_close", "moved_aside", "session_lost",
+           lambda s, i: _operator_close(s, i.process), "e_unresolved_intent",
+           "abandoned session_lost: lease released session_closed"),
     Judged("exhausted", "exhausted", "NetworkError", None, "e_unresolved_intent",
            "exhausted: 16+ attempts recorded with the intent", {"attempts": 3}),
 ]

@@ -63,6 +63,7 @@ class FleetResult:
     pullsPerS: float
     heartbeats: int
     errors: int
+    errorSamples: list[str]
     statuses: dict[str, int]
     ingressCpuMsPerPull: float
     poolCallsPerPull: float
@@ -207,7 +208,8 @@ class Fleet:
         return FleetResult(
             workers=workers, sessionsOpened=sum(d["opened"] for d in docs), pulls=pulls,
             pullsPerS=pulls / window_s, heartbeats=sum(d["heartbeats"] for d in docs),
-            errors=sum(d["errorCount"] for d in docs), statuses=statuses,
+            errors=sum(d["errorCount"] for d in docs),
+            errorSamples=sorted({e for d in docs for e in d["errors"]})[:10], statuses=statuses,
             ingressCpuMsPerPull=1000 * cpu_s / pulls if pulls else math.nan,
             poolCallsPerPull=ratio(window.db_calls, pulls),
             pgStatementsPerPull=ratio(max(statements, 0), pulls),

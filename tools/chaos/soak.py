@@ -13,7 +13,9 @@ Phases:
    (bounded by a hard cap): SIGKILL a random ingress / worker on their periods
    and restart it, `pg_ctl restart -m immediate` spread evenly, response drops
    at the proxy throughout, 2 s latency spikes; restarted workers armed with a
-   crash window of the claim protocol (every window until each was hit);
+   crash window of the claim protocol (every window until each was hit;
+   `aside_replace` after closing the session of the restarted worker's intent,
+   as an operator would, so that the restart moves that intent aside);
    meanwhile runs are enqueued and a few cancelled (mostly long-running ones,
    so the cancel reaches a running command through its heartbeat), as a client
    would; now and then a second process is started on a live worker's journal
@@ -74,10 +76,18 @@ QL = [sys.executable, "-m", "qinglong"]
 # Every crash window of the claim protocol (worker/faults.py): each one is armed in
 # every soak until a worker has died in it (Soak.crash_hits, soak.json crashWindows).
 CRASH_POINTS = tuple(point.value for point in FaultPoint)
-# Met only when an intent is moved aside (a conflict, a lost session): armed
-# preferably on a worker that died with an intent on disk and stays down past
-# the lease TTL, so that its replay meets an expired lease.
+# Met only when an intent is moved aside (a conflict, a lost session): armed on a
+# non-executing worker restarted with an intent on disk, after the nemesis closed
+# that intent's session as an operator would (`admin session close`): the restart
+# must then find the session gone and move the intent aside (worker/runner.py).
+# Never armed by chance before it was hit (a worker armed with it that never moves
+# an intent aside would hold it for nothing).
 ASIDE_POINT = FaultPoint.ASIDE_REPLACE.value
+# Windows every pull meets (an idle answer too) that leave the intent on disk: a
+# non-executing worker restarted without an intent while `aside_replace` is still
+# missing is armed with one of them, so that its next restart has an intent.
+INTENT_KEEPING = (FaultPoint.BEFORE_SEND.value, FaultPoint.AFTER_PULL_RESPONSE.value,
+                  FaultPoint.PENDING_UNLINK.value)  # fmt: skip
 RECORDS = ("nemesis.jsonl", "observed.jsonl")
 CHECK_FILE = "check.json"
 _PULLS = re.compile(r'^qinglong_ingress_pull_results_total\{result="([a-z_]+)"\} ([0-9.e+]+)$')
@@ -489,6 +499,15 @@ class Soak:
             self.pulls.forget(name)
         schedule.restarts.append((time.monotonic() + down_s, name))
 
+    def _kill_targets(self) -> list[str]:
+        """Every other kill hits an executing worker, mostly mid-command: its started
+        lease is then lost to the sweeper (down past the TTL) or completed
+        `worker_restarted` by its restart. Until `aside_replace` is hit or armed,
+        only non-executing workers: the window needs one restarted (_crash_point)."""
+        if ASIDE_POINT in self._missing_unarmed():
+            return [n for n in self.workers if n not in self.executing]
+        return sorted(self.executing) if self.rng.random() < 0.5 else self.workers
+
     def _worker_down_s(self) -> float:
         return self.rng.uniform(*self.plan.worker_down_s)
 
@@ -506,22 +525,64 @@ class Soak:
                     extra={"crashAt": self.armed.get(name)} if kind == "worker" else {})
 
     def _crash_point(self, name: str) -> str | None:
-        """A window no worker has died in yet (and none is armed with), else every Nth."""
+        """A window no worker has died in yet (and none is armed with), else every Nth.
+
+        `aside_replace` only where its path is certain: a non-executing worker with
+        an intent on disk whose session the nemesis just closed (close_session);
+        while it is missing, a non-executing worker without an intent is armed to
+        die with one (INTENT_KEEPING), and its restart is then armed with it."""
         missing = self._missing_unarmed()
-        if ASIDE_POINT in missing and self._has_pending(name):
-            return ASIDE_POINT
+        if ASIDE_POINT in missing:
+            if self.close_session(name):
+                return ASIDE_POINT
+            if name not in self.executing:
+                keeping = [p for p in missing if p in INTENT_KEEPING]
+                return self.rng.choice(keeping or list(INTENT_KEEPING))
+            missing.remove(ASIDE_POINT)
         if missing:
             return self.rng.choice(missing)
         if self.worker_restarts % self.plan.crash_point_every == 0:
-            return self.rng.choice(CRASH_POINTS)
+            return self.rng.choice([p for p in CRASH_POINTS
+                                    if p != ASIDE_POINT or self.crash_hits[p]])  # fmt: skip
         return None
 
     def _missing_unarmed(self) -> list[str]:
         armed = set(self.armed.values())
         return [p for p in CRASH_POINTS if not self.crash_hits[p] and p not in armed]
 
-    def _has_pending(self, name: str) -> bool:
-        return (self.out / "journals" / name / "pending-claim.json").exists()
+    def close_session(self, name: str) -> bool:
+        """Close the session of the (stopped) worker's pending intent, as an operator
+        would (SPEC §9.5 `admin session close`, ql.end_session); whether it was closed.
+
+        Its restart heartbeats that session to resume the intent, hears 409
+        `session_closed` and moves the intent aside (`session_lost`, worker/runner.py
+        _resume): the `aside_replace` window, every time. Not on an executing worker:
+        its started leases would stay bound to a session it can no longer use. The
+        checker judges the refusals by the database (the session's closed_at, its
+        leases released `session_closed`), so the close needs no excuse of its own."""
+        from qinglong.service import control_plane
+
+        assert self.env is not None
+        session_id = None if name in self.executing else self._pending_session(name)
+        if session_id is None:
+            return False
+        try:
+            with control_plane.connect(self.env.runtime_dsn) as conn:
+                result = control_plane.end_session(conn, session_id)
+        except Exception as exc:  # the database may be restarting: arm another window
+            self.fault("close_session", name, sessionId=session_id, error=type(exc).__name__)
+            return False
+        self.fault("close_session", name, sessionId=session_id,
+                   leasesReleased=result.get("leasesReleased"))  # fmt: skip
+        return True
+
+    def _pending_session(self, name: str) -> str | None:
+        """The session id of the worker's intent on disk (worker/journal.py PendingClaim)."""
+        with contextlib.suppress(OSError, ValueError):
+            doc = json.loads((self.out / "journals" / name / "pending-claim.json").read_bytes())
+            session_id = doc.get("sessionId") if isinstance(doc, dict) else None
+            return session_id if isinstance(session_id, str) else None
+        return None
 
     def missed_windows(self) -> list[str]:
         return [p for p in CRASH_POINTS if not self.crash_hits[p]]
@@ -556,10 +617,7 @@ class Soak:
                 self.crash_hits[str(self.armed[name])] += 1
                 self.armed[name] = None
                 child.expected_exit = True
-                down = self._worker_down_s()
-                if ASIDE_POINT in self._missing_unarmed() and self._has_pending(name):
-                    down = max(down, self.plan.lease_ttl_s + 2.0)  # replay meets expiry
-                schedule.restarts.append((time.monotonic() + down, name))
+                schedule.restarts.append((time.monotonic() + self._worker_down_s(), name))
                 continue
             self.unexpected.append({"process": name, "exitCode": code, "atMs": now_ms()})
             self.record(NEMESIS, INFO, "unexpected_exit", value=name, extra={"exitCode": code})
@@ -586,11 +644,8 @@ class Soak:
             self.kill_random(self.ingresses, "kill_ingress", plan.ingress_down_s, schedule)
             schedule.ingress_kill = now + plan.ingress_kill_every_s
         if now >= schedule.worker_kill:
-            # Every other kill hits an executing worker, mostly mid-command: its
-            # started lease is then lost to the sweeper (down past the TTL) or
-            # completed `worker_restarted` by its restart.
-            targets = sorted(self.executing) if self.rng.random() < 0.5 else self.workers
-            self.kill_random(targets, "kill_worker", self._worker_down_s(), schedule)
+            self.kill_random(self._kill_targets(), "kill_worker", self._worker_down_s(),
+                             schedule)  # fmt: skip
             schedule.worker_kill = now + plan.worker_kill_every_s
         if schedule.pg_restarts and now >= schedule.pg_restarts[0]:
             schedule.pg_restarts.pop(0)
