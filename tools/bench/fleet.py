@@ -12,8 +12,9 @@ DRIVERS separate processes (tools/bench/fleet_driver.py: one asyncio loop
 each, hand-written HTTP/1.1 on one TLS 1.3 connection per worker), so the
 ingress's CPU is the ingress's alone. Fleets are measured one after the other
 on the same ingress (a larger fleet reopens the sessions of the smaller one's
-workers); each ramps its connections up over RAMP_S, runs WARM_S, then a window
-of WINDOW_S is measured:
+workers); each ramps its connections up over RAMP_S (longer for a larger
+fleet: at most RAMP_RATE new connections and session opens a second), runs
+WARM_S, then a window of WINDOW_S is measured:
 
 - ingress CPU per idle pull: user + system time of the ingress process tree
   (/proc) over the window ÷ pulls answered in it;
@@ -47,6 +48,7 @@ FULL_SIZES = (1000, 2000, 5000)
 QUICK_SIZES = (100,)
 DRIVERS = 4
 RAMP_S, WARM_S, WINDOW_S = 20.0, 10.0, 30.0
+RAMP_RATE = 100.0  # new connections + session opens per second, at most
 QUICK_TIMES = (3.0, 3.0, 6.0)
 INGRESS_ROLE = "qinglong_bench_ingress"
 READY_TIMEOUT_S = 60.0
@@ -167,6 +169,8 @@ class Fleet:
         from qinglong.demo import pki_ca_cert, spawn, stop_children
 
         ramp_s, warm_s, window_s = times
+        # Connections (and session opens) arrive at most RAMP_RATE a second.
+        ramp_s = max(ramp_s, workers / RAMP_RATE)
         host, port = self.urls["ingressUrl"].removeprefix("https://").rsplit(":", 1)
         start = time.time() + 2.0  # the drivers' interpreters start meanwhile
         window = (start + ramp_s + warm_s, start + ramp_s + warm_s + window_s)

@@ -94,6 +94,40 @@ def _context(ca_file: str, cert: str, key: str) -> ssl.SSLContext:
     return ctx
 
 
+async def _post(conn: Connection, path: str, doc: dict[str, Any],
+                tally: Tally) -> tuple[int, dict[str, Any]] | None:  # fmt: skip
+    """One request; a transport failure is counted and answered None after a pause
+    (a real worker backs off and reconnects too)."""
+    try:
+        return await conn.post(path, doc)
+    except (OSError, ssl.SSLError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+        tally.errors.append(f"{path} {type(exc).__name__}")
+        if conn.writer is not None:
+            conn.writer.close()
+        conn.writer = None
+        await asyncio.sleep(random.uniform(1.0, 2.0))
+        return None
+
+
+async def _open(conn: Connection, worker_id: str, tally: Tally) -> dict[str, Any] | None:
+    """Open a session; a 503 (or a transport failure) is retried after a pause, as a
+    real worker does, until the window ends."""
+    while time.time() < tally.window[1]:
+        opened = await _post(conn, "/v1/sessions", {
+            "schema": "qinglong/session-open-request@v1", "workerId": worker_id,
+            "capabilities": CAPABILITIES}, tally)  # fmt: skip
+        if opened is None:
+            continue
+        status, session = opened
+        if status == 201:
+            return session
+        tally.errors.append(f"open {status} {session.get('reason')}")
+        if status != 503:
+            return None
+        await asyncio.sleep(random.uniform(1.0, 3.0))
+    return None
+
+
 async def _worker(spec: dict[str, Any], ident: dict[str, str], tally: Tally,
                   delay_s: float) -> None:  # fmt: skip
     await asyncio.sleep(delay_s)  # the ramp: handshakes spread over rampS
@@ -101,11 +135,8 @@ async def _worker(spec: dict[str, Any], ident: dict[str, str], tally: Tally,
     conn = Connection(spec["host"], spec["port"],
                       _context(spec["caFile"], ident["certFile"], ident["keyFile"]), secret)
     worker_id = ident["workerId"]
-    status, session = await conn.post("/v1/sessions", {
-        "schema": "qinglong/session-open-request@v1", "workerId": worker_id,
-        "capabilities": CAPABILITIES})  # fmt: skip
-    if status != 201:
-        tally.errors.append(f"open {status} {session.get('reason')}")
+    session = await _open(conn, worker_id, tally)
+    if session is None:
         return
     tally.opened += 1
     fence = {"workerId": worker_id, "sessionId": session["sessionId"],
@@ -114,19 +145,30 @@ async def _worker(spec: dict[str, Any], ident: dict[str, str], tally: Tally,
     next_beat = time.monotonic() + random.uniform(0, beat_every)  # a random phase
     while time.time() < tally.window[1]:
         if time.monotonic() >= next_beat:
-            status, answer = await conn.post("/v1/sessions/heartbeat", {
-                "schema": "qinglong/session-heartbeat-request@v1", **fence})  # fmt: skip
-            if status != 200:
-                tally.errors.append(f"heartbeat {status} {answer.get('reason')}")
-            elif tally.inside(time.time()):
+            beat = await _post(conn, "/v1/sessions/heartbeat", {
+                "schema": "qinglong/session-heartbeat-request@v1", **fence}, tally)  # fmt: skip
+            if beat is not None and beat[0] != 200:
+                tally.errors.append(f"heartbeat {beat[0]} {beat[1].get('reason')}")
+            elif beat is not None and tally.inside(time.time()):
                 tally.heartbeats += 1
             next_beat += beat_every
         token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
         started = time.perf_counter()
-        status, answer = await conn.post("/v1/offers/pull", {
+        pulled = await _post(conn, "/v1/offers/pull", {
             "schema": "qinglong/offer-pull-request@v1", **fence,
-            "offerId": str(uuid.uuid4()), "leaseToken": token})  # fmt: skip
+            "offerId": str(uuid.uuid4()), "leaseToken": token}, tally)  # fmt: skip
+        if pulled is None:
+            continue
+        status, answer = pulled
         elapsed_ms = (time.perf_counter() - started) * 1000
+        if status == 409:  # the session ended (e.g. heartbeats refused): a new one
+            tally.errors.append(f"pull 409 {answer.get('reason')}")
+            session = await _open(conn, worker_id, tally)
+            if session is None:
+                return
+            fence = {"workerId": worker_id, "sessionId": session["sessionId"],
+                     "generation": session["generation"]}  # fmt: skip
+            continue
         kind = str(answer.get("status") or answer.get("reason") or status)
         if tally.inside(time.time()):
             tally.pull_ms.append(elapsed_ms)

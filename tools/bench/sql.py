@@ -62,7 +62,8 @@ from tools.bench.common import (
 
 FULL = {"levels": [1, 4, 8, 16, 32], "runs": 20_000}
 QUICK = {"levels": [1, 8, 32], "runs": 600}
-TARGET = 0.7
+TARGET = 0.5  # at 8 and 32 connections
+TARGET_ONE = 0.4  # at 1 connection
 MAX_CONTENTION_RETRIES = 50
 WARMUP = 2  # claims per connection before the clock starts (not counted)
 WORKER_SLOTS = 4  # a real worker's session: a few slots, each offer ACKed and completed
@@ -258,9 +259,12 @@ def _table(title: str, levels: list[dict[str, Any]]) -> Table:
 
 
 def _target_note(levels: list[dict[str, Any]]) -> str:
-    checked = [lv for lv in levels if lv["threads"] in (8, 32)]
-    missed = [lv for lv in checked if math.isnan(lv["ratio"]) or lv["ratio"] < TARGET]
-    return ("ratio = ours claims/s ÷ raw claims/s; target ≥ 0.7 at 8 and 32 threads: "
+    goals = {1: TARGET_ONE, 8: TARGET, 32: TARGET}
+    checked = [lv for lv in levels if lv["threads"] in goals]
+    missed = [lv for lv in checked
+              if math.isnan(lv["ratio"]) or lv["ratio"] < goals[lv["threads"]]]
+    return (f"ratio = ours claims/s ÷ raw claims/s; target ≥ {TARGET} at 8 and 32 threads, "
+            f"≥ {TARGET_ONE} at 1: "
             + ("met" if not missed else
                "MISSED at " + ", ".join(str(lv["threads"]) for lv in missed)))
 
@@ -276,7 +280,7 @@ def run(ctx: BenchContext) -> list[Table]:
         "both = 1 round trip per run taken out of the queue (ours: pull_offer incl. auth, "
         "fences, placement, lease + event + offer projection; raw: select + update + event)"
     )
-    table.data = {"levels": levels, "target": TARGET}
+    table.data = {"levels": levels, "target": TARGET, "targetOne": TARGET_ONE}
     cycles = [_lifecycle_level(ctx, threads, sizes["runs"], ours_first=index % 2 == 1)
               for index, threads in enumerate(sizes["levels"])]
     workers = _table(f"sql, real workers: {WORKER_SLOTS}-slot sessions, every offer ACKed and "
@@ -289,5 +293,6 @@ def run(ctx: BenchContext) -> list[Table]:
         "per second of wall time, all three calls included; latency columns are the claim "
         "call's"
     )
-    workers.data = {"levels": cycles, "target": TARGET, "workerSlots": WORKER_SLOTS}
+    workers.data = {"levels": cycles, "target": TARGET, "targetOne": TARGET_ONE,
+                    "workerSlots": WORKER_SLOTS}
     return [table, workers]
