@@ -2,9 +2,9 @@
 
 Every system runs per level (8 and 32 workers/clients; --quick: 8), one after
 the other on the same throwaway PostgreSQL cluster, in alternating order per
-level (ours, raw, PgQueuer batch 1, PgQueuer batch 10 at 8; the reverse at 32) so none
-always runs on the warmest cache. The e2e targets are checked at 32 (--quick
-checks them at 8: indicative only).
+level (ours, ours at --processes 2, raw, PgQueuer batch 1, PgQueuer batch 10
+at 8; the reverse at 32) so none always runs on the warmest cache. The e2e
+targets are checked at 32 (--quick checks them at 8: indicative only).
 
 Ours, per level: a fresh migrated database, a dev CA, N worker identities,
 **two** `qinglong ingress serve` processes (HTTPS, TLS 1.3, mTLS; workers
@@ -16,8 +16,9 @@ latency per offer = inbox write (`acceptedAtMs`) - `queuedAtMs`, p50/p99. The
 ingresses' /metrics give database calls per request. Server CPU per
 delivered offer: user + system time from /proc of the two ingress process trees
 and of every PostgreSQL process over the burst (tools/bench/proc_cpu.py), the
-workers excluded. The burst runs twice per level: each ingress with
-`--processes 1`, then with `--processes 2` (same workers, fresh database).
+workers excluded. The burst runs twice per level, each ingress once with
+`--processes 1` and once with `--processes 2` (fresh database and workers each
+time; the half-load phase follows the `--processes 1` burst).
 
 Half load (largest level only, same processes, right after the burst): a
 feeder enqueues small batches every 50 ms at 50 % of the burst's offers/s. After

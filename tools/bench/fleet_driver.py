@@ -5,9 +5,12 @@ is what a real idle worker is on the wire: its own TLS 1.3 connection with its
 own client certificate (kept alive), a session opened with `POST /v1/sessions`,
 then `POST /v1/offers/pull` with a fresh offer id and lease token, waiting the
 answer's `retryAfterMs` between pulls, and `POST /v1/sessions/heartbeat` every
-`heartbeatIntervalMs`. HTTP/1.1 is spoken by hand (a request line, five
-headers, a Content-Length body; the answer's head and Content-Length body) so
-the driver spends little CPU next to the ingress it measures.
+`heartbeatIntervalMs`; after a 503 or a failed connection it waits what a real
+worker waits (worker/backoff.py, at least the answer's Retry-After) and tries
+again, and a 409 on a pull opens a new session. HTTP/1.1 is spoken by hand (a
+request line, five headers, a Content-Length body; the answer's head and
+Content-Length body) so the driver spends little CPU next to the ingress it
+measures.
 
 SPEC: {"host", "port", "caFile", "workers": [{"workerId", "certFile",
 "keyFile", "credentialFile"}], "rampS", "windowStart", "windowEnd"} (wall-clock
@@ -30,9 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qinglong.worker.backoff import DEFAULT_POLICY
+
 CAPABILITIES = {"schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
                 "labels": {}, "runtimes": {}, "slots": 4}  # fmt: skip
 MAX_BODY = 1 << 20
+_RNG = random.Random()
 
 
 @dataclass
@@ -58,6 +64,8 @@ class Connection:
                      "Accept-Encoding: identity\r\n")  # fmt: skip
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.retry_after_s = 0  # the last answer's Retry-After (0: none)
+        self.failures = 0  # consecutive failures: the backoff's attempt index
 
     async def post(self, path: str, doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if self.writer is None or self.writer.is_closing():
@@ -70,6 +78,7 @@ class Connection:
         status_line = await self.reader.readline()
         status = int(status_line.split()[1])
         length, close = 0, False
+        self.retry_after_s = 0
         while True:
             line = await self.reader.readline()
             if line in (b"\r\n", b""):
@@ -79,6 +88,8 @@ class Connection:
                 length = int(value)
             elif name.lower() == "connection" and value.strip().lower() == "close":
                 close = True
+            elif name.lower() == "retry-after" and value.strip().isdigit():
+                self.retry_after_s = int(value)
         if length > MAX_BODY:
             raise ValueError(f"answer of {length} bytes")
         data = await self.reader.readexactly(length)
@@ -94,24 +105,38 @@ def _context(ca_file: str, cert: str, key: str) -> ssl.SSLContext:
     return ctx
 
 
+async def _backoff(conn: Connection) -> None:
+    """What a real worker waits after a failure (worker/backoff.py: full jitter,
+    base 250 ms doubling to 60 s), never less than the answer's Retry-After."""
+    delay_ms = DEFAULT_POLICY.delay_ms(min(conn.failures, 15), _RNG)
+    conn.failures += 1
+    await asyncio.sleep(max(delay_ms / 1000, conn.retry_after_s))
+
+
 async def _post(conn: Connection, path: str, doc: dict[str, Any],
                 tally: Tally) -> tuple[int, dict[str, Any]] | None:  # fmt: skip
-    """One request; a transport failure is counted and answered None after a pause
-    (a real worker backs off and reconnects too)."""
+    """One request; a transport failure or a 503 is counted and answered None after
+    the worker's backoff (it reconnects on the next request)."""
     try:
-        return await conn.post(path, doc)
+        status, answer = await conn.post(path, doc)
     except (OSError, ssl.SSLError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
         tally.errors.append(f"{path} {type(exc).__name__}")
         if conn.writer is not None:
             conn.writer.close()
-        conn.writer = None
-        await asyncio.sleep(random.uniform(1.0, 2.0))
+        conn.writer, conn.retry_after_s = None, 0
+        await _backoff(conn)
         return None
+    if status == 503:
+        tally.errors.append(f"{path} 503 {answer.get('reason')}")
+        await _backoff(conn)
+        return None
+    conn.failures = 0
+    return status, answer
 
 
 async def _open(conn: Connection, worker_id: str, tally: Tally) -> dict[str, Any] | None:
-    """Open a session; a 503 (or a transport failure) is retried after a pause, as a
-    real worker does, until the window ends."""
+    """Open a session; a 503 or a transport failure is retried after the worker's
+    backoff until the window ends."""
     while time.time() < tally.window[1]:
         opened = await _post(conn, "/v1/sessions", {
             "schema": "qinglong/session-open-request@v1", "workerId": worker_id,
@@ -122,9 +147,7 @@ async def _open(conn: Connection, worker_id: str, tally: Tally) -> dict[str, Any
         if status == 201:
             return session
         tally.errors.append(f"open {status} {session.get('reason')}")
-        if status != 503:
-            return None
-        await asyncio.sleep(random.uniform(1.0, 3.0))
+        return None
     return None
 
 
