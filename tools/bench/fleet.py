@@ -198,7 +198,7 @@ class Fleet:
         finally:
             stop_children(drivers)
         return self._result(workers, outs, after.minus(before), cpu_s,
-                            wal1 - wal0, stmts1 - stmts0 - 2, window_s)  # fmt: skip
+                            wal1 - wal0, stmts1 - stmts0, window_s)  # fmt: skip
 
     def _result(self, workers: int, outs: list[Path], window: Scrape, cpu_s: float,
                 wal: int, statements: int, window_s: float) -> FleetResult:  # fmt: skip
@@ -262,8 +262,10 @@ def _table(results: list[FleetResult], quick: bool) -> Table:
         "per worker); the ingress is `--processes 1`; window "
         f"{results[0].windowS:.0f} s after the ramp and warm-up; CPU of the ingress process "
         "tree from /proc; PG statements = pg_stat_statements calls of the ingress's role "
-        "(idle-view probes included); WAL over the window includes the batched session "
-        "heartbeats, the fleet's only writes")
+        "(idle-view probes included; this reading's own connection is not the ingress's "
+        "role); WAL over the window includes the batched session heartbeats, the fleet's "
+        "only writes; pulls/s = pulls the ingress answered in the window, whatever the "
+        "status; errors = the workers' failed requests over the whole run, ramp included")
     at = next((r for r in results if r.workers == 2000), results[-1])
     scope = "" if at.workers == 2000 else f" [at {at.workers:,} workers, not 2,000; indicative]"
     table.notes.append(
