@@ -112,7 +112,7 @@ class SoakLevel(OursLevel):
 
     def start_workers(self) -> None:
         for index, ident in enumerate(self.idents):
-            journal = self.root / f"l{self.workers}" / f"journal-{index}"
+            journal = self.run_dir / f"journal-{index}"
             self.journals.append(journal)
             config = {
                 "ingressUrl": self.ingresses[index % INGRESSES]["ingressUrl"],
