@@ -705,12 +705,14 @@ def test_search_path_on_the_session_does_not_reach_functions(
          "confirm_credentials",
          "heartbeat_lease", "heartbeat_session", "heartbeat_sessions", "idle_probe",
          "open_session", "pull_offer", "record_auth_denial"])
-    # search_path pinned first; pull_offer adds planner settings (plan once per
-    # connection, index paths only, no JIT — db/functions/pull_offer.sql).
+    # search_path pinned first; the per-run calls add planner settings (plan once
+    # per connection, index paths only, no JIT — db/functions/pull_offer.sql).
     assert all(config[0] == "search_path=pg_catalog, pg_temp" for _, config in pinned)
     extra = {name: config[1:] for name, config in pinned if config[1:]}
-    assert extra == {"pull_offer": ["plan_cache_mode=force_generic_plan",
-                                    "enable_seqscan=off", "jit=off"]}
+    planning = ["plan_cache_mode=force_generic_plan", "enable_seqscan=off", "jit=off"]
+    assert extra == {name: planning for name in ("ack_lease", "complete_lease",
+                                                 "heartbeat_lease", "heartbeat_sessions",
+                                                 "pull_offer")}
     before = db_state(su)
     result = _pull_sql(role_conn, m.a.worker.credential_id, m.a.worker.secret, m,
                        m.a_offer["offerId"], m.a_offer["leaseToken"])
