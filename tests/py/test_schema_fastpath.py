@@ -29,20 +29,7 @@ OFFER = SchemaId.REMOTE_EXECUTION_OFFER
 
 
 def idle_doc() -> dict:
-    return {
-        "schema": "qinglong/remote-execution-offer@v1",
-        "status": "idle",
-        "reason": "no_candidates",
-        "stats": {
-            "pages": 1,
-            "candidates": 0,
-            "claimAttempts": 0,
-            "races": 0,
-            "mismatches": {"executor": 0, "label": 0, "runtime": 0, "capacity": 0},
-        },
-        "truncated": False,
-        "retryAfterMs": 2500,
-    }
+    return contract_samples.idle()
 
 
 def session_doc() -> dict:

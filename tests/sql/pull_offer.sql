@@ -233,11 +233,12 @@ UPDATE ql_private.runs SET state = 'succeeded', finished_at = clock_timestamp()
  WHERE state IN ('queued', 'dispatching');
 SELECT ql_test.publish('proj', 'sched') ->> 'taskId' AS sched \gset
 SELECT jsonb_array_length(ql.enqueue_runs(:'sched', 32767, 100, p_delay_ms => 3600000) -> 'runIds') AS n_sched \gset
-CREATE FUNCTION pg_temp.runs_fetched() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+-- Rows of a ql_private table fetched so far in this transaction (index + sequential).
+CREATE FUNCTION pg_temp.fetched(p_table text) RETURNS bigint LANGUAGE sql VOLATILE AS $$
     SELECT coalesce(sum(idx_tup_fetch + seq_tup_read), 0)::bigint FROM pg_catalog.pg_stat_xact_user_tables
-     WHERE schemaname = 'ql_private' AND relname = 'runs'
+     WHERE schemaname = 'ql_private' AND relname = p_table
 $$;
-SELECT pg_temp.runs_fetched() AS f0 \gset
+SELECT pg_temp.fetched('runs') AS f0 \gset
 SET LOCAL ROLE ql_worker_ingress;
 SELECT pg_temp.pull(:w9args, :'s9', 1, pg_temp.offer(90), 't90') AS idle9 \gset
 RESET ROLE;
@@ -245,7 +246,7 @@ SELECT is(:'idle9'::jsonb - 'stats',
           '{"status": "idle", "reason": "no_candidates", "truncated": false}'::jsonb,
           '100 runs due in an hour, nothing ready: idle no_candidates');
 SELECT is((:'idle9'::jsonb #>> '{stats,candidates}')::integer, 0, '... having examined no candidate');
-SELECT cmp_ok(pg_temp.runs_fetched() - :f0, '<', 10::bigint,
+SELECT cmp_ok(pg_temp.fetched('runs') - :f0, '<', 10::bigint,
               '... and fetched (almost) no runs row: the scheduled runs are not walked');
 
 SELECT ql_test.enqueue(:'sched', 3, 32767) AS ready \gset
@@ -292,15 +293,11 @@ SELECT count(*) AS n10 FROM generate_series(1, 200) g
  WHERE pg_temp.pull(:w10args, :'s10', 1, pg_temp.offer(1000 + g), 'm' || g) ->> 'status' = 'offered' \gset
 RESET ROLE;
 SELECT is(:n10::integer, 200, '200 live unstarted leases held by another session');
-CREATE FUNCTION pg_temp.leases_fetched() RETURNS bigint LANGUAGE sql VOLATILE AS $$
-    SELECT coalesce(sum(idx_tup_fetch + seq_tup_read), 0)::bigint FROM pg_catalog.pg_stat_xact_user_tables
-     WHERE schemaname = 'ql_private' AND relname = 'run_leases'
-$$;
-SELECT pg_temp.leases_fetched() AS l0 \gset
+SELECT pg_temp.fetched('run_leases') AS l0 \gset
 SET LOCAL ROLE ql_worker_ingress;
 SELECT pg_temp.pull(:w9args, :'s9', 1, pg_temp.offer(93), 't93') ->> 'status' AS got10 \gset
 RESET ROLE;
-SELECT cmp_ok(pg_temp.leases_fetched() - :l0, '<', 20::bigint,
+SELECT cmp_ok(pg_temp.fetched('run_leases') - :l0, '<', 20::bigint,
               format('a pull (%s) fetches a handful of run_leases rows, not every live lease', :'got10'));
 
 SELECT * FROM finish();
