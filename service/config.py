@@ -107,7 +107,10 @@ class IngressConfig:
     idle_view_enabled: bool = True
     idle_view_engage_rate_per_s: float = 20.0
     idle_view_max_staleness_ms: int = 1000
-    idle_view_ping_interval_ms: int = 50
+    # One barrier per interval serves every waiting pull: idle answers wait about
+    # one interval; at 2,000 idle workers per process (~800 pulls/s) 100 ms keeps
+    # barriers near 0.013 per pull (docs/BENCHMARKS.md, "Idle fleets").
+    idle_view_ping_interval_ms: int = 100
     idle_view_ping_timeout_ms: int = 500
     idle_view_probe_min_interval_ms: int = 100
     # A cached session is only trusted while it has this much lease left.
@@ -115,8 +118,10 @@ class IngressConfig:
     # A credential the database confirmed is trusted from the cache this long at
     # most (SPEC §5: a per-replica credential cache of at most 5 s).
     idle_view_credential_max_age_ms: int = 5000
-    # Session heartbeats batched into one call while the idle view is engaged.
-    heartbeat_batch_window_ms: int = 50
+    # Session heartbeats batched into one call while the idle view is engaged. A
+    # heartbeat is due every 20 s: waiting a quarter second for company costs the
+    # session nothing and makes the batches (not the heartbeats) the calls.
+    heartbeat_batch_window_ms: int = 250
     heartbeat_batch_max: int = 64
     # "stderr", "stdout" or a file path; one JSON line per auth decision.
     audit_log: str = "stderr"

@@ -13,7 +13,9 @@ from qinglong.service.audit import AuditLog
 from qinglong.service.config import IngressConfig
 from qinglong.service.gateway import Gateway
 from qinglong.service.heartbeat_batch import HeartbeatBatcher
-from qinglong.service.idle_view import IdleView
+from qinglong.service.identity import PeerIdentities
+from qinglong.service.idle_answer import IdleAnswers
+from qinglong.service.idle_view import IDLE_RESULT, IdleView
 from qinglong.service.metrics import IngressMetrics
 from qinglong.service.ratelimit import TokenBucketLimiter
 
@@ -34,6 +36,8 @@ class IngressState:
     heartbeats: HeartbeatBatcher
     # Jitter for idle retry guidance only; not security relevant.
     rng: random.Random = field(default_factory=random.Random)
+    peers: PeerIdentities = field(default_factory=PeerIdentities)
+    idle_answers: IdleAnswers = field(default_factory=lambda: IdleAnswers(IDLE_RESULT))
 
     def idle_retry_after_ms(self) -> int:
         return self.config.idle_retry_after_ms + self.rng.randint(0, self.config.idle_jitter_ms)

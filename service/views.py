@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from qinglong.service.credentials import (
 from qinglong.service.errors import ApiError
 from qinglong.service.gateway import DbRefused, DbUnavailable
 from qinglong.service.heartbeat_batch import HeartbeatItem
-from qinglong.service.identity import peer_worker_id
+from qinglong.service.idle_answer import encode, idle_body
 from qinglong.service.idle_view import IDLE_RESULT, CacheToken
 from qinglong.service.state import PROJECTION_HOOK, STATE, IngressState
 
@@ -98,6 +97,13 @@ async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytes
     announced = request.content_length
     if announced is not None and announced > limit:
         raise ApiError(413, "body_too_large", close_connection=True)
+    if request.content.is_eof():
+        # The whole body came with the head (a worker's requests are small): take
+        # it without arming a timer — most of an idle pull's body-reading cost.
+        whole = request.content.read_nowait(limit + 1)
+        if len(whole) > limit:
+            raise ApiError(413, "body_too_large", close_connection=True)
+        return whole
     data = bytearray()
     try:
         async with asyncio.timeout(timeout_s):
@@ -146,7 +152,7 @@ async def _deny(state: IngressState, endpoint: Endpoint, status: int, reason: st
 
 async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState, Admitted]:
     state = request.app[STATE]
-    cert_worker = peer_worker_id(request)
+    cert_worker = state.peers.of(request)
     _rate_limit(state, endpoint, cert_worker)
     state.idle_view.note_request()
     data = await read_body(request, endpoint.body_limit(state.config),
@@ -224,7 +230,7 @@ def respond(request: web.Request, state: IngressState, endpoint: Endpoint,
         fastpath.validate(endpoint.response_schema.value, doc)
     except ContractError as exc:
         raise _invalid_projection(state, endpoint, exc.detail) from None
-    body = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    body = encode(doc)
     if len(body) > MAX_RESPONSE_BYTES:
         raise _invalid_projection(state, endpoint, "response over 128 KiB")
     return web.Response(status=endpoint.success_status, body=body,
@@ -301,7 +307,7 @@ async def pull_offer(request: web.Request) -> web.Response:
         # that could change the answer was committed before this pull arrived.
         _audit(state, OFFER_PULL, Outcome.ALLOWED, "authenticated", cred.credential_id,
                admitted.worker_id)
-        return respond(request, state, OFFER_PULL, _pull_body(state, copy.deepcopy(IDLE_RESULT)))
+        return _view_idle_answer(request, state)
     try:
         result = await _act(state, OFFER_PULL, admitted, api.pull_offer(
             credential_id=cred.credential_id, secret_digest=cred.secret_digest,
@@ -315,6 +321,20 @@ async def pull_offer(request: web.Request) -> web.Response:
     return respond(request, state, OFFER_PULL, _pull_body(state, result))
 
 
+def _view_idle_answer(request: web.Request, state: IngressState) -> web.Response:
+    """The idle view's answer: the same bytes `respond` would send for the
+    database's empty-queue envelope, checked and encoded once per retry value."""
+    if request.app.get(PROJECTION_HOOK) is not None:  # a test seam sees every document
+        return respond(request, state, OFFER_PULL, _pull_body(state, copy.deepcopy(IDLE_RESULT)))
+    state.metrics.pulls.inc("idle")
+    try:
+        body = state.idle_answers.body(state.idle_retry_after_ms())
+    except ContractError as exc:
+        raise _invalid_projection(state, OFFER_PULL, exc.detail) from None
+    return web.Response(status=OFFER_PULL.success_status, body=body,
+                        content_type="application/json")
+
+
 def _pull_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
     status = result["status"]
     state.metrics.pulls.inc(status if status in ("offered", "idempotent", "idle", "conflict")
@@ -323,9 +343,7 @@ def _pull_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
     if status in ("offered", "idempotent") and isinstance(result.get("offer"), dict):
         return _with_schema(schema, result["offer"], status="offered")
     if status == "idle":
-        return {"schema": schema.value, "status": "idle", "reason": result.get("reason"),
-                "stats": result.get("stats"), "truncated": result.get("truncated"),
-                "retryAfterMs": state.idle_retry_after_ms()}
+        return idle_body(result, state.idle_retry_after_ms())
     if status == "conflict":
         raise ApiError(409, str(result.get("category", "conflict")))
     raise _invalid_projection(state, OFFER_PULL, f"unexpected status {status!r}")

@@ -1,7 +1,8 @@
 """`python -m tools.bench fleet --quick`: the idle-fleet harness works end to end —
 separate driver processes open real TLS sessions with their own certificates, every
 pull in the window is answered idle, and the ingress's CPU, database statements and
-WAL over the window are measured. Not the figures (docs/BENCHMARKS.md has those)."""
+WAL over the window are measured, next to the floor server's CPU for the same fleet.
+Not the figures (docs/BENCHMARKS.md has those)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,9 @@ def test_quick_fleet_harness(tmp_path: Path) -> None:
     assert fleet["ingressCpuMsPerPull"] > 0 and not math.isnan(fleet["pgStatementsPerPull"])
     assert fleet["walBytes"] >= 0 and fleet["clientP99Ms"] >= fleet["clientP50Ms"] > 0
     assert sum(1 for n in table["notes"] if n.startswith("target ")) == 2
+    # The floor: the same drivers against a bare aiohttp app on the same TLS context.
+    (floor,) = table["data"]["floors"]
+    assert floor["workers"] == 100 and floor["errors"] == 0
+    assert 100 / 3.0 * 0.5 < floor["pullsPerS"] < 100 / 2.0 * 1.5, floor["pullsPerS"]
+    assert floor["cpuMsPerPull"] > 0 and floor["clientP99Ms"] >= floor["clientP50Ms"] > 0
+    assert any(n.startswith("floor rows:") for n in table["notes"])

@@ -138,8 +138,9 @@ def test_response_lost_then_replay_gives_the_same_offer(ingress, agent, prov,
     assert (leases, events) == (1, 1)
 
 
-@pytest.mark.parametrize("case", ["oversize", "oversize_announced", "bad_json", "duplicate_key",
-                                  "unknown_field", "wrong_schema", "empty"])
+@pytest.mark.parametrize("case", ["oversize", "oversize_announced", "oversize_chunked",
+                                  "bad_json", "duplicate_key", "unknown_field", "wrong_schema",
+                                  "empty"])
 def test_bad_bodies_are_refused_and_change_nothing(ingress, agent, prov, su_conn,
                                                    case):
     session = _open(ingress, agent)
@@ -155,6 +156,12 @@ def test_bad_bodies_are_refused_and_change_nothing(ingress, agent, prov, su_conn
         data = b"{}"
         headers = {"Content-Length": "1000000"}
         expected = (413, "body_too_large")
+    elif case == "oversize_chunked":
+        # Nothing announced, the whole body and its end in one write: the ingress
+        # has it all at once and must still count it.
+        whole = json.dumps(dict(body, pad="x" * 5000)).encode()
+        data = f"{len(whole):x}\r\n".encode() + whole + b"\r\n0\r\n\r\n"
+        expected = (413, "body_too_large")
     elif case == "bad_json":
         data, expected = b'{"schema": ', (400, "invalid_json")
     elif case == "duplicate_key":
@@ -169,7 +176,10 @@ def test_bad_bodies_are_refused_and_change_nothing(ingress, agent, prov, su_conn
         data, expected = b"", (400, "invalid_json")
     before = snapshot(su_conn)
     if case == "oversize_announced":
-        reply = _raw_request(ingress.port, agent, data, headers["Content-Length"])
+        length = headers["Content-Length"]
+        reply = _raw_request(ingress.port, agent, data, f"Content-Length: {length}")
+    elif case == "oversize_chunked":
+        reply = _raw_request(ingress.port, agent, data, "Transfer-Encoding: chunked")
     else:
         reply = post(ingress.port, "/v1/offers/pull", data, ctx=agent.ctx, token=agent.token)
     assert (reply.status, reply.json["reason"]) == expected
@@ -178,13 +188,13 @@ def test_bad_bodies_are_refused_and_change_nothing(ingress, agent, prov, su_conn
     assert after == before
 
 
-def _raw_request(port: int, agent: Agent, data: bytes, length: str):
+def _raw_request(port: int, agent: Agent, data: bytes, framing: str):
     from tests.py.ingress_harness import Reply
 
     with tls_socket(port, agent.ctx) as sock:
         sock.sendall(b"POST /v1/offers/pull HTTP/1.1\r\nHost: x\r\n"
                      + f"Authorization: Bearer {agent.token}\r\n".encode()
-                     + f"Content-Length: {length}\r\n\r\n".encode() + data)
+                     + f"{framing}\r\n\r\n".encode() + data)
         raw = b""
         while chunk := sock.recv(65536):
             raw += chunk

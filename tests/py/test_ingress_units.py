@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
+from qinglong.schemas.contract import ContractError, SchemaId, default_contract
+from qinglong.service import pki
 from qinglong.service.audit import AuditLog, AuditRecord, Outcome
 from qinglong.service.config import ConfigError, load_config
 from qinglong.service.credentials import CredentialProblem, parse_authorization
 from qinglong.service.errors import error_body
 from qinglong.service.gateway import connection_kwargs
+from qinglong.service.identity import PeerIdentities
+from qinglong.service.idle_answer import IdleAnswers, encode, idle_body
+from qinglong.service.idle_view import IDLE_RESULT
 from qinglong.service.metrics import Counter, Histogram
 from qinglong.service.pki import generate_credential, secret_digest
 from qinglong.service.ratelimit import TokenBucketLimiter
@@ -123,3 +131,40 @@ def test_config_accepts_the_nested_dev_layout(tmp_path):
     assert config.client_ca_file == str(tmp_path / "ca.pem")
     assert config.prepare_threshold is None and config.rate_burst == 100
     assert config.max_connections == 1024 and config.statement_timeout_ms == 2000
+
+
+def test_peer_identities_answer_what_the_certificate_names_and_stay_bounded(tmp_path):
+    ca = tmp_path / "ca"
+    pki.init_ca(ca)
+    workers = [str(uuid.uuid4()) for _ in range(3)]
+    ders = [_der(pki.issue_worker_cert(ca, tmp_path / w, w).cert_file) for w in workers]
+    server = _der(pki.issue_server_cert(ca, tmp_path / "server").cert_file)
+    peers = PeerIdentities(max_entries=2)
+    for _ in range(2):  # the second round answers from the cache, the same way
+        assert [peers.worker_id(der) for der in ders[:2]] == workers[:2]
+    assert peers.worker_id(server) is None  # names no worker: refused, and cached as such
+    assert peers.worker_id(server) is None
+    assert len(peers) == 2
+    # Re-issued for another worker: other bytes, another answer (never the old one).
+    assert peers.worker_id(ders[2]) == workers[2]
+    assert peers.worker_id(ders[0]) == workers[0] and len(peers) == 2
+
+
+def _der(cert_file) -> bytes:
+    cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
+    return cert.public_bytes(serialization.Encoding.DER)
+
+
+def test_idle_answers_are_the_bytes_the_generic_path_sends():
+    answers = IdleAnswers(IDLE_RESULT, max_entries=3)
+    for retry_ms in (0, 2000, 2500, 3000, 2000):
+        body = answers.body(retry_ms)
+        doc = json.loads(body)
+        assert body == encode(idle_body(IDLE_RESULT, retry_ms))
+        default_contract().validate(SchemaId.REMOTE_EXECUTION_OFFER.value, doc)  # jsonschema
+        assert doc["status"] == "idle" and doc["retryAfterMs"] == retry_ms
+    assert len(answers) == 3  # bounded: 3000 was built, checked and not kept
+    broken = IdleAnswers({**IDLE_RESULT, "stats": None})
+    with pytest.raises(ContractError):
+        broken.body(2000)
+    assert len(broken) == 0

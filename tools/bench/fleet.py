@@ -79,6 +79,19 @@ class FleetResult:
     windowS: float
 
 
+@dataclass
+class FloorResult:
+    """The same fleet against tools/bench/fleet_floor.py."""
+
+    workers: int
+    pulls: int
+    pullsPerS: float
+    cpuMsPerPull: float
+    errors: int
+    clientP50Ms: float
+    clientP99Ms: float
+
+
 def _drivers_done(outs: list[Path], drivers: list[Any], timeout_s: float = 120.0) -> None:
     """Every driver wrote its figures (a worker finishes its last wait after the window)."""
     deadline = time.monotonic() + timeout_s
@@ -97,7 +110,8 @@ class Fleet:
 
         self.root, self.size = root, workers
         self.cluster = ThrowawayPostgres(settings=dict(PG_SETTINGS))
-        self.children: list[Any] = []
+        self.children: list[Any] = []  # the ingress
+        self.floor: list[Any] = []  # the floor server
         self.idents: list[dict[str, str]] = []
 
     def setup(self) -> None:
@@ -165,13 +179,32 @@ class Fleet:
         assert row is not None
         return int(row[0]), int(row[1])
 
-    def run_size(self, workers: int, times: tuple[float, float, float]) -> FleetResult:
-        from qinglong.demo import pki_ca_cert, spawn, stop_children
+    def start_floor(self) -> None:
+        """The floor server (tools/bench/fleet_floor.py) on the ingress's TLS files."""
+        from qinglong.demo import pki_ca_cert, spawn
+        from tools.bench.e2e import _read_json, _wait
+
+        ready = self.root / "floor.ready"
+        path = self.root / "floor.json"
+        path.write_text(json.dumps({
+            "certFile": str(self.root / "server" / "server.pem"),
+            "keyFile": str(self.root / "server" / "server-key.pem"),
+            "clientCaFile": str(pki_ca_cert(self.ca_dir)), "readyFile": str(ready)}),
+            encoding="utf-8")  # fmt: skip
+        self.floor.append(spawn("floor", [sys.executable, "-m", "tools.bench.fleet_floor",
+                                          str(path)], self.root / "floor.log"))  # fmt: skip
+        self.floor_url = _wait(lambda: _read_json(ready), READY_TIMEOUT_S, "floor ready",
+                               self.floor)["ingressUrl"]  # fmt: skip
+
+    def _drivers(self, workers: int, times: tuple[float, float, float], url: str,
+                 tag: str) -> tuple[list[Any], list[Path], tuple[float, float]]:  # fmt: skip
+        """DRIVERS driver processes for the first `workers` identities against `url`."""
+        from qinglong.demo import pki_ca_cert, spawn
 
         ramp_s, warm_s, window_s = times
         # Connections (and session opens) arrive at most RAMP_RATE a second.
         ramp_s = max(ramp_s, workers / RAMP_RATE)
-        host, port = self.urls["ingressUrl"].removeprefix("https://").rsplit(":", 1)
+        host, port = url.removeprefix("https://").rsplit(":", 1)
         start = time.time() + 2.0  # the drivers' interpreters start meanwhile
         window = (start + ramp_s + warm_s, start + ramp_s + warm_s + window_s)
         drivers, outs = [], []
@@ -180,12 +213,19 @@ class Fleet:
             spec = {"host": host.strip("[]"), "port": int(port),
                     "caFile": str(pki_ca_cert(self.ca_dir)), "workers": share,
                     "rampS": ramp_s, "windowStart": window[0], "windowEnd": window[1]}
-            spec_path = self.root / f"driver-{workers}-{d}.json"
+            stem = f"driver-{tag}{workers}-{d}"
+            spec_path = self.root / f"{stem}.json"
             spec_path.write_text(json.dumps(spec), encoding="utf-8")
-            outs.append(self.root / f"driver-{workers}-{d}.out.json")
+            outs.append(self.root / f"{stem}.out.json")
             drivers.append(spawn(f"driver-{d}", [sys.executable, "-m",
                                  "tools.bench.fleet_driver", str(spec_path), str(outs[-1])],
-                                 self.root / f"driver-{workers}-{d}.log"))  # fmt: skip
+                                 self.root / f"{stem}.log"))  # fmt: skip
+        return drivers, outs, window
+
+    def run_size(self, workers: int, times: tuple[float, float, float]) -> FleetResult:
+        from qinglong.demo import stop_children
+
+        drivers, outs, window = self._drivers(workers, times, self.urls["ingressUrl"], "")
         try:
             time.sleep(max(0.0, window[0] - time.time()))
             cpu = CpuMeter(tuple(c.process.pid for c in self.children))
@@ -198,7 +238,30 @@ class Fleet:
         finally:
             stop_children(drivers)
         return self._result(workers, outs, after.minus(before), cpu_s,
-                            wal1 - wal0, stmts1 - stmts0, window_s)  # fmt: skip
+                            wal1 - wal0, stmts1 - stmts0, times[2])  # fmt: skip
+
+    def run_floor(self, workers: int, times: tuple[float, float, float]) -> FloorResult:
+        """The same fleet against the floor server: pulls counted by the drivers."""
+        from qinglong.demo import stop_children
+
+        drivers, outs, window = self._drivers(workers, times, self.floor_url, "floor-")
+        try:
+            time.sleep(max(0.0, window[0] - time.time()))
+            cpu = CpuMeter(tuple(c.process.pid for c in self.floor))
+            cpu.start()
+            time.sleep(max(0.0, window[1] - time.time()))
+            cpu_s = cpu.stop()
+            _drivers_done(outs, drivers)
+        finally:
+            stop_children(drivers)
+        docs = [json.loads(o.read_text(encoding="utf-8")) for o in outs]
+        latencies = [ms for d in docs for ms in d["pullMs"]]
+        pulls = len(latencies)
+        return FloorResult(workers=workers, pulls=pulls, pullsPerS=pulls / times[2],
+                           cpuMsPerPull=1000 * cpu_s / pulls if pulls else math.nan,
+                           errors=sum(d["errorCount"] for d in docs),
+                           clientP50Ms=percentile(latencies, 50),
+                           clientP99Ms=percentile(latencies, 99))  # fmt: skip
 
     def _result(self, workers: int, outs: list[Path], window: Scrape, cpu_s: float,
                 wal: int, statements: int, window_s: float) -> FleetResult:  # fmt: skip
@@ -225,7 +288,7 @@ class Fleet:
     def teardown(self) -> None:
         from qinglong.demo import stop_children
 
-        stop_children(self.children)
+        stop_children(self.children + self.floor)
         self.cluster.cleanup()
 
 
@@ -237,13 +300,17 @@ def run_standalone(quick: bool) -> list[Table]:
         try:
             fleet.setup()
             fleet.start_ingress()
-            results = [fleet.run_size(n, times) for n in sizes]
+            fleet.start_floor()
+            results, floors = [], []
+            for n in sizes:
+                results.append(fleet.run_size(n, times))
+                floors.append(fleet.run_floor(n, times))
         finally:
             fleet.teardown()
-    return [_table(results, quick)]
+    return [_table(results, floors, quick)]
 
 
-def _table(results: list[FleetResult], quick: bool) -> Table:
+def _table(results: list[FleetResult], floors: list[FloorResult], quick: bool) -> Table:
     table = Table(
         "fleet: idle workers over real TLS (separate driver processes) against one ingress "
         "process, default cadence",
@@ -257,6 +324,18 @@ def _table(results: list[FleetResult], quick: bool) -> Table:
             f"{r.walBytesPerPull:.1f}", f"{r.clientP50Ms:.1f} / {r.clientP99Ms:.1f}",
             f"{r.ingressP50Ms:.1f} / {r.ingressP99Ms:.1f}", str(r.errors),
         ])  # fmt: skip
+    for f in floors:
+        table.rows.append([
+            f"{f.workers:,} floor", f"{f.pullsPerS:,.0f}", f"{f.cpuMsPerPull:.3f}", "—", "—",
+            "—", f"{f.clientP50Ms:.1f} / {f.clientP99Ms:.1f}", "—", str(f.errors),
+        ])  # fmt: skip
+    table.notes.append(
+        "floor rows: the same drivers against tools/bench/fleet_floor.py, a minimal aiohttp "
+        "app on the ingress's TLS 1.3 context answering fixed documents (body read and "
+        "parsed, nothing else) — the framework's and TLS's own CPU per request here; "
+        "the ingress's own work per idle pull = its row minus the floor: " + ", ".join(
+            f"{r.ingressCpuMsPerPull - f.cpuMsPerPull:.3f} ms at {r.workers:,}"
+            for r, f in zip(results, floors, strict=True)))
     table.notes.append(
         f"{DRIVERS} driver processes (asyncio, one TLS 1.3 connection and client certificate "
         "per worker); the ingress is `--processes 1`; window "
@@ -277,6 +356,7 @@ def _table(results: list[FleetResult], quick: bool) -> Table:
         f"target ingress CPU ≤ {TARGET_CPU_MS_PER_PULL} ms per idle pull: "
         + ("met" if worst_cpu <= TARGET_CPU_MS_PER_PULL else "MISSED")
         + " — " + ", ".join(f"{r.ingressCpuMsPerPull:.3f} ms at {r.workers:,}" for r in results))
-    table.data = {"fleets": [asdict(r) for r in results], "quick": quick,
+    table.data = {"fleets": [asdict(r) for r in results],
+                  "floors": [asdict(f) for f in floors], "quick": quick,
                   "drivers": DRIVERS, "nproc": len(os.sched_getaffinity(0))}
     return table

@@ -69,7 +69,7 @@ class _SslObject:
 
 
 class _Transport:
-    """What views.peer_worker_id reads from a verified TLS connection."""
+    """What identity.peer_certificate reads from a verified TLS connection."""
 
     def __init__(self, der: bytes) -> None:
         self._ssl = _SslObject(der)
