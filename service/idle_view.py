@@ -52,7 +52,12 @@ Pieces (all per replica, none per worker):
 * **Credential and session caches** — filled only from database answers
   (a successful authentication in any worker call; session open/heartbeat
   projections), each tagged with the incarnation under which the call *started*
-  and dropped if a notification of its kind arrived while the call ran. Keyed
+  and dropped if a notification about *that* credential (`c:`) or worker
+  (`s:`) arrived while the call ran. Only those can change the answer; an
+  earlier design dropped every fill in flight on any `c:`/`s:`, so a fleet
+  reopening its sessions (each replacement notifies `s:`) kept the caches from
+  filling and sent its pulls to the database, which slowed the calls and
+  dropped more fills. Keyed
   by credential id (+ the SHA-256 of the secret, compared in constant time) and
   by worker id. Process memory only, no plaintext secret. Every cached
   authentication fact (credential → worker, secret digest, and with them "not
@@ -132,6 +137,11 @@ _RECONNECT_MAX_S = 2.0
 _TIMEOUTS_BEFORE_RESTART = 10
 # The backlog drain after a barrier: psycopg hands out what it already parsed.
 _DRAIN_S = 0.001
+# A cache fill must come back within this long of its token (a database call's
+# own deadline is a few seconds); the per-key change marks older than this are
+# forgotten, since no fill they could veto is still accepted.
+_FILL_HORIZON_S = 30.0
+_CHANGE_MARKS_PRUNE_AT = 4096
 
 # The database's idle envelope for an empty queue (ql_private.idle_result as
 # scan_and_claim returns it for `no_candidates`), without `retryAfterMs`.
@@ -159,8 +169,7 @@ class CacheToken:
     """Taken before a database call whose answer may fill a cache."""
 
     incarnation: int
-    credential_seq: int
-    session_seq: int
+    seq: int  # `c:`/`s:` notifications received so far (under this incarnation)
     taken_at: float = 0.0  # monotonic
 
 
@@ -201,8 +210,10 @@ class IdleView:
     _closed: bool = False
     _up: bool = False
     _incarnation: int = 0
-    _credential_seq: int = 0
-    _session_seq: int = 0
+    _seq: int = 0  # bumped by every `c:`/`s:` notification
+    # The `_seq` and time of the last `c:` per credential id / `s:` per worker id.
+    _credential_marks: dict[str, tuple[int, float]] = field(default_factory=dict)
+    _worker_marks: dict[str, tuple[int, float]] = field(default_factory=dict)
     _belief: _Belief | None = None
     _epoch: int = 0  # bumped by every `q` notification
     _db_offset_ms: float | None = None  # database clock - local wall clock
@@ -379,20 +390,22 @@ class IdleView:
         half = self.config.idle_view_credential_max_age_ms / 2000
         aging = [(cid, e) for cid, e in self._auth.items() if now - e.confirmed_at >= half]
         aging = aging[:1024]
-        incarnation, seq = self._incarnation, self._credential_seq
+        incarnation, seq = self._incarnation, self._seq
         confirmed = await api.confirm_credentials(
             credential_ids=[cid for cid, _ in aging],
             secret_digests=[e.secret_digest for _, e in aging],
             worker_ids=[e.worker_id for _, e in aging]).run_async(conn)
         async for notify in conn.notifies(timeout=_DRAIN_S):
             self._on_notify(notify.payload)
-        if incarnation != self._incarnation or seq != self._credential_seq:
+        if incarnation != self._incarnation:
             self.metrics.idle_view_barriers.inc("confirm", "discarded")
             return
         allowed = set(confirmed or ())
         for credential_id, entry in aging:
             if self._auth.get(credential_id) is not entry:
-                continue  # replaced by a newer database answer meanwhile
+                continue  # replaced by a newer answer, or dropped by a notification
+            if self._changed_since(seq, credential_id, entry.worker_id):
+                continue  # notified while the query ran: its answer may be stale
             if credential_id in allowed:
                 entry.confirmed_at = now
             else:
@@ -407,18 +420,19 @@ class IdleView:
         self._auth.clear()
         self._worker_credentials.clear()
         self._sessions.clear()
+        self._credential_marks.clear()
+        self._worker_marks.clear()
 
     def _on_notify(self, payload: str) -> None:
         kind, _, ident = payload.partition(":")
         self.metrics.idle_view_notifications.inc(kind if kind in ("q", "c", "s") else "other")
         if kind == "c":
-            self._credential_seq += 1
+            self._mark(self._credential_marks, ident)
             self._forget_credential(ident)
         elif kind == "s":
             # The worker's session changed (replaced, closed — also by an operator
             # disabling the worker): forget its session and its credentials.
-            self._session_seq += 1
-            self._credential_seq += 1
+            self._mark(self._worker_marks, ident)
             self._sessions.pop(ident, None)
             for credential_id in self._worker_credentials.pop(ident, set()):
                 self._auth.pop(credential_id, None)
@@ -522,17 +536,42 @@ class IdleView:
 
     # ------------------------------------------------------------ caches
 
+    def _mark(self, marks: dict[str, tuple[int, float]], ident: str) -> None:
+        """Note a `c:`/`s:` notification about `ident` (vetoes fills in flight)."""
+        self._seq += 1
+        now = self.clock()
+        marks.pop(ident, None)  # re-inserted last: the dict stays in time order
+        marks[ident] = (self._seq, now)
+        if len(marks) >= _CHANGE_MARKS_PRUNE_AT:
+            while marks:
+                oldest = next(iter(marks))
+                if now - marks[oldest][1] < _FILL_HORIZON_S:
+                    break
+                del marks[oldest]
+
+    def _changed_since(self, seq: int, credential_id: str | None, worker_id: str) -> bool:
+        """A `c:` for the credential or an `s:` for the worker came after `seq`."""
+        credential = self._credential_marks.get(credential_id) if credential_id else None
+        worker = self._worker_marks.get(worker_id)
+        return ((credential is not None and credential[0] > seq)
+                or (worker is not None and worker[0] > seq))
+
+    def _fill_allowed(self, token: CacheToken | None, credential_id: str | None,
+                      worker_id: str) -> bool:
+        """The answer of a call that started at `token` may fill the caches."""
+        return (token is not None and token.incarnation == self._incarnation and self._up
+                and self.clock() - token.taken_at < _FILL_HORIZON_S
+                and not self._changed_since(token.seq, credential_id, worker_id))
+
     def cache_token(self) -> CacheToken | None:
         if not self._engaged or not self._up:
             return None
-        return CacheToken(self._incarnation, self._credential_seq, self._session_seq,
-                          self.clock())
+        return CacheToken(self._incarnation, self._seq, self.clock())
 
     def remember_credential(self, token: CacheToken | None, credential: PresentedCredential,
                             worker_id: str) -> None:
         """The database just authenticated this credential as this worker."""
-        if (token is None or token.incarnation != self._incarnation or not self._up
-                or token.credential_seq != self._credential_seq):
+        if token is None or not self._fill_allowed(token, credential.credential_id, worker_id):
             return
         credential_id = credential.credential_id
         self._forget_credential(credential_id)
@@ -552,8 +591,7 @@ class IdleView:
 
     def remember_session(self, token: CacheToken | None, session: dict[str, Any]) -> None:
         """A session projection from an `ok` open/heartbeat answer (active session)."""
-        if (token is None or token.incarnation != self._incarnation or not self._up
-                or token.session_seq != self._session_seq):
+        if token is None:
             return
         try:
             facts = _SessionFacts(str(session["sessionId"]), int(session["generation"]),
@@ -561,7 +599,8 @@ class IdleView:
             worker_id = str(session["workerId"])
         except (KeyError, TypeError, ValueError):
             return
-        self._sessions[worker_id] = facts
+        if self._fill_allowed(token, None, worker_id):
+            self._sessions[worker_id] = facts
 
     def credential_trusted(self, credential: PresentedCredential, worker_id: str) -> bool:
         """The cache may answer for this credential: confirmed by the database less

@@ -318,3 +318,76 @@ def test_cached_credential_is_trusted_for_at_most_5_s(test_pki, ingress_dsn, pro
             await view.close()
 
     assert asyncio.run(scenario()) == [True, False, False, True, False, False]
+
+
+def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn, prov, su_conn):
+    """A `c:`/`s:` notification that arrives while a database call runs drops
+    that call's answer for *its* credential or worker only. (Dropping every fill
+    in flight on any notification kept a fleet that reopens its sessions — each
+    replacement notifies `s:` — from ever filling the caches.)"""
+    from qinglong.service.credentials import PresentedCredential
+    from qinglong.service.gateway import Gateway
+    from qinglong.service.idle_view import IdleView
+    from qinglong.service.metrics import IngressMetrics
+    from tests.py.provision import digest
+
+    config = ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0)
+    worker = prov.worker("w-veto")
+    credential = PresentedCredential(worker.credential_id, digest(worker.secret))
+    other_worker, other_credential = str(uuid.uuid4()), "zzzzzzzzzzzzzzzz"
+
+    async def notify(view: IdleView, *payloads: str) -> None:
+        counter = view.metrics.idle_view_notifications
+        before = {k: counter.value(k) for k in ("c", "s")}
+        for payload in payloads:
+            su_conn.execute("SELECT pg_notify('ql_dispatch', %s)", (payload,))
+        expected = {k: before[k] + sum(p.startswith(k + ":") for p in payloads) for k in before}
+        deadline = time.monotonic() + 10
+        while {k: counter.value(k) for k in before} != expected:
+            assert time.monotonic() < deadline, "notifications delivered"
+            await asyncio.sleep(0.01)
+
+    def session(worker_id: str) -> dict[str, Any]:
+        return {"workerId": worker_id, "sessionId": str(uuid.uuid4()), "generation": 1,
+                "expiresAtMs": int(time.time() * 1000) + 60_000}
+
+    async def scenario() -> list[Any]:
+        metrics = IngressMetrics()
+        view = IdleView(config, Gateway(config, metrics), metrics)
+        await view.start()
+        try:
+            deadline = time.monotonic() + 10
+            while view.view_state() < ViewState.UNKNOWN:  # the real listener is up
+                assert time.monotonic() < deadline, "listener up"
+                await asyncio.sleep(0.02)
+            seen: list[Any] = []
+            # Notified about others while the call ran: the answer is kept.
+            token = view.cache_token()
+            await notify(view, f"s:{other_worker}", f"c:{other_credential}")
+            view.remember_credential(token, credential, worker.worker_id)
+            view.remember_session(token, session(worker.worker_id))
+            seen += [view.credential_trusted(credential, worker.worker_id),
+                     worker.worker_id in view._sessions]
+            # Its own credential revoked meanwhile: that fill is dropped.
+            token = view.cache_token()
+            await notify(view, f"c:{worker.credential_id}")
+            view.remember_credential(token, credential, worker.worker_id)
+            view.remember_session(token, session(worker.worker_id))
+            seen += [view.credential_trusted(credential, worker.worker_id),
+                     worker.worker_id in view._sessions]
+            # Its worker's session replaced meanwhile: both fills are dropped.
+            token = view.cache_token()
+            await notify(view, f"s:{worker.worker_id}")
+            view.remember_credential(token, credential, worker.worker_id)
+            view.remember_session(token, session(worker.worker_id))
+            seen += [view.credential_trusted(credential, worker.worker_id),
+                     worker.worker_id in view._sessions]
+            # A call that started after the notification fills again.
+            token = view.cache_token()
+            view.remember_credential(token, credential, worker.worker_id)
+            seen.append(view.credential_trusted(credential, worker.worker_id))
+            return seen
+        finally:
+            await view.close()
+
+    assert asyncio.run(scenario()) == [True, True, False, True, False, False, True]
