@@ -383,8 +383,9 @@ class IdleView:
         (`ql.confirm_credentials`) on the LISTEN connection, so a worker polling
         every 2-3 s is not sent to the database every 5 s only to re-authenticate.
         A confirmed entry's trust period restarts when the query was sent; one the
-        database no longer allows is dropped; the whole answer is discarded if a
-        credential or session notification arrived meanwhile."""
+        database no longer allows is dropped; an entry whose credential or worker
+        was notified meanwhile keeps its old period (the whole answer is discarded
+        if the listener was lost)."""
         now = self.clock()
         self._last_confirm = now
         half = self.config.idle_view_credential_max_age_ms / 2000
