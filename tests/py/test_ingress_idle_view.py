@@ -347,11 +347,21 @@ def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn,
             assert time.monotonic() < deadline, "notifications delivered"
             await asyncio.sleep(0.01)
 
-    def session(worker_id: str) -> dict[str, Any]:
-        return {"workerId": worker_id, "sessionId": str(uuid.uuid4()), "generation": 1,
-                "expiresAtMs": int(time.time() * 1000) + 60_000}
+    async def fill_after(view: IdleView, *payloads: str) -> tuple[bool, bool]:
+        """A call's token, the notifications while it runs, then its answer's
+        fills: (credential trusted, this answer's session cached)."""
+        token = view.cache_token()
+        await notify(view, *payloads)
+        view.remember_credential(token, credential, worker.worker_id)
+        session_id = str(uuid.uuid4())
+        view.remember_session(token, {"workerId": worker.worker_id, "sessionId": session_id,
+                                      "generation": 1,
+                                      "expiresAtMs": int(time.time() * 1000) + 60_000})
+        cached = view._sessions.get(worker.worker_id)
+        return (view.credential_trusted(credential, worker.worker_id),
+                cached is not None and cached.session_id == session_id)
 
-    async def scenario() -> list[Any]:
+    async def scenario() -> list[tuple[bool, bool]]:
         metrics = IngressMetrics()
         view = IdleView(config, Gateway(config, metrics), metrics)
         await view.start()
@@ -360,34 +370,18 @@ def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn,
             while view.view_state() < ViewState.UNKNOWN:  # the real listener is up
                 assert time.monotonic() < deadline, "listener up"
                 await asyncio.sleep(0.02)
-            seen: list[Any] = []
-            # Notified about others while the call ran: the answer is kept.
-            token = view.cache_token()
-            await notify(view, f"s:{other_worker}", f"c:{other_credential}")
-            view.remember_credential(token, credential, worker.worker_id)
-            view.remember_session(token, session(worker.worker_id))
-            seen += [view.credential_trusted(credential, worker.worker_id),
-                     worker.worker_id in view._sessions]
-            # Its own credential revoked meanwhile: that fill is dropped.
-            token = view.cache_token()
-            await notify(view, f"c:{worker.credential_id}")
-            view.remember_credential(token, credential, worker.worker_id)
-            view.remember_session(token, session(worker.worker_id))
-            seen += [view.credential_trusted(credential, worker.worker_id),
-                     worker.worker_id in view._sessions]
-            # Its worker's session replaced meanwhile: both fills are dropped.
-            token = view.cache_token()
-            await notify(view, f"s:{worker.worker_id}")
-            view.remember_credential(token, credential, worker.worker_id)
-            view.remember_session(token, session(worker.worker_id))
-            seen += [view.credential_trusted(credential, worker.worker_id),
-                     worker.worker_id in view._sessions]
-            # A call that started after the notification fills again.
-            token = view.cache_token()
-            view.remember_credential(token, credential, worker.worker_id)
-            seen.append(view.credential_trusted(credential, worker.worker_id))
-            return seen
+            return [
+                # Notified about others while the call ran: both fills are kept.
+                await fill_after(view, f"s:{other_worker}", f"c:{other_credential}"),
+                # Its own credential revoked meanwhile: only that fill is dropped.
+                await fill_after(view, f"c:{worker.credential_id}"),
+                # Its worker's session replaced meanwhile: both are dropped.
+                await fill_after(view, f"s:{worker.worker_id}"),
+                # A call that started after the notifications fills again.
+                await fill_after(view),
+            ]
         finally:
             await view.close()
 
-    assert asyncio.run(scenario()) == [True, True, False, True, False, False, True]
+    assert asyncio.run(scenario()) == [(True, True), (False, True), (False, False),
+                                       (True, True)]
