@@ -228,14 +228,17 @@ def _size(arg: Any) -> int:
     return int(arg)
 
 
-def _k_min_length(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
-    size = _size(arg)
-    return lambda value: _verdict(not (isinstance(value, str) and len(value) < size))
+def _length_bound(kind: type, most: bool) -> Callable[[Any, str, Mapping[str, Any]], Check]:
+    """minLength/maxLength, minItems/maxItems, minProperties/maxProperties: a
+    bound on `len` of values of `kind`; other values pass."""
 
+    def make(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
+        size = _size(arg)
+        if most:
+            return lambda value: _verdict(not (isinstance(value, kind) and len(value) > size))
+        return lambda value: _verdict(not (isinstance(value, kind) and len(value) < size))
 
-def _k_max_length(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
-    size = _size(arg)
-    return lambda value: _verdict(not (isinstance(value, str) and len(value) > size))
+    return make
 
 
 def _k_pattern(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
@@ -302,31 +305,11 @@ def _k_property_names(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
     return lambda value: _every(sub, value) if isinstance(value, dict) else VALID
 
 
-def _k_max_properties(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
-    size = _size(arg)
-    return lambda value: _verdict(not (isinstance(value, dict) and len(value) > size))
-
-
-def _k_min_properties(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
-    size = _size(arg)
-    return lambda value: _verdict(not (isinstance(value, dict) and len(value) < size))
-
-
 def _k_items(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
     if "prefixItems" in schema:
         raise _Unsure
     sub = _compiled(arg, base)
     return lambda value: _every(sub, value) if isinstance(value, list) else VALID
-
-
-def _k_min_items(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
-    size = _size(arg)
-    return lambda value: _verdict(not (isinstance(value, list) and len(value) < size))
-
-
-def _k_max_items(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
-    size = _size(arg)
-    return lambda value: _verdict(not (isinstance(value, list) and len(value) > size))
 
 
 def _k_unique(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
@@ -384,11 +367,13 @@ def _k_ref(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
 _KEYWORDS: dict[str, Callable[[Any, str, Mapping[str, Any]], Check]] = {
     "type": _k_type, "const": _k_const, "enum": _k_enum,
     "minimum": _k_minimum, "maximum": _k_maximum,
-    "minLength": _k_min_length, "maxLength": _k_max_length, "pattern": _k_pattern,
-    "required": _k_required, "properties": _k_properties,
+    "minLength": _length_bound(str, most=False), "maxLength": _length_bound(str, most=True),
+    "pattern": _k_pattern, "required": _k_required, "properties": _k_properties,
     "additionalProperties": _k_additional, "propertyNames": _k_property_names,
-    "maxProperties": _k_max_properties, "minProperties": _k_min_properties,
-    "items": _k_items, "minItems": _k_min_items, "maxItems": _k_max_items,
+    "maxProperties": _length_bound(dict, most=True),
+    "minProperties": _length_bound(dict, most=False),
+    "items": _k_items, "minItems": _length_bound(list, most=False),
+    "maxItems": _length_bound(list, most=True),
     "uniqueItems": _k_unique,
     "oneOf": _k_one_of, "anyOf": _k_any_of, "allOf": _k_all_of, "$ref": _k_ref,
 }  # fmt: skip

@@ -275,14 +275,27 @@ class FakeClock:
         return self.now
 
 
+async def _view_with_listener(config: Any, **kwargs: Any) -> Any:
+    """An engaged IdleView on its own gateway, once its real LISTEN connection is up."""
+    from qinglong.service.gateway import Gateway
+    from qinglong.service.idle_view import IdleView
+    from qinglong.service.metrics import IngressMetrics
+
+    metrics = IngressMetrics()
+    view = IdleView(config, Gateway(config, metrics), metrics, **kwargs)
+    await view.start()
+    deadline = time.monotonic() + 10
+    while view.view_state() < ViewState.UNKNOWN:
+        assert time.monotonic() < deadline, "listener up"
+        await asyncio.sleep(0.02)
+    return view
+
+
 def test_cached_credential_is_trusted_for_at_most_5_s(test_pki, ingress_dsn, prov):
     """SPEC §5: a cached authentication fact (credential -> worker, secret digest,
     not revoked, worker not disabled) is trusted for < 5 s after the database
     confirmed it, whatever the notifications say; then the database is asked."""
     from qinglong.service.credentials import PresentedCredential
-    from qinglong.service.gateway import Gateway
-    from qinglong.service.idle_view import IdleView
-    from qinglong.service.metrics import IngressMetrics
     from tests.py.provision import digest
 
     config = ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0)
@@ -293,14 +306,8 @@ def test_cached_credential_is_trusted_for_at_most_5_s(test_pki, ingress_dsn, pro
     clock = FakeClock()
 
     async def scenario() -> list[bool]:
-        metrics = IngressMetrics()
-        view = IdleView(config, Gateway(config, metrics), metrics, clock=clock)
-        await view.start()
+        view = await _view_with_listener(config, clock=clock)
         try:
-            deadline = time.monotonic() + 10
-            while view.view_state() < ViewState.UNKNOWN:  # the real listener is up
-                assert time.monotonic() < deadline, "listener up"
-                await asyncio.sleep(0.02)
             token = view.cache_token()  # taken when the confirming call is sent
             clock.now += 0.2  # the database's answer comes back
             view.remember_credential(token, credential, worker.worker_id)
@@ -326,9 +333,7 @@ def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn,
     in flight on any notification kept a fleet that reopens its sessions — each
     replacement notifies `s:` — from ever filling the caches.)"""
     from qinglong.service.credentials import PresentedCredential
-    from qinglong.service.gateway import Gateway
     from qinglong.service.idle_view import IdleView
-    from qinglong.service.metrics import IngressMetrics
     from tests.py.provision import digest
 
     config = ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0)
@@ -362,14 +367,8 @@ def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn,
                 cached is not None and cached.session_id == session_id)
 
     async def scenario() -> list[tuple[bool, bool]]:
-        metrics = IngressMetrics()
-        view = IdleView(config, Gateway(config, metrics), metrics)
-        await view.start()
+        view = await _view_with_listener(config)
         try:
-            deadline = time.monotonic() + 10
-            while view.view_state() < ViewState.UNKNOWN:  # the real listener is up
-                assert time.monotonic() < deadline, "listener up"
-                await asyncio.sleep(0.02)
             return [
                 # Notified about others while the call ran: both fills are kept.
                 await fill_after(view, f"s:{other_worker}", f"c:{other_credential}"),
