@@ -384,3 +384,29 @@ def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn,
 
     assert asyncio.run(scenario()) == [(True, True), (False, True), (False, False),
                                        (True, True)]
+
+
+def test_change_marks_stay_bounded_and_old_fills_are_refused(test_pki, ingress_dsn):
+    """The per-key notification marks are forgotten once older than the fill
+    horizon — safe, because a fill whose call started that long ago is refused
+    anyway — while a recent mark still vetoes."""
+    from qinglong.service import idle_view as iv
+    from qinglong.service.gateway import Gateway
+    from qinglong.service.metrics import IngressMetrics
+
+    config = ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0)
+    clock = FakeClock()
+    metrics = IngressMetrics()
+    view = iv.IdleView(config, Gateway(config, metrics), metrics, clock=clock)
+    view._up = True  # no listener needed: notifications are fed by hand
+    old_token = iv.CacheToken(view._incarnation, view._seq, clock())
+    for n in range(iv._CHANGE_MARKS_PRUNE_AT):
+        view._on_notify(f"s:w{n}")
+    clock.now += iv._FILL_HORIZON_S
+    view._on_notify("s:recent")  # the first mark past the horizon prunes the old ones
+    assert set(view._worker_marks) == {"recent"}
+    # The marks that vetoed the old call are gone, and its fill is refused by age.
+    assert not view._fill_allowed(old_token, None, "w0")
+    fresh = iv.CacheToken(view._incarnation, view._seq - 1, clock())  # before "recent"
+    assert not view._fill_allowed(fresh, None, "recent")
+    assert view._fill_allowed(fresh, None, "w0")

@@ -31,14 +31,11 @@ from typing import Any
 
 from aiohttp import web
 
+from qinglong.service.idle_answer import idle_body
+from qinglong.service.idle_view import IDLE_RESULT
 from qinglong.service.tls import build_context
 
 HEARTBEAT_INTERVAL_MS = 20_000
-MISMATCHES = {"executor": 0, "label": 0, "runtime": 0, "capacity": 0}
-IDLE = {"schema": "qinglong/remote-execution-offer@v1", "status": "idle",
-        "reason": "no_candidates", "truncated": False,
-        "stats": {"pages": 1, "candidates": 0, "claimAttempts": 0, "races": 0,
-                  "mismatches": MISMATCHES}}  # fmt: skip
 
 
 def _answer(status: int, doc: dict[str, Any]) -> web.Response:
@@ -62,7 +59,8 @@ async def _heartbeat(request: web.Request) -> web.Response:
 
 async def _pull(request: web.Request) -> web.Response:
     json.loads(await request.read())
-    return _answer(200, {**IDLE, "retryAfterMs": 2000 + random.randint(0, 1000)})
+    # The ingress's own idle document (the database's empty-queue envelope).
+    return _answer(200, idle_body(IDLE_RESULT, 2000 + random.randint(0, 1000)))
 
 
 def create_app() -> web.Application:
