@@ -54,7 +54,7 @@ DECLARE
     v_state record;
     v_lease ql_private.run_leases;
     v_attempt ql_private.attempts;
-    v_ttl integer;
+    v_run ql_private.runs;
     v_now timestamptz;
 BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
@@ -81,11 +81,13 @@ BEGIN
     -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
     -- locks the rows it changes and decides again on them (ql_private.lease_open).
     FOR v_pass IN 1 .. 2 LOOP
-        SELECT * INTO v_state FROM ql_private.lease_open(
+        v_state := ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, p_phase, CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+            p_lease_version, p_phase, CASE v_pass WHEN 2 THEN 'attempt_run_lease' END,
+            v_lease);
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
+        v_run := v_state.run;
         IF v_state.category = 'replay' THEN
             -- The ACK that made the current version; a start failure also with
             -- the same reason (another reason is not the change that was made).
@@ -118,13 +120,11 @@ BEGIN
 
     v_now := clock_timestamp();
     IF p_phase = 'starting' THEN
-        SELECT t.lease_ttl_seconds INTO v_ttl
-          FROM ql_private.runs rr JOIN ql_private.tasks t ON t.id = rr.task_id
-         WHERE rr.id = v_lease.run_id;
         UPDATE ql_private.run_leases rl
-           SET started_at = v_now, expires_at = v_now + make_interval(secs => v_ttl),
+           SET started_at = v_now, expires_at = v_now + make_interval(secs => v_state.ttl),
                lease_version = rl.lease_version + 1, updated_at = v_now
-         WHERE rl.id = v_lease.id;
+         WHERE rl.id = v_lease.id
+        RETURNING rl.* INTO v_lease;
         UPDATE ql_private.attempts aa SET state = 'starting', updated_at = v_now
          WHERE aa.id = v_attempt.id;
         UPDATE ql_private.runs rr SET state = 'starting', updated_at = v_now
@@ -138,7 +138,8 @@ BEGIN
     ELSIF p_phase = 'running' THEN
         UPDATE ql_private.run_leases rl
            SET lease_version = rl.lease_version + 1, updated_at = v_now
-         WHERE rl.id = v_lease.id;
+         WHERE rl.id = v_lease.id
+        RETURNING rl.* INTO v_lease;
         UPDATE ql_private.attempts aa SET state = 'running', updated_at = v_now
          WHERE aa.id = v_attempt.id;
         UPDATE ql_private.runs rr SET state = 'running', updated_at = v_now
@@ -161,8 +162,15 @@ BEGIN
             'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
             'phase', 'start', 'reason', v_reason));
         PERFORM ql_private.apply_retry(v_lease.run_id, v_attempt.id, v_reason);
+        -- The retry policy may have changed the run: answer the rows as stored.
+        RETURN jsonb_build_object('status', 'ok',
+                                  'lease', ql_private.lease_projection(v_lease.id));
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
+    -- The lease as just updated, its attempt in the phase it was moved to, the
+    -- run's cancel flag as read under its lock (nothing else can change it
+    -- before this commits): the lease_projection answer without reading again.
+    RETURN jsonb_build_object('status', 'ok', 'lease',
+        ql_private.lease_answer(v_lease, p_phase, v_run.cancel_requested));
 END
 $$;
 
@@ -173,7 +181,7 @@ ALTER FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worke
 -- Name: FUNCTION ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) IS 'Lease ACK (SPEC 7), one fenced transaction at the lease version the worker last saw: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, version+1, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_fence categories, stale_lease_version)} | denied; idempotent = the same ACK repeated after a lost answer (version = current - 1, current made by this phase, same reason). Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included), QL020 illegal transition at the current version. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) IS 'Lease ACK (SPEC 7), one fenced transaction at the lease version the worker last saw: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, version+1, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_verdict categories, stale_lease_version)} | denied; idempotent = the same ACK repeated after a lost answer (version = current - 1, current made by this phase, same reason). Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included), QL020 illegal transition at the current version. Caller: ql_worker_ingress.';
 
 
 --
@@ -481,9 +489,10 @@ BEGIN
     -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
     -- locks the rows it changes and decides again on them (ql_private.lease_open).
     FOR v_pass IN 1 .. 2 LOOP
-        SELECT * INTO v_state FROM ql_private.lease_open(
+        v_state := ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, 'complete', CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+            p_lease_version, 'complete', CASE v_pass WHEN 2 THEN 'attempt_run_lease' END,
+            v_lease);
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
         v_run := v_state.run;
@@ -515,7 +524,8 @@ BEGIN
     UPDATE ql_private.run_leases rl
        SET released_at = v_now, release_reason = v_release,
            lease_version = rl.lease_version + 1, updated_at = v_now
-     WHERE rl.id = v_lease.id;
+     WHERE rl.id = v_lease.id
+    RETURNING rl.* INTO v_lease;
     UPDATE ql_private.attempts aa
        SET state = p_outcome, exit_code = p_exit_code, reason = v_reason, updated_at = v_now,
            finished_at = v_now, result = v_result
@@ -528,18 +538,24 @@ BEGIN
             'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
             'phase', 'run', 'exitCode', p_exit_code, 'reason', v_reason)));
         PERFORM ql_private.apply_retry(v_lease.run_id, v_attempt.id, v_reason);
-    ELSE
-        UPDATE ql_private.runs rr
-           SET state = p_outcome, finished_at = v_now, updated_at = v_now
-         WHERE rr.id = v_lease.run_id;
-        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.' || p_outcome, v_lease.run_id, v_attempt.id,
-                jsonb_strip_nulls(jsonb_build_object(
-            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
-            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
-            'exitCode', p_exit_code, 'reason', v_reason)));
+        -- The retry policy may have changed the run: answer the rows as stored.
+        RETURN jsonb_build_object('status', 'ok',
+                                  'lease', ql_private.lease_projection(v_lease.id));
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
+    UPDATE ql_private.runs rr
+       SET state = p_outcome, finished_at = v_now, updated_at = v_now
+     WHERE rr.id = v_lease.run_id;
+    INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+    VALUES ('run.' || p_outcome, v_lease.run_id, v_attempt.id,
+            jsonb_strip_nulls(jsonb_build_object(
+        'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+        'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
+        'exitCode', p_exit_code, 'reason', v_reason)));
+    -- The lease as just released, its attempt in the outcome it was moved to,
+    -- the run's cancel flag as read under its lock (nothing else can change it
+    -- before this commits): the lease_projection answer without reading again.
+    RETURN jsonb_build_object('status', 'ok', 'lease',
+        ql_private.lease_answer(v_lease, p_outcome, v_run.cancel_requested));
 END
 $$;
 
@@ -550,7 +566,7 @@ ALTER FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_
 -- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction at the lease version the worker last saw (version+1): succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_fence categories, stale_lease_version)} | denied; idempotent = the same completion repeated after a lost answer (version = current - 1, same outcome, exit code, reason and result). Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included; COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction at the lease version the worker last saw (version+1): succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_verdict categories, stale_lease_version)} | denied; idempotent = the same completion repeated after a lost answer (version = current - 1, same outcome, exit code, reason and result). Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included; COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
 
 
 --
@@ -1035,7 +1051,6 @@ DECLARE
     v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
-    v_ttl integer;
     v_now timestamptz;
 BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
@@ -1053,9 +1068,10 @@ BEGIN
     -- Pass 1 decides on an unlocked read; pass 2 (only when the heartbeat applies)
     -- locks the lease and decides again on it (ql_private.lease_open).
     FOR v_pass IN 1 .. 2 LOOP
-        SELECT * INTO v_state FROM ql_private.lease_open(
+        v_state := ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, 'heartbeat', CASE v_pass WHEN 2 THEN 'lease' END);
+            p_lease_version, 'heartbeat', CASE v_pass WHEN 2 THEN 'lease' END,
+            v_lease);
         v_lease := v_state.lease;
         IF v_state.category = 'replay' THEN
             RETURN jsonb_build_object('status', 'idempotent',
@@ -1069,18 +1085,19 @@ BEGIN
         END IF;
     END LOOP;
 
-    SELECT t.lease_ttl_seconds INTO v_ttl
-      FROM ql_private.runs rr JOIN ql_private.tasks t ON t.id = rr.task_id
-     WHERE rr.id = v_lease.run_id;
     v_now := clock_timestamp();
     UPDATE ql_private.run_leases rl
-       SET expires_at = v_now + make_interval(secs => v_ttl),
+       SET expires_at = v_now + make_interval(secs => v_state.ttl),
            lease_version = rl.lease_version + 1,
            heartbeat_version = rl.lease_version + 1,
            heartbeat_at = v_now,
            updated_at = v_now
-     WHERE rl.id = v_lease.id;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
+     WHERE rl.id = v_lease.id
+    RETURNING rl.* INTO v_lease;
+    -- The lease as just extended, with its attempt's state and the run's cancel
+    -- flag as the locked read saw them (one snapshot, after the lease's lock).
+    RETURN jsonb_build_object('status', 'ok', 'lease',
+        ql_private.lease_answer(v_lease, (v_state.attempt).state, (v_state.run).cancel_requested));
 END
 $$;
 
@@ -1091,7 +1108,7 @@ ALTER FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p
 -- Name: FUNCTION heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_fence categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_verdict categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';
 
 
 --
@@ -3992,36 +4009,26 @@ WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_thr
 ALTER TABLE ql_private.run_leases OWNER TO ql_owner;
 
 --
--- Name: lease_fence(ql_private.run_leases, uuid, uuid, bigint, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+-- Name: lease_answer(ql_private.run_leases, text, boolean); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) RETURNS text
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+CREATE FUNCTION ql_private.lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean) RETURNS jsonb
+    LANGUAGE sql STABLE
     AS $$
-DECLARE
-    v_category text;
-BEGIN
-    v_category := ql_private.recover_fence(p_lease, p_worker_id, p_session_id, p_generation,
-                                           p_token_digest);
-    IF v_category = 'lease_terminal' AND p_lease.release_reason = 'lost' THEN
-        RETURN 'lease_expired';
-    END IF;
-    IF v_category IS NULL AND p_lease.expires_at <= clock_timestamp() THEN
-        RETURN 'lease_expired';
-    END IF;
-    RETURN v_category;
-END
+    SELECT ql_private.lease_json(p_lease) || jsonb_build_object(
+        'state', p_state,
+        'startedAtMs', ql_private.epoch_ms((p_lease).started_at),
+        'cancelRequested', p_cancel_requested)
 $$;
 
 
-ALTER FUNCTION ql_private.lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) OWNER TO ql_owner;
+ALTER FUNCTION ql_private.lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of a lease ACK/heartbeat/completion. Inputs: p_lease, p_worker_id, p_session_id, p_generation, p_token_digest. ql_private.recover_fence order (offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift), plus: a live lease past expires_at (started or not) and a lease released as lost answer lease_expired. NULL = live, unexpired, all fences hold. Writes: none. Locks: none. Errors: none. Caller: ql_private.lease_state.';
+COMMENT ON FUNCTION ql_private.lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean) IS 'lease@v1 body (without schema) from a lease row, its attempt''s state and its run''s cancel flag: lease_json fields + state + startedAtMs (null before start) + cancelRequested. Never the token or its digest. Pure. Caller: ql_private.lease_projection and the lease lifecycle calls after their change.';
 
 
 --
@@ -4113,16 +4120,16 @@ WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_thr
 ALTER TABLE ql_private.runs OWNER TO ql_owner;
 
 --
--- Name: lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+-- Name: lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text DEFAULT NULL::text) RETURNS TABLE(lease ql_private.run_leases, attempt ql_private.attempts, run ql_private.runs, category text)
+CREATE FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text DEFAULT NULL::text, p_seen ql_private.run_leases DEFAULT NULL::ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) RETURNS record
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_ids record;
     v_row record;
+    v_now timestamptz;
     v_last text;
 BEGIN
     IF p_change IS NULL
@@ -4138,11 +4145,17 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'QL001',
                 MESSAGE = 'lock must be NULL, lease or attempt_run_lease';
         END IF;
-        -- A lease row's id, attempt and run never change once written, so they
-        -- are safe to read before locking.
-        SELECT rl.id, rl.attempt_id, rl.run_id INTO v_ids
-          FROM ql_private.run_leases rl WHERE rl.offer_id = p_offer_id;
-        IF FOUND THEN
+        IF p_seen.id IS NOT NULL THEN
+            IF p_seen.offer_id IS DISTINCT FROM p_offer_id THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL001',
+                    MESSAGE = 'the lease seen is not the lease of this offer id';
+            END IF;
+            v_ids := p_seen;
+        ELSE
+            SELECT rl.id, rl.attempt_id, rl.run_id INTO v_ids
+              FROM ql_private.run_leases rl WHERE rl.offer_id = p_offer_id;
+        END IF;
+        IF v_ids.id IS NOT NULL THEN
             IF p_lock = 'attempt_run_lease' THEN
                 PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = v_ids.attempt_id FOR UPDATE;
                 PERFORM 1 FROM ql_private.runs rr WHERE rr.id = v_ids.run_id FOR NO KEY UPDATE;
@@ -4152,43 +4165,56 @@ BEGIN
             END IF;
         END IF;
     END IF;
-    -- One statement, so one snapshot (taken after the locks above).
-    SELECT * INTO v_row
-      FROM ql_private.lease_state(p_offer_id, p_worker_id, p_session_id, p_generation,
-                                  p_token_digest);
+    -- One statement, so one snapshot (taken after the locks above); `now` too.
+    v_now := clock_timestamp();
+    SELECT rl, aa, rr, t.lease_ttl_seconds AS ttl,
+           ql_private.lease_verdict(rl, ws, aa, rr, er.content_digest, p_worker_id,
+                                    p_session_id, p_generation, p_token_digest, v_now, true)
+               AS verdict
+      INTO v_row
+      FROM ql_private.run_leases rl
+      JOIN ql_private.attempts aa ON aa.id = rl.attempt_id
+      JOIN ql_private.runs rr ON rr.id = rl.run_id
+      JOIN ql_private.tasks t ON t.id = rr.task_id
+      LEFT JOIN ql_private.worker_sessions ws ON ws.session_id = rl.session_id
+      LEFT JOIN ql_private.execution_revisions er ON er.id = rr.execution_revision_id
+     WHERE rl.offer_id = p_offer_id;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT NULL::ql_private.run_leases, NULL::ql_private.attempts,
-                            NULL::ql_private.runs, 'offer_foreign'::text;
+        category := 'offer_foreign';
         RETURN;
     END IF;
-    IF (v_row.category IS NULL OR v_row.category = 'lease_terminal')
-       AND p_lease_version <> (v_row.lease).lease_version THEN
+    lease := v_row.rl;
+    attempt := v_row.aa;
+    run := v_row.rr;
+    ttl := v_row.ttl;
+    category := v_row.verdict;
+    IF (category IS NULL OR category = 'lease_terminal')
+       AND p_lease_version <> lease.lease_version THEN
         v_last := CASE
-            WHEN (v_row.lease).release_reason IN ('completed', 'cancelled') THEN 'complete'
-            WHEN (v_row.lease).release_reason = 'start_failed' THEN 'start_failed'
-            WHEN (v_row.lease).released_at IS NOT NULL THEN NULL
-            WHEN (v_row.lease).heartbeat_version = (v_row.lease).lease_version THEN 'heartbeat'
-            WHEN (v_row.lease).started_at IS NOT NULL
-                 AND (v_row.attempt).state IN ('starting', 'running') THEN (v_row.attempt).state
+            WHEN lease.release_reason IN ('completed', 'cancelled') THEN 'complete'
+            WHEN lease.release_reason = 'start_failed' THEN 'start_failed'
+            WHEN lease.released_at IS NOT NULL THEN NULL
+            WHEN lease.heartbeat_version = lease.lease_version THEN 'heartbeat'
+            WHEN lease.started_at IS NOT NULL
+                 AND attempt.state IN ('starting', 'running') THEN attempt.state
         END;
-        IF p_lease_version = (v_row.lease).lease_version - 1 AND v_last = p_change THEN
-            v_row.category := 'replay';
-        ELSIF v_row.category IS NULL THEN
-            v_row.category := 'stale_lease_version';
+        IF p_lease_version = lease.lease_version - 1 AND v_last = p_change THEN
+            category := 'replay';
+        ELSIF category IS NULL THEN
+            category := 'stale_lease_version';
         END IF;
     END IF;
-    RETURN QUERY SELECT v_row.lease, v_row.attempt, v_row.run, v_row.category;
 END
 $$;
 
 
-ALTER FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text) OWNER TO ql_owner;
+ALTER FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run and the lease_fence category in one snapshot; an unknown offer id answers one row with category offer_foreign. Fences: lease_fence, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
+COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run, the task lease TTL, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
 
 
 --
@@ -4201,10 +4227,7 @@ CREATE FUNCTION ql_private.lease_projection(p_lease_id bigint) RETURNS jsonb
     AS $$
 BEGIN
     RETURN (
-    SELECT ql_private.lease_json(l) || jsonb_build_object(
-        'state', a.state,
-        'startedAtMs', ql_private.epoch_ms(l.started_at),
-        'cancelRequested', r.cancel_requested)
+    SELECT ql_private.lease_answer(l, a.state, r.cancel_requested)
       FROM ql_private.run_leases l
       JOIN ql_private.attempts a ON a.id = l.attempt_id
       JOIN ql_private.runs r ON r.id = l.run_id
@@ -4223,32 +4246,48 @@ COMMENT ON FUNCTION ql_private.lease_projection(p_lease_id bigint) IS 'lease@v1 
 
 
 --
--- Name: lease_state(uuid, uuid, uuid, bigint, bytea); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+-- Name: lease_verdict(ql_private.run_leases, ql_private.worker_sessions, ql_private.attempts, ql_private.runs, text, uuid, uuid, bigint, bytea, timestamp with time zone, boolean); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) RETURNS TABLE(lease ql_private.run_leases, attempt ql_private.attempts, run ql_private.runs, category text)
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+CREATE FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean) RETURNS text
+    LANGUAGE sql IMMUTABLE
     AS $$
-BEGIN
-    RETURN QUERY
-    SELECT rl, aa, rr,
-           ql_private.lease_fence(rl, p_worker_id, p_session_id, p_generation, p_token_digest)
-      FROM ql_private.run_leases rl
-      JOIN ql_private.attempts aa ON aa.id = rl.attempt_id
-      JOIN ql_private.runs rr ON rr.id = rl.run_id
-     WHERE rl.offer_id = p_offer_id;
-END
+    SELECT CASE
+        WHEN (p_lease).worker_id <> p_worker_id THEN 'offer_foreign'
+        WHEN NOT ql_private.digest_equal((p_lease).token_digest, p_token_digest)
+            THEN 'token_mismatch'
+        WHEN (p_lease).session_id <> p_session_id
+             OR (p_lease).session_generation <> p_generation
+             OR (p_session).state <> 'active' OR (p_session).expires_at <= p_now
+             OR (p_lease).release_reason IN ('session_replaced', 'session_closed')
+            THEN 'session_replaced'
+        WHEN (p_lease).release_reason = 'expired'
+             OR ((p_lease).released_at IS NULL AND (p_lease).started_at IS NULL
+                 AND (p_lease).expires_at <= p_now)
+            THEN 'lease_expired'
+        WHEN (p_lease).released_at IS NOT NULL
+            THEN CASE WHEN p_lifecycle AND (p_lease).release_reason = 'lost'
+                      THEN 'lease_expired' ELSE 'lease_terminal' END
+        WHEN (p_run).current_attempt_id IS DISTINCT FROM (p_lease).attempt_id
+             OR ((p_lease).started_at IS NULL AND (p_attempt).state <> 'claimed')
+             OR ((p_lease).started_at IS NOT NULL
+                 AND (p_attempt).state NOT IN ('starting', 'running'))
+            THEN 'attempt_changed'
+        WHEN (p_run).execution_revision_id <> (p_lease).execution_revision_id
+             OR p_revision_digest IS DISTINCT FROM (p_lease).content_digest
+            THEN 'revision_drift'
+        WHEN p_lifecycle AND (p_lease).expires_at <= p_now THEN 'lease_expired'
+    END
 $$;
 
 
-ALTER FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) OWNER TO ql_owner;
+ALTER FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Lease, attempt, run and lease_fence verdict of an offer id, read in one statement (one snapshot). Inputs: p_offer_id and the caller''s proof (p_worker_id, p_session_id, p_generation, p_token_digest). No row for an unknown offer. Fences: lease_fence. Writes: none. Locks: none. Errors: none. Caller: ql_private.lease_open.';
+COMMENT ON FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean) IS 'The fence verdict on a lease, from rows the caller read in one statement: first failing category in order offer_foreign, token_mismatch (constant-time), session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. With p_lifecycle (ACK, heartbeat, completion): a live lease past expires_at and a lease released as lost answer lease_expired. Inputs: lease, session, attempt, run, revision digest, the caller''s proof (worker, session, generation, token digest), p_now. Pure (inlined SQL): writes nothing, locks nothing, raises nothing. Caller: ql_private.recover_fence, ql_private.lease_open.';
 
 
 --
@@ -4649,45 +4688,18 @@ CREATE FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uu
     LANGUAGE plpgsql STABLE
     AS $$
 DECLARE
-    now_ts timestamptz := clock_timestamp();
-    s ql_private.worker_sessions;
-    a ql_private.attempts;
-    r ql_private.runs;
-    rev_digest text;
+    v_now timestamptz := clock_timestamp();
+    v_category text;
 BEGIN
-    IF l.worker_id <> p_worker_id THEN
-        RETURN 'offer_foreign';
-    END IF;
-    IF NOT ql_private.digest_equal(l.token_digest, p_token_digest) THEN
-        RETURN 'token_mismatch';
-    END IF;
-    SELECT * INTO s FROM ql_private.worker_sessions WHERE session_id = l.session_id;
-    IF l.session_id <> p_session_id OR l.session_generation <> p_generation
-       OR s.state <> 'active' OR s.expires_at <= now_ts
-       OR l.release_reason IN ('session_replaced', 'session_closed') THEN
-        RETURN 'session_replaced';
-    END IF;
-    IF l.release_reason = 'expired'
-       OR (l.released_at IS NULL AND l.started_at IS NULL AND l.expires_at <= now_ts) THEN
-        RETURN 'lease_expired';
-    END IF;
-    IF l.released_at IS NOT NULL THEN
-        RETURN 'lease_terminal';
-    END IF;
-    SELECT * INTO a FROM ql_private.attempts WHERE id = l.attempt_id;
-    SELECT * INTO r FROM ql_private.runs WHERE id = l.run_id;
-    IF r.current_attempt_id IS DISTINCT FROM l.attempt_id
-       OR (l.started_at IS NULL AND a.state <> 'claimed')
-       OR (l.started_at IS NOT NULL AND a.state NOT IN ('starting', 'running')) THEN
-        RETURN 'attempt_changed';
-    END IF;
-    SELECT content_digest INTO rev_digest
-      FROM ql_private.execution_revisions WHERE id = r.execution_revision_id;
-    IF r.execution_revision_id <> l.execution_revision_id
-       OR rev_digest IS DISTINCT FROM l.content_digest THEN
-        RETURN 'revision_drift';
-    END IF;
-    RETURN NULL;
+    SELECT ql_private.lease_verdict(l, ws, aa, rr, er.content_digest, p_worker_id, p_session_id,
+                                    p_generation, p_token_digest, v_now, false)
+      INTO v_category
+      FROM (SELECT 1) AS one
+      LEFT JOIN ql_private.worker_sessions ws ON ws.session_id = l.session_id
+      LEFT JOIN ql_private.attempts aa ON aa.id = l.attempt_id
+      LEFT JOIN ql_private.runs rr ON rr.id = l.run_id
+      LEFT JOIN ql_private.execution_revisions er ON er.id = rr.execution_revision_id;
+    RETURN v_category;
 END
 $$;
 
@@ -4698,7 +4710,7 @@ ALTER FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uui
 -- Name: FUNCTION recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of an offer replay in order: offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. Read-only.';
+COMMENT ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of an offer replay (ql_private.lease_verdict, replay rules) in order: offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. Reads session, attempt, run and revision digest in one statement. Read-only.';
 
 
 --
@@ -7101,10 +7113,10 @@ REVOKE ALL ON FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_by
 
 
 --
--- Name: FUNCTION lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql_private.lease_fence(p_lease ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ql_private.lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean) FROM PUBLIC;
 
 
 --
@@ -7115,10 +7127,10 @@ REVOKE ALL ON FUNCTION ql_private.lease_json(l ql_private.run_leases) FROM PUBLI
 
 
 --
--- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text); Type: ACL; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) FROM PUBLIC;
 
 
 --
@@ -7129,10 +7141,10 @@ REVOKE ALL ON FUNCTION ql_private.lease_projection(p_lease_id bigint) FROM PUBLI
 
 
 --
--- Name: FUNCTION lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
+-- Name: FUNCTION lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql_private.lease_state(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean) FROM PUBLIC;
 
 
 --

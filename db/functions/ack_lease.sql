@@ -33,7 +33,7 @@
 --   same ACK repeated after a lost answer, i.e. p_lease_version = current - 1
 --   and the current version was made by this phase (start_failed: with the
 --   same reason); the answer is the current lease, exactly what was lost;
---   {"status":"conflict","category":…} (ql_private.lease_fence: offer_foreign —
+--   {"status":"conflict","category":…} (ql_private.lease_verdict: offer_foreign —
 --   also for an unknown offer id, token_mismatch, session_replaced,
 --   lease_expired, lease_terminal, attempt_changed, revision_drift; and
 --   stale_lease_version: any other version);
@@ -87,7 +87,7 @@ DECLARE
     v_state record;
     v_lease ql_private.run_leases;
     v_attempt ql_private.attempts;
-    v_ttl integer;
+    v_run ql_private.runs;
     v_now timestamptz;
 BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
@@ -114,11 +114,13 @@ BEGIN
     -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
     -- locks the rows it changes and decides again on them (ql_private.lease_open).
     FOR v_pass IN 1 .. 2 LOOP
-        SELECT * INTO v_state FROM ql_private.lease_open(
+        v_state := ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, p_phase, CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+            p_lease_version, p_phase, CASE v_pass WHEN 2 THEN 'attempt_run_lease' END,
+            v_lease);
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
+        v_run := v_state.run;
         IF v_state.category = 'replay' THEN
             -- The ACK that made the current version; a start failure also with
             -- the same reason (another reason is not the change that was made).
@@ -151,13 +153,11 @@ BEGIN
 
     v_now := clock_timestamp();
     IF p_phase = 'starting' THEN
-        SELECT t.lease_ttl_seconds INTO v_ttl
-          FROM ql_private.runs rr JOIN ql_private.tasks t ON t.id = rr.task_id
-         WHERE rr.id = v_lease.run_id;
         UPDATE ql_private.run_leases rl
-           SET started_at = v_now, expires_at = v_now + make_interval(secs => v_ttl),
+           SET started_at = v_now, expires_at = v_now + make_interval(secs => v_state.ttl),
                lease_version = rl.lease_version + 1, updated_at = v_now
-         WHERE rl.id = v_lease.id;
+         WHERE rl.id = v_lease.id
+        RETURNING rl.* INTO v_lease;
         UPDATE ql_private.attempts aa SET state = 'starting', updated_at = v_now
          WHERE aa.id = v_attempt.id;
         UPDATE ql_private.runs rr SET state = 'starting', updated_at = v_now
@@ -171,7 +171,8 @@ BEGIN
     ELSIF p_phase = 'running' THEN
         UPDATE ql_private.run_leases rl
            SET lease_version = rl.lease_version + 1, updated_at = v_now
-         WHERE rl.id = v_lease.id;
+         WHERE rl.id = v_lease.id
+        RETURNING rl.* INTO v_lease;
         UPDATE ql_private.attempts aa SET state = 'running', updated_at = v_now
          WHERE aa.id = v_attempt.id;
         UPDATE ql_private.runs rr SET state = 'running', updated_at = v_now
@@ -194,8 +195,15 @@ BEGIN
             'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
             'phase', 'start', 'reason', v_reason));
         PERFORM ql_private.apply_retry(v_lease.run_id, v_attempt.id, v_reason);
+        -- The retry policy may have changed the run: answer the rows as stored.
+        RETURN jsonb_build_object('status', 'ok',
+                                  'lease', ql_private.lease_projection(v_lease.id));
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
+    -- The lease as just updated, its attempt in the phase it was moved to, the
+    -- run's cancel flag as read under its lock (nothing else can change it
+    -- before this commits): the lease_projection answer without reading again.
+    RETURN jsonb_build_object('status', 'ok', 'lease',
+        ql_private.lease_answer(v_lease, p_phase, v_run.cancel_requested));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, bigint, text, text)
@@ -203,4 +211,4 @@ REVOKE ALL ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea
 GRANT EXECUTE ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, bigint, text, text)
     TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.ack_lease(text, bytea, text, text, bigint, text, bytea, bigint, text, text) IS
-'Lease ACK (SPEC 7), one fenced transaction at the lease version the worker last saw: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, version+1, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_fence categories, stale_lease_version)} | denied; idempotent = the same ACK repeated after a lost answer (version = current - 1, current made by this phase, same reason). Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included), QL020 illegal transition at the current version. Caller: ql_worker_ingress.';
+'Lease ACK (SPEC 7), one fenced transaction at the lease version the worker last saw: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, version+1, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_verdict categories, stale_lease_version)} | denied; idempotent = the same ACK repeated after a lost answer (version = current - 1, current made by this phase, same reason). Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included), QL020 illegal transition at the current version. Caller: ql_worker_ingress.';

@@ -40,7 +40,7 @@
 --   the version the completion consumed (current - 1) and the lease was
 --   released by a completion with the same outcome, exit code, reason and
 --   result (writes nothing; answers the current lease, what the lost answer
---   carried) | {"status":"conflict","category":…} (lease_fence categories; a
+--   carried) | {"status":"conflict","category":…} (lease_verdict categories; a
 --   different completion of an already completed lease, or one at another
 --   version, is `lease_terminal`; a live lease at another version is
 --   `stale_lease_version`) | the denial envelope.
@@ -130,9 +130,10 @@ BEGIN
     -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
     -- locks the rows it changes and decides again on them (ql_private.lease_open).
     FOR v_pass IN 1 .. 2 LOOP
-        SELECT * INTO v_state FROM ql_private.lease_open(
+        v_state := ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, 'complete', CASE v_pass WHEN 2 THEN 'attempt_run_lease' END);
+            p_lease_version, 'complete', CASE v_pass WHEN 2 THEN 'attempt_run_lease' END,
+            v_lease);
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
         v_run := v_state.run;
@@ -164,7 +165,8 @@ BEGIN
     UPDATE ql_private.run_leases rl
        SET released_at = v_now, release_reason = v_release,
            lease_version = rl.lease_version + 1, updated_at = v_now
-     WHERE rl.id = v_lease.id;
+     WHERE rl.id = v_lease.id
+    RETURNING rl.* INTO v_lease;
     UPDATE ql_private.attempts aa
        SET state = p_outcome, exit_code = p_exit_code, reason = v_reason, updated_at = v_now,
            finished_at = v_now, result = v_result
@@ -177,18 +179,24 @@ BEGIN
             'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
             'phase', 'run', 'exitCode', p_exit_code, 'reason', v_reason)));
         PERFORM ql_private.apply_retry(v_lease.run_id, v_attempt.id, v_reason);
-    ELSE
-        UPDATE ql_private.runs rr
-           SET state = p_outcome, finished_at = v_now, updated_at = v_now
-         WHERE rr.id = v_lease.run_id;
-        INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
-        VALUES ('run.' || p_outcome, v_lease.run_id, v_attempt.id,
-                jsonb_strip_nulls(jsonb_build_object(
-            'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
-            'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
-            'exitCode', p_exit_code, 'reason', v_reason)));
+        -- The retry policy may have changed the run: answer the rows as stored.
+        RETURN jsonb_build_object('status', 'ok',
+                                  'lease', ql_private.lease_projection(v_lease.id));
     END IF;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
+    UPDATE ql_private.runs rr
+       SET state = p_outcome, finished_at = v_now, updated_at = v_now
+     WHERE rr.id = v_lease.run_id;
+    INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
+    VALUES ('run.' || p_outcome, v_lease.run_id, v_attempt.id,
+            jsonb_strip_nulls(jsonb_build_object(
+        'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no,
+        'offerId', v_lease.offer_id, 'leaseGeneration', v_lease.lease_generation,
+        'exitCode', p_exit_code, 'reason', v_reason)));
+    -- The lease as just released, its attempt in the outcome it was moved to,
+    -- the run's cancel flag as read under its lock (nothing else can change it
+    -- before this commits): the lease_projection answer without reading again.
+    RETURN jsonb_build_object('status', 'ok', 'lease',
+        ql_private.lease_answer(v_lease, p_outcome, v_run.cancel_requested));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.complete_lease(
@@ -197,4 +205,4 @@ GRANT EXECUTE ON FUNCTION ql.complete_lease(
     text, bytea, text, text, bigint, text, bytea, bigint, text, integer, text, jsonb) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.complete_lease(
     text, bytea, text, text, bigint, text, bytea, bigint, text, integer, text, jsonb) IS
-'Complete a started, unexpired lease (SPEC 7) in one fenced transaction at the lease version the worker last saw (version+1): succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_fence categories, stale_lease_version)} | denied; idempotent = the same completion repeated after a lost answer (version = current - 1, same outcome, exit code, reason and result). Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included; COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
+'Complete a started, unexpired lease (SPEC 7) in one fenced transaction at the lease version the worker last saw (version+1): succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_verdict categories, stale_lease_version)} | denied; idempotent = the same completion repeated after a lost answer (version = current - 1, same outcome, exit code, reason and result). Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included; COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';

@@ -29,7 +29,7 @@
 --   FOR UPDATE SKIP LOCKED with re-check), so no lease is ever both extended and
 --   lost.
 -- Returns {"status":"ok","lease":<lease@v1 + cancelRequested>} | idempotent |
---   {"status":"conflict","category":…} (lease_fence categories, plus
+--   {"status":"conflict","category":…} (lease_verdict categories, plus
 --   stale_lease_version) | the denial envelope.
 -- Writes: the lease row only (expires_at, lease_version, heartbeat_at,
 --   heartbeat_version); nothing for a replay or a conflict; one security_audit
@@ -72,7 +72,6 @@ DECLARE
     v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
-    v_ttl integer;
     v_now timestamptz;
 BEGIN
     IF p_generation IS NULL OR p_generation < 1 THEN
@@ -90,9 +89,10 @@ BEGIN
     -- Pass 1 decides on an unlocked read; pass 2 (only when the heartbeat applies)
     -- locks the lease and decides again on it (ql_private.lease_open).
     FOR v_pass IN 1 .. 2 LOOP
-        SELECT * INTO v_state FROM ql_private.lease_open(
+        v_state := ql_private.lease_open(
             v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, 'heartbeat', CASE v_pass WHEN 2 THEN 'lease' END);
+            p_lease_version, 'heartbeat', CASE v_pass WHEN 2 THEN 'lease' END,
+            v_lease);
         v_lease := v_state.lease;
         IF v_state.category = 'replay' THEN
             RETURN jsonb_build_object('status', 'idempotent',
@@ -106,18 +106,19 @@ BEGIN
         END IF;
     END LOOP;
 
-    SELECT t.lease_ttl_seconds INTO v_ttl
-      FROM ql_private.runs rr JOIN ql_private.tasks t ON t.id = rr.task_id
-     WHERE rr.id = v_lease.run_id;
     v_now := clock_timestamp();
     UPDATE ql_private.run_leases rl
-       SET expires_at = v_now + make_interval(secs => v_ttl),
+       SET expires_at = v_now + make_interval(secs => v_state.ttl),
            lease_version = rl.lease_version + 1,
            heartbeat_version = rl.lease_version + 1,
            heartbeat_at = v_now,
            updated_at = v_now
-     WHERE rl.id = v_lease.id;
-    RETURN jsonb_build_object('status', 'ok', 'lease', ql_private.lease_projection(v_lease.id));
+     WHERE rl.id = v_lease.id
+    RETURNING rl.* INTO v_lease;
+    -- The lease as just extended, with its attempt's state and the run's cancel
+    -- flag as the locked read saw them (one snapshot, after the lease's lock).
+    RETURN jsonb_build_object('status', 'ok', 'lease',
+        ql_private.lease_answer(v_lease, (v_state.attempt).state, (v_state.run).cancel_requested));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint)
@@ -125,4 +126,4 @@ REVOKE ALL ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text,
 GRANT EXECUTE ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint)
     TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint) IS
-'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_fence categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';
+'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_verdict categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';

@@ -1,13 +1,16 @@
 -- ql_private.lease_open(p_offer_id, p_worker_id, p_session_id, p_generation,
---                       p_token_digest, p_lease_version, p_change, p_lock DEFAULT NULL)
---   -> (lease, attempt, run, category)
+--                       p_token_digest, p_lease_version, p_change, p_lock DEFAULT NULL,
+--                       p_seen DEFAULT NULL)
+--   -> (lease, attempt, run, ttl, category)
 --
 -- Purpose: the opening every lease lifecycle call shares once it has parsed and
 --   authenticated its caller (ql.ack_lease, ql.heartbeat_lease,
 --   ql.complete_lease; SPEC §7): find the lease by offer id, take the row locks
 --   the call's change needs in the one order below, and read the lease, its
---   attempt, its run and the fence verdict in ONE snapshot taken after those
---   locks (ql_private.lease_state). The caller then decides on what it got:
+--   attempt, its run, its task's lease TTL (what a starting ACK or a heartbeat
+--   extends the lease by), its session, its revision's digest and so the fence
+--   verdict (ql_private.lease_verdict) in ONE statement, so one snapshot, taken
+--   after those locks. The caller then decides on what it got:
 --   answer a conflict or an exact replay, raise an illegal transition, or apply
 --   its change. The lease version is fenced here too, once, for all three
 --   callers (SPEC §7, see "Version fence" below). Callers read twice: first
@@ -30,6 +33,9 @@
 --     'attempt_run_lease'  attempt FOR UPDATE, then run FOR NO KEY UPDATE, then
 --                          lease FOR UPDATE: an ACK or a completion changes all
 --                          three.
+--   p_seen: the lease row the caller's first (unlocked) read answered; its id,
+--   attempt and run never change once written, so they name the rows to lock
+--   without reading them again. NULL: they are read by the offer id first.
 -- Lock order (why attempt -> run -> lease): it is the order of every other
 --   writer that waits for these rows: ql.cancel_run and
 --   ql_private.release_unstarted_leases (session replaced or closed) take the
@@ -43,7 +49,7 @@
 --   prevents the lost update: a sweeper marking the attempt lost, a cancel or a
 --   concurrent ACK committed between the first read and the lock is seen, and
 --   the caller decides again on it.
--- Version fence (after lease_fence, on the same snapshot; only when the fences
+-- Version fence (after lease_verdict, on the same snapshot; only when the fences
 --   answered NULL or lease_terminal): every applied change bumps lease_version
 --   by one, releases by a completion or start failure included, so the version
 --   a request carries says which change it follows.
@@ -64,9 +70,12 @@
 --   Why here: a repeated heartbeat must never extend a lease twice, and an ACK
 --   or completion the worker decided on an older lease must not be applied to
 --   a newer one; one rule for the three callers keeps them in step.
--- Fences: ql_private.lease_fence via lease_state (offer_foreign, token_mismatch
---   by constant-time compare, session_replaced, lease_expired, lease_terminal,
---   attempt_changed, revision_drift). An unknown offer id answers one row with
+-- Why one statement (not one per row plus the fences' own four): measured per
+--   ACK, the two reads were a third of the call (docs/BENCHMARKS.md).
+-- Fences: ql_private.lease_verdict with the lifecycle rules (offer_foreign,
+--   token_mismatch by constant-time compare, session_replaced, lease_expired,
+--   lease_terminal, attempt_changed, revision_drift; a live lease past
+--   expires_at or one released `lost` -> lease_expired). An unknown offer id answers one row with
 --   NULL lease, attempt and run and category `offer_foreign`: exactly what
 --   another worker's offer answers, so a caller learns nothing about offers that
 --   are not its own.
@@ -74,7 +83,7 @@
 -- Locks: as p_lock says; nothing with p_lock NULL.
 -- Idempotency: read-only.
 -- Errors: QL001 p_lock not NULL, 'lease' or 'attempt_run_lease', p_change not
---   one of the five, p_lease_version NULL (caller bugs).
+--   one of the five, p_lease_version NULL, p_seen of another offer (caller bugs).
 -- Caller: ql.ack_lease, ql.complete_lease ('attempt_run_lease'),
 --   ql.heartbeat_lease ('lease').
 CREATE OR REPLACE FUNCTION ql_private.lease_open(
@@ -85,20 +94,20 @@ CREATE OR REPLACE FUNCTION ql_private.lease_open(
     p_token_digest bytea,
     p_lease_version bigint,
     p_change text,
-    p_lock text DEFAULT NULL
-)
-RETURNS TABLE (
-    lease ql_private.run_leases,
-    attempt ql_private.attempts,
-    run ql_private.runs,
-    category text
+    p_lock text DEFAULT NULL,
+    p_seen ql_private.run_leases DEFAULT NULL,
+    OUT lease ql_private.run_leases,
+    OUT attempt ql_private.attempts,
+    OUT run ql_private.runs,
+    OUT ttl integer,
+    OUT category text
 )
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_ids record;
     v_row record;
+    v_now timestamptz;
     v_last text;
 BEGIN
     IF p_change IS NULL
@@ -114,11 +123,17 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'QL001',
                 MESSAGE = 'lock must be NULL, lease or attempt_run_lease';
         END IF;
-        -- A lease row's id, attempt and run never change once written, so they
-        -- are safe to read before locking.
-        SELECT rl.id, rl.attempt_id, rl.run_id INTO v_ids
-          FROM ql_private.run_leases rl WHERE rl.offer_id = p_offer_id;
-        IF FOUND THEN
+        IF p_seen.id IS NOT NULL THEN
+            IF p_seen.offer_id IS DISTINCT FROM p_offer_id THEN
+                RAISE EXCEPTION USING ERRCODE = 'QL001',
+                    MESSAGE = 'the lease seen is not the lease of this offer id';
+            END IF;
+            v_ids := p_seen;
+        ELSE
+            SELECT rl.id, rl.attempt_id, rl.run_id INTO v_ids
+              FROM ql_private.run_leases rl WHERE rl.offer_id = p_offer_id;
+        END IF;
+        IF v_ids.id IS NOT NULL THEN
             IF p_lock = 'attempt_run_lease' THEN
                 PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = v_ids.attempt_id FOR UPDATE;
                 PERFORM 1 FROM ql_private.runs rr WHERE rr.id = v_ids.run_id FOR NO KEY UPDATE;
@@ -128,34 +143,49 @@ BEGIN
             END IF;
         END IF;
     END IF;
-    -- One statement, so one snapshot (taken after the locks above).
-    SELECT * INTO v_row
-      FROM ql_private.lease_state(p_offer_id, p_worker_id, p_session_id, p_generation,
-                                  p_token_digest);
+    -- One statement, so one snapshot (taken after the locks above); `now` too.
+    v_now := clock_timestamp();
+    SELECT rl, aa, rr, t.lease_ttl_seconds AS ttl,
+           ql_private.lease_verdict(rl, ws, aa, rr, er.content_digest, p_worker_id,
+                                    p_session_id, p_generation, p_token_digest, v_now, true)
+               AS verdict
+      INTO v_row
+      FROM ql_private.run_leases rl
+      JOIN ql_private.attempts aa ON aa.id = rl.attempt_id
+      JOIN ql_private.runs rr ON rr.id = rl.run_id
+      JOIN ql_private.tasks t ON t.id = rr.task_id
+      LEFT JOIN ql_private.worker_sessions ws ON ws.session_id = rl.session_id
+      LEFT JOIN ql_private.execution_revisions er ON er.id = rr.execution_revision_id
+     WHERE rl.offer_id = p_offer_id;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT NULL::ql_private.run_leases, NULL::ql_private.attempts,
-                            NULL::ql_private.runs, 'offer_foreign'::text;
+        category := 'offer_foreign';
         RETURN;
     END IF;
-    IF (v_row.category IS NULL OR v_row.category = 'lease_terminal')
-       AND p_lease_version <> (v_row.lease).lease_version THEN
+    lease := v_row.rl;
+    attempt := v_row.aa;
+    run := v_row.rr;
+    ttl := v_row.ttl;
+    category := v_row.verdict;
+    IF (category IS NULL OR category = 'lease_terminal')
+       AND p_lease_version <> lease.lease_version THEN
         v_last := CASE
-            WHEN (v_row.lease).release_reason IN ('completed', 'cancelled') THEN 'complete'
-            WHEN (v_row.lease).release_reason = 'start_failed' THEN 'start_failed'
-            WHEN (v_row.lease).released_at IS NOT NULL THEN NULL
-            WHEN (v_row.lease).heartbeat_version = (v_row.lease).lease_version THEN 'heartbeat'
-            WHEN (v_row.lease).started_at IS NOT NULL
-                 AND (v_row.attempt).state IN ('starting', 'running') THEN (v_row.attempt).state
+            WHEN lease.release_reason IN ('completed', 'cancelled') THEN 'complete'
+            WHEN lease.release_reason = 'start_failed' THEN 'start_failed'
+            WHEN lease.released_at IS NOT NULL THEN NULL
+            WHEN lease.heartbeat_version = lease.lease_version THEN 'heartbeat'
+            WHEN lease.started_at IS NOT NULL
+                 AND attempt.state IN ('starting', 'running') THEN attempt.state
         END;
-        IF p_lease_version = (v_row.lease).lease_version - 1 AND v_last = p_change THEN
-            v_row.category := 'replay';
-        ELSIF v_row.category IS NULL THEN
-            v_row.category := 'stale_lease_version';
+        IF p_lease_version = lease.lease_version - 1 AND v_last = p_change THEN
+            category := 'replay';
+        ELSIF category IS NULL THEN
+            category := 'stale_lease_version';
         END IF;
     END IF;
-    RETURN QUERY SELECT v_row.lease, v_row.attempt, v_row.run, v_row.category;
 END
 $$;
-REVOKE ALL ON FUNCTION ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text) IS
-'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run and the lease_fence category in one snapshot; an unknown offer id answers one row with category offer_foreign. Fences: lease_fence, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
+REVOKE ALL ON FUNCTION ql_private.lease_open(
+    uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases) FROM PUBLIC;
+COMMENT ON FUNCTION ql_private.lease_open(
+    uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases) IS
+'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run, the task lease TTL, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';

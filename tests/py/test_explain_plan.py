@@ -14,6 +14,7 @@ from tools.explain_plans import (
     DOC,
     candidate_page_plans,
     class_page_plans,
+    lease_read_plans,
     next_page_plans,
     seed,
 )
@@ -59,3 +60,25 @@ def test_class_page_uses_the_class_keyset_index(db_dsn: str) -> None:
 
 def test_committed_explain_document_shows_the_class_index() -> None:
     assert "Index Scan using runs_class_keyset on runs" in DOC.read_text(encoding="utf-8")
+
+
+def test_lease_read_is_index_lookups_only(db_dsn: str) -> None:
+    """The read of every lease ACK, heartbeat and completion: the lease by its
+    offer id, each other row by primary key, one row each; no scan of a table."""
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        seed(conn, 2_000)
+        captured = lease_read_plans(conn)
+        assert len(captured.plans) == 1, captured
+        plan = captured.plans[0]
+        assert "Index Scan using run_leases_offer_id_key on run_leases rl" in plan
+        for pkey in ("attempts_pkey", "runs_pkey", "tasks_pkey", "worker_sessions_pkey",
+                     "execution_revisions_pkey"):
+            assert f"using {pkey} on" in plan, (pkey, plan)
+        assert "Seq Scan" not in plan
+        assert "Sort" not in plan
+
+
+def test_committed_explain_document_shows_the_lease_read() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert "## Lease lifecycle read (ACK, heartbeat, completion)" in text
+    assert "Index Scan using run_leases_offer_id_key on run_leases rl" in text

@@ -1,6 +1,6 @@
 -- ql_private.lease_open: the shared opening of ql.ack_lease, ql.heartbeat_lease
 -- and ql.complete_lease. One row per call: the lease, its attempt and run and the
--- lease_fence category (an unknown offer id answers offer_foreign, like another
+-- lease_verdict category (an unknown offer id answers offer_foreign, like another
 -- worker's); the lease version fence (current -> the fences' answer, current - 1
 -- and the change that made the current version -> replay, otherwise
 -- stale_lease_version; a released lease keeps lease_terminal); which rows each
@@ -12,13 +12,14 @@ SELECT plan(42);
 \ir fixtures.psql
 
 SELECT has_function('ql_private', 'lease_open',
-                    ARRAY['uuid', 'uuid', 'uuid', 'bigint', 'bytea', 'bigint', 'text', 'text'],
-                    'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text) exists');
+                    ARRAY['uuid', 'uuid', 'uuid', 'bigint', 'bytea', 'bigint', 'text', 'text',
+                          'ql_private.run_leases'],
+                    'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases) exists');
 SELECT is((SELECT provolatile::text || prosecdef::text FROM pg_proc
-            WHERE oid = 'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text)'::regprocedure),
+            WHERE oid = 'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases)'::regprocedure),
           'vfalse', 'VOLATILE (it locks rows), not SECURITY DEFINER (runs as its caller, ql_owner)');
 SELECT ok(NOT has_function_privilege('ql_worker_ingress',
-              'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text)', 'EXECUTE'),
+              'ql_private.lease_open(uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases)', 'EXECUTE'),
           'the ingress cannot call it directly');
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -83,7 +84,7 @@ SELECT is((SELECT run_id::text || '/' || attempt_id::text FROM pg_temp.open(:'o1
 SELECT is((SELECT count(*)::integer FROM pg_temp.open(:'o1', :'w1', :'s1', 1, :'o1')), 1,
           'exactly one row');
 
--- 2. fences (ql_private.lease_fence): the category, with the rows
+-- 2. fences (ql_private.lease_verdict): the category, with the rows
 SELECT is((SELECT category FROM pg_temp.open(:'o1', :'w1', :'s1', 1, 'other-token')), 'token_mismatch',
           'wrong token digest -> token_mismatch');
 SELECT is((SELECT category FROM pg_temp.open(:'o1', :'w2', :'s1', 1, :'o1')), 'offer_foreign',
@@ -126,7 +127,7 @@ SELECT is(ql_test.writes_since_mark(), 0::bigint, 'no lock mode writes a row');
 SELECT is((SELECT category FROM pg_temp.open(:'o2', :'w1', :'s1', 1, :'o2', 'attempt_run_lease')), NULL,
           'the locked read answers like the unlocked one');
 
--- 5. expiry and release (the lease-lifecycle rule of lease_fence)
+-- 5. expiry and release (the lease-lifecycle rule of lease_verdict)
 SELECT ql_test.expire_lease(:'o1');
 SELECT is((SELECT category FROM pg_temp.open(:'o1', :'w1', :'s1', 1, :'o1')), 'lease_expired',
           'an unstarted lease past expires_at -> lease_expired');
