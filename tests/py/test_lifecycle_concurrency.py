@@ -10,6 +10,10 @@ calls, ql_runtime for the sweeper).
 (b) Three sweepers start together over ≥ 1,000 expired started leases: every
     lost attempt is retried exactly once (one attempt.lost, one new attempt, one
     run.retry_scheduled per run).
+(c) A starting ACK and a cancel of the same offered run, queued behind a third
+    session's lock on the attempt in the order that would deadlock an ACK
+    locking its lease or run first: both finish, every time (the one lock order
+    attempt -> run -> lease of ql_private.lease_open and ql.cancel_run).
 """
 
 from __future__ import annotations
@@ -262,3 +266,99 @@ def test_concurrent_sweepers_retry_each_lost_attempt_once(db_dsn: str, conn,
     nothing_live = conn.execute(
         "SELECT count(*) FROM ql_private.run_leases WHERE released_at IS NULL").fetchone()[0]
     assert nothing_live == 0
+
+
+LOCK_ORDER_ROUNDS = 12
+
+
+def _wait_for_lock_wait(conn: psycopg.Connection, pid: int) -> None:
+    """Until backend `pid` waits on a heavyweight lock (a row lock's tuple or
+    transaction lock): it has taken every lock it takes before that one."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                           (pid,)).fetchone()
+        if row is not None and row[0] == "Lock":
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"backend {pid} never waited on a lock")
+
+
+def _in_thread(dsn: str, role: str, call: api.Call, pids: list[int],
+               answers: dict[str, object]) -> threading.Thread:
+    """Run `call` as `role` on its own connection; its backend pid goes to
+    `pids` once connected, its answer (or error) to answers[role]."""
+    def run() -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as own:
+                own.execute(f"SET ROLE {role}")
+                pids.append(own.info.backend_pid)
+                answers[role] = call.run(own)
+        except Exception as exc:  # surfaced by the main thread
+            pids.append(-1)
+            answers[role] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _started_pid(pids: list[int], count: int) -> int:
+    deadline = time.monotonic() + 10
+    while len(pids) < count and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert len(pids) == count and pids[-1] > 0, pids
+    return pids[-1]
+
+
+def _offers(conn: psycopg.Connection, prov: Provisioner, n: int) -> list[Started]:
+    """n real claims (ql.pull_offer), not ACKed: unstarted live leases."""
+    task = prov.task("lock-order")
+    prov.enqueue(task, count=n)
+    session = prov.session(prov.worker("lock-order"), dict(DEFAULT_CAPABILITIES, slots=SLOTS))
+    offers: list[Started] = []
+    for _ in range(n):
+        intent = Intent()
+        result = prov.pull(session, intent)
+        assert result["status"] == "offered", result
+        candidate = result["offer"]["candidate"]
+        offers.append(Started(session, intent, candidate["runId"], candidate["attemptId"]))
+    return offers
+
+
+def test_ack_and_cancel_queue_in_one_lock_order(db_dsn: str, conn, prov: Provisioner) -> None:
+    """A third session holds an offered run's attempt lock; a cancel of the run
+    queues on it first, then the worker's starting ACK. When the holder commits,
+    the cancel takes attempt, run and then the unstarted lease (it releases it);
+    an ACK that had locked the lease (or the run) before the attempt would now
+    wait for the cancel while the cancel waits for it — a deadlock PostgreSQL
+    breaks with 40P01. In the one order both finish: the run is cancelled, and
+    the ACK, deciding again on the locked rows, answers lease_terminal."""
+    offers = _offers(conn, prov, LOCK_ORDER_ROUNDS)
+    for offer in offers:
+        pids: list[int] = []
+        answers: dict[str, object] = {}
+        with psycopg.connect(db_dsn) as holder:  # one transaction, held open
+            holder.execute("SELECT 1 FROM ql_private.attempts WHERE id = %s FOR UPDATE",
+                           (offer.attempt_id,))
+            cancel = _in_thread(db_dsn, "ql_runtime", api.cancel_run(run_id=offer.run_id),
+                                pids, answers)
+            _wait_for_lock_wait(conn, _started_pid(pids, 1))
+            ack = _in_thread(
+                db_dsn, "ql_worker_ingress",
+                api.ack_lease(**offer.session.lease(offer.intent), lease_version=1,
+                              phase="starting"),
+                pids, answers)
+            _wait_for_lock_wait(conn, _started_pid(pids, 2))
+        cancel.join(timeout=30)
+        ack.join(timeout=30)
+        assert not cancel.is_alive() and not ack.is_alive()
+        errors = [answer for answer in answers.values() if isinstance(answer, Exception)]
+        assert errors == [], errors
+        cancelled, acked = answers["ql_runtime"], answers["ql_worker_ingress"]
+        assert cancelled["state"] == "cancelled", cancelled
+        assert acked == {"status": "conflict", "category": "lease_terminal"}, acked
+    states = conn.execute(
+        "SELECT state, count(*) FROM ql_private.runs WHERE id = ANY(%s::uuid[]) GROUP BY state",
+        ([offer.run_id for offer in offers],)).fetchall()
+    assert states == [("cancelled", LOCK_ORDER_ROUNDS)], states
