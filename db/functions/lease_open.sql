@@ -75,10 +75,10 @@
 -- Fences: ql_private.lease_verdict with the lifecycle rules (offer_foreign,
 --   token_mismatch by constant-time compare, session_replaced, lease_expired,
 --   lease_terminal, attempt_changed, revision_drift; a live lease past
---   expires_at or one released `lost` -> lease_expired). An unknown offer id answers one row with
---   NULL lease, attempt and run and category `offer_foreign`: exactly what
---   another worker's offer answers, so a caller learns nothing about offers that
---   are not its own.
+--   expires_at or one released `lost` -> lease_expired). An unknown offer id
+--   answers one row with NULL lease, attempt and run and category
+--   `offer_foreign`: exactly what another worker's offer answers, so a caller
+--   learns nothing about offers that are not its own.
 -- Writes: none (row locks only, when p_lock is given).
 -- Locks: as p_lock says; nothing with p_lock NULL.
 -- Idempotency: read-only.

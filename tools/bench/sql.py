@@ -67,16 +67,20 @@ TARGET_ONE = 0.4  # at 1 connection
 MAX_CONTENTION_RETRIES = 50
 WARMUP = 2  # claims per connection before the clock starts (not counted)
 WORKER_SLOTS = 4  # a real worker's session: a few slots, each offer ACKed and completed
+HEARTBEAT_S = 20.0  # a real worker's session heartbeat interval (the default)
 
 
 @dataclass
 class LifecycleWorker:
     """One client thread as a real worker: a session of WORKER_SLOTS slots; every
-    offer is ACKed `starting` and completed `succeeded` before the next pull."""
+    offer is ACKed `starting` and completed `succeeded` before the next pull; the
+    session is heartbeaten every HEARTBEAT_S (untimed), so it outlives a level
+    longer than its 60 s lease as a real worker's does."""
 
     api: Api
     ident: WorkerIdent
     session: Session | None = None
+    beat_at: float = 0.0
     claim_times: list[float] = field(default_factory=list)
     lifecycle_times: list[float] = field(default_factory=list)  # ACK + completion
     outcomes: dict[str, int] = field(default_factory=dict)
@@ -87,6 +91,9 @@ class LifecycleWorker:
     def step(self) -> str:
         if self.session is None:
             self.session = self.api.session(self.ident, capabilities(slots=WORKER_SLOTS))
+            self.beat_at = time.monotonic()
+        elif time.monotonic() - self.beat_at >= HEARTBEAT_S:
+            self._heartbeat(self.session)
         offer_id, digest = str(uuid.uuid4()), sha256(token())
         started = time.perf_counter()
         try:
@@ -108,6 +115,16 @@ class LifecycleWorker:
             self._finish(offer_id, digest, int(result["offer"]["lease"]["leaseVersion"]))
             self.lifecycle_times.append(time.perf_counter() - started)
         return status
+
+    def _heartbeat(self, session: Session) -> None:
+        w = session.worker
+        beat = self.api.one(api.heartbeat_session(
+            credential_id=w.credential_id, secret_digest=w.secret_digest,
+            worker_id=w.worker_id, session_id=session.session_id,
+            generation=session.generation))
+        if beat.get("status") != "ok":
+            raise RuntimeError(f"heartbeat_session: {beat}")
+        self.beat_at = time.monotonic()
 
     def _finish(self, offer_id: str, digest: bytes, version: int) -> None:
         s, w = self.session, self.ident
