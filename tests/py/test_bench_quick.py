@@ -35,6 +35,9 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
         assert level["ours"]["count"] > 0 and level["raw"]["count"] > 0
         assert level["ratio"] is not None and level["ratio"] > 0
         assert level["ours"]["count"] == level["runs"] == level["raw"]["count"]
+        # The schema floor drained its own fresh runs, side by side with the raw claim.
+        assert level["floor"]["count"] == level["runs"]
+        assert level["floorRatio"] is not None and level["floorRatio"] > 0
 
     idle = tables["idle"]["data"]
     assert idle["walBytesPerIdlePull"] == 0, idle["walTries"]

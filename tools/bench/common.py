@@ -417,7 +417,7 @@ TEMPLATE_WORKERS = 200
 def prepare_context(quick: bool, workers: int = TEMPLATE_WORKERS) -> BenchContext:
     """Start the cluster and build the template database (caller cleans up)."""
     from qinglong.db.migrator import migrate
-    from tools.bench import raw
+    from tools.bench import raw, schema_floor
 
     cluster = ThrowawayPostgres(settings=dict(PG_SETTINGS))
     cluster.start()
@@ -429,6 +429,7 @@ def prepare_context(quick: bool, workers: int = TEMPLATE_WORKERS) -> BenchContex
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             raw.install(conn)
+            schema_floor.install(conn)
             api = Api(conn)
             idents = [api.worker(f"bench-{i}") for i in range(workers)]
             tasks = {"plain": api.task("plain"), "blocked": api.task("blocked", BLOCKED_PLACEMENT)}

@@ -102,7 +102,8 @@ def enqueue(conn: psycopg.Connection, count: int) -> None:
 
 
 def drain(dsn: str, clients: int, warmup: int = 2, lifecycle: bool = False,
-          on_drained: Callable[[], None] | None = None) -> Timings:
+          on_drained: Callable[[], None] | None = None,
+          claim: str = "qlbench.claim") -> Timings:
     """`clients` threads, each on its own connection with a server-side prepared
     statement, call qlbench.claim until the queue is empty (as `bench sql` does);
     every connection first makes `warmup` unmeasured claims (plpgsql plans are
@@ -110,7 +111,10 @@ def drain(dsn: str, clients: int, warmup: int = 2, lifecycle: bool = False,
     `lifecycle`, each claimed job is then reported started and finished
     (qlbench.start, qlbench.finish: one call each), as a worker would.
     `on_drained` runs once the last thread found the queue empty, before any
-    connection closes (e.g. to read the backends' CPU time while they live)."""
+    connection closes (e.g. to read the backends' CPU time while they live).
+    `claim` names the claim function (one text argument, the client's name; NULL
+    once nothing is left): the raw claim, or `bench sql`'s schema floor."""
+    statement = f"SELECT {claim}(%s)"  # a function name of ours, never input
     results: list[tuple[int, list[float]]] = []
     lock = threading.Lock()
     done: set[int] = set()
@@ -145,12 +149,12 @@ def drain(dsn: str, clients: int, warmup: int = 2, lifecycle: bool = False,
         with psycopg.connect(dsn, autocommit=True) as conn:
             name = f"raw-{index}"
             for _ in range(warmup):
-                conn.execute("SELECT qlbench.claim(%s)", (name,), prepare=True).fetchone()
+                conn.execute(statement, (name,), prepare=True).fetchone()
             times: list[float] = []
             barrier.wait()
             while True:
                 started = time.perf_counter()
-                row = conn.execute("SELECT qlbench.claim(%s)", (name,), prepare=True).fetchone()
+                row = conn.execute(statement, (name,), prepare=True).fetchone()
                 elapsed = time.perf_counter() - started
                 if row is None or row[0] is None:
                     break

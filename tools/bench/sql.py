@@ -13,7 +13,12 @@ bounded keyset scan, placement, the SKIP LOCKED claim, lease + event, the offer
 projection). The claim itself takes the run out of the candidate index (a
 `dispatching` run is not in runs_candidate_keyset), exactly as the raw claim's
 update does, so both sides are one round trip per run taken out of the queue.
-Latency percentiles are of the claim call (pull_offer vs qlbench.claim).
+Latency percentiles are of the claim call (pull_offer vs qlbench.claim). Then,
+on the same database, the schema floor drains N fresh runs: qlbench.floor_claim
+(tools/bench/schema_floor.py) makes only the writes a claim must make in our
+schema — the SKIP LOCKED pick, the lease insert, the run update, the event — and
+none of the pull's checks, so floor ÷ raw bounds what any pull can reach without
+changing what is stored.
 
 A second table runs the same levels with sessions that look like real workers:
 each client thread is one worker whose session has WORKER_SLOTS slots, and
@@ -39,7 +44,7 @@ from typing import Any
 import psycopg
 
 from qinglong.db import api
-from tools.bench import raw
+from tools.bench import raw, schema_floor
 from tools.bench.common import (
     SESSION_EXPIRED,
     Api,
@@ -188,6 +193,15 @@ def _prepare(ctx: BenchContext, dsn: str, runs: int) -> None:
     vacuum(dsn)
 
 
+def _floor(ctx: BenchContext, dsn: str, threads: int, runs: int) -> Timings:
+    """The schema floor (tools/bench/schema_floor.py) over `runs` fresh ready runs
+    of the same database, after ours and raw drained theirs."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        Api(conn).enqueue(ctx.tasks["plain"], runs + WARMUP * threads)
+    vacuum(dsn)
+    return schema_floor.floor_drain(dsn, threads, WARMUP)
+
+
 def _level(ctx: BenchContext, threads: int, runs: int, ours_first: bool) -> dict[str, Any]:
     with ctx.fresh_db() as dsn:
         _prepare(ctx, dsn, runs + WARMUP * threads)
@@ -197,10 +211,12 @@ def _level(ctx: BenchContext, threads: int, runs: int, ours_first: bool) -> dict
         else:
             base = raw.drain(dsn, threads, WARMUP)
             ours, acks, outcomes = _ours(ctx, dsn, threads)
+        floor = _floor(ctx, dsn, threads, runs)
     return {"threads": threads, "runs": runs, "oursFirst": ours_first,
             "ours": ours.summary(), "ack": acks.summary(), "raw": base.summary(),
-            "ratio": ratio(ours.rate, base.rate), "outcomes": outcomes,
-            "_ours": ours, "_raw": base, "_ack": acks}  # fmt: skip
+            "floor": floor.summary(), "ratio": ratio(ours.rate, base.rate),
+            "floorRatio": ratio(floor.rate, base.rate), "outcomes": outcomes,
+            "_ours": ours, "_raw": base, "_ack": acks, "_floor": floor}  # fmt: skip
 
 
 def _lifecycle_ours(ctx: BenchContext, dsn: str, threads: int) -> tuple[Timings, Timings,
@@ -262,16 +278,19 @@ def _lifecycle_level(ctx: BenchContext, threads: int, runs: int,
 
 
 def _table(title: str, levels: list[dict[str, Any]]) -> Table:
+    floors = all("_floor" in level for level in levels)
     table = Table(title, ["threads", "ours claims/s", "p50 ms", "p95 ms", "p99 ms",
-                          "raw claims/s", "raw p50", "raw p95", "raw p99", "ratio"])
+                          "raw claims/s", "raw p50", "raw p95", "raw p99", "ratio"]
+                  + (["schema floor claims/s", "floor ÷ raw"] if floors else []))
     for level in levels:
         ours, base = level.pop("_ours"), level.pop("_raw")
         level.pop("_ack", None)
+        floor = level.pop("_floor", None)
         table.rows.append([
             str(level["threads"]), f"{ours.rate:,.0f}", ms(ours.pct(50)), ms(ours.pct(95)),
             ms(ours.pct(99)), f"{base.rate:,.0f}", ms(base.pct(50)),
             ms(base.pct(95)), ms(base.pct(99)), fmt_ratio(level["ratio"]),
-        ])  # fmt: skip
+        ] + ([f"{floor.rate:,.0f}", fmt_ratio(level["floorRatio"])] if floor else []))  # fmt: skip
     return table
 
 
@@ -296,6 +315,13 @@ def run(ctx: BenchContext) -> list[Table]:
     table.notes.append(
         "both = 1 round trip per run taken out of the queue (ours: pull_offer incl. auth, "
         "fences, placement, lease + event + offer projection; raw: select + update + event)"
+    )
+    table.notes.append(
+        "schema floor = qlbench.floor_claim on the same database after both, over fresh "
+        "runs: only the writes a claim must make in our schema (SKIP LOCKED pick, lease "
+        "insert, run -> dispatching, run.dispatched event) and none of the pull's checks "
+        "(tools/bench/schema_floor.py); floor ÷ raw is the best ratio any pull could "
+        "reach without changing what is stored"
     )
     table.data = {"levels": levels, "target": TARGET, "targetOne": TARGET_ONE}
     cycles = [_lifecycle_level(ctx, threads, sizes["runs"], ours_first=index % 2 == 1)
