@@ -4157,9 +4157,14 @@ BEGIN
         END IF;
         IF v_ids.id IS NOT NULL THEN
             IF p_lock = 'attempt_run_lease' THEN
-                PERFORM 1 FROM ql_private.attempts aa WHERE aa.id = v_ids.attempt_id FOR UPDATE;
-                PERFORM 1 FROM ql_private.runs rr WHERE rr.id = v_ids.run_id FOR NO KEY UPDATE;
-                PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = v_ids.id FOR UPDATE;
+                -- One statement: its row locks are taken for each row in the
+                -- order of its locking clauses (the executor's LockRows walks them
+                -- in that order), so attempt -> run -> lease, as three statements
+                -- would, each waited for in turn.
+                PERFORM 1
+                   FROM ql_private.attempts aa, ql_private.runs rr, ql_private.run_leases rl
+                  WHERE aa.id = v_ids.attempt_id AND rr.id = v_ids.run_id AND rl.id = v_ids.id
+                    FOR UPDATE OF aa FOR NO KEY UPDATE OF rr FOR UPDATE OF rl;
             ELSE
                 PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = v_ids.id FOR NO KEY UPDATE;
             END IF;
