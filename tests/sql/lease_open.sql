@@ -8,7 +8,7 @@
 -- QL001 for an unknown lock mode or change or a NULL version. The deadlock the lock
 -- order prevents needs two sessions: tests/py/test_lifecycle_concurrency.py.
 BEGIN;
-SELECT plan(42);
+SELECT plan(45);
 \ir fixtures.psql
 
 SELECT has_function('ql_private', 'lease_open',
@@ -155,6 +155,20 @@ SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, 
 SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, NULL, %L)',
                         :'o1', :'w1', :'s1', ql_test.token_digest(:'o1'), 'heartbeat'),
                  'QL001', NULL, 'NULL lease version -> QL001');
+
+-- 6b. p_seen: the lease row of the caller's first read names the rows to lock
+SELECT throws_ok(format('SELECT * FROM ql_private.lease_open(%L, %L, %L, 1, %L, 1, %L, %L, %L::ql_private.run_leases)',
+                        :'o1', :'w1', :'s1', ql_test.token_digest(:'o1'), 'heartbeat', 'lease',
+                        ql_test.lease(:'o3')),
+                 'QL001', NULL, 'p_seen of another offer -> QL001 (nothing locked by mistake)');
+SELECT pg_temp.locks(:'o3') AS before3 \gset
+SELECT category FROM ql_private.lease_open(:'o3'::uuid, :'w1'::uuid, :'s1'::uuid, 1,
+                                          ql_test.token_digest(:'o3'), 1, 'heartbeat',
+                                          'attempt_run_lease', ql_test.lease(:'o3')) \gset
+SELECT is(pg_temp.locks(:'o3'), 'For Update / For No Key Update / For Update',
+          'with p_seen: attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE');
+SELECT isnt(:'before3'::text, 'For Update / For No Key Update / For Update'::text,
+            '... none of them held before');
 
 -- 7. the version fence: which change made the current version is read off the
 --    rows (fresh leases; fake_lease's token = the offer id's text).
