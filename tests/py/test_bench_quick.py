@@ -118,6 +118,19 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
         assert run["pgCpuMsPerOffer"] > 0
         assert run["serverCpuMsPerOffer"] == pytest.approx(
             run["ingressCpuMsPerOffer"] + run["pgCpuMsPerOffer"])
+        # The clients' side as well: the whole box's CPU per job (workers + server).
+        assert run["workerCpuMsPerOffer"] > 0
+        assert run["boxCpuMsPerOffer"] == pytest.approx(
+            run["serverCpuMsPerOffer"] + run["workerCpuMsPerOffer"])
+    box = next(t for t in doc["tables"] if "box" in t["data"])
+    assert [(r["workers"], r["system"]) for r in box["data"]["box"]][:2] == [
+        (8, "ours"), (8, "oursTwo")]
+    assert [row[1] for row in box["rows"]] == [
+        "ours, --processes 1", "ours, --processes 2", "PgQueuer x1", "PgQueuer x10"]
+    for run in box["data"]["box"][2:]:  # PgQueuer, when it is installed here
+        assert run["consumerCpuMsPerJob"] > 0 and run["pgCpuMsPerJob"] > 0
+        assert run["boxCpuMsPerJob"] == pytest.approx(
+            run["consumerCpuMsPerJob"] + run["pgCpuMsPerJob"])
     assert level["raw"]["pgCpuMsPerClaim"] > 0 and isinstance(cpu["target"]["met"], bool)
 
     edge = tables["edge"]["data"]

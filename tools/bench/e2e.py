@@ -18,7 +18,10 @@ delivered offer: user + system time from /proc of the two ingress process trees
 and of every PostgreSQL process over the burst (tools/bench/proc_cpu.py), the
 workers excluded. The burst runs twice per level, each ingress once with
 `--processes 1` and once with `--processes 2` (fresh database and workers each
-time; the half-load phase follows the `--processes 1` burst).
+time; the half-load phase follows the `--processes 1` burst). The worker
+processes' CPU is read the same way, for the whole box's CPU per job next to
+PgQueuer's (its consumer processes + PostgreSQL): on shared CPUs that sum, not
+one component, bounds a system's jobs/s.
 
 Half load (largest level only, same processes, right after the burst): a
 feeder enqueues small batches every 50 ms at 50 % of the burst's offers/s. After
@@ -357,13 +360,17 @@ class OursLevel:
             ingress_cpu = CpuMeter(tuple(c.process.pid for c in self.children
                                          if c.name.startswith("ingress-")))  # fmt: skip
             pg_cpu = CpuMeter((postmaster_pid(self.cluster.data_dir),))
-            ingress_cpu.start()
-            pg_cpu.start()
+            # The clients' side too, for the whole box's CPU per job (the "why" of
+            # a ratio on shared CPUs): every worker process.
+            worker_cpu = CpuMeter(tuple(c.process.pid for c in self.children
+                                        if c.name.startswith("worker-")))  # fmt: skip
+            for meter in (ingress_cpu, pg_cpu, worker_cpu):
+                meter.start()
             started_ms = time.time() * 1000
             control_plane.enqueue_runs(conn, self.task_id, 0, self.offers)
         _wait(lambda: self.inbox_count() >= self.offers, DRAIN_TIMEOUT_S, "offers delivered",
               self.children)  # fmt: skip
-        ingress_s, pg_s = ingress_cpu.stop(), pg_cpu.stop()
+        ingress_s, pg_s, worker_s = ingress_cpu.stop(), pg_cpu.stop(), worker_cpu.stop()
         entries = self.inbox()
         accepted = [float(e["acceptedAtMs"]) for e in entries]
         latencies = [(float(e["acceptedAtMs"]) - float(e["offer"]["candidate"]["queuedAtMs"]))
@@ -377,6 +384,8 @@ class OursLevel:
                 "ingressCpuMsPerOffer": ingress_s * per_offer,
                 "pgCpuMsPerOffer": pg_s * per_offer,
                 "serverCpuMsPerOffer": (ingress_s + pg_s) * per_offer,
+                "workerCpuMsPerOffer": worker_s * per_offer,
+                "boxCpuMsPerOffer": (ingress_s + pg_s + worker_s) * per_offer,
                 "firstMs": min(accepted) - started_ms,
                 "perS": len(entries) / wall, "p50Ms": percentile(latencies, 50) * 1000,
                 "p99Ms": percentile(latencies, 99) * 1000,
@@ -555,6 +564,10 @@ def _pgq(cluster: Any, root: Path, workers: int, jobs: int, batch: int,
             children.append(spawn(f"pgq-{i}", argv, root / f"pgq-{workers}-{batch}-{i}.log"))
         _wait(lambda: all(Path(f"{out}.ready").exists() for out in outs), READY_TIMEOUT_S,
               "PgQueuer consumers ready", children)
+        consumer_cpu = CpuMeter(tuple(c.process.pid for c in children))
+        pg_cpu = CpuMeter((postmaster_pid(cluster.data_dir),))
+        consumer_cpu.start()
+        pg_cpu.start()
         started = time.time()
         asyncio.run(_pgq_setup(dsn, jobs))
 
@@ -568,6 +581,7 @@ def _pgq(cluster: Any, root: Path, workers: int, jobs: int, batch: int,
             return rows
 
         _wait(lambda: len(handled()) >= jobs, DRAIN_TIMEOUT_S, "PgQueuer jobs", children)
+        consumer_s, pg_s = consumer_cpu.stop(), pg_cpu.stop()
         rows = handled()
     finally:
         stop_children(children)
@@ -580,7 +594,10 @@ def _pgq(cluster: Any, root: Path, workers: int, jobs: int, batch: int,
             "perS": len(rows) / wall,
             "firstMs": (min(done for done, _ in rows) - started) * 1000,
             "p50Ms": percentile(latencies, 50) * 1000,
-            "p99Ms": percentile(latencies, 99) * 1000}  # fmt: skip
+            "p99Ms": percentile(latencies, 99) * 1000,
+            "consumerCpuMsPerJob": 1000 * consumer_s / max(len(rows), 1),
+            "pgCpuMsPerJob": 1000 * pg_s / max(len(rows), 1),
+            "boxCpuMsPerJob": 1000 * (consumer_s + pg_s) / max(len(rows), 1)}  # fmt: skip
 
 
 # ------------------------------------------------------------------- targets
@@ -612,6 +629,17 @@ def _ratio_target(name: str, goal: float, ours: dict[str, Any], base: dict[str, 
                   f"{fmt_ratio(value)}", why)  # fmt: skip
 
 
+def _box_why(ours: dict[str, Any], pgq: dict[str, Any] | None, nproc: int) -> str:
+    """The whole box's CPU per job on both sides, when both were measured."""
+    if pgq is None or ours["boxCpuMsPerOffer"] <= 0 or pgq["boxCpuMsPerJob"] <= 0:
+        return ""
+    return (f"; the whole box's CPU per job: ours {ours['boxCpuMsPerOffer']:.2f} ms (workers "
+            f"{ours['workerCpuMsPerOffer']:.2f}) vs PgQueuer {pgq['boxCpuMsPerJob']:.2f} ms "
+            f"(consumers {pgq['consumerCpuMsPerJob']:.2f}): CPU-bound ceilings "
+            f"{nproc * 1000 / ours['boxCpuMsPerOffer']:,.0f} vs "
+            f"{nproc * 1000 / pgq['boxCpuMsPerJob']:,.0f} jobs/s on {nproc} CPUs")
+
+
 def _targets(level: dict[str, Any], steady: Steady) -> list[Target]:
     ours, base = level["ours"], level["raw"]
     nproc = len(os.sched_getaffinity(0))
@@ -629,9 +657,11 @@ def _targets(level: dict[str, Any], steady: Steady) -> list[Target]:
                       f"{path}; the raw claim is one SQL call per job "
                       f"(p50 {base['p50Ms']:.1f} ms) from threads of one process"),
         _ratio_target("offers/s vs PgQueuer one at a time", TARGET_VS_PGQ_ONE, ours,
-                      level["pgqueuerOne"], "PgQueuer batch 1", path),
+                      level["pgqueuerOne"], "PgQueuer batch 1",
+                      f"{path}{_box_why(ours, level['pgqueuerOne'], nproc)}"),
         _ratio_target("offers/s vs PgQueuer batch 10", TARGET_VS_PGQ_BATCH, ours,
-                      level["pgqueuer"], "PgQueuer batch 10", path),
+                      level["pgqueuer"], "PgQueuer batch 10",
+                      f"{path}{_box_why(ours, level['pgqueuer'], nproc)}"),
     ]  # fmt: skip
     results = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(steady.pullResults.items()) if v)
     slow = 1 - steady.pullsWithin10Ms if not math.isnan(steady.pullsWithin10Ms) else math.nan
@@ -791,11 +821,57 @@ def _tables(sizes: Sizes, levels: list[dict[str, Any]], steady: Steady, missing:
     half.notes += [t.note(scope) for t in targets[3:]]
 
     cpu = _cpu_table(levels, target_level, scope)
+    box = _box_table(levels)
     table.data = {"levels": levels, "measured": True, "pgqueuer": missing is None,
                   "steady": asdict(steady), "targetWorkers": target_level["workers"],
                   "targets": [asdict(t) for t in targets]}  # fmt: skip
     half.data = {"steady": asdict(steady)}
-    return [table, half, cpu]
+    return [table, half, cpu, box]
+
+
+def _box_row(workers: int, system: str, run: dict[str, Any] | None, unit: str) -> list[str]:
+    if run is None:
+        return [str(workers), system, "not measured", "-", "-", "-", "-"]
+    clients = run["workerCpuMsPerOffer"] if unit == "offer" else run["consumerCpuMsPerJob"]
+    server = run["serverCpuMsPerOffer"] if unit == "offer" else run["pgCpuMsPerJob"]
+    total = run["boxCpuMsPerOffer"] if unit == "offer" else run["boxCpuMsPerJob"]
+    ceiling = len(os.sched_getaffinity(0)) * 1000 / total if total > 0 else math.nan
+    return [str(workers), system, f"{run['perS']:,.0f}", f"{clients:.2f}", f"{server:.2f}",
+            f"{total:.2f}", f"{ceiling:,.0f}"]
+
+
+def _box_table(levels: list[dict[str, Any]]) -> Table:
+    """The whole box's CPU per job, side by side: ours (workers + ingresses +
+    PostgreSQL) and PgQueuer (consumers + PostgreSQL). On shared CPUs this, not
+    a single component, bounds a system's jobs/s."""
+    nproc = len(os.sched_getaffinity(0))
+    table = Table(
+        "e2e: the whole box's CPU per job — clients (our workers / PgQueuer's consumers) "
+        "+ server (our ingresses + PostgreSQL / PostgreSQL)",
+        ["workers", "system", "jobs/s", "clients ms/job", "server ms/job", "box ms/job",
+         f"CPU-bound ceiling on {nproc} CPUs, jobs/s"],
+    )  # fmt: skip
+    for level in levels:
+        workers = level["workers"]
+        table.rows.append(_box_row(workers, "ours, --processes 1", level["ours"], "offer"))
+        table.rows.append(_box_row(workers, "ours, --processes 2", level.get("oursTwo"),
+                                   "offer"))
+        table.rows.append(_box_row(workers, "PgQueuer x1", level["pgqueuerOne"], "job"))
+        table.rows.append(_box_row(workers, "PgQueuer x10", level["pgqueuer"], "job"))
+    table.notes.append(
+        "CPU = user + system time from /proc over each burst (tools/bench/proc_cpu.py): "
+        "ours = the worker processes (HTTPS client, offer validation, the fsynced claim "
+        "journal and inbox) + both ingress process trees + every PostgreSQL process; "
+        "PgQueuer = its consumer processes + every PostgreSQL process. The enqueue's own "
+        "client is not counted on either side. CPU-bound ceiling = CPUs * 1000 / box "
+        "ms/job: the most jobs/s this box could give that system if it did nothing else")
+    table.data = {"box": [
+        {"workers": lv["workers"], "system": system, **run}
+        for lv in levels
+        for system, run in (("ours", lv["ours"]), ("oursTwo", lv.get("oursTwo")),
+                            ("pgqueuerOne", lv["pgqueuerOne"]), ("pgqueuer", lv["pgqueuer"]))
+        if run]}  # fmt: skip
+    return table
 
 
 def _cpu_table(levels: list[dict[str, Any]], target_level: dict[str, Any],
