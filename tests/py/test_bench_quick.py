@@ -126,7 +126,16 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     assert [(r["workers"], r["system"]) for r in box["data"]["box"]][:2] == [
         (8, "ours"), (8, "oursTwo")]
     assert [row[1] for row in box["rows"]] == [
-        "ours, --processes 1", "ours, --processes 2", "PgQueuer x1", "PgQueuer x10"]
+        "ours, --processes 1", "ours, --processes 2", "ours: the claim journal alone (floor)",
+        "PgQueuer x1", "PgQueuer x10"]
+    # The journal floor: the worker's mandated file operations, entries of the size ours
+    # wrote, one process per worker — real files, so real CPU (fsync is system time).
+    (floor,) = box["data"]["journalFloor"]
+    assert floor["workers"] == 8 and floor["offers"] == 160
+    assert floor["entryBytes"] == level["ours"]["inboxEntryBytes"] > 1000
+    assert floor["perS"] > 0 and floor["sysMsPerOffer"] > 0
+    assert floor["cpuMsPerOffer"] == pytest.approx(
+        floor["userMsPerOffer"] + floor["sysMsPerOffer"])
     for run in box["data"]["box"][2:]:  # PgQueuer, when it is installed here
         assert run["consumerCpuMsPerJob"] > 0 and run["pgCpuMsPerJob"] > 0
         assert run["boxCpuMsPerJob"] == pytest.approx(

@@ -21,7 +21,10 @@ workers excluded. The burst runs twice per level, each ingress once with
 time; the half-load phase follows the `--processes 1` burst). The worker
 processes' CPU is read the same way, for the whole box's CPU per job next to
 PgQueuer's (its consumer processes + PostgreSQL): on shared CPUs that sum, not
-one component, bounds a system's jobs/s.
+one component, bounds a system's jobs/s. Right after ours, the journal floor
+(tools/bench/journal_floor.py) makes the file operations the worker's claim
+journal must make per offer, in as many processes, with nothing else: the part
+of the workers' CPU the durable journal itself costs on this host.
 
 Half load (largest level only, same processes, right after the burst): a
 feeder enqueues small batches every 50 ms at 50 % of the burst's offers/s. After
@@ -70,6 +73,7 @@ from typing import Any
 
 from qinglong.demo import Child, pki_ca_cert, spawn, stop_children
 from tools.bench.common import Table, fmt_ratio, histogram_quantile, percentile, ratio
+from tools.bench.journal_floor import journal_floor
 from tools.bench.proc_cpu import CpuMeter, postmaster_pid
 
 
@@ -372,6 +376,7 @@ class OursLevel:
               self.children)  # fmt: skip
         ingress_s, pg_s, worker_s = ingress_cpu.stop(), pg_cpu.stop(), worker_cpu.stop()
         entries = self.inbox()
+        sizes = [p.stat().st_size for j in self.journals for p in (j / "inbox").glob("*.json")]
         accepted = [float(e["acceptedAtMs"]) for e in entries]
         latencies = [(float(e["acceptedAtMs"]) - float(e["offer"]["candidate"]["queuedAtMs"]))
                      / 1000 for e in entries]  # fmt: skip
@@ -385,6 +390,7 @@ class OursLevel:
                 "pgCpuMsPerOffer": pg_s * per_offer,
                 "serverCpuMsPerOffer": (ingress_s + pg_s) * per_offer,
                 "workerCpuMsPerOffer": worker_s * per_offer,
+                "inboxEntryBytes": round(sum(sizes) / max(len(sizes), 1)),
                 "boxCpuMsPerOffer": (ingress_s + pg_s + worker_s) * per_offer,
                 "firstMs": min(accepted) - started_ms,
                 "perS": len(entries) / wall, "p50Ms": percentile(latencies, 50) * 1000,
@@ -696,7 +702,10 @@ def _targets(level: dict[str, Any], steady: Steady) -> list[Target]:
 
 def _level_order(index: int) -> list[str]:
     order = ["ours", "oursTwo", "raw", "pgqueuerOne", "pgqueuer"]
-    return order if index % 2 == 0 else order[::-1]
+    order = order if index % 2 == 0 else order[::-1]
+    # The journal floor writes entries of the size ours measured: always after it.
+    after = order.index("ours") + 1
+    return [*order[:after], "journal", *order[after:]]
 
 
 def run_standalone(quick: bool) -> list[Table]:
@@ -726,6 +735,11 @@ def run_standalone(quick: bool) -> list[Table]:
                                                     processes=2)
                     elif system == "raw":
                         level["raw"] = _raw(cluster, workers, sizes.raw_jobs)
+                    elif system == "journal":
+                        # The worker's mandated file operations alone, entries of the
+                        # size ours just wrote (ours runs first at every level).
+                        level["journal"] = journal_floor(
+                            workers, sizes.offers, level["ours"]["inboxEntryBytes"], root)
                     elif missing is None:
                         batch = 1 if system == "pgqueuerOne" else 10
                         level[system] = _pgq(cluster, root, workers, sizes.offers, batch,
@@ -856,6 +870,13 @@ def _box_table(levels: list[dict[str, Any]]) -> Table:
         table.rows.append(_box_row(workers, "ours, --processes 1", level["ours"], "offer"))
         table.rows.append(_box_row(workers, "ours, --processes 2", level.get("oursTwo"),
                                    "offer"))
+        floor = level.get("journal")
+        if floor is not None:
+            ceiling = len(os.sched_getaffinity(0)) * 1000 / floor["cpuMsPerOffer"]
+            table.rows.append([
+                str(workers), "ours: the claim journal alone (floor)", f"{floor['perS']:,.0f}",
+                f"{floor['cpuMsPerOffer']:.2f}", "-", f"{floor['cpuMsPerOffer']:.2f}",
+                f"{ceiling:,.0f}"])  # fmt: skip
         table.rows.append(_box_row(workers, "PgQueuer x1", level["pgqueuerOne"], "job"))
         table.rows.append(_box_row(workers, "PgQueuer x10", level["pgqueuer"], "job"))
     table.notes.append(
@@ -863,9 +884,17 @@ def _box_table(levels: list[dict[str, Any]]) -> Table:
         "ours = the worker processes (HTTPS client, offer validation, the fsynced claim "
         "journal and inbox) + both ingress process trees + every PostgreSQL process; "
         "PgQueuer = its consumer processes + every PostgreSQL process. The enqueue's own "
-        "client is not counted on either side. CPU-bound ceiling = CPUs * 1000 / box "
+        "client is not counted on either side. The claim journal alone "
+        "(tools/bench/journal_floor.py): the file operations SPEC 6.1/6.3/6.4 make a worker "
+        "do per offer (intent: temp + fsync + rename + directory fsync; inbox entry of the "
+        "size ours wrote: temp + fsync + link + directory fsync; intent cleared: unlink + "
+        "directory fsync), in as many processes as workers, nothing else — the part of the "
+        "clients' CPU no worker can shed without giving up its durability (user + system "
+        "time of those processes; the kernel's journal thread is not counted on any row). "
+        "CPU-bound ceiling = CPUs * 1000 / box "
         "ms/job: the most jobs/s this box could give that system if it did nothing else")
-    table.data = {"box": [
+    table.data = {"journalFloor": [lv["journal"] for lv in levels if lv.get("journal")],
+                  "box": [
         {"workers": lv["workers"], "system": system, **run}
         for lv in levels
         for system, run in (("ours", lv["ours"]), ("oursTwo", lv.get("oursTwo")),
