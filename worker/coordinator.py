@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from qinglong.worker.backoff import DEFAULT_POLICY, BackoffPolicy
 from qinglong.worker.errors import CredentialError, TlsClientRejected, TransportError
 from qinglong.worker.fsio import uuid4_text
-from qinglong.worker.journal import Journal, JournalError, PendingClaim
+from qinglong.worker.journal import InboxEntry, Journal, JournalError, PendingClaim
 from qinglong.worker.owner_lock import Clock, wall_clock_ms
 
 LOGGER = "qinglong.worker.claim"
@@ -103,6 +103,8 @@ class StepResult:
     offer_id: str | None
     next_attempt_at_ms: int | None  # when to call step() again (None: any time)
     reason: str | None = None  # low-cardinality detail
+    # ACCEPTED: the entry just made durable, so the caller need not read it back.
+    entry: InboxEntry | None = None
 
 
 def new_lease_token() -> str:
@@ -254,7 +256,7 @@ class ClaimCoordinator:
         # Inbox first, then clear: a crash in between replays the same offer.
         self._journal.clear_pending()
         self._at("after_clear_pending")
-        return StepResult(ClaimOutcome.ACCEPTED, claim.offer_id, None)
+        return StepResult(ClaimOutcome.ACCEPTED, claim.offer_id, None, entry=entry)
 
     # -- retries -----------------------------------------------------------
 

@@ -157,6 +157,9 @@ class OwnerLock:
         self._mutex = threading.Lock()
         self._compromised: str | None = None
         self._last_refresh_ms = clock()
+        # (size, mtime_ns, ctime_ns) of the held inode when its content was last
+        # read and found ours: see _verify_locked.
+        self._verified_stamp: tuple[int, int, int] | None = None
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
 
@@ -237,20 +240,32 @@ class OwnerLock:
     def check(self) -> None:
         """Raise :class:`LockCompromised` unless we still own the root. Call before writes."""
         with self._mutex:
-            self._verify_locked()
-            if self._clock() - self._last_refresh_ms >= self.stale_ms // 3:
+            due = self._clock() - self._last_refresh_ms >= self.stale_ms // 3
+            self._verify_locked(reread=due)
+            if due:
                 self._write_record_locked(released=False)
 
     def refresh(self) -> None:
         with self._mutex:
-            self._verify_locked()
+            self._verify_locked(reread=True)
             self._write_record_locked(released=False)
 
     def _fail(self, why: str) -> LockCompromised:
         self._compromised = why
         return LockCompromised(why)
 
-    def _verify_locked(self) -> None:
+    def _verify_locked(self, *, reread: bool = True) -> None:
+        """The path still names the inode we hold, and its record is ours.
+
+        The record is read again only when the inode changed since it was last
+        found ours — any write changes its mtime/ctime (ctime cannot be set
+        from user space) — or when ``reread`` asks: a journal write checks
+        before every write (``check``, ~9 per delivered offer), and the read +
+        parse was most of that check's cost. A foreign write landing in the
+        same timestamp tick as the write we verified, at the same size, would
+        not show in the stamp; the refresher (every stale/3) and ``release``
+        always re-read, so such a write is found within one refresh period.
+        """
         if self._compromised is not None:
             raise LockCompromised(self._compromised)
         if self._fd is None:
@@ -262,9 +277,15 @@ class OwnerLock:
             raise self._fail("owner.lock was removed") from None
         if held.st_nlink == 0 or not _same_file(held, current):
             raise self._fail("owner.lock was replaced by another inode")
+        stamp = (held.st_size, held.st_mtime_ns, held.st_ctime_ns)
+        if not reread and stamp == self._verified_stamp:
+            return
         record = _read_record(self._fd)
         if record is None or record.owner_id != self.owner_id:
             raise self._fail("owner.lock names another owner")
+        # Taken before the read: a write racing it changes the stamp, so the
+        # next check reads again.
+        self._verified_stamp = stamp
 
     def _write_record_locked(self, *, released: bool) -> None:
         assert self._fd is not None
@@ -274,6 +295,8 @@ class OwnerLock:
         os.ftruncate(self._fd, len(data))
         os.fsync(self._fd)
         self._last_refresh_ms = now
+        # Our own write: the next check re-reads it once (the stamp changed).
+        self._verified_stamp = None
 
     # -- refresher ---------------------------------------------------------
 

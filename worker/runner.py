@@ -470,7 +470,7 @@ class Runner:
         self._step_failures = 0
         self._accepted += 1
         self._next_pull_ms = now
-        entry = self._journal.get(result.offer_id) if result.offer_id else None
+        entry = result.entry
         candidate = entry.offer.get("candidate", {}) if entry is not None else {}
         self._events.info("claim.accepted", offerId=result.offer_id,
                           runId=candidate.get("runId"), attemptId=candidate.get("attemptId"),

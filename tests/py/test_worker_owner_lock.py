@@ -136,6 +136,83 @@ def test_foreign_owner_id_is_detected(root):
     lock.release()
 
 
+def _same_size_foreign_record(lock: OwnerLock) -> bytes:
+    """Another owner's record of exactly our record's length (same st_size)."""
+    ours = open(lock.path, "rb").read()
+    theirs = LockRecord.from_bytes(ours)
+    assert theirs is not None
+    forged = LockRecord(theirs.pid, "x" * len(theirs.owner_id), theirs.host,
+                        theirs.refreshed_at_ms).to_bytes()  # fmt: skip
+    assert len(forged) == len(ours)
+    return forged
+
+
+def test_foreign_record_after_a_verified_check_is_detected(root):
+    """check() skips re-reading an unchanged inode; any write changes its stamp."""
+    lock = OwnerLock.acquire(root)
+    lock.check()  # verified: the stamp is cached
+    lock.check()
+    fd = os.open(lock.path, os.O_WRONLY)
+    os.pwrite(fd, _same_size_foreign_record(lock), 0)
+    os.close(fd)
+    with pytest.raises(LockCompromised):
+        lock.check()
+    lock.release()
+
+
+def test_foreign_record_with_mtime_put_back_is_detected(root):
+    """Restoring the mtime does not hide a write: the ctime moves and cannot be set."""
+    lock = OwnerLock.acquire(root)
+    lock.check()
+    before = os.stat(lock.path)
+    fd = os.open(lock.path, os.O_WRONLY)
+    os.pwrite(fd, _same_size_foreign_record(lock), 0)
+    os.close(fd)
+    os.utime(lock.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(lock.path)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    with pytest.raises(LockCompromised):
+        lock.check()
+    lock.release()
+
+
+def test_refresh_always_rereads_the_record(root):
+    """A foreign write the stamp could not show (the same timestamp tick as the
+    write we verified, same size) is found by the next refresh, which re-reads."""
+    lock = OwnerLock.acquire(root, stale_ms=5_000)
+    lock.check()
+    fd = os.open(lock.path, os.O_WRONLY)
+    os.pwrite(fd, _same_size_foreign_record(lock), 0)
+    os.close(fd)
+    st = os.stat(lock.path)
+    lock._verified_stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)  # the tick collision
+    lock.check()  # the documented window: the cached stamp matches
+    with pytest.raises(LockCompromised):
+        lock.refresh()
+    with pytest.raises(LockCompromised):
+        lock.check()  # sticky
+    lock.release()
+
+
+def test_checks_of_an_unchanged_lock_read_it_once(root, monkeypatch):
+    """The promise behind the cache: ~9 checks per delivered offer cost a
+    stat pair each, not a read and a JSON parse."""
+    import qinglong.worker.owner_lock as owner_lock
+
+    reads = []
+    real = owner_lock._read_record
+    monkeypatch.setattr(owner_lock, "_read_record", lambda fd: reads.append(fd) or real(fd))
+    with OwnerLock.acquire(root) as lock:
+        reads.clear()  # acquiring read the previous record
+        for _ in range(100):
+            lock.check()
+        assert len(reads) == 1
+        lock.refresh()  # writes our record: the next check reads it once more
+        for _ in range(100):
+            lock.check()
+        assert len(reads) == 3  # refresh's own read + one after its write
+
+
 def test_refresher_thread_advances_record(root):
     with OwnerLock.acquire(root, stale_ms=5_000) as lock:
         first = LockRecord.from_bytes(open(lock.path, "rb").read()).refreshed_at_ms
