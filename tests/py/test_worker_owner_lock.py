@@ -147,11 +147,18 @@ def _same_size_foreign_record(lock: OwnerLock) -> bytes:
     return forged
 
 
+# Past the file system's timestamp granularity (a jiffy, up to 10 ms, on kernels
+# without fine-grained timestamps): a write in the same tick as the one a check
+# verified is the window test_refresh_always_rereads_the_record covers.
+TICK_S = 0.02
+
+
 def test_foreign_record_after_a_verified_check_is_detected(root):
     """check() skips re-reading an unchanged inode; any write changes its stamp."""
     lock = OwnerLock.acquire(root)
     lock.check()  # verified: the stamp is cached
     lock.check()
+    time.sleep(TICK_S)
     fd = os.open(lock.path, os.O_WRONLY)
     os.pwrite(fd, _same_size_foreign_record(lock), 0)
     os.close(fd)
@@ -165,6 +172,7 @@ def test_foreign_record_with_mtime_put_back_is_detected(root):
     lock = OwnerLock.acquire(root)
     lock.check()
     before = os.stat(lock.path)
+    time.sleep(TICK_S)
     fd = os.open(lock.path, os.O_WRONLY)
     os.pwrite(fd, _same_size_foreign_record(lock), 0)
     os.close(fd)
