@@ -888,8 +888,9 @@ def _box_table(levels: list[dict[str, Any]]) -> Table:
         "(tools/bench/journal_floor.py): the file operations SPEC 6.1/6.3/6.4 make a worker "
         "do per offer (intent: temp + fsync + rename + directory fsync; inbox entry of the "
         "size ours wrote: temp + fsync + link + directory fsync; intent cleared: unlink + "
-        "directory fsync), in as many processes as workers, nothing else — the part of the "
-        "clients' CPU no worker can shed without giving up its durability (user + system "
+        "directory fsync, the last ours), in as many processes as workers, nothing else — "
+        "the part of the clients' CPU no worker can shed without giving up its durability "
+        "(user + system "
         "time of those processes; the kernel's journal thread is not counted on any row). "
         "CPU-bound ceiling = CPUs * 1000 / box "
         "ms/job: the most jobs/s this box could give that system if it did nothing else")

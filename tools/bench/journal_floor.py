@@ -3,8 +3,9 @@
 Per delivered offer a worker must, by SPEC §6.1/§6.3/§6.4: persist the claim
 intent (`pending-claim.json`: temp file, fsync, atomic rename, directory
 fsync), publish the validated offer into its inbox (temp file, fsync, hard
-link, directory fsync) and then clear the intent (unlink, directory fsync).
-`journal_floor` makes exactly those file operations — the worker's own
+link, directory fsync) and then clear the intent (unlink, and a directory
+fsync — ours, not the SPEC's: without it a crash could replay an answered
+intent). `journal_floor` makes exactly those file operations — the worker's own
 `qinglong.worker.fsio` functions, real files, real fsync — in N processes at
 once (one private journal root each, as N workers on one host have), with no
 network, no TLS, no validation and no database: the CPU per offer and the
