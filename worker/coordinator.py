@@ -104,7 +104,8 @@ class StepResult:
     next_attempt_at_ms: int | None  # when to call step() again (None: any time)
     reason: str | None = None  # low-cardinality detail
     # ACCEPTED: the entry just made durable, so the caller need not read it back.
-    entry: InboxEntry | None = None
+    # Out of repr: the entry holds the lease token (its own repr hides it too).
+    entry: InboxEntry | None = dataclasses.field(default=None, repr=False)
 
 
 def new_lease_token() -> str:

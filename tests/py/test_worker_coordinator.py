@@ -172,6 +172,10 @@ def test_offer_is_admitted_before_intent_is_cleared(env):
     entry = journal.get(result.offer_id)
     assert entry.lease["leaseToken"] == ingress.requests[0]["leaseToken"]
     assert journal.load_pending() is None
+    # The result carries the durable entry (the runner logs its ids from it), never
+    # its token in a repr that could reach a log line.
+    assert result.entry == entry
+    assert ingress.requests[0]["leaseToken"] not in repr(result)
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,9 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
+    -- The claim's own lease insert (db/functions/claim_candidate.sql), column for
+    -- column — deliberately the same write; tests/py/test_bench_schema_floor.py
+    -- keeps the two lists equal.
     INSERT INTO ql_private.run_leases (
         attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
         lease_version, offer_id, token_digest, execution_revision_id, content_digest,
