@@ -138,6 +138,7 @@ class SoakPlan:
     seed: int | None = None
 
 
+STALE_ARM_S = 30.0  # an armed worker that has not reached its window by then: arm another
 SHORT = SoakPlan("short", min_pulls=2000, duration_s=140.0, max_duration_s=220.0)
 LONG = SoakPlan("long", min_pulls=20000, duration_s=900.0, max_duration_s=2400.0)
 PLANS = {"short": SHORT, "long": LONG}
@@ -313,6 +314,7 @@ class Soak:
     unexpected: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     armed: dict[str, str | None] = field(default_factory=dict)  # worker -> crash point
+    armed_at: dict[str, float] = field(default_factory=dict)  # worker -> monotonic time
     worker_env: dict[str, str] = field(default_factory=dict)
     worker_restarts: int = 0
     crash_hits: Counter[str] = field(default_factory=Counter)
@@ -519,6 +521,7 @@ class Soak:
             point = self._crash_point(name) if arm else None
             child.env = dict(self.worker_env, **({CRASH_ENV: point} if point else {}))
             self.armed[name] = point
+            self.armed_at[name] = time.monotonic()
         child.start()
         kind = "ingress" if name in self.ingresses else "worker"
         self.record(NEMESIS, INFO, f"restart_{kind}", value=name,
@@ -547,7 +550,13 @@ class Soak:
         return None
 
     def _missing_unarmed(self) -> list[str]:
-        armed = set(self.armed.values())
+        """Windows no worker died in yet and no worker is waiting at. An arm older
+        than STALE_ARM_S no longer counts: a worker that gets no offer (its slots
+        held, the executing workers taking the queue) never reaches an offer's
+        windows, so the next restart is armed with the same window too."""
+        now = time.monotonic()
+        armed = {p for n, p in self.armed.items()
+                 if p and now - self.armed_at.get(n, now) < STALE_ARM_S}  # fmt: skip
         return [p for p in CRASH_POINTS if not self.crash_hits[p] and p not in armed]
 
     def close_session(self, name: str) -> bool:
@@ -678,7 +687,9 @@ class Soak:
         while True:
             now = time.monotonic()
             elapsed = now - t0
-            done = elapsed >= plan.duration_s and not schedule.pg_restarts
+            # A crash window still unhit keeps the faults on (up to max_duration_s).
+            done = (elapsed >= plan.duration_s and not schedule.pg_restarts
+                    and not self.missed_windows())  # fmt: skip
             if (done and self.pulls.total >= plan.min_pulls) or elapsed >= plan.max_duration_s:
                 break
             self._tick(schedule, now)
