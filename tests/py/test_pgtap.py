@@ -42,6 +42,11 @@ def test_pgtap_suite(pg_cluster: ThrowawayPostgres, migrated_template: str) -> N
     assert pg_prove is not None, "pg_prove missing: install libtap-parser-sourcehandler-pgtap-perl"
     files = sorted(SQL_TESTS.glob("*.sql"))
     assert files, "no pgTAP test files found"
+    # While working on one function: QL_PGTAP_ONLY=retry_run,prune_runs runs those files only.
+    only = {name.strip() for name in os.environ.get("QL_PGTAP_ONLY", "").split(",") if name.strip()}
+    if only:
+        files = [path for path in files if path.stem in only]
+        assert files, f"QL_PGTAP_ONLY names no file in tests/sql: {sorted(only)}"
     failed: list[str] = []
     assertions = 0
     for index, path in enumerate(files):
