@@ -7,12 +7,18 @@
 --   conditions as ql_private.candidate_page. Each class is one range scan of
 --   runs_class_keyset (equality on the class, row comparison on the key),
 --   limited to limit + 1; the per-class heads are merged and cut to limit + 1.
---   Cost: one index descent per class, whatever is queued in other classes —
+--   Cost: two index descents per class, whatever is queued in other classes —
 --   this is how a pull jumps over a head of runs its session cannot take.
--- Only `queued` runs that are ready (due_at IS NULL, the predicate of
---   runs_class_keyset): an offer that expired unstarted, or a scheduled run that
---   came due, behind a blocked head is re-queued / promoted by the sweeper
---   within seconds and then found here.
+-- Two sources per class, merged in key order as in candidate_page:
+--   * ready `queued` runs (due_at IS NULL): runs_class_keyset, a range scan on
+--     (class, key);
+--   * scheduled `queued` runs that came due (due_at <= now): runs_class_due
+--     (migration 0017) in due_at order, at most 4 x (limit + 1) per class, then
+--     filtered by the keyset position — so a due run the session can take is
+--     found behind any head of due runs it cannot, without waiting for the
+--     sweeper's promotion; runs not yet due are never read.
+--   An offer that expired unstarted behind a blocked head is not here: the
+--   sweeper re-queues it within seconds and it is then a ready run.
 -- Rows a concurrent claim holds are passed over without a lock
 --   (ql_private.xid_in_progress), as in candidate_page.
 -- Inlinable SQL (no SET clause, nothing volatile in the body). Caller:
@@ -43,20 +49,40 @@ AS $$
            c.queue_seq, c.current_attempt_id, c.created_at
       FROM unnest(p_classes) AS k(class_id)
      CROSS JOIN LATERAL (
-        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
-               r.queue_seq, r.current_attempt_id, r.created_at
-          FROM ql_private.runs r
-         CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
-         WHERE r.placement_class = k.class_id
-           AND (-(r.priority::integer), r.queue_seq, r.id)
-               > (coalesce(-(p_after_priority::integer), -2147483648),
-                  coalesce(p_after_seq, -9223372036854775808),
-                  coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
-           AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-           AND r.due_at IS NULL
-           AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
-         ORDER BY -(r.priority::integer), r.queue_seq, r.id
-         LIMIT p_limit + 1) c
+        (SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+                r.queue_seq, r.current_attempt_id, r.created_at
+           FROM ql_private.runs r
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+          WHERE r.placement_class = k.class_id
+            AND (-(r.priority::integer), r.queue_seq, r.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+            AND r.due_at IS NULL
+            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+          ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+        UNION ALL
+        (SELECT d.id, d.project_id, d.task_id, d.execution_revision_id, d.priority,
+                d.queue_seq, d.current_attempt_id, d.created_at
+           FROM (SELECT dr.id, dr.project_id, dr.task_id, dr.execution_revision_id,
+                        dr.priority, dr.queue_seq, dr.current_attempt_id, dr.created_at,
+                        dr.xmax AS row_xmax
+                   FROM ql_private.runs dr
+                  WHERE dr.placement_class = k.class_id
+                    AND dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
+                    AND dr.due_at IS NOT NULL AND dr.due_at <= p_now
+                  ORDER BY dr.due_at
+                  LIMIT (p_limit + 1) * 4) d
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
+          WHERE (-(d.priority::integer), d.queue_seq, d.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
+          ORDER BY -(d.priority::integer), d.queue_seq, d.id
+          LIMIT p_limit + 1)) c
      ORDER BY -(c.priority::integer), c.queue_seq, c.id
      LIMIT p_limit + 1
 $$;
@@ -64,4 +90,4 @@ REVOKE ALL ON FUNCTION ql_private.class_candidate_page(
     integer[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.class_candidate_page(
     integer[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) IS
-'One keyset page (limit + 1 rows) of queued candidates of the given placement classes, in priority DESC, queue_seq, id order: one runs_class_keyset range scan per class, merged. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+'One keyset page (limit + 1 rows) of queued candidates of the given placement classes, in priority DESC, queue_seq, id order: per class one runs_class_keyset range scan (ready runs) and the due scheduled runs from runs_class_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';

@@ -16,11 +16,14 @@
 --   BEFORE TRUNCATE ... FOR EACH STATEMENT refuses emptying the parent while the
 --   child table has any row.
 -- Arguments (TG_ARGV): [0] child table (schema-qualified), [1] child column,
---   [2] the parent's key column.
+--   [2] the parent's key column, [3] optional: a condition on the child row
+--   (only the rows it holds for count as references; the session guard of
+--   migration 0017 passes 'released_at IS NULL': only live leases).
 -- Errors: 23503 foreign_key_violation naming the tables, never a row's values.
 -- Writes: none. Locks: none (reads the child table: one index probe per deleted
 --   row, through the child column's index — run_leases (attempt_id,
---   lease_generation), events_run; workers and sessions are deleted one at a time).
+--   lease_generation), events_run, run_leases_session_live_counted for the
+--   session guard's live leases; workers are never deleted).
 --   Caller: the triggers of migration 0014 (attempts, worker_sessions, workers, runs).
 CREATE OR REPLACE FUNCTION ql_private.refuse_referenced_delete()
 RETURNS trigger
@@ -40,9 +43,12 @@ BEGIN
         -- plain join is planned the same way today, but a prune batch deletes
         -- the children first, so the check never stops early and a hash join
         -- over a million-row child would be a full scan per batch.)
+        -- TG_ARGV[3], when given, narrows the referencing rows (the session
+        -- guard counts only live leases, migration 0017).
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM gone g CROSS JOIN LATERAL '
-                       '(SELECT 1 FROM %s c WHERE c.%I = g.%I LIMIT 1) hit)',
-                       TG_ARGV[0], TG_ARGV[1], TG_ARGV[2])
+                       '(SELECT 1 FROM %s c WHERE c.%I = g.%I AND (%s) LIMIT 1) hit)',
+                       TG_ARGV[0], TG_ARGV[1], TG_ARGV[2],
+                       CASE WHEN TG_NARGS > 3 THEN TG_ARGV[3] ELSE 'true' END)
            INTO v_referenced;
     END IF;
     IF v_referenced THEN
@@ -55,4 +61,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.refuse_referenced_delete() FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.refuse_referenced_delete() IS
-'Trigger: the delete half of a dropped foreign key (0014). AFTER DELETE FOR EACH STATEMENT (transition table gone): 23503 when a row of TG_ARGV[0] still references a deleted row (TG_ARGV[1] = child column, TG_ARGV[2] = parent key); BEFORE TRUNCATE: 23503 while TG_ARGV[0] has any row. Read-only.';
+'Trigger: the delete half of a dropped foreign key (0014). AFTER DELETE FOR EACH STATEMENT (transition table gone): 23503 when a row of TG_ARGV[0] still references a deleted row (TG_ARGV[1] = child column, TG_ARGV[2] = parent key, optional TG_ARGV[3] = a condition on the child rows that count); BEFORE TRUNCATE: 23503 while TG_ARGV[0] has any row. Read-only.';

@@ -12,8 +12,9 @@
 --   when this one yielded no claim. When a first page had no passing candidate
 --   at all, the following pages come from the placement classes the session
 --   matches (ql_private.matching_classes, read through
---   ql_private.class_candidate_page): a head of runs it cannot take is jumped
---   over instead of read page by page. Returns {status: offered, offer} or
+--   ql_private.class_candidate_page, from the head of the key order again;
+--   ready and due runs of those classes): a head of runs it cannot take, ready
+--   or due, is jumped over instead of read page by page. Returns {status: offered, offer} or
 --   {status: idle, reason, stats, truncated}.
 -- Page source: the class page once the pull switched to its classes; else
 --   ql_private.candidate_page (ready runs, due scheduled runs and expired offers
@@ -206,9 +207,16 @@ BEGIN
         -- head this session cannot take, so the next pages read only the runs of
         -- the placement classes it matches (runs_class_keyset), jumping over any
         -- number of others.
+        -- The class pages start from the head of the key order again: no run
+        -- of a matching class was in the first page (it would have passed), but
+        -- due runs of one may sit before its last key (that page's due source
+        -- read only the earliest-due runs), and must not be jumped over.
         IF v_passing = 0 AND v_classes IS NULL THEN
             v_classes := ql_private.matching_classes(p_session.capabilities);
             EXIT WHEN cardinality(v_classes) = 0;
+            v_after_priority := NULL;
+            v_after_seq := NULL;
+            v_after_id := NULL;
         END IF;
     END LOOP;
 

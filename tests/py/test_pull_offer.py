@@ -9,7 +9,15 @@ from collections import Counter
 import psycopg
 import pytest
 
-from tests.py.provision import Intent, Provisioner, Session, command, dumps
+from qinglong.db import api
+from tests.py.provision import (
+    DEFAULT_CAPABILITIES,
+    Intent,
+    Provisioner,
+    Session,
+    command,
+    dumps,
+)
 
 
 @pytest.fixture
@@ -283,6 +291,45 @@ def test_only_blocked_runs_answer_placement_mismatch_without_reading_them_all(
     assert result["truncated"] is True
     assert result["stats"]["pages"] == 1  # no class matches: no second page
     assert result["stats"]["mismatches"]["label"] == 8
+
+
+def _enqueue_due(conn: psycopg.Connection, prov: Provisioner, task_id: str, count: int,
+                 due_ago_s: int) -> list[str]:
+    """`count` runs scheduled for later, then aged so they came due `due_ago_s`
+    seconds ago (due_at and the attempt's not_before), as a sweeper-less
+    deployment would hold them: still in runs_due, never promoted."""
+    result = prov.call(api.enqueue_runs(task_id=task_id, priority=0, count=count,
+                                        delay_ms=3_600_000))
+    run_ids = [str(run_id) for run_id in result["runIds"]]
+    conn.execute(
+        "UPDATE ql_private.runs SET due_at = clock_timestamp() - make_interval(secs => %s)"
+        " WHERE id = ANY(%s::uuid[])", (due_ago_s, run_ids))
+    conn.execute(
+        "UPDATE ql_private.attempts a SET not_before = r.due_at FROM ql_private.runs r"
+        " WHERE a.id = r.current_attempt_id AND r.id = ANY(%s::uuid[])", (run_ids,))
+    return run_ids
+
+
+def test_due_runs_behind_a_head_of_blocked_due_runs_are_offered_without_a_sweep(
+        conn, prov: Provisioner) -> None:
+    """40 due runs this worker cannot take, due before 5 it can, and no sweeper
+    ever promoted any of them: the default-bounded pull still offers the 5, one
+    per pull, through the class pages (which read each matching class's due
+    runs), and never a blocked one."""
+    _enqueue_due(conn, prov, _gpu_task(prov), 40, due_ago_s=120)
+    takeable = _enqueue_due(conn, prov, prov.task("plain"), 5, due_ago_s=60)
+    session = prov.session(prov.worker(), {**DEFAULT_CAPABILITIES, "slots": 8})
+    offered = []
+    for _ in takeable:
+        result = prov.pull(session, Intent())
+        assert result["status"] == "offered", result
+        offered.append(result["offer"]["candidate"]["runId"])
+    assert sorted(offered) == sorted(takeable)
+    result = prov.pull(session, Intent())
+    assert result["status"] == "idle" and result["reason"] == "placement_mismatch", result
+    promoted = conn.execute("SELECT count(*) FROM ql_private.runs"
+                            " WHERE state = 'queued' AND due_at IS NULL").fetchone()[0]
+    assert promoted == 0  # nothing was promoted: the pull found them where they were
 
 
 def test_enqueue_records_the_placement_class(conn, prov: Provisioner) -> None:

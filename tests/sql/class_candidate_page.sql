@@ -2,7 +2,7 @@
 -- class_candidate_page — the pages a pull reads when its first page had no
 -- passing candidate, so matching runs behind a blocked head are reachable.
 BEGIN;
-SELECT plan(14);
+SELECT plan(20);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -56,16 +56,44 @@ SELECT ok((SELECT l.lanname = 'sql' AND p.proconfig IS NULL AND NOT p.prosecdef
             WHERE p.proname = 'class_candidate_page'),
           'class_candidate_page is an inlinable SQL function');
 
--- Scheduled runs (due_at set) are outside runs_class_keyset until the sweeper
--- promotes them.
+-- Scheduled runs: those that came due are in the class pages (runs_class_due,
+-- migration 0017) without the sweeper's promotion; those not yet due are not.
 SELECT count(*) AS before_n FROM ql_private.class_candidate_page(
     (SELECT array_agg(id) FROM ql_private.placement_classes), NULL, NULL, NULL, 64) \gset
+UPDATE ql_private.runs SET due_at = clock_timestamp() + interval '1 hour'
+ WHERE state = 'queued';
+SELECT is((SELECT count(*) FROM ql_private.class_candidate_page(
+               (SELECT array_agg(id) FROM ql_private.placement_classes), NULL, NULL, NULL, 64)),
+          0::bigint, 'scheduled runs not yet due are not in the class pages');
+SELECT is(ql_private.matching_classes(convert_from(
+              ql_test.capabilities(4, '{"gpu":"yes"}'), 'UTF8')::jsonb),
+          '{}'::integer[], 'a class whose runs are all in the future has nothing waiting');
 UPDATE ql_private.runs SET due_at = clock_timestamp() - interval '1 second'
  WHERE state = 'queued';
 SELECT is((SELECT count(*) FROM ql_private.class_candidate_page(
                (SELECT array_agg(id) FROM ql_private.placement_classes), NULL, NULL, NULL, 64)),
-          0::bigint, 'scheduled runs (even due ones) are not in the class pages');
+          :before_n::bigint, 'due scheduled runs are in the class pages, unpromoted');
 SELECT cmp_ok(:before_n::bigint, '>', 0::bigint, '... which held runs before');
+SELECT is(pg_temp.class_page(ARRAY[:plain_class], NULL, 8), ARRAY[:'p0', :'p1'],
+          'due runs of a class, in key order');
+SELECT is(ql_private.matching_classes(convert_from(ql_test.capabilities(), 'UTF8')::jsonb),
+          ARRAY[:plain_class], 'a class with due runs is waiting');
+
+-- Only classes with waiting runs are evaluated: 5,000 classes this worker would
+-- match but that hold no run (stale: their runs are long gone) are not in the
+-- result, nor is a class whose only runs are in flight.
+UPDATE ql_private.runs SET due_at = NULL WHERE state = 'queued';
+INSERT INTO ql_private.placement_classes (required)
+SELECT jsonb_build_object('executors', '["remote-worker"]'::jsonb,
+                          'labels', jsonb_build_object('stale', jsonb_build_array('v' || i)),
+                          'runtimes', '{}'::jsonb)
+  FROM generate_series(1, 5000) i;
+SELECT is(cardinality(ql_private.matching_classes(convert_from(
+              ql_test.capabilities(4, '{"stale":"v7"}'), 'UTF8')::jsonb)),
+          1, 'a worker matching one of 5,000 stale classes gets only the waiting class');
+UPDATE ql_private.runs SET state = 'dispatching' WHERE id IN (:'p0', :'p1');
+SELECT is(ql_private.matching_classes(convert_from(ql_test.capabilities(), 'UTF8')::jsonb),
+          '{}'::integer[], 'a class whose runs are all in flight has nothing waiting');
 
 SELECT * FROM finish();
 ROLLBACK;
