@@ -2,7 +2,10 @@
 
 `up` starts a private PostgreSQL cluster, migrates it, creates the login roles,
 a dev CA, the ingress server certificate and one worker identity, starts the
-ingress detached and waits until it answers, then writes
+ingress detached and waits until it answers, starts the lease sweeper detached
+(`qinglong runtime sweep --every 1s` as the runtime role, as a deployment runs
+it: expired offers come back, lost leases are retried, scheduled runs are
+promoted, retention prunes) and waits for its first pass, then writes
 `DIR/dev-env.json`, and prints it with the DSNs' passwords removed (plus
 `envFile`, the path of the full file). `down` stops everything `up` started and
 removes it.
@@ -14,11 +17,12 @@ cleans up. Layout of DIR:
     dev-state.json  what we started (cluster dir, pids + start times, ports)
     dev-env.json    the public description (SPEC §8), written last
     ingress.json    ingress config;  ingress.pid
+    sweeper.dsn     the sweeper's runtime DSN (0600; read via --dsn-file);  sweeper.pid
     ca/ server/ worker/   dev PKI (worker/ holds the credential file, 0600)
     pg/             the cluster, unless the `postgres` OS user cannot reach DIR
                     (root + a 0700 parent) or the socket path would be too long;
                     then a private dir under the system temp dir, recorded in state
-    logs/           ingress.log, audit.log — kept by `down` for post-mortems
+    logs/           ingress.log, audit.log, sweeper.log — kept by `down` for post-mortems
 
 Choices: `up` on a DIR that is already up fails (error `already_up`), it does
 not adopt or restart it; `down` is idempotent (nothing recorded => exit 0).
@@ -26,8 +30,9 @@ not adopt or restart it; `down` is idempotent (nothing recorded => exit 0).
 Secrets: the cluster authenticates every TCP client with `scram-sha-256` (peer
 on its private unix socket); the superuser's and both login roles' passwords are
 generated at `up` and exist only inside the DSNs of `dev-env.json` and
-`ingress.json`, both 0600 from creation. No child process gets a DSN on its
-command line (the ingress reads its config file), so `ps` never shows one.
+`ingress.json` (and the runtime one in `sweeper.dsn`), all 0600 from creation.
+No child process gets a DSN on its command line (the ingress reads its config
+file, the sweeper its DSN file), so `ps` never shows one.
 """
 
 from __future__ import annotations
@@ -61,7 +66,10 @@ STOP_TIMEOUT_S = 10.0
 # sockaddr_un.sun_path is 108 bytes including the NUL.
 _MAX_SOCKET_PATH = 107
 _DSN_KEYS = ("dsn", "runtimeDsn")
-_CREATED = ("ca", "server", "worker", "ingress.json", "ingress.pid", ENV_FILE)
+SWEEP_EVERY = "1s"
+SWEEPER_DSN_FILE = "sweeper.dsn"
+_CREATED = ("ca", "server", "worker", "ingress.json", "ingress.pid", SWEEPER_DSN_FILE,
+            "sweeper.pid", ENV_FILE)
 
 
 class DevError(Exception):
@@ -436,6 +444,49 @@ def _start_ingress(
     raise DevError("ingress_start_failed", _log_tail(state.directory))
 
 
+# ------------------------------------------------------------------- sweeper
+
+
+def _launch_sweeper(state: State, runtime_dsn: str) -> subprocess.Popen[bytes]:
+    import subprocess
+
+    dsn_file = state.directory / SWEEPER_DSN_FILE
+    _write_text(dsn_file, runtime_dsn + "\n", 0o600)
+    log_dir = state.directory / "logs"
+    log_dir.mkdir(mode=0o700, exist_ok=True)
+    with open(log_dir / "sweeper.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "qinglong", "runtime", "sweep", "--dsn-file", str(dsn_file),
+             "--every", SWEEP_EVERY],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            cwd=state.directory,
+            close_fds=True,
+        )
+    state.update(sweeperPid=process.pid, sweeperStartTime=_proc_start_time(process.pid))
+    _write_text(state.directory / "sweeper.pid", f"{process.pid}\n", 0o644)
+    return process
+
+
+def _start_sweeper(state: State, runtime_dsn: str) -> None:
+    """Start the sweeper; wait until its log shows a first completed pass."""
+    process = _launch_sweeper(state, runtime_dsn)
+    log = state.directory / "logs" / "sweeper.log"
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(OSError):
+            if '"event":"sweep.pass"' in log.read_text(errors="replace"):
+                return
+        time.sleep(0.1)
+    try:
+        tail = log.read_text(errors="replace")[-1500:]
+    except OSError:
+        tail = "no sweeper log"
+    raise DevError("sweeper_start_failed", tail)
+
+
 # ------------------------------------------------------------------------ up
 
 
@@ -484,6 +535,7 @@ def _up(state_dir: Path) -> dict[str, Any]:
             conn, WORKER_NAME, state_dir / "ca", state_dir / "worker"
         )
     listen_port, admin_port = _start_ingress(state, ingress_dsn, tls, worker)
+    _start_sweeper(state, runtime_dsn)
     env = {
         "dsn": dsn,
         "runtimeDsn": runtime_dsn,
@@ -536,7 +588,8 @@ def _without_password(dsn: str) -> str:
 
 
 def _ours(pid: int, start_time: str | None, config_file: Path) -> bool:
-    """Is pid still the ingress we started (not a recycled pid)?"""
+    """Is pid still the child we started (not a recycled pid)? `config_file` is
+    the file its command line names (ingress.json, sweeper.dsn)."""
     if not _alive(pid):
         return False
     if start_time is not None and _proc_start_time(pid) != start_time:
@@ -558,15 +611,17 @@ def _signal_group(pid: int, signum: int) -> None:
             os.kill(pid, signum)
 
 
-def _stop_ingress(state_dir: Path, data: dict[str, Any]) -> None:
+def _stop_child(state_dir: Path, data: dict[str, Any], name: str, marker: str) -> None:
+    """SIGTERM (then SIGKILL) the process group of the child `name` (ingress,
+    sweeper) if its recorded pid is still the process we started."""
     import signal
 
-    pid = data.get("ingressPid")
+    pid = data.get(f"{name}Pid")
     if pid is None:
         with contextlib.suppress(OSError, ValueError):
-            pid = int((state_dir / "ingress.pid").read_text().strip())
+            pid = int((state_dir / f"{name}.pid").read_text().strip())
     if not isinstance(pid, int) or not _ours(
-        pid, data.get("ingressStartTime"), state_dir / "ingress.json"
+        pid, data.get(f"{name}StartTime"), state_dir / marker
     ):
         return
     _signal_group(pid, signal.SIGTERM)
@@ -626,9 +681,11 @@ def _down(state_dir: Path) -> bool:
     state_dir = state_dir.resolve()
     state = State.load(state_dir)
     data = state.data if state is not None else {}
-    if state is None and not (state_dir / "ingress.pid").exists():
+    if state is None and not (state_dir / "ingress.pid").exists() \
+            and not (state_dir / "sweeper.pid").exists():
         return False
-    _stop_ingress(state_dir, data)
+    _stop_child(state_dir, data, "sweeper", SWEEPER_DSN_FILE)
+    _stop_child(state_dir, data, "ingress", "ingress.json")
     _stop_postgres(data)
     _remove_created(state_dir)
     return True

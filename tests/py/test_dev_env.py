@@ -73,6 +73,32 @@ def _tls_handshake(env: dict) -> None:
         assert tls.version() == "TLSv1.3"
 
 
+def _expired_offer_is_swept_without_a_sweep_call(dsn: str) -> None:
+    """The sweeper `up` started is at work: an offer aged past its expiry is
+    released `expired` (and its run re-queued) while nobody calls sweep."""
+    from tests.py.provision import Intent, Provisioner
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        prov = Provisioner(conn)
+        prov.enqueue(prov.task("swept"))
+        offer = prov.pull(prov.session(prov.worker("sweep-probe")), Intent())
+        assert offer["status"] == "offered", offer
+        run_id = offer["offer"]["candidate"]["runId"]
+        conn.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
+                     " - interval '1 second' WHERE run_id = %s", (run_id,))
+        deadline = time.monotonic() + 20
+        row = None
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT l.release_reason, r.state FROM ql_private.run_leases l"
+                " JOIN ql_private.runs r ON r.id = l.run_id WHERE l.run_id = %s",
+                (run_id,)).fetchone()
+            if row == ("expired", "queued"):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"the expired offer was not swept: {row}")
+
+
 def test_down_on_never_upped_dir_is_a_no_op(tmp_path: Path) -> None:
     for directory in (tmp_path / "never", tmp_path):
         result = dev("down", "--state-dir", str(directory), timeout=60)
@@ -125,8 +151,13 @@ def test_dev_up_down(tmp_path: Path) -> None:
             assert response.status == 200
 
         ingress_pid = int((state_dir / "ingress.pid").read_text())
+        sweeper_pid = int((state_dir / "sweeper.pid").read_text())
         state = json.loads((state_dir / "dev-state.json").read_text())
-        pids = [ingress_pid, int(state["pgPid"])]
+        pids = [ingress_pid, sweeper_pid, int(state["pgPid"])]
+        assert stat.S_IMODE(os.stat(state_dir / "sweeper.dsn").st_mode) == 0o600
+        cmdline = Path(f"/proc/{sweeper_pid}/cmdline").read_bytes().decode()
+        assert "password" not in cmdline and "sweep" in cmdline
+        _expired_offer_is_swept_without_a_sweep_call(env["dsn"])
         assert all(map(_alive, pids))
         ports = [_port(env["ingressUrl"]), _port(env["adminUrl"]), pg_port]
 
