@@ -1,7 +1,8 @@
 """`qinglong demo` (SPEC §8): the whole system on one machine, watched live.
 
 Starts an embedded throwaway PostgreSQL (unless --dsn), a dev CA with server
-and worker certificates, the ingress (`qinglong ingress serve`) and N workers
+and worker certificates, the ingress (`qinglong ingress serve`), the lease
+sweeper (`qinglong runtime sweep --every 1s`, as a deployment runs it) and N workers
 (`qinglong worker run --config …`) with different labels and runtimes; publishes
 tasks with required and preferred placement and different priorities, enqueues
 runs and shows progress until every run sits in a worker's inbox (or is done,
@@ -9,7 +10,7 @@ when the worker has an executor), then prints a summary and removes everything.
 
 Every child runs in its own process group, so the terminal's Ctrl-C reaches only
 us and cleanup stops the children in order (workers drain and close their
-sessions, then the ingress, then PostgreSQL) inside `finally`; SIGTERM is turned
+sessions, then the ingress and the sweeper, then PostgreSQL) inside `finally`; SIGTERM is turned
 into the same path. Temp dirs go too (unless --keep).
 
 Sources of the live view: `ql.status_snapshot()` (queue, sessions), each
@@ -42,6 +43,8 @@ from typing import IO, Any
 PROJECT = "demo"
 DATABASE = "qinglong_demo"
 INGRESS_ROLE = "qinglong_demo_ingress"
+RUNTIME_ROLE = "qinglong_demo_runtime"  # member of ql_runtime: the sweeper's role
+SWEEP_EVERY = "1s"
 CONSOLE_ROLE = "qinglong_demo_console"  # member of ql_readonly only
 CONSOLE_START_S = 20.0
 WAVES = 3
@@ -288,7 +291,9 @@ class Demo:
     cluster: Any = None
     admin_dsn: str = field(default="", repr=False)
     ingress_dsn: str = field(default="", repr=False)
+    runtime_dsn: str = field(default="", repr=False)
     ingress: Child | None = None
+    sweeper: Child | None = None
     ingress_url: str = ""
     console_port: int | None = None  # None: no console (--no-console); 0: any free port
     console: Child | None = None
@@ -330,7 +335,7 @@ class Demo:
         from qinglong.db.migrator import migrate
 
         if self.dsn is not None:
-            self.admin_dsn = self.ingress_dsn = self.dsn
+            self.admin_dsn = self.ingress_dsn = self.runtime_dsn = self.dsn
             migrate(self.dsn)
             self.say("PostgreSQL: using --dsn (migrated)")
             return
@@ -344,6 +349,8 @@ class Demo:
         migrate(self.admin_dsn)
         self.ingress_dsn = self.cluster.ensure_login_role(
             INGRESS_ROLE, "ql_worker_ingress", self.database)
+        self.runtime_dsn = self.cluster.ensure_login_role(
+            RUNTIME_ROLE, "ql_runtime", self.database)
         where = self.cluster.base_dir or "existing server"
         self.say(f"PostgreSQL 15 on 127.0.0.1:{self.cluster.port} ({where}), migrated")
 
@@ -451,6 +458,15 @@ class Demo:
         ready = self._wait_file(ready_file, self.ingress, 30.0)
         self.ingress_url, self.admin_url = ready["ingressUrl"], ready["adminUrl"]
         self.say(f"ingress {self.ingress_url} (mTLS, TLS 1.3), admin {self.admin_url}")
+
+    def start_sweeper(self) -> None:
+        """The lease sweeper, as a deployment runs it: expired offers come back,
+        lost leases are retried, scheduled runs are promoted. Its DSN travels in
+        the environment (QINGLONG_DSN), never on its command line."""
+        argv = [sys.executable, "-m", "qinglong", "runtime", "sweep", "--every", SWEEP_EVERY]
+        env = {**os.environ, "QINGLONG_DSN": self.runtime_dsn}
+        self.sweeper = spawn("sweeper", argv, self.root / "logs" / "sweeper.log", env=env)
+        self.say(f"lease sweeper every {SWEEP_EVERY} (pid {self.sweeper.process.pid})")
 
     def _wait_file(self, path: Path, child: Child, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -717,8 +733,7 @@ class Demo:
     def cleanup(self) -> None:
         children = [v.child for v in self.views if v.child is not None]
         stop_children(children)  # workers drain and close their sessions first
-        if self.ingress is not None:
-            stop_children([self.ingress])
+        stop_children([c for c in (self.ingress, self.sweeper) if c is not None])
         if self.console is not None:
             stop_children([self.console])
         if self.cluster is not None:
@@ -777,6 +792,7 @@ def run_demo(demo: Demo) -> int:
             demo.start_console()
             demo.provision()
             demo.start_ingress()
+            demo.start_sweeper()
             demo.start_workers()
             demo.publish()
             complete = demo.watch()
@@ -793,8 +809,8 @@ def run_demo(demo: Demo) -> int:
         return 1
     with _no_interrupts():
         demo.cleanup()
-    stopped = "workers, ingress and PostgreSQL" if demo.cluster is not None \
-        and demo.cluster.existing_dsn is None else "workers and ingress"
+    stopped = "workers, ingress, sweeper and PostgreSQL" if demo.cluster is not None \
+        and demo.cluster.existing_dsn is None else "workers, ingress and sweeper"
     if demo.console is not None:
         stopped += " (and the console)"
     demo.say(f"stopped {stopped}; removed "

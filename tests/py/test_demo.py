@@ -21,6 +21,7 @@ DEMO = [sys.executable, "-m", "qinglong", "demo"]
 _PG = re.compile(r"PostgreSQL 15 on 127\.0\.0\.1:(\d+) \((/[^)]+)\)")
 _INGRESS = re.compile(r"ingress https://127\.0\.0\.1:(\d+) .* admin http://127\.0\.0\.1:(\d+)")
 _ROOT = re.compile(r"working directory (/\S+) ")
+_SWEEPER = re.compile(r"lease sweeper every \S+ \(pid (\d+)\)")
 
 
 def _listening(port: int) -> bool:
@@ -34,6 +35,11 @@ def _assert_gone(output: str) -> None:
     if pg is not None:  # not when QL_TEST_DSN points at an existing server
         assert not Path(pg.group(2)).exists(), "the throwaway cluster dir was left behind"
         assert not _listening(int(pg.group(1))), "PostgreSQL still listening"
+    sweeper = _SWEEPER.search(output)
+    assert sweeper is not None, output  # the demo runs a sweeper, as a deployment does
+    assert not Path(f"/proc/{sweeper.group(1)}").exists() \
+        or Path(f"/proc/{sweeper.group(1)}/stat").read_text().rsplit(")", 1)[-1].split()[0] \
+        == "Z", "the sweeper is still running"
     ingress = _INGRESS.search(output)
     assert ingress is not None, output
     for port in ingress.groups():
