@@ -1,11 +1,15 @@
-"""`qinglong console --dsn DSN [--host 127.0.0.1] [--port 8088] [--allow-remote]`
-(SPEC §10): the read-only operator console, a process of its own.
+"""`qinglong console --dsn DSN [--host 127.0.0.1] [--port 8088] [--allow-remote
+--tls-cert F --tls-key F --auth-token-file F --allowed-host H ...]` (SPEC §10):
+the read-only operator console, a process of its own.
 
-It binds loopback unless --allow-remote (it has no login: whoever reaches the
-port reads what `ql_readonly` may read), prints its URL as its first line once
-it listens, and serves until SIGINT/SIGTERM. aiohttp and psycopg are imported
-inside the handler (cli.py imports this module for every command's parser; the
-config module it imports for its defaults needs neither).
+It binds loopback (plain HTTP, no login) unless --allow-remote, which serves
+HTTPS only, wants the access token of --auth-token-file on every request
+(Bearer or the login form's session cookie) and answers only the
+--allowed-host names; without all of them it refuses to start (exit 2). It
+prints its URL as its first line once it listens, and serves until
+SIGINT/SIGTERM. aiohttp and psycopg are imported inside the handler (cli.py
+imports this module for every command's parser; the config module it imports
+for its defaults needs neither).
 """
 
 from __future__ import annotations
@@ -32,7 +36,18 @@ def register(sub: argparse._SubParsersAction, lazy: Callable[[str], Handler]) ->
     console.add_argument("--port", type=_port, default=None,
                          help="TCP port (default 8088; 0 = any free port)")
     console.add_argument("--allow-remote", action="store_true",
-                         help="allow a non-loopback --host (the console has no login)")
+                         help="serve beyond loopback: HTTPS with an access token; needs "
+                              "--tls-cert, --tls-key, --auth-token-file and --allowed-host")
+    console.add_argument("--tls-cert", metavar="FILE", default=None,
+                         help="server certificate chain, PEM (with --allow-remote)")
+    console.add_argument("--tls-key", metavar="FILE", default=None,
+                         help="its private key, PEM (with --allow-remote)")
+    console.add_argument("--auth-token-file", metavar="FILE", default=None,
+                         help="file (mode 0600) holding the access token every request "
+                              "presents (with --allow-remote)")
+    console.add_argument("--allowed-host", metavar="HOST", action="append", default=[],
+                         help="a Host name the console answers (repeatable; others get "
+                              "421; with --allow-remote)")
     console.add_argument("--refresh-s", type=_refresh, default=None,
                          help="seconds between in-page refreshes (default 5; 0 = off)")
     console.set_defaults(handler=lazy("qinglong.console_cli:console_command"))
@@ -67,6 +82,9 @@ def console_command(args: argparse.Namespace) -> int:
         # own: building it must not import the service package).
         given = {"host": args.host, "port": args.port, "refresh_s": args.refresh_s}
         config = ConsoleConfig(dsn=args.dsn, allow_remote=args.allow_remote,
+                               tls_cert=args.tls_cert, tls_key=args.tls_key,
+                               auth_token_file=args.auth_token_file,
+                               allowed_hosts=tuple(args.allowed_host),
                                **{k: v for k, v in given.items() if v is not None})
     except RemoteBindRefused as exc:
         sys.stderr.write(f"qinglong console: {exc}\n")

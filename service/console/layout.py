@@ -11,11 +11,16 @@ from qinglong.service.console.markup import Child, Markup, el
 NAV = (("/", "Overview"), ("/runs", "Runs"), ("/workers", "Workers"))
 
 
-def page(*, title: str, current: str, now_ms: int, refresh_s: int, body: Child) -> Markup:
-    """A whole HTML document. `data-refresh-s` drives console.js (0 = off)."""
+def page(*, title: str, current: str, now_ms: int, refresh_s: int, body: Child,
+         logout: bool = False) -> Markup:
+    """A whole HTML document. `data-refresh-s` drives console.js (0 = off);
+    `logout` adds the log-out button (a same-origin POST) of a remote console."""
     nav = el("nav", el("span", "QingLong", class_="brand"),
              [el("a", label, href=href, class_="current" if href == current else None)
-              for href, label in NAV])
+              for href, label in NAV],
+             el("form", el("button", "Log out", type="submit", id="logout-submit"),
+                method="post", action="/logout", id="logout", class_="logout")
+             if logout else None)
     head = el("head", el("meta", charset="utf-8"),
               el("meta", name="viewport", content="width=device-width, initial-scale=1"),
               el("title", f"{title} · QingLong console"),

@@ -1,4 +1,9 @@
-"""Run a console until SIGINT/SIGTERM, printing its URL once it listens."""
+"""Run a console until SIGINT/SIGTERM, printing its URL once it listens.
+
+A remote console (--allow-remote) loads its TLS material and access token
+before it binds: a file that cannot be used is a usage error (exit 2) and
+nothing listens.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +14,21 @@ from dataclasses import replace
 
 from aiohttp import web
 
+from qinglong.service.console.access import RemoteServing, RemoteSetupError, load_remote
 from qinglong.service.console.app import create_console_app
 from qinglong.service.console.config import ConsoleConfig
+from qinglong.service.tls import TlsConfigError
+
+EXIT_USAGE = 2
 
 
-async def _serve(config: ConsoleConfig) -> None:
-    runner = web.AppRunner(create_console_app(config), access_log=None,
-                           handle_signals=False)
+async def _serve(config: ConsoleConfig, remote: RemoteServing | None) -> None:
+    app = create_console_app(config, remote.access if remote else None)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port)
+        site = web.TCPSite(runner, config.host, config.port,
+                           ssl_context=remote.ssl_context if remote else None)
         await site.start()
         port = runner.addresses[0][1] if runner.addresses else config.port
         sys.stdout.write(f"console: {replace(config, port=port).url}\n")
@@ -34,7 +44,12 @@ async def _serve(config: ConsoleConfig) -> None:
 
 def serve_forever(config: ConsoleConfig) -> int:
     try:
-        asyncio.run(_serve(config))
+        remote = load_remote(config)
+    except (RemoteSetupError, TlsConfigError) as exc:
+        sys.stderr.write(f"qinglong console: {exc}\n")
+        return EXIT_USAGE
+    try:
+        asyncio.run(_serve(config, remote))
     except OSError as exc:
         sys.stderr.write(f"qinglong console: cannot listen on {config.host}:{config.port}: "
                          f"{exc.strerror or exc}\n")

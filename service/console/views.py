@@ -30,7 +30,8 @@ def _page(request: web.Request, *, title: str, current: str, now_ms: int,
           body: Markup) -> web.Response:
     config = request.app[CONFIG]
     return html_response(page(title=title, current=current, now_ms=now_ms,
-                              refresh_s=config.refresh_s, body=body))
+                              refresh_s=config.refresh_s, body=body,
+                              logout=config.allow_remote))
 
 
 def error_page(request: web.Request, error: ConsoleError) -> web.Response:
@@ -41,8 +42,9 @@ def error_page(request: web.Request, error: ConsoleError) -> web.Response:
     return html_response(markup, status=error.status)
 
 
-_REASONS = {400: "bad request", 404: "not found", 405: "method not allowed",
-            500: "internal error", 503: "database unavailable"}
+_REASONS = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found",
+            405: "method not allowed", 413: "too large", 415: "unsupported media type",
+            421: "misdirected request", 500: "internal error", 503: "database unavailable"}
 
 
 async def overview_page(request: web.Request) -> web.Response:

@@ -6,13 +6,17 @@ disabled worker, an auth denial, a task whose runs succeeded (output tail
 `<script>alert(1)</script>`), failed, started or still wait, and a task whose
 placement no live session satisfies. `console_process` starts
 `qinglong console` as a subprocess on a free loopback port, logged in as a role
-that is only a member of ql_readonly, and yields its URL.
+that is only a member of ql_readonly, and yields its URL; `remote_files` and
+`remote_args` make the TLS material (the project's dev CA, service/pki.py) and
+the 0600 access token file of a `--allow-remote` console.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import selectors
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -21,12 +25,14 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from qinglong.db import api
+from qinglong.service import pki
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner, Session, command
 
 XSS_TAIL = "compiling…\n<script>alert(1)</script>\ndone\n"
@@ -139,7 +145,7 @@ def console_process(dsn: str, *extra: str) -> Iterator[str]:
             stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
         try:
             first = _first_line(proc, START_TIMEOUT_S)
-            if not first.startswith("console: http://127.0.0.1:"):
+            if not first.startswith(("console: http://127.0.0.1:", "console: https://")):
                 stderr.seek(0)
                 raise AssertionError(f"the console did not start: {first!r} {stderr.read()}")
             yield first.split(" ", 1)[1].strip()
@@ -166,10 +172,45 @@ class Answer:
     headers: dict[str, str]
 
 
-def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> Answer:
+def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None,
+          context: ssl.SSLContext | None = None) -> Answer:
     request = urllib.request.Request(url, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
             return Answer(response.status, response.read().decode(), dict(response.headers))
     except urllib.error.HTTPError as exc:
         return Answer(exc.code, exc.read().decode(), dict(exc.headers))
+
+
+# ------------------------------------------------------------ a remote console
+
+REMOTE_HOST = "localhost"  # the --allowed-host; the certificate names it and 127.0.0.1
+
+
+@dataclass(frozen=True)
+class RemoteFiles:
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+    token_file: Path
+    token: str = field(repr=False)
+
+    def client_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+
+def remote_files(root: Path) -> RemoteFiles:
+    """A dev CA, a server certificate for localhost/127.0.0.1, a 0600 token file."""
+    pki.init_ca(root / "ca")
+    server = pki.issue_server_cert(root / "ca", root / "server", (REMOTE_HOST, "127.0.0.1"))
+    token = secrets.token_urlsafe(32)
+    pki.write_private_file(root / "console.token", f"{token}\n".encode())
+    return RemoteFiles(root / "ca" / pki.CA_CERT_NAME, server.cert_file, server.key_file,
+                       root / "console.token", token)
+
+
+def remote_args(files: RemoteFiles, *hosts: str) -> list[str]:
+    """`qinglong console` flags of a remote console over `files` (bound to 127.0.0.1)."""
+    allowed = [arg for host in hosts or (REMOTE_HOST,) for arg in ("--allowed-host", host)]
+    return ["--allow-remote", "--tls-cert", str(files.cert_file), "--tls-key",
+            str(files.key_file), "--auth-token-file", str(files.token_file), *allowed]

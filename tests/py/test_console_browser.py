@@ -4,30 +4,44 @@ over a demo-like database, and the test reads the DOM Chromium built: the
 expected runs, workers and states are there, an output tail holding
 `<script>alert(1)</script>` is text (no script element came of it), the page
 refreshed itself in place, and a screenshot of each page is saved under the
-test's tmp dir; and a refresh that fails shows a "stale since" marker."""
+test's tmp dir; and a refresh that fails shows a "stale since" marker. A
+remote console (`--allow-remote`, TLS from the dev CA) is logged into through
+its form by Chromium driven over the DevTools protocol: the overview loads, the
+session cookie is Secure, HttpOnly and SameSite=Strict, and logging out ends it."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import http.server
+import json
 import re
 import shutil
 import subprocess
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import psycopg
 import pytest
 
+from qinglong.service.console.access import SESSION_COOKIE
 from tests.py.console_scenario import (
     XSS_LABEL,
     XSS_TAIL,
+    RemoteFiles,
     Scenario,
     build_scenario,
     console_process,
     drop_role,
     readonly_dsn,
+    remote_args,
+    remote_files,
+    stop_process,
 )
 from tests.py.test_console_app import Dom
 
@@ -169,3 +183,121 @@ def test_failed_refresh_shows_a_stale_marker(scenario_console: tuple[Scenario, s
     body = stale.tags("body")[0]
     assert body.attrs.get("data-stale") == "true" and not body.attrs.get("data-refreshed")
     assert "edge-1" in stale.by_id("sessions"), "the last good page is kept"
+
+
+# ------------------------------------------------- a remote console, logged into
+
+CDP_TIMEOUT_S = 30.0
+
+
+class Cdp:
+    """The few DevTools protocol calls the test needs, over one page's websocket."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.last_id = 0
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.last_id += 1
+        await self.ws.send_json({"id": self.last_id, "method": method, "params": params})
+        while True:
+            message = await asyncio.wait_for(self.ws.receive_json(), CDP_TIMEOUT_S)
+            if message.get("id") == self.last_id:
+                assert "error" not in message, message
+                return dict(message["result"])
+
+    async def value(self, expression: str) -> Any:
+        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        assert "exceptionDetails" not in result, result
+        return result["result"].get("value")
+
+    async def until(self, expression: str) -> None:
+        deadline = time.monotonic() + CDP_TIMEOUT_S
+        while not await self.value(expression):
+            assert time.monotonic() < deadline, f"never true: {expression}"
+            await asyncio.sleep(0.1)
+
+
+def _devtools_page(profile: Path, process: subprocess.Popen[str]) -> str:
+    """The websocket URL of the page Chromium opened (DevToolsActivePort names its port)."""
+    deadline = time.monotonic() + CDP_TIMEOUT_S
+    port_file = profile / "DevToolsActivePort"
+    while not port_file.exists():
+        assert process.poll() is None and time.monotonic() < deadline, "Chromium did not start"
+        time.sleep(0.1)
+    port = port_file.read_text().split()[0]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
+        targets = json.loads(answer.read())
+    return next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+
+
+async def _log_in_and_out(ws_url: str, url: str, token: str, shot: Path) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as http, \
+            http.ws_connect(ws_url, max_msg_size=64 * 1024 * 1024) as ws:
+        cdp = Cdp(ws)
+        await cdp.call("Page.navigate", url=url)
+        await cdp.until("document.getElementById('login') !== null")
+        seen: dict[str, Any] = {"before": await cdp.value("document.body.innerText")}
+        await cdp.value(f"document.getElementById('token').value = {json.dumps(token)}; "
+                        "document.getElementById('login-submit').click(); true")
+        await cdp.until("location.pathname === '/' && "
+                        "document.getElementById('runs-by-state') !== null")
+        seen["sessions"] = await cdp.value("document.getElementById('sessions').innerText")
+        seen["document_cookie"] = await cdp.value("document.cookie")
+        seen["cookies"] = (await cdp.call("Network.getCookies", urls=[url]))["cookies"]
+        shot.write_bytes(base64.b64decode((await cdp.call("Page.captureScreenshot"))["data"]))
+        await cdp.call("Page.navigate", url=f"{url}workers")
+        await cdp.until("document.getElementById('workers') !== null")
+        seen["workers"] = await cdp.value("document.getElementById('workers').innerText")
+        await cdp.value("document.getElementById('logout-submit').click(); true")
+        await cdp.until("location.pathname === '/login' && "
+                        "document.getElementById('login') !== null")
+        await cdp.call("Page.navigate", url=url)
+        await cdp.until("document.readyState === 'complete' && "
+                        "document.getElementById('login') !== null")
+        seen["after"] = await cdp.value("document.body.innerText")
+        return seen
+
+
+@pytest.fixture
+def remote_console(db_dsn: str, pg_cluster, db_name: str,
+                   tmp_path: Path) -> Iterator[tuple[Scenario, str, RemoteFiles]]:
+    files = remote_files(tmp_path / "remote")
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        scenario = build_scenario(conn)
+        try:
+            with console_process(readonly_dsn(conn, pg_cluster, db_name),
+                                 *remote_args(files)) as url:
+                yield scenario, url, files
+        finally:
+            drop_role(conn, db_name)
+
+
+def test_log_in_to_a_remote_console_in_a_browser(
+        remote_console: tuple[Scenario, str, RemoteFiles], tmp_path: Path) -> None:
+    """Chromium (the dev CA's certificate accepted with --ignore-certificate-errors)
+    gets the login form, logs in with the token, sees the overview and the
+    workers, and after logging out gets the form again."""
+    _, url, files = remote_console
+    assert url.startswith("https://localhost:")
+    profile = tmp_path / "profile-remote"
+    browser = subprocess.Popen(
+        [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
+         "--disable-dev-shm-usage", "--no-first-run", "--ignore-certificate-errors",
+         f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    try:
+        seen = asyncio.run(_log_in_and_out(_devtools_page(profile, browser), url, files.token,
+                                           tmp_path / "remote-overview.png"))
+    finally:
+        stop_process(browser)
+    assert "log in with the console's access token" in seen["before"]
+    assert "edge-1" not in seen["before"]
+    assert "edge-1" in seen["sessions"] and "gpu-box" in seen["sessions"]
+    assert seen["document_cookie"] == "", "the session cookie is readable by scripts"
+    (cookie,) = [c for c in seen["cookies"] if c["name"] == SESSION_COOKIE]
+    assert cookie["secure"] and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert files.token not in cookie["value"]
+    assert "edge-1" in seen["workers"] and "retired" in seen["workers"]
+    assert "edge-1" not in seen["after"] and "Access token" in seen["after"]
+    assert (tmp_path / "remote-overview.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
