@@ -8,6 +8,9 @@ Layout (root 0700, files 0600, all JSON with sorted keys)::
                                  executor (SPEC §7) also its execution state, updated
                                  by :meth:`Journal.advance` and removed once terminal
     ROOT/failed-claims/<offerId>.json   abandoned intents, for diagnostics (bounded)
+    ROOT/aside/<offerId>.json    inbox entries whose lease can no longer be used
+                                 (:meth:`Journal.move_aside`): kept for inspection,
+                                 never counted against the capacity, never offered
 
 The journal is a local *delivery* crash barrier, not execution authority: it
 records that an offer was durably admitted before the pending claim is cleared.
@@ -35,10 +38,12 @@ HARD_CAPACITY = 1024
 ENTRY_LIMIT = 160 * 1024
 PENDING_LIMIT = 8 * 1024
 FAILED_KEEP = 32
+ASIDE_KEEP = HARD_CAPACITY
 
 PENDING_NAME = "pending-claim.json"
 INBOX_DIR = "inbox"
 FAILED_DIR = "failed-claims"
+ASIDE_DIR = "aside"
 
 PENDING_SCHEMA = "qinglong/pending-claim@v1"
 ENTRY_SCHEMA = "qinglong/inbox-entry@v1"
@@ -50,6 +55,7 @@ _TOKEN = re.compile(r"^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$")
 _REASON = re.compile(r"^[a-z0-9_]{1,64}$")
 
 __all__ = [
+    "ASIDE_DIR",
     "DEFAULT_CAPACITY",
     "ENTRY_LIMIT",
     "HARD_CAPACITY",
@@ -333,6 +339,7 @@ class Journal:
         self.root = root
         self.inbox_dir = os.path.join(root, INBOX_DIR)
         self.failed_dir = os.path.join(root, FAILED_DIR)
+        self.aside_dir = os.path.join(root, ASIDE_DIR)
         self.capacity = capacity
         self.lock = lock
         self._fs = fs
@@ -365,22 +372,24 @@ class Journal:
         return journal
 
     def _prepare(self) -> None:
-        for directory in (self.inbox_dir, self.failed_dir):
+        dirs = (self.inbox_dir, self.failed_dir, self.aside_dir)
+        for directory in dirs:
             fsio.ensure_private_dir(self._fs, directory)
-        for directory in (self.root, self.inbox_dir, self.failed_dir):
+        for directory in (self.root, *dirs):
             fsio.sweep_temp_files(self._fs, directory)
             self._check_files(directory)
         # Adopt what a dead predecessor left. It may have died between a mkdir /
         # link / rename / unlink and the directory fsync, so names we can see need
         # not be durable yet; we act on them (an exact replay returns UNCHANGED and
         # the caller clears the intent), so make them durable first.
-        for directory in (os.path.dirname(self.root), self.root, self.inbox_dir, self.failed_dir):
+        for directory in (os.path.dirname(self.root), self.root, *dirs):
             self._fs.fsync_dir(directory)
+        self._finish_moves()
 
     def _check_files(self, directory: str) -> None:
         with os.scandir(directory) as entries:
             for entry in entries:
-                if entry.name in (INBOX_DIR, FAILED_DIR) and directory == self.root:
+                if entry.name in (INBOX_DIR, FAILED_DIR, ASIDE_DIR) and directory == self.root:
                     continue
                 fsio.check_private(entry.path, entry.stat(follow_symlinks=False), want_dir=False)
 
@@ -571,3 +580,69 @@ class Journal:
         if not is_offer_id(offer_id):
             raise ValueError("offer id must be a lowercase canonical UUID")
         return fsio.remove_file(self._fs, self.inbox_dir, f"{offer_id}.json")
+
+    # -- aside -------------------------------------------------------------
+
+    def move_aside(self, offer_id: str) -> bool:
+        """Move an entry whose lease can no longer be used out of ``inbox/``.
+
+        Durable and crash-safe without a cross-directory rename: hard-link the
+        file into ``aside/`` (never replaces), fsync ``aside/``, unlink it from
+        ``inbox/``, fsync ``inbox/``. A crash in between leaves the same file
+        under both names, which the next open finishes moving
+        (:meth:`_finish_moves`) before anything counts or reads the inbox; so an
+        entry is never lost and never counted twice. False if it was not in the
+        inbox."""
+        self.lock.check()
+        if not is_offer_id(offer_id):
+            raise ValueError("offer id must be a lowercase canonical UUID")
+        name = f"{offer_id}.json"
+        source = os.path.join(self.inbox_dir, name)
+        target = os.path.join(self.aside_dir, name)
+        try:
+            self._fs.link(source, target)
+        except FileNotFoundError:
+            return False
+        except FileExistsError:
+            if not _same_file(source, target):
+                raise OfferConflict(f"aside/{name} holds another entry") from None
+        self._fs.fsync_dir(self.aside_dir)
+        self.lock.check()
+        fsio.remove_file(self._fs, self.inbox_dir, name)
+        self._prune_aside()
+        return True
+
+    def aside_ids(self) -> list[str]:
+        self.lock.check()
+        return sorted(n[:-5] for n in self._json_names(self.aside_dir))
+
+    def _finish_moves(self) -> None:
+        """Complete a move aside a dead predecessor left half done (both names)."""
+        aside = set(self._json_names(self.aside_dir))
+        for name in self._json_names(self.inbox_dir):
+            if name not in aside:
+                continue
+            if not _same_file(os.path.join(self.inbox_dir, name),
+                              os.path.join(self.aside_dir, name)):  # fmt: skip
+                raise JournalCorrupt(f"inbox and aside hold different entries: {name}")
+            fsio.remove_file(self._fs, self.inbox_dir, name)
+
+    def _prune_aside(self) -> None:
+        names = self._json_names(self.aside_dir)
+        if len(names) <= ASIDE_KEEP:
+            return
+        # The link into aside/ set each file's ctime: the oldest moves go first.
+        by_age = sorted(names, key=lambda n: os.stat(os.path.join(self.aside_dir, n)).st_ctime_ns)
+        for name in by_age[: len(names) - ASIDE_KEEP]:
+            self.lock.check()
+            fsio.remove_file(self._fs, self.aside_dir, name)
+
+
+def _same_file(first: str, second: str) -> bool:
+    """One inode under two names, or (a copy restored from a backup) equal bytes."""
+    a, b = os.stat(first, follow_symlinks=False), os.stat(second, follow_symlinks=False)
+    if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+        return True
+    return (a.st_size == b.st_size
+            and fsio.read_file_capped(first, ENTRY_LIMIT).data
+            == fsio.read_file_capped(second, ENTRY_LIMIT).data)  # fmt: skip

@@ -83,6 +83,7 @@ from qinglong.worker.session import (
 )
 
 if TYPE_CHECKING:
+    from qinglong.worker.inbox_keeper import InboxKeeper
     from qinglong.worker.lifecycle import Lifecycle
 
 PULL_PATH = "/v1/offers/pull"
@@ -91,6 +92,13 @@ SESSION_LOST_REASONS = frozenset({
     "session_replaced", "session_expired", "session_not_found", "session_closed",
     "capabilities_mismatch",
 })  # fmt: skip
+# 409: the operator drains this session (admin session close / worker disable
+# --drain). It takes no new offer, but its started leases run on and it stays
+# open until they end: stop pulling, keep heartbeating the session and the
+# running leases, and never open a new session meanwhile (that would replace
+# this one and fence its running leases off). The session's end shows up as a
+# 409 on its next heartbeat; then a new session is opened as after any loss.
+SESSION_DRAINING = "session_draining"
 # Outcomes after which no claim is pending (the claim settled one way or another).
 SETTLED = frozenset({
     ClaimOutcome.IDLE, ClaimOutcome.ACCEPTED, ClaimOutcome.CONFLICT, ClaimOutcome.REJECTED,
@@ -192,9 +200,11 @@ class Runner:
         rng: random.Random | None = None,
         policy: BackoffPolicy = DEFAULT_POLICY,
         executor: Lifecycle | None = None,
+        keeper: InboxKeeper | None = None,
     ) -> None:
         self._config = config
         self._executor = executor
+        self._keeper = keeper  # without the executor: keeps the inbox to usable entries
         self._slot_freed = False
         if executor is not None:
             executor.on_slot_freed = self._on_slot_freed
@@ -219,6 +229,7 @@ class Runner:
         self._step_failures = 0
         self._accepted = 0
         self._resumed_stale = False
+        self._draining = False  # the session answered session_draining: no pulls
         self._last_outcome: ClaimOutcome | None = None
 
     @property
@@ -232,6 +243,8 @@ class Runner:
         try:
             if self._executor is not None:
                 self._executor.sync()  # adopt what a predecessor left in the inbox
+            if self._keeper is not None:
+                self._keeper.load()
             self._loop()
             clean = True
         except DrainRequested:
@@ -249,21 +262,38 @@ class Runner:
                 self._executor.tick()
             now = self._clock()
             may_pull = self._may_pull()
+            keeper_due = self._keeper.next_due_ms() if self._keeper is not None else None
             if now >= self._next_heartbeat_ms:
                 self._heartbeat()
+            elif keeper_due is not None and now >= keeper_due:
+                self._probe_inbox()
             elif may_pull and now >= self._next_pull_ms:
                 self._pull()
             else:
                 wake = min(self._next_heartbeat_ms,
                            self._next_pull_ms if may_pull else self._next_heartbeat_ms)  # fmt: skip
+                if keeper_due is not None:
+                    wake = min(wake, keeper_due)
                 self._wait((wake - now) / 1000)
 
+    def _probe_inbox(self) -> None:
+        assert self._keeper is not None
+        pending = self._journal.load_pending()
+        # The coordinator owns a pending claim's entry until the claim settles.
+        self._keeper.probe_due(skip=[pending.offer_id] if pending is not None else [])
+
     def _may_pull(self) -> bool:
+        if self._draining:
+            return False
         return self._executor is None or self._executor.wants_offers()
 
     def _on_slot_freed(self) -> None:
         self._slot_freed = True
         self._next_pull_ms = min(self._next_pull_ms, self._clock())
+        if self._draining:
+            # A draining session closes with its last lease: ask now, not a
+            # heartbeat interval later, whether it has (409 -> a new session).
+            self._next_heartbeat_ms = min(self._next_heartbeat_ms, self._clock())
 
     def _wait(self, seconds: float) -> bool:
         """Wait up to ``seconds``; with the executor, keep doing its due work meanwhile
@@ -315,10 +345,14 @@ class Runner:
             self._resumed_stale = (
                 resumed is not None and resumed.capabilities_digest != self._caps_digest
             )
+            if self._keeper is not None:
+                # One active session per worker: entries of any other are dead.
+                self._keeper.settle(self._session.session_id, self._session.generation)
             now = self._clock()
             self._next_heartbeat_ms = now + self._session.heartbeat_interval_ms
             self._next_pull_ms = now
             self._heartbeat_failures = 0
+            self._draining = False
             return
 
     def _wait_after_session_error(self, event: str, exc: SessionError, failures: int) -> None:
@@ -350,15 +384,22 @@ class Runner:
         return info
 
     def _resume_inbox(self) -> SessionInfo | None:
-        """With the executor: heartbeat the newest session the inbox leases belong to."""
-        sessions = self._executor.sessions() if self._executor is not None else []
+        """Heartbeat the newest session the inbox leases belong to (SPEC §6.4: a
+        new session would release them, and the same runs would be claimed again)."""
+        if self._executor is not None:
+            sessions = self._executor.sessions()
+        elif self._keeper is not None:
+            sessions = self._keeper.sessions()
+        else:
+            sessions = []
         if not sessions:
             return None
         session_id, generation = sessions[0]
         try:
             info = self._sessions.heartbeat(session_id, generation)
         except SessionLost as exc:
-            # Its leases died with it: their calls answer 409 and the entries are dropped.
+            # Its leases died with it: their calls answer 409 and the entries are
+            # dropped (executor), or are moved aside once a session is open (keeper).
             self._events.warning("session.resume_failed", reason=exc.reason,
                                  sessionId=session_id, generation=generation)  # fmt: skip
             return None
@@ -409,6 +450,7 @@ class Runner:
         fields = session.log_fields() if session is not None else {}
         self._events.warning("session.lost", reason=reason, **fields)
         self._session = None
+        self._draining = False
 
     # -- claims ------------------------------------------------------------
 
@@ -436,7 +478,10 @@ class Runner:
             self._stop.request("done")
             return
         if (self._resumed_stale and self._session is session
-                and (self._executor is None or not self._executor.jobs)):  # fmt: skip
+                and (self._executor is None or not self._executor.jobs)
+                and (self._keeper is None
+                     or not self._keeper.holds_session(session.session_id,
+                                                       session.generation))):  # fmt: skip
             # The resumed session carries the previous run's capabilities; now that
             # its claim settled, open one with the configured capabilities (not while
             # the executor holds leases: a new session would fence them off).
@@ -461,6 +506,8 @@ class Runner:
             self._events.info("claim.idle", offerId=result.offer_id)
 
     def _on_inbox_full(self, result: StepResult, now: int) -> None:
+        if self._keeper is not None:
+            self._keeper.recheck_all()  # entries whose lease died free their place
         cadence = self._config.cadence
         self._next_pull_ms = now + cadence.idle_poll_ms + self._rng.randint(0, cadence.jitter_ms)
         if self._last_outcome is not ClaimOutcome.INBOX_FULL:
@@ -471,6 +518,8 @@ class Runner:
         self._accepted += 1
         self._next_pull_ms = now
         entry = result.entry
+        if self._keeper is not None:
+            self._keeper.admitted(entry)  # an older entry of the same run is dead
         candidate = entry.offer.get("candidate", {}) if entry is not None else {}
         self._events.info("claim.accepted", offerId=result.offer_id,
                           runId=candidate.get("runId"), attemptId=candidate.get("attemptId"),
@@ -479,7 +528,12 @@ class Runner:
     def _on_conflict(self, result: StepResult, now: int) -> None:
         self._events.warning("claim.conflict", offerId=result.offer_id, reason=result.reason)
         self._next_pull_ms = now
-        if result.reason in SESSION_LOST_REASONS:
+        if result.reason == SESSION_DRAINING and self._session is not None:
+            self._draining = True
+            running = len(self._executor.jobs) if self._executor is not None else 0
+            self._events.warning("session.draining", running=running,
+                                 **self._session.log_fields())  # fmt: skip
+        elif result.reason in SESSION_LOST_REASONS:
             self._lose_session(result.reason or "conflict")
 
     def _on_failed_claim(self, result: StepResult, now: int) -> None:
@@ -687,6 +741,7 @@ def _run(
         executor = _executor(config, journal, post, events)
     except OSError as exc:
         return _fail(events, "config_error", "work_dir_unusable", str(exc), ExitCode.CONFIG)
+    keeper = _keeper(config, journal, post, events) if executor is None else None
     runner = Runner(
         config,
         journal,
@@ -697,6 +752,7 @@ def _run(
         options=options,
         faults=faults,
         executor=executor,
+        keeper=keeper,
     )
     try:
         return runner.run()
@@ -724,6 +780,15 @@ def _executor(
         work_dir=config.work_dir,
         events=events,
     )
+
+
+def _keeper(
+    config: WorkerConfig, journal: Journal, post: Callable[..., Any], events: EventLog
+) -> InboxKeeper:
+    from qinglong.worker.inbox_keeper import InboxKeeper
+    from qinglong.worker.lease_client import LeaseClient
+
+    return InboxKeeper(journal, LeaseClient(post), worker_id=config.worker_id, events=events)
 
 
 def _fail(events: EventLog, error: str, reason: str, detail: str, code: ExitCode) -> ExitCode:

@@ -523,3 +523,102 @@ def test_replaced_session_is_reopened_and_a_second_owner_is_refused(
         assert w.stop() == 0
     first, second_session = w.named("session.opened")
     assert second_session["generation"] > first["generation"]
+
+
+# ------------------------------------------------------------------ restarts keep the inbox
+
+
+def aside(journal: Path) -> list[str]:
+    return sorted(p.name[:-5] for p in (journal / "aside").glob("*.json"))
+
+
+def inbox_runs(journal: Path, directory: str = "inbox") -> dict[str, str]:
+    """offer id -> run id of every entry under ``directory``."""
+    out = {}
+    for path in (journal / directory).glob("*.json"):
+        doc = json.loads(path.read_text())
+        out[doc["offerId"]] = doc["lease"]["runId"]
+    return out
+
+
+def fill_and_kill(env_file: dict, journal: Path, count: int) -> Worker:
+    """A worker without --execute takes ``count`` offers, goes idle and is SIGKILLed
+    with no claim in flight (the next pull is >= idlePollMs away)."""
+    with worker(dev_args(env_file, journal, "--slots", "32")) as w:
+        w.wait_for("claim.accepted", count=count, timeout=60)
+        w.wait_for("claim.idle", timeout=30)
+        w.proc.send_signal(signal.SIGKILL)
+        w.proc.wait(timeout=WORKER_TIMEOUT_S)
+    assert pending(journal) is None  # the restart must find the inbox, not a claim
+    assert len(inbox(journal)) == count
+    return w
+
+
+def lease_rows(admin: Admin, runs: list[str]) -> list[tuple[str, str, Any]]:
+    return admin.query(
+        "SELECT run_id::text, offer_id::text, release_reason FROM ql_private.run_leases"
+        " WHERE run_id = ANY(%s::uuid[]) ORDER BY id", runs)  # fmt: skip
+
+
+def test_restart_without_execute_resumes_the_inbox_session(
+    env_file: dict, admin: Admin, tmp_path: Path
+):
+    """SPEC §6.4: SIGKILL, restart, restart: the same 20 entries, the same 20 live
+    leases, the same session — never a second lease per run."""
+    runs = admin.enqueue(20)
+    journal = tmp_path / "journal"
+    first = fill_and_kill(env_file, journal, 20)
+    (opened,) = first.named("session.opened")
+    before = inbox_runs(journal)
+    assert sorted(before.values()) == sorted(runs)
+    for _ in range(2):
+        with worker(dev_args(env_file, journal, "--slots", "32")) as w:
+            w.wait_for("claim.idle", timeout=30)
+            (resumed,) = w.named("session.resumed")
+            assert (resumed["sessionId"], resumed["generation"]) == (
+                opened["sessionId"], opened["generation"])  # fmt: skip
+            assert resumed["source"] == "inbox"
+            assert not w.named("session.opened") and not w.named("claim.accepted")
+            w.proc.send_signal(signal.SIGKILL)
+            w.proc.wait(timeout=WORKER_TIMEOUT_S)
+        assert inbox_runs(journal) == before and aside(journal) == []
+    rows = lease_rows(admin, runs)
+    assert len(rows) == 20 and {r[1] for r in rows} == set(before)
+    assert all(r[2] is None for r in rows)  # all 20 still leased, none released
+    assert admin.session(opened["sessionId"])[0] == "active"
+
+
+def test_restart_after_the_session_expired_moves_dead_entries_aside(
+    env_file: dict, admin: Admin, tmp_path: Path
+):
+    """The session lapsed while the worker was down: its 20 entries can never be
+    used; they go to aside/ (0600 in a 0700 directory, not counted), and the 20
+    runs, released when the new session opens, are taken again."""
+    runs = admin.enqueue(20)
+    journal = tmp_path / "journal"
+    first = fill_and_kill(env_file, journal, 20)
+    (opened,) = first.named("session.opened")
+    old = inbox_runs(journal)
+    admin.query("UPDATE ql_private.worker_sessions SET expires_at = now() - interval '1 second'"
+                " WHERE session_id = %s RETURNING 1", opened["sessionId"])  # fmt: skip
+    with worker(dev_args(env_file, journal, "--slots", "32")) as w:
+        w.wait_for("claim.accepted", count=20, timeout=60)
+        w.wait_for("claim.idle", timeout=30)
+        assert w.stop() == 0
+    (failed,) = w.named("session.resume_failed")
+    assert failed["reason"] == "session_expired"
+    (reopened,) = w.named("session.opened")
+    assert reopened["generation"] > opened["generation"]
+    moved = w.named("inbox.set_aside")
+    assert sorted(e["offerId"] for e in moved) == sorted(old)
+    assert {e["reason"] for e in moved} == {"session_replaced"}
+    assert aside(journal) == sorted(old)
+    assert mode(journal / "aside") == 0o700
+    assert all(mode(p) == 0o600 for p in (journal / "aside").iterdir())
+    new = inbox_runs(journal)
+    assert not set(new) & set(old)
+    assert sorted(new.values()) == sorted(runs)  # one usable entry per run
+    rows = lease_rows(admin, runs)
+    live = {r[1] for r in rows if r[2] is None}
+    assert live == set(new)
+    assert {r[2] for r in rows if r[1] in old} == {"session_replaced"}
