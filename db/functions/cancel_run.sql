@@ -20,8 +20,10 @@
 -- Locks, in the pull path's order so the two cannot deadlock: the current
 --   attempt FOR UPDATE (a concurrent claim, which locks it with SKIP LOCKED,
 --   either finished first or skips this run), then the run FOR NO KEY UPDATE,
---   then the live lease (UPDATE). If the run moved to another attempt between
---   reading and locking, it retries with the new attempt.
+--   then the live lease (UPDATE) (ql_private.lock_run_attempt). If the run
+--   moved to another attempt between reading and locking, those locks are
+--   rolled back and it starts again with the new attempt (never attempt after
+--   run).
 -- Idempotency: yes (see terminal case); a second call never adds an event.
 -- Errors: QL001 malformed run id; QL004 unknown run.
 -- Caller: ql_runtime (control plane).
@@ -36,22 +38,17 @@ DECLARE
     v_attempt_id uuid;
     v_run ql_private.runs;
     v_attempt ql_private.attempts;
+    v_locked record;
     v_live ql_private.run_leases;
     v_now timestamptz;
 BEGIN
-    LOOP
-        SELECT rr.current_attempt_id INTO v_attempt_id
-          FROM ql_private.runs rr WHERE rr.id = v_run_id;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'run not found';
-        END IF;
-        IF v_attempt_id IS NOT NULL THEN
-            SELECT att.* INTO v_attempt
-              FROM ql_private.attempts att WHERE att.id = v_attempt_id FOR UPDATE;
-        END IF;
-        SELECT rr.* INTO v_run FROM ql_private.runs rr WHERE rr.id = v_run_id FOR NO KEY UPDATE;
-        EXIT WHEN v_run.current_attempt_id IS NOT DISTINCT FROM v_attempt_id;
-    END LOOP;
+    v_locked := ql_private.lock_run_attempt(v_run_id);  -- attempt -> run
+    v_run := v_locked.run;
+    v_attempt := v_locked.attempt;
+    IF v_run.id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'run not found';
+    END IF;
+    v_attempt_id := v_attempt.id;
 
     IF v_run.state IN ('succeeded', 'failed', 'cancelled') THEN
         RETURN jsonb_build_object('runId', v_run.id, 'state', v_run.state,

@@ -5,7 +5,8 @@
 --   candidates in claim order (priority DESC, placementScore DESC, queue order),
 --   `scores` their placement scores. ONE statement locks the first of them whose
 --   run and current attempt can both be locked — FOR NO KEY UPDATE SKIP LOCKED on
---   both rows, so a row a competing replica holds is skipped, never waited for —
+--   both rows, attempt then run (the one lifecycle order), so a row a competing
+--   replica holds is skipped, never waited for —
 --   and that still passes every candidate fence on the locked rows, by
 --   clock_timestamp(): run queued|dispatching, runtime-owned, not
 --   cancel-requested, due (runs.due_at NULL or passed, SPEC §9.2); attempt
@@ -77,7 +78,7 @@ BEGIN
                        AND el.started_at IS NULL AND el.expires_at <= now_ts)))
      ORDER BY p.ord
      LIMIT 1
-       FOR NO KEY UPDATE OF cr, ca SKIP LOCKED;
+       FOR NO KEY UPDATE OF ca, cr SKIP LOCKED;  -- attempt, then run (LIFECYCLE.md "Locks")
     locked := FOUND;
     IF NOT locked THEN
         consumed := cardinality(p_run_ids);

@@ -19,7 +19,8 @@
 -- Locks: the session row FOR UPDATE, which waits for in-flight claims holding
 --   the fence lock (session_fence lock=true, FOR NO KEY UPDATE) so the release
 --   sees their leases, and makes later claims re-check and find the session
---   closed.
+--   closed; then attempt -> run -> lease per released lease
+--   (ql_private.release_unstarted_leases, the lifecycle order).
 -- Idempotency: closing an already closed session of the right generation (not
 --   replaced by a newer one) returns ok with its projection and writes nothing.
 -- Errors: QL001 malformed ids, generation NULL or < 1; QL010 no such session

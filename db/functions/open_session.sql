@@ -26,6 +26,7 @@
 --   UPDATE, which waits for in-flight claims holding the session fence lock
 --   (ql_private.session_fence(..., true) = FOR NO KEY UPDATE), so the lease release
 --   below sees their leases; claims arriving later re-check and see it closed.
+--   The release takes attempt -> run -> lease per lease (the lifecycle order).
 -- Idempotency: none; every successful call opens a new generation (the worker
 --   re-opens only when it has lost its session).
 -- Errors: QL001 malformed workerId / bytes not a UTF-8 JSON object / invalid

@@ -19,11 +19,20 @@
 -- Inputs: p_retain_s 0..3153600000 seconds (0 = everything terminal; the
 --   upper bound, 100 years, keeps the interval arithmetic in range), p_batch
 --   1..10000 runs (default 1000), p_dry_run (default false).
--- Fences: each run is picked on its locked row (still terminal, still old).
+-- Fences: each run is picked on its locked row (still terminal, still old, no
+--   attempt of it left unlocked).
 -- Writes: deletes of the batch's runs, attempts, leases, events; none in a dry run.
--- Locks: the batch's runs FOR UPDATE SKIP LOCKED, so pruning never waits on a
---   claim or any other writer (nor they on it, beyond the rows it took: a
---   terminal run is claimed by nobody), and concurrent pruners split the work.
+-- Locks: in the one lifecycle order attempt -> run -> lease (docs/LIFECYCLE.md
+--   "Locks"): every attempt of the batch's runs FOR UPDATE SKIP LOCKED, then
+--   the runs FOR UPDATE SKIP LOCKED — a run any of whose attempts another
+--   transaction holds (a retry, a cancel, a completion, each of which locks the
+--   attempt and then waits for the run) is left for a later batch — then the
+--   leases by the delete (a heartbeat holding one waits for nothing prune
+--   holds). So pruning never waits on a claim or any writer of attempts or
+--   runs, cannot close a deadlock with ql.retry_run / ql.cancel_run, and
+--   concurrent pruners split the work. `more`: the batch was full before the
+--   skips and something was pruned (rows held right now wait for the next
+--   pass instead of spinning the caller's loop).
 -- Idempotency: a deleted run is gone; the next call takes the next batch.
 -- Errors: QL006 p_retain_s out of bounds (COLUMN retainRuns), p_batch out of
 --   1..10000 (COLUMN batch); nothing changed on error.
@@ -43,6 +52,8 @@ DECLARE
     v_max_retain_s constant bigint := 3153600000;
     v_max_batch constant integer := 10000;
     v_cutoff timestamptz;
+    v_cand uuid[];
+    v_locked uuid[];
     v_ids uuid[];
     v_runs bigint := 0;
     v_attempts bigint := 0;
@@ -78,12 +89,33 @@ BEGIN
                                   'more', cardinality(v_ids) >= p_batch);
     END IF;
 
-    SELECT array_agg(x.id) INTO v_ids
+    -- The batch, unlocked; then the lifecycle's lock order (docs/LIFECYCLE.md
+    -- "Locks"): every attempt of those runs first, then the runs, both SKIP
+    -- LOCKED. A run is pruned only when all its attempts are in hand: a retry,
+    -- a cancel or a completion holding one of them (and waiting for the run)
+    -- keeps its run out of this batch instead of closing a cycle with it.
+    SELECT array_agg(x.id) INTO v_cand
       FROM (SELECT r.id FROM ql_private.runs r
              WHERE r.state IN ('succeeded', 'failed', 'cancelled')
                AND r.finished_at < v_cutoff
              ORDER BY r.finished_at
-             LIMIT p_batch
+             LIMIT p_batch) x;
+    v_cand := coalesce(v_cand, '{}');
+    SELECT array_agg(x.id) INTO v_locked
+      FROM (SELECT a.id FROM ql_private.attempts a
+             WHERE a.run_id = ANY (v_cand)
+               FOR UPDATE SKIP LOCKED) x;
+    v_locked := coalesce(v_locked, '{}');
+    -- Re-checked on the locked run row (still terminal, still old), and an
+    -- attempt added since the lock above (committed by a retry that held the
+    -- run's attempt before we looked) keeps the run out too.
+    SELECT array_agg(x.id) INTO v_ids
+      FROM (SELECT r.id FROM ql_private.runs r
+             WHERE r.id = ANY (v_cand)
+               AND r.state IN ('succeeded', 'failed', 'cancelled')
+               AND r.finished_at < v_cutoff
+               AND NOT EXISTS (SELECT 1 FROM ql_private.attempts a
+                                WHERE a.run_id = r.id AND a.id <> ALL (v_locked))
                FOR UPDATE SKIP LOCKED) x;
     v_ids := coalesce(v_ids, '{}');
     IF cardinality(v_ids) > 0 THEN
@@ -109,10 +141,11 @@ BEGIN
           INTO v_runs, v_attempts, v_leases, v_events;
     END IF;
     RETURN jsonb_build_object('runs', v_runs, 'attempts', v_attempts, 'leases', v_leases,
-                              'events', v_events, 'more', cardinality(v_ids) >= p_batch);
+                              'events', v_events,
+                              'more', cardinality(v_cand) >= p_batch AND v_runs > 0);
 END
 $$;
 REVOKE ALL ON FUNCTION ql.prune_runs(bigint, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.prune_runs(bigint, integer, boolean) TO ql_runtime;
 COMMENT ON FUNCTION ql.prune_runs(bigint, integer, boolean) IS
-'Retention, one batch (SPEC 9.6): terminal runs (succeeded|failed|cancelled) finished more than p_retain_s ago, oldest first, deleted with their attempts, leases, events (and idempotency keys); returns {runs, attempts, leases, events, more}. Live runs never touched. Inputs: p_retain_s 0..3153600000 (0 = all terminal), p_batch 1..10000 (default 1000), p_dry_run (count only, no delete, no lock). Index-driven (runs_terminal_finished, attempts/leases/events by run). Locks: the batch''s runs FOR UPDATE SKIP LOCKED (never waits on a claim). Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_runtime (loop while more, one transaction per batch).';
+'Retention, one batch (SPEC 9.6): terminal runs (succeeded|failed|cancelled) finished more than p_retain_s ago, oldest first, deleted with their attempts, leases, events (and idempotency keys); returns {runs, attempts, leases, events, more}. Live runs never touched. Inputs: p_retain_s 0..3153600000 (0 = all terminal), p_batch 1..10000 (default 1000), p_dry_run (count only, no delete, no lock). Index-driven (runs_terminal_finished, attempts/leases/events by run). Locks: attempt -> run -> lease (the lifecycle order): the batch''s attempts, then runs, FOR UPDATE SKIP LOCKED (a run with an attempt held elsewhere is skipped; never waits on a claim, a retry or a cancel). Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_runtime (loop while more, one transaction per batch).';

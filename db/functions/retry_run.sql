@@ -6,17 +6,20 @@
 --   `claimed`, the previous attempt's executor, not_before now) and is queued
 --   again at once: state `queued`, current_attempt_id -> the new attempt,
 --   cancel_requested reset, finished_at and due_at NULL, its placement class
---   filled in if it predates classes. The run keeps its pinned revision,
---   priority and queue position (queue_seq). One `run.retried` event (attempt =
+--   looked up again (ql_private.placement_class_of; unused classes are
+--   pruned). The run keeps its pinned revision, priority and queue position
+--   (queue_seq). One `run.retried` event (attempt =
 --   the new one; payload attemptId, attemptNo, previousAttemptId,
 --   previousState, actor). The requeue fires the idle view's 'q' NOTIFY
 --   (migration 0005), so idle replicas ask the database again.
 -- Inputs: p_run_id (lowercase canonical UUID).
 -- Fences: the run is failed or cancelled and holds no live lease.
 -- Writes: one attempt, the run, one event; nothing when refused.
--- Locks: the current attempt FOR UPDATE, then the run FOR NO KEY UPDATE (the
---   order of ql.cancel_run and the lease calls; a claim never waits for them);
---   re-read when the current attempt moved in between.
+-- Locks: the current attempt FOR UPDATE, then the run FOR NO KEY UPDATE
+--   (ql_private.lock_run_attempt: the lifecycle order attempt -> run of
+--   ql.cancel_run and the lease calls; a claim, the sweeper and prune never wait
+--   for them); when the current attempt moved in between, those locks are
+--   rolled back and taken again on the new one.
 -- Idempotency: none — each call on a failed/cancelled run adds an attempt; a
 --   second call right after the first finds the run queued and is refused.
 -- Errors: QL001 malformed run id (COLUMN runId); QL004 unknown run (COLUMN
@@ -34,23 +37,18 @@ DECLARE
     v_attempt_id uuid;
     v_run ql_private.runs;
     v_attempt ql_private.attempts;
+    v_locked record;
     v_next_id uuid := gen_random_uuid();
     v_next_no integer;
     v_now timestamptz;
 BEGIN
-    LOOP
-        SELECT rr.current_attempt_id INTO v_attempt_id
-          FROM ql_private.runs rr WHERE rr.id = v_run_id;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
-        END IF;
-        IF v_attempt_id IS NOT NULL THEN
-            SELECT att.* INTO v_attempt
-              FROM ql_private.attempts att WHERE att.id = v_attempt_id FOR UPDATE;
-        END IF;
-        SELECT rr.* INTO v_run FROM ql_private.runs rr WHERE rr.id = v_run_id FOR NO KEY UPDATE;
-        EXIT WHEN v_run.current_attempt_id IS NOT DISTINCT FROM v_attempt_id;
-    END LOOP;
+    v_locked := ql_private.lock_run_attempt(v_run_id);  -- attempt -> run
+    v_run := v_locked.run;
+    v_attempt := v_locked.attempt;
+    IF v_run.id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
+    END IF;
+    v_attempt_id := v_attempt.id;
 
     IF v_run.state NOT IN ('failed', 'cancelled') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL020', COLUMN = 'runId',
@@ -73,8 +71,9 @@ BEGIN
     UPDATE ql_private.runs rr
        SET state = 'queued', current_attempt_id = v_next_id, cancel_requested = false,
            finished_at = NULL, due_at = NULL, updated_at = v_now,
-           placement_class = coalesce(rr.placement_class,
-                                      ql_private.placement_class_of(rr.execution_revision_id))
+           -- looked up again (not kept): ql.prune_fleet may have removed an
+           -- unused class since the run ended; this re-creates it.
+           placement_class = ql_private.placement_class_of(rr.execution_revision_id)
      WHERE rr.id = v_run_id;
     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
     VALUES ('run.retried', v_run_id, v_next_id, jsonb_strip_nulls(jsonb_build_object(
@@ -90,4 +89,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.retry_run(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.retry_run(text) TO ql_runtime;
 COMMENT ON FUNCTION ql.retry_run(text) IS
-'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE. Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition. Caller: ql_runtime.';
+'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE (lock_run_attempt, the lifecycle order). Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition. Caller: ql_runtime.';

@@ -36,6 +36,9 @@
 --   the retry policy's writes); runs.due_at of the promoted runs (no event).
 -- Locks: the leases FOR UPDATE SKIP LOCKED, then per lease its attempt FOR
 --   UPDATE SKIP LOCKED and its run FOR NO KEY UPDATE SKIP LOCKED (see above).
+--   Lease first is against the lifecycle order attempt -> run -> lease
+--   (docs/LIFECYCLE.md "Locks") and allowed only because no lock here is
+--   waited for: a function that never waits cannot be part of a deadlock.
 -- Idempotency: a released lease is never taken again; each lost attempt is
 --   retried at most once (attempt lock + UNIQUE (run_id, attempt_no)).
 -- Errors: QL001 batch NULL or < 1; QL002 batch > 5000.
