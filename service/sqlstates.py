@@ -61,6 +61,9 @@ class QlSqlState(Enum):
     IMMUTABLE_REVISION = SqlStateInfo(
         "QL021", "immutable_revision", None, "UPDATE/DELETE on execution_revisions"
     )
+    TASK_DISABLED = SqlStateInfo(
+        "QL022", "task_disabled", 409, "the task is disabled: it takes no new work (retry)"
+    )
 
     @property
     def code(self) -> str:

@@ -13,7 +13,9 @@
 --   previousState, actor). The requeue fires the idle view's 'q' NOTIFY
 --   (migration 0005), so idle replicas ask the database again.
 -- Inputs: p_run_id (lowercase canonical UUID).
--- Fences: the run is failed or cancelled and holds no live lease.
+-- Fences: the run is failed or cancelled and holds no live lease; its task is
+--   enabled (a disabled task refuses new work, SPEC §9.1: read as enqueue
+--   reads it, without a lock on the task).
 -- Writes: one attempt, the run, one event; nothing when refused.
 -- Locks: the current attempt FOR UPDATE, then the run FOR NO KEY UPDATE
 --   (ql_private.lock_run_attempt: the lifecycle order attempt -> run of
@@ -24,7 +26,8 @@
 --   second call right after the first finds the run queued and is refused.
 -- Errors: QL001 malformed run id (COLUMN runId); QL004 unknown run (COLUMN
 --   runId); QL020 the run is not failed or cancelled (queued, in flight or
---   succeeded), or still holds a live lease.
+--   succeeded), or still holds a live lease; QL022 task_disabled (COLUMN
+--   taskId) the run's task is disabled. Nothing is written on any error.
 -- Caller: ql_runtime.
 CREATE OR REPLACE FUNCTION ql.retry_run(p_run_id text)
 RETURNS jsonb
@@ -60,6 +63,11 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL020', COLUMN = 'runId',
             MESSAGE = 'illegal_transition: the run still holds a live lease';
     END IF;
+    -- A disabled task refuses new work (SPEC §9.1), a retry's attempt included.
+    IF NOT (SELECT tk.enabled FROM ql_private.tasks tk WHERE tk.id = v_run.task_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL022', COLUMN = 'taskId',
+            MESSAGE = 'task_disabled: the run''s task is disabled (enable it to retry)';
+    END IF;
 
     SELECT coalesce(max(a.attempt_no), 0) + 1 INTO v_next_no
       FROM ql_private.attempts a WHERE a.run_id = v_run_id;
@@ -89,4 +97,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.retry_run(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.retry_run(text) TO ql_runtime;
 COMMENT ON FUNCTION ql.retry_run(text) IS
-'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE (lock_run_attempt, the lifecycle order). Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition. Caller: ql_runtime.';
+'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease, task enabled. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE (lock_run_attempt, the lifecycle order). Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition, QL022 task_disabled (COLUMN taskId). Caller: ql_runtime.';

@@ -467,6 +467,22 @@ def test_run_retry_of_a_cancelled_run(db_dsn: str, prov: Provisioner, task_id: s
     assert [a["number"] for a in shown["attempts"]] == [1, 2]
 
 
+def test_run_retry_refused_for_a_disabled_task(
+        db_dsn: str, conn: psycopg.Connection, prov: Provisioner, task_id: str) -> None:
+    """A disabled task refuses new work (SPEC 9.1): exit 1, reason task_disabled,
+    and the run stays cancelled with its one attempt."""
+    (run_id,) = prov.enqueue(task_id)
+    ok("run", "cancel", "--dsn", db_dsn, "--run", run_id)
+    ok("task", "configure", "--dsn", db_dsn, "--task", task_id, "--enabled", "false")
+    doc = fails("run", "retry", "--dsn", db_dsn, "--run", run_id, reason="task_disabled")
+    assert "disabled" in doc["detail"], doc
+    shown = ok("run", "show", "--dsn", db_dsn, "--run", run_id)
+    assert shown["run"]["state"] == "cancelled" and len(shown["attempts"]) == 1
+    assert _events(conn, "run.retried") == []
+    ok("task", "configure", "--dsn", db_dsn, "--task", task_id, "--enabled", "true")
+    assert ok("run", "retry", "--dsn", db_dsn, "--run", run_id)["attemptNo"] == 2
+
+
 def test_run_cancel_bulk(db_dsn: str, conn: psycopg.Connection, prov: Provisioner,
                          task_id: str, session: Session) -> None:
     prov.enqueue(task_id, count=4)

@@ -2,7 +2,7 @@
 -- attempt and are queued at once (candidate again), one run.retried event with
 -- the actor; anything else is QL020 with nothing changed; roles.
 BEGIN;
-SELECT plan(16);
+SELECT plan(19);
 \ir fixtures.psql
 
 SELECT ql_test.publish('proj', 'task') ->> 'taskId' AS task \gset
@@ -49,6 +49,25 @@ SELECT is(ql_test.error_of(format('SELECT ql.retry_run(%L)', gen_random_uuid()))
 SELECT is(ql_test.error_of($$SELECT ql.retry_run('x')$$), 'QL001 runId', 'malformed -> QL001 runId');
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'refusals changed nothing');
+
+-- A disabled task refuses new work (SPEC 9.1): its failed run is not retried
+-- (QL022 task_disabled, COLUMN taskId), nothing written; enabled again, it is.
+SELECT ql_test.publish('proj', 'off') ->> 'taskId' AS off_task \gset
+SELECT r[1] AS off_run FROM ql_test.enqueue(:'off_task', 1) r \gset
+UPDATE ql_private.attempts a SET state = 'failed', finished_at = clock_timestamp()
+  FROM ql_private.runs r WHERE r.id = :'off_run'::uuid AND a.id = r.current_attempt_id;
+UPDATE ql_private.runs SET state = 'failed', finished_at = clock_timestamp() WHERE id = :'off_run'::uuid;
+SELECT ql.configure_task(:'off_task', p_enabled => false) IS NOT NULL AS off \gset
+SELECT ql_test.mark();
+SET LOCAL ROLE ql_runtime;
+SELECT throws_ok(format('SELECT ql.retry_run(%L)', :'off_run'), 'QL022',
+                 'task_disabled: the run''s task is disabled (enable it to retry)',
+                 'a run of a disabled task -> QL022 task_disabled');
+SELECT is(ql_test.error_of(format('SELECT ql.retry_run(%L)', :'off_run')), 'QL022 taskId',
+          'the error names taskId');
+RESET ROLE;
+SELECT is(ql_test.writes_since_mark(), 0::bigint, 'the refusal changed nothing');
+SELECT ql.configure_task(:'off_task', p_enabled => true) IS NOT NULL AS on_again \gset
 
 -- Roles
 SET LOCAL ROLE ql_readonly;
