@@ -348,12 +348,16 @@ def cancel_runs(*, task_id: str, state: str) -> Call[JsonObject]:
 
 
 DISABLE_WORKER: Statement[JsonObject] = Statement(
-    "disable_worker", "SELECT ql.disable_worker(p_worker_id => %(worker_id)s::text)")
+    "disable_worker",
+    "SELECT ql.disable_worker(p_worker_id => %(worker_id)s::text,"
+    " p_drain => %(drain)s::boolean)")
 
 
-def disable_worker(*, worker_id: str) -> Call[JsonObject]:
-    """-> `{workerId, disabled: true, sessionsClosed, leasesReleased}`; idempotent."""
-    return Call(DISABLE_WORKER, {"worker_id": worker_id})
+def disable_worker(*, worker_id: str, drain: bool = False) -> Call[JsonObject]:
+    """-> `{workerId, disabled: true, drain, sessionsClosed, sessionsDraining,
+    leasesReleased}`; idempotent. ``drain``: active sessions drain (started
+    leases run on) instead of closing."""
+    return Call(DISABLE_WORKER, {"worker_id": worker_id, "drain": drain})
 
 
 ENABLE_WORKER: Statement[JsonObject] = Statement(
@@ -365,12 +369,15 @@ def enable_worker(*, worker_id: str) -> Call[JsonObject]:
 
 
 END_SESSION: Statement[JsonObject] = Statement(
-    "end_session", "SELECT ql.end_session(p_session_id => %(session_id)s::text)")
+    "end_session",
+    "SELECT ql.end_session(p_session_id => %(session_id)s::text, p_drain => %(drain)s::boolean)")
 
 
-def end_session(*, session_id: str) -> Call[JsonObject]:
-    """Operator close -> `{sessionId, workerId, state: "closed", leasesReleased}`."""
-    return Call(END_SESSION, {"session_id": session_id})
+def end_session(*, session_id: str, drain: bool = False) -> Call[JsonObject]:
+    """Operator close -> `{sessionId, workerId, state: "closed"|"draining", drain,
+    leasesReleased, leasesRunning}`. ``drain``: the session takes no new offer and
+    closes when its started leases end."""
+    return Call(END_SESSION, {"session_id": session_id, "drain": drain})
 
 
 _PRUNE_ARGS = ("p_retain_s => %(retain_s)s::bigint, p_batch => %(batch)s::integer,"

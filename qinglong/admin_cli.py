@@ -116,6 +116,10 @@ def _worker_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> No
         parser = workers.add_parser(action, help=text)
         _dsn(parser)
         parser.add_argument("--worker", required=True, help="worker id")
+        if action == "disable":
+            parser.add_argument("--drain", action="store_true", help=(
+                "let started runs finish: no new work, unstarted leases released, "
+                "the session closes when its last started lease ends"))
         parser.set_defaults(handler=lazy(_OPS + f"worker_{action}"))
 
 
@@ -208,6 +212,9 @@ def _session_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> N
         "close", help="close a worker session; its unstarted leases are released")
     _dsn(close)
     close.add_argument("--session", required=True, help="session id")
+    close.add_argument("--drain", action="store_true", help=(
+        "no new offers, unstarted leases released; started runs may finish and the "
+        "session closes when its last started lease ends"))
     close.set_defaults(handler=lazy(_OPS + "session_close"))
 
 

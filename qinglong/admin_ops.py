@@ -104,7 +104,7 @@ def worker_disable(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         worker_id = uuid_arg(args.worker, "workerId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.disable_worker(conn, worker_id)
+            return control_plane.disable_worker(conn, worker_id, drain=args.drain)
 
     return guarded(action)
 
@@ -126,7 +126,7 @@ def session_close(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         session_id = uuid_arg(args.session, "sessionId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.end_session(conn, session_id)
+            return control_plane.end_session(conn, session_id, drain=args.drain)
 
     return guarded(action)
 

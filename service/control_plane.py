@@ -207,16 +207,16 @@ def list_workers(conn: psycopg.Connection, limit: int, after: str | None) -> dic
 # ------------------------------------------------------------ workers and sessions
 
 
-def disable_worker(conn: psycopg.Connection, worker_id: str) -> dict:
-    return _call(conn, api.disable_worker(worker_id=worker_id))
+def disable_worker(conn: psycopg.Connection, worker_id: str, drain: bool = False) -> dict:
+    return _call(conn, api.disable_worker(worker_id=worker_id, drain=drain))
 
 
 def enable_worker(conn: psycopg.Connection, worker_id: str) -> dict:
     return _call(conn, api.enable_worker(worker_id=worker_id))
 
 
-def end_session(conn: psycopg.Connection, session_id: str) -> dict:
-    return _call(conn, api.end_session(session_id=session_id))
+def end_session(conn: psycopg.Connection, session_id: str, drain: bool = False) -> dict:
+    return _call(conn, api.end_session(session_id=session_id, drain=drain))
 
 
 # ------------------------------------------------------------ retention

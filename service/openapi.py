@@ -43,8 +43,8 @@ class Operation:
 
 _SESSION_CONFLICTS = ("session_not_found", "session_replaced", "session_expired",
                       "session_closed")
-_FENCE_CONFLICTS = ("offer_foreign", "token_mismatch", "session_replaced", "lease_expired",
-                    "lease_terminal", "attempt_changed", "revision_drift")
+_FENCE_CONFLICTS = ("offer_foreign", "token_mismatch", "session_replaced", "session_draining",
+                    "lease_expired", "lease_terminal", "attempt_changed", "revision_drift")
 _LEASE_CONFLICTS = (*_FENCE_CONFLICTS, "stale_lease_version", "illegal_transition")
 
 OPERATIONS: tuple[Operation, ...] = (

@@ -48,12 +48,16 @@ class QlSqlState(Enum):
         "QL011", "session_replaced", 409, "generation is not the session's current generation"
     )
     SESSION_EXPIRED = SqlStateInfo("QL012", "session_expired", 409, "session lease expired")
-    SESSION_CLOSED = SqlStateInfo("QL013", "session_closed", 409, "session closed or draining")
+    SESSION_CLOSED = SqlStateInfo("QL013", "session_closed", 409, "session closed")
     CAPABILITIES_MISMATCH = SqlStateInfo(
         "QL014",
         "capabilities_mismatch",
         409,
         "stored canonical capabilities no longer hash to their digest",
+    )
+    SESSION_DRAINING = SqlStateInfo(
+        "QL015", "session_draining", 409,
+        "session draining: no new offer; its started leases run on until they end",
     )
     ILLEGAL_TRANSITION = SqlStateInfo(
         "QL020", "illegal_transition", 409, "lifecycle transition not allowed from this state"

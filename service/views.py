@@ -284,7 +284,10 @@ async def heartbeat_session(request: web.Request) -> web.Response:
                            lambda: state.heartbeats.heartbeat(item), token)
     body = _session_body(state, SESSION_HEARTBEAT, result)
     response = respond(request, state, SESSION_HEARTBEAT, body)
-    state.idle_view.remember_session(token, body)
+    if result.get("draining") is not True:
+        # A draining session (operator drain) takes no new offer: its pulls must
+        # meet the database (409 session_draining), never the view's idle answer.
+        state.idle_view.remember_session(token, body)
     return response
 
 

@@ -16,13 +16,24 @@
 --     worker_mismatch      403  the credential belongs to another worker
 --     worker_disabled      403  the worker is disabled (ql.disable_worker, SPEC
 --                               §9.5): every credential of it is refused until
---                               ql.enable_worker
+--                               ql.enable_worker — with one exception, for a
+--                               worker disabled with drain: while it has a
+--                               draining, unexpired session, the calls that
+--                               only let started work end are allowed
+--                               (session.heartbeat, session.close, lease.ack,
+--                               lease.heartbeat, lease.complete). Their own
+--                               fences keep them to the draining session's
+--                               STARTED leases (ql_private.lease_verdict:
+--                               an unstarted lease of a draining session
+--                               answers session_draining); session.open and
+--                               offer.pull stay refused: no new work, ever.
 --   The audit row holds time, the credential id only when well-formed, the worker
 --   id, the action, outcome 'denied' and the reason: never a secret or a digest.
 -- Caller: ql.authenticate_worker, ql.open_session, ql.heartbeat_session,
 --   ql.close_session, ql.pull_offer (all SECURITY DEFINER, so this runs as ql_owner).
 -- Locks: none (plain read of worker_credentials and the worker's row, one
---   statement: the disabled flag costs one primary-key probe more). Writes: nothing when allowed
+--   statement: the disabled flag costs one primary-key probe more; a disabled
+--   worker's drain exception one probe of worker_sessions_draining). Writes: nothing when allowed
 --   (an idle pull must write nothing), exactly one audit row when denied.
 -- Idempotency: read-only when allowed; each denial is its own audit fact.
 -- SQLSTATEs: QL001 when worker_id is NULL or action is not ^[a-z][a-z0-9_.]{0,63}$
@@ -73,7 +84,13 @@ BEGIN
             ELSIF cred.worker_id <> p_worker_id THEN
                 reason := 'worker_mismatch';
                 http_status := 403;
-            ELSIF cred.disabled_at IS NOT NULL THEN
+            ELSIF cred.disabled_at IS NOT NULL
+                  AND NOT (p_action IN ('session.heartbeat', 'session.close', 'lease.ack',
+                                        'lease.heartbeat', 'lease.complete')
+                           AND EXISTS (SELECT 1 FROM ql_private.worker_sessions ws
+                                        WHERE ws.worker_id = p_worker_id
+                                          AND ws.state = 'draining'
+                                          AND ws.expires_at > clock_timestamp())) THEN
                 reason := 'worker_disabled';
                 http_status := 403;
             ELSE
@@ -89,4 +106,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) IS
-'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';

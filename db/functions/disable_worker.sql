@@ -1,5 +1,6 @@
--- ql.disable_worker(p_worker_id text) -> jsonb
---   {workerId, disabled: true, sessionsClosed, leasesReleased}
+-- ql.disable_worker(p_worker_id text, p_drain boolean DEFAULT false) -> jsonb
+--   {workerId, disabled: true, drain, sessionsClosed, sessionsDraining,
+--    leasesReleased}
 --
 -- Purpose: take a worker out of service (SPEC §9.5 `admin worker disable`).
 --   Sets workers.disabled_at; from then on ql_private.authenticate refuses every
@@ -8,28 +9,44 @@
 --   sessions that are not closed are closed the way ql.close_session closes
 --   one: unstarted live leases released (`session_closed`, runs re-queued at
 --   once), state closed, closed_at; started leases stay live (their lease
---   lifecycle decides). One `worker.disabled` event (events.worker_id; payload
---   workerId, sessionsClosed, leasesReleased, actor = session_user) when
---   anything changed.
+--   lifecycle decides, but with their session closed they can no longer
+--   heartbeat or complete and end as `lost`). One `worker.disabled` event
+--   (events.worker_id; payload workerId, drain, sessionsClosed,
+--   sessionsDraining, leasesReleased, actor = session_user) when anything
+--   changed.
+--   With drain, each ACTIVE session drains instead of closing
+--   (ql_private.drain_session, as ql.end_session with drain): unstarted leases
+--   released, no new offer, started leases may still ACK running, heartbeat and
+--   complete, the session closes with its last one (at once when none runs).
+--   The credentials are refused all the same (worker_disabled) for session.open
+--   and offer.pull, and for everything once no draining session is left;
+--   while one is, ql_private.authenticate lets through only the calls that end
+--   started work (session heartbeat/close, lease ACK/heartbeat/complete), which
+--   their fences keep to that session's started leases: no new work, ever.
+--   sessionsClosed counts the sessions closed (with drain: those with nothing
+--   running), sessionsDraining those left draining. A session already draining
+--   is left as it is with drain, and closed without it (the escalation).
 --   Ingress replicas learn it within their NOTIFY latency: closing a session
 --   fires 's:<workerId>' (migration 0005 trigger) and this function sends
 --   'c:<credentialId>' for each credential of the worker on channel
 --   ql_dispatch, so every replica's idle view drops what it believed about the
 --   worker and its credentials (ids only in the payloads).
--- Inputs: p_worker_id (lowercase canonical UUID).
+-- Inputs: p_worker_id (lowercase canonical UUID); p_drain (NULL = false).
 -- Fences: the worker exists.
 -- Writes: the worker row (when not yet disabled), its open sessions and their
 --   released leases, one event; NOTIFYs at commit.
 -- Locks: the worker row FOR NO KEY UPDATE, each open session FOR UPDATE (which
 --   waits for a claim holding the session's fence lock, as ql.close_session),
 --   then attempt -> run -> lease per released lease
---   (ql_private.release_unstarted_leases).
--- Idempotency: disabling a disabled worker without open sessions changes
---   nothing, writes no event and returns sessionsClosed 0, leasesReleased 0.
+--   (ql_private.release_unstarted_leases); with drain also FOR SHARE on each
+--   draining session's live leases (ql_private.drain_session).
+-- Idempotency: disabling a disabled worker without open sessions (with drain:
+--   without active sessions) changes nothing, writes no event and returns
+--   sessionsClosed 0, leasesReleased 0.
 -- Errors: QL001 malformed worker id (COLUMN workerId); QL004 unknown worker
 --   (COLUMN workerId); nothing changed on error.
 -- Caller: ql_runtime.
-CREATE OR REPLACE FUNCTION ql.disable_worker(p_worker_id text)
+CREATE OR REPLACE FUNCTION ql.disable_worker(p_worker_id text, p_drain boolean DEFAULT false)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
@@ -37,10 +54,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_drain boolean := coalesce(p_drain, false);
     v_worker ql_private.workers;
-    v_session_id uuid;
+    v_session ql_private.worker_sessions;
+    v_drained record;
     v_now timestamptz;
     v_closed integer := 0;
+    v_draining integer := 0;
     v_released integer := 0;
     v_changed boolean;
 BEGIN
@@ -55,33 +75,45 @@ BEGIN
         UPDATE ql_private.workers w SET disabled_at = v_now WHERE w.id = v_worker_id;
     END IF;
 
-    FOR v_session_id IN
-        SELECT ws.session_id FROM ql_private.worker_sessions ws
+    FOR v_session IN
+        SELECT ws.* FROM ql_private.worker_sessions ws
          WHERE ws.worker_id = v_worker_id AND ws.state <> 'closed'
          ORDER BY ws.generation
            FOR UPDATE
     LOOP
-        v_released := v_released
-            + ql_private.release_unstarted_leases(ARRAY[v_session_id], 'session_closed');
-        UPDATE ql_private.worker_sessions ws
-           SET state = 'closed', closed_at = clock_timestamp()
-         WHERE ws.session_id = v_session_id;
-        v_closed := v_closed + 1;
+        IF v_drain AND v_session.state = 'active' THEN
+            SELECT * INTO v_drained FROM ql_private.drain_session(v_session.session_id);
+            v_released := v_released + v_drained.released;
+            IF v_drained.state = 'closed' THEN
+                v_closed := v_closed + 1;
+            ELSE
+                v_draining := v_draining + 1;
+            END IF;
+        ELSIF NOT v_drain THEN
+            v_released := v_released
+                + ql_private.release_unstarted_leases(ARRAY[v_session.session_id], 'session_closed');
+            UPDATE ql_private.worker_sessions ws
+               SET state = 'closed', closed_at = clock_timestamp()
+             WHERE ws.session_id = v_session.session_id;
+            v_closed := v_closed + 1;
+        END IF;
     END LOOP;
 
-    IF v_changed OR v_closed > 0 THEN
+    IF v_changed OR v_closed > 0 OR v_draining > 0 THEN
         INSERT INTO ql_private.events (type, worker_id, payload)
         VALUES ('worker.disabled', v_worker_id, jsonb_build_object(
-            'workerId', v_worker_id, 'sessionsClosed', v_closed,
-            'leasesReleased', v_released, 'actor', session_user));
+            'workerId', v_worker_id, 'drain', v_drain, 'sessionsClosed', v_closed,
+            'sessionsDraining', v_draining, 'leasesReleased', v_released,
+            'actor', session_user));
     END IF;
     PERFORM pg_notify('ql_dispatch', 'c:' || c.credential_id)
        FROM ql_private.worker_credentials c WHERE c.worker_id = v_worker_id;
-    RETURN jsonb_build_object('workerId', v_worker_id, 'disabled', true,
-                              'sessionsClosed', v_closed, 'leasesReleased', v_released);
+    RETURN jsonb_build_object('workerId', v_worker_id, 'disabled', true, 'drain', v_drain,
+                              'sessionsClosed', v_closed, 'sessionsDraining', v_draining,
+                              'leasesReleased', v_released);
 END
 $$;
-REVOKE ALL ON FUNCTION ql.disable_worker(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION ql.disable_worker(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.disable_worker(text) IS
-'Disable a worker (SPEC 9.5): workers.disabled_at set, so every credential of it is refused (worker_disabled, 403, audited); its open sessions closed as close_session does (unstarted leases released session_closed, runs re-queued); one worker.disabled event naming the actor (session_user) when anything changed; NOTIFY c:<credentialId> per credential (and s:<workerId> by the session trigger). Returns {workerId, disabled: true, sessionsClosed, leasesReleased}. Inputs: p_worker_id. Fences: worker exists. Locks: worker row FOR NO KEY UPDATE, sessions FOR UPDATE, attempt -> run -> lease. Idempotent. Errors: QL001 malformed, QL004 unknown worker (COLUMN workerId). Caller: ql_runtime.';
+REVOKE ALL ON FUNCTION ql.disable_worker(text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ql.disable_worker(text, boolean) TO ql_runtime;
+COMMENT ON FUNCTION ql.disable_worker(text, boolean) IS
+'Disable a worker (SPEC 9.5): workers.disabled_at set, so every credential of it is refused (worker_disabled, 403, audited); without drain its open sessions are closed as close_session does (unstarted leases released session_closed, runs re-queued; started leases can no longer heartbeat or complete); with drain its active sessions drain instead (ql_private.drain_session: no new offers, unstarted leases released, started leases may still ACK running, heartbeat and complete — authenticate lets only those calls and session heartbeat/close through while a draining session is left — and the session closes with its last lease). One worker.disabled event naming the actor (session_user) when anything changed; NOTIFY c:<credentialId> per credential (and s:<workerId> by the session trigger). Returns {workerId, disabled: true, drain, sessionsClosed, sessionsDraining, leasesReleased}. Inputs: p_worker_id, p_drain (default false). Fences: worker exists. Locks: worker row FOR NO KEY UPDATE, sessions FOR UPDATE, attempt -> run -> lease; with drain FOR SHARE on live leases. Idempotent. Errors: QL001 malformed, QL004 unknown worker (COLUMN workerId). Caller: ql_runtime.';

@@ -10,8 +10,15 @@
 --   2 token_mismatch    the token digest differs (constant-time compare,
 --                       ql_private.digest_equal)
 --   3 session_replaced  other session/generation, or that session is no longer
---                       active and unexpired (replaced, closed or lapsed), or the
---                       lease was released because its session went away
+--                       active or draining and unexpired (replaced, closed or
+--                       lapsed), or the lease was released because its session
+--                       went away (replaced, or closed without drain)
+--     session_draining  the lease's session is draining (ql.end_session /
+--                       ql.disable_worker with drain) and the lease never
+--                       started: the drain released it (or will not let it
+--                       start). A STARTED lease of a draining session passes
+--                       this fence: its attempt may still ACK running,
+--                       heartbeat and complete until it ends.
 --   4 lease_expired     released as expired, or unstarted and past expires_at
 --   5 lease_terminal    released for any other reason (completed, lost, …)
 --   6 attempt_changed   the run moved to another attempt, or the attempt left the
@@ -62,9 +69,14 @@ AS $$
             THEN 'token_mismatch'
         WHEN (p_lease).session_id <> p_session_id
              OR (p_lease).session_generation <> p_generation
-             OR (p_session).state <> 'active' OR (p_session).expires_at <= p_now
-             OR (p_lease).release_reason IN ('session_replaced', 'session_closed')
+             OR (p_session).state NOT IN ('active', 'draining')
+             OR (p_session).expires_at <= p_now
+             OR (p_lease).release_reason = 'session_replaced'
+             OR ((p_lease).release_reason = 'session_closed'
+                 AND (p_session).state <> 'draining')
             THEN 'session_replaced'
+        WHEN (p_session).state = 'draining' AND (p_lease).started_at IS NULL
+            THEN 'session_draining'
         WHEN (p_lease).release_reason = 'expired'
              OR ((p_lease).released_at IS NULL AND (p_lease).started_at IS NULL
                  AND (p_lease).expires_at <= p_now)
@@ -89,4 +101,4 @@ REVOKE ALL ON FUNCTION ql_private.lease_verdict(
 COMMENT ON FUNCTION ql_private.lease_verdict(
     ql_private.run_leases, ql_private.worker_sessions, ql_private.attempts, ql_private.runs,
     text, uuid, uuid, bigint, bytea, timestamptz, boolean) IS
-'The fence verdict on a lease, from rows the caller read in one statement: first failing category in order offer_foreign, token_mismatch (constant-time), session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. With p_lifecycle (ACK, heartbeat, completion): a live lease past expires_at and a lease released as lost answer lease_expired. Inputs: lease, session, attempt, run, revision digest, the caller''s proof (worker, session, generation, token digest), p_now. Pure (inlined SQL): writes nothing, locks nothing, raises nothing. Caller: ql_private.recover_fence, ql_private.lease_open.';
+'The fence verdict on a lease, from rows the caller read in one statement: first failing category in order offer_foreign, token_mismatch (constant-time), session_replaced, session_draining (draining session, lease never started; a started lease of a draining session passes), lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. With p_lifecycle (ACK, heartbeat, completion): a live lease past expires_at and a lease released as lost answer lease_expired. Inputs: lease, session, attempt, run, revision digest, the caller''s proof (worker, session, generation, token digest), p_now. Pure (inlined SQL): writes nothing, locks nothing, raises nothing. Caller: ql_private.recover_fence, ql_private.lease_open.';

@@ -8,8 +8,15 @@
 --                              session looks exactly like a missing one)
 --     QL011 session_replaced   generation differs, or the session is no longer
 --                              active and a newer generation exists for the worker
---     QL013 session_closed     closed or draining (not replaced)
---     QL012 session_expired    active but expires_at <= clock_timestamp()
+--     QL013 session_closed     closed (not replaced)
+--     QL015 session_draining   draining and unexpired (not replaced; a
+--                              lapsed draining session is QL012; ql.end_session /
+--                              ql.disable_worker with drain): it takes no new
+--                              offer, its started leases run on; a distinct
+--                              answer so the worker stops pulling instead of
+--                              opening a new session (which would replace this
+--                              one and fence off its running leases)
+--     QL012 session_expired    active or draining, but expires_at <= clock_timestamp()
 -- Locks: lock = false reads without a row lock: the pull path's first check,
 --   so an idle pull takes no lock (a row lock writes WAL) and never waits for a
 --   heartbeat. lock = true takes FOR NO KEY UPDATE on the session row, taken by a
@@ -20,14 +27,15 @@
 --     ql.close_session take before closing the row: a claim holding it finishes
 --     first (and the close then releases the new lease), and a claim that waited
 --     gets the row's newest version (READ COMMITTED re-check) and fails here with
---     QL011/QL013, so no lease is ever inserted for a closed session;
+--     QL011/QL013/QL015, so no lease is ever inserted for a closed or draining
+--     session;
 --   * it also conflicts with a heartbeat's UPDATE of the row: that wait is one
 --     short transaction long and happens only on the claim path, never on an
 --     idle pull (plain KEY SHARE would not serialize the slot check).
 -- Caller: ql.heartbeat_session, ql.close_session, ql.pull_offer and the lease
 --   lifecycle functions. Idempotency: read-only (a row lock at most).
 -- SQLSTATEs: QL001 NULL worker/session id or generation NULL or < 1;
---   QL010/QL011/QL012/QL013 as above.
+--   QL010/QL011/QL012/QL013/QL015 as above.
 CREATE OR REPLACE FUNCTION ql_private.session_fence(
     p_worker_id uuid,
     p_session_id uuid,
@@ -67,6 +75,12 @@ BEGIN
                     WHERE newer.worker_id = p_worker_id AND newer.generation > s.generation) THEN
             RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
         END IF;
+        IF s.state = 'draining' AND s.expires_at > clock_timestamp() THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL015', MESSAGE = 'session_draining';
+        ELSIF s.state = 'draining' THEN
+            -- A draining session that lapsed is over: the worker opens a new one.
+            RAISE EXCEPTION USING ERRCODE = 'QL012', MESSAGE = 'session_expired';
+        END IF;
         RAISE EXCEPTION USING ERRCODE = 'QL013', MESSAGE = 'session_closed';
     END IF;
     IF s.expires_at <= clock_timestamp() THEN
@@ -77,4 +91,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.session_fence(uuid, uuid, bigint, boolean) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.session_fence(uuid, uuid, bigint, boolean) IS
-'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed or draining / QL012 expired. lock=false: no row lock (idle pulls); lock=true: FOR NO KEY UPDATE (serializes claims of a session; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';
+'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed / QL015 draining and unexpired (takes no new offer) / QL012 expired (active or draining). lock=false: no row lock (idle pulls); lock=true: FOR NO KEY UPDATE (serializes claims of a session; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';

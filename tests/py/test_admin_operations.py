@@ -545,8 +545,8 @@ def test_worker_list_disable_enable(db_dsn: str, conn: psycopg.Connection,
     assert session.worker.secret not in text and session.worker.secret_digest.hex() not in text
 
     disabled = ok("worker", "disable", "--dsn", db_dsn, "--worker", session.worker.worker_id)
-    assert disabled == {"workerId": session.worker.worker_id, "disabled": True,
-                        "sessionsClosed": 1, "leasesReleased": 1}
+    assert disabled == {"workerId": session.worker.worker_id, "disabled": True, "drain": False,
+                        "sessionsClosed": 1, "sessionsDraining": 0, "leasesReleased": 1}
     denied = api.heartbeat_session(**session.fence()).run(conn)
     assert (denied["status"], denied["httpStatus"], denied["reason"]) == (
         "denied", 403, "worker_disabled")
@@ -573,7 +573,7 @@ def test_session_close(db_dsn: str, conn: psycopg.Connection, prov: Provisioner,
     _offer(prov, session)
     closed = ok("session", "close", "--dsn", db_dsn, "--session", session.session_id)
     assert closed == {"sessionId": session.session_id, "workerId": session.worker.worker_id,
-                      "state": "closed", "leasesReleased": 1}
+                      "state": "closed", "drain": False, "leasesReleased": 1, "leasesRunning": 0}
     again = ok("session", "close", "--dsn", db_dsn, "--session", session.session_id)
     assert again == {**closed, "leasesReleased": 0}
     assert _count(conn, "SELECT count(*) FROM ql_private.run_leases"
@@ -581,6 +581,39 @@ def test_session_close(db_dsn: str, conn: psycopg.Connection, prov: Provisioner,
     fails("session", "close", "--dsn", db_dsn, "--session", str(uuid.uuid4()),
           reason="not_found")
     invalid("session", "close", "--dsn", db_dsn, "--session", "s", field="sessionId")
+
+
+def test_session_close_and_worker_disable_drain(db_dsn: str, conn: psycopg.Connection,
+                                                 prov: Provisioner, task_id: str,
+                                                 session: Session) -> None:
+    """`--drain`: the unstarted lease is released, the started one runs on (it can
+    still complete), the session closes with it; each action's JSON states the mode
+    and appends its event naming the acting role."""
+    prov.enqueue(task_id, count=3)
+    running, _ = start(prov, session)
+    _offer(prov, session)  # unstarted
+    drained = ok("session", "close", "--dsn", db_dsn, "--session", session.session_id,
+                 "--drain")
+    assert drained == {"sessionId": session.session_id, "workerId": session.worker.worker_id,
+                       "state": "draining", "drain": True, "leasesReleased": 1,
+                       "leasesRunning": 1}
+    done = prov.call(api.complete_lease(**session.lease(running), lease_version=2,
+                                        outcome="succeeded", exit_code=0))
+    assert done["status"] == "ok", done
+    assert _count(conn, "SELECT count(*) FROM ql_private.worker_sessions WHERE session_id = %s"
+                  " AND state = 'closed'", session.session_id) == 1
+    fresh = prov.session(session.worker, dict(DEFAULT_CAPABILITIES, slots=16))
+    start(prov, fresh)
+    disabled = ok("worker", "disable", "--dsn", db_dsn, "--worker", fresh.worker.worker_id,
+                  "--drain")
+    assert disabled == {"workerId": fresh.worker.worker_id, "disabled": True, "drain": True,
+                        "sessionsClosed": 0, "sessionsDraining": 1, "leasesReleased": 0}
+    actors = conn.execute("SELECT type, payload ->> 'actor', payload -> 'drain'"
+                          " FROM ql_private.events WHERE type IN ('session.draining',"
+                          " 'worker.disabled') ORDER BY id").fetchall()
+    assert [(kind, drain) for kind, _, drain in actors] == [
+        ("session.draining", True), ("worker.disabled", True)]
+    assert all(actor for _, actor, _ in actors)
 
 
 # ------------------------------------------------------------------ 9.6 prune

@@ -13,8 +13,9 @@ SELECT ql_test.fake_lease(:'run', :'s1', false) AS o1 \gset
 
 SET LOCAL ROLE ql_runtime;
 SELECT is(ql.end_session(:'s1'),
-          jsonb_build_object('sessionId', :'s1', 'workerId', :'w1', 'state', 'closed', 'leasesReleased', 1),
-          '{sessionId, workerId, state: closed, leasesReleased}');
+          jsonb_build_object('sessionId', :'s1', 'workerId', :'w1', 'state', 'closed', 'drain', false,
+                             'leasesReleased', 1, 'leasesRunning', 0),
+          '{sessionId, workerId, state: closed, drain: false, leasesReleased, leasesRunning}');
 RESET ROLE;
 SELECT is((SELECT state FROM ql_private.worker_sessions WHERE session_id = :'s1'::uuid), 'closed', 'closed');
 SELECT results_eq(format($$SELECT l.release_reason, r.state FROM ql_private.run_leases l JOIN ql_private.runs r ON r.id = l.run_id
@@ -22,13 +23,14 @@ SELECT results_eq(format($$SELECT l.release_reason, r.state FROM ql_private.run_
                   $$VALUES ('session_closed'::text, 'queued'::text)$$, 'its unstarted lease released, run re-queued');
 SELECT is((SELECT payload FROM ql_private.events WHERE type = 'session.closed'),
           jsonb_build_object('sessionId', :'s1', 'workerId', :'w1', 'generation', 1, 'leasesReleased', 1,
-                             'actor', session_user), 'one session.closed event naming the actor');
+                             'drain', false, 'actor', session_user), 'one session.closed event naming the actor');
 SELECT throws_ok(format('SELECT ql.heartbeat_session(%L, %L::bytea, %L, %L, 1)', :'c1', :'d1', :'w1', :'s1'),
                  'QL013', NULL, 'the worker''s next call finds it closed');
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_runtime;
 SELECT is(ql.end_session(:'s1'),
-          jsonb_build_object('sessionId', :'s1', 'workerId', :'w1', 'state', 'closed', 'leasesReleased', 0),
+          jsonb_build_object('sessionId', :'s1', 'workerId', :'w1', 'state', 'closed', 'drain', false,
+                             'leasesReleased', 0, 'leasesRunning', 0),
           'closing it again: a no-op with the same shape');
 SELECT is(ql_test.error_of(format('SELECT ql.end_session(%L)', gen_random_uuid())), 'QL004 sessionId', 'unknown -> QL004');
 SELECT is(ql_test.error_of($$SELECT ql.end_session('x')$$), 'QL001 sessionId', 'malformed -> QL001');

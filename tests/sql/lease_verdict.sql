@@ -5,7 +5,7 @@
 -- side by side; and ql_private.recover_fence answering exactly the replay rules
 -- on every lease of this file.
 BEGIN;
-SELECT plan(17);
+SELECT plan(22);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -95,7 +95,28 @@ SELECT is((SELECT string_agg(DISTINCT coalesce(pg_temp.verdict(rl.offer_id::text
              FROM ql_private.run_leases rl),
           'lease_expired,lease_terminal,ok,revision_drift', '... which answer four different ways');
 
--- 6. a session that went away fails every lease of it
+-- 6. a draining session (operator drain): its started leases pass, its
+-- unstarted ones (live, or released by the drain) answer session_draining
+UPDATE ql_private.worker_sessions SET state = 'draining' WHERE session_id = :'s1'::uuid;
+SELECT is(pg_temp.verdict(:'o2', false), NULL,
+          'draining session, started lease: a replay still rebuilds the offer');
+SELECT is(pg_temp.verdict(:'o6', true), 'session_draining',
+          'draining session, unstarted live lease -> session_draining');
+UPDATE ql_private.run_leases SET released_at = clock_timestamp(), release_reason = 'session_closed'
+ WHERE offer_id = :'o6'::uuid;
+SELECT is(pg_temp.verdict(:'o6', false) || '/' || pg_temp.verdict(:'o6', true),
+          'session_draining/session_draining',
+          'draining session, unstarted lease released by the drain -> session_draining under both');
+SELECT ql_test.fake_lease(:'r6', :'s1', true) AS o7 \gset
+UPDATE ql_private.attempts SET state = 'running' WHERE id = (ql_test.lease(:'o7')).attempt_id;
+SELECT is(pg_temp.verdict(:'o7', true), NULL,
+          'draining session, started lease: ACK, heartbeat and completion pass');
+UPDATE ql_private.worker_sessions SET state = 'closed', closed_at = clock_timestamp()
+ WHERE session_id = :'s1'::uuid;
+SELECT is(pg_temp.verdict(:'o6', true), 'session_replaced',
+          'released session_closed and the session closed -> session_replaced as before');
+
+-- 7. a session that went away fails every lease of it
 UPDATE ql_private.worker_sessions SET state = 'closed', closed_at = clock_timestamp()
  WHERE session_id = :'s1'::uuid;
 SELECT is(pg_temp.verdict(:'o1', true), 'session_replaced',

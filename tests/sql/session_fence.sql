@@ -1,7 +1,7 @@
 -- ql_private.session_fence: the row when every fence holds, each SQLSTATE in
 -- its documented order, and the lock modes (none vs FOR NO KEY UPDATE).
 BEGIN;
-SELECT plan(19);
+SELECT plan(20);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -36,7 +36,12 @@ SELECT throws_ok(format(:'fence', :'s1', 2, false), 'QL011', NULL,
                  'generation is checked before expiry -> QL011');
 
 UPDATE ql_private.worker_sessions SET state = 'draining' WHERE session_id = :'s1'::uuid;
-SELECT throws_ok(format(:'fence', :'s1', 1, false), 'QL013', NULL, 'draining -> QL013 (before expiry)');
+SELECT throws_ok(format(:'fence', :'s1', 1, false), 'QL012', NULL,
+                 'draining and expired -> QL012 (a lapsed drain is over: the worker re-opens)');
+UPDATE ql_private.worker_sessions SET expires_at = clock_timestamp() + interval '1 minute'
+ WHERE session_id = :'s1'::uuid;
+SELECT throws_ok(format(:'fence', :'s1', 1, true), 'QL015', NULL,
+                 'draining, unexpired -> QL015 session_draining (no claim, no new offer)');
 UPDATE ql_private.worker_sessions SET state = 'closed', closed_at = clock_timestamp()
  WHERE session_id = :'s1'::uuid;
 SELECT throws_ok(format(:'fence', :'s1', 1, false), 'QL013', NULL, 'closed, not replaced -> QL013');
