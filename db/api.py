@@ -399,6 +399,17 @@ def prune_audit(*, retain_s: int, batch: int = 1000, dry_run: bool = False) -> C
     return Call(PRUNE_AUDIT, {"retain_s": retain_s, "batch": batch, "dry_run": dry_run})
 
 
+PRUNE_FLEET: Statement[JsonObject] = Statement(
+    "prune_fleet", f"SELECT ql.prune_fleet({_PRUNE_ARGS})")
+
+
+def prune_fleet(*, retain_s: int, batch: int = 1000, dry_run: bool = False) -> Call[JsonObject]:
+    """One batch of each kind -> `{sessions, placementClasses, fleetEvents, more}`:
+    ended sessions and worker/session events past `retain_s` (the run
+    retention), placement classes nothing references."""
+    return Call(PRUNE_FLEET, {"retain_s": retain_s, "batch": batch, "dry_run": dry_run})
+
+
 # ------------------------------------------------------------ reads (ql_readonly)
 
 STATUS_SNAPSHOT: Statement[JsonObject] = Statement(

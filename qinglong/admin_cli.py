@@ -220,10 +220,12 @@ def _session_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> N
 
 def _prune_parser(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     prune = groups.add_parser(
-        "prune", help="delete terminal runs and audit rows past retention (one pass)")
+        "prune", help="delete terminal runs, audit rows, ended sessions and worker/session "
+        "events past retention and unused placement classes (one pass)")
     _dsn(prune)
     prune.add_argument("--retain-runs", default="14d",
-                       help="keep terminal runs finished within N[smhd] (default 14d)")
+                       help="keep terminal runs finished within N[smhd], and sessions "
+                       "and worker/session events that ended within it (default 14d)")
     prune.add_argument("--retain-audit", default="30d",
                        help="keep security_audit rows within N[smhd] (default 30d)")
     prune.add_argument("--batch", help="rows per transaction, 1..10000 (default 1000; "

@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
         help="expire leases (unstarted offers become claimable, started ones are lost/"
         "retried) and prune terminal runs and audit rows past retention",
         description="Call ql.sweep_leases until no expired lease is left, then prune in "
-        "batches (ql.prune_runs, ql.prune_audit; one transaction each, never blocking "
+        "batches (ql.prune_runs, ql.prune_audit, ql.prune_fleet; one transaction each, "
+        "never blocking "
         "claims), log one JSON line per pass on stdout, sleep, repeat. Stateless: run it on "
         "every replica. SIGTERM stops it after the call in flight.",
     )
@@ -79,7 +80,9 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
                        help="leases per database call, 1..5000 (default 500)")
     sweep.add_argument("--retain-runs", type=parse_retention, default=14 * 86400,
                        metavar="DURATION",
-                       help="prune terminal runs finished longer ago than N[smhd] (default 14d)")
+                       help="prune terminal runs finished longer ago than N[smhd], and "
+                       "sessions and worker/session events that ended before it "
+                       "(default 14d)")
     sweep.add_argument("--retain-audit", type=parse_retention, default=30 * 86400,
                        metavar="DURATION",
                        help="prune security_audit rows older than N[smhd] (default 30d)")

@@ -241,6 +241,9 @@ class PruneTotals:
     leases: int = 0
     events: int = 0
     security_audit: int = 0
+    sessions: int = 0
+    placement_classes: int = 0
+    fleet_events: int = 0
     dry_run: bool = False
     calls: int = 0
     more: bool = False  # stopped at max_calls with work left (next pass continues)
@@ -254,6 +257,12 @@ class PruneTotals:
         self.security_audit += int(doc.get("securityAudit", 0))
         return self._counted(doc)
 
+    def add_fleet(self, doc: dict) -> bool:
+        self.sessions += int(doc.get("sessions", 0))
+        self.placement_classes += int(doc.get("placementClasses", 0))
+        self.fleet_events += int(doc.get("fleetEvents", 0))
+        return self._counted(doc)
+
     def _counted(self, doc: dict) -> bool:
         self.calls += 1
         return bool(doc.get("more"))
@@ -261,7 +270,8 @@ class PruneTotals:
     def as_json(self) -> dict[str, int | bool]:
         return {"runs": self.runs, "attempts": self.attempts, "leases": self.leases,
                 "events": self.events, "securityAudit": self.security_audit,
-                "dryRun": self.dry_run}
+                "sessions": self.sessions, "placementClasses": self.placement_classes,
+                "fleetEvents": self.fleet_events, "dryRun": self.dry_run}
 
 
 @dataclass(frozen=True)
@@ -278,7 +288,9 @@ class Retention:
 def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None = None, *,
           clock: Callable[[], float] = time.monotonic,
           sleep: Callable[[float], None] = time.sleep) -> PruneTotals:
-    """One pass: batches of ql.prune_runs, then of ql.prune_audit, each in its own
+    """One pass: batches of ql.prune_runs, then of ql.prune_audit, then of
+    ql.prune_fleet (ended sessions and worker/session events past the run
+    retention, unused placement classes), each in its own
     transaction (never one long one) and followed by a pause of `pace` times its
     duration, until the database reports no more. A dry
     run makes one call each: it deletes nothing, so a next batch would count the
@@ -287,7 +299,8 @@ def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None 
     totals = PruneTotals(dry_run=retention.dry_run)
     args = {"batch": retention.batch, "dry_run": retention.dry_run}
     for make, add, retain_s in ((api.prune_runs, totals.add_runs, retention.runs_s),
-                                (api.prune_audit, totals.add_audit, retention.audit_s)):
+                                (api.prune_audit, totals.add_audit, retention.audit_s),
+                                (api.prune_fleet, totals.add_fleet, retention.runs_s)):
         calls = 0
         while True:
             started = clock()

@@ -3,8 +3,10 @@
 
 The lease sweeper is stateless: every pass calls `ql.sweep_leases(batch)` until
 the database says `more: false`, then prunes: `ql.prune_runs` (terminal runs
-finished before the retention, with their attempts, leases and events) and
-`ql.prune_audit` (security_audit rows), batch after batch, each call its own
+finished before the retention, with their attempts, leases and events),
+`ql.prune_audit` (security_audit rows) and `ql.prune_fleet` (ended sessions and
+worker/session events past the run retention, unused placement classes), batch
+after batch, each call its own
 transaction (SKIP LOCKED: a prune never waits for a claim), then sleeps. All
 lease decisions (what expired, what is lost, retries, cancellations) and all
 locking happen in ql.sweep_leases, which takes its rows with FOR UPDATE SKIP
@@ -14,7 +16,8 @@ next pass takes the same leases).
 
 Output: one JSON line per pass on stdout — `{"timeMs", "event": "sweep.pass",
 "expired", "lost", "retried", "failed", "cancelled", "skipped", "calls", "more",
-"pruned": {runs, attempts, leases, events, securityAudit, calls, more},
+"pruned": {runs, attempts, leases, events, securityAudit, sessions,
+placementClasses, fleetEvents, calls, more},
 "durationMs"}` — and one JSON line per failure on stderr (`event`
 `sweep.error`, `reason` from the SQLSTATE table / service.control_plane).
 A failed pass is retried on the next tick with a fresh connection; with

@@ -8,9 +8,9 @@
 --   ql_private.class_candidate_page.
 -- Waiting: the class has a ready queued run (runs_class_keyset) or a scheduled
 --   queued run that is due at clock_timestamp() (runs_class_due, migration
---   0017). The classes are found by a skip scan of each index (a recursive
---   query: one descent per class that has such a run, then one past the last),
---   so classes without waiting runs — every placement ever enqueued stays a
+--   0017): ql_private.waiting_classes, a skip scan of each index (one descent
+--   per class that has such a run, then one past the last), so classes
+--   without waiting runs — every placement ever enqueued stays a
 --   class until ql.prune_fleet removes it — cost nothing: 5,000 stale classes
 --   beside one waiting class cost the pull what one class does
 --   (docs/BENCHMARKS.md). A class with only future runs costs one more
@@ -31,36 +31,8 @@ DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
     RETURN (
-        WITH RECURSIVE ready(class_id) AS (
-            SELECT (SELECT min(r.placement_class) FROM ql_private.runs r
-                     WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                       AND r.due_at IS NULL)
-            UNION ALL
-            SELECT (SELECT min(r.placement_class) FROM ql_private.runs r
-                     WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                       AND r.due_at IS NULL AND r.placement_class > ready.class_id)
-              FROM ready WHERE ready.class_id IS NOT NULL
-        ), scheduled(class_id) AS (
-            SELECT (SELECT min(r.placement_class) FROM ql_private.runs r
-                     WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                       AND r.due_at IS NOT NULL)
-            UNION ALL
-            SELECT (SELECT min(r.placement_class) FROM ql_private.runs r
-                     WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-                       AND r.due_at IS NOT NULL AND r.placement_class > scheduled.class_id)
-              FROM scheduled WHERE scheduled.class_id IS NOT NULL
-        ), waiting(class_id) AS (
-            SELECT ready.class_id FROM ready WHERE ready.class_id IS NOT NULL
-            UNION
-            SELECT s.class_id FROM scheduled s
-             WHERE s.class_id IS NOT NULL
-               AND (SELECT min(d.due_at) FROM ql_private.runs d
-                     WHERE d.placement_class = s.class_id
-                       AND d.state = 'queued' AND d.runtime_owned AND NOT d.cancel_requested
-                       AND d.due_at IS NOT NULL) <= v_now
-        )
         SELECT coalesce(array_agg(pc.id ORDER BY pc.id), '{}')
-          FROM waiting w
+          FROM ql_private.waiting_classes(v_now) w(class_id)
           JOIN ql_private.placement_classes pc ON pc.id = w.class_id
          CROSS JOIN LATERAL ql_private.placement_evaluate(
                jsonb_build_object('required', pc.required), p_capabilities) pe
@@ -69,4 +41,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.matching_classes(jsonb) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.matching_classes(jsonb) IS
-'Placement classes with runs waiting (a ready queued run in runs_class_keyset or a due scheduled one in runs_class_due, found by skip scans: one descent per waiting class) whose required placement the capabilities satisfy (placement_evaluate on {required}); classes without waiting runs are never evaluated. Read-only. Caller: ql_private.scan_and_claim.';
+'Placement classes with runs waiting (ql_private.waiting_classes: a ready queued run in runs_class_keyset or a due scheduled one in runs_class_due, found by skip scans: one descent per waiting class) whose required placement the capabilities satisfy (placement_evaluate on {required}); classes without waiting runs are never evaluated. Read-only. Caller: ql_private.scan_and_claim.';

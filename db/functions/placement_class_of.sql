@@ -7,6 +7,11 @@
 --   session can take behind a head of runs it cannot (runs_class_keyset).
 -- Writes: at most one placement_classes row (ON CONFLICT DO NOTHING, so
 --   concurrent enqueues of a new class agree on one id).
+-- Locks: an existing class row FOR KEY SHARE until the caller commits: the
+--   runs it is about to write reference the class (no foreign key, migration
+--   0006), and ql.prune_fleet, which deletes classes nothing references, skips
+--   a class locked so (FOR UPDATE SKIP LOCKED) — and a lookup that waited for a
+--   prune finds the class gone and creates it again.
 -- Caller: ql.enqueue_runs. SQLSTATEs: QL004 revision not found.
 CREATE OR REPLACE FUNCTION ql_private.placement_class_of(p_revision_id uuid)
 RETURNS integer
@@ -22,7 +27,8 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'execution revision not found';
     END IF;
-    SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req;
+    SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req
+       FOR KEY SHARE;
     IF FOUND THEN
         RETURN class_id;
     END IF;
@@ -30,11 +36,12 @@ BEGIN
         ON CONFLICT (required) DO NOTHING
         RETURNING id INTO class_id;
     IF class_id IS NULL THEN  -- a concurrent enqueue created it first
-        SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req;
+        SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req
+           FOR KEY SHARE;
     END IF;
     RETURN class_id;
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.placement_class_of(uuid) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.placement_class_of(uuid) IS
-'Placement class id (normalized required placement) of an execution revision, created on first use (ON CONFLICT DO NOTHING). Caller: ql.enqueue_runs. QL004 revision not found.';
+'Placement class id (normalized required placement) of an execution revision, created on first use (ON CONFLICT DO NOTHING); an existing class row is locked FOR KEY SHARE (ql.prune_fleet skips it). Caller: ql.enqueue_runs. QL004 revision not found.';

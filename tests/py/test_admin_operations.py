@@ -647,20 +647,63 @@ def test_prune_removes_every_terminal_run_and_keeps_live_ones(
 
     kept = ok("prune", "--dsn", db_dsn)  # defaults 14d / 30d: nothing is that old
     assert kept == {"runs": 0, "attempts": 0, "leases": 0, "events": 0, "securityAudit": 0,
-                    "dryRun": False}
+                    **NO_FLEET, "dryRun": False}
     dry = ok("prune", "--dsn", db_dsn, "--retain-runs", "0s", "--retain-audit", "0s",
              "--dry-run")
-    assert dry == {**terminal, "securityAudit": audit, "dryRun": True}
+    assert dry == {**terminal, "securityAudit": audit, **NO_FLEET, "dryRun": True}
     assert table_fingerprint(conn) == before, "a dry run deletes nothing"
 
     pruned = ok("prune", "--dsn", db_dsn, "--retain-runs", "0s", "--retain-audit", "0s",
                 "--batch", "2")
-    assert pruned == {**terminal, "securityAudit": audit, "dryRun": False}
+    # the worker's one session is its newest, the task's class its current one's
+    assert pruned == {**terminal, "securityAudit": audit, **NO_FLEET, "dryRun": False}
     assert _run_rows(conn, history["terminal"]) == dict.fromkeys(terminal, 0)
     assert _run_rows(conn, history["live"]) == live
     assert _count(conn, "SELECT count(*) FROM ql_private.security_audit") == 0
     again = ok("prune", "--dsn", db_dsn, "--retain-runs", "0s", "--retain-audit", "0s")
     assert again["runs"] == 0 and again["securityAudit"] == 0
+
+
+NO_FLEET = {"sessions": 0, "placementClasses": 0, "fleetEvents": 0}
+
+
+def test_prune_removes_ended_sessions_unused_classes_and_fleet_events(
+        db_dsn: str, conn: psycopg.Connection, prov: Provisioner, task_id: str) -> None:
+    """`admin prune` also prunes what the fleet leaves behind (ql.prune_fleet):
+    sessions that ended before --retain-runs (never a worker's newest, never one
+    with a live lease), placement classes nothing uses, worker/session events
+    older than --retain-runs; --dry-run only counts."""
+    worker = prov.worker("fleet")
+    first = prov.session(worker)
+    live = prov.session(worker)
+    prov.enqueue(task_id)
+    assert prov.pull(live, Intent())["status"] == "offered"
+    conn.execute("UPDATE ql_private.run_leases SET started_at = clock_timestamp()")
+    newest = prov.session(worker)  # closes `live`; its started lease stays live
+    conn.execute("UPDATE ql_private.worker_sessions SET closed_at = clock_timestamp()"
+                 " - interval '3 days' WHERE state = 'closed'")
+    conn.execute("INSERT INTO ql_private.placement_classes (required) SELECT"
+                 " jsonb_build_object('executors', '[\"remote-worker\"]'::jsonb,"
+                 " 'labels', jsonb_build_object('old', jsonb_build_array(i::text)),"
+                 " 'runtimes', '{}'::jsonb) FROM generate_series(1, 3) i")
+    conn.execute("INSERT INTO ql_private.events (type, worker_id, payload, created_at)"
+                 " VALUES ('worker.disabled', %s, '{}', clock_timestamp() - interval '3 days'),"
+                 " ('worker.enabled', %s, '{}', clock_timestamp())",
+                 (worker.worker_id, worker.worker_id))
+    before = table_fingerprint(conn)
+    expected = {"sessions": 1, "placementClasses": 3, "fleetEvents": 1}
+    dry = ok("prune", "--dsn", db_dsn, "--retain-runs", "1d", "--dry-run")
+    assert {key: dry[key] for key in expected} == expected and dry["dryRun"] is True
+    assert table_fingerprint(conn) == before, "a dry run deletes nothing"
+    pruned = ok("prune", "--dsn", db_dsn, "--retain-runs", "1d", "--batch", "2")
+    assert {key: pruned[key] for key in expected} == expected
+    assert pruned["runs"] == 0 and pruned["dryRun"] is False
+    left = {row[0] for row in conn.execute(
+        "SELECT session_id::text FROM ql_private.worker_sessions WHERE worker_id = %s",
+        (worker.worker_id,)).fetchall()}
+    assert left == {live.session_id, newest.session_id} and first.session_id not in left
+    assert _count(conn, "SELECT count(*) FROM ql_private.events WHERE run_id IS NULL") == 1
+    assert _count(conn, "SELECT count(*) FROM ql_private.placement_classes") == 1
 
 
 def test_prune_keeps_runs_within_retention(db_dsn: str, conn: psycopg.Connection,
@@ -756,5 +799,5 @@ def test_prune_pauses_after_each_batch_for_pace_times_its_duration(
     batches = len(history["terminal"])  # one run per batch, then one that finds none
     assert totals.runs == batches and totals.calls >= batches + 1
     assert pauses and set(pauses) == {6.0}  # 2.0 x 3
-    assert len(pauses) == totals.calls - 2  # none after each loop's last batch
+    assert len(pauses) == totals.calls - 3  # none after each loop's last batch
     assert control_plane.PRUNE_PACE == 2.0 and control_plane.Retention(0, 0).pace == 2.0

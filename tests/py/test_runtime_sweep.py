@@ -187,6 +187,40 @@ def test_once_prunes_past_retention_in_batches(conn, runtime_dsn: str) -> None:
     assert result.returncode == 0, result.stderr
     pruned = _lines(result.stdout)[0]["pruned"]
     assert pruned["runs"] == 5 and pruned["attempts"] == 5 and pruned["securityAudit"] >= 1
-    assert pruned["calls"] == 3 + 1 and pruned["more"] is False  # runs 2+2+1, audit 1
+    # runs 2+2+1, audit 1, fleet 1
+    assert pruned["calls"] == 3 + 1 + 1 and pruned["more"] is False
     left = conn.execute("SELECT state FROM ql_private.runs").fetchall()
     assert left == [("queued",)]
+
+
+def test_once_prunes_ended_sessions_unused_classes_and_fleet_events(
+        conn, runtime_dsn: str) -> None:
+    """The sweeper's retention covers what the fleet leaves behind (ql.prune_fleet):
+    a session closed 20 days ago (not its worker's newest), a placement class no
+    run or task uses, worker/session events 20 days old — with the default 14d."""
+    prov = Provisioner(conn)
+    worker = prov.worker()
+    old = prov.session(worker)
+    newest = prov.session(worker)  # replaces (closes) the first
+    task = prov.task("kept")
+    prov.enqueue(task)
+    conn.execute("UPDATE ql_private.worker_sessions SET closed_at = clock_timestamp()"
+                 " - interval '20 days' WHERE state = 'closed'")
+    conn.execute("INSERT INTO ql_private.placement_classes (required) VALUES"
+                 " ('{\"executors\": [\"remote-worker\"], \"labels\": {\"gone\": [\"1\"]},"
+                 " \"runtimes\": {}}')")
+    conn.execute("INSERT INTO ql_private.events (type, worker_id, payload, created_at)"
+                 " SELECT t, %s, '{}', clock_timestamp() - interval '20 days'"
+                 " FROM unnest(ARRAY['worker.disabled', 'session.closed']) t",
+                 (worker.worker_id,))
+    result = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once")
+    assert result.returncode == 0, result.stderr
+    pruned = _lines(result.stdout)[0]["pruned"]
+    assert (pruned["sessions"], pruned["placementClasses"], pruned["fleetEvents"]) == (1, 1, 2)
+    sessions = conn.execute("SELECT session_id::text FROM ql_private.worker_sessions").fetchall()
+    assert sessions == [(newest.session_id,)] and old.session_id != newest.session_id
+    classes = conn.execute("SELECT count(*) FROM ql_private.placement_classes").fetchone()[0]
+    assert classes == 1  # the queued run's (and the task's current revision's)
+    again = _lines(_cli("runtime", "sweep", "--dsn", runtime_dsn, "--once").stdout)[0]
+    assert (again["pruned"]["sessions"], again["pruned"]["placementClasses"],
+            again["pruned"]["fleetEvents"]) == (0, 0, 0)

@@ -46,6 +46,7 @@ INSERT INTO api_class VALUES
     ('end_session',         'ql_runtime'),
     ('prune_runs',          'ql_runtime'),
     ('prune_audit',         'ql_runtime'),
+    ('prune_fleet',         'ql_runtime'),
     ('status_snapshot',     'read'),
     ('task_settings',       'read'),
     ('list_runs',           'read'),
