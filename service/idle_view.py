@@ -70,12 +70,40 @@ Pieces (all per replica, none per worker):
   `c:<credentialId>` drops that credential; an `s:<workerId>` drops the
   worker's session *and* every credential entry of that worker.
 
-Notifications are hints from anyone who may connect (after the bootstrap: the
-project's roles and superusers only). A forged `c:`/`s:` only drops cache
-entries (the next pull asks the database). A forged `q` only turns the next
-barrier into a probe: a `q` flood costs at most one bounded read-only probe per
-`idle_view_probe_min_interval_ms` on the LISTEN connection, shared by every
-waiting pull, and never sends a pull to the pool.
+Forged notifications. Notifications are hints from anyone who may connect
+(after the bootstrap: the project's roles and superusers only — PostgreSQL
+cannot restrict NOTIFY by grant, so the console's read-only login can send on
+the channel). The view therefore
+  * keeps only payloads that are exactly what the database sends
+    (`parse_notification`: `q`, `c:` + a 16-character credential id, `s:` + a
+    lowercase uuid; at most 38 characters, length checked first); anything else
+    is dropped unread and counted (`notifications_total{kind="invalid"}`) — it
+    cannot be a real change, since no database path sends it;
+  * holds a bounded amount whatever arrives: at most `MAX_CHANGE_MARKS` marks
+    per table (a table full of marks younger than the fill horizon is emptied
+    and every fill in flight is refused instead), at most `MAX_CACHED`
+    credentials and sessions (filled only from database answers; beyond the cap
+    a new entry is not kept). A flood of 60,000 8 KB payloads used to grow an
+    ingress by ~470 MiB (every `c:`/`s:` id kept 30 s);
+  * can only lose beliefs to a forged payload, never gain one: a forged
+    `c:`/`s:` drops cache entries (the next pull asks the database), a mark
+    overflow refuses fills (those calls' next pulls ask the database), and a
+    forged `q` only turns the next barrier into a probe — at most one bounded
+    read-only probe per `idle_view_probe_min_interval_ms` on the LISTEN
+    connection, shared by every waiting pull, never a pull sent to the pool.
+    Every belief that answers a pull comes from a database answer (probe,
+    authentication, session projection), and every notification only ends
+    beliefs: so a forged one cannot make the view answer idle where the
+    database would offer work, nor trust a credential or session the database
+    would refuse. Its worst cost is extra database calls.
+
+Clocks. The view reads one clock, the monotonic one (`clock`, injected by
+tests), never the wall clock. Session expiry (`expiresAtMs`) is the database's
+clock, so it is compared with the database's clock: the last probe's `nowMs`
+pinned to the monotonic instant the probe was sent and advanced by the
+monotonic clock (`_DbClock`; never behind the database, since the database read
+its clock after that instant). A local wall clock that is skewed or steps
+(NTP) changes nothing. Wake-ups and trust periods are monotonic intervals.
 
 Why an idle answer from the view equals the database's: either the barrier was
 a probe (its snapshot follows the pull's arrival: the database's answer), or the
@@ -113,10 +141,11 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 
 import psycopg
@@ -142,6 +171,21 @@ _DRAIN_S = 0.001
 # forgotten, since no fill they could veto is still accepted.
 _FILL_HORIZON_S = 30.0
 _CHANGE_MARKS_PRUNE_AT = 4096
+# Hard caps on what the view holds (see "Forged notifications" above). Marks
+# come from notifications anyone who may connect can send: when one table is
+# full of marks younger than the fill horizon, it is emptied and every fill in
+# flight is refused instead. The caches fill only from database answers; when
+# one is full, new entries are not kept (those workers' pulls go to the
+# database).
+MAX_CHANGE_MARKS = 16_384
+MAX_CACHED = 20_000
+# Exactly the payloads the database sends on the channel
+# (ql_private.idle_view_notify, ql.disable_worker, ql.enable_worker): `q`,
+# `c:` + a credential id (CHECK `^[a-z0-9]{16}$`), `s:` + a worker id as
+# PostgreSQL prints a uuid. Anything else is dropped unread.
+_PAYLOAD_MAX_CHARS = 38
+_PAYLOAD = re.compile(r"q|c:[a-z0-9]{16}"
+                      r"|s:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 # The database's idle envelope for an empty queue (ql_private.idle_result as
 # scan_and_claim returns it for `no_candidates`), without `retryAfterMs`.
@@ -151,6 +195,27 @@ IDLE_RESULT: dict[str, Any] = {
               "mismatches": {"executor": 0, "label": 0, "runtime": 0, "capacity": 0}},
     "truncated": False,
 }
+
+
+class NotificationKind(StrEnum):
+    QUEUE = "q"
+    CREDENTIAL = "c"
+    SESSION = "s"
+
+
+@dataclass(frozen=True)
+class Notification:
+    kind: NotificationKind
+    ident: str  # the credential id or worker id; "" for `q`
+
+
+def parse_notification(payload: str) -> Notification | None:
+    """The notification a payload carries, or None unless it is exactly one the
+    database sends (length checked before the pattern runs)."""
+    if len(payload) > _PAYLOAD_MAX_CHARS or _PAYLOAD.fullmatch(payload) is None:
+        return None
+    kind, _, ident = payload.partition(":")
+    return Notification(NotificationKind(kind), ident)
 
 
 class ViewState(IntEnum):
@@ -189,6 +254,21 @@ class _SessionFacts:
     incarnation: int
 
 
+@dataclass(frozen=True)
+class _DbClock:
+    """The database's clock (`nowMs` of a probe) pinned to the monotonic instant
+    the probe was *sent*: the database read its clock after that instant, so
+    `now_ms` is never behind the database's own clock (a session is judged
+    expired no later than the database judges it), whatever the local wall
+    clock says or does."""
+
+    db_ms: int
+    at: float  # monotonic
+
+    def now_ms(self, monotonic_now: float) -> float:
+        return self.db_ms + (monotonic_now - self.at) * 1000
+
+
 @dataclass
 class _Belief:
     idle: bool
@@ -203,8 +283,10 @@ class IdleView:
     config: IngressConfig
     gateway: Gateway
     metrics: IngressMetrics
+    # The view's only clock (monotonic; injected by tests). It never reads the
+    # wall clock: expiry times are the database's and are compared with the
+    # database's clock (`_DbClock`).
     clock: Callable[[], float] = time.monotonic
-    wall_ms: Callable[[], float] = lambda: time.time() * 1000
 
     _engaged: bool = False
     _closed: bool = False
@@ -216,7 +298,9 @@ class IdleView:
     _worker_marks: dict[str, tuple[int, float]] = field(default_factory=dict)
     _belief: _Belief | None = None
     _epoch: int = 0  # bumped by every `q` notification
-    _db_offset_ms: float | None = None  # database clock - local wall clock
+    # Fills whose token's seq is below this are refused (a mark table overflowed).
+    _veto_before: int = 0
+    _db_clock: _DbClock | None = None  # from the last probe under this incarnation
     _auth: dict[str, _AuthEntry] = field(default_factory=dict)
     _worker_credentials: dict[str, set[str]] = field(default_factory=dict)
     _sessions: dict[str, _SessionFacts] = field(default_factory=dict)
@@ -418,6 +502,7 @@ class IdleView:
         self._up = up
         self._incarnation += 1
         self._belief = None
+        self._db_clock = None
         self._auth.clear()
         self._worker_credentials.clear()
         self._sessions.clear()
@@ -425,19 +510,24 @@ class IdleView:
         self._worker_marks.clear()
 
     def _on_notify(self, payload: str) -> None:
-        kind, _, ident = payload.partition(":")
-        self.metrics.idle_view_notifications.inc(kind if kind in ("q", "c", "s") else "other")
-        if kind == "c":
+        notification = parse_notification(payload)
+        if notification is None:
+            # Not sent by the database (forged, or junk): dropped unread.
+            self.metrics.idle_view_notifications.inc("invalid")
+            return
+        kind, ident = notification.kind, notification.ident
+        self.metrics.idle_view_notifications.inc(kind.value)
+        if kind is NotificationKind.CREDENTIAL:
             self._mark(self._credential_marks, ident)
             self._forget_credential(ident)
-        elif kind == "s":
+        elif kind is NotificationKind.SESSION:
             # The worker's session changed (replaced, closed — also by an operator
             # disabling the worker): forget its session and its credentials.
             self._mark(self._worker_marks, ident)
             self._sessions.pop(ident, None)
             for credential_id in self._worker_credentials.pop(ident, set()):
                 self._auth.pop(credential_id, None)
-        else:  # 'q' and anything unknown: the belief no longer holds
+        else:  # `q`: the belief no longer holds
             self._epoch += 1
 
     # ------------------------------------------------------------ barrier
@@ -452,7 +542,7 @@ class IdleView:
         waiters, self._waiters = self._waiters, []
         probe = self._current_belief() is None
         incarnation, epoch = self._incarnation, self._epoch
-        sent, wall_sent = self.clock(), self.wall_ms()
+        sent = self.clock()
         self._last_barrier = sent
         if probe:
             self._last_probe = sent
@@ -477,7 +567,7 @@ class IdleView:
             _resolve(waiters, False)
             return
         if probe:
-            idle = self._install_belief(result, incarnation, epoch, sent, wall_sent)
+            idle = self._install_belief(result, incarnation, epoch, sent)
         else:
             belief = self._current_belief()
             if belief is None:
@@ -489,13 +579,11 @@ class IdleView:
         self.metrics.idle_view_barriers.inc(kind, "ok")
         _resolve(waiters, idle)
 
-    def _install_belief(self, result: Any, incarnation: int, epoch: int, sent: float,
-                        wall_sent: float) -> bool:
-        wall_back = self.wall_ms()
+    def _install_belief(self, result: Any, incarnation: int, epoch: int, sent: float) -> bool:
         if not isinstance(result, dict) or not isinstance(result.get("nowMs"), int):
             self.metrics.idle_view_probes.inc("error")
             return False
-        self._db_offset_ms = result["nowMs"] - (wall_sent + wall_back) / 2
+        self._db_clock = _DbClock(result["nowMs"], sent)
         wake_at = None
         if isinstance(result.get("wakeAtMs"), int):
             wake_at = sent + (result["wakeAtMs"] - result["nowMs"]) / 1000
@@ -538,20 +626,33 @@ class IdleView:
     # ------------------------------------------------------------ caches
 
     def _mark(self, marks: dict[str, tuple[int, float]], ident: str) -> None:
-        """Note a `c:`/`s:` notification about `ident` (vetoes fills in flight)."""
+        """Note a `c:`/`s:` notification about `ident` (vetoes fills in flight).
+
+        At most `MAX_CHANGE_MARKS` per table: a table full of marks younger than
+        the fill horizon (a flood of forged ids) is emptied, and every fill whose
+        call started before this notification is refused instead — the marks
+        only ever veto fills, so forgetting them is safe once no such fill can
+        be accepted."""
         self._seq += 1
         now = self.clock()
         marks.pop(ident, None)  # re-inserted last: the dict stays in time order
-        marks[ident] = (self._seq, now)
         if len(marks) >= _CHANGE_MARKS_PRUNE_AT:
             while marks:
                 oldest = next(iter(marks))
                 if now - marks[oldest][1] < _FILL_HORIZON_S:
                     break
                 del marks[oldest]
+        if len(marks) >= MAX_CHANGE_MARKS:
+            marks.clear()
+            self._veto_before = self._seq
+            self.metrics.idle_view_overflows.inc("marks")
+        marks[ident] = (self._seq, now)
 
     def _changed_since(self, seq: int, credential_id: str | None, worker_id: str) -> bool:
-        """A `c:` for the credential or an `s:` for the worker came after `seq`."""
+        """A `c:` for the credential or an `s:` for the worker came after `seq`
+        (or marks were forgotten after `seq`: then anything may have)."""
+        if seq < self._veto_before:
+            return True
         credential = self._credential_marks.get(credential_id) if credential_id else None
         worker = self._worker_marks.get(worker_id)
         return ((credential is not None and credential[0] > seq)
@@ -576,6 +677,9 @@ class IdleView:
             return
         credential_id = credential.credential_id
         self._forget_credential(credential_id)
+        if len(self._auth) >= MAX_CACHED:
+            self.metrics.idle_view_overflows.inc("credentials")
+            return
         self._auth[credential_id] = _AuthEntry(credential.secret_digest, worker_id,
                                                token.incarnation, token.taken_at)
         self._worker_credentials.setdefault(worker_id, set()).add(credential_id)
@@ -600,8 +704,12 @@ class IdleView:
             worker_id = str(session["workerId"])
         except (KeyError, TypeError, ValueError):
             return
-        if self._fill_allowed(token, None, worker_id):
-            self._sessions[worker_id] = facts
+        if not self._fill_allowed(token, None, worker_id):
+            return
+        if worker_id not in self._sessions and len(self._sessions) >= MAX_CACHED:
+            self.metrics.idle_view_overflows.inc("sessions")
+            return
+        self._sessions[worker_id] = facts
 
     def credential_trusted(self, credential: PresentedCredential, worker_id: str) -> bool:
         """The cache may answer for this credential: confirmed by the database less
@@ -619,12 +727,13 @@ class IdleView:
                 and hmac.compare_digest(entry.secret_digest, credential.secret_digest))
 
     def _session_ok(self, worker_id: str, session_id: str, generation: int) -> bool:
-        facts = self._sessions.get(worker_id)
+        facts, db_clock = self._sessions.get(worker_id), self._db_clock
         if (facts is None or facts.incarnation != self._incarnation
                 or facts.session_id != session_id or facts.generation != generation
-                or self._db_offset_ms is None):
+                or db_clock is None):
             return False
-        db_now_ms = self.wall_ms() + self._db_offset_ms
+        # Both sides on the database's clock: never the local wall clock.
+        db_now_ms = db_clock.now_ms(self.clock())
         return facts.expires_at_ms - self.config.idle_view_session_margin_ms > db_now_ms
 
     # ------------------------------------------------------------ pulls
@@ -632,7 +741,7 @@ class IdleView:
     def _cached_facts_hold(self, credential: PresentedCredential, worker_id: str,
                            session_id: str, generation: int) -> bool:
         return (self._engaged and self._up and self.credential_trusted(credential, worker_id)
-                and (self._db_offset_ms is None
+                and (self._db_clock is None
                      or self._session_ok(worker_id, session_id, generation)))
 
     async def try_idle(self, credential: PresentedCredential, worker_id: str,

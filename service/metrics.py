@@ -168,7 +168,12 @@ class IngressMetrics:
         "Idle view probes by result (idle, busy, discarded, error).", ("result",)))
     idle_view_notifications: Counter = field(default_factory=lambda: Counter(
         "qinglong_ingress_idle_view_notifications_total",
-        "Notifications received on the listener, by kind (q, c, s, other).", ("kind",)))
+        "Notifications received on the listener, by kind (q, c, s; invalid: not a payload "
+        "the database sends, dropped unread).", ("kind",)))
+    idle_view_overflows: Counter = field(default_factory=lambda: Counter(
+        "qinglong_ingress_idle_view_overflows_total",
+        "Idle view tables found full (marks: emptied, fills in flight refused; credentials, "
+        "sessions: the new entry not kept).", ("table",)))
     idle_view_listener: Counter = field(default_factory=lambda: Counter(
         "qinglong_ingress_idle_view_listener_events_total",
         "LISTEN connection events (connected, lost, connect_failed).", ("event",)))
@@ -200,7 +205,8 @@ class IngressMetrics:
                        self.db_calls, self.db_errors, self.rate_limited,
                        self.invalid_projections, self.connections_refused, self.tls_handshakes,
                        self.idle_view_pulls, self.idle_view_barriers, self.idle_view_probes,
-                       self.idle_view_notifications, self.idle_view_listener,
+                       self.idle_view_notifications, self.idle_view_overflows,
+                       self.idle_view_listener,
                        self.heartbeat_batches, self.heartbeat_batch_items,
                        self.connections_shed, self.tls_reloads, *self.gauges):
             lines.extend(metric.render())

@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Any
 
+import psycopg
 import pytest
 
 from qinglong.db import api
@@ -216,6 +217,11 @@ def test_listener_killed_falls_back_to_db_and_reconnects(viewed, prov, test_pki,
     assert killed is not None and killed[0] == 1
     _wait(lambda: _counter(viewed, "qinglong_ingress_idle_view_listener_events_total",
                            'event="lost"') >= 1, "listener loss noticed")
+    # SPEC 17.2: every belief is dropped with the listener (notifications sent
+    # meanwhile are gone); none is formed again until a pull makes it probe.
+    assert _view(viewed).view_state() in (ViewState.LISTENER_DOWN, ViewState.UNKNOWN)
+    probes = _counter(viewed, "qinglong_ingress_idle_view_barriers_total",
+                      'kind="probe",outcome="ok"')
     # Everything learned under the lost listener is gone: pulls go to the database.
     calls = _db_calls(viewed, "pull_offer")
     assert _pull(viewed, agent, session).json["status"] == "idle"
@@ -228,6 +234,9 @@ def test_listener_killed_falls_back_to_db_and_reconnects(viewed, prov, test_pki,
     assert post(viewed.port, "/v1/sessions/heartbeat", beat, ctx=agent.ctx,
                 token=agent.token).status == 200
     _until_view_answers(viewed, agent, session)
+    # ... and it answered only after probing again under the new listener.
+    assert _counter(viewed, "qinglong_ingress_idle_view_barriers_total",
+                    'kind="probe",outcome="ok"') > probes
 
 
 def test_dormant_below_the_engage_rate(start_ingress_thread, test_pki, ingress_dsn, prov):
@@ -327,6 +336,83 @@ def test_cached_credential_is_trusted_for_at_most_5_s(test_pki, ingress_dsn, pro
     assert asyncio.run(scenario()) == [True, False, False, True, False, False]
 
 
+def test_session_expiry_is_judged_on_the_database_clock_not_the_wall_clock(
+        test_pki, ingress_dsn, prov, su_conn, monkeypatch):
+    """A session's expiresAtMs is the database's clock; the view compares it
+    with the database's clock too — a probe's `nowMs`, advanced by the
+    monotonic clock from when the probe was sent — and never with the local
+    wall clock. Fault injected: this process's wall clock steps hours away
+    (as a bad NTP step would) after the view learned the session. A session
+    live by the database is still answered from the view; one whose expiry has
+    passed by the database's clock is not answered idle from belief (the
+    database refuses it)."""
+    from qinglong.service.credentials import PresentedCredential
+    from tests.py.provision import DEFAULT_CAPABILITIES, canonical_bytes, digest
+
+    # One probe for the whole test (no `q` comes, the belief lasts a minute), so
+    # a wall-clock reading taken with it could not be refreshed either.
+    config = ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0,
+                            idle_view_max_staleness_ms=60_000, idle_view_session_margin_ms=0)
+    worker = prov.worker("w-skew")
+    credential = PresentedCredential(worker.credential_id, digest(worker.secret))
+    skew_s = [0.0]
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + skew_s[0])
+
+    def session_row() -> dict[str, Any]:
+        row = su_conn.execute("SELECT ql_private.session_projection(ws)"
+                              " FROM ql_private.worker_sessions ws WHERE ws.worker_id = %s",
+                              (worker.worker_id,)).fetchone()
+        assert row is not None
+        return dict(row[0])
+
+    async def scenario() -> tuple[list[bool], list[int]]:
+        view = await _view_with_listener(config)
+        try:
+            token = view.cache_token()
+            opened = prov.call(api.open_session(
+                credential_id=worker.credential_id, secret_digest=worker.secret_digest,
+                worker_id=worker.worker_id,
+                capabilities_canonical=canonical_bytes(DEFAULT_CAPABILITIES)))["session"]
+            view.remember_credential(token, credential, worker.worker_id)
+            view.remember_session(token, opened)
+            pulls = view.metrics.idle_view_pulls
+
+            async def ask() -> bool:
+                return await view.try_idle(credential, worker.worker_id, opened["sessionId"],
+                                           opened["generation"])
+
+            seen = [await ask()]  # the probe: the database's clock read here
+            skew_s[0] = 3 * 3600.0  # the wall clock jumps 3 h ahead
+            seen.append(await ask())  # live by the database: still from the view
+            # The session ages in the database without a notification (as time
+            # passing does): 300 ms left, learned by the view, then 600 ms pass.
+            su_conn.execute("SET session_replication_role = replica")
+            su_conn.execute("UPDATE ql_private.worker_sessions SET expires_at ="
+                            " clock_timestamp() + interval '300 ms' WHERE worker_id = %s",
+                            (worker.worker_id,))
+            su_conn.execute("RESET session_replication_role")
+            token = view.cache_token()
+            view.remember_session(token, session_row())
+            await asyncio.sleep(0.6)
+            skew_s[0] = -3 * 3600.0  # and 3 h behind
+            seen.append(await ask())  # expired by the database: not from the view
+            return seen, [int(pulls.value("view")), int(pulls.value("database"))]
+        finally:
+            await view.close()
+
+    seen, (from_view, to_database) = asyncio.run(scenario())
+    assert seen == [True, True, False]
+    assert (from_view, to_database) == (2, 1)
+    # The database agrees: the session is expired (QL012), not idle.
+    with pytest.raises(psycopg.Error) as refused:
+        api.heartbeat_session(credential_id=worker.credential_id,
+                              secret_digest=worker.secret_digest, worker_id=worker.worker_id,
+                              session_id=session_row()["sessionId"],
+                              generation=session_row()["generation"]).run(su_conn)
+    assert refused.value.sqlstate == "QL012"
+
+
 def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn, prov, su_conn):
     """A `c:`/`s:` notification that arrives while a database call runs drops
     that call's answer for *its* credential or worker only. (Dropping every fill
@@ -386,27 +472,70 @@ def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn,
                                        (True, True)]
 
 
-def test_change_marks_stay_bounded_and_old_fills_are_refused(test_pki, ingress_dsn):
-    """The per-key notification marks are forgotten once older than the fill
-    horizon — safe, because a fill whose call started that long ago is refused
-    anyway — while a recent mark still vetoes."""
+def _offline_view(test_pki: Any, ingress_dsn: str, clock: FakeClock) -> Any:
+    """An IdleView fed notifications by hand (no listener needed)."""
     from qinglong.service import idle_view as iv
     from qinglong.service.gateway import Gateway
     from qinglong.service.metrics import IngressMetrics
 
     config = ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0)
-    clock = FakeClock()
     metrics = IngressMetrics()
     view = iv.IdleView(config, Gateway(config, metrics), metrics, clock=clock)
-    view._up = True  # no listener needed: notifications are fed by hand
+    view._up = True
+    return view
+
+
+def test_change_marks_stay_bounded_and_old_fills_are_refused(test_pki, ingress_dsn):
+    """The per-key notification marks are forgotten once older than the fill
+    horizon — safe, because a fill whose call started that long ago is refused
+    anyway — while a recent mark still vetoes."""
+    from qinglong.service import idle_view as iv
+
+    clock = FakeClock()
+    view = _offline_view(test_pki, ingress_dsn, clock)
+    workers = [str(uuid.uuid4()) for _ in range(iv._CHANGE_MARKS_PRUNE_AT)]
+    recent = str(uuid.uuid4())
     old_token = iv.CacheToken(view._incarnation, view._seq, clock())
-    for n in range(iv._CHANGE_MARKS_PRUNE_AT):
-        view._on_notify(f"s:w{n}")
+    for worker_id in workers:
+        view._on_notify(f"s:{worker_id}")
     clock.now += iv._FILL_HORIZON_S
-    view._on_notify("s:recent")  # the first mark past the horizon prunes the old ones
-    assert set(view._worker_marks) == {"recent"}
+    view._on_notify(f"s:{recent}")  # the first mark past the horizon prunes the old ones
+    assert set(view._worker_marks) == {recent}
     # The marks that vetoed the old call are gone, and its fill is refused by age.
-    assert not view._fill_allowed(old_token, None, "w0")
+    assert not view._fill_allowed(old_token, None, workers[0])
     fresh = iv.CacheToken(view._incarnation, view._seq - 1, clock())  # before "recent"
-    assert not view._fill_allowed(fresh, None, "recent")
-    assert view._fill_allowed(fresh, None, "w0")
+    assert not view._fill_allowed(fresh, None, recent)
+    assert view._fill_allowed(fresh, None, workers[0])
+
+
+def test_a_flood_of_forged_ids_is_capped_and_only_refuses_fills(test_pki, ingress_dsn):
+    """Forged `s:`/`c:` ids, all younger than the fill horizon: each mark table
+    holds at most MAX_CHANGE_MARKS; when one is full it is emptied and every
+    fill whose call started before that is refused (the cost of a flood is
+    database calls, never a fill a real notification should have vetoed)."""
+    from qinglong.service import idle_view as iv
+
+    clock = FakeClock()
+    view = _offline_view(test_pki, ingress_dsn, clock)
+    real_worker = str(uuid.uuid4())
+    in_flight = iv.CacheToken(view._incarnation, view._seq, clock())
+    view._on_notify(f"s:{real_worker}")  # a real change while the call runs
+    for n in range(3 * iv.MAX_CHANGE_MARKS):
+        view._on_notify(f"s:{uuid.UUID(int=n)}")
+        view._on_notify(f"c:{n:016x}")
+        clock.now += 0.0001  # all within the horizon
+    assert len(view._worker_marks) <= iv.MAX_CHANGE_MARKS
+    assert len(view._credential_marks) <= iv.MAX_CHANGE_MARKS
+    assert view.metrics.idle_view_overflows.value("marks") >= 4
+    # The real change's mark is long gone, yet its veto stands.
+    assert real_worker not in view._worker_marks
+    assert not view._fill_allowed(in_flight, None, real_worker)
+    # A call that starts after the flood fills again.
+    after = iv.CacheToken(view._incarnation, view._seq, clock())
+    assert view._fill_allowed(after, None, real_worker)
+    # Junk is dropped unread: no mark, no state, counted.
+    marks_before = (dict(view._worker_marks), view._seq, view._epoch)
+    view._on_notify("s:" + "x" * 7990)
+    view._on_notify("anything")
+    assert (dict(view._worker_marks), view._seq, view._epoch) == marks_before
+    assert view.metrics.idle_view_notifications.value("invalid") == 2

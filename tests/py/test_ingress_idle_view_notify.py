@@ -106,6 +106,36 @@ def test_payloads_never_carry_secrets(su, listener):
     assert not any(worker.secret in p or worker.secret_digest.hex() in p for p in payloads)
 
 
+def test_every_payload_the_database_sends_is_one_the_view_accepts(su, listener):
+    """The idle view drops any payload that is not exactly one the database sends
+    (service/idle_view.py `parse_notification`): every notifying path's payload
+    must pass, with its kind and id; anything else must not."""
+    from qinglong.service.idle_view import Notification, NotificationKind, parse_notification
+
+    prov = Provisioner(su)
+    worker = prov.worker("w")
+    prov.session(worker)
+    prov.session(worker)  # replaced: s:
+    prov.enqueue(prov.task("t"))  # q
+    api.disable_worker(worker_id=worker.worker_id).run(su)  # c: per credential (and s:)
+    api.enable_worker(worker_id=worker.worker_id).run(su)
+    api.revoke_credential(credential_id=worker.credential_id).run(su)
+    su.execute("DELETE FROM ql_private.worker_credentials WHERE credential_id = %s",
+               (worker.credential_id,))
+    payloads = _drain(listener)
+    assert {p[:2] for p in payloads} == {"q", "s:", "c:"}, payloads
+    assert [parse_notification(p) for p in payloads] == [
+        Notification(NotificationKind.QUEUE, "") if p == "q"
+        else Notification(NotificationKind.CREDENTIAL, worker.credential_id) if p[0] == "c"
+        else Notification(NotificationKind.SESSION, worker.worker_id) for p in payloads]
+    forged = ["", "Q", "q ", " q", "qq", "x", "control", "c:", "s:", "c:" + "a" * 15,
+              "c:" + "a" * 17, "c:" + "A" * 16, "c:abcdefghijklmno-",
+              "s:" + worker.worker_id.upper(), "s:" + worker.worker_id + "x",
+              "s:" + worker.worker_id.replace("-", ""), "s:" + worker.worker_id + "\n",
+              "c:" + worker.credential_id + "\n", "s:" + "x" * 7990, "q:" + worker.worker_id]
+    assert [p for p in forged if parse_notification(p) is not None] == []
+
+
 def test_probe_writes_no_wal(su):
     prov = Provisioner(su)
     task = prov.task("t")
