@@ -100,6 +100,7 @@ from typing import Any
 from qinglong.worker import fsio
 from qinglong.worker.fsio import FileSystem, StepHook
 from qinglong.worker.journal import (
+    ASIDE_DIR,
     FAILED_DIR,
     FAILED_SCHEMA,
     INBOX_DIR,
@@ -499,6 +500,7 @@ class JournalState:
     pending: bytes | None = None
     inbox: frozenset[tuple[str, bytes]] = frozenset()
     failed: frozenset[tuple[str, bytes]] = frozenset()
+    aside: frozenset[tuple[str, bytes]] = frozenset()  # inbox entries moved aside
 
     def inbox_docs(self) -> dict[str, Any]:
         return {oid: load_json(doc) for oid, doc in self.inbox}
@@ -514,7 +516,8 @@ class JournalState:
             for oid, doc in sorted(self.inbox_docs().items())
         )
         failed = ",".join(sorted(oid[:8] for oid, _ in self.failed))
-        return f"pending={p} inbox={{{inbox}}} failed={{{failed}}}"
+        aside = ",".join(sorted(oid[:8] for oid, _ in self.aside))
+        return f"pending={p} inbox={{{inbox}}} failed={{{failed}}} aside={{{aside}}}"
 
 
 Effect = Callable[[JournalState], JournalState]
@@ -556,6 +559,10 @@ class Script:
         pending = state.pending_doc()
         inbox = state.inbox_docs()
         failed = {oid for oid, _ in state.failed}
+        aside = {oid for oid, _ in state.aside}
+        if aside & set(inbox):
+            twice = ",".join(sorted(o[:8] for o in aside & set(inbox)))
+            return "counted_twice", f"{twice} in inbox and aside: {state.describe()}"
         if pending is not None and pending["offerId"] in inbox:
             lease = inbox[pending["offerId"]]["lease"]
             ours = (
@@ -580,13 +587,15 @@ class Script:
                 durable.discard(action.drops)
         if done < len(self.actions) and self.actions[done].drops:
             durable.discard(self.actions[done].drops)  # an in-flight idle clear may land
-        present = failed | set(inbox) | ({pending["offerId"]} if pending else set())
+        present = failed | aside | set(inbox) | ({pending["offerId"]} if pending else set())
         if durable - present:
             lost = ",".join(sorted(o[:8] for o in durable - present))
             return "offer_vanished", f"{lost} not pending/inbox/failed: {state.describe()}"
         for action in self.actions[:done]:
             if action.accepts:
                 oid, version = action.accepts
+                if oid in aside:
+                    continue  # moved aside whole (the unexpected_state check judges when)
                 if oid not in inbox or inbox[oid]["lease"]["leaseVersion"] < version:
                     return "accepted_offer_lost", f"{oid[:8]}@v{version}: {state.describe()}"
         if state not in self.states_after(done):
@@ -603,6 +612,16 @@ def set_pending(claim: PendingClaim | None) -> Effect:
 def put_inbox(entry: InboxEntry) -> Effect:
     item = (entry.offer_id, dump_json(entry.to_doc()))
     return lambda s: replace(s, inbox=frozenset({i for i in s.inbox if i[0] != item[0]} | {item}))
+
+
+def put_aside(offer_id: str) -> Effect:
+    """The inbox entry moves, bytes unchanged, to aside/ (one abstract step)."""
+
+    def move(s: JournalState) -> JournalState:
+        item = next(i for i in s.inbox if i[0] == offer_id)
+        return replace(s, inbox=s.inbox - {item}, aside=s.aside | {item})
+
+    return move
 
 
 def failed_record(claim: PendingClaim, reason: str) -> bytes:
@@ -634,10 +653,15 @@ def read_state(journal: Journal) -> JournalState:
             raise ValueError(f"failed-claim record {oid[:8]} keeps the lease token")
         doc.pop("movedAtMs", None)
         failed.add((oid, dump_json(doc)))
+    aside = set()
+    for oid in journal.aside_ids():
+        raw = fsio.read_file_capped(os.path.join(journal.aside_dir, f"{oid}.json"), 1 << 20)
+        aside.add((oid, dump_json(InboxEntry.from_doc(load_json(raw.data)).to_doc())))
     return JournalState(
         None if pending is None else dump_json(pending.to_doc()),
         frozenset(inbox),
         frozenset(failed),
+        frozenset(aside),
     )
 
 
@@ -772,6 +796,22 @@ def claim_lifecycle() -> Script:
     )
 
 
+def inbox_move_aside() -> Script:
+    """Two offers admitted; both entries' leases die: each moves to aside/."""
+    pa = make_claim(OFFER_A, fixed_token(1), attempts=1)
+    pb = make_claim(OFFER_B, fixed_token(2), attempts=1)
+    ea, eb = make_entry(pa, lease_version=1), make_entry(pb, lease_version=1)
+    return Script(
+        "inbox_move_aside",
+        (
+            Action("accept(A)", lambda j: j.accept(ea), (put_inbox(ea),), accepts=(OFFER_A, 1)),
+            Action("accept(B)", lambda j: j.accept(eb), (put_inbox(eb),), accepts=(OFFER_B, 1)),
+            Action("move_aside(A)", lambda j: j.move_aside(OFFER_A), (put_aside(OFFER_A),)),
+            Action("move_aside(B)", lambda j: j.move_aside(OFFER_B), (put_aside(OFFER_B),)),
+        ),
+    )
+
+
 # ---------------------------------------------------------------------------
 # Recording a run, replaying its crashes, checking
 # ---------------------------------------------------------------------------
@@ -902,7 +942,7 @@ class CrashSim:
         try:
             left = [
                 f"{d}/{n}"
-                for d in (".", INBOX_DIR, FAILED_DIR)
+                for d in (".", INBOX_DIR, FAILED_DIR, ASIDE_DIR)
                 for n in os.listdir(os.path.join(root, d))
                 if n.startswith(fsio.TEMP_PREFIX)
             ]
@@ -1007,5 +1047,6 @@ __all__ = [
     "Violation",
     "claim_lifecycle",
     "dump_trace",
+    "inbox_move_aside",
     "scratch_dir",
 ]

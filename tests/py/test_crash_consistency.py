@@ -27,6 +27,7 @@ from tests.py.crashsim import (
     Report,
     Script,
     claim_lifecycle,
+    inbox_move_aside,
     make_claim,
     make_entry,
     put_inbox,
@@ -106,7 +107,9 @@ OPEN_FRESH = [
     Kind.FSYNC_DIR,
     Kind.MKDIR,
     Kind.FSYNC_DIR,
-] + [Kind.FSYNC_DIR] * 4
+    Kind.MKDIR,  # aside/
+    Kind.FSYNC_DIR,
+] + [Kind.FSYNC_DIR] * 5
 UPDATE = [Kind.CREATE, Kind.WRITE, Kind.FSYNC, Kind.CLOSE, Kind.RENAME, Kind.FSYNC_DIR]
 PUBLISH = [Kind.CREATE, Kind.WRITE, Kind.FSYNC, Kind.CLOSE, Kind.LINK, Kind.UNLINK, Kind.FSYNC_DIR]
 REMOVE = [Kind.UNLINK, Kind.FSYNC_DIR]
@@ -254,9 +257,9 @@ class _JournalWithoutAdoption(Journal):
     """The journal before the fix: open did not fsync what a dead owner left visible."""
 
     def _prepare(self) -> None:
-        for directory in (self.inbox_dir, self.failed_dir):
+        for directory in (self.inbox_dir, self.failed_dir, self.aside_dir):
             fsio.ensure_private_dir(self._fs, directory)
-        for directory in (self.root, self.inbox_dir, self.failed_dir):
+        for directory in (self.root, self.inbox_dir, self.failed_dir, self.aside_dir):
             fsio.sweep_temp_files(self._fs, directory)
             self._check_files(directory)
 
@@ -276,3 +279,53 @@ def test_unadopted_predecessor_state_is_caught(scratch):
     assert any("during accept(A v2); restart" in v.where for v in lost)  # rolled back to v1
     # The root created by a process that died before fsyncing its parent.
     assert any(v.where.startswith("after call 1 'mkdir journal'") for v in report.violations)
+
+
+# -- moving inbox entries aside (SPEC §6.4) ------------------------------------
+
+MOVE_ASIDE = [Kind.LINK, Kind.FSYNC_DIR, Kind.UNLINK, Kind.FSYNC_DIR]
+
+
+def test_move_aside_is_crash_consistent(scratch):
+    """Every crash point of link -> fsync aside/ -> unlink -> fsync inbox/: the entry
+    is in the inbox or aside, never lost, never in both once the journal is open."""
+    script = inbox_move_aside()
+    sim = CrashSim(script, scratch)
+    rec = sim.record(sim._fresh_base(), 0, crashsim.T0_MS)
+    assert [c.kind for c in rec.calls] == OPEN_FRESH + PUBLISH + PUBLISH + MOVE_ASIDE * 2
+    report = sim.run()
+    print("\n" + report.summary())
+    n = report.calls_recorded
+    assert report.prefixes["process"] == report.prefixes["power"] == report.recovery_runs == n + 1
+    assert report.views["power"] > n + 1 and report.views["restart+power"] > report.recovery_runs
+    assert {"names:lost,data:durable", "names:kept,data:durable"} <= set(report.flavors)
+    assert report.violations == []
+
+
+class _AsideUnlinkFirst(Journal):
+    """Planted: the inbox name is removed before the aside name is durable."""
+
+    def move_aside(self, offer_id: str) -> bool:
+        name = f"{offer_id}.json"
+        self._fs.link(os.path.join(self.inbox_dir, name), os.path.join(self.aside_dir, name))
+        fsio.remove_file(self._fs, self.inbox_dir, name)  # BUG: before fsync of aside/
+        self._fs.fsync_dir(self.aside_dir)
+        return True
+
+
+class _AsideNotFinishedAtOpen(Journal):
+    """Planted: open does not finish a move a dead predecessor left half done."""
+
+    def _finish_moves(self) -> None:
+        pass
+
+
+def test_planted_move_aside_bugs_are_caught(scratch):
+    lost = CrashSim(inbox_move_aside(), scratch, journal_cls=_AsideUnlinkFirst,
+                    restarts=False).run()  # fmt: skip
+    assert "accepted_offer_lost" in lost.kinds("power")
+    assert "accepted_offer_lost" not in lost.kinds("process")  # power loss only
+    twice = CrashSim(inbox_move_aside(), scratch, journal_cls=_AsideNotFinishedAtOpen,
+                     restarts=False).run()  # fmt: skip
+    assert "counted_twice" in twice.kinds("process")
+    assert any("during move_aside(A)" in v.where for v in twice.violations)

@@ -622,3 +622,81 @@ def test_restart_after_the_session_expired_moves_dead_entries_aside(
     live = {r[1] for r in rows if r[2] is None}
     assert live == set(new)
     assert {r[2] for r in rows if r[1] in old} == {"session_replaced"}
+
+
+def test_a_run_claimed_again_after_its_lease_expired_keeps_one_inbox_entry(
+    env_file: dict, admin: Admin, tmp_path: Path
+):
+    """A long-lived worker without --execute: its unstarted lease expires (TTL 5 s)
+    and the run is claimed again, by the same worker; each older entry of the run
+    moves aside (superseded, or lease_expired when the probe saw it first)."""
+    run_id = _ttl5_run(admin, tmp_path)
+    journal = tmp_path / "journal"
+    with worker(dev_args(env_file, journal, "--slots", "4")) as w:
+        w.wait_for("claim.accepted", count=3, timeout=60)
+        w.wait_for("inbox.set_aside", count=2, timeout=30)
+        assert w.stop() == 0
+    offers = admin.leases(run_id)
+    assert len(offers) >= 3
+    assert inbox(journal) == [offers[-1]]  # the newest claim only
+    assert aside(journal) == sorted(offers[:-1])
+    moved = w.named("inbox.set_aside")
+    assert {e["reason"] for e in moved} <= {"superseded", "lease_expired"}
+    rows = lease_rows(admin, [run_id])
+    assert [r[2] for r in rows[:-1]] == ["expired"] * (len(rows) - 1) and rows[-1][2] is None
+
+
+def _ttl5_run(admin: Admin, tmp_path: Path) -> str:
+    command_file = tmp_path / "command.json"
+    command_file.write_text(json.dumps(COMMAND))
+    task = _json_out([*QL, "admin", "task", "publish", "--project", "worker-e2e", "--name",
+                      "ttl5", "--dsn-file", admin.dsn_file, "--command-file", str(command_file)])
+    _json_out([*QL, "admin", "task", "configure", "--dsn-file", admin.dsn_file, "--task",
+               task["taskId"], "--lease-ttl-s", "5"])  # fmt: skip
+    (run_id,) = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", admin.dsn_file,
+                           "--task", task["taskId"], "--count", "1"])["runIds"]  # fmt: skip
+    admin.runs.append(run_id)
+    return run_id
+
+
+def test_the_fence_probe_reads_a_lease_without_changing_it(
+    env_file: dict, admin: Admin, tmp_path: Path
+):
+    """The keeper's probe against the real ingress: a live unstarted lease answers
+    stale_lease_version (usable), a cancelled one a dead category; nothing is
+    written. A worker then moves the dead entry aside."""
+    from qinglong.worker.config import load_dev_env
+    from qinglong.worker.inbox_keeper import DEAD_CATEGORIES, PROBE_VERSION
+    from qinglong.worker.lease_client import LeaseClient, LeaseConflict, LeaseRef
+    from qinglong.worker.runner import _transport
+
+    run_id = _ttl5_run(admin, tmp_path)
+    journal = tmp_path / "journal"
+    assert run(dev_args(env_file, journal, "--max-offers", "1")).returncode == 0
+    (offer_id,) = inbox(journal)
+    entry = json.loads((journal / "inbox" / f"{offer_id}.json").read_text())
+    config = load_dev_env(env_file["_file"], journal=str(journal), slots=None)
+    transport = _transport(config)
+    leases = LeaseClient(lambda path, body, limit: transport.post_json(
+        path, body, response_limit=limit))  # fmt: skip
+    ref = LeaseRef.from_lease(entry["lease"])
+    version_sql = "SELECT lease_version, expires_at FROM ql_private.run_leases WHERE offer_id = %s"
+    before = admin.query(version_sql, offer_id)
+    try:
+        with pytest.raises(LeaseConflict) as live:
+            leases.heartbeat(ref, PROBE_VERSION)
+        assert live.value.reason == "stale_lease_version"
+        admin.cancel_all()
+        with pytest.raises(LeaseConflict) as dead:
+            leases.heartbeat(ref, PROBE_VERSION)
+        assert dead.value.reason in DEAD_CATEGORIES
+    finally:
+        transport.close()
+    assert admin.query(version_sql, offer_id) == before  # never applied
+    with worker(dev_args(env_file, journal)) as w:
+        (moved,) = w.wait_for("inbox.set_aside", timeout=30)
+        assert w.stop() == 0
+    assert moved["offerId"] == offer_id and moved["reason"] in DEAD_CATEGORIES
+    assert inbox(journal) == [] and aside(journal) == [offer_id]
+    assert admin.query("SELECT state FROM ql_private.runs WHERE id = %s", run_id) == [
+        ("cancelled",)]  # fmt: skip
