@@ -14,6 +14,11 @@ promise: under TCP memory pressure the kernel reports the socket readable below
 it. So a wake with fewer bytes than asked for means "closed" only when the
 socket says the peer hung up (POLLRDHUP/POLLHUP/POLLERR) — a slow live peer is
 waited for, after a short pause so that repeated early wakes cannot spin.
+
+The peeked record also names the ClientHello (`hello_fingerprints`): its random
+and its key shares, which a real client draws afresh for every connection. A
+replayed ClientHello repeats them, and the listener closes it before any TLS
+work (service/connection_caps.py `SeenHellos`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ MAX_RECORD_BYTES = 2**14
 # After a wake below the low-water mark from a live peer (memory pressure).
 EARLY_WAKE_PAUSE_S = 0.01
 _HUNG_UP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
+CLIENT_HELLO = 0x01
+KEY_SHARE_EXTENSION = 0x0033
+RANDOM_BYTES = 32
 
 
 class PeerClosed(ConnectionError):
@@ -75,10 +83,63 @@ def _peer_hung_up(sock: socket.socket) -> bool:
     return any(events & _HUNG_UP for _, events in poller.poll(0))
 
 
-async def wait_for_client_hello(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
-    """Return once the first TLS record is fully in the socket's receive queue (or
-    once the bytes are evidently not TLS). Raises PeerClosed if the peer goes away
-    first. The caller bounds the wait (the handshake deadline)."""
+class _Reader:
+    """Length-prefixed fields of a TLS handshake message; IndexError past its end."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._at = 0
+
+    def take(self, count: int) -> bytes:
+        if self._at + count > len(self._data):
+            raise IndexError("past the end")
+        self._at += count
+        return self._data[self._at - count:self._at]
+
+    def vector(self, length_bytes: int) -> bytes:
+        return self.take(int.from_bytes(self.take(length_bytes), "big"))
+
+    @property
+    def done(self) -> bool:
+        return self._at >= len(self._data)
+
+
+def hello_fingerprints(record: bytes) -> tuple[bytes, ...]:
+    """The values a real client draws afresh for each ClientHello (RFC 8446
+    §4.1.2): the 32-byte random, and each key share's (group, public key). Read
+    from the first record as peeked; () when it holds no ClientHello, and as much
+    as could be read when it is truncated or malformed (the TLS layer refuses
+    those)."""
+    if len(record) < RECORD_HEADER_BYTES + 4 or record[0] != HANDSHAKE_RECORD \
+            or record[RECORD_HEADER_BYTES] != CLIENT_HELLO:
+        return ()
+    body = _Reader(record[RECORD_HEADER_BYTES + 4:])
+    found: list[bytes] = []
+    try:
+        body.take(2)  # legacy_version
+        found.append(b"random:" + body.take(RANDOM_BYTES))
+        body.vector(1)  # legacy_session_id
+        body.vector(2)  # cipher_suites
+        body.vector(1)  # legacy_compression_methods
+        extensions = _Reader(body.vector(2))
+        while not extensions.done:
+            kind = int.from_bytes(extensions.take(2), "big")
+            data = extensions.vector(2)
+            if kind == KEY_SHARE_EXTENSION:
+                shares = _Reader(_Reader(data).vector(2))
+                while not shares.done:
+                    group = shares.take(2)
+                    found.append(b"share:" + group + shares.vector(2))
+    except IndexError:
+        pass
+    return tuple(found)
+
+
+async def wait_for_client_hello(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
+    """Return the peeked bytes once the first TLS record is fully in the socket's
+    receive queue (or once the bytes are evidently not TLS); they stay queued for
+    the TLS layer. Raises PeerClosed if the peer goes away first. The caller bounds
+    the wait (the handshake deadline)."""
     need = 1
     try:
         while True:
@@ -94,7 +155,7 @@ async def wait_for_client_hello(loop: asyncio.AbstractEventLoop, sock: socket.so
                 raise PeerClosed("connection closed before its ClientHello")
             total = bytes_needed(head)
             if total is None or len(head) >= total:
-                return
+                return head
             if len(head) < need:
                 # Woken below the low-water mark: a close, or memory pressure.
                 if _peer_hung_up(sock):

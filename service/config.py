@@ -80,6 +80,12 @@ class IngressConfig:
     # event loop is busy; a full one drops SYNs (a 1 s retransmit for a worker).
     backlog: int = 1024
     handshake_timeout_s: float = 3.0
+    # Within that deadline, each step after a handshake turn is granted: the
+    # server's flight within this, then the client's reply (certificate,
+    # Finished) within this of the flight. A real worker needs one round trip;
+    # a client that stalls after the server's flight (a replayed or abandoned
+    # ClientHello) is closed this long after it, not at the full deadline.
+    handshake_step_timeout_s: float = 1.0
     header_timeout_s: float = 15.0  # also the keep-alive idle timeout
     body_timeout_s: float = 10.0
     max_body_bytes: int = 4096
@@ -151,7 +157,8 @@ class IngressConfig:
                  "lease rate limits must be positive")
         for name in ("statement_timeout_ms", "acquire_timeout_ms", "ready_timeout_ms"):
             _require(getattr(self, name) > 0, f"{name} must be positive")
-        for name in ("handshake_timeout_s", "header_timeout_s", "body_timeout_s"):
+        for name in ("handshake_timeout_s", "handshake_step_timeout_s", "header_timeout_s",
+                     "body_timeout_s"):
             _require(getattr(self, name) > 0, f"{name} must be positive")
         for name in ("idle_view_max_staleness_ms", "idle_view_ping_interval_ms",
                      "idle_view_ping_timeout_ms"):

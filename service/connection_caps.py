@@ -7,9 +7,17 @@ Three stages, each bounded on its own so that one cannot starve another:
   room, so a flood of silent or dribbling connections only ever pushes out its
   own kind (a real worker sends its ClientHello within a round trip of
   connecting).
+- replayed ClientHellos: a complete ClientHello whose random or key share was
+  seen before is closed before any TLS work (`SeenHellos`): a real client draws
+  both afresh for every connection, a replay of a captured one cannot (and could
+  never finish the key exchange anyway).
 - handshakes: a complete ClientHello waits for a turn; at most `max_handshakes`
-  TLS handshakes run at once, and handshakes plus established connections never
-  exceed `max_connections`.
+  handshakes wait on the server's part (its first flight: the key exchange and
+  the signature, the CPU) at once. Once the server's flight is out the turn is
+  returned: waiting for the client's reply (its certificate and Finished) costs
+  no CPU, so a client that stalls there holds no turn (it still counts below
+  `max_connections`, and the listener's short step deadline closes it).
+  Handshakes plus established connections never exceed `max_connections`.
 - established connections, at most `max_connections_per_worker` per certificate
   identity.
 
@@ -26,18 +34,24 @@ from collections.abc import Hashable
 class HandshakeTurns:
     """FIFO turns for TLS handshakes under both the handshake cap and the
     connection cap. `acquire()` may be cancelled (deadline, eviction) at any point
-    without leaking a turn."""
+    without leaking a turn.
+
+    `handshaking` counts the turns (handshakes waiting on the server's flight),
+    `replying` the handshakes whose turn ended with the server's flight
+    (`server_flight_sent`), now waiting on the client."""
 
     def __init__(self, max_handshakes: int, max_connections: int) -> None:
         self._max_handshakes = max_handshakes
         self._max_connections = max_connections
         self.handshaking = 0
+        self.replying = 0
         self.established = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     def _free(self) -> bool:
         return (self.handshaking < self._max_handshakes
-                and self.handshaking + self.established < self._max_connections)
+                and self.handshaking + self.replying + self.established
+                < self._max_connections)
 
     async def acquire(self) -> None:
         if not self._waiters and self._free():
@@ -54,9 +68,19 @@ class HandshakeTurns:
                 self._waiters.remove(waiter)
             raise
 
-    def handshake_done(self, *, established: bool) -> None:
-        """A turn ends: the handshake failed, or the connection is now established."""
+    def server_flight_sent(self) -> None:
+        """The server's part of a handshake is done: its turn goes to the next."""
         self.handshaking -= 1
+        self.replying += 1
+        self._grant()
+
+    def handshake_done(self, *, established: bool, replying: bool = False) -> None:
+        """A handshake ends (holding its turn, or `replying` after its flight): it
+        failed, or the connection is now established."""
+        if replying:
+            self.replying -= 1
+        else:
+            self.handshaking -= 1
         if established:
             self.established += 1
         self._grant()
@@ -128,3 +152,32 @@ class HelloWaits:
 
     def discard(self, key: Hashable) -> None:
         self._entries.pop(key, None)
+
+
+class SeenHellos:
+    """Fingerprints (service/client_hello.py `hello_fingerprints`) of the most
+    recent ClientHellos, at most `limit`. A ClientHello sharing any fingerprint
+    with one seen before is a replay; a replayed fingerprint is kept as if new, so
+    a flood replaying a few captured ClientHellos cannot age them out."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._entries: OrderedDict[bytes, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def first_sight(self, fingerprints: tuple[bytes, ...]) -> bool:
+        """Remember `fingerprints`; False if any of them was seen before."""
+        replayed = False
+        for fingerprint in fingerprints:
+            if fingerprint in self._entries:
+                self._entries.move_to_end(fingerprint)
+                replayed = True
+        if replayed:
+            return False
+        for fingerprint in fingerprints:
+            self._entries[fingerprint] = None
+        while len(self._entries) > self._limit:
+            self._entries.popitem(last=False)
+        return True

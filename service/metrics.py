@@ -188,7 +188,7 @@ class IngressMetrics:
     connections_shed: Counter = field(default_factory=lambda: Counter(
         "qinglong_ingress_connections_shed_total",
         "Connections closed by a listener cap, by reason (hello_evicted, deadline, "
-        "identity_cap, connection_cap).", ("reason",)))
+        "replayed_hello, identity_cap, connection_cap).", ("reason",)))
     tls_reloads: Counter = field(default_factory=lambda: Counter(
         "qinglong_ingress_tls_reloads_total",
         "SIGHUP reloads of the server chain and worker CA bundle, by outcome (ok, failed).",

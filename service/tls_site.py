@@ -8,12 +8,19 @@ hold slots and handshakes that a real worker then waits behind. Here:
 1. The accept loop never waits: every connection is accepted into the hello
    waits (oldest closed at `max_hello_waits`), where it costs a socket and a
    timer until its first TLS record is complete (service/client_hello.py).
-2. A complete ClientHello waits for a handshake turn: at most `max_handshakes`
-   handshakes at once, and handshakes plus established connections at most
+2. A complete ClientHello whose random or key share was seen before (a
+   replay) is closed at once, before any TLS work.
+3. A fresh one waits for a handshake turn: at most `max_handshakes` handshakes
+   wait on the server's part at once. The turn ends with the server's first
+   flight (ServerHello .. Finished: the CPU of a handshake); waiting for the
+   client's reply holds none. Handshakes plus established connections at most
    `max_connections`, so the established connections are bounded too.
-3. `handshake_timeout_s` runs from accept to an established connection, through
-   1 and 2; a connection that has not made it by then is closed.
-4. On the handshake's completion, before aiohttp sees the connection, the peer's
+4. `handshake_timeout_s` runs from accept to an established connection, through
+   1 to 3; a connection that has not made it by then is closed. Within it, from
+   the turn on, each step has `handshake_step_timeout_s`: the server's flight,
+   then the client's reply — a client that stalls after the server's flight is
+   closed a step after it.
+5. On the handshake's completion, before aiohttp sees the connection, the peer's
    certificate identity is counted: beyond `max_connections_per_worker` the
    connection is closed at once, with no HTTP answer (answering would mean
    holding the connection until a request arrives — the very slot the cap
@@ -35,9 +42,14 @@ from dataclasses import dataclass
 
 from aiohttp.web_runner import BaseRunner, BaseSite
 
-from qinglong.service.client_hello import wait_for_client_hello
+from qinglong.service.client_hello import hello_fingerprints, wait_for_client_hello
 from qinglong.service.config import IngressConfig
-from qinglong.service.connection_caps import HandshakeTurns, HelloWaits, IdentityCounter
+from qinglong.service.connection_caps import (
+    HandshakeTurns,
+    HelloWaits,
+    IdentityCounter,
+    SeenHellos,
+)
 from qinglong.service.identity import worker_id_from_der
 from qinglong.service.listener import envelope_handler_factory
 from qinglong.service.metrics import IngressMetrics
@@ -52,6 +64,13 @@ TLS_READ_BUFFER_BYTES = 4 * 1024
 # A certificate that names no worker: the application refuses its requests; its
 # connections share one bucket of the per-identity cap.
 NO_IDENTITY = ""
+# ClientHello fingerprints remembered (a random and a key share each: ~8,000
+# handshakes, ~2.5 MB).
+SEEN_HELLO_FINGERPRINTS = 16384
+
+
+class ReplayedHello(ConnectionError):
+    """The ClientHello repeats the random or a key share of an earlier one."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +81,13 @@ class ListenerLimits:
     max_connections_per_worker: int = 4
     handshake_timeout_s: float = 3.0
     backlog: int = 1024
+    handshake_step_timeout_s: float = 1.0
 
     @classmethod
     def from_config(cls, config: IngressConfig) -> ListenerLimits:
         return cls(config.max_connections, config.max_handshakes, config.max_hello_waits,
                    config.max_connections_per_worker, config.handshake_timeout_s,
-                   config.backlog)
+                   config.backlog, config.handshake_step_timeout_s)
 
 
 class _LeanTlsProtocol(sslproto.SSLProtocol):
@@ -82,6 +102,22 @@ class _LeanTlsProtocol(sslproto.SSLProtocol):
     """
 
     max_size = TLS_READ_BUFFER_BYTES
+    # Called once, as the server's first flight is handed to the transport
+    # (`_process_outgoing` during the handshake with bytes pending): the key
+    # exchange and the signature are done. Same internals caveat as `max_size`;
+    # `test_a_stalled_handshake_returns_its_turn_at_the_servers_flight` fails if
+    # they change.
+    on_server_flight: Callable[[], None] | None = None
+
+    def _process_outgoing(self) -> None:
+        flight = self.on_server_flight
+        if (flight is None or self._state is not sslproto.SSLProtocolState.DO_HANDSHAKE
+                or not self._outgoing.pending):
+            super()._process_outgoing()
+            return
+        self.on_server_flight = None
+        super()._process_outgoing()
+        flight()
 
 
 class _GuardedProtocol(asyncio.Protocol):
@@ -90,7 +126,7 @@ class _GuardedProtocol(asyncio.Protocol):
     reports its end."""
 
     def __init__(self, factory: Callable[[], asyncio.Protocol],
-                 admit: Callable[[asyncio.BaseTransport], str | None],
+                 admit: Callable[[asyncio.BaseTransport, bool], str | None],
                  closed: Callable[[str], None]) -> None:
         self._factory = factory
         self._admit = admit
@@ -98,10 +134,12 @@ class _GuardedProtocol(asyncio.Protocol):
         self._inner: asyncio.Protocol | None = None
         self.identity: str | None = None
         self.finished = False  # the handshake completed (admitted or refused)
+        self.replying = False  # the server's flight is out: its turn has ended
+        self.settled = False  # the listener is done with it (established or refused)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.finished = True
-        self.identity = self._admit(transport)
+        self.identity = self._admit(transport, self.replying)
         if self.identity is None:
             transport.close()
             return
@@ -151,6 +189,7 @@ class TlsAcceptLoop:
         self.turns = HandshakeTurns(limits.max_handshakes, limits.max_connections)
         self.identities = IdentityCounter(limits.max_connections_per_worker)
         self.hello_waits = HelloWaits(limits.max_hello_waits)
+        self.seen_hellos = SeenHellos(SEEN_HELLO_FINGERPRINTS)
         self._evicted: set[asyncio.Task[None]] = set()
         self._pending: set[asyncio.Task[None]] = set()
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -195,12 +234,24 @@ class TlsAcceptLoop:
         transport: asyncio.BaseTransport | None = None
         turn = False
         try:
-            async with asyncio.timeout(self._limits.handshake_timeout_s):
-                await wait_for_client_hello(loop, conn)
+            async with asyncio.timeout(self._limits.handshake_timeout_s) as deadline:
+                hello = await wait_for_client_hello(loop, conn)
+                if not self.seen_hellos.first_sight(hello_fingerprints(hello)):
+                    raise ReplayedHello("a replayed ClientHello")
                 await self.turns.acquire()
                 turn = True
                 self.hello_waits.discard(task)
-                transport = await self._handshake(loop, conn, guard)
+                step = _StepDeadline(loop, deadline, self._limits.handshake_step_timeout_s)
+                step.next()  # the server's flight
+
+                def server_flight_sent() -> None:
+                    if guard.finished or guard.settled:  # its turn already ended
+                        return
+                    guard.replying = True
+                    self.turns.server_flight_sent()
+                    step.next()  # the client's reply
+
+                transport = await self._handshake(loop, conn, guard, server_flight_sent)
             if not guard.finished:  # closed during the handshake without an error
                 raise ConnectionResetError("connection lost during the TLS handshake")
         except BaseException as exc:
@@ -208,19 +259,25 @@ class TlsAcceptLoop:
             if isinstance(exc, asyncio.CancelledError) and task not in self._evicted:
                 raise
         finally:
+            guard.settled = True
             self._evicted.discard(task)
             self.hello_waits.discard(task)
             if turn and not guard.finished:  # _admit ends the turn of a finished one
-                self.turns.handshake_done(established=False)
+                self.turns.handshake_done(established=False, replying=guard.replying)
 
     async def _handshake(self, loop: asyncio.AbstractEventLoop, conn: socket.socket,
-                         guard: _GuardedProtocol) -> asyncio.BaseTransport:
+                         guard: _GuardedProtocol, server_flight_sent: Callable[[], None]
+                         ) -> asyncio.BaseTransport:
         done: asyncio.Future[None] = loop.create_future()
         context = self._tls.context  # read per handshake: SIGHUP swaps it
-        transport, _ = await loop.connect_accepted_socket(
-            lambda: _LeanTlsProtocol(loop, guard, context, done, server_side=True,
-                                     ssl_handshake_timeout=self._limits.handshake_timeout_s),
-            conn)
+
+        def protocol() -> _LeanTlsProtocol:
+            made = _LeanTlsProtocol(loop, guard, context, done, server_side=True,
+                                    ssl_handshake_timeout=self._limits.handshake_timeout_s)
+            made.on_server_flight = server_flight_sent
+            return made
+
+        transport, _ = await loop.connect_accepted_socket(protocol, conn)
         try:
             await done
         except BaseException:
@@ -228,14 +285,14 @@ class TlsAcceptLoop:
             raise
         return transport
 
-    def _admit(self, transport: asyncio.BaseTransport) -> str | None:
+    def _admit(self, transport: asyncio.BaseTransport, replying: bool) -> str | None:
         """Runs as the handshake completes: the identity, or None if over its cap."""
         ssl_object = transport.get_extra_info("ssl_object")
         reused = ssl_object is not None and ssl_object.session_reused
         self._metrics.tls_handshakes.inc("resumed" if reused else "full")
         identity = _peer_identity(transport)
         admitted = self.identities.acquire(identity)
-        self.turns.handshake_done(established=admitted)
+        self.turns.handshake_done(established=admitted, replying=replying)
         if admitted:
             return identity
         self._metrics.connections_shed.inc("identity_cap")
@@ -263,6 +320,10 @@ class TlsAcceptLoop:
             task.uncancel()
             self._metrics.connections_shed.inc("hello_evicted")
             return
+        if isinstance(exc, ReplayedHello):
+            # Not logged: a flood of replays would be a flood of log lines.
+            self._metrics.connections_shed.inc("replayed_hello")
+            return
         if isinstance(exc, asyncio.CancelledError):
             return  # shutting down
         if isinstance(exc, TimeoutError):
@@ -287,6 +348,24 @@ class TlsAcceptLoop:
             await self._task
         except asyncio.CancelledError:
             pass
+
+
+class _StepDeadline:
+    """Moves a handshake's deadline to `step_s` from now at each step, never past
+    the deadline it started with (`handshake_timeout_s` from accept)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, deadline: asyncio.Timeout,
+                 step_s: float) -> None:
+        self._loop = loop
+        self._deadline = deadline
+        self._final = deadline.when()
+        self._step_s = step_s
+
+    def next(self) -> None:
+        if self._deadline.expired():
+            return
+        end = self._loop.time() + self._step_s
+        self._deadline.reschedule(end if self._final is None else min(end, self._final))
 
 
 def listening_socket(host: str, port: int, backlog: int, *, reuse_port: bool) -> socket.socket:
@@ -335,8 +414,10 @@ class TlsSite(BaseSite):
                                 "Established TLS connections (limit maxConnections).",
                                 lambda: float(self._loop_value("established")))
         self._metrics.add_gauge("qinglong_ingress_tls_handshakes_in_progress",
-                                "TLS handshakes running (limit maxHandshakes).",
-                                lambda: float(self._loop_value("handshaking")))
+                                "TLS handshakes running: waiting on the server (limit "
+                                "maxHandshakes) or on the client's reply.",
+                                lambda: float(self._loop_value("handshaking")
+                                              + self._loop_value("replying")))
         self._metrics.add_gauge("qinglong_ingress_hello_waits",
                                 "Accepted connections whose ClientHello is incomplete or "
                                 "waiting for a handshake turn (limit maxHelloWaits).",
