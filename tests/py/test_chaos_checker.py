@@ -392,11 +392,12 @@ def test_every_class_has_a_plant() -> None:
             doc = plant.__doc__ or ""
             caught.add(doc.strip()[1])
     assert caught == set("abcdefg")
-    # h and i have their own positive/negative tests below (executing workers,
-    # slots and placement): every class of CLASSES is covered by one or the other.
+    # h, i and j have their own positive/negative tests below (executing workers,
+    # slots and placement, the hostile worker): every class of CLASSES is covered
+    # by one or the other.
     from tools.chaos.facts import CLASSES
 
-    assert set(CLASSES) == set("abcdefghi")
+    assert set(CLASSES) == set("abcdefghij")
 
 
 # ------------------------------------------------------------------ history
@@ -1099,3 +1100,181 @@ def test_a_second_process_is_started_only_against_an_established_owner(tmp_path:
         handle.write(json.dumps({"event": "claim.idle", "offerId": "o1"}) + "\n")
     assert _owns_journal(log, 2)
     assert not _owns_journal(tmp_path / "missing.log", 2)
+
+
+# ------------------------------------------------------------------ the hostile worker (j)
+
+BYZ_KINDS = {"ack_foreign": "/v1/leases/ack", "complete_foreign": "/v1/leases/complete",
+             "pull_foreign_offer": "/v1/offers/pull", "session_close_foreign":
+             "/v1/sessions/close", "credential_wrong_secret": "/v1/sessions/heartbeat",
+             "pull_own": "/v1/offers/pull", "own_ack_wrong_token": "/v1/leases/ack",
+             "own_complete_replay": "/v1/leases/complete", "own_complete": "/v1/leases/complete"}
+
+
+def _hostile_worker(scene: Scenario) -> tuple[str, Session]:
+    """A third identity, registered like the others, named in the manifest as the
+    soak's hostile worker (not one of its journaled workers)."""
+    with psycopg.connect(scene.dsn, autocommit=True) as conn:
+        prov = Provisioner(conn)
+        worker = prov.worker("byz")
+        session = prov.session(worker)
+    path = scene.root / MANIFEST_FILE
+    doc = json.loads(path.read_text())
+    doc["byzantine"] = {"name": "byz", "workerId": worker.worker_id}
+    path.write_text(json.dumps(doc))
+    return worker.worker_id, session
+
+
+def _hostile_op(scene: Scenario, kind: str, answer: str, expect: tuple[str, ...], *,
+                target: str, offer_id: str | None = None, **extra: Any) -> None:  # fmt: skip
+    """One request of the hostile worker as tools/chaos/byzantine.py records it."""
+    status, _, reason = answer.partition(":")
+    scene.ops.append(Op(int(time.time() * 1000), "byz", OK, "byz", offer_id=offer_id,
+                        value=kind, reason=reason or None, src="byzantine",
+                        extra={"path": BYZ_KINDS[kind], "status": int(status),
+                               "expect": list(expect), "target": target,
+                               "sentAtMs": int(time.time() * 1000) - 5, **extra}))  # fmt: skip
+
+
+def _byz_classes(scene: Scenario) -> set[str]:
+    return {a.name for a in check_dir(scene.root).anomalies}
+
+
+@pytest.mark.parametrize(("kind", "answer", "flagged"), [
+    ("ack_foreign", "409:offer_foreign", False),
+    ("ack_foreign", "200", True),  # it changed (ACKed) another worker's lease
+    ("complete_foreign", "200", True),
+    ("complete_foreign", "409:token_mismatch", True),  # refused, not as promised
+    ("session_close_foreign", "409:session_not_found", False),
+    ("session_close_foreign", "200", True),  # it closed another worker's session
+])  # fmt: skip
+def test_hostile_request_on_another_workers_lease_is_judged(
+        scenario: Scenario, kind: str, answer: str, flagged: bool) -> None:  # fmt: skip
+    _hostile_worker(scenario)
+    victim = scenario.accepted[2]  # w02's live lease
+    target = "foreign_session" if kind.startswith("session") else "foreign"
+    _hostile_op(scenario, kind, answer, ("409:session_not_found",) if target ==
+                "foreign_session" else ("409:offer_foreign",), target=target,
+                offer_id=None if target == "foreign_session" else victim.offer_id,
+                victim="w02", sentVersion=1, answerVersion=2 if answer == "200" else None)
+    found = _finish(scenario)
+    assert found == ({"j_byzantine"} if flagged else set()), check_dir(scenario.root).to_doc()
+    report = check_dir(scenario.root)
+    if flagged:
+        [detail] = report.to_doc()["details"]["j_byzantine"]
+        assert ("served" if answer == "200" else "the contract allows") in detail, detail
+    assert report.counts["byzJudged"] == 1
+
+
+@pytest.mark.parametrize(("answer", "flagged"), [
+    ("401:invalid_credential", False), ("200", True), ("403:worker_mismatch", True)])
+def test_hostile_answer_outside_the_contract_is_an_anomaly(
+        scenario: Scenario, answer: str, flagged: bool) -> None:  # fmt: skip
+    _hostile_worker(scenario)
+    _hostile_op(scenario, "credential_wrong_secret", answer, ("401:invalid_credential",),
+                target="own")  # fmt: skip
+    assert _finish(scenario) == ({"j_byzantine"} if flagged else set())
+
+
+def test_hostile_idle_answer_is_excused_only_for_a_lease_already_over(
+        scenario: Scenario) -> None:  # fmt: skip
+    """The idle view's residual: idle for a lease released or started before the
+    answer; never for a live unstarted one."""
+    _hostile_worker(scenario)
+    over, live = scenario.accepted[0], scenario.accepted[2]  # released expired; live
+    for item in (over, live):
+        _hostile_op(scenario, "pull_foreign_offer", "200:idle",
+                    ("409:offer_foreign", "200:idle"), target="foreign",
+                    offer_id=item.offer_id, victim=item.process)  # fmt: skip
+    assert _finish(scenario) == {"j_byzantine"}
+    [detail] = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
+    assert live.offer_id in detail and "live and unstarted" in detail
+
+
+def _hostile_lease(scene: Scenario, session: Session) -> str:
+    """The hostile worker claims a run for real, and its lease expires (as in the
+    soak, where it stops before the heal); the run is queued again."""
+    intent = Intent()
+    with psycopg.connect(scene.dsn, autocommit=True) as conn:
+        result = Provisioner(conn).pull(session, intent)
+    assert result["status"] == "offered", result
+    _age_lease(scene, intent.offer_id)
+    scene.sql("UPDATE ql_private.run_leases SET released_at = expires_at,"
+              " release_reason = 'expired' WHERE offer_id = %s", intent.offer_id)
+    scene.sql("UPDATE ql_private.runs SET state = 'queued' WHERE id = %s",
+              result["offer"]["candidate"]["runId"])
+    return intent.offer_id
+
+
+def test_hostile_lease_without_an_honest_pull_is_an_anomaly(scenario: Scenario) -> None:
+    _, session = _hostile_worker(scenario)
+    offer_id = _hostile_lease(scenario, session)
+    assert _finish(scenario) == {"j_byzantine"}  # no pull of its own gave it this lease
+    _hostile_op(scenario, "pull_own", "200:offered", ("200:offered", "200:idle"),
+                target="own", offer_id=offer_id, labels={"fleet": "Exec"})  # fmt: skip
+    assert _finish(scenario) == set()
+    # A completion answered 200 for an offer it never claimed: someone else's run.
+    _hostile_op(scenario, "own_complete", "200", ("200", "409:lease_expired"), target="own",
+                offer_id=scenario.accepted[2].offer_id)  # fmt: skip
+    assert _finish(scenario) == {"j_byzantine"}
+
+
+def test_hostile_lease_is_placed_by_its_exact_labels(scenario: Scenario) -> None:
+    """Its labels are case/space variants of `fleet=exec`: a run requiring the exact
+    label must never reach it."""
+    _, session = _hostile_worker(scenario)
+    offer_id = _hostile_lease(scenario, session)
+    for labels, flagged in (({"fleet": "Exec"}, True), ({"fleet": "exec"}, False)):
+        scenario.ops = [op for op in scenario.ops if op.process != "byz"]
+        _hostile_op(scenario, "pull_own", "200:offered", ("200:offered", "200:idle"),
+                    target="own", offer_id=offer_id, labels=labels)  # fmt: skip
+        assert _finish(scenario) == set()  # the revision requires nothing
+        snapshot = json.loads((scenario.root / SNAPSHOT_FILE).read_text())
+        for revision in snapshot["revisions"]:
+            revision["placement"] = {"required": {"labels": {"fleet": ["exec"]}}}
+        write_json(scenario.root / SNAPSHOT_FILE, snapshot)
+        found = scenario.check()  # (the other workers' leases break it too: i)
+        assert ("j_byzantine" in found) == flagged, (labels, found)
+
+
+def test_hostile_repeat_that_changed_its_lease_is_an_anomaly(scenario: Scenario) -> None:
+    """An exact repeat of a completion answers the lease it already got (it writes
+    nothing); a repeat answered with a newer version applied the change twice."""
+    _, session = _hostile_worker(scenario)
+    offer_id = _hostile_lease(scenario, session)
+    _hostile_op(scenario, "pull_own", "200:offered", ("200:offered",), target="own",
+                offer_id=offer_id, labels={})  # fmt: skip
+    for version, flagged in ((3, False), (4, True)):
+        scenario.ops = [op for op in scenario.ops if op.value != "own_complete_replay"]
+        _hostile_op(scenario, "own_complete_replay", "200", ("200",), target="own",
+                    offer_id=offer_id, expectVersion=3, answerVersion=version)  # fmt: skip
+        assert _finish(scenario) == ({"j_byzantine"} if flagged else set())
+
+
+def test_hostile_refusal_of_a_legitimate_call_needs_its_cause(scenario: Scenario) -> None:
+    """Its own ACK refused lease_expired: the lease must have been past expires_at."""
+    _, session = _hostile_worker(scenario)
+    intent = Intent()
+    with psycopg.connect(scenario.dsn, autocommit=True) as conn:
+        result = Provisioner(conn).pull(session, intent)
+    scenario.ops.append(Op(int(time.time() * 1000), "byz", OK, "byz",
+                           offer_id=intent.offer_id, value="pull_own", reason="offered",
+                           src="byzantine",
+                           extra={"path": "/v1/offers/pull", "status": 200, "target": "own",
+                                  "expect": ["200:offered"], "labels": {}}))  # fmt: skip
+    _hostile_op(scenario, "own_ack_wrong_token", "409:lease_expired",
+                ("409:token_mismatch", "409:lease_expired"), target="own",
+                offer_id=intent.offer_id)  # fmt: skip
+    scenario.sql("UPDATE ql_private.runs SET state = 'queued' WHERE id = %s",
+                 result["offer"]["candidate"]["runId"])
+    scenario.sql("UPDATE ql_private.run_leases SET released_at = clock_timestamp(),"
+                 " release_reason = 'cancelled' WHERE offer_id = %s", intent.offer_id)
+    found = _finish(scenario)  # released later, cancelled: no expiry before the answer
+    assert "j_byzantine" in found, found
+    detail = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
+    assert any("refused lease_expired" in d for d in detail), detail
+
+
+def test_hostile_worker_that_got_no_answer_is_an_anomaly(scenario: Scenario) -> None:
+    _hostile_worker(scenario)
+    assert _finish(scenario) == {"j_byzantine"}  # named in the manifest, never answered

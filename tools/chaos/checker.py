@@ -53,6 +53,11 @@ h  execution           executing workers: an attempt started or ended twice, a
 i  placement           a session holding more live leases than its slots, a lease
                        given to a worker whose labels miss the placement
                        (tools/chaos/placement.py)
+j  byzantine           the hostile worker (tools/chaos/byzantine.py) got an answer
+                       the contract does not allow, was served another worker's
+                       lease or session, holds a lease no honest pull of its own
+                       gave it, or a lease its exact labels do not meet
+                       (tools/chaos/byzantine_check.py)
 
 Class f also covers the owner lock: a second worker process started on a live
 worker's journal (the soak's `double_start`) must be turned away (journal_locked);
@@ -77,6 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.chaos.byzantine_check import byzantine_counts, check_byzantine
 from tools.chaos.evidence import check_entry_evidence
 from tools.chaos.execution import check_execution, exec_counts
 from tools.chaos.facts import CLASSES, Anomaly, Claim, Facts, Inputs, op_us
@@ -233,7 +239,7 @@ def _offers_shared(facts: Facts) -> Iterable[Anomaly]:
     for process, offer_id in facts.claims:
         owners[offer_id].add(process)
     for name, view in facts.inputs.journals.items():
-        for offer_id in (*view.inbox, *view.failed):
+        for offer_id in (*view.inbox, *view.failed, *view.aside):
             owners[offer_id].add(name)
     for offer_id, processes in owners.items():
         if len(processes) > 1:
@@ -378,6 +384,7 @@ def check_indeterminate(facts: Facts, counts: Counter[str],
             counts["pendingAtEnd"] += 1
             yield from _pending_vs_lease(claim, view.pending, lease, facts)
         elif (lease is not None and claim.offer_id not in view.inbox
+              and claim.offer_id not in view.aside
               and not _executor_let_go(facts, claim.process, claim.offer_id)):
             yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} without outcome "
                                "has a lease but no inbox entry")
@@ -437,6 +444,8 @@ def check_journals(facts: Facts) -> Iterable[Anomaly]:
             continue
         claim = facts.claim(name, offer_id)
         if offer_id in view.failed or (claim is not None and claim.values(FAIL)):
+            continue
+        if offer_id in view.aside:  # given up on the record; a live one is d's orphan
             continue
         if _executor_let_go(facts, name, offer_id):
             continue
@@ -514,6 +523,7 @@ def check(inputs: Inputs, *, strict: bool = False) -> Report:
     checks.append(lambda: check_placement(facts))
     checks.append(lambda: check_owner_lock(inputs.ops))
     checks.append(lambda: check_finished_entries(facts))
+    checks.append(lambda: check_byzantine(facts))
     for run_check in checks:
         for anomaly in run_check():
             (known if anomaly.known and not strict else anomalies).append(anomaly)
@@ -534,6 +544,7 @@ def check(inputs: Inputs, *, strict: bool = False) -> Report:
     })
     counts.update({f"runs{k.capitalize()}AtHeal": v for k, v in runs.items()})
     counts.update(exec_counts(facts))
+    counts.update(byzantine_counts(facts))
     doubles = Counter(str(op.extra.get("outcome")) for op in inputs.ops
                       if op.process == NEMESIS and op.f == "double_start" and op.type == OK)
     counts.update({f"doubleStart{k.capitalize()}": v for k, v in doubles.items()})

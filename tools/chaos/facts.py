@@ -26,6 +26,7 @@ CLASSES: dict[str, str] = {
     "g": "state_invariant",
     "h": "execution",
     "i": "placement",
+    "j": "byzantine",
 }
 
 __all__ = ["CLASSES", "Anomaly", "Claim", "Facts", "Inputs", "op_us"]

@@ -168,11 +168,17 @@ class JournalView:
     pending: dict[str, Any] | None = None  # offerId, workerId, sessionId, generation, ...
     failed: dict[str, str] = field(default_factory=dict)  # offerId -> reason
     failed_attempts: dict[str, int] = field(default_factory=dict)  # offerId -> attempts
+    # Entries the worker moved aside (worker/journal.py ASIDE_DIR): leases it gave up
+    # on the record (another session, superseded, a fence probe answered dead).
+    aside: set[str] = field(default_factory=set)
 
     def ids(self) -> dict[str, Any]:
         """The light form kept for the heal-time cut."""
         return {"inbox": sorted(self.inbox),
                 "pending": self.pending["offerId"] if self.pending else None}  # fmt: skip
+
+
+JOURNAL_DIRS = ("inbox", "failed-claims", "aside")
 
 
 def _mode_problem(path: Path, st: os.stat_result, want_dir: bool) -> str | None:
@@ -236,7 +242,7 @@ def _scan(directory: Path, view: JournalView) -> list[Path]:
         st = path.lstat()
         if path.name.startswith(TEMP_PREFIX):
             view.problems.append(f"{directory.name}/{path.name}: leftover temp file")
-        if path.parent == view.root and path.name in ("inbox", "failed-claims"):
+        if path.parent == view.root and path.name in JOURNAL_DIRS:
             continue
         problem = _mode_problem(path, st, want_dir=False)
         if problem:
@@ -294,7 +300,7 @@ def read_journal(root: Path) -> JournalView:
     problem = _mode_problem(root, st, want_dir=True)
     if problem:
         view.problems.append(f"root {problem}")
-    for name in ("inbox", "failed-claims"):
+    for name in JOURNAL_DIRS:
         sub = root / name
         if not sub.exists():
             continue
@@ -308,4 +314,7 @@ def read_journal(root: Path) -> JournalView:
         _read_inbox(view)
     if (root / "failed-claims").is_dir():
         _read_failed(view)
+    if (root / "aside").is_dir():
+        view.aside = {p.name.removesuffix(".json") for p in _scan(root / "aside", view)
+                      if p.name.endswith(".json")}  # fmt: skip
     return view

@@ -56,6 +56,8 @@ from typing import Any
 
 from qinglong.worker.faults import CRASH_ENV, TRACE_IDLE_ENV, FaultPoint
 from tools.chaos import env as soak_env
+from tools.chaos.byzantine import PROCESS as BYZ
+from tools.chaos.byzantine import RECORD_FILE as BYZ_RECORD
 from tools.chaos.checker import HEAL_FILE, MANIFEST_FILE, RESULT_FILE, Report, check_dir
 from tools.chaos.history import (
     CLIENT,
@@ -88,7 +90,7 @@ ASIDE_POINT = FaultPoint.ASIDE_REPLACE.value
 # missing is armed with one of them, so that its next restart has an intent.
 INTENT_KEEPING = (FaultPoint.BEFORE_SEND.value, FaultPoint.AFTER_PULL_RESPONSE.value,
                   FaultPoint.PENDING_UNLINK.value)  # fmt: skip
-RECORDS = ("nemesis.jsonl", "observed.jsonl")
+RECORDS = ("nemesis.jsonl", "observed.jsonl", BYZ_RECORD)
 CHECK_FILE = "check.json"
 _PULLS = re.compile(r'^qinglong_ingress_pull_results_total\{result="([a-z_]+)"\} ([0-9.e+]+)$')
 READY_TIMEOUT_S = 90.0
@@ -132,6 +134,8 @@ class SoakPlan:
     initial_runs: int = 40
     executing: int = 4  # workers with --execute (the rest only hold their offers)
     double_start_every_s: float = 30.0
+    # The hostile worker (tools/chaos/byzantine.py): requests per second, 0 = none.
+    byzantine_rate_per_s: float = 4.0
     enqueue_every_s: float = 10.0
     enqueue_batch: int = 6
     cancel_every_s: float = 10.0
@@ -355,7 +359,8 @@ class Soak:
         from qinglong.throwaway_postgres import free_loopback_port
 
         self.recorder = HistoryWriter(self.out / RECORDS[0])
-        self.env = soak_env.create_env(self.out, self.workers, self.plan.lease_ttl_s)
+        identities = [*self.workers, *([BYZ] if self.plan.byzantine_rate_per_s > 0 else [])]
+        self.env = soak_env.create_env(self.out, identities, self.plan.lease_ttl_s)
         self.log(f"PostgreSQL on 127.0.0.1:{self.env.cluster.port}, migrated; CA, "
                  f"{len(self.workers)} worker identities; lease TTL {self.plan.lease_ttl_s}s")
         ports: list[int] = []
@@ -378,6 +383,7 @@ class Soak:
             share = self.plan.initial_runs * spec.weight // sum(t.weight for t in soak_env.TASKS)
             self.enqueue(max(share, 1), spec.name)
         self._start_workers(self.proxy.port)
+        self._start_byzantine(self.proxy.port)
         self._write_manifest()
         self.pulls = PullCounter(self.admin_ports).start()
         roots = {name: self.out / "journals" / name for name in self.workers}
@@ -400,6 +406,26 @@ class Soak:
                 argv += ["--execute", "--run-as", str(run_as)]
             log = self.out / "logs" / f"{name}.log"
             self.sup.add(Child(name, argv, log, env=dict(self.worker_env))).start()
+
+    def _start_byzantine(self, proxy_port: int) -> None:
+        """The hostile worker: its own identity, the real ingress (through the proxy)."""
+        if self.plan.byzantine_rate_per_s <= 0:
+            return
+        assert self.env is not None
+        ident = self.env.workers[BYZ]
+        victims = [{"name": n, "workerId": self.env.workers[n].worker_id,
+                    "journal": str(self.out / "journals" / n),
+                    "credentialFile": self.env.workers[n].credential_file}
+                   for n in self.workers]  # fmt: skip
+        config = soak_env.write_config(self.out / "config" / f"{BYZ}.json", {
+            "ingressUrl": f"https://127.0.0.1:{proxy_port}", "workerId": ident.worker_id,
+            "certFile": ident.cert_file, "keyFile": ident.key_file,
+            "caFile": str(self.env.ca_file), "credentialFile": ident.credential_file,
+            "record": str(self.out / BYZ_RECORD), "victims": victims,
+            "ratePerS": self.plan.byzantine_rate_per_s, "leaseTtlS": self.plan.lease_ttl_s,
+            "seed": self.rng.randrange(2**32)})
+        argv = [sys.executable, "-m", "tools.chaos.byzantine", str(config)]
+        self.sup.add(Child(BYZ, argv, self.out / "logs" / f"{BYZ}.log")).start()
 
     def _wait_ready(self, names: list[str]) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -427,6 +453,8 @@ class Soak:
         write_json(self.out / MANIFEST_FILE, {
             "plan": asdict(self.plan), "seed": self.seed, "workers": workers,
             "ingresses": self.ingresses, "taskId": self.env.task_id, "tasks": tasks,
+            "byzantine": ({"name": BYZ, "workerId": self.env.workers[BYZ].worker_id}
+                          if BYZ in self.env.workers else None),
             "startedAtMs": now_ms(),
         })
 
@@ -768,6 +796,8 @@ class Soak:
 
     def heal(self, schedule: Schedule) -> None:
         assert self.proxy is not None
+        if BYZ in self.sup.children:  # the hostile stops with the faults
+            self.sup.stop([BYZ], timeout_s=10)
         self.proxy.drop_probability = 0.0
         self.proxy.latency_s = 0.0
         self._due_restarts(schedule, everything=True)

@@ -1,0 +1,169 @@
+"""Checker class j, `byzantine`: what the hostile worker got (tools/chaos/byzantine.py).
+
+Every answered request of the hostile worker (op f `byz`) is judged against the
+contract and the database snapshot:
+
+1. refused as promised — its answer is one the contract allows for that request
+   (`expect`: 409 with the category, 403, 401, 400, or the 200 its own legitimate
+   calls get); an `idle` answer to a pull naming an existing lease only when that
+   lease was started or released before the answer (the idle view's documented
+   residual), never for a live unstarted one;
+2. no request of the hostile worker changed a lease it does not hold — a request
+   naming another worker's offer or session was never answered 2xx, and no
+   lease of another worker's offer id ever names the hostile worker;
+3. no run completed by the hostile worker unless it legitimately held the lease
+   — every lease the database gave the hostile worker comes from one of its own
+   honest pulls answered `offered`, and every 2xx answer to its lease calls is
+   for such a lease;
+4. its legitimately held leases are judged like anyone's: their placement holds
+   against the exact labels of the session that claimed them (its labels are
+   case/space variants of `fleet=exec`: an `exec-*` run must never reach it); a
+   legitimate call refused `lease_expired` / `lease_terminal` has its cause in
+   the database; an exact repeat of its own call answers the same lease version
+   (it changed nothing).
+
+Unanswered requests (network, a killed ingress) and 503/429 answers (no decision)
+are counted, not judged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from tools.chaos.facts import Anomaly, Facts, op_us
+from tools.chaos.history import Op
+
+PROCESS, F = "byz", "byz"  # tools/chaos/byzantine.py
+UNJUDGED = frozenset({None, 429, 503})
+FOREIGN_TARGETS = frozenset({"foreign", "foreign_session"})
+LEGIT_KINDS = frozenset({"own_ack_starting", "own_ack_replay", "own_complete",
+                         "own_complete_replay"})  # fmt: skip
+IDLE = "200:idle"
+
+__all__ = ["byzantine_counts", "check_byzantine", "hostile_ops"]
+
+
+def hostile_ops(facts: Facts) -> list[Op]:
+    return [op for op in facts.inputs.ops if op.process == PROCESS and op.f == F]
+
+
+def answer_key(op: Op) -> str:
+    status = op.extra.get("status")
+    return f"{status}:{op.reason}" if op.reason else str(status)
+
+
+def _judged(op: Op) -> bool:
+    return op.type == "ok" and op.extra.get("status") not in UNJUDGED
+
+
+def check_byzantine(facts: Facts) -> Iterator[Anomaly]:
+    hostile = facts.inputs.manifest.get("byzantine")
+    if not hostile:
+        return
+    worker_id = str(hostile["workerId"])
+    ops = hostile_ops(facts)
+    judged = [op for op in ops if _judged(op)]
+    if not judged:
+        yield Anomaly("j", "the hostile worker got no answer at all (it did not run)")
+    honest = {op.offer_id for op in judged
+              if op.value == "pull_own" and answer_key(op) == "200:offered"}  # fmt: skip
+    for op in judged:
+        yield from _answer(facts, op, worker_id, honest)
+    yield from _its_leases(facts, worker_id, honest, judged)
+
+
+def _answer(facts: Facts, op: Op, worker_id: str, honest: set[str | None]) -> Iterator[Anomaly]:
+    key, expect = answer_key(op), list(op.extra.get("expect") or [])
+    status = int(op.extra["status"])
+    where = f"hostile {op.value} ({op.extra.get('path')}, offer {op.offer_id})"
+    target = op.extra.get("target")
+    if target in FOREIGN_TARGETS and 200 <= status < 300 and key != IDLE:
+        yield Anomaly("j", f"{where}: another worker's "
+                           f"{'session' if target == 'foreign_session' else 'lease'} "
+                           f"(of {op.extra.get('victim')}) served: answered {key}")
+        return
+    if key not in expect:
+        yield Anomaly("j", f"{where}: answered {key}, the contract allows {expect}")
+        return
+    lease = facts.lease(op.offer_id) if op.offer_id else None
+    if key == IDLE and lease is not None and not _over_at(lease, op_us(op)):
+        yield Anomaly("j", f"{where}: answered idle while the lease was live and unstarted")
+    if target in FOREIGN_TARGETS and lease is not None and lease["workerId"] == worker_id:
+        yield Anomaly("j", f"{where}: the lease of another worker's offer id names the "
+                           "hostile worker")
+    if 200 <= status < 300 and op.value in LEGIT_KINDS and op.offer_id not in honest:
+        yield Anomaly("j", f"{where}: answered {key} for a lease it never claimed")
+    expected_version = op.extra.get("expectVersion")
+    if status == 200 and expected_version is not None and (
+            op.extra.get("answerVersion") != expected_version):
+        yield Anomaly("j", f"{where}: an exact repeat answered lease version "
+                           f"{op.extra.get('answerVersion')}, not {expected_version} "
+                           "(the repeat changed the lease)")
+    if status == 409 and lease is not None and target == "own":
+        yield from _cause(where, op, lease)
+
+
+def _over_at(lease: dict[str, Any], at_us: int) -> bool:
+    released, started = lease["releasedAtUs"], lease["startedAtUs"]
+    return (released is not None and released <= at_us) or (
+        started is not None and started <= at_us)
+
+
+def _cause(where: str, op: Op, lease: dict[str, Any]) -> Iterator[Anomaly]:
+    """A refusal of a call the holder could legitimately make needs its cause."""
+    at, released = op_us(op), lease["releasedAtUs"]
+    if op.reason == "lease_expired":
+        lapsed = lease["expiresAtUs"] <= at or (
+            lease["releaseReason"] in ("expired", "lost") and released is not None
+            and released <= at)  # fmt: skip
+        if not lapsed:
+            yield Anomaly("j", f"{where}: refused lease_expired, but the lease had "
+                               f"{(lease['expiresAtUs'] - at) / 1e6:.1f}s left")
+    elif op.reason == "lease_terminal" and (released is None or released > at):
+        yield Anomaly("j", f"{where}: refused lease_terminal, but the lease was not released")
+
+
+def _its_leases(facts: Facts, worker_id: str, honest: set[str | None],
+                judged: list[Op]) -> Iterator[Anomaly]:  # fmt: skip
+    labels_of = {op.offer_id: op.extra.get("labels") or {} for op in judged
+                 if op.value == "pull_own" and op.offer_id in honest}  # fmt: skip
+    for lease in facts.inputs.snapshot["leases"]:
+        if lease["workerId"] != worker_id:
+            continue
+        offer_id = lease["offerId"]
+        if offer_id not in honest:
+            yield Anomaly("j", f"lease {offer_id} of the hostile worker comes from none of its "
+                               "honest pulls (released "
+                               f"{lease['releaseReason']})")
+            continue
+        revision = facts.revisions.get(str(lease.get("revisionId"))) or {}
+        required = ((revision.get("placement") or {}).get("required") or {}).get("labels") or {}
+        labels = labels_of.get(offer_id, {})
+        unmet = sorted(k for k, allowed in required.items() if labels.get(k) not in allowed)
+        if unmet:
+            yield Anomaly("j", f"lease {offer_id} went to the hostile worker, whose session's "
+                               f"labels {labels} do not meet the placement "
+                               f"(label {', '.join(unmet)})")
+
+
+def byzantine_counts(facts: Facts) -> dict[str, int]:
+    ops = hostile_ops(facts)
+    found: Counter[str] = Counter()
+    for op in ops:
+        found["byzRequests"] += 1
+        if not _judged(op):
+            found["byzUnjudged"] += 1
+            continue
+        found["byzJudged"] += 1
+        status = int(op.extra["status"])
+        if status >= 400:
+            found["byzRefused"] += 1
+            if op.extra.get("target") in FOREIGN_TARGETS:
+                found["byzForeignRefused"] += 1
+        if op.value == "pull_own" and answer_key(op) == "200:offered":
+            found["byzHonestOffers"] += 1
+        if op.value == "own_complete" and status == 200:
+            found["byzHonestCompletions"] += 1
+    return dict(found)
