@@ -458,3 +458,94 @@ def test_pending_save_fault_at_every_step(tmp_path, fail_at, crash):
         assert no_temp_files(root)
         replaced = fail_at > UPDATE_STEPS.index(Step.REPLACE_FINAL)
         assert j.load_pending() == (new if replaced else old)
+
+
+# -- entries moved aside (SPEC §6.4) -------------------------------------------
+
+ASIDE_STEPS = [Step.LINK_FINAL, Step.FSYNC_DIR, Step.UNLINK_FINAL, Step.FSYNC_DIR]
+
+
+def test_move_aside_frees_capacity_and_keeps_the_entry_private(root):
+    with Journal.open(root, capacity=2, refresher=False) as j:
+        entries = [make_entry(make_offer(new_id()), new_token()) for _ in range(3)]
+        j.accept(entries[0])
+        j.accept(entries[1])
+        with pytest.raises(JournalFull):
+            j.accept(entries[2])
+        assert j.move_aside(entries[0].offer_id) is True
+        assert j.accept(entries[2]) is AcceptOutcome.PUBLISHED  # aside/ is not counted
+        assert j.count() == 2 and j.get(entries[0].offer_id) is None
+        assert j.offer_ids() == sorted(e.offer_id for e in entries[1:])
+        assert j.aside_ids() == [entries[0].offer_id]
+        assert j.move_aside(entries[0].offer_id) is False  # no longer in the inbox
+        assert j.move_aside(new_id()) is False
+        with pytest.raises(ValueError):
+            j.move_aside("../inbox/x")
+    aside_dir = os.path.join(root, "aside")
+    assert stat.S_IMODE(os.stat(aside_dir).st_mode) == 0o700
+    moved = os.path.join(aside_dir, f"{entries[0].offer_id}.json")
+    assert stat.S_IMODE(os.stat(moved).st_mode) == 0o600
+    with open(moved, "rb") as handle:  # the bytes as admitted
+        assert InboxEntry.from_doc(json.loads(handle.read())) == entries[0]
+    with Journal.open(root, capacity=2, refresher=False) as j:  # reopens as it was
+        assert j.count() == 2 and j.aside_ids() == [entries[0].offer_id]
+
+
+def test_unsafe_aside_entry_refused(root):
+    with Journal.open(root, refresher=False) as j:
+        offer_id = new_id()
+        j.accept(make_entry(make_offer(offer_id), new_token()))
+        j.move_aside(offer_id)
+    os.chmod(os.path.join(root, "aside", f"{offer_id}.json"), 0o644)
+    with pytest.raises(UnsafePermissions):
+        Journal.open(root, refresher=False)
+
+
+def test_open_finishes_a_half_done_move(root):
+    offer_id = new_id()
+    entry = make_entry(make_offer(offer_id), new_token())
+    with Journal.open(root, refresher=False) as j:
+        j.accept(entry)
+    name = f"{offer_id}.json"
+    os.link(os.path.join(root, "inbox", name), os.path.join(root, "aside", name))
+    with Journal.open(root, refresher=False) as j:
+        assert j.offer_ids() == [] and j.count() == 0 and j.aside_ids() == [offer_id]
+    # Different bytes under both names is not a half-done move: fail closed.
+    other = new_id()
+    with Journal.open(root, refresher=False) as j:
+        j.accept(make_entry(make_offer(other), new_token()))
+    with open(os.path.join(root, "aside", f"{other}.json"), "wb") as handle:
+        handle.write(b"{}")
+    os.chmod(os.path.join(root, "aside", f"{other}.json"), 0o600)
+    with pytest.raises(JournalCorrupt):
+        Journal.open(root, refresher=False)
+
+
+def test_move_aside_step_sequence(root):
+    offer_id = new_id()
+    with Journal.open(root, refresher=False) as j:
+        j.accept(make_entry(make_offer(offer_id), new_token()))
+    hook = FaultHook()
+    run_with_fault(root, hook, lambda j: j.move_aside(offer_id))
+    assert hook.steps == ASIDE_STEPS
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["error", "crash"])
+@pytest.mark.parametrize("fail_at", range(len(ASIDE_STEPS)))
+def test_move_aside_fault_at_every_step(tmp_path, fail_at, crash):
+    """A failure or a crash at any step: after reopening, the entry is in exactly
+    one place (inbox or aside), intact, and counted once at most; a retry converges."""
+    root = str(tmp_path / "j")
+    entry = make_entry(make_offer(new_id()), new_token())
+    with Journal.open(root, refresher=False) as j:
+        j.accept(entry)
+    run_with_fault(root, FaultHook(fail_at, crash), lambda j: j.move_aside(entry.offer_id))
+    with Journal.open(root, refresher=False) as j:
+        inbox, aside = j.offer_ids(), j.aside_ids()
+        linked = fail_at > ASIDE_STEPS.index(Step.LINK_FINAL)
+        assert (inbox, aside) == (([], [entry.offer_id]) if linked else ([entry.offer_id], []))
+        assert j.count() == len(inbox)
+        if inbox:
+            assert j.get(entry.offer_id) == entry
+            assert j.move_aside(entry.offer_id) is True
+        assert (j.offer_ids(), j.aside_ids()) == ([], [entry.offer_id])

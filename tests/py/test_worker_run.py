@@ -625,3 +625,98 @@ def test_stop_without_the_executor_leaves_the_inbox_leased(h: Harness, stop: str
     assert (left["reason"], left["sessionId"]) == ("inbox_leased",
                                                    h.ingress.sessions[0].session_id)
     assert "session.closed" not in h.names()
+
+
+# ------------------------------------------------------------------ the inbox keeper
+
+
+def _keeper(h: Harness, lease_answers: Any = None) -> Any:
+    """The keeper as `worker run` wires it without --execute; lease heartbeats
+    (the fence probe) are answered by ``lease_answers(index of the offer)``."""
+    from qinglong.worker.inbox_keeper import InboxKeeper
+    from qinglong.worker.lease_client import LeaseClient
+
+    def post(path: str, body: dict, limit: int) -> Resp:
+        assert path == "/v1/leases/heartbeat", path
+        h.ingress.calls.append((path, dict(body)))
+        return lease_answers(list(h.ingress.leases).index(body["offerId"]))
+
+    return InboxKeeper(h.open_journal(), LeaseClient(post), worker_id=WORKER,
+                       events=EventLog(h.out), clock=h.time.clock)  # fmt: skip
+
+
+def test_restart_without_the_executor_resumes_the_inbox_session(h: Harness) -> None:
+    h.ingress.queue = 2
+    assert h.runner(RunOptions(max_offers=2), keeper=_keeper(h)).run() == 0
+    (first,) = h.ingress.sessions
+    h.ingress.calls.clear()
+    h.ingress.queue = 2  # more work: a new session would claim it beside the inbox
+    h.stop.close()
+    h.stop = FakeStop(h.time)  # a new process
+    restarted = h.runner(RunOptions(exit_when_idle=True, max_offers=1), keeper=_keeper(h))
+    assert restarted.run() == 0
+    assert "/v1/sessions" not in h.ingress.paths()  # never opened a second one
+    resumed = [e for e in h.events() if e["event"] == "session.resumed"]
+    assert resumed[-1]["source"] == "inbox" and resumed[-1]["sessionId"] == first.session_id
+    assert {p["sessionId"] for p in h.ingress.pulls()} == {first.session_id}
+    assert len(h.open_journal().offer_ids()) == 3 and h.open_journal().aside_ids() == []
+
+
+def test_a_new_session_moves_the_old_sessions_entries_aside(h: Harness) -> None:
+    h.ingress.queue = 2
+    assert h.runner(RunOptions(max_offers=2), keeper=_keeper(h)).run() == 0
+    old = h.open_journal().offer_ids()
+    h.ingress.sessions[0].state = "closed"  # expired / closed meanwhile
+    h.ingress.queue = 1
+    h.stop.close()
+    h.stop = FakeStop(h.time)  # a new process
+    assert h.runner(RunOptions(max_offers=1), keeper=_keeper(h)).run() == 0
+    assert len(h.ingress.sessions) == 2
+    assert h.open_journal().aside_ids() == old
+    (new,) = h.open_journal().offer_ids()
+    assert h.ingress.leases[new]["lease"]["sessionId"] == h.ingress.sessions[1].session_id
+    moved = [e for e in h.events() if e["event"] == "inbox.set_aside"]
+    assert sorted(e["offerId"] for e in moved) == old
+    assert {e["reason"] for e in moved} == {"session_replaced"}
+
+
+def test_the_fence_probe_moves_only_dead_leases_aside(h: Harness) -> None:
+    """Past expiresAtMs each unstarted entry is probed at an impossible version:
+    stale_lease_version = usable (kept), a fence category = dead (aside), a
+    transient failure = ask again later."""
+    from qinglong.worker.inbox_keeper import PROBE_VERSION
+
+    answers = [error(409, "stale_lease_version"), error(409, "lease_expired"),
+               Resp(503, b"{}", 1000)]  # fmt: skip
+    h.ingress.queue = 3
+    h.stop.deadline = NOW + 120_000
+    assert h.runner(keeper=_keeper(h, lambda i: answers[i])).run() == 0
+    live, dead, unknown = list(h.ingress.leases)
+    assert h.open_journal().offer_ids() == sorted([live, unknown])
+    assert h.open_journal().aside_ids() == [dead]
+    probes = [b for p, b in h.ingress.calls if p == "/v1/leases/heartbeat"]
+    assert {b["leaseVersion"] for b in probes} == {PROBE_VERSION}
+    assert all(b["offerId"] != dead for b in probes[3:])  # asked once, then gone
+    assert sum(b["offerId"] == unknown for b in probes) >= 2  # asked again
+    (moved,) = [e for e in h.events() if e["event"] == "inbox.set_aside"]
+    assert (moved["offerId"], moved["reason"]) == (dead, "lease_expired")
+
+
+def test_load_keeps_only_the_newest_entry_of_a_run(h: Harness) -> None:
+    from qinglong.worker.inbox_keeper import InboxKeeper
+    from qinglong.worker.journal import InboxEntry
+
+    journal = h.open_journal()
+    ids = []
+    for claimed in (NOW, NOW + 5_000):
+        request = {"offerId": str(uuid.uuid4()), "workerId": WORKER, "sessionId": "s",
+                   "generation": 1}  # fmt: skip
+        doc = offered(request)
+        doc["lease"].update(runId="run-1", claimedAtMs=claimed)
+        doc["candidate"]["runId"] = "run-1"
+        journal.accept(InboxEntry(doc, dict(doc["lease"], leaseToken=new_lease_token()), NOW))
+        ids.append(request["offerId"])
+    keeper = InboxKeeper(journal, None, worker_id=WORKER, events=EventLog(h.out))
+    keeper.load()
+    assert journal.offer_ids() == [ids[1]] and journal.aside_ids() == [ids[0]]
+    assert len(keeper) == 1
