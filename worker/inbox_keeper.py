@@ -113,6 +113,7 @@ class InboxKeeper:
         self._rng = rng or random.SystemRandom()
         self._held: dict[str, Held] = {}
         self._probe_at: dict[str, int] = {}
+        self._asked_at: dict[str, int] = {}  # last probe sent, per entry
 
     # -- what the runner asks ------------------------------------------------
 
@@ -120,6 +121,7 @@ class InboxKeeper:
         """Read the inbox (start-up); drop older entries of a run held twice."""
         self._held.clear()
         self._probe_at.clear()
+        self._asked_at.clear()
         for offer_id in self._journal.offer_ids():
             entry = self._journal.get(offer_id)
             if entry is not None:
@@ -162,7 +164,8 @@ class InboxKeeper:
         """A full inbox: ask about every unstarted entry not asked recently."""
         now = self._clock()
         for offer_id, held in self._held.items():
-            if held.unstarted:
+            asked = self._asked_at.get(offer_id)
+            if held.unstarted and (asked is None or now - asked >= REPROBE_MS):
                 self._probe_at[offer_id] = min(self._probe_at.get(offer_id, now), now)
 
     def next_due_ms(self) -> int | None:
@@ -209,6 +212,7 @@ class InboxKeeper:
             self._forget(offer_id)
             return 0
         held = self._held.get(offer_id) or Held.of(entry)
+        self._asked_at[offer_id] = self._clock()
         try:
             self._leases.heartbeat(LeaseRef.from_lease(entry.lease), PROBE_VERSION)
         except LeaseConflict as exc:
@@ -243,3 +247,4 @@ class InboxKeeper:
     def _forget(self, offer_id: str) -> None:
         self._held.pop(offer_id, None)
         self._probe_at.pop(offer_id, None)
+        self._asked_at.pop(offer_id, None)

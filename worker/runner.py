@@ -17,8 +17,10 @@ send), a kept claim stays on disk, the session is closed best-effort, exit 0.
 Without the executor, accepted offers stay in the inbox, still leased (SPEC §7):
 closing the session would release their leases, so while the inbox holds an
 entry the session is left to expire instead of being closed; the leases then
-end only by their own expiry or when an executor consumes them (a restart with
-``--execute`` resumes the inbox's session while it is alive).
+end only by their own expiry or when an executor consumes them (a restart,
+with or without ``--execute``, resumes the inbox's session while it is alive).
+Without the executor, the inbox keeper (worker/inbox_keeper.py) moves entries
+whose lease can no longer be used to ``ROOT/aside/`` (SPEC §6.4).
 
 With the executor (``--execute``, worker/lifecycle.py, loaded only then):
 

@@ -720,3 +720,20 @@ def test_load_keeps_only_the_newest_entry_of_a_run(h: Harness) -> None:
     keeper.load()
     assert journal.offer_ids() == [ids[1]] and journal.aside_ids() == [ids[0]]
     assert len(keeper) == 1
+
+
+def test_a_full_inbox_asks_about_its_entries_at_most_every_30_s(h: Harness) -> None:
+    """At capacity, every entry not asked within 30 s is probed at once: a dead
+    one frees its place for new work; live ones are not asked again per poll."""
+    h.journal = Journal.open(h.root, capacity=2, refresher=False)
+    h.ingress.queue = 3
+    h.stop.deadline = NOW + 20_000  # before any lease expires (NOW + 60 s)
+    answers = [error(409, "lease_terminal"), error(409, "stale_lease_version"),
+               error(409, "stale_lease_version")]  # fmt: skip
+    assert h.runner(keeper=_keeper(h, lambda i: answers[i])).run() == 0
+    first, second, third = list(h.ingress.leases)
+    assert h.journal.offer_ids() == sorted([second, third])
+    assert h.journal.aside_ids() == [first]
+    probes = [b["offerId"] for p, b in h.ingress.calls if p == "/v1/leases/heartbeat"]
+    assert sorted(probes) == sorted([first, second, third])  # each asked once
+    assert "claim.inbox_full" in h.names()
