@@ -29,11 +29,17 @@ LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
+    v_waiting integer[];
 BEGIN
+    -- The waiting classes first, then each looked up by its key: a join would
+    -- be free to hash all of placement_classes.
+    v_waiting := ARRAY(SELECT w.class_id FROM ql_private.waiting_classes(v_now) w(class_id));
     RETURN (
         SELECT coalesce(array_agg(pc.id ORDER BY pc.id), '{}')
-          FROM ql_private.waiting_classes(v_now) w(class_id)
-          JOIN ql_private.placement_classes pc ON pc.id = w.class_id
+          FROM unnest(v_waiting) k(class_id)
+         CROSS JOIN LATERAL (
+               SELECT c.id, c.required FROM ql_private.placement_classes c
+                WHERE c.id = k.class_id) pc
          CROSS JOIN LATERAL ql_private.placement_evaluate(
                jsonb_build_object('required', pc.required), p_capabilities) pe
          WHERE pe.passed);

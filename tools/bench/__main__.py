@@ -1,4 +1,5 @@
-"""`python -m tools.bench [sql|idle|depth|ops|e2e|edge|fleet|soak] [--quick]` (run from a checkout).
+"""`python -m tools.bench [sql|idle|depth|classes|ops|e2e|edge|fleet|soak] [--quick]` (run
+from a checkout).
 
 Only argparse here; the benchmarks load when they run (cli.py).
 """
@@ -9,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-BENCHMARKS = ("sql", "idle", "depth", "ops", "e2e", "edge", "fleet", "soak")
+BENCHMARKS = ("sql", "idle", "depth", "classes", "ops", "e2e", "edge", "fleet", "soak")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,8 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
         "print a table each and append a dated section to docs/BENCHMARKS-HISTORY.md.",
     )
     bench.add_argument("which", nargs="*", metavar="NAME",
-                       help=f"sub-benchmarks to run ({', '.join(BENCHMARKS)}; default all but the "
-                            "fleet and the 10-minute soak)")
+                       help=f"sub-benchmarks to run ({', '.join(BENCHMARKS)}; default all but "
+                            "classes, the fleet and the 10-minute soak)")
     bench.add_argument("--quick", action="store_true",
                        help="small sizes (CI: checks the harness, not the figures)")
     bench.add_argument("--report", type=Path, default=None,

@@ -1,4 +1,5 @@
-"""`python -m tools.bench [sql|idle|depth|ops|e2e|edge|fleet|soak] [--quick]`: run and report.
+"""`python -m tools.bench [sql|idle|depth|classes|ops|e2e|edge|fleet|soak] [--quick]`: run
+and report.
 
 One throwaway PostgreSQL cluster serves every database benchmark of the
 invocation (each measurement gets a fresh clone of a migrated template); `e2e`,
@@ -25,10 +26,11 @@ from typing import Any
 
 from tools.bench.common import BenchContext, Table, machine_info, pg_settings, prepare_context
 
-ORDER = ("sql", "idle", "depth", "ops", "e2e", "edge", "fleet", "soak")
-# A bare `python -m tools.bench` runs these; the fleet and the soak only when named.
+ORDER = ("sql", "idle", "depth", "classes", "ops", "e2e", "edge", "fleet", "soak")
+# A bare `python -m tools.bench` runs these; classes, the fleet and the soak only
+# when named.
 DEFAULT = ("sql", "idle", "depth", "ops", "e2e", "edge")
-NEEDS_DB = frozenset({"sql", "idle", "depth", "ops"})
+NEEDS_DB = frozenset({"sql", "idle", "depth", "classes", "ops"})
 DEFAULT_REPORT = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS-HISTORY.md"
 
 
