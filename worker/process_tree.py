@@ -10,9 +10,11 @@ command. Why a process of its own, and not the worker:
   command leaves behind — a child that called ``setsid()``, a double fork —
   is re-parented to the supervisor, never to init. When the command's leader
   exits, is timed out or cancelled, the supervisor walks ``/proc`` for its
-  descendants, SIGKILLs them and reaps until it has no child left (a process
-  forked meanwhile is found on the next pass). Only this run's processes are
-  its descendants, so other runs and the worker's own children are never hit.
+  descendants, SIGKILLs them all, waits on their pidfds until they have exited
+  and reaps every child that is ready, then scans again until it has no child
+  left (only a process forked meanwhile needs another pass: :func:`kill_tree`).
+  Only this run's processes are its descendants, so other runs and the
+  worker's own children are never hit.
   (Linux cgroups would do the same; they are rarely writable by a worker, the
   subreaper needs nothing.)
 * **Identities.** With a run-as user U the supervisor clears its supplementary
@@ -55,7 +57,7 @@ import select
 import signal
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -67,6 +69,7 @@ __all__ = [
     "Supervised",
     "descendants",
     "is_supervisor",
+    "kill_tree",
     "start",
 ]
 
@@ -88,6 +91,8 @@ START_TIMEOUT_S = 10.0
 LOST_STATUS = 255  # a supervisor someone else reaped: exit status unknown
 _REASON_MAX = 64
 _HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, KILL_TREE)
+# kill_tree: how long one pass waits for the processes it killed to exit.
+EXIT_WAIT_S = 5.0
 
 _SPAWN_REASONS = {
     errno.ENOENT: "executable_not_found",
@@ -253,26 +258,95 @@ def descendants(root: int) -> list[tuple[int, int]]:
     return found
 
 
-def _signal_tree(root: int, signum: int) -> None:
+Scan = Callable[[int], list[tuple[int, int]]]
+
+
+def _signal_tree(root: int, signum: int, scan: Scan = descendants,
+                 keep: list[int] | None = None) -> None:  # fmt: skip
     """Signal every descendant of ``root``, never a stranger that reused a pid.
 
     Each pid of the snapshot is pinned with a pidfd, then its parent is read
     again: still the parent the snapshot saw, it is the same process (a pid is
-    reused only after its process was reaped, which re-parents nothing here)."""
-    for pid, parent in descendants(root):
+    reused only after its process was reaped, which re-parents nothing here).
+    ``keep``: the pidfds of the processes signalled go there (the caller waits
+    on and closes them) instead of being closed."""
+    for pid, parent in scan(root):
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
             continue
-        except (AttributeError, OSError):  # no pidfds (old kernel): the snapshot's pid
+        except (AttributeError, OSError):  # no pidfds (old kernel, fd limit): the pid
             _signal_all([pid], signum)
             continue
+        sent = False
         try:
             if _ppid(str(pid)) == parent:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     signal.pidfd_send_signal(pidfd, signum)
+                    sent = True
         finally:
-            os.close(pidfd)
+            if sent and keep is not None:
+                keep.append(pidfd)
+            else:
+                os.close(pidfd)
+
+
+def kill_tree(root: int, scan: Scan = descendants) -> int:
+    """SIGKILL every descendant of ``root`` (a subreaper: the caller) and reap
+    until none is left; returns the number of ``/proc`` scans it took.
+
+    One scan kills everything it found, waits (pidfds) until those processes
+    have exited — by then the orphans of each were re-parented to ``root`` —
+    and reaps every child that is ready. Only a process forked after the scan
+    (or one the kernel is slow to end) needs another scan, so a run that left
+    800 processes behind costs one or two scans, not one per process."""
+    scans = 0
+    while True:
+        scans += 1
+        pidfds: list[int] = []
+        _signal_tree(root, signal.SIGKILL, scan, keep=pidfds)
+        _await_exits(pidfds, EXIT_WAIT_S)
+        if _reap_ready() is None:
+            return scans
+        if not pidfds:
+            # Nothing pinned to wait on (no pidfds): block for one child, as
+            # before, rather than rescanning in a busy loop.
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(-1, 0)
+
+
+def _await_exits(pidfds: list[int], timeout_s: float) -> None:
+    """Wait until every pidfd is readable (its process exited), then close them."""
+    poller = select.poll()
+    for fd in pidfds:
+        poller.register(fd, select.POLLIN)
+    left = len(pidfds)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while left:
+            wait_ms = int((deadline - time.monotonic()) * 1000)
+            if wait_ms <= 0:
+                break
+            for fd, _event in poller.poll(wait_ms):
+                poller.unregister(fd)
+                left -= 1
+    finally:
+        for fd in pidfds:
+            os.close(fd)
+
+
+def _reap_ready() -> int | None:
+    """Reap every child that has exited; None when no child is left at all, else
+    how many were reaped."""
+    reaped = 0
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if pid == 0:
+            return reaped
+        reaped += 1
 
 
 def _signal_all(pids: list[int], signum: int) -> None:
@@ -441,12 +515,7 @@ class _Supervisor:
 
     def _kill_tree(self) -> None:
         """SIGKILL every descendant and reap until none is left."""
-        while True:
-            _signal_tree(os.getpid(), signal.SIGKILL)
-            try:
-                os.waitpid(-1, 0)
-            except ChildProcessError:
-                return
+        kill_tree(os.getpid())
 
 
 def _drop_bounding_set(prctl: _Prctl) -> None:

@@ -725,3 +725,40 @@ def test_a_worker_with_ambient_capabilities_leaves_none_to_the_command(
     assert fields["Uid"].split() == [str(user.uid)] * 4, done.stdout
     for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
         assert int(fields[cap], 16) == 0, (cap, done.stdout)
+
+
+# ------------------------------------------------------------------ cleanup in batches
+
+
+_LEFTOVERS = """
+import json, subprocess, sys
+from qinglong.worker.process_tree import PR_SET_CHILD_SUBREAPER, _Prctl, descendants, kill_tree
+assert _Prctl()(PR_SET_CHILD_SUBREAPER, 1)
+pids_file, count = sys.argv[1], int(sys.argv[2])
+# The command's leader leaves `count` double-forked, setsid sleepers and exits.
+leader = subprocess.Popen(["sh", "-c", f'for i in $(seq {count}); do '
+                           f'setsid sh -c "sleep 600 & echo \\\\$!" >> {pids_file}; done'])
+leader.wait()
+scans = []
+def counting(root):
+    found = descendants(root)
+    scans.append(len(found))
+    return found
+print(json.dumps({"scans": kill_tree(__import__("os").getpid(), counting), "found": scans}))
+"""
+
+
+def test_cleanup_kills_and_reaps_every_leftover_of_one_scan(tmp_path: Path) -> None:
+    """The supervisor's cleanup after its leader exited: ~300 orphans (setsid,
+    double fork, re-parented to the subreaper) are all killed and reaped from
+    one /proc scan, not one scan per process; none survives."""
+    pids_file = tmp_path / "pids"
+    done = subprocess.run([sys.executable, "-c", _LEFTOVERS, str(pids_file), "300"],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    pids = [int(p) for p in pids_file.read_text().split()]
+    assert len(pids) == 300
+    assert out["found"][0] >= 300  # the first scan saw them all
+    assert out["scans"] <= 3 and len(out["found"]) == out["scans"], out  # was 301 scans
+    assert all(wait_gone(pid) for pid in pids)
