@@ -136,11 +136,15 @@ def _with_sandbox(config: WorkerConfig, args: argparse.Namespace, events: EventL
         check_unreadable,
         decide,
         effective_capabilities,
+        prepare_private_dir,
         prepare_runs_dir,
     )
 
     euid = os.geteuid()
     run_as = decide(args.run_as, euid=euid, capabilities=effective_capabilities())
+    # Every mode change first: the probes below must judge the final permissions.
+    prepare_private_dir(config.work_dir)
+    prepare_runs_dir(config.runs_dir, shared=run_as is not None)
     if run_as is not None:
         source = args.config if args.config is not None else args.dev_env
         check_unreadable(run_as, [
@@ -153,7 +157,6 @@ def _with_sandbox(config: WorkerConfig, args: argparse.Namespace, events: EventL
     else:
         events.warning("worker.unisolated", detail="--run-as is the worker's own user: commands "
                        "can read its journal, credential and key (development only)")  # fmt: skip
-    prepare_runs_dir(config.runs_dir, shared=run_as is not None)
     if run_as is not None:
         check_runs_dir_reachable(run_as, config.runs_dir)
     sandbox = Sandbox(config.runs_dir, run_as)

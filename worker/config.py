@@ -33,6 +33,11 @@ Commands themselves run in ``runsDir/<offerId>`` (SPEC §11, worker/run_as.py):
 owned by the run-as user, removed after the run; the runs directory is the
 worker's, mode 1733 (the run-as user may create its directory, not list), and
 every directory above it must be searchable by that user (checked at start).
+With the executor, ``runsDir`` must lie apart from the worker's own files
+(refused at load, ``runs_dir_not_apart``): it may not equal, contain or lie
+inside the journal root or the work directory, and may not equal or contain
+the directory of the configuration (or dev-env) file, the credential file or
+the key (mode 1733 on it, or on one above it, would open it to the run-as user).
 
 ``--dev-env FILE --journal DIR`` takes ``ingressUrl``, ``caFile`` and
 ``worker.{workerId, certFile, keyFile, credentialFile}`` from the file written by
@@ -297,7 +302,7 @@ def load_config_file(
         execute=True if execute else doc.get("execute", False),
         executor=_executor(base, doc.get("executor")),
     )
-    return config.with_slots(slots).validated()
+    return check_runs_dir_apart(config.with_slots(slots).validated(), path)
 
 
 def load_dev_env(
@@ -323,7 +328,42 @@ def load_dev_env(
     for name in ("cert_file", "key_file", "ca_file", "credential_file"):
         if not isinstance(getattr(config, name), str):
             raise ConfigError("invalid_dev_env", f"{name} must be a path")
-    return config.with_slots(slots).validated()
+    return check_runs_dir_apart(config.with_slots(slots).validated(), path)
+
+
+def _within(path: str, directory: str) -> bool:
+    """``path`` is ``directory`` or lies below it (both resolved)."""
+    return os.path.commonpath([path, directory]) == directory
+
+
+def check_runs_dir_apart(config: WorkerConfig, source: str) -> WorkerConfig:
+    """With the executor: refuse a ``runsDir`` that is not apart from the worker's
+    own files (the module docstring); ``source``: the configuration file."""
+    if not config.execute:
+        return config
+    runs = os.path.realpath(config.runs_dir)
+    both_ways = {"journal": config.journal, "work directory": config.work_dir}
+    holders = {
+        "configuration directory": os.path.dirname(os.path.abspath(source)),
+        "credential directory": os.path.dirname(os.path.abspath(config.credential_file)),
+        "key directory": os.path.dirname(os.path.abspath(config.key_file)),
+    }
+    for what, where in {**both_ways, **holders}.items():
+        other = os.path.realpath(where)
+        if runs == other:
+            relation = "is"
+        elif _within(other, runs):
+            relation = "contains"
+        elif what in both_ways and _within(runs, other):
+            relation = "lies inside"
+        else:
+            continue
+        raise ConfigError(
+            "runs_dir_not_apart",
+            f"executor.runsDir {config.runs_dir} {relation} the {what} {where}: "
+            "the runs directory must lie apart from the worker's own files",
+        )
+    return config
 
 
 def describe(config: WorkerConfig) -> dict[str, Any]:

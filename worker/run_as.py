@@ -21,6 +21,9 @@
   searchable, itself writable): ``HOME`` is the run's directory there. Probed
   as USER too; a 0700 ancestor (systemd's default ``StateDirectoryMode=``)
   refuses the start.
+* Every directory the worker creates or re-modes at start (the work directory,
+  :func:`prepare_private_dir`; the runs directory, :func:`prepare_runs_dir`)
+  is prepared *before* these probes, so they judge the final permissions.
 
 Light (``pwd``, ``os``): imported by the CLI before the executor loads.
 """
@@ -47,6 +50,7 @@ __all__ = [
     "ensure_unprivileged_user",
     "local_run_as",
     "may_switch",
+    "prepare_private_dir",
     "prepare_runs_dir",
     "readable_by",
     "resolve_user",
@@ -229,6 +233,20 @@ def check_unreadable(user: RunAs, named: Sequence[tuple[str, str]]) -> None:
             f"the {owner[path]} {path} (mode {mode:04o}) is readable by {user.name}: "
             "make it and its directories private to the worker",
         )
+
+
+def prepare_private_dir(path: str) -> None:
+    """Create the work directory (0700), or tighten an existing one of ours that is
+    too open (umask) — what the executor does when it starts, done first."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.geteuid():
+            raise RunAsError("work_dir_unusable", f"{path} is not a directory owned by the worker")
+        if st.st_mode & 0o077:
+            os.chmod(path, 0o700)  # tighten, never loosen
+    except OSError as exc:
+        raise RunAsError("work_dir_unusable", f"{path}: {exc.strerror}") from None
 
 
 def prepare_runs_dir(path: str, *, shared: bool) -> None:

@@ -762,3 +762,93 @@ def test_cleanup_kills_and_reaps_every_leftover_of_one_scan(tmp_path: Path) -> N
     assert out["found"][0] >= 300  # the first scan saw them all
     assert out["scans"] <= 3 and len(out["found"]) == out["scans"], out  # was 301 scans
     assert all(wait_gone(pid) for pid in pids)
+
+
+# ------------------------------------------------------------------ runsDir apart, probes last
+
+
+def _apart_doc(base: Path, **executor: str) -> dict[str, Any]:
+    """Config in base/conf, journal and work directory in base/state, credential in
+    base/secret, key in base/keys (absolute paths)."""
+    return {
+        "ingressUrl": "https://127.0.0.1:8443",
+        "workerId": "00000000-0000-4000-8000-000000000001",
+        "certFile": str(base / "keys" / "c.pem"), "keyFile": str(base / "keys" / "k.pem"),
+        "caFile": str(base / "ca.pem"), "credentialFile": str(base / "secret" / "cred"),
+        "journal": str(base / "state" / "j"),
+        "executor": {"workDir": str(base / "state" / "work"),
+                     **{k: str(base / v) for k, v in executor.items()}},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(("runs_dir", "relation", "what"), [
+    ("state/j", "is", "journal"),
+    ("state/j/runs", "lies inside", "journal"),
+    ("state", "contains", "journal"),
+    ("state/work", "is", "work directory"),
+    ("state/work/runs", "lies inside", "work directory"),
+    ("conf", "is", "configuration directory"),
+    ("secret", "is", "credential directory"),
+    ("keys", "is", "key directory"),
+    (".", "contains", "configuration directory"),
+])  # fmt: skip
+def test_runs_dir_must_lie_apart_from_the_workers_files(
+    tmp_path: Path, runs_dir: str, relation: str, what: str
+) -> None:
+    from qinglong.worker.config import ConfigError, load_config_file
+
+    (tmp_path / "conf").mkdir()
+    path = tmp_path / "conf" / "w.json"
+    doc = _apart_doc(tmp_path, runsDir=runs_dir)
+    if runs_dir == ".":  # only the configuration's directory below it
+        doc.update(journal="/var/lib/ql-elsewhere/j", credentialFile="/etc/ql-elsewhere/cred",
+                   keyFile="/etc/ql-elsewhere/k.pem")  # fmt: skip
+        doc["executor"]["workDir"] = "/var/lib/ql-elsewhere/work"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as exc:
+        load_config_file(str(path), journal=None, slots=None, execute=True)
+    assert exc.value.reason == "runs_dir_not_apart"
+    assert exc.value.detail.startswith(f"executor.runsDir {os.path.normpath(tmp_path / runs_dir)} ")
+    assert f" {relation} the {what} " in exc.value.detail
+    load_config_file(str(path), journal=None, slots=None)  # unused without the executor
+
+
+def test_runs_dir_apart_accepts_the_deployed_layouts(tmp_path: Path) -> None:
+    """Beside the journal (the default), or inside the directory that holds the
+    configuration or the credential (a state directory: its files stay private,
+    and the readability probe checks them)."""
+    from qinglong.worker.config import load_config_file, load_dev_env
+
+    (tmp_path / "conf").mkdir()
+    path = tmp_path / "conf" / "w.json"
+    for executor in ({}, {"runsDir": "state/runs"}, {"runsDir": "secret/runs"},
+                     {"runsDir": "conf/runs"}):  # fmt: skip
+        path.write_text(json.dumps(_apart_doc(tmp_path, **executor)))
+        load_config_file(str(path), journal=None, slots=None, execute=True)
+    dev = tmp_path / "dev-env.json"
+    dev.write_text(json.dumps({
+        "ingressUrl": "https://127.0.0.1:8443", "caFile": "ca.pem",
+        "worker": {"workerId": "00000000-0000-4000-8000-000000000001", "certFile": "c.pem",
+                   "keyFile": "k.pem", "credentialFile": str(tmp_path / "cred")},
+    }))  # fmt: skip
+    config = load_dev_env(str(dev), journal=str(tmp_path / "j"), slots=None, execute=True)
+    assert config.runs_dir == str(tmp_path / "j.runs")
+
+
+@needs_root
+def test_the_probes_judge_the_final_permissions(
+    secrets: Secrets, run_as_user: str | None
+) -> None:
+    """The work directory is tightened (as the executor does) before the
+    readability probe, not after it: a 0755 one left by a umask is made 0700 and
+    the start goes on, instead of being refused for a mode it would not keep."""
+    work = secrets.base / "new" / "fresh-journal.work"
+    work.mkdir(parents=True)
+    work.chmod(0o755)
+    (secrets.base / "new").chmod(0o711)
+    code, events = _worker_run("--config", str(_config(secrets)), "--execute",
+                               "--run-as", str(run_as_user))  # fmt: skip
+    assert code == 2 and _failure(events)["reason"] == "credentials_unusable", events
+    assert work.stat().st_mode & 0o7777 == 0o700
+    runs = secrets.base / "new" / "fresh-journal.runs"
+    assert runs.stat().st_mode & 0o7777 == RUNS_MODE_SHARED
