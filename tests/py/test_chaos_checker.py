@@ -209,9 +209,10 @@ def plant_second_live_lease(scene: Scenario) -> set[str]:
         "INSERT INTO ql_private.run_leases (attempt_id, run_id, worker_id, session_id,"
         " session_generation, lease_generation, lease_version, offer_id, token_digest,"
         " execution_revision_id, content_digest, placement_score, claimed_at, expires_at,"
-        " updated_at) SELECT attempt_id, run_id, worker_id, session_id, session_generation,"
-        " lease_generation + 1, 1, %s, token_digest, execution_revision_id, content_digest,"
-        " placement_score, claimed_at + interval '1 ms', expires_at, updated_at"
+        " lease_ttl_seconds, updated_at) SELECT attempt_id, run_id, worker_id, session_id,"
+        " session_generation, lease_generation + 1, 1, %s, token_digest,"
+        " execution_revision_id, content_digest, placement_score,"
+        " claimed_at + interval '1 ms', expires_at, lease_ttl_seconds, updated_at"
         " FROM ql_private.run_leases WHERE offer_id = %s", str(uuid.uuid4()), item.offer_id)
     # Also: no run.dispatched for it (b), and nobody holds it (f); (d) may see it.
     return {"a_lease_overlap", "b_duplicate_claim", "f_journal_invalid"}
@@ -885,9 +886,12 @@ def _retried(scene: Scenario, run_id: str, due_in_s: float) -> None:
              reason="exit_nonzero", events=("attempt.failed",))
     row = scene.sql(
         "INSERT INTO ql_private.attempts (run_id, attempt_no, executor, state, not_before,"
-        " created_at) VALUES (%s, 2, 'remote_worker', 'claimed',"
-        " clock_timestamp() + make_interval(secs => %s), clock_timestamp()) RETURNING id::text",
-        run_id, due_in_s)
+        " created_at, max_attempts, retry_base_ms, retry_cap_ms)"
+        " SELECT %s::uuid, 2, 'remote_worker', 'claimed',"
+        " clock_timestamp() + make_interval(secs => %s), clock_timestamp(),"
+        " a.max_attempts, a.retry_base_ms, a.retry_cap_ms FROM ql_private.attempts a"
+        " WHERE a.run_id = %s AND a.attempt_no = 1 RETURNING id::text",
+        run_id, due_in_s, run_id)
     scene.sql("UPDATE ql_private.runs SET current_attempt_id = %s, finished_at = NULL"
               " WHERE id = %s", row[0][0], run_id)
     _event(scene, "run.retry_scheduled", run_id, row[0][0])
@@ -1107,7 +1111,7 @@ def test_a_second_process_is_started_only_against_an_established_owner(tmp_path:
 BYZ_KINDS = {"ack_foreign": "/v1/leases/ack", "complete_foreign": "/v1/leases/complete",
              "pull_foreign_offer": "/v1/offers/pull", "session_close_foreign":
              "/v1/sessions/close", "credential_wrong_secret": "/v1/sessions/heartbeat",
-             "pull_own": "/v1/offers/pull", "own_ack_wrong_token": "/v1/leases/ack",
+             "pull_own": "/v1/offers/pull", "own_ack_stale_version": "/v1/leases/ack",
              "own_complete_replay": "/v1/leases/complete", "own_complete": "/v1/leases/complete"}
 
 
@@ -1262,8 +1266,8 @@ def test_hostile_refusal_of_a_legitimate_call_needs_its_cause(scenario: Scenario
                            src="byzantine",
                            extra={"path": "/v1/offers/pull", "status": 200, "target": "own",
                                   "expect": ["200:offered"], "labels": {}}))  # fmt: skip
-    _hostile_op(scenario, "own_ack_wrong_token", "409:lease_expired",
-                ("409:token_mismatch", "409:lease_expired"), target="own",
+    _hostile_op(scenario, "own_ack_stale_version", "409:lease_expired",
+                ("409:stale_lease_version", "409:lease_expired"), target="own",
                 offer_id=intent.offer_id)  # fmt: skip
     scenario.sql("UPDATE ql_private.runs SET state = 'queued' WHERE id = %s",
                  result["offer"]["candidate"]["runId"])
@@ -1278,3 +1282,16 @@ def test_hostile_refusal_of_a_legitimate_call_needs_its_cause(scenario: Scenario
 def test_hostile_worker_that_got_no_answer_is_an_anomaly(scenario: Scenario) -> None:
     _hostile_worker(scenario)
     assert _finish(scenario) == {"j_byzantine"}  # named in the manifest, never answered
+
+
+def test_hostile_own_session_refusal_needs_the_session_ended(scenario: Scenario) -> None:
+    """Its own pull refused `session_replaced` (a lost answer to an open replaced its
+    session): only with the session closed in the database before the answer."""
+    _, session = _hostile_worker(scenario)
+    _hostile_op(scenario, "pull_own", "409:session_replaced", (), target="own",
+                offer_id=str(uuid.uuid4()), sentSessionId=session.session_id)  # fmt: skip
+    assert _finish(scenario) == {"j_byzantine"}  # its session is live: no cause
+    scenario.sql("UPDATE ql_private.worker_sessions SET state = 'closed', closed_at ="
+                 " clock_timestamp() - interval '10 seconds' WHERE session_id = %s",
+                 session.session_id)  # fmt: skip
+    assert _finish(scenario) == set()

@@ -41,8 +41,66 @@ FOREIGN_TARGETS = frozenset({"foreign", "foreign_session"})
 LEGIT_KINDS = frozenset({"own_ack_starting", "own_ack_replay", "own_complete",
                          "own_complete_replay"})  # fmt: skip
 IDLE = "200:idle"
+# Its own session's calls: a refusal for a session that is over needs the end in the
+# database (closed — replaced or closed — or lapsed) before the answer.
+SESSION_KINDS = frozenset({"pull_own", "session_heartbeat"})
+SESSION_OVER = frozenset({"session_replaced", "session_expired", "session_closed"})
 
-__all__ = ["byzantine_counts", "check_byzantine", "hostile_ops"]
+_FOREIGN = ("409:offer_foreign",)
+_OVER = tuple(f"409:{reason}" for reason in sorted(SESSION_OVER))
+_EXPIRED = "409:lease_expired"  # its own lease, past expires_at: needs its cause
+_GONE = ("409:lease_terminal", _EXPIRED, "409:attempt_changed")
+# What the contract allows for each request of the hostile worker (docs/CONTRACT.md
+# §3.3, §5, §7): the checker's own table, not the hostile's word. "200:idle" for a
+# pull naming an existing offer only when its lease was already started or released.
+EXPECT: dict[str, tuple[str, ...]] = {
+    # another worker's offer id (with its token, its session, or neither)
+    "pull_foreign_offer": (*_FOREIGN, IDLE),
+    "ack_foreign": _FOREIGN, "heartbeat_foreign": _FOREIGN, "complete_foreign": _FOREIGN,
+    "ack_unknown_offer": _FOREIGN,
+    # sessions not its own, or not its current one
+    "pull_wrong_generation": ("409:session_replaced",),
+    "pull_replaced_session": ("409:session_replaced", "409:session_closed"),
+    "pull_foreign_session": ("409:session_not_found",),
+    "session_heartbeat_foreign": ("409:session_not_found",),
+    "session_close_foreign": ("409:session_not_found",),
+    # identity and credentials
+    "identity_body": ("403:identity_mismatch",),
+    "identity_foreign_credential": ("403:identity_mismatch",),
+    "credential_foreign": ("403:worker_mismatch",),
+    "credential_wrong_secret": ("401:invalid_credential",),
+    "session_open_bad_label": ("400:schema_invalid", "400:invalid_input", "400:invalid_label"),
+    # its own session and honest pulls
+    "session_open": ("201",),
+    "session_heartbeat": ("200", *_OVER),
+    "pull_own": ("200:offered", "200:idle", *_OVER),
+    # its own lease: fences (token before expiry; the version and the transition
+    # only on a live lease)
+    "own_ack_wrong_token": ("409:token_mismatch",),
+    "own_ack_wrong_generation": ("409:session_replaced",),
+    "own_ack_stale_version": ("409:stale_lease_version", _EXPIRED),
+    "own_heartbeat_unstarted": ("409:illegal_transition", _EXPIRED),
+    "own_complete_unstarted": ("409:illegal_transition", _EXPIRED),
+    "own_ack_starting": ("200", _EXPIRED),
+    "own_ack_replay": ("200", _EXPIRED),
+    "own_complete_stale": ("409:stale_lease_version", _EXPIRED),
+    "own_heartbeat_stale": ("409:stale_lease_version", _EXPIRED),
+    "own_complete": ("200", _EXPIRED),
+    "own_complete_replay": ("200",),
+    "own_heartbeat_terminal": ("409:lease_terminal",),
+    # a lease it let expire, and replays of its old requests of finished leases
+    "lost_ack": _GONE, "lost_complete": _GONE,
+    "replay_old": (*_GONE, "409:stale_lease_version", "409:session_replaced"),
+}  # fmt: skip
+PULL_PATH = "/v1/offers/pull"
+
+__all__ = ["EXPECT", "byzantine_counts", "check_byzantine", "expected_answers", "hostile_ops"]
+
+
+def expected_answers(kind: str, path: str) -> tuple[str, ...]:
+    """The answers the contract allows for one hostile request (empty: unknown kind)."""
+    allowed = EXPECT.get(kind, ())
+    return (*allowed, IDLE) if kind == "replay_old" and path == PULL_PATH else allowed
 
 
 def hostile_ops(facts: Facts) -> list[Op]:
@@ -75,7 +133,8 @@ def check_byzantine(facts: Facts) -> Iterator[Anomaly]:
 
 
 def _answer(facts: Facts, op: Op, worker_id: str, honest: set[str | None]) -> Iterator[Anomaly]:
-    key, expect = answer_key(op), list(op.extra.get("expect") or [])
+    key = answer_key(op)
+    expect = list(expected_answers(str(op.value), str(op.extra.get("path"))))
     status = int(op.extra["status"])
     where = f"hostile {op.value} ({op.extra.get('path')}, offer {op.offer_id})"
     target = op.extra.get("target")
@@ -103,6 +162,10 @@ def _answer(facts: Facts, op: Op, worker_id: str, honest: set[str | None]) -> It
                            "(the repeat changed the lease)")
     if status == 409 and lease is not None and target == "own":
         yield from _cause(where, op, lease)
+    if status == 409 and op.value in SESSION_KINDS and op.reason in SESSION_OVER and (
+            facts.session_over(op.extra.get("sentSessionId"), op_us(op)) is None):
+        yield Anomaly("j", f"{where}: refused {op.reason}, but its session "
+                           f"{op.extra.get('sentSessionId')} had not ended")
 
 
 def _over_at(lease: dict[str, Any], at_us: int) -> bool:
