@@ -619,7 +619,12 @@ def test_a_runs_directory_that_is_not_the_workers_refuses_the_start(
     config = _config(secrets)
     runs = secrets.base / "new" / "fresh-journal.runs"
     runs.parent.mkdir()
-    runs.symlink_to(secrets.base)
+    runs.symlink_to(secrets.base)  # the credential's directory: not apart at all
+    code, events = _worker_run("--config", str(config), "--execute", "--run-as", str(run_as_user))
+    assert code == 2 and _failure(events)["reason"] == "runs_dir_not_apart"
+    runs.unlink()
+    (secrets.base / "elsewhere").mkdir()
+    runs.symlink_to(secrets.base / "elsewhere")
     code, events = _worker_run("--config", str(config), "--execute", "--run-as", str(run_as_user))
     assert code == 2 and _failure(events)["reason"] == "runs_dir_unusable"
     runs.unlink()
