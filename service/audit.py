@@ -1,4 +1,16 @@
-"""The audit stream: one JSON line per authentication decision.
+"""The audit stream: one JSON line per authentication decision, and one per
+outcome of an action taken on it.
+
+Order (SPEC §5: authenticate, authorize, record the decision, then act): a
+request the ingress lets through to the database gets its `allowed` line
+*before* the database call (which verifies the credential and acts in one round
+trip), and a second line after it with what became of it: `done` (the action
+ran; the reason is the database's answer status), `denied` (the database
+refused the credential), `failed` (refused after authentication: a fence
+conflict, an invalid projection; the reason is the category) or `undecided`
+(no answer: the database unavailable, the request cancelled — the action may or
+may not have committed). A crash between the two leaves the first. Each line is
+flushed as it is written (`stream_emitter`).
 
 Low-sensitivity by construction: the line is built from a fixed set of fields
 (time, public credential id, worker id, action, outcome, reason) and nothing
@@ -22,6 +34,9 @@ class Outcome(StrEnum):
     # The decision could not be completed (database unavailable, fence conflict
     # after authentication is not a denial).
     UNDECIDED = "undecided"
+    # What became of an allowed action (the line after the database call).
+    DONE = "done"
+    FAILED = "failed"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Request handlers: limits -> strict JSON -> schema -> authenticate -> audit -> act.
+"""Request handlers: limits -> strict JSON -> schema -> authenticate -> audit -> act -> audit.
 
 Every handler follows the same pipeline (`_admit`), so no endpoint can skip a
 step. The database call both verifies the credential and acts, in one round
@@ -129,16 +129,32 @@ def parse_request(data: bytes, schema_id: SchemaId) -> dict[str, Any]:
     return doc
 
 
+# The first line of a request let through to the database: the certificate's
+# worker identity is verified and the body agrees; the database call checks the
+# credential and acts (service/audit.py: the second line says how it went).
+IDENTITY_VERIFIED = "identity_verified"
+# The second line's reason for a completed call: the database's answer status.
+DONE_STATUSES = frozenset({"ok", "offered", "idle", "idempotent", "conflict"})
+
+
+def _audit_line(state: IngressState, endpoint: Endpoint, outcome: Outcome, reason: str,
+                credential_id: str | None, worker_id: str | None) -> None:
+    state.audit.record(AuditRecord(endpoint.action, outcome, reason, credential_id, worker_id))
+
+
 def _audit(state: IngressState, endpoint: Endpoint, outcome: Outcome, reason: str,
            credential_id: str | None, worker_id: str | None) -> None:
-    state.audit.record(AuditRecord(endpoint.action, outcome, reason, credential_id, worker_id))
+    """An authentication decision: its audit line and its count."""
+    _audit_line(state, endpoint, outcome, reason, credential_id, worker_id)
     state.metrics.auth_decisions.inc(endpoint.action, outcome.value, reason)
 
 
 async def _deny(state: IngressState, endpoint: Endpoint, status: int, reason: str,
                 credential_id: str | None, worker_id: str | None) -> ApiError:
-    """An ingress-decided denial: stored in security_audit (best effort — the
-    refusal never depends on the database), audited, then raised."""
+    """An ingress-decided denial: audited, then stored in security_audit (best
+    effort — the refusal never depends on the database), then raised.
+    `worker_id` is the certificate's, never the body's."""
+    _audit(state, endpoint, Outcome.DENIED, reason, credential_id, worker_id)
     try:
         await state.gateway.call(api.record_auth_denial(
             credential_id=credential_id, worker_id=worker_id, action=endpoint.action,
@@ -146,7 +162,6 @@ async def _deny(state: IngressState, endpoint: Endpoint, status: int, reason: st
     except (DbUnavailable, DbRefused) as exc:
         log.warning("denial not stored", extra={"event": "audit.store_failed",
                                                 "reason": getattr(exc, "reason", "")})
-    _audit(state, endpoint, Outcome.DENIED, reason, credential_id, worker_id)
     return ApiError(status, reason)
 
 
@@ -160,20 +175,22 @@ async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState
     doc = parse_request(data, endpoint.request_schema)
     body_worker = doc["workerId"]
     presented = parse_authorization(request.headers.get("Authorization"))
+    # A denial names the certificate's worker (or none): the body is the
+    # requester's claim, and naming its worker would let anyone write denials
+    # against another worker's id.
     if presented.problem is not None or presented.credential is None:
         reason = presented.problem.value if presented.problem else "malformed_credential"
-        raise await _deny(state, endpoint, 401, reason, presented.credential_id,
-                          cert_worker or body_worker)
+        raise await _deny(state, endpoint, 401, reason, presented.credential_id, cert_worker)
     if cert_worker is None or cert_worker != body_worker:
         # The body is never trusted on its own: the certificate names the worker.
         raise await _deny(state, endpoint, 403, IDENTITY_MISMATCH,
-                          presented.credential_id, cert_worker or body_worker)
+                          presented.credential_id, cert_worker)
     return state, Admitted(doc, cert_worker, presented.credential)
 
 
 async def _act(state: IngressState, endpoint: Endpoint, admitted: Admitted,
                call: Call[Any]) -> dict[str, Any]:
-    """Call the database, then audit the decision it made. Denials become errors."""
+    """Audit, call the database, audit what it did. Denials become errors."""
     return await _act_on(state, endpoint, admitted, lambda: state.gateway.call(call))
 
 
@@ -181,30 +198,42 @@ async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
                   call: Callable[[], Awaitable[Any]],
                   token: CacheToken | None = None) -> dict[str, Any]:
     """`_act` for any one database call. An allowed answer also tells the idle
-    view the credential is good (taken with `token`, before the call started)."""
-    credential_id = admitted.credential.credential_id
+    view the credential is good (taken with `token`, before the call started).
+
+    The `allowed` line is written (and flushed) before the call, its outcome
+    after it (service/audit.py), so no action can commit unrecorded."""
+    credential_id, worker_id = admitted.credential.credential_id, admitted.worker_id
     if token is None:
         token = state.idle_view.cache_token()
+    _audit_line(state, endpoint, Outcome.ALLOWED, IDENTITY_VERIFIED, credential_id, worker_id)
     try:
         result = await call()
     except DbUnavailable as exc:
-        _audit(state, endpoint, Outcome.UNDECIDED, exc.reason, credential_id, admitted.worker_id)
+        _audit(state, endpoint, Outcome.UNDECIDED, exc.reason, credential_id, worker_id)
         raise ApiError(503, exc.reason,
                        retry_after_s=state.config.unavailable_retry_after_s) from None
     except DbRefused as exc:
         # Fence errors (QL010-QL014) are raised after the credential check passed.
-        outcome = Outcome.ALLOWED if exc.http_status == 409 else Outcome.UNDECIDED
-        _audit(state, endpoint, outcome, exc.reason, credential_id, admitted.worker_id)
+        _audit_line(state, endpoint, Outcome.FAILED, exc.reason, credential_id, worker_id)
+        decision = Outcome.ALLOWED if exc.http_status == 409 else Outcome.UNDECIDED
+        state.metrics.auth_decisions.inc(endpoint.action, decision.value, exc.reason)
         raise ApiError(exc.http_status, exc.reason) from None
+    except asyncio.CancelledError:  # the client went away: the call may have committed
+        _audit_line(state, endpoint, Outcome.UNDECIDED, "cancelled", credential_id, worker_id)
+        raise
     if not isinstance(result, dict) or not isinstance(result.get("status"), str):
+        _audit_line(state, endpoint, Outcome.FAILED, "invalid_projection", credential_id,
+                    worker_id)
         raise _invalid_projection(state, endpoint, "result is not an envelope")
     if result["status"] == "denied":
         reason = str(result.get("reason", "denied"))
         status = 403 if result.get("httpStatus") == 403 else 401
-        _audit(state, endpoint, Outcome.DENIED, reason, credential_id, admitted.worker_id)
+        _audit(state, endpoint, Outcome.DENIED, reason, credential_id, worker_id)
         raise ApiError(status, public_denial_reason(reason))
-    _audit(state, endpoint, Outcome.ALLOWED, "authenticated", credential_id, admitted.worker_id)
-    state.idle_view.remember_credential(token, admitted.credential, admitted.worker_id)
+    done = result["status"] if result["status"] in DONE_STATUSES else "other"
+    _audit_line(state, endpoint, Outcome.DONE, done, credential_id, worker_id)
+    state.metrics.auth_decisions.inc(endpoint.action, Outcome.ALLOWED.value, "authenticated")
+    state.idle_view.remember_credential(token, admitted.credential, worker_id)
     return result
 
 

@@ -118,8 +118,11 @@ def test_unknown_id_and_wrong_secret_get_the_same_answer(world, ingress):
                  token=_bad_secret(a))
     assert (unknown.status, unknown.body) == (wrong.status, wrong.body)
     assert unknown.status == 401 and unknown.json["reason"] == "invalid_credential"
-    assert [json.loads(line)["reason"] for line in ingress.audit_lines[-2:]] == \
-        ["unknown_credential", "bad_secret"]
+    # Each: `allowed` (identity verified) before the database call, the database's
+    # denial after it.
+    assert [(d["outcome"], d["reason"]) for d in map(json.loads, ingress.audit_lines[-4:])] == \
+        [("allowed", "identity_verified"), ("denied", "unknown_credential"),
+         ("allowed", "identity_verified"), ("denied", "bad_secret")]
 
 
 def test_certificate_without_worker_identity_is_forbidden(world, ingress, test_pki,

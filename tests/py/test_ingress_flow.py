@@ -315,8 +315,14 @@ def test_metrics_count_requests_and_audit_has_no_secrets(ingress, agent, prov):
     assert "qinglong_ingress_open_connections " in text
 
     decisions = [json.loads(line) for line in ingress.audit_lines]
-    assert [d["outcome"] for d in decisions] == ["allowed", "allowed", "allowed", "allowed",
-                                                 "denied"]
+    # Each database call: `allowed` before it, what it did after it (the idle view
+    # is dormant here: the idle pull is a database call too).
+    assert [(d["action"], d["outcome"], d["reason"]) for d in decisions] == [
+        ("session.open", "allowed", "identity_verified"), ("session.open", "done", "ok"),
+        ("offer.pull", "allowed", "identity_verified"), ("offer.pull", "done", "offered"),
+        ("offer.pull", "allowed", "identity_verified"), ("offer.pull", "done", "idempotent"),
+        ("offer.pull", "allowed", "identity_verified"), ("offer.pull", "done", "idle"),
+        ("offer.pull", "denied", "missing_credential")]
     everything = "\n".join(ingress.audit_lines) + text
     for secret in (agent.worker.secret, agent.token, intent["leaseToken"]):
         assert secret not in everything

@@ -245,9 +245,37 @@ def test_certificate_naming_no_single_worker_is_forbidden(m: Matrix, su: psycopg
     reply = post(m.port, "/v1/offers/pull", valid_body(m, "/v1/offers/pull"),
                  ctx=client_context(m.world.pki, cert), token=m.a.token)
     assert (reply.status, reply.json) == (403, error_doc(403, "identity_mismatch"))
-    # The certificate names nobody, so the audit row names the body's worker.
+    # The certificate names nobody, so the audit names no worker (never the body's).
     assert_only_audit(su, before, [("offer.pull", "denied", "identity_mismatch",
-                                    m.a.worker.credential_id, m.a.worker_id)])
+                                    m.a.worker.credential_id, None)])
+    assert _last_audit_line(m)["workerId"] is None
+
+
+@pytest.mark.parametrize("cert_names", ["nobody", "a"])
+@pytest.mark.parametrize("token", ["none", "a"])
+def test_a_denial_never_names_the_bodys_worker(m: Matrix, su: psycopg.Connection,
+                                               cert_names: str, token: str) -> None:
+    """A forged body naming B: the denial (line and row) names the certificate's
+    worker, or none — never B, whom the requester could otherwise blame."""
+    ctx = (client_context(m.world.pki, custom_worker_cert(
+        m.world.pki.ca_dir, m.world.pki.root / "forger", uris=None))
+        if cert_names == "nobody" else m.a.ctx)
+    before = db_state(su)
+    lines_before = len(m.world.ingress.audit_lines)
+    reply = post(m.port, "/v1/offers/pull",
+                 valid_body(m, "/v1/offers/pull", worker_id=m.b.worker_id), ctx=ctx,
+                 token=m.a.token if token == "a" else None)
+    expected_worker = None if cert_names == "nobody" else m.a.worker_id
+    reason = "identity_mismatch" if token == "a" else "missing_credential"
+    assert reply.status == (403 if token == "a" else 401)
+    assert_only_audit(su, before, [("offer.pull", "denied", reason,
+                                    m.a.worker.credential_id if token == "a" else None,
+                                    expected_worker)])
+    line = _last_audit_line(m)
+    assert (line["outcome"], line["reason"], line["workerId"]) == \
+        ("denied", reason, expected_worker)
+    assert len(m.world.ingress.audit_lines) == lines_before + 1
+    assert m.b.worker_id not in m.world.ingress.audit_lines[-1]
 
 
 # ------------------------------------------------------------------ credentials + identity
