@@ -339,12 +339,15 @@ def retry_run(*, run_id: str) -> Call[JsonObject]:
 
 CANCEL_RUNS: Statement[JsonObject] = Statement(
     "cancel_runs",
-    "SELECT ql.cancel_runs(p_task_id => %(task_id)s::text, p_state => %(state)s::text)")
+    "SELECT ql.cancel_runs(p_task_id => %(task_id)s::text, p_state => %(state)s::text,"
+    " p_wait_ms => %(wait_ms)s::integer)")
 
 
-def cancel_runs(*, task_id: str, state: str) -> Call[JsonObject]:
-    """Bulk cancel of a task's runs in `state` (`queued`) -> `{cancelled}`."""
-    return Call(CANCEL_RUNS, {"task_id": task_id, "state": state})
+def cancel_runs(*, task_id: str, state: str, wait_ms: int = 5000) -> Call[JsonObject]:
+    """Bulk cancel of a task's runs in `state` (`queued`) -> `{cancelled,
+    notCancelled: [{runId, state, reason}]}`; waits up to ``wait_ms`` in all for
+    runs another transaction holds."""
+    return Call(CANCEL_RUNS, {"task_id": task_id, "state": state, "wait_ms": wait_ms})
 
 
 DISABLE_WORKER: Statement[JsonObject] = Statement(

@@ -185,6 +185,9 @@ def _run_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     cancel.add_argument("--run", help="run id")
     cancel.add_argument("--task", help="task id (bulk, with --state)")
     cancel.add_argument("--state", help="bulk: the state to cancel (queued)")
+    cancel.add_argument("--wait-ms", help="bulk: how long, in all, to wait for runs another "
+                        "transaction holds, 0..60000 (default 5000); what is still held "
+                        "then is listed in notCancelled and the exit status is 1")
     cancel.set_defaults(handler=lazy("qinglong.admin_cli:run_cancel"))
     _run_inspection_parsers(runs, lazy)
 
@@ -444,15 +447,24 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    """`--run ID` cancels one run; `--task ID --state queued` every such run of the task."""
-    return guarded(lambda: _cancel(args))
+    """`--run ID` cancels one run; `--task ID --state queued` every such run of the task
+    (exit 1 when some could not be cancelled: they are listed in notCancelled)."""
+    result: dict[str, Any] = {}
+
+    def action() -> dict[str, Any]:
+        result.update(_cancel(args))
+        return result
+
+    code = guarded(action)
+    return EXIT_ERROR if code == 0 and result.get("notCancelled") else code
 
 
 def _cancel(args: argparse.Namespace) -> dict[str, Any]:
     if args.run is None and args.task is None:
         raise invalid("runId", "give --run, or --task with --state")
-    if args.run is not None and (args.task is not None or args.state is not None):
-        raise invalid("runId", "--run cannot be combined with --task/--state")
+    if args.run is not None and (args.task is not None or args.state is not None
+                                 or args.wait_ms is not None):
+        raise invalid("runId", "--run cannot be combined with --task/--state/--wait-ms")
     return _cancel_one(args.dsn, args.run) if args.task is None else _cancel_bulk(args)
 
 
@@ -476,5 +488,6 @@ def _cancel_bulk(args: argparse.Namespace) -> dict[str, Any]:
     if args.state is None:
         raise invalid("state", "--task needs --state (queued)")
     state = run_state(args.state)
+    wait_ms = 5000 if args.wait_ms is None else integer(args.wait_ms, "waitMs", 0, 60000)
     with control_plane.connect(args.dsn) as conn:
-        return control_plane.cancel_runs(conn, task_id, state)
+        return control_plane.cancel_runs(conn, task_id, state, wait_ms)

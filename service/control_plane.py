@@ -139,8 +139,9 @@ def cancel_run(conn: psycopg.Connection, run_id: str) -> dict:
     return _call(conn, api.cancel_run(run_id=run_id))
 
 
-def cancel_runs(conn: psycopg.Connection, task_id: str, state: str) -> dict:
-    return _call(conn, api.cancel_runs(task_id=task_id, state=state))
+def cancel_runs(conn: psycopg.Connection, task_id: str, state: str,
+                wait_ms: int = 5000) -> dict:
+    return _call(conn, api.cancel_runs(task_id=task_id, state=state, wait_ms=wait_ms))
 
 
 def retry_run(conn: psycopg.Connection, run_id: str) -> dict:

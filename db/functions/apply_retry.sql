@@ -5,10 +5,13 @@
 --   First match wins:
 --   * the run is cancel-requested: no new attempt; run -> 'cancelled'
 --     (finished_at), one `run.cancelled` event. Returns 'cancelled'.
---   * attempt_no < tasks.max_attempts: a new attempt attempt_no + 1 (state
---     'claimed', same executor), not_before = clock_timestamp() + full-jitter
---     exponential backoff: min(retry_cap_ms, retry_base_ms * 2^(attempt_no - 1))
---     * random() milliseconds; runs.current_attempt_id -> the new attempt, run ->
+--   * attempt_no < the ended attempt's max_attempts: a new attempt attempt_no
+--     + 1 (state 'claimed', same executor; the task's retry policy as
+--     configured now pinned on it), not_before = clock_timestamp() +
+--     full-jitter exponential backoff: min(retry_cap_ms, retry_base_ms *
+--     2^(attempt_no - 1)) * random() milliseconds, with the ended attempt's
+--     own pinned base and cap (a task configure reaches only attempts created
+--     after it, SPEC §9.1); runs.current_attempt_id -> the new attempt, run ->
 --     'queued' with due_at = that not_before when it is in the future (a
 --     scheduled run: out of the candidate keyset, found through runs_due once
 --     due and promoted by the sweeper; NULL = ready at once), one
@@ -66,17 +69,20 @@ BEGIN
         RETURN 'cancelled';
     END IF;
 
+    -- The ended attempt's own policy, pinned when it was created (SPEC §9.1);
+    -- the next attempt pins the task's policy as configured now.
     SELECT * INTO t FROM ql_private.tasks tk WHERE tk.id = r.task_id;
-    IF a.attempt_no < t.max_attempts THEN
-        delay_ms := floor(least(t.retry_cap_ms::float8,
-                                t.retry_base_ms::float8 * power(2::float8, a.attempt_no - 1))
+    IF a.attempt_no < a.max_attempts THEN
+        delay_ms := floor(least(a.retry_cap_ms::float8,
+                                a.retry_base_ms::float8 * power(2::float8, a.attempt_no - 1))
                           * random())::bigint;
         not_before := now_ts + make_interval(secs => delay_ms / 1000.0);
         next_id := gen_random_uuid();
         INSERT INTO ql_private.attempts (
-            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at,
+            max_attempts, retry_base_ms, retry_cap_ms)
         VALUES (next_id, r.id, a.attempt_no + 1, a.executor, 'claimed', not_before,
-                now_ts, now_ts);
+                now_ts, now_ts, t.max_attempts, t.retry_base_ms, t.retry_cap_ms);
         -- A backoff in the future schedules the run (runs_due, SPEC §9.2) instead
         -- of leaving it in the candidate keyset, where a head of runs in backoff
         -- would be walked row by row by every pull.
@@ -100,11 +106,11 @@ BEGIN
      WHERE rr.id = r.id;
     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
     VALUES ('run.failed', r.id, a.id, jsonb_strip_nulls(jsonb_build_object(
-        'attemptId', a.id, 'attemptNo', a.attempt_no, 'maxAttempts', t.max_attempts,
+        'attemptId', a.id, 'attemptNo', a.attempt_no, 'maxAttempts', a.max_attempts,
         'reason', p_reason)));
     RETURN 'failed';
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.apply_retry(uuid, uuid, text) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.apply_retry(uuid, uuid, text) IS
-'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms, run queued with due_at = not_before when in the future (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';
+'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt (task policy as configured now pinned on it) with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms (max_attempts, base, cap: the ended attempt''s own pinned values), run queued with due_at = not_before when in the future (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';

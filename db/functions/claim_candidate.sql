@@ -14,8 +14,11 @@
 --   expired unstarted: that lease is released here (`expired`); when it did not
 --   expire the race was lost. A `queued` run has no live lease (every release
 --   path re-queues; run_leases_one_live would refuse a second one).
--- Writes: one run_leases row (lease_generation = previous + 1), the run ->
---   dispatching (due_at cleared), exactly one `run.dispatched` event.
+-- Writes: one run_leases row (lease_generation = previous + 1; the task's lease
+--   TTL pinned on it, lease_ttl_seconds: what the starting ACK and heartbeats of
+--   this lease extend it by, whatever the task is configured to later, SPEC
+--   §9.1), the run -> dispatching (due_at cleared), exactly one `run.dispatched`
+--   event.
 -- Returns `offer` = the offer@v1 projection built from the rows in hand
 --   (ql_private.offer_json, the same function a replay uses), NULL when nothing
 --   was claimed; `consumed` = how many of run_ids are done with (the position of
@@ -100,12 +103,12 @@ BEGIN
     INSERT INTO ql_private.run_leases (
         attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
         lease_version, offer_id, token_digest, execution_revision_id, content_digest,
-        placement_score, claimed_at, expires_at, updated_at)
+        placement_score, claimed_at, expires_at, lease_ttl_seconds, updated_at)
     VALUES (
         a.id, r.id, s.worker_id, s.session_id, s.generation,
         coalesce(pick.last_generation, 0) + 1, 1, p_offer_id, p_token_digest,
         r.execution_revision_id, (pick.revision).content_digest, score,
-        now_ts, now_ts + make_interval(secs => pick.ttl), now_ts)
+        now_ts, now_ts + make_interval(secs => pick.ttl), pick.ttl, now_ts)
     RETURNING * INTO l;
     IF r.state = 'queued' THEN
         -- A scheduled run that came due leaves runs_due here (due_at := NULL):
@@ -129,4 +132,4 @@ REVOKE ALL ON FUNCTION ql_private.claim_candidate(
     ql_private.worker_sessions, uuid[], integer[], uuid, bytea) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.claim_candidate(
     ql_private.worker_sessions, uuid[], integer[], uuid, bytea) IS
-'Atomic claim of the first lockable candidate of run_ids (claim order): run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement, every fence re-checked by clock_timestamp() (due_at passed included); inserts the lease (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
+'Atomic claim of the first lockable candidate of run_ids (claim order): run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement, every fence re-checked by clock_timestamp() (due_at passed included); inserts the lease with the task lease TTL pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';

@@ -34,8 +34,10 @@
 --   p_key (1..128 characters, no control characters).
 -- Fences: the task exists; for new runs it is enabled and has a published
 --   revision.
--- Writes: p_count runs, attempts and run.queued events; at most one
---   placement_classes row; nothing when the key names an existing run.
+-- Writes: p_count runs, attempts (each with the task's retry policy pinned:
+--   max_attempts, retry_base_ms, retry_cap_ms as configured now, SPEC §9.1)
+--   and run.queued events; at most one placement_classes row; nothing when the
+--   key names an existing run.
 -- Locks: none beyond the foreign-key checks' FOR KEY SHARE on the task and
 --   revision rows (and, with a key, the wait of ON CONFLICT on a concurrent
 --   insert of the same key); a concurrent publish may make a newer revision
@@ -156,9 +158,11 @@ BEGIN
                 RETURNING id, current_attempt_id
             ), new_attempt AS (
                 INSERT INTO ql_private.attempts (
-                    id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+                    id, run_id, attempt_no, executor, state, not_before, created_at, updated_at,
+                    max_attempts, retry_base_ms, retry_cap_ms)
                 SELECT nr.current_attempt_id, nr.id, 1, 'remote_worker', 'claimed',
-                       coalesce(v_due, v_now), v_now, v_now
+                       coalesce(v_due, v_now), v_now, v_now,
+                       v_task.max_attempts, v_task.retry_base_ms, v_task.retry_cap_ms
                   FROM new_run nr
             ), new_event AS (
                 INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
@@ -203,9 +207,10 @@ BEGIN
           FROM planned p
     ), new_attempts AS (
         INSERT INTO ql_private.attempts (
-            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at,
+            max_attempts, retry_base_ms, retry_cap_ms)
         SELECT p.attempt_id, p.run_id, 1, 'remote_worker', 'claimed', coalesce(v_due, v_now),
-               v_now, v_now
+               v_now, v_now, v_task.max_attempts, v_task.retry_base_ms, v_task.retry_cap_ms
           FROM planned p
     ), new_events AS (
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)

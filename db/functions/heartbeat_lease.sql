@@ -5,8 +5,9 @@
 -- Purpose: keep a STARTED lease alive (SPEC §5 /v1/leases/heartbeat, §7) and tell
 --   the worker whether its run was cancelled. One fenced transaction: offer id +
 --   token digest + worker/session/generation, then the lease version (both
---   ql_private.lease_open). Extends expires_at to clock_timestamp() + the task's
---   lease_ttl_seconds, bumps lease_version, records heartbeat_at and
+--   ql_private.lease_open). Extends expires_at to clock_timestamp() + the lease
+--   TTL pinned on the lease by its claim (run_leases.lease_ttl_seconds: a task
+--   configured since does not reach a live lease, SPEC §9.1), bumps lease_version, records heartbeat_at and
 --   heartbeat_version (= the new lease_version). Writes no event (heartbeats are
 --   not run facts).
 -- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
@@ -126,4 +127,4 @@ REVOKE ALL ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text,
 GRANT EXECUTE ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint)
     TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.heartbeat_lease(text, bytea, text, text, bigint, text, bytea, bigint) IS
-'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_verdict categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';
+'Extend a started, unexpired lease by the lease TTL pinned at its claim (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_verdict categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';

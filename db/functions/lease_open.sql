@@ -7,8 +7,10 @@
 --   authenticated its caller (ql.ack_lease, ql.heartbeat_lease,
 --   ql.complete_lease; SPEC §7): find the lease by offer id, take the row locks
 --   the call's change needs in the one order below, and read the lease, its
---   attempt, its run, its task's lease TTL (what a starting ACK or a heartbeat
---   extends the lease by), its session, its revision's digest and so the fence
+--   attempt, its run, the lease TTL pinned on the lease by its claim
+--   (run_leases.lease_ttl_seconds: what a starting ACK or a heartbeat extends
+--   the lease by; a later task configure does not reach it, SPEC §9.1), its
+--   session, its revision's digest and so the fence
 --   verdict (ql_private.lease_verdict) in ONE statement, so one snapshot, taken
 --   after those locks. The caller then decides on what it got:
 --   answer a conflict or an exact replay, raise an illegal transition, or apply
@@ -150,7 +152,7 @@ BEGIN
     END IF;
     -- One statement, so one snapshot (taken after the locks above); `now` too.
     v_now := clock_timestamp();
-    SELECT rl, aa, rr, t.lease_ttl_seconds AS ttl,
+    SELECT rl, aa, rr, rl.lease_ttl_seconds AS ttl,
            ql_private.lease_verdict(rl, ws, aa, rr, er.content_digest, p_worker_id,
                                     p_session_id, p_generation, p_token_digest, v_now, true)
                AS verdict
@@ -158,7 +160,6 @@ BEGIN
       FROM ql_private.run_leases rl
       JOIN ql_private.attempts aa ON aa.id = rl.attempt_id
       JOIN ql_private.runs rr ON rr.id = rl.run_id
-      JOIN ql_private.tasks t ON t.id = rr.task_id
       LEFT JOIN ql_private.worker_sessions ws ON ws.session_id = rl.session_id
       LEFT JOIN ql_private.execution_revisions er ON er.id = rr.execution_revision_id
      WHERE rl.offer_id = p_offer_id;
@@ -193,4 +194,4 @@ REVOKE ALL ON FUNCTION ql_private.lease_open(
     uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.lease_open(
     uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases) IS
-'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run, the task lease TTL, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
+'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run, the lease TTL pinned on the lease at claim, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';

@@ -16,7 +16,9 @@
 -- Fences: the run is failed or cancelled and holds no live lease; its task is
 --   enabled (a disabled task refuses new work, SPEC §9.1: read as enqueue
 --   reads it, without a lock on the task).
--- Writes: one attempt, the run, one event; nothing when refused.
+-- Writes: one attempt (the task's retry policy as configured now pinned on it:
+--   max_attempts, retry_base_ms, retry_cap_ms), the run, one event; nothing
+--   when refused.
 -- Locks: the current attempt FOR UPDATE, then the run FOR NO KEY UPDATE
 --   (ql_private.lock_run_attempt: the lifecycle order attempt -> run of
 --   ql.cancel_run and the lease calls; a claim, the sweeper and prune never wait
@@ -73,9 +75,11 @@ BEGIN
       FROM ql_private.attempts a WHERE a.run_id = v_run_id;
     v_now := clock_timestamp();
     INSERT INTO ql_private.attempts (
-        id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
-    VALUES (v_next_id, v_run_id, v_next_no, coalesce(v_attempt.executor, 'remote_worker'),
-            'claimed', v_now, v_now, v_now);
+        id, run_id, attempt_no, executor, state, not_before, created_at, updated_at,
+        max_attempts, retry_base_ms, retry_cap_ms)
+    SELECT v_next_id, v_run_id, v_next_no, coalesce(v_attempt.executor, 'remote_worker'),
+           'claimed', v_now, v_now, v_now, tk.max_attempts, tk.retry_base_ms, tk.retry_cap_ms
+      FROM ql_private.tasks tk WHERE tk.id = v_run.task_id;
     UPDATE ql_private.runs rr
        SET state = 'queued', current_attempt_id = v_next_id, cancel_requested = false,
            finished_at = NULL, due_at = NULL, updated_at = v_now,

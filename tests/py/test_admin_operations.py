@@ -502,12 +502,81 @@ def test_run_cancel_bulk(db_dsn: str, conn: psycopg.Connection, prov: Provisione
           reason="not_found")
 
 
+def _hold_runs(db_dsn: str, run_ids: list[str]) -> psycopg.Connection:
+    """A second connection holding the runs' rows in an open transaction, as a
+    claim or a sweeper does while it works on them."""
+    holder = psycopg.connect(db_dsn)
+    holder.execute("SELECT 1 FROM ql_private.runs WHERE id = ANY(%s::uuid[]) FOR NO KEY UPDATE",
+                   (run_ids,))
+    return holder
+
+
+def _states(conn: psycopg.Connection, run_ids: list[str]) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT r.id::text, r.state || '/' || a.state FROM ql_private.runs r"
+        " JOIN ql_private.attempts a ON a.id = r.current_attempt_id"
+        " WHERE r.id = ANY(%s::uuid[])", (run_ids,)).fetchall()
+    return dict(rows)
+
+
+def test_run_cancel_bulk_waits_for_runs_another_transaction_holds(
+        db_dsn: str, conn: psycopg.Connection, prov: Provisioner, task_id: str) -> None:
+    """SPEC 9.5: every run queued when the command started is cancelled when it
+    returns — 3 of 10 are held by another transaction that lets go within the
+    bound: the command waits for them and cancels all 10, exit 0."""
+    runs = prov.enqueue(task_id, count=10)
+    holder = _hold_runs(db_dsn, runs[:3])
+    release = threading.Timer(0.5, holder.commit)
+    release.start()
+    try:
+        out = ok("run", "cancel", "--dsn", db_dsn, "--task", task_id, "--state", "queued",
+                 "--wait-ms", "10000")
+    finally:
+        release.join()
+        holder.close()
+    assert out == {"cancelled": 10, "notCancelled": []}
+    assert set(_states(conn, runs).values()) == {"cancelled/cancelled"}
+    assert len(_events(conn, "run.cancelled")) == 10
+
+
+def test_run_cancel_bulk_lists_what_it_could_not_cancel(
+        db_dsn: str, conn: psycopg.Connection, prov: Provisioner, task_id: str) -> None:
+    """Held past the bound: the held runs are listed (reason locked) and the exit
+    status is 1; the others are cancelled, and nothing of the held ones is
+    half-done (still queued, attempt claimed, no event)."""
+    runs = prov.enqueue(task_id, count=10)
+    holder = _hold_runs(db_dsn, runs[:3])
+    try:
+        began = time.monotonic()
+        outcome = admin("run", "cancel", "--dsn", db_dsn, "--task", task_id, "--state",
+                        "queued", "--wait-ms", "300")
+        took = time.monotonic() - began
+        held = _states(conn, runs[:3])
+    finally:
+        holder.close()
+    assert outcome.code == 1, outcome.stderr
+    doc = json.loads(outcome.stdout)
+    assert doc["cancelled"] == 7
+    assert doc["notCancelled"] == [{"runId": r, "state": "queued", "reason": "locked"}
+                                   for r in runs[:3]]
+    assert 0.3 <= took < 5, took
+    assert held == {r: "queued/claimed" for r in runs[:3]}
+    assert set(_states(conn, runs[3:]).values()) == {"cancelled/cancelled"}
+    cancelled_events = {e["attemptId"] for e in _events(conn, "run.cancelled")}
+    assert len(cancelled_events) == 7
+    assert ok("run", "cancel", "--dsn", db_dsn, "--task", task_id, "--state",
+              "queued") == {"cancelled": 3, "notCancelled": []}
+
+
 CANCEL_REFUSALS = [
     (("--task", "{task}", "--state", "running"), "state"),
     (("--task", "{task}", "--state", "nope"), "state"),
     (("--task", "{task}"), "state"),
     (("--run", "{run}", "--task", "{task}", "--state", "queued"), "runId"),
     ((), "runId"),
+    (("--task", "{task}", "--state", "queued", "--wait-ms", "60001"), "waitMs"),
+    (("--task", "{task}", "--state", "queued", "--wait-ms", "soon"), "waitMs"),
+    (("--run", "{run}", "--wait-ms", "100"), "runId"),
 ]
 
 

@@ -206,6 +206,10 @@ RESET ROLE;
 
 -- 6. start_failed from an unstarted lease: retry scheduled
 UPDATE ql_private.tasks SET retry_base_ms = 1000, retry_cap_ms = 1000 WHERE id = :'task'::uuid;
+-- The policy is pinned on each attempt when it is created (SPEC 9.1): the
+-- attempts already queued get it too (fixture shortcut).
+UPDATE ql_private.attempts a SET retry_base_ms = 1000, retry_cap_ms = 1000
+  FROM ql_private.runs r WHERE r.id = a.run_id AND r.task_id = :'task'::uuid;
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
 SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(2), 't2', 'start_failed', 'image_missing') AS sf \gset
@@ -247,6 +251,10 @@ SELECT is(ql_test.writes_since_mark(), 0::bigint, 'replays and conflicts after s
 
 -- 7. start_failed from starting, attempts exhausted: run failed; default reason
 UPDATE ql_private.tasks SET max_attempts = 1 WHERE id = :'task'::uuid;
+-- The policy is pinned on each attempt when it is created (SPEC 9.1): the
+-- attempts already queued get it too (fixture shortcut).
+UPDATE ql_private.attempts a SET max_attempts = 1
+  FROM ql_private.runs r WHERE r.id = a.run_id AND r.task_id = :'task'::uuid;
 SET LOCAL ROLE ql_worker_ingress;
 SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(8), 't8', 'starting');
 SELECT pg_temp.ack(:w1args, :'s1', 1, pg_temp.offer(8), 't8', 'start_failed') AS sf8 \gset

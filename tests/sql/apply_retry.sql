@@ -89,6 +89,10 @@ SELECT results_eq(format($$SELECT state, finished_at IS NOT NULL FROM ql_private
 -- of the candidate keyset); with no delay it is ready at once.
 SELECT ql_test.enqueue(:'task', 2) AS fresh \gset
 UPDATE ql_private.tasks SET retry_base_ms = 1000 WHERE id = :'task'::uuid;
+-- The policy is pinned on each attempt when it is created (SPEC 9.1): the
+-- attempts already queued get it too (fixture shortcut).
+UPDATE ql_private.attempts a SET retry_base_ms = 1000
+  FROM ql_private.runs r WHERE r.id = a.run_id AND r.task_id = :'task'::uuid;
 SELECT (:'fresh'::text[])[1]::uuid AS last_run \gset
 SELECT pg_temp.fail_and_retry(:'last_run') AS outcome \gset
 SELECT results_eq(
@@ -97,6 +101,10 @@ SELECT results_eq(
               WHERE r.id = %L$$, :'last_run'),
     $$VALUES ('queued'::text, true, true)$$, 'retried in backoff: run queued, due_at = the new attempt''s not_before');
 UPDATE ql_private.tasks SET retry_base_ms = 0 WHERE id = :'task'::uuid;
+-- The policy is pinned on each attempt when it is created (SPEC 9.1): the
+-- attempts already queued get it too (fixture shortcut).
+UPDATE ql_private.attempts a SET retry_base_ms = 0
+  FROM ql_private.runs r WHERE r.id = a.run_id AND r.task_id = :'task'::uuid;
 SELECT (:'fresh'::text[])[2]::uuid AS run39 \gset
 SELECT pg_temp.fail_and_retry(:'run39') AS outcome39 \gset
 SELECT is((SELECT due_at FROM ql_private.runs WHERE id = :'run39'::uuid), NULL::timestamptz,

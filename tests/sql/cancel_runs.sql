@@ -1,8 +1,11 @@
 -- ql.cancel_runs (SPEC §9.5): a task's queued runs (scheduled ones included)
 -- cancelled in bulk like ql.cancel_run, one run.cancelled event each with the
--- actor; other tasks and other states untouched; only `queued`; roles.
+-- actor; other tasks and other states untouched; only `queued`; the wait bound
+-- waitMs 0..60000; roles. Runs another transaction holds (waited for, bounded,
+-- then cancelled or listed) need a second connection:
+-- tests/py/test_admin_operations.py (test_run_cancel_bulk_waits_*).
 BEGIN;
-SELECT plan(12);
+SELECT plan(16);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -15,7 +18,7 @@ SELECT ql_test.enqueue(:'tb', 2) AS rb \gset
 SELECT ql_test.fake_lease((:'ra'::text[])[1], :'s1', false) AS offer \gset
 
 SET LOCAL ROLE ql_runtime;
-SELECT is(ql.cancel_runs(:'ta', 'queued'), '{"cancelled": 4}'::jsonb,
+SELECT is(ql.cancel_runs(:'ta', 'queued'), '{"cancelled": 4, "notCancelled": []}'::jsonb,
           'the task''s 4 queued runs (2 ready, 2 scheduled) cancelled');
 RESET ROLE;
 SELECT is((SELECT array_agg(DISTINCT r.state || '/' || a.state) FROM ql_private.runs r
@@ -36,16 +39,25 @@ SELECT is((SELECT count(*) FROM ql_private.events WHERE type = 'run.cancelled'),
 
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_runtime;
-SELECT is(ql.cancel_runs(:'ta', 'queued'), '{"cancelled": 0}'::jsonb, 'again: nothing left to cancel');
+SELECT is(ql.cancel_runs(:'ta', 'queued', 0), '{"cancelled": 0, "notCancelled": []}'::jsonb,
+          'again: nothing left to cancel');
 SELECT is(ql_test.error_of(format('SELECT ql.cancel_runs(%L, %L)', :'tb', 'running')), 'QL001 state',
           'a state other than queued -> QL001 state');
 SELECT is(ql_test.error_of(format('SELECT ql.cancel_runs(%L, %L)', gen_random_uuid(), 'queued')), 'QL004 taskId',
           'unknown task -> QL004 taskId');
+SELECT is(ql_test.error_of(format('SELECT ql.cancel_runs(%L, %L, -1)', :'tb', 'queued')), 'QL006 waitMs',
+          'waitMs < 0 -> QL006 waitMs');
+SELECT is(ql_test.error_of(format('SELECT ql.cancel_runs(%L, %L, 60001)', :'tb', 'queued')), 'QL006 waitMs',
+          'waitMs > 60000 -> QL006 waitMs');
+SELECT is(ql_test.error_of(format('SELECT ql.cancel_runs(%L, %L, NULL)', :'tb', 'queued')), 'QL006 waitMs',
+          'waitMs NULL -> QL006 waitMs');
 RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'repeat and refusals changed nothing');
 SET LOCAL ROLE ql_readonly;
 SELECT throws_ok(format('SELECT ql.cancel_runs(%L, %L)', :'tb', 'queued'), '42501', NULL, 'ql_readonly cannot cancel');
 RESET ROLE;
+SELECT is((SELECT current_setting('lock_timeout')), '0',
+          'its lock_timeout is its own: the caller''s setting is back');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,9 +1,10 @@
 -- ql.configure_task (SPEC §9.1): NULL leaves a setting unchanged, every bound
 -- refused with QL006 naming the wire field (COLUMN), nothing changed on a
 -- refusal, the new lease TTL applies to the next claim (read at claim time, not
--- copied at enqueue); roles: ql_runtime acts, ql_readonly and the ingress cannot.
+-- copied at enqueue) and never to a lease already claimed (pinned on the lease);
+-- the retry policy is pinned on each attempt when it is created; roles: ql_runtime acts, ql_readonly and the ingress cannot.
 BEGIN;
-SELECT plan(26);
+SELECT plan(34);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -78,6 +79,65 @@ RESET ROLE;
 SELECT ql_test.claim('w1', :'s1', gen_random_uuid()::text, 'tok') ->> 'offerId' AS offer \gset
 SELECT ok((SELECT expires_at - claimed_at FROM ql_private.run_leases WHERE offer_id = :'offer'::uuid)
           = interval '7200 seconds', 'the next claim''s lease runs for the new TTL (2 h)');
+
+-- ... and is pinned on the lease there (SPEC 9.1: new settings apply to
+-- attempts claimed afterwards): a TTL configured after the claim does not reach
+-- the claimed lease — its starting ACK and its heartbeats extend it by the TTL
+-- it was claimed with — while the next claim gets the new one.
+SET LOCAL ROLE ql_runtime;
+SELECT ql.configure_task(:'task', p_lease_ttl_s => 5) IS NOT NULL AS shortened \gset
+RESET ROLE;
+SELECT ql.ack_lease(ql_test.credential_id('w1'), ql_test.secret_digest('w1'), :'w1', :'s1', 1,
+                    :'offer', ql_test.token_digest('tok'), 1, 'starting') ->> 'status' AS acked \gset
+SELECT is((SELECT expires_at - started_at FROM ql_private.run_leases WHERE offer_id = :'offer'::uuid),
+          interval '7200 seconds', 'the starting ACK extends by the TTL pinned at claim, not the new 5 s');
+SELECT ql.heartbeat_lease(ql_test.credential_id('w1'), ql_test.secret_digest('w1'), :'w1', :'s1', 1,
+                          :'offer', ql_test.token_digest('tok'), 2) ->> 'status' AS beat \gset
+SELECT is((SELECT expires_at - heartbeat_at FROM ql_private.run_leases WHERE offer_id = :'offer'::uuid),
+          interval '7200 seconds', 'a heartbeat after the change still extends by the pinned 2 h');
+SELECT is(:'acked' || '/' || :'beat', 'ok/ok', 'both applied');
+SELECT ql_test.claim('w1', :'s1', gen_random_uuid()::text, 'tok2') ->> 'offerId' AS offer2 \gset
+SELECT is((SELECT lease_ttl_seconds || ' ' || (expires_at - claimed_at)
+             FROM ql_private.run_leases WHERE offer_id = :'offer2'::uuid),
+          '5 00:00:05', 'the next claim pins and runs for the new TTL (5 s)');
+
+-- The retry policy is pinned on each attempt when it is created (enqueue,
+-- retry policy, operator retry): the ended attempt's own max attempts, base and
+-- cap decide; the next attempt takes the task's policy as configured now.
+SELECT ql_test.publish('proj', 'policy') ->> 'taskId' AS ptask \gset
+SET LOCAL ROLE ql_runtime;
+SELECT ql.configure_task(:'ptask', p_max_attempts => 3, p_retry_base_ms => 100,
+                         p_retry_cap_ms => 100) IS NOT NULL AS p1 \gset
+SELECT r[1] AS pr FROM ql_test.enqueue(:'ptask', 1, 0) r \gset
+SELECT ql.configure_task(:'ptask', p_max_attempts => 1, p_retry_base_ms => 3600000,
+                         p_retry_cap_ms => 3600000) IS NOT NULL AS p2 \gset
+RESET ROLE;
+CREATE FUNCTION pg_temp.fail_current(run uuid) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    att uuid;
+BEGIN
+    SELECT current_attempt_id INTO att FROM ql_private.runs WHERE id = run;
+    UPDATE ql_private.attempts SET state = 'failed', finished_at = clock_timestamp() WHERE id = att;
+    RETURN ql_private.apply_retry(run, att, 'test_failure');
+END
+$$;
+SELECT is(pg_temp.fail_current(:'pr'), 'retried',
+          'attempt 1 fails: retried (its pinned max attempts 3, not the task''s 1 now)');
+SELECT results_eq(
+    format($$SELECT a.attempt_no, a.not_before <= a.created_at + interval '100 ms',
+                    a.max_attempts, a.retry_base_ms, a.retry_cap_ms
+               FROM ql_private.runs r JOIN ql_private.attempts a ON a.id = r.current_attempt_id
+              WHERE r.id = %L$$, :'pr'),
+    $$VALUES (2, true, 1, 3600000, 3600000)$$,
+    'backoff within attempt 1''s pinned cap (100 ms); attempt 2 pins the policy as configured now');
+SELECT is(pg_temp.fail_current(:'pr'), 'failed', 'attempt 2 fails: its own pinned max attempts (1) end the run');
+SET LOCAL ROLE ql_runtime;
+SELECT ql.configure_task(:'ptask', p_max_attempts => 4) IS NOT NULL AS p3 \gset
+SELECT ql.retry_run(:'pr') ->> 'attemptNo' AS retried_no \gset
+RESET ROLE;
+SELECT is((SELECT a.max_attempts FROM ql_private.runs r JOIN ql_private.attempts a
+             ON a.id = r.current_attempt_id WHERE r.id = :'pr'::uuid), 4,
+          'an operator retry''s attempt pins the policy as configured now');
 
 -- Disabled task refuses enqueues.
 SET LOCAL ROLE ql_runtime;

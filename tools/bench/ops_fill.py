@@ -95,7 +95,8 @@ FILL_SQL = "WITH " + _PLAN.strip() + """, new_runs AS (
 ), new_attempts AS (
     INSERT INTO ql_private.attempts (
         id, run_id, attempt_no, executor, state, not_before, exit_code, reason,
-        created_at, updated_at, finished_at, result)
+        created_at, updated_at, finished_at, result,
+        max_attempts, retry_base_ms, retry_cap_ms)
     SELECT a.attempt_id, a.run_id, a.k, 'remote_worker', a.a_state, a.a_start,
            CASE a.a_state WHEN 'succeeded' THEN 0 WHEN 'failed' THEN 1 END,
            CASE a.a_state WHEN 'failed' THEN 'exit_nonzero' WHEN 'cancelled' THEN 'cancelled' END,
@@ -105,14 +106,15 @@ FILL_SQL = "WITH " + _PLAN.strip() + """, new_runs AS (
            CASE WHEN a.has_lease AND a.a_state <> 'running' THEN jsonb_build_object(
                'exitCode', CASE a.a_state WHEN 'succeeded' THEN 0 WHEN 'failed' THEN 1 END,
                'durationMs', (extract(epoch FROM a.took) * 1000)::bigint,
-               'outputTail', %(tail)s::text, 'outputBytes', 4096 + a.h) END
+               'outputTail', %(tail)s::text, 'outputBytes', 4096 + a.h) END,
+           3, 1000, 300000  -- the pinned retry policy: the tasks' defaults
       FROM att a ORDER BY a.g, a.k
 ), new_leases AS (
     INSERT INTO ql_private.run_leases (
         attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
         lease_version, offer_id, token_digest, execution_revision_id, content_digest,
         placement_score, claimed_at, expires_at, started_at, released_at, release_reason,
-        updated_at)
+        updated_at, lease_ttl_seconds)
     SELECT a.attempt_id, a.run_id, (%(workers)s::uuid[])[a.si], (%(sessions)s::uuid[])[a.si],
            (%(generations)s::bigint[])[a.si], 1, 3,
            md5(%(salt)s || ':o:' || a.g || ':' || a.k)::uuid,
@@ -126,7 +128,8 @@ FILL_SQL = "WITH " + _PLAN.strip() + """, new_runs AS (
            CASE WHEN a.a_state <> 'running' THEN a.a_end END,
            CASE WHEN a.a_state = 'running' THEN NULL WHEN a.a_state = 'cancelled' THEN 'cancelled'
                 ELSE 'completed' END,
-           CASE WHEN a.a_state = 'running' THEN a.a_start + interval '0.2 s' ELSE a.a_end END
+           CASE WHEN a.a_state = 'running' THEN a.a_start + interval '0.2 s' ELSE a.a_end END,
+           60  -- the pinned lease TTL: the tasks' default
       FROM att a WHERE a.has_lease ORDER BY a.g, a.k
 )
 INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
