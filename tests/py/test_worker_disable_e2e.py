@@ -11,6 +11,13 @@ restores it.
 * End to end (slow): `qinglong dev up` (its ingress with the view engaged) + a
   real `qinglong worker run --dev-env …` pulling; `qinglong admin worker
   disable|enable`.
+* Drain (`--drain`, SPEC §9.5): through the in-process ingress, a draining
+  session's pulls are refused (409 session_draining, or 403 for a disabled
+  worker) — never answered idle from the view — while its started lease ACKs,
+  heartbeats and completes; and end to end, a real `worker run --execute`
+  whose long command keeps running and completes `succeeded` after `admin
+  session close --drain` / `admin worker disable --drain`, with no new offer
+  to that session meanwhile.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import time
@@ -33,9 +41,18 @@ from qinglong.db import api
 from qinglong.service.idle_view import ViewState
 from tests.py import ingress_harness
 from tests.py.dsn_files import dsn_file
-from tests.py.ingress_harness import IngressThread, ingress_config, make_agent, open_body, post
+from tests.py.ingress_harness import (
+    IngressThread,
+    ingress_config,
+    make_agent,
+    open_body,
+    post,
+    pull_body,
+)
 from tests.py.provision import new_token
+from tests.py.run_as_support import run_as_args, searchable_tmp
 from tests.py.test_ingress_idle_view import _from_view, _open, _pull, _until_view_answers
+from tests.py.test_ingress_leases import Claim
 from tests.py.test_worker_e2e import QL, Worker, _dev_up, _json_out, dev_args, inbox
 
 ingress_dsn = ingress_harness.ingress_dsn
@@ -201,6 +218,107 @@ def test_disable_closes_the_session_and_releases_unstarted_leases(
     assert rows[0] >= 1
 
 
+# ------------------------------------------------------------------ drain (in process)
+
+DRAINING = (409, "session_draining")
+
+
+def _started_claim(server: IngressThread, agent: Any, session: dict[str, Any],
+                   prov: Any) -> Claim:
+    prov.enqueue(prov.task("drain"), count=1)
+    body = pull_body(agent, session)
+    reply = post(server.port, "/v1/offers/pull", body, ctx=agent.ctx, token=agent.token)
+    assert reply.status == 200 and reply.json["status"] == "offered", reply.body
+    claim = Claim(server, agent, session, body, reply.json)
+    assert claim.ack("starting").status == 200
+    return claim
+
+
+def _until_session_dropped(server: IngressThread, worker_id: str) -> None:
+    async def cached() -> bool:
+        return worker_id in _view(server)._sessions
+
+    deadline = time.monotonic() + 10
+    while server.run(cached()):
+        assert time.monotonic() < deadline, "the view never dropped the session"
+        time.sleep(0.02)
+
+
+def _session_state(su_conn: Any, session: dict[str, Any]) -> str:
+    row = su_conn.execute("SELECT state FROM ql_private.worker_sessions WHERE session_id = %s",
+                          (session["sessionId"],)).fetchone()  # fmt: skip
+    return row[0]
+
+
+def test_a_draining_session_takes_no_offer_and_its_started_lease_completes(viewed, prov,
+                                                                           test_pki, su_conn):
+    """`admin session close --drain`: pulls answer 409 session_draining — also after
+    the session heartbeat (which keeps it alive) would have refilled the view's
+    caches — while the started lease heartbeats and completes; then the session is
+    closed and its heartbeat answers session_closed."""
+    agent = make_agent(prov, test_pki, "w-drain")
+    session = _open(viewed, agent)
+    _until_view_answers(viewed, agent, session)
+    claim = _started_claim(viewed, agent, session, prov)
+
+    out = prov.call(api.end_session(session_id=session["sessionId"], drain=True))
+    assert (out["state"], out["drain"], out["leasesRunning"]) == ("draining", True, 1)
+    _until_session_dropped(viewed, agent.worker_id)  # the drain's `s:` notification
+    # The heartbeat (a database answer after that notification) keeps the session
+    # alive; it must not put the draining session back into the view.
+    beat = _heartbeat(viewed, agent, session)
+    assert beat.status == 200 and beat.json["sessionId"] == session["sessionId"], beat.body
+    # Any belief formed while the run was queued lapses: the next pull's barrier
+    # probes afresh, and the database is idle now (one started lease, no queue).
+    su_conn.execute("NOTIFY ql_dispatch, 'q'")
+    before = _from_view(viewed)
+    for _ in range(3):
+        assert _refusal(_pull(viewed, agent, session)) == DRAINING
+    assert _from_view(viewed) == before  # never the view's idle answer
+    assert claim.ack("running").status == 200
+    assert claim.heartbeat().status == 200
+    done = claim.complete("succeeded", exitCode=0)
+    assert done.status == 200 and done.json["state"] == "succeeded", done.body
+    assert _session_state(su_conn, session) == "closed"
+    assert _refusal(_heartbeat(viewed, agent, session)) == (409, "session_closed")
+    # The worker opens a new session and is served again.
+    fresh = _open(viewed, agent)
+    reply = _pull(viewed, agent, fresh)
+    assert reply.status == 200 and reply.json["status"] == "idle", reply.body
+
+
+def test_a_worker_disabled_with_drain_finishes_its_started_lease_and_nothing_else(
+        viewed, prov, test_pki, su_conn):
+    """`admin worker disable --drain`: 403 worker_disabled for pulls and new
+    sessions at once, while the draining session's heartbeat and the started
+    lease's ACK, heartbeat and completion still work; once it ended, every call
+    is refused."""
+    agent = make_agent(prov, test_pki, "w-drain-disabled")
+    session = _open(viewed, agent)
+    _until_view_answers(viewed, agent, session)
+    claim = _started_claim(viewed, agent, session, prov)
+    (queued,) = prov.enqueue(prov.task("drain-more"), count=1)
+
+    out = prov.call(api.disable_worker(worker_id=agent.worker_id, drain=True))
+    assert out == {"workerId": agent.worker_id, "disabled": True, "drain": True,
+                   "sessionsClosed": 0, "sessionsDraining": 1, "leasesReleased": 0}
+    assert _refusal(_pull(viewed, agent, session)) == DISABLED
+    opened = post(viewed.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
+                  token=agent.token)  # fmt: skip
+    assert _refusal(opened) == DISABLED
+    assert _heartbeat(viewed, agent, session).status == 200
+    assert _refusal(_pull(viewed, agent, session)) == DISABLED  # also after the heartbeat
+    assert claim.ack("running").status == 200
+    assert claim.heartbeat().status == 200
+    done = claim.complete("succeeded", exitCode=0)
+    assert done.status == 200 and done.json["state"] == "succeeded", done.body
+    assert _session_state(su_conn, session) == "closed"
+    assert _refusal(_heartbeat(viewed, agent, session)) == DISABLED
+    leases = su_conn.execute("SELECT count(*) FROM ql_private.run_leases WHERE run_id = %s",
+                             (queued,)).fetchone()  # fmt: skip
+    assert leases == (0,)
+
+
 # ------------------------------------------------------------------ end to end (slow)
 
 
@@ -333,3 +451,158 @@ def test_real_worker_is_disabled_within_5_s_and_enabled_again(dev: dict[str, Any
             subprocess.run([*QL, "admin", "run", "cancel", "--dsn-file", dev["_dsnFile"],
                             "--run", run], capture_output=True, timeout=60,
                            check=False)  # fmt: skip
+
+
+# ------------------------------------------------------------------ drain end to end (slow)
+
+SLEEP_S = 8  # the long command: several lease heartbeats at a 5 s lease TTL
+
+
+@pytest.fixture
+def drain_root() -> Iterator[Path]:
+    # Not tmp_path (0700 ancestors): the run-as user must reach the runs dirs.
+    root = searchable_tmp("ql-drain-")
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _executing_worker(dev: dict[str, Any], root: Path, name: str) -> tuple[Worker, str]:
+    """A new worker identity running `worker run --execute --slots 2` (a free slot
+    while one command runs: it would pull)."""
+    identity = _json_out([*QL, "admin", "worker", "create", "--dsn-file", dev["_dsnFile"],
+                          "--name", name, "--ca-dir", dev["caDir"], "--out", str(root / name)])
+    env_file = root / f"{name}-dev-env.json"
+    doc = {k: v for k, v in dev.items() if not k.startswith("_")}
+    env_file.write_text(json.dumps(dict(doc, worker=identity)))
+    env_file.chmod(0o600)
+    proc = Worker([*QL, "worker", "run", "--dev-env", str(env_file), "--journal",
+                   str(root / f"{name}-journal"), "--execute", *run_as_args(), "--slots", "2"])
+    return proc, identity["workerId"]
+
+
+def _publish(dev: dict[str, Any], root: Path, name: str, argv: list[str]) -> str:
+    path = root / f"{name}.json"
+    path.write_text(json.dumps({"schema": "qinglong/command@v1", "argv": argv, "env": {},
+                                "timeoutS": 120}))  # fmt: skip
+    return _json_out([*QL, "admin", "task", "publish", "--dsn-file", dev["_dsnFile"],
+                      "--project", "drain-e2e", "--name", name, "--command-file", str(path),
+                      "--lease-ttl-s", "5"])["taskId"]
+
+
+def _enqueue(dev: dict[str, Any], task_id: str) -> str:
+    (run_id,) = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", dev["_dsnFile"],
+                           "--task", task_id])["runIds"]
+    return run_id
+
+
+def _run_state(dev: dict[str, Any], run_id: str) -> str:
+    return _query(dev, "SELECT state FROM ql_private.runs WHERE id = %s", run_id)[0][0]
+
+
+def _running_lease(dev: dict[str, Any], run_id: str) -> tuple[str, int]:
+    """(session id, lease version) of the run's live started lease."""
+    rows = _query(dev, "SELECT session_id::text, lease_version FROM ql_private.run_leases"
+                       " WHERE run_id = %s AND released_at IS NULL AND started_at IS NOT NULL",
+                  run_id)  # fmt: skip
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def _started_long_run(dev: dict[str, Any], root: Path, proc: Worker,
+                      name: str) -> tuple[str, str, int, str]:
+    """(run id, session id, lease version, quick task id): the long command is running."""
+    proc.wait_for("session.opened", timeout=60)
+    long_task = _publish(dev, root, f"{name}-sleep", ["sh", "-c", f"sleep {SLEEP_S}"])
+    quick_task = _publish(dev, root, f"{name}-quick", ["true"])
+    run_id = _enqueue(dev, long_task)
+    _wait(lambda: _run_state(dev, run_id) == "running", "the long command running", 60)
+    session_id, version = _running_lease(dev, run_id)
+    return run_id, session_id, version, quick_task
+
+
+def _drained_run_succeeded(dev: dict[str, Any], proc: Worker, run_id: str, session_id: str,
+                           version: int, later: str) -> None:
+    """The long command completes succeeded on the draining session, after lease
+    heartbeats; the session then closes; the run enqueued during the drain never
+    got a lease on it; the worker stopped pulling at the first session_draining."""
+    _wait(lambda: _run_state(dev, run_id) in ("succeeded", "failed", "cancelled"),
+          "the long run to end", SLEEP_S + 40)
+    assert _run_state(dev, run_id) == "succeeded"
+    attempts = _query(dev, "SELECT state, exit_code FROM ql_private.attempts WHERE run_id = %s",
+                      run_id)  # fmt: skip
+    assert attempts == [("succeeded", 0)]
+    lease = _query(dev, "SELECT session_id::text, lease_version, release_reason"
+                        " FROM ql_private.run_leases WHERE run_id = %s", run_id)  # fmt: skip
+    (lease_session, final_version, reason), = lease
+    assert (lease_session, reason) == (session_id, "completed")
+    assert final_version >= version + 2  # heartbeat(s) after the drain, then the completion
+    _wait(lambda: _query(dev, "SELECT state FROM ql_private.worker_sessions"
+                              " WHERE session_id = %s", session_id) == [("closed",)],
+          "the drained session closed", 10)  # fmt: skip
+    assert _query(dev, "SELECT count(*) FROM ql_private.run_leases WHERE run_id = %s"
+                       " AND session_id = %s", later, session_id) == [(0,)]  # fmt: skip
+    drains = [e for e in proc.named("claim.conflict") if e.get("reason") == "session_draining"]
+    assert len(drains) <= 1, drains  # it stopped pulling: no spin on the 409
+    assert len(proc.named("session.draining")) == len(drains)
+
+
+@pytest.mark.slow
+def test_real_worker_keeps_running_through_session_close_drain(dev: dict[str, Any],
+                                                               drain_root: Path) -> None:
+    proc, worker_id = _executing_worker(dev, drain_root, "drain-close")
+    try:
+        run_id, session_id, version, quick = _started_long_run(dev, drain_root, proc,
+                                                               "drain-close")
+        out = _json_out([*QL, "admin", "session", "close", "--dsn-file", dev["_dsnFile"],
+                         "--session", session_id, "--drain"])
+        assert out == {"sessionId": session_id, "workerId": worker_id, "state": "draining",
+                       "drain": True, "leasesReleased": 0, "leasesRunning": 1}
+        later = _enqueue(dev, quick)
+        # The worker's free slot asks for work: it learns the drain and stops pulling.
+        proc.wait_for("session.draining", timeout=30)
+        _drained_run_succeeded(dev, proc, run_id, session_id, version, later)
+        # Then it opens a new session, which takes the run enqueued meanwhile.
+        _wait(lambda: _run_state(dev, later) == "succeeded", "the later run on a new session",
+              60)  # fmt: skip
+        events = _query(dev, "SELECT type, payload ->> 'actor' FROM ql_private.events"
+                             " WHERE worker_id = %s AND type LIKE 'session.%%' ORDER BY id",
+                        worker_id)  # fmt: skip
+        assert [kind for kind, _ in events] == ["session.draining", "session.drained"]
+        assert events[0][1]  # the acting role
+        assert proc.stop() == 0
+    finally:
+        proc.kill()
+
+
+@pytest.mark.slow
+def test_real_worker_keeps_running_through_worker_disable_drain(dev: dict[str, Any],
+                                                                drain_root: Path) -> None:
+    proc, worker_id = _executing_worker(dev, drain_root, "drain-disable")
+    later = None
+    try:
+        run_id, session_id, version, quick = _started_long_run(dev, drain_root, proc,
+                                                               "drain-disable")
+        out = _json_out([*QL, "admin", "worker", "disable", "--dsn-file", dev["_dsnFile"],
+                         "--worker", worker_id, "--drain"])
+        assert out == {"workerId": worker_id, "disabled": True, "drain": True,
+                       "sessionsClosed": 0, "sessionsDraining": 1, "leasesReleased": 0}
+        later = _enqueue(dev, quick)
+        _drained_run_succeeded(dev, proc, run_id, session_id, version, later)
+        # Its session ended: the worker's next call is refused (403, logged loudly:
+        # it needs an operator) and the run enqueued meanwhile is never offered to it.
+        refused = _wait(lambda: [e for e in proc.lines if e.get("event") in (
+                            "session.heartbeat_failed", "session.open_failed", "claim.retry")
+                                 and e.get("reason") == "http_403_worker_disabled"],
+                        "the worker's refused call", 30)  # fmt: skip
+        assert refused[0]["level"] == "error", refused
+        assert _run_state(dev, later) == "queued"
+        assert _query(dev, "SELECT count(*) FROM ql_private.run_leases WHERE worker_id = %s"
+                           " AND run_id = %s", worker_id, later) == [(0,)]  # fmt: skip
+        assert proc.proc.poll() is None  # it keeps running, waiting for an operator
+    finally:
+        proc.kill()
+        if later is not None:
+            subprocess.run([*QL, "admin", "run", "cancel", "--dsn-file", dev["_dsnFile"],
+                            "--run", later], capture_output=True, timeout=60, check=False)
