@@ -430,7 +430,7 @@ CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "pu
                  "enqueue_runs", "cancel_run", "sweep_leases", "status_snapshot",
                  "configure_task", "task_settings", "list_runs", "show_run", "list_workers",
                  "retry_run", "cancel_runs", "disable_worker", "enable_worker", "end_session",
-                 "prune_runs", "prune_audit",
+                 "prune_runs", "prune_audit", "prune_fleet",
                  # The console's reads (ql_readonly and ql_runtime).
                  "run_state_counts", "queue_depth", "throughput", "waiting_runs",
                  "live_sessions", "recent_denials"]

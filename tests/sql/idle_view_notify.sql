@@ -24,7 +24,8 @@ SELECT triggers_are('ql_private', 'worker_credentials',
     'worker_credentials: the idle view triggers');
 SELECT triggers_are('ql_private', 'worker_sessions',
     ARRAY['worker_sessions_idle_view_update', 'worker_sessions_idle_view_delete',
-          'worker_sessions_no_truncate_under_leases', 'worker_sessions_referenced_by_leases'],
+          'worker_sessions_no_truncate_under_leases',
+          'worker_sessions_referenced_by_live_leases'],
     'worker_sessions: the idle view triggers (and the delete guards)');
 SELECT is((SELECT array_agg(tgname::text ORDER BY tgname) FROM pg_trigger
             WHERE tgname LIKE '%idle_view%' AND tgfoid = 'ql_private.idle_view_notify()'::regprocedure

@@ -3,7 +3,7 @@
 -- an event cannot be deleted or truncated away; a statement that deletes the
 -- children together with their parents (ql.prune_runs) passes.
 BEGIN;
-SELECT plan(15);
+SELECT plan(16);
 \ir fixtures.psql
 
 -- The four keys are gone from the claim's inserts…
@@ -20,7 +20,7 @@ SELECT is((SELECT array_agg(tgrelid::regclass::text || ':' || tgname::text ORDER
                 'ql_private.attempts:attempts_referenced_by_leases',
                 'ql_private.runs:runs_referenced_by_events',
                 'ql_private.worker_sessions:worker_sessions_no_truncate_under_leases',
-                'ql_private.worker_sessions:worker_sessions_referenced_by_leases',
+                'ql_private.worker_sessions:worker_sessions_referenced_by_live_leases',
                 'ql_private.workers:workers_referenced_by_leases'],
           'one guard per dropped key, plus TRUNCATE guards where no other key refuses it');
 
@@ -40,7 +40,14 @@ SELECT is(ql_test.error_of(format('DELETE FROM ql_private.run_leases WHERE offer
           '23503 ', 'an attempt a lease references cannot be deleted');
 SELECT is(ql_test.error_of(format('DELETE FROM ql_private.worker_sessions WHERE session_id = %L',
                                   :'s1')),
-          '23503 ', 'a session a lease references cannot be deleted');
+          '23503 ', 'a session a live lease references cannot be deleted');
+-- Since 0017 only live leases count: a released one is history and keeps the
+-- session id (ql.prune_fleet prunes ended sessions).
+SELECT is(ql_test.error_of(format(
+    'UPDATE ql_private.run_leases SET released_at = clock_timestamp(), release_reason = %L'
+    ' WHERE offer_id = %L; DELETE FROM ql_private.worker_sessions WHERE session_id = %L',
+    'completed', :'o1', :'s1')),
+          NULL, '... and can once its leases are all released');
 SELECT is(ql_test.error_of('TRUNCATE ql_private.attempts CASCADE'), '23503 ',
           'attempts cannot be truncated while leases exist');
 SELECT is(ql_test.error_of('TRUNCATE ql_private.worker_sessions'), '23503 ',
