@@ -5,15 +5,17 @@
 --   [{credentialId, state: "active"|"revoked"}], session: {sessionId,
 --   generation, state, labels, slots, liveLeases, lastSeenAtMs} | null}], next}.
 --   Workers in id order, one keyset page; `next` = the last listed worker id
---   (pass it as p_after), null at the end. `session` is the worker's active
---   session (at most one, worker_sessions_one_active); labels come from its
+--   (pass it as p_after), null at the end. `session` is the worker's open
+--   session: the active one (at most one, worker_sessions_one_active), else a
+--   draining one (an operator drain, SPEC §9.5: `state` says which, and
+--   liveLeases what it still runs; worker_sessions_draining); labels come from its
 --   capabilities; liveLeases = its unreleased leases (started or not, expired
 --   or not: what the sweeper has not released yet); lastSeenAtMs = its last
 --   heartbeat (the open time before the first one). Credentials: the newest
 --   100 of the worker, oldest first, id and state only. Never a secret, a
 --   secret digest or a token digest.
 -- Cost: one primary-key range of workers (<= p_limit + 1), then per worker one
---   credentials range (worker_credentials_worker), one active-session probe and
+--   credentials range (worker_credentials_worker), one open-session probe and
 --   one live-lease count (run_leases_session_live_counted, index-only).
 -- Inputs: p_limit 1..1000 (default 1000), p_after (NULL or a worker id).
 -- Fences: none (an operator's read).
@@ -79,7 +81,9 @@ BEGIN
                                                 AND l.released_at IS NULL),
                               'lastSeenAtMs', ql_private.epoch_ms(s.heartbeat_at))
                      FROM ql_private.worker_sessions s
-                    WHERE s.worker_id = x.id AND s.state = 'active'))
+                    WHERE s.worker_id = x.id AND s.state IN ('active', 'draining')
+                    ORDER BY s.state = 'active' DESC, s.generation DESC
+                    LIMIT 1))
                ORDER BY x.id) FILTER (WHERE x.ord <= p_limit), '[]'::jsonb),
            count(*)::integer,
            (array_agg(x.id ORDER BY x.id) FILTER (WHERE x.ord = p_limit))[1]
@@ -92,4 +96,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.list_workers(integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_workers(integer, text) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.list_workers(integer, text) IS
-'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';

@@ -3,7 +3,7 @@
 -- leases, last seen); keyset pages; never a secret or digest; ql_readonly and
 -- ql_runtime read, the ingress cannot.
 BEGIN;
-SELECT plan(12);
+SELECT plan(14);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1 FROM ql_test.new_worker('w1') \gset
@@ -53,6 +53,17 @@ SELECT is(ql_test.error_of($$SELECT ql.list_workers(p_after => 'x')$$), 'QL001 a
 RESET ROLE;
 SET LOCAL ROLE ql_worker_ingress;
 SELECT throws_ok('SELECT ql.list_workers()', '42501', NULL, 'the ingress cannot read it');
+RESET ROLE;
+
+-- A draining session (operator drain) is listed, with what it still runs.
+UPDATE ql_private.run_leases SET started_at = clock_timestamp() WHERE offer_id = :'offer'::uuid;
+SET LOCAL ROLE ql_runtime;
+SELECT ql.end_session(:'s1', true) ->> 'state' AS drained \gset
+SELECT is((pg_temp.worker(ql.list_workers(), :'w1') -> 'session') - 'lastSeenAtMs' - 'labels' - 'slots',
+          jsonb_build_object('sessionId', :'s1', 'generation', 1, 'state', 'draining', 'liveLeases', 1),
+          'w1: its draining session, still running one lease');
+SELECT ql.end_session(:'s1') IS NOT NULL AS closed \gset
+SELECT is(pg_temp.worker(ql.list_workers(), :'w1') -> 'session', 'null'::jsonb, 'closed: no session');
 RESET ROLE;
 
 SELECT * FROM finish();
