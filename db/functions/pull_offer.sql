@@ -45,7 +45,8 @@
 --   far above jit_above_cost, and compiling it took ~30 ms of a sub-ms pull.
 -- Errors: QL001 malformed argument; QL002 bound above cap; QL010 unknown
 --   session; QL011 session replaced / wrong generation; QL012 session expired;
---   QL013 session closed; QL014 capabilities digest mismatch.
+--   QL013 session closed; QL015 session draining (an operator drain: no new
+--   offer); QL014 capabilities digest mismatch.
 -- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.pull_offer(
     p_credential_id text,
@@ -135,4 +136,4 @@ REVOKE ALL ON FUNCTION ql.pull_offer(text, bytea, text, text, bigint, text, byte
 GRANT EXECUTE ON FUNCTION ql.pull_offer(text, bytea, text, text, bigint, text, bytea, jsonb)
     TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.pull_offer(text, bytea, text, text, bigint, text, bytea, jsonb) IS
-'One pull = claim or recover (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest (SHA-256 of the lease token), p_bounds (NULL = defaults). Fences: credential first (denial audited, {status: denied}); an existing offer id is replayed or refused ({status: idempotent|conflict}); session fences; every candidate fence re-checked on the locked rows. Bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes: only a claim (lease, run dispatching, one run.dispatched event) or a denial; idle pulls and replays write nothing. Locks: advisory lock on the offer id, session row before the first claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL014 session fences. Caller: ql_worker_ingress.';
+'One pull = claim or recover (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest (SHA-256 of the lease token), p_bounds (NULL = defaults). Fences: credential first (denial audited, {status: denied}); an existing offer id is replayed or refused ({status: idempotent|conflict}); session fences; every candidate fence re-checked on the locked rows. Bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes: only a claim (lease, run dispatching, one run.dispatched event) or a denial; idle pulls and replays write nothing. Locks: advisory lock on the offer id, session row before the first claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';

@@ -37,4 +37,4 @@ $$;
 REVOKE ALL ON FUNCTION ql_private.recover_fence(ql_private.run_leases, uuid, uuid, bigint, bytea)
     FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.recover_fence(ql_private.run_leases, uuid, uuid, bigint, bytea) IS
-'Fences of an offer replay (ql_private.lease_verdict, replay rules) in order: offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. Reads session, attempt, run and revision digest in one statement. Read-only.';
+'Fences of an offer replay (ql_private.lease_verdict, replay rules) in order: offer_foreign, token_mismatch, session_replaced, session_draining, lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. Reads session, attempt, run and revision digest in one statement. Read-only.';

@@ -9,8 +9,8 @@
 -- Check order (why): the owning worker first (another worker learns nothing but
 --   `offer_foreign`), then the token (a wrong token learns nothing about session
 --   or lease state), then session, lease, attempt and revision fences.
--- Categories: offer_foreign, token_mismatch, session_replaced, lease_expired,
---   lease_terminal, attempt_changed, revision_drift.
+-- Categories: offer_foreign, token_mismatch, session_replaced, session_draining,
+--   lease_expired, lease_terminal, attempt_changed, revision_drift.
 -- Caller: ql.pull_offer. Locks: none. Read-only. SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.recover_offer(
     p_worker_id uuid,

@@ -9,7 +9,7 @@
 -- Returns false when no slot is free. Only taken when a claim will be attempted,
 --   so idle pulls take no row lock (a row lock writes WAL).
 -- Caller: ql_private.scan_and_claim. Locks: the worker_sessions row.
--- SQLSTATEs: QL010–QL013 (session fences), QL014 (capabilities digest drift).
+-- SQLSTATEs: QL010–QL013, QL015 (session fences), QL014 (capabilities digest drift).
 CREATE OR REPLACE FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
@@ -27,4 +27,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.session_claim_lock(ql_private.worker_sessions) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.session_claim_lock(ql_private.worker_sessions) IS
-'Lock the session row (FOR NO KEY UPDATE), re-verify its fences, return whether a slot is free. QL010-QL014.';
+'Lock the session row (FOR NO KEY UPDATE), re-verify its fences, return whether a slot is free. QL010-QL015.';
