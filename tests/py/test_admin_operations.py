@@ -33,6 +33,7 @@ from tests.py.provision import (
     Intent,
     Provisioner,
     Session,
+    command,
     table_fingerprint,
 )
 
@@ -773,6 +774,37 @@ def test_prune_removes_ended_sessions_unused_classes_and_fleet_events(
     assert left == {live.session_id, newest.session_id} and first.session_id not in left
     assert _count(conn, "SELECT count(*) FROM ql_private.events WHERE run_id IS NULL") == 1
     assert _count(conn, "SELECT count(*) FROM ql_private.placement_classes") == 1
+
+
+def test_prune_skips_a_class_a_concurrent_retry_is_queueing_into(
+        db_dsn: str, conn: psycopg.Connection, prov: Provisioner) -> None:
+    """A class only a failed run names is unused — until an operator retry puts
+    the run back in it. The retry holds the class row FOR KEY SHARE
+    (placement_class_of) while its transaction is open; a prune on another
+    connection meanwhile skips the class instead of deleting it under the
+    retry's feet, and after the commit the class is in use."""
+    task = prov.task("retried", command(placement={"required": {"labels": {"gpu": "yes"}}}))
+    (run_id,) = prov.enqueue(task)
+    class_id = conn.execute("SELECT placement_class FROM ql_private.runs WHERE id = %s",
+                            (run_id,)).fetchone()[0]
+    conn.execute("UPDATE ql_private.runs SET state = 'failed', finished_at = clock_timestamp()"
+                 " WHERE id = %s", (run_id,))
+    conn.execute("UPDATE ql_private.attempts SET state = 'failed'"
+                 " WHERE run_id = %s", (run_id,))
+    prov.task("retried", command(placement={"required": {"labels": {"gpu": "big"}}}))
+    dry = prov.call(api.prune_fleet(retain_s=14 * 86400, dry_run=True))
+    assert dry["placementClasses"] == 1  # the failed run's class: nothing uses it
+    with psycopg.connect(db_dsn) as retrying:  # a transaction left open
+        retried = retrying.execute("SELECT ql.retry_run(%s)", (run_id,)).fetchone()[0]
+        assert retried["state"] == "queued"
+        pruned = prov.call(api.prune_fleet(retain_s=14 * 86400))
+        assert pruned["placementClasses"] == 0, "the class the retry holds was pruned"
+        retrying.commit()
+    assert prov.call(api.prune_fleet(retain_s=14 * 86400))["placementClasses"] == 0
+    row = conn.execute("SELECT r.state, pc.id FROM ql_private.runs r LEFT JOIN"
+                       " ql_private.placement_classes pc ON pc.id = r.placement_class"
+                       " WHERE r.id = %s", (run_id,)).fetchone()
+    assert row == ("queued", class_id)
 
 
 def test_prune_keeps_runs_within_retention(db_dsn: str, conn: psycopg.Connection,
