@@ -159,3 +159,45 @@ def test_0006_backfills_the_placement_class_of_dispatchable_runs(db_dsn: str) ->
     labels = dict(rows)
     assert set(labels) == set(runs)
     assert [labels[r] for r in runs] == [{"gpu": ["yes"]}] * 3 + [{}]
+
+
+def test_0016_pins_each_live_row_to_its_tasks_settings(db_dsn: str) -> None:
+    """The statements of 0016, run against attempts and leases written before it
+    (the pinned columns dropped again, in a transaction rolled back at the end),
+    pin each row to its task's settings as they are now, and leave the columns
+    NOT NULL."""
+    from qinglong.db import api
+    from tests.py.provision import Intent, Provisioner
+
+    text = next(m for m in load_migrations() if m.name.startswith("0016")).text
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    statements = [stmt.strip() for stmt in code.split(";")
+                  if stmt.strip().startswith(("ALTER TABLE", "UPDATE"))]
+    assert len(statements) == 7, statements
+    with psycopg.connect(db_dsn) as conn:
+        prov = Provisioner(conn)
+        slow, fast = prov.task("slow"), prov.task("fast")
+        runs = prov.enqueue(slow, count=2) + prov.enqueue(fast)
+        session = prov.session(prov.worker())
+        assert prov.pull(session, Intent())["status"] == "offered"
+        prov.call(api.configure_task(task_id=slow, lease_ttl_s=600, max_attempts=7,
+                                     retry_base_ms=200, retry_cap_ms=900))
+        conn.execute("ALTER TABLE ql_private.run_leases DROP COLUMN lease_ttl_seconds")
+        conn.execute("ALTER TABLE ql_private.attempts DROP COLUMN max_attempts,"
+                     " DROP COLUMN retry_base_ms, DROP COLUMN retry_cap_ms")
+        for stmt in statements:
+            conn.execute(stmt)
+        pinned = dict(conn.execute(
+            "SELECT a.run_id::text, array[a.max_attempts, a.retry_base_ms, a.retry_cap_ms]"
+            " FROM ql_private.attempts a").fetchall())
+        ttl = conn.execute("SELECT run_id::text, lease_ttl_seconds FROM ql_private.run_leases"
+                           ).fetchall()
+        nullable = conn.execute(
+            "SELECT count(*) FROM pg_attribute WHERE NOT attnotnull AND attname IN"
+            " ('lease_ttl_seconds', 'max_attempts', 'retry_base_ms', 'retry_cap_ms')"
+            " AND attrelid IN ('ql_private.run_leases'::regclass,"
+            " 'ql_private.attempts'::regclass)").fetchone()
+        conn.rollback()
+    assert pinned == {runs[0]: [7, 200, 900], runs[1]: [7, 200, 900], runs[2]: [3, 1000, 300000]}
+    assert ttl == [(runs[0], 600)]
+    assert nullable == (0,)
