@@ -310,14 +310,22 @@ def _enqueue_due(conn: psycopg.Connection, prov: Provisioner, task_id: str, coun
     return run_ids
 
 
+@pytest.mark.parametrize("takeable_queued_first", [False, True])
 def test_due_runs_behind_a_head_of_blocked_due_runs_are_offered_without_a_sweep(
-        conn, prov: Provisioner) -> None:
+        conn, prov: Provisioner, takeable_queued_first: bool) -> None:
     """40 due runs this worker cannot take, due before 5 it can, and no sweeper
     ever promoted any of them: the default-bounded pull still offers the 5, one
     per pull, through the class pages (which read each matching class's due
-    runs), and never a blocked one."""
-    _enqueue_due(conn, prov, _gpu_task(prov), 40, due_ago_s=120)
-    takeable = _enqueue_due(conn, prov, prov.task("plain"), 5, due_ago_s=60)
+    runs), and never a blocked one — also when the 5 were queued first, so their
+    keys lie before the blocked first page's last one (the class pages start
+    from the head of the key order again)."""
+    gpu, plain = _gpu_task(prov), prov.task("plain")
+    if takeable_queued_first:
+        takeable = _enqueue_due(conn, prov, plain, 5, due_ago_s=60)
+        _enqueue_due(conn, prov, gpu, 40, due_ago_s=120)
+    else:
+        _enqueue_due(conn, prov, gpu, 40, due_ago_s=120)
+        takeable = _enqueue_due(conn, prov, plain, 5, due_ago_s=60)
     session = prov.session(prov.worker(), {**DEFAULT_CAPABILITIES, "slots": 8})
     offered = []
     for _ in takeable:
