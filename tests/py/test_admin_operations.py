@@ -569,6 +569,43 @@ def test_run_cancel_bulk_lists_what_it_could_not_cancel(
               "queued") == {"cancelled": 3, "notCancelled": []}
 
 
+def test_run_cancel_bulk_decides_on_what_the_holder_left(
+        db_dsn: str, conn: psycopg.Connection, prov: Provisioner, task_id: str,
+        session: Session) -> None:
+    """Two queued runs are being claimed by a pull that has not committed yet; one
+    of them its worker even starts in that transaction. The bulk cancel waits for
+    both: the claimed, unstarted one is cancelled (its offer's lease released
+    `cancelled`), the started one is listed (`started`, exit 1) and left to
+    `--run` (its worker must be told)."""
+    runs = prov.enqueue(task_id, count=5)
+    claimer = psycopg.connect(db_dsn)
+    first, second = Intent(), Intent()
+    offered = [api.pull_offer(**session.lease(i)).run(claimer)["offer"]["candidate"]["runId"]
+               for i in (first, second)]
+    acked = api.ack_lease(**session.lease(second), lease_version=1, phase="starting").run(claimer)
+    assert acked["status"] == "ok", acked
+    release = threading.Timer(0.5, claimer.commit)
+    release.start()
+    try:
+        outcome = admin("run", "cancel", "--dsn", db_dsn, "--task", task_id, "--state",
+                        "queued", "--wait-ms", "10000")
+    finally:
+        release.join()
+        claimer.close()
+    assert outcome.code == 1, outcome.stderr
+    doc = json.loads(outcome.stdout)
+    assert doc == {"cancelled": 4, "notCancelled": [
+        {"runId": offered[1], "state": "starting", "reason": "started"}]}
+    states = _states(conn, runs)
+    assert states.pop(offered[1]) == "starting/starting"
+    assert set(states.values()) == {"cancelled/cancelled"}
+    lease = conn.execute("SELECT release_reason FROM ql_private.run_leases WHERE run_id = %s",
+                         (offered[0],)).fetchone()
+    assert lease == ("cancelled",)
+    released = [e for e in _events(conn, "run.cancelled") if e.get("leaseReleased")]
+    assert [e["bulk"] for e in released] == [True]
+
+
 CANCEL_REFUSALS = [
     (("--task", "{task}", "--state", "running"), "state"),
     (("--task", "{task}", "--state", "nope"), "state"),
