@@ -5,8 +5,10 @@
 --   `queued`, so it is a candidate again at once. This keeps the invariant the
 --   candidate index relies on: a `dispatching` run always has a live unstarted
 --   lease (db/functions/candidate_page.sql).
--- Locks: attempt, then run, then lease — the order every claim, sweep and cancel
---   takes — so it can wait on them but never deadlock with them.
+-- Locks: attempt, then run, then lease — the one lifecycle order
+--   (docs/LIFECYCLE.md "Locks") of every function that waits for these rows
+--   (cancel, retry, ACK, completion, prune); claims and the sweeper never wait
+--   for them — so it can wait on them but never deadlock with them.
 -- Caller: ql.open_session, ql.close_session. Returns the number released.
 -- SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text)
@@ -44,4 +46,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.release_unstarted_leases(uuid[], text) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.release_unstarted_leases(uuid[], text) IS
-'Release the live unstarted leases of the given sessions (reason session_replaced|session_closed) and re-queue their runs. Locks attempt, run, lease in claim order. Caller: open_session, close_session.';
+'Release the live unstarted leases of the given sessions (reason session_replaced|session_closed) and re-queue their runs. Locks attempt, run, lease: the one lifecycle order. Caller: open_session, close_session.';
