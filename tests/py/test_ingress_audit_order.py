@@ -45,7 +45,7 @@ def _open_session_waiting_on_a_lock(su: psycopg.Connection) -> bool:
     """The ingress's ql.open_session call is in the database, waiting for a lock."""
     row = su.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE usename = %s"
-        " AND wait_event_type = 'Lock' AND query LIKE '%%ql.open_session(%%'",
+        " AND wait_event_type = 'Lock' AND position('open_session(' in query) > 0",
         (INGRESS_ROLE,)).fetchone()
     return row is not None and row[0] == 1
 
