@@ -541,12 +541,21 @@ def inbox_runs(journal: Path, directory: str = "inbox") -> dict[str, str]:
     return out
 
 
+def idle_after_last_offer(w: Worker) -> bool:
+    names = [e["event"] for e in list(w.lines)]
+    last = max(i for i, name in enumerate(names) if name == "claim.accepted")
+    return "claim.idle" in names[last:]
+
+
 def fill_and_kill(env_file: dict, journal: Path, count: int) -> Worker:
     """A worker without --execute takes ``count`` offers, goes idle and is SIGKILLed
     with no claim in flight (the next pull is >= idlePollMs away)."""
     with worker(dev_args(env_file, journal, "--slots", "32")) as w:
         w.wait_for("claim.accepted", count=count, timeout=60)
-        w.wait_for("claim.idle", timeout=30)
+        deadline = time.monotonic() + 30
+        while not idle_after_last_offer(w):  # the idle that settled the last claim
+            assert time.monotonic() < deadline and w.proc.poll() is None, w.lines
+            time.sleep(0.01)
         w.proc.send_signal(signal.SIGKILL)
         w.proc.wait(timeout=WORKER_TIMEOUT_S)
     assert pending(journal) is None  # the restart must find the inbox, not a claim
