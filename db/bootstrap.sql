@@ -12,7 +12,8 @@
 -- cluster could watch the `ql_dispatch` channel (revocations, session changes)
 -- or flood it. The bootstrap therefore revokes CONNECT and TEMPORARY from
 -- PUBLIC and grants CONNECT to the project's roles only (logins act through
--- membership: the ingress login is IN ROLE ql_worker_ingress, and so on).
+-- membership: the ingress login is IN ROLE ql_worker_ingress, the sweeper's
+-- login IN ROLE ql_sweeper, and so on).
 -- Superusers connect regardless. Database ACLs are not copied by CREATE
 -- DATABASE ... TEMPLATE, which is why this runs on every migrate, not once in
 -- a migration.
@@ -26,7 +27,7 @@ DECLARE
     r record;
 BEGIN
     FOR r IN SELECT * FROM (VALUES
-        ('ql_owner'), ('ql_runtime'), ('ql_worker_ingress'), ('ql_readonly')
+        ('ql_owner'), ('ql_runtime'), ('ql_worker_ingress'), ('ql_readonly'), ('ql_sweeper')
     ) AS t(name)
     LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r.name) THEN
@@ -47,7 +48,7 @@ BEGIN
     EXECUTE pg_catalog.format('GRANT CONNECT, CREATE, TEMPORARY ON DATABASE %I TO ql_owner',
                               pg_catalog.current_database());
     EXECUTE pg_catalog.format(
-        'GRANT CONNECT ON DATABASE %I TO ql_runtime, ql_worker_ingress, ql_readonly',
+        'GRANT CONNECT ON DATABASE %I TO ql_runtime, ql_worker_ingress, ql_readonly, ql_sweeper',
         pg_catalog.current_database());
 END
 $bootstrap$;

@@ -36,7 +36,7 @@
 -- Idempotency: deleted rows are gone; the next call takes the next batch.
 -- Errors: QL006 p_retain_s out of bounds (COLUMN retainRuns), p_batch out of
 --   1..10000 (COLUMN batch); nothing changed on error.
--- Caller: ql_runtime (`qinglong runtime sweep`, `admin prune`).
+-- Caller: ql_sweeper (`qinglong runtime sweep`), ql_runtime (`admin prune`).
 CREATE OR REPLACE FUNCTION ql.prune_fleet(
     p_retain_s bigint,
     p_batch integer DEFAULT 1000,
@@ -176,6 +176,6 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql.prune_fleet(bigint, integer, boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION ql.prune_fleet(bigint, integer, boolean) TO ql_runtime;
+GRANT EXECUTE ON FUNCTION ql.prune_fleet(bigint, integer, boolean) TO ql_runtime, ql_sweeper;
 COMMENT ON FUNCTION ql.prune_fleet(bigint, integer, boolean) IS
-'Fleet retention, one batch of each kind (SPEC 9.6): sessions closed (or lapsed) before now - p_retain_s, never one with a live lease nor a worker''s newest; placement classes nothing references (no queued or in-flight run, not a task''s current revision''s); worker.*/session.* events older than the cutoff. Returns {sessions, placementClasses, fleetEvents, more}. Inputs: p_retain_s 0..3153600000 (the run retention), p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: sessions, classes, events FOR UPDATE SKIP LOCKED (claims and enqueues are skipped, never waited for); classes re-checked under their locks. Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_runtime (loop while more).';
+'Fleet retention, one batch of each kind (SPEC 9.6): sessions closed (or lapsed) before now - p_retain_s, never one with a live lease nor a worker''s newest; placement classes nothing references (no queued or in-flight run, not a task''s current revision''s); worker.*/session.* events older than the cutoff. Returns {sessions, placementClasses, fleetEvents, more}. Inputs: p_retain_s 0..3153600000 (the run retention), p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: sessions, classes, events FOR UPDATE SKIP LOCKED (claims and enqueues are skipped, never waited for); classes re-checked under their locks. Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_sweeper (runtime sweep), ql_runtime (admin prune); loop while more.';

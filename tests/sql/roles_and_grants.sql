@@ -11,10 +11,14 @@
 --   reads         -> EXECUTE for ql_readonly AND ql_runtime, nobody else: the
 --                    status snapshot and the inspection reads of SPEC §9
 --                    (settings, run list/show, worker list)
+--   sweep         -> EXECUTE for ql_sweeper AND ql_runtime, nobody else: what
+--                    `qinglong runtime sweep` calls (lease sweep + promotion of
+--                    due runs, the three prunes; SPEC §13.6). ql_sweeper
+--                    executes these and nothing else (below, from the catalog).
 -- Decision: ql_runtime cannot execute worker-facing functions either; the
 -- control plane never acts as a worker.
 BEGIN;
-SELECT plan(30);
+SELECT plan(36);
 
 CREATE TEMP TABLE api_class (name text PRIMARY KEY, role text NOT NULL) ON COMMIT DROP;
 INSERT INTO api_class VALUES
@@ -37,16 +41,16 @@ INSERT INTO api_class VALUES
     ('enqueue_runs',        'ql_runtime'),
     ('cancel_run',          'ql_runtime'),
     ('sweep',               'ql_runtime'),
-    ('sweep_leases',        'ql_runtime'),
+    ('sweep_leases',        'sweep'),
     ('configure_task',      'ql_runtime'),
     ('retry_run',           'ql_runtime'),
     ('cancel_runs',         'ql_runtime'),
     ('disable_worker',      'ql_runtime'),
     ('enable_worker',       'ql_runtime'),
     ('end_session',         'ql_runtime'),
-    ('prune_runs',          'ql_runtime'),
-    ('prune_audit',         'ql_runtime'),
-    ('prune_fleet',         'ql_runtime'),
+    ('prune_runs',          'sweep'),
+    ('prune_audit',         'sweep'),
+    ('prune_fleet',         'sweep'),
     ('status_snapshot',     'read'),
     ('task_settings',       'read'),
     ('list_runs',           'read'),
@@ -84,19 +88,25 @@ CREATE TEMP VIEW user_rel AS
 SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_owner'), 'ql_owner is NOLOGIN');
 SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_runtime'), 'ql_runtime is NOLOGIN');
 SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_worker_ingress'), 'ql_worker_ingress is NOLOGIN');
+SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_sweeper'), 'ql_sweeper is NOLOGIN');
 SELECT is((SELECT array_agg(rolname::text ORDER BY rolname) FROM pg_roles
-            WHERE rolname IN ('ql_owner', 'ql_runtime', 'ql_worker_ingress', 'ql_readonly')
+            WHERE rolname IN ('ql_owner', 'ql_runtime', 'ql_worker_ingress', 'ql_readonly',
+                              'ql_sweeper')
               AND (rolsuper OR rolbypassrls OR rolcreaterole OR rolcreatedb OR rolreplication)),
           NULL, 'no project role has superuser, BYPASSRLS, CREATEROLE, CREATEDB or REPLICATION');
 SELECT is((SELECT array_agg(b.rolname::text ORDER BY b.rolname)
              FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member JOIN pg_roles b ON b.oid = m.roleid
-            WHERE r.rolname IN ('ql_runtime', 'ql_worker_ingress')), NULL,
+            WHERE r.rolname IN ('ql_runtime', 'ql_worker_ingress', 'ql_sweeper')), NULL,
           'the API roles inherit no other role (in particular not ql_owner)');
 
 -- Schemas
 SELECT ok(has_schema_privilege('ql_worker_ingress', 'ql', 'USAGE'), 'ingress: USAGE on ql');
 SELECT ok(NOT has_schema_privilege('ql_worker_ingress', 'ql_private', 'USAGE'), 'ingress: no USAGE on ql_private');
 SELECT ok(NOT has_schema_privilege('ql_runtime', 'ql_private', 'USAGE'), 'runtime: no USAGE on ql_private');
+SELECT ok(has_schema_privilege('ql_sweeper', 'ql', 'USAGE')
+          AND NOT has_schema_privilege('ql_sweeper', 'ql_private', 'USAGE')
+          AND NOT has_schema_privilege('ql_sweeper', 'ql', 'CREATE'),
+          'sweeper: USAGE on ql only (no ql_private, no CREATE)');
 SELECT ok(NOT has_schema_privilege('ql_worker_ingress', 'ql', 'CREATE')
           AND NOT has_schema_privilege('ql_runtime', 'ql', 'CREATE')
           AND NOT has_schema_privilege('public', 'ql', 'CREATE'), 'nobody but the owner creates in ql');
@@ -130,7 +140,8 @@ SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
             WHERE schema = 'ql_private'
               AND (has_function_privilege('ql_worker_ingress', oid, 'EXECUTE')
                    OR has_function_privilege('ql_runtime', oid, 'EXECUTE')
-                   OR has_function_privilege('ql_readonly', oid, 'EXECUTE'))), NULL,
+                   OR has_function_privilege('ql_readonly', oid, 'EXECUTE')
+                   OR has_function_privilege('ql_sweeper', oid, 'EXECUTE'))), NULL,
           'no API role holds EXECUTE on a ql_private helper');
 
 -- Parameter names: every parameter of every ql function is p_<name>. Callers use
@@ -165,11 +176,30 @@ SELECT set_eq(
     'ql_worker_ingress executes exactly the worker-facing functions');
 SELECT set_eq(
     $$SELECT signature FROM api_fn WHERE has_function_privilege('ql_runtime', oid, 'EXECUTE')$$,
-    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role IN ('ql_runtime', 'read')$$,
-    'ql_runtime executes exactly the control-plane and read functions (none of the worker-facing ones)');
+    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role IN ('ql_runtime', 'read', 'sweep')$$,
+    'ql_runtime executes exactly the control-plane, sweep and read functions (none of the worker-facing ones)');
 SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn JOIN api_class USING (name)
-            WHERE role = 'ql_runtime' AND has_function_privilege('ql_worker_ingress', oid, 'EXECUTE')),
-          NULL, 'the ingress cannot reach any control-plane function');
+            WHERE role IN ('ql_runtime', 'sweep')
+              AND has_function_privilege('ql_worker_ingress', oid, 'EXECUTE')),
+          NULL, 'the ingress cannot reach any control-plane or sweep function');
+-- The sweeper (SPEC §13.6): both sets come from the catalog, over every function
+-- of ql AND ql_private, so a grant to ql_sweeper anywhere else fails here.
+SELECT set_eq(
+    $$SELECT signature FROM project_fn WHERE has_function_privilege('ql_sweeper', oid, 'EXECUTE')$$,
+    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role = 'sweep'$$,
+    'ql_sweeper executes exactly the sweep functions (nothing control-plane, read or worker-facing)');
+SELECT set_eq(
+    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role = 'sweep'$$,
+    ARRAY['ql.prune_audit(bigint,integer,boolean)', 'ql.prune_fleet(bigint,integer,boolean)',
+          'ql.prune_runs(bigint,integer,boolean)', 'ql.sweep_leases(integer)'],
+    'the sweep functions are the lease sweep (with promotion) and the three prunes');
+SELECT is((SELECT array_agg(name ORDER BY name) FROM api_fn JOIN api_class USING (name)
+            WHERE has_function_privilege('ql_sweeper', oid, 'EXECUTE')
+              AND name IN ('publish_revision', 'enqueue_runs', 'cancel_run', 'cancel_runs',
+                           'retry_run', 'register_worker', 'issue_credential',
+                           'revoke_credential', 'configure_task', 'disable_worker',
+                           'enable_worker', 'end_session')),
+          NULL, 'the sweeper publishes, enqueues, cancels, retries and grants nothing');
 SELECT set_eq(
     $$SELECT signature FROM api_fn WHERE has_function_privilege('ql_readonly', oid, 'EXECUTE')$$,
     $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role = 'read'$$,
@@ -194,6 +224,12 @@ SELECT is((SELECT array_agg(rel ORDER BY rel) FROM user_rel
               AND has_table_privilege('ql_worker_ingress', oid,
                                       'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')),
           NULL, 'ql_worker_ingress has no privilege on any table in any schema');
+SELECT is((SELECT array_agg(rel ORDER BY rel) FROM user_rel
+            WHERE (relkind <> 'S'
+                   AND has_table_privilege('ql_sweeper', oid,
+                                           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))
+               OR (relkind = 'S' AND has_sequence_privilege('ql_sweeper', oid, 'USAGE, SELECT, UPDATE'))),
+          NULL, 'ql_sweeper has no privilege on any table or sequence in any schema');
 SELECT is((SELECT array_agg(rel ORDER BY rel) FROM user_rel
             WHERE schema IN ('ql', 'ql_private')
               AND ((relkind <> 'S' AND (has_table_privilege('ql_runtime', oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
