@@ -43,7 +43,7 @@ from typing import IO, Any
 PROJECT = "demo"
 DATABASE = "qinglong_demo"
 INGRESS_ROLE = "qinglong_demo_ingress"
-RUNTIME_ROLE = "qinglong_demo_runtime"  # member of ql_runtime: the sweeper's role
+SWEEPER_ROLE = "qinglong_demo_sweeper"  # member of ql_sweeper only: sweep, promote, prune
 SWEEP_EVERY = "1s"
 CONSOLE_ROLE = "qinglong_demo_console"  # member of ql_readonly only
 CONSOLE_START_S = 20.0
@@ -291,7 +291,7 @@ class Demo:
     cluster: Any = None
     admin_dsn: str = field(default="", repr=False)
     ingress_dsn: str = field(default="", repr=False)
-    runtime_dsn: str = field(default="", repr=False)
+    sweeper_dsn: str = field(default="", repr=False)
     ingress: Child | None = None
     sweeper: Child | None = None
     ingress_url: str = ""
@@ -335,7 +335,7 @@ class Demo:
         from qinglong.db.migrator import migrate
 
         if self.dsn is not None:
-            self.admin_dsn = self.ingress_dsn = self.runtime_dsn = self.dsn
+            self.admin_dsn = self.ingress_dsn = self.sweeper_dsn = self.dsn
             migrate(self.dsn)
             self.say("PostgreSQL: using --dsn (migrated)")
             return
@@ -349,8 +349,8 @@ class Demo:
         migrate(self.admin_dsn)
         self.ingress_dsn = self.cluster.ensure_login_role(
             INGRESS_ROLE, "ql_worker_ingress", self.database)
-        self.runtime_dsn = self.cluster.ensure_login_role(
-            RUNTIME_ROLE, "ql_runtime", self.database)
+        self.sweeper_dsn = self.cluster.ensure_login_role(
+            SWEEPER_ROLE, "ql_sweeper", self.database)
         where = self.cluster.base_dir or "existing server"
         self.say(f"PostgreSQL 15 on 127.0.0.1:{self.cluster.port} ({where}), migrated")
 
@@ -461,10 +461,12 @@ class Demo:
 
     def start_sweeper(self) -> None:
         """The lease sweeper, as a deployment runs it: expired offers come back,
-        lost leases are retried, scheduled runs are promoted. Its DSN travels in
-        the environment (QINGLONG_DSN), never on its command line."""
+        lost leases are retried, scheduled runs are promoted, retention prunes.
+        Its login is a member of ql_sweeper only (it cannot publish or enqueue,
+        SPEC §13.6); its DSN travels in the environment (QINGLONG_DSN), never on
+        its command line."""
         argv = [sys.executable, "-m", "qinglong", "runtime", "sweep", "--every", SWEEP_EVERY]
-        env = {**os.environ, "QINGLONG_DSN": self.runtime_dsn}
+        env = {**os.environ, "QINGLONG_DSN": self.sweeper_dsn}
         self.sweeper = spawn("sweeper", argv, self.root / "logs" / "sweeper.log", env=env)
         self.say(f"lease sweeper every {SWEEP_EVERY} (pid {self.sweeper.process.pid})")
 

@@ -3,9 +3,11 @@
 `up` starts a private PostgreSQL cluster, migrates it, creates the login roles,
 a dev CA, the ingress server certificate and one worker identity, starts the
 ingress detached and waits until it answers, starts the lease sweeper detached
-(`qinglong runtime sweep --every 1s` as the runtime role, as a deployment runs
-it: expired offers come back, lost leases are retried, scheduled runs are
-promoted, retention prunes) and waits for its first pass, then writes
+(`qinglong runtime sweep --every 1s` as its own login `qinglong_sweeper`, a
+member of ql_sweeper only — it can sweep, promote and prune, not publish or
+enqueue — as a deployment runs it: expired offers come back, lost leases are
+retried, scheduled runs are promoted, retention prunes) and waits for its first
+pass, then writes
 `DIR/dev-env.json`, and prints it with the DSNs' passwords removed (plus
 `envFile`, the path of the full file). `down` stops everything `up` started and
 removes it.
@@ -17,7 +19,7 @@ cleans up. Layout of DIR:
     dev-state.json  what we started (cluster dir, pids + start times, ports)
     dev-env.json    the public description (SPEC §8), written last
     ingress.json    ingress config;  ingress.pid
-    sweeper.dsn     the sweeper's runtime DSN (0600; read via --dsn-file);  sweeper.pid
+    sweeper.dsn     the sweeper login's DSN (0600; read via --dsn-file);  sweeper.pid
     ca/ server/ worker/   dev PKI (worker/ holds the credential file, 0600)
     pg/             the cluster, unless the `postgres` OS user cannot reach DIR
                     (root + a 0700 parent) or the socket path would be too long;
@@ -28,9 +30,9 @@ Choices: `up` on a DIR that is already up fails (error `already_up`), it does
 not adopt or restart it; `down` is idempotent (nothing recorded => exit 0).
 
 Secrets: the cluster authenticates every TCP client with `scram-sha-256` (peer
-on its private unix socket); the superuser's and both login roles' passwords are
+on its private unix socket); the superuser's and the login roles' passwords are
 generated at `up` and exist only inside the DSNs of `dev-env.json` and
-`ingress.json` (and the runtime one in `sweeper.dsn`), all 0600 from creation.
+`ingress.json` (and the sweeper's in `sweeper.dsn`), all 0600 from creation.
 No child process gets a DSN on its command line (the ingress reads its config
 file, the sweeper its DSN file), so `ps` never shows one.
 """
@@ -44,7 +46,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +60,7 @@ LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 DATABASE = "qinglong"
 INGRESS_ROLE = "qinglong_ingress"
 RUNTIME_ROLE = "qinglong_runtime"
+SWEEPER_ROLE = "qinglong_sweeper"
 WORKER_NAME = "dev-worker-1"
 STATE_FILE = "dev-state.json"
 ENV_FILE = "dev-env.json"
@@ -238,16 +241,28 @@ def _postmaster_pid(base_dir: Path) -> int | None:
     return None
 
 
-def _prepare_database(cluster: Any) -> tuple[str, str, str]:
-    """Create + migrate the dev database and its login roles; return DSNs
-    (each carrying its role's generated password when the cluster uses SCRAM)."""
+@dataclass(frozen=True)
+class DevDsns:
+    """The dev database's DSNs, each carrying its login's generated password
+    when the cluster uses SCRAM (so never in a repr)."""
+
+    superuser: str = field(repr=False)  # migrations, provisioning
+    ingress: str = field(repr=False)  # IN ROLE ql_worker_ingress
+    runtime: str = field(repr=False)  # IN ROLE ql_runtime: the operator's
+    sweeper: str = field(repr=False)  # IN ROLE ql_sweeper only: sweep, promote, prune
+
+
+def _prepare_database(cluster: Any) -> DevDsns:
+    """Create + migrate the dev database and its login roles; return their DSNs."""
     from qinglong.db.migrator import migrate
 
     dsn = cluster.create_database(DATABASE)
     migrate(dsn)
-    ingress_dsn = cluster.ensure_login_role(INGRESS_ROLE, "ql_worker_ingress", DATABASE)
-    runtime_dsn = cluster.ensure_login_role(RUNTIME_ROLE, "ql_runtime", DATABASE)
-    return dsn, ingress_dsn, runtime_dsn
+    return DevDsns(
+        superuser=dsn,
+        ingress=cluster.ensure_login_role(INGRESS_ROLE, "ql_worker_ingress", DATABASE),
+        runtime=cluster.ensure_login_role(RUNTIME_ROLE, "ql_runtime", DATABASE),
+        sweeper=cluster.ensure_login_role(SWEEPER_ROLE, "ql_sweeper", DATABASE))
 
 
 # ------------------------------------------------------------------- ingress
@@ -447,11 +462,11 @@ def _start_ingress(
 # ------------------------------------------------------------------- sweeper
 
 
-def _launch_sweeper(state: State, runtime_dsn: str) -> subprocess.Popen[bytes]:
+def _launch_sweeper(state: State, sweeper_dsn: str) -> subprocess.Popen[bytes]:
     import subprocess
 
     dsn_file = state.directory / SWEEPER_DSN_FILE
-    _write_text(dsn_file, runtime_dsn + "\n", 0o600)
+    _write_text(dsn_file, sweeper_dsn + "\n", 0o600)
     log_dir = state.directory / "logs"
     log_dir.mkdir(mode=0o700, exist_ok=True)
     with open(log_dir / "sweeper.log", "ab") as log:
@@ -470,9 +485,9 @@ def _launch_sweeper(state: State, runtime_dsn: str) -> subprocess.Popen[bytes]:
     return process
 
 
-def _start_sweeper(state: State, runtime_dsn: str) -> None:
+def _start_sweeper(state: State, sweeper_dsn: str) -> None:
     """Start the sweeper; wait until its log shows a first completed pass."""
-    process = _launch_sweeper(state, runtime_dsn)
+    process = _launch_sweeper(state, sweeper_dsn)
     log = state.directory / "logs" / "sweeper.log"
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline and process.poll() is None:
@@ -528,17 +543,17 @@ def _up(state_dir: Path) -> dict[str, Any]:
     state_dir = state_dir.resolve()
     state = _claim_state_dir(state_dir)
     cluster = _start_postgres(state)
-    dsn, ingress_dsn, runtime_dsn = _prepare_database(cluster)
+    dsns = _prepare_database(cluster)
     tls, ca_file = _provision_pki(state_dir)
-    with control_plane.connect(dsn) as conn:
+    with control_plane.connect(dsns.superuser) as conn:
         worker = control_plane.provision_worker(
             conn, WORKER_NAME, state_dir / "ca", state_dir / "worker"
         )
-    listen_port, admin_port = _start_ingress(state, ingress_dsn, tls, worker)
-    _start_sweeper(state, runtime_dsn)
+    listen_port, admin_port = _start_ingress(state, dsns.ingress, tls, worker)
+    _start_sweeper(state, dsns.sweeper)
     env = {
-        "dsn": dsn,
-        "runtimeDsn": runtime_dsn,
+        "dsn": dsns.superuser,
+        "runtimeDsn": dsns.runtime,
         "ingressUrl": f"https://127.0.0.1:{listen_port}",
         "adminUrl": f"http://127.0.0.1:{admin_port}",
         "caFile": str(ca_file),

@@ -11,11 +11,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+
+from qinglong.db import api
 
 ENV_KEYS = {"dsn", "runtimeDsn", "ingressUrl", "adminUrl", "caFile", "caDir", "worker"}
 WORKER_KEYS = {"workerId", "certFile", "keyFile", "credentialFile"}
@@ -99,6 +102,27 @@ def _expired_offer_is_swept_without_a_sweep_call(dsn: str) -> None:
         raise AssertionError(f"the expired offer was not swept: {row}")
 
 
+def _sweeper_login_can_sweep_only(dsn: str) -> None:
+    """The sweeper `up` started holds a login that is a member of ql_sweeper
+    only (SPEC §13.6): it sweeps, but cannot publish or enqueue."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        member_of = conn.execute(
+            "SELECT array_agg(b.rolname::text ORDER BY b.rolname) FROM pg_auth_members m"
+            " JOIN pg_roles b ON b.oid = m.roleid WHERE m.member = current_user::regrole"
+        ).fetchone()
+        assert member_of == (["ql_sweeper"],)
+        assert conn.execute("SELECT current_user").fetchone() == ("qinglong_sweeper",)
+        assert api.sweep_leases(batch=1).run(conn)["more"] is False
+        for call in (api.publish_revision(project="p", task="t", canonical=b"{}"),
+                     api.enqueue_runs(task_id=str(uuid.uuid4()), priority=0, count=1)):
+            try:
+                call.run(conn)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                assert exc.sqlstate == "42501"
+            else:
+                raise AssertionError(f"the sweeper login could run {call.function}")
+
+
 def test_down_on_never_upped_dir_is_a_no_op(tmp_path: Path) -> None:
     for directory in (tmp_path / "never", tmp_path):
         result = dev("down", "--state-dir", str(directory), timeout=60)
@@ -157,6 +181,7 @@ def test_dev_up_down(tmp_path: Path) -> None:
         assert stat.S_IMODE(os.stat(state_dir / "sweeper.dsn").st_mode) == 0o600
         cmdline = Path(f"/proc/{sweeper_pid}/cmdline").read_bytes().decode()
         assert "password" not in cmdline and "sweep" in cmdline
+        _sweeper_login_can_sweep_only((state_dir / "sweeper.dsn").read_text().strip())
         _expired_offer_is_swept_without_a_sweep_call(env["dsn"])
         assert all(map(_alive, pids))
         ports = [_port(env["ingressUrl"]), _port(env["adminUrl"]), pg_port]

@@ -1,6 +1,7 @@
 """`qinglong runtime sweep` (service/sweeper.py, qinglong/runtime_cli.py) as a
 subprocess against a real database: --once, the per-pass JSON line, a login
-role that is only a member of ql_runtime, database errors, SIGTERM."""
+role that is only a member of ql_sweeper (SPEC §13.6: it sweeps, promotes and
+prunes, and can publish, enqueue or cancel nothing), database errors, SIGTERM."""
 
 from __future__ import annotations
 
@@ -36,15 +37,26 @@ def conn(db_dsn: str):
         yield connection
 
 
-@pytest.fixture
-def runtime_dsn(pg_cluster: ThrowawayPostgres, db_name: str, conn):
-    """A login role that is nothing but a member of ql_runtime."""
+def _login(pg_cluster: ThrowawayPostgres, db_name: str, conn, group: str):
     role = f"sweeper_{uuid.uuid4().hex[:12]}"
-    conn.execute(f"CREATE ROLE {role} LOGIN IN ROLE ql_runtime")
+    conn.execute(f"CREATE ROLE {role} LOGIN IN ROLE {group}")
     try:
         yield pg_cluster.dsn(db_name, user=role)
     finally:
         conn.execute(f"DROP ROLE {role}")
+
+
+@pytest.fixture
+def sweeper_dsn(pg_cluster: ThrowawayPostgres, db_name: str, conn):
+    """A login role that is nothing but a member of ql_sweeper: how the sweeper
+    runs on an ingress host (docs/OPERATIONS.md)."""
+    yield from _login(pg_cluster, db_name, conn, "ql_sweeper")
+
+
+@pytest.fixture
+def runtime_dsn(pg_cluster: ThrowawayPostgres, db_name: str, conn):
+    """A login role that is nothing but a member of ql_runtime (an operator's)."""
+    yield from _login(pg_cluster, db_name, conn, "ql_runtime")
 
 
 def _expired_leases(conn: psycopg.Connection, started: int, unstarted: int) -> None:
@@ -64,9 +76,14 @@ def _expired_leases(conn: psycopg.Connection, started: int, unstarted: int) -> N
                  " - interval '1 second' WHERE released_at IS NULL")
 
 
-def test_once_sweeps_everything_and_prints_one_pass_line(conn, runtime_dsn: str) -> None:
+@pytest.mark.parametrize("login", ["sweeper_dsn", "runtime_dsn"])
+def test_once_sweeps_everything_and_prints_one_pass_line(
+        conn, login: str, request: pytest.FixtureRequest) -> None:
+    """The sweeper's own login (how it runs on an ingress host), and an
+    operator's ql_runtime login (a one-off sweep), do the same."""
+    dsn = request.getfixturevalue(login)
     _expired_leases(conn, started=2, unstarted=3)
-    result = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once", "--batch", "1")
+    result = _cli("runtime", "sweep", "--dsn", dsn, "--once", "--batch", "1")
     assert result.returncode == 0, result.stderr
     (line,) = _lines(result.stdout)
     assert line["event"] == "sweep.pass"
@@ -78,10 +95,47 @@ def test_once_sweeps_everything_and_prints_one_pass_line(conn, runtime_dsn: str)
     live = conn.execute(
         "SELECT count(*) FROM ql_private.run_leases WHERE released_at IS NULL").fetchone()[0]
     assert live == 0
-    again = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once")
+    again = _cli("runtime", "sweep", "--dsn", dsn, "--once")
     assert again.returncode == 0, again.stderr
     assert _lines(again.stdout)[0]["calls"] == 1
     assert _lines(again.stdout)[0]["lost"] == 0
+
+
+# What a sweeper login must never do (SPEC §13.6): each typed call, made as the
+# ql_sweeper login, is refused by PostgreSQL before the function runs.
+SWEEPER_REFUSED = {
+    "publish_revision": lambda ids: api.publish_revision(
+        project="evil", task="evil", canonical=b'{"schema":"qinglong/command@v1"}'),
+    "enqueue_runs": lambda ids: api.enqueue_runs(task_id=ids["task"], priority=0, count=1),
+    "cancel_run": lambda ids: api.cancel_run(run_id=ids["run"]),
+    "cancel_runs": lambda ids: api.cancel_runs(task_id=ids["task"], state="queued"),
+    "retry_run": lambda ids: api.retry_run(run_id=ids["run"]),
+    "configure_task": lambda ids: api.configure_task(task_id=ids["task"], max_attempts=1),
+    "register_worker": lambda ids: api.register_worker(name="evil"),
+    "disable_worker": lambda ids: api.disable_worker(worker_id=ids["worker"]),
+    "status_snapshot": lambda ids: api.status_snapshot(),
+    "list_runs": lambda ids: api.list_runs(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWEEPER_REFUSED))
+def test_the_sweeper_login_cannot_publish_enqueue_cancel_or_read(
+        conn, sweeper_dsn: str, name: str) -> None:
+    prov = Provisioner(conn)
+    task = prov.task("guarded")
+    (run,) = prov.enqueue(task)
+    ids = {"task": task, "run": run, "worker": prov.worker().worker_id}
+    before = conn.execute("SELECT count(*) FROM ql_private.runs").fetchone()
+    with psycopg.connect(sweeper_dsn, autocommit=True) as sweeper:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege) as caught:
+            SWEEPER_REFUSED[name](ids).run(sweeper)
+        assert caught.value.sqlstate == "42501"
+        assert f"permission denied for function {name}" in str(caught.value)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            sweeper.execute("SELECT count(*) FROM ql_private.runs")
+    assert conn.execute("SELECT count(*) FROM ql_private.runs").fetchone() == before
+    assert conn.execute("SELECT state FROM ql_private.runs WHERE id = %s",
+                        (run,)).fetchone() == ("queued",)
 
 
 def test_once_reports_an_unreachable_database(pg_cluster: ThrowawayPostgres) -> None:
@@ -106,10 +160,10 @@ def test_a_role_without_ql_runtime_is_refused(pg_cluster: ThrowawayPostgres, db_
     assert _lines(result.stderr)[0]["reason"] == "permission_denied"
 
 
-def test_loop_stops_cleanly_on_sigterm(conn, runtime_dsn: str) -> None:
+def test_loop_stops_cleanly_on_sigterm(conn, sweeper_dsn: str) -> None:
     _expired_leases(conn, started=1, unstarted=0)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "qinglong", "runtime", "sweep", "--dsn", runtime_dsn,
+        [sys.executable, "-m", "qinglong", "runtime", "sweep", "--dsn", sweeper_dsn,
          "--every", "100ms"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -174,15 +228,15 @@ def _finished_runs(conn: psycopg.Connection, count: int) -> list[str]:
     return run_ids
 
 
-def test_once_prunes_past_retention_in_batches(conn, runtime_dsn: str) -> None:
+def test_once_prunes_past_retention_in_batches(conn, sweeper_dsn: str) -> None:
     _finished_runs(conn, 5)
     prov = Provisioner(conn)
     prov.call(api.record_auth_denial(credential_id=None, worker_id=None, action="pull",
                                      reason="missing_credential"))
-    kept = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once")  # defaults 14d / 30d
+    kept = _cli("runtime", "sweep", "--dsn", sweeper_dsn, "--once")  # defaults 14d / 30d
     assert kept.returncode == 0, kept.stderr
     assert _lines(kept.stdout)[0]["pruned"]["runs"] == 0
-    result = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once", "--retain-runs", "0s",
+    result = _cli("runtime", "sweep", "--dsn", sweeper_dsn, "--once", "--retain-runs", "0s",
                   "--retain-audit", "0s", "--prune-batch", "2")
     assert result.returncode == 0, result.stderr
     pruned = _lines(result.stdout)[0]["pruned"]
@@ -191,10 +245,17 @@ def test_once_prunes_past_retention_in_batches(conn, runtime_dsn: str) -> None:
     assert pruned["calls"] == 3 + 1 + 1 and pruned["more"] is False
     left = conn.execute("SELECT state FROM ql_private.runs").fetchall()
     assert left == [("queued",)]
+    # The audit prune left one row naming the sweeper's login and what it deleted.
+    audit = conn.execute("SELECT action, outcome, actor, detail FROM ql_private.security_audit"
+                         " ORDER BY id").fetchall()
+    login = psycopg.conninfo.conninfo_to_dict(sweeper_dsn)["user"]
+    assert [row[:3] for row in audit] == [("audit.pruned", "allowed", login)]
+    assert {k: audit[0][3][k] for k in ("securityAudit", "retainS", "batch")} == {
+        "securityAudit": 1, "retainS": 0, "batch": 2}
 
 
 def test_once_prunes_ended_sessions_unused_classes_and_fleet_events(
-        conn, runtime_dsn: str) -> None:
+        conn, sweeper_dsn: str) -> None:
     """The sweeper's retention covers what the fleet leaves behind (ql.prune_fleet):
     a session closed 20 days ago (not its worker's newest), a placement class no
     run or task uses, worker/session events 20 days old — with the default 14d."""
@@ -213,7 +274,7 @@ def test_once_prunes_ended_sessions_unused_classes_and_fleet_events(
                  " SELECT t, %s, '{}', clock_timestamp() - interval '20 days'"
                  " FROM unnest(ARRAY['worker.disabled', 'session.closed']) t",
                  (worker.worker_id,))
-    result = _cli("runtime", "sweep", "--dsn", runtime_dsn, "--once")
+    result = _cli("runtime", "sweep", "--dsn", sweeper_dsn, "--once")
     assert result.returncode == 0, result.stderr
     pruned = _lines(result.stdout)[0]["pruned"]
     assert (pruned["sessions"], pruned["placementClasses"], pruned["fleetEvents"]) == (1, 1, 2)
@@ -221,6 +282,6 @@ def test_once_prunes_ended_sessions_unused_classes_and_fleet_events(
     assert sessions == [(newest.session_id,)] and old.session_id != newest.session_id
     classes = conn.execute("SELECT count(*) FROM ql_private.placement_classes").fetchone()[0]
     assert classes == 1  # the queued run's (and the task's current revision's)
-    again = _lines(_cli("runtime", "sweep", "--dsn", runtime_dsn, "--once").stdout)[0]
+    again = _lines(_cli("runtime", "sweep", "--dsn", sweeper_dsn, "--once").stdout)[0]
     assert (again["pruned"]["sessions"], again["pruned"]["placementClasses"],
             again["pruned"]["fleetEvents"]) == (0, 0, 0)

@@ -91,7 +91,8 @@ class SoakEnv:
     # DSNs may carry passwords: never in a repr.
     dsn: str = field(repr=False)  # superuser
     ingress_dsn: str = field(repr=False)
-    runtime_dsn: str = field(repr=False)
+    runtime_dsn: str = field(repr=False)  # the operator's (publish, configure, inspect)
+    sweeper_dsn: str = field(repr=False)  # IN ROLE ql_sweeper only (SPEC §13.6)
     tls: dict[str, str]
     ca_file: Path
     task_id: str = ""  # the `soak` task
@@ -141,10 +142,12 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int) -> SoakEnv
     cluster = _start_cluster(root)
     env: SoakEnv | None = None
     try:
-        dsn, ingress_dsn, runtime_dsn = dev_cli._prepare_database(cluster)
+        dsns = dev_cli._prepare_database(cluster)
         tls, ca_file = dev_cli._provision_pki(root)
-        env = SoakEnv(root, cluster, dsn, ingress_dsn, runtime_dsn, tls, Path(ca_file))
-        with control_plane.connect(dsn) as conn:
+        env = SoakEnv(root, cluster, dsn=dsns.superuser, ingress_dsn=dsns.ingress,
+                      runtime_dsn=dsns.runtime, sweeper_dsn=dsns.sweeper, tls=tls,
+                      ca_file=Path(ca_file))
+        with control_plane.connect(dsns.superuser) as conn:
             for name in worker_names:
                 worker = control_plane.provision_worker(conn, name, root / "ca",
                                                         root / "workers" / name)

@@ -378,7 +378,7 @@ class Soak:
         self.proxy.start()
         sweep = [*QL, "runtime", "sweep", "--every", "1s"]  # DSN by environment, not argv
         self.sup.add(Child("sweeper", sweep, self.out / "logs" / "sweeper.log",
-                           env=os.environ | {"QINGLONG_DSN": self.env.runtime_dsn})).start()
+                           env=os.environ | {"QINGLONG_DSN": self.env.sweeper_dsn})).start()
         for spec in soak_env.TASKS:  # every task from the start, by its weight
             share = self.plan.initial_runs * spec.weight // sum(t.weight for t in soak_env.TASKS)
             self.enqueue(max(share, 1), spec.name)
