@@ -389,7 +389,7 @@ class Hostile:
         stolen = self._steal()
         if stolen is None:
             return
-        which = self.rng.randrange(3)
+        which = self.rng.randrange(4)  # a close half the time: it must never take
         if which == 0:
             offer_id = str(uuid.uuid4())
             self.send("pull_foreign_session", PULL, self.pull_body(stolen, offer_id, new_token()),
@@ -582,8 +582,8 @@ class Hostile:
 
     PROBES = ("probe_foreign_pull", "probe_foreign_lease", "probe_foreign_lease",
               "probe_unknown_offer", "probe_wrong_generation", "probe_old_session",
-              "probe_foreign_session", "probe_identity", "probe_credentials",
-              "probe_bad_label_key", "probe_replay_old")
+              "probe_foreign_session", "probe_foreign_session", "probe_identity",
+              "probe_credentials", "probe_bad_label_key", "probe_replay_old")
 
     def tick(self) -> None:
         if self.session is None or time.monotonic() - self.last_heartbeat > 90:
