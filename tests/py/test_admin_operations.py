@@ -762,13 +762,23 @@ def test_prune_removes_every_terminal_run_and_keeps_live_ones(
 
     pruned = ok("prune", "--dsn", db_dsn, "--retain-runs", "0s", "--retain-audit", "0s",
                 "--batch", "2")
-    # the worker's one session is its newest, the task's class its current one's
-    assert pruned == {**terminal, "securityAudit": audit, **NO_FLEET, "dryRun": False}
+    # the worker's one session is its newest, the task's class its current one's;
+    # the audit count also holds audit.pruned rows earlier batches of this pass left
+    assert {k: v for k, v in pruned.items() if k != "securityAudit"} == {
+        **terminal, **NO_FLEET, "dryRun": False}
+    assert pruned["securityAudit"] >= audit
     assert _run_rows(conn, history["terminal"]) == dict.fromkeys(terminal, 0)
     assert _run_rows(conn, history["live"]) == live
-    assert _count(conn, "SELECT count(*) FROM ql_private.security_audit") == 0
+    # What is left of the audit: the prune's own rows, the newest naming who pruned
+    # (the --dsn login) and with what retention (SPEC §13.6).
+    left = conn.execute("SELECT action, actor, detail ->> 'retainS' FROM ql_private.security_audit"
+                        " ORDER BY id").fetchall()
+    assert {row[0] for row in left} == {"audit.pruned"}
+    assert left[-1][1:] == (conn.info.user, "0")
     again = ok("prune", "--dsn", db_dsn, "--retain-runs", "0s", "--retain-audit", "0s")
-    assert again["runs"] == 0 and again["securityAudit"] == 0
+    assert again["runs"] == 0 and again["securityAudit"] == len(left) - 1
+    assert conn.execute("SELECT action, actor FROM ql_private.security_audit").fetchall() == [
+        ("audit.pruned", conn.info.user)], "the newest prune row is never pruned"
 
 
 NO_FLEET = {"sessions": 0, "placementClasses": 0, "fleetEvents": 0}
