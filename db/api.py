@@ -270,12 +270,15 @@ def revoke_credential(*, credential_id: str) -> Call[JsonObject]:
 
 PUBLISH_REVISION: Statement[JsonObject] = Statement("publish_revision", (
     "SELECT ql.publish_revision(p_project => %(project)s::text, p_task => %(task)s::text,"
-    " p_canonical => %(canonical)s::bytea)"))
+    " p_canonical => %(canonical)s::bytea, p_pool => %(pool)s::text)"))
 
 
-def publish_revision(*, project: str, task: str, canonical: bytes) -> Call[JsonObject]:
-    """`canonical`: the RFC 8785 bytes of a compiled `qinglong/command@v1`."""
-    return Call(PUBLISH_REVISION, {"project": project, "task": task, "canonical": canonical})
+def publish_revision(*, project: str, task: str, canonical: bytes,
+                     pool: str | None = None) -> Call[JsonObject]:
+    """`canonical`: the RFC 8785 bytes of a compiled `qinglong/command@v1`; `pool`:
+    'P/N' of the same project (None: the task's pool, a new task's 'P/default')."""
+    return Call(PUBLISH_REVISION, {"project": project, "task": task, "canonical": canonical,
+                                   "pool": pool})
 
 
 ENQUEUE_RUNS: Statement[JsonObject] = Statement("enqueue_runs", (
@@ -369,6 +372,36 @@ ENABLE_WORKER: Statement[JsonObject] = Statement(
 
 def enable_worker(*, worker_id: str) -> Call[JsonObject]:
     return Call(ENABLE_WORKER, {"worker_id": worker_id})
+
+
+CREATE_POOL: Statement[JsonObject] = Statement(
+    "create_pool", "SELECT ql.create_pool(p_project => %(project)s::text, p_name => %(name)s::text)")
+
+
+def create_pool(*, project: str, name: str) -> Call[JsonObject]:
+    """-> `{poolId, project, name, created}`; the project is created when needed."""
+    return Call(CREATE_POOL, {"project": project, "name": name})
+
+
+GRANT_POOL: Statement[JsonObject] = Statement(
+    "grant_pool",
+    "SELECT ql.grant_pool(p_worker_id => %(worker_id)s::text, p_pool => %(pool)s::text)")
+
+
+def grant_pool(*, worker_id: str, pool: str) -> Call[JsonObject]:
+    """`pool`: 'P/N', or '*' for every pool present and future -> `{workerId, pool, granted}`."""
+    return Call(GRANT_POOL, {"worker_id": worker_id, "pool": pool})
+
+
+REVOKE_POOL: Statement[JsonObject] = Statement(
+    "revoke_pool",
+    "SELECT ql.revoke_pool(p_worker_id => %(worker_id)s::text, p_pool => %(pool)s::text)")
+
+
+def revoke_pool(*, worker_id: str, pool: str) -> Call[JsonObject]:
+    """-> `{workerId, pool, revoked, leasesReleased}`: unstarted leases of pools the
+    worker no longer holds are released at once; started ones may finish."""
+    return Call(REVOKE_POOL, {"worker_id": worker_id, "pool": pool})
 
 
 END_SESSION: Statement[JsonObject] = Statement(

@@ -10,7 +10,11 @@
 --   and that still passes every candidate fence on the locked rows, by
 --   clock_timestamp(): run queued|dispatching, runtime-owned, not
 --   cancel-requested, due (runs.due_at NULL or passed, SPEC §9.2); attempt
---   current, `claimed`, executor remote_worker, not_before passed. A `dispatching` run is only claimable when its live lease
+--   current, `claimed`, executor remote_worker, not_before passed; the session's
+--   worker holds a grant for the run's pool (workers.all_pools or a
+--   worker_pool_grants row, SPEC §13.1) — read in the same statement, while the
+--   caller holds the session row, which ql.revoke_pool waits for after removing
+--   a grant. A `dispatching` run is only claimable when its live lease
 --   expired unstarted: that lease is released here (`expired`); when it did not
 --   expire the race was lost. A `queued` run has no live lease (every release
 --   path re-queues; run_leases_one_live would refuse a second one).
@@ -72,6 +76,14 @@ BEGIN
      WHERE cr.runtime_owned AND NOT cr.cancel_requested AND ca.state = 'claimed'
        AND ca.executor = 'remote_worker' AND ca.not_before <= now_ts
        AND (cr.due_at IS NULL OR cr.due_at <= now_ts)
+       -- The pool grant (SPEC §13.1), on the locked run's pool: the worker holds
+       -- the all-pools grant or one for this pool. ql.revoke_pool removes the
+       -- grant before it waits for the session row this pull holds, so a claim
+       -- either sees the grant gone or is seen (and released) by the revoke.
+       AND (EXISTS (SELECT 1 FROM ql_private.workers gw
+                     WHERE gw.id = s.worker_id AND gw.all_pools)
+            OR EXISTS (SELECT 1 FROM ql_private.worker_pool_grants g
+                        WHERE g.worker_id = s.worker_id AND g.pool_id = cr.pool_id))
        -- A run claimed by someone else since the scan is `dispatching` with a live
        -- offer: passed over here, without taking its lock (which would write WAL).
        AND (cr.state = 'queued'
@@ -132,4 +144,4 @@ REVOKE ALL ON FUNCTION ql_private.claim_candidate(
     ql_private.worker_sessions, uuid[], integer[], uuid, bytea) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.claim_candidate(
     ql_private.worker_sessions, uuid[], integer[], uuid, bytea) IS
-'Atomic claim of the first lockable candidate of run_ids (claim order): attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (the lifecycle order), every fence re-checked by clock_timestamp() (due_at passed included); inserts the lease with the task lease TTL pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
+'Atomic claim of the first lockable candidate of run_ids (claim order): attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (the lifecycle order), every fence re-checked by clock_timestamp() (due_at passed included; the worker''s grant of the run''s pool, SPEC 13.1); inserts the lease with the task lease TTL pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';

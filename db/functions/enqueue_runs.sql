@@ -34,7 +34,7 @@
 --   p_key (1..128 characters, no control characters).
 -- Fences: the task exists; for new runs it is enabled and has a published
 --   revision.
--- Writes: p_count runs, attempts (each with the task's retry policy pinned:
+-- Writes: p_count runs (each carrying the task's pool, SPEC §13.1), attempts (each with the task's retry policy pinned:
 --   max_attempts, retry_base_ms, retry_cap_ms as configured now, SPEC §9.1)
 --   and run.queued events; at most one placement_classes row; nothing when the
 --   key names an existing run.
@@ -149,10 +149,11 @@ BEGIN
                 INSERT INTO ql_private.runs (
                     id, project_id, task_id, execution_revision_id, priority, state,
                     current_attempt_id, placement_class, due_at, idempotency_key,
-                    created_at, updated_at)
+                    created_at, updated_at, pool_id)
                 VALUES (gen_random_uuid(), v_task.project_id, v_task.id,
                         v_task.current_revision_id, p_priority::smallint, 'queued',
-                        gen_random_uuid(), v_class_id, v_due, p_key, v_now, v_now)
+                        gen_random_uuid(), v_class_id, v_due, p_key, v_now, v_now,
+                        v_task.pool_id)
                 ON CONFLICT (task_id, idempotency_key) WHERE idempotency_key IS NOT NULL
                 DO NOTHING
                 RETURNING id, current_attempt_id
@@ -200,10 +201,10 @@ BEGIN
     ), new_runs AS (
         INSERT INTO ql_private.runs (
             id, project_id, task_id, execution_revision_id, priority, queue_seq, state,
-            current_attempt_id, placement_class, due_at, created_at, updated_at)
+            current_attempt_id, placement_class, due_at, created_at, updated_at, pool_id)
         SELECT p.run_id, v_task.project_id, v_task.id, v_task.current_revision_id,
                p_priority::smallint, p.seq, 'queued', p.attempt_id, v_class_id, v_due,
-               v_now, v_now
+               v_now, v_now, v_task.pool_id
           FROM planned p
     ), new_attempts AS (
         INSERT INTO ql_private.attempts (
@@ -233,4 +234,4 @@ REVOKE ALL ON FUNCTION ql.enqueue_runs(text, integer, integer, bigint, bigint, t
 GRANT EXECUTE ON FUNCTION ql.enqueue_runs(text, integer, integer, bigint, bigint, text)
     TO ql_runtime;
 COMMENT ON FUNCTION ql.enqueue_runs(text, integer, integer, bigint, bigint, text) IS
-'Queue p_count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker) and one run.queued event; returns {runIds (queue order), existing}. Inputs: p_task_id, p_priority (smallint), p_count, p_not_before_ms (epoch ms, <= now + 1 year) or p_delay_ms (0..31536000000): a future time schedules the runs (due_at = not_before = that time, out of the candidate keysets until due; past = ready now); p_key (1..128 printable chars, count 1): idempotent per task while the run is retained, an existing key returns {runIds: [it], existing: true} and writes nothing (INSERT ON CONFLICT DO NOTHING: concurrent same-key calls queue one run). Fences: task exists, enabled, published. Writes: runs, attempts, events, at most one placement class. Locks: FK KEY SHARE; ON CONFLICT waits on a concurrent same-key insert. Errors (COLUMN = wire field): QL001 bad input/disabled/unpublished/key, QL002 count > 10000, QL006 delayMs/notBeforeMs out of bounds, QL004 unknown task. Caller: ql_runtime.';
+'Queue p_count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker) and one run.queued event; returns {runIds (queue order), existing}. Inputs: p_task_id, p_priority (smallint), p_count, p_not_before_ms (epoch ms, <= now + 1 year) or p_delay_ms (0..31536000000): a future time schedules the runs (due_at = not_before = that time, out of the candidate keysets until due; past = ready now); p_key (1..128 printable chars, count 1): idempotent per task while the run is retained, an existing key returns {runIds: [it], existing: true} and writes nothing (INSERT ON CONFLICT DO NOTHING: concurrent same-key calls queue one run). Fences: task exists, enabled, published. Writes: runs (carrying the task''s pool), attempts, events, at most one placement class. Locks: FK KEY SHARE; ON CONFLICT waits on a concurrent same-key insert. Errors (COLUMN = wire field): QL001 bad input/disabled/unpublished/key, QL002 count > 10000, QL006 delayMs/notBeforeMs out of bounds, QL004 unknown task. Caller: ql_runtime.';

@@ -1,5 +1,6 @@
--- ql.publish_revision(p_project text, p_task text, p_canonical bytea) -> jsonb
---   {taskId, revisionId, revision, contentDigest, created}
+-- ql.publish_revision(p_project text, p_task text, p_canonical bytea,
+--                     p_pool text DEFAULT NULL) -> jsonb
+--   {taskId, revisionId, revision, contentDigest, created, pool}
 --
 -- Purpose: publish the execution content of a task (SPEC §2, §8 `admin task
 --   publish`; DESIGN "Execution revision content"). `p_canonical` is the RFC 8785
@@ -10,8 +11,14 @@
 --   on first publish. Identical content (same digest as the task's CURRENT
 --   revision) returns that revision with created=false; anything else becomes
 --   revision max+1 and the task's current revision.
+-- Pool (SPEC §13.1): the task publishes into one pool of its project, and its
+--   runs carry it (ql.enqueue_runs). p_pool 'P/N' names it (P must be
+--   p_project: another project's pool is refused, as is a missing one) and
+--   moves an existing task there (runs already queued keep their pool); NULL
+--   keeps an existing task's pool and puts a new task in 'P/default'. The
+--   answer's `pool` is the task's pool after the call.
 -- Inputs: p_project, p_task (names ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$),
---   p_canonical (<= 96 KiB).
+--   p_canonical (<= 96 KiB), p_pool ('P/N' or NULL).
 -- Fences (the shape; the compiler's JSON Schema validation is not trusted):
 --   keys exactly kind, executor, spec and optional placement; kind =
 --   'qinglong/command@v1'; executor = 'remote_worker'; spec an object with keys
@@ -20,8 +27,9 @@
 --   cwd (if present) a string, timeoutS a positive integer, and no placement
 --   inside spec; placement via ql_private.validate_placement.
 -- Writes: on new content one execution_revisions row and the task's
---   current_revision_id (the project and task rows on first publish); nothing
---   on identical content.
+--   current_revision_id (the project, its default pool and the task rows on
+--   first publish); the task's pool_id when p_pool moves it; nothing on
+--   identical content in the same pool.
 -- Locks: none on the identical-content fast path (a plain read: re-publishing
 --   the same content writes nothing at all, not even a row lock). Otherwise the
 --   task row FOR NO KEY UPDATE, which serializes concurrent publishes of one task
@@ -29,10 +37,12 @@
 --   foreign-key checks of concurrent enqueues.
 -- Idempotency: identical content -> same revision, created=false, no writes.
 -- Errors: QL001 bad project/task name, bytes not a UTF-8 JSON object, wrong
---   shape; QL002 bytes over 96 KiB or oversize placement sets; QL003 invalid
+--   shape, pool not P/N or of another project (COLUMN pool); QL004 no such pool
+--   (COLUMN pool); QL002 bytes over 96 KiB or oversize placement sets; QL003 invalid
 --   SemVer in placement.
 -- Caller: ql_runtime (control plane).
-CREATE OR REPLACE FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea)
+CREATE OR REPLACE FUNCTION ql.publish_revision(
+    p_project text, p_task text, p_canonical bytea, p_pool text DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
@@ -47,8 +57,10 @@ DECLARE
     v_project_id uuid;
     v_task ql_private.tasks;
     v_current ql_private.execution_revisions;
+    v_current_row record;
     v_next_revision integer;
     v_revision ql_private.execution_revisions;
+    v_pool ql_private.pools;
 BEGIN
     IF p_project IS NULL OR p_project !~ v_name_pattern THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
@@ -57,6 +69,12 @@ BEGIN
     IF p_task IS NULL OR p_task !~ v_name_pattern THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = format('task must match %s', v_name_pattern);
+    END IF;
+
+    IF p_pool IS NOT NULL AND (p_pool !~ '^[^/]+/[a-z0-9][a-z0-9._-]{0,62}$'
+                               OR split_part(p_pool, '/', 1) <> p_project) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'pool',
+            MESSAGE = 'pool must be a pool of the task''s project: PROJECT/NAME';
     END IF;
 
     v_doc := ql_private.json_object_from_bytes(p_canonical, v_max_content_bytes, 'content');
@@ -116,16 +134,20 @@ BEGIN
 
     v_digest := 'sha256:' || encode(sha256(p_canonical), 'hex');
 
-    -- Fast path: identical to the current revision -> no write of any kind.
-    SELECT er.* INTO v_current
+    -- Fast path: identical to the current revision, in the same pool -> no write
+    -- of any kind.
+    SELECT er.*, pl.name AS pool_name INTO v_current_row
       FROM ql_private.projects p
       JOIN ql_private.tasks tk ON tk.project_id = p.id AND tk.name = p_task
+      JOIN ql_private.pools pl ON pl.id = tk.pool_id
       JOIN ql_private.execution_revisions er ON er.id = tk.current_revision_id
      WHERE p.name = p_project;
-    IF FOUND AND v_current.content_digest = v_digest THEN
-        RETURN jsonb_build_object('taskId', v_current.task_id, 'revisionId', v_current.id,
-            'revision', v_current.revision, 'contentDigest', v_current.content_digest,
-            'created', false);
+    IF FOUND AND v_current_row.content_digest = v_digest
+       AND (p_pool IS NULL OR p_pool = p_project || '/' || v_current_row.pool_name) THEN
+        RETURN jsonb_build_object('taskId', v_current_row.task_id,
+            'revisionId', v_current_row.id, 'revision', v_current_row.revision,
+            'contentDigest', v_current_row.content_digest, 'created', false,
+            'pool', p_project || '/' || v_current_row.pool_name);
     END IF;
 
     -- Create project/task on first publish. DO NOTHING + re-read: a concurrent
@@ -137,17 +159,26 @@ BEGIN
         SELECT p.id INTO v_project_id FROM ql_private.projects p
          WHERE p.name = p_project;
     END IF;
+    IF p_pool IS NOT NULL THEN
+        v_pool := ql_private.pool_of(p_pool);  -- QL004 (COLUMN pool) when missing
+    END IF;
     SELECT tk.* INTO v_task FROM ql_private.tasks tk
      WHERE tk.project_id = v_project_id AND tk.name = p_task
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
-        INSERT INTO ql_private.tasks (project_id, name)
-        VALUES (v_project_id, p_task)
+        -- pool_id NULL: the project's default pool (tasks_default_pool trigger).
+        INSERT INTO ql_private.tasks (project_id, name, pool_id)
+        VALUES (v_project_id, p_task, v_pool.id)
         ON CONFLICT (project_id, name) DO NOTHING;
         SELECT tk.* INTO v_task FROM ql_private.tasks tk
          WHERE tk.project_id = v_project_id AND tk.name = p_task
            FOR NO KEY UPDATE;
     END IF;
+    IF v_pool.id IS NOT NULL AND v_task.pool_id <> v_pool.id THEN
+        UPDATE ql_private.tasks tk SET pool_id = v_pool.id WHERE tk.id = v_task.id;
+        v_task.pool_id := v_pool.id;
+    END IF;
+    SELECT pl.* INTO STRICT v_pool FROM ql_private.pools pl WHERE pl.id = v_task.pool_id;
 
     -- Re-check under the task lock: a concurrent publish may have just made
     -- this very content current.
@@ -156,7 +187,7 @@ BEGIN
     IF FOUND AND v_current.content_digest = v_digest THEN
         RETURN jsonb_build_object('taskId', v_current.task_id, 'revisionId', v_current.id,
             'revision', v_current.revision, 'contentDigest', v_current.content_digest,
-            'created', false);
+            'created', false, 'pool', p_project || '/' || v_pool.name);
     END IF;
 
     SELECT coalesce(max(er.revision), 0) + 1 INTO v_next_revision
@@ -170,10 +201,10 @@ BEGIN
     UPDATE ql_private.tasks tk SET current_revision_id = v_revision.id WHERE tk.id = v_task.id;
     RETURN jsonb_build_object('taskId', v_revision.task_id, 'revisionId', v_revision.id,
         'revision', v_revision.revision, 'contentDigest', v_revision.content_digest,
-        'created', true);
+        'created', true, 'pool', p_project || '/' || v_pool.name);
 END
 $$;
-REVOKE ALL ON FUNCTION ql.publish_revision(text, text, bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION ql.publish_revision(text, text, bytea) TO ql_runtime;
-COMMENT ON FUNCTION ql.publish_revision(text, text, bytea) IS
-'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Identical to the current revision -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created}. Inputs: p_project, p_task, p_canonical. Fences: names and content shape. Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';
+REVOKE ALL ON FUNCTION ql.publish_revision(text, text, bytea, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ql.publish_revision(text, text, bytea, text) TO ql_runtime;
+COMMENT ON FUNCTION ql.publish_revision(text, text, bytea, text) IS
+'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Pool (SPEC 13.1): p_pool P/N of the same project puts/moves the task there (another project''s or a missing pool refused: QL001/QL004 COLUMN pool); NULL keeps the task''s pool (new task: P/default). Identical to the current revision in the same pool -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created, pool}. Inputs: p_project, p_task, p_canonical, p_pool. Fences: names and content shape. Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';

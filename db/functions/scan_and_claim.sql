@@ -16,7 +16,12 @@
 --   ready and due runs of those classes): a head of runs it cannot take, ready
 --   or due, is jumped over instead of read page by page. Returns {status: offered, offer} or
 --   {status: idle, reason, stats, truncated}.
--- Page source: the class page once the pull switched to its classes; else
+-- Page source: for a worker without the all-pools grant, always
+--   ql_private.pool_candidate_page over the pools it holds a grant for (SPEC
+--   §13.1, §13.3: the keyset is per pool, runs_pool_keyset leads with the pool,
+--   so other pools' runs are never read; no class fallback — the class keysets
+--   span every pool — and a worker without any grant reads nothing and is idle
+--   `no_candidates`). Otherwise the class page once the pull switched to its classes; else
 --   ql_private.candidate_page (ready runs, due scheduled runs and expired offers
 --   merged) while a scheduled run is due or an offer expired unstarted at the
 --   pull's `now` — two index probes (runs_due, run_leases_unstarted_expiry),
@@ -64,6 +69,16 @@ DECLARE
     v_snapshot pg_snapshot := pg_current_snapshot();
     v_own xid8 := pg_current_xact_id_if_assigned();
     v_classes integer[];        -- NULL: whole queue; else only these placement classes
+    -- The pools the session's worker may take from (SPEC §13.1): NULL = every
+    -- pool (the '*' grant); else the granted pools, read through their own
+    -- keyset (ql_private.pool_candidate_page, SPEC §13.3). The claim re-checks
+    -- the grant on the locked rows; this read only bounds the scan.
+    v_pools uuid[] := (SELECT CASE WHEN w.all_pools THEN NULL
+                                   ELSE ARRAY(SELECT g.pool_id
+                                                FROM ql_private.worker_pool_grants g
+                                               WHERE g.worker_id = w.id
+                                               ORDER BY g.pool_id) END
+                         FROM ql_private.workers w WHERE w.id = p_session.worker_id);
     v_candidate record;
     v_claim record;
     v_run_ids uuid[];           -- this page's passers, in scan order
@@ -111,6 +126,11 @@ DECLARE
              WHERE el.released_at IS NULL AND el.started_at IS NULL
              ORDER BY el.expires_at LIMIT 1) <= v_now, false);
 BEGIN
+    IF v_pools IS NOT NULL AND cardinality(v_pools) = 0 THEN
+        -- No grant: nothing this worker may take, so nothing is read (SPEC §13.1).
+        RETURN ql_private.idle_result('no_candidates', 0, 0, 0, 0,
+            '{"executor":0,"label":0,"runtime":0,"capacity":0}'::jsonb, false);
+    END IF;
     FOR v_page_no IN 1 .. p_pages LOOP
         v_truncated := false;
         v_pages_read := v_pages_read + 1;
@@ -123,7 +143,13 @@ BEGIN
         -- placement classes once the pull switched to them; the whole queue
         -- (three merged sources) while a scheduled run is due or an offer expired
         -- unstarted; else, the steady state, the ready runs alone.
-        IF v_classes IS NOT NULL THEN
+        IF v_pools IS NOT NULL THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.pool_candidate_page(v_pools, v_after_priority, v_after_seq,
+                           v_after_id, p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSIF v_classes IS NOT NULL THEN
             OPEN v_page FOR
                 SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
                   FROM ql_private.class_candidate_page(v_classes, v_after_priority, v_after_seq,
@@ -211,7 +237,9 @@ BEGIN
         -- of a matching class was in the first page (it would have passed), but
         -- due runs of one may sit before its last key (that page's due source
         -- read only the earliest-due runs), and must not be jumped over.
-        IF v_passing = 0 AND v_classes IS NULL THEN
+        -- A worker restricted to granted pools pages on through their keysets
+        -- (the class keysets span every pool).
+        IF v_passing = 0 AND v_classes IS NULL AND v_pools IS NULL THEN
             v_classes := ql_private.matching_classes(p_session.capabilities);
             EXIT WHEN cardinality(v_classes) = 0;
             v_after_priority := NULL;
@@ -234,4 +262,4 @@ REVOKE ALL ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) IS
-'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
+'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: pool_candidate_page over the worker''s granted pools unless it holds the all-pools grant (none: idle, nothing read), else class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';

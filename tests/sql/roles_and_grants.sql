@@ -48,6 +48,9 @@ INSERT INTO api_class VALUES
     ('disable_worker',      'ql_runtime'),
     ('enable_worker',       'ql_runtime'),
     ('end_session',         'ql_runtime'),
+    ('create_pool',         'ql_runtime'),
+    ('grant_pool',          'ql_runtime'),
+    ('revoke_pool',         'ql_runtime'),
     ('prune_runs',          'sweep'),
     ('prune_audit',         'sweep'),
     ('prune_fleet',         'sweep'),
@@ -198,7 +201,8 @@ SELECT is((SELECT array_agg(name ORDER BY name) FROM api_fn JOIN api_class USING
               AND name IN ('publish_revision', 'enqueue_runs', 'cancel_run', 'cancel_runs',
                            'retry_run', 'register_worker', 'issue_credential',
                            'revoke_credential', 'configure_task', 'disable_worker',
-                           'enable_worker', 'end_session')),
+                           'enable_worker', 'end_session', 'create_pool', 'grant_pool',
+                           'revoke_pool')),
           NULL, 'the sweeper publishes, enqueues, cancels, retries and grants nothing');
 SELECT set_eq(
     $$SELECT signature FROM api_fn WHERE has_function_privilege('ql_readonly', oid, 'EXECUTE')$$,
@@ -212,7 +216,7 @@ SELECT function_privs_are('ql', 'status_snapshot', ARRAY[]::text[], 'ql_readonly
                           'monitoring: EXECUTE on ql.status_snapshot (granted to ql_runtime too)');
 SELECT function_privs_are('ql', 'open_session', ARRAY['text', 'bytea', 'text', 'bytea'],
                           'ql_worker_ingress', ARRAY['EXECUTE'], 'ingress: EXECUTE on ql.open_session');
-SELECT function_privs_are('ql', 'publish_revision', ARRAY['text', 'text', 'bytea'],
+SELECT function_privs_are('ql', 'publish_revision', ARRAY['text', 'text', 'bytea', 'text'],
                           'ql_worker_ingress', ARRAY[]::text[], 'ingress: nothing on ql.publish_revision');
 
 -- Relations: owned by ql_owner, no direct privileges for the API roles
