@@ -404,6 +404,22 @@ def revoke_pool(*, worker_id: str, pool: str) -> Call[JsonObject]:
     return Call(REVOKE_POOL, {"worker_id": worker_id, "pool": pool})
 
 
+LABEL_WORKER: Statement[JsonObject] = Statement("label_worker", (
+    "SELECT ql.label_worker(p_worker_id => %(worker_id)s::text,"
+    " p_labels => %(labels)s::jsonb, p_remove => %(remove)s::text[],"
+    " p_self_labels => %(self_labels)s::boolean)"))
+
+
+def label_worker(*, worker_id: str, labels: Mapping[str, str] | None = None,
+                 remove: Sequence[str] | None = None,
+                 self_labels: bool | None = None) -> Call[JsonObject]:
+    """Grant `labels` (key -> value), take the `remove` keys away, switch
+    self-labels on/off (None: unchanged) -> `{workerId, labels, selfLabels,
+    sessionsDraining, leasesReleased}`; idempotent (SPEC §13.2)."""
+    return Call(LABEL_WORKER, {"worker_id": worker_id, "labels": Jsonb(dict(labels or {})),
+                               "remove": list(remove or ()), "self_labels": self_labels})
+
+
 END_SESSION: Statement[JsonObject] = Statement(
     "end_session",
     "SELECT ql.end_session(p_session_id => %(session_id)s::text, p_drain => %(drain)s::boolean)")

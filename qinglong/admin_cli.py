@@ -106,7 +106,11 @@ def _worker_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> No
     create.add_argument("--name", required=True)
     create.add_argument("--ca-dir", required=True, type=Path)
     create.add_argument("--out", required=True, type=Path)
+    from qinglong import admin_labels
+
+    admin_labels.add_create_flags(create)
     create.set_defaults(handler=lazy("qinglong.admin_cli:worker_create"))
+    admin_labels.add_label_parser(workers, lazy, _dsn)
     listing = workers.add_parser("list", help="workers, credentials and active sessions")
     _dsn(listing, read=True)
     _page(listing, 1000, 1000)
@@ -359,12 +363,15 @@ def ca_init(args: argparse.Namespace) -> int:
 
 
 def worker_create(args: argparse.Namespace) -> int:
+    from qinglong.admin_labels import parse_labels
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
+        labels = parse_labels(args.label)
         with control_plane.connect(args.dsn) as conn:
             worker = control_plane.provision_worker(
-                conn, args.name, args.ca_dir, Path(args.out).absolute()
+                conn, args.name, args.ca_dir, Path(args.out).absolute(),
+                labels=labels, self_labels=args.self_labels,
             )
         return worker.as_json()
 

@@ -402,7 +402,8 @@ class Demo:
             for index, profile in enumerate(profiles, start=1):
                 name = f"{profile.name}-{index}"
                 worker = control_plane.provision_worker(
-                    conn, name, ca_dir, self.root / "workers" / name)
+                    conn, name, ca_dir, self.root / "workers" / name,
+                    self_labels=True)  # each profile declares its own labels
                 self.views.append(WorkerView(name, profile, worker.worker_id,
                                              self.root / "journals" / name))
                 self._write_worker_config(name, profile, worker.as_json())

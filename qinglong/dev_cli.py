@@ -547,7 +547,8 @@ def _up(state_dir: Path) -> dict[str, Any]:
     tls, ca_file = _provision_pki(state_dir)
     with control_plane.connect(dsns.superuser) as conn:
         worker = control_plane.provision_worker(
-            conn, WORKER_NAME, state_dir / "ca", state_dir / "worker"
+            conn, WORKER_NAME, state_dir / "ca", state_dir / "worker",
+            self_labels=True,  # a development worker declares its own labels (SPEC §13.2)
         )
     listen_port, admin_port = _start_ingress(state, dsns.ingress, tls, worker)
     _start_sweeper(state, dsns.sweeper)

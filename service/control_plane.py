@@ -9,7 +9,7 @@ SQLSTATEs out (through `service.sqlstates`, the single mapping table).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -216,6 +216,14 @@ def enable_worker(conn: psycopg.Connection, worker_id: str) -> dict:
     return _call(conn, api.enable_worker(worker_id=worker_id))
 
 
+def label_worker(conn: psycopg.Connection, worker_id: str,
+                 labels: Mapping[str, str] | None = None, remove: Sequence[str] = (),
+                 self_labels: bool | None = None) -> dict:
+    """Grant / take away the labels an operator vouches for (SPEC §13.2)."""
+    return _call(conn, api.label_worker(worker_id=worker_id, labels=labels, remove=remove,
+                                        self_labels=self_labels))
+
+
 def end_session(conn: psycopg.Connection, session_id: str, drain: bool = False) -> dict:
     return _call(conn, api.end_session(session_id=session_id, drain=drain))
 
@@ -352,12 +360,14 @@ def _private_dir(out_dir: Path) -> Path:
 
 
 def provision_worker(
-    conn: psycopg.Connection, name: str, ca_dir: Path, out_dir: Path
+    conn: psycopg.Connection, name: str, ca_dir: Path, out_dir: Path, *,
+    labels: Mapping[str, str] | None = None, self_labels: bool = False,
 ) -> ProvisionedWorker:
     """Register a worker, issue its client cert and its credential.
 
     The credential secret only ever exists in the 0600 file; the database gets
-    its SHA-256 digest.
+    its SHA-256 digest. `labels` are granted to it (SPEC §13.2); with
+    `self_labels` its sessions' declared labels are accepted as they are.
     """
     ca_dir = Path(ca_dir)
     try:
@@ -378,6 +388,8 @@ def provision_worker(
             pki.write_private_file(credential_file, credential.token.encode("ascii"))
             written.append(credential_file)
             issue_credential(conn, worker_id, credential.credential_id, credential.secret_digest)
+            if labels or self_labels:
+                label_worker(conn, worker_id, labels, self_labels=self_labels or None)
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)
@@ -414,6 +426,7 @@ __all__ = [
     "end_session",
     "enqueue_runs",
     "issue_credential",
+    "label_worker",
     "list_runs",
     "list_workers",
     "provision_worker",

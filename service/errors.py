@@ -1,18 +1,23 @@
 """Error envelope `qinglong/error@v1` and the one exception handlers raise.
 
 Every value in an envelope is a low-cardinality code; nothing from the request
-(ids, tokens, headers, body text) is ever placed in it.
+(ids, tokens, headers, body text) is ever placed in it, with one exception SPEC
+§4.3 names: `detail.key`, the label key of `label_not_granted` (a key already
+validated against `^[a-z0-9][a-z0-9._/-]{0,62}$`, never its value).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
 from aiohttp import web
 
 ERROR_SCHEMA = "qinglong/error@v1"
+# SPEC §4.4 label keys: the only request-derived value an error may carry (detail.key).
+LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9._/-]{0,62}")
 
 
 class ErrorKind(StrEnum):
@@ -62,19 +67,25 @@ class ApiError(Exception):
     reason: str
     retry_after_s: int | None = None
     close_connection: bool = False
+    # `detail.key` of the envelope: the label key `label_not_granted` names.
+    detail_key: str | None = None
 
     def __str__(self) -> str:
         return f"{self.status} {self.reason}"
 
 
-def error_body(status: int, reason: str) -> bytes:
-    doc = {"schema": ERROR_SCHEMA, "error": kind_for_status(status).value, "reason": reason}
+def error_body(status: int, reason: str, detail_key: str | None = None) -> bytes:
+    doc: dict[str, object] = {"schema": ERROR_SCHEMA, "error": kind_for_status(status).value,
+                              "reason": reason}
+    if detail_key is not None and LABEL_KEY.fullmatch(detail_key):
+        doc["detail"] = {"key": detail_key}
     return json.dumps(doc, separators=(",", ":")).encode("ascii")
 
 
 def error_response(status: int, reason: str, retry_after_s: int | None = None,
-                   close_connection: bool = False) -> web.Response:
-    response = web.Response(status=status, body=error_body(status, reason),
+                   close_connection: bool = False,
+                   detail_key: str | None = None) -> web.Response:
+    response = web.Response(status=status, body=error_body(status, reason, detail_key),
                             content_type="application/json")
     if retry_after_s is not None:
         response.headers["Retry-After"] = str(max(1, int(retry_after_s)))

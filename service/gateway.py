@@ -47,11 +47,14 @@ class DbUnavailable(Exception):
 class DbRefused(Exception):
     """A QingLong SQLSTATE: the request is wrong or a fence moved."""
 
-    def __init__(self, sqlstate: str, reason: str, http_status: int) -> None:
+    def __init__(self, sqlstate: str, reason: str, http_status: int,
+                 detail: str | None = None) -> None:
         super().__init__(reason)
         self.sqlstate = sqlstate
         self.reason = reason
         self.http_status = http_status
+        # The error's DETAIL: what a few states name (the label key of QL016).
+        self.detail = detail
 
 
 def connection_kwargs(config: IngressConfig) -> dict[str, Any]:
@@ -142,7 +145,8 @@ class Gateway:
     def _classify(self, exc: psycopg.Error) -> Exception:
         state = lookup(exc.sqlstate)
         if state is not None and state.http_status is not None and state.http_status < 500:
-            return DbRefused(state.code, state.reason, state.http_status)
+            return DbRefused(state.code, state.reason, state.http_status,
+                             exc.diag.message_detail)
         # Anything else is our bug or a broken deployment (missing function, missing
         # grant): not the worker's fault, so 503 — and loud in our own log.
         self._failed("unexpected")

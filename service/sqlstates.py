@@ -59,6 +59,10 @@ class QlSqlState(Enum):
         "QL015", "session_draining", 409,
         "session draining: no new offer; its started leases run on until they end",
     )
+    LABEL_NOT_GRANTED = SqlStateInfo(
+        "QL016", "label_not_granted", 403,
+        "a declared label is not granted to the worker (DETAIL: the key)",
+    )
     ILLEGAL_TRANSITION = SqlStateInfo(
         "QL020", "illegal_transition", 409, "lifecycle transition not allowed from this state"
     )

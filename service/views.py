@@ -150,7 +150,8 @@ def _audit(state: IngressState, endpoint: Endpoint, outcome: Outcome, reason: st
 
 
 async def _deny(state: IngressState, endpoint: Endpoint, status: int, reason: str,
-                credential_id: str | None, worker_id: str | None) -> ApiError:
+                credential_id: str | None, worker_id: str | None,
+                detail_key: str | None = None) -> ApiError:
     """An ingress-decided denial: audited, then stored in security_audit (best
     effort — the refusal never depends on the database), then raised.
     `worker_id` is the certificate's, never the body's."""
@@ -162,7 +163,7 @@ async def _deny(state: IngressState, endpoint: Endpoint, status: int, reason: st
     except (DbUnavailable, DbRefused) as exc:
         log.warning("denial not stored", extra={"event": "audit.store_failed",
                                                 "reason": getattr(exc, "reason", "")})
-    return ApiError(status, reason)
+    return ApiError(status, reason, detail_key=detail_key)
 
 
 async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState, Admitted]:
@@ -213,6 +214,12 @@ async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
         raise ApiError(503, exc.reason,
                        retry_after_s=state.config.unavailable_retry_after_s) from None
     except DbRefused as exc:
+        if exc.http_status == 403:
+            # An authorization the database refused after the credential passed
+            # (QL016 label_not_granted, SPEC §13.2): it rolled back, so the
+            # denial is stored like the ingress's own, naming the label key.
+            raise await _deny(state, endpoint, 403, exc.reason, credential_id, worker_id,
+                              exc.detail) from None
         # Fence errors (QL010-QL014) are raised after the credential check passed.
         _audit_line(state, endpoint, Outcome.FAILED, exc.reason, credential_id, worker_id)
         decision = Outcome.ALLOWED if exc.http_status == 409 else Outcome.UNDECIDED

@@ -1,7 +1,8 @@
 -- ql.list_workers(p_limit integer DEFAULT 1000, p_after text DEFAULT NULL) -> jsonb
 --
 -- Purpose: the workers and their sessions, for `admin worker list` and the
---   console (SPEC §9.4): {workers: [{workerId, name, disabled, credentials:
+--   console (SPEC §9.4): {workers: [{workerId, name, disabled, selfLabels,
+--   grantedLabels: {key: value} (SPEC §13.2, ql.label_worker), credentials:
 --   [{credentialId, state: "active"|"revoked"}], session: {sessionId,
 --   generation, state, labels, slots, liveLeases, lastSeenAtMs} | null}], next}.
 --   Workers in id order, one keyset page; `next` = the last listed worker id
@@ -15,7 +16,8 @@
 --   100 of the worker, oldest first, id and state only. Never a secret, a
 --   secret digest or a token digest.
 -- Cost: one primary-key range of workers (<= p_limit + 1), then per worker one
---   credentials range (worker_credentials_worker), one open-session probe and
+--   credentials range (worker_credentials_worker), one granted-labels range
+--   (worker_labels primary key, <= 32 rows), one open-session probe and
 --   one live-lease count (run_leases_session_live_counted, index-only).
 -- Inputs: p_limit 1..1000 (default 1000), p_after (NULL or a worker id).
 -- Fences: none (an operator's read).
@@ -46,7 +48,7 @@ BEGIN
     END IF;
 
     WITH page AS MATERIALIZED (
-        SELECT w.id, w.name, w.disabled_at
+        SELECT w.id, w.name, w.disabled_at, w.self_labels
           FROM ql_private.workers w
          WHERE w.id > v_after
          ORDER BY w.id
@@ -58,6 +60,10 @@ BEGIN
                'workerId', x.id,
                'name', x.name,
                'disabled', x.disabled_at IS NOT NULL,
+               'selfLabels', x.self_labels,
+               'grantedLabels', coalesce((
+                   SELECT jsonb_object_agg(g.key, g.value) FROM ql_private.worker_labels g
+                    WHERE g.worker_id = x.id), '{}'::jsonb),
                'credentials', coalesce((
                    SELECT jsonb_agg(jsonb_build_object(
                               'credentialId', c.credential_id,
@@ -96,4 +102,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.list_workers(integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_workers(integer, text) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.list_workers(integer, text) IS
-'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';

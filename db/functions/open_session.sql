@@ -11,10 +11,18 @@
 --   `session_replaced`, so their pending offers answer 409 session_replaced.
 --   Started leases stay live: the run is really executing and its own lease
 --   lifecycle (heartbeat/expiry) decides its fate.
+--   Granted labels (SPEC §13.2): unless the worker has self_labels, every
+--   declared label must be granted to it (ql_private.worker_labels, ql.label_worker)
+--   with the same key and the same value, byte for byte; else QL016
+--   label_not_granted (403) naming the first such key (in C order) in the
+--   error's DETAIL, and nothing is written (no session opened, none replaced).
+--   Executors, runtimes and slots stay self-declared.
 -- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id
 --   (lowercase canonical UUID), p_capabilities_canonical (the RFC 8785 bytes of
 --   qinglong/worker-capabilities@v1).
--- Fences: the credential (ql_private.authenticate); the capabilities document.
+-- Fences: the credential (ql_private.authenticate); the capabilities document;
+--   the worker's granted labels (read under the worker row lock, which
+--   ql.label_worker also takes: an open sees a label change whole or not at all).
 -- Returns {"status":"ok","session":{workerId, sessionId, generation, expiresAtMs,
 --   capabilitiesDigest, heartbeatIntervalMs}} or the denial envelope.
 -- Writes: the new session row; the replaced sessions (closed) and their released
@@ -31,7 +39,8 @@
 --   re-opens only when it has lost its session).
 -- Errors: QL001 malformed workerId / bytes not a UTF-8 JSON object / invalid
 --   capabilities; QL002 bytes over 16 KiB or oversize sets; QL003 invalid SemVer
---   (from ql_private.validate_capabilities).
+--   (from ql_private.validate_capabilities); QL016 a declared label not granted
+--   (DETAIL = its key, a validated label key).
 -- Caller: ql_worker_ingress.
 CREATE OR REPLACE FUNCTION ql.open_session(
     p_credential_id text,
@@ -54,6 +63,8 @@ DECLARE
     v_now timestamptz;
     v_next_generation bigint;
     v_session ql_private.worker_sessions;
+    v_self_labels boolean;
+    v_ungranted text;
 BEGIN
     v_denied := ql_private.authenticate(
         p_credential_id, p_secret_digest, v_worker_id, 'session.open');
@@ -72,7 +83,20 @@ BEGIN
     v_slots := (v_capabilities ->> 'slots')::integer;
     v_capabilities_digest := 'sha256:' || encode(sha256(p_capabilities_canonical), 'hex');
 
-    PERFORM 1 FROM ql_private.workers w WHERE w.id = v_worker_id FOR NO KEY UPDATE;
+    SELECT w.self_labels INTO v_self_labels
+      FROM ql_private.workers w WHERE w.id = v_worker_id FOR NO KEY UPDATE;
+    IF NOT v_self_labels THEN
+        SELECT d.key INTO v_ungranted
+          FROM jsonb_each_text(v_capabilities -> 'labels') d
+         WHERE NOT EXISTS (SELECT 1 FROM ql_private.worker_labels g
+                            WHERE g.worker_id = v_worker_id
+                              AND g.key = d.key AND g.value = d.value)
+         ORDER BY d.key COLLATE "C" LIMIT 1;
+        IF v_ungranted IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL016', DETAIL = v_ungranted,
+                MESSAGE = 'a declared label is not granted to this worker';
+        END IF;
+    END IF;
 
     v_now := clock_timestamp();
     PERFORM 1 FROM ql_private.worker_sessions ws
@@ -106,4 +130,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.open_session(text, bytea, text, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.open_session(text, bytea, text, bytea) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.open_session(text, bytea, text, bytea) IS
-'Open a new session for a worker: validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_capabilities_canonical. Fences: credential (session.open), capabilities. Returns {"status":"ok","session":{...}} or denied. Writes: new session, replaced sessions and their released leases, an audit row when denied. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. Errors: QL001/QL002/QL003. Caller: ql_worker_ingress.';
+'Open a new session for a worker: validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_capabilities_canonical. Fences: credential (session.open), capabilities, granted labels. Returns {"status":"ok","session":{...}} or denied. Writes: new session, replaced sessions and their released leases, an audit row when denied. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. Granted labels: unless the worker has self_labels, each declared label must be granted (ql.label_worker; same key and value, byte for byte), else QL016 label_not_granted with DETAIL = the key, nothing written. Errors: QL001/QL002/QL003/QL016. Caller: ql_worker_ingress.';

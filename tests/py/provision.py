@@ -98,13 +98,19 @@ class Provisioner:
         assert result is not None or call.function == "record_auth_denial"
         return result
 
-    def worker(self, name: str = "w", all_pools: bool = True) -> Worker:
+    def worker(self, name: str = "w", self_labels: bool = True,
+               all_pools: bool = True) -> Worker:
         worker_id = self.call(api.register_worker(name=name))["workerId"]
         credential_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789")
                                 for _ in range(16))
         secret = new_token()
         self.call(api.issue_credential(worker_id=worker_id, credential_id=credential_id,
                                        secret_digest=digest(secret)))
+        if self_labels:
+            # Sessions may declare any labels (SPEC §13.2 self-labels); set
+            # directly so no worker.labels_changed event joins every test's events.
+            self.conn.execute("UPDATE ql_private.workers SET self_labels = true"
+                              " WHERE id = %s::uuid", (worker_id,))
         if all_pools:
             # Every pool, present and future (SPEC §13.1 `--pool '*'`).
             self.call(api.grant_pool(worker_id=worker_id, pool="*"))

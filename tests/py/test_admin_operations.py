@@ -639,7 +639,8 @@ def test_worker_list_disable_enable(db_dsn: str, conn: psycopg.Connection,
     by_id = {w["workerId"]: w for w in listed["workers"]}
     assert set(by_id) == {session.worker.worker_id, idle.worker_id}
     mine = by_id[session.worker.worker_id]
-    assert set(mine) == {"workerId", "name", "disabled", "credentials", "session"}
+    assert set(mine) == {"workerId", "name", "disabled", "selfLabels", "grantedLabels",
+                         "credentials", "session"}
     assert mine["name"] == "ops-worker" and mine["disabled"] is False
     assert mine["credentials"] == [{"credentialId": session.worker.credential_id,
                                     "state": "active"}]

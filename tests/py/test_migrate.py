@@ -201,3 +201,42 @@ def test_0016_pins_each_live_row_to_its_tasks_settings(db_dsn: str) -> None:
     assert pinned == {runs[0]: [7, 200, 900], runs[1]: [7, 200, 900], runs[2]: [3, 1000, 300000]}
     assert ttl == [(runs[0], 600)]
     assert nullable == (0,)
+
+
+def test_0023_keeps_every_existing_worker_on_self_labels(db_dsn: str) -> None:
+    """The statements of 0023, run against workers registered before it (its
+    column and table dropped again, in a transaction rolled back at the end):
+    each existing worker keeps today's behaviour, explicitly (self_labels true)
+    and its session still opens with labels nobody granted; a worker registered
+    after it accepts only granted labels."""
+    from qinglong.db import api
+    from qinglong.schemas.canonical import canonical_bytes
+    from tests.py.provision import DEFAULT_CAPABILITIES, Provisioner
+
+    text = next(m for m in load_migrations() if m.name.startswith("0023")).text
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    statements = [stmt.strip() for stmt in code.split(";")
+                  if stmt.strip().startswith(("ALTER TABLE", "CREATE TABLE"))]
+    assert len(statements) == 3, statements
+    labelled = {**DEFAULT_CAPABILITIES, "labels": {"tenant": "bank"}}
+    with psycopg.connect(db_dsn) as conn:
+        prov = Provisioner(conn)
+        before = prov.worker("before", self_labels=False)
+        conn.execute("DROP TABLE ql_private.worker_labels")
+        conn.execute("ALTER TABLE ql_private.workers DROP COLUMN self_labels")
+        conn.execute("SET LOCAL ROLE ql_owner")  # as the migrator runs it
+        for stmt in statements:
+            conn.execute(stmt)
+        conn.execute("RESET ROLE")
+        after = prov.worker("after", self_labels=False)
+        flags = dict(conn.execute(
+            "SELECT id::text, self_labels FROM ql_private.workers").fetchall())
+        prov.session(before, labelled)  # asserts status ok
+        with pytest.raises(psycopg.Error) as refused:
+            prov.call(api.open_session(
+                credential_id=after.credential_id, secret_digest=after.secret_digest,
+                worker_id=after.worker_id,
+                capabilities_canonical=canonical_bytes(labelled)))
+        conn.rollback()
+    assert flags == {before.worker_id: True, after.worker_id: False}
+    assert refused.value.sqlstate == "QL016"

@@ -14,6 +14,7 @@ SELECT ql_test.publish('proj', 'task') ->> 'taskId' AS task \gset
 SELECT r[1] AS run FROM ql_test.enqueue(:'task', 1) r \gset
 SELECT ql_test.fake_lease(:'run', :'s1', false) AS offer \gset
 UPDATE ql_private.workers SET disabled_at = clock_timestamp() WHERE id = :'w2'::uuid;
+SELECT ql.label_worker(:'w2', '{"tenant":"bank"}', p_self_labels => false) IS NOT NULL AS labelled \gset
 
 CREATE FUNCTION pg_temp.worker(page jsonb, id text) RETURNS jsonb LANGUAGE sql AS $$
     SELECT e FROM jsonb_array_elements(page -> 'workers') e WHERE e ->> 'workerId' = id
@@ -30,8 +31,9 @@ SELECT is((SELECT array_agg(e ->> 'workerId') FROM jsonb_array_elements(:'page':
 SELECT is(:'page'::jsonb -> 'next', 'null'::jsonb, 'one page: next null');
 SELECT is(pg_temp.worker(:'page', :'w1') - 'session',
           jsonb_build_object('workerId', :'w1', 'name', 'w1', 'disabled', false,
+                             'selfLabels', true, 'grantedLabels', '{}'::jsonb,
                              'credentials', jsonb_build_array(jsonb_build_object('credentialId', :'c1', 'state', 'active'))),
-          'w1: name, enabled, its active credential');
+          'w1: name, enabled, self-labels, nothing granted, its active credential');
 SELECT is((pg_temp.worker(:'page', :'w1') -> 'session') - 'lastSeenAtMs',
           jsonb_build_object('sessionId', :'s1', 'generation', 1, 'state', 'active',
                              'labels', '{"region": "eu-1"}'::jsonb, 'slots', 3, 'liveLeases', 1),
@@ -39,9 +41,10 @@ SELECT is((pg_temp.worker(:'page', :'w1') -> 'session') - 'lastSeenAtMs',
 SELECT ok((pg_temp.worker(:'page', :'w1') #>> '{session,lastSeenAtMs}')::bigint > 0, 'lastSeenAtMs');
 SELECT is(pg_temp.worker(:'page', :'w2'),
           jsonb_build_object('workerId', :'w2', 'name', 'w2', 'disabled', true,
+                             'selfLabels', false, 'grantedLabels', '{"tenant": "bank"}'::jsonb,
                              'credentials', jsonb_build_array(jsonb_build_object('credentialId', :'c2', 'state', 'revoked')),
                              'session', NULL),
-          'w2: disabled, revoked credential, no session');
+          'w2: disabled, granted labels only, revoked credential, no session');
 SELECT ok(:'page'::text !~* 'secret|digest|token', 'no secret, digest or token anywhere');
 SET LOCAL ROLE ql_runtime;
 SELECT ql.list_workers(p_limit => 1) AS p1 \gset

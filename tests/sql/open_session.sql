@@ -2,7 +2,7 @@
 -- (generation + 1, old closed, its unstarted leases released), denial, and
 -- refusal of bad capability bytes before anything is written.
 BEGIN;
-SELECT plan(35);
+SELECT plan(47);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -111,6 +111,52 @@ SELECT is((SELECT count(*) FROM ql_private.worker_sessions WHERE worker_id = :'w
           1::bigint, 'the active session survived every refused open');
 SELECT is((SELECT generation FROM ql_private.worker_sessions WHERE worker_id = :'w1'::uuid AND state = 'active'),
           3::bigint, 'and it is still generation 3');
+
+-- Granted labels (SPEC §13.2). w1 has self-labels (the fixture): o1 declared
+-- region=eu-1, granted to nobody, and was accepted. w3 has only granted labels.
+SELECT is((SELECT count(*) FROM ql_private.worker_labels WHERE worker_id = :'w1'::uuid), 0::bigint,
+          'self-labels: w1 opened with region=eu-1 declared and nothing granted');
+SELECT worker_id AS w3, credential_id AS c3, secret_digest AS d3 FROM ql_test.new_worker('w3') \gset
+SELECT ql.label_worker(:'w3', '{"tenant":"bank","zone":"z1"}', p_self_labels => false) IS NOT NULL AS labelled \gset
+SELECT set_config('ql_test.w3', :'w3', true) IS NOT NULL AS w3_noted \gset
+-- The SQLSTATE and DETAIL (the label key) of w3's open declaring p_labels.
+CREATE FUNCTION pg_temp.refusal(p_labels text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    v_state text;
+    v_detail text;
+BEGIN
+    PERFORM ql.open_session(ql_test.credential_id('w3'), ql_test.secret_digest('w3'),
+                            current_setting('ql_test.w3'), ql_test.capabilities(2, p_labels));
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
+    RETURN v_state || ' ' || v_detail;
+END
+$$;
+GRANT EXECUTE ON FUNCTION pg_temp.refusal(text) TO ql_worker_ingress;
+SET LOCAL ROLE ql_worker_ingress;
+SELECT is(ql.open_session(:'c3', :'d3', :'w3', ql_test.capabilities(2, '{"tenant":"bank"}')) ->> 'status', 'ok',
+          'granted subset: tenant=bank opens');
+SELECT is(ql.open_session(:'c3', :'d3', :'w3', ql_test.capabilities(2, '{"tenant":"bank","zone":"z1"}')) #>> '{session,generation}', '2',
+          'all granted labels declared: opens (generation 2)');
+SELECT is(ql.open_session(:'c3', :'d3', :'w3', ql_test.capabilities(2, '{}')) #>> '{session,generation}', '3',
+          'no label declared: opens (generation 3)');
+RESET ROLE;
+SELECT ql_test.mark();
+SET LOCAL ROLE ql_worker_ingress;
+SELECT throws_ok(format('SELECT ql.open_session(%L, %L::bytea, %L, %L::bytea)', :'c3', :'d3', :'w3',
+                        ql_test.capabilities(2, '{"tenant":"corp"}')),
+                 'QL016', 'a declared label is not granted to this worker', 'tenant=corp (another value) -> QL016');
+SELECT is(pg_temp.refusal('{"tenant":"Bank"}'), 'QL016 tenant', 'tenant=Bank (case variant of the value) -> QL016 naming tenant');
+SELECT is(pg_temp.refusal('{"tenant":"bank "}'), 'QL016 tenant', 'tenant="bank " (whitespace variant) -> QL016 naming tenant');
+SELECT is(pg_temp.refusal('{"tenant.":"bank"}'), 'QL016 tenant.', 'a variant of the key -> QL016 naming it');
+SELECT is(pg_temp.refusal('{"gpu":"yes","tenant":"bank"}'), 'QL016 gpu', 'one ungranted label among granted ones -> QL016 naming it');
+SELECT is(pg_temp.refusal('{"tenant":"corp","zone":"z9"}'), 'QL016 tenant', 'two ungranted: the first key in C order');
+RESET ROLE;
+SELECT is(ql_test.writes_since_mark(), 0::bigint, 'refused label claims wrote nothing');
+SELECT is((SELECT array_agg(state || ':' || generation ORDER BY generation)
+             FROM ql_private.worker_sessions WHERE worker_id = :'w3'::uuid),
+          ARRAY['closed:1', 'closed:2', 'active:3'], '... and replaced no session');
 
 SELECT * FROM finish();
 ROLLBACK;

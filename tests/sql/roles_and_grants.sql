@@ -37,6 +37,7 @@ INSERT INTO api_class VALUES
     ('register_worker',     'ql_runtime'),
     ('issue_credential',    'ql_runtime'),
     ('revoke_credential',   'ql_runtime'),
+    ('label_worker',        'ql_runtime'),
     ('publish_revision',    'ql_runtime'),
     ('enqueue_runs',        'ql_runtime'),
     ('cancel_run',          'ql_runtime'),

@@ -227,6 +227,8 @@ class Api:
         digest = sha256(token())
         self.one(api.issue_credential(worker_id=worker_id, credential_id=credential_id,
                                       secret_digest=digest))
+        # Bench sessions declare the labels a scenario needs (SPEC §13.2 self-labels).
+        self.one(api.label_worker(worker_id=worker_id, self_labels=True))
         return WorkerIdent(worker_id, credential_id, digest)
 
     def session(self, worker: WorkerIdent, caps: dict[str, Any] | None = None) -> Session:
