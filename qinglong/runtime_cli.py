@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
         "claims), log one JSON line per pass on stdout, sleep, repeat. Stateless: run it on "
         "every replica. SIGTERM stops it after the call in flight.",
     )
-    add_dsn_argument(sweep, help="PostgreSQL DSN of a ql_runtime-capable role")
+    add_dsn_argument(sweep, help="PostgreSQL DSN of a login in ql_sweeper (or ql_runtime)")
     sweep.add_argument("--every", type=parse_every, default=5.0, metavar="DURATION",
                        help="pause between passes: 5s (default), 500ms, 1m; 100ms..1h")
     sweep.add_argument("--batch", type=parse_batch, default=500, metavar="N",

@@ -12,7 +12,9 @@ lease decisions (what expired, what is lost, retries, cancellations) and all
 locking happen in ql.sweep_leases, which takes its rows with FOR UPDATE SKIP
 LOCKED — so the sweeper can run on every replica at once, and a crash at any
 point loses nothing (the transaction of the call in flight rolls back and the
-next pass takes the same leases).
+next pass takes the same leases). Its DSN is a login IN ROLE ql_sweeper, which
+may execute exactly these four functions (SPEC §13.6): an ingress host that
+runs the sweeper holds no DSN that can publish or enqueue.
 
 Output: one JSON line per pass on stdout — `{"timeMs", "event": "sweep.pass",
 "expired", "lost", "retried", "failed", "cancelled", "skipped", "calls", "more",

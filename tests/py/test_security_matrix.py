@@ -548,6 +548,7 @@ ESCAPES: dict[str, tuple[str, str]] = {
     # statement -> expected SQLSTATE
     "set_role_owner": ("SET ROLE ql_owner", "42501"),
     "set_role_runtime": ("SET ROLE ql_runtime", "42501"),
+    "set_role_sweeper": ("SET ROLE ql_sweeper", "42501"),
     "set_session_authorization": ("SET SESSION AUTHORIZATION postgres", "42501"),
     "grant_self_owner": (f"GRANT ql_owner TO {INGRESS_ROLE}", "42501"),
     "create_schema": ("CREATE SCHEMA evil", "42501"),
