@@ -109,8 +109,12 @@ def _worker_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> No
     from qinglong import admin_labels
 
     admin_labels.add_create_flags(create)
+    from qinglong import admin_pools
+
+    admin_pools.add_create_flags(create)
     create.set_defaults(handler=lazy("qinglong.admin_cli:worker_create"))
     admin_labels.add_label_parser(workers, lazy, _dsn)
+    admin_pools.add_parsers(groups, workers, lazy, _dsn)
     listing = workers.add_parser("list", help="workers, credentials and active sessions")
     _dsn(listing, read=True)
     _page(listing, 1000, 1000)
@@ -146,6 +150,9 @@ def _task_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None
     publish.add_argument("--name", required=True)
     publish.add_argument("--command-file", required=True, type=Path)
     _setting_flags(publish)
+    from qinglong import admin_pools
+
+    admin_pools.add_publish_flag(publish)
     publish.set_defaults(handler=lazy("qinglong.admin_cli:task_publish"))
     configure = tasks.add_parser(
         "configure", help="change a task's run policy; no flags: print it")
@@ -364,14 +371,16 @@ def ca_init(args: argparse.Namespace) -> int:
 
 def worker_create(args: argparse.Namespace) -> int:
     from qinglong.admin_labels import parse_labels
+    from qinglong.admin_pools import parse_pools
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         labels = parse_labels(args.label)
+        pools = parse_pools(args.pool)
         with control_plane.connect(args.dsn) as conn:
             worker = control_plane.provision_worker(
                 conn, args.name, args.ca_dir, Path(args.out).absolute(),
-                labels=labels, self_labels=args.self_labels,
+                labels=labels, self_labels=args.self_labels, pools=pools,
             )
         return worker.as_json()
 
@@ -406,17 +415,21 @@ def task_publish(args: argparse.Namespace) -> int:
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
+        from qinglong.admin_pools import pool_ref
+
         settings = task_settings(args)
+        pool = None if args.pool is None else pool_ref(args.pool, wildcard=False)
         compiled = _compile(args.command_file)
         with control_plane.connect(args.dsn) as conn:
             result = control_plane.publish_task(
-                conn, args.project, args.name, compiled.canonical, settings
+                conn, args.project, args.name, compiled.canonical, settings, pool
             )
         # The database hashes the bytes itself; disagreeing with our own digest
         # would mean the two sides canonicalise differently, which must be loud.
         if result.get("contentDigest") != compiled.content_digest:
             raise AdminError("database_error", "digest_mismatch", "database digest differs")
-        return {key: result.get(key) for key in ("taskId", "revisionId", "revision")} | {
+        return {key: result.get(key) for key in ("taskId", "revisionId", "revision",
+                                                 "pool")} | {
             "contentDigest": compiled.content_digest
         }
 

@@ -110,8 +110,25 @@ def revoke_credential(conn: psycopg.Connection, credential_id: str) -> dict:
     return _call(conn, api.revoke_credential(credential_id=credential_id))
 
 
-def publish_revision(conn: psycopg.Connection, project: str, task: str, canonical: bytes) -> dict:
-    return _call(conn, api.publish_revision(project=project, task=task, canonical=canonical))
+def publish_revision(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
+                     pool: str | None = None) -> dict:
+    return _call(conn, api.publish_revision(project=project, task=task, canonical=canonical,
+                                            pool=pool))
+
+
+def create_pool(conn: psycopg.Connection, project: str, name: str) -> dict:
+    """Pool P/N (SPEC §13.1); the project is created when needed."""
+    return _call(conn, api.create_pool(project=project, name=name))
+
+
+def grant_pool(conn: psycopg.Connection, worker_id: str, pool: str) -> dict:
+    """Let the worker take pool P/N's runs ('*': every pool, present and future)."""
+    return _call(conn, api.grant_pool(worker_id=worker_id, pool=pool))
+
+
+def revoke_pool(conn: psycopg.Connection, worker_id: str, pool: str) -> dict:
+    """No new offer of the pool; its unstarted leases released at once."""
+    return _call(conn, api.revoke_pool(worker_id=worker_id, pool=pool))
 
 
 @dataclass(frozen=True)
@@ -175,14 +192,15 @@ def task_settings(conn: psycopg.Connection, task_id: str) -> dict:
 
 
 def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
-                 settings: TaskSettings | None = None) -> dict:
-    """Publish, then apply `settings`, in one transaction: a refused setting
-    leaves no new revision behind. -> publish_revision's object."""
+                 settings: TaskSettings | None = None, pool: str | None = None) -> dict:
+    """Publish (into `pool` 'P/N' when given), then apply `settings`, in one
+    transaction: a refused setting leaves no new revision behind. ->
+    publish_revision's object."""
     if settings is None or settings.is_empty():
-        return publish_revision(conn, project, task, canonical)
+        return publish_revision(conn, project, task, canonical, pool)
     try:
         with conn.transaction():  # the two calls' own transactions become savepoints
-            published = publish_revision(conn, project, task, canonical)
+            published = publish_revision(conn, project, task, canonical, pool)
             configure_task(conn, _required(published, "taskId", "publish_revision"), settings)
     except psycopg.Error as exc:  # the commit itself
         raise translate(exc) from None
@@ -362,12 +380,16 @@ def _private_dir(out_dir: Path) -> Path:
 def provision_worker(
     conn: psycopg.Connection, name: str, ca_dir: Path, out_dir: Path, *,
     labels: Mapping[str, str] | None = None, self_labels: bool = False,
+    pools: Sequence[str] = ("*",),
 ) -> ProvisionedWorker:
     """Register a worker, issue its client cert and its credential.
 
     The credential secret only ever exists in the 0600 file; the database gets
     its SHA-256 digest. `labels` are granted to it (SPEC §13.2); with
     `self_labels` its sessions' declared labels are accepted as they are.
+    `pools` are granted to it (SPEC §13.1; '*' = every pool, the default for the
+    development, demo and bench fleets; `admin worker create` passes exactly
+    its `--pool` flags, none = no grant).
     """
     ca_dir = Path(ca_dir)
     try:
@@ -388,6 +410,8 @@ def provision_worker(
             pki.write_private_file(credential_file, credential.token.encode("ascii"))
             written.append(credential_file)
             issue_credential(conn, worker_id, credential.credential_id, credential.secret_digest)
+            for pool in pools:
+                grant_pool(conn, worker_id, pool)
             if labels or self_labels:
                 label_worker(conn, worker_id, labels, self_labels=self_labels or None)
     except BaseException:
@@ -422,7 +446,10 @@ __all__ = [
     "configure_task",
     "connect",
     "disable_worker",
+    "create_pool",
     "enable_worker",
+    "grant_pool",
+    "revoke_pool",
     "end_session",
     "enqueue_runs",
     "issue_credential",

@@ -37,8 +37,7 @@
 --   foreign-key checks of concurrent enqueues.
 -- Idempotency: identical content -> same revision, created=false, no writes.
 -- Errors: QL001 bad project/task name, bytes not a UTF-8 JSON object, wrong
---   shape, pool not P/N or of another project (COLUMN pool); QL004 no such pool
---   (COLUMN pool); QL002 bytes over 96 KiB or oversize placement sets; QL003 invalid
+--   shape, pool not P/N, of another project or missing (COLUMN pool); QL002 bytes over 96 KiB or oversize placement sets; QL003 invalid
 --   SemVer in placement.
 -- Caller: ql_runtime (control plane).
 CREATE OR REPLACE FUNCTION ql.publish_revision(
@@ -160,7 +159,13 @@ BEGIN
          WHERE p.name = p_project;
     END IF;
     IF p_pool IS NOT NULL THEN
-        v_pool := ql_private.pool_of(p_pool);  -- QL004 (COLUMN pool) when missing
+        SELECT pl.* INTO v_pool FROM ql_private.pools pl
+         WHERE pl.project_id = v_project_id AND pl.name = split_part(p_pool, '/', 2);
+        IF NOT FOUND THEN
+            -- Invalid input, like another project's pool: nothing to publish into.
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'pool',
+                MESSAGE = 'pool does not exist in the task''s project (admin pool create)';
+        END IF;
     END IF;
     SELECT tk.* INTO v_task FROM ql_private.tasks tk
      WHERE tk.project_id = v_project_id AND tk.name = p_task
@@ -207,4 +212,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.publish_revision(text, text, bytea, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.publish_revision(text, text, bytea, text) TO ql_runtime;
 COMMENT ON FUNCTION ql.publish_revision(text, text, bytea, text) IS
-'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Pool (SPEC 13.1): p_pool P/N of the same project puts/moves the task there (another project''s or a missing pool refused: QL001/QL004 COLUMN pool); NULL keeps the task''s pool (new task: P/default). Identical to the current revision in the same pool -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created, pool}. Inputs: p_project, p_task, p_canonical, p_pool. Fences: names and content shape. Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';
+'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Pool (SPEC 13.1): p_pool P/N of the same project puts/moves the task there (another project''s or a missing pool refused: QL001 COLUMN pool); NULL keeps the task''s pool (new task: P/default). Identical to the current revision in the same pool -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created, pool}. Inputs: p_project, p_task, p_canonical, p_pool. Fences: names and content shape. Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';

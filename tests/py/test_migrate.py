@@ -240,3 +240,60 @@ def test_0023_keeps_every_existing_worker_on_self_labels(db_dsn: str) -> None:
         conn.rollback()
     assert flags == {before.worker_id: True, after.worker_id: False}
     assert refused.value.sqlstate == "QL016"
+
+
+def test_0022_puts_existing_work_in_default_pools_and_keeps_workers_working(db_dsn: str) -> None:
+    """0022 applied to a database as 0021 left it (its objects dropped again, in a
+    transaction rolled back at the end), with runs in flight: every task and run
+    lands in its project's default pool, every worker holds an explicit,
+    revocable grant of every default pool (not '*'), its in-flight offer stays
+    live, and its next pull is offered the next run."""
+    from qinglong.db.migrator import load_functions
+    from tests.py.provision import Intent, Provisioner
+
+    text = next(m for m in load_migrations() if m.name.startswith("0022")).text
+    pool_of = next(f for f in load_functions() if f.name == "pool_of.sql").text
+    with psycopg.connect(db_dsn) as conn:
+        prov = Provisioner(conn)
+        runs = prov.enqueue(prov.task("t1", project="p1"), count=2) + prov.enqueue(
+            prov.task("t2", project="p2"))
+        worker = prov.worker(all_pools=False)
+        conn.execute("INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id)"
+                     " SELECT %s::uuid, id FROM ql_private.pools", (worker.worker_id,))
+        session = prov.session(worker)
+        first = prov.pull(session, Intent())
+        assert first["status"] == "offered"
+        conn.execute("""
+            DROP TRIGGER projects_default_pool ON ql_private.projects;
+            DROP TRIGGER tasks_default_pool ON ql_private.tasks;
+            DROP TRIGGER runs_default_pool ON ql_private.runs;
+            DROP FUNCTION ql_private.project_default_pool(), ql_private.task_default_pool(),
+                          ql_private.run_default_pool();
+            DROP TABLE ql_private.worker_pool_grants;
+            ALTER TABLE ql_private.tasks DROP COLUMN pool_id;
+            ALTER TABLE ql_private.runs DROP COLUMN pool_id;
+            DROP TABLE ql_private.pools CASCADE;  -- and ql_private.pool_of (its row type)
+            ALTER TABLE ql_private.workers DROP COLUMN all_pools;
+            SET LOCAL ROLE ql_owner;""")
+        for sql in (text, pool_of):  # as migrate does: the migration, then the functions
+            conn.execute(sql.encode("utf-8"), prepare=False)  # type: ignore[arg-type]
+        conn.execute("RESET ROLE")
+        placed = conn.execute(
+            "SELECT count(*) FILTER (WHERE pl.name = 'default' AND pl.project_id = t.project_id),"
+            " count(*) FROM ql_private.runs r JOIN ql_private.tasks t ON t.id = r.task_id"
+            " JOIN ql_private.pools pl ON pl.id = r.pool_id AND pl.id = t.pool_id").fetchone()
+        grants = conn.execute(
+            "SELECT w.all_pools, array_agg(p.name ORDER BY p.name) FROM ql_private.workers w"
+            " JOIN ql_private.worker_pool_grants g ON g.worker_id = w.id"
+            " JOIN ql_private.pools pl ON pl.id = g.pool_id AND pl.name = 'default'"
+            " JOIN ql_private.projects p ON p.id = pl.project_id"
+            " WHERE w.id = %s::uuid GROUP BY w.all_pools", (worker.worker_id,)).fetchone()
+        live = conn.execute("SELECT count(*) FROM ql_private.run_leases"
+                            " WHERE released_at IS NULL").fetchone()
+        second = prov.pull(session, Intent())
+        conn.rollback()
+    assert placed == (3, 3)
+    assert grants == (False, ["p1", "p2"])
+    assert live == (1,)
+    assert second["status"] == "offered"
+    assert {first["offer"]["lease"]["runId"], second["offer"]["lease"]["runId"]} <= set(runs)

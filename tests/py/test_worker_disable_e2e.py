@@ -474,7 +474,8 @@ def _executing_worker(dev: dict[str, Any], root: Path, name: str) -> tuple[Worke
     """A new worker identity running `worker run --execute --slots 2` (a free slot
     while one command runs: it would pull)."""
     identity = _json_out([*QL, "admin", "worker", "create", "--dsn-file", dev["_dsnFile"],
-                          "--name", name, "--ca-dir", dev["caDir"], "--out", str(root / name)])
+                          "--name", name, "--ca-dir", dev["caDir"], "--out", str(root / name),
+                          "--pool", "*"])
     env_file = root / f"{name}-dev-env.json"
     doc = {k: v for k, v in dev.items() if not k.startswith("_")}
     env_file.write_text(json.dumps(dict(doc, worker=identity)))

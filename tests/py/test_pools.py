@@ -1,0 +1,149 @@
+"""Pools and worker grants (SPEC §13.1) through the real ingress and the admin CLI:
+a worker granted pool A never receives pool B's run (pulls and replays with B's
+offer ids), a revoked grant stops new offers and releases the unstarted lease
+within 5 s, and the CLI refuses another project's or a missing pool (exit 2,
+field `pool`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+from qinglong.db import api
+from qinglong.service.compiler import compile_command
+from tests.py import ingress_harness
+from tests.py.ingress_harness import Agent, make_agent, open_body, post, pull_body
+from tests.py.provision import Provisioner, command
+
+ingress = ingress_harness.ingress
+ingress_dsn = ingress_harness.ingress_dsn
+prov = ingress_harness.prov
+start_ingress_thread = ingress_harness.start_ingress_thread
+su_conn = ingress_harness.su_conn
+test_pki = ingress_harness.test_pki
+
+
+def _task(prov: Provisioner, name: str, pool: str) -> str:
+    canonical = compile_command(command()).canonical
+    return str(prov.call(api.publish_revision(project="acme", task=name, canonical=canonical,
+                                              pool=pool))["taskId"])
+
+
+def _agent(prov: Provisioner, test_pki, name: str, pools: list[str]) -> Agent:
+    agent = make_agent(prov, test_pki, name)
+    prov.call(api.revoke_pool(worker_id=agent.worker_id, pool="*"))
+    for pool in pools:
+        prov.call(api.grant_pool(worker_id=agent.worker_id, pool=pool))
+    return agent
+
+
+def _session(ingress, agent: Agent) -> dict:
+    reply = post(ingress.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token)
+    assert reply.status == 201, reply.body
+    return reply.json
+
+
+def _pull(ingress, agent: Agent, session: dict, offer_id: str | None = None,
+          token: str | None = None):
+    return post(ingress.port, "/v1/offers/pull", pull_body(agent, session, offer_id, token),
+                ctx=agent.ctx, token=agent.token)
+
+
+def _two_pools(prov: Provisioner) -> tuple[str, str]:
+    for name in ("a", "b"):
+        prov.call(api.create_pool(project="acme", name=name))
+    return _task(prov, "ta", "acme/a"), _task(prov, "tb", "acme/b")
+
+
+def test_worker_granted_a_never_receives_b_runs(ingress, prov, test_pki):
+    task_a, task_b = _two_pools(prov)
+    b_runs = prov.enqueue(task_b, count=3, priority=9)  # ahead of A's in the queue
+    a_run = prov.enqueue(task_a)[0]
+    agent_a = _agent(prov, test_pki, "edge-a", ["acme/a"])
+    agent_b = _agent(prov, test_pki, "edge-b", ["acme/b"])
+    session_a, session_b = _session(ingress, agent_a), _session(ingress, agent_b)
+
+    first = _pull(ingress, agent_a, session_a)
+    assert first.status == 200 and first.json["lease"]["runId"] == a_run, first.body
+    for _ in range(3):
+        idle = _pull(ingress, agent_a, session_a)
+        assert idle.status == 204 or idle.json.get("status") == "idle", idle.body
+
+    b_body = pull_body(agent_b, session_b)
+    b_offer = post(ingress.port, "/v1/offers/pull", b_body, ctx=agent_b.ctx, token=agent_b.token)
+    assert b_offer.status == 200 and b_offer.json["lease"]["runId"] in b_runs, b_offer.body
+    # A replays with B's offer id (its own token, then B's): never B's run.
+    for token in (None, b_body["leaseToken"]):
+        replay = _pull(ingress, agent_a, session_a, b_body["offerId"], token)
+        assert replay.status == 409, replay.body
+        text = replay.body.decode()
+        assert all(run not in text for run in b_runs), text
+    leases = prov.conn.execute(
+        "SELECT r.pool_id = (SELECT id FROM ql_private.pools WHERE name = 'a') FROM"
+        " ql_private.run_leases l JOIN ql_private.runs r ON r.id = l.run_id"
+        " WHERE l.worker_id = %s::uuid", (agent_a.worker_id,)).fetchall()
+    assert leases == [(True,)]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "qinglong", "admin", *args],
+                          capture_output=True, text=True, check=False, timeout=120)
+
+
+def test_revoke_stops_offers_and_releases_the_unstarted_lease(ingress, prov, test_pki, db_dsn):
+    task_a, _ = _two_pools(prov)
+    runs = prov.enqueue(task_a, count=2)
+    agent = _agent(prov, test_pki, "edge-r", ["acme/a"])
+    session = _session(ingress, agent)
+    body = pull_body(agent, session)
+    offered = post(ingress.port, "/v1/offers/pull", body, ctx=agent.ctx, token=agent.token)
+    assert offered.status == 200 and offered.json["lease"]["runId"] == runs[0], offered.body
+
+    started = time.monotonic()
+    revoked = _cli("worker", "revoke", "--dsn", db_dsn, "--worker", agent.worker_id,
+                   "--pool", "acme/a")
+    assert revoked.returncode == 0, revoked.stderr
+    assert json.loads(revoked.stdout)["leasesReleased"] == 1
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        while True:
+            row = conn.execute("SELECT l.release_reason, r.state FROM ql_private.run_leases l"
+                               " JOIN ql_private.runs r ON r.id = l.run_id"
+                               " WHERE l.offer_id = %s::uuid", (body["offerId"],)).fetchone()
+            if row == ("grant_revoked", "queued") or time.monotonic() - started > 5:
+                break
+            time.sleep(0.1)
+    assert row == ("grant_revoked", "queued")
+    assert time.monotonic() - started <= 5
+    after = _pull(ingress, agent, session)
+    assert after.status == 204 or after.json.get("status") == "idle", after.body
+    replay = post(ingress.port, "/v1/offers/pull", body, ctx=agent.ctx, token=agent.token)
+    assert replay.status == 409 and b"lease_terminal" in replay.body, replay.body
+
+
+def test_cli_pools(db_dsn: str, tmp_path: Path):
+    created = _cli("pool", "create", "--dsn", db_dsn, "--project", "acme", "--name", "gpu")
+    assert created.returncode == 0, created.stderr
+    doc = json.loads(created.stdout)
+    assert set(doc) == {"poolId", "project", "name"} and doc["name"] == "gpu"
+    other = _cli("pool", "create", "--dsn", db_dsn, "--project", "other", "--name", "x")
+    assert other.returncode == 0, other.stderr
+    command_file = tmp_path / "cmd.json"
+    command_file.write_text(json.dumps(command()))
+    base = ["task", "publish", "--dsn", db_dsn, "--project", "acme", "--name", "t",
+            "--command-file", str(command_file)]
+    ok = _cli(*base, "--pool", "acme/gpu")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["pool"] == "acme/gpu"
+    for pool in ("other/x", "acme/missing", "acme"):
+        refused = _cli(*base, "--pool", pool)
+        assert refused.returncode == 2, (pool, refused.stdout, refused.stderr)
+        assert "pool" in refused.stdout + refused.stderr
+    with psycopg.connect(db_dsn) as conn:
+        pools = conn.execute("SELECT pl.name FROM ql_private.tasks t JOIN ql_private.pools pl"
+                             " ON pl.id = t.pool_id WHERE t.name = 't'").fetchall()
+    assert pools == [("gpu",)], "a refused publish changed nothing"
