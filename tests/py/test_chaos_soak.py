@@ -4,7 +4,7 @@
 needs a private PostgreSQL it can restart, so it ignores QL_TEST_DSN. Set
 QL_SKIP_CHAOS_SOAK=1 to skip it. `test_every_mutant_is_caught_by_the_short_soak`
 runs the mutant campaign (`python -m tools.chaos mutate`, a short soak per mutant,
-26-40 minutes on 2 cores): longer than the whole CI run may take, so it runs only
+about 45 minutes on 2 cores): longer than the whole CI run may take, so it runs only
 when asked, with QL_CHAOS_MUTATE=1 (or run the command itself). Whether every
 mutant still applies is checked fast, in the default lane
 (tests/py/test_chaos_checker.py).
@@ -204,7 +204,7 @@ def test_short_soak_finds_no_anomalies(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(5400)
 @pytest.mark.skipif(os.environ.get("QL_CHAOS_MUTATE") != "1",
-                    reason="the 26-40 min mutant campaign: QL_CHAOS_MUTATE=1")  # fmt: skip
+                    reason="the ~45 min mutant campaign: QL_CHAOS_MUTATE=1")  # fmt: skip
 def test_every_mutant_is_caught_by_the_short_soak() -> None:
     """`python -m tools.chaos mutate`: a short soak per mutant (about 40 minutes on
     2 cores); each planted bug must show at least one anomaly."""
