@@ -229,7 +229,7 @@ def test_task_publish_applies_settings_in_the_same_transaction(
     invalid(*publish, "--lease-ttl-s", "3", field="leaseTtlS")
     assert table_fingerprint(conn) == before, "a refused setting leaves no task/revision"
     published = ok(*publish, "--lease-ttl-s", "600", "--max-attempts", "1")
-    assert set(published) == {"taskId", "revisionId", "revision", "contentDigest"}
+    assert set(published) == {"taskId", "revisionId", "revision", "pool", "contentDigest"}
     settings = ok("task", "configure", "--dsn", db_dsn, "--task", published["taskId"])
     assert (settings["leaseTtlS"], settings["maxAttempts"]) == (600, 1)
 
