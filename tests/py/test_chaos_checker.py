@@ -1295,3 +1295,24 @@ def test_hostile_own_session_refusal_needs_the_session_ended(scenario: Scenario)
                  " clock_timestamp() - interval '10 seconds' WHERE session_id = %s",
                  session.session_id)  # fmt: skip
     assert _finish(scenario) == set()
+
+
+def test_a_lease_call_on_a_worker_without_the_executor_is_caught_in_the_database(
+        scenario: Scenario) -> None:  # fmt: skip
+    """Whatever the hostile worker's answers said: w02 runs no executor and never
+    makes a lease call, so its lease started in the database was started by
+    someone else's call."""
+    _hostile_worker(scenario)
+    _hostile_op(scenario, "ack_foreign", "409:offer_foreign", (), target="foreign",
+                offer_id=scenario.accepted[2].offer_id, victim="w02")  # fmt: skip
+    assert _finish(scenario) == set()
+    item = scenario.accepted[2]
+    attempt = _attempt(scenario, item.run_id)
+    scenario.sql("UPDATE ql_private.run_leases SET started_at = clock_timestamp()"
+                 " WHERE offer_id = %s", item.offer_id)
+    scenario.sql("UPDATE ql_private.attempts SET state = 'starting' WHERE id = %s", attempt)
+    scenario.sql("UPDATE ql_private.runs SET state = 'starting' WHERE id = %s", item.run_id)
+    found = _finish(scenario)
+    assert "j_byzantine" in found, found
+    details = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
+    assert any(item.offer_id in d and "another's call" in d for d in details), details

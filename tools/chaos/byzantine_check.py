@@ -9,8 +9,10 @@ contract and the database snapshot:
    lease was started or released before the answer (the idle view's documented
    residual), never for a live unstarted one;
 2. no request of the hostile worker changed a lease it does not hold — a request
-   naming another worker's offer or session was never answered 2xx, and no
-   lease of another worker's offer id ever names the hostile worker;
+   naming another worker's offer or session was never answered 2xx, no lease of
+   another worker's offer id ever names the hostile worker, and (from the
+   database alone) no lease of a worker without the executor — which never makes
+   a lease call — was ever started or ended by a completion or start failure;
 3. no run completed by the hostile worker unless it legitimately held the lease
    — every lease the database gave the hostile worker comes from one of its own
    honest pulls answered `offered`, and every 2xx answer to its lease calls is
@@ -130,6 +132,24 @@ def check_byzantine(facts: Facts) -> Iterator[Anomaly]:
     for op in judged:
         yield from _answer(facts, op, worker_id, honest)
     yield from _its_leases(facts, worker_id, honest, judged)
+    yield from _untouchable_leases(facts)
+
+
+def _untouchable_leases(facts: Facts) -> Iterator[Anomaly]:
+    """Evidence from the database, whatever the answers said: a worker without the
+    executor never sends a lease call (its offers stay in its inbox), so a lease of
+    one that was started, or released by a completion or a start failure, was
+    changed by someone else's call."""
+    workers = facts.inputs.manifest["workers"]
+    for lease in facts.inputs.snapshot["leases"]:
+        name = facts.worker_names.get(lease["workerId"])
+        if name is None or workers[name].get("execute"):
+            continue
+        if lease["startedAtUs"] is not None or lease["releaseReason"] in (
+                "completed", "start_failed"):
+            yield Anomaly("j", f"lease {lease['offerId']} of {name} (no executor: it never "
+                               f"makes a lease call) was started or ended "
+                               f"{lease['releaseReason'] or ''} by another's call")
 
 
 def _answer(facts: Facts, op: Op, worker_id: str, honest: set[str | None]) -> Iterator[Anomaly]:
