@@ -166,6 +166,12 @@ def test_dev_up_down(tmp_path: Path) -> None:
                 "SELECT current_user, pg_has_role('ql_runtime', 'MEMBER')"
             ).fetchone()
             assert row == ("qinglong_runtime", True)
+            # The development worker declares its own labels (SPEC §13.2 self-labels).
+            from qinglong.db import api
+
+            listed = api.list_workers().run(conn)["workers"]
+            assert [(w["workerId"], w["selfLabels"]) for w in listed] == [
+                (env["worker"]["workerId"], True)]
             pg_port = int(conn.info.port)
             postmaster = conn.execute("SELECT pg_backend_pid()").fetchone()
             assert postmaster is not None
