@@ -93,6 +93,38 @@ def class_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     return CapturedPlan("Placement-class page (the pages after a blocked head)", inner)
 
 
+def seed_other_pools(conn: psycopg.Connection, pools: int = 200, runs_each: int = 10) -> None:
+    """`pools` more pools of project `explain`, each with a task and `runs_each`
+    queued runs, so the pool page's plan shows that other pools are not read."""
+    from qinglong.service.compiler import compile_command
+
+    compiled = compile_command({"schema": "qinglong/command@v1", "argv": ["true"],
+                                "env": {}, "timeoutS": 60})
+    for number in range(pools):
+        name = f"pool-{number}"
+        api.create_pool(project="explain", name=name).run(conn)
+        task = api.publish_revision(project="explain", task=f"task-{number}",
+                                    canonical=compiled.canonical,
+                                    pool=f"explain/{name}").run(conn)["taskId"]
+        api.enqueue_runs(task_id=task, priority=2, count=runs_each).run(conn)
+    conn.execute("VACUUM ANALYZE ql_private.runs")
+    conn.execute("VACUUM ANALYZE ql_private.attempts")
+
+
+def pool_page_plans(conn: psycopg.Connection) -> CapturedPlan:
+    """The page of a worker granted one pool (SPEC 13.3): ql_private.pool_candidate_page,
+    one runs_pool_keyset range scan per granted pool, whatever other pools hold."""
+    row = conn.execute("SELECT array_agg(pl.id) FROM ql_private.pools pl"
+                       " JOIN ql_private.projects p ON p.id = pl.project_id"
+                       " WHERE p.name = 'explain' AND pl.name = 'default'").fetchone()
+    assert row is not None
+    plans = capture(conn, "SELECT count(*) FROM ql_private.pool_candidate_page("
+                          "%s, NULL, NULL, NULL, 8, clock_timestamp(), pg_current_snapshot(),"
+                          " pg_current_xact_id_if_assigned())", (row[0],))
+    inner = [p for p in plans if "FROM ql_private.runs" in p]
+    return CapturedPlan("Pool page: a worker granted one pool of many (limit 8 + 1)", inner)
+
+
 def lease_read_plans(conn: psycopg.Connection) -> CapturedPlan:
     """The read every lease ACK, heartbeat and completion makes (twice: before
     and after its row locks): ql_private.lease_open's one statement over the lease
@@ -146,6 +178,7 @@ def _claim_as_new_worker(conn: psycopg.Connection, number: int, count: int) -> N
     from qinglong.service.capabilities import canonicalize_capabilities
 
     worker = api.register_worker(name=f"explain-{number}").run(conn)["workerId"]
+    api.grant_pool(worker_id=worker, pool="*").run(conn)
     credential = f"explain{number:09d}"
     secret = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=")
     digest = hashlib.sha256(secret).digest()
@@ -192,7 +225,11 @@ def render(runs: int, captured: list[CapturedPlan]) -> str:
         "source alone, one `runs_candidate_keyset` range scan, a plan that is cheap to "
         "start as well as to run. The lease lifecycle read (each ACK, heartbeat and "
         "completion makes it twice) finds the lease by `run_leases_offer_id_key` and "
-        "every other row by its primary key: one row each, whatever the table sizes.",
+        "every other row by its primary key: one row each, whatever the table sizes. "
+        "The pool page (last; a worker without the all-pools grant, SPEC 13.3) is "
+        "captured after 200 more pools of 10 queued runs each were added: one "
+        "`Index Scan using runs_pool_keyset` per granted pool, equality on the pool "
+        "plus the same keyset row comparison, so the other pools' runs are never read.",
         "",
     ]
     for plan in captured:
@@ -217,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             captured = [candidate_page_plans(conn), next_page_plans(conn),
                         class_page_plans(conn), ready_page_plans(conn),
                         lease_read_plans(conn)]
+            seed_other_pools(conn)
+            captured.append(pool_page_plans(conn))
     DOC.write_text(render(args.runs, captured), encoding="utf-8")
     print(f"wrote {DOC}")
     return 0

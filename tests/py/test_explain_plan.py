@@ -84,3 +84,25 @@ def test_committed_explain_document_shows_the_lease_read() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert "## Lease lifecycle read (ACK, heartbeat, completion)" in text
     assert "Index Scan using run_leases_offer_id_key on run_leases rl" in text
+
+
+def test_pool_page_uses_the_pool_keyset_index(db_dsn: str) -> None:
+    """SPEC 13.3: a worker granted one pool of many reads that pool's keyset alone."""
+    from tools.explain_plans import pool_page_plans, seed_other_pools
+
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        seed(conn, 5_000)
+        seed_other_pools(conn, pools=50, runs_each=20)
+        captured = pool_page_plans(conn)
+        assert len(captured.plans) == 1, captured
+        plan = captured.plans[0]
+        assert "Index Scan using runs_pool_keyset" in plan
+        assert "pool_id = k.pool_id" in plan
+        assert "ROW((- (priority)::integer), queue_seq, id) >" in plan
+        assert "rows=9 loops=1" in plan
+        sorted_rows = [int(m) for m in SORT_ROWS.findall(plan)]
+        assert max(sorted_rows, default=0) <= 18, sorted_rows
+
+
+def test_committed_explain_document_shows_the_pool_index() -> None:
+    assert "Index Scan using runs_pool_keyset on runs" in DOC.read_text(encoding="utf-8")
