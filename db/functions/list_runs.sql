@@ -14,8 +14,8 @@
 --   queue_seq) with one — each stopping after p_limit + 1 rows, merged and cut
 --   to p_limit + 1 (PostgreSQL cannot scan `state = ANY (...)` in key order, so
 --   the states are a LATERAL loop, at most seven descents); then one
---   primary-key probe per listed run and its current attempt. No count of
---   anything, no OFFSET.
+--   primary-key probe per listed run, its current attempt, task, project and
+--   pool. No count of anything, no OFFSET.
 -- Inputs: p_task_id (NULL = all tasks, else a lowercase canonical UUID),
 --   p_states (NULL or empty = all; each one of queued, dispatching, starting,
 --   running, succeeded, failed, cancelled; duplicates ignored), p_limit
@@ -108,6 +108,9 @@ BEGIN
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'runId', r.id,
                'taskId', r.task_id,
+               'project', pr.name,
+               'taskName', t.name,
+               'pool', pr.name || '/' || pl.name,
                'state', r.state,
                'priority', r.priority,
                'queuedAtMs', ql_private.epoch_ms(r.created_at),
@@ -118,6 +121,9 @@ BEGIN
       INTO v_runs
       FROM unnest(coalesce(v_ids, '{}')) WITH ORDINALITY AS o(id, ord)
       JOIN ql_private.runs r ON r.id = o.id
+      JOIN ql_private.tasks t ON t.id = r.task_id
+      JOIN ql_private.projects pr ON pr.id = r.project_id
+      JOIN ql_private.pools pl ON pl.id = r.pool_id
       LEFT JOIN ql_private.attempts a ON a.id = r.current_attempt_id
      WHERE o.ord <= p_limit;
     RETURN jsonb_build_object(
@@ -128,4 +134,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.list_runs(text, text[], integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_runs(text, text[], integer, text) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.list_runs(text, text[], integer, text) IS
-'One keyset page of runs, newest first (SPEC 9.4): {runs: [{runId, taskId, state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs}], next (opaque cursor or null)}. Inputs: p_task_id (NULL = all), p_states (NULL/empty = all), p_limit 1..1000 (default 100), p_after (cursor). Index-driven: one backward range scan per state of runs_state_seq / runs_task_state_seq, each <= limit + 1 rows, merged; no count, no OFFSET. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 taskId/state/after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+'One keyset page of runs, newest first (SPEC 9.4): {runs: [{runId, taskId, project, taskName, pool (P/N), state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs}], next (opaque cursor or null)}. Inputs: p_task_id (NULL = all), p_states (NULL/empty = all), p_limit 1..1000 (default 100), p_after (cursor). Index-driven: one backward range scan per state of runs_state_seq / runs_task_state_seq, each <= limit + 1 rows, merged; no count, no OFFSET. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 taskId/state/after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';

@@ -1,7 +1,8 @@
 -- ql.list_workers(p_limit integer DEFAULT 1000, p_after text DEFAULT NULL) -> jsonb
 --
 -- Purpose: the workers and their sessions, for `admin worker list` and the
---   console (SPEC §9.4): {workers: [{workerId, name, disabled, selfLabels,
+--   console (SPEC §9.4): {workers: [{workerId, name, disabled, allPools,
+--   pools: ["P/N", ...], poolsCapped, selfLabels,
 --   grantedLabels: {key: value} (SPEC §13.2, ql.label_worker), credentials:
 --   [{credentialId, state: "active"|"revoked"}], session: {sessionId,
 --   generation, state, labels, slots, liveLeases, lastSeenAtMs} | null}], next}.
@@ -13,10 +14,15 @@
 --   capabilities; liveLeases = its unreleased leases (started or not, expired
 --   or not: what the sweeper has not released yet); lastSeenAtMs = its last
 --   heartbeat (the open time before the first one). Credentials: the newest
---   100 of the worker, oldest first, id and state only. Never a secret, a
+--   100 of the worker, oldest first, id and state only. Pools (SPEC §13.1):
+--   allPools = the `--pool '*'` grant (every pool, present and future); pools
+--   = its explicit grants as `P/N`, sorted, at most 100 (the first 100 by pool
+--   id; poolsCapped when it holds more). Never a secret, a
 --   secret digest or a token digest.
 -- Cost: one primary-key range of workers (<= p_limit + 1), then per worker one
---   credentials range (worker_credentials_worker), one granted-labels range
+--   credentials range (worker_credentials_worker), one pool-grants range
+--   (worker_pool_grants primary key, <= 101 rows, each with its pool and
+--   project by primary key), one granted-labels range
 --   (worker_labels primary key, <= 32 rows), one open-session probe and
 --   one live-lease count (run_leases_session_live_counted, index-only).
 -- Inputs: p_limit 1..1000 (default 1000), p_after (NULL or a worker id).
@@ -34,6 +40,7 @@ SET jit = off
 AS $$
 DECLARE
     v_max_credentials constant integer := 100;
+    v_max_pools constant integer := 100;
     v_after uuid := '00000000-0000-0000-0000-000000000000';
     v_workers jsonb;
     v_count integer;
@@ -48,7 +55,7 @@ BEGIN
     END IF;
 
     WITH page AS MATERIALIZED (
-        SELECT w.id, w.name, w.disabled_at, w.self_labels
+        SELECT w.id, w.name, w.disabled_at, w.self_labels, w.all_pools
           FROM ql_private.workers w
          WHERE w.id > v_after
          ORDER BY w.id
@@ -60,6 +67,22 @@ BEGIN
                'workerId', x.id,
                'name', x.name,
                'disabled', x.disabled_at IS NOT NULL,
+               'allPools', x.all_pools,
+               'pools', coalesce((
+                   SELECT jsonb_agg(g.pool ORDER BY g.pool) FILTER (WHERE g.ord <= v_max_pools)
+                     FROM (SELECT pr.name || '/' || pl.name AS pool,
+                                  row_number() OVER (ORDER BY gg.pool_id) AS ord
+                             FROM (SELECT wg.pool_id FROM ql_private.worker_pool_grants wg
+                                    WHERE wg.worker_id = x.id
+                                    ORDER BY wg.pool_id
+                                    LIMIT v_max_pools + 1) gg
+                             JOIN ql_private.pools pl ON pl.id = gg.pool_id
+                             JOIN ql_private.projects pr ON pr.id = pl.project_id) g),
+                   '[]'::jsonb),
+               'poolsCapped', (SELECT count(*) > v_max_pools FROM (
+                                   SELECT 1 FROM ql_private.worker_pool_grants wg
+                                    WHERE wg.worker_id = x.id
+                                    LIMIT v_max_pools + 1) c),
                'selfLabels', x.self_labels,
                'grantedLabels', coalesce((
                    SELECT jsonb_object_agg(g.key, g.value) FROM ql_private.worker_labels g
@@ -102,4 +125,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.list_workers(integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_workers(integer, text) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.list_workers(integer, text) IS
-'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, allPools, pools (P/N, sorted, <= 100), poolsCapped, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';

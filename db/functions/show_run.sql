@@ -1,20 +1,22 @@
 -- ql.show_run(p_run_id text) -> jsonb
 --
 -- Purpose: one run in detail, for `admin run show` and the console (SPEC §9.4):
---   {run: {runId, taskId, projectId, state, priority, queuedAtMs, notBeforeMs,
---          attempts, updatedAtMs, finishedAtMs, cancelRequested,
---          executionRevisionId, key},
+--   {run: {runId, taskId, projectId, project, taskName, pool, state, priority,
+--          queuedAtMs, notBeforeMs, attempts, updatedAtMs, finishedAtMs,
+--          cancelRequested, executionRevisionId, key},
 --    attempts: [{attemptId, number, state, workerId, sessionId, claimedAtMs,
 --                startedAtMs, finishedAtMs, exitCode, reason, result}],
 --    events: [{type, atMs, ...payload fields..., attemptId}]}.
 --   Attempts in number order (at most the latest 200), each with the worker,
 --   session, claim and start time of its latest lease (null when never
---   claimed) and its stored completion result (SPEC §9.3). Events oldest first,
+--   claimed) and its stored completion result (SPEC §9.3). `project` and
+--   `taskName` name the run's project and task, `pool` is the pool the run
+--   carries as `P/N` (SPEC §13.1). Events oldest first,
 --   at most the latest 200; each is its payload with `type`, `atMs` and
 --   `attemptId` added. No token, secret or digest of either is ever stored in a
 --   lease projection read here or in an event payload (events CHECK), so none
 --   is returned.
--- Cost: one primary-key probe, one range of attempts (run_id, attempt_no), one
+-- Cost: one primary-key probe of the run, its task, project and pool, one range of attempts (run_id, attempt_no), one
 --   latest-lease probe per attempt ((attempt_id, lease_generation)), one range
 --   of events (events_run) — bounded by the caps above.
 -- Inputs: p_run_id (lowercase canonical UUID).
@@ -37,12 +39,18 @@ DECLARE
     v_current ql_private.attempts;
     v_attempts jsonb;
     v_events jsonb;
+    v_project text;
+    v_task_name text;
+    v_pool text;
 BEGIN
     SELECT r.* INTO v_run FROM ql_private.runs r WHERE r.id = v_run_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
     END IF;
     SELECT a.* INTO v_current FROM ql_private.attempts a WHERE a.id = v_run.current_attempt_id;
+    SELECT pr.name, t.name, pr.name || '/' || pl.name INTO v_project, v_task_name, v_pool
+      FROM ql_private.tasks t, ql_private.projects pr, ql_private.pools pl
+     WHERE t.id = v_run.task_id AND pr.id = v_run.project_id AND pl.id = v_run.pool_id;
 
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'attemptId', a.id,
@@ -87,6 +95,9 @@ BEGIN
             'runId', v_run.id,
             'taskId', v_run.task_id,
             'projectId', v_run.project_id,
+            'project', v_project,
+            'taskName', v_task_name,
+            'pool', v_pool,
             'state', v_run.state,
             'priority', v_run.priority,
             'queuedAtMs', ql_private.epoch_ms(v_run.created_at),
@@ -104,4 +115,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.show_run(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.show_run(text) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.show_run(text) IS
-'One run in detail (SPEC 9.4): {run: {runId, taskId, projectId, state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs, finishedAtMs, cancelRequested, executionRevisionId, key}, attempts: [{attemptId, number, state, workerId, sessionId, claimedAtMs, startedAtMs, finishedAtMs, exitCode, reason, result}] (number order, latest 200, worker/session of the latest lease), events: [{type, atMs, ...payload, attemptId}] (oldest first, latest 200)}. No token, secret or digest. Inputs: p_run_id. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 malformed, QL004 unknown run (COLUMN runId). Caller: ql_readonly, ql_runtime.';
+'One run in detail (SPEC 9.4): {run: {runId, taskId, projectId, project, taskName, pool (P/N), state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs, finishedAtMs, cancelRequested, executionRevisionId, key}, attempts: [{attemptId, number, state, workerId, sessionId, claimedAtMs, startedAtMs, finishedAtMs, exitCode, reason, result}] (number order, latest 200, worker/session of the latest lease), events: [{type, atMs, ...payload, attemptId}] (oldest first, latest 200)}. No token, secret or digest. Inputs: p_run_id. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 malformed, QL004 unknown run (COLUMN runId). Caller: ql_readonly, ql_runtime.';

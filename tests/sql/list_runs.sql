@@ -3,7 +3,7 @@
 -- with their COLUMN, read-only; ql_readonly and ql_runtime read, the ingress
 -- cannot.
 BEGIN;
-SELECT plan(20);
+SELECT plan(21);
 \ir fixtures.psql
 
 SELECT ql_test.publish('proj', 'a') ->> 'taskId' AS ta \gset
@@ -30,8 +30,9 @@ SELECT is(pg_temp.ids(:'all_runs'::jsonb),
           'every run, newest first (queue_seq DESC)');
 SELECT is(:'all_runs'::jsonb -> 'next', 'null'::jsonb, 'one page: next is null');
 SELECT is((:'all_runs'::jsonb -> 'runs' -> 0) - 'queuedAtMs' - 'updatedAtMs' - 'notBeforeMs',
-          jsonb_build_object('runId', :'rs', 'taskId', :'ta', 'state', 'queued', 'priority', 0, 'attempts', 1),
-          'a row: runId, taskId, state, priority, attempts (+ times)');
+          jsonb_build_object('runId', :'rs', 'taskId', :'ta', 'project', 'proj', 'taskName', 'a',
+                             'pool', 'proj/default', 'state', 'queued', 'priority', 0, 'attempts', 1),
+          'a row: runId, taskId, project, taskName, pool, state, priority, attempts (+ times)');
 SELECT is((:'all_runs'::jsonb #>> '{runs,0,notBeforeMs}')::bigint,
           :rs_due::bigint,
           'notBeforeMs of a scheduled run = its due time');
@@ -58,6 +59,15 @@ RESET ROLE;
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'reads write nothing');
 SET LOCAL ROLE ql_runtime;
 SELECT is(jsonb_array_length(ql.list_runs() -> 'runs'), 6, 'ql_runtime reads it too');
+RESET ROLE;
+-- A run of a task published into another pool lists that pool (SPEC §13.1).
+SELECT ql.create_pool('other', 'gpu') IS NOT NULL AS pooled \gset
+SELECT ql.publish_revision('other', 'render', ql_test.command(), 'other/gpu') ->> 'taskId' AS tg \gset
+SELECT ql_test.enqueue(:'tg') AS rg \gset
+SET LOCAL ROLE ql_readonly;
+SELECT is((ql.list_runs(p_limit => 1) -> 'runs' -> 0) - 'runId' - 'taskId' - 'queuedAtMs' - 'updatedAtMs' - 'notBeforeMs',
+          '{"project": "other", "taskName": "render", "pool": "other/gpu", "state": "queued", "priority": 0, "attempts": 1}'::jsonb,
+          'names of another project, task and pool');
 RESET ROLE;
 SET LOCAL ROLE ql_worker_ingress;
 SELECT throws_ok('SELECT ql.list_runs()', '42501', NULL, 'the ingress cannot read it');

@@ -3,7 +3,7 @@
 -- atMs, attemptId), never a token or secret digest; unknown / malformed ids;
 -- ql_readonly and ql_runtime read, the ingress cannot.
 BEGIN;
-SELECT plan(14);
+SELECT plan(15);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -27,11 +27,12 @@ SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(:'shown'::jsonb
 SELECT is((:'shown'::jsonb -> 'run') - 'queuedAtMs' - 'updatedAtMs' - 'notBeforeMs',
           jsonb_build_object('runId', :'run', 'taskId', :'task',
                              'projectId', (SELECT project_id FROM ql_private.tasks WHERE id = :'task'::uuid),
+                             'project', 'proj', 'taskName', 'task', 'pool', 'proj/default',
                              'state', 'queued', 'priority', 3, 'attempts', 2, 'finishedAtMs', NULL,
                              'cancelRequested', false,
                              'executionRevisionId', (SELECT execution_revision_id FROM ql_private.runs WHERE id = :'run'::uuid),
                              'key', 'k-1'),
-          'the run object (retried: attempt 2 current, queued again)');
+          'the run object (retried: attempt 2 current, queued again), with project, task name and pool');
 SELECT is(jsonb_array_length(:'shown'::jsonb -> 'attempts'), 2, 'two attempts');
 SELECT is((:'shown'::jsonb -> 'attempts' -> 0) - 'attemptId' - 'claimedAtMs' - 'startedAtMs' - 'finishedAtMs',
           jsonb_build_object('number', 1, 'state', 'failed', 'workerId', :'w1', 'sessionId', :'s1',
@@ -56,6 +57,14 @@ SELECT is(ql_test.writes_since_mark(), 0::bigint, 'a read writes nothing');
 SET LOCAL ROLE ql_runtime;
 SELECT is(ql_test.error_of(format('SELECT ql.show_run(%L)', gen_random_uuid())), 'QL004 runId', 'unknown run -> QL004 runId');
 SELECT is(ql_test.error_of($$SELECT ql.show_run('nope')$$), 'QL001 runId', 'malformed -> QL001 runId');
+RESET ROLE;
+-- A run of a task published into another pool carries that pool (SPEC §13.1).
+SELECT ql.create_pool('proj', 'gpu') IS NOT NULL AS pooled \gset
+SELECT ql.publish_revision('proj', 'render', ql_test.command(), 'proj/gpu') ->> 'taskId' AS gpu_task \gset
+SELECT ql_test.enqueue(:'gpu_task') AS gpu_run \gset
+SET LOCAL ROLE ql_readonly;
+SELECT is(ql.show_run((:'gpu_run'::text[])[1]) -> 'run' -> 'pool', '"proj/gpu"'::jsonb,
+          'pool: the pool the run carries, P/N');
 RESET ROLE;
 SET LOCAL ROLE ql_worker_ingress;
 SELECT throws_ok(format('SELECT ql.show_run(%L)', :'run'), '42501', NULL, 'the ingress cannot read it');
