@@ -13,7 +13,7 @@
 -- or flood it. The bootstrap therefore revokes CONNECT and TEMPORARY from
 -- PUBLIC and grants CONNECT to the project's roles only (logins act through
 -- membership: the ingress login is IN ROLE ql_worker_ingress, the sweeper's
--- login IN ROLE ql_sweeper, and so on).
+-- login IN ROLE ql_sweeper, the producer API's IN ROLE ql_producer, and so on).
 -- Superusers connect regardless. Database ACLs are not copied by CREATE
 -- DATABASE ... TEMPLATE, which is why this runs on every migrate, not once in
 -- a migration.
@@ -27,7 +27,8 @@ DECLARE
     r record;
 BEGIN
     FOR r IN SELECT * FROM (VALUES
-        ('ql_owner'), ('ql_runtime'), ('ql_worker_ingress'), ('ql_readonly'), ('ql_sweeper')
+        ('ql_owner'), ('ql_runtime'), ('ql_worker_ingress'), ('ql_readonly'), ('ql_sweeper'),
+        ('ql_producer')
     ) AS t(name)
     LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r.name) THEN
@@ -48,7 +49,8 @@ BEGIN
     EXECUTE pg_catalog.format('GRANT CONNECT, CREATE, TEMPORARY ON DATABASE %I TO ql_owner',
                               pg_catalog.current_database());
     EXECUTE pg_catalog.format(
-        'GRANT CONNECT ON DATABASE %I TO ql_runtime, ql_worker_ingress, ql_readonly, ql_sweeper',
+        'GRANT CONNECT ON DATABASE %I TO ql_runtime, ql_worker_ingress, ql_readonly, ql_sweeper, '
+        'ql_producer',
         pg_catalog.current_database());
 END
 $bootstrap$;

@@ -15,10 +15,14 @@
 --                    `qinglong runtime sweep` calls (lease sweep + promotion of
 --                    due runs, the three prunes; SPEC §13.6). ql_sweeper
 --                    executes these and nothing else (below, from the catalog).
+--   producer      -> EXECUTE for ql_producer only: the producer API's calls
+--                    (SPEC §13.4), each checking a project token's scope and
+--                    project in SQL. ql_producer executes these and nothing
+--                    else (below, from the catalog).
 -- Decision: ql_runtime cannot execute worker-facing functions either; the
 -- control plane never acts as a worker.
 BEGIN;
-SELECT plan(36);
+SELECT plan(42);
 
 CREATE TEMP TABLE api_class (name text PRIMARY KEY, role text NOT NULL) ON COMMIT DROP;
 INSERT INTO api_class VALUES
@@ -65,7 +69,15 @@ INSERT INTO api_class VALUES
     ('throughput',          'read'),
     ('waiting_runs',        'read'),
     ('live_sessions',       'read'),
-    ('recent_denials',      'read');
+    ('recent_denials',      'read'),
+    ('create_project_token', 'ql_runtime'),
+    ('revoke_project_token', 'ql_runtime'),
+    ('list_project_tokens',  'ql_runtime'),
+    ('producer_enqueue',     'producer'),
+    ('producer_show_run',    'producer'),
+    ('producer_list_runs',   'producer'),
+    ('producer_cancel_run',  'producer'),
+    ('producer_retry_run',   'producer');
 
 CREATE TEMP VIEW api_fn AS
     SELECT p.oid, p.proname::text AS name, p.oid::regprocedure::text AS signature
@@ -93,14 +105,15 @@ SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_owner'), 'ql
 SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_runtime'), 'ql_runtime is NOLOGIN');
 SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_worker_ingress'), 'ql_worker_ingress is NOLOGIN');
 SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_sweeper'), 'ql_sweeper is NOLOGIN');
+SELECT ok((SELECT NOT rolcanlogin FROM pg_roles WHERE rolname = 'ql_producer'), 'ql_producer is NOLOGIN');
 SELECT is((SELECT array_agg(rolname::text ORDER BY rolname) FROM pg_roles
             WHERE rolname IN ('ql_owner', 'ql_runtime', 'ql_worker_ingress', 'ql_readonly',
-                              'ql_sweeper')
+                              'ql_sweeper', 'ql_producer')
               AND (rolsuper OR rolbypassrls OR rolcreaterole OR rolcreatedb OR rolreplication)),
           NULL, 'no project role has superuser, BYPASSRLS, CREATEROLE, CREATEDB or REPLICATION');
 SELECT is((SELECT array_agg(b.rolname::text ORDER BY b.rolname)
              FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member JOIN pg_roles b ON b.oid = m.roleid
-            WHERE r.rolname IN ('ql_runtime', 'ql_worker_ingress', 'ql_sweeper')), NULL,
+            WHERE r.rolname IN ('ql_runtime', 'ql_worker_ingress', 'ql_sweeper', 'ql_producer')), NULL,
           'the API roles inherit no other role (in particular not ql_owner)');
 
 -- Schemas
@@ -111,6 +124,10 @@ SELECT ok(has_schema_privilege('ql_sweeper', 'ql', 'USAGE')
           AND NOT has_schema_privilege('ql_sweeper', 'ql_private', 'USAGE')
           AND NOT has_schema_privilege('ql_sweeper', 'ql', 'CREATE'),
           'sweeper: USAGE on ql only (no ql_private, no CREATE)');
+SELECT ok(has_schema_privilege('ql_producer', 'ql', 'USAGE')
+          AND NOT has_schema_privilege('ql_producer', 'ql_private', 'USAGE')
+          AND NOT has_schema_privilege('ql_producer', 'ql', 'CREATE'),
+          'producer: USAGE on ql only (no ql_private, no CREATE)');
 SELECT ok(NOT has_schema_privilege('ql_worker_ingress', 'ql', 'CREATE')
           AND NOT has_schema_privilege('ql_runtime', 'ql', 'CREATE')
           AND NOT has_schema_privilege('public', 'ql', 'CREATE'), 'nobody but the owner creates in ql');
@@ -145,7 +162,8 @@ SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
               AND (has_function_privilege('ql_worker_ingress', oid, 'EXECUTE')
                    OR has_function_privilege('ql_runtime', oid, 'EXECUTE')
                    OR has_function_privilege('ql_readonly', oid, 'EXECUTE')
-                   OR has_function_privilege('ql_sweeper', oid, 'EXECUTE'))), NULL,
+                   OR has_function_privilege('ql_sweeper', oid, 'EXECUTE')
+                   OR has_function_privilege('ql_producer', oid, 'EXECUTE'))), NULL,
           'no API role holds EXECUTE on a ql_private helper');
 
 -- Parameter names: every parameter of every ql function is p_<name>. Callers use
@@ -205,6 +223,23 @@ SELECT is((SELECT array_agg(name ORDER BY name) FROM api_fn JOIN api_class USING
                            'enable_worker', 'end_session', 'create_pool', 'grant_pool',
                            'revoke_pool')),
           NULL, 'the sweeper publishes, enqueues, cancels, retries and grants nothing');
+-- The producer API (SPEC §13.4): over every function of ql AND ql_private.
+SELECT set_eq(
+    $$SELECT signature FROM project_fn WHERE has_function_privilege('ql_producer', oid, 'EXECUTE')$$,
+    $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role = 'producer'$$,
+    'ql_producer executes exactly the producer functions (nothing control-plane, read, sweep or worker-facing)');
+SELECT set_eq(
+    $$SELECT name FROM api_fn JOIN api_class USING (name) WHERE role = 'producer'$$,
+    ARRAY['producer_cancel_run', 'producer_enqueue', 'producer_list_runs', 'producer_retry_run',
+          'producer_show_run'],
+    'the producer functions are enqueue, show, list, cancel and retry');
+SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn JOIN api_class USING (name)
+            WHERE role = 'producer'
+              AND (has_function_privilege('ql_runtime', oid, 'EXECUTE')
+                   OR has_function_privilege('ql_worker_ingress', oid, 'EXECUTE')
+                   OR has_function_privilege('ql_readonly', oid, 'EXECUTE')
+                   OR has_function_privilege('ql_sweeper', oid, 'EXECUTE'))),
+          NULL, 'no other role executes a producer function');
 SELECT set_eq(
     $$SELECT signature FROM api_fn WHERE has_function_privilege('ql_readonly', oid, 'EXECUTE')$$,
     $$SELECT signature FROM api_fn JOIN api_class USING (name) WHERE role = 'read'$$,
@@ -235,6 +270,12 @@ SELECT is((SELECT array_agg(rel ORDER BY rel) FROM user_rel
                                            'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))
                OR (relkind = 'S' AND has_sequence_privilege('ql_sweeper', oid, 'USAGE, SELECT, UPDATE'))),
           NULL, 'ql_sweeper has no privilege on any table or sequence in any schema');
+SELECT is((SELECT array_agg(rel ORDER BY rel) FROM user_rel
+            WHERE (relkind <> 'S'
+                   AND has_table_privilege('ql_producer', oid,
+                                           'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))
+               OR (relkind = 'S' AND has_sequence_privilege('ql_producer', oid, 'USAGE, SELECT, UPDATE'))),
+          NULL, 'ql_producer has no privilege on any table or sequence in any schema');
 SELECT is((SELECT array_agg(rel ORDER BY rel) FROM user_rel
             WHERE schema IN ('ql', 'ql_private')
               AND ((relkind <> 'S' AND (has_table_privilege('ql_runtime', oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
