@@ -1,16 +1,27 @@
 -- ql.queue_depth() -> jsonb
 --
 -- Purpose: the console overview's queue panel (SPEC §10): how deep the ready
---   queue is per priority and which tasks hold the not-yet-started runs.
---   {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}], byTask:
---   [{taskId, project, task, queued, dispatching, capped}], tasksWithRuns,
---   cap, tasksExamined, tasksCapped}.
+--   queue is per priority and which tasks hold the not-yet-started runs,
+--   ready runs apart from scheduled ones (SPEC §9.2: not due yet).
+--   {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}],
+--   scheduled: {runs, capped, nextDueAtMs, byPriority: [{priority, runs}]},
+--   byTask: [{taskId, project, task, pool, queued, ready, readyCapped,
+--   scheduled, scheduledCapped, dispatching, capped}], tasksWithRuns, cap,
+--   tasksExamined, tasksCapped}.
 --   byPriority: the ready runs (queued, due, runtime-owned, not
 --   cancel-requested: runs_candidate_keyset) of each priority, highest first,
 --   at most 16 priorities, each counted up to `cap` (1000), with the age of
 --   its oldest (first in dispatch order). The age counts from
 --   greatest(created_at, current attempt's not_before), one primary-key
 --   probe: a retry or a promoted scheduled run waits from when it became ready.
+--   scheduled: the runs scheduled for later (queued, runtime-owned, not
+--   cancel-requested, due_at set: runs_due, not yet promoted by the sweeper),
+--   counted up to `cap`, the soonest due time, and the priorities of the
+--   `cap` + 1 due soonest (when `capped`, each priority's count is a lower
+--   bound: the runs of that priority among the soonest).
+--   byTask: `ready` (queued, due_at NULL) and `scheduled` (queued, due_at set)
+--   are a task's queued runs split, each counted up to `cap` (xCapped when it
+--   has more); `pool` the task's pool as P/N.
 --   byTask: per task its queued and dispatching runs, each counted up to
 --   `cap`, the 20 deepest listed (tasksWithRuns = how many tasks have any).
 --   Only the first 1000 tasks by id are examined (tasksExamined; tasksCapped
@@ -22,8 +33,11 @@
 --   status` is where the larger counts are).
 -- Cost: a loose index scan of runs_candidate_keyset (one descent per distinct
 --   priority, <= 16), each priority's range read up to cap + 1 entries; per
---   task two ranges of runs_task_state_seq (task_id, state, queue_seq) of at
---   most cap + 1 entries, for at most 1000 tasks: bounded by 16 x cap +
+--   task two ranges of runs_task_state_seq (task_id, state, queue_seq) and two
+--   of runs_task_queued_due (task_id, due_at) (ready: due_at NULL; scheduled:
+--   due_at set) of at most cap + 1 entries each, and its pool and project by
+--   primary key, for at most 1000 tasks; one range of runs_due of at most cap
+--   + 1 entries (each with its priority): bounded by 16 x cap + cap +
 --   min(tasks, 1000) probes and the queued/dispatching runs they hold.
 -- Inputs: none.
 -- Fences: none (an operator's read).
@@ -45,6 +59,7 @@ DECLARE
     v_nil constant uuid := '00000000-0000-0000-0000-000000000000';
     v_now timestamptz := clock_timestamp();
     v_priorities jsonb;
+    v_scheduled jsonb;
     v_tasks jsonb;
     v_with_runs integer;
     v_tasks_capped boolean;
@@ -93,8 +108,29 @@ BEGIN
       INTO v_priorities
       FROM per;
 
+    -- Scheduled runs: the cap + 1 due soonest (runs_due), their priorities.
+    WITH soonest AS MATERIALIZED (
+        SELECT r.priority, r.due_at FROM ql_private.runs r
+         WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND r.due_at IS NOT NULL
+         ORDER BY r.due_at
+         LIMIT v_cap + 1
+    ), per AS (
+        SELECT s.priority, count(*) AS runs FROM soonest s GROUP BY s.priority
+    )
+    SELECT jsonb_build_object(
+               'runs', least((SELECT count(*) FROM soonest), v_cap),
+               'capped', (SELECT count(*) FROM soonest) > v_cap,
+               'nextDueAtMs', ql_private.epoch_ms((SELECT min(s.due_at) FROM soonest s)),
+               'byPriority', coalesce((SELECT jsonb_agg(jsonb_build_object(
+                                                 'priority', p.priority,
+                                                 'runs', least(p.runs, v_cap))
+                                             ORDER BY p.priority DESC)
+                                         FROM per p), '[]'::jsonb))
+      INTO v_scheduled;
+
     WITH depth AS (
-        SELECT t.id, t.name, pr.name AS project,
+        SELECT t.id, t.name, pr.name AS project, pr.name || '/' || pl.name AS pool,
                -- ORDER BY in index order: the planner stays on the index range.
                (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
                                        WHERE r.task_id = t.id AND r.state = 'queued'
@@ -103,10 +139,21 @@ BEGIN
                (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
                                        WHERE r.task_id = t.id AND r.state = 'dispatching'
                                        ORDER BY r.task_id, r.state, r.queue_seq
-                                       LIMIT v_cap + 1) y) AS dispatching
+                                       LIMIT v_cap + 1) y) AS dispatching,
+               (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
+                                       WHERE r.task_id = t.id AND r.state = 'queued'
+                                         AND r.due_at IS NULL
+                                       ORDER BY r.task_id, r.due_at
+                                       LIMIT v_cap + 1) y) AS ready,
+               (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
+                                       WHERE r.task_id = t.id AND r.state = 'queued'
+                                         AND r.due_at IS NOT NULL
+                                       ORDER BY r.task_id, r.due_at
+                                       LIMIT v_cap + 1) y) AS scheduled
           FROM (SELECT tt.* FROM ql_private.tasks tt ORDER BY tt.id
                  LIMIT v_task_scan_cap) t
           JOIN ql_private.projects pr ON pr.id = t.project_id
+          JOIN ql_private.pools pl ON pl.id = t.pool_id
     ), ranked AS (
         SELECT d.*, row_number() OVER (ORDER BY least(d.queued, v_cap) + least(d.dispatching, v_cap)
                                                 DESC, d.project, d.name) AS rank
@@ -114,8 +161,11 @@ BEGIN
          WHERE d.queued + d.dispatching > 0
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'taskId', x.id, 'project', x.project, 'task', x.name,
-               'queued', least(x.queued, v_cap), 'dispatching', least(x.dispatching, v_cap),
+               'taskId', x.id, 'project', x.project, 'task', x.name, 'pool', x.pool,
+               'queued', least(x.queued, v_cap),
+               'ready', least(x.ready, v_cap), 'readyCapped', x.ready > v_cap,
+               'scheduled', least(x.scheduled, v_cap), 'scheduledCapped', x.scheduled > v_cap,
+               'dispatching', least(x.dispatching, v_cap),
                'capped', x.queued > v_cap OR x.dispatching > v_cap)
                ORDER BY x.rank) FILTER (WHERE x.rank <= v_task_limit), '[]'::jsonb),
            count(*)
@@ -124,7 +174,8 @@ BEGIN
 
     v_tasks_capped := EXISTS (SELECT 1 FROM ql_private.tasks tt ORDER BY tt.id
                                OFFSET v_task_scan_cap LIMIT 1);
-    RETURN jsonb_build_object('byPriority', v_priorities, 'byTask', v_tasks,
+    RETURN jsonb_build_object('byPriority', v_priorities, 'scheduled', v_scheduled,
+                              'byTask', v_tasks,
                               'tasksWithRuns', v_with_runs, 'cap', v_cap,
                               'tasksExamined', least(v_task_scan_cap, (SELECT count(*) FROM (
                                   SELECT 1 FROM ql_private.tasks tt
@@ -135,4 +186,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.queue_depth() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.queue_depth() TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.queue_depth() IS
-'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), byTask: [{taskId, project, task, queued, dispatching, capped}] (20 deepest of the first 1000 tasks by id, runs_task_state_seq), tasksWithRuns, cap, tasksExamined, tasksCapped}; oldestWaitingAgeMs from greatest(created_at, current attempt not_before); every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), scheduled: {runs, capped, nextDueAtMs, byPriority: [{priority, runs}]} (scheduled runs not yet promoted: the 1000 + 1 due soonest of runs_due), byTask: [{taskId, project, task, pool (P/N), queued, ready, readyCapped, scheduled, scheduledCapped, dispatching, capped}] (20 deepest of the first 1000 tasks by id, runs_task_state_seq and runs_task_queued_due), tasksWithRuns, cap, tasksExamined, tasksCapped}; oldestWaitingAgeMs from greatest(created_at, current attempt not_before); every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
