@@ -16,8 +16,10 @@
 --   ready and due runs of those classes): a head of runs it cannot take, ready
 --   or due, is jumped over instead of read page by page. Returns {status: offered, offer} or
 --   {status: idle, reason, stats, truncated}.
--- Page source: for a worker without the all-pools grant, always
---   ql_private.pool_candidate_page over the pools it holds a grant for (SPEC
+-- Page source: for a worker without the all-pools grant, always a pool page
+--   over the pools it holds a grant for — ql_private.pool_candidate_page (ready
+--   and due runs) while a scheduled run is due or an offer expired unstarted,
+--   else ql_private.pool_ready_candidate_page (ready runs alone) (SPEC
 --   §13.1, §13.3: the keyset is per pool, runs_pool_keyset leads with the pool,
 --   so other pools' runs are never read; no class fallback — the class keysets
 --   span every pool — and a worker without any grant reads nothing and is idle
@@ -143,11 +145,17 @@ BEGIN
         -- placement classes once the pull switched to them; the whole queue
         -- (three merged sources) while a scheduled run is due or an offer expired
         -- unstarted; else, the steady state, the ready runs alone.
-        IF v_pools IS NOT NULL THEN
+        IF v_pools IS NOT NULL AND v_whole_queue THEN
             OPEN v_page FOR
                 SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
                   FROM ql_private.pool_candidate_page(v_pools, v_after_priority, v_after_seq,
                            v_after_id, p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSIF v_pools IS NOT NULL THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.pool_ready_candidate_page(v_pools, v_after_priority,
+                           v_after_seq, v_after_id, p_page_size, v_now, v_snapshot, v_own) c
                  ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
         ELSIF v_classes IS NOT NULL THEN
             OPEN v_page FOR

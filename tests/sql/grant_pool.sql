@@ -4,7 +4,7 @@
 -- the locked rows, whatever the scan handed it; '*' grants every pool, present
 -- and future; errors and roles.
 BEGIN;
-SELECT plan(19);
+SELECT plan(20);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -50,8 +50,10 @@ SELECT is((SELECT state FROM ql_private.runs WHERE id = :'rb'::uuid), 'queued', 
 -- Granted A: A's run is offered, B's never.
 SELECT pg_temp.pull('00000000-0000-4000-8000-000000000002') AS o2 \gset
 SELECT is(:'o2'::jsonb #>> '{offer,lease,runId}', :'ra', 'granted A: A''s run is offered (B''s, ahead of it, is not)');
+SELECT ql_test.mark();
 SELECT is(pg_temp.pull('00000000-0000-4000-8000-000000000003') ->> 'status', 'idle',
           'then idle: B''s run is never offered');
+SELECT is(ql_test.writes_since_mark(), 0::bigint, 'that idle pull (a pool page read) wrote nothing');
 
 -- '*': every pool, present and future.
 SET LOCAL ROLE ql_runtime;
