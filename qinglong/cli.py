@@ -54,6 +54,7 @@ EXTENSIONS = (
     "qinglong.runtime_cli",
     "qinglong.ops_cli",
     "qinglong.console_cli",
+    "qinglong.run_cli",
 )
 
 

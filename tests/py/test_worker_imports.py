@@ -7,7 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-FORBIDDEN = ("aiohttp", "psycopg", "psycopg_pool", "qinglong.db", "qinglong.service")
+FORBIDDEN = ("aiohttp", "psycopg", "psycopg_pool", "qinglong.db", "qinglong.service",
+             "httpx", "qinglong.client")
 
 
 def loaded_after(code: str) -> set[str]:
