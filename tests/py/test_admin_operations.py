@@ -27,6 +27,7 @@ from psycopg import sql
 
 from qinglong.cli import main
 from qinglong.db import api
+from qinglong.service.compiler import compile_command
 from qinglong.throwaway_postgres import ThrowawayPostgres
 from tests.py.provision import (
     DEFAULT_CAPABILITIES,
@@ -347,9 +348,11 @@ def test_run_show_has_attempts_results_and_events(
     shown = ok("run", "show", "--dsn", db_dsn, "--run", run_id)
     assert set(shown) == {"run", "attempts", "events"}
     assert set(shown["run"]) == {
-        "runId", "taskId", "projectId", "state", "priority", "queuedAtMs", "notBeforeMs",
-        "attempts", "updatedAtMs", "finishedAtMs", "cancelRequested", "executionRevisionId",
-        "key"}
+        "runId", "taskId", "projectId", "project", "taskName", "pool", "state", "priority",
+        "queuedAtMs", "notBeforeMs", "attempts", "updatedAtMs", "finishedAtMs",
+        "cancelRequested", "executionRevisionId", "key"}
+    assert (shown["run"]["project"], shown["run"]["taskName"], shown["run"]["pool"]) == (
+        "p", "ops", "p/default")
     assert shown["run"]["state"] == "succeeded" and shown["run"]["attempts"] == 1
     (attempt,) = shown["attempts"]
     assert set(attempt) == {"attemptId", "number", "state", "workerId", "sessionId",
@@ -384,8 +387,8 @@ def test_run_show_refusals(db_dsn: str) -> None:
 
 # ------------------------------------------------------------------ 9.4 list
 
-RUN_KEYS = {"runId", "taskId", "state", "priority", "queuedAtMs", "notBeforeMs", "attempts",
-            "updatedAtMs"}
+RUN_KEYS = {"runId", "taskId", "project", "taskName", "pool", "state", "priority", "queuedAtMs",
+            "notBeforeMs", "attempts", "updatedAtMs"}
 
 
 def _page_through(db_dsn: str, *filters: str) -> tuple[list[str], int]:
@@ -639,8 +642,9 @@ def test_worker_list_disable_enable(db_dsn: str, conn: psycopg.Connection,
     by_id = {w["workerId"]: w for w in listed["workers"]}
     assert set(by_id) == {session.worker.worker_id, idle.worker_id}
     mine = by_id[session.worker.worker_id]
-    assert set(mine) == {"workerId", "name", "disabled", "selfLabels", "grantedLabels",
-                         "credentials", "session"}
+    assert set(mine) == {"workerId", "name", "disabled", "allPools", "pools", "poolsCapped",
+                         "selfLabels", "grantedLabels", "credentials", "session"}
+    assert (mine["allPools"], mine["pools"], mine["poolsCapped"]) == (True, [], False)
     assert mine["name"] == "ops-worker" and mine["disabled"] is False
     assert mine["credentials"] == [{"credentialId": session.worker.credential_id,
                                     "state": "active"}]
@@ -673,6 +677,35 @@ def test_worker_list_disable_enable(db_dsn: str, conn: psycopg.Connection,
           reason="not_found")
     invalid("worker", "enable", "--dsn", db_dsn, "--worker", "w", field="workerId")
     invalid("worker", "list", "--dsn", db_dsn, "--limit", "0", field="limit")
+
+
+def test_reads_name_the_project_task_pool_and_grants(db_dsn: str, prov: Provisioner) -> None:
+    """run show / run list name the run's project, task and pool (P/N); worker
+    list shows each worker's pool grants and granted labels (SPEC §13)."""
+    for name in ("fast", "slow"):
+        prov.call(api.create_pool(project="p", name=name))
+    task = prov.call(api.publish_revision(project="p", task="deploy",
+                                          canonical=compile_command(command()).canonical,
+                                          pool="p/fast"))["taskId"]
+    (run_id,) = prov.enqueue(task)
+    named = {"project": "p", "taskName": "deploy", "pool": "p/fast"}
+    shown = ok("run", "show", "--dsn", db_dsn, "--run", run_id)["run"]
+    assert {k: shown[k] for k in named} == named and shown["taskId"] == task
+    (listed,) = ok("run", "list", "--dsn", db_dsn, "--task", task)["runs"]
+    assert {k: listed[k] for k in named} == named and listed["runId"] == run_id
+    tenant = prov.worker("tenant", self_labels=False, all_pools=False)
+    for pool in ("p/slow", "p/fast"):
+        assert ok("worker", "grant", "--dsn", db_dsn, "--worker", tenant.worker_id,
+                  "--pool", pool)["granted"] is True
+    ok("worker", "label", "--dsn", db_dsn, "--worker", tenant.worker_id, "--label", "site=plant-3")
+    everyone = prov.worker("everyone")
+    workers = {w["workerId"]: w for w in ok("worker", "list", "--dsn", db_dsn)["workers"]}
+    mine = workers[tenant.worker_id]
+    assert (mine["allPools"], mine["pools"], mine["poolsCapped"]) == (
+        False, ["p/fast", "p/slow"], False)
+    assert (mine["grantedLabels"], mine["selfLabels"]) == ({"site": "plant-3"}, False)
+    assert (workers[everyone.worker_id]["allPools"], workers[everyone.worker_id]["pools"],
+            workers[everyone.worker_id]["selfLabels"]) == (True, [], True)
 
 
 def test_session_close(db_dsn: str, conn: psycopg.Connection, prov: Provisioner,
