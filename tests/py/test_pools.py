@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -147,3 +148,78 @@ def test_cli_pools(db_dsn: str, tmp_path: Path):
         pools = conn.execute("SELECT pl.name FROM ql_private.tasks t JOIN ql_private.pools pl"
                              " ON pl.id = t.pool_id WHERE t.name = 't'").fetchall()
     assert pools == [("gpu",)], "a refused publish changed nothing"
+
+
+def _revoke_in_thread(db_dsn: str, worker_id: str, pool: str) -> tuple[threading.Thread, list]:
+    out: list = []
+
+    def revoke() -> None:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            out.append(api.revoke_pool(worker_id=worker_id, pool=pool).run(conn))
+
+    thread = threading.Thread(target=revoke, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def _blocked(db_dsn: str, query_like: str) -> bool:
+    """Whether a backend running a statement like `query_like` waits on a lock."""
+    deadline = time.monotonic() + 10
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity"
+                               " WHERE wait_event_type = 'Lock' AND query LIKE %s",
+                               (query_like,)).fetchone()
+            if row and row[0]:
+                return True
+            time.sleep(0.05)
+    return False
+
+
+def test_revoke_racing_a_claim_never_leaves_the_claimed_lease_live(db_dsn: str):
+    """Truly concurrent connections, both orders. A claim in flight (its
+    transaction open, holding the session row) when the revoke starts: the
+    revoke waits for it and then releases its lease. A revoke in flight when a
+    pull starts: the pull waits for the session row and then finds no grant."""
+    from tests.py.provision import Intent
+
+    with psycopg.connect(db_dsn, autocommit=True) as setup:
+        prov = Provisioner(setup)
+        task_a, _ = _two_pools(prov)
+        prov.enqueue(task_a, count=3)
+        worker = prov.worker("racer", all_pools=False)
+        prov.call(api.grant_pool(worker_id=worker.worker_id, pool="acme/a"))
+        session = prov.session(worker)
+
+    # 1. The claim first.
+    with psycopg.connect(db_dsn) as claimer:
+        intent = Intent()
+        offered = api.pull_offer(**session.lease(intent), bounds=None).run(claimer)
+        assert offered["status"] == "offered"
+        thread, out = _revoke_in_thread(db_dsn, worker.worker_id, "acme/a")
+        assert _blocked(db_dsn, "%revoke_pool%"), "the revoke waits for the claim's session row"
+        claimer.commit()
+    thread.join(10)
+    assert out and out[0]["leasesReleased"] == 1, out
+    with psycopg.connect(db_dsn) as conn:
+        reason = conn.execute("SELECT release_reason FROM ql_private.run_leases WHERE"
+                              " offer_id = %s::uuid", (intent.offer_id,)).fetchone()
+    assert reason == ("grant_revoked",)
+
+    # 2. The revoke first (granted again, then revoked in an open transaction).
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        api.grant_pool(worker_id=worker.worker_id, pool="acme/a").run(conn)
+    with psycopg.connect(db_dsn) as revoker:
+        assert api.revoke_pool(worker_id=worker.worker_id, pool="acme/a").run(revoker)["revoked"]
+        pulled: list = []
+
+        def pull() -> None:
+            with psycopg.connect(db_dsn, autocommit=True) as conn:
+                pulled.append(api.pull_offer(**session.lease(Intent()), bounds=None).run(conn))
+
+        puller = threading.Thread(target=pull, daemon=True)
+        puller.start()
+        assert _blocked(db_dsn, "%pull_offer%"), "the pull waits for the revoke's session lock"
+        revoker.commit()
+    puller.join(10)
+    assert pulled and pulled[0]["status"] == "idle", pulled
