@@ -39,6 +39,10 @@ import httpx
 
 ENQUEUE_SCHEMA = "qinglong/run-enqueue-request@v1"
 ERROR_SCHEMA = "qinglong/error@v1"
+# The answers' schema ids: a document naming another schema is a ResponseError.
+ENQUEUED_SCHEMA = "qinglong/run-enqueued@v1"
+RUN_SCHEMA = "qinglong/run@v1"
+RUN_PAGE_SCHEMA = "qinglong/run-page@v1"
 USER_AGENT = "qinglong-client/1"
 DEFAULT_TIMEOUT_S = 30.0
 TOKEN_FILE_LIMIT = 4096
@@ -211,6 +215,9 @@ class Run:
     cancel_requested: bool | None = None
     execution_revision_id: str | None = None
     key: str | None = None
+    project: str | None = None
+    task_name: str | None = None
+    pool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -271,6 +278,9 @@ class RunSummary:
     not_before_ms: int | None = None
     attempts: int | None = None
     updated_at_ms: int | None = None
+    project: str | None = None
+    task_name: str | None = None
+    pool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,9 +293,11 @@ class RunList:
 class _Shape:
     """Reads one JSON object of an answer; a missing or mistyped field is a ResponseError."""
 
-    def __init__(self, status: int, doc: Any, where: str) -> None:
+    def __init__(self, status: int, doc: Any, where: str, schema: str | None = None) -> None:
         if not isinstance(doc, dict):
             raise ResponseError(status, f"{where} is not a JSON object")
+        if schema is not None and doc.get("schema", schema) != schema:
+            raise ResponseError(status, f"{where} is not a {schema} document")
         self.status, self.doc, self.where = status, doc, where
 
     def _get(self, name: str, kinds: tuple[type, ...], required: bool) -> Any:
@@ -319,7 +331,8 @@ def _run(s: _Shape) -> Run:
                not_before_ms=s.integer("notBeforeMs"), attempts=s.integer("attempts"),
                updated_at_ms=s.integer("updatedAtMs"), finished_at_ms=s.integer("finishedAtMs"),
                cancel_requested=s.flag("cancelRequested"),
-               execution_revision_id=s.text("executionRevisionId"), key=s.text("key"))
+               execution_revision_id=s.text("executionRevisionId"), key=s.text("key"),
+               project=s.text("project"), task_name=s.text("taskName"), pool=s.text("pool"))
 
 
 def _attempt(s: _Shape) -> Attempt:
@@ -345,14 +358,14 @@ def _event(s: _Shape) -> RunEvent:
 
 
 def parse_run_document(status: int, doc: Any) -> RunDocument:
-    s = _Shape(status, doc, "body")
+    s = _Shape(status, doc, "body", RUN_SCHEMA)
     attempts = [_attempt(_Shape(status, a, "body.attempts[]")) for a in s.items("attempts")]
     events = [_event(_Shape(status, e, "body.events[]")) for e in s.items("events")]
     return RunDocument(run=_run(s.child("run")), attempts=attempts, events=events, raw=s.doc)
 
 
 def parse_run_list(status: int, doc: Any) -> RunList:
-    s = _Shape(status, doc, "body")
+    s = _Shape(status, doc, "body", RUN_PAGE_SCHEMA)
     runs = []
     for item in s.items("runs"):
         r = _Shape(status, item, "body.runs[]")
@@ -360,12 +373,13 @@ def parse_run_list(status: int, doc: Any) -> RunList:
             run_id=r.text("runId", True), task_id=r.text("taskId", True),
             state=r.text("state", True), priority=r.integer("priority"),
             queued_at_ms=r.integer("queuedAtMs"), not_before_ms=r.integer("notBeforeMs"),
-            attempts=r.integer("attempts"), updated_at_ms=r.integer("updatedAtMs")))
+            attempts=r.integer("attempts"), updated_at_ms=r.integer("updatedAtMs"),
+            project=r.text("project"), task_name=r.text("taskName"), pool=r.text("pool")))
     return RunList(runs=runs, next=s.text("next"), raw=s.doc)
 
 
 def parse_enqueue(status: int, doc: Any) -> EnqueueResult:
-    s = _Shape(status, doc, "body")
+    s = _Shape(status, doc, "body", ENQUEUED_SCHEMA)
     run_ids = s.items("runIds")
     if not all(isinstance(r, str) for r in run_ids):
         raise ResponseError(status, "body.runIds holds a non-string")

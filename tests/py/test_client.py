@@ -39,10 +39,12 @@ TASK_ID = "7d9e8f00-1111-4222-8333-944455556666"
 ATTEMPT_ID = "5e5e5e5e-1111-4222-8333-944455556666"
 
 SHOW_DOC: dict[str, Any] = {
+    "schema": "qinglong/run@v1",
     "run": {"runId": RUN_ID, "taskId": TASK_ID, "projectId": "p-1", "state": "failed",
             "priority": 5, "queuedAtMs": 1000, "notBeforeMs": 1000, "attempts": 1,
             "updatedAtMs": 2000, "finishedAtMs": 2000, "cancelRequested": False,
-            "executionRevisionId": "r-1", "key": "nightly"},
+            "executionRevisionId": "r-1", "key": "nightly", "project": "proj",
+            "taskName": "nightly", "pool": "proj/default"},
     "attempts": [{"attemptId": ATTEMPT_ID, "number": 1, "state": "failed",
                   "workerId": "w-1", "sessionId": "s-1", "claimedAtMs": 1100,
                   "startedAtMs": 1200, "finishedAtMs": 2000, "exitCode": 3,
@@ -54,6 +56,7 @@ SHOW_DOC: dict[str, Any] = {
                 "exitCode": 3}],
 }
 LIST_DOC: dict[str, Any] = {
+    "schema": "qinglong/run-page@v1",
     "runs": [{"runId": RUN_ID, "taskId": TASK_ID, "state": "queued", "priority": 0,
               "queuedAtMs": 1000, "notBeforeMs": 1000, "attempts": 1, "updatedAtMs": 1000}],
     "next": "cursor-2",
@@ -206,7 +209,8 @@ def assert_common_headers(seen: Seen, token: str) -> None:
 @pytest.mark.parametrize("mode", MODES)
 def test_enqueue_sends_the_schema_document_and_returns_typed_ids(peer, pki_set, token_file,
                                                                  token, mode):
-    peer.answer("POST", "/v1/runs", 201, {"runIds": [RUN_ID], "existing": True})
+    peer.answer("POST", "/v1/runs", 201, {"schema": "qinglong/run-enqueued@v1",
+                                          "runIds": [RUN_ID], "existing": True})
     result = call(peer, pki_set, token_file, mode, "enqueue", "proj/nightly", count=1,
                   priority=-3, delay_ms=1500, key="k-1")
     assert result == api.EnqueueResult(run_ids=[RUN_ID], existing=True)
@@ -237,6 +241,8 @@ def test_show_parses_the_show_document(peer, pki_set, token_file, token, mode):
     assert_common_headers(seen, token)
     assert doc.run.run_id == RUN_ID and doc.run.state == "failed" and doc.run.key == "nightly"
     assert doc.run.cancel_requested is False and doc.run.priority == 5
+    assert (doc.run.project, doc.run.task_name, doc.run.pool) == ("proj", "nightly",
+                                                                  "proj/default")
     (attempt,) = doc.attempts
     assert attempt.number == 1 and attempt.exit_code == 3 and attempt.worker_id == "w-1"
     assert attempt.result == api.AttemptResult(duration_ms=800, output_tail="boom\n",
@@ -363,7 +369,7 @@ def test_an_unlisted_status_raises_the_base_class(peer, pki_set, token_file, sta
 @pytest.mark.parametrize("answer", [
     (200, b"not json"), (200, b'{"runs": "nope", "next": null}'),
     (200, b'{"runs": [{"runId": 1, "taskId": "t", "state": "queued"}], "next": null}'),
-    (200, b"[]"), (301, b"{}")])
+    (200, b"[]"), (301, b"{}"), (200, b'{"schema": "qinglong/run@v1", "runs": [], "next": null}')])
 def test_a_success_that_is_not_the_document_is_a_response_error(peer, pki_set, token_file,
                                                                  mode, answer):
     status, body = answer
