@@ -1,4 +1,5 @@
-"""The overview page `/` (SPEC §10): runs by state, queue depth, throughput,
+"""The overview page `/` (SPEC §10): runs by state, queue depth (ready runs
+apart from scheduled ones, by priority and by task with its pool), throughput,
 the waiting panel, sessions and recent authentication denials.
 
 Six bounded reads, run concurrently: `ql.run_state_counts`, `ql.queue_depth`,
@@ -62,30 +63,53 @@ def _states(view: Overview) -> Markup:
                                           id_="runs-by-state"), id_="states")
 
 
+def _scheduled(view: Overview) -> tuple[str, Markup]:
+    """Runs scheduled for later (SPEC §9.2), apart from the ready ones: the
+    summary's words and the by-priority table (counted among the soonest due)."""
+    scheduled = view.depth["scheduled"]
+    next_due = scheduled.get("nextDueAtMs")
+    words = f"scheduled {_count(scheduled)}" + (
+        f" (next due in {duration(next_due - view.now_ms)})" if next_due is not None else "")
+    rows = [[p["priority"], el("span", _count({"runs": p["runs"],
+                                               "capped": scheduled["capped"]}),
+                               class_="badge scheduled")]
+            for p in scheduled["byPriority"]]
+    return words, table(["priority", "scheduled runs"], rows, empty="no scheduled run",
+                        id_="scheduled-by-priority")
+
+
+def _task_depth(task: Doc, cap: int) -> list[Markup | str]:
+    dispatching = {"runs": task["dispatching"],
+                   "capped": task["dispatching"] >= cap and task["capped"]}
+    return [el("a", f"{task['project']}/{task['task']}", title=f"task {task['taskId']}",
+               href="/runs?" + urlencode({"task": task["taskId"], "state": "queued"})),
+            el("span", task["pool"], class_="pool"),
+            _count({"runs": task["ready"], "capped": task["readyCapped"]}),
+            _count({"runs": task["scheduled"], "capped": task["scheduledCapped"]}),
+            _count(dispatching)]
+
+
 def _queue(view: Overview) -> Markup:
     depth, counts = view.depth, {e["state"]: e for e in view.states["states"]}
     oldest = max((p["oldestWaitingAgeMs"] for p in depth["byPriority"]), default=None)
+    scheduled_words, scheduled = _scheduled(view)
     summary = el("p", f"queued {_count(counts['queued'])} · dispatching "
                       f"{_count(counts['dispatching'])} · oldest ready run waiting "
-                      f"{duration(oldest)}",
+                      f"{duration(oldest)} · {scheduled_words}",
                  id="queue-summary")
     priorities = table(["priority", "ready runs", "oldest waiting"],
                        [[p["priority"], _count(p), duration(p["oldestWaitingAgeMs"])]
                         for p in depth["byPriority"]], empty="no ready run", id_="by-priority")
-    tasks = table(["project / task", "queued", "dispatching"],
-                  [[el("a", f"{t['project']}/{t['task']}",
-                       href="/runs?" + urlencode({"task": t["taskId"], "state": "queued"})),
-                    _count({"runs": t["queued"], "capped": t["queued"] >= depth["cap"]
-                            and t["capped"]}),
-                    _count({"runs": t["dispatching"], "capped": t["dispatching"] >= depth["cap"]
-                            and t["capped"]})] for t in depth["byTask"]],
+    tasks = table(["project / task", "pool", "ready", "scheduled", "dispatching"],
+                  [_task_depth(t, depth["cap"]) for t in depth["byTask"]],
                   empty="no task has runs waiting", id_="by-task")
     more = depth["tasksWithRuns"] - len(depth["byTask"])
     note = el("p", f"and {more} more tasks", class_="muted") if more > 0 else None
     examined = (el("p", f"only the first {depth['tasksExamined']} tasks examined",
                    class_="warn", id="tasks-capped") if depth.get("tasksCapped") else None)
     return section("Queue", summary,
-                   el("div", priorities, el("div", tasks, note, examined), class_="cols"),
+                   el("div", el("div", priorities, scheduled),
+                      el("div", tasks, note, examined), class_="cols"),
                    id_="queue")
 
 

@@ -1,7 +1,9 @@
 """`/runs` (a keyset page of runs, filtered by state and task) and `/runs/<id>`
 (one run: attempts with worker, timings, exit code and output tail; events).
 
-Reads: `ql.list_runs` and `ql.show_run` (SPEC §9.4). Query parameters are
+Reads: `ql.list_runs` and `ql.show_run` (SPEC §9.4): a run is shown by its
+project and task name and its pool (P/N, SPEC §13.1); the ids stay as the
+secondary text or title. Query parameters are
 checked here first (an unknown one, a state outside the list) so a bad URL gets
 a 400 that says what is wrong; the database checks the rest (task and cursor
 shape) and its message is shown as is.
@@ -88,18 +90,21 @@ def _filter_form(run_filter: RunFilter) -> Markup:
 
 def render_list(page: Doc, run_filter: RunFilter) -> Markup:
     rows = [[run_link(r["runId"]),
-             el("a", short_id(r["taskId"]), title=r["taskId"],
+             el("a", f"{r['project']}/{r['taskName']}", title=f"task {r['taskId']}",
+                class_="task-name",
                 href=RunFilter(run_filter.states, r["taskId"]).query(after=None)),
-             badge(r["state"]), r["priority"], utc(r["queuedAtMs"]), utc(r.get("notBeforeMs")),
-             r.get("attempts") or 0, utc(r["updatedAtMs"])]
+             el("span", r["pool"], class_="pool"), badge(r["state"]), r["priority"],
+             utc(r["queuedAtMs"]), utc(r.get("notBeforeMs")), r.get("attempts") or 0,
+             utc(r["updatedAtMs"])]
             for r in page["runs"]]
     pager = [el("a", "newest", href=run_filter.query(after=None))]
     if page.get("next"):
         pager.append(el("a", "older →", href=run_filter.query(after=page["next"]),
                         rel="next", id="older"))
     return join([_filter_form(run_filter),
-                 table(["run", "task", "state", "priority", "queued", "not before",
-                        "attempt", "updated"], rows, empty="no run matches", id_="runs"),
+                 table(["run", "project / task", "pool", "state", "priority", "queued",
+                        "not before", "attempt", "updated"], rows, empty="no run matches",
+                       id_="runs"),
                  el("p", pager, class_="pager")])
 
 
@@ -107,8 +112,18 @@ async def load_run(reader: Reader, run_id: str) -> Doc:
     return await reader.read(api.show_run(run_id=run_id))
 
 
+def _named(name: str, id_: str, class_: str) -> Markup:
+    """A name first, its id as the secondary text (and the title)."""
+    return el("span", el("span", name, class_=class_), " ",
+              el("span", id_, class_="secondary mono"), title=id_)
+
+
 def _summary(run: Doc) -> Markup:
-    items = [("run", run["runId"]), ("task", run["taskId"]), ("state", badge(run["state"])),
+    items = [("run", run["runId"]),
+             ("project", _named(run["project"], run["projectId"], "project-name")),
+             ("task", _named(run["taskName"], run["taskId"], "task-name")),
+             ("pool", el("span", run["pool"], class_="pool")),
+             ("state", badge(run["state"])),
              ("priority", run["priority"]), ("queued", utc(run["queuedAtMs"])),
              ("not before", utc(run.get("notBeforeMs"))), ("updated", utc(run["updatedAtMs"])),
              ("finished", utc(run.get("finishedAtMs"))),

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from qinglong.db import api
+from qinglong.service.compiler import compile_command
 from qinglong.service.console.config import ConsoleConfig, RemoteBindRefused, is_loopback
 from qinglong.service.console.markup import Markup, el
 from tests.py.console_scenario import (
@@ -31,14 +32,15 @@ from tests.py.console_scenario import (
     fetch,
     readonly_dsn,
 )
-from tests.py.provision import Provisioner, table_fingerprint
+from tests.py.provision import Provisioner, command, table_fingerprint
 
 
-@dataclass
+@dataclass(eq=False)
 class Element:
     tag: str
     attrs: dict[str, str | None]
     text: list[str] = field(default_factory=list)
+    within: list[Element] = field(default_factory=list)  # its open ancestors
 
 
 class Dom(HTMLParser):
@@ -51,7 +53,7 @@ class Dom(HTMLParser):
         self.feed(body)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        element = Element(tag, dict(attrs))
+        element = Element(tag, dict(attrs), within=list(self._open))
         self.elements.append(element)
         if tag not in {"meta", "link", "input", "br", "hr", "img"}:
             self._open.append(element)
@@ -72,6 +74,13 @@ class Dom(HTMLParser):
 
     def tags(self, tag: str) -> list[Element]:
         return [e for e in self.elements if e.tag == tag]
+
+    def rows(self, id_: str) -> list[list[str]]:
+        """The text of each body cell of table #id_, row by row."""
+        (table,) = [e for e in self.elements if e.attrs.get("id") == id_]
+        rows = [["".join(td.text) for td in self.tags("td") if tr in td.within]
+                for tr in self.tags("tr") if table in tr.within]
+        return [row for row in rows if row]  # not the header row
 
 
 @pytest.fixture
@@ -178,6 +187,63 @@ def test_workers_page_escapes_labels_and_shows_slots_and_disabled(console: str) 
     assert "edge-1" in rows and "python=3.11.4" in rows and "region=eu-1" in rows
     assert "1 / 4" in rows and "gpu-box" in rows and "0 / 2" in rows
     assert "retired" in rows and "disabled" in rows
+
+
+def test_workers_page_shows_full_ids_pools_and_granted_labels(conn: psycopg.Connection,
+                                                              console: str) -> None:
+    prov = Provisioner(conn)
+    prov.call(api.create_pool(project="web", name="fast"))
+    tenant = prov.worker("tenant-a", self_labels=False, all_pools=False)
+    for pool in ("web/fast", "ml/default"):
+        prov.call(api.grant_pool(worker_id=tenant.worker_id, pool=pool))
+    prov.call(api.label_worker(worker_id=tenant.worker_id, labels={"site": "plant-3"}))
+    bare = prov.worker("no-grant", self_labels=False, all_pools=False)
+    dom = _page(f"{console}workers")
+    every = [str(r[0]) for r in conn.execute("SELECT id FROM ql_private.workers ORDER BY id")]
+    # The full id of every worker, in a selectable element of its own.
+    assert _classed(dom, "worker-id") == every
+    rows = {row[0]: row for row in dom.rows("workers")}
+    name_of = {tenant.worker_id: "tenant-a", bare.worker_id: "no-grant"}
+    tenant_row, bare_row = (rows[name_of[w] + w] for w in (tenant.worker_id, bare.worker_id))
+    assert tenant_row[2:4] == ["ml/default, web/fast", "site=plant-3self-labels off"]
+    assert bare_row[2:4] == ["none (offered nothing)", "—self-labels off"]
+    (edge,) = [row for name, row in rows.items() if name.startswith("edge-1")]
+    assert edge[2:4] == ["every pool", "—self-labels on"]
+    assert "region=eu-1" in edge[5]  # its session's declared labels
+
+
+def test_run_pages_name_the_project_task_and_pool(conn: psycopg.Connection, console: str,
+                                                 scenario: Scenario) -> None:
+    prov = Provisioner(conn)
+    prov.call(api.create_pool(project="web", name="fast"))
+    task = prov.call(api.publish_revision(project="web", task="deploy",
+                                          canonical=compile_command(command()).canonical,
+                                          pool="web/fast"))["taskId"]
+    (run_id,) = prov.enqueue(task)
+    dom = _page(f"{console}runs/{run_id}")
+    assert (_classed(dom, "project-name"), _classed(dom, "task-name"), _classed(dom, "pool")) == (
+        ["web"], ["deploy"], ["web/fast"])
+    assert task in dom.by_id("run"), "the task id stays, as secondary text"
+    rows = {row[0]: row for row in _page(f"{console}runs").rows("runs")}
+    assert rows[run_id][1:3] == ["web/deploy", "web/fast"]
+    assert rows[scenario.train_run][1:3] == ["ml/train", "ml/default"]
+    assert rows[scenario.succeeded_run][1:3] == ["web/build", "web/default"]
+
+
+def test_overview_shows_scheduled_runs_apart_from_ready_ones(conn: psycopg.Connection,
+                                                             console: str,
+                                                             scenario: Scenario) -> None:
+    api.enqueue_runs(task_id=scenario.build_task, priority=7, count=2,
+                     delay_ms=3_600_000).run(conn)
+    dom = _page(console)
+    assert [row[:2] for row in dom.rows("by-priority")] == [["0", "3"]], "7 is not ready"
+    assert dom.rows("scheduled-by-priority") == [["7", "2"]]
+    tasks = {row[0]: row[1:] for row in dom.rows("by-task")}
+    # pool, ready, scheduled, dispatching
+    assert tasks == {"web/build": ["web/default", "2", "2", "0"],
+                     "ml/train": ["ml/default", "1", "0", "0"]}
+    assert re.search(r"· scheduled 2 \(next due in 59 min \d\d s\)$",
+                     dom.by_id("queue-summary")), dom.by_id("queue-summary")
 
 
 def test_runs_filters_by_state_and_task(console: str, scenario: Scenario) -> None:
