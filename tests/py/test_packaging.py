@@ -77,9 +77,15 @@ def test_wheel_has_one_top_level_package(wheel: Path) -> None:
         assert expected and expected <= set(names), sorted(expected - set(names))[:5]
     assert "qinglong/db/functions/ORDER" in names
     assert "qinglong/db/bootstrap.sql" in names
+    assert "qinglong/client.py" in names  # the producer API client (SPEC §13.5)
     with zipfile.ZipFile(wheel) as archive:
         (entry_points,) = [n for n in names if n.endswith("entry_points.txt")]
         assert "qinglong = qinglong.cli:main" in archive.read(entry_points).decode()
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        # httpx is the client extra's, never a base dependency (the worker never needs it).
+        requires = [line for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist: httpx")]
+        assert requires and all('extra == "client"' in line for line in requires), requires
 
 
 def test_installed_wheel_migrates_and_serves_without_the_checkout(
