@@ -120,6 +120,10 @@ def test_pages_in_a_browser(scenario_console: tuple[Scenario, str], tmp_path: Pa
     assert f"note={XSS_LABEL}" in table, "the label value is shown as text"
     assert not workers.tags("img"), "a label value became an element"
     assert "disabled" in table
+    # What each worker is trusted with, and its full id to copy (SPEC §13).
+    assert "every pool" in table and "self-labels on" in table
+    ids = ["".join(e.text) for e in workers.tags("code") if e.attrs.get("class") == "worker-id"]
+    assert len(ids) == 3 and all(re.fullmatch(r"[0-9a-f-]{36}", i) for i in ids), ids
 
     shots = sorted(p.name for p in tmp_path.glob("*.png"))
     assert shots == ["overview.png", "run.png", "runs.png", "workers.png"]
