@@ -79,7 +79,8 @@ def test_a_capped_task_scan_is_said_on_the_page() -> None:
     states = {"states": [{"state": s, "runs": 0, "capped": False}
                          for s in ("queued", "dispatching")]}
     depth = {"byPriority": [], "byTask": [], "tasksWithRuns": 0, "cap": 1000,
-             "tasksExamined": 1000, "tasksCapped": True}
+             "tasksExamined": 1000, "tasksCapped": True,
+             "scheduled": {"runs": 0, "capped": False, "nextDueAtMs": None, "byPriority": []}}
     view = overview.Overview(states=states, depth=depth, throughput={}, waiting={},
                              sessions={}, denials={})
     assert "only the first 1000 tasks examined" in overview._queue(view)
