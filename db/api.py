@@ -568,6 +568,107 @@ def recent_denials(*, limit: int = 20) -> Call[JsonObject]:
     return Call(RECENT_DENIALS, {"limit": limit})
 
 
+# ------------------------------------------------------------ project tokens (ql_runtime)
+
+CREATE_PROJECT_TOKEN: Statement[JsonObject] = Statement("create_project_token", (
+    "SELECT ql.create_project_token(p_project => %(project)s::text,"
+    " p_token_id => %(token_id)s::text, p_token_digest => %(token_digest)s::bytea,"
+    " p_scopes => %(scopes)s::text[], p_expires_in_s => %(expires_in_s)s::bigint)"))
+
+
+def create_project_token(*, project: str, token_id: str, token_digest: bytes,
+                         scopes: Sequence[str],
+                         expires_in_s: int | None = None) -> Call[JsonObject]:
+    """-> `{tokenId, project, scopes, createdAtMs, expiresAtMs}`; only the digest of
+    the whole token string is sent (never the token)."""
+    return Call(CREATE_PROJECT_TOKEN, {"project": project, "token_id": token_id,
+                                       "token_digest": token_digest, "scopes": list(scopes),
+                                       "expires_in_s": expires_in_s})
+
+
+REVOKE_PROJECT_TOKEN: Statement[JsonObject] = Statement(
+    "revoke_project_token", "SELECT ql.revoke_project_token(p_token_id => %(token_id)s::text)")
+
+
+def revoke_project_token(*, token_id: str) -> Call[JsonObject]:
+    """-> `{tokenId, project, revokedAtMs, revoked}` (revoked false: it already was)."""
+    return Call(REVOKE_PROJECT_TOKEN, {"token_id": token_id})
+
+
+LIST_PROJECT_TOKENS: Statement[JsonObject] = Statement(
+    "list_project_tokens", "SELECT ql.list_project_tokens(p_project => %(project)s::text)")
+
+
+def list_project_tokens(*, project: str | None = None) -> Call[JsonObject]:
+    """-> `{tokens: [{tokenId, project, scopes, state, ...}]}`; never a digest."""
+    return Call(LIST_PROJECT_TOKENS, {"project": project})
+
+
+# ------------------------------------------------------------ producer API (ql_producer)
+
+_TOKEN_ARGS = "p_token_id => %(token_id)s::text, p_token_digest => %(token_digest)s::bytea"
+
+PRODUCER_ENQUEUE: Statement[JsonObject] = Statement("producer_enqueue", (
+    f"SELECT ql.producer_enqueue({_TOKEN_ARGS}, p_task => %(task)s::text,"
+    " p_priority => %(priority)s::integer, p_count => %(count)s::integer,"
+    " p_not_before_ms => %(not_before_ms)s::bigint, p_delay_ms => %(delay_ms)s::bigint,"
+    " p_key => %(key)s::text)"))
+
+
+def producer_enqueue(*, token_id: str, token_digest: bytes, task: str, priority: int = 0,
+                     count: int = 1, not_before_ms: int | None = None,
+                     delay_ms: int | None = None, key: str | None = None) -> Call[JsonObject]:
+    """POST /v1/runs -> `{runIds, existing}` (scope enqueue, the token's project)."""
+    return Call(PRODUCER_ENQUEUE, {"token_id": token_id, "token_digest": token_digest,
+                                   "task": task, "priority": priority, "count": count,
+                                   "not_before_ms": not_before_ms, "delay_ms": delay_ms,
+                                   "key": key})
+
+
+PRODUCER_SHOW_RUN: Statement[JsonObject] = Statement("producer_show_run", (
+    f"SELECT ql.producer_show_run({_TOKEN_ARGS}, p_run_id => %(run_id)s::text)"))
+PRODUCER_CANCEL_RUN: Statement[JsonObject] = Statement("producer_cancel_run", (
+    f"SELECT ql.producer_cancel_run({_TOKEN_ARGS}, p_run_id => %(run_id)s::text)"))
+PRODUCER_RETRY_RUN: Statement[JsonObject] = Statement("producer_retry_run", (
+    f"SELECT ql.producer_retry_run({_TOKEN_ARGS}, p_run_id => %(run_id)s::text)"))
+
+
+def producer_show_run(*, token_id: str, token_digest: bytes, run_id: str) -> Call[JsonObject]:
+    """GET /v1/runs/{id} -> the show document (scope read, the token's project)."""
+    return Call(PRODUCER_SHOW_RUN, {"token_id": token_id, "token_digest": token_digest,
+                                    "run_id": run_id})
+
+
+def producer_cancel_run(*, token_id: str, token_digest: bytes,
+                        run_id: str) -> Call[JsonObject]:
+    """POST /v1/runs/{id}/cancel -> the show document after the cancel (scope cancel)."""
+    return Call(PRODUCER_CANCEL_RUN, {"token_id": token_id, "token_digest": token_digest,
+                                      "run_id": run_id})
+
+
+def producer_retry_run(*, token_id: str, token_digest: bytes,
+                       run_id: str) -> Call[JsonObject]:
+    """POST /v1/runs/{id}/retry -> the show document after the retry (scope retry)."""
+    return Call(PRODUCER_RETRY_RUN, {"token_id": token_id, "token_digest": token_digest,
+                                     "run_id": run_id})
+
+
+PRODUCER_LIST_RUNS: Statement[JsonObject] = Statement("producer_list_runs", (
+    f"SELECT ql.producer_list_runs({_TOKEN_ARGS}, p_task => %(task)s::text,"
+    " p_states => %(states)s::text[], p_limit => %(limit)s::integer,"
+    " p_after => %(after)s::text)"))
+
+
+def producer_list_runs(*, token_id: str, token_digest: bytes, task: str | None,
+                       states: Sequence[str] | None = None, limit: int = 100,
+                       after: str | None = None) -> Call[JsonObject]:
+    """GET /v1/runs -> `{runs, next}` of one task of the token's project (scope read)."""
+    return Call(PRODUCER_LIST_RUNS, {"token_id": token_id, "token_digest": token_digest,
+                                     "task": task,
+                                     "states": None if states is None else list(states),
+                                     "limit": limit, "after": after})
+
+
 def statements() -> dict[str, Statement[Any]]:
     """Every statement of this module by function name (for the pg_proc check)."""
     found = {value.function: value for value in globals().values()

@@ -71,6 +71,9 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     _run_parsers(groups, lazy)
     _session_parsers(groups, lazy)
     _prune_parser(groups, lazy)
+    from qinglong import admin_tokens
+
+    admin_tokens.add_parsers(groups, lazy, _dsn)
 
 
 def _group(groups: argparse._SubParsersAction, name: str, help_text: str) -> Any:

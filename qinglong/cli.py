@@ -55,6 +55,7 @@ EXTENSIONS = (
     "qinglong.ops_cli",
     "qinglong.console_cli",
     "qinglong.run_cli",
+    "qinglong.api_cli",
 )
 
 

@@ -52,6 +52,11 @@ class SchemaId(StrEnum):
     LEASE_HEARTBEAT_REQUEST = "qinglong/lease-heartbeat-request@v1"
     LEASE_COMPLETE_REQUEST = "qinglong/lease-complete-request@v1"
     LEASE = "qinglong/lease@v1"
+    # The producer API (SPEC §13.4; service/producer_views.py).
+    RUN_ENQUEUE_REQUEST = "qinglong/run-enqueue-request@v1"
+    RUN_ENQUEUED = "qinglong/run-enqueued@v1"
+    RUN = "qinglong/run@v1"
+    RUN_PAGE = "qinglong/run-page@v1"
 
 
 SCHEMA_IDS: frozenset[str] = frozenset(s.value for s in SchemaId)

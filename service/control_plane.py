@@ -469,3 +469,22 @@ __all__ = [
     "task_settings",
     "translate",
 ]
+
+
+# ------------------------------------------------------- project tokens (SPEC §13.4)
+
+
+def create_project_token(conn: psycopg.Connection, project: str, token_id: str,
+                         token_digest: bytes, scopes: Sequence[str],
+                         expires_in_s: int | None) -> dict:
+    return _call(conn, api.create_project_token(project=project, token_id=token_id,
+                                                token_digest=token_digest, scopes=scopes,
+                                                expires_in_s=expires_in_s))
+
+
+def revoke_project_token(conn: psycopg.Connection, token_id: str) -> dict:
+    return _call(conn, api.revoke_project_token(token_id=token_id))
+
+
+def list_project_tokens(conn: psycopg.Connection, project: str | None) -> dict:
+    return _call(conn, api.list_project_tokens(project=project))

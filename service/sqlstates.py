@@ -63,6 +63,13 @@ class QlSqlState(Enum):
         "QL016", "label_not_granted", 403,
         "a declared label is not granted to the worker (DETAIL: the key)",
     )
+    TOKEN_INVALID = SqlStateInfo(
+        "QL030", "token_invalid", 401,
+        "producer API: unknown, wrong, revoked or expired project token (one answer for all)",
+    )
+    SCOPE_MISSING = SqlStateInfo(
+        "QL031", "scope_missing", 403, "producer API: the project token lacks the call's scope"
+    )
     ILLEGAL_TRANSITION = SqlStateInfo(
         "QL020", "illegal_transition", 409, "lifecycle transition not allowed from this state"
     )

@@ -35,6 +35,7 @@ U3 = "e1d2c3b4-a596-4788-9900-aabbccddeeff"
 DIGEST = "sha256:" + "ab" * 32
 TOKEN = base64.urlsafe_b64encode(bytes(range(32))).rstrip(b"=").decode()
 NOW = 1_700_000_000_000
+RUN_UUID = "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b"
 
 
 def schema_files() -> dict[str, dict[str, Any]]:
@@ -213,6 +214,35 @@ VALID: dict[str, dict[str, Any]] = {
         "state": "running",
         "startedAtMs": NOW,
         "cancelRequested": False,
+    },
+    "qinglong/run-enqueue-request@v1": {
+        "schema": "qinglong/run-enqueue-request@v1", "task": "acme/build", "count": 2,
+        "priority": 5, "delayMs": 1000, "key": "nightly-42",
+    },
+    "qinglong/run-enqueued@v1": {
+        "schema": "qinglong/run-enqueued@v1", "runIds": [RUN_UUID], "existing": False,
+    },
+    "qinglong/run-page@v1": {
+        "schema": "qinglong/run-page@v1", "next": "17",
+        "runs": [{"runId": RUN_UUID, "taskId": RUN_UUID, "project": "acme", "taskName": "build",
+                  "pool": "acme/default", "state": "queued", "priority": 0,
+                  "queuedAtMs": NOW, "notBeforeMs": NOW, "attempts": 1, "updatedAtMs": NOW}],
+    },
+    "qinglong/run@v1": {
+        "schema": "qinglong/run@v1",
+        "run": {"runId": RUN_UUID, "taskId": RUN_UUID, "projectId": RUN_UUID, "project": "acme",
+                "taskName": "build", "pool": "acme/default", "state": "failed",
+                "priority": 0, "queuedAtMs": NOW, "notBeforeMs": NOW, "attempts": 1,
+                "updatedAtMs": NOW, "finishedAtMs": NOW, "cancelRequested": False,
+                "executionRevisionId": RUN_UUID, "key": None},
+        "attempts": [{"attemptId": RUN_UUID, "number": 1, "state": "failed",
+                      "workerId": RUN_UUID, "sessionId": RUN_UUID, "claimedAtMs": NOW,
+                      "startedAtMs": NOW, "finishedAtMs": NOW, "exitCode": 3,
+                      "reason": "nonzero_exit",
+                      "result": {"exitCode": 3, "durationMs": 5, "outputTail": "boom\n",
+                                 "outputBytes": 5}}],
+        "events": [{"type": "run.queued", "atMs": NOW, "attemptId": RUN_UUID,
+                    "taskId": RUN_UUID, "priority": 0}],
     },
 }
 BODY_IDS = sorted(s for s in SCHEMA_IDS if s not in ("qinglong/defs@v1", "qinglong/placement@v1"))
