@@ -525,9 +525,14 @@ class ApiTarget:
 
     @classmethod
     def from_dev_env(cls, path: str | os.PathLike[str]) -> ApiTarget:
-        doc = json.loads(Path(path).read_text())
+        try:
+            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ClientSetupError("devEnv", f"{path}: cannot read it: {exc}") from None
         api = doc.get("api") if isinstance(doc, dict) else None
-        if not isinstance(api, dict) or not isinstance(api.get("url"), str):
+        if not (isinstance(api, dict) and isinstance(api.get("url"), str)
+                and isinstance(api.get("tokenFile"), str)
+                and isinstance(api.get("caFile"), str | None)):
             raise ClientSetupError("devEnv", f"{path} has no api {{url, caFile, tokenFile}}")
         ca = api.get("caFile")
         return cls(url=api["url"], token_file=Path(api["tokenFile"]),

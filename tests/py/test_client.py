@@ -695,3 +695,22 @@ def test_building_the_command_line_loads_no_http_client():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_the_target_is_read_from_dev_env_json(peer, pki_set, token_file, tmp_path):
+    env = tmp_path / "dev-env.json"
+    env.write_text(json.dumps({"dsn": "x", "api": {"url": peer.url, "caFile": pki_set.ca_file,
+                                                   "tokenFile": str(token_file)}}))
+    target = api.ApiTarget.from_dev_env(env)
+    assert target == api.ApiTarget(peer.url, token_file, Path(pki_set.ca_file))
+    peer.answer("GET", "/v1/runs", 200, LIST_DOC)
+    with api.Client(target.url, token_file=target.token_file,
+                    ca_file=target.ca_file) as producer:
+        assert producer.list().next == "cursor-2"
+    for broken in ('{"dsn": "x"}', '{"api": {"url": "https://x"}}', "not json"):
+        env.write_text(broken)
+        with pytest.raises(api.ClientSetupError) as caught:
+            api.ApiTarget.from_dev_env(env)
+        assert caught.value.field == "devEnv"
+    with pytest.raises(api.ClientSetupError):
+        api.ApiTarget.from_dev_env(tmp_path / "missing.json")
