@@ -294,6 +294,8 @@ class Demo:
     sweeper_dsn: str = field(default="", repr=False)
     ingress: Child | None = None
     sweeper: Child | None = None
+    api_child: Child | None = None  # `qinglong api serve` (qinglong.demo_api)
+    producer: Any = None  # demo_api.DemoApi: the runs are enqueued through it
     ingress_url: str = ""
     console_port: int | None = None  # None: no console (--no-console); 0: any free port
     console: Child | None = None
@@ -403,7 +405,8 @@ class Demo:
                 name = f"{profile.name}-{index}"
                 worker = control_plane.provision_worker(
                     conn, name, ca_dir, self.root / "workers" / name,
-                    self_labels=True)  # each profile declares its own labels
+                    self_labels=True,  # each profile declares its own labels
+                    pools=("*",))  # every pool, present and future (SPEC §13.1)
                 self.views.append(WorkerView(name, profile, worker.worker_id,
                                              self.root / "journals" / name))
                 self._write_worker_config(name, profile, worker.as_json())
@@ -470,6 +473,20 @@ class Demo:
         env = {**os.environ, "QINGLONG_DSN": self.sweeper_dsn}
         self.sweeper = spawn("sweeper", argv, self.root / "logs" / "sweeper.log", env=env)
         self.say(f"lease sweeper every {SWEEP_EVERY} (pid {self.sweeper.process.pid})")
+
+    def start_api(self) -> None:
+        """The producer API: the runs are enqueued through it, as an application
+        would (SPEC §13.4). Without it (e.g. no httpx) the demo enqueues over SQL."""
+        from qinglong import demo_api
+
+        try:
+            self.producer = demo_api.start_api(self)
+        except Exception as exc:
+            self.say(f"warning: the producer API did not start ({type(exc).__name__}: "
+                     f"{exc}); enqueueing over SQL instead")
+            if self.api_child is not None:
+                stop_children([self.api_child])
+                self.api_child = None
 
     def _wait_file(self, path: Path, child: Child, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -560,7 +577,14 @@ class Demo:
                 for wave, part in enumerate(_split(count, WAVES)):
                     if part:
                         self.schedule.append((wave * WAVE_GAP_S, task_id, task.priority, part))
-        self.say(f"enqueueing the runs in {WAVES} waves, {WAVE_GAP_S:.1f}s apart")
+        if self.producer is not None and self.planned:
+            from qinglong.demo_api import curl_line
+
+            task = f"{PROJECT}/{self.planned[0][0].name}"
+            self.say(f"the same enqueue from a shell (the token is read from its file): "
+                     f"{curl_line(self.producer, task)}")
+        how = "through the producer API" if self.producer is not None else "over SQL"
+        self.say(f"enqueueing the runs {how} in {WAVES} waves, {WAVE_GAP_S:.1f}s apart")
         self.enqueue_start = time.monotonic()
 
     def enqueue_due(self) -> None:
@@ -571,6 +595,12 @@ class Demo:
         if not due:
             return
         self.schedule = [item for item in self.schedule if item[0] > now]
+        if self.producer is not None:
+            for _, task_id, priority, count in due:
+                queued = self.producer.client.enqueue(task_id, priority=priority, count=count)
+                self.run_ids += queued.run_ids
+                self.enqueued += count
+            return
         with control_plane.connect(self.admin_dsn) as conn:
             for _, task_id, priority, count in due:
                 result = control_plane.enqueue_runs(conn, task_id, priority, count)
@@ -736,7 +766,10 @@ class Demo:
     def cleanup(self) -> None:
         children = [v.child for v in self.views if v.child is not None]
         stop_children(children)  # workers drain and close their sessions first
-        stop_children([c for c in (self.ingress, self.sweeper) if c is not None])
+        if self.producer is not None:
+            self.producer.close()
+        stop_children([c for c in (self.ingress, self.sweeper, self.api_child)
+                       if c is not None])
         if self.console is not None:
             stop_children([self.console])
         if self.cluster is not None:
@@ -796,6 +829,7 @@ def run_demo(demo: Demo) -> int:
             demo.provision()
             demo.start_ingress()
             demo.start_sweeper()
+            demo.start_api()
             demo.start_workers()
             demo.publish()
             complete = demo.watch()
@@ -812,8 +846,9 @@ def run_demo(demo: Demo) -> int:
         return 1
     with _no_interrupts():
         demo.cleanup()
-    stopped = "workers, ingress, sweeper and PostgreSQL" if demo.cluster is not None \
-        and demo.cluster.existing_dsn is None else "workers, ingress and sweeper"
+    api = ", producer API" if demo.api_child is not None else ""
+    stopped = f"workers, ingress, sweeper{api} and PostgreSQL" if demo.cluster is not None \
+        and demo.cluster.existing_dsn is None else f"workers, ingress{api} and sweeper"
     if demo.console is not None:
         stopped += " (and the console)"
     demo.say(f"stopped {stopped}; removed "

@@ -549,6 +549,7 @@ def _up(state_dir: Path) -> dict[str, Any]:
         worker = control_plane.provision_worker(
             conn, WORKER_NAME, state_dir / "ca", state_dir / "worker",
             self_labels=True,  # a development worker declares its own labels (SPEC §13.2)
+            pools=("*",),  # and takes every pool, present and future (SPEC §13.1)
         )
     listen_port, admin_port = _start_ingress(state, dsns.ingress, tls, worker)
     _start_sweeper(state, dsns.sweeper)

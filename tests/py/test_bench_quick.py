@@ -54,7 +54,7 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     assert fleet["cpuSecondsPerS"] > 0
 
     depth = tables["depth"]["data"]["cases"]
-    assert len(depth) == 4
+    assert len(depth) == 5
     assert depth[0]["claimsRatio"] == 1.0
     assert all(c["p50Ratio"] is not None and not math.isnan(c["p50Ratio"]) for c in depth)
     assert depth[1]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
@@ -62,6 +62,8 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     assert depth[2]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
     # the blocked head is jumped over: the matching runs behind it are claimed
     assert depth[3]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
+    # 1,000 pools, the workers granted one: its runs are claimed (SPEC 13.3)
+    assert depth[4]["outcomes"].get("offered", 0) >= 0.9 * tables["depth"]["data"]["pulls"]
 
     ops_tables = [t for t in doc["tables"] if t["data"]["benchmark"] == "ops"]
     assert len(ops_tables) == 4

@@ -172,6 +172,8 @@ def test_dev_up_down(tmp_path: Path) -> None:
             listed = api.list_workers().run(conn)["workers"]
             assert [(w["workerId"], w["selfLabels"]) for w in listed] == [
                 (env["worker"]["workerId"], True)]
+            # ... and takes every pool, present and future (SPEC §13.1 `--pool '*'`).
+            assert [w["allPools"] for w in listed] == [True]
             pg_port = int(conn.info.port)
             postmaster = conn.execute("SELECT pg_backend_pid()").fetchone()
             assert postmaster is not None

@@ -220,8 +220,11 @@ class Api:
         assert result is not None
         return result
 
-    def worker(self, name: str) -> WorkerIdent:
+    def worker(self, name: str, pools: Sequence[str] = ("*",)) -> WorkerIdent:
+        """A worker granted `pools` ('P/N'; '*' = every pool, SPEC §13.1)."""
         worker_id = self.one(api.register_worker(name=name))["workerId"]
+        for pool in pools:
+            self.one(api.grant_pool(worker_id=worker_id, pool=pool))
         alphabet = string.ascii_lowercase + string.digits
         credential_id = "".join(secrets.choice(alphabet) for _ in range(16))
         digest = sha256(token())

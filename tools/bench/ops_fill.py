@@ -82,7 +82,7 @@ plan AS (
 FILL_SQL = "WITH " + _PLAN.strip() + """, new_runs AS (
     INSERT INTO ql_private.runs (
         id, project_id, task_id, execution_revision_id, priority, queue_seq, state,
-        current_attempt_id, placement_class, created_at, updated_at, finished_at)
+        current_attempt_id, placement_class, created_at, updated_at, finished_at, pool_id)
     SELECT p.run_id, %(project)s::uuid, (%(tasks)s::uuid[])[p.ti], (%(revisions)s::uuid[])[p.ti],
            (p.h %% 10 = 0)::int, %(seq_base)s::bigint + p.g,
            p.state, md5(%(salt)s || ':a:' || p.g || ':' || p.n_att)::uuid, %(placement_class)s,
@@ -90,7 +90,9 @@ FILL_SQL = "WITH " + _PLAN.strip() + """, new_runs AS (
            CASE WHEN p.state IN ('succeeded', 'failed', 'cancelled')
                 THEN p.created_at + p.took * p.n_att ELSE p.created_at END,
            CASE WHEN p.state IN ('succeeded', 'failed', 'cancelled')
-                THEN p.created_at + p.took * p.n_att END
+                THEN p.created_at + p.took * p.n_att END,
+           (SELECT t.pool_id FROM ql_private.tasks t
+             WHERE t.id = (%(tasks)s::uuid[])[p.ti])  -- the task's pool, as enqueue copies it
       FROM plan p ORDER BY p.g
 ), new_attempts AS (
     INSERT INTO ql_private.attempts (
