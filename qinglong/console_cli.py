@@ -108,8 +108,9 @@ def pick_port(preferred: int, host: str = LOOPBACK) -> int:
     raise OSError(f"no free TCP port on {host}")
 
 
-def ensure_console_role(admin_dsn: str, role: str) -> str:
-    """A LOGIN role that is a member of ql_readonly, made over `admin_dsn`; its DSN.
+def ensure_console_role(admin_dsn: str, role: str, group: str = "ql_readonly") -> str:
+    """A LOGIN role that is a member of `group` (ql_readonly; the demo's producer API
+    login: ql_producer), made over `admin_dsn`; its DSN.
 
     For `qinglong demo --dsn` (no throwaway cluster whose helper would do it): the
     console must not read as the admin. A fresh generated password is sent as a
@@ -127,9 +128,10 @@ def ensure_console_role(admin_dsn: str, role: str) -> str:
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         name = sql.Identifier(role)
         if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE ql_readonly").format(name))
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                name, sql.Identifier(group)))
         else:
-            conn.execute(sql.SQL("GRANT ql_readonly TO {}").format(name))
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), name))
         verifier = conn.pgconn.encrypt_password(
             password.encode(), role.encode(), b"scram-sha-256").decode()
         conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(name, sql.Literal(verifier)))

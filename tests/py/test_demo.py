@@ -3,6 +3,7 @@ offered, a summary, exit 0, and nothing left behind — also after Ctrl-C."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -22,6 +23,8 @@ _PG = re.compile(r"PostgreSQL 15 on 127\.0\.0\.1:(\d+) \((/[^)]+)\)")
 _INGRESS = re.compile(r"ingress https://127\.0\.0\.1:(\d+) .* admin http://127\.0\.0\.1:(\d+)")
 _ROOT = re.compile(r"working directory (/\S+) ")
 _SWEEPER = re.compile(r"lease sweeper every \S+ \(pid (\d+)\)")
+_API = re.compile(r"producer API https://127\.0\.0\.1:(\d+) ")
+_CURL = re.compile(r"the same enqueue from a shell \(the token is read from its file\): (curl .*)$")
 
 
 def _listening(port: int) -> bool:
@@ -44,6 +47,10 @@ def _assert_gone(output: str) -> None:
     assert ingress is not None, output
     for port in ingress.groups():
         assert not _listening(int(port)), f"ingress still listening on {port}"
+    api = _API.search(output)
+    assert api is not None, output  # the runs are enqueued through the producer API
+    assert not _listening(int(api.group(1))), "the producer API is still listening"
+    assert "qlp_" not in output, "a project token was printed"
 
 
 @pytest.mark.timeout(180)
@@ -59,6 +66,7 @@ def test_demo_offers_every_run_and_cleans_up() -> None:
     # The flaky worker's lost response was recovered, not leased twice.
     assert '"idempotent": 1' in output
     assert "restarted: it replays the same offer id + token" in output
+    assert "enqueueing the runs through the producer API" in output
     _assert_gone(output)
     root = _ROOT.search(output)
     assert root is not None and not Path(root.group(1)).exists()
@@ -87,3 +95,36 @@ def test_demo_cleans_up_on_ctrl_c() -> None:
     _assert_gone(output)
     root = _ROOT.search(output)
     assert root is not None and not Path(root.group(1)).exists(), "working directory left"
+
+
+@pytest.mark.timeout(180)
+def test_the_printed_curl_line_enqueues_through_the_demo_api() -> None:
+    """The curl line the demo prints works while the demo runs (SPEC §13.5): it
+    reads the token from the demo's 0600 file and the API answers 201."""
+    process = subprocess.Popen([*DEMO, "--workers", "2", "--runs", "6", "--timeout", "60",
+                                "--no-console"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    lines: list[str] = []
+    curl = None
+    for line in process.stdout:
+        lines.append(line)
+        found = _CURL.search(line.rstrip("\n"))
+        if found is not None or "Summary:" in line:
+            curl = found and found.group(1)
+            break
+    try:
+        assert curl is not None, "".join(lines)
+        assert '-H "Authorization: Bearer $(cat ' in curl and "qlp_" not in curl
+        done = subprocess.run(["bash", "-c", curl], capture_output=True, text=True,
+                              timeout=30, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        answer = json.loads(done.stdout)
+        assert answer["schema"] == "qinglong/run-enqueued@v1"
+        assert len(answer["runIds"]) == 1 and answer["existing"] is False
+    finally:
+        os.kill(process.pid, signal.SIGINT)
+        rest, _ = process.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert process.returncode in (0, 1, 130), output
+    _assert_gone(output)
