@@ -19,7 +19,8 @@ from psycopg.conninfo import make_conninfo
 from qinglong.db.migrator import migrate
 from qinglong.throwaway_postgres import ThrowawayPostgres
 
-PROJECT_ROLES = ("ql_owner", "ql_runtime", "ql_worker_ingress", "ql_readonly", "ql_sweeper")
+PROJECT_ROLES = ("ql_owner", "ql_runtime", "ql_worker_ingress", "ql_readonly", "ql_sweeper",
+                 "ql_producer")
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_bootstrap_grants_connect_to_the_project_roles_only(bootstrapped: str) -
         assert _database_acl(conn) == {
             ("ql_owner", "CONNECT"), ("ql_owner", "CREATE"), ("ql_owner", "TEMPORARY"),
             ("ql_runtime", "CONNECT"), ("ql_worker_ingress", "CONNECT"),
-            ("ql_readonly", "CONNECT"), ("ql_sweeper", "CONNECT")}
+            ("ql_readonly", "CONNECT"), ("ql_sweeper", "CONNECT"), ("ql_producer", "CONNECT")}
 
 
 def test_unrelated_login_cannot_connect_so_cannot_listen(bootstrapped: str, outsider: str,
@@ -72,7 +73,7 @@ def test_unrelated_login_cannot_connect_so_cannot_listen(bootstrapped: str, outs
 
 def test_project_logins_connect_but_create_no_temporary_objects(
         bootstrapped: str, pg_cluster: ThrowawayPostgres, db_name: str) -> None:
-    for group in ("ql_runtime", "ql_worker_ingress", "ql_readonly", "ql_sweeper"):
+    for group in ("ql_runtime", "ql_worker_ingress", "ql_readonly", "ql_sweeper", "ql_producer"):
         dsn = pg_cluster.ensure_login_role(f"ql_test_{group}_{os.getpid()}", group, db_name)
         with psycopg.connect(dsn, autocommit=True) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
