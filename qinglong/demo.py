@@ -5,7 +5,9 @@ and worker certificates, the ingress (`qinglong ingress serve`), the lease
 sweeper (`qinglong runtime sweep --every 1s`, as a deployment runs it) and N workers
 (`qinglong worker run --config …`) with different labels and runtimes; publishes
 tasks with required and preferred placement and different priorities, enqueues
-runs and shows progress until every run sits in a worker's inbox (or is done,
+runs through the producer API (`qinglong api serve`, qinglong.demo_api: a project
+token and qinglong.client; the equivalent curl line is printed) and shows progress
+until every run sits in a worker's inbox (or is done,
 when the worker has an executor), then prints a summary and removes everything.
 
 Every child runs in its own process group, so the terminal's Ctrl-C reaches only
