@@ -72,7 +72,10 @@ _DSN_KEYS = ("dsn", "runtimeDsn")
 SWEEP_EVERY = "1s"
 SWEEPER_DSN_FILE = "sweeper.dsn"
 _CREATED = ("ca", "server", "worker", "ingress.json", "ingress.pid", SWEEPER_DSN_FILE,
-            "sweeper.pid", ENV_FILE)
+            "sweeper.pid", ENV_FILE,
+            # the producer API (qinglong/dev_api.py)
+            "api.json", "api.pid", "api.token", "api-ready.json")
+PRODUCER_ROLE = "qinglong_api"
 
 
 class DevError(Exception):
@@ -250,6 +253,7 @@ class DevDsns:
     ingress: str = field(repr=False)  # IN ROLE ql_worker_ingress
     runtime: str = field(repr=False)  # IN ROLE ql_runtime: the operator's
     sweeper: str = field(repr=False)  # IN ROLE ql_sweeper only: sweep, promote, prune
+    producer: str = field(repr=False)  # IN ROLE ql_producer only: the producer API
 
 
 def _prepare_database(cluster: Any) -> DevDsns:
@@ -262,7 +266,8 @@ def _prepare_database(cluster: Any) -> DevDsns:
         superuser=dsn,
         ingress=cluster.ensure_login_role(INGRESS_ROLE, "ql_worker_ingress", DATABASE),
         runtime=cluster.ensure_login_role(RUNTIME_ROLE, "ql_runtime", DATABASE),
-        sweeper=cluster.ensure_login_role(SWEEPER_ROLE, "ql_sweeper", DATABASE))
+        sweeper=cluster.ensure_login_role(SWEEPER_ROLE, "ql_sweeper", DATABASE),
+        producer=cluster.ensure_login_role(PRODUCER_ROLE, "ql_producer", DATABASE))
 
 
 # ------------------------------------------------------------------- ingress
@@ -553,6 +558,7 @@ def _up(state_dir: Path) -> dict[str, Any]:
         )
     listen_port, admin_port = _start_ingress(state, dsns.ingress, tls, worker)
     _start_sweeper(state, dsns.sweeper)
+    api_section = _start_api(state, dsns, ca_file)
     env = {
         "dsn": dsns.superuser,
         "runtimeDsn": dsns.runtime,
@@ -561,9 +567,24 @@ def _up(state_dir: Path) -> dict[str, Any]:
         "caFile": str(ca_file),
         "caDir": str(state_dir / "ca"),
         "worker": worker.as_json(),
+        "api": api_section,
     }
     _write_json(state_dir / ENV_FILE, env)
     return env
+
+
+def _start_api(state: State, dsns: DevDsns, ca_file: Path) -> dict[str, Any]:
+    """The producer API and a token of project `dev` with every scope (dev_api.py)."""
+    from qinglong.dev_api import start_dev_api
+
+    def record(pid: int) -> None:
+        state.update(apiPid=pid, apiStartTime=_proc_start_time(pid))
+        _write_text(state.directory / "api.pid", f"{pid}\n", 0o644)
+
+    try:
+        return start_dev_api(state.directory, dsns.producer, dsns.runtime, ca_file, record)
+    except RuntimeError as exc:
+        raise DevError("api_start_failed", str(exc)) from None
 
 
 def up_command(args: argparse.Namespace) -> int:
@@ -702,6 +723,7 @@ def _down(state_dir: Path) -> bool:
             and not (state_dir / "sweeper.pid").exists():
         return False
     _stop_child(state_dir, data, "sweeper", SWEEPER_DSN_FILE)
+    _stop_child(state_dir, data, "api", "api.json")
     _stop_child(state_dir, data, "ingress", "ingress.json")
     _stop_postgres(data)
     _remove_created(state_dir)

@@ -20,7 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from qinglong.db import api
 
-ENV_KEYS = {"dsn", "runtimeDsn", "ingressUrl", "adminUrl", "caFile", "caDir", "worker"}
+ENV_KEYS = {"dsn", "runtimeDsn", "ingressUrl", "adminUrl", "caFile", "caDir", "worker", "api"}
 WORKER_KEYS = {"workerId", "certFile", "keyFile", "credentialFile"}
 
 
@@ -123,6 +123,54 @@ def _sweeper_login_can_sweep_only(dsn: str) -> None:
                 raise AssertionError(f"the sweeper login could run {call.function}")
 
 
+def _api_token_works(env: dict, state_dir: Path) -> None:
+    """SPEC §13.4: `api: {url, caFile, tokenFile}`; the token (project `dev`, every
+    scope, 0600) enqueues and reads through the running API, whose login is a
+    member of ql_producer only."""
+    import requests
+
+    from qinglong.service import control_plane
+
+    section = env["api"]
+    assert set(section) == {"url", "caFile", "tokenFile"}
+    assert section["url"].startswith("https://127.0.0.1:")
+    assert stat.S_IMODE(os.stat(section["tokenFile"]).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(state_dir / "api.json").st_mode) == 0o600
+    token = Path(section["tokenFile"]).read_text().strip()
+    assert token.startswith("qlp_")
+    with control_plane.connect(env["runtimeDsn"]) as conn:
+        listed = control_plane.list_project_tokens(conn, "dev")["tokens"]
+        assert [(t["tokenId"], t["state"], t["scopes"]) for t in listed] == [
+            (token[4:20], "active", ["cancel", "enqueue", "log", "read", "retry"])]
+    with psycopg.connect(env["dsn"]) as conn:
+        api_login = json.loads((state_dir / "api.json").read_text())["dsn"]
+        user = conninfo_to_dict(api_login)["user"]
+        groups = conn.execute("SELECT array_agg(b.rolname::text) FROM pg_auth_members m"
+                              " JOIN pg_roles r ON r.oid = m.member"
+                              " JOIN pg_roles b ON b.oid = m.roleid"
+                              " WHERE r.rolname = %s", (user,)).fetchone()
+        assert groups == (["ql_producer"],)
+        command = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 5}
+        control_plane.publish_task(conn, "dev", "hello", _canonical(command))
+    headers = {"Authorization": f"Bearer {token}"}
+    reply = requests.post(section["url"] + "/v1/runs", headers=headers, timeout=10,
+                          verify=section["caFile"],
+                          json={"schema": "qinglong/run-enqueue-request@v1",
+                                "task": "dev/hello"})
+    assert reply.status_code == 201, reply.text
+    run_id = reply.json()["runIds"][0]
+    shown = requests.get(f"{section['url']}/v1/runs/{run_id}", headers=headers, timeout=10,
+                         verify=section["caFile"])
+    assert shown.status_code == 200 and shown.json()["run"]["runId"] == run_id
+    assert token not in (state_dir / "logs" / "api.log").read_text()
+
+
+def _canonical(command: dict) -> bytes:
+    from qinglong.service.compiler import compile_command
+
+    return compile_command(command).canonical
+
+
 def test_down_on_never_upped_dir_is_a_no_op(tmp_path: Path) -> None:
     for directory in (tmp_path / "never", tmp_path):
         result = dev("down", "--state-dir", str(directory), timeout=60)
@@ -184,15 +232,18 @@ def test_dev_up_down(tmp_path: Path) -> None:
 
         ingress_pid = int((state_dir / "ingress.pid").read_text())
         sweeper_pid = int((state_dir / "sweeper.pid").read_text())
+        api_pid = int((state_dir / "api.pid").read_text())
         state = json.loads((state_dir / "dev-state.json").read_text())
-        pids = [ingress_pid, sweeper_pid, int(state["pgPid"])]
+        pids = [ingress_pid, sweeper_pid, api_pid, int(state["pgPid"])]
+        _api_token_works(env, state_dir)
         assert stat.S_IMODE(os.stat(state_dir / "sweeper.dsn").st_mode) == 0o600
         cmdline = Path(f"/proc/{sweeper_pid}/cmdline").read_bytes().decode()
         assert "password" not in cmdline and "sweep" in cmdline
         _sweeper_login_can_sweep_only((state_dir / "sweeper.dsn").read_text().strip())
         _expired_offer_is_swept_without_a_sweep_call(env["dsn"])
         assert all(map(_alive, pids))
-        ports = [_port(env["ingressUrl"]), _port(env["adminUrl"]), pg_port]
+        ports = [_port(env["ingressUrl"]), _port(env["adminUrl"]), _port(env["api"]["url"]),
+                 pg_port]
 
         again = dev("up", "--state-dir", str(state_dir), timeout=60)
         assert again.returncode != 0

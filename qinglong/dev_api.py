@@ -1,0 +1,81 @@
+"""The producer API in `qinglong dev up|down` (SPEC §13.4).
+
+`up` starts `qinglong api serve` detached, as a login that is a member of
+`ql_producer` only (`qinglong_api`), with the dev ingress's server certificate
+(issued by the dev CA, SANs localhost and 127.0.0.1) on an ephemeral port; makes
+a token of the project `dev` with every scope (`admin token create`'s code: only
+its digest reaches the database) into `DIR/api.token` (0600); and returns the
+`api: {url, caFile, tokenFile}` section of dev-env.json. `down` stops it like the
+ingress (the pid is checked against its start time and its config file).
+
+    api.json      the API's config (0600: it holds the login's DSN);  api.pid
+    api.token     the dev project's token (0600)
+    logs/         api.log, api-audit.log
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+API_ROLE = "qinglong_api"
+PROJECT = "dev"
+CONFIG_FILE = "api.json"
+TOKEN_FILE = "api.token"
+READY_FILE = "api-ready.json"
+CREATED = (CONFIG_FILE, "api.pid", TOKEN_FILE, READY_FILE)
+START_TIMEOUT_S = 60.0
+
+
+def _write_private(path: Path, text: str) -> None:
+    """0600 from creation, replacing any previous file."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _launch(state_dir: Path) -> subprocess.Popen[bytes]:
+    log_dir = state_dir / "logs"
+    log_dir.mkdir(mode=0o700, exist_ok=True)
+    with open(log_dir / "api.log", "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "qinglong", "api", "serve", "--processes", "1",
+             "--config", str(state_dir / CONFIG_FILE)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True,  # survives `up`; `down` signals its group
+            cwd=state_dir, close_fds=True)
+
+
+def start_dev_api(state_dir: Path, producer_dsn: str, runtime_dsn: str, ca_file: Path,
+                  record: Callable[[int], None]) -> dict[str, Any]:
+    """Start the API, make the dev token; -> dev-env.json's `api` section.
+    `record(pid)` stores the pid (dev-state.json, api.pid) before waiting."""
+    from qinglong.admin_tokens import create_token
+    from qinglong.service.producer_token import SCOPES
+
+    ready = state_dir / READY_FILE
+    ready.unlink(missing_ok=True)
+    config = {"dsn": producer_dsn, "certFile": str(state_dir / "server" / "server.pem"),
+              "keyFile": str(state_dir / "server" / "server-key.pem"),
+              "host": "127.0.0.1", "port": 0, "adminPort": 0, "poolMaxSize": 4,
+              "auditLog": str(state_dir / "logs" / "api-audit.log"),
+              "readyFile": str(ready)}
+    _write_private(state_dir / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
+    process = _launch(state_dir)
+    record(process.pid)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the producer API did not start (see logs/api.log)")
+        time.sleep(0.05)
+    url = json.loads(ready.read_text(encoding="utf-8"))["apiUrl"]
+    token = create_token(runtime_dsn, PROJECT, list(SCOPES), None)
+    _write_private(state_dir / TOKEN_FILE, token["token"] + "\n")
+    return {"url": url, "caFile": str(ca_file), "tokenFile": str(state_dir / TOKEN_FILE)}
