@@ -308,3 +308,32 @@ def test_tokens_are_stored_as_digests_only_and_never_logged_or_echoed(
         assert tail not in dump  # the digest is what the table holds
         for place in (logs, *bodies):
             assert tail not in place and digest not in place
+
+
+def test_database_down_is_503_with_retry_after(tmp_path: Path) -> None:
+    from qinglong.service.producer_token import generate_token
+    from qinglong.throwaway_postgres import free_loopback_port
+
+    dead = f"host=127.0.0.1 port={free_loopback_port()} dbname=none user=none connect_timeout=1"
+    with running_api(tmp_path, dead, acquireTimeoutMs=500) as api:
+        token = generate_token().token
+        reply = api.request("GET", f"/v1/runs/{uuid.uuid4()}", token)
+        _error(reply, 503, "database_unavailable")
+        assert int(reply.headers["Retry-After"]) >= 1
+        _error(api.request("POST", "/v1/runs", token, body=ENQUEUE), 503, "database_unavailable")
+
+
+def test_admin_token_create_refuses_bad_input_naming_the_field(db_dsn: str,
+                                                               conn: psycopg.Connection) -> None:
+    import subprocess
+    import sys
+
+    for args, field in ((["--scope", "read,admin"], "scope"), (["--scope", ""], "scope"),
+                        (["--scope", "read", "--expires-in", "soon"], "expiresIn"),
+                        (["--scope", "read", "--project", "a/b"], "project")):
+        argv = ["token", "create", "--dsn", db_dsn, "--project", "acme", *args]
+        done = subprocess.run([sys.executable, "-m", "qinglong", "admin", *argv],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, (args, done.stderr)
+        assert json.loads(done.stderr.strip().splitlines()[-1])["field"] == field
+    assert conn.execute("SELECT count(*) FROM ql_private.project_tokens").fetchone() == (0,)
