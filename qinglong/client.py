@@ -587,6 +587,10 @@ class _Common:
                  connect_timeout_s: float | None = None) -> None:
         if (token is None) == (token_file is None):
             raise ClientSetupError("token", "give exactly one of token and token_file")
+        for name, value in (("timeoutS", timeout_s), ("connectTimeoutS", connect_timeout_s)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or not value > 0):
+                raise ClientSetupError(name, f"{name} must be a positive number of seconds")
         self.base_url = _base_url(base_url)
         secret = read_token_file(token_file) if token_file is not None else _check_token(token)
         self._settings: dict[str, Any] = {
@@ -614,8 +618,13 @@ class _Common:
 class Client(_Common):
     """Blocking client: `with Client(url, token_file=…, ca_file=…) as api: api.enqueue(…)`."""
 
-    def __init__(self, base_url: str, **options: Any) -> None:
-        super().__init__(base_url, **options)
+    def __init__(self, base_url: str, *, token: str | None = None,
+                 token_file: str | os.PathLike[str] | None = None,
+                 ca_file: str | os.PathLike[str] | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S,
+                 connect_timeout_s: float | None = None) -> None:
+        super().__init__(base_url, token=token, token_file=token_file, ca_file=ca_file,
+                         timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
         self._http = httpx.Client(**self._settings)
 
     def __enter__(self) -> Self:
@@ -662,8 +671,13 @@ class Client(_Common):
 class AsyncClient(_Common):
     """asyncio client with the same methods as `Client`, as coroutines."""
 
-    def __init__(self, base_url: str, **options: Any) -> None:
-        super().__init__(base_url, **options)
+    def __init__(self, base_url: str, *, token: str | None = None,
+                 token_file: str | os.PathLike[str] | None = None,
+                 ca_file: str | os.PathLike[str] | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S,
+                 connect_timeout_s: float | None = None) -> None:
+        super().__init__(base_url, token=token, token_file=token_file, ca_file=ca_file,
+                         timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
         self._http = httpx.AsyncClient(**self._settings)
 
     async def __aenter__(self) -> Self:

@@ -714,3 +714,12 @@ def test_the_target_is_read_from_dev_env_json(peer, pki_set, token_file, tmp_pat
         assert caught.value.field == "devEnv"
     with pytest.raises(api.ClientSetupError):
         api.ApiTarget.from_dev_env(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("options,field_name", [({"timeout_s": 0}, "timeoutS"),
+                                                ({"timeout_s": -1.0}, "timeoutS"),
+                                                ({"connect_timeout_s": 0}, "connectTimeoutS")])
+def test_timeouts_must_be_positive(token_file, options, field_name):
+    with pytest.raises(api.ClientSetupError) as caught:
+        api.Client("https://localhost", token_file=token_file, **options)
+    assert caught.value.field == field_name
