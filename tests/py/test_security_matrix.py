@@ -425,7 +425,8 @@ PRIVATE_TABLES = ["attempts", "events", "execution_revisions", "placement_classe
                   "run_leases", "runs", "schema_migrations", "security_audit", "tasks",
                   "worker_credentials", "worker_sessions", "workers",
                   "worker_labels",  # granted labels (SPEC §13.2)
-                  "project_tokens"]  # the producer API's tokens (SPEC §13.4)
+                  "project_tokens",  # the producer API's tokens (SPEC §13.4)
+                  "pools", "worker_pool_grants"]  # pools and worker grants (SPEC §13.1)
 PRIVATE_SEQUENCES = ["events_id_seq", "placement_classes_id_seq", "run_leases_id_seq",
                      "run_queue_seq", "security_audit_id_seq"]
 CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "publish_revision",
@@ -434,6 +435,7 @@ CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "pu
                  "retry_run", "cancel_runs", "disable_worker", "enable_worker", "end_session",
                  "prune_runs", "prune_audit", "prune_fleet",
                  "label_worker",  # granted labels (SPEC §13.2)
+                 "create_pool", "grant_pool", "revoke_pool",  # pools (SPEC §13.1)
                  # Project tokens of the producer API (SPEC §13.4).
                  "create_project_token", "revoke_project_token", "list_project_tokens",
                  # The console's reads (ql_readonly and ql_runtime).
