@@ -71,8 +71,9 @@ def _operation(op_id: str, summary: str, scope: str, success: int, response: Sch
 _RUN_ID = {"name": "run_id", "in": "path", "required": True,
            "schema": {"type": "string", "format": "uuid"}}
 _LIST_PARAMETERS = [
-    {"name": "task", "in": "query", "required": True,
-     "description": "a task id or \"<project>/<name>\" of the token's project",
+    {"name": "task", "in": "query", "required": False,
+     "description": "a task id or \"<project>/<name>\" of the token's project; "
+                    "without it, every task of the project",
      "schema": {"type": "string", "maxLength": 257}},
     {"name": "state", "in": "query", "required": False,
      "description": "repeatable or comma-separated: queued, dispatching, starting, running, "

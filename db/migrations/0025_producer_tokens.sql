@@ -33,3 +33,9 @@ CREATE TABLE ql_private.project_tokens (
     CHECK (expires_at IS NULL OR expires_at > created_at)
 );
 CREATE INDEX project_tokens_project ON ql_private.project_tokens (project_id, created_at);
+
+-- 3. runs_project_state_seq: `GET /v1/runs` without a task lists one project's
+--    runs newest first (ql_private.project_runs_page), one backward range scan
+--    per state like runs_task_state_seq does for a task — bounded by the page
+--    whatever other projects hold.
+CREATE INDEX runs_project_state_seq ON ql_private.runs (project_id, state, queue_seq);

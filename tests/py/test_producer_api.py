@@ -178,6 +178,10 @@ def test_another_projects_runs_and_tasks_are_not_found(api: ApiProcess, db_dsn: 
         _error(api.request("GET", "/v1/runs", token, params={"task": task}), 404, "not_found",
                "task")
     assert table_fingerprint(conn) == before
+    own = provision.enqueue(provision.task("deploy", project="acme"), 2)
+    listed = api.request("GET", "/v1/runs", token, params={"limit": "1000"}).json()
+    assert [r["runId"] for r in listed["runs"]] == own[::-1]  # never beta's runs
+    assert {r["project"] for r in listed["runs"]} == {"acme"} and listed["next"] is None
 
 
 def test_revoked_and_expired_tokens_are_refused_at_once(api: ApiProcess, db_dsn: str,
@@ -271,7 +275,7 @@ def test_bad_bodies_are_400_naming_the_field_and_write_nothing(
                           ({"task": task_id, "state": "bogus"}, "state"),
                           ({"task": task_id, "after": "x"}, "after"),
                           ({"task": task_id, "sort": "asc"}, "sort"),
-                          ({}, "task")):
+                          ({"state": "bogus"}, "state")):
         _error(api.request("GET", "/v1/runs", token, params=params), 400,
                "out_of_bounds" if params.get("limit") == "0" else "invalid_input", field)
     assert table_fingerprint(conn) == before
