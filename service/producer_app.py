@@ -93,8 +93,7 @@ class RunningApi:
     def urls(self) -> dict[str, str]:
         api = f"https://{_url_host(self.config.host)}:{_port(self.site)}"
         admin = f"http://{_url_host(self.config.admin_host)}:{_port(self.admin_site)}"
-        # ingressUrl: the key the shared supervisor reads from a child's report.
-        return {"apiUrl": api, "adminUrl": admin, "ingressUrl": api}
+        return {"apiUrl": api, "adminUrl": admin}
 
     async def stop(self) -> None:
         await self.runner.cleanup()
@@ -175,7 +174,26 @@ def serve_command(args: argparse.Namespace) -> int:
     if processes == 1:
         return asyncio.run(serve(config))
     # The supervisor reads host, port, admin_port, ready_file and shutdown_timeout_s.
-    return Supervisor(config, processes, _child).run()  # type: ignore[arg-type]
+    return _ApiSupervisor(config, processes, _child).run()  # type: ignore[arg-type]
+
+
+class _ApiSupervisor(Supervisor):
+    """The ingress's supervisor, announcing the API's URL (`apiUrl`) once every
+    child listens: {apiUrl, adminUrl, adminUrls, pid, processes, childPids}."""
+
+    def _announce(self) -> None:
+        first = self.children[0].ready
+        assert first is not None
+        doc: dict[str, object] = {
+            "apiUrl": first["apiUrl"], "adminUrl": first["adminUrl"],
+            "adminUrls": [c.ready["adminUrl"] for c in self.children if c.ready],
+            "pid": os.getpid(), "processes": self.processes,
+            "childPids": [c.pid for c in self.children]}
+        if self.config.ready_file:
+            write_ready_file(self.config.ready_file, doc)
+        if not self._announced:
+            self._announced = True
+            print(json.dumps({"event": "listening", **doc}), flush=True)
 
 
 def _child(config: ProducerConfig, report: ReadyReport) -> int:

@@ -57,7 +57,8 @@ def make_cert(directory: Path) -> tuple[Path, pki.CertFiles]:
 
 
 @contextmanager
-def running_api(directory: Path, dsn: str, **extra: Any) -> Iterator[ApiProcess]:
+def running_api(directory: Path, dsn: str, processes: int = 1,
+                **extra: Any) -> Iterator[ApiProcess]:
     ca_file, cert = make_cert(directory)
     ready = directory / "api-ready.json"
     config = directory / "api.json"
@@ -68,7 +69,8 @@ def running_api(directory: Path, dsn: str, **extra: Any) -> Iterator[ApiProcess]
     log_file = directory / "api.log"
     with log_file.open("wb") as log:
         process = subprocess.Popen([sys.executable, "-m", "qinglong", "api", "serve",
-                                    "--config", str(config)], stdout=log,
+                                    "--config", str(config), "--processes", str(processes)],
+                                   stdout=log,
                                    stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30

@@ -341,3 +341,21 @@ def test_admin_token_create_refuses_bad_input_naming_the_field(db_dsn: str,
         assert done.returncode == 2, (args, done.stderr)
         assert json.loads(done.stderr.strip().splitlines()[-1])["field"] == field
     assert conn.execute("SELECT count(*) FROM ql_private.project_tokens").fetchone() == (0,)
+
+
+def test_several_processes_share_the_port(tmp_path: Path, pg_cluster: ThrowawayPostgres,
+                                          db_name: str, db_dsn: str,
+                                          conn: psycopg.Connection) -> None:
+    run_id = Provisioner(conn).enqueue(Provisioner(conn).task("build", project="acme"))[0]
+    token = make_token(db_dsn, "acme", "read")["token"]
+    role = api_login(conn)
+    try:
+        with running_api(tmp_path, pg_cluster.dsn(db_name, user=role), processes=2) as api:
+            ready = json.loads((tmp_path / "api-ready.json").read_text())
+            assert ready["processes"] == 2 and len(set(ready["childPids"])) == 2
+            assert len(ready["adminUrls"]) == 2
+            for _ in range(6):
+                assert api.request("GET", f"/v1/runs/{run_id}", token).status_code == 200
+    finally:
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
