@@ -359,3 +359,34 @@ def test_several_processes_share_the_port(tmp_path: Path, pg_cluster: ThrowawayP
     finally:
         conn.execute(f"DROP OWNED BY {role}")
         conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_run_a_worker_ran_shows_its_attempt_result_and_events(
+        api: ApiProcess, db_dsn: str, conn: psycopg.Connection) -> None:
+    """The show document of a run that went through claim, ACKs and a failed
+    completion with a result: every field the worker path writes fits run@v1."""
+    from qinglong.db import api as db
+    from tests.py.provision import Intent
+
+    provision = Provisioner(conn)
+    run_id = provision.enqueue(provision.task("build", project="acme"))[0]
+    session = provision.session(provision.worker("w1"))
+    intent = Intent()
+    offer = provision.pull(session, intent)
+    assert offer["status"] == "offered", offer
+    version = offer["offer"]["lease"]["leaseVersion"]
+    for phase in ("starting", "running"):
+        version = provision.call(db.ack_lease(**session.lease(intent), lease_version=version,
+                                              phase=phase))["lease"]["leaseVersion"]
+    result = {"exitCode": 3, "durationMs": 12, "outputTail": "boom\n", "outputBytes": 5}
+    provision.call(db.complete_lease(**session.lease(intent), lease_version=version,
+                                     outcome="failed", exit_code=3, reason="nonzero_exit",
+                                     result=result))
+    token = make_token(db_dsn, "acme", "read")["token"]
+    shown = _valid("qinglong/run@v1", api.request("GET", f"/v1/runs/{run_id}", token).json())
+    first = shown["attempts"][0]
+    assert (first["state"], first["exitCode"], first["result"]) == ("failed", 3, result)
+    assert first["workerId"] == session.worker.worker_id and first["startedAtMs"] is not None
+    types = [event["type"] for event in shown["events"]]
+    assert "run.queued" in types and len(types) >= 3, types
+    assert shown == {"schema": "qinglong/run@v1", **db.show_run(run_id=run_id).run(conn)}
