@@ -77,7 +77,7 @@ class Env:
         out = self.directory / name
         return _json_out([*QL, "admin", "worker", "create", "--dsn-file", self.dsn_file,
                           "--name", name, "--ca-dir", self.doc["caDir"],
-                          "--out", str(out), "--pool", "*"])  # fmt: skip
+                          "--out", str(out), "--pool", "*", "--self-labels"])  # fmt: skip
 
     def publish(self, name: str, argv: list[str], *, timeout_s: int = 60,
                 lane: str | None = None, lease_ttl_s: int | None = None) -> str:  # fmt: skip
