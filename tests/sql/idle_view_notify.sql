@@ -13,8 +13,9 @@ SELECT ok(NOT has_function_privilege('ql_worker_ingress', 'ql_private.idle_view_
 
 -- Triggers: AFTER, row-level with WHEN where a bulk statement must stay cheap.
 SELECT triggers_are('ql_private', 'runs',
-    ARRAY['runs_idle_view_insert', 'runs_idle_view_requeue', 'runs_referenced_by_events'],
-    'runs: the idle view triggers (and the delete guard)');
+    ARRAY['runs_idle_view_insert', 'runs_idle_view_requeue', 'runs_referenced_by_events',
+          'runs_default_pool'],
+    'runs: the idle view triggers (and the delete guard, and the pool of a run inserted without one)');
 SELECT triggers_are('ql_private', 'attempts',
     ARRAY['attempts_idle_view_insert', 'attempts_idle_view_update',
           'attempts_no_truncate_under_leases', 'attempts_referenced_by_leases'],
