@@ -223,3 +223,56 @@ def test_revoke_racing_a_claim_never_leaves_the_claimed_lease_live(db_dsn: str):
         revoker.commit()
     puller.join(10)
     assert pulled and pulled[0]["status"] == "idle", pulled
+
+
+def test_cli_worker_create_grant_revoke(db_dsn: str, tmp_path: Path):
+    """`admin worker create --pool` (repeatable, '*'), `worker grant|revoke`: the
+    grants land; a malformed pool exits 2 naming `pool` and creates no worker;
+    without `--pool` the worker holds nothing."""
+    assert _cli("ca", "init", "--dir", str(tmp_path / "ca")).returncode == 0
+    for name in ("a", "b"):
+        assert _cli("pool", "create", "--dsn", db_dsn, "--project", "acme",
+                    "--name", name).returncode == 0
+
+    def create(name: str, *pools: str) -> subprocess.CompletedProcess[str]:
+        flags = [arg for pool in pools for arg in ("--pool", pool)]
+        return _cli("worker", "create", "--dsn", db_dsn, "--name", name, "--ca-dir",
+                    str(tmp_path / "ca"), "--out", str(tmp_path / name), *flags)
+
+    def grants(worker_id: str) -> tuple[bool, list[str]]:
+        with psycopg.connect(db_dsn) as conn:
+            row = conn.execute(
+                "SELECT w.all_pools, coalesce(array_agg(pl.name ORDER BY pl.name)"
+                " FILTER (WHERE pl.name IS NOT NULL), '{}') FROM ql_private.workers w"
+                " LEFT JOIN ql_private.worker_pool_grants g ON g.worker_id = w.id"
+                " LEFT JOIN ql_private.pools pl ON pl.id = g.pool_id"
+                " WHERE w.id = %s::uuid GROUP BY w.all_pools", (worker_id,)).fetchone()
+        assert row is not None
+        return row[0], list(row[1])
+
+    two = create("two", "acme/a", "acme/b")
+    assert two.returncode == 0, two.stderr
+    two_id = json.loads(two.stdout)["workerId"]
+    assert grants(two_id) == (False, ["a", "b"])
+    none = create("none")
+    assert none.returncode == 0, none.stderr
+    none_id = json.loads(none.stdout)["workerId"]
+    assert grants(none_id) == (False, [])
+    with psycopg.connect(db_dsn) as conn:
+        workers = conn.execute("SELECT count(*) FROM ql_private.workers").fetchone()
+    bad = create("bad", "acme/a", "acme")
+    assert bad.returncode == 2 and '"field": "pool"' in bad.stderr, bad.stderr
+    with psycopg.connect(db_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM ql_private.workers").fetchone() == workers
+
+    granted = _cli("worker", "grant", "--dsn", db_dsn, "--worker", none_id, "--pool", "*")
+    assert granted.returncode == 0, granted.stderr
+    assert json.loads(granted.stdout) == {"workerId": none_id, "pool": "*", "granted": True}
+    assert grants(none_id) == (True, [])
+    revoked = _cli("worker", "revoke", "--dsn", db_dsn, "--worker", two_id, "--pool", "acme/b")
+    assert json.loads(revoked.stdout)["revoked"] is True
+    assert grants(two_id) == (False, ["a"])
+    missing = _cli("worker", "grant", "--dsn", db_dsn, "--worker", two_id, "--pool", "acme/zzz")
+    assert missing.returncode == 1 and "not_found" in missing.stderr, missing.stderr
+    malformed = _cli("worker", "grant", "--dsn", db_dsn, "--worker", two_id, "--pool", "a b")
+    assert malformed.returncode == 2 and '"field": "pool"' in malformed.stderr
