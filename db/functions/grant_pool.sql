@@ -6,8 +6,9 @@
 --   (workers.all_pools; single-tenant and development use).
 -- Inputs: p_worker_id (lowercase canonical UUID), p_pool ('P/N' or '*').
 -- Fences: the worker exists; the pool exists.
--- Writes: one worker_pool_grants row, or workers.all_pools for '*'; nothing when
---   already granted (granted = false).
+-- Writes: one worker_pool_grants row, or workers.all_pools for '*', and one
+--   `worker.pool_granted` event (events.worker_id; payload workerId, pool,
+--   actor = session_user); nothing when already granted (granted = false).
 -- Locks: the worker row FOR NO KEY UPDATE (serializes with ql.revoke_pool).
 -- Idempotency: granting a held grant changes nothing.
 -- Errors: QL001 malformed worker id (COLUMN workerId) or pool (COLUMN pool);
@@ -42,10 +43,15 @@ BEGIN
         ON CONFLICT (worker_id, pool_id) DO NOTHING;
         v_granted := FOUND;
     END IF;
+    IF v_granted THEN
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('worker.pool_granted', v_worker_id, jsonb_build_object(
+            'workerId', v_worker_id, 'pool', p_pool, 'actor', session_user));
+    END IF;
     RETURN jsonb_build_object('workerId', v_worker_id, 'pool', p_pool, 'granted', v_granted);
 END
 $$;
 REVOKE ALL ON FUNCTION ql.grant_pool(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.grant_pool(text, text) TO ql_runtime;
 COMMENT ON FUNCTION ql.grant_pool(text, text) IS
-'Grant a worker pool P/N, or every pool present and future with ''*'' (SPEC 13.1); returns {workerId, pool, granted}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: one worker_pool_grants row or workers.all_pools; nothing when held. Locks: worker row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';
+'Grant a worker pool P/N, or every pool present and future with ''*'' (SPEC 13.1); returns {workerId, pool, granted}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: one worker_pool_grants row or workers.all_pools, one worker.pool_granted event (workerId, pool, actor); nothing when held. Locks: worker row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';

@@ -17,7 +17,9 @@
 -- Inputs: p_worker_id (lowercase canonical UUID), p_pool ('P/N' or '*').
 -- Fences: the worker exists; the pool exists.
 -- Writes: the grant row deleted (or workers.all_pools := false), released
---   leases and their runs (-> queued).
+--   leases and their runs (-> queued), and one `worker.pool_revoked` event
+--   (events.worker_id; payload workerId, pool, leasesReleased, actor =
+--   session_user) when anything changed.
 -- Locks: the worker row FOR NO KEY UPDATE; each open (active or draining)
 --   session FOR UPDATE, in generation order; then attempt -> run -> lease per
 --   released lease (ql_private.release_ungranted_leases, docs/LIFECYCLE.md
@@ -65,6 +67,12 @@ BEGIN
     LOOP
         v_released := v_released + ql_private.release_ungranted_leases(v_session_id);
     END LOOP;
+    IF v_revoked OR v_released > 0 THEN
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('worker.pool_revoked', v_worker_id, jsonb_build_object(
+            'workerId', v_worker_id, 'pool', p_pool, 'leasesReleased', v_released,
+            'actor', session_user));
+    END IF;
     RETURN jsonb_build_object('workerId', v_worker_id, 'pool', p_pool, 'revoked', v_revoked,
                               'leasesReleased', v_released);
 END
@@ -72,4 +80,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.revoke_pool(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.revoke_pool(text, text) TO ql_runtime;
 COMMENT ON FUNCTION ql.revoke_pool(text, text) IS
-'Revoke a worker''s grant of pool P/N (or the all-pools grant, ''*''; SPEC 13.1): no new offer of the pool from the commit on; its unstarted leases of pools it no longer holds released at once (grant_revoked, runs re-queued); started ones may finish. Returns {workerId, pool, revoked, leasesReleased}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: grant row (or all_pools), released leases, runs -> queued. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE (waits for a claim in flight), attempt -> run -> lease per lease. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';
+'Revoke a worker''s grant of pool P/N (or the all-pools grant, ''*''; SPEC 13.1): no new offer of the pool from the commit on; its unstarted leases of pools it no longer holds released at once (grant_revoked, runs re-queued); started ones may finish. Returns {workerId, pool, revoked, leasesReleased}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: grant row (or all_pools), released leases, runs -> queued, one worker.pool_revoked event (workerId, pool, leasesReleased, actor) when anything changed. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE (waits for a claim in flight), attempt -> run -> lease per lease. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';

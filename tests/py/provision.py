@@ -112,8 +112,10 @@ class Provisioner:
             self.conn.execute("UPDATE ql_private.workers SET self_labels = true"
                               " WHERE id = %s::uuid", (worker_id,))
         if all_pools:
-            # Every pool, present and future (SPEC §13.1 `--pool '*'`).
-            self.call(api.grant_pool(worker_id=worker_id, pool="*"))
+            # Every pool, present and future (SPEC §13.1 `--pool '*'`). Set
+            # directly so no worker.pool_granted event joins every test's events.
+            self.conn.execute("UPDATE ql_private.workers SET all_pools = true"
+                              " WHERE id = %s::uuid", (worker_id,))
         return Worker(worker_id, credential_id, secret)
 
     def session(self, worker: Worker, capabilities: dict[str, Any] | None = None) -> Session:

@@ -4,7 +4,7 @@
 -- the locked rows, whatever the scan handed it; '*' grants every pool, present
 -- and future; errors and roles.
 BEGIN;
-SELECT plan(20);
+SELECT plan(22);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -40,6 +40,10 @@ SELECT is(ql.grant_pool(:'w1', 'acme/a'), jsonb_build_object('workerId', :'w1', 
           'grant A: {workerId, pool, granted: true}');
 SELECT is(ql.grant_pool(:'w1', 'acme/a') -> 'granted', 'false'::jsonb, 'granting it again changes nothing');
 RESET ROLE;
+SELECT is((SELECT array_agg(payload) FROM ql_private.events WHERE type = 'worker.pool_granted'
+            AND worker_id = :'w1'::uuid),
+          ARRAY[jsonb_build_object('workerId', :'w1', 'pool', 'acme/a', 'actor', session_user)],
+          'one worker.pool_granted event naming the pool and the actor (none for the repeat)');
 SELECT is((SELECT c.offer FROM ql_private.worker_sessions ws,
                   ql_private.claim_candidate(ws, ARRAY[:'rb'::uuid], ARRAY[0],
                                              '00000000-0000-4000-8000-0000000000b1'::uuid, sha256('t'::bytea)) c
@@ -60,6 +64,8 @@ SET LOCAL ROLE ql_runtime;
 SELECT is(ql.grant_pool(:'w1', '*') -> 'granted', 'true'::jsonb, 'grant *');
 RESET ROLE;
 SELECT ok((SELECT all_pools FROM ql_private.workers WHERE id = :'w1'::uuid), 'workers.all_pools set');
+SELECT is((SELECT count(*) FROM ql_private.events WHERE type = 'worker.pool_granted'
+            AND payload ->> 'pool' = '*'), 1::bigint, 'the * grant has its event too');
 SELECT is(pg_temp.pull('00000000-0000-4000-8000-000000000004') #>> '{offer,lease,runId}', :'rb',
           'with *: B''s run is offered');
 SELECT ql.create_pool('later', 'new') AS lp \gset

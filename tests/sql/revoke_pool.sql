@@ -4,7 +4,7 @@
 -- refused (lease_terminal), started or not, while the kept pool's replay still
 -- answers; no new offer of the pool; idempotent; '*' revoked; errors; roles.
 BEGIN;
-SELECT plan(17);
+SELECT plan(18);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -43,6 +43,10 @@ SELECT is((SELECT released_at FROM ql_private.run_leases WHERE offer_id = :'ob':
           'B''s unstarted lease stays live: B is still granted');
 SELECT is((SELECT count(*) FROM ql_private.worker_pool_grants WHERE worker_id = :'w1'::uuid), 1::bigint,
           'only the grant of B is left');
+SELECT is((SELECT array_agg(payload) FROM ql_private.events WHERE type = 'worker.pool_revoked'),
+          ARRAY[jsonb_build_object('workerId', :'w1', 'pool', 'acme/a', 'leasesReleased', 1,
+                                   'actor', session_user)],
+          'one worker.pool_revoked event (pool, leasesReleased, actor)');
 
 -- Replays.
 SELECT is(pg_temp.pull(:'oa1'), '{"status":"conflict","category":"lease_terminal"}'::jsonb,
