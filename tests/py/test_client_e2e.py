@@ -235,3 +235,36 @@ def test_the_curl_line_enqueues_like_the_client(dev_api):
         assert producer.enqueue(TASK, priority=7, key="curl-k") == api.EnqueueResult(
             run_ids=answer["runIds"], existing=True)
         assert producer.show(answer["runIds"][0]).run.priority == 7
+
+
+def test_dev_up_api_works_with_the_client_and_the_cli(tmp_path):
+    """The newcomer's path: `dev up`, then the client built from dev-env.json's `api`
+    and `qinglong run` with its url, tokenFile and caFile enqueue into project dev."""
+    state_dir = tmp_path / "dev"
+    up = qinglong("dev", "up", "--state-dir", str(state_dir), timeout=240)
+    try:
+        assert up.returncode == 0, up.stderr
+        env = json.loads((state_dir / "dev-env.json").read_text())
+        target = api.ApiTarget.from_dev_env(state_dir / "dev-env.json")
+        command = tmp_path / "command.json"
+        command.write_text(json.dumps({"schema": "qinglong/command@v1", "argv": ["true"],
+                                       "env": {}, "timeoutS": 60}))
+        published = qinglong("admin", "task", "publish", "--dsn", env["runtimeDsn"],
+                             "--project", PROJECT, "--name", "dev-up-client",
+                             "--command-file", str(command), timeout=60)
+        assert published.returncode == 0, published.stderr
+        task_id = json.loads(published.stdout)["taskId"]
+        with api.Client(target.url, token_file=target.token_file,
+                        ca_file=target.ca_file) as producer:
+            (run_id,) = producer.enqueue(f"{PROJECT}/dev-up-client").run_ids
+            assert producer.show(run_id).run.task_id == task_id
+        flags = ["--api", target.url, "--token-file", str(target.token_file)]
+        if target.ca_file is not None:
+            flags += ["--ca-file", str(target.ca_file)]
+        listed = qinglong("run", "list", *flags, "--task", task_id)
+        assert listed.returncode == 0, listed.stderr
+        assert [r["runId"] for r in json.loads(listed.stdout)["runs"]] == [run_id]
+        secret = target.token_file.read_text().strip()
+        assert secret not in up.stdout + listed.stdout + listed.stderr
+    finally:
+        qinglong("dev", "down", "--state-dir", str(state_dir), timeout=120)
