@@ -6,7 +6,8 @@ a task is published into project `dev` with the admin CLI and project tokens are
 made with `admin token create`. Runs are enqueued, shown, listed, cancelled and
 retried through the blocking client, the asyncio client, the CLI and the curl
 line, with real tokens (a read-only one and a revoked one included) — no test
-double anywhere.
+double anywhere. The last test takes the newcomer's path: `dev up`, then the
+client and the CLI from dev-env.json's `api` section.
 """
 
 from __future__ import annotations
