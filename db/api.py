@@ -375,7 +375,8 @@ def enable_worker(*, worker_id: str) -> Call[JsonObject]:
 
 
 CREATE_POOL: Statement[JsonObject] = Statement(
-    "create_pool", "SELECT ql.create_pool(p_project => %(project)s::text, p_name => %(name)s::text)")
+    "create_pool",
+    "SELECT ql.create_pool(p_project => %(project)s::text, p_name => %(name)s::text)")
 
 
 def create_pool(*, project: str, name: str) -> Call[JsonObject]:
