@@ -181,7 +181,7 @@ ALTER FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worke
 -- Name: FUNCTION ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) IS 'Lease ACK (SPEC 7), one fenced transaction at the lease version the worker last saw: starting (unstarted unexpired lease: started_at, expires_at = now + task lease TTL, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, version+1, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_verdict categories, stale_lease_version)} | denied; idempotent = the same ACK repeated after a lost answer (version = current - 1, current made by this phase, same reason). Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included), QL020 illegal transition at the current version. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) IS 'Lease ACK (SPEC 7), one fenced transaction at the lease version the worker last saw: starting (unstarted unexpired lease: started_at, expires_at = now + the lease TTL pinned at claim, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, version+1, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_verdict categories, stale_lease_version)} | denied; idempotent = the same ACK repeated after a lost answer (version = current - 1, current made by this phase, same reason). Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included), QL020 illegal transition at the current version. Caller: ql_worker_ingress.';
 
 
 --
@@ -225,22 +225,17 @@ DECLARE
     v_attempt_id uuid;
     v_run ql_private.runs;
     v_attempt ql_private.attempts;
+    v_locked record;
     v_live ql_private.run_leases;
     v_now timestamptz;
 BEGIN
-    LOOP
-        SELECT rr.current_attempt_id INTO v_attempt_id
-          FROM ql_private.runs rr WHERE rr.id = v_run_id;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'run not found';
-        END IF;
-        IF v_attempt_id IS NOT NULL THEN
-            SELECT att.* INTO v_attempt
-              FROM ql_private.attempts att WHERE att.id = v_attempt_id FOR UPDATE;
-        END IF;
-        SELECT rr.* INTO v_run FROM ql_private.runs rr WHERE rr.id = v_run_id FOR NO KEY UPDATE;
-        EXIT WHEN v_run.current_attempt_id IS NOT DISTINCT FROM v_attempt_id;
-    END LOOP;
+    v_locked := ql_private.lock_run_attempt(v_run_id);  -- attempt -> run
+    v_run := v_locked.run;
+    v_attempt := v_locked.attempt;
+    IF v_run.id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'run not found';
+    END IF;
+    v_attempt_id := v_attempt.id;
 
     IF v_run.state IN ('succeeded', 'failed', 'cancelled') THEN
         RETURN jsonb_build_object('runId', v_run.id, 'state', v_run.state,
@@ -306,35 +301,68 @@ COMMENT ON FUNCTION ql.cancel_run(p_run_id text) IS 'Cancel a run. Inputs: p_run
 
 
 --
--- Name: cancel_runs(text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: cancel_runs(text, text, integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.cancel_runs(p_task_id text, p_state text) RETURNS jsonb
+CREATE FUNCTION ql.cancel_runs(p_task_id text, p_state text, p_wait_ms integer DEFAULT 5000) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '0'
     AS $$
 DECLARE
     v_task_id uuid := ql_private.parse_uuid(p_task_id, 'taskId');
+    v_max_wait_ms constant integer := 60000;
+    v_deadline timestamptz;
     v_now timestamptz;
     v_count bigint;
+    v_left uuid[];
+    v_run_id uuid;
+    v_locked record;
+    v_run ql_private.runs;
+    v_attempt ql_private.attempts;
+    v_live ql_private.run_leases;
+    v_not jsonb := '[]'::jsonb;
+    v_reason text;
 BEGIN
     IF p_state IS NULL OR p_state <> 'queued' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'state',
             MESSAGE = 'state must be queued (the only state cancelled in bulk)';
     END IF;
+    IF p_wait_ms IS NULL OR p_wait_ms NOT BETWEEN 0 AND v_max_wait_ms THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'waitMs',
+            MESSAGE = format('waitMs must be between 0 and %s', v_max_wait_ms);
+    END IF;
     PERFORM 1 FROM ql_private.tasks tk WHERE tk.id = v_task_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'taskId', MESSAGE = 'task not found';
     END IF;
+    v_deadline := clock_timestamp() + make_interval(secs => p_wait_ms / 1000.0);
 
+    BEGIN
+        PERFORM set_config('lock_timeout', greatest(p_wait_ms, 1) || 'ms', true);
+        PERFORM pg_advisory_xact_lock(hashtextextended('qinglong.cancel_runs:' || v_task_id, 0));
+    EXCEPTION WHEN lock_not_available THEN
+        -- Another bulk cancel of this task held it for the whole bound.
+        SELECT coalesce(jsonb_agg(jsonb_build_object('runId', r.id, 'state', r.state,
+                                                     'reason', 'locked') ORDER BY r.queue_seq),
+                        '[]'::jsonb)
+          INTO v_not
+          FROM ql_private.runs r WHERE r.task_id = v_task_id AND r.state = 'queued';
+        RETURN jsonb_build_object('cancelled', 0, 'notCancelled', v_not);
+    END;
+
+    -- Pass 1: everything lockable right now, in one statement (never waits).
     v_now := clock_timestamp();
-    WITH picked AS MATERIALIZED (
+    WITH queued AS MATERIALIZED (
+        SELECT r.id, r.queue_seq FROM ql_private.runs r
+         WHERE r.task_id = v_task_id AND r.state = 'queued'
+    ), picked AS MATERIALIZED (
         SELECT r.id AS run_id, a.id AS attempt_id, a.state AS attempt_state
           FROM ql_private.runs r
           JOIN ql_private.attempts a ON a.id = r.current_attempt_id
          WHERE r.task_id = v_task_id AND r.state = 'queued'
          ORDER BY r.queue_seq
-           FOR NO KEY UPDATE OF r, a SKIP LOCKED
+           FOR NO KEY UPDATE OF a, r SKIP LOCKED
     ), cancelled_attempts AS (
         UPDATE ql_private.attempts a
            SET state = 'cancelled', reason = 'cancelled', updated_at = v_now,
@@ -356,19 +384,84 @@ BEGIN
                v_now
           FROM picked p
     )
-    SELECT count(*) INTO v_count FROM picked;
-    RETURN jsonb_build_object('cancelled', v_count);
+    SELECT (SELECT count(*) FROM picked),
+           (SELECT array_agg(q.id ORDER BY q.queue_seq) FROM queued q
+             WHERE NOT EXISTS (SELECT 1 FROM picked p WHERE p.run_id = q.id))
+      INTO v_count, v_left;
+
+    -- Pass 2: the runs another transaction held, waited for within the bound.
+    FOREACH v_run_id IN ARRAY coalesce(v_left, '{}') LOOP
+        v_reason := NULL;
+        LOOP
+            BEGIN
+                PERFORM set_config('lock_timeout', greatest(1, ceil(1000 * extract(
+                    epoch FROM v_deadline - clock_timestamp())))::bigint || 'ms', true);
+                v_locked := ql_private.lock_run_attempt(v_run_id);  -- attempt -> run
+                EXIT;
+            EXCEPTION
+                WHEN lock_not_available THEN
+                    v_reason := 'locked';
+                    EXIT;
+                WHEN deadlock_detected THEN
+                    IF clock_timestamp() >= v_deadline THEN
+                        v_reason := 'locked';
+                        EXIT;
+                    END IF;
+            END;
+        END LOOP;
+        IF v_reason IS NOT NULL THEN
+            v_not := v_not || jsonb_build_object('runId', v_run_id, 'state',
+                (SELECT r.state FROM ql_private.runs r WHERE r.id = v_run_id), 'reason', v_reason);
+            CONTINUE;
+        END IF;
+        v_run := v_locked.run;
+        v_attempt := v_locked.attempt;
+        CONTINUE WHEN v_run.id IS NULL OR v_run.state = 'cancelled';
+        v_live := NULL;
+        SELECT l.* INTO v_live FROM ql_private.run_leases l
+         WHERE l.attempt_id = v_attempt.id AND l.released_at IS NULL;
+        IF v_run.state NOT IN ('queued', 'dispatching') OR v_live.started_at IS NOT NULL THEN
+            v_not := v_not || jsonb_build_object('runId', v_run_id, 'state', v_run.state,
+                'reason', CASE WHEN v_run.state IN ('succeeded', 'failed') THEN 'finished'
+                               ELSE 'started' END);
+            CONTINUE;
+        END IF;
+        v_now := clock_timestamp();
+        IF v_live.id IS NOT NULL THEN
+            UPDATE ql_private.run_leases l
+               SET released_at = v_now, release_reason = 'cancelled', updated_at = v_now
+             WHERE l.id = v_live.id;
+        END IF;
+        IF v_attempt.id IS NOT NULL
+           AND v_attempt.state NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
+            UPDATE ql_private.attempts a
+               SET state = 'cancelled', reason = 'cancelled', updated_at = v_now,
+                   finished_at = v_now
+             WHERE a.id = v_attempt.id;
+        END IF;
+        UPDATE ql_private.runs r
+           SET state = 'cancelled', cancel_requested = true, updated_at = v_now,
+               finished_at = v_now
+         WHERE r.id = v_run.id;
+        INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
+        VALUES ('run.cancelled', v_run.id, v_attempt.id, jsonb_strip_nulls(jsonb_build_object(
+            'attemptId', v_attempt.id, 'offerId', v_live.offer_id,
+            'leaseReleased', v_live.id IS NOT NULL, 'actor', session_user, 'bulk', true)),
+            v_now);
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN jsonb_build_object('cancelled', v_count, 'notCancelled', v_not);
 END
 $$;
 
 
-ALTER FUNCTION ql.cancel_runs(p_task_id text, p_state text) OWNER TO ql_owner;
+ALTER FUNCTION ql.cancel_runs(p_task_id text, p_state text, p_wait_ms integer) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION cancel_runs(p_task_id text, p_state text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION cancel_runs(p_task_id text, p_state text, p_wait_ms integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.cancel_runs(p_task_id text, p_state text) IS 'Bulk cancel of a task''s queued runs (SPEC 9.5), each as ql.cancel_run cancels a queued run: run and current attempt cancelled, one run.cancelled event each naming the actor (session_user); returns {cancelled: N}. Inputs: p_task_id, p_state (only queued). Fences: task exists; runs re-checked on the locked rows. Writes: runs, attempts, events. Locks: run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement (never waits; a run being claimed is left alone). Idempotent (a second call cancels 0). Errors: QL001 taskId/state (COLUMN), QL004 unknown task. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.cancel_runs(p_task_id text, p_state text, p_wait_ms integer) IS 'Bulk cancel of a task''s queued runs (SPEC 9.5): every run queued when the call starts is cancelled when it returns (as ql.cancel_run cancels a queued run: run and current attempt cancelled, one run.cancelled event each naming the actor, bulk: true) or listed; returns {cancelled: N, notCancelled: [{runId, state, reason locked|started|finished}]}. Inputs: p_task_id, p_state (only queued), p_wait_ms 0..60000 (default 5000). Pass 1: attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement; pass 2: each run another transaction held, locked attempt -> run (lock_run_attempt) with lock_timeout = the time left of p_wait_ms, cancelled if still queued or claimed but not started (unstarted lease released cancelled). An advisory lock per task serializes bulk cancels of one task. Fences: task exists; runs re-checked on the locked rows. Writes: runs, attempts, unstarted leases, events; nothing for a listed run. Errors: QL001 taskId/state, QL006 waitMs (COLUMN), QL004 unknown task. Caller: ql_runtime.';
 
 
 --
@@ -702,19 +795,138 @@ COMMENT ON FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_dig
 
 
 --
--- Name: disable_worker(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: create_pool(text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.disable_worker(p_worker_id text) RETURNS jsonb
+CREATE FUNCTION ql.create_pool(p_project text, p_name text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_project_id uuid;
+    v_pool ql_private.pools;
+    v_created boolean := false;
+BEGIN
+    IF p_project IS NULL OR p_project !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'project',
+            MESSAGE = 'project must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    END IF;
+    IF p_name IS NULL OR p_name !~ '^[a-z0-9][a-z0-9._-]{0,62}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'name',
+            MESSAGE = 'pool name must match ^[a-z0-9][a-z0-9._-]{0,62}$';
+    END IF;
+    INSERT INTO ql_private.projects (name) VALUES (p_project) ON CONFLICT (name) DO NOTHING;
+    SELECT p.id INTO STRICT v_project_id FROM ql_private.projects p WHERE p.name = p_project;
+    INSERT INTO ql_private.pools AS pl (project_id, name) VALUES (v_project_id, p_name)
+    ON CONFLICT (project_id, name) DO NOTHING
+    RETURNING pl.* INTO v_pool;
+    v_created := FOUND;
+    IF NOT v_created THEN
+        SELECT pl.* INTO STRICT v_pool FROM ql_private.pools pl
+         WHERE pl.project_id = v_project_id AND pl.name = p_name;
+    END IF;
+    RETURN jsonb_build_object('poolId', v_pool.id, 'project', p_project, 'name', v_pool.name,
+                              'created', v_created);
+END
+$_$;
+
+
+ALTER FUNCTION ql.create_pool(p_project text, p_name text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION create_pool(p_project text, p_name text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.create_pool(p_project text, p_name text) IS 'Create pool P/N (SPEC 13.1), the project (with its default pool) first when needed; returns {poolId, project, name, created}. Inputs: p_project, p_name (^[a-z0-9][a-z0-9._-]{0,62}$). Fences: names. Writes: project (first use), one pool; nothing when it exists. Locks: unique indexes only (ON CONFLICT DO NOTHING). Idempotent (created=false). Errors: QL001 bad project (COLUMN project) or name (COLUMN name). Caller: ql_runtime.';
+
+
+--
+-- Name: create_project_token(text, text, bytea, text[], bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_all_scopes constant text[] := ARRAY['enqueue', 'read', 'cancel', 'retry', 'log'];
+    v_max_expires_s constant bigint := 315360000;
+    v_project_id uuid;
+    v_scopes text[];
+    v_now timestamptz := clock_timestamp();
+    v_token ql_private.project_tokens;
+BEGIN
+    IF p_project IS NULL OR p_project !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'project',
+            MESSAGE = 'project must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    END IF;
+    IF p_token_id IS NULL OR p_token_id !~ '^[a-z0-9]{16}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'tokenId',
+            MESSAGE = 'token id must be 16 characters [a-z0-9]';
+    END IF;
+    IF p_token_digest IS NULL OR octet_length(p_token_digest) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'tokenDigest',
+            MESSAGE = 'token digest must be 32 bytes (SHA-256)';
+    END IF;
+    IF p_scopes IS NULL OR cardinality(p_scopes) = 0
+       OR EXISTS (SELECT 1 FROM unnest(p_scopes) s WHERE s IS NULL OR s <> ALL (v_all_scopes)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'scope',
+            MESSAGE = 'scopes must be one or more of enqueue, read, cancel, retry, log';
+    END IF;
+    IF p_expires_in_s IS NOT NULL AND p_expires_in_s NOT BETWEEN 1 AND v_max_expires_s THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'expiresIn',
+            MESSAGE = format('expires-in must be between 1 s and %s s', v_max_expires_s);
+    END IF;
+    v_scopes := ARRAY(SELECT DISTINCT s FROM unnest(p_scopes) s ORDER BY s);
+
+    INSERT INTO ql_private.projects (name) VALUES (p_project) ON CONFLICT (name) DO NOTHING;
+    SELECT p.id INTO STRICT v_project_id FROM ql_private.projects p WHERE p.name = p_project;
+    INSERT INTO ql_private.project_tokens AS t (
+        id, project_id, token_digest, scopes, created_at, created_by, expires_at)
+    VALUES (p_token_id, v_project_id, p_token_digest, v_scopes, v_now, session_user,
+            v_now + make_interval(secs => p_expires_in_s))
+    ON CONFLICT (id) DO NOTHING
+    RETURNING t.* INTO v_token;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'tokenId',
+            MESSAGE = 'token id already used';
+    END IF;
+    RETURN jsonb_build_object(
+        'tokenId', v_token.id,
+        'project', p_project,
+        'scopes', to_jsonb(v_token.scopes),
+        'createdAtMs', ql_private.epoch_ms(v_token.created_at),
+        'expiresAtMs', ql_private.epoch_ms(v_token.expires_at));
+END
+$_$;
+
+
+ALTER FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint) IS 'admin token create (SPEC 13.4): store a project token made by the CLI: only the SHA-256 digest of the whole token string; project created when missing. Returns {tokenId, project, scopes (sorted, distinct), createdAtMs, expiresAtMs (null = never)}, never the digest. Inputs: p_project, p_token_id [a-z0-9]{16}, p_token_digest (32 bytes), p_scopes (1..5 of enqueue/read/cancel/retry/log), p_expires_in_s (NULL or 1..315360000). Writes: one project_tokens row (created_by = session_user), the project on first use. Locks: unique indexes. Errors: QL001 project/tokenId/tokenDigest/scope (COLUMN), id reused (tokenId); QL006 expiresIn. Caller: ql_runtime.';
+
+
+--
+-- Name: disable_worker(text, boolean); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.disable_worker(p_worker_id text, p_drain boolean DEFAULT false) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_drain boolean := coalesce(p_drain, false);
     v_worker ql_private.workers;
-    v_session_id uuid;
+    v_session ql_private.worker_sessions;
+    v_drained record;
     v_now timestamptz;
     v_closed integer := 0;
+    v_draining integer := 0;
     v_released integer := 0;
     v_changed boolean;
 BEGIN
@@ -729,41 +941,53 @@ BEGIN
         UPDATE ql_private.workers w SET disabled_at = v_now WHERE w.id = v_worker_id;
     END IF;
 
-    FOR v_session_id IN
-        SELECT ws.session_id FROM ql_private.worker_sessions ws
+    FOR v_session IN
+        SELECT ws.* FROM ql_private.worker_sessions ws
          WHERE ws.worker_id = v_worker_id AND ws.state <> 'closed'
          ORDER BY ws.generation
            FOR UPDATE
     LOOP
-        v_released := v_released
-            + ql_private.release_unstarted_leases(ARRAY[v_session_id], 'session_closed');
-        UPDATE ql_private.worker_sessions ws
-           SET state = 'closed', closed_at = clock_timestamp()
-         WHERE ws.session_id = v_session_id;
-        v_closed := v_closed + 1;
+        IF v_drain AND v_session.state = 'active' THEN
+            SELECT * INTO v_drained FROM ql_private.drain_session(v_session.session_id);
+            v_released := v_released + v_drained.released;
+            IF v_drained.state = 'closed' THEN
+                v_closed := v_closed + 1;
+            ELSE
+                v_draining := v_draining + 1;
+            END IF;
+        ELSIF NOT v_drain THEN
+            v_released := v_released
+                + ql_private.release_unstarted_leases(ARRAY[v_session.session_id], 'session_closed');
+            UPDATE ql_private.worker_sessions ws
+               SET state = 'closed', closed_at = clock_timestamp()
+             WHERE ws.session_id = v_session.session_id;
+            v_closed := v_closed + 1;
+        END IF;
     END LOOP;
 
-    IF v_changed OR v_closed > 0 THEN
+    IF v_changed OR v_closed > 0 OR v_draining > 0 THEN
         INSERT INTO ql_private.events (type, worker_id, payload)
         VALUES ('worker.disabled', v_worker_id, jsonb_build_object(
-            'workerId', v_worker_id, 'sessionsClosed', v_closed,
-            'leasesReleased', v_released, 'actor', session_user));
+            'workerId', v_worker_id, 'drain', v_drain, 'sessionsClosed', v_closed,
+            'sessionsDraining', v_draining, 'leasesReleased', v_released,
+            'actor', session_user));
     END IF;
     PERFORM pg_notify('ql_dispatch', 'c:' || c.credential_id)
        FROM ql_private.worker_credentials c WHERE c.worker_id = v_worker_id;
-    RETURN jsonb_build_object('workerId', v_worker_id, 'disabled', true,
-                              'sessionsClosed', v_closed, 'leasesReleased', v_released);
+    RETURN jsonb_build_object('workerId', v_worker_id, 'disabled', true, 'drain', v_drain,
+                              'sessionsClosed', v_closed, 'sessionsDraining', v_draining,
+                              'leasesReleased', v_released);
 END
 $$;
 
 
-ALTER FUNCTION ql.disable_worker(p_worker_id text) OWNER TO ql_owner;
+ALTER FUNCTION ql.disable_worker(p_worker_id text, p_drain boolean) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION disable_worker(p_worker_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION disable_worker(p_worker_id text, p_drain boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.disable_worker(p_worker_id text) IS 'Disable a worker (SPEC 9.5): workers.disabled_at set, so every credential of it is refused (worker_disabled, 403, audited); its open sessions closed as close_session does (unstarted leases released session_closed, runs re-queued); one worker.disabled event naming the actor (session_user) when anything changed; NOTIFY c:<credentialId> per credential (and s:<workerId> by the session trigger). Returns {workerId, disabled: true, sessionsClosed, leasesReleased}. Inputs: p_worker_id. Fences: worker exists. Locks: worker row FOR NO KEY UPDATE, sessions FOR UPDATE, attempt -> run -> lease. Idempotent. Errors: QL001 malformed, QL004 unknown worker (COLUMN workerId). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.disable_worker(p_worker_id text, p_drain boolean) IS 'Disable a worker (SPEC 9.5): workers.disabled_at set, so every credential of it is refused (worker_disabled, 403, audited); without drain its open sessions are closed as close_session does (unstarted leases released session_closed, runs re-queued; started leases can no longer heartbeat or complete); with drain its active sessions drain instead (ql_private.drain_session: no new offers, unstarted leases released, started leases may still ACK running, heartbeat and complete — authenticate lets only those calls and session heartbeat/close through while a draining session is left — and the session closes with its last lease). One worker.disabled event naming the actor (session_user) when anything changed; NOTIFY c:<credentialId> per credential (and s:<workerId> by the session trigger). Returns {workerId, disabled: true, drain, sessionsClosed, sessionsDraining, leasesReleased}. Inputs: p_worker_id, p_drain (default false). Fences: worker exists. Locks: worker row FOR NO KEY UPDATE, sessions FOR UPDATE, attempt -> run -> lease; with drain FOR SHARE on live leases. Idempotent. Errors: QL001 malformed, QL004 unknown worker (COLUMN workerId). Caller: ql_runtime.';
 
 
 --
@@ -806,17 +1030,21 @@ COMMENT ON FUNCTION ql.enable_worker(p_worker_id text) IS 'Enable a disabled wor
 
 
 --
--- Name: end_session(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: end_session(text, boolean); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.end_session(p_session_id text) RETURNS jsonb
+CREATE FUNCTION ql.end_session(p_session_id text, p_drain boolean DEFAULT false) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_drain boolean := coalesce(p_drain, false);
     v_session ql_private.worker_sessions;
     v_released integer := 0;
+    v_running integer;
+    v_state text;
+    v_drained record;
 BEGIN
     SELECT ws.* INTO v_session FROM ql_private.worker_sessions ws
      WHERE ws.session_id = v_session_id
@@ -825,30 +1053,45 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'sessionId',
             MESSAGE = 'session not found';
     END IF;
-    IF v_session.state <> 'closed' THEN
+    v_state := v_session.state;
+    IF v_drain AND v_session.state = 'active' THEN
+        SELECT * INTO v_drained FROM ql_private.drain_session(v_session_id);
+        v_released := v_drained.released;
+        v_state := v_drained.state;
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('session.draining', v_session.worker_id, jsonb_build_object(
+            'sessionId', v_session_id, 'workerId', v_session.worker_id,
+            'generation', v_session.generation, 'leasesReleased', v_released,
+            'leasesRunning', v_drained.running, 'state', v_state, 'drain', true,
+            'actor', session_user));
+    ELSIF NOT v_drain AND v_session.state <> 'closed' THEN
         v_released := ql_private.release_unstarted_leases(ARRAY[v_session_id], 'session_closed');
         UPDATE ql_private.worker_sessions ws
            SET state = 'closed', closed_at = clock_timestamp()
          WHERE ws.session_id = v_session_id;
+        v_state := 'closed';
         INSERT INTO ql_private.events (type, worker_id, payload)
         VALUES ('session.closed', v_session.worker_id, jsonb_build_object(
             'sessionId', v_session_id, 'workerId', v_session.worker_id,
             'generation', v_session.generation, 'leasesReleased', v_released,
-            'actor', session_user));
+            'drain', false, 'actor', session_user));
     END IF;
+    SELECT count(*)::integer INTO v_running FROM ql_private.run_leases rl
+     WHERE rl.session_id = v_session_id AND rl.released_at IS NULL;
     RETURN jsonb_build_object('sessionId', v_session_id, 'workerId', v_session.worker_id,
-                              'state', 'closed', 'leasesReleased', v_released);
+                              'state', v_state, 'drain', v_drain,
+                              'leasesReleased', v_released, 'leasesRunning', v_running);
 END
 $$;
 
 
-ALTER FUNCTION ql.end_session(p_session_id text) OWNER TO ql_owner;
+ALTER FUNCTION ql.end_session(p_session_id text, p_drain boolean) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION end_session(p_session_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION end_session(p_session_id text, p_drain boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.end_session(p_session_id text) IS 'Operator close of a worker session (SPEC 9.5), as close_session: unstarted leases released (session_closed, runs re-queued), state closed; one session.closed event naming the actor (session_user); NOTIFY s:<workerId> by trigger. Returns {sessionId, workerId, state: closed, leasesReleased}. Inputs: p_session_id. Fences: session exists. Locks: session FOR UPDATE, then attempt -> run -> lease. Idempotent (closed: no-op, leasesReleased 0). Errors: QL001 malformed, QL004 unknown session (COLUMN sessionId). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.end_session(p_session_id text, p_drain boolean) IS 'Operator close of a worker session (SPEC 9.5). Without drain, as close_session: unstarted leases released (session_closed, runs re-queued), state closed (started leases can no longer heartbeat or complete); one session.closed event naming the actor (session_user). With drain (active session, ql_private.drain_session): no new offers (409 session_draining), unstarted leases released, started leases may still ACK running, heartbeat and complete; closed when the last one ends (at once when none runs) or at expiry; one session.draining event naming the actor. NOTIFY s:<workerId> by trigger. Returns {sessionId, workerId, state: closed|draining, drain, leasesReleased, leasesRunning}. Inputs: p_session_id, p_drain (default false). Fences: session exists. Locks: session FOR UPDATE, then attempt -> run -> lease; with drain FOR SHARE on the live leases. Idempotent (closed, or draining with drain: no-op, leasesReleased 0). Errors: QL001 malformed, QL004 unknown session (COLUMN sessionId). Caller: ql_runtime.';
 
 
 --
@@ -944,18 +1187,21 @@ BEGIN
                 INSERT INTO ql_private.runs (
                     id, project_id, task_id, execution_revision_id, priority, state,
                     current_attempt_id, placement_class, due_at, idempotency_key,
-                    created_at, updated_at)
+                    created_at, updated_at, pool_id)
                 VALUES (gen_random_uuid(), v_task.project_id, v_task.id,
                         v_task.current_revision_id, p_priority::smallint, 'queued',
-                        gen_random_uuid(), v_class_id, v_due, p_key, v_now, v_now)
+                        gen_random_uuid(), v_class_id, v_due, p_key, v_now, v_now,
+                        v_task.pool_id)
                 ON CONFLICT (task_id, idempotency_key) WHERE idempotency_key IS NOT NULL
                 DO NOTHING
                 RETURNING id, current_attempt_id
             ), new_attempt AS (
                 INSERT INTO ql_private.attempts (
-                    id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+                    id, run_id, attempt_no, executor, state, not_before, created_at, updated_at,
+                    max_attempts, retry_base_ms, retry_cap_ms)
                 SELECT nr.current_attempt_id, nr.id, 1, 'remote_worker', 'claimed',
-                       coalesce(v_due, v_now), v_now, v_now
+                       coalesce(v_due, v_now), v_now, v_now,
+                       v_task.max_attempts, v_task.retry_base_ms, v_task.retry_cap_ms
                   FROM new_run nr
             ), new_event AS (
                 INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
@@ -993,16 +1239,17 @@ BEGIN
     ), new_runs AS (
         INSERT INTO ql_private.runs (
             id, project_id, task_id, execution_revision_id, priority, queue_seq, state,
-            current_attempt_id, placement_class, due_at, created_at, updated_at)
+            current_attempt_id, placement_class, due_at, created_at, updated_at, pool_id)
         SELECT p.run_id, v_task.project_id, v_task.id, v_task.current_revision_id,
                p_priority::smallint, p.seq, 'queued', p.attempt_id, v_class_id, v_due,
-               v_now, v_now
+               v_now, v_now, v_task.pool_id
           FROM planned p
     ), new_attempts AS (
         INSERT INTO ql_private.attempts (
-            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at,
+            max_attempts, retry_base_ms, retry_cap_ms)
         SELECT p.attempt_id, p.run_id, 1, 'remote_worker', 'claimed', coalesce(v_due, v_now),
-               v_now, v_now
+               v_now, v_now, v_task.max_attempts, v_task.retry_base_ms, v_task.retry_cap_ms
           FROM planned p
     ), new_events AS (
         INSERT INTO ql_private.events (type, run_id, attempt_id, payload, created_at)
@@ -1029,7 +1276,57 @@ ALTER FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integ
 -- Name: FUNCTION enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) IS 'Queue p_count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker) and one run.queued event; returns {runIds (queue order), existing}. Inputs: p_task_id, p_priority (smallint), p_count, p_not_before_ms (epoch ms, <= now + 1 year) or p_delay_ms (0..31536000000): a future time schedules the runs (due_at = not_before = that time, out of the candidate keysets until due; past = ready now); p_key (1..128 printable chars, count 1): idempotent per task while the run is retained, an existing key returns {runIds: [it], existing: true} and writes nothing (INSERT ON CONFLICT DO NOTHING: concurrent same-key calls queue one run). Fences: task exists, enabled, published. Writes: runs, attempts, events, at most one placement class. Locks: FK KEY SHARE; ON CONFLICT waits on a concurrent same-key insert. Errors (COLUMN = wire field): QL001 bad input/disabled/unpublished/key, QL002 count > 10000, QL006 delayMs/notBeforeMs out of bounds, QL004 unknown task. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) IS 'Queue p_count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker) and one run.queued event; returns {runIds (queue order), existing}. Inputs: p_task_id, p_priority (smallint), p_count, p_not_before_ms (epoch ms, <= now + 1 year) or p_delay_ms (0..31536000000): a future time schedules the runs (due_at = not_before = that time, out of the candidate keysets until due; past = ready now); p_key (1..128 printable chars, count 1): idempotent per task while the run is retained, an existing key returns {runIds: [it], existing: true} and writes nothing (INSERT ON CONFLICT DO NOTHING: concurrent same-key calls queue one run). Fences: task exists, enabled, published. Writes: runs (carrying the task''s pool), attempts, events, at most one placement class. Locks: FK KEY SHARE; ON CONFLICT waits on a concurrent same-key insert. Errors (COLUMN = wire field): QL001 bad input/disabled/unpublished/key, QL002 count > 10000, QL006 delayMs/notBeforeMs out of bounds, QL004 unknown task. Caller: ql_runtime.';
+
+
+--
+-- Name: grant_pool(text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.grant_pool(p_worker_id text, p_pool text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_worker ql_private.workers;
+    v_pool ql_private.pools;
+    v_granted boolean;
+BEGIN
+    SELECT w.* INTO v_worker FROM ql_private.workers w WHERE w.id = v_worker_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'workerId', MESSAGE = 'worker not found';
+    END IF;
+    IF p_pool = '*' THEN
+        v_granted := NOT v_worker.all_pools;
+        IF v_granted THEN
+            UPDATE ql_private.workers w SET all_pools = true WHERE w.id = v_worker_id;
+        END IF;
+    ELSE
+        v_pool := ql_private.pool_of(p_pool);
+        INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id)
+        VALUES (v_worker_id, v_pool.id)
+        ON CONFLICT (worker_id, pool_id) DO NOTHING;
+        v_granted := FOUND;
+    END IF;
+    IF v_granted THEN
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('worker.pool_granted', v_worker_id, jsonb_build_object(
+            'workerId', v_worker_id, 'pool', p_pool, 'actor', session_user));
+    END IF;
+    RETURN jsonb_build_object('workerId', v_worker_id, 'pool', p_pool, 'granted', v_granted);
+END
+$$;
+
+
+ALTER FUNCTION ql.grant_pool(p_worker_id text, p_pool text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION grant_pool(p_worker_id text, p_pool text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.grant_pool(p_worker_id text, p_pool text) IS 'Grant a worker pool P/N, or every pool present and future with ''*'' (SPEC 13.1); returns {workerId, pool, granted}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: one worker_pool_grants row or workers.all_pools, one worker.pool_granted event (workerId, pool, actor); nothing when held. Locks: worker row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';
 
 
 --
@@ -1108,7 +1405,7 @@ ALTER FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p
 -- Name: FUNCTION heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'Extend a started, unexpired lease by the task lease TTL (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_verdict categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'Extend a started, unexpired lease by the lease TTL pinned at its claim (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_verdict categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';
 
 
 --
@@ -1140,13 +1437,18 @@ BEGIN
        SET expires_at = v_now + (SELECT session_ttl FROM ql_private.settings()),
            heartbeat_at = v_now
      WHERE ws.session_id = v_session_id AND ws.worker_id = v_worker_id
-       AND ws.generation = p_generation AND ws.state = 'active' AND ws.expires_at > v_now
+       AND ws.generation = p_generation AND ws.state IN ('active', 'draining')
+       AND ws.expires_at > v_now
     RETURNING ws.* INTO v_session;
     IF NOT FOUND THEN
         -- Classify why (raises); reaching past it would mean the row changed
         -- between the two statements, which the fence then reports as it is now.
         v_session := ql_private.session_fence(v_worker_id, v_session_id, p_generation, false);
         RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
+    END IF;
+    IF v_session.state = 'draining' THEN
+        RETURN jsonb_build_object('status', 'ok', 'draining', true,
+                                  'session', ql_private.session_projection(v_session));
     END IF;
     RETURN jsonb_build_object('status', 'ok', 'session', ql_private.session_projection(v_session));
 END
@@ -1159,7 +1461,7 @@ ALTER FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea,
 -- Name: FUNCTION heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) IS 'Extend an active, owned, exact-generation, unexpired session by the session TTL. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.heartbeat), session fence. Returns {"status":"ok","session":{...}} or denied. Writes: session expires_at/heartbeat_at, an audit row when denied. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. Errors: QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired. Caller: ql_worker_ingress, ql.heartbeat_sessions.';
+COMMENT ON FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) IS 'Extend an active or draining, owned, exact-generation, unexpired session by the session TTL (a draining one: "draining": true in the envelope). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.heartbeat), session fence. Returns {"status":"ok","session":{...}} or denied. Writes: session expires_at/heartbeat_at, an audit row when denied. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. Errors: QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired. Caller: ql_worker_ingress, ql.heartbeat_sessions.';
 
 
 --
@@ -1329,6 +1631,208 @@ COMMENT ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, 
 
 
 --
+-- Name: label_worker(text, jsonb, text[], boolean); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb DEFAULT '{}'::jsonb, p_remove text[] DEFAULT '{}'::text[], p_self_labels boolean DEFAULT NULL::boolean) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_key_pattern constant text := '^[a-z0-9][a-z0-9._/-]{0,62}$';
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_labels jsonb := coalesce(p_labels, '{}'::jsonb);
+    v_remove text[] := coalesce(p_remove, '{}'::text[]);
+    v_worker ql_private.workers;
+    v_key text;
+    v_value jsonb;
+    v_text text;
+    v_granted text[] := '{}'::text[];
+    v_removed text[];
+    v_self_labels boolean;
+    v_session ql_private.worker_sessions;
+    v_drained record;
+    v_draining integer := 0;
+    v_released integer := 0;
+    v_result jsonb;
+BEGIN
+    IF jsonb_typeof(v_labels) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'labels',
+            MESSAGE = 'labels must be a JSON object';
+    END IF;
+    IF (SELECT count(*) FROM jsonb_object_keys(v_labels)) > 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', COLUMN = 'labels',
+            MESSAGE = 'a worker has at most 32 granted labels';
+    END IF;
+    FOR v_key, v_value IN SELECT e.key, e.value FROM jsonb_each(v_labels) e ORDER BY e.key LOOP
+        IF v_key !~ v_key_pattern THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'labels', MESSAGE = format(
+                'labels: key %s must match ^[a-z0-9][a-z0-9._/-]{0,62}$',
+                quote_literal(left(regexp_replace(v_key, '[^ -~]', '?', 'g'), 64)));
+        END IF;
+        IF jsonb_typeof(v_value) <> 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'labels',
+                MESSAGE = format('labels["%s"] must be a string', v_key);
+        END IF;
+        v_text := v_value #>> '{}';
+        IF char_length(v_text) > 128 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL002', COLUMN = 'labels',
+                MESSAGE = format('labels["%s"] is longer than 128 characters', v_key);
+        ELSIF v_text = '' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'labels',
+                MESSAGE = format('labels["%s"] must not be empty', v_key);
+        ELSIF v_text ~ '[\u0001-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]' THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'labels',
+                MESSAGE = format('labels["%s"] contains a control or invisible character', v_key);
+        END IF;
+    END LOOP;
+    SELECT r INTO v_key FROM unnest(v_remove) AS r
+     WHERE r IS NULL OR r !~ v_key_pattern LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'remove', MESSAGE = format(
+            'remove: key %s must match ^[a-z0-9][a-z0-9._/-]{0,62}$',
+            coalesce(quote_literal(left(regexp_replace(v_key, '[^ -~]', '?', 'g'), 64)), 'NULL'));
+    END IF;
+    SELECT r INTO v_key FROM unnest(v_remove) AS r WHERE v_labels ? r LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'remove',
+            MESSAGE = format('remove: key %s is also granted in labels', quote_literal(v_key));
+    END IF;
+
+    SELECT w.* INTO v_worker FROM ql_private.workers w WHERE w.id = v_worker_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'workerId', MESSAGE = 'worker not found';
+    END IF;
+
+    IF (SELECT count(*) FROM (
+            SELECT g.key FROM ql_private.worker_labels g
+             WHERE g.worker_id = v_worker_id AND g.key <> ALL (v_remove)
+            UNION
+            SELECT k FROM jsonb_object_keys(v_labels) AS k) AS after_change) > 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', COLUMN = 'labels',
+            MESSAGE = 'a worker has at most 32 granted labels';
+    END IF;
+
+    WITH gone AS (
+        DELETE FROM ql_private.worker_labels g
+         WHERE g.worker_id = v_worker_id AND g.key = ANY (v_remove)
+        RETURNING g.key)
+    SELECT coalesce(array_agg(gone.key ORDER BY gone.key), '{}'::text[]) INTO v_removed FROM gone;
+    WITH put AS (
+        INSERT INTO ql_private.worker_labels AS g (worker_id, key, value)
+        SELECT v_worker_id, e.key, e.value FROM jsonb_each_text(v_labels) e
+        ON CONFLICT (worker_id, key) DO UPDATE
+           SET value = excluded.value, granted_at = clock_timestamp()
+         WHERE g.value IS DISTINCT FROM excluded.value
+        RETURNING g.key)
+    SELECT coalesce(array_agg(put.key ORDER BY put.key), '{}'::text[]) INTO v_granted FROM put;
+    v_self_labels := coalesce(p_self_labels, v_worker.self_labels);
+    IF v_self_labels IS DISTINCT FROM v_worker.self_labels THEN
+        UPDATE ql_private.workers w SET self_labels = v_self_labels WHERE w.id = v_worker_id;
+    END IF;
+
+    IF NOT v_self_labels THEN
+        FOR v_session IN
+            SELECT ws.* FROM ql_private.worker_sessions ws
+             WHERE ws.worker_id = v_worker_id AND ws.state = 'active'
+             ORDER BY ws.generation
+               FOR UPDATE
+        LOOP
+            CONTINUE WHEN NOT EXISTS (
+                SELECT 1 FROM jsonb_each_text(v_session.capabilities -> 'labels') d
+                 WHERE NOT EXISTS (SELECT 1 FROM ql_private.worker_labels g
+                                    WHERE g.worker_id = v_worker_id
+                                      AND g.key = d.key AND g.value = d.value));
+            SELECT * INTO v_drained FROM ql_private.drain_session(v_session.session_id);
+            v_released := v_released + v_drained.released;
+            v_draining := v_draining + 1;
+        END LOOP;
+    END IF;
+
+    IF cardinality(v_granted) > 0 OR cardinality(v_removed) > 0
+       OR v_self_labels IS DISTINCT FROM v_worker.self_labels OR v_draining > 0 THEN
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('worker.labels_changed', v_worker_id, jsonb_build_object(
+            'workerId', v_worker_id, 'granted', to_jsonb(v_granted),
+            'removed', to_jsonb(v_removed), 'selfLabels', v_self_labels,
+            'sessionsDraining', v_draining, 'leasesReleased', v_released,
+            'actor', session_user));
+    END IF;
+
+    SELECT jsonb_build_object(
+               'workerId', v_worker_id,
+               'labels', coalesce(jsonb_object_agg(g.key, g.value), '{}'::jsonb),
+               'selfLabels', v_self_labels,
+               'sessionsDraining', v_draining,
+               'leasesReleased', v_released)
+      INTO v_result
+      FROM ql_private.worker_labels g WHERE g.worker_id = v_worker_id;
+    RETURN v_result;
+END
+$_$;
+
+
+ALTER FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean) IS 'Record the labels an operator vouches for (SPEC 13.2): p_labels grants key -> value (a new value replaces the old), p_remove takes grants away, p_self_labels true/false/NULL (unchanged) accepts declared labels as they are. ql.open_session then accepts only granted labels (same key and value, byte for byte) unless self_labels. When self_labels is off after the change, each ACTIVE session whose declared labels are no longer all granted drains at once (ql_private.drain_session: no new offer, unstarted leases released session_closed, started runs may finish). One worker.labels_changed event (keys only, selfLabels, sessionsDraining, leasesReleased, actor) when anything changed. Returns {workerId, labels, selfLabels, sessionsDraining, leasesReleased}. Inputs: p_worker_id, p_labels (object, <= 32, capabilities label rules), p_remove (keys), p_self_labels. Fences: worker exists. Locks: worker row FOR NO KEY UPDATE (serializes with open_session), active sessions FOR UPDATE, drain_session''s locks. Idempotent. Errors: QL001 malformed (COLUMN workerId/labels/remove), QL002 value > 128 chars or > 32 labels (COLUMN labels), QL004 unknown worker; nothing changed on error. Caller: ql_runtime.';
+
+
+--
+-- Name: list_project_tokens(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.list_project_tokens(p_project text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_tokens jsonb;
+BEGIN
+    IF p_project IS NOT NULL AND p_project !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'project',
+            MESSAGE = 'project must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    END IF;
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'tokenId', x.id,
+               'project', x.project,
+               'scopes', to_jsonb(x.scopes),
+               'state', CASE WHEN x.revoked_at IS NOT NULL THEN 'revoked'
+                             WHEN x.expires_at <= v_now THEN 'expired'
+                             ELSE 'active' END,
+               'createdAtMs', ql_private.epoch_ms(x.created_at),
+               'createdBy', x.created_by,
+               'expiresAtMs', ql_private.epoch_ms(x.expires_at),
+               'revokedAtMs', ql_private.epoch_ms(x.revoked_at))
+               ORDER BY x.created_at DESC, x.id), '[]'::jsonb)
+      INTO v_tokens
+      FROM (SELECT t.id, p.name AS project, t.scopes, t.created_at, t.created_by,
+                   t.expires_at, t.revoked_at
+              FROM ql_private.project_tokens t
+              JOIN ql_private.projects p ON p.id = t.project_id
+             WHERE p_project IS NULL OR p.name = p_project
+             ORDER BY t.created_at DESC, t.id
+             LIMIT 1000) x;
+    RETURN jsonb_build_object('tokens', v_tokens);
+END
+$_$;
+
+
+ALTER FUNCTION ql.list_project_tokens(p_project text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION list_project_tokens(p_project text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.list_project_tokens(p_project text) IS 'admin token list (SPEC 13.4): {tokens: [{tokenId, project, scopes, state (active|expired|revoked), createdAtMs, createdBy, expiresAtMs, revokedAtMs}]} newest first, at most 1000; never a digest. Inputs: p_project (NULL = all). Writes: none (STABLE). Locks: none. Errors: QL001 malformed project. Caller: ql_runtime.';
+
+
+--
 -- Name: list_runs(text, text[], integer, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
@@ -1406,6 +1910,9 @@ BEGIN
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'runId', r.id,
                'taskId', r.task_id,
+               'project', pr.name,
+               'taskName', t.name,
+               'pool', pr.name || '/' || pl.name,
                'state', r.state,
                'priority', r.priority,
                'queuedAtMs', ql_private.epoch_ms(r.created_at),
@@ -1416,6 +1923,9 @@ BEGIN
       INTO v_runs
       FROM unnest(coalesce(v_ids, '{}')) WITH ORDINALITY AS o(id, ord)
       JOIN ql_private.runs r ON r.id = o.id
+      JOIN ql_private.tasks t ON t.id = r.task_id
+      JOIN ql_private.projects pr ON pr.id = r.project_id
+      JOIN ql_private.pools pl ON pl.id = r.pool_id
       LEFT JOIN ql_private.attempts a ON a.id = r.current_attempt_id
      WHERE o.ord <= p_limit;
     RETURN jsonb_build_object(
@@ -1431,7 +1941,7 @@ ALTER FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_
 -- Name: FUNCTION list_runs(p_task_id text, p_states text[], p_limit integer, p_after text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) IS 'One keyset page of runs, newest first (SPEC 9.4): {runs: [{runId, taskId, state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs}], next (opaque cursor or null)}. Inputs: p_task_id (NULL = all), p_states (NULL/empty = all), p_limit 1..1000 (default 100), p_after (cursor). Index-driven: one backward range scan per state of runs_state_seq / runs_task_state_seq, each <= limit + 1 rows, merged; no count, no OFFSET. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 taskId/state/after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) IS 'One keyset page of runs, newest first (SPEC 9.4): {runs: [{runId, taskId, project, taskName, pool (P/N), state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs}], next (opaque cursor or null)}. Inputs: p_task_id (NULL = all), p_states (NULL/empty = all), p_limit 1..1000 (default 100), p_after (cursor). Index-driven: one backward range scan per state of runs_state_seq / runs_task_state_seq, each <= limit + 1 rows, merged; no count, no OFFSET. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 taskId/state/after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -1445,6 +1955,7 @@ CREATE FUNCTION ql.list_workers(p_limit integer DEFAULT 1000, p_after text DEFAU
     AS $$
 DECLARE
     v_max_credentials constant integer := 100;
+    v_max_pools constant integer := 100;
     v_after uuid := '00000000-0000-0000-0000-000000000000';
     v_workers jsonb;
     v_count integer;
@@ -1459,7 +1970,7 @@ BEGIN
     END IF;
 
     WITH page AS MATERIALIZED (
-        SELECT w.id, w.name, w.disabled_at
+        SELECT w.id, w.name, w.disabled_at, w.self_labels, w.all_pools
           FROM ql_private.workers w
          WHERE w.id > v_after
          ORDER BY w.id
@@ -1471,6 +1982,26 @@ BEGIN
                'workerId', x.id,
                'name', x.name,
                'disabled', x.disabled_at IS NOT NULL,
+               'allPools', x.all_pools,
+               'pools', coalesce((
+                   SELECT jsonb_agg(g.pool ORDER BY g.pool) FILTER (WHERE g.ord <= v_max_pools)
+                     FROM (SELECT pr.name || '/' || pl.name AS pool,
+                                  row_number() OVER (ORDER BY gg.pool_id) AS ord
+                             FROM (SELECT wg.pool_id FROM ql_private.worker_pool_grants wg
+                                    WHERE wg.worker_id = x.id
+                                    ORDER BY wg.pool_id
+                                    LIMIT v_max_pools + 1) gg
+                             JOIN ql_private.pools pl ON pl.id = gg.pool_id
+                             JOIN ql_private.projects pr ON pr.id = pl.project_id) g),
+                   '[]'::jsonb),
+               'poolsCapped', (SELECT count(*) > v_max_pools FROM (
+                                   SELECT 1 FROM ql_private.worker_pool_grants wg
+                                    WHERE wg.worker_id = x.id
+                                    LIMIT v_max_pools + 1) c),
+               'selfLabels', x.self_labels,
+               'grantedLabels', coalesce((
+                   SELECT jsonb_object_agg(g.key, g.value) FROM ql_private.worker_labels g
+                    WHERE g.worker_id = x.id), '{}'::jsonb),
                'credentials', coalesce((
                    SELECT jsonb_agg(jsonb_build_object(
                               'credentialId', c.credential_id,
@@ -1494,7 +2025,9 @@ BEGIN
                                                 AND l.released_at IS NULL),
                               'lastSeenAtMs', ql_private.epoch_ms(s.heartbeat_at))
                      FROM ql_private.worker_sessions s
-                    WHERE s.worker_id = x.id AND s.state = 'active'))
+                    WHERE s.worker_id = x.id AND s.state IN ('active', 'draining')
+                    ORDER BY s.state = 'active' DESC, s.generation DESC
+                    LIMIT 1))
                ORDER BY x.id) FILTER (WHERE x.ord <= p_limit), '[]'::jsonb),
            count(*)::integer,
            (array_agg(x.id ORDER BY x.id) FILTER (WHERE x.ord = p_limit))[1]
@@ -1512,7 +2045,7 @@ ALTER FUNCTION ql.list_workers(p_limit integer, p_after text) OWNER TO ql_owner;
 -- Name: FUNCTION list_workers(p_limit integer, p_after text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.list_workers(p_limit integer, p_after text) IS 'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.list_workers(p_limit integer, p_after text) IS 'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, allPools, pools (P/N, sorted, <= 100), poolsCapped, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -1609,6 +2142,8 @@ DECLARE
     v_now timestamptz;
     v_next_generation bigint;
     v_session ql_private.worker_sessions;
+    v_self_labels boolean;
+    v_ungranted text;
 BEGIN
     v_denied := ql_private.authenticate(
         p_credential_id, p_secret_digest, v_worker_id, 'session.open');
@@ -1627,7 +2162,20 @@ BEGIN
     v_slots := (v_capabilities ->> 'slots')::integer;
     v_capabilities_digest := 'sha256:' || encode(sha256(p_capabilities_canonical), 'hex');
 
-    PERFORM 1 FROM ql_private.workers w WHERE w.id = v_worker_id FOR NO KEY UPDATE;
+    SELECT w.self_labels INTO v_self_labels
+      FROM ql_private.workers w WHERE w.id = v_worker_id FOR NO KEY UPDATE;
+    IF NOT v_self_labels THEN
+        SELECT d.key INTO v_ungranted
+          FROM jsonb_each_text(v_capabilities -> 'labels') d
+         WHERE NOT EXISTS (SELECT 1 FROM ql_private.worker_labels g
+                            WHERE g.worker_id = v_worker_id
+                              AND g.key = d.key AND g.value = d.value)
+         ORDER BY d.key COLLATE "C" LIMIT 1;
+        IF v_ungranted IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL016', DETAIL = v_ungranted,
+                MESSAGE = 'a declared label is not granted to this worker';
+        END IF;
+    END IF;
 
     v_now := clock_timestamp();
     PERFORM 1 FROM ql_private.worker_sessions ws
@@ -1666,7 +2214,146 @@ ALTER FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_wo
 -- Name: FUNCTION open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) IS 'Open a new session for a worker: validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_capabilities_canonical. Fences: credential (session.open), capabilities. Returns {"status":"ok","session":{...}} or denied. Writes: new session, replaced sessions and their released leases, an audit row when denied. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. Errors: QL001/QL002/QL003. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) IS 'Open a new session for a worker: validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_capabilities_canonical. Fences: credential (session.open), capabilities, granted labels. Returns {"status":"ok","session":{...}} or denied. Writes: new session, replaced sessions and their released leases, an audit row when denied. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. Granted labels: unless the worker has self_labels, each declared label must be granted (ql.label_worker; same key and value, byte for byte), else QL016 label_not_granted with DETAIL = the key, nothing written. Errors: QL001/QL002/QL003/QL016. Caller: ql_worker_ingress.';
+
+
+--
+-- Name: producer_cancel_run(text, bytea, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_project_id uuid := ql_private.producer_token(p_token_id, p_token_digest, 'cancel');
+    v_run_id uuid := ql_private.producer_run(v_project_id, p_run_id);
+BEGIN
+    PERFORM ql.cancel_run(p_run_id => v_run_id::text);
+    RETURN ql.show_run(p_run_id => v_run_id::text);
+END
+$$;
+
+
+ALTER FUNCTION ql.producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'POST /v1/runs/{id}/cancel (SPEC 13.4): token valid, unrevoked, unexpired, scope cancel; the run of the token''s project (foreign = unknown = QL004 runId); ql.cancel_run, then returns ql.show_run''s document. Writes: as cancel_run; nothing on error. Locks: as cancel_run. Errors: QL030, QL031, QL001/QL004 runId, then cancel_run''s. Caller: ql_producer.';
+
+
+--
+-- Name: producer_enqueue(text, bytea, text, integer, integer, bigint, bigint, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer DEFAULT 0, p_count integer DEFAULT 1, p_not_before_ms bigint DEFAULT NULL::bigint, p_delay_ms bigint DEFAULT NULL::bigint, p_key text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_project_id uuid := ql_private.producer_token(p_token_id, p_token_digest, 'enqueue');
+    v_task_id uuid := ql_private.producer_task(v_project_id, p_task);
+BEGIN
+    RETURN ql.enqueue_runs(p_task_id => v_task_id::text, p_priority => p_priority,
+                           p_count => p_count, p_not_before_ms => p_not_before_ms,
+                           p_delay_ms => p_delay_ms, p_key => p_key);
+END
+$$;
+
+
+ALTER FUNCTION ql.producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) IS 'POST /v1/runs (SPEC 13.4): token (id + digest of the whole token) valid, unrevoked, unexpired, scope enqueue; task (id or "<project>/<name>") of the token''s project, else not_found; then ql.enqueue_runs. Returns {runIds, existing}. Writes: as enqueue_runs; nothing on error. Locks: as enqueue_runs. Errors: QL030 token_invalid, QL031 scope_missing, QL001/QL004 task, then enqueue_runs'' (QL001/QL002/QL006). Caller: ql_producer.';
+
+
+--
+-- Name: producer_list_runs(text, bytea, text, text[], integer, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[] DEFAULT NULL::text[], p_limit integer DEFAULT 100, p_after text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_project_id uuid := ql_private.producer_token(p_token_id, p_token_digest, 'read');
+    v_task_id uuid;
+BEGIN
+    IF p_task IS NULL THEN
+        RETURN ql_private.project_runs_page(v_project_id, p_states, p_limit, p_after);
+    END IF;
+    v_task_id := ql_private.producer_task(v_project_id, p_task);
+    RETURN ql.list_runs(p_task_id => v_task_id::text, p_states => p_states,
+                        p_limit => p_limit, p_after => p_after);
+END
+$$;
+
+
+ALTER FUNCTION ql.producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[], p_limit integer, p_after text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[], p_limit integer, p_after text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[], p_limit integer, p_after text) IS 'GET /v1/runs (SPEC 13.4): token valid, unrevoked, unexpired, scope read; one task (id or "<project>/<name>") of the token''s project (foreign = unknown = QL004 task), or without one every task of the project (ql_private.project_runs_page, index runs_project_state_seq); returns the ql.list_runs page {runs, next}. Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 task, then list_runs'' (QL001 state/after, QL006 limit). Caller: ql_producer.';
+
+
+--
+-- Name: producer_retry_run(text, bytea, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_project_id uuid := ql_private.producer_token(p_token_id, p_token_digest, 'retry');
+    v_run_id uuid := ql_private.producer_run(v_project_id, p_run_id);
+BEGIN
+    PERFORM ql.retry_run(p_run_id => v_run_id::text);
+    RETURN ql.show_run(p_run_id => v_run_id::text);
+END
+$$;
+
+
+ALTER FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'POST /v1/runs/{id}/retry (SPEC 13.4): token valid, unrevoked, unexpired, scope retry; the run of the token''s project (foreign = unknown = QL004 runId); ql.retry_run, then returns ql.show_run''s document. Writes: as retry_run; nothing on error. Locks: as retry_run. Errors: QL030, QL031, QL001/QL004 runId, then retry_run''s. Caller: ql_producer.';
+
+
+--
+-- Name: producer_show_run(text, bytea, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_project_id uuid := ql_private.producer_token(p_token_id, p_token_digest, 'read');
+    v_run_id uuid := ql_private.producer_run(v_project_id, p_run_id);
+BEGIN
+    RETURN ql.show_run(p_run_id => v_run_id::text);
+END
+$$;
+
+
+ALTER FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'GET /v1/runs/{id} (SPEC 13.4): token valid, unrevoked, unexpired, scope read; the run of the token''s project (foreign = unknown = QL004 runId); returns ql.show_run''s document. Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 runId. Caller: ql_producer.';
 
 
 --
@@ -1682,7 +2369,9 @@ DECLARE
     v_max_retain_s constant bigint := 3153600000;
     v_max_batch constant integer := 10000;
     v_cutoff timestamptz;
+    v_keep bigint;
     v_count bigint;
+    v_others bigint;
 BEGIN
     IF p_retain_s IS NULL OR p_retain_s NOT BETWEEN 0 AND v_max_retain_s THEN
         RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retainAudit',
@@ -1693,25 +2382,35 @@ BEGIN
             MESSAGE = format('batch must be between 1 and %s', v_max_batch);
     END IF;
     v_cutoff := clock_timestamp() - make_interval(secs => p_retain_s);
+    SELECT max(a.id) INTO v_keep FROM ql_private.security_audit a
+     WHERE a.action = 'audit.pruned';
 
     IF coalesce(p_dry_run, false) THEN
         SELECT count(*) INTO v_count
           FROM (SELECT 1 FROM ql_private.security_audit a
-                 WHERE a.occurred_at < v_cutoff
+                 WHERE a.occurred_at < v_cutoff AND a.id IS DISTINCT FROM v_keep
                  ORDER BY a.occurred_at
                  LIMIT p_batch) x;
     ELSE
         WITH batch AS MATERIALIZED (
             SELECT a.id FROM ql_private.security_audit a
-             WHERE a.occurred_at < v_cutoff
+             WHERE a.occurred_at < v_cutoff AND a.id IS DISTINCT FROM v_keep
              ORDER BY a.occurred_at
              LIMIT p_batch
                FOR UPDATE SKIP LOCKED
         ), gone AS (
             DELETE FROM ql_private.security_audit a USING batch b WHERE a.id = b.id
-            RETURNING 1
+            RETURNING a.action
         )
-        SELECT count(*) INTO v_count FROM gone;
+        SELECT count(*), count(*) FILTER (WHERE g.action <> 'audit.pruned')
+          INTO v_count, v_others FROM gone g;
+        IF v_others > 0 THEN
+            INSERT INTO ql_private.security_audit (action, outcome, reason, actor, detail)
+            VALUES ('audit.pruned', 'allowed', 'retention', session_user::text,
+                    jsonb_build_object('securityAudit', v_count, 'retainS', p_retain_s,
+                                       'cutoffMs', ql_private.epoch_ms(v_cutoff),
+                                       'batch', p_batch));
+        END IF;
     END IF;
     RETURN jsonb_build_object('securityAudit', v_count, 'more', v_count >= p_batch);
 END
@@ -1724,7 +2423,154 @@ ALTER FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run bool
 -- Name: FUNCTION prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Retention of security_audit, one batch (SPEC 9.6): rows older than now - p_retain_s, oldest first (security_audit_time), deleted; returns {securityAudit, more}. Inputs: p_retain_s 0..3153600000, p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: the batch FOR UPDATE SKIP LOCKED. Errors: QL006 retainAudit/batch (COLUMN). Caller: ql_runtime (loop while more).';
+COMMENT ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Retention of security_audit, one batch (SPEC 9.6): rows older than now - p_retain_s, oldest first (security_audit_time), deleted; returns {securityAudit, more}. Inputs: p_retain_s 0..3153600000, p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: the batch FOR UPDATE SKIP LOCKED. A call that deleted rows other than audit.pruned ones leaves one audit.pruned row (outcome allowed, reason retention, actor = session_user, detail {securityAudit, retainS, cutoffMs, batch}); the newest audit.pruned row is never deleted. Errors: QL006 retainAudit/batch (COLUMN). Caller: ql_runtime (admin prune), ql_sweeper (runtime sweep; loop while more).';
+
+
+--
+-- Name: prune_fleet(bigint, integer, boolean); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.prune_fleet(p_retain_s bigint, p_batch integer DEFAULT 1000, p_dry_run boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_max_retain_s constant bigint := 3153600000;
+    v_max_batch constant integer := 10000;
+    v_dry boolean := coalesce(p_dry_run, false);
+    v_cutoff timestamptz;
+    v_sessions bigint;
+    v_classes bigint;
+    v_events bigint;
+    v_locked integer[];
+    v_keep integer[];
+BEGIN
+    IF p_retain_s IS NULL OR p_retain_s NOT BETWEEN 0 AND v_max_retain_s THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retainRuns',
+            MESSAGE = format('retainRuns must be between 0 and %s seconds', v_max_retain_s);
+    END IF;
+    IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND v_max_batch THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'batch',
+            MESSAGE = format('batch must be between 1 and %s', v_max_batch);
+    END IF;
+    v_cutoff := clock_timestamp() - make_interval(secs => p_retain_s);
+
+    -- 1. Sessions that ended before the cutoff.
+    IF v_dry THEN
+        SELECT count(*) INTO v_sessions
+          FROM (SELECT 1 FROM ql_private.worker_sessions s
+                 WHERE ((s.state = 'closed' AND s.closed_at < v_cutoff)
+                        OR (s.state IN ('active', 'draining') AND s.expires_at < v_cutoff))
+                   AND EXISTS (SELECT 1 FROM ql_private.worker_sessions n
+                                WHERE n.worker_id = s.worker_id AND n.generation > s.generation)
+                   AND NOT EXISTS (SELECT 1 FROM ql_private.run_leases l
+                                    WHERE l.session_id = s.session_id AND l.released_at IS NULL)
+                 LIMIT p_batch) x;
+    ELSE
+        WITH batch AS MATERIALIZED (
+            SELECT s.session_id FROM ql_private.worker_sessions s
+             WHERE ((s.state = 'closed' AND s.closed_at < v_cutoff)
+                    OR (s.state IN ('active', 'draining') AND s.expires_at < v_cutoff))
+               AND EXISTS (SELECT 1 FROM ql_private.worker_sessions n
+                            WHERE n.worker_id = s.worker_id AND n.generation > s.generation)
+               AND NOT EXISTS (SELECT 1 FROM ql_private.run_leases l
+                                WHERE l.session_id = s.session_id AND l.released_at IS NULL)
+             LIMIT p_batch
+               FOR UPDATE OF s SKIP LOCKED
+        ), gone AS (
+            DELETE FROM ql_private.worker_sessions s USING batch b
+             WHERE s.session_id = b.session_id
+            RETURNING 1
+        )
+        SELECT count(*) INTO v_sessions FROM gone;
+    END IF;
+
+    -- 2. Placement classes nothing references. The keep set: classes with
+    --    queued runs (skip scans), with runs in flight, and those of the tasks'
+    --    current revisions.
+    v_keep := ARRAY(
+        SELECT w.class_id FROM ql_private.waiting_classes('infinity') w(class_id)
+        UNION
+        SELECT r.placement_class FROM ql_private.runs r
+         WHERE r.state IN ('dispatching', 'starting', 'running')
+           AND r.placement_class IS NOT NULL
+        UNION
+        SELECT pc.id FROM ql_private.tasks t
+          JOIN ql_private.execution_revisions er ON er.id = t.current_revision_id
+          JOIN ql_private.placement_classes pc
+            ON pc.required = coalesce(er.placement -> 'required',
+                                      '{"executors": ["remote-worker"]}'::jsonb));
+    IF v_dry THEN
+        SELECT count(*) INTO v_classes
+          FROM (SELECT 1 FROM ql_private.placement_classes pc
+                 WHERE pc.id <> ALL (v_keep) LIMIT p_batch) x;
+    ELSE
+        v_locked := ARRAY(
+            SELECT pc.id FROM ql_private.placement_classes pc
+             WHERE pc.id <> ALL (v_keep)
+             ORDER BY pc.id
+             LIMIT p_batch
+               FOR UPDATE SKIP LOCKED);
+        -- Re-checked under the locks, in a statement whose snapshot is newer than
+        -- them: runs an enqueue wrote before it released its class are seen.
+        WITH gone AS (
+            DELETE FROM ql_private.placement_classes pc
+             WHERE pc.id = ANY (v_locked)
+               AND pc.id NOT IN (
+                   SELECT w.class_id FROM ql_private.waiting_classes('infinity') w(class_id)
+                   UNION
+                   SELECT r.placement_class FROM ql_private.runs r
+                    WHERE r.state IN ('dispatching', 'starting', 'running')
+                      AND r.placement_class IS NOT NULL
+                   UNION
+                   SELECT kc.id FROM ql_private.tasks t
+                     JOIN ql_private.execution_revisions er ON er.id = t.current_revision_id
+                     JOIN ql_private.placement_classes kc
+                       ON kc.required = coalesce(er.placement -> 'required',
+                                                 '{"executors": ["remote-worker"]}'::jsonb))
+            RETURNING 1
+        )
+        SELECT count(*) INTO v_classes FROM gone;
+    END IF;
+
+    -- 3. worker.* / session.* events older than the cutoff.
+    IF v_dry THEN
+        SELECT count(*) INTO v_events
+          FROM (SELECT 1 FROM ql_private.events e
+                 WHERE e.run_id IS NULL AND e.created_at < v_cutoff
+                   AND (e.type LIKE 'worker.%' OR e.type LIKE 'session.%')
+                 ORDER BY e.created_at
+                 LIMIT p_batch) x;
+    ELSE
+        WITH batch AS MATERIALIZED (
+            SELECT e.id FROM ql_private.events e
+             WHERE e.run_id IS NULL AND e.created_at < v_cutoff
+               AND (e.type LIKE 'worker.%' OR e.type LIKE 'session.%')
+             ORDER BY e.created_at
+             LIMIT p_batch
+               FOR UPDATE SKIP LOCKED
+        ), gone AS (
+            DELETE FROM ql_private.events e USING batch b WHERE e.id = b.id
+            RETURNING 1
+        )
+        SELECT count(*) INTO v_events FROM gone;
+    END IF;
+
+    RETURN jsonb_build_object(
+        'sessions', v_sessions, 'placementClasses', v_classes, 'fleetEvents', v_events,
+        'more', v_sessions >= p_batch OR v_classes >= p_batch OR v_events >= p_batch);
+END
+$$;
+
+
+ALTER FUNCTION ql.prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Fleet retention, one batch of each kind (SPEC 9.6): sessions closed (or lapsed) before now - p_retain_s, never one with a live lease nor a worker''s newest; placement classes nothing references (no queued or in-flight run, not a task''s current revision''s); worker.*/session.* events older than the cutoff. Returns {sessions, placementClasses, fleetEvents, more}. Inputs: p_retain_s 0..3153600000 (the run retention), p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: sessions, classes, events FOR UPDATE SKIP LOCKED (claims and enqueues are skipped, never waited for); classes re-checked under their locks. Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_sweeper (runtime sweep), ql_runtime (admin prune); loop while more.';
 
 
 --
@@ -1740,6 +2586,8 @@ DECLARE
     v_max_retain_s constant bigint := 3153600000;
     v_max_batch constant integer := 10000;
     v_cutoff timestamptz;
+    v_cand uuid[];
+    v_locked uuid[];
     v_ids uuid[];
     v_runs bigint := 0;
     v_attempts bigint := 0;
@@ -1775,12 +2623,33 @@ BEGIN
                                   'more', cardinality(v_ids) >= p_batch);
     END IF;
 
-    SELECT array_agg(x.id) INTO v_ids
+    -- The batch, unlocked; then the lifecycle's lock order (docs/LIFECYCLE.md
+    -- "Locks"): every attempt of those runs first, then the runs, both SKIP
+    -- LOCKED. A run is pruned only when all its attempts are in hand: a retry,
+    -- a cancel or a completion holding one of them (and waiting for the run)
+    -- keeps its run out of this batch instead of closing a cycle with it.
+    SELECT array_agg(x.id) INTO v_cand
       FROM (SELECT r.id FROM ql_private.runs r
              WHERE r.state IN ('succeeded', 'failed', 'cancelled')
                AND r.finished_at < v_cutoff
              ORDER BY r.finished_at
-             LIMIT p_batch
+             LIMIT p_batch) x;
+    v_cand := coalesce(v_cand, '{}');
+    SELECT array_agg(x.id) INTO v_locked
+      FROM (SELECT a.id FROM ql_private.attempts a
+             WHERE a.run_id = ANY (v_cand)
+               FOR UPDATE SKIP LOCKED) x;
+    v_locked := coalesce(v_locked, '{}');
+    -- Re-checked on the locked run row (still terminal, still old), and an
+    -- attempt added since the lock above (committed by a retry that held the
+    -- run's attempt before we looked) keeps the run out too.
+    SELECT array_agg(x.id) INTO v_ids
+      FROM (SELECT r.id FROM ql_private.runs r
+             WHERE r.id = ANY (v_cand)
+               AND r.state IN ('succeeded', 'failed', 'cancelled')
+               AND r.finished_at < v_cutoff
+               AND NOT EXISTS (SELECT 1 FROM ql_private.attempts a
+                                WHERE a.run_id = r.id AND a.id <> ALL (v_locked))
                FOR UPDATE SKIP LOCKED) x;
     v_ids := coalesce(v_ids, '{}');
     IF cardinality(v_ids) > 0 THEN
@@ -1806,7 +2675,8 @@ BEGIN
           INTO v_runs, v_attempts, v_leases, v_events;
     END IF;
     RETURN jsonb_build_object('runs', v_runs, 'attempts', v_attempts, 'leases', v_leases,
-                              'events', v_events, 'more', cardinality(v_ids) >= p_batch);
+                              'events', v_events,
+                              'more', cardinality(v_cand) >= p_batch AND v_runs > 0);
 END
 $$;
 
@@ -1817,14 +2687,14 @@ ALTER FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boole
 -- Name: FUNCTION prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Retention, one batch (SPEC 9.6): terminal runs (succeeded|failed|cancelled) finished more than p_retain_s ago, oldest first, deleted with their attempts, leases, events (and idempotency keys); returns {runs, attempts, leases, events, more}. Live runs never touched. Inputs: p_retain_s 0..3153600000 (0 = all terminal), p_batch 1..10000 (default 1000), p_dry_run (count only, no delete, no lock). Index-driven (runs_terminal_finished, attempts/leases/events by run). Locks: the batch''s runs FOR UPDATE SKIP LOCKED (never waits on a claim). Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_runtime (loop while more, one transaction per batch).';
+COMMENT ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Retention, one batch (SPEC 9.6): terminal runs (succeeded|failed|cancelled) finished more than p_retain_s ago, oldest first, deleted with their attempts, leases, events (and idempotency keys); returns {runs, attempts, leases, events, more}. Live runs never touched. Inputs: p_retain_s 0..3153600000 (0 = all terminal), p_batch 1..10000 (default 1000), p_dry_run (count only, no delete, no lock). Index-driven (runs_terminal_finished, attempts/leases/events by run). Locks: attempt -> run -> lease (the lifecycle order): the batch''s attempts, then runs, FOR UPDATE SKIP LOCKED (a run with an attempt held elsewhere is skipped; never waits on a claim, a retry or a cancel). Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_sweeper (runtime sweep), ql_runtime (admin prune); loop while more, one transaction per batch.';
 
 
 --
--- Name: publish_revision(text, text, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: publish_revision(text, text, bytea, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) RETURNS jsonb
+CREATE FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -1837,8 +2707,10 @@ DECLARE
     v_project_id uuid;
     v_task ql_private.tasks;
     v_current ql_private.execution_revisions;
+    v_current_row record;
     v_next_revision integer;
     v_revision ql_private.execution_revisions;
+    v_pool ql_private.pools;
 BEGIN
     IF p_project IS NULL OR p_project !~ v_name_pattern THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
@@ -1847,6 +2719,12 @@ BEGIN
     IF p_task IS NULL OR p_task !~ v_name_pattern THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = format('task must match %s', v_name_pattern);
+    END IF;
+
+    IF p_pool IS NOT NULL AND (p_pool !~ '^[^/]+/[a-z0-9][a-z0-9._-]{0,62}$'
+                               OR split_part(p_pool, '/', 1) <> p_project) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'pool',
+            MESSAGE = 'pool must be a pool of the task''s project: PROJECT/NAME';
     END IF;
 
     v_doc := ql_private.json_object_from_bytes(p_canonical, v_max_content_bytes, 'content');
@@ -1906,16 +2784,20 @@ BEGIN
 
     v_digest := 'sha256:' || encode(sha256(p_canonical), 'hex');
 
-    -- Fast path: identical to the current revision -> no write of any kind.
-    SELECT er.* INTO v_current
+    -- Fast path: identical to the current revision, in the same pool -> no write
+    -- of any kind.
+    SELECT er.*, pl.name AS pool_name INTO v_current_row
       FROM ql_private.projects p
       JOIN ql_private.tasks tk ON tk.project_id = p.id AND tk.name = p_task
+      JOIN ql_private.pools pl ON pl.id = tk.pool_id
       JOIN ql_private.execution_revisions er ON er.id = tk.current_revision_id
      WHERE p.name = p_project;
-    IF FOUND AND v_current.content_digest = v_digest THEN
-        RETURN jsonb_build_object('taskId', v_current.task_id, 'revisionId', v_current.id,
-            'revision', v_current.revision, 'contentDigest', v_current.content_digest,
-            'created', false);
+    IF FOUND AND v_current_row.content_digest = v_digest
+       AND (p_pool IS NULL OR p_pool = p_project || '/' || v_current_row.pool_name) THEN
+        RETURN jsonb_build_object('taskId', v_current_row.task_id,
+            'revisionId', v_current_row.id, 'revision', v_current_row.revision,
+            'contentDigest', v_current_row.content_digest, 'created', false,
+            'pool', p_project || '/' || v_current_row.pool_name);
     END IF;
 
     -- Create project/task on first publish. DO NOTHING + re-read: a concurrent
@@ -1927,17 +2809,32 @@ BEGIN
         SELECT p.id INTO v_project_id FROM ql_private.projects p
          WHERE p.name = p_project;
     END IF;
+    IF p_pool IS NOT NULL THEN
+        SELECT pl.* INTO v_pool FROM ql_private.pools pl
+         WHERE pl.project_id = v_project_id AND pl.name = split_part(p_pool, '/', 2);
+        IF NOT FOUND THEN
+            -- Invalid input, like another project's pool: nothing to publish into.
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'pool',
+                MESSAGE = 'pool does not exist in the task''s project (admin pool create)';
+        END IF;
+    END IF;
     SELECT tk.* INTO v_task FROM ql_private.tasks tk
      WHERE tk.project_id = v_project_id AND tk.name = p_task
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
-        INSERT INTO ql_private.tasks (project_id, name)
-        VALUES (v_project_id, p_task)
+        -- pool_id NULL: the project's default pool (tasks_default_pool trigger).
+        INSERT INTO ql_private.tasks (project_id, name, pool_id)
+        VALUES (v_project_id, p_task, v_pool.id)
         ON CONFLICT (project_id, name) DO NOTHING;
         SELECT tk.* INTO v_task FROM ql_private.tasks tk
          WHERE tk.project_id = v_project_id AND tk.name = p_task
            FOR NO KEY UPDATE;
     END IF;
+    IF v_pool.id IS NOT NULL AND v_task.pool_id <> v_pool.id THEN
+        UPDATE ql_private.tasks tk SET pool_id = v_pool.id WHERE tk.id = v_task.id;
+        v_task.pool_id := v_pool.id;
+    END IF;
+    SELECT pl.* INTO STRICT v_pool FROM ql_private.pools pl WHERE pl.id = v_task.pool_id;
 
     -- Re-check under the task lock: a concurrent publish may have just made
     -- this very content current.
@@ -1946,7 +2843,7 @@ BEGIN
     IF FOUND AND v_current.content_digest = v_digest THEN
         RETURN jsonb_build_object('taskId', v_current.task_id, 'revisionId', v_current.id,
             'revision', v_current.revision, 'contentDigest', v_current.content_digest,
-            'created', false);
+            'created', false, 'pool', p_project || '/' || v_pool.name);
     END IF;
 
     SELECT coalesce(max(er.revision), 0) + 1 INTO v_next_revision
@@ -1960,18 +2857,18 @@ BEGIN
     UPDATE ql_private.tasks tk SET current_revision_id = v_revision.id WHERE tk.id = v_task.id;
     RETURN jsonb_build_object('taskId', v_revision.task_id, 'revisionId', v_revision.id,
         'revision', v_revision.revision, 'contentDigest', v_revision.content_digest,
-        'created', true);
+        'created', true, 'pool', p_project || '/' || v_pool.name);
 END
 $_$;
 
 
-ALTER FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) OWNER TO ql_owner;
+ALTER FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) IS 'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Identical to the current revision -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created}. Inputs: p_project, p_task, p_canonical. Fences: names and content shape. Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text) IS 'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Pool (SPEC 13.1): p_pool P/N of the same project puts/moves the task there (another project''s or a missing pool refused: QL001 COLUMN pool); NULL keeps the task''s pool (new task: P/default). Identical to the current revision in the same pool -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created, pool}. Inputs: p_project, p_task, p_canonical, p_pool. Fences: names and content shape. Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';
 
 
 --
@@ -2059,7 +2956,7 @@ ALTER FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_work
 -- Name: FUNCTION pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) IS 'One pull = claim or recover (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest (SHA-256 of the lease token), p_bounds (NULL = defaults). Fences: credential first (denial audited, {status: denied}); an existing offer id is replayed or refused ({status: idempotent|conflict}); session fences; every candidate fence re-checked on the locked rows. Bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes: only a claim (lease, run dispatching, one run.dispatched event) or a denial; idle pulls and replays write nothing. Locks: advisory lock on the offer id, session row before the first claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL014 session fences. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) IS 'One pull = claim or recover (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest (SHA-256 of the lease token), p_bounds (NULL = defaults). Fences: credential first (denial audited, {status: denied}); an existing offer id is replayed or refused ({status: idempotent|conflict}); session fences; every candidate fence re-checked on the locked rows. Bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes: only a claim (lease, run dispatching, one run.dispatched event) or a denial; idle pulls and replays write nothing. Locks: advisory lock on the offer id, session row before the first claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';
 
 
 --
@@ -2079,6 +2976,7 @@ DECLARE
     v_nil constant uuid := '00000000-0000-0000-0000-000000000000';
     v_now timestamptz := clock_timestamp();
     v_priorities jsonb;
+    v_scheduled jsonb;
     v_tasks jsonb;
     v_with_runs integer;
     v_tasks_capped boolean;
@@ -2127,8 +3025,29 @@ BEGIN
       INTO v_priorities
       FROM per;
 
+    -- Scheduled runs: the cap + 1 due soonest (runs_due), their priorities.
+    WITH soonest AS MATERIALIZED (
+        SELECT r.priority, r.due_at FROM ql_private.runs r
+         WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND r.due_at IS NOT NULL
+         ORDER BY r.due_at
+         LIMIT v_cap + 1
+    ), per AS (
+        SELECT s.priority, count(*) AS runs FROM soonest s GROUP BY s.priority
+    )
+    SELECT jsonb_build_object(
+               'runs', least((SELECT count(*) FROM soonest), v_cap),
+               'capped', (SELECT count(*) FROM soonest) > v_cap,
+               'nextDueAtMs', ql_private.epoch_ms((SELECT min(s.due_at) FROM soonest s)),
+               'byPriority', coalesce((SELECT jsonb_agg(jsonb_build_object(
+                                                 'priority', p.priority,
+                                                 'runs', least(p.runs, v_cap))
+                                             ORDER BY p.priority DESC)
+                                         FROM per p), '[]'::jsonb))
+      INTO v_scheduled;
+
     WITH depth AS (
-        SELECT t.id, t.name, pr.name AS project,
+        SELECT t.id, t.name, pr.name AS project, pr.name || '/' || pl.name AS pool,
                -- ORDER BY in index order: the planner stays on the index range.
                (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
                                        WHERE r.task_id = t.id AND r.state = 'queued'
@@ -2137,10 +3056,21 @@ BEGIN
                (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
                                        WHERE r.task_id = t.id AND r.state = 'dispatching'
                                        ORDER BY r.task_id, r.state, r.queue_seq
-                                       LIMIT v_cap + 1) y) AS dispatching
+                                       LIMIT v_cap + 1) y) AS dispatching,
+               (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
+                                       WHERE r.task_id = t.id AND r.state = 'queued'
+                                         AND r.due_at IS NULL
+                                       ORDER BY r.task_id, r.due_at
+                                       LIMIT v_cap + 1) y) AS ready,
+               (SELECT count(*) FROM (SELECT 1 FROM ql_private.runs r
+                                       WHERE r.task_id = t.id AND r.state = 'queued'
+                                         AND r.due_at IS NOT NULL
+                                       ORDER BY r.task_id, r.due_at
+                                       LIMIT v_cap + 1) y) AS scheduled
           FROM (SELECT tt.* FROM ql_private.tasks tt ORDER BY tt.id
                  LIMIT v_task_scan_cap) t
           JOIN ql_private.projects pr ON pr.id = t.project_id
+          JOIN ql_private.pools pl ON pl.id = t.pool_id
     ), ranked AS (
         SELECT d.*, row_number() OVER (ORDER BY least(d.queued, v_cap) + least(d.dispatching, v_cap)
                                                 DESC, d.project, d.name) AS rank
@@ -2148,8 +3078,11 @@ BEGIN
          WHERE d.queued + d.dispatching > 0
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'taskId', x.id, 'project', x.project, 'task', x.name,
-               'queued', least(x.queued, v_cap), 'dispatching', least(x.dispatching, v_cap),
+               'taskId', x.id, 'project', x.project, 'task', x.name, 'pool', x.pool,
+               'queued', least(x.queued, v_cap),
+               'ready', least(x.ready, v_cap), 'readyCapped', x.ready > v_cap,
+               'scheduled', least(x.scheduled, v_cap), 'scheduledCapped', x.scheduled > v_cap,
+               'dispatching', least(x.dispatching, v_cap),
                'capped', x.queued > v_cap OR x.dispatching > v_cap)
                ORDER BY x.rank) FILTER (WHERE x.rank <= v_task_limit), '[]'::jsonb),
            count(*)
@@ -2158,7 +3091,8 @@ BEGIN
 
     v_tasks_capped := EXISTS (SELECT 1 FROM ql_private.tasks tt ORDER BY tt.id
                                OFFSET v_task_scan_cap LIMIT 1);
-    RETURN jsonb_build_object('byPriority', v_priorities, 'byTask', v_tasks,
+    RETURN jsonb_build_object('byPriority', v_priorities, 'scheduled', v_scheduled,
+                              'byTask', v_tasks,
                               'tasksWithRuns', v_with_runs, 'cap', v_cap,
                               'tasksExamined', least(v_task_scan_cap, (SELECT count(*) FROM (
                                   SELECT 1 FROM ql_private.tasks tt
@@ -2174,7 +3108,7 @@ ALTER FUNCTION ql.queue_depth() OWNER TO ql_owner;
 -- Name: FUNCTION queue_depth(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.queue_depth() IS 'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), byTask: [{taskId, project, task, queued, dispatching, capped}] (20 deepest of the first 1000 tasks by id, runs_task_state_seq), tasksWithRuns, cap, tasksExamined, tasksCapped}; oldestWaitingAgeMs from greatest(created_at, current attempt not_before); every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.queue_depth() IS 'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), scheduled: {runs, capped, nextDueAtMs, byPriority: [{priority, runs}]} (scheduled runs not yet promoted: the 1000 + 1 due soonest of runs_due), byTask: [{taskId, project, task, pool (P/N), queued, ready, readyCapped, scheduled, scheduledCapped, dispatching, capped}] (20 deepest of the first 1000 tasks by id, runs_task_state_seq and runs_task_queued_due), tasksWithRuns, cap, tasksExamined, tasksCapped}; oldestWaitingAgeMs from greatest(created_at, current attempt not_before); every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -2318,23 +3252,18 @@ DECLARE
     v_attempt_id uuid;
     v_run ql_private.runs;
     v_attempt ql_private.attempts;
+    v_locked record;
     v_next_id uuid := gen_random_uuid();
     v_next_no integer;
     v_now timestamptz;
 BEGIN
-    LOOP
-        SELECT rr.current_attempt_id INTO v_attempt_id
-          FROM ql_private.runs rr WHERE rr.id = v_run_id;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
-        END IF;
-        IF v_attempt_id IS NOT NULL THEN
-            SELECT att.* INTO v_attempt
-              FROM ql_private.attempts att WHERE att.id = v_attempt_id FOR UPDATE;
-        END IF;
-        SELECT rr.* INTO v_run FROM ql_private.runs rr WHERE rr.id = v_run_id FOR NO KEY UPDATE;
-        EXIT WHEN v_run.current_attempt_id IS NOT DISTINCT FROM v_attempt_id;
-    END LOOP;
+    v_locked := ql_private.lock_run_attempt(v_run_id);  -- attempt -> run
+    v_run := v_locked.run;
+    v_attempt := v_locked.attempt;
+    IF v_run.id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
+    END IF;
+    v_attempt_id := v_attempt.id;
 
     IF v_run.state NOT IN ('failed', 'cancelled') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL020', COLUMN = 'runId',
@@ -2346,19 +3275,27 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL020', COLUMN = 'runId',
             MESSAGE = 'illegal_transition: the run still holds a live lease';
     END IF;
+    -- A disabled task refuses new work (SPEC §9.1), a retry's attempt included.
+    IF NOT (SELECT tk.enabled FROM ql_private.tasks tk WHERE tk.id = v_run.task_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL022', COLUMN = 'taskId',
+            MESSAGE = 'task_disabled: the run''s task is disabled (enable it to retry)';
+    END IF;
 
     SELECT coalesce(max(a.attempt_no), 0) + 1 INTO v_next_no
       FROM ql_private.attempts a WHERE a.run_id = v_run_id;
     v_now := clock_timestamp();
     INSERT INTO ql_private.attempts (
-        id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
-    VALUES (v_next_id, v_run_id, v_next_no, coalesce(v_attempt.executor, 'remote_worker'),
-            'claimed', v_now, v_now, v_now);
+        id, run_id, attempt_no, executor, state, not_before, created_at, updated_at,
+        max_attempts, retry_base_ms, retry_cap_ms)
+    SELECT v_next_id, v_run_id, v_next_no, coalesce(v_attempt.executor, 'remote_worker'),
+           'claimed', v_now, v_now, v_now, tk.max_attempts, tk.retry_base_ms, tk.retry_cap_ms
+      FROM ql_private.tasks tk WHERE tk.id = v_run.task_id;
     UPDATE ql_private.runs rr
        SET state = 'queued', current_attempt_id = v_next_id, cancel_requested = false,
            finished_at = NULL, due_at = NULL, updated_at = v_now,
-           placement_class = coalesce(rr.placement_class,
-                                      ql_private.placement_class_of(rr.execution_revision_id))
+           -- looked up again (not kept): ql.prune_fleet may have removed an
+           -- unused class since the run ended; this re-creates it.
+           placement_class = ql_private.placement_class_of(rr.execution_revision_id)
      WHERE rr.id = v_run_id;
     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
     VALUES ('run.retried', v_run_id, v_next_id, jsonb_strip_nulls(jsonb_build_object(
@@ -2379,7 +3316,7 @@ ALTER FUNCTION ql.retry_run(p_run_id text) OWNER TO ql_owner;
 -- Name: FUNCTION retry_run(p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.retry_run(p_run_id text) IS 'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE. Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.retry_run(p_run_id text) IS 'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease, task enabled. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE (lock_run_attempt, the lifecycle order). Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition, QL022 task_disabled (COLUMN taskId). Caller: ql_runtime.';
 
 
 --
@@ -2422,6 +3359,112 @@ ALTER FUNCTION ql.revoke_credential(p_credential_id text) OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql.revoke_credential(p_credential_id text) IS 'Revoke a worker credential; returns {credentialId, revokedAtMs}. Inputs: p_credential_id. Fences: credential exists. Writes: revoked_at the first time. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). Errors: QL001 malformed id, QL004 unknown. Caller: ql_runtime.';
+
+
+--
+-- Name: revoke_pool(text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.revoke_pool(p_worker_id text, p_pool text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_worker ql_private.workers;
+    v_pool ql_private.pools;
+    v_session_id uuid;
+    v_revoked boolean;
+    v_released integer := 0;
+BEGIN
+    SELECT w.* INTO v_worker FROM ql_private.workers w WHERE w.id = v_worker_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'workerId', MESSAGE = 'worker not found';
+    END IF;
+    IF p_pool = '*' THEN
+        v_revoked := v_worker.all_pools;
+        IF v_revoked THEN
+            UPDATE ql_private.workers w SET all_pools = false WHERE w.id = v_worker_id;
+        END IF;
+    ELSE
+        v_pool := ql_private.pool_of(p_pool);
+        DELETE FROM ql_private.worker_pool_grants g
+         WHERE g.worker_id = v_worker_id AND g.pool_id = v_pool.id;
+        v_revoked := FOUND;
+    END IF;
+    FOR v_session_id IN
+        SELECT ws.session_id FROM ql_private.worker_sessions ws
+         WHERE ws.worker_id = v_worker_id AND ws.state <> 'closed'
+         ORDER BY ws.generation
+           FOR UPDATE
+    LOOP
+        v_released := v_released + ql_private.release_ungranted_leases(v_session_id);
+    END LOOP;
+    IF v_revoked OR v_released > 0 THEN
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('worker.pool_revoked', v_worker_id, jsonb_build_object(
+            'workerId', v_worker_id, 'pool', p_pool, 'leasesReleased', v_released,
+            'actor', session_user));
+    END IF;
+    RETURN jsonb_build_object('workerId', v_worker_id, 'pool', p_pool, 'revoked', v_revoked,
+                              'leasesReleased', v_released);
+END
+$$;
+
+
+ALTER FUNCTION ql.revoke_pool(p_worker_id text, p_pool text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION revoke_pool(p_worker_id text, p_pool text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.revoke_pool(p_worker_id text, p_pool text) IS 'Revoke a worker''s grant of pool P/N (or the all-pools grant, ''*''; SPEC 13.1): no new offer of the pool from the commit on; its unstarted leases of pools it no longer holds released at once (grant_revoked, runs re-queued); started ones may finish. Returns {workerId, pool, revoked, leasesReleased}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: grant row (or all_pools), released leases, runs -> queued, one worker.pool_revoked event (workerId, pool, leasesReleased, actor) when anything changed. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE (waits for a claim in flight), attempt -> run -> lease per lease. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';
+
+
+--
+-- Name: revoke_project_token(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.revoke_project_token(p_token_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_token ql_private.project_tokens;
+    v_revoked boolean := false;
+BEGIN
+    IF p_token_id IS NULL OR p_token_id !~ '^[a-z0-9]{16}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'tokenId',
+            MESSAGE = 'token id must be 16 characters [a-z0-9]';
+    END IF;
+    UPDATE ql_private.project_tokens t SET revoked_at = clock_timestamp()
+     WHERE t.id = p_token_id AND t.revoked_at IS NULL
+    RETURNING t.* INTO v_token;
+    v_revoked := FOUND;
+    IF NOT v_revoked THEN
+        SELECT t.* INTO v_token FROM ql_private.project_tokens t WHERE t.id = p_token_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'tokenId',
+                MESSAGE = 'token not found';
+        END IF;
+    END IF;
+    RETURN jsonb_build_object(
+        'tokenId', v_token.id,
+        'project', (SELECT p.name FROM ql_private.projects p WHERE p.id = v_token.project_id),
+        'revokedAtMs', ql_private.epoch_ms(v_token.revoked_at),
+        'revoked', v_revoked);
+END
+$_$;
+
+
+ALTER FUNCTION ql.revoke_project_token(p_token_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION revoke_project_token(p_token_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.revoke_project_token(p_token_id text) IS 'admin token revoke (SPEC 13.4): set revoked_at (the token is refused from the next producer call on). Returns {tokenId, project, revokedAtMs, revoked (false when already revoked)}. Inputs: p_token_id. Writes: the token row (once). Locks: the token row. Idempotent. Errors: QL001 malformed, QL004 unknown (COLUMN tokenId). Caller: ql_runtime.';
 
 
 --
@@ -2501,12 +3544,18 @@ DECLARE
     v_current ql_private.attempts;
     v_attempts jsonb;
     v_events jsonb;
+    v_project text;
+    v_task_name text;
+    v_pool text;
 BEGIN
     SELECT r.* INTO v_run FROM ql_private.runs r WHERE r.id = v_run_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
     END IF;
     SELECT a.* INTO v_current FROM ql_private.attempts a WHERE a.id = v_run.current_attempt_id;
+    SELECT pr.name, t.name, pr.name || '/' || pl.name INTO v_project, v_task_name, v_pool
+      FROM ql_private.tasks t, ql_private.projects pr, ql_private.pools pl
+     WHERE t.id = v_run.task_id AND pr.id = v_run.project_id AND pl.id = v_run.pool_id;
 
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'attemptId', a.id,
@@ -2551,6 +3600,9 @@ BEGIN
             'runId', v_run.id,
             'taskId', v_run.task_id,
             'projectId', v_run.project_id,
+            'project', v_project,
+            'taskName', v_task_name,
+            'pool', v_pool,
             'state', v_run.state,
             'priority', v_run.priority,
             'queuedAtMs', ql_private.epoch_ms(v_run.created_at),
@@ -2573,7 +3625,7 @@ ALTER FUNCTION ql.show_run(p_run_id text) OWNER TO ql_owner;
 -- Name: FUNCTION show_run(p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.show_run(p_run_id text) IS 'One run in detail (SPEC 9.4): {run: {runId, taskId, projectId, state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs, finishedAtMs, cancelRequested, executionRevisionId, key}, attempts: [{attemptId, number, state, workerId, sessionId, claimedAtMs, startedAtMs, finishedAtMs, exitCode, reason, result}] (number order, latest 200, worker/session of the latest lease), events: [{type, atMs, ...payload, attemptId}] (oldest first, latest 200)}. No token, secret or digest. Inputs: p_run_id. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 malformed, QL004 unknown run (COLUMN runId). Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.show_run(p_run_id text) IS 'One run in detail (SPEC 9.4): {run: {runId, taskId, projectId, project, taskName, pool (P/N), state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs, finishedAtMs, cancelRequested, executionRevisionId, key}, attempts: [{attemptId, number, state, workerId, sessionId, claimedAtMs, startedAtMs, finishedAtMs, exitCode, reason, result}] (number order, latest 200, worker/session of the latest lease), events: [{type, atMs, ...payload, attemptId}] (oldest first, latest 200)}. No token, secret or digest. Inputs: p_run_id. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 malformed, QL004 unknown run (COLUMN runId). Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -2949,7 +4001,7 @@ ALTER FUNCTION ql.sweep_leases(p_batch integer) OWNER TO ql_owner;
 -- Name: FUNCTION sweep_leases(p_batch integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.sweep_leases(p_batch integer) IS 'Lease expiry, one bounded batch of live leases past expires_at. Inputs: p_batch 1..5000 (default 500). Locks: leases FOR UPDATE SKIP LOCKED, then attempt/run SKIP LOCKED too (never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Then promotes up to p_batch scheduled runs that came due (runs_due, SKIP LOCKED): due_at := NULL, into the candidate keysets. Returns {expired, lost, retried, failed, cancelled, skipped, promoted, more}. Fences: each lease re-checked on its locked row. Writes: leases, attempts, runs, events of the batch. Errors: QL001 batch < 1, QL002 batch > 5000. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.sweep_leases(p_batch integer) IS 'Lease expiry, one bounded batch of live leases past expires_at. Inputs: p_batch 1..5000 (default 500). Locks: leases FOR UPDATE SKIP LOCKED, then attempt/run SKIP LOCKED too (never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Then promotes up to p_batch scheduled runs that came due (runs_due, SKIP LOCKED): due_at := NULL, into the candidate keysets. Returns {expired, lost, retried, failed, cancelled, skipped, promoted, more}. Fences: each lease re-checked on its locked row. Writes: leases, attempts, runs, events of the batch. Errors: QL001 batch < 1, QL002 batch > 5000. Caller: ql_sweeper (runtime sweep), ql_runtime.';
 
 
 --
@@ -3263,17 +4315,20 @@ BEGIN
         RETURN 'cancelled';
     END IF;
 
+    -- The ended attempt's own policy, pinned when it was created (SPEC §9.1);
+    -- the next attempt pins the task's policy as configured now.
     SELECT * INTO t FROM ql_private.tasks tk WHERE tk.id = r.task_id;
-    IF a.attempt_no < t.max_attempts THEN
-        delay_ms := floor(least(t.retry_cap_ms::float8,
-                                t.retry_base_ms::float8 * power(2::float8, a.attempt_no - 1))
+    IF a.attempt_no < a.max_attempts THEN
+        delay_ms := floor(least(a.retry_cap_ms::float8,
+                                a.retry_base_ms::float8 * power(2::float8, a.attempt_no - 1))
                           * random())::bigint;
         not_before := now_ts + make_interval(secs => delay_ms / 1000.0);
         next_id := gen_random_uuid();
         INSERT INTO ql_private.attempts (
-            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at)
+            id, run_id, attempt_no, executor, state, not_before, created_at, updated_at,
+            max_attempts, retry_base_ms, retry_cap_ms)
         VALUES (next_id, r.id, a.attempt_no + 1, a.executor, 'claimed', not_before,
-                now_ts, now_ts);
+                now_ts, now_ts, t.max_attempts, t.retry_base_ms, t.retry_cap_ms);
         -- A backoff in the future schedules the run (runs_due, SPEC §9.2) instead
         -- of leaving it in the candidate keyset, where a head of runs in backoff
         -- would be walked row by row by every pull.
@@ -3297,7 +4352,7 @@ BEGIN
      WHERE rr.id = r.id;
     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
     VALUES ('run.failed', r.id, a.id, jsonb_strip_nulls(jsonb_build_object(
-        'attemptId', a.id, 'attemptNo', a.attempt_no, 'maxAttempts', t.max_attempts,
+        'attemptId', a.id, 'attemptNo', a.attempt_no, 'maxAttempts', a.max_attempts,
         'reason', p_reason)));
     RETURN 'failed';
 END
@@ -3310,7 +4365,7 @@ ALTER FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason
 -- Name: FUNCTION apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) IS 'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms, run queued with due_at = not_before when in the future (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';
+COMMENT ON FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) IS 'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt (task policy as configured now pinned on it) with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms (max_attempts, base, cap: the ended attempt''s own pinned values), run queued with due_at = not_before when in the future (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';
 
 
 --
@@ -3357,7 +4412,13 @@ BEGIN
             ELSIF cred.worker_id <> p_worker_id THEN
                 reason := 'worker_mismatch';
                 http_status := 403;
-            ELSIF cred.disabled_at IS NOT NULL THEN
+            ELSIF cred.disabled_at IS NOT NULL
+                  AND NOT (p_action IN ('session.heartbeat', 'session.close', 'lease.ack',
+                                        'lease.heartbeat', 'lease.complete')
+                           AND EXISTS (SELECT 1 FROM ql_private.worker_sessions ws
+                                        WHERE ws.worker_id = p_worker_id
+                                          AND ws.state = 'draining'
+                                          AND ws.expires_at > clock_timestamp())) THEN
                 reason := 'worker_disabled';
                 http_status := 403;
             ELSE
@@ -3379,7 +4440,7 @@ ALTER FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest byt
 -- Name: FUNCTION authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) IS 'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) IS 'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
 
 
 --
@@ -3559,6 +4620,14 @@ BEGIN
      WHERE cr.runtime_owned AND NOT cr.cancel_requested AND ca.state = 'claimed'
        AND ca.executor = 'remote_worker' AND ca.not_before <= now_ts
        AND (cr.due_at IS NULL OR cr.due_at <= now_ts)
+       -- The pool grant (SPEC §13.1), on the locked run's pool: the worker holds
+       -- the all-pools grant or one for this pool. ql.revoke_pool removes the
+       -- grant before it waits for the session row this pull holds, so a claim
+       -- either sees the grant gone or is seen (and released) by the revoke.
+       AND (EXISTS (SELECT 1 FROM ql_private.workers gw
+                     WHERE gw.id = s.worker_id AND gw.all_pools)
+            OR EXISTS (SELECT 1 FROM ql_private.worker_pool_grants g
+                        WHERE g.worker_id = s.worker_id AND g.pool_id = cr.pool_id))
        -- A run claimed by someone else since the scan is `dispatching` with a live
        -- offer: passed over here, without taking its lock (which would write WAL).
        AND (cr.state = 'queued'
@@ -3568,7 +4637,7 @@ BEGIN
                        AND el.started_at IS NULL AND el.expires_at <= now_ts)))
      ORDER BY p.ord
      LIMIT 1
-       FOR NO KEY UPDATE OF cr, ca SKIP LOCKED;
+       FOR NO KEY UPDATE OF ca, cr SKIP LOCKED;  -- attempt, then run (LIFECYCLE.md "Locks")
     locked := FOUND;
     IF NOT locked THEN
         consumed := cardinality(p_run_ids);
@@ -3590,12 +4659,12 @@ BEGIN
     INSERT INTO ql_private.run_leases (
         attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
         lease_version, offer_id, token_digest, execution_revision_id, content_digest,
-        placement_score, claimed_at, expires_at, updated_at)
+        placement_score, claimed_at, expires_at, lease_ttl_seconds, updated_at)
     VALUES (
         a.id, r.id, s.worker_id, s.session_id, s.generation,
         coalesce(pick.last_generation, 0) + 1, 1, p_offer_id, p_token_digest,
         r.execution_revision_id, (pick.revision).content_digest, score,
-        now_ts, now_ts + make_interval(secs => pick.ttl), now_ts)
+        now_ts, now_ts + make_interval(secs => pick.ttl), pick.ttl, now_ts)
     RETURNING * INTO l;
     IF r.state = 'queued' THEN
         -- A scheduled run that came due leaves runs_due here (due_at := NULL):
@@ -3623,7 +4692,7 @@ ALTER FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_id
 -- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) IS 'Atomic claim of the first lockable candidate of run_ids (claim order): run + attempt FOR NO KEY UPDATE SKIP LOCKED in one statement, every fence re-checked by clock_timestamp() (due_at passed included); inserts the lease (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
+COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) IS 'Atomic claim of the first lockable candidate of run_ids (claim order): attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (the lifecycle order), every fence re-checked by clock_timestamp() (due_at passed included; the worker''s grant of the run''s pool, SPEC 13.1); inserts the lease with the task lease TTL pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
 
 
 --
@@ -3712,20 +4781,40 @@ CREATE FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_pri
            c.queue_seq, c.current_attempt_id, c.created_at
       FROM unnest(p_classes) AS k(class_id)
      CROSS JOIN LATERAL (
-        SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
-               r.queue_seq, r.current_attempt_id, r.created_at
-          FROM ql_private.runs r
-         CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
-         WHERE r.placement_class = k.class_id
-           AND (-(r.priority::integer), r.queue_seq, r.id)
-               > (coalesce(-(p_after_priority::integer), -2147483648),
-                  coalesce(p_after_seq, -9223372036854775808),
-                  coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
-           AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
-           AND r.due_at IS NULL
-           AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
-         ORDER BY -(r.priority::integer), r.queue_seq, r.id
-         LIMIT p_limit + 1) c
+        (SELECT r.id, r.project_id, r.task_id, r.execution_revision_id, r.priority,
+                r.queue_seq, r.current_attempt_id, r.created_at
+           FROM ql_private.runs r
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+          WHERE r.placement_class = k.class_id
+            AND (-(r.priority::integer), r.queue_seq, r.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+            AND r.due_at IS NULL
+            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+          ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+        UNION ALL
+        (SELECT d.id, d.project_id, d.task_id, d.execution_revision_id, d.priority,
+                d.queue_seq, d.current_attempt_id, d.created_at
+           FROM (SELECT dr.id, dr.project_id, dr.task_id, dr.execution_revision_id,
+                        dr.priority, dr.queue_seq, dr.current_attempt_id, dr.created_at,
+                        dr.xmax AS row_xmax
+                   FROM ql_private.runs dr
+                  WHERE dr.placement_class = k.class_id
+                    AND dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
+                    AND dr.due_at IS NOT NULL AND dr.due_at <= p_now
+                  ORDER BY dr.due_at
+                  LIMIT (p_limit + 1) * 4) d
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
+          WHERE (-(d.priority::integer), d.queue_seq, d.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
+          ORDER BY -(d.priority::integer), d.queue_seq, d.id
+          LIMIT p_limit + 1)) c
      ORDER BY -(c.priority::integer), c.queue_seq, c.id
      LIMIT p_limit + 1
 $$;
@@ -3737,7 +4826,49 @@ ALTER FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_prio
 -- Name: FUNCTION class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of queued candidates of the given placement classes, in priority DESC, queue_seq, id order: one runs_class_keyset range scan per class, merged. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of queued candidates of the given placement classes, in priority DESC, queue_seq, id order: per class one runs_class_keyset range scan (ready runs) and the due scheduled runs from runs_class_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+
+
+--
+-- Name: close_drained_session(); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.close_drained_session() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_session ql_private.worker_sessions;
+BEGIN
+    SELECT ws.* INTO v_session FROM ql_private.worker_sessions ws
+     WHERE ws.session_id = NEW.session_id AND ws.state = 'draining'
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM ql_private.run_leases rl
+                WHERE rl.session_id = NEW.session_id AND rl.released_at IS NULL) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE ql_private.worker_sessions ws
+       SET state = 'closed', closed_at = clock_timestamp()
+     WHERE ws.session_id = NEW.session_id;
+    INSERT INTO ql_private.events (type, worker_id, payload)
+    VALUES ('session.drained', v_session.worker_id, jsonb_build_object(
+        'sessionId', v_session.session_id, 'workerId', v_session.worker_id,
+        'generation', v_session.generation));
+    RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.close_drained_session() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION close_drained_session(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.close_drained_session() IS 'Trigger (run_leases_close_drained, AFTER UPDATE of a started lease that is released now): when its session is draining and no live lease of it is left, close the session (state closed, closed_at) and write one session.drained event (sessionId, workerId, generation). Locks: the draining session row FOR NO KEY UPDATE (never an active one). Writes: at most the session row and one event. Caller: the trigger only.';
 
 
 --
@@ -3790,6 +4921,45 @@ ALTER FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestam
 --
 
 COMMENT ON FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone) IS 'One row when the attempt is claimed, remote_worker and past not_before at the given time (candidate rule, SPEC 3.1); inlined as a LATERAL probe. Read-only.';
+
+
+--
+-- Name: drain_session(uuid); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.drain_session(p_session_id uuid, OUT released integer, OUT running integer, OUT state text) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM ql_private.worker_sessions ws
+                    WHERE ws.session_id = p_session_id AND ws.state = 'active') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'only an active session can start draining';
+    END IF;
+    released := ql_private.release_unstarted_leases(ARRAY[p_session_id], 'session_closed');
+    SELECT count(*)::integer INTO running
+      FROM (SELECT 1 FROM ql_private.run_leases rl
+             WHERE rl.session_id = p_session_id AND rl.released_at IS NULL
+               FOR SHARE) AS live;
+    state := CASE WHEN running = 0 THEN 'closed' ELSE 'draining' END;
+    v_now := clock_timestamp();
+    UPDATE ql_private.worker_sessions ws
+       SET state = drain_session.state,
+           closed_at = CASE WHEN drain_session.running = 0 THEN v_now END
+     WHERE ws.session_id = p_session_id;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.drain_session(p_session_id uuid, OUT released integer, OUT running integer, OUT state text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION drain_session(p_session_id uuid, OUT released integer, OUT running integer, OUT state text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.drain_session(p_session_id uuid, OUT released integer, OUT running integer, OUT state text) IS 'Start draining an active session the caller holds FOR UPDATE (end_session / disable_worker with drain): unstarted live leases released (session_closed, runs re-queued), state draining (no new offers: session fence QL015), started leases run on; closed at once when no live lease is left, else by ql_private.close_drained_session when the last one is released. Returns (released, running, state). Locks: attempt -> run -> lease per released lease, then FOR SHARE on the remaining live leases (waits for lease changes in flight). Errors: QL001 session not active. Caller: ql.end_session, ql.disable_worker, ql.label_worker.';
 
 
 --
@@ -3993,14 +5163,16 @@ CREATE TABLE ql_private.run_leases (
     updated_at timestamp with time zone NOT NULL,
     heartbeat_at timestamp with time zone,
     heartbeat_version integer,
+    lease_ttl_seconds integer NOT NULL,
     CONSTRAINT run_leases_check CHECK (((released_at IS NULL) = (release_reason IS NULL))),
     CONSTRAINT run_leases_content_digest_check CHECK ((content_digest ~ '^sha256:[0-9a-f]{64}$'::text)),
     CONSTRAINT run_leases_heartbeat_started_check CHECK (((heartbeat_at IS NULL) OR (started_at IS NOT NULL))),
     CONSTRAINT run_leases_heartbeat_version_check CHECK (((heartbeat_version IS NULL) OR ((heartbeat_version >= 2) AND (heartbeat_version <= lease_version)))),
     CONSTRAINT run_leases_lease_generation_check CHECK ((lease_generation >= 1)),
+    CONSTRAINT run_leases_lease_ttl_seconds_check CHECK (((lease_ttl_seconds >= 5) AND (lease_ttl_seconds <= 86400))),
     CONSTRAINT run_leases_lease_version_check CHECK ((lease_version >= 1)),
     CONSTRAINT run_leases_placement_score_check CHECK ((placement_score >= 0)),
-    CONSTRAINT run_leases_release_reason_check CHECK ((release_reason = ANY (ARRAY['expired'::text, 'session_replaced'::text, 'session_closed'::text, 'completed'::text, 'lost'::text, 'cancelled'::text, 'start_failed'::text]))),
+    CONSTRAINT run_leases_release_reason_check CHECK ((release_reason = ANY (ARRAY['expired'::text, 'session_replaced'::text, 'session_closed'::text, 'completed'::text, 'lost'::text, 'cancelled'::text, 'start_failed'::text, 'grant_revoked'::text]))),
     CONSTRAINT run_leases_token_digest_check CHECK ((octet_length(token_digest) = 32))
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', vacuum_index_cleanup='on', autovacuum_vacuum_insert_threshold='1000', autovacuum_vacuum_insert_scale_factor='0');
@@ -4079,10 +5251,16 @@ CREATE TABLE ql_private.attempts (
     updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     finished_at timestamp with time zone,
     result jsonb,
+    max_attempts integer NOT NULL,
+    retry_base_ms integer NOT NULL,
+    retry_cap_ms integer NOT NULL,
     CONSTRAINT attempts_attempt_no_check CHECK ((attempt_no >= 1)),
     CONSTRAINT attempts_executor_check CHECK ((executor = 'remote_worker'::text)),
+    CONSTRAINT attempts_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT attempts_reason_check CHECK (((reason IS NULL) OR (reason ~ '^[a-z][a-z0-9_]{0,63}$'::text))),
     CONSTRAINT attempts_result_check CHECK (((result IS NULL) OR ((jsonb_typeof(result) = 'object'::text) AND (pg_column_size(result) <= 12288)))),
+    CONSTRAINT attempts_retry_base_ms_check CHECK (((retry_base_ms >= 0) AND (retry_base_ms <= 3600000))),
+    CONSTRAINT attempts_retry_cap_ms_check CHECK (((retry_cap_ms >= 0) AND (retry_cap_ms <= 86400000))),
     CONSTRAINT attempts_state_check CHECK ((state = ANY (ARRAY['claimed'::text, 'starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'lost'::text, 'cancelled'::text])))
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', vacuum_index_cleanup='on');
@@ -4111,6 +5289,7 @@ CREATE TABLE ql_private.runs (
     placement_class integer,
     due_at timestamp with time zone,
     idempotency_key text,
+    pool_id uuid NOT NULL,
     CONSTRAINT runs_idempotency_key_check CHECK (((idempotency_key IS NULL) OR ((char_length(idempotency_key) >= 1) AND (char_length(idempotency_key) <= 128)))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'dispatching'::text, 'starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text])))
 )
@@ -4172,7 +5351,7 @@ BEGIN
     END IF;
     -- One statement, so one snapshot (taken after the locks above); `now` too.
     v_now := clock_timestamp();
-    SELECT rl, aa, rr, t.lease_ttl_seconds AS ttl,
+    SELECT rl, aa, rr, rl.lease_ttl_seconds AS ttl,
            ql_private.lease_verdict(rl, ws, aa, rr, er.content_digest, p_worker_id,
                                     p_session_id, p_generation, p_token_digest, v_now, true)
                AS verdict
@@ -4180,7 +5359,6 @@ BEGIN
       FROM ql_private.run_leases rl
       JOIN ql_private.attempts aa ON aa.id = rl.attempt_id
       JOIN ql_private.runs rr ON rr.id = rl.run_id
-      JOIN ql_private.tasks t ON t.id = rr.task_id
       LEFT JOIN ql_private.worker_sessions ws ON ws.session_id = rl.session_id
       LEFT JOIN ql_private.execution_revisions er ON er.id = rr.execution_revision_id
      WHERE rl.offer_id = p_offer_id;
@@ -4219,7 +5397,7 @@ ALTER FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_sessio
 -- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run, the task lease TTL, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
+COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run, the lease TTL pinned on the lease at claim, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
 
 
 --
@@ -4263,9 +5441,14 @@ CREATE FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_sessio
             THEN 'token_mismatch'
         WHEN (p_lease).session_id <> p_session_id
              OR (p_lease).session_generation <> p_generation
-             OR (p_session).state <> 'active' OR (p_session).expires_at <= p_now
-             OR (p_lease).release_reason IN ('session_replaced', 'session_closed')
+             OR (p_session).state NOT IN ('active', 'draining')
+             OR (p_session).expires_at <= p_now
+             OR (p_lease).release_reason = 'session_replaced'
+             OR ((p_lease).release_reason = 'session_closed'
+                 AND (p_session).state <> 'draining')
             THEN 'session_replaced'
+        WHEN (p_session).state = 'draining' AND (p_lease).started_at IS NULL
+            THEN 'session_draining'
         WHEN (p_lease).release_reason = 'expired'
              OR ((p_lease).released_at IS NULL AND (p_lease).started_at IS NULL
                  AND (p_lease).expires_at <= p_now)
@@ -4292,7 +5475,58 @@ ALTER FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session
 -- Name: FUNCTION lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean) IS 'The fence verdict on a lease, from rows the caller read in one statement: first failing category in order offer_foreign, token_mismatch (constant-time), session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. With p_lifecycle (ACK, heartbeat, completion): a live lease past expires_at and a lease released as lost answer lease_expired. Inputs: lease, session, attempt, run, revision digest, the caller''s proof (worker, session, generation, token digest), p_now. Pure (inlined SQL): writes nothing, locks nothing, raises nothing. Caller: ql_private.recover_fence, ql_private.lease_open.';
+COMMENT ON FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean) IS 'The fence verdict on a lease, from rows the caller read in one statement: first failing category in order offer_foreign, token_mismatch (constant-time), session_replaced, session_draining (draining session, lease never started; a started lease of a draining session passes), lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. With p_lifecycle (ACK, heartbeat, completion): a live lease past expires_at and a lease released as lost answer lease_expired. Inputs: lease, session, attempt, run, revision digest, the caller''s proof (worker, session, generation, token digest), p_now. Pure (inlined SQL): writes nothing, locks nothing, raises nothing. Caller: ql_private.recover_fence, ql_private.lease_open.';
+
+
+--
+-- Name: lock_run_attempt(uuid); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_attempt_id uuid;
+BEGIN
+    LOOP
+        SELECT rr.current_attempt_id INTO v_attempt_id
+          FROM ql_private.runs rr WHERE rr.id = p_run_id;
+        IF NOT FOUND THEN
+            run := NULL;
+            attempt := NULL;
+            RETURN;
+        END IF;
+        BEGIN
+            attempt := NULL;
+            IF v_attempt_id IS NOT NULL THEN
+                SELECT att.* INTO attempt
+                  FROM ql_private.attempts att WHERE att.id = v_attempt_id FOR UPDATE;
+            END IF;
+            SELECT rr.* INTO run FROM ql_private.runs rr WHERE rr.id = p_run_id
+               FOR NO KEY UPDATE;
+            IF FOUND AND run.current_attempt_id IS DISTINCT FROM v_attempt_id THEN
+                RAISE EXCEPTION USING ERRCODE = 'QLR01', MESSAGE = 'current attempt moved';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'QLR01' THEN
+            CONTINUE;  -- the sub-block's locks are released: read the run again
+        END;
+        IF run.id IS NULL THEN
+            attempt := NULL;  -- deleted (pruned) while we waited
+        END IF;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts) IS 'Lock a run''s current attempt (FOR UPDATE) then the run (FOR NO KEY UPDATE), the lifecycle order attempt -> run; when the run moved to another attempt meanwhile, both locks are rolled back (sub-block) and it starts again, so it never waits for an attempt while holding the run. Inputs: p_run_id. Returns (run, attempt): run NULL = no such run, attempt NULL = none current. Writes: none. Waits obey the caller''s lock_timeout (55P03 propagates, nothing held from the call). Caller: ql.cancel_run, ql.retry_run, ql.cancel_runs.';
 
 
 --
@@ -4301,14 +5535,23 @@ COMMENT ON FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_se
 
 CREATE FUNCTION ql_private.matching_classes(p_capabilities jsonb) RETURNS integer[]
     LANGUAGE plpgsql STABLE
-    SET enable_seqscan TO 'on'
     AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_waiting integer[];
 BEGIN
-    RETURN (SELECT coalesce(array_agg(pc.id ORDER BY pc.id), '{}')
-              FROM ql_private.placement_classes pc
-             CROSS JOIN LATERAL ql_private.placement_evaluate(
-                   jsonb_build_object('required', pc.required), p_capabilities) pe
-             WHERE pe.passed);
+    -- The waiting classes first, then each looked up by its key: a join would
+    -- be free to hash all of placement_classes.
+    v_waiting := ARRAY(SELECT w.class_id FROM ql_private.waiting_classes(v_now) w(class_id));
+    RETURN (
+        SELECT coalesce(array_agg(pc.id ORDER BY pc.id), '{}')
+          FROM unnest(v_waiting) k(class_id)
+         CROSS JOIN LATERAL (
+               SELECT c.id, c.required FROM ql_private.placement_classes c
+                WHERE c.id = k.class_id) pc
+         CROSS JOIN LATERAL ql_private.placement_evaluate(
+               jsonb_build_object('required', pc.required), p_capabilities) pe
+         WHERE pe.passed);
 END
 $$;
 
@@ -4319,7 +5562,7 @@ ALTER FUNCTION ql_private.matching_classes(p_capabilities jsonb) OWNER TO ql_own
 -- Name: FUNCTION matching_classes(p_capabilities jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.matching_classes(p_capabilities jsonb) IS 'Placement classes whose required placement the capabilities satisfy (placement_evaluate on {required}). Read-only. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.matching_classes(p_capabilities jsonb) IS 'Placement classes with runs waiting (ql_private.waiting_classes: a ready queued run in runs_class_keyset or a due scheduled one in runs_class_due, found by skip scans: one descent per waiting class) whose required placement the capabilities satisfy (placement_evaluate on {required}); classes without waiting runs are never evaluated. Read-only. Caller: ql_private.scan_and_claim.';
 
 
 --
@@ -4467,7 +5710,8 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'execution revision not found';
     END IF;
-    SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req;
+    SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req
+       FOR KEY SHARE;
     IF FOUND THEN
         RETURN class_id;
     END IF;
@@ -4475,7 +5719,8 @@ BEGIN
         ON CONFLICT (required) DO NOTHING
         RETURNING id INTO class_id;
     IF class_id IS NULL THEN  -- a concurrent enqueue created it first
-        SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req;
+        SELECT pc.id INTO class_id FROM ql_private.placement_classes pc WHERE pc.required = req
+           FOR KEY SHARE;
     END IF;
     RETURN class_id;
 END
@@ -4488,7 +5733,7 @@ ALTER FUNCTION ql_private.placement_class_of(p_revision_id uuid) OWNER TO ql_own
 -- Name: FUNCTION placement_class_of(p_revision_id uuid); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.placement_class_of(p_revision_id uuid) IS 'Placement class id (normalized required placement) of an execution revision, created on first use (ON CONFLICT DO NOTHING). Caller: ql.enqueue_runs. QL004 revision not found.';
+COMMENT ON FUNCTION ql_private.placement_class_of(p_revision_id uuid) IS 'Placement class id (normalized required placement) of an execution revision, created on first use (ON CONFLICT DO NOTHING); an existing class row is locked FOR KEY SHARE (ql.prune_fleet skips it). Caller: ql.enqueue_runs. QL004 revision not found.';
 
 
 --
@@ -4573,6 +5818,373 @@ ALTER FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities j
 --
 
 COMMENT ON FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer) IS 'Evaluate a normalized placement (NULL = required executor remote-worker, R-REV-2) against stored worker capabilities: passed, first failing category (executor, label, runtime) and score = sum of weights of holding preferred terms (0 unless passed). Pure. QL001 capabilities not an object.';
+
+
+--
+-- Name: pool_candidate_page(uuid[], smallint, bigint, uuid, integer, timestamp with time zone, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) RETURNS TABLE(run_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT c.id, c.execution_revision_id, c.priority, c.queue_seq
+      FROM unnest(p_pools) AS k(pool_id)
+     CROSS JOIN LATERAL (
+        (SELECT r.id, r.execution_revision_id, r.priority, r.queue_seq
+           FROM ql_private.runs r
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+          WHERE r.pool_id = k.pool_id
+            AND (-(r.priority::integer), r.queue_seq, r.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+            AND r.due_at IS NULL
+            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+          ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+        UNION ALL
+        (SELECT d.id, d.execution_revision_id, d.priority, d.queue_seq
+           FROM (SELECT dr.id, dr.execution_revision_id, dr.priority, dr.queue_seq,
+                        dr.current_attempt_id, dr.xmax AS row_xmax
+                   FROM ql_private.runs dr
+                  WHERE dr.pool_id = k.pool_id
+                    AND dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
+                    AND dr.due_at IS NOT NULL AND dr.due_at <= p_now
+                  ORDER BY dr.due_at
+                  LIMIT (p_limit + 1) * 4) d
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
+          WHERE (-(d.priority::integer), d.queue_seq, d.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
+          ORDER BY -(d.priority::integer), d.queue_seq, d.id
+          LIMIT p_limit + 1)) c
+     ORDER BY -(c.priority::integer), c.queue_seq, c.id
+     LIMIT p_limit + 1
+$$;
+
+
+ALTER FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of queued candidates of the given pools (a worker''s grants, SPEC 13.1/13.3), in priority DESC, queue_seq, id order: per pool one runs_pool_keyset range scan (ready runs) and the due scheduled runs from runs_pool_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+
+
+--
+-- Name: pools; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.pools (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    project_id uuid NOT NULL,
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT pools_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9._-]{0,62}$'::text))
+);
+
+
+ALTER TABLE ql_private.pools OWNER TO ql_owner;
+
+--
+-- Name: pool_of(text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.pool_of(p_pool text) RETURNS ql_private.pools
+    LANGUAGE plpgsql STABLE
+    AS $_$
+DECLARE
+    v_pool ql_private.pools;
+BEGIN
+    IF p_pool IS NULL
+       OR p_pool !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}/[a-z0-9][a-z0-9._-]{0,62}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'pool',
+            MESSAGE = 'pool must be PROJECT/NAME (name ^[a-z0-9][a-z0-9._-]{0,62}$)';
+    END IF;
+    SELECT pl.* INTO v_pool
+      FROM ql_private.projects p
+      JOIN ql_private.pools pl ON pl.project_id = p.id
+     WHERE p.name = split_part(p_pool, '/', 1) AND pl.name = split_part(p_pool, '/', 2);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'pool', MESSAGE = 'pool not found';
+    END IF;
+    RETURN v_pool;
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.pool_of(p_pool text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION pool_of(p_pool text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.pool_of(p_pool text) IS 'Resolve a pool reference P/N to its pools row. Read-only, no locks. Errors: QL001 malformed (COLUMN pool), QL004 unknown pool (COLUMN pool). Caller: ql.grant_pool, ql.revoke_pool, ql.publish_revision.';
+
+
+--
+-- Name: pool_ready_candidate_page(uuid[], smallint, bigint, uuid, integer, timestamp with time zone, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.pool_ready_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) RETURNS TABLE(run_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT c.id, c.execution_revision_id, c.priority, c.queue_seq
+      FROM unnest(p_pools) AS k(pool_id)
+     CROSS JOIN LATERAL (
+        SELECT r.id, r.execution_revision_id, r.priority, r.queue_seq
+          FROM ql_private.runs r
+         CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+         WHERE r.pool_id = k.pool_id
+           AND (-(r.priority::integer), r.queue_seq, r.id)
+               > (coalesce(-(p_after_priority::integer), -2147483648),
+                  coalesce(p_after_seq, -9223372036854775808),
+                  coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+           AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+           AND r.due_at IS NULL
+           AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+         ORDER BY -(r.priority::integer), r.queue_seq, r.id
+         LIMIT p_limit + 1) c
+     ORDER BY -(c.priority::integer), c.queue_seq, c.id
+     LIMIT p_limit + 1
+$$;
+
+
+ALTER FUNCTION ql_private.pool_ready_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION pool_ready_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.pool_ready_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of the ready queued candidates of the given pools (a worker''s grants, SPEC 13.1/13.3) in priority DESC, queue_seq, id order: per pool one runs_pool_keyset range scan, merged. pool_candidate_page''s first source alone, read while no scheduled run is due (a cheaper plan to start). Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+
+
+--
+-- Name: producer_run(uuid, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.producer_run(p_project_id uuid, p_run_id text) RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_run_id uuid := ql_private.parse_uuid(p_run_id, 'runId');
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM ql_private.runs r
+                    WHERE r.id = v_run_id AND r.project_id = p_project_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
+    END IF;
+    RETURN v_run_id;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.producer_run(p_project_id uuid, p_run_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION producer_run(p_project_id uuid, p_run_id text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.producer_run(p_project_id uuid, p_run_id text) IS 'A producer''s run must belong to the token''s project: returns its id; an unknown or foreign run is QL004 (COLUMN runId) alike, never a 403. QL001 malformed id. Writes: none. Locks: none. Caller: ql.producer_*.';
+
+
+--
+-- Name: producer_task(uuid, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.producer_task(p_project_id uuid, p_task text) RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_task_id uuid;
+    v_parts text[];
+BEGIN
+    IF p_task ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+        SELECT t.id INTO v_task_id FROM ql_private.tasks t
+         WHERE t.id = p_task::uuid AND t.project_id = p_project_id;
+    ELSIF p_task ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}/[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        v_parts := string_to_array(p_task, '/');
+        SELECT t.id INTO v_task_id
+          FROM ql_private.projects p JOIN ql_private.tasks t ON t.project_id = p.id
+         WHERE p.id = p_project_id AND p.name = v_parts[1] AND t.name = v_parts[2];
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'task',
+            MESSAGE = 'task must be a task id or "<project>/<name>"';
+    END IF;
+    IF v_task_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'task', MESSAGE = 'task not found';
+    END IF;
+    RETURN v_task_id;
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.producer_task(p_project_id uuid, p_task text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION producer_task(p_project_id uuid, p_task text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.producer_task(p_project_id uuid, p_task text) IS 'A producer''s task (id or "<project>/<name>") confined to the token''s project: returns its id; unknown or foreign = QL004 (COLUMN task), malformed = QL001 (COLUMN task). Writes: none. Locks: none. Caller: ql.producer_enqueue, ql.producer_list_runs.';
+
+
+--
+-- Name: producer_token(text, bytea, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.producer_token(p_token_id text, p_token_digest bytea, p_scope text) RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_token ql_private.project_tokens;
+    v_match boolean;
+BEGIN
+    IF p_token_id IS NOT NULL AND p_token_id ~ '^[a-z0-9]{16}$' THEN
+        SELECT t.* INTO v_token FROM ql_private.project_tokens t WHERE t.id = p_token_id;
+    END IF;
+    v_match := ql_private.digest_equal(
+        coalesce(v_token.token_digest, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea),
+        p_token_digest);
+    IF v_token.id IS NULL OR NOT v_match OR v_token.revoked_at IS NOT NULL
+       OR (v_token.expires_at IS NOT NULL AND v_token.expires_at <= clock_timestamp()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL030', MESSAGE = 'token_invalid';
+    END IF;
+    IF p_scope IS NULL OR NOT p_scope = ANY (v_token.scopes) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL031', MESSAGE = 'scope_missing';
+    END IF;
+    RETURN v_token.project_id;
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.producer_token(p_token_id text, p_token_digest bytea, p_scope text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION producer_token(p_token_id text, p_token_digest bytea, p_scope text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.producer_token(p_token_id text, p_token_digest bytea, p_scope text) IS 'Producer authentication (SPEC 13.4): the token id + SHA-256 digest of the whole token must match (digest_equal, constant time; an unknown id still compares), unrevoked, unexpired (clock_timestamp) and hold p_scope; returns the token''s project id. Writes: none. Locks: none. Errors: QL030 token_invalid (401), QL031 scope_missing (403); never the id or digest in a message. Caller: ql.producer_*.';
+
+
+--
+-- Name: project_default_pool(); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.project_default_pool() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO ql_private.pools (project_id, name) VALUES (NEW.id, 'default');
+    RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.project_default_pool() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION project_default_pool(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.project_default_pool() IS 'Trigger: every new project gets its pool `default` in the same statement (SPEC 13.1).';
+
+
+--
+-- Name: project_runs_page(uuid, text[], integer, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.project_runs_page(p_project_id uuid, p_states text[], p_limit integer, p_after text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $_$
+DECLARE
+    v_all_states constant text[] := ARRAY['queued', 'dispatching', 'starting', 'running',
+                                          'succeeded', 'failed', 'cancelled'];
+    v_states text[];
+    v_after bigint := 9223372036854775807;
+    v_ids uuid[];
+    v_seqs bigint[];
+    v_runs jsonb;
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'limit',
+            MESSAGE = 'limit must be between 1 and 1000';
+    END IF;
+    IF p_after IS NOT NULL THEN
+        IF p_after !~ '^[0-9]{1,19}$' OR p_after::numeric > 9223372036854775807 THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'after',
+                MESSAGE = 'after must be the cursor (next) of a previous page';
+        END IF;
+        v_after := p_after::bigint;
+    END IF;
+    IF p_states IS NULL OR cardinality(p_states) = 0 THEN
+        v_states := v_all_states;
+    ELSE
+        IF EXISTS (SELECT 1 FROM unnest(p_states) s WHERE s IS NULL OR s <> ALL (v_all_states)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'state',
+                MESSAGE = 'state must be one of queued, dispatching, starting, running, '
+                          'succeeded, failed, cancelled';
+        END IF;
+        v_states := ARRAY(SELECT DISTINCT s FROM unnest(p_states) s);
+    END IF;
+
+    SELECT array_agg(x.id ORDER BY x.queue_seq DESC),
+           array_agg(x.queue_seq ORDER BY x.queue_seq DESC)
+      INTO v_ids, v_seqs
+      FROM (SELECT r.id, r.queue_seq
+              FROM unnest(v_states) AS st(state)
+             CROSS JOIN LATERAL (
+                   SELECT rr.id, rr.queue_seq FROM ql_private.runs rr
+                    WHERE rr.project_id = p_project_id AND rr.state = st.state
+                      AND rr.queue_seq < v_after
+                    ORDER BY rr.queue_seq DESC
+                    LIMIT p_limit + 1) r
+             ORDER BY r.queue_seq DESC
+             LIMIT p_limit + 1) x;
+
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'runId', r.id,
+               'taskId', r.task_id,
+               'project', pr.name,
+               'taskName', t.name,
+               'pool', pr.name || '/' || pl.name,
+               'state', r.state,
+               'priority', r.priority,
+               'queuedAtMs', ql_private.epoch_ms(r.created_at),
+               'notBeforeMs', ql_private.epoch_ms(coalesce(r.due_at, a.not_before)),
+               'attempts', a.attempt_no,
+               'updatedAtMs', ql_private.epoch_ms(r.updated_at))
+               ORDER BY o.ord), '[]'::jsonb)
+      INTO v_runs
+      FROM unnest(coalesce(v_ids, '{}')) WITH ORDINALITY AS o(id, ord)
+      JOIN ql_private.runs r ON r.id = o.id
+      JOIN ql_private.tasks t ON t.id = r.task_id
+      JOIN ql_private.projects pr ON pr.id = r.project_id
+      JOIN ql_private.pools pl ON pl.id = r.pool_id
+      LEFT JOIN ql_private.attempts a ON a.id = r.current_attempt_id
+     WHERE o.ord <= p_limit;
+    RETURN jsonb_build_object(
+        'runs', v_runs,
+        'next', CASE WHEN cardinality(v_ids) > p_limit THEN v_seqs[p_limit]::text END);
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.project_runs_page(p_project_id uuid, p_states text[], p_limit integer, p_after text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION project_runs_page(p_project_id uuid, p_states text[], p_limit integer, p_after text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.project_runs_page(p_project_id uuid, p_states text[], p_limit integer, p_after text) IS 'The SPEC 9.4 list page ({runs, next}, newest first, the fields of ql.list_runs) of every task of one project: one backward range scan of runs_project_state_seq per state, each <= limit + 1 rows, merged; no count, no OFFSET. Writes: none (STABLE). Errors: QL001 state/after, QL006 limit (COLUMN = wire field). Caller: ql.producer_list_runs.';
 
 
 --
@@ -4696,13 +6308,25 @@ DECLARE
     v_now timestamptz := clock_timestamp();
     v_category text;
 BEGIN
-    SELECT ql_private.lease_verdict(l, ws, aa, rr, er.content_digest, p_worker_id, p_session_id,
-                                    p_generation, p_token_digest, v_now, false)
+    -- After every lease fence, the pool grant (SPEC §13.1): a replay never
+    -- hands back an offer of a pool the worker no longer holds — started or not —
+    -- and answers lease_terminal (the offer is over for this worker; ql.revoke_pool
+    -- released it if it had not started).
+    SELECT coalesce(
+               ql_private.lease_verdict(l, ws, aa, rr, er.content_digest, p_worker_id,
+                                        p_session_id, p_generation, p_token_digest, v_now,
+                                        false),
+               CASE WHEN NOT coalesce(gw.all_pools, false)
+                         AND NOT EXISTS (SELECT 1 FROM ql_private.worker_pool_grants g
+                                          WHERE g.worker_id = l.worker_id
+                                            AND g.pool_id = rr.pool_id)
+                    THEN 'lease_terminal' END)
       INTO v_category
       FROM (SELECT 1) AS one
       LEFT JOIN ql_private.worker_sessions ws ON ws.session_id = l.session_id
       LEFT JOIN ql_private.attempts aa ON aa.id = l.attempt_id
       LEFT JOIN ql_private.runs rr ON rr.id = l.run_id
+      LEFT JOIN ql_private.workers gw ON gw.id = l.worker_id
       LEFT JOIN ql_private.execution_revisions er ON er.id = rr.execution_revision_id;
     RETURN v_category;
 END
@@ -4715,7 +6339,7 @@ ALTER FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uui
 -- Name: FUNCTION recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of an offer replay (ql_private.lease_verdict, replay rules) in order: offer_foreign, token_mismatch, session_replaced, lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. Reads session, attempt, run and revision digest in one statement. Read-only.';
+COMMENT ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of an offer replay (ql_private.lease_verdict, replay rules) in order: offer_foreign, token_mismatch, session_replaced, session_draining, lease_expired, lease_terminal, attempt_changed, revision_drift; then lease_terminal when the worker no longer holds a grant for the run''s pool (SPEC 13.1); NULL when all hold. Reads session, worker, attempt, run and revision digest in one statement. Read-only.';
 
 
 --
@@ -4772,9 +6396,12 @@ BEGIN
         -- plain join is planned the same way today, but a prune batch deletes
         -- the children first, so the check never stops early and a hash join
         -- over a million-row child would be a full scan per batch.)
+        -- TG_ARGV[3], when given, narrows the referencing rows (the session
+        -- guard counts only live leases, migration 0017).
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM gone g CROSS JOIN LATERAL '
-                       '(SELECT 1 FROM %s c WHERE c.%I = g.%I LIMIT 1) hit)',
-                       TG_ARGV[0], TG_ARGV[1], TG_ARGV[2])
+                       '(SELECT 1 FROM %s c WHERE c.%I = g.%I AND (%s) LIMIT 1) hit)',
+                       TG_ARGV[0], TG_ARGV[1], TG_ARGV[2],
+                       CASE WHEN TG_NARGS > 3 THEN TG_ARGV[3] ELSE 'true' END)
            INTO v_referenced;
     END IF;
     IF v_referenced THEN
@@ -4793,7 +6420,7 @@ ALTER FUNCTION ql_private.refuse_referenced_delete() OWNER TO ql_owner;
 -- Name: FUNCTION refuse_referenced_delete(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.refuse_referenced_delete() IS 'Trigger: the delete half of a dropped foreign key (0014). AFTER DELETE FOR EACH STATEMENT (transition table gone): 23503 when a row of TG_ARGV[0] still references a deleted row (TG_ARGV[1] = child column, TG_ARGV[2] = parent key); BEFORE TRUNCATE: 23503 while TG_ARGV[0] has any row. Read-only.';
+COMMENT ON FUNCTION ql_private.refuse_referenced_delete() IS 'Trigger: the delete half of a dropped foreign key (0014). AFTER DELETE FOR EACH STATEMENT (transition table gone): 23503 when a row of TG_ARGV[0] still references a deleted row (TG_ARGV[1] = child column, TG_ARGV[2] = parent key, optional TG_ARGV[3] = a condition on the child rows that count); BEFORE TRUNCATE: 23503 while TG_ARGV[0] has any row. Read-only.';
 
 
 --
@@ -4812,6 +6439,58 @@ $$;
 
 
 ALTER FUNCTION ql_private.refuse_revision_change() OWNER TO ql_owner;
+
+--
+-- Name: release_ungranted_leases(uuid); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.release_ungranted_leases(p_session_id uuid) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    l record;
+    v_now timestamptz;
+    v_released integer := 0;
+BEGIN
+    FOR l IN SELECT rl.id, rl.attempt_id, rl.run_id
+               FROM ql_private.run_leases rl
+               JOIN ql_private.runs r ON r.id = rl.run_id
+               JOIN ql_private.workers w ON w.id = rl.worker_id
+              WHERE rl.session_id = p_session_id
+                AND rl.released_at IS NULL AND rl.started_at IS NULL
+                AND NOT w.all_pools
+                AND NOT EXISTS (SELECT 1 FROM ql_private.worker_pool_grants g
+                                 WHERE g.worker_id = rl.worker_id AND g.pool_id = r.pool_id)
+              ORDER BY rl.id
+    LOOP
+        PERFORM 1 FROM ql_private.attempts a WHERE a.id = l.attempt_id FOR UPDATE;
+        PERFORM 1 FROM ql_private.runs r WHERE r.id = l.run_id FOR NO KEY UPDATE;
+        v_now := clock_timestamp();
+        UPDATE ql_private.run_leases rl
+           SET released_at = v_now, release_reason = 'grant_revoked', updated_at = v_now
+         WHERE rl.id = l.id AND rl.released_at IS NULL AND rl.started_at IS NULL;
+        IF FOUND THEN
+            v_released := v_released + 1;
+            UPDATE ql_private.runs r
+               SET state = 'queued', updated_at = v_now
+             WHERE r.id = l.run_id AND r.state = 'dispatching'
+               AND r.current_attempt_id = l.attempt_id;
+        END IF;
+    END LOOP;
+    RETURN v_released;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.release_ungranted_leases(p_session_id uuid) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION release_ungranted_leases(p_session_id uuid); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.release_ungranted_leases(p_session_id uuid) IS 'Release the live unstarted leases of a session whose run''s pool its worker no longer holds (reason grant_revoked) and re-queue their runs; started leases may finish. Locks attempt, run, lease: the one lifecycle order (the session row locked by the caller). Returns the number released. Caller: ql.revoke_pool.';
+
 
 --
 -- Name: release_unstarted_leases(uuid[], text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
@@ -4857,7 +6536,7 @@ ALTER FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reaso
 -- Name: FUNCTION release_unstarted_leases(p_session_ids uuid[], p_reason text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text) IS 'Release the live unstarted leases of the given sessions (reason session_replaced|session_closed) and re-queue their runs. Locks attempt, run, lease in claim order. Caller: open_session, close_session.';
+COMMENT ON FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text) IS 'Release the live unstarted leases of the given sessions (reason session_replaced|session_closed) and re-queue their runs. Locks attempt, run, lease: the one lifecycle order. Caller: open_session, close_session.';
 
 
 --
@@ -4914,6 +6593,30 @@ COMMENT ON FUNCTION ql_private.require_reason(p_value text, p_field text) IS 'Re
 
 
 --
+-- Name: run_default_pool(); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.run_default_pool() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    SELECT t.pool_id INTO NEW.pool_id FROM ql_private.tasks t WHERE t.id = NEW.task_id;
+    RETURN NEW;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.run_default_pool() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION run_default_pool(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.run_default_pool() IS 'Trigger: a run inserted without a pool gets its task''s pool (ql.enqueue_runs always gives it).';
+
+
+--
 -- Name: scan_and_claim(ql_private.worker_sessions, uuid, bytea, integer, integer, integer); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
@@ -4927,6 +6630,16 @@ DECLARE
     v_snapshot pg_snapshot := pg_current_snapshot();
     v_own xid8 := pg_current_xact_id_if_assigned();
     v_classes integer[];        -- NULL: whole queue; else only these placement classes
+    -- The pools the session's worker may take from (SPEC §13.1): NULL = every
+    -- pool (the '*' grant); else the granted pools, read through their own
+    -- keyset (ql_private.pool_candidate_page, SPEC §13.3). The claim re-checks
+    -- the grant on the locked rows; this read only bounds the scan.
+    v_pools uuid[] := (SELECT CASE WHEN w.all_pools THEN NULL
+                                   ELSE ARRAY(SELECT g.pool_id
+                                                FROM ql_private.worker_pool_grants g
+                                               WHERE g.worker_id = w.id
+                                               ORDER BY g.pool_id) END
+                         FROM ql_private.workers w WHERE w.id = p_session.worker_id);
     v_candidate record;
     v_claim record;
     v_run_ids uuid[];           -- this page's passers, in scan order
@@ -4974,6 +6687,11 @@ DECLARE
              WHERE el.released_at IS NULL AND el.started_at IS NULL
              ORDER BY el.expires_at LIMIT 1) <= v_now, false);
 BEGIN
+    IF v_pools IS NOT NULL AND cardinality(v_pools) = 0 THEN
+        -- No grant: nothing this worker may take, so nothing is read (SPEC §13.1).
+        RETURN ql_private.idle_result('no_candidates', 0, 0, 0, 0,
+            '{"executor":0,"label":0,"runtime":0,"capacity":0}'::jsonb, false);
+    END IF;
     FOR v_page_no IN 1 .. p_pages LOOP
         v_truncated := false;
         v_pages_read := v_pages_read + 1;
@@ -4986,7 +6704,19 @@ BEGIN
         -- placement classes once the pull switched to them; the whole queue
         -- (three merged sources) while a scheduled run is due or an offer expired
         -- unstarted; else, the steady state, the ready runs alone.
-        IF v_classes IS NOT NULL THEN
+        IF v_pools IS NOT NULL AND v_whole_queue THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.pool_candidate_page(v_pools, v_after_priority, v_after_seq,
+                           v_after_id, p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSIF v_pools IS NOT NULL THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.pool_ready_candidate_page(v_pools, v_after_priority,
+                           v_after_seq, v_after_id, p_page_size, v_now, v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSIF v_classes IS NOT NULL THEN
             OPEN v_page FOR
                 SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
                   FROM ql_private.class_candidate_page(v_classes, v_after_priority, v_after_seq,
@@ -5070,9 +6800,18 @@ BEGIN
         -- head this session cannot take, so the next pages read only the runs of
         -- the placement classes it matches (runs_class_keyset), jumping over any
         -- number of others.
-        IF v_passing = 0 AND v_classes IS NULL THEN
+        -- The class pages start from the head of the key order again: no run
+        -- of a matching class was in the first page (it would have passed), but
+        -- due runs of one may sit before its last key (that page's due source
+        -- read only the earliest-due runs), and must not be jumped over.
+        -- A worker restricted to granted pools pages on through their keysets
+        -- (the class keysets span every pool).
+        IF v_passing = 0 AND v_classes IS NULL AND v_pools IS NULL THEN
             v_classes := ql_private.matching_classes(p_session.capabilities);
             EXIT WHEN cardinality(v_classes) = 0;
+            v_after_priority := NULL;
+            v_after_seq := NULL;
+            v_after_id := NULL;
         END IF;
     END LOOP;
 
@@ -5094,7 +6833,7 @@ ALTER FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p
 -- Name: FUNCTION scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
+COMMENT ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: pool_candidate_page over the worker''s granted pools unless it holds the all-pools grant (none: idle, nothing read), else class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
 
 
 --
@@ -5360,7 +7099,7 @@ ALTER FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) OWNER
 -- Name: FUNCTION session_claim_lock(s ql_private.worker_sessions); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) IS 'Lock the session row (FOR NO KEY UPDATE), re-verify its fences, return whether a slot is free. QL010-QL014.';
+COMMENT ON FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) IS 'Lock the session row (FOR NO KEY UPDATE), re-verify its fences, return whether a slot is free. QL010-QL015.';
 
 
 --
@@ -5400,6 +7139,12 @@ BEGIN
                     WHERE newer.worker_id = p_worker_id AND newer.generation > s.generation) THEN
             RAISE EXCEPTION USING ERRCODE = 'QL011', MESSAGE = 'session_replaced';
         END IF;
+        IF s.state = 'draining' AND s.expires_at > clock_timestamp() THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL015', MESSAGE = 'session_draining';
+        ELSIF s.state = 'draining' THEN
+            -- A draining session that lapsed is over: the worker opens a new one.
+            RAISE EXCEPTION USING ERRCODE = 'QL012', MESSAGE = 'session_expired';
+        END IF;
         RAISE EXCEPTION USING ERRCODE = 'QL013', MESSAGE = 'session_closed';
     END IF;
     IF s.expires_at <= clock_timestamp() THEN
@@ -5416,7 +7161,7 @@ ALTER FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_g
 -- Name: FUNCTION session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean) IS 'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed or draining / QL012 expired. lock=false: no row lock (idle pulls); lock=true: FOR NO KEY UPDATE (serializes claims of a session; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';
+COMMENT ON FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean) IS 'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed / QL015 draining and unexpired (takes no new offer) / QL012 expired (active or draining). lock=false: no row lock (idle pulls); lock=true: FOR NO KEY UPDATE (serializes claims of a session; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';
 
 
 --
@@ -5504,6 +7249,31 @@ ALTER FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_inter
 --
 
 COMMENT ON FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer) IS 'Protocol constants: session TTL 60 s, heartbeat 20 s, pull bounds default 2x8/8 and caps 16/64/64, idle retry 2 s. Pure.';
+
+
+--
+-- Name: task_default_pool(); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.task_default_pool() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    SELECT p.id INTO NEW.pool_id FROM ql_private.pools p
+     WHERE p.project_id = NEW.project_id AND p.name = 'default';
+    RETURN NEW;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.task_default_pool() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION task_default_pool(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.task_default_pool() IS 'Trigger: a task inserted without a pool gets its project''s default pool.';
 
 
 --
@@ -5957,6 +7727,52 @@ COMMENT ON FUNCTION ql_private.validate_result(p_result jsonb) IS 'Validate a co
 
 
 --
+-- Name: waiting_classes(timestamp with time zone); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.waiting_classes(p_due_by timestamp with time zone) RETURNS SETOF integer
+    LANGUAGE sql STABLE
+    AS $$
+    WITH RECURSIVE ready(class_id) AS (
+        SELECT (SELECT min(r.placement_class) FROM ql_private.runs r
+                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL)
+        UNION ALL
+        SELECT (SELECT min(r.placement_class) FROM ql_private.runs r
+                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NULL AND r.placement_class > ready.class_id)
+          FROM ready WHERE ready.class_id IS NOT NULL
+    ), scheduled(class_id) AS (
+        SELECT (SELECT min(r.placement_class) FROM ql_private.runs r
+                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NOT NULL)
+        UNION ALL
+        SELECT (SELECT min(r.placement_class) FROM ql_private.runs r
+                 WHERE r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+                   AND r.due_at IS NOT NULL AND r.placement_class > scheduled.class_id)
+          FROM scheduled WHERE scheduled.class_id IS NOT NULL
+    )
+    SELECT ready.class_id FROM ready WHERE ready.class_id IS NOT NULL
+    UNION
+    SELECT s.class_id FROM scheduled s
+     WHERE s.class_id IS NOT NULL
+       AND (SELECT min(d.due_at) FROM ql_private.runs d
+             WHERE d.placement_class = s.class_id
+               AND d.state = 'queued' AND d.runtime_owned AND NOT d.cancel_requested
+               AND d.due_at IS NOT NULL) <= p_due_by
+$$;
+
+
+ALTER FUNCTION ql_private.waiting_classes(p_due_by timestamp with time zone) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION waiting_classes(p_due_by timestamp with time zone); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.waiting_classes(p_due_by timestamp with time zone) IS 'Placement classes with a ready queued run (runs_class_keyset) or a scheduled queued run due by p_due_by (runs_class_due; infinity = any), by skip scans: one index descent per such class, nothing for classes without waiting runs. Inlinable SQL, read-only, no locks. Callers: ql_private.matching_classes, ql.prune_fleet.';
+
+
+--
 -- Name: xid_in_progress(xid, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6053,6 +7869,29 @@ ALTER TABLE ql_private.placement_classes ALTER COLUMN id ADD GENERATED ALWAYS AS
 
 
 --
+-- Name: project_tokens; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.project_tokens (
+    id text NOT NULL,
+    project_id uuid NOT NULL,
+    token_digest bytea NOT NULL,
+    scopes text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    created_by text NOT NULL,
+    expires_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    CONSTRAINT project_tokens_check CHECK (((expires_at IS NULL) OR (expires_at > created_at))),
+    CONSTRAINT project_tokens_created_by_check CHECK (((octet_length(created_by) >= 1) AND (octet_length(created_by) <= 63))),
+    CONSTRAINT project_tokens_id_check CHECK ((id ~ '^[a-z0-9]{16}$'::text)),
+    CONSTRAINT project_tokens_scopes_check CHECK ((((cardinality(scopes) >= 1) AND (cardinality(scopes) <= 5)) AND (scopes <@ ARRAY['enqueue'::text, 'read'::text, 'cancel'::text, 'retry'::text, 'log'::text]) AND (array_position(scopes, NULL::text) IS NULL))),
+    CONSTRAINT project_tokens_token_digest_check CHECK ((octet_length(token_digest) = 32))
+);
+
+
+ALTER TABLE ql_private.project_tokens OWNER TO ql_owner;
+
+--
 -- Name: projects; Type: TABLE; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6128,8 +7967,12 @@ CREATE TABLE ql_private.security_audit (
     action text NOT NULL,
     outcome text NOT NULL,
     reason text NOT NULL,
+    actor text,
+    detail jsonb,
     CONSTRAINT security_audit_action_check CHECK ((action ~ '^[a-z][a-z0-9_.]{0,63}$'::text)),
+    CONSTRAINT security_audit_actor_check CHECK (((actor IS NULL) OR ((octet_length(actor) >= 1) AND (octet_length(actor) <= 63)))),
     CONSTRAINT security_audit_credential_id_check CHECK (((credential_id IS NULL) OR (credential_id ~ '^[a-z0-9]{16}$'::text))),
+    CONSTRAINT security_audit_detail_check CHECK (((detail IS NULL) OR ((jsonb_typeof(detail) = 'object'::text) AND (pg_column_size(detail) <= 1024) AND (NOT (detail ?| ARRAY['leaseToken'::text, 'token'::text, 'tokenDigest'::text, 'token_digest'::text, 'secret'::text, 'secretDigest'::text, 'secret_digest'::text]))))),
     CONSTRAINT security_audit_outcome_check CHECK ((outcome = ANY (ARRAY['allowed'::text, 'denied'::text]))),
     CONSTRAINT security_audit_reason_check CHECK ((reason ~ '^[a-z][a-z0-9_]{0,63}$'::text))
 );
@@ -6166,6 +8009,7 @@ CREATE TABLE ql_private.tasks (
     retry_base_ms integer DEFAULT 1000 NOT NULL,
     retry_cap_ms integer DEFAULT 300000 NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    pool_id uuid NOT NULL,
     CONSTRAINT tasks_lease_ttl_seconds_check CHECK (((lease_ttl_seconds >= 5) AND (lease_ttl_seconds <= 86400))),
     CONSTRAINT tasks_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT tasks_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'::text)),
@@ -6194,6 +8038,35 @@ CREATE TABLE ql_private.worker_credentials (
 ALTER TABLE ql_private.worker_credentials OWNER TO ql_owner;
 
 --
+-- Name: worker_labels; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.worker_labels (
+    worker_id uuid NOT NULL,
+    key text NOT NULL,
+    value text NOT NULL,
+    granted_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT worker_labels_key_check CHECK ((key ~ '^[a-z0-9][a-z0-9._/-]{0,62}$'::text)),
+    CONSTRAINT worker_labels_value_check CHECK ((((char_length(value) >= 1) AND (char_length(value) <= 128)) AND (value !~ '[\u0001-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]'::text)))
+);
+
+
+ALTER TABLE ql_private.worker_labels OWNER TO ql_owner;
+
+--
+-- Name: worker_pool_grants; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.worker_pool_grants (
+    worker_id uuid NOT NULL,
+    pool_id uuid NOT NULL,
+    granted_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+
+ALTER TABLE ql_private.worker_pool_grants OWNER TO ql_owner;
+
+--
 -- Name: workers; Type: TABLE; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6202,6 +8075,8 @@ CREATE TABLE ql_private.workers (
     name text NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     disabled_at timestamp with time zone,
+    all_pools boolean DEFAULT false NOT NULL,
+    self_labels boolean DEFAULT false NOT NULL,
     CONSTRAINT workers_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'::text))
 );
 
@@ -6269,6 +8144,30 @@ ALTER TABLE ONLY ql_private.placement_classes
 
 ALTER TABLE ONLY ql_private.placement_classes
     ADD CONSTRAINT placement_classes_required_key UNIQUE (required);
+
+
+--
+-- Name: pools pools_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.pools
+    ADD CONSTRAINT pools_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: pools pools_project_id_name_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.pools
+    ADD CONSTRAINT pools_project_id_name_key UNIQUE (project_id, name);
+
+
+--
+-- Name: project_tokens project_tokens_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.project_tokens
+    ADD CONSTRAINT project_tokens_pkey PRIMARY KEY (id);
 
 
 --
@@ -6368,6 +8267,22 @@ ALTER TABLE ONLY ql_private.worker_credentials
 
 
 --
+-- Name: worker_labels worker_labels_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_labels
+    ADD CONSTRAINT worker_labels_pkey PRIMARY KEY (worker_id, key);
+
+
+--
+-- Name: worker_pool_grants worker_pool_grants_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_pool_grants
+    ADD CONSTRAINT worker_pool_grants_pkey PRIMARY KEY (worker_id, pool_id);
+
+
+--
 -- Name: worker_sessions worker_sessions_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6392,10 +8307,24 @@ ALTER TABLE ONLY ql_private.workers
 
 
 --
+-- Name: events_fleet; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX events_fleet ON ql_private.events USING btree (created_at) WHERE (run_id IS NULL);
+
+
+--
 -- Name: events_run; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX events_run ON ql_private.events USING btree (run_id, id);
+
+
+--
+-- Name: project_tokens_project; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX project_tokens_project ON ql_private.project_tokens USING btree (project_id, created_at);
 
 
 --
@@ -6441,6 +8370,13 @@ CREATE INDEX runs_candidate_keyset ON ql_private.runs USING btree (((- (priority
 
 
 --
+-- Name: runs_class_due; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_class_due ON ql_private.runs USING btree (placement_class, due_at) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NOT NULL));
+
+
+--
 -- Name: runs_class_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6462,10 +8398,38 @@ CREATE UNIQUE INDEX runs_idempotency_key ON ql_private.runs USING btree (task_id
 
 
 --
+-- Name: runs_pool_due; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_pool_due ON ql_private.runs USING btree (pool_id, due_at) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NOT NULL));
+
+
+--
+-- Name: runs_pool_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_pool_keyset ON ql_private.runs USING btree (pool_id, ((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NULL));
+
+
+--
+-- Name: runs_project_state_seq; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_project_state_seq ON ql_private.runs USING btree (project_id, state, queue_seq);
+
+
+--
 -- Name: runs_state_seq; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX runs_state_seq ON ql_private.runs USING btree (state, queue_seq);
+
+
+--
+-- Name: runs_task_queued_due; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_task_queued_due ON ql_private.runs USING btree (task_id, due_at) WHERE (state = 'queued'::text);
 
 
 --
@@ -6483,6 +8447,13 @@ CREATE INDEX runs_terminal_finished ON ql_private.runs USING btree (finished_at)
 
 
 --
+-- Name: security_audit_pruned; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX security_audit_pruned ON ql_private.security_audit USING btree (id) WHERE (action = 'audit.pruned'::text);
+
+
+--
 -- Name: security_audit_time; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6490,10 +8461,31 @@ CREATE INDEX security_audit_time ON ql_private.security_audit USING btree (occur
 
 
 --
+-- Name: tasks_pool; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX tasks_pool ON ql_private.tasks USING btree (pool_id);
+
+
+--
 -- Name: worker_credentials_worker; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX worker_credentials_worker ON ql_private.worker_credentials USING btree (worker_id);
+
+
+--
+-- Name: worker_pool_grants_pool; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX worker_pool_grants_pool ON ql_private.worker_pool_grants USING btree (pool_id);
+
+
+--
+-- Name: worker_sessions_closed; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX worker_sessions_closed ON ql_private.worker_sessions USING btree (closed_at) WHERE (state = 'closed'::text);
 
 
 --
@@ -6553,6 +8545,27 @@ CREATE TRIGGER execution_revisions_no_truncate BEFORE TRUNCATE ON ql_private.exe
 
 
 --
+-- Name: projects projects_default_pool; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER projects_default_pool AFTER INSERT ON ql_private.projects FOR EACH ROW EXECUTE FUNCTION ql_private.project_default_pool();
+
+
+--
+-- Name: run_leases run_leases_close_drained; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER run_leases_close_drained AFTER UPDATE OF released_at ON ql_private.run_leases FOR EACH ROW WHEN (((old.released_at IS NULL) AND (new.released_at IS NOT NULL) AND (new.started_at IS NOT NULL))) EXECUTE FUNCTION ql_private.close_drained_session();
+
+
+--
+-- Name: runs runs_default_pool; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER runs_default_pool BEFORE INSERT ON ql_private.runs FOR EACH ROW WHEN ((new.pool_id IS NULL)) EXECUTE FUNCTION ql_private.run_default_pool();
+
+
+--
 -- Name: runs runs_idle_view_insert; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6571,6 +8584,13 @@ CREATE TRIGGER runs_idle_view_requeue AFTER UPDATE ON ql_private.runs FOR EACH R
 --
 
 CREATE TRIGGER runs_referenced_by_events AFTER DELETE ON ql_private.runs REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_referenced_delete('ql_private.events', 'run_id', 'id');
+
+
+--
+-- Name: tasks tasks_default_pool; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TRIGGER tasks_default_pool BEFORE INSERT ON ql_private.tasks FOR EACH ROW WHEN ((new.pool_id IS NULL)) EXECUTE FUNCTION ql_private.task_default_pool();
 
 
 --
@@ -6609,10 +8629,10 @@ CREATE TRIGGER worker_sessions_no_truncate_under_leases BEFORE TRUNCATE ON ql_pr
 
 
 --
--- Name: worker_sessions worker_sessions_referenced_by_leases; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
+-- Name: worker_sessions worker_sessions_referenced_by_live_leases; Type: TRIGGER; Schema: ql_private; Owner: ql_owner
 --
 
-CREATE TRIGGER worker_sessions_referenced_by_leases AFTER DELETE ON ql_private.worker_sessions REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_referenced_delete('ql_private.run_leases', 'session_id', 'session_id');
+CREATE TRIGGER worker_sessions_referenced_by_live_leases AFTER DELETE ON ql_private.worker_sessions REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ql_private.refuse_referenced_delete('ql_private.run_leases', 'session_id', 'session_id', 'released_at IS NULL');
 
 
 --
@@ -6644,6 +8664,22 @@ ALTER TABLE ONLY ql_private.events
 
 ALTER TABLE ONLY ql_private.execution_revisions
     ADD CONSTRAINT execution_revisions_task_id_fkey FOREIGN KEY (task_id) REFERENCES ql_private.tasks(id);
+
+
+--
+-- Name: pools pools_project_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.pools
+    ADD CONSTRAINT pools_project_id_fkey FOREIGN KEY (project_id) REFERENCES ql_private.projects(id);
+
+
+--
+-- Name: project_tokens project_tokens_project_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.project_tokens
+    ADD CONSTRAINT project_tokens_project_id_fkey FOREIGN KEY (project_id) REFERENCES ql_private.projects(id);
 
 
 --
@@ -6679,6 +8715,14 @@ ALTER TABLE ONLY ql_private.tasks
 
 
 --
+-- Name: tasks tasks_pool_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.tasks
+    ADD CONSTRAINT tasks_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES ql_private.pools(id);
+
+
+--
 -- Name: tasks tasks_project_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6692,6 +8736,30 @@ ALTER TABLE ONLY ql_private.tasks
 
 ALTER TABLE ONLY ql_private.worker_credentials
     ADD CONSTRAINT worker_credentials_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id);
+
+
+--
+-- Name: worker_labels worker_labels_worker_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_labels
+    ADD CONSTRAINT worker_labels_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id);
+
+
+--
+-- Name: worker_pool_grants worker_pool_grants_pool_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_pool_grants
+    ADD CONSTRAINT worker_pool_grants_pool_id_fkey FOREIGN KEY (pool_id) REFERENCES ql_private.pools(id);
+
+
+--
+-- Name: worker_pool_grants worker_pool_grants_worker_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_pool_grants
+    ADD CONSTRAINT worker_pool_grants_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id) ON DELETE CASCADE;
 
 
 --
@@ -6709,6 +8777,8 @@ ALTER TABLE ONLY ql_private.worker_sessions
 GRANT USAGE ON SCHEMA ql TO ql_runtime;
 GRANT USAGE ON SCHEMA ql TO ql_worker_ingress;
 GRANT USAGE ON SCHEMA ql TO ql_readonly;
+GRANT USAGE ON SCHEMA ql TO ql_sweeper;
+GRANT USAGE ON SCHEMA ql TO ql_producer;
 
 
 --
@@ -6736,11 +8806,11 @@ GRANT ALL ON FUNCTION ql.cancel_run(p_run_id text) TO ql_runtime;
 
 
 --
--- Name: FUNCTION cancel_runs(p_task_id text, p_state text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION cancel_runs(p_task_id text, p_state text, p_wait_ms integer); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.cancel_runs(p_task_id text, p_state text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.cancel_runs(p_task_id text, p_state text) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.cancel_runs(p_task_id text, p_state text, p_wait_ms integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.cancel_runs(p_task_id text, p_state text, p_wait_ms integer) TO ql_runtime;
 
 
 --
@@ -6776,11 +8846,27 @@ GRANT ALL ON FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_d
 
 
 --
--- Name: FUNCTION disable_worker(p_worker_id text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION create_pool(p_project text, p_name text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.disable_worker(p_worker_id text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.disable_worker(p_worker_id text) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.create_pool(p_project text, p_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.create_pool(p_project text, p_name text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION disable_worker(p_worker_id text, p_drain boolean); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.disable_worker(p_worker_id text, p_drain boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.disable_worker(p_worker_id text, p_drain boolean) TO ql_runtime;
 
 
 --
@@ -6792,11 +8878,11 @@ GRANT ALL ON FUNCTION ql.enable_worker(p_worker_id text) TO ql_runtime;
 
 
 --
--- Name: FUNCTION end_session(p_session_id text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION end_session(p_session_id text, p_drain boolean); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.end_session(p_session_id text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.end_session(p_session_id text) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.end_session(p_session_id text, p_drain boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.end_session(p_session_id text, p_drain boolean) TO ql_runtime;
 
 
 --
@@ -6805,6 +8891,14 @@ GRANT ALL ON FUNCTION ql.end_session(p_session_id text) TO ql_runtime;
 
 REVOKE ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION grant_pool(p_worker_id text, p_pool text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.grant_pool(p_worker_id text, p_pool text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.grant_pool(p_worker_id text, p_pool text) TO ql_runtime;
 
 
 --
@@ -6848,6 +8942,22 @@ GRANT ALL ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text
 
 
 --
+-- Name: FUNCTION label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION list_project_tokens(p_project text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.list_project_tokens(p_project text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.list_project_tokens(p_project text) TO ql_runtime;
+
+
+--
 -- Name: FUNCTION list_runs(p_task_id text, p_states text[], p_limit integer, p_after text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
@@ -6883,11 +8993,61 @@ GRANT ALL ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest byte
 
 
 --
+-- Name: FUNCTION producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text) TO ql_producer;
+
+
+--
+-- Name: FUNCTION producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) TO ql_producer;
+
+
+--
+-- Name: FUNCTION producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[], p_limit integer, p_after text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[], p_limit integer, p_after text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[], p_limit integer, p_after text) TO ql_producer;
+
+
+--
+-- Name: FUNCTION producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text) TO ql_producer;
+
+
+--
+-- Name: FUNCTION producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) TO ql_producer;
+
+
+--
 -- Name: FUNCTION prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
 REVOKE ALL ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) TO ql_runtime;
+GRANT ALL ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) TO ql_sweeper;
+
+
+--
+-- Name: FUNCTION prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean) TO ql_runtime;
+GRANT ALL ON FUNCTION ql.prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean) TO ql_sweeper;
 
 
 --
@@ -6896,14 +9056,15 @@ GRANT ALL ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_r
 
 REVOKE ALL ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) TO ql_runtime;
+GRANT ALL ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) TO ql_sweeper;
 
 
 --
--- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text) TO ql_runtime;
 
 
 --
@@ -6965,6 +9126,22 @@ GRANT ALL ON FUNCTION ql.revoke_credential(p_credential_id text) TO ql_runtime;
 
 
 --
+-- Name: FUNCTION revoke_pool(p_worker_id text, p_pool text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.revoke_pool(p_worker_id text, p_pool text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.revoke_pool(p_worker_id text, p_pool text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION revoke_project_token(p_token_id text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.revoke_project_token(p_token_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.revoke_project_token(p_token_id text) TO ql_runtime;
+
+
+--
 -- Name: FUNCTION run_state_counts(); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
@@ -6997,6 +9174,7 @@ GRANT ALL ON FUNCTION ql.status_snapshot() TO ql_runtime;
 
 REVOKE ALL ON FUNCTION ql.sweep_leases(p_batch integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.sweep_leases(p_batch integer) TO ql_runtime;
+GRANT ALL ON FUNCTION ql.sweep_leases(p_batch integer) TO ql_sweeper;
 
 
 --
@@ -7076,6 +9254,13 @@ REVOKE ALL ON FUNCTION ql_private.class_candidate_page(p_classes integer[], p_af
 
 
 --
+-- Name: FUNCTION close_drained_session(); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.close_drained_session() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION digest_equal(p_a bytea, p_b bytea); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -7087,6 +9272,13 @@ REVOKE ALL ON FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) FROM PUBLIC
 --
 
 REVOKE ALL ON FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION drain_session(p_session_id uuid, OUT released integer, OUT running integer, OUT state text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.drain_session(p_session_id uuid, OUT released integer, OUT running integer, OUT state text) FROM PUBLIC;
 
 
 --
@@ -7153,6 +9345,13 @@ REVOKE ALL ON FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p
 
 
 --
+-- Name: FUNCTION lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION matching_classes(p_capabilities jsonb); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -7192,6 +9391,62 @@ REVOKE ALL ON FUNCTION ql_private.placement_class_of(p_revision_id uuid) FROM PU
 --
 
 REVOKE ALL ON FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION pool_of(p_pool text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.pool_of(p_pool text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION pool_ready_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.pool_ready_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION producer_run(p_project_id uuid, p_run_id text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.producer_run(p_project_id uuid, p_run_id text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION producer_task(p_project_id uuid, p_task text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.producer_task(p_project_id uuid, p_task text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION producer_token(p_token_id text, p_token_digest bytea, p_scope text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.producer_token(p_token_id text, p_token_digest bytea, p_scope text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION project_default_pool(); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.project_default_pool() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION project_runs_page(p_project_id uuid, p_states text[], p_limit integer, p_after text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.project_runs_page(p_project_id uuid, p_states text[], p_limit integer, p_after text) FROM PUBLIC;
 
 
 --
@@ -7244,6 +9499,13 @@ REVOKE ALL ON FUNCTION ql_private.refuse_revision_change() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION release_ungranted_leases(p_session_id uuid); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.release_ungranted_leases(p_session_id uuid) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION release_unstarted_leases(p_session_ids uuid[], p_reason text); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -7262,6 +9524,13 @@ REVOKE ALL ON FUNCTION ql_private.require_digest(p_value bytea, p_field text) FR
 --
 
 REVOKE ALL ON FUNCTION ql_private.require_reason(p_value text, p_field text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION run_default_pool(); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.run_default_pool() FROM PUBLIC;
 
 
 --
@@ -7328,6 +9597,13 @@ REVOKE ALL ON FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbe
 
 
 --
+-- Name: FUNCTION task_default_pool(); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.task_default_pool() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION validate_capabilities(p_capabilities jsonb); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -7346,6 +9622,13 @@ REVOKE ALL ON FUNCTION ql_private.validate_placement(p_placement jsonb) FROM PUB
 --
 
 REVOKE ALL ON FUNCTION ql_private.validate_result(p_result jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION waiting_classes(p_due_by timestamp with time zone); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.waiting_classes(p_due_by timestamp with time zone) FROM PUBLIC;
 
 
 --
