@@ -2,7 +2,7 @@
 --
 -- Purpose: `admin pool create --project P --name N` (SPEC §13.1). A pool belongs
 --   to one project; the project is created when it does not exist yet (with its
---   `default` pool, migration 0022's projects_default_pool trigger).
+--   `default` pool, migration 0019's projects_default_pool trigger).
 -- Inputs: p_project (^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$), p_name
 --   (^[a-z0-9][a-z0-9._-]{0,62}$).
 -- Fences: the names.

@@ -6,7 +6,7 @@
 --   §13.1, §13.3), in the same priority DESC, queue_seq, id order and with the
 --   same candidate conditions as ql_private.candidate_page. Each pool is one
 --   range scan of runs_pool_keyset (equality on the pool, row comparison on the
---   key, migration 0022), limited to limit + 1; the per-pool heads are merged and
+--   key, migration 0019), limited to limit + 1; the per-pool heads are merged and
 --   cut to limit + 1. Cost: two index descents per granted pool, whatever other
 --   pools hold — with 1,000 pools queued and one granted, a page reads that
 --   pool's head alone.

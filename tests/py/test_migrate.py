@@ -203,8 +203,8 @@ def test_0016_pins_each_live_row_to_its_tasks_settings(db_dsn: str) -> None:
     assert nullable == (0,)
 
 
-def test_0023_keeps_every_existing_worker_on_self_labels(db_dsn: str) -> None:
-    """The statements of 0023, run against workers registered before it (its
+def test_0020_keeps_every_existing_worker_on_self_labels(db_dsn: str) -> None:
+    """The statements of 0020, run against workers registered before it (its
     column and table dropped again, in a transaction rolled back at the end):
     each existing worker keeps today's behaviour, explicitly (self_labels true)
     and its session still opens with labels nobody granted; a worker registered
@@ -213,7 +213,7 @@ def test_0023_keeps_every_existing_worker_on_self_labels(db_dsn: str) -> None:
     from qinglong.schemas.canonical import canonical_bytes
     from tests.py.provision import DEFAULT_CAPABILITIES, Provisioner
 
-    text = next(m for m in load_migrations() if m.name.startswith("0023")).text
+    text = next(m for m in load_migrations() if m.name.startswith("0020")).text
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
     statements = [stmt.strip() for stmt in code.split(";")
                   if stmt.strip().startswith(("ALTER TABLE", "CREATE TABLE"))]
@@ -242,8 +242,8 @@ def test_0023_keeps_every_existing_worker_on_self_labels(db_dsn: str) -> None:
     assert refused.value.sqlstate == "QL016"
 
 
-def test_0022_puts_existing_work_in_default_pools_and_keeps_workers_working(db_dsn: str) -> None:
-    """0022 applied to a database as 0021 left it (its objects dropped again, in a
+def test_0019_puts_existing_work_in_default_pools_and_keeps_workers_working(db_dsn: str) -> None:
+    """0019 applied to a database as 0018 left it (its objects dropped again, in a
     transaction rolled back at the end), with runs in flight: every task and run
     lands in its project's default pool, every worker holds an explicit,
     revocable grant of every default pool (not '*'), its in-flight offer stays
@@ -251,7 +251,7 @@ def test_0022_puts_existing_work_in_default_pools_and_keeps_workers_working(db_d
     from qinglong.db.migrator import load_functions
     from tests.py.provision import Intent, Provisioner
 
-    text = next(m for m in load_migrations() if m.name.startswith("0022")).text
+    text = next(m for m in load_migrations() if m.name.startswith("0019")).text
     pool_of = next(f for f in load_functions() if f.name == "pool_of.sql").text
     with psycopg.connect(db_dsn) as conn:
         prov = Provisioner(conn)

@@ -1,4 +1,4 @@
--- 0026 queue depth split into ready and scheduled runs per task (SPEC §10,
+-- 0023 queue depth split into ready and scheduled runs per task (SPEC §10,
 -- the console overview; SPEC §9.2 scheduled runs).
 --
 -- runs_task_queued_due (task_id, due_at) over the queued runs: ql.queue_depth

@@ -1,4 +1,4 @@
--- 0025 project tokens and the producer role (SPEC §13.4).
+-- 0022 project tokens and the producer role (SPEC §13.4).
 --
 -- 1. ql_private.project_tokens: one row per token `admin token create` made.
 --    The token string `qlp_<id>_<secret>` is generated and printed once by the

@@ -1,4 +1,4 @@
--- 0024 the sweeper's own role; prune_audit leaves an audit record.
+-- 0021 the sweeper's own role; prune_audit leaves an audit record.
 --
 -- 1. ql_sweeper (NOLOGIN, created cluster-wide by db/bootstrap.sql like the
 --    other project roles, CONNECT granted there) may execute exactly the

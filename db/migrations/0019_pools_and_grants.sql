@@ -1,4 +1,4 @@
--- 0022 pools and worker grants (SPEC §13.1, §13.3): a worker takes only the
+-- 0019 pools and worker grants (SPEC §13.1, §13.3): a worker takes only the
 -- runs of the pools an operator granted it.
 --
 -- * ql_private.pools: a pool belongs to one project; names

@@ -1,4 +1,4 @@
--- 0023 granted labels (SPEC §13.2): a worker's placement labels are the ones
+-- 0020 granted labels (SPEC §13.2): a worker's placement labels are the ones
 -- an operator vouches for, not whatever its capabilities document claims.
 --
 -- 1. ql_private.worker_labels (worker_id, key, value): the labels granted to a
