@@ -31,8 +31,11 @@ IDENTITY_REJECTIONS = frozenset({
     "ids_not_closed", "digest_mismatch", "lease_invalid", "not_offered",
 })  # fmt: skip
 IDENTITY_CONFLICTS = frozenset({"token_mismatch", "offer_foreign", "revision_drift"})
-FACT_CONFLICTS = frozenset({"lease_expired", "session_replaced", "lease_terminal",
-                            "attempt_changed"})  # fmt: skip
+# A session that ended answers session_replaced, or (QL013) session_closed: both
+# need the session's end in the database before the answer.
+SESSION_CONFLICTS = frozenset({"session_replaced", "session_closed"})
+FACT_CONFLICTS = frozenset({"lease_expired", "lease_terminal", "attempt_changed",
+                            *SESSION_CONFLICTS})  # fmt: skip
 SESSION_REASONS = frozenset({"session_lost", "session_changed", "worker_changed"})
 SESSION_RELEASES = frozenset({"session_replaced", "session_closed"})
 
@@ -101,7 +104,7 @@ def _conflict(facts: Facts, claim: Claim, op: Op, reason: str, where: str) -> Ve
         return Anomaly("c", f"{where}: conflict `{reason}` has no known cause")
     kind = f"conflict {reason}"
     lease = facts.lease(claim.offer_id)
-    if reason == "session_replaced":
+    if reason in SESSION_CONFLICTS:
         return _session_gone(facts, claim, op, kind, where)
     if lease is None:
         return Anomaly("c", f"{where}: conflict {reason} for an offer without a lease")
