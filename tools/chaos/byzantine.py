@@ -1,4 +1,4 @@
-"""The soak's hostile worker (docs/RELIABILITY.md "The Byzantine worker").
+"""The soak's hostile worker (docs/RELIABILITY.md "The hostile worker").
 
 `python -m tools.chaos.byzantine CONFIG` runs one process with an identity of its
 own (certificate + `ql3w_` credential, provisioned like every worker's) that
@@ -18,9 +18,10 @@ trying — at a bounded rate — what a compromised or buggy worker would:
   and completions of a lease it let expire, replays of its own old requests.
 
 Every request and its answer is one op of `byzantine.jsonl` (f `byz`, process
-`byz`), with the answers the contract allows for it (`expect`); no token or
-secret is ever recorded. The checker (tools/chaos/byzantine_check.py, class j)
-judges them against the database. Requests whose answer was lost (a proxy drop,
+`byz`), with the answers the contract allows for it (`expect`, from the
+checker's own table, byzantine_check.EXPECT, which is what judges it); no token
+or secret is ever recorded. The checker (tools/chaos/byzantine_check.py, class
+j) judges them against the database. Requests whose answer was lost (a proxy drop,
 a killed ingress) are recorded without a status and not judged.
 """
 
