@@ -1115,7 +1115,8 @@ BYZ_KINDS = {"ack_foreign": "/v1/leases/ack", "complete_foreign": "/v1/leases/co
              "pull_foreign_offer": "/v1/offers/pull", "session_close_foreign":
              "/v1/sessions/close", "credential_wrong_secret": "/v1/sessions/heartbeat",
              "pull_own": "/v1/offers/pull", "own_ack_stale_version": "/v1/leases/ack",
-             "own_complete_replay": "/v1/leases/complete", "own_complete": "/v1/leases/complete"}
+             "own_complete_replay": "/v1/leases/complete", "own_complete": "/v1/leases/complete",
+             "session_open_foreign_labels": "/v1/sessions"}
 
 
 def _hostile_worker(scene: Scenario) -> tuple[str, Session]:
@@ -1319,3 +1320,68 @@ def test_a_lease_call_on_a_worker_without_the_executor_is_caught_in_the_database
     assert "j_byzantine" in found, found
     details = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
     assert any(item.offer_id in d and "another's call" in d for d in details), details
+
+
+def _grant_only(scene: Scenario, worker_id: str, pool: str, labels: dict[str, str]) -> None:
+    """The hostile worker of the soak: granted one pool of the project (created
+    here) and `labels`, neither every pool nor self-labels (SPEC §13)."""
+    scene.sql("INSERT INTO ql_private.pools (project_id, name) SELECT project_id, %s"
+              " FROM ql_private.pools WHERE name = 'default' LIMIT 1", pool)
+    scene.sql("UPDATE ql_private.workers SET all_pools = false, self_labels = false"
+              " WHERE id = %s::uuid", worker_id)
+    scene.sql("INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id) SELECT %s::uuid,"
+              " id FROM ql_private.pools WHERE name = %s", worker_id, pool)
+    for key, value in labels.items():
+        scene.sql("INSERT INTO ql_private.worker_labels (worker_id, key, value)"
+                  " VALUES (%s::uuid, %s, %s)", worker_id, key, value)
+
+
+def test_hostile_lease_on_a_pool_not_granted_to_it_is_an_anomaly(scenario: Scenario) -> None:
+    """From the database alone: a lease of the hostile worker on a run of a pool it
+    was not granted is flagged, whatever its answers said; granted the run's pool
+    (or every pool), the same lease is fine."""
+    worker_id, session = _hostile_worker(scenario)
+    offer_id = _hostile_lease(scenario, session)  # a run of `default`
+    _hostile_op(scenario, "pull_own", "200:offered", ("200:offered", "200:idle"),
+                target="own", offer_id=offer_id, labels={})  # fmt: skip
+    assert _finish(scenario) == set()  # granted every pool
+    _grant_only(scenario, worker_id, "hostile", {})
+    assert _finish(scenario) == {"j_byzantine"}
+    [detail] = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
+    assert offer_id in detail and "of pool" in detail and "not granted" in detail, detail
+    scenario.sql("INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id) SELECT"
+                 " %s::uuid, id FROM ql_private.pools WHERE name = 'default'", worker_id)
+    assert _finish(scenario) == set()
+
+
+@pytest.mark.parametrize(("answer", "flagged"), [
+    ("403:label_not_granted", False), ("201", True), ("400:invalid_label", True)])
+def test_hostile_session_with_labels_not_granted_is_judged(
+        scenario: Scenario, answer: str, flagged: bool) -> None:  # fmt: skip
+    """A session declaring the honest fleet's labels must be refused 403
+    label_not_granted (the checker's table)."""
+    worker_id, _ = _hostile_worker(scenario)
+    _grant_only(scenario, worker_id, "hostile", {"fleet": "Exec"})
+    _hostile_op(scenario, "session_open_foreign_labels", answer, ("403:label_not_granted",),
+                target="own", labels={"fleet": "exec"})  # fmt: skip
+    assert _finish(scenario) == ({"j_byzantine"} if flagged else set())
+    if flagged:
+        [detail] = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
+        assert "session_open_foreign_labels" in detail and "the contract allows" in detail
+
+
+def test_hostile_session_declaring_labels_not_granted_is_an_anomaly(
+        scenario: Scenario) -> None:  # fmt: skip
+    """From the database alone: a session of the hostile worker (not self-labels)
+    whose declared labels are not all granted is flagged (it was let in)."""
+    worker_id, session = _hostile_worker(scenario)  # its session declares no label
+    _grant_only(scenario, worker_id, "hostile", {"fleet": "Exec"})
+    _hostile_op(scenario, "session_open_foreign_labels", "403:label_not_granted",
+                ("403:label_not_granted",), target="own", labels={"fleet": "exec"})
+    assert _finish(scenario) == set()
+    scenario.sql("UPDATE ql_private.worker_sessions SET capabilities = jsonb_set(capabilities,"
+                 " '{labels}', '{\"fleet\": \"exec\"}') WHERE session_id = %s::uuid",
+                 session.session_id)
+    assert _finish(scenario) == {"j_byzantine"}
+    [detail] = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
+    assert session.session_id in detail and "not granted (fleet)" in detail, detail

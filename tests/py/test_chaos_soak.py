@@ -192,6 +192,9 @@ def test_short_soak_finds_no_anomalies(tmp_path: Path) -> None:
     assert counts.get("doubleStartRefused", 0) > 0 and "doubleStartRan" not in counts, counts
     # The hostile worker (class j) was answered, and refused on others' leases/sessions.
     assert counts.get("byzJudged", 0) > 100 and counts.get("byzForeignRefused", 0) > 0, counts
+    # Two pools (SPEC §13): it was offered runs of its own pool, and its sessions
+    # declaring the honest fleet's labels were refused label_not_granted.
+    assert counts.get("byzHonestOffers", 0) > 0 and counts.get("byzLabelsRefused", 0) > 0, counts
     # The offline checker alone (the CLI) agrees with the soak's own verdict.
     check = subprocess.run([sys.executable, "-m", "tools.chaos", "check", str(out)],
                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip

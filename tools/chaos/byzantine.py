@@ -11,8 +11,13 @@ trying — at a bounded rate — what a compromised or buggy worker would:
 * wrong session generations, its own replaced sessions, another worker's
   session (pull, heartbeat, close); the body naming another worker; another
   worker's credential; a wrong secret;
-* case and whitespace variants of the `fleet=exec` label in its capabilities
-  (its sessions never carry the exact label: an `exec-*` run must never reach it);
+* sessions declaring labels it was not granted (SPEC §13.2; it is not
+  self-labels): the honest fleet's exact `fleet=exec`, or a case/space variant
+  other than its own granted `fleet=Exec` — each must be refused 403
+  label_not_granted; its own sessions declare only its granted label;
+* it is granted only its own pool (`chaos/hostile`, SPEC §13.1): its honest pulls
+  are offered that pool's runs, and its replays of the honest workers' offer ids
+  (runs of `chaos/default`) must be refused;
 * on the leases it honestly claims (one slot): a wrong token, a wrong
   generation, a stale version, a heartbeat or completion before starting, ACKs
   and completions of a lease it let expire, replays of its own old requests.
@@ -56,8 +61,8 @@ F = "byz"
 RECORD_FILE = "byzantine.jsonl"
 PULL, SESSIONS = "/v1/offers/pull", "/v1/sessions"
 ACK, HEARTBEAT, COMPLETE = "/v1/leases/ack", "/v1/leases/heartbeat", "/v1/leases/complete"
-# Its capabilities: label values that differ from `exec` only by case or spaces
-# (accepted: printable), and a key that differs by case (refused: keys are lowercase).
+# Label values that differ from `exec` only by case or spaces (printable: valid, but
+# granted only as its own `Exec`), and a key that differs by case (keys are lowercase).
 LABEL_VARIANTS = ("Exec", "EXEC", " exec", "exec ", "eXec")
 BAD_KEY = "Fleet"
 
@@ -82,6 +87,8 @@ class HostileConfig:
     credential_file: str
     record: Path
     victims: tuple[Victim, ...]
+    labels: dict[str, str]  # granted to it: all its own sessions declare
+    foreign_labels: dict[str, str]  # the honest fleet's, never granted to it
     rate_per_s: float = 4.0
     lease_ttl_s: float = 5.0
     seed: int = 0
@@ -93,6 +100,7 @@ class HostileConfig:
                         for v in doc.pop("victims"))  # fmt: skip
         return cls(doc["ingressUrl"], doc["workerId"], doc["certFile"], doc["keyFile"],
                    doc["caFile"], doc["credentialFile"], Path(doc["record"]), victims,
+                   dict(doc["labels"]), dict(doc["foreignLabels"]),
                    float(doc.get("ratePerS", 4.0)), float(doc.get("leaseTtlS", 5.0)),
                    int(doc.get("seed", 0)))  # fmt: skip
 
@@ -269,9 +277,8 @@ class Hostile:
                 "labels": labels, "runtimes": {}, "slots": 1}  # fmt: skip
 
     def open_session(self) -> None:
-        """A new session whose `fleet` label is a case/space variant of `exec`."""
-        labels = {"fleet": LABEL_VARIANTS[self.variant % len(LABEL_VARIANTS)]}
-        self.variant += 1
+        """A new session declaring its own granted labels (replaces its current one)."""
+        labels = dict(self.config.labels)
         body = {"schema": "qinglong/session-open-request@v1", "workerId": self.config.worker_id,
                 "capabilities": self.capabilities(labels)}  # fmt: skip
         answer = self.send("session_open", SESSIONS, body, target="own",
@@ -445,6 +452,23 @@ class Hostile:
         finally:
             http.close()
 
+    def probe_foreign_labels(self) -> None:
+        """A session declaring labels it was not granted: the honest fleet's exact ones,
+        or a variant of them other than its own (refused: nothing replaced)."""
+        variants = [v for v in LABEL_VARIANTS if v not in self.config.labels.values()]
+        if self.variant % 2 == 0:
+            labels = dict(self.config.foreign_labels)
+        else:
+            labels = {k: variants[self.variant // 2 % len(variants)]
+                      for k in self.config.foreign_labels}  # fmt: skip
+        self.variant += 1
+        body = {"schema": "qinglong/session-open-request@v1", "workerId": self.config.worker_id,
+                "capabilities": self.capabilities(labels)}  # fmt: skip
+        answer = self.send("session_open_foreign_labels", SESSIONS, body, target="own",
+                           extra={"labels": labels})  # fmt: skip
+        if answer.status == 201:  # it should not have: its session was replaced
+            self.session = None
+
     def probe_bad_label_key(self) -> None:
         body = {"schema": "qinglong/session-open-request@v1", "workerId": self.config.worker_id,
                 "capabilities": self.capabilities({BAD_KEY: "exec"})}  # fmt: skip
@@ -457,7 +481,7 @@ class Hostile:
     # -- its own leases -----------------------------------------------------------------
 
     def pull_own(self) -> None:
-        """An honest pull (fresh offer id) from its variant-labelled session."""
+        """An honest pull (fresh offer id) from its own session (its granted labels)."""
         own = self.session
         if own is None or self.held is not None:
             return
@@ -584,7 +608,8 @@ class Hostile:
     PROBES = ("probe_foreign_pull", "probe_foreign_lease", "probe_foreign_lease",
               "probe_unknown_offer", "probe_wrong_generation", "probe_old_session",
               "probe_foreign_session", "probe_foreign_session", "probe_identity",
-              "probe_credentials", "probe_bad_label_key", "probe_replay_old")
+              "probe_credentials", "probe_bad_label_key", "probe_foreign_labels",
+              "probe_replay_old")
 
     def tick(self) -> None:
         if self.session is None or time.monotonic() - self.last_heartbeat > 90:
@@ -597,7 +622,7 @@ class Hostile:
             self.own_step()
             return
         if self.held is None and self.rng.random() < 0.03:
-            self.open_session()  # another variant (replaces its session: an old one)
+            self.open_session()  # another session (replaces its current one: an old one)
             return
         if self.held is None and self.rng.random() < 0.3:
             self.pull_own()  # often: the others take most runs first

@@ -18,11 +18,17 @@ contract and the database snapshot:
    honest pulls answered `offered`, and every 2xx answer to its lease calls is
    for such a lease;
 4. its legitimately held leases are judged like anyone's: their placement holds
-   against the exact labels of the session that claimed them (its labels are
-   case/space variants of `fleet=exec`: an `exec-*` run must never reach it); a
+   against the exact labels of the session that claimed them (its granted label
+   is a case variant of `fleet=exec`: an `exec-*` run must never reach it); a
    legitimate call refused `lease_expired` / `lease_terminal` has its cause in
    the database; an exact repeat of its own call answers the same lease version
-   (it changed nothing).
+   (it changed nothing);
+5. the pool and label boundary (SPEC §13), from the database alone: every lease
+   of the hostile worker is on a run of a pool it is granted (the soak never
+   revokes its grant, so the grants at the end are those at every claim), and
+   none of its sessions declares a label it was not granted (it is not
+   self-labels). Its sessions declaring the honest fleet's labels must be
+   answered 403 label_not_granted (1.).
 
 Unanswered requests (network, a killed ingress) and 503/429 answers (no decision)
 are counted, not judged.
@@ -72,6 +78,8 @@ EXPECT: dict[str, tuple[str, ...]] = {
     "credential_foreign": ("403:worker_mismatch",),
     "credential_wrong_secret": ("401:invalid_credential",),
     "session_open_bad_label": ("400:schema_invalid", "400:invalid_input", "400:invalid_label"),
+    # labels it was not granted (the honest fleet's, or variants of them): SPEC §13.2
+    "session_open_foreign_labels": ("403:label_not_granted",),
     # its own session and honest pulls
     "session_open": ("201",),
     "session_heartbeat": ("200", *_OVER),
@@ -133,6 +141,35 @@ def check_byzantine(facts: Facts) -> Iterator[Anomaly]:
         yield from _answer(facts, op, worker_id, honest)
     yield from _its_leases(facts, worker_id, honest, judged)
     yield from _untouchable_leases(facts)
+    yield from _pool_boundary(facts, worker_id)
+
+
+def _pool_boundary(facts: Facts, worker_id: str) -> Iterator[Anomaly]:
+    """From the database alone: the hostile worker's leases are all on runs of a pool
+    it is granted, and its sessions declare only labels it is granted."""
+    snapshot = facts.inputs.snapshot
+    grant = next((g for g in snapshot.get("grants", []) if g["workerId"] == worker_id), None)
+    if grant is None:
+        yield Anomaly("j", "the database snapshot has no grants of the hostile worker")
+        return
+    pools = set(grant["pools"])
+    pool_of = {r["id"]: r.get("pool") for r in snapshot["runs"]}
+    for lease in snapshot["leases"]:
+        pool = pool_of.get(lease["runId"])
+        if lease["workerId"] == worker_id and not grant["allPools"] and pool not in pools:
+            yield Anomaly("j", f"lease {lease['offerId']} of the hostile worker is on run "
+                               f"{lease['runId']} of pool {pool}, not granted to it "
+                               f"(granted {sorted(pools)})")
+    if grant["selfLabels"]:
+        return
+    granted = grant["labels"]
+    for session in snapshot["sessions"]:
+        labels = session.get("labels") or {}
+        ungranted = sorted(k for k, v in labels.items() if granted.get(k) != v)
+        if session["workerId"] == worker_id and ungranted:
+            yield Anomaly("j", f"session {session['sessionId']} of the hostile worker declares "
+                               f"labels it was not granted ({', '.join(ungranted)}): "
+                               f"{labels}, granted {granted}")
 
 
 def _untouchable_leases(facts: Facts) -> Iterator[Anomaly]:
@@ -249,4 +286,6 @@ def byzantine_counts(facts: Facts) -> dict[str, int]:
             found["byzHonestOffers"] += 1
         if op.value == "own_complete" and status == 200:
             found["byzHonestCompletions"] += 1
+        if op.value == "session_open_foreign_labels" and status == 403:
+            found["byzLabelsRefused"] += 1
     return dict(found)

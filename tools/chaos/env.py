@@ -14,6 +14,12 @@ placement requires the label `fleet=exec` that only executing workers carry
 `exec-fail` exits 3. Every task's lease TTL and retry policy is set through
 `configure_task` (SPEC §9.1, what `admin task configure` calls) and written to
 the manifest, so the checker judges retries against the policy in force.
+
+Two pools (SPEC §13.1): those tasks live in `chaos/default`, the one pool the
+honest workers are granted. The hostile worker (tools/chaos/byzantine.py) is
+granted only `chaos/hostile`, where HOSTILE_TASK's runs wait for its honest
+pulls, and only its own labels (HOSTILE_LABELS; not self-labels, §13.2): a
+session declaring the honest fleet's labels must be refused label_not_granted.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ from typing import Any
 PROJECT = "chaos"
 TASK = "soak"
 EXEC_LABEL = {"fleet": "exec"}  # carried by executing workers only
+HONEST_POOL = f"{PROJECT}/default"  # every TASKS run, the honest workers' only grant
+HOSTILE_POOL = f"{PROJECT}/hostile"  # the hostile worker's only grant
+# Its only granted label: a case variant of the honest fleet's (never `exec`).
+HOSTILE_LABELS = {"fleet": "Exec"}
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,11 @@ TASKS: tuple[TaskSpec, ...] = (
              exec_only=True, retry_cap_ms=1000),
 )
 
-__all__ = ["EXEC_LABEL", "TASKS", "SoakEnv", "TaskSpec", "create_env"]
+# The hostile pool's task: runs its honest pulls are offered (none other can take them).
+HOSTILE_TASK = TaskSpec("hostile", ("true",), "succeeded")
+
+__all__ = ["EXEC_LABEL", "HONEST_POOL", "HOSTILE_LABELS", "HOSTILE_POOL", "HOSTILE_TASK",
+           "TASKS", "SoakEnv", "TaskSpec", "create_env"]
 
 
 @dataclass
@@ -133,8 +147,12 @@ def _start_cluster(root: Path) -> Any:
     return cluster
 
 
-def create_env(root: Path, worker_names: list[str], lease_ttl_s: int) -> SoakEnv:
-    """Cluster + migrate + roles + CA + server cert + worker identities + the task."""
+def create_env(root: Path, worker_names: list[str], lease_ttl_s: int,
+               hostile: str | None = None) -> SoakEnv:
+    """Cluster + migrate + roles + CA + server cert + worker identities + the tasks.
+
+    `hostile` names the identity of the hostile worker (granted HOSTILE_POOL and
+    HOSTILE_LABELS only); every other worker is granted HONEST_POOL."""
     from qinglong import dev_cli
     from qinglong.service import control_plane
 
@@ -148,17 +166,15 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int) -> SoakEnv
                       runtime_dsn=dsns.runtime, sweeper_dsn=dsns.sweeper, tls=tls,
                       ca_file=Path(ca_file))
         with control_plane.connect(dsns.superuser) as conn:
+            project, pool = HOSTILE_POOL.split("/")
+            control_plane.create_pool(conn, project, pool)  # and the project, its default
             for name in worker_names:
-                # Self-labels: byzantine workers declare label variants
-                # whose placement the checker judges (SPEC §13.2 keeps it).
-                worker = control_plane.provision_worker(conn, name, root / "ca",
-                                                        root / "workers" / name,
-                                                        self_labels=True)
-                env.workers[name] = WorkerIdentity(name, worker.worker_id, str(worker.cert_file),
-                                                   str(worker.key_file),
-                                                   str(worker.credential_file))
+                env.workers[name] = _provision(conn, root, name, hostile=name == hostile)
             for spec in TASKS:
-                env.tasks[spec.name] = _publish_task(conn, spec, lease_ttl_s)
+                env.tasks[spec.name] = _publish_task(conn, spec, lease_ttl_s, HONEST_POOL)
+            if hostile is not None:
+                env.tasks[HOSTILE_TASK.name] = _publish_task(conn, HOSTILE_TASK, lease_ttl_s,
+                                                             HOSTILE_POOL)  # fmt: skip
             env.task_id = env.tasks[TASK]
         # The run-as user must reach its runs dir: outside the private soak dir.
         env.runs_root = Path(tempfile.mkdtemp(prefix="ql-chaos-runs-"))
@@ -174,12 +190,27 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int) -> SoakEnv
         raise
 
 
-def _publish_task(conn: Any, spec: TaskSpec, lease_ttl_s: int) -> str:
+def _provision(conn: Any, root: Path, name: str, *, hostile: bool) -> WorkerIdentity:
+    from qinglong.service import control_plane
+
+    if hostile:  # its own pool and labels only; declared labels must be granted
+        grants: dict[str, Any] = {"pools": (HOSTILE_POOL,), "labels": HOSTILE_LABELS,
+                                  "self_labels": False}  # fmt: skip
+    else:  # self-labels: the honest fleet declares `fleet=exec` as before §13.2
+        grants = {"pools": (HONEST_POOL,), "self_labels": True}
+    worker = control_plane.provision_worker(conn, name, root / "ca", root / "workers" / name,
+                                            **grants)  # fmt: skip
+    return WorkerIdentity(name, worker.worker_id, str(worker.cert_file), str(worker.key_file),
+                          str(worker.credential_file))  # fmt: skip
+
+
+def _publish_task(conn: Any, spec: TaskSpec, lease_ttl_s: int, pool: str) -> str:
     from qinglong.service import control_plane
     from qinglong.service.compiler import compile_command
 
     compiled = compile_command(spec.command())
-    published = control_plane.publish_revision(conn, PROJECT, spec.name, compiled.canonical)
+    published = control_plane.publish_revision(conn, PROJECT, spec.name, compiled.canonical,
+                                               pool)  # fmt: skip
     task_id = str(published["taskId"])
     control_plane.configure_task(conn, task_id, control_plane.TaskSettings(
         lease_ttl_s=lease_ttl_s, max_attempts=spec.max_attempts,

@@ -1,8 +1,9 @@
 """Snapshots the checker reads: the database (as superuser) and worker journals.
 
 Database snapshot (`snapshot.json`): every lease, every `run.dispatched` event,
-every run and attempt, with times as integer microseconds since the epoch (the
-overlap check needs the database's own resolution) and `takenAtUs` from
+every run (with its pool) and attempt, every session (with its declared labels),
+every worker's grants (pools, labels), with times as integer microseconds since
+the epoch (the overlap check needs the database's own resolution) and `takenAtUs` from
 `clock_timestamp()`. Each lease carries `offerDigest`: the digest of its offer
 projection (`ql_private.offer_projection`, what a replay would return now) in
 the *stable view* of :func:`offer_view_digest`, so the checker can compare it
@@ -78,14 +79,29 @@ SELECT e.id, e.run_id::text, e.attempt_id::text, e.payload->>'offerId',
   FROM ql_private.events e WHERE e.type = 'run.dispatched' ORDER BY e.id"""
 _RUNS = """
 SELECT r.id::text, r.state, r.current_attempt_id::text, r.cancel_requested, r.runtime_owned,
-       r.task_id::text
-  FROM ql_private.runs r ORDER BY r.queue_seq"""
+       r.task_id::text, pj.name || '/' || po.name
+  FROM ql_private.runs r
+  JOIN ql_private.pools po ON po.id = r.pool_id
+  JOIN ql_private.projects pj ON pj.id = po.project_id
+ ORDER BY r.queue_seq"""
 _SESSIONS = f"""
 SELECT s.session_id::text, s.worker_id::text, s.generation, s.state, {_us('s.opened_at')},
-       {_us('s.expires_at')}, {_us('s.closed_at')}, s.slots
+       {_us('s.expires_at')}, {_us('s.closed_at')}, s.slots, s.capabilities -> 'labels'
   FROM ql_private.worker_sessions s ORDER BY s.opened_at"""
 _SESSION_KEYS = ("sessionId", "workerId", "generation", "state", "openedAtUs", "expiresAtUs",
-                 "closedAtUs", "slots")  # fmt: skip
+                 "closedAtUs", "slots", "labels")  # fmt: skip
+# What each worker is granted (SPEC §13): pools ('P/N'; allPools = '*') and labels.
+_GRANTS = """
+SELECT w.id::text, w.all_pools, w.self_labels,
+       COALESCE((SELECT array_agg(pj.name || '/' || po.name ORDER BY 1)
+                   FROM ql_private.worker_pool_grants g
+                   JOIN ql_private.pools po ON po.id = g.pool_id
+                   JOIN ql_private.projects pj ON pj.id = po.project_id
+                  WHERE g.worker_id = w.id), '{}'),
+       COALESCE((SELECT jsonb_object_agg(l.key, l.value) FROM ql_private.worker_labels l
+                  WHERE l.worker_id = w.id), '{}')
+  FROM ql_private.workers w ORDER BY w.id"""
+_GRANT_KEYS = ("workerId", "allPools", "selfLabels", "pools", "labels")
 _REVISIONS = """
 SELECT r.id::text, r.content_digest, encode(r.canonical, 'hex'), r.kind, r.executor, r.spec,
        r.placement
@@ -135,7 +151,8 @@ def take_db_snapshot(dsn: str) -> dict[str, Any]:
             "dispatched": _rows(conn, _DISPATCHED, ("id", "runId", "attemptId", "offerId",
                                                     "workerId", "createdAtUs")),
             "runs": _rows(conn, _RUNS, ("id", "state", "currentAttemptId", "cancelRequested",
-                                        "runtimeOwned", "taskId")),
+                                        "runtimeOwned", "taskId", "pool")),
+            "grants": _rows(conn, _GRANTS, _GRANT_KEYS),
             "attempts": _rows(conn, _ATTEMPTS, ("id", "runId", "attemptNo", "state",
                                                 "executor", "notBeforeUs", "createdAtUs",
                                                 "finishedAtUs", "exitCode", "reason",

@@ -142,6 +142,9 @@ class SoakPlan:
     seed: int | None = None
 
 
+# The hostile pool (env.HOSTILE_POOL): runs at the start, and more with each enqueue,
+# so its honest pulls keep getting offers (priority fixed: the seed's draws unchanged).
+HOSTILE_RUNS, HOSTILE_TOPUP = 20, 3
 STALE_ARM_S = 30.0  # an armed worker that has not reached its window by then: arm another
 SHORT = SoakPlan("short", min_pulls=2000, duration_s=140.0, max_duration_s=220.0)
 LONG = SoakPlan("long", min_pulls=20000, duration_s=900.0, max_duration_s=2400.0)
@@ -360,7 +363,8 @@ class Soak:
 
         self.recorder = HistoryWriter(self.out / RECORDS[0])
         identities = [*self.workers, *([BYZ] if self.plan.byzantine_rate_per_s > 0 else [])]
-        self.env = soak_env.create_env(self.out, identities, self.plan.lease_ttl_s)
+        self.env = soak_env.create_env(self.out, identities, self.plan.lease_ttl_s,
+                                       hostile=BYZ if BYZ in identities else None)
         self.log(f"PostgreSQL on 127.0.0.1:{self.env.cluster.port}, migrated; CA, "
                  f"{len(self.workers)} worker identities; lease TTL {self.plan.lease_ttl_s}s")
         ports: list[int] = []
@@ -382,6 +386,8 @@ class Soak:
         for spec in soak_env.TASKS:  # every task from the start, by its weight
             share = self.plan.initial_runs * spec.weight // sum(t.weight for t in soak_env.TASKS)
             self.enqueue(max(share, 1), spec.name)
+        if BYZ in identities:  # the hostile pool's runs: only the hostile may take them
+            self.enqueue(HOSTILE_RUNS, soak_env.HOSTILE_TASK.name, hostile=True)
         self._start_workers(self.proxy.port)
         self._start_byzantine(self.proxy.port)
         self._write_manifest()
@@ -422,6 +428,7 @@ class Soak:
             "certFile": ident.cert_file, "keyFile": ident.key_file,
             "caFile": str(self.env.ca_file), "credentialFile": ident.credential_file,
             "record": str(self.out / BYZ_RECORD), "victims": victims,
+            "labels": soak_env.HOSTILE_LABELS, "foreignLabels": soak_env.EXEC_LABEL,
             "ratePerS": self.plan.byzantine_rate_per_s, "leaseTtlS": self.plan.lease_ttl_s,
             "seed": self.rng.randrange(2**32)})
         argv = [sys.executable, "-m", "tools.chaos.byzantine", str(config)]
@@ -453,18 +460,21 @@ class Soak:
         write_json(self.out / MANIFEST_FILE, {
             "plan": asdict(self.plan), "seed": self.seed, "workers": workers,
             "ingresses": self.ingresses, "taskId": self.env.task_id, "tasks": tasks,
-            "byzantine": ({"name": BYZ, "workerId": self.env.workers[BYZ].worker_id}
+            "byzantine": ({"name": BYZ, "workerId": self.env.workers[BYZ].worker_id,
+                           "pool": soak_env.HOSTILE_POOL, "labels": soak_env.HOSTILE_LABELS,
+                           "taskId": self.env.tasks[soak_env.HOSTILE_TASK.name]}
                           if BYZ in self.env.workers else None),
             "startedAtMs": now_ms(),
         })
 
     # -- client operations -----------------------------------------------------
 
-    def enqueue(self, count: int, task: str | None = None) -> None:
+    def enqueue(self, count: int, task: str | None = None, hostile: bool = False) -> None:
+        """`hostile`: runs of the hostile pool (never cancelled, no draw of the seed)."""
         from qinglong.service import control_plane
 
         assert self.env is not None
-        priority = self.rng.randint(0, 3)
+        priority = 0 if hostile else self.rng.randint(0, 3)
         specs = soak_env.TASKS
         if task is None:
             task = self.rng.choices([t.name for t in specs], [t.weight for t in specs])[0]
@@ -477,7 +487,8 @@ class Soak:
             self.record(CLIENT, FAIL, "enqueue", reason=type(exc).__name__)
             return
         run_ids = [str(r) for r in result.get("runIds") or []]
-        self.known_runs.extend(run_ids)
+        if not hostile:
+            self.known_runs.extend(run_ids)
         self.run_tasks.update(dict.fromkeys(run_ids, task))
         self.record(CLIENT, OK, "enqueue", extra={"runIds": run_ids, "task": task})
 
@@ -690,6 +701,8 @@ class Soak:
         self._spikes(schedule, now)
         if now >= schedule.enqueue:
             self.enqueue(plan.enqueue_batch)
+            if BYZ in self.sup.children:
+                self.enqueue(HOSTILE_TOPUP, soak_env.HOSTILE_TASK.name, hostile=True)
             schedule.enqueue = now + plan.enqueue_every_s
         if now >= schedule.cancel:
             self.cancel_one()
