@@ -148,7 +148,9 @@ def _pool_boundary(facts: Facts, worker_id: str) -> Iterator[Anomaly]:
     """From the database alone: the hostile worker's leases are all on runs of a pool
     it is granted, and its sessions declare only labels it is granted."""
     snapshot = facts.inputs.snapshot
-    grant = next((g for g in snapshot.get("grants", []) if g["workerId"] == worker_id), None)
+    if "grants" not in snapshot:  # a record from before grants were snapshotted
+        return
+    grant = next((g for g in snapshot["grants"] if g["workerId"] == worker_id), None)
     if grant is None:
         yield Anomaly("j", "the database snapshot has no grants of the hostile worker")
         return
