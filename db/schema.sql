@@ -5876,6 +5876,64 @@ COMMENT ON FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_prior
 
 
 --
+-- Name: pool_class_candidate_page(uuid[], integer[], smallint, bigint, uuid, integer, timestamp with time zone, pg_snapshot, xid8); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.pool_class_candidate_page(p_pools uuid[], p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) RETURNS TABLE(run_id uuid, execution_revision_id uuid, priority smallint, queue_seq bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT c.id, c.execution_revision_id, c.priority, c.queue_seq
+      FROM unnest(p_pools) AS p(pool_id)
+     CROSS JOIN unnest(p_classes) AS k(class_id)
+     CROSS JOIN LATERAL (
+        (SELECT r.id, r.execution_revision_id, r.priority, r.queue_seq
+           FROM ql_private.runs r
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+          WHERE r.pool_id = p.pool_id
+            AND r.placement_class = k.class_id
+            AND (-(r.priority::integer), r.queue_seq, r.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+            AND r.due_at IS NULL
+            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+          ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+        UNION ALL
+        (SELECT d.id, d.execution_revision_id, d.priority, d.queue_seq
+           FROM (SELECT dr.id, dr.execution_revision_id, dr.priority, dr.queue_seq,
+                        dr.current_attempt_id, dr.xmax AS row_xmax
+                   FROM ql_private.runs dr
+                  WHERE dr.pool_id = p.pool_id
+                    AND dr.placement_class = k.class_id
+                    AND dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
+                    AND dr.due_at IS NOT NULL AND dr.due_at <= p_now
+                  ORDER BY dr.due_at
+                  LIMIT (p_limit + 1) * 4) d
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
+          WHERE (-(d.priority::integer), d.queue_seq, d.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
+          ORDER BY -(d.priority::integer), d.queue_seq, d.id
+          LIMIT p_limit + 1)) c
+     ORDER BY -(c.priority::integer), c.queue_seq, c.id
+     LIMIT p_limit + 1
+$$;
+
+
+ALTER FUNCTION ql_private.pool_class_candidate_page(p_pools uuid[], p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION pool_class_candidate_page(p_pools uuid[], p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.pool_class_candidate_page(p_pools uuid[], p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of queued candidates of the given pools (a worker''s grants, SPEC 13.1/13.3) and placement classes (the session''s matching classes), in priority DESC, queue_seq, id order: per (pool, class) pair one runs_pool_class_keyset range scan (ready runs) and the due scheduled runs from runs_pool_class_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. The class page of a worker without the all-pools grant: a blocked head in its pools is jumped over (SPEC 3.1). Cost: two index descents per pair, independent of queue depth. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+
+
+--
 -- Name: pools; Type: TABLE; Schema: ql_private; Owner: ql_owner
 --
 
@@ -6701,10 +6759,18 @@ BEGIN
         v_passing := 0;
         -- The page's source, each its own statement (a plan is started on every
         -- execution, so none carries the others' branches): the session's
-        -- placement classes once the pull switched to them; the whole queue
+        -- placement classes once the pull switched to them (within the granted
+        -- pools for a worker without the all-pools grant); the whole queue
         -- (three merged sources) while a scheduled run is due or an offer expired
         -- unstarted; else, the steady state, the ready runs alone.
-        IF v_pools IS NOT NULL AND v_whole_queue THEN
+        IF v_pools IS NOT NULL AND v_classes IS NOT NULL THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.pool_class_candidate_page(v_pools, v_classes,
+                           v_after_priority, v_after_seq, v_after_id, p_page_size, v_now,
+                           v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSIF v_pools IS NOT NULL AND v_whole_queue THEN
             OPEN v_page FOR
                 SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
                   FROM ql_private.pool_candidate_page(v_pools, v_after_priority, v_after_seq,
@@ -6804,9 +6870,9 @@ BEGIN
         -- of a matching class was in the first page (it would have passed), but
         -- due runs of one may sit before its last key (that page's due source
         -- read only the earliest-due runs), and must not be jumped over.
-        -- A worker restricted to granted pools pages on through their keysets
-        -- (the class keysets span every pool).
-        IF v_passing = 0 AND v_classes IS NULL AND v_pools IS NULL THEN
+        -- A worker restricted to granted pools reads the same classes within
+        -- its pools only (pool_class_candidate_page: the pool x class keysets).
+        IF v_passing = 0 AND v_classes IS NULL THEN
             v_classes := ql_private.matching_classes(p_session.capabilities);
             EXIT WHEN cardinality(v_classes) = 0;
             v_after_priority := NULL;
@@ -6833,7 +6899,7 @@ ALTER FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p
 -- Name: FUNCTION scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: pool_candidate_page over the worker''s granted pools unless it holds the all-pools grant (none: idle, nothing read), else class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
+COMMENT ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: pool_candidate_page over the worker''s granted pools unless it holds the all-pools grant (none: idle, nothing read), pool_class_candidate_page (granted pools x matching classes) after a blocked page there, else class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
 
 
 --
@@ -8398,6 +8464,20 @@ CREATE UNIQUE INDEX runs_idempotency_key ON ql_private.runs USING btree (task_id
 
 
 --
+-- Name: runs_pool_class_due; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_pool_class_due ON ql_private.runs USING btree (pool_id, placement_class, due_at) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NOT NULL));
+
+
+--
+-- Name: runs_pool_class_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX runs_pool_class_keyset ON ql_private.runs USING btree (pool_id, placement_class, ((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NULL));
+
+
+--
 -- Name: runs_pool_due; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
@@ -9398,6 +9478,13 @@ REVOKE ALL ON FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabi
 --
 
 REVOKE ALL ON FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION pool_class_candidate_page(p_pools uuid[], p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.pool_class_candidate_page(p_pools uuid[], p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) FROM PUBLIC;
 
 
 --

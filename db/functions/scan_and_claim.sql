@@ -12,18 +12,24 @@
 --   when this one yielded no claim. When a first page had no passing candidate
 --   at all, the following pages come from the placement classes the session
 --   matches (ql_private.matching_classes, read through
---   ql_private.class_candidate_page, from the head of the key order again;
+--   ql_private.class_candidate_page — for a worker without the all-pools
+--   grant ql_private.pool_class_candidate_page, the same within its granted
+--   pools — from the head of the key order again;
 --   ready and due runs of those classes): a head of runs it cannot take, ready
 --   or due, is jumped over instead of read page by page. Returns {status: offered, offer} or
 --   {status: idle, reason, stats, truncated}.
--- Page source: for a worker without the all-pools grant, always a pool page
---   over the pools it holds a grant for — ql_private.pool_candidate_page (ready
+-- Page source: for a worker without the all-pools grant, a pool page over
+--   the pools it holds a grant for — ql_private.pool_candidate_page (ready
 --   and due runs) while a scheduled run is due or an offer expired unstarted,
 --   else ql_private.pool_ready_candidate_page (ready runs alone) (SPEC
 --   §13.1, §13.3: the keyset is per pool, runs_pool_keyset leads with the pool,
---   so other pools' runs are never read; no class fallback — the class keysets
---   span every pool — and a worker without any grant reads nothing and is idle
---   `no_candidates`). Otherwise the class page once the pull switched to its classes; else
+--   so other pools' runs are never read; a worker without any grant reads
+--   nothing and is idle `no_candidates`), and once the pull switched to its
+--   classes, ql_private.pool_class_candidate_page (migration 0024: one range
+--   scan of runs_pool_class_keyset and of runs_pool_class_due per granted pool
+--   and matching class — the class page within its pools, so a blocked head in
+--   its own pool is jumped over too, SPEC §3.1). Otherwise the class page once
+--   the pull switched to its classes; else
 --   ql_private.candidate_page (ready runs, due scheduled runs and expired offers
 --   merged) while a scheduled run is due or an offer expired unstarted at the
 --   pull's `now` — two index probes (runs_due, run_leases_unstarted_expiry),
@@ -142,10 +148,18 @@ BEGIN
         v_passing := 0;
         -- The page's source, each its own statement (a plan is started on every
         -- execution, so none carries the others' branches): the session's
-        -- placement classes once the pull switched to them; the whole queue
+        -- placement classes once the pull switched to them (within the granted
+        -- pools for a worker without the all-pools grant); the whole queue
         -- (three merged sources) while a scheduled run is due or an offer expired
         -- unstarted; else, the steady state, the ready runs alone.
-        IF v_pools IS NOT NULL AND v_whole_queue THEN
+        IF v_pools IS NOT NULL AND v_classes IS NOT NULL THEN
+            OPEN v_page FOR
+                SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
+                  FROM ql_private.pool_class_candidate_page(v_pools, v_classes,
+                           v_after_priority, v_after_seq, v_after_id, p_page_size, v_now,
+                           v_snapshot, v_own) c
+                 ORDER BY -(c.priority::integer), c.queue_seq, c.run_id;
+        ELSIF v_pools IS NOT NULL AND v_whole_queue THEN
             OPEN v_page FOR
                 SELECT c.run_id, c.execution_revision_id, c.priority, c.queue_seq
                   FROM ql_private.pool_candidate_page(v_pools, v_after_priority, v_after_seq,
@@ -245,9 +259,9 @@ BEGIN
         -- of a matching class was in the first page (it would have passed), but
         -- due runs of one may sit before its last key (that page's due source
         -- read only the earliest-due runs), and must not be jumped over.
-        -- A worker restricted to granted pools pages on through their keysets
-        -- (the class keysets span every pool).
-        IF v_passing = 0 AND v_classes IS NULL AND v_pools IS NULL THEN
+        -- A worker restricted to granted pools reads the same classes within
+        -- its pools only (pool_class_candidate_page: the pool x class keysets).
+        IF v_passing = 0 AND v_classes IS NULL THEN
             v_classes := ql_private.matching_classes(p_session.capabilities);
             EXIT WHEN cardinality(v_classes) = 0;
             v_after_priority := NULL;
@@ -270,4 +284,4 @@ REVOKE ALL ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) IS
-'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: pool_candidate_page over the worker''s granted pools unless it holds the all-pools grant (none: idle, nothing read), else class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
+'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: pool_candidate_page over the worker''s granted pools unless it holds the all-pools grant (none: idle, nothing read), pool_class_candidate_page (granted pools x matching classes) after a blocked page there, else class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';

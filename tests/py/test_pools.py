@@ -1,7 +1,8 @@
 """Pools and worker grants (SPEC §13.1) through the real ingress and the admin CLI:
 a worker granted pool A never receives pool B's run (pulls and replays with B's
-offer ids), a revoked grant stops new offers and releases the unstarted lease
-within 5 s, and the CLI refuses another project's or a missing pool (exit 2,
+offer ids), a worker granted pool A reaches the runs it can take behind a head
+of A's runs it cannot, a revoked grant stops new offers and releases the
+unstarted lease within 5 s, and the CLI refuses another project's or a missing pool (exit 2,
 field `pool`)."""
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from qinglong.db import api
 from qinglong.service.compiler import compile_command
 from tests.py import ingress_harness
 from tests.py.ingress_harness import Agent, make_agent, open_body, post, pull_body
-from tests.py.provision import Provisioner, command
+from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner, command
 
 ingress = ingress_harness.ingress
 ingress_dsn = ingress_harness.ingress_dsn
@@ -276,3 +278,61 @@ def test_cli_worker_create_grant_revoke(db_dsn: str, tmp_path: Path):
     assert missing.returncode == 1 and "not_found" in missing.stderr, missing.stderr
     malformed = _cli("worker", "grant", "--dsn", db_dsn, "--worker", two_id, "--pool", "a b")
     assert malformed.returncode == 2 and '"field": "pool"' in malformed.stderr
+
+
+def _placed_task(prov: Provisioner, name: str, pool: str, gpu: bool) -> str:
+    placement = {"required": {"labels": {"gpu": "yes"}}} if gpu else None
+    canonical = compile_command(command(placement=placement)).canonical
+    return str(prov.call(api.publish_revision(project="acme", task=name, canonical=canonical,
+                                              pool=pool))["taskId"])
+
+
+def _enqueue(prov: Provisioner, task_id: str, count: int, priority: int,
+             due_ago_s: int | None) -> list[str]:
+    """`count` ready runs, or (due_ago_s set) scheduled runs aged so they came due
+    `due_ago_s` seconds ago and were never promoted by a sweeper."""
+    if due_ago_s is None:
+        return prov.enqueue(task_id, count=count, priority=priority)
+    result = prov.call(api.enqueue_runs(task_id=task_id, priority=priority, count=count,
+                                        delay_ms=3_600_000))
+    run_ids = [str(run_id) for run_id in result["runIds"]]
+    prov.conn.execute(
+        "UPDATE ql_private.runs SET due_at = clock_timestamp() - make_interval(secs => %s)"
+        " WHERE id = ANY(%s::uuid[])", (due_ago_s, run_ids))
+    prov.conn.execute(
+        "UPDATE ql_private.attempts a SET not_before = r.due_at FROM ql_private.runs r"
+        " WHERE a.id = r.current_attempt_id AND r.id = ANY(%s::uuid[])", (run_ids,))
+    return run_ids
+
+
+@pytest.mark.parametrize("due", [False, True])
+def test_runs_behind_a_blocked_head_in_a_granted_pool_are_offered(prov, due: bool):
+    """A worker granted pool A only: 40 runs of A it cannot take (label gpu=yes)
+    ahead of 5 it can — ready runs at a higher priority, or due runs that came due
+    earlier and were never promoted — and runs of pool B it could take but holds
+    no grant for. The default-bounded pulls offer the 5, one per pull, through the
+    class pages within its pools (SPEC §3.1, §13.3), then answer idle
+    placement_mismatch; B's runs are never offered."""
+    for name in ("a", "b"):
+        prov.call(api.create_pool(project="acme", name=name))
+    gpu_a = _placed_task(prov, "gpu-a", "acme/a", gpu=True)
+    plain_a = _placed_task(prov, "plain-a", "acme/a", gpu=False)
+    b_runs = prov.enqueue(_placed_task(prov, "plain-b", "acme/b", gpu=False), count=5,
+                          priority=9)
+    _enqueue(prov, gpu_a, 40, 5, 120 if due else None)
+    takeable = _enqueue(prov, plain_a, 5, 0, 60 if due else None)
+    worker = prov.worker("edge-a", all_pools=False)
+    prov.call(api.grant_pool(worker_id=worker.worker_id, pool="acme/a"))
+    session = prov.session(worker, {**DEFAULT_CAPABILITIES, "slots": 8})
+    offered = []
+    for _ in takeable:
+        result = prov.pull(session, Intent())
+        assert result["status"] == "offered", result
+        offered.append(result["offer"]["candidate"]["runId"])
+    assert sorted(offered) == sorted(takeable)
+    result = prov.pull(session, Intent())
+    assert result["status"] == "idle" and result["reason"] == "placement_mismatch", result
+    leased = prov.conn.execute(
+        "SELECT count(*) FROM ql_private.run_leases WHERE run_id = ANY(%s::uuid[])",
+        (b_runs,)).fetchone()[0]
+    assert leased == 0

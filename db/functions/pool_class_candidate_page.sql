@@ -1,0 +1,99 @@
+-- ql_private.pool_class_candidate_page(pools, classes, after_priority, after_seq,
+--                                      after_id, limit, now, snapshot, own)
+--   -> SETOF candidate rows
+--
+-- Purpose: one keyset page (limit + 1 rows, so `truncated` is exact) of queued
+--   candidates of the given pools (a worker's grants, SPEC §13.1, §13.3)
+--   restricted to the given placement classes (the session's matching classes
+--   with waiting runs, ql_private.matching_classes), in the same priority DESC,
+--   queue_seq, id order and with the same candidate conditions as
+--   ql_private.candidate_page: the class page of a worker without the all-pools
+--   grant. A pull of such a worker whose page held no candidate it can take
+--   reads its next pages here, so a head of runs it cannot take in its own pool
+--   is jumped over instead of starving the runs behind it (SPEC §3.1).
+-- Per (pool, class) pair two sources, merged in key order as in candidate_page:
+--   * ready `queued` runs (due_at IS NULL): one range scan of
+--     runs_pool_class_keyset (migration 0024; equality on pool and class, row
+--     comparison on the key), limited to limit + 1;
+--   * scheduled `queued` runs that came due (due_at <= now): runs_pool_class_due
+--     in due_at order, at most 4 x (limit + 1) per pair, then filtered by the
+--     keyset position; runs not yet due are never read.
+--   An offer that expired unstarted is not here: the sweeper re-queues it within
+--   seconds and it is then a ready run of its pool.
+-- Cost: two index descents per (granted pool x matching class) pair and at most
+--   5 x (limit + 1) index entries read per pair, whatever is queued ahead in
+--   other classes or other pools — independent of queue depth. The pull's
+--   bounds (§3.1: at most 16 pages, limit at most 64) cap the pages this is read
+--   for; the number of pairs is the worker's grants times the classes with
+--   waiting runs its session matches (the same classes the all-pools worker's
+--   class page reads, one pool each). Other pools' runs are never read.
+-- Rows a concurrent claim holds are passed over without a lock
+--   (ql_private.xid_in_progress), as in candidate_page. The claim re-checks
+--   every fence, the pool grant included, on the locked rows.
+-- Inlinable SQL (no SET clause, nothing volatile in the body). Caller:
+--   ql_private.scan_and_claim. Writes: none. Locks: none. Errors: none.
+CREATE OR REPLACE FUNCTION ql_private.pool_class_candidate_page(
+    p_pools uuid[],
+    p_classes integer[],
+    p_after_priority smallint,
+    p_after_seq bigint,
+    p_after_id uuid,
+    p_limit integer,
+    p_now timestamptz,
+    p_snapshot pg_snapshot,
+    p_own xid8
+)
+RETURNS TABLE (
+    run_id uuid,
+    execution_revision_id uuid,
+    priority smallint,
+    queue_seq bigint
+)
+LANGUAGE sql STABLE
+AS $$
+    SELECT c.id, c.execution_revision_id, c.priority, c.queue_seq
+      FROM unnest(p_pools) AS p(pool_id)
+     CROSS JOIN unnest(p_classes) AS k(class_id)
+     CROSS JOIN LATERAL (
+        (SELECT r.id, r.execution_revision_id, r.priority, r.queue_seq
+           FROM ql_private.runs r
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
+          WHERE r.pool_id = p.pool_id
+            AND r.placement_class = k.class_id
+            AND (-(r.priority::integer), r.queue_seq, r.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
+            AND r.due_at IS NULL
+            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
+          ORDER BY -(r.priority::integer), r.queue_seq, r.id
+          LIMIT p_limit + 1)
+        UNION ALL
+        (SELECT d.id, d.execution_revision_id, d.priority, d.queue_seq
+           FROM (SELECT dr.id, dr.execution_revision_id, dr.priority, dr.queue_seq,
+                        dr.current_attempt_id, dr.xmax AS row_xmax
+                   FROM ql_private.runs dr
+                  WHERE dr.pool_id = p.pool_id
+                    AND dr.placement_class = k.class_id
+                    AND dr.state = 'queued' AND dr.runtime_owned AND NOT dr.cancel_requested
+                    AND dr.due_at IS NOT NULL AND dr.due_at <= p_now
+                  ORDER BY dr.due_at
+                  LIMIT (p_limit + 1) * 4) d
+          CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
+          WHERE (-(d.priority::integer), d.queue_seq, d.id)
+                > (coalesce(-(p_after_priority::integer), -2147483648),
+                   coalesce(p_after_seq, -9223372036854775808),
+                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
+          ORDER BY -(d.priority::integer), d.queue_seq, d.id
+          LIMIT p_limit + 1)) c
+     ORDER BY -(c.priority::integer), c.queue_seq, c.id
+     LIMIT p_limit + 1
+$$;
+REVOKE ALL ON FUNCTION ql_private.pool_class_candidate_page(
+    uuid[], integer[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8)
+    FROM PUBLIC;
+COMMENT ON FUNCTION ql_private.pool_class_candidate_page(
+    uuid[], integer[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) IS
+'One keyset page (limit + 1 rows) of queued candidates of the given pools (a worker''s grants, SPEC 13.1/13.3) and placement classes (the session''s matching classes), in priority DESC, queue_seq, id order: per (pool, class) pair one runs_pool_class_keyset range scan (ready runs) and the due scheduled runs from runs_pool_class_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. The class page of a worker without the all-pools grant: a blocked head in its pools is jumped over (SPEC 3.1). Cost: two index descents per pair, independent of queue depth. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
