@@ -544,7 +544,9 @@ class Demo:
         if view.crash_once and not view.restarted:
             # A power cut after the lease committed but before the inbox write:
             # the restarted worker replays the same offer id + token (recovered).
-            env[CRASH_ENV] = "after_pull_response"
+            # Only after an offer: dying after an idle answer would replay an
+            # unused offer id, which a loaded machine's first pulls often are.
+            env[CRASH_ENV] = "after_offer_response"
         log_path = self.root / "logs" / f"{view.name}.log"
         view.child = spawn(view.name, argv, log_path, pipe=True, env=env)
         assert view.child.process.stderr is not None
@@ -802,10 +804,13 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         raise Interrupted(signum)
 
     previous = signal.signal(signal.SIGTERM, handler)
+    # Ctrl-C cleans up even when started with SIGINT ignored (a shell's background job).
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 @contextlib.contextmanager

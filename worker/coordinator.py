@@ -72,8 +72,8 @@ PullFn = Callable[[Mapping[str, Any]], PullResponse]
 # stdlib ``logging`` (imported only then: an idle worker never loads it).
 LogSink = Callable[[int, str], None]
 # Called with a named point of a claim (``before_send``, ``after_pull_response``,
-# ``after_inbox_write``, ``after_clear_pending``); the runner uses it for drain
-# checks and fault injection (worker/faults.py).
+# ``after_offer_response``, ``after_inbox_write``, ``after_clear_pending``); the runner
+# uses it for drain checks and fault injection (worker/faults.py).
 Checkpoint = Callable[[str], None]
 
 
@@ -246,6 +246,7 @@ class ClaimCoordinator:
             self._log(ERROR, "offer %s refused: %s", claim.offer_id, exc.reason)
             self._journal.move_pending_aside(f"offer_{exc.reason}")
             return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, exc.reason)
+        self._at("after_offer_response")
         try:
             self._journal.accept(entry)
         except (JournalError, ValueError) as exc:

@@ -14,7 +14,9 @@ Inactive unless the environment asks for it:
 
 Points of the coordinator (worker/coordinator.py): ``before_send`` (intent on
 disk, request not sent), ``after_pull_response`` (HTTP response received,
-nothing written yet), ``after_inbox_write`` (offer in the inbox, pending claim
+nothing written yet), ``after_offer_response`` (the same, but only once the
+response is a valid offer: the lease is committed and the inbox not yet written),
+``after_inbox_write`` (offer in the inbox, pending claim
 not cleared), ``after_clear_pending`` (intent cleared, outcome not yet logged).
 
 Points of the journal's file protocol (worker/journal.py through worker/fsio.py,
@@ -51,6 +53,7 @@ __all__ = ["CRASH_ENV", "JOURNAL_POINTS", "PAUSE_ENV", "TRACE_IDLE_ENV", "FaultP
 class FaultPoint(StrEnum):
     BEFORE_SEND = "before_send"
     AFTER_PULL_RESPONSE = "after_pull_response"
+    AFTER_OFFER_RESPONSE = "after_offer_response"
     AFTER_INBOX_WRITE = "after_inbox_write"
     AFTER_CLEAR_PENDING = "after_clear_pending"
     INTENT_REPLACE = "intent_replace"

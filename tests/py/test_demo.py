@@ -64,7 +64,7 @@ def test_demo_offers_every_run_and_cleans_up() -> None:
     total = next(line for line in output.splitlines() if line.strip().startswith("total"))
     assert total.split()[1] == "18"
     # The flaky worker's lost response was recovered, not leased twice.
-    assert '"idempotent": 1' in output
+    assert '"idempotent": 1' in output, output
     assert "restarted: it replays the same offer id + token" in output
     assert "enqueueing the runs through the producer API" in output
     _assert_gone(output)

@@ -262,6 +262,7 @@ def test_idle_leaves_no_entry_and_no_pending(env_file: dict, admin: Admin, tmp_p
     "point",
     [
         "after_pull_response",  # claim committed, response lost before anything is written
+        "after_offer_response",  # the same, known to be an offer (the demo's flaky worker)
         "after_inbox_write",  # inbox written, pending claim not cleared
         "before_send",  # intent durable, nothing sent yet
     ],
