@@ -268,6 +268,38 @@ def revoke_credential(*, credential_id: str) -> Call[JsonObject]:
     return Call(REVOKE_CREDENTIAL, {"credential_id": credential_id})
 
 
+# ------------------------------------------------ worker certificates (SPEC §16.3)
+
+REVOKE_CERTIFICATE: Statement[JsonObject] = Statement(
+    "revoke_certificate", "SELECT ql.revoke_certificate(p_serial => %(serial)s::text)")
+
+
+def revoke_certificate(*, serial: str) -> Call[JsonObject]:
+    """-> `{serial, workerId, revokedAtMs, revoked}`; `serial` hex, any case, colons allowed."""
+    return Call(REVOKE_CERTIFICATE, {"serial": serial})
+
+
+RECORD_CERTIFICATE: Statement[JsonObject] = Statement("record_certificate", (
+    "SELECT ql.record_certificate(p_worker_id => %(worker_id)s::text,"
+    " p_serial => %(serial)s::text, p_not_after_ms => %(not_after_ms)s::bigint)"))
+
+
+def record_certificate(*, worker_id: str, serial: str, not_after_ms: int) -> Call[JsonObject]:
+    """-> `{workerId, serial, notAfterMs}`."""
+    return Call(RECORD_CERTIFICATE, {"worker_id": worker_id, "serial": serial,
+                                     "not_after_ms": not_after_ms})
+
+
+REVOKED_CERTIFICATES: Statement[JsonObject] = Statement("revoked_certificates", (
+    "SELECT ql.revoked_certificates(p_after_seq => %(after_seq)s::bigint,"
+    " p_limit => %(limit)s::integer)"))
+
+
+def revoked_certificates(*, after_seq: int, limit: int) -> Call[JsonObject]:
+    """-> `{serials: [canonical serial, ...], lastSeq}` (ingress: revoked certificates)."""
+    return Call(REVOKED_CERTIFICATES, {"after_seq": after_seq, "limit": limit})
+
+
 PUBLISH_REVISION: Statement[JsonObject] = Statement("publish_revision", (
     "SELECT ql.publish_revision(p_project => %(project)s::text, p_task => %(task)s::text,"
     " p_canonical => %(canonical)s::bytea, p_pool => %(pool)s::text)"))
@@ -668,6 +700,21 @@ def producer_list_runs(*, token_id: str, token_digest: bytes, task: str | None,
                                      "task": task,
                                      "states": None if states is None else list(states),
                                      "limit": limit, "after": after})
+
+
+PRODUCER_RUN_LOG: Statement[JsonObject] = Statement("producer_run_log", (
+    f"SELECT ql.producer_run_log({_TOKEN_ARGS}, p_run_id => %(run_id)s::text,"
+    " p_attempt_no => %(attempt_no)s::integer, p_offset => %(offset)s::bigint,"
+    " p_max_bytes => %(max_bytes)s::integer)"))
+
+
+def producer_run_log(*, token_id: str, token_digest: bytes, run_id: str,
+                     attempt_no: int | None = None, offset: int = 0,
+                     max_bytes: int = 1048576) -> Call[JsonObject]:
+    """GET /v1/runs/{id}/log -> ql.run_log's document (scope log, the token's project)."""
+    return Call(PRODUCER_RUN_LOG, {"token_id": token_id, "token_digest": token_digest,
+                                   "run_id": run_id, "attempt_no": attempt_no,
+                                   "offset": offset, "max_bytes": max_bytes})
 
 
 def statements() -> dict[str, Statement[Any]]:
