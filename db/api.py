@@ -717,6 +717,21 @@ def producer_run_log(*, token_id: str, token_digest: bytes, run_id: str,
                                    "offset": offset, "max_bytes": max_bytes})
 
 
+PRODUCER_RUN_LOG: Statement[JsonObject] = Statement("producer_run_log", (
+    f"SELECT ql.producer_run_log({_TOKEN_ARGS}, p_run_id => %(run_id)s::text,"
+    " p_attempt_no => %(attempt_no)s::integer, p_offset => %(offset)s::bigint,"
+    " p_max_bytes => %(max_bytes)s::integer)"))
+
+
+def producer_run_log(*, token_id: str, token_digest: bytes, run_id: str,
+                     attempt_no: int | None = None, offset: int = 0,
+                     max_bytes: int = 1048576) -> Call[JsonObject]:
+    """GET /v1/runs/{id}/log -> ql.run_log's document (scope log, the token's project)."""
+    return Call(PRODUCER_RUN_LOG, {"token_id": token_id, "token_digest": token_digest,
+                                   "run_id": run_id, "attempt_no": attempt_no,
+                                   "offset": offset, "max_bytes": max_bytes})
+
+
 def statements() -> dict[str, Statement[Any]]:
     """Every statement of this module by function name (for the pg_proc check)."""
     found = {value.function: value for value in globals().values()

@@ -218,6 +218,9 @@ def _run_inspection_parsers(runs: argparse._SubParsersAction, lazy: LazyFactory)
     _dsn(show, read=True)
     show.add_argument("--run", required=True, help="run id")
     show.set_defaults(handler=lazy(_OPS + "run_show"))
+    from qinglong import admin_logs
+
+    admin_logs.add_parser(runs, lazy, _dsn)
     retry = runs.add_parser("retry", help="give a failed or cancelled run a new attempt")
     _dsn(retry)
     retry.add_argument("--run", required=True, help="run id")
@@ -271,12 +274,14 @@ def _fail(error: str, reason: str, detail: str = "", field: str | None = None) -
     return EXIT_INVALID if error == INVALID else EXIT_ERROR
 
 
-def guarded(action: Callable[[], dict[str, Any]]) -> int:
-    """Run `action`, turning every expected failure into a JSON error line."""
+def guarded(action: Callable[[], dict[str, Any]],
+            emit: Callable[[dict[str, Any]], int] = _emit) -> int:
+    """Run `action`, turning every expected failure into a JSON error line; `emit`
+    prints its document (a command that printed its own output passes a no-op)."""
     from qinglong.service.control_plane import ControlPlaneError
 
     try:
-        return _emit(action())
+        return emit(action())
     except AdminError as exc:
         return _fail(exc.error, exc.reason, exc.detail, exc.field)
     except ControlPlaneError as exc:

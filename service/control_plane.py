@@ -219,6 +219,12 @@ def show_run(conn: psycopg.Connection, run_id: str) -> dict:
     return _call(conn, api.show_run(run_id=run_id))
 
 
+def run_log(conn: psycopg.Connection, run_id: str, attempt_no: int | None,
+            offset: int) -> dict:
+    """One page of an attempt's stored log (ql.run_log, SPEC §15.3)."""
+    return _call(conn, api.run_log(run_id=run_id, attempt_no=attempt_no, offset=offset))
+
+
 def list_workers(conn: psycopg.Connection, limit: int, after: str | None) -> dict:
     return _call(conn, api.list_workers(limit=limit, after=after))
 

@@ -80,7 +80,8 @@ INSERT INTO api_class VALUES
     ('producer_show_run',    'producer'),
     ('producer_list_runs',   'producer'),
     ('producer_cancel_run',  'producer'),
-    ('producer_retry_run',   'producer');
+    ('producer_retry_run',   'producer'),
+    ('producer_run_log',     'producer');
 
 CREATE TEMP VIEW api_fn AS
     SELECT p.oid, p.proname::text AS name, p.oid::regprocedure::text AS signature
@@ -234,8 +235,8 @@ SELECT set_eq(
 SELECT set_eq(
     $$SELECT name FROM api_fn JOIN api_class USING (name) WHERE role = 'producer'$$,
     ARRAY['producer_cancel_run', 'producer_enqueue', 'producer_list_runs', 'producer_retry_run',
-          'producer_show_run'],
-    'the producer functions are enqueue, show, list, cancel and retry');
+          'producer_run_log', 'producer_show_run'],
+    'the producer functions are enqueue, show, list, cancel, retry and the log');
 SELECT is((SELECT array_agg(signature ORDER BY signature) FROM api_fn JOIN api_class USING (name)
             WHERE role = 'producer'
               AND (has_function_privilege('ql_runtime', oid, 'EXECUTE')
