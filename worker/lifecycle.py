@@ -7,7 +7,10 @@ tell it when to wake (a pidfd becomes readable when a command exits).
 
 Per offer (a :class:`Job`), oldest accepted first, at most ``slots`` started::
 
-    START        ACK starting -> journal `starting` (+ lease version) -> spawn
+    START        ACK starting -> journal `starting` (+ lease version) -> SPAWN
+    SPAWN        (trust check) -> secrets, if the command has any (SPEC §14.3:
+                 values in memory only; 409 -> START_FAILED secrets_unavailable,
+                 transient -> retried) -> spawn
                  spawn failed  -> START_FAILED
                  spawned       -> journal pid/start ticks -> RUNNING_ACK
     START_FAILED ACK start_failed(reason) -> done
@@ -86,13 +89,16 @@ from qinglong.worker.backoff import DEFAULT_POLICY, BackoffPolicy
 from qinglong.worker.config import ExecutorSettings
 from qinglong.worker.eventlog import EventLog
 from qinglong.worker.executor import (
+    OUTPUT_NAME,
     SCRATCH_NAME,
+    TAIL_BYTES,
     CommandSpec,
     ExitStatus,
     Process,
     SpawnFailed,
     StopReason,
     kill_orphan_group,
+    output_tail_text,
     spawn,
 )
 from qinglong.worker.journal import EntryState, EntryTooLarge, InboxEntry, Journal
@@ -105,9 +111,19 @@ from qinglong.worker.lease_client import (
     LeaseUnavailable,
     Outcome,
 )
+from qinglong.worker.log_shipper import (
+    FLUSH_LIMIT_MS,
+    LogClient,
+    LogOffset,
+    LogRefused,
+    LogShipper,
+    ShipState,
+    log_size,
+)
 from qinglong.worker.owner_lock import Clock, wall_clock_ms
 
 START_RETRY_CAP_MS = 5_000
+SECRETS_UNAVAILABLE = "secrets_unavailable"  # start_failed: the secrets fetch got a 409
 MIN_HEARTBEAT_MS = 1_000
 NO_PIDFD_POLL_MS = 100
 WORK_KEEP = 64
@@ -118,6 +134,7 @@ __all__ = ["Completion", "Job", "JobPhase", "Lifecycle"]
 
 class JobPhase(StrEnum):
     START = "start"
+    SPAWN = "spawn"  # starting ACK journaled: (trust check,) secrets, spawn
     START_FAILED = "start_failed"
     RUNNING_ACK = "running_ack"
     RUNNING = "running"
@@ -176,6 +193,7 @@ class Job:
     # The call whose answer was lost (transient failure): repeated, at the same
     # lease version, before any other call of this offer.
     unanswered: JobPhase | None = None
+    log: LogShipper | None = None  # the live log (SPEC §15), with a log client
 
     @property
     def version(self) -> int:
@@ -209,9 +227,11 @@ class Lifecycle:
         clock: Clock = wall_clock_ms,
         rng: random.Random | None = None,
         policy: BackoffPolicy = DEFAULT_POLICY,
+        logs: LogClient | None = None,
     ) -> None:
         self._journal = journal
         self._leases = leases
+        self._logs = logs  # None: no live log is shipped
         self._slots = slots
         self._settings = settings
         self._work_dir = os.path.abspath(work_dir)
@@ -257,6 +277,9 @@ class Lifecycle:
                 times.append(job.due_ms)
             if job.confirmed_until_ms is not None:
                 times.append(job.confirmed_until_ms)
+            log_due = self._log_due_ms(job)
+            if log_due is not None:
+                times.append(log_due)
             process = job.process
             if process is not None and process.status is None:
                 at = process.next_check_at()
@@ -296,7 +319,7 @@ class Lifecycle:
             job.completion = Completion.from_doc(execution["completion"])
         else:
             self._adopt_orphan(job, execution)
-            job.completion = RESTARTED
+            job.completion = self._restarted(job)
             # The call the predecessor may have sent without journaling its answer.
             if state is EntryState.RUNNING:
                 job.unanswered = JobPhase.RUNNING
@@ -304,6 +327,9 @@ class Lifecycle:
                 job.unanswered = JobPhase.RUNNING_ACK
             self._record(job, EntryState.EXITED, None)
         job.phase = JobPhase.COMPLETE
+        if self._logs is not None:
+            # Whatever the predecessor shipped, the server says where to go on.
+            job.log = LogShipper.for_file(self._log_path(job), known=False, final=True)
         self._events.warning("exec.recovered", state=state.value,
                              outcome=job.completion.outcome.value,
                              reason=job.completion.reason, **job.fields())  # fmt: skip
@@ -365,6 +391,8 @@ class Lifecycle:
             self._stop_lost(job, "lease_unconfirmed")
             return
         if now < job.due_ms:
+            if job.phase is JobPhase.RUNNING:
+                self._ship_log(job, now)  # only in a tick without a lease call
             return
         if job.phase is JobPhase.START and not self._may_start():
             return
@@ -385,7 +413,7 @@ class Lifecycle:
         if job.phase is JobPhase.RUNNING_ACK:
             return  # the running ACK must land first (complete needs a started lease)
         process.join_output()
-        job.completion = Completion.of(status, process.result())
+        job.completion = Completion.of(status, self._result(job, process.result()))
         self._events.info("exec.exited", returncode=status.returncode,
                           stoppedBy=status.stopped_by, **job.fields())  # fmt: skip
         self._record_exit(job)
@@ -413,16 +441,31 @@ class Lifecycle:
             return
         # Durable before the spawn: a restart must know this lease was started.
         self._record(job, EntryState.STARTING, answer)
+        job.phase = JobPhase.SPAWN
+        self._call_spawn(job)
+
+    def _call_spawn(self, job: Job) -> None:
+        """After the journaled starting ACK, in this order: the revision's trust
+        check, the secrets (SPEC §14.3: only a started lease receives them), the
+        spawn. Repeated from here after a transient failure of the fetch."""
         spec = CommandSpec.from_revision(job.entry.offer["executionRevision"]["spec"])
+        if not self._start_pending:  # shut down while the fetch was retried
+            self._fail_start(job, "worker_shutdown")
+            return
+        # The trust check (SPEC §16.1) belongs here, before the fetch below: an
+        # untrusted revision must never receive a secret value.
+        secret_env = self._fetch_secrets(job, spec)
+        if secret_env is None:
+            return
         try:
             limit = self._settings.output_limit_bytes
             process = spawn(
-                spec, self._offer_dir(job), output_limit=limit, sandbox=self._settings.sandbox
-            )
+                spec, self._offer_dir(job), output_limit=limit,
+                sandbox=self._settings.sandbox, secret_env=secret_env,
+            )  # fmt: skip
         except SpawnFailed as exc:
             self._events.warning("exec.start_failed", reason=exc.reason, **job.fields())
-            job.phase, job.start_failure = JobPhase.START_FAILED, exc.reason
-            self._call_start_failed(job)
+            self._fail_start(job, exc.reason)
             return
         job.process = process
         self._record(
@@ -434,6 +477,29 @@ class Lifecycle:
         self._events.info("exec.started", pid=process.pid, ttlMs=job.ttl_ms, **job.fields())
         job.phase = JobPhase.RUNNING_ACK
         self._call_running(job)
+
+    def _fetch_secrets(self, job: Job, spec: CommandSpec) -> Mapping[str, str] | None:
+        """The command's secret values (held in memory only, handed to spawn and
+        dropped); None when not now: a 409 fails the start (nothing runs), a
+        transient failure retries the fetch. Never journaled, never logged."""
+        if not spec.secrets:
+            return {}
+        try:
+            values = self._leases.secrets(job.ref, job.version, spec.secrets.keys())
+        except LeaseConflict as exc:
+            self._events.warning("exec.start_failed", reason=SECRETS_UNAVAILABLE,
+                                 category=exc.reason, **job.fields())  # fmt: skip
+            self._fail_start(job, SECRETS_UNAVAILABLE)
+            return None
+        except LeaseUnavailable as exc:
+            self._retry_later(job, exc)
+            return None
+        self._events.info("exec.secrets_delivered", variables=sorted(values), **job.fields())
+        return values
+
+    def _fail_start(self, job: Job, reason: str) -> None:
+        job.phase, job.start_failure = JobPhase.START_FAILED, reason
+        self._call_start_failed(job)
 
     def _call_start_failed(self, job: Job) -> None:
         reason = job.start_failure
@@ -474,6 +540,8 @@ class Lifecycle:
     def _call_complete(self, job: Job) -> None:
         c = job.completion
         assert c is not None
+        if not self._log_flushed(job):
+            return  # the live log first (bounded), then the completion
         answer = self._lease_call(
             job,
             JobPhase.COMPLETE,
@@ -504,6 +572,7 @@ class Lifecycle:
 
     _CALLS: ClassVar[Mapping[JobPhase, Callable[[Lifecycle, Job], None]]] = {
         JobPhase.START: _call_start,
+        JobPhase.SPAWN: _call_spawn,
         JobPhase.START_FAILED: _call_start_failed,
         JobPhase.RUNNING_ACK: _call_running,
         JobPhase.RUNNING: _call_heartbeat,
@@ -546,6 +615,115 @@ class Lifecycle:
     def _schedule_heartbeat(self, job: Job) -> None:
         ttl = job.ttl_ms or 0
         job.due_ms = self._clock() + max(ttl // 3, MIN_HEARTBEAT_MS)
+
+    # -- the live log (SPEC §15) ----------------------------------------------
+
+    def _log_path(self, job: Job) -> str:
+        return os.path.join(self._work_dir, job.offer_id, OUTPUT_NAME)
+
+    def _log_of(self, job: Job) -> LogShipper | None:
+        """The job's shipper; one for a command this process spawned starts at
+        offset 0 (a lease is started once: the server holds no log for it yet)."""
+        if job.log is None and self._logs is not None and job.process is not None:
+            job.log = LogShipper.for_file(self._log_path(job), known=True)
+        return job.log
+
+    def _log_due_ms(self, job: Job) -> int | None:
+        log = job.log
+        if log is None or job.unanswered is not None:
+            return None
+        if job.phase is JobPhase.RUNNING or (job.phase is JobPhase.COMPLETE and log.active):
+            return log.due_ms()
+        return None
+
+    def _result(self, job: Job, result: dict[str, Any]) -> dict[str, Any]:
+        """The completion's result; with the live log, ``logBytes`` too, and the
+        rest of the log is due now (bounded: it must not outlive the lease)."""
+        log = self._log_of(job)
+        if log is None:
+            return result
+        log.finish(self._clock(), self._flush_until(job))
+        return dict(result, logBytes=log_size(self._log_path(job)))
+
+    def _flush_until(self, job: Job) -> int:
+        until = self._clock() + FLUSH_LIMIT_MS
+        if job.confirmed_until_ms is not None and job.ttl_ms is not None:
+            until = min(until, job.confirmed_until_ms - max(job.ttl_ms // 3, MIN_HEARTBEAT_MS))
+        return until
+
+    def _restarted(self, job: Job) -> Completion:
+        """``worker_restarted``; with the live log, a result read from the
+        predecessor's output.log (its tail, its size, ``logBytes``)."""
+        path = self._log_path(job)
+        if self._logs is None or not os.path.exists(path):
+            return RESTARTED
+        started = job.entry.lease.get("startedAtMs")
+        duration = max(0, self._clock() - started) if isinstance(started, int) else 0
+        try:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(max(0, size - TAIL_BYTES))
+                tail = handle.read(TAIL_BYTES)
+        except OSError:
+            return RESTARTED
+        result = {"durationMs": duration, "outputBytes": size,
+                  "outputTail": output_tail_text(tail, cut=size > len(tail)),
+                  "logBytes": log_size(path)}  # fmt: skip
+        return dataclasses.replace(RESTARTED, result=result)
+
+    def _log_flushed(self, job: Job) -> bool:
+        """Before the completion: ship what is left (one call per tick), until the
+        log is stored to its end, truncated, given up, or its time ran out."""
+        log = job.log
+        if log is None:
+            return True
+        now = self._clock()
+        if log.flush_until_ms is None:
+            log.finish(now, self._flush_until(job))
+        if log.flushed(now):
+            self._log_ended(job, log)
+            return True
+        self._ship_log(job, now)
+        if log.flushed(self._clock()):
+            self._log_ended(job, log)
+        due = log.due_ms()
+        job.due_ms = self._clock() if due is None else min(due, log.flush_until_ms or due)
+        return False
+
+    def _log_ended(self, job: Job, log: LogShipper) -> None:
+        if log.state is ShipState.STOPPED:
+            self._events.warning("exec.log_incomplete", reason=log.reason,
+                                 offset=log.reader.offset, **job.fields())  # fmt: skip
+
+    def _ship_log(self, job: Job, now: int) -> None:
+        """One log call if a chunk is due (never while a lease call's answer is
+        outstanding: its lease version is the fence of this call too)."""
+        log = self._log_of(job)
+        if log is None or self._logs is None or job.unanswered is not None:
+            return
+        if not log.should_send(now):
+            return
+        offset, chunk = log.next_request()
+        try:
+            answer = self._logs.send(job.ref, job.version, offset, chunk)
+        except LogOffset as exc:
+            log.offset_conflict(now, exc.offset)
+            self._events.info("exec.log_resumed", offset=exc.offset, sent=offset,
+                              **job.fields())  # fmt: skip
+        except LeaseConflict as exc:
+            self._stop_lost(job, exc.reason)
+        except LeaseUnavailable as exc:
+            delay = log.unavailable(now, exc)
+            level = self._events.error if exc.auth else self._events.warning
+            level("exec.log_retry", reason=exc.reason, retryInMs=delay, **job.fields())
+        except LogRefused as exc:
+            log.refused(exc.reason)
+            self._events.warning("exec.log_refused", reason=exc.reason, **job.fields())
+        else:
+            log.sent(now, offset, chunk, answer)
+            if log.state is ShipState.TRUNCATED:
+                self._events.info("exec.log_truncated", storedBytes=answer.stored_bytes,
+                                  **job.fields())  # fmt: skip
 
     # -- endings --------------------------------------------------------------
 

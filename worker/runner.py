@@ -773,6 +773,7 @@ def _executor(
     # Loaded only now: a worker that does not execute never imports process code.
     from qinglong.worker.lease_client import LeaseClient
     from qinglong.worker.lifecycle import Lifecycle
+    from qinglong.worker.log_shipper import LogClient
 
     return Lifecycle(
         journal,
@@ -781,6 +782,7 @@ def _executor(
         settings=config.executor,
         work_dir=config.work_dir,
         events=events,
+        logs=LogClient(post),
     )
 
 

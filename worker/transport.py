@@ -14,7 +14,8 @@ Contract:
   anchors, client certificate + key presented; material comes from a
   :class:`CredentialProvider` on every request, each file at most 1 MiB;
 * JSON POST with ``Authorization: Bearer ql3w_…``, ``Accept-Encoding: identity``;
-  request body at most 4 KiB (a lease completion 16 KiB, SPEC §9.3); timeout
+  request body at most 4 KiB (a lease completion 16 KiB, SPEC §9.3; a live-log
+  chunk 65 KiB, SPEC §15.1); timeout
   15 s by default, 60 s hard cap, enforced as one deadline for the whole exchange;
 * the response must be ``application/json``, identity-encoded, not a redirect,
   with a ``Content-Length`` within the caller's limit that matches the bytes read;
@@ -61,7 +62,10 @@ MAX_TIMEOUT_S = 60.0
 REQUEST_LIMIT = 4 * 1024
 # SPEC §9.3: a lease completion carries the run's result and may be 16 KiB.
 COMPLETE_REQUEST_LIMIT = 16 * 1024
-_REQUEST_LIMITS = {"/v1/leases/complete": COMPLETE_REQUEST_LIMIT}
+# SPEC §15.1: a live-log request carries a chunk of up to 64 KiB (JSON-escaped).
+LOG_REQUEST_LIMIT = 65 * 1024
+_REQUEST_LIMITS = {"/v1/leases/complete": COMPLETE_REQUEST_LIMIT,
+                   "/v1/leases/log": LOG_REQUEST_LIMIT}  # fmt: skip
 OFFER_RESPONSE_LIMIT = 128 * 1024
 RESPONSE_HARD_LIMIT = 1024 * 1024
 MATERIAL_LIMIT = 1024 * 1024
