@@ -38,6 +38,8 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import os
 import signal
 import threading
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import IO, Any
 
+from qinglong.worker.masking import Masker
 from qinglong.worker.process_tree import (
     KILL_TREE,
     Launch,
@@ -100,6 +103,9 @@ class CommandSpec:
     env: Mapping[str, str]
     cwd: str | None
     timeout_s: int
+    # SPEC §14.2: ENV_NAME -> secret name (names only; the values are fetched
+    # after the starting ACK and passed to spawn(), never kept here).
+    secrets: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_revision(cls, spec: Mapping[str, Any]) -> CommandSpec:
@@ -109,10 +115,12 @@ class CommandSpec:
             env=dict(spec.get("env") or {}),
             cwd=spec.get("cwd"),
             timeout_s=int(spec["timeoutS"]),
+            secrets=dict(spec.get("secrets") or {}),
         )
 
-    def child_env(self, home: str) -> dict[str, str]:
+    def child_env(self, home: str, secret_env: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(self.env)
+        env.update(secret_env or {})
         env.setdefault("PATH", DEFAULT_PATH)
         env.setdefault("HOME", home)
         env.setdefault("LANG", DEFAULT_LANG)
@@ -141,25 +149,38 @@ class ExitStatus:
 
 
 def spawn(
-    spec: CommandSpec, work_dir: str, *, output_limit: int, sandbox: Sandbox | None = None
+    spec: CommandSpec,
+    work_dir: str,
+    *,
+    output_limit: int,
+    sandbox: Sandbox | None = None,
+    secret_env: Mapping[str, str] | None = None,
 ) -> Process:
     """Start ``spec`` under its own supervisor; raise :class:`SpawnFailed` if it cannot.
 
-    ``work_dir`` (``WORK/<offerId>``, the worker's own) receives ``output.log``."""
-    launch = _launch(spec, work_dir, sandbox)
+    ``work_dir`` (``WORK/<offerId>``, the worker's own) receives ``output.log``.
+    ``secret_env``: the delivered secret values (ENV_NAME -> value, SPEC §14.3),
+    added to the command's environment and masked in its output (§14.5)."""
+    secret_env = secret_env or {}
+    if any("\0" in value for value in secret_env.values()):
+        raise SpawnFailed("secret_value_invalid")  # cannot be an environment value
+    launch = _launch(spec, work_dir, sandbox, secret_env)
     try:
         log = _open_log(os.path.join(work_dir, OUTPUT_NAME))
     except OSError:
         raise SpawnFailed("work_dir_unusable") from None
     try:
-        handle = start(launch)
+        handle = _start(launch, sandbox)
     except SpawnFailed:
         log.close()
         raise
-    return Process(handle, log, output_limit, deadline=time.monotonic() + spec.timeout_s)
+    return Process(handle, log, output_limit, deadline=time.monotonic() + spec.timeout_s,
+                   masker=Masker(secret_env.values()))  # fmt: skip
 
 
-def _launch(spec: CommandSpec, work_dir: str, sandbox: Sandbox | None) -> Launch:
+def _launch(
+    spec: CommandSpec, work_dir: str, sandbox: Sandbox | None, secret_env: Mapping[str, str]
+) -> Launch:
     """Everything the supervisor needs, validated here (SpawnFailed otherwise)."""
     if sandbox is None:
         if os.geteuid() == 0:
@@ -170,17 +191,47 @@ def _launch(spec: CommandSpec, work_dir: str, sandbox: Sandbox | None) -> Launch
     run_as = sandbox.run_as
     launch = Launch(
         argv=spec.argv,
-        env=spec.child_env(os.path.join(sandbox.runs_dir, run_name)),
+        env=ChildEnv(spec.child_env(os.path.join(sandbox.runs_dir, run_name), secret_env)),
         runs_dir=sandbox.runs_dir,
         run_name=run_name,
         cwd_parts=spec.cwd_parts(),
         uid=None if run_as is None else run_as.uid,
         gid=None if run_as is None else run_as.gid,
+        limits=sandbox.limits if sandbox.switches else None,
+        private_places=sandbox.private_places,
     )
     texts = (*launch.argv, *launch.env, *launch.env.values())
     if not launch.argv or any("\0" in text for text in texts):
         raise SpawnFailed("invalid_argv")
     return launch
+
+
+def _start(launch: Launch, sandbox: Sandbox | None) -> Supervised:
+    """SPEC §14.4: with ``--run-as-range`` the run leases a uid of its own,
+    given back (reclaimed, worker/uid_pool.py) once its supervisor is gone."""
+    pool = None if sandbox is None else sandbox.pool
+    if pool is None:
+        return start(launch)
+    user = pool.lease()
+    if user is None:
+        raise SpawnFailed("no_free_uid")
+    try:
+        handle = start(dataclasses.replace(launch, uid=user.uid, gid=user.gid))
+    except SpawnFailed:
+        pool.release(user.uid)
+        raise
+    handle.on_exit = functools.partial(pool.release, user.uid)
+    return handle
+
+
+class ChildEnv(dict[str, str]):
+    """A command's environment: it may hold delivered secret values, so its repr
+    (and that of the Launch holding it) names the variables only."""
+
+    def __repr__(self) -> str:
+        return f"ChildEnv(names={sorted(self)!r})"
+
+    __str__ = __repr__
 
 
 def _open_log(path: str) -> IO[bytes]:
@@ -254,15 +305,25 @@ def _escaped_len(char: str) -> int:
     return len(char.encode("utf-8"))
 
 
-def _pump(source: IO[bytes], sink: IO[bytes], limit: int, tail: OutputTail) -> None:
+def _pump(source: IO[bytes], sink: IO[bytes], limit: int, tail: OutputTail, masker: Masker) -> None:
     """Copy the head of the output, keep the tail, and keep draining so the
-    child never blocks (a failing log file only stops the copy)."""
+    child never blocks (a failing log file only stops the copy). Everything
+    passes the masker first (SPEC §14.5): the log, the tail and the byte count
+    are of the masked stream; what it holds back at a read error is dropped."""
     head: _Head | None = _Head(sink, limit) if limit > 0 else None
+
+    def emit(masked: bytes) -> None:
+        nonlocal head
+        if not masked:
+            return
+        tail.feed(masked)
+        if head is not None and not head.write(masked):
+            head = None
+
     try:
         while chunk := source.read1(_PUMP_CHUNK):  # type: ignore[attr-defined]
-            tail.feed(chunk)
-            if head is not None and not head.write(chunk):
-                head = None
+            emit(masker.feed(chunk))
+        emit(masker.flush())
     except (OSError, ValueError):
         pass  # a closed pipe must not take the worker down
     finally:
@@ -312,11 +373,13 @@ class Process:
     started_at: float = field(default_factory=time.monotonic)
     ended_at: float | None = None  # monotonic, when the leader was reaped
     tail: OutputTail = field(default_factory=OutputTail, repr=False)
+    masker: Masker = field(default_factory=lambda: Masker(()), repr=False)
     _pump: threading.Thread | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._pump = threading.Thread(
-            target=_pump, args=(self.handle.stdout, self.log, self.output_limit, self.tail),
+            target=_pump,
+            args=(self.handle.stdout, self.log, self.output_limit, self.tail, self.masker),
             name=f"output-{self.pid}", daemon=True,
         )  # fmt: skip
         self._pump.start()
@@ -369,6 +432,9 @@ class Process:
         doc: dict[str, Any] = {}
         if self.status is not None:
             doc["exitCode"] = self.status.returncode
+        limits = self.handle.limits_report()
+        if limits is not None:
+            doc["limits"] = limits  # SPEC §14.4: which limits applied, which were hit
         doc.update(durationMs=max(0, int((end - self.started_at) * 1000)),
                    outputTail=output_tail_text(data, cut=total > len(data)),
                    outputBytes=total)  # fmt: skip

@@ -1,4 +1,5 @@
-"""Lease lifecycle calls to the ingress: ACK, heartbeat, complete (SPEC §5, §7).
+"""Lease lifecycle calls to the ingress: ACK, heartbeat, complete (SPEC §5, §7),
+and the delivery of a started lease's secret values (SPEC §14.3).
 
 A thin client over the same injected ``post(path, body, limit)`` the session
 client uses (the one HTTPS transport in production), so lease calls share the
@@ -20,11 +21,16 @@ received (SPEC §7): the caller passes it, and repeats a call whose answer was
 lost with the same version (the server then answers the current lease and
 changes nothing). 409 ``stale_lease_version`` is a :class:`LeaseConflict` like
 any other.
+
+``secrets`` (``POST /v1/leases/secrets``) carries the same lease fields; it does
+not change the lease version, so its answer is :class:`SecretValues`, not a
+lease. The values are held in memory only: :class:`SecretValues` never shows
+them in its repr, and nothing here logs a response body.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -40,7 +46,10 @@ from qinglong.worker.session import PostFn, error_reason
 ACK_PATH = "/v1/leases/ack"
 HEARTBEAT_PATH = "/v1/leases/heartbeat"
 COMPLETE_PATH = "/v1/leases/complete"
+SECRETS_PATH = "/v1/leases/secrets"
 LEASE_RESPONSE_LIMIT = 16 * 1024
+# Values are 8 B - 16 KiB each (SPEC §14.1); a command names at most 64 of them.
+SECRETS_RESPONSE_LIMIT = 1024 * 1024
 
 __all__ = [
     "AckPhase",
@@ -51,6 +60,7 @@ __all__ = [
     "LeaseRef",
     "LeaseUnavailable",
     "Outcome",
+    "SecretValues",
 ]
 
 
@@ -145,6 +155,31 @@ class LeaseAnswer:
         return int(self.lease["expiresAtMs"]) - int(self.lease["updatedAtMs"])
 
 
+class SecretValues(Mapping[str, str]):
+    """A started lease's secret values, ENV_NAME -> value (SPEC §14.3).
+
+    In memory only; its repr names the variables, never a value."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        self._values = dict(values)
+
+    def __getitem__(self, name: str) -> str:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"SecretValues(names={sorted(self._values)!r})"
+
+    __str__ = __repr__
+
+
 class LeaseClient:
     def __init__(self, post: PostFn) -> None:
         self._post = post
@@ -175,9 +210,20 @@ class LeaseClient:
                         result=None if result is None else dict(result))  # fmt: skip
         return self._call(COMPLETE_PATH, ref, body)
 
+    def secrets(self, ref: LeaseRef, version: int, names: Collection[str]) -> SecretValues:
+        """The values of the started lease's secrets (``names``: the ENV_NAMEs its
+        revision pins). Does not change the lease version; an answer that does
+        not carry exactly ``names`` is outside the contract (transient)."""
+        body = ref.body("secrets", version)
+        return _parse_secrets(self._exchange(SECRETS_PATH, body, SECRETS_RESPONSE_LIMIT), names)
+
     def _call(self, path: str, ref: LeaseRef, body: Mapping[str, Any]) -> LeaseAnswer:
+        return _parse_lease(self._exchange(path, body, LEASE_RESPONSE_LIMIT), ref)
+
+    def _exchange(self, path: str, body: Mapping[str, Any], limit: int) -> bytes:
+        """The body of a 200 answer; every other outcome raised as a LeaseError."""
         try:
-            response = self._post(path, body, LEASE_RESPONSE_LIMIT)
+            response = self._post(path, body, limit)
         except (TlsClientRejected, CredentialError) as exc:
             raise LeaseUnavailable(type(exc).__name__.lower(), auth=True) from None
         except RequestTooLarge:
@@ -186,7 +232,7 @@ class LeaseClient:
         except TransportError as exc:
             raise LeaseUnavailable(getattr(exc, "reason", type(exc).__name__.lower())) from None
         if response.status == 200:
-            return _parse_lease(response.body, ref)
+            return response.body
         reason = error_reason(response.body)
         if response.status == 409:
             raise LeaseConflict(reason)
@@ -213,3 +259,20 @@ def _parse_lease(body: bytes, ref: LeaseRef) -> LeaseAnswer:
     cancel = doc.pop("cancelRequested", False)
     doc.pop("schema", None)
     return LeaseAnswer(lease=doc, cancel_requested=bool(cancel))
+
+
+def _parse_secrets(body: bytes, names: Collection[str]) -> SecretValues:
+    """``{values: {ENV_NAME: value}}`` naming exactly ``names``; the reasons raised
+    never quote the body."""
+    from qinglong.schemas.contract import ContractError, parse_json_strict
+
+    try:
+        doc = parse_json_strict(body)
+    except ContractError as exc:
+        raise LeaseUnavailable(f"secrets_{exc.reason}") from None
+    values = doc.get("values") if isinstance(doc, dict) else None
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        raise LeaseUnavailable("secrets_invalid")
+    if set(values) != set(names):
+        raise LeaseUnavailable("secrets_incomplete")
+    return SecretValues(values)
