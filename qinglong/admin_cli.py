@@ -74,6 +74,9 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     from qinglong import admin_tokens
 
     admin_tokens.add_parsers(groups, lazy, _dsn)
+    from qinglong import admin_certs
+
+    admin_certs.add_parsers(groups, lazy, _dsn)
 
 
 def _group(groups: argparse._SubParsersAction, name: str, help_text: str) -> Any:
@@ -118,6 +121,9 @@ def _worker_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> No
     create.set_defaults(handler=lazy("qinglong.admin_cli:worker_create"))
     admin_labels.add_label_parser(workers, lazy, _dsn)
     admin_pools.add_parsers(groups, workers, lazy, _dsn)
+    from qinglong import admin_certs
+
+    admin_certs.add_worker_parser(workers, lazy, _dsn)
     listing = workers.add_parser("list", help="workers, credentials and active sessions")
     _dsn(listing, read=True)
     _page(listing, 1000, 1000)

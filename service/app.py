@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from qinglong.service import cert_revocation
 from qinglong.service.audit import AuditLog
 from qinglong.service.config import IngressConfig
 from qinglong.service.gateway import Gateway
@@ -53,8 +54,11 @@ def create_app(state: IngressState) -> web.Application:
     # client_max_size is aiohttp's own backstop; views.read_body enforces the
     # per-endpoint limit first (Content-Length check, then a bounded read).
     app = web.Application(client_max_size=state.config.max_complete_body_bytes,
-                          middlewares=[envelope_middleware])
+                          middlewares=[envelope_middleware,
+                                       cert_revocation.revoked_certificate_middleware])
     app[STATE] = state
     app.cleanup_ctx.append(_database_pool)
+    # Revoked client certificates (SPEC §16.3): refused before any endpoint.
+    cert_revocation.install(app)
     add_routes(app)
     return app

@@ -413,6 +413,10 @@ def provision_worker(
             worker_id = _required(register_worker(conn, name), "workerId", "register_worker")
             cert = pki.issue_worker_cert(ca_dir, out_dir, worker_id)
             written += [cert.cert_file, cert.key_file]
+            # Its serial and notAfter (SPEC §16.3: expiry shown, revocation by serial).
+            facts = pki.certificate_facts(cert.cert_file)
+            _call(conn, api.record_certificate(worker_id=worker_id, serial=facts.serial,
+                                               not_after_ms=facts.not_after_ms))
             pki.write_private_file(credential_file, credential.token.encode("ascii"))
             written.append(credential_file)
             issue_credential(conn, worker_id, credential.credential_id, credential.secret_digest)

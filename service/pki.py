@@ -332,6 +332,25 @@ def issue_worker_cert(
     return _write_pair(out_dir, "worker", cert, key)
 
 
+@dataclass(frozen=True)
+class CertificateFacts:
+    """What the control plane records of an issued certificate (SPEC §16.3)."""
+
+    serial: str  # lowercase hex, no leading zeros (ql_private.certificate_serial)
+    not_after: datetime
+
+    @property
+    def not_after_ms(self) -> int:
+        return int(self.not_after.timestamp() * 1000)
+
+
+def certificate_facts(cert_file: Path) -> CertificateFacts:
+    """Serial and notAfter of a PEM certificate file."""
+    cert = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
+    return CertificateFacts(serial=format(cert.serial_number, "x"),
+                            not_after=cert.not_valid_after_utc)
+
+
 def worker_id_from_cert_der(der: bytes) -> str | None:
     """The worker id named by the cert's single `urn:qinglong:worker:` SAN URI.
 
