@@ -218,6 +218,39 @@ def complete_lease(*, credential_id: str, secret_digest: bytes, worker_id: str,
                                  "result": None if result is None else Jsonb(dict(result))})
 
 
+LEASE_SECRETS: Statement[JsonObject] = Statement(
+    "lease_secrets", f"SELECT ql.lease_secrets({_LEASE_ARGS})")
+
+
+def lease_secrets(*, credential_id: str, secret_digest: bytes, worker_id: str,
+                  session_id: str, generation: int, offer_id: str, token_digest: bytes,
+                  lease_version: int) -> Call[JsonObject]:
+    """SPEC §14.3: a started lease's secrets, WRAPPED (`{status: ok, runId, projectId,
+    dataKey, secrets: [{env, name, version, keyId, nonce, ciphertext}]}`, hex) or a
+    conflict; the ingress decrypts (service/secrets_crypto.py). Changes no lease."""
+    return Call(LEASE_SECRETS, _lease_params(credential_id, secret_digest, worker_id,
+                                             session_id, generation, offer_id, token_digest,
+                                             lease_version))
+
+
+APPEND_LOG: Statement[JsonObject] = Statement("append_log", (
+    f"SELECT ql.append_log({_LEASE_ARGS}, p_offset => %(offset)s::bigint,"
+    " p_chunk => %(chunk)s::text)"))
+
+
+def append_log(*, credential_id: str, secret_digest: bytes, worker_id: str,
+               session_id: str, generation: int, offer_id: str, token_digest: bytes,
+               lease_version: int, offset: int, chunk: str) -> Call[JsonObject]:
+    """SPEC §15.1: append `chunk` at byte `offset` of the started lease's live log
+    (the lease version is a fence, not bumped) -> `{status: ok|idempotent,
+    storedBytes, truncated}` | `{status: conflict, category: log_offset, storedBytes}`
+    | a lease conflict | the denial envelope."""
+    return Call(APPEND_LOG, {**_lease_params(credential_id, secret_digest, worker_id,
+                                             session_id, generation, offer_id, token_digest,
+                                             lease_version),
+                             "offset": offset, "chunk": chunk})
+
+
 IDLE_PROBE: Statement[JsonObject] = Statement("idle_probe", "SELECT ql.idle_probe()")
 
 
@@ -635,6 +668,77 @@ LIST_PROJECT_TOKENS: Statement[JsonObject] = Statement(
 def list_project_tokens(*, project: str | None = None) -> Call[JsonObject]:
     """-> `{tokens: [{tokenId, project, scopes, state, ...}]}`; never a digest."""
     return Call(LIST_PROJECT_TOKENS, {"project": project})
+
+
+# ------------------------------------------------------------ secrets (ql_runtime, SPEC §14.1)
+# Only wrapped keys and ciphertexts cross here: the CLI encrypts with its KEK file.
+
+PROJECT_DATA_KEY: Statement[JsonObject] = Statement("project_data_key", (
+    "SELECT ql.project_data_key(p_project => %(project)s::text, p_key_id => %(key_id)s::text,"
+    " p_kek_id => %(kek_id)s::text, p_nonce => %(nonce)s::bytea,"
+    " p_wrapped_key => %(wrapped_key)s::bytea)"))
+
+
+def project_data_key(*, project: str, key_id: str, kek_id: str, nonce: bytes,
+                     wrapped_key: bytes) -> Call[JsonObject]:
+    """Install the offered wrapped data key if the project has none; -> the stored one
+    `{project, projectId, keyId, kekId, nonce, wrappedKey, created}` (hex)."""
+    return Call(PROJECT_DATA_KEY, {"project": project, "key_id": key_id, "kek_id": kek_id,
+                                   "nonce": nonce, "wrapped_key": wrapped_key})
+
+
+SET_SECRET: Statement[JsonObject] = Statement("set_secret", (
+    "SELECT ql.set_secret(p_project => %(project)s::text, p_name => %(name)s::text,"
+    " p_version => %(version)s::integer, p_key_id => %(key_id)s::text,"
+    " p_nonce => %(nonce)s::bytea, p_ciphertext => %(ciphertext)s::bytea)"))
+
+
+def set_secret(*, project: str, name: str, version: int, key_id: str, nonce: bytes,
+               ciphertext: bytes) -> Call[JsonObject]:
+    """-> `{project, name, version, createdAtMs, updatedAtMs}`; QL040 when `version`
+    is not the next one."""
+    return Call(SET_SECRET, {"project": project, "name": name, "version": version,
+                             "key_id": key_id, "nonce": nonce, "ciphertext": ciphertext})
+
+
+LIST_SECRETS: Statement[JsonObject] = Statement(
+    "list_secrets", "SELECT ql.list_secrets(p_project => %(project)s::text)")
+
+
+def list_secrets(*, project: str) -> Call[JsonObject]:
+    """-> `{project, secrets: [{name, version, createdAtMs, updatedAtMs}]}`; never values."""
+    return Call(LIST_SECRETS, {"project": project})
+
+
+DELETE_SECRET: Statement[JsonObject] = Statement(
+    "delete_secret",
+    "SELECT ql.delete_secret(p_project => %(project)s::text, p_name => %(name)s::text)")
+
+
+def delete_secret(*, project: str, name: str) -> Call[JsonObject]:
+    """-> `{project, name, version, deleted}`; QL004 when there is no such secret."""
+    return Call(DELETE_SECRET, {"project": project, "name": name})
+
+
+LIST_DATA_KEYS: Statement[JsonObject] = Statement("list_data_keys",
+                                                  "SELECT ql.list_data_keys()")
+
+
+def list_data_keys() -> Call[JsonObject]:
+    """-> `{keys: [{projectId, keyId, kekId, nonce, wrappedKey}]}` (wrapped, hex)."""
+    return Call(LIST_DATA_KEYS, {})
+
+
+REWRAP_DATA_KEYS: Statement[JsonObject] = Statement("rewrap_data_keys", (
+    "SELECT ql.rewrap_data_keys(p_old_kek_id => %(old_kek_id)s::text,"
+    " p_new_kek_id => %(new_kek_id)s::text, p_keys => %(keys)s::jsonb)"))
+
+
+def rewrap_data_keys(*, old_kek_id: str, new_kek_id: str,
+                     keys: Sequence[Mapping[str, str]]) -> Call[JsonObject]:
+    """Every data key re-wrapped at once: `keys` [{keyId, nonce, wrappedKey}] (hex)."""
+    return Call(REWRAP_DATA_KEYS, {"old_kek_id": old_kek_id, "new_kek_id": new_kek_id,
+                                   "keys": Jsonb([dict(k) for k in keys])})
 
 
 # ------------------------------------------------------------ producer API (ql_producer)

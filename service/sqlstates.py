@@ -70,6 +70,14 @@ class QlSqlState(Enum):
     SCOPE_MISSING = SqlStateInfo(
         "QL031", "scope_missing", 403, "producer API: the project token lacks the call's scope"
     )
+    SECRET_CONFLICT = SqlStateInfo(
+        "QL040", "secret_conflict", 409,
+        "secrets (SPEC §14.1): the secret or the data keys changed since they were read",
+    )
+    KEK_MISMATCH = SqlStateInfo(
+        "QL041", "kek_mismatch", 409,
+        "secrets: the stored data keys are wrapped by another key-encryption key",
+    )
     ILLEGAL_TRANSITION = SqlStateInfo(
         "QL020", "illegal_transition", 409, "lifecycle transition not allowed from this state"
     )
