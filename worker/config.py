@@ -18,11 +18,18 @@ resolved against the file's directory::
       "inboxCapacity": 64,                               # optional, 1..1024
       "requestTimeoutS": 15,                             # optional, (0, 60]
       "execute": false,                                  # optional: run offers (SPEC §7)
+      "trust": {"keysFile": "publishers.jwks.json",      # optional (SPEC §16.1,
+                "policy": "warn"},                       #   worker/trust.py)
       "executor": {"shutdownGraceS": 30,                 # optional, 0..3600
                    "killGraceS": 5,                      # SIGTERM -> SIGKILL, 0..300
                    "outputLimitBytes": 67108864,         # on disk per offer, 0..1 GiB
                    "workDir": "/var/lib/qinglong/work",  # default <journal>.work
-                   "runsDir": "/var/lib/qinglong/runs"}  # default <journal>.runs
+                   "runsDir": "/var/lib/qinglong/runs",  # default <journal>.runs
+                   "runAsRange": "70000-70063",          # SPEC §14.4, as --run-as-range
+                   "limits": {"maxProcesses": 1024,      # per run (worker/run_limits.py)
+                              "maxOpenFiles": 4096,
+                              "maxMemoryBytes": 2147483648},
+                   "cgroupParent": "/sys/fs/cgroup/ql"}  # a delegated cgroup v2 (optional)
     }
 
 ``execute: true`` (or ``--execute``) turns on the executor (worker/lifecycle.py):
@@ -59,6 +66,13 @@ from typing import Any
 from qinglong.worker.journal import DEFAULT_CAPACITY, HARD_CAPACITY
 from qinglong.worker.owner_lock import STALE_DEFAULT_MS, STALE_MAX_MS, STALE_MIN_MS
 from qinglong.worker.run_as import Sandbox
+from qinglong.worker.run_limits import (
+    MAX_MEMORY_RANGE,
+    MAX_OPEN_FILES_RANGE,
+    MAX_PROCESSES_RANGE,
+    Limits,
+)
+from qinglong.worker.trust import TrustPolicy, TrustSettings
 
 CONFIG_LIMIT = 64 * 1024
 CAPABILITIES_SCHEMA = "qinglong/worker-capabilities@v1"
@@ -66,11 +80,13 @@ _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 _KEYS = frozenset({
     "ingressUrl", "workerId", "certFile", "keyFile", "caFile", "credentialFile", "journal",
     "capabilities", "cadence", "lockStaleMs", "inboxCapacity", "requestTimeoutS",
-    "execute", "executor",
+    "execute", "executor", "trust",
 })  # fmt: skip
-_EXECUTOR_KEYS = frozenset(
-    {"shutdownGraceS", "killGraceS", "outputLimitBytes", "workDir", "runsDir"}
-)
+_EXECUTOR_KEYS = frozenset({
+    "shutdownGraceS", "killGraceS", "outputLimitBytes", "workDir", "runsDir", "runAsRange",
+    "limits", "cgroupParent",
+})  # fmt: skip
+_LIMIT_KEYS = frozenset({"maxProcesses", "maxOpenFiles", "maxMemoryBytes"})
 OUTPUT_LIMIT_DEFAULT = 64 * 1024 * 1024  # SPEC §11: output capped, 64 MiB on disk
 OUTPUT_LIMIT_MAX = 1024 * 1024 * 1024
 _REQUIRED = ("ingressUrl", "workerId", "certFile", "keyFile", "caFile", "credentialFile")
@@ -122,6 +138,9 @@ class ExecutorSettings:
     output_limit_bytes: int = OUTPUT_LIMIT_DEFAULT  # head of stdout+stderr kept per offer
     work_dir: str | None = None  # None: "<journal>.work"
     runs_dir: str | None = None  # None: "<journal>.runs"
+    run_as_range: str | None = None  # "FIRST-LAST" (SPEC §14.4), checked by the CLI
+    limits: Limits = field(default_factory=Limits)  # per run (worker/run_limits.py)
+    cgroup_parent: str | None = None  # a delegated cgroup v2 directory for runs
     # Decided at start by the CLI (worker/run_as.py), never read from a file.
     sandbox: Sandbox | None = None
 
@@ -147,6 +166,7 @@ class WorkerConfig:
     request_timeout_s: float = 15.0
     execute: bool = False
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    trust: TrustSettings = field(default_factory=TrustSettings)  # SPEC §16.1
 
     @property
     def work_dir(self) -> str:
@@ -263,13 +283,61 @@ def _executor(base: str, doc: object) -> ExecutorSettings:
     defaults = ExecutorSettings()
     work_dir = doc.get("workDir")
     runs_dir = doc.get("runsDir")
+    run_as_range = doc.get("runAsRange")
+    if run_as_range is not None and (not isinstance(run_as_range, str) or not run_as_range):
+        raise ConfigError("invalid_value", "executor.runAsRange must be \"FIRST-LAST\"")
+    cgroup = doc.get("cgroupParent")
     return ExecutorSettings(
         shutdown_grace_s=doc.get("shutdownGraceS", defaults.shutdown_grace_s),
         kill_grace_s=doc.get("killGraceS", defaults.kill_grace_s),
         output_limit_bytes=doc.get("outputLimitBytes", defaults.output_limit_bytes),
         work_dir=None if work_dir is None else _path(base, work_dir, "executor.workDir"),
         runs_dir=None if runs_dir is None else _path(base, runs_dir, "executor.runsDir"),
+        run_as_range=run_as_range,
+        limits=parse_limits(doc.get("limits")),
+        cgroup_parent=None if cgroup is None else _path(base, cgroup, "executor.cgroupParent"),
     )
+
+
+def parse_limits(doc: object, base: Limits | None = None) -> Limits:
+    """``executor.limits`` (every key optional; the defaults of run_limits.py)."""
+    limits = base or Limits()
+    if doc is None:
+        return limits
+    if not isinstance(doc, dict) or not set(doc) <= _LIMIT_KEYS:
+        raise ConfigError("invalid_value", "executor.limits takes only "
+                          + ", ".join(sorted(_LIMIT_KEYS)))  # fmt: skip
+    return replace(
+        limits,
+        max_processes=_int_in("executor.limits.maxProcesses",
+                              doc.get("maxProcesses", limits.max_processes), *MAX_PROCESSES_RANGE),
+        max_open_files=_int_in("executor.limits.maxOpenFiles",
+                               doc.get("maxOpenFiles", limits.max_open_files),
+                               *MAX_OPEN_FILES_RANGE),
+        max_memory_bytes=_int_in("executor.limits.maxMemoryBytes",
+                                 doc.get("maxMemoryBytes", limits.max_memory_bytes),
+                                 *MAX_MEMORY_RANGE),
+    )  # fmt: skip
+
+
+def parse_trust(base: str, doc: object) -> TrustSettings:
+    """``trust: {keysFile?, policy?}`` (worker/trust.py; policy default ``warn``)."""
+    if doc is None:
+        return TrustSettings()
+    if not isinstance(doc, dict) or not set(doc) <= {"keysFile", "policy"}:
+        raise ConfigError("invalid_value", "trust takes only keysFile and policy")
+    return TrustSettings(
+        policy=trust_policy(doc.get("policy", TrustPolicy.WARN.value), "trust.policy"),
+        keys_file=None if doc.get("keysFile") is None
+        else _path(base, doc["keysFile"], "trust.keysFile"),
+    )
+
+
+def trust_policy(value: object, name: str) -> TrustPolicy:
+    try:
+        return TrustPolicy(value)
+    except ValueError:
+        raise ConfigError("invalid_value", f"{name} must be enforce, warn or off") from None
 
 
 def load_config_file(
@@ -301,6 +369,7 @@ def load_config_file(
         request_timeout_s=doc.get("requestTimeoutS", 15.0),
         execute=True if execute else doc.get("execute", False),
         executor=_executor(base, doc.get("executor")),
+        trust=parse_trust(base, doc.get("trust")),
     )
     return check_runs_dir_apart(config.with_slots(slots).validated(), path)
 
@@ -377,13 +446,29 @@ def describe(config: WorkerConfig) -> dict[str, Any]:
         "execute": config.execute,
         "workDir": config.work_dir if config.execute else None,
         "runsDir": config.runs_dir if config.execute else None,
+        "trustPolicy": config.trust.policy.value,
+        "trustKeysFile": config.trust.keys_file,
         "runAs": _run_as_name(config),
+        **_isolation(config),
+    }
+
+
+def _isolation(config: WorkerConfig) -> dict[str, Any]:
+    """SPEC §14.4: the uid range, the limits and whether /tmp is private."""
+    sandbox = config.executor.sandbox
+    if not config.execute or sandbox is None or sandbox.pool is None:
+        return {}
+    limits = sandbox.limits
+    return {
+        "runAsRange": sandbox.pool.uids.text(),
+        "limits": None if limits is None else limits.report(None, frozenset()),
+        "privatePlaces": list(sandbox.private_places),
     }
 
 
 def _run_as_name(config: WorkerConfig) -> str | None:
     sandbox = config.executor.sandbox
-    if not config.execute or sandbox is None:
+    if not config.execute or sandbox is None or sandbox.pool is not None:
         return None
     if sandbox.run_as is not None:
         return sandbox.run_as.name

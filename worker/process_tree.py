@@ -59,7 +59,10 @@ import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: this module also runs standalone (tests)
+    from qinglong.worker.run_limits import Cgroup, Exceeded, Limits
 
 __all__ = [
     "KILL_TREE",
@@ -70,6 +73,7 @@ __all__ = [
     "descendants",
     "is_supervisor",
     "kill_tree",
+    "remove_entry",
     "start",
 ]
 
@@ -125,6 +129,10 @@ class Launch:
     cwd_parts: tuple[str, ...]  # relative path components inside the run directory
     uid: int | None = None  # run-as user; None: keep the worker's identity
     gid: int | None = None
+    limits: Limits | None = None  # SPEC §14.4 (worker/run_limits.py); None: none
+    # A private mount (and IPC) namespace with fresh tmpfs on these places
+    # (SPEC §14.4): what the run leaves there vanishes with it. Empty: none.
+    private_places: tuple[str, ...] = ()
 
 
 class _Prctl:
@@ -146,6 +154,17 @@ class Supervised:
     pid: int
     stdout: IO[bytes]
     returncode: int | None = field(default=None)
+    report_fd: int | None = field(default=None, repr=False)  # what the supervisor saw
+    exceeded: frozenset[Exceeded] = field(default=frozenset())
+    limits: Limits | None = None  # the run's (SPEC §14.4), None: none applied
+    uid: int | None = None  # the run's uid (None: the worker's)
+    on_exit: Callable[[], None] | None = field(default=None, repr=False)  # once reaped
+
+    def limits_report(self) -> dict[str, object] | None:
+        """``result.limits``: the mechanism, the limits, what the run hit."""
+        if self.limits is None:
+            return None
+        return self.limits.report(self.uid, self.exceeded)
 
     def send(self, signum: int) -> None:
         if self.returncode is None:
@@ -158,10 +177,45 @@ class Supervised:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
             except ChildProcessError:  # reaped elsewhere: its status is lost
                 self.returncode = LOST_STATUS
+                self.close_report()
+                self._exited()
                 return self.returncode
             if pid == self.pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
+                self._read_report()
+                self._exited()
         return self.returncode
+
+    def _exited(self) -> None:
+        hook, self.on_exit = self.on_exit, None
+        if hook is not None:
+            hook()
+
+    def _read_report(self) -> None:
+        """The limits the run hit (the supervisor's last words: names, one line)."""
+        fd, self.report_fd = self.report_fd, None
+        if fd is None:
+            return
+        try:
+            os.set_blocking(fd, False)
+            data = os.read(fd, _REASON_MAX)
+        except OSError:
+            data = b""
+        finally:
+            os.close(fd)
+        words = data.decode("ascii", "replace").split()
+        if not words:
+            return
+        from qinglong.worker.run_limits import Exceeded
+
+        known = {e.value: e for e in Exceeded}
+        self.exceeded = frozenset(known[w] for w in words if w in known)
+
+    def close_report(self) -> None:
+        fd, self.report_fd = self.report_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def wait(self, timeout: float) -> int | None:
         deadline = time.monotonic() + timeout
@@ -179,28 +233,33 @@ def start(launch: Launch) -> Supervised:
         raise SpawnFailed("work_dir_unusable") from None
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    rep_r, rep_w = os.pipe()
     worker_pid = os.getpid()
     try:
         pid = os.fork()
     except OSError:
-        for fd in (runs_fd, out_r, out_w, err_r, err_w):
+        for fd in (runs_fd, out_r, out_w, err_r, err_w, rep_r, rep_w):
             os.close(fd)
         raise SpawnFailed("process_limit") from None
     if pid == 0:  # the supervisor: never returns
         code = 127
         try:
-            code = _Supervisor(launch, prctl, worker_pid, runs_fd, out_w, err_w).run()
+            os.close(rep_r)
+            fds = _Fds(runs_fd, out_w, err_w, rep_w)
+            code = _Supervisor(launch, prctl, worker_pid, fds).run()
         finally:
             os._exit(code)
-    for fd in (runs_fd, out_w, err_w):
+    for fd in (runs_fd, out_w, err_w, rep_w):
         os.close(fd)
     reason = _read_reason(err_r)
-    handle = Supervised(pid, os.fdopen(out_r, "rb"))
+    handle = Supervised(pid, os.fdopen(out_r, "rb"), report_fd=rep_r, limits=launch.limits,
+                        uid=launch.uid)  # fmt: skip
     if reason is not None:
         if reason == "start_timeout":
             handle.send(signal.SIGKILL)
         handle.wait(START_TIMEOUT_S)
         handle.stdout.close()
+        handle.close_report()
         raise SpawnFailed(reason)
     return handle
 
@@ -355,21 +414,30 @@ def _signal_all(pids: list[int], signum: int) -> None:
             os.kill(pid, signum)
 
 
+@dataclass(frozen=True)
+class _Fds:
+    runs: int  # the runs directory
+    out_w: int  # the output pipe
+    err_w: int  # spawn failure reason (EOF: exec'd)
+    report_w: int  # the limits the run hit, written just before the supervisor exits
+
+
 class _Supervisor:
     """Runs in the forked child; every method ends in the child's own exit."""
 
-    def __init__(
-        self, launch: Launch, prctl: _Prctl, worker_pid: int, runs_fd: int, out_w: int, err_w: int
-    ) -> None:
+    def __init__(self, launch: Launch, prctl: _Prctl, worker_pid: int, fds: _Fds) -> None:
         self.launch = launch
         self.prctl = prctl
         self.worker_pid = worker_pid
-        self.runs_fd = runs_fd
-        self.out_w = out_w
-        self.err_w = err_w
+        self.runs_fd = fds.runs
+        self.out_w = fds.out_w
+        self.err_w = fds.err_w
+        self.report_w = fds.report_w
         self.leader: int | None = None
         self.killing = False
         self.created = False  # the run directory is ours to remove
+        self.cgroup: Cgroup | None = None
+        self.exceeded: set[Exceeded] = set()
 
     def run(self) -> int:
         try:
@@ -380,12 +448,13 @@ class _Supervisor:
             if self.created:
                 with contextlib.suppress(OSError):
                     _remove_entry(self.runs_fd, self.launch.run_name)
+            self._end_cgroup()
             return 127
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, (*_HANDLED, signal.SIGCHLD))
         self.leader = os.fork()
         if self.leader == 0:
             self._exec(cwd_fd)  # never returns
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked | {signal.SIGCHLD})
         os.close(cwd_fd)
         os.close(self.err_w)
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -398,7 +467,21 @@ class _Supervisor:
         self._kill_tree()
         with contextlib.suppress(OSError):
             _remove_entry(self.runs_fd, self.launch.run_name)
+        self._end_cgroup()
+        with contextlib.suppress(OSError):
+            os.write(self.report_w, " ".join(sorted(self.exceeded)).encode("ascii"))
         return _relay(status)
+
+    def _end_cgroup(self) -> None:
+        """With the worker's identity again (its saved uid): read what the run
+        hit, kill what is left inside, remove the cgroup."""
+        group = self.cgroup
+        if group is None:
+            return
+        with contextlib.suppress(OSError):
+            os.seteuid(os.getuid())
+        self.exceeded.update(group.exceeded())
+        group.kill_and_remove()
 
     def _setup(self) -> None:
         with contextlib.suppress(ValueError, OSError):
@@ -412,6 +495,16 @@ class _Supervisor:
             raise SpawnFailed("subreaper_unavailable")
         self._fds()
         launch = self.launch
+        if launch.private_places:
+            _private_mounts(launch)
+            self.runs_fd = _reopen(self.runs_fd, launch.runs_dir)
+        if launch.limits is not None and launch.limits.mechanism == "cgroup":
+            from qinglong.worker.run_limits import Cgroup
+
+            try:
+                self.cgroup = Cgroup.create(launch.limits, launch.run_name)
+            except OSError:
+                raise SpawnFailed("cgroup_unusable") from None
         if launch.uid is not None and launch.gid is not None:
             _drop_bounding_set(self.prctl)  # root can; a capability-only worker cannot
             try:
@@ -434,7 +527,7 @@ class _Supervisor:
         os.dup2(devnull, 0)
         os.dup2(self.out_w, 1)
         os.dup2(self.out_w, 2)
-        keep = {0, 1, 2, self.err_w, self.runs_fd}
+        keep = {0, 1, 2, self.err_w, self.runs_fd, self.report_w}
         for name in os.listdir("/proc/self/fd"):
             fd = int(name)
             if fd not in keep:
@@ -470,6 +563,7 @@ class _Supervisor:
                 signal.signal(signum, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
             supervisor = os.getppid()
+            self._limit()
             if self.launch.uid is not None:
                 os.setresuid(self.launch.uid, self.launch.uid, self.launch.uid)
             # After the uid change (which resets it): should the supervisor die
@@ -483,6 +577,7 @@ class _Supervisor:
             if not self.prctl(PR_SET_NO_NEW_PRIVS, 1):
                 raise SpawnFailed("run_as_failed")
             os.close(self.runs_fd)
+            os.close(self.report_w)
             os.fchdir(cwd_fd)
             argv = list(self.launch.argv)
             os.execvpe(argv[0], argv, dict(self.launch.env))
@@ -496,6 +591,22 @@ class _Supervisor:
             self._report(reason)
             os._exit(127)
 
+    def _limit(self) -> None:
+        """In the leader, with the worker's identity back for a moment (its
+        real uid; raising a hard limit or entering a cgroup may need it)."""
+        limits = self.launch.limits
+        if limits is None:
+            return
+        try:
+            os.seteuid(os.getuid())
+            if self.cgroup is not None:
+                self.cgroup.enter()
+            from qinglong.worker.run_limits import apply_rlimits
+
+            apply_rlimits(limits)
+        except OSError:
+            raise SpawnFailed("limits_failed") from None
+
     def _report(self, reason: str) -> None:
         with contextlib.suppress(OSError):
             os.write(self.err_w, reason.encode("ascii")[:_REASON_MAX])
@@ -508,10 +619,40 @@ class _Supervisor:
         _signal_tree(os.getpid(), signal.SIGKILL)
 
     def _wait_leader(self) -> int:
+        limits = self.launch.limits
+        sampling = limits is not None and limits.mechanism == "rlimit"
+        wait_s = 1.0
+        if sampling:
+            from qinglong.worker.run_limits import SAMPLE_S
+
+            wait_s = SAMPLE_S
         while True:
-            pid, status = os.waitpid(-1, 0)  # reaps orphans too
-            if pid == self.leader:
-                return status
+            # Reaps orphans too, at once (a zombie still counts for RLIMIT_NPROC).
+            while True:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    pid = 0
+                if pid == self.leader:
+                    return status
+                if pid == 0:
+                    break
+            if sampling:
+                assert limits is not None
+                self._sample(limits)
+            signal.sigtimedwait([signal.SIGCHLD], wait_s)
+
+    def _sample(self, limits: Limits) -> None:
+        """rlimit mechanism: the run's tasks at the cap, its memory over it (killed)."""
+        from qinglong.worker.run_limits import Exceeded, sample_tree
+
+        seen = sample_tree(os.getpid())
+        if limits.max_processes is not None and seen.tasks >= limits.max_processes:
+            self.exceeded.add(Exceeded.PROCESSES)
+        if seen.resident_bytes >= limits.max_memory_bytes and not self.killing:
+            self.exceeded.add(Exceeded.MEMORY)
+            self.killing = True
+            _signal_tree(os.getpid(), signal.SIGKILL)
 
     def _kill_tree(self) -> None:
         """SIGKILL every descendant and reap until none is left."""
@@ -542,6 +683,89 @@ def _clear_capabilities() -> bool:
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable}: all zero
     return ctypes.CDLL(None, use_errno=True).capset(header, data) == 0
+
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+
+def _libc_call(name: str, *args: object) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+
+
+def _mount(source: bytes | None, target: str, fstype: bytes | None, flags: int,
+           data: bytes | None = None) -> None:  # fmt: skip
+    _libc_call("mount", source, target.encode(), fstype, flags, data)
+
+
+def _private_mounts(launch: Launch) -> None:
+    """A mount and IPC namespace of the run's own (as root, before the identity
+    switch): nothing propagates back, and each shared place gets a fresh tmpfs
+    (sized like the run's memory limit). A runs directory below one of them is
+    bound back to its path, so the run's HOME still resolves."""
+    try:
+        _libc_call("unshare", CLONE_NEWNS | CLONE_NEWIPC)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        size = launch.limits.max_memory_bytes if launch.limits is not None else 64 << 20
+        runs = os.path.realpath(launch.runs_dir)
+        runs_fd = os.open(runs, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            for place in launch.private_places:
+                if not os.path.isdir(place) or os.path.islink(place):
+                    continue
+                options = f"mode=1777,size={size}".encode()
+                _mount(b"tmpfs", place, b"tmpfs", MS_NOSUID | MS_NODEV, options)
+                if os.path.commonpath([runs, place]) == place:
+                    os.makedirs(runs, 0o711, exist_ok=True)
+                    _mount(f"/proc/self/fd/{runs_fd}".encode(), runs, None, MS_BIND)
+        finally:
+            os.close(runs_fd)
+    except OSError:
+        raise SpawnFailed("private_mounts_failed") from None
+
+
+def _reopen(old_fd: int, path: str) -> int:
+    """The runs directory opened again inside the new mount namespace (a cwd
+    reached through the old one would be unreachable there), checked to be the
+    same directory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        raise SpawnFailed("private_mounts_failed") from None
+    old, new = os.fstat(old_fd), os.fstat(fd)
+    if (old.st_dev, old.st_ino) != (new.st_dev, new.st_ino):
+        os.close(fd)
+        raise SpawnFailed("private_mounts_failed")
+    os.dup2(fd, old_fd)  # keep the number: the fd bookkeeping stays as it was
+    os.close(fd)
+    return old_fd
+
+
+def private_mounts_permitted() -> bool:
+    """Whether this worker may give runs a private mount namespace (probed in a
+    child: unshare, a tmpfs mount)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _libc_call("unshare", CLONE_NEWNS | CLONE_NEWIPC)
+            _mount(None, "/", None, MS_REC | MS_PRIVATE)
+            _mount(b"tmpfs", "/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _open_dir(name: str, dir_fd: int) -> int:
@@ -613,6 +837,9 @@ def _remove_entry(parent_fd: int, name: str) -> None:
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=parent_fd)
+
+
+remove_entry = _remove_entry
 
 
 def _relay(status: int) -> int:

@@ -34,6 +34,11 @@ import os
 import pwd
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qinglong.worker.run_limits import Limits
+    from qinglong.worker.uid_pool import UidPool
 
 __all__ = [
     "CAP_SETGID",
@@ -89,14 +94,21 @@ class Sandbox:
 
     ``run_as`` None: the worker's own identity (a non-root worker without
     ``--run-as``, or ``--run-as root`` by root). ``runs_dir``: the parent of the
-    per-run directories."""
+    per-run directories. ``pool`` (``--run-as-range``, SPEC §14.4): every run
+    leases a uid of its own instead of ``run_as``. ``limits``: the per-run
+    limits of a switching sandbox (worker/run_limits.py). ``private_places``:
+    the shared places (``/tmp``, ``/var/tmp``, ``/dev/shm``) a run gets fresh
+    in a mount namespace of its own (empty: not permitted, or no range)."""
 
     runs_dir: str
     run_as: RunAs | None = None
+    pool: UidPool | None = None
+    limits: Limits | None = None
+    private_places: tuple[str, ...] = ()
 
     @property
     def switches(self) -> bool:
-        return self.run_as is not None
+        return self.run_as is not None or self.pool is not None
 
 
 def resolve_user(text: str) -> RunAs:
