@@ -251,6 +251,24 @@ def append_log(*, credential_id: str, secret_digest: bytes, worker_id: str,
                              "offset": offset, "chunk": chunk})
 
 
+APPEND_LOG: Statement[JsonObject] = Statement("append_log", (
+    f"SELECT ql.append_log({_LEASE_ARGS}, p_offset => %(offset)s::bigint,"
+    " p_chunk => %(chunk)s::text)"))
+
+
+def append_log(*, credential_id: str, secret_digest: bytes, worker_id: str,
+               session_id: str, generation: int, offer_id: str, token_digest: bytes,
+               lease_version: int, offset: int, chunk: str) -> Call[JsonObject]:
+    """SPEC §15.1: append `chunk` at byte `offset` of the started lease's live log
+    (the lease version is a fence, not bumped) -> `{status: ok|idempotent,
+    storedBytes, truncated}` | `{status: conflict, category: log_offset, storedBytes}`
+    | a lease conflict | the denial envelope."""
+    return Call(APPEND_LOG, {**_lease_params(credential_id, secret_digest, worker_id,
+                                             session_id, generation, offer_id, token_digest,
+                                             lease_version),
+                             "offset": offset, "chunk": chunk})
+
+
 IDLE_PROBE: Statement[JsonObject] = Statement("idle_probe", "SELECT ql.idle_probe()")
 
 
@@ -367,17 +385,19 @@ CONFIGURE_TASK: Statement[JsonObject] = Statement("configure_task", (
     " p_lease_ttl_s => %(lease_ttl_s)s::integer,"
     " p_max_attempts => %(max_attempts)s::integer,"
     " p_retry_base_ms => %(retry_base_ms)s::integer,"
-    " p_retry_cap_ms => %(retry_cap_ms)s::integer, p_enabled => %(enabled)s::boolean)"))
+    " p_retry_cap_ms => %(retry_cap_ms)s::integer, p_enabled => %(enabled)s::boolean,"
+    " p_log_limit_bytes => %(log_limit_bytes)s::integer)"))
 
 
 def configure_task(*, task_id: str, lease_ttl_s: int | None = None,
                    max_attempts: int | None = None, retry_base_ms: int | None = None,
-                   retry_cap_ms: int | None = None,
-                   enabled: bool | None = None) -> Call[JsonObject]:
+                   retry_cap_ms: int | None = None, enabled: bool | None = None,
+                   log_limit_bytes: int | None = None) -> Call[JsonObject]:
     """None leaves a setting unchanged; -> the task's settings (see `task_settings`)."""
     return Call(CONFIGURE_TASK, {"task_id": task_id, "lease_ttl_s": lease_ttl_s,
                                  "max_attempts": max_attempts, "retry_base_ms": retry_base_ms,
-                                 "retry_cap_ms": retry_cap_ms, "enabled": enabled})
+                                 "retry_cap_ms": retry_cap_ms, "enabled": enabled,
+                                 "log_limit_bytes": log_limit_bytes})
 
 
 CANCEL_RUN: Statement[JsonObject] = Statement(
@@ -567,6 +587,20 @@ SHOW_RUN: Statement[JsonObject] = Statement(
 def show_run(*, run_id: str) -> Call[JsonObject]:
     """-> `{run, attempts, events}` (the latest 200 events, oldest first)."""
     return Call(SHOW_RUN, {"run_id": run_id})
+
+
+RUN_LOG: Statement[JsonObject] = Statement("run_log", (
+    "SELECT ql.run_log(p_run_id => %(run_id)s::uuid, p_attempt_no => %(attempt_no)s::integer,"
+    " p_offset => %(offset)s::bigint, p_max_bytes => %(max_bytes)s::integer)"))
+
+
+def run_log(*, run_id: str, attempt_no: int | None = None, offset: int = 0,
+            max_bytes: int = 1048576) -> Call[JsonObject]:
+    """One page of an attempt's live log (SPEC §15.3; `attempt_no` None = the latest):
+    `{runId, attemptNumber, offset, text, storedBytes, logBytes, truncated, complete,
+    ended}`. `run_id` must be a UUID (a malformed one fails the cast, 22P02)."""
+    return Call(RUN_LOG, {"run_id": run_id, "attempt_no": attempt_no, "offset": offset,
+                          "max_bytes": max_bytes})
 
 
 LIST_WORKERS: Statement[JsonObject] = Statement("list_workers", (

@@ -21,7 +21,8 @@
 --                               draining, unexpired session, the calls that
 --                               only let started work end are allowed
 --                               (session.heartbeat, session.close, lease.ack,
---                               lease.heartbeat, lease.complete). Their own
+--                               lease.heartbeat, lease.complete, lease.log).
+--                               Their own
 --                               fences keep them to the draining session's
 --                               STARTED leases (ql_private.lease_verdict:
 --                               an unstarted lease of a draining session
@@ -86,7 +87,7 @@ BEGIN
                 http_status := 403;
             ELSIF cred.disabled_at IS NOT NULL
                   AND NOT (p_action IN ('session.heartbeat', 'session.close', 'lease.ack',
-                                        'lease.heartbeat', 'lease.complete')
+                                        'lease.heartbeat', 'lease.complete', 'lease.log')
                            AND EXISTS (SELECT 1 FROM ql_private.worker_sessions ws
                                         WHERE ws.worker_id = p_worker_id
                                           AND ws.state = 'draining'
@@ -106,4 +107,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) IS
-'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete/log are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';

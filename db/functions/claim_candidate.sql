@@ -21,7 +21,8 @@
 -- Writes: one run_leases row (lease_generation = previous + 1; the task's lease
 --   TTL pinned on it, lease_ttl_seconds: what the starting ACK and heartbeats of
 --   this lease extend it by, whatever the task is configured to later, SPEC
---   §9.1), the run -> dispatching (due_at cleared), exactly one `run.dispatched`
+--   §9.1; and its logLimitBytes, log_limit_bytes: the cap of this attempt's
+--   live log, SPEC §15.2), the run -> dispatching (due_at cleared), exactly one `run.dispatched`
 --   event.
 -- Returns `offer` = the offer@v1 projection built from the rows in hand
 --   (ql_private.offer_json, the same function a replay uses), NULL when nothing
@@ -65,6 +66,7 @@ DECLARE
     score integer;
 BEGIN
     SELECT p.ord, cr AS run, ca AS attempt, cer AS revision, ct.lease_ttl_seconds AS ttl,
+           ct.log_limit_bytes AS log_limit,
            (SELECT max(g.lease_generation) FROM ql_private.run_leases g
              WHERE g.attempt_id = ca.id) AS last_generation
       INTO pick
@@ -115,12 +117,13 @@ BEGIN
     INSERT INTO ql_private.run_leases (
         attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
         lease_version, offer_id, token_digest, execution_revision_id, content_digest,
-        placement_score, claimed_at, expires_at, lease_ttl_seconds, updated_at)
+        placement_score, claimed_at, expires_at, lease_ttl_seconds, log_limit_bytes,
+        updated_at)
     VALUES (
         a.id, r.id, s.worker_id, s.session_id, s.generation,
         coalesce(pick.last_generation, 0) + 1, 1, p_offer_id, p_token_digest,
         r.execution_revision_id, (pick.revision).content_digest, score,
-        now_ts, now_ts + make_interval(secs => pick.ttl), pick.ttl, now_ts)
+        now_ts, now_ts + make_interval(secs => pick.ttl), pick.ttl, pick.log_limit, now_ts)
     RETURNING * INTO l;
     IF r.state = 'queued' THEN
         -- A scheduled run that came due leaves runs_due here (due_at := NULL):
@@ -144,4 +147,4 @@ REVOKE ALL ON FUNCTION ql_private.claim_candidate(
     ql_private.worker_sessions, uuid[], integer[], uuid, bytea) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.claim_candidate(
     ql_private.worker_sessions, uuid[], integer[], uuid, bytea) IS
-'Atomic claim of the first lockable candidate of run_ids (claim order): attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (the lifecycle order), every fence re-checked by clock_timestamp() (due_at passed included; the worker''s grant of the run''s pool, SPEC 13.1); inserts the lease with the task lease TTL pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
+'Atomic claim of the first lockable candidate of run_ids (claim order): attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (the lifecycle order), every fence re-checked by clock_timestamp() (due_at passed included; the worker''s grant of the run''s pool, SPEC 13.1); inserts the lease with the task lease TTL and log cap (logLimitBytes) pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';

@@ -2,14 +2,16 @@
 --                   p_max_attempts integer DEFAULT NULL,
 --                   p_retry_base_ms integer DEFAULT NULL,
 --                   p_retry_cap_ms integer DEFAULT NULL,
---                   p_enabled boolean DEFAULT NULL) -> jsonb
+--                   p_enabled boolean DEFAULT NULL,
+--                   p_log_limit_bytes integer DEFAULT NULL) -> jsonb
 --
 -- Purpose: change a task's run policy (SPEC §9.1 `admin task configure`, also
 --   the flags of `admin task publish`). NULL leaves a setting unchanged. Returns
 --   the resulting settings, the object of ql.task_settings: {taskId, leaseTtlS,
---   maxAttempts, retryBaseMs, retryCapMs, enabled}.
+--   maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes}.
 --   New settings apply to attempts claimed afterwards: the claim reads the
---   lease TTL from the task (ql_private.claim_candidate), the retry policy reads
+--   lease TTL and the log cap (logLimitBytes, SPEC §15.2) from the task and
+--   pins them on the lease (ql_private.claim_candidate), the retry policy reads
 --   max attempts and backoff when an attempt ends (ql_private.apply_retry);
 --   nothing is copied at enqueue. A disabled task refuses new enqueues
 --   (ql.enqueue_runs); runs already queued stay queued.
@@ -18,7 +20,8 @@
 --   p_retry_base_ms 100..3600000 (retryBaseMs), p_retry_cap_ms
 --   retryBaseMs..86400000 (retryCapMs), the cap checked against the resulting
 --   base when either is given (a base raised above the stored cap is reported
---   on retryBaseMs when no cap is given).
+--   on retryBaseMs when no cap is given), p_log_limit_bytes 1024..67108864
+--   (logLimitBytes).
 -- Fences: the task exists.
 -- Writes: the task row (only when something changes). No event: events are run
 --   facts, and nothing secret is involved.
@@ -35,7 +38,8 @@ CREATE OR REPLACE FUNCTION ql.configure_task(
     p_max_attempts integer DEFAULT NULL,
     p_retry_base_ms integer DEFAULT NULL,
     p_retry_cap_ms integer DEFAULT NULL,
-    p_enabled boolean DEFAULT NULL
+    p_enabled boolean DEFAULT NULL,
+    p_log_limit_bytes integer DEFAULT NULL
 )
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
@@ -64,6 +68,10 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retryCapMs',
             MESSAGE = 'retryCapMs must be between retryBaseMs and 86400000';
     END IF;
+    IF p_log_limit_bytes NOT BETWEEN 1024 AND 67108864 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'logLimitBytes',
+            MESSAGE = 'logLimitBytes must be between 1024 and 67108864';
+    END IF;
 
     SELECT tk.* INTO v_task FROM ql_private.tasks tk WHERE tk.id = v_task_id
        FOR NO KEY UPDATE;
@@ -84,28 +92,31 @@ BEGIN
 
     IF (coalesce(p_lease_ttl_s, v_task.lease_ttl_seconds),
         coalesce(p_max_attempts, v_task.max_attempts), v_base, v_cap,
-        coalesce(p_enabled, v_task.enabled))
+        coalesce(p_enabled, v_task.enabled),
+        coalesce(p_log_limit_bytes, v_task.log_limit_bytes))
        IS DISTINCT FROM
        (v_task.lease_ttl_seconds, v_task.max_attempts, v_task.retry_base_ms,
-        v_task.retry_cap_ms, v_task.enabled) THEN
+        v_task.retry_cap_ms, v_task.enabled, v_task.log_limit_bytes) THEN
         UPDATE ql_private.tasks tk
            SET lease_ttl_seconds = coalesce(p_lease_ttl_s, tk.lease_ttl_seconds),
                max_attempts = coalesce(p_max_attempts, tk.max_attempts),
                retry_base_ms = v_base,
                retry_cap_ms = v_cap,
-               enabled = coalesce(p_enabled, tk.enabled)
+               enabled = coalesce(p_enabled, tk.enabled),
+               log_limit_bytes = coalesce(p_log_limit_bytes, tk.log_limit_bytes)
          WHERE tk.id = v_task_id
         RETURNING tk.* INTO v_task;
     END IF;
     RETURN jsonb_build_object(
         'taskId', v_task.id, 'leaseTtlS', v_task.lease_ttl_seconds,
         'maxAttempts', v_task.max_attempts, 'retryBaseMs', v_task.retry_base_ms,
-        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled);
+        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled,
+        'logLimitBytes', v_task.log_limit_bytes);
 END
 $$;
-REVOKE ALL ON FUNCTION ql.configure_task(text, integer, integer, integer, integer, boolean)
+REVOKE ALL ON FUNCTION ql.configure_task(text, integer, integer, integer, integer, boolean, integer)
     FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION ql.configure_task(text, integer, integer, integer, integer, boolean)
+GRANT EXECUTE ON FUNCTION ql.configure_task(text, integer, integer, integer, integer, boolean, integer)
     TO ql_runtime;
-COMMENT ON FUNCTION ql.configure_task(text, integer, integer, integer, integer, boolean) IS
-'Change a task''s run policy (SPEC 9.1); NULL = unchanged; returns {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled}. Applies to attempts claimed afterwards (TTL read at claim, retry policy when an attempt ends). Inputs: p_task_id, p_lease_ttl_s 5..86400, p_max_attempts 1..100, p_retry_base_ms 100..3600000, p_retry_cap_ms retryBaseMs..86400000 (pair checked on the result), p_enabled. Fences: task exists. Writes: the task row when something changes; no event. Locks: task row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed id, QL006 out of bounds (COLUMN = wire field), QL004 unknown task; nothing changed on error. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.configure_task(text, integer, integer, integer, integer, boolean, integer) IS
+'Change a task''s run policy (SPEC 9.1); NULL = unchanged; returns {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes}. Applies to attempts claimed afterwards (TTL and log cap pinned on the lease at claim, retry policy when an attempt ends). Inputs: p_task_id, p_lease_ttl_s 5..86400, p_max_attempts 1..100, p_retry_base_ms 100..3600000, p_retry_cap_ms retryBaseMs..86400000 (pair checked on the result), p_enabled, p_log_limit_bytes 1024..67108864. Fences: task exists. Writes: the task row when something changes; no event. Locks: task row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed id, QL006 out of bounds (COLUMN = wire field), QL004 unknown task; nothing changed on error. Caller: ql_runtime.';

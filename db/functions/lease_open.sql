@@ -5,7 +5,7 @@
 --
 -- Purpose: the opening every lease lifecycle call shares once it has parsed and
 --   authenticated its caller (ql.ack_lease, ql.heartbeat_lease,
---   ql.complete_lease; SPEC §7): find the lease by offer id, take the row locks
+--   ql.complete_lease; SPEC §7; ql.append_log, SPEC §15.1): find the lease by offer id, take the row locks
 --   the call's change needs in the one order below, and read the lease, its
 --   attempt, its run, the lease TTL pinned on the lease by its claim
 --   (run_leases.lease_ttl_seconds: what a starting ACK or a heartbeat extends
@@ -24,7 +24,8 @@
 --   p_lease_version: the version the worker last saw (NOT NULL, >= 1: the
 --   callers check it before authenticating); p_change: the change the request
 --   asks for, `starting` | `running` | `start_failed` | `heartbeat` |
---   `complete`; p_lock:
+--   `complete` | `log` (an append to the live log: it never bumps the
+--   version, so no request is ever a `log` replay of one); p_lock:
 --     NULL                 no row lock (the first, deciding read);
 --     'lease'              the lease row FOR NO KEY UPDATE only: a lease
 --                          heartbeat changes the lease alone, and every change of a
@@ -35,6 +36,16 @@
 --     'attempt_run_lease'  attempt FOR UPDATE, then run FOR NO KEY UPDATE, then
 --                          lease FOR UPDATE: an ACK or a completion changes all
 --                          three.
+--     'attempt_lease_share' attempt FOR KEY SHARE, then lease FOR KEY SHARE: a
+--                          log append changes neither, but must not overlap
+--                          any change of the attempt (a completion, a start
+--                          failure, a loss: each takes the attempt FOR UPDATE
+--                          and releases the lease FOR UPDATE), so a chunk is
+--                          stored either before the attempt ends or not at
+--                          all. KEY SHARE does not conflict with a heartbeat
+--                          (the lease's FOR NO KEY UPDATE) nor with another
+--                          append; the appends of one attempt serialize on its
+--                          log header (ql.append_log).
 --   p_seen: the lease row the caller's first (unlocked) read answered; its id,
 --   attempt and run never change once written, so they name the rows to lock
 --   without reading them again. NULL: they are read by the offer id first.
@@ -84,10 +95,10 @@
 -- Writes: none (row locks only, when p_lock is given).
 -- Locks: as p_lock says; nothing with p_lock NULL.
 -- Idempotency: read-only.
--- Errors: QL001 p_lock not NULL, 'lease' or 'attempt_run_lease', p_change not
---   one of the five, p_lease_version NULL, p_seen of another offer (caller bugs).
+-- Errors: QL001 p_lock not NULL, 'lease', 'attempt_run_lease' or
+--   'attempt_lease_share', p_change not one of the six, p_lease_version NULL, p_seen of another offer (caller bugs).
 -- Caller: ql.ack_lease, ql.complete_lease ('attempt_run_lease'),
---   ql.heartbeat_lease ('lease').
+--   ql.heartbeat_lease ('lease'), ql.append_log ('attempt_lease_share').
 CREATE OR REPLACE FUNCTION ql_private.lease_open(
     p_offer_id uuid,
     p_worker_id uuid,
@@ -113,17 +124,18 @@ DECLARE
     v_last text;
 BEGIN
     IF p_change IS NULL
-       OR p_change NOT IN ('starting', 'running', 'start_failed', 'heartbeat', 'complete') THEN
+       OR p_change NOT IN ('starting', 'running', 'start_failed', 'heartbeat', 'complete',
+                           'log') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
-            MESSAGE = 'change must be starting, running, start_failed, heartbeat or complete';
+            MESSAGE = 'change must be starting, running, start_failed, heartbeat, complete or log';
     END IF;
     IF p_lease_version IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion is required';
     END IF;
     IF p_lock IS NOT NULL THEN
-        IF p_lock NOT IN ('lease', 'attempt_run_lease') THEN
+        IF p_lock NOT IN ('lease', 'attempt_run_lease', 'attempt_lease_share') THEN
             RAISE EXCEPTION USING ERRCODE = 'QL001',
-                MESSAGE = 'lock must be NULL, lease or attempt_run_lease';
+                MESSAGE = 'lock must be NULL, lease, attempt_run_lease or attempt_lease_share';
         END IF;
         IF p_seen.id IS NOT NULL THEN
             IF p_seen.offer_id IS DISTINCT FROM p_offer_id THEN
@@ -145,6 +157,11 @@ BEGIN
                    FROM ql_private.attempts aa, ql_private.runs rr, ql_private.run_leases rl
                   WHERE aa.id = v_ids.attempt_id AND rr.id = v_ids.run_id AND rl.id = v_ids.id
                     FOR UPDATE OF aa FOR NO KEY UPDATE OF rr FOR UPDATE OF rl;
+            ELSIF p_lock = 'attempt_lease_share' THEN
+                PERFORM 1
+                   FROM ql_private.attempts aa, ql_private.run_leases rl
+                  WHERE aa.id = v_ids.attempt_id AND rl.id = v_ids.id
+                    FOR KEY SHARE OF aa FOR KEY SHARE OF rl;
             ELSE
                 PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = v_ids.id FOR NO KEY UPDATE;
             END IF;
@@ -194,4 +211,4 @@ REVOKE ALL ON FUNCTION ql_private.lease_open(
     uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.lease_open(
     uuid, uuid, uuid, bigint, bytea, bigint, text, text, ql_private.run_leases) IS
-'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run, the lease TTL pinned on the lease at claim, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
+'Shared opening of the lease lifecycle calls (ack, heartbeat, complete, log append), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete | log), p_lock NULL | lease | attempt_run_lease | attempt_lease_share. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), or attempt FOR KEY SHARE -> lease FOR KEY SHARE (attempt_lease_share: a log append, which must not overlap a change of the attempt), then reads lease, attempt, run, the lease TTL pinned on the lease at claim, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease, ql.append_log.';

@@ -1,7 +1,8 @@
 -- ql.task_settings(p_task_id text) -> jsonb
 --
 -- Purpose: a task's run policy (SPEC §9.1): {taskId, leaseTtlS, maxAttempts,
---   retryBaseMs, retryCapMs, enabled} — the object ql.configure_task returns.
+--   retryBaseMs, retryCapMs, enabled, logLimitBytes} — the object
+--   ql.configure_task returns (logLimitBytes: the live-log cap, SPEC §15.2).
 -- Inputs: p_task_id (lowercase canonical UUID).
 -- Fences: none (an operator's read).
 -- Writes: none. Locks: none. Idempotency: read-only (one primary-key probe).
@@ -25,10 +26,11 @@ BEGIN
     RETURN jsonb_build_object(
         'taskId', v_task.id, 'leaseTtlS', v_task.lease_ttl_seconds,
         'maxAttempts', v_task.max_attempts, 'retryBaseMs', v_task.retry_base_ms,
-        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled);
+        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled,
+        'logLimitBytes', v_task.log_limit_bytes);
 END
 $$;
 REVOKE ALL ON FUNCTION ql.task_settings(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.task_settings(text) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.task_settings(text) IS
-'A task''s run policy {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled} (SPEC 9.1). Inputs: p_task_id. Fences: none. Writes: none. Locks: none. Read-only. Errors: QL001 malformed id, QL004 unknown task (COLUMN taskId). Caller: ql_readonly, ql_runtime.';
+'A task''s run policy {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes} (SPEC 9.1, 15.2). Inputs: p_task_id. Fences: none. Writes: none. Locks: none. Read-only. Errors: QL001 malformed id, QL004 unknown task (COLUMN taskId). Caller: ql_readonly, ql_runtime.';

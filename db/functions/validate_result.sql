@@ -8,7 +8,20 @@
 --                 the command's combined output, invalid bytes already replaced
 --                 by the worker)
 --     outputBytes an integer >= 0 (bigint range)
---   and nothing else. Returns the object unchanged (NULL passes through: a
+--     logBytes    optional (absent or null), an integer >= 0 (bigint range):
+--                 the byte length of the command's whole log (SPEC §15.2;
+--                 ql.run_log compares the stored log with it)
+--     limits      optional (absent or null), what the per-run isolation
+--                 enforced (SPEC §11): an object with exactly
+--                   mechanism      "cgroup" | "rlimit"
+--                   uid            null | integer 0..4294967295
+--                   maxProcesses, maxOpenFiles, maxMemoryBytes
+--                                  null | integer >= 0 (bigint range)
+--                   exceeded       an array of distinct values from
+--                                  "processes", "memory", "openFiles"
+--   and nothing else. Size: the tail is the only unbounded-looking part
+--   (<= 8 KiB); limits is at most a few hundred bytes, so a result stays
+--   well inside the 16 KiB of a complete request. Returns the object unchanged (NULL passes through: a
 --   completion without a result). Everything else raises, naming the field in
 --   the message; the COLUMN diagnostic is always 'result' (the wire field).
 -- Inputs: p_result (jsonb, as parsed by the ingress).
@@ -33,11 +46,12 @@ BEGIN
         v_problem := 'result must be an object';
     ELSE
         SELECT k INTO v_key FROM jsonb_object_keys(p_result) k
-         WHERE k NOT IN ('exitCode', 'durationMs', 'outputTail', 'outputBytes')
+         WHERE k NOT IN ('exitCode', 'durationMs', 'outputTail', 'outputBytes', 'logBytes',
+                         'limits')
          ORDER BY k LIMIT 1;
         IF v_key IS NOT NULL THEN
             v_problem := 'result has an unknown field (allowed: exitCode, durationMs, '
-                         'outputTail, outputBytes)';
+                         'outputTail, outputBytes, logBytes, limits)';
         END IF;
     END IF;
     IF v_problem IS NULL THEN
@@ -61,6 +75,21 @@ BEGIN
         END LOOP;
     END IF;
     IF v_problem IS NULL THEN
+        v_value := p_result -> 'logBytes';
+        IF v_value IS NOT NULL AND jsonb_typeof(v_value) <> 'null'
+           AND NOT (jsonb_typeof(v_value) = 'number'
+                    AND v_value::numeric = trunc(v_value::numeric)
+                    AND v_value::numeric BETWEEN 0 AND 9223372036854775807) THEN
+            v_problem := 'result.logBytes must be null or an integer >= 0';
+        END IF;
+    END IF;
+    IF v_problem IS NULL THEN
+        v_value := p_result -> 'limits';
+        IF v_value IS NOT NULL AND jsonb_typeof(v_value) <> 'null' THEN
+            v_problem := ql_private.validate_result_limits(v_value);
+        END IF;
+    END IF;
+    IF v_problem IS NULL THEN
         v_value := p_result -> 'outputTail';
         IF v_value IS NULL OR jsonb_typeof(v_value) <> 'string' THEN
             v_problem := 'result.outputTail must be a string';
@@ -77,4 +106,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.validate_result(jsonb) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.validate_result(jsonb) IS
-'Validate a completion result (SPEC 9.3): NULL, or an object with exactly {exitCode? (null or int32), durationMs (integer >= 0), outputTail (string <= 8192 UTF-8 bytes), outputBytes (integer >= 0)}; returns it unchanged. Pure. Errors: QL001 COLUMN result (the message names the field). Caller: ql.complete_lease.';
+'Validate a completion result (SPEC 9.3): NULL, or an object with exactly {exitCode? (null or int32), durationMs (integer >= 0), outputTail (string <= 8192 UTF-8 bytes), outputBytes (integer >= 0), logBytes? (null or integer >= 0, SPEC 15.2), limits? (null or {mechanism cgroup|rlimit, uid null|0..4294967295, maxProcesses/maxOpenFiles/maxMemoryBytes null|integer >= 0, exceeded: distinct of processes|memory|openFiles}, SPEC 11; ql_private.validate_result_limits)}; returns it unchanged. Pure. Errors: QL001 COLUMN result (the message names the field). Caller: ql.complete_lease.';

@@ -100,7 +100,7 @@ def test_python_functions_take_the_parameters_keyword_only(
 
 
 def _sample(sql_type: str) -> Any:
-    return {"text": "x", "bytea": b"x", "bigint": 1, "integer": 1, "jsonb": {},
+    return {"text": "x", "bytea": b"x", "bigint": 1, "integer": 1, "jsonb": {}, "uuid": "x",
             "boolean": True, "text[]": ["x"], "bytea[]": [b"x"]}[sql_type]
 
 

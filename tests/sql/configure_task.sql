@@ -1,10 +1,11 @@
 -- ql.configure_task (SPEC §9.1): NULL leaves a setting unchanged, every bound
 -- refused with QL006 naming the wire field (COLUMN), nothing changed on a
 -- refusal, the new lease TTL applies to the next claim (read at claim time, not
--- copied at enqueue) and never to a lease already claimed (pinned on the lease);
+-- copied at enqueue) and never to a lease already claimed (pinned on the lease,
+-- as the live-log cap logLimitBytes is);
 -- the retry policy is pinned on each attempt when it is created; roles: ql_runtime acts, ql_readonly and the ingress cannot.
 BEGIN;
-SELECT plan(34);
+SELECT plan(39);
 \ir fixtures.psql
 
 SELECT worker_id AS w1 FROM ql_test.new_worker('w1') \gset
@@ -13,33 +14,42 @@ SELECT ql_test.publish('proj', 'task') ->> 'taskId' AS task \gset
 SELECT r[1] AS r1, r[2] AS r2 FROM ql_test.enqueue(:'task', 2, 0) r \gset
 
 SELECT has_function('ql', 'configure_task',
-                    ARRAY['text', 'integer', 'integer', 'integer', 'integer', 'boolean'],
+                    ARRAY['text', 'integer', 'integer', 'integer', 'integer', 'boolean', 'integer'],
                     'ql.configure_task exists');
 SELECT function_privs_are('ql', 'configure_task',
-                          ARRAY['text', 'integer', 'integer', 'integer', 'integer', 'boolean'],
+                          ARRAY['text', 'integer', 'integer', 'integer', 'integer', 'boolean', 'integer'],
                           'ql_runtime', ARRAY['EXECUTE'], 'runtime: EXECUTE');
 
 SET LOCAL ROLE ql_runtime;
 SELECT is(ql.configure_task(:'task'),
           jsonb_build_object('taskId', :'task', 'leaseTtlS', 60, 'maxAttempts', 3,
-                             'retryBaseMs', 1000, 'retryCapMs', 300000, 'enabled', true),
+                             'retryBaseMs', 1000, 'retryCapMs', 300000, 'enabled', true,
+                             'logLimitBytes', 4194304),
           'all NULL: the settings unchanged (defaults)');
 SELECT is(ql.configure_task(:'task', p_lease_ttl_s => 86400, p_max_attempts => 100),
           jsonb_build_object('taskId', :'task', 'leaseTtlS', 86400, 'maxAttempts', 100,
-                             'retryBaseMs', 1000, 'retryCapMs', 300000, 'enabled', true),
+                             'retryBaseMs', 1000, 'retryCapMs', 300000, 'enabled', true,
+                             'logLimitBytes', 4194304),
           'upper bounds of TTL and attempts accepted, the rest unchanged');
 SELECT is(ql.configure_task(:'task', p_retry_base_ms => 100, p_retry_cap_ms => 100) - 'taskId',
-          '{"leaseTtlS": 86400, "maxAttempts": 100, "retryBaseMs": 100, "retryCapMs": 100, "enabled": true}'::jsonb,
+          '{"leaseTtlS": 86400, "maxAttempts": 100, "retryBaseMs": 100, "retryCapMs": 100, "enabled": true, "logLimitBytes": 4194304}'::jsonb,
           'cap = base accepted (lower bounds)');
 SELECT is(ql.configure_task(:'task', p_retry_base_ms => 3600000, p_retry_cap_ms => 86400000,
-                            p_lease_ttl_s => 5, p_max_attempts => 1, p_enabled => false) - 'taskId',
-          '{"leaseTtlS": 5, "maxAttempts": 1, "retryBaseMs": 3600000, "retryCapMs": 86400000, "enabled": false}'::jsonb,
+                            p_lease_ttl_s => 5, p_max_attempts => 1, p_enabled => false,
+                            p_log_limit_bytes => 1024) - 'taskId',
+          '{"leaseTtlS": 5, "maxAttempts": 1, "retryBaseMs": 3600000, "retryCapMs": 86400000, "enabled": false, "logLimitBytes": 1024}'::jsonb,
           'every setting at once');
 RESET ROLE;
 SELECT results_eq(
-    format($$SELECT lease_ttl_seconds, max_attempts, retry_base_ms, retry_cap_ms, enabled
+    format($$SELECT lease_ttl_seconds, max_attempts, retry_base_ms, retry_cap_ms, enabled,
+                    log_limit_bytes
                FROM ql_private.tasks WHERE id = %L$$, :'task'),
-    $$VALUES (5, 1, 3600000, 86400000, false)$$, 'stored on the task');
+    $$VALUES (5, 1, 3600000, 86400000, false, 1024)$$, 'stored on the task');
+SET LOCAL ROLE ql_runtime;
+SELECT is(ql.configure_task(:'task', p_log_limit_bytes => 67108864) ->> 'logLimitBytes', '67108864',
+          'logLimitBytes upper bound (64 MiB) accepted');
+SELECT is(ql.task_settings(:'task') ->> 'logLimitBytes', '67108864', 'task_settings shows logLimitBytes');
+RESET ROLE;
 
 -- Bounds: QL006 with the wire field; nothing changed.
 SELECT ql_test.mark();
@@ -62,6 +72,10 @@ SELECT is(ql_test.error_of(format('SELECT ql.configure_task(%L, p_retry_base_ms 
           'QL006 retryCapMs', 'cap below base (both given) -> QL006 retryCapMs');
 SELECT is(ql_test.error_of(format('SELECT ql.configure_task(%L, p_retry_cap_ms => 200000)', :'task')),
           'QL006 retryCapMs', 'cap below the stored base -> QL006 retryCapMs');
+SELECT is(ql_test.error_of(format('SELECT ql.configure_task(%L, p_log_limit_bytes => 1023)', :'task')),
+          'QL006 logLimitBytes', 'logLimitBytes under 1 KiB -> QL006 logLimitBytes');
+SELECT is(ql_test.error_of(format('SELECT ql.configure_task(%L, p_log_limit_bytes => 67108865)', :'task')),
+          'QL006 logLimitBytes', 'logLimitBytes over 64 MiB -> QL006 logLimitBytes');
 SELECT is(ql_test.error_of('SELECT ql.configure_task(''nope'')'), 'QL001 taskId',
           'malformed task id -> QL001 taskId');
 SELECT is(ql_test.error_of(format('SELECT ql.configure_task(%L)', gen_random_uuid())), 'QL004 taskId',
@@ -100,6 +114,10 @@ SELECT ql_test.claim('w1', :'s1', gen_random_uuid()::text, 'tok2') ->> 'offerId'
 SELECT is((SELECT lease_ttl_seconds || ' ' || (expires_at - claimed_at)
              FROM ql_private.run_leases WHERE offer_id = :'offer2'::uuid),
           '5 00:00:05', 'the next claim pins and runs for the new TTL (5 s)');
+-- The live-log cap (SPEC 15.2) likewise: pinned on the lease by its claim.
+SELECT is((SELECT array_agg(log_limit_bytes ORDER BY claimed_at) FROM ql_private.run_leases
+            WHERE offer_id IN (:'offer'::uuid, :'offer2'::uuid)),
+          ARRAY[67108864, 67108864], 'both claims pinned the task''s logLimitBytes (64 MiB)');
 
 -- The retry policy is pinned on each attempt when it is created (enqueue,
 -- retry policy, operator retry): the ended attempt's own max attempts, base and
@@ -157,7 +175,7 @@ SELECT throws_ok(format('SELECT ql.configure_task(%L)', :'task'), '42501', NULL,
                  'the ingress cannot configure');
 RESET ROLE;
 SELECT function_privs_are('ql', 'configure_task',
-                          ARRAY['text', 'integer', 'integer', 'integer', 'integer', 'boolean'],
+                          ARRAY['text', 'integer', 'integer', 'integer', 'integer', 'boolean', 'integer'],
                           'public', ARRAY[]::text[], 'PUBLIC: nothing');
 
 SELECT * FROM finish();

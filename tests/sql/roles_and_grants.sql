@@ -35,6 +35,7 @@ INSERT INTO api_class VALUES
     ('ack_lease',           'ql_worker_ingress'),
     ('heartbeat_lease',     'ql_worker_ingress'),
     ('complete_lease',      'ql_worker_ingress'),
+    ('append_log',          'ql_worker_ingress'),
     ('lease_secrets',       'ql_worker_ingress'),
     ('heartbeat_sessions',  'ql_worker_ingress'),
     ('idle_probe',          'ql_worker_ingress'),
@@ -67,6 +68,7 @@ INSERT INTO api_class VALUES
     ('task_settings',       'read'),
     ('list_runs',           'read'),
     ('show_run',            'read'),
+    ('run_log',             'read'),
     ('list_workers',        'read'),
     ('run_state_counts',    'read'),
     ('queue_depth',         'read'),
@@ -162,7 +164,7 @@ SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
             WHERE p.pronamespace = 'ql'::regnamespace
               AND p.proconfig @> ARRAY['plan_cache_mode=force_generic_plan',
                                        'enable_seqscan=off', 'jit=off']),
-          ARRAY['ack_lease', 'complete_lease', 'heartbeat_lease', 'heartbeat_sessions',
+          ARRAY['ack_lease', 'append_log', 'complete_lease', 'heartbeat_lease', 'heartbeat_sessions',
                 'lease_secrets', 'pull_offer'],
           'the per-run worker calls pin generic plans without sequential scans or JIT');
 SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
