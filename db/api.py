@@ -251,24 +251,6 @@ def append_log(*, credential_id: str, secret_digest: bytes, worker_id: str,
                              "offset": offset, "chunk": chunk})
 
 
-APPEND_LOG: Statement[JsonObject] = Statement("append_log", (
-    f"SELECT ql.append_log({_LEASE_ARGS}, p_offset => %(offset)s::bigint,"
-    " p_chunk => %(chunk)s::text)"))
-
-
-def append_log(*, credential_id: str, secret_digest: bytes, worker_id: str,
-               session_id: str, generation: int, offer_id: str, token_digest: bytes,
-               lease_version: int, offset: int, chunk: str) -> Call[JsonObject]:
-    """SPEC §15.1: append `chunk` at byte `offset` of the started lease's live log
-    (the lease version is a fence, not bumped) -> `{status: ok|idempotent,
-    storedBytes, truncated}` | `{status: conflict, category: log_offset, storedBytes}`
-    | a lease conflict | the denial envelope."""
-    return Call(APPEND_LOG, {**_lease_params(credential_id, secret_digest, worker_id,
-                                             session_id, generation, offer_id, token_digest,
-                                             lease_version),
-                             "offset": offset, "chunk": chunk})
-
-
 IDLE_PROBE: Statement[JsonObject] = Statement("idle_probe", "SELECT ql.idle_probe()")
 
 
@@ -838,21 +820,6 @@ def producer_list_runs(*, token_id: str, token_digest: bytes, task: str | None,
                                      "task": task,
                                      "states": None if states is None else list(states),
                                      "limit": limit, "after": after})
-
-
-PRODUCER_RUN_LOG: Statement[JsonObject] = Statement("producer_run_log", (
-    f"SELECT ql.producer_run_log({_TOKEN_ARGS}, p_run_id => %(run_id)s::text,"
-    " p_attempt_no => %(attempt_no)s::integer, p_offset => %(offset)s::bigint,"
-    " p_max_bytes => %(max_bytes)s::integer)"))
-
-
-def producer_run_log(*, token_id: str, token_digest: bytes, run_id: str,
-                     attempt_no: int | None = None, offset: int = 0,
-                     max_bytes: int = 1048576) -> Call[JsonObject]:
-    """GET /v1/runs/{id}/log -> ql.run_log's document (scope log, the token's project)."""
-    return Call(PRODUCER_RUN_LOG, {"token_id": token_id, "token_digest": token_digest,
-                                   "run_id": run_id, "attempt_no": attempt_no,
-                                   "offset": offset, "max_bytes": max_bytes})
 
 
 PRODUCER_RUN_LOG: Statement[JsonObject] = Statement("producer_run_log", (
