@@ -335,15 +335,26 @@ def revoked_certificates(*, after_seq: int, limit: int) -> Call[JsonObject]:
 
 PUBLISH_REVISION: Statement[JsonObject] = Statement("publish_revision", (
     "SELECT ql.publish_revision(p_project => %(project)s::text, p_task => %(task)s::text,"
-    " p_canonical => %(canonical)s::bytea, p_pool => %(pool)s::text)"))
+    " p_canonical => %(canonical)s::bytea, p_pool => %(pool)s::text,"
+    " p_signature => %(signature)s::text)"))
 
 
 def publish_revision(*, project: str, task: str, canonical: bytes,
-                     pool: str | None = None) -> Call[JsonObject]:
+                     pool: str | None = None, signature: str | None = None) -> Call[JsonObject]:
     """`canonical`: the RFC 8785 bytes of a compiled `qinglong/command@v1`; `pool`:
-    'P/N' of the same project (None: the task's pool, a new task's 'P/default')."""
+    'P/N' of the same project (None: the task's pool, a new task's 'P/default');
+    `signature`: the detached compact JWS over the signed payload (SPEC §16.1)."""
     return Call(PUBLISH_REVISION, {"project": project, "task": task, "canonical": canonical,
-                                   "pool": pool})
+                                   "pool": pool, "signature": signature})
+
+
+PREPARE_TASK: Statement[JsonObject] = Statement("prepare_task", (
+    "SELECT ql.prepare_task(p_project => %(project)s::text, p_task => %(task)s::text)"))
+
+
+def prepare_task(*, project: str, task: str) -> Call[JsonObject]:
+    """-> `{taskId, created}`: the task's id before a signed publish (same transaction)."""
+    return Call(PREPARE_TASK, {"project": project, "task": task})
 
 
 ENQUEUE_RUNS: Statement[JsonObject] = Statement("enqueue_runs", (

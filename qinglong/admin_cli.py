@@ -162,6 +162,10 @@ def _task_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None
     from qinglong import admin_pools
 
     admin_pools.add_publish_flag(publish)
+    from qinglong import admin_signing
+
+    admin_signing.add_publish_flag(publish)
+    admin_signing.add_parsers(groups, lazy)
     publish.set_defaults(handler=lazy("qinglong.admin_cli:task_publish"))
     configure = tasks.add_parser(
         "configure", help="change a task's run policy; no flags: print it")
@@ -430,20 +434,22 @@ def task_publish(args: argparse.Namespace) -> int:
 
     def action() -> dict[str, Any]:
         from qinglong.admin_pools import pool_ref
+        from qinglong.admin_signing import revision_signer
 
         settings = task_settings(args)
         pool = None if args.pool is None else pool_ref(args.pool, wildcard=False)
         compiled = _compile(args.command_file)
+        sign = revision_signer(args.sign_key, compiled)
         with control_plane.connect(args.dsn) as conn:
             result = control_plane.publish_task(
-                conn, args.project, args.name, compiled.canonical, settings, pool
+                conn, args.project, args.name, compiled.canonical, settings, pool, sign
             )
         # The database hashes the bytes itself; disagreeing with our own digest
         # would mean the two sides canonicalise differently, which must be loud.
         if result.get("contentDigest") != compiled.content_digest:
             raise AdminError("database_error", "digest_mismatch", "database digest differs")
         return {key: result.get(key) for key in ("taskId", "revisionId", "revision",
-                                                 "pool")} | {
+                                                 "pool", "signatureKid")} | {
             "contentDigest": compiled.content_digest
         }
 

@@ -111,9 +111,14 @@ def revoke_credential(conn: psycopg.Connection, credential_id: str) -> dict:
 
 
 def publish_revision(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
-                     pool: str | None = None) -> dict:
+                     pool: str | None = None, signature: str | None = None) -> dict:
     return _call(conn, api.publish_revision(project=project, task=task, canonical=canonical,
-                                            pool=pool))
+                                            pool=pool, signature=signature))
+
+
+def prepare_task(conn: psycopg.Connection, project: str, task: str) -> dict:
+    """The task's id (created without a revision when missing) for a signed publish."""
+    return _call(conn, api.prepare_task(project=project, task=task))
 
 
 def create_pool(conn: psycopg.Connection, project: str, name: str) -> dict:
@@ -192,16 +197,26 @@ def task_settings(conn: psycopg.Connection, task_id: str) -> dict:
 
 
 def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
-                 settings: TaskSettings | None = None, pool: str | None = None) -> dict:
+                 settings: TaskSettings | None = None, pool: str | None = None,
+                 sign: Callable[[str], str] | None = None) -> dict:
     """Publish (into `pool` 'P/N' when given), then apply `settings`, in one
-    transaction: a refused setting leaves no new revision behind. ->
-    publish_revision's object."""
-    if settings is None or settings.is_empty():
+    transaction: a refused setting leaves no new revision behind. `sign` (SPEC
+    §16.1) maps the task id to the revision's signature: the task is prepared
+    (ql.prepare_task) in the same transaction, so its id is known before
+    signing and a failed publish leaves no task behind. -> publish_revision's
+    object."""
+    if sign is None and (settings is None or settings.is_empty()):
         return publish_revision(conn, project, task, canonical, pool)
     try:
-        with conn.transaction():  # the two calls' own transactions become savepoints
-            published = publish_revision(conn, project, task, canonical, pool)
-            configure_task(conn, _required(published, "taskId", "publish_revision"), settings)
+        with conn.transaction():  # the calls' own transactions become savepoints
+            signature = None
+            if sign is not None:
+                prepared = prepare_task(conn, project, task)
+                signature = sign(_required(prepared, "taskId", "prepare_task"))
+            published = publish_revision(conn, project, task, canonical, pool, signature)
+            if settings is not None and not settings.is_empty():
+                configure_task(conn, _required(published, "taskId", "publish_revision"),
+                               settings)
     except psycopg.Error as exc:  # the commit itself
         raise translate(exc) from None
     return published
@@ -465,6 +480,7 @@ __all__ = [
     "label_worker",
     "list_runs",
     "list_workers",
+    "prepare_task",
     "provision_worker",
     "prune",
     "publish_revision",

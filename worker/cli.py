@@ -43,20 +43,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run accepted offers and drive their leases (SPEC §7; config: execute)",
     )
-    who = parser.add_mutually_exclusive_group()
-    who.add_argument(
+    parser.add_argument(
         "--run-as",
         metavar="USER",
         help="run commands as USER, by name or uid (SPEC §11; required by --execute; needs "
         "root or CAP_SETUID+CAP_SETGID; `root`, or the worker's own user, accepts running "
         "tasks unisolated)",
     )
-    who.add_argument(
+    parser.add_argument(
         "--run-as-range",
         metavar="UID_FIRST-UID_LAST",
         help="every concurrent run gets a uid (and gid) of its own from this range, which "
         "must have no passwd/group entries and hold at least --slots uids (SPEC §14.4; "
-        "config: executor.runAsRange)",
+        "config: executor.runAsRange; excludes --run-as)",
     )
     parser.add_argument("--max-processes", metavar="N",
                         help="per run: processes and threads (config: executor.limits)")
@@ -193,8 +192,9 @@ def _with_sandbox(config: WorkerConfig, args: argparse.Namespace, events: EventL
     uid_range = args.run_as_range or config.executor.run_as_range
     if uid_range is not None:
         if args.run_as is not None:
-            raise RunAsError("run_as_conflict", "--run-as and executor.runAsRange exclude each "
-                             "other: one user for every run, or a uid of its own for each")
+            raise RunAsError("run_as_conflict", "--run-as and --run-as-range (executor.runAsRange) "
+                             "exclude each other: one user for every run, or a uid of its own "
+                             "for each")  # fmt: skip
         return _with_range_sandbox(config, args, events, uid_range)
     run_as = decide(args.run_as, euid=euid, capabilities=effective_capabilities())
     # Every mode change first: the probes below must judge the final permissions.

@@ -121,6 +121,7 @@ from qinglong.worker.log_shipper import (
     log_size,
 )
 from qinglong.worker.owner_lock import Clock, wall_clock_ms
+from qinglong.worker.trust import SIGNATURE_INVALID, RevisionTrust, TrustPolicy
 
 START_RETRY_CAP_MS = 5_000
 SECRETS_UNAVAILABLE = "secrets_unavailable"  # start_failed: the secrets fetch got a 409
@@ -228,8 +229,11 @@ class Lifecycle:
         rng: random.Random | None = None,
         policy: BackoffPolicy = DEFAULT_POLICY,
         logs: LogClient | None = None,
+        trust: RevisionTrust | None = None,
     ) -> None:
         self._journal = journal
+        # SPEC §16.1: None = the default policy (warn) without keys.
+        self._trust = trust or RevisionTrust(TrustPolicy.WARN, None)
         self._leases = leases
         self._logs = logs  # None: no live log is shipped
         self._slots = slots
@@ -452,8 +456,10 @@ class Lifecycle:
         if not self._start_pending:  # shut down while the fetch was retried
             self._fail_start(job, "worker_shutdown")
             return
-        # The trust check (SPEC §16.1) belongs here, before the fetch below: an
-        # untrusted revision must never receive a secret value.
+        # The trust check (SPEC §16.1) before the fetch below: an untrusted
+        # revision never receives a secret value, nor runs under enforce.
+        if not self._trusted(job):
+            return
         secret_env = self._fetch_secrets(job, spec)
         if secret_env is None:
             return
@@ -477,6 +483,21 @@ class Lifecycle:
         self._events.info("exec.started", pid=process.pid, ttlMs=job.ttl_ms, **job.fields())
         job.phase = JobPhase.RUNNING_ACK
         self._call_running(job)
+
+    def _trusted(self, job: Job) -> bool:
+        """SPEC §16.1: the revision's signature under the trust policy; False =
+        refused (enforce): ACKed start_failed signature_invalid, nothing runs."""
+        verdict = self._trust.check(job.entry.offer["executionRevision"])
+        if verdict.ok:
+            return True
+        finding = {"category": verdict.reason, "kid": verdict.kid,
+                   "policy": self._trust.policy.value, "trustedKids": list(self._trust.kids)}
+        if self._trust.refuses(verdict):
+            self._events.error("exec.signature_invalid", **finding, **job.fields())
+            self._fail_start(job, SIGNATURE_INVALID)
+            return False
+        self._events.error("exec.signature_unverified", **finding, **job.fields())
+        return True
 
     def _fetch_secrets(self, job: Job, spec: CommandSpec) -> Mapping[str, str] | None:
         """The command's secret values (held in memory only, handed to spawn and

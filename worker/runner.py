@@ -774,7 +774,12 @@ def _executor(
     from qinglong.worker.lease_client import LeaseClient
     from qinglong.worker.lifecycle import Lifecycle
     from qinglong.worker.log_shipper import LogClient
+    from qinglong.worker.trust import RevisionTrust
 
+    # SPEC §16.1: `worker run` loaded the keys at start (exit 2 when unusable).
+    trust = config.trust.verifier or RevisionTrust.load(config.trust)
+    events.info("worker.trust", policy=trust.policy.value, keysFile=config.trust.keys_file,
+                kids=list(trust.kids))  # fmt: skip
     return Lifecycle(
         journal,
         LeaseClient(post),
@@ -783,6 +788,7 @@ def _executor(
         work_dir=config.work_dir,
         events=events,
         logs=LogClient(post),
+        trust=trust,
     )
 
 

@@ -10,6 +10,8 @@
 -- Never contains the lease token or its digest (R-LEASE-2).
 -- `executionRevision.placement` is omitted for old revisions without one
 --   (R-REV-2), exactly as in the canonical bytes the content digest covers.
+-- `executionRevision.signature` is {kid, jws} of a signed revision, null for an
+--   unsigned one (SPEC §16.1); the worker verifies it before it starts anything.
 -- Caller: ql_private.claim_candidate, ql_private.offer_projection. Locks: none.
 --   SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.offer_json(
@@ -44,7 +46,9 @@ AS $$
             'contentDigest', er.content_digest,
             'createdAtMs', ql_private.epoch_ms(er.created_at))
             || CASE WHEN er.placement IS NULL THEN '{}'::jsonb
-                    ELSE jsonb_build_object('placement', er.placement) END,
+                    ELSE jsonb_build_object('placement', er.placement) END
+            || jsonb_build_object('signature', CASE WHEN er.signature_jws IS NULL THEN NULL
+                ELSE jsonb_build_object('kid', er.signature_kid, 'jws', er.signature_jws) END),
         'contentDigest', l.content_digest,
         'placementScore', l.placement_score,
         'lease', ql_private.lease_json(l))
@@ -53,4 +57,4 @@ REVOKE ALL ON FUNCTION ql_private.offer_json(
     ql_private.run_leases, ql_private.runs, ql_private.execution_revisions) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.offer_json(
     ql_private.run_leases, ql_private.runs, ql_private.execution_revisions) IS
-'offer@v1 body (without schema/status) from a lease, its run and its pinned revision. Pure; never carries the token or its digest. Used by the claim and by every replay.';
+'offer@v1 body (without schema/status) from a lease, its run and its pinned revision (executionRevision.signature {kid, jws} or null, SPEC 16.1). Pure; never carries the token or its digest. Used by the claim and by every replay.';

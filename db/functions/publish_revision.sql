@@ -1,6 +1,6 @@
 -- ql.publish_revision(p_project text, p_task text, p_canonical bytea,
---                     p_pool text DEFAULT NULL) -> jsonb
---   {taskId, revisionId, revision, contentDigest, created, pool}
+--                     p_pool text DEFAULT NULL, p_signature text DEFAULT NULL) -> jsonb
+--   {taskId, revisionId, revision, contentDigest, created, pool, signatureKid}
 --
 -- Purpose: publish the execution content of a task (SPEC §2, §8 `admin task
 --   publish`; DESIGN "Execution revision content"). `p_canonical` is the RFC 8785
@@ -17,13 +17,30 @@
 --   moves an existing task there (runs already queued keep their pool); NULL
 --   keeps an existing task's pool and puts a new task in 'P/default'. The
 --   answer's `pool` is the task's pool after the call.
+-- Signature (SPEC §16.1): p_signature is the detached compact JWS
+--   `header..signature` (EdDSA) the publisher made over the RFC 8785 bytes of
+--   {taskId, kind, executor, spec, placement?}; it is stored with the revision
+--   (signature_jws, and signature_kid from its protected header) and never
+--   verified here: the database holds no trusted key, the worker verifies. A
+--   signed publish needs the task id before signing: the admin CLI calls
+--   ql.prepare_task first, in the same transaction. Dedupe: content identical
+--   to the current revision is that revision (created=false) when p_signature
+--   is NULL (an unsigned re-publish never strips a signature) or equal to the
+--   stored one; a signature the current revision does not carry (signing
+--   unsigned content, re-signing with a new key) makes a new revision, since a
+--   stored revision never changes. `signatureKid` answers the stored revision's
+--   kid (null: unsigned).
 -- Inputs: p_project, p_task (names ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$),
---   p_canonical (<= 96 KiB), p_pool ('P/N' or NULL).
+--   p_canonical (<= 96 KiB), p_pool ('P/N' or NULL), p_signature (JWS or NULL).
 -- Fences (the shape; the compiler's JSON Schema validation is not trusted):
 --   keys exactly kind, executor, spec and optional placement; kind =
 --   'qinglong/command@v1'; executor = 'remote_worker'; spec an object with keys
---   from {schema, argv, env, cwd, timeoutS}, schema = 'qinglong/command@v1',
+--   from {schema, argv, env, secrets, cwd, timeoutS}, schema = 'qinglong/command@v1',
 --   argv a non-empty array of strings, env (if present) an object of strings,
+--   secrets (if present, SPEC §14.2) {ENV_NAME: secret-name} naming secrets the
+--   project has, no ENV_NAME also in env (ql_private.validate_secret_refs: the
+--   revision pins names, never values; QL001 COLUMN secrets naming the one at
+--   fault),
 --   cwd (if present) a string, timeoutS a positive integer, and no placement
 --   inside spec; placement via ql_private.validate_placement.
 -- Writes: on new content one execution_revisions row and the task's
@@ -37,11 +54,14 @@
 --   foreign-key checks of concurrent enqueues.
 -- Idempotency: identical content -> same revision, created=false, no writes.
 -- Errors: QL001 bad project/task name, bytes not a UTF-8 JSON object, wrong
---   shape, pool not P/N, of another project or missing (COLUMN pool); QL002 bytes over 96 KiB or oversize placement sets; QL003 invalid
+--   shape, pool not P/N, of another project or missing (COLUMN pool), a
+--   signature that is not a detached compact JWS with the protected header
+--   exactly {alg: EdDSA, kid} (COLUMN signature); QL002 bytes over 96 KiB or oversize placement sets; QL003 invalid
 --   SemVer in placement.
 -- Caller: ql_runtime (control plane).
 CREATE OR REPLACE FUNCTION ql.publish_revision(
-    p_project text, p_task text, p_canonical bytea, p_pool text DEFAULT NULL)
+    p_project text, p_task text, p_canonical bytea, p_pool text DEFAULT NULL,
+    p_signature text DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
@@ -60,6 +80,7 @@ DECLARE
     v_next_revision integer;
     v_revision ql_private.execution_revisions;
     v_pool ql_private.pools;
+    v_kid text;
 BEGIN
     IF p_project IS NULL OR p_project !~ v_name_pattern THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
@@ -75,6 +96,8 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'pool',
             MESSAGE = 'pool must be a pool of the task''s project: PROJECT/NAME';
     END IF;
+
+    v_kid := ql_private.signature_kid(p_signature);
 
     v_doc := ql_private.json_object_from_bytes(p_canonical, v_max_content_bytes, 'content');
     IF EXISTS (SELECT 1 FROM jsonb_object_keys(v_doc) k
@@ -99,7 +122,7 @@ BEGIN
             MESSAGE = 'spec must not contain placement (it is a top-level key)';
     END IF;
     IF EXISTS (SELECT 1 FROM jsonb_object_keys(v_spec) k
-                WHERE k NOT IN ('schema', 'argv', 'env', 'cwd', 'timeoutS')) THEN
+                WHERE k NOT IN ('schema', 'argv', 'env', 'secrets', 'cwd', 'timeoutS')) THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec has an unknown key';
     END IF;
     IF v_spec -> 'schema' IS DISTINCT FROM '"qinglong/command@v1"'::jsonb THEN
@@ -116,6 +139,9 @@ BEGIN
        OR EXISTS (SELECT 1 FROM jsonb_each(v_spec -> 'env') e
                    WHERE jsonb_typeof(e.value) <> 'string')) THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec.env must be an object of strings';
+    END IF;
+    IF v_spec ? 'secrets' THEN
+        PERFORM ql_private.validate_secret_refs(p_project, v_spec);
     END IF;
     IF v_spec ? 'cwd' AND jsonb_typeof(v_spec -> 'cwd') <> 'string' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec.cwd must be a string';
@@ -142,11 +168,13 @@ BEGIN
       JOIN ql_private.execution_revisions er ON er.id = tk.current_revision_id
      WHERE p.name = p_project;
     IF FOUND AND v_current_row.content_digest = v_digest
+       AND (p_signature IS NULL OR p_signature = v_current_row.signature_jws)
        AND (p_pool IS NULL OR p_pool = p_project || '/' || v_current_row.pool_name) THEN
         RETURN jsonb_build_object('taskId', v_current_row.task_id,
             'revisionId', v_current_row.id, 'revision', v_current_row.revision,
             'contentDigest', v_current_row.content_digest, 'created', false,
-            'pool', p_project || '/' || v_current_row.pool_name);
+            'pool', p_project || '/' || v_current_row.pool_name,
+            'signatureKid', v_current_row.signature_kid);
     END IF;
 
     -- Create project/task on first publish. DO NOTHING + re-read: a concurrent
@@ -189,27 +217,31 @@ BEGIN
     -- this very content current.
     SELECT er.* INTO v_current
       FROM ql_private.execution_revisions er WHERE er.id = v_task.current_revision_id;
-    IF FOUND AND v_current.content_digest = v_digest THEN
+    IF FOUND AND v_current.content_digest = v_digest
+       AND (p_signature IS NULL OR p_signature = v_current.signature_jws) THEN
         RETURN jsonb_build_object('taskId', v_current.task_id, 'revisionId', v_current.id,
             'revision', v_current.revision, 'contentDigest', v_current.content_digest,
-            'created', false, 'pool', p_project || '/' || v_pool.name);
+            'created', false, 'pool', p_project || '/' || v_pool.name,
+            'signatureKid', v_current.signature_kid);
     END IF;
 
     SELECT coalesce(max(er.revision), 0) + 1 INTO v_next_revision
       FROM ql_private.execution_revisions er WHERE er.task_id = v_task.id;
     INSERT INTO ql_private.execution_revisions AS er (
-        task_id, revision, kind, executor, spec, placement, canonical, content_digest)
+        task_id, revision, kind, executor, spec, placement, canonical, content_digest,
+        signature_kid, signature_jws)
     VALUES (
         v_task.id, v_next_revision, v_doc ->> 'kind', v_doc ->> 'executor', v_spec,
-        v_doc -> 'placement', p_canonical, v_digest)
+        v_doc -> 'placement', p_canonical, v_digest, v_kid, p_signature)
     RETURNING er.* INTO v_revision;
     UPDATE ql_private.tasks tk SET current_revision_id = v_revision.id WHERE tk.id = v_task.id;
     RETURN jsonb_build_object('taskId', v_revision.task_id, 'revisionId', v_revision.id,
         'revision', v_revision.revision, 'contentDigest', v_revision.content_digest,
-        'created', true, 'pool', p_project || '/' || v_pool.name);
+        'created', true, 'pool', p_project || '/' || v_pool.name,
+        'signatureKid', v_revision.signature_kid);
 END
 $$;
-REVOKE ALL ON FUNCTION ql.publish_revision(text, text, bytea, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION ql.publish_revision(text, text, bytea, text) TO ql_runtime;
-COMMENT ON FUNCTION ql.publish_revision(text, text, bytea, text) IS
-'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Pool (SPEC 13.1): p_pool P/N of the same project puts/moves the task there (another project''s or a missing pool refused: QL001 COLUMN pool); NULL keeps the task''s pool (new task: P/default). Identical to the current revision in the same pool -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created, pool}. Inputs: p_project, p_task, p_canonical, p_pool. Fences: names and content shape. Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';
+REVOKE ALL ON FUNCTION ql.publish_revision(text, text, bytea, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ql.publish_revision(text, text, bytea, text, text) TO ql_runtime;
+COMMENT ON FUNCTION ql.publish_revision(text, text, bytea, text, text) IS
+'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Pool (SPEC 13.1): p_pool P/N of the same project puts/moves the task there (another project''s or a missing pool refused: QL001 COLUMN pool); NULL keeps the task''s pool (new task: P/default). Identical to the current revision in the same pool -> that revision, created=false, no writes. Signature (SPEC 16.1): p_signature, a detached compact EdDSA JWS over the RFC 8785 bytes of {taskId, kind, executor, spec, placement?}, stored with the revision (kid from its protected header), not verified (the worker verifies); identical content is deduplicated only when p_signature is NULL or equal to the stored one, otherwise a new revision (revisions never change). Returns {taskId, revisionId, revision, contentDigest, created, pool, signatureKid}. Inputs: p_project, p_task, p_canonical, p_pool, p_signature. Fences: names, content shape, signature shape (QL001 COLUMN signature), spec.secrets naming existing secrets of the project and no env name in both env and secrets (QL001 COLUMN secrets). Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';

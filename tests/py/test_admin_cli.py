@@ -193,7 +193,9 @@ def test_task_publish_revisions(db_dsn: str, command_file: Path) -> None:
     from qinglong.service.compiler import compile_command
 
     first = _publish(db_dsn, command_file)
-    assert set(first) == {"taskId", "revisionId", "revision", "pool", "contentDigest"}
+    assert set(first) == {"taskId", "revisionId", "revision", "pool", "contentDigest",
+                          "signatureKid"}
+    assert first["signatureKid"] is None  # unsigned (SPEC §16.1)
     assert first["revision"] == 1
     assert first["contentDigest"] == compile_command(command_file.read_bytes()).content_digest
 

@@ -14,7 +14,7 @@ SET LOCAL ROLE ql_runtime;
 SELECT ql.publish_revision('proj', 'build', :'v1') AS p1 \gset
 RESET ROLE;
 SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(:'p1'::jsonb) k),
-          ARRAY['contentDigest', 'created', 'pool', 'revision', 'revisionId', 'taskId'], 'result fields');
+          ARRAY['contentDigest', 'created', 'pool', 'revision', 'revisionId', 'signatureKid', 'taskId'], 'result fields');
 SELECT is((:'p1'::jsonb ->> 'revision')::int, 1, 'first publish is revision 1');
 SELECT is((:'p1'::jsonb ->> 'created')::boolean, true, 'created = true');
 SELECT is(:'p1'::jsonb ->> 'contentDigest', 'sha256:' || encode(sha256(:'v1'::bytea), 'hex'),

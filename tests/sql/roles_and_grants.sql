@@ -48,6 +48,7 @@ INSERT INTO api_class VALUES
     ('record_certificate',  'ql_runtime'),
     ('label_worker',        'ql_runtime'),
     ('publish_revision',    'ql_runtime'),
+    ('prepare_task',        'ql_runtime'),
     ('enqueue_runs',        'ql_runtime'),
     ('cancel_run',          'ql_runtime'),
     ('sweep',               'ql_runtime'),
@@ -230,7 +231,7 @@ SELECT set_eq(
     'the sweep functions are the lease sweep (with promotion) and the three prunes');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM api_fn JOIN api_class USING (name)
             WHERE has_function_privilege('ql_sweeper', oid, 'EXECUTE')
-              AND name IN ('publish_revision', 'enqueue_runs', 'cancel_run', 'cancel_runs',
+              AND name IN ('publish_revision', 'prepare_task', 'enqueue_runs', 'cancel_run', 'cancel_runs',
                            'retry_run', 'register_worker', 'issue_credential',
                            'revoke_credential', 'configure_task', 'disable_worker',
                            'enable_worker', 'end_session', 'create_pool', 'grant_pool',
@@ -265,7 +266,7 @@ SELECT function_privs_are('ql', 'status_snapshot', ARRAY[]::text[], 'ql_readonly
                           'monitoring: EXECUTE on ql.status_snapshot (granted to ql_runtime too)');
 SELECT function_privs_are('ql', 'open_session', ARRAY['text', 'bytea', 'text', 'bytea'],
                           'ql_worker_ingress', ARRAY['EXECUTE'], 'ingress: EXECUTE on ql.open_session');
-SELECT function_privs_are('ql', 'publish_revision', ARRAY['text', 'text', 'bytea', 'text'],
+SELECT function_privs_are('ql', 'publish_revision', ARRAY['text', 'text', 'bytea', 'text', 'text'],
                           'ql_worker_ingress', ARRAY[]::text[], 'ingress: nothing on ql.publish_revision');
 
 -- Relations: owned by ql_owner, no direct privileges for the API roles
