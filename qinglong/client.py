@@ -29,7 +29,7 @@ import re
 import shlex
 import ssl
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -37,12 +37,15 @@ from typing import Any, Self
 
 import httpx
 
+from qinglong.log_text import LogPage, LogShapeError
+
 ENQUEUE_SCHEMA = "qinglong/run-enqueue-request@v1"
 ERROR_SCHEMA = "qinglong/error@v1"
 # The answers' schema ids: a document naming another schema is a ResponseError.
 ENQUEUED_SCHEMA = "qinglong/run-enqueued@v1"
 RUN_SCHEMA = "qinglong/run@v1"
 RUN_PAGE_SCHEMA = "qinglong/run-page@v1"
+RUN_LOG_SCHEMA = "qinglong/run-log@v1"
 USER_AGENT = "qinglong-client/1"
 DEFAULT_TIMEOUT_S = 30.0
 TOKEN_FILE_LIMIT = 4096
@@ -378,6 +381,28 @@ def parse_run_list(status: int, doc: Any) -> RunList:
     return RunList(runs=runs, next=s.text("next"), raw=s.doc)
 
 
+def parse_log_page(status: int, doc: Any) -> LogPage:
+    """One `qinglong/run-log@v1` document (an answer, or a line of a follow stream)."""
+    _Shape(status, doc, "body", RUN_LOG_SCHEMA)
+    try:
+        return LogPage.from_json(doc)
+    except LogShapeError as exc:
+        raise ResponseError(status, f"body: {exc}") from None
+
+
+def parse_log_line(line: str) -> LogPage:
+    """A line of a follow stream: a page, or the `qinglong/error@v1` that ended it
+    (raised as the ApiError of the status its `error` names)."""
+    doc = _json_or_none(line)
+    if isinstance(doc, dict) and doc.get("schema") == ERROR_SCHEMA:
+        status = next((s for s, kind in _KIND_BY_STATUS.items() if kind == doc.get("error")),
+                      503)
+        raise api_error(status, line.encode())
+    if doc is None:
+        raise ResponseError(200, "a line of the follow stream is not JSON")
+    return parse_log_page(200, doc)
+
+
 def parse_enqueue(status: int, doc: Any) -> EnqueueResult:
     s = _Shape(status, doc, "body", ENQUEUED_SCHEMA)
     run_ids = s.items("runIds")
@@ -448,6 +473,35 @@ def list_request(*, task: str | None = None, state: str | Sequence[str] | None =
     if limit is not None:
         params.append(("limit", str(_integer_arg(limit, "limit"))))
     return ApiRequest("GET", "/v1/runs", tuple(params))
+
+
+def log_request(run_id: str, *, attempt: int | None = None, offset: int = 0,
+                follow: bool = False) -> ApiRequest:
+    """`GET /v1/runs/{id}/log?offset=&attempt=&follow=1` (SPEC §15.3)."""
+    params = [("offset", str(_integer_arg(offset, "offset")))]
+    if attempt is not None:
+        params.append(("attempt", str(_integer_arg(attempt, "attempt"))))
+    if follow:
+        params.append(("follow", "1"))
+    return ApiRequest("GET", run_path(run_id, "log"), tuple(params))
+
+
+def _resume(run_id: str, last: LogPage | None) -> ApiRequest | None:
+    """After a follow stream ended: None when the log is finished, else the request
+    that goes on from its last line (the server caps a stream's duration)."""
+    if last is None:
+        raise ResponseError(200, "the follow stream ended without a line")
+    if last.finished:
+        return None
+    return log_request(run_id, attempt=last.attempt_number, offset=last.next_offset,
+                       follow=True)
+
+
+def _advanced(previous: LogPage, page: LogPage) -> LogPage:
+    """`page`, read at `previous.next_offset`, unless it moves the log nowhere."""
+    if page.offset != previous.next_offset or (not page.text and not page.caught_up):
+        raise ResponseError(200, "the log page does not advance from the previous one")
+    return page
 
 
 def _action_request(run_id: str, action: str) -> ApiRequest:
@@ -667,6 +721,47 @@ class Client(_Common):
     def retry(self, run_id: str) -> RunDocument:
         return parse_run_document(200, self.send(_action_request(run_id, "retry")))
 
+    def run_log(self, run_id: str, *, attempt: int | None = None, offset: int = 0) -> LogPage:
+        """One page (at most 1 MiB) of an attempt's stored log from `offset` (SPEC §15.3);
+        `attempt` None: the run's latest."""
+        return parse_log_page(200, self.send(log_request(run_id, attempt=attempt,
+                                                         offset=offset)))
+
+    def log_pages(self, run_id: str, *, attempt: int | None = None) -> Iterator[LogPage]:
+        """Every page of what is stored now, from offset 0 (the attempt fixed by the first)."""
+        page = self.run_log(run_id, attempt=attempt)
+        yield page
+        while not page.caught_up:
+            page = _advanced(page, self.run_log(run_id, attempt=page.attempt_number,
+                                                offset=page.next_offset))
+            yield page
+
+    def follow_log(self, run_id: str, *, attempt: int | None = None,
+                   offset: int = 0) -> Iterator[LogPage]:
+        """The log as it grows (`follow=1`): a page per line of the stream, until the
+        attempt ended and all of it was read; reconnects from the last `nextOffset`
+        when the server ends a stream early (its duration cap)."""
+        request: ApiRequest | None = log_request(run_id, attempt=attempt, offset=offset,
+                                                 follow=True)
+        while request is not None:
+            last = None
+            for last in self._lines(request):
+                yield last
+            request = _resume(run_id, last)
+
+    def _lines(self, request: ApiRequest) -> Iterator[LogPage]:
+        try:
+            with self._http.stream(request.method, request.path,
+                                   **self._kwargs(request)) as response:
+                if not 200 <= response.status_code < 300:
+                    response.read()
+                    _decode(response)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield parse_log_line(line)
+        except httpx.HTTPError as exc:
+            raise _transport_error(request.method, request.path, exc) from None
+
 
 class AsyncClient(_Common):
     """asyncio client with the same methods as `Client`, as coroutines."""
@@ -718,6 +813,43 @@ class AsyncClient(_Common):
 
     async def retry(self, run_id: str) -> RunDocument:
         return parse_run_document(200, await self.send(_action_request(run_id, "retry")))
+
+    async def run_log(self, run_id: str, *, attempt: int | None = None,
+                      offset: int = 0) -> LogPage:
+        return parse_log_page(200, await self.send(log_request(run_id, attempt=attempt,
+                                                               offset=offset)))
+
+    async def log_pages(self, run_id: str, *,
+                        attempt: int | None = None) -> AsyncIterator[LogPage]:
+        page = await self.run_log(run_id, attempt=attempt)
+        yield page
+        while not page.caught_up:
+            page = _advanced(page, await self.run_log(run_id, attempt=page.attempt_number,
+                                                      offset=page.next_offset))
+            yield page
+
+    async def follow_log(self, run_id: str, *, attempt: int | None = None,
+                         offset: int = 0) -> AsyncIterator[LogPage]:
+        request: ApiRequest | None = log_request(run_id, attempt=attempt, offset=offset,
+                                                 follow=True)
+        while request is not None:
+            last = None
+            async for last in self._lines(request):
+                yield last
+            request = _resume(run_id, last)
+
+    async def _lines(self, request: ApiRequest) -> AsyncIterator[LogPage]:
+        try:
+            async with self._http.stream(request.method, request.path,
+                                         **self._kwargs(request)) as response:
+                if not 200 <= response.status_code < 300:
+                    await response.aread()
+                    _decode(response)
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        yield parse_log_line(line)
+        except httpx.HTTPError as exc:
+            raise _transport_error(request.method, request.path, exc) from None
 
 
 # ------------------------------------------------------------------- curl

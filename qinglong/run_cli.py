@@ -1,5 +1,6 @@
-"""`qinglong run enqueue|show|list|cancel|retry` (SPEC §13.5): the producer API from
-the command line, through `qinglong.client`.
+"""`qinglong run enqueue|show|list|cancel|retry|log` (SPEC §13.5): the producer API
+from the command line, through `qinglong.client`. `run log` prints the log's text
+as `admin run log` does (SPEC §15.3; `--json` for one object).
 
 One JSON object on stdout per command: the API's answer as received. Expected
 failures print one JSON object on stderr, as `qinglong admin` does: for an
@@ -65,8 +66,15 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     listing.add_argument("--limit", help="runs per page, 1..1000 (default 100)")
     listing.add_argument("--after", help="the `next` cursor of the previous page")
     listing.set_defaults(handler=lazy(_HANDLERS + "list_runs"))
-    log = _command(commands, "log", "a run's output (not available yet)")
+    log = _command(commands, "log", "an attempt's live log as stored, then the truncated/"
+                   "incomplete line if any (GET /v1/runs/ID/log)")
     log.add_argument("--run", required=True, help="run id")
+    log.add_argument("--attempt", help="attempt number (default: the run's latest)")
+    log.add_argument("--follow", action="store_true",
+                     help="print new text as it is stored until the attempt ends")
+    log.add_argument("--json", action="store_true",
+                     help="one JSON object {runId, attemptNumber, text, storedBytes, "
+                          "logBytes, truncated, complete} instead of the text")
     log.set_defaults(handler=lazy(_HANDLERS + "log"))
 
 
@@ -117,8 +125,15 @@ def _fail(doc: dict[str, Any], code: int) -> int:
     return code
 
 
-def guarded(args: argparse.Namespace, action: Callable[[Client], Any]) -> int:
-    """Open a client from the flags, run `action`, print its document or the error."""
+def _print_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+def guarded(args: argparse.Namespace, action: Callable[[Client], Any],
+            emit: Callable[[Any], None] = _print_json) -> int:
+    """Open a client from the flags, run `action`, print its document (`emit`) or the
+    error."""
     from qinglong import client as api
 
     try:
@@ -138,8 +153,7 @@ def guarded(args: argparse.Namespace, action: Callable[[Client], Any]) -> int:
     except api.ResponseError as exc:
         return _fail({"error": "bad_response", "reason": "bad_response", "status": exc.status,
                       "detail": str(exc)}, EXIT_ERROR)
-    sys.stdout.write(json.dumps(doc) + "\n")
-    sys.stdout.flush()
+    emit(doc)
     return 0
 
 
@@ -179,5 +193,35 @@ def list_runs(args: argparse.Namespace) -> int:
 
 
 def log(args: argparse.Namespace) -> int:
-    return _fail({"error": "not_available", "reason": "not_available",
-                  "detail": "qinglong run log is not available yet"}, EXIT_INVALID)
+    """As `admin run log` (SPEC §15.3), through the API: the text as stored and the
+    trailer line; `--json` the whole log as one object; `--follow` streams."""
+    from qinglong.log_text import trailer_block, whole
+
+    def action(producer: Client) -> Any:
+        attempt = _integer(args.attempt, "attempt")
+        if attempt is not None and attempt < 1:
+            raise _Invalid("attempt", "attempt must be an integer >= 1")
+        pages = (producer.follow_log(args.run, attempt=attempt) if args.follow
+                 else producer.log_pages(args.run, attempt=attempt))
+        if args.json:
+            return whole(list(pages))
+        last_char, last = "", None
+        for last in pages:
+            if last.text:
+                sys.stdout.buffer.write(last.text.encode("utf-8"))
+                sys.stdout.buffer.flush()
+                last_char = last.text[-1]
+        line = None if last is None else last.trailer()
+        if line is not None:
+            sys.stdout.buffer.write(trailer_block(last_char, line).encode("utf-8"))
+            sys.stdout.buffer.flush()
+        return None
+
+    try:
+        return guarded(args, action, _print_json if args.json else _printed)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _printed(_doc: Any) -> None:
+    """The command printed its output itself."""

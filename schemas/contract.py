@@ -57,6 +57,7 @@ class SchemaId(StrEnum):
     RUN_ENQUEUED = "qinglong/run-enqueued@v1"
     RUN = "qinglong/run@v1"
     RUN_PAGE = "qinglong/run-page@v1"
+    RUN_LOG = "qinglong/run-log@v1"
 
 
 SCHEMA_IDS: frozenset[str] = frozenset(s.value for s in SchemaId)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from qinglong.service import producer_logs
 from qinglong.service import producer_views as views
 from qinglong.service.audit import Emit
 from qinglong.service.config import ConfigError
@@ -62,6 +63,8 @@ def create_producer_app(config: ProducerConfig, audit: Emit) -> web.Application:
     app[views.PRODUCER] = views.new_state(config, audit)
     app.cleanup_ctx.append(_database_pool)
     views.add_routes(app, render_bytes())
+    producer_logs.install_followers(app, config.log_followers_max,
+                                    config.log_followers_per_token)
     return app
 
 

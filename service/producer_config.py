@@ -56,6 +56,13 @@ class ProducerConfig:
     log_level: str = "INFO"
     # When set, written atomically with {"apiUrl", "adminUrl", "pid"} once listening.
     ready_file: str | None = None
+    # GET /v1/runs/{id}/log?follow=1 (SPEC 15.3): how often a follower reads the
+    # database, how long one stream lasts at most (the client reconnects from
+    # its nextOffset), and how many streams run at once (per process, per token).
+    log_follow_poll_s: float = 0.5
+    log_follow_max_s: float = 300.0
+    log_followers_max: int = 64
+    log_followers_per_token: int = 4
 
     def validate(self) -> ProducerConfig:
         for name in ("dsn", "cert_file", "key_file"):
@@ -64,6 +71,10 @@ class ProducerConfig:
             _require(0 <= getattr(self, name) <= 65535, f"{name} out of range")
         _require(1 <= self.pool_min_size <= self.pool_max_size, "pool sizes invalid")
         _require(256 <= self.max_body_bytes <= 65536, "max_body_bytes must be 256..65536")
+        _require(0.1 <= self.log_follow_poll_s <= 1.0, "log_follow_poll_s must be 0.1..1")
+        _require(1.0 <= self.log_follow_max_s <= 3600.0, "log_follow_max_s must be 1..3600")
+        _require(1 <= self.log_followers_per_token <= self.log_followers_max <= 10000,
+                 "log_followers_per_token must be 1..log_followers_max (at most 10000)")
         for name in ("statement_timeout_ms", "acquire_timeout_ms", "connect_timeout_s",
                      "header_timeout_s", "body_timeout_s", "shutdown_timeout_s"):
             _require(getattr(self, name) > 0, f"{name} must be positive")

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from qinglong.schemas.contract import SchemaId
+from qinglong.service import producer_logs
 from qinglong.service import producer_views as views
 from qinglong.service.openapi import OPENAPI_VERSION, bundled_schemas, component_ref
 
@@ -85,6 +86,47 @@ _LIST_PARAMETERS = [
 ]
 
 
+_LOG_PARAMETERS = [
+    _RUN_ID,
+    {"name": "offset", "in": "query", "required": False,
+     "description": "byte offset in the UTF-8 log to read from (a page's nextOffset)",
+     "schema": {"type": "integer", "minimum": 0, "default": 0}},
+    {"name": "attempt", "in": "query", "required": False,
+     "description": "attempt number; without it, the run's latest attempt",
+     "schema": {"type": "integer", "minimum": 1}},
+    {"name": "follow", "in": "query", "required": False,
+     "description": "1: stream (application/x-ndjson) until the attempt ends",
+     "schema": {"type": "string", "enum": ["0", "1", "true", "false"], "default": "0"}},
+]
+
+
+def _log_operation() -> dict[str, Any]:
+    operation = _operation("run_log", "An attempt's live log (SPEC 15.3)", "log", 200,
+                           SchemaId.RUN_LOG, parameters=_LOG_PARAMETERS)
+    ok = operation["responses"]["200"]
+    ok["description"] = (
+        "Without follow: one `qinglong/run-log@v1` page (at most 1 MiB of text from "
+        "`offset`; read on from `nextOffset` while it is below `storedBytes`). With "
+        "follow=1: `application/x-ndjson`, one `qinglong/run-log@v1` per line: the page "
+        "at `offset`, then a line whenever text is new or the attempt ended, and an "
+        "empty-text line at least every 5 s. The stream ends after the line with "
+        "`ended: true` and `nextOffset` = `storedBytes`; a line with `ended: false` last "
+        "means the stream's time was up (the server's log_follow_max_s, or it stopped): "
+        "reconnect from its `nextOffset`. A failure after the stream started is one "
+        "last `qinglong/error@v1` line. A log that is truncated, or shorter than "
+        "`logBytes`, is not the whole output.")
+    ok["content"]["application/x-ndjson"] = {"schema": component_ref(SchemaId.RUN_LOG)}
+    operation["responses"]["429"] = {
+        "description": "Too many follow streams at once (too_many_followers: the "
+                       "server's log_followers_max, or log_followers_per_token).",
+        "headers": {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                    "required": True,
+                                    "schema": {"type": "integer", "minimum": 1,
+                                               "maximum": 86400}}},
+        "content": {"application/json": {"schema": component_ref(SchemaId.ERROR)}}}
+    return operation
+
+
 def build_document() -> dict[str, Any]:
     run_show = dict(responses=SchemaId.RUN)
     return {
@@ -110,6 +152,7 @@ def build_document() -> dict[str, Any]:
                 "run_retry", "Retry a failed or cancelled run; answers the run in detail",
                 "retry", 200, SchemaId.RUN, optional_body=True, parameters=[_RUN_ID],
                 conflict=True)},
+            producer_logs.RUN_LOG: {"get": _log_operation()},
             views.OPENAPI: {"get": {"operationId": "openapi", "summary": "This document",
                                     "security": [], "responses": {"200": {
                                         "description": "OpenAPI 3.1",

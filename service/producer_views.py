@@ -298,6 +298,9 @@ def add_routes(app: web.Application, openapi_document: bytes) -> None:
     app.router.add_get(RUN, show, allow_head=False)
     app.router.add_post(RUN_CANCEL, cancel)
     app.router.add_post(RUN_RETRY, retry)
+    from qinglong.service import producer_logs  # it imports this module
+
+    producer_logs.add_route(app)
     app.router.add_get(OPENAPI, openapi, allow_head=False)
 
 

@@ -222,6 +222,11 @@ VALID: dict[str, dict[str, Any]] = {
     "qinglong/run-enqueued@v1": {
         "schema": "qinglong/run-enqueued@v1", "runIds": [RUN_UUID], "existing": False,
     },
+    "qinglong/run-log@v1": {
+        "schema": "qinglong/run-log@v1", "runId": RUN_UUID, "attemptNumber": 1, "offset": 0,
+        "nextOffset": 6, "text": "hello\n", "storedBytes": 6, "logBytes": None,
+        "truncated": False, "complete": False, "ended": False,
+    },
     "qinglong/run-page@v1": {
         "schema": "qinglong/run-page@v1", "next": "17",
         "runs": [{"runId": RUN_UUID, "taskId": RUN_UUID, "project": "acme", "taskName": "build",
