@@ -52,6 +52,9 @@ class SchemaId(StrEnum):
     LEASE_HEARTBEAT_REQUEST = "qinglong/lease-heartbeat-request@v1"
     LEASE_COMPLETE_REQUEST = "qinglong/lease-complete-request@v1"
     LEASE = "qinglong/lease@v1"
+    # Secrets of a started lease (SPEC §14.3).
+    LEASE_SECRETS_REQUEST = "qinglong/lease-secrets-request@v1"
+    LEASE_SECRETS = "qinglong/lease-secrets@v1"
     # The producer API (SPEC §13.4; service/producer_views.py).
     RUN_ENQUEUE_REQUEST = "qinglong/run-enqueue-request@v1"
     RUN_ENQUEUED = "qinglong/run-enqueued@v1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from aiohttp import web
 
@@ -16,6 +17,7 @@ from qinglong.service.metrics import IngressMetrics
 from qinglong.service.middlewares import envelope_middleware
 from qinglong.service.ratelimit import TokenBucketLimiter
 from qinglong.service.routes import add_routes
+from qinglong.service.secrets_crypto import KekSource
 from qinglong.service.state import STATE, IngressState
 
 
@@ -37,6 +39,8 @@ def build_state(config: IngressConfig, audit: AuditLog,
         heartbeats=HeartbeatBatcher(gateway, metrics, config.heartbeat_batch_window_ms,
                                     config.heartbeat_batch_max,
                                     batching=lambda: idle_view.engaged),
+        # Read (and its 0600 mode checked) at start: a bad KEK file stops the start.
+        kek=None if config.kek_file is None else KekSource(Path(config.kek_file)),
     )
 
 

@@ -40,7 +40,8 @@ MAX_CANONICAL_BYTES = 64 * 1024
 class CommandRejected(ValueError):
     """A command document refused at publish time; `reason` is low-cardinality
     (invalid_json, duplicate_key, schema_invalid, limit_exceeded, duplicate_value,
-    invalid_label, invalid_semver) and `detail` a JSON path without values."""
+    invalid_label, invalid_semver, env_conflict) and `detail` a JSON path without
+    values (env_conflict names the env name, which is not secret)."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
@@ -67,6 +68,7 @@ def compile_command(doc: bytes | Mapping[str, Any]) -> CompiledRevision:
         raise CommandRejected(rejection_reason(exc), exc.detail) from None
     assert isinstance(parsed, Mapping)  # guaranteed by the schema
     command = copy.deepcopy(dict(parsed))  # never alias the caller's document
+    _refuse_env_in_secrets(command)
     placement = normalize_placement(command.pop("placement", None))
     try:
         # Self-check: what the database and every worker will trust must match its schema.
@@ -79,6 +81,14 @@ def compile_command(doc: bytes | Mapping[str, Any]) -> CompiledRevision:
             "limit_exceeded", f"$: canonical revision larger than {MAX_CANONICAL_BYTES} bytes"
         )
     return CompiledRevision(KIND, EXECUTOR, command, placement, canonical, digest)
+
+
+def _refuse_env_in_secrets(command: Mapping[str, Any]) -> None:
+    """SPEC §14.2: an ENV_NAME is either a plain env value or a secret, never both
+    (the run's environment would hold two values for it)."""
+    both = sorted(set(command.get("env", {})) & set(command.get("secrets", {})))
+    if both:
+        raise CommandRejected("env_conflict", f"$.secrets: {both[0]} is also in $.env")
 
 
 def normalize_placement(placement: Mapping[str, Any] | None) -> dict[str, Any]:

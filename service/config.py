@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "QL_INGRESS_"
-_PATH_FIELDS = ("cert_file", "key_file", "client_ca_file", "audit_log", "ready_file")
+_PATH_FIELDS = ("cert_file", "key_file", "client_ca_file", "audit_log", "ready_file",
+                "kek_file")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 
@@ -134,6 +135,10 @@ class IngressConfig:
     log_level: str = "INFO"
     # When set, written (atomically) with {"ingressUrl","adminUrl","pid"} once listening.
     ready_file: str | None = None
+    # The key-encryption key file (SPEC §14.1, 0600) that unwraps the projects'
+    # data keys for POST /v1/leases/secrets; unset: that endpoint answers 503
+    # secrets_unavailable.
+    kek_file: str | None = None
 
     def validate(self) -> IngressConfig:
         _require(bool(self.dsn), "dsn is required")

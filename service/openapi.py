@@ -64,6 +64,12 @@ OPERATIONS: tuple[Operation, ...] = (
               _LEASE_CONFLICTS, lease_with_cancel=True),
     Operation(routes.LEASES_COMPLETE, views.LEASE_COMPLETE,
               "Complete a started lease (succeeded / failed / cancelled)", _LEASE_CONFLICTS),
+    Operation(routes.LEASES_SECRETS, views.LEASE_SECRETS,
+              "The secret values of a started lease (after its starting ACK; the lease "
+              "version is not changed). 503 secrets_unavailable: this replica has no "
+              "key-encryption key, or it does not open the stored keys",
+              (*_FENCE_CONFLICTS, "stale_lease_version", "not_started", "pool_revoked",
+               "secret_missing")),
 )
 
 
@@ -129,7 +135,8 @@ _ERRORS: dict[int, tuple[str, str]] = {
     503: ("Unavailable", "Database or offer service unavailable (database_unavailable, "
                          "database_timeout, statement_timeout, database_error), or the "
                          "database returned a projection that fails its schema "
-                         "(invalid_projection)."),
+                         "(invalid_projection); /v1/leases/secrets without a usable "
+                         "key-encryption key (secrets_unavailable)."),
 }
 _RETRY_AFTER = (429, 503)
 

@@ -32,6 +32,7 @@ from qinglong.service.config import ConfigError, IngressConfig, load_config
 from qinglong.service.jsonlog import configure_logging
 from qinglong.service.listener import runner_kwargs
 from qinglong.service.metrics import IngressMetrics
+from qinglong.service.secrets_crypto import SecretsError
 from qinglong.service.state import PROJECTION_HOOK, IngressState, ProjectionHook
 from qinglong.service.supervisor import ReadyReport, Supervisor, write_ready_file
 from qinglong.service.tls import ServerTls, TlsConfigError, server_tls
@@ -134,7 +135,7 @@ async def serve(config: IngressConfig, *, reuse_port: bool = False,
     emit, audit_handle = audit_emitter(config.audit_log)
     try:
         running = await start_ingress(config, audit=AuditLog(emit), reuse_port=reuse_port)
-    except (TlsConfigError, OSError) as exc:
+    except (TlsConfigError, OSError, SecretsError) as exc:
         log.error("ingress failed to start", extra={"event": "ingress.start_failed",
                                                    "error": type(exc).__name__,
                                                    "detail": str(exc)[:200]})

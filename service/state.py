@@ -18,6 +18,7 @@ from qinglong.service.idle_answer import IdleAnswers
 from qinglong.service.idle_view import IDLE_RESULT, IdleView
 from qinglong.service.metrics import IngressMetrics
 from qinglong.service.ratelimit import TokenBucketLimiter
+from qinglong.service.secrets_crypto import KekSource
 
 # (route name, response document) -> document actually sent. Tests install one to
 # inject a corrupted projection; production leaves it unset.
@@ -38,6 +39,8 @@ class IngressState:
     rng: random.Random = field(default_factory=random.Random)
     peers: PeerIdentities = field(default_factory=PeerIdentities)
     idle_answers: IdleAnswers = field(default_factory=lambda: IdleAnswers(IDLE_RESULT))
+    # The KEK for secret delivery (SPEC §14.3); None without `kekFile`.
+    kek: KekSource | None = None
 
     def idle_retry_after_ms(self) -> int:
         return self.config.idle_retry_after_ms + self.rng.randint(0, self.config.idle_jitter_ms)

@@ -35,6 +35,7 @@ from qinglong.service.gateway import DbRefused, DbUnavailable
 from qinglong.service.heartbeat_batch import HeartbeatItem
 from qinglong.service.idle_answer import encode, idle_body
 from qinglong.service.idle_view import IDLE_RESULT, CacheToken
+from qinglong.service.secrets_crypto import SecretsError, open_delivery
 from qinglong.service.state import PROJECTION_HOOK, STATE, IngressState
 
 log = logging.getLogger("qinglong.ingress")
@@ -50,6 +51,7 @@ class Endpoint:
     request_schema: SchemaId
     response_schema: SchemaId
     success_status: int
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
     def body_limit(self, config: IngressConfig) -> int:
         """A completion carries the run's result (SPEC §9.3): its own, larger limit."""
@@ -72,6 +74,11 @@ LEASE_HEARTBEAT = Endpoint("leases.heartbeat", "lease.heartbeat",
                            SchemaId.LEASE_HEARTBEAT_REQUEST, SchemaId.LEASE, 200)
 LEASE_COMPLETE = Endpoint("leases.complete", "lease.complete", SchemaId.LEASE_COMPLETE_REQUEST,
                           SchemaId.LEASE, 200)
+# Up to 16 values of up to 16 KiB each (SPEC §14.1), JSON-escaped: its own bound,
+# below the worker's hard limit on any answer (1 MiB).
+SECRETS_RESPONSE_BYTES = 1000 * 1024
+LEASE_SECRETS = Endpoint("leases.secrets", "lease.secrets", SchemaId.LEASE_SECRETS_REQUEST,
+                         SchemaId.LEASE_SECRETS, 200, SECRETS_RESPONSE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -267,8 +274,9 @@ def respond(request: web.Request, state: IngressState, endpoint: Endpoint,
     except ContractError as exc:
         raise _invalid_projection(state, endpoint, exc.detail) from None
     body = encode(doc)
-    if len(body) > MAX_RESPONSE_BYTES:
-        raise _invalid_projection(state, endpoint, "response over 128 KiB")
+    if len(body) > endpoint.max_response_bytes:
+        raise _invalid_projection(state, endpoint,
+                                  f"response over {endpoint.max_response_bytes} bytes")
     return web.Response(status=endpoint.success_status, body=body,
                         content_type="application/json")
 
@@ -490,3 +498,47 @@ def _in_schema_order(schema_id: SchemaId, doc: dict[str, Any]) -> dict[str, Any]
     order = list(default_contract().schema(schema_id)["properties"])
     known = {k: doc[k] for k in order if k in doc}
     return known | {k: v for k, v in doc.items() if k not in known}
+
+
+# ------------------------------------------------------------------ secrets (SPEC §14.3)
+
+SECRETS_UNAVAILABLE = "secrets_unavailable"
+
+
+async def lease_secrets(request: web.Request) -> web.Response:
+    """The secret values of a started lease: the database answers the wrapped data
+    key and ciphertexts (fenced like a heartbeat, audited by name); they are
+    decrypted here, in memory, with the replica's KEK (`kekFile`). No value is
+    logged, audited or put in an error. A replica without a KEK, or whose KEK
+    does not open what the database holds, answers 503 `secrets_unavailable`."""
+    state, admitted = await _admit(request, LEASE_SECRETS)
+    cred, doc = admitted.credential, admitted.doc
+    if state.kek is None:
+        _audit_line(state, LEASE_SECRETS, Outcome.FAILED, SECRETS_UNAVAILABLE,
+                    cred.credential_id, admitted.worker_id)
+        raise _secrets_unavailable(state, "kek_not_configured", "no kekFile configured")
+    fence = LeaseFence(cred.credential_id, cred.secret_digest, admitted.worker_id,
+                       doc["sessionId"], doc["generation"], doc["offerId"],
+                       lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
+    result = await _act(state, LEASE_SECRETS, admitted, api.lease_secrets(**vars(fence)))
+    if result["status"] == "conflict":
+        raise ApiError(409, str(result.get("category", "conflict")))
+    if result["status"] != "ok":
+        raise _invalid_projection(state, LEASE_SECRETS,
+                                  f"unexpected status {result['status']!r}")
+    try:
+        delivered = open_delivery(state.kek, result)
+    except (SecretsError, KeyError, TypeError, ValueError) as exc:
+        reason = exc.reason.value if isinstance(exc, SecretsError) else "secret_integrity"
+        detail = exc.detail if isinstance(exc, SecretsError) else type(exc).__name__
+        raise _secrets_unavailable(state, reason, detail) from None
+    return respond(request, state, LEASE_SECRETS,
+                   {"schema": SchemaId.LEASE_SECRETS.value, "values": delivered.values})
+
+
+def _secrets_unavailable(state: IngressState, reason: str, detail: str) -> ApiError:
+    # `detail` names KEK ids, key ids and secret names at most: never a value.
+    log.error("secrets not delivered", extra={"event": "secrets.unavailable",
+                                              "reason": reason, "detail": detail})
+    return ApiError(503, SECRETS_UNAVAILABLE,
+                    retry_after_s=state.config.unavailable_retry_after_s)

@@ -148,6 +148,7 @@ VALID: dict[str, dict[str, Any]] = {
         "schema": "qinglong/command@v1",
         "argv": ["python", "-c", "print(1)"],
         "env": {"PATH": "/usr/bin"},
+        "secrets": {"DB_PASSWORD": "db.password"},
         "cwd": "/tmp",
         "timeoutS": 60,
         "placement": {
@@ -200,6 +201,14 @@ VALID: dict[str, dict[str, Any]] = {
     "qinglong/lease-heartbeat-request@v1": {
         "schema": "qinglong/lease-heartbeat-request@v1",
         **LEASE_REQ,
+    },
+    "qinglong/lease-secrets-request@v1": {
+        "schema": "qinglong/lease-secrets-request@v1",
+        **LEASE_REQ,
+    },
+    "qinglong/lease-secrets@v1": {
+        "schema": "qinglong/lease-secrets@v1",
+        "values": {"DB_PASSWORD": "correct horse battery staple"},
     },
     "qinglong/lease-complete-request@v1": {
         "schema": "qinglong/lease-complete-request@v1",
