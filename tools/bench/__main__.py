@@ -1,4 +1,4 @@
-"""`python -m tools.bench [sql|idle|depth|classes|ops|e2e|edge|fleet|soak] [--quick]` (run
+"""`python -m tools.bench [sql|idle|depth|classes|ops|e2e|edge|fleet|soak|logs] [--quick]` (run
 from a checkout).
 
 Only argparse here; the benchmarks load when they run (cli.py).
@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-BENCHMARKS = ("sql", "idle", "depth", "classes", "ops", "e2e", "edge", "fleet", "soak")
+BENCHMARKS = ("sql", "idle", "depth", "classes", "ops", "e2e", "edge", "fleet", "soak", "logs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("which", nargs="*", metavar="NAME",
                        help=f"sub-benchmarks to run ({', '.join(BENCHMARKS)}; default all but "
-                            "classes, the fleet and the 10-minute soak)")
+                            "classes, the fleet, the 10-minute soak and logs)")
     bench.add_argument("--quick", action="store_true",
                        help="small sizes (CI: checks the harness, not the figures)")
     bench.add_argument("--report", type=Path, default=None,

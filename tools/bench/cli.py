@@ -1,9 +1,9 @@
-"""`python -m tools.bench [sql|idle|depth|classes|ops|e2e|edge|fleet|soak] [--quick]`: run
+"""`python -m tools.bench [sql|idle|depth|classes|ops|e2e|edge|fleet|soak|logs] [--quick]`: run
 and report.
 
 One throwaway PostgreSQL cluster serves every database benchmark of the
 invocation (each measurement gets a fresh clone of a migrated template); `e2e`,
-`edge`, `fleet` and `soak` start their own processes (e2e and soak their own cluster:
+`edge`, `fleet`, `soak` and `logs` start their own processes (e2e, soak and logs their own cluster:
 soak's autovacuum must see only its own tables' churn). Each sub-benchmark
 prints its tables; at the end a dated section — machine (nproc, RAM, CPU),
 PostgreSQL version and key settings, the load average before and after (the
@@ -26,8 +26,8 @@ from typing import Any
 
 from tools.bench.common import BenchContext, Table, machine_info, pg_settings, prepare_context
 
-ORDER = ("sql", "idle", "depth", "classes", "ops", "e2e", "edge", "fleet", "soak")
-# A bare `python -m tools.bench` runs these; classes, the fleet and the soak only
+ORDER = ("sql", "idle", "depth", "classes", "ops", "e2e", "edge", "fleet", "soak", "logs")
+# A bare `python -m tools.bench` runs these; classes, the fleet, the soak and logs only
 # when named.
 DEFAULT = ("sql", "idle", "depth", "ops", "e2e", "edge")
 NEEDS_DB = frozenset({"sql", "idle", "depth", "classes", "ops"})
