@@ -25,15 +25,18 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import grp
 import os
 import pwd
 import signal
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from qinglong.worker.run_as import RunAs, RunAsError
+from qinglong.worker.process_tree import remove_entry
+from qinglong.worker.run_as import RunAs, RunAsError, private_tree
 
 __all__ = [
     "PRIVATE_PLACES",
@@ -52,6 +55,7 @@ PRIVATE_PLACES = ("/tmp", "/var/tmp", "/dev/shm")
 SWEEP_LIMIT = 100_000
 UID_MAX = 2**32 - 2  # (uid_t)-1 means "unchanged"
 RECLAIM_ROUNDS = 3
+EXIT_WAIT_S = 1.0  # after a reclaim's SIGKILL: how long to wait for the uid's processes to end
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,6 @@ def check_range(uids: UidRange, *, slots: int, euid: int) -> None:
 def check_owners(uids: UidRange, named: Sequence[tuple[str, str]]) -> None:
     """Refuse when a file of the worker's (or anything below it) belongs to a
     uid or gid of the range: the probe as one uid would not speak for it."""
-    from qinglong.worker.run_as import private_tree
-
     for what, path in named:
         for item in private_tree(path):
             try:
@@ -125,12 +127,15 @@ def check_owners(uids: UidRange, named: Sequence[tuple[str, str]]) -> None:
 
 
 def _status_uids(pid: str) -> set[int]:
+    """A live process's four uids (a zombie's: none — it holds nothing but its pid)."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
             for line in handle:
+                if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                    return set()
                 if line.startswith("Uid:"):
                     return {int(v) for v in line.split()[1:]}
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):
         pass
     return set()
 
@@ -200,15 +205,23 @@ class UidPool:
         for uid in sorted(self._draining):
             for _ in range(RECLAIM_ROUNDS):
                 self._sweep(uid)
-                if uid not in owners(UidRange(uid, uid)):
+                if _gone(uid, EXIT_WAIT_S / RECLAIM_ROUNDS):
                     self._draining.discard(uid)
                     self._free.append(uid)
                     break
 
     def _sweep(self, uid: int) -> None:
         """In a child that is ``uid`` for good: kill all its processes, remove its
-        entries at the top of each place."""
-        pid = os.fork()
+        entries at the top of each place. The places are opened before the
+        switch (the runs directory is not listable by the uid; a descriptor
+        opened by the worker lists it), everything after it is done as the uid."""
+        fds = [fd for fd in map(_open_place, self.places) if fd is not None]
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
         if pid == 0:
             code = 1
             try:
@@ -218,40 +231,50 @@ class UidPool:
                 _not_dumpable()  # the worker's memory: no ptrace by the uid's processes
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(-1, signal.SIGKILL)  # every process of uid but this one
-                for place in self.places:
-                    sweep_owned(place, uid)
+                for fd in fds:
+                    sweep_owned(fd, uid)
                 code = 0
             finally:
                 os._exit(code)
+        for fd in fds:
+            os.close(fd)
         os.waitpid(pid, 0)
 
 
-def _not_dumpable() -> None:
-    import ctypes
+def _gone(uid: int, timeout_s: float) -> bool:
+    """No live process runs as ``uid`` (waiting up to ``timeout_s`` for the killed)."""
+    deadline = time.monotonic() + timeout_s
+    while uid in owners(UidRange(uid, uid)):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
+
+def _open_place(place: str) -> int | None:
+    try:
+        return os.open(place, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _not_dumpable() -> None:
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
 
 
-def sweep_owned(place: str, uid: int, limit: int = SWEEP_LIMIT) -> int:
-    """Remove every entry directly in ``place`` owned by ``uid`` (whole, by
-    descriptors, no symlink followed); returns how many were removed."""
-    from qinglong.worker.process_tree import remove_entry
-
-    try:
-        fd = os.open(place, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return 0
+def sweep_owned(fd: int, uid: int, limit: int = SWEEP_LIMIT) -> int:
+    """Remove every entry directly in the directory ``fd`` owned by ``uid``
+    (whole, by descriptors, no symlink followed); returns how many were removed.
+    All it needs is imported already: the uid may not read the interpreter's files."""
     removed = 0
-    try:
-        with os.scandir(fd) as entries:
-            names = [e.name for n, e in zip(range(limit), entries, strict=False)
-                     if _owned(e, uid)]  # fmt: skip
-        for name in names:
-            with contextlib.suppress(OSError):
-                remove_entry(fd, name)
-                removed += 1
-    finally:
-        os.close(fd)
+    os.lseek(fd, 0, os.SEEK_SET)
+    with os.scandir(fd) as entries:
+        names = [e.name for _n, e in zip(range(limit), entries, strict=False)
+                 if _owned(e, uid)]  # fmt: skip
+    for name in names:
+        with contextlib.suppress(OSError):
+            remove_entry(fd, name)
+            removed += 1
     return removed
 
 
