@@ -79,6 +79,22 @@ def authenticate_worker(*, credential_id: str, secret_digest: bytes, worker_id: 
                                       "worker_id": worker_id, "action": action})
 
 
+ROTATE_CREDENTIAL: Statement[JsonObject] = Statement("rotate_credential", (
+    "SELECT ql.rotate_credential(p_credential_id => %(credential_id)s::text,"
+    " p_secret_digest => %(secret_digest)s::bytea, p_worker_id => %(worker_id)s::text,"
+    " p_new_credential_id => %(new_credential_id)s::text,"
+    " p_new_secret_digest => %(new_secret_digest)s::bytea)"))
+
+
+def rotate_credential(*, credential_id: str, secret_digest: bytes, worker_id: str,
+                      new_credential_id: str, new_secret_digest: bytes) -> Call[JsonObject]:
+    """-> `{status: ok, credential: {...}}` or the denial envelope (SPEC §16.2)."""
+    return Call(ROTATE_CREDENTIAL, {"credential_id": credential_id,
+                                    "secret_digest": secret_digest, "worker_id": worker_id,
+                                    "new_credential_id": new_credential_id,
+                                    "new_secret_digest": new_secret_digest})
+
+
 RECORD_AUTH_DENIAL: Statement[None] = Statement("record_auth_denial", (
     "SELECT ql.record_auth_denial(p_credential_id => %(credential_id)s::text,"
     " p_worker_id => %(worker_id)s::text, p_action => %(action)s::text,"
@@ -283,13 +299,14 @@ def register_worker(*, name: str) -> Call[JsonObject]:
 ISSUE_CREDENTIAL: Statement[JsonObject] = Statement("issue_credential", (
     "SELECT ql.issue_credential(p_worker_id => %(worker_id)s::text,"
     " p_credential_id => %(credential_id)s::text,"
-    " p_secret_digest => %(secret_digest)s::bytea)"))
+    " p_secret_digest => %(secret_digest)s::bytea, p_ttl_s => %(ttl_s)s::bigint)"))
 
 
-def issue_credential(*, worker_id: str, credential_id: str,
-                     secret_digest: bytes) -> Call[JsonObject]:
+def issue_credential(*, worker_id: str, credential_id: str, secret_digest: bytes,
+                     ttl_s: int | None = None) -> Call[JsonObject]:
+    """-> `{credentialId, workerId, expiresAtMs}`; `ttl_s` None: never expires."""
     return Call(ISSUE_CREDENTIAL, {"worker_id": worker_id, "credential_id": credential_id,
-                                   "secret_digest": secret_digest})
+                                   "secret_digest": secret_digest, "ttl_s": ttl_s})
 
 
 REVOKE_CREDENTIAL: Statement[JsonObject] = Statement(

@@ -13,6 +13,9 @@
 --                               still runs, so timing does not reveal existence)
 --     bad_secret           401  digest differs (ql_private.digest_equal)
 --     revoked_credential   401  revoked_at set
+--     expired_credential   401  expires_at passed (SPEC §16.2: its lifetime,
+--                               or a rotated credential's 24 h / first use of
+--                               its successor)
 --     worker_mismatch      403  the credential belongs to another worker
 --     worker_disabled      403  the worker is disabled (ql.disable_worker, SPEC
 --                               §9.5): every credential of it is refused until
@@ -35,7 +38,9 @@
 -- Locks: none (plain read of worker_credentials and the worker's row, one
 --   statement: the disabled flag costs one primary-key probe more; a disabled
 --   worker's drain exception one probe of worker_sessions_draining). Writes: nothing when allowed
---   (an idle pull must write nothing), exactly one audit row when denied.
+--   (an idle pull must write nothing) — except the first use of a rotated
+--   credential (ql_private.credential_first_use: its first_used_at, its
+--   predecessor's expires_at, row locks on both) —, exactly one audit row when denied.
 -- Idempotency: read-only when allowed; each denial is its own audit fact.
 -- SQLSTATEs: QL001 when worker_id is NULL or action is not ^[a-z][a-z0-9_.]{0,63}$
 --   (caller bugs, not authentication outcomes).
@@ -69,7 +74,8 @@ BEGIN
     IF NOT id_ok OR p_secret_digest IS NULL OR octet_length(p_secret_digest) <> 32 THEN
         reason := 'malformed_credential';
     ELSE
-        SELECT c.worker_id, c.secret_digest, c.revoked_at, w.disabled_at INTO cred
+        SELECT c.worker_id, c.secret_digest, c.revoked_at, w.disabled_at, c.expires_at,
+               c.rotated_from, c.first_used_at INTO cred
           FROM ql_private.worker_credentials c
           JOIN ql_private.workers w ON w.id = c.worker_id
          WHERE c.credential_id = p_credential_id;
@@ -82,6 +88,8 @@ BEGIN
                 reason := 'bad_secret';
             ELSIF cred.revoked_at IS NOT NULL THEN
                 reason := 'revoked_credential';
+            ELSIF cred.expires_at IS NOT NULL AND cred.expires_at <= clock_timestamp() THEN
+                reason := 'expired_credential';
             ELSIF cred.worker_id <> p_worker_id THEN
                 reason := 'worker_mismatch';
                 http_status := 403;
@@ -95,7 +103,12 @@ BEGIN
                 reason := 'worker_disabled';
                 http_status := 403;
             ELSE
-                RETURN NULL;  -- allowed: no write of any kind
+                IF cred.rotated_from IS NOT NULL AND cred.first_used_at IS NULL THEN
+                    -- The first use of a rotated credential retires its
+                    -- predecessor (SPEC §16.2): the one write it costs, once.
+                    PERFORM ql_private.credential_first_use(p_credential_id, cred.rotated_from);
+                END IF;
+                RETURN NULL;  -- allowed: no write (but a rotated credential's first use)
             END IF;
         END IF;
     END IF;
@@ -107,4 +120,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) IS
-'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete/log are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|expired_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete/log are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';

@@ -14,8 +14,8 @@
 -- Returns: the credential ids (a subset of p_credential_ids, in input order)
 --   that ql_private.authenticate would allow for their worker right now: the
 --   credential exists, its digest matches (ql_private.digest_equal, constant
---   time), it is not revoked, it belongs to that worker, and the worker is not
---   disabled. Every other entry is simply left out: the replica drops it and
+--   time), it is not revoked nor expired (SPEC §16.2), it belongs to that
+--   worker, and the worker is not disabled. Every other entry is simply left out: the replica drops it and
 --   the worker's next request meets the full check (which audits a denial).
 -- Fences: the same credential facts as ql_private.authenticate.
 -- Writes: none (no audit row either: nothing is denied here; zero WAL).
@@ -64,6 +64,7 @@ BEGIN
           JOIN ql_private.workers wk ON wk.id = cred.worker_id
          WHERE ql_private.digest_equal(entry.digest, cred.secret_digest)
            AND cred.revoked_at IS NULL
+           AND (cred.expires_at IS NULL OR cred.expires_at > clock_timestamp())
            AND cred.worker_id = entry.worker_id::uuid
            AND wk.disabled_at IS NULL), ARRAY[]::text[]);
 END
@@ -71,4 +72,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.confirm_credentials(text[], bytea[], text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.confirm_credentials(text[], bytea[], text[]) TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.confirm_credentials(text[], bytea[], text[]) IS
-'Idle view cache re-confirmation: the given credential ids that would authenticate for their worker now (exists, digest matches in constant time, not revoked, same worker, worker not disabled). Inputs: equal-length arrays (<= 1024) of credential ids, SHA-256 digests, worker UUIDs. Fences: the credential facts of ql_private.authenticate. Writes: none. Locks: none. Errors: QL001 malformed arrays. Caller: ql_worker_ingress.';
+'Idle view cache re-confirmation: the given credential ids that would authenticate for their worker now (exists, digest matches in constant time, not revoked, not expired, same worker, worker not disabled). Inputs: equal-length arrays (<= 1024) of credential ids, SHA-256 digests, worker UUIDs. Fences: the credential facts of ql_private.authenticate. Writes: none. Locks: none. Errors: QL001 malformed arrays. Caller: ql_worker_ingress.';

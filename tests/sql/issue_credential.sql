@@ -1,7 +1,7 @@
 -- ql.issue_credential as ql_runtime: stores id + digest only; unknown worker
 -- QL004; malformed or duplicate id QL001 (never overwrites a digest).
 BEGIN;
-SELECT plan(9);
+SELECT plan(11);
 \ir fixtures.psql
 
 SELECT ql.register_worker('w1') ->> 'workerId' AS w1 \gset
@@ -10,8 +10,13 @@ SELECT sha256('a'::bytea) AS da, sha256('b'::bytea) AS db \gset
 
 SET LOCAL ROLE ql_runtime;
 SELECT is(ql.issue_credential(:'w1', 'aaaaaaaaaaaaaaa1', :'da'),
-          jsonb_build_object('credentialId', 'aaaaaaaaaaaaaaa1', 'workerId', :'w1'),
-          'returns {credentialId, workerId}');
+          jsonb_build_object('credentialId', 'aaaaaaaaaaaaaaa1', 'workerId', :'w1',
+                             'expiresAtMs', NULL),
+          'returns {credentialId, workerId, expiresAtMs} (no ttl: never expires)');
+SELECT throws_ok(format('SELECT ql.issue_credential(%L, %L, %L::bytea, 9)', :'w1', 'aaaaaaaaaaaaaaa3', :'da'),
+                 'QL006', NULL, 'a ttl below 10 s -> QL006');
+SELECT throws_ok(format('SELECT ql.issue_credential(%L, %L, %L::bytea, 315360001)', :'w1', 'aaaaaaaaaaaaaaa3', :'da'),
+                 'QL006', NULL, 'a ttl above 3650 d -> QL006');
 SELECT throws_ok(format('SELECT ql.issue_credential(%L, %L, %L::bytea)', :'w2', 'aaaaaaaaaaaaaaa1', :'db'),
                  'QL001', NULL, 'duplicate credential id -> QL001');
 SELECT throws_ok(format('SELECT ql.issue_credential(%L, %L, %L::bytea)', gen_random_uuid(), 'aaaaaaaaaaaaaaa2', :'da'),

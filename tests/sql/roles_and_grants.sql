@@ -41,6 +41,7 @@ INSERT INTO api_class VALUES
     ('idle_probe',          'ql_worker_ingress'),
     ('confirm_credentials', 'ql_worker_ingress'),
     ('revoked_certificates', 'ql_worker_ingress'),
+    ('rotate_credential',   'ql_worker_ingress'),
     ('register_worker',     'ql_runtime'),
     ('issue_credential',    'ql_runtime'),
     ('revoke_credential',   'ql_runtime'),
