@@ -356,9 +356,12 @@ def test_a_dead_log_endpoint_delays_the_completion_only_boundedly(bench: Bench) 
     assert not lifecycle.jobs
 
 
-def test_a_restart_ships_the_rest_from_the_servers_offset(bench: Bench) -> None:
+@pytest.mark.parametrize("lines", [1000, 3001])
+def test_a_restart_ships_the_rest_from_the_servers_offset(bench: Bench, lines: int) -> None:
     """The predecessor died after shipping part of the log: the restarted worker
-    asks from offset 0, is told the stored length, and sends only the rest
+    sends from offset 0 and is told the stored length (1000 lines: 409
+    log_offset; 3001 lines, more than a chunk: its first chunk is an exact
+    replay, answered 200 with the stored length), then sends only the rest
     before completing worker_restarted."""
     server = LogServer()
     entry = entry_for(command("sleep", "300"))
@@ -368,7 +371,7 @@ def test_a_restart_ships_the_rest_from_the_servers_offset(bench: Bench) -> None:
     raw = ("before the crash 漢\n" * 5000).encode() + b"\xe6"  # it died mid-character
     (work / "output.log").write_bytes(raw)
     log = sanitized(raw)
-    shipped = len(("before the crash 漢\n" * 3001).encode())
+    shipped = len(("before the crash 漢\n" * lines).encode())
     server.logs[entry.offer_id] = bytearray(log[:shipped])
     lease = dict(entry.lease, leaseVersion=3, startedAtMs=entry.lease["claimedAtMs"])
     bench.journal.advance(InboxEntry(entry.offer, lease, entry.accepted_at_ms,
