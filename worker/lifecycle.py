@@ -57,7 +57,14 @@ Decisions:
   ``result`` = {exitCode (the leader's return code), durationMs, outputTail
   (the last <= 8 KiB of its output), outputBytes}, decided with the completion
   and journaled with it, so a replay after a restart sends the same bytes. A
-  restart that could not re-attach its command has no result to send.
+  restart that could not re-attach its command has no result to send (with
+  the live log: the one read from its output.log, below).
+* Live log (SPEC §15, worker/log_shipper.py, with a log client): a RUNNING
+  job ships its output.log in a tick without a lease call (never while a
+  call's answer is outstanding: the version fences the log call too); COMPLETE
+  first ships the rest (bounded), then completes; ``logBytes`` is decided
+  with the completion. A recovered job ships from the server's offset before
+  its completion.
 * Restart: ``starting``/``running`` entries cannot be re-attached; a command the
   dead predecessor left running (pid + start ticks still match) has its group
   killed, then the lease is completed ``failed`` reason ``worker_restarted``.
