@@ -74,6 +74,9 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     from qinglong import admin_tokens
 
     admin_tokens.add_parsers(groups, lazy, _dsn)
+    from qinglong import admin_secrets
+
+    admin_secrets.add_parsers(groups, lazy, _dsn)
     from qinglong import admin_certs
 
     admin_certs.add_parsers(groups, lazy, _dsn)
