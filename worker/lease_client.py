@@ -262,17 +262,14 @@ def _parse_lease(body: bytes, ref: LeaseRef) -> LeaseAnswer:
 
 
 def _parse_secrets(body: bytes, names: Collection[str]) -> SecretValues:
-    """``{values: {ENV_NAME: value}}`` naming exactly ``names``; the reasons raised
-    never quote the body."""
-    from qinglong.schemas.contract import ContractError, parse_json_strict
+    """A schema-valid ``qinglong/lease-secrets@v1`` naming exactly ``names``; the
+    reasons raised never quote the body."""
+    from qinglong.schemas.contract import ContractError, SchemaId, load
 
     try:
-        doc = parse_json_strict(body)
+        values = load(SchemaId.LEASE_SECRETS, body)["values"]
     except ContractError as exc:
         raise LeaseUnavailable(f"secrets_{exc.reason}") from None
-    values = doc.get("values") if isinstance(doc, dict) else None
-    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
-        raise LeaseUnavailable("secrets_invalid")
     if set(values) != set(names):
         raise LeaseUnavailable("secrets_incomplete")
     return SecretValues(values)
