@@ -259,7 +259,8 @@ def test_open_files_are_limited_per_process(box: Box) -> None:
 
 _LITTER = ("sh", "-c", 'for d in /tmp /var/tmp /dev/shm; do echo x > "$d/ql-litter-$1" && '
            'mkdir -p "$d/ql-litter-dir-$1/a" && echo in:$d; done; '
-           'echo x > "$HOME/f"; echo x > "$HOME/../ql-litter-$1" && echo in:runs; exit 0', "sh")
+           'echo x > "$HOME/f"; echo x > "$HOME/../ql-litter-$1" && echo in:runs; '
+           'test -e "/tmp/ql-host-$1" && echo sees-host-tmp; exit 0', "sh")
 
 
 @pytest.mark.parametrize("private", [True, False], ids=["namespace", "swept"])
@@ -269,8 +270,14 @@ def test_files_left_in_shared_places_do_not_survive_the_run(box: Box, private: b
     uids = _free_range(4)
     sandbox = _sandbox(box, uids, private=private)
     tag = f"{os.getpid()}-{int(private)}"
-    result = _finish(_run(sandbox, box, "litter", (*_LITTER, tag)))
+    host = Path(f"/tmp/ql-host-{tag}")
+    host.write_text("the host's /tmp")
+    try:
+        result = _finish(_run(sandbox, box, "litter", (*_LITTER, tag)))
+    finally:
+        host.unlink()
     out = result["outputTail"]
+    assert ("sees-host-tmp" in out) is not private, out  # a fresh /tmp of its own
     for place in ("/tmp", "/var/tmp", "/dev/shm", "runs"):
         assert f"in:{place}" in out, out  # written, as the run saw it
     for place in PRIVATE_PLACES:
@@ -403,3 +410,117 @@ def test_config_limits_are_checked(tmp_path: Path) -> None:
         path.write_text(json.dumps(dict(doc, executor=bad)))
         with pytest.raises(ConfigError):
             load_config_file(str(path), journal=None, slots=None)
+
+
+# ------------------------------------------------------------------ end to end (slow)
+
+_E2E_VICTIM = ["sh", "-c", "MARK=$(cat /proc/sys/kernel/random/uuid); export MARK; "
+               "echo mark=$MARK; "
+               "exec python3 -c 'import time; time.sleep(8); print(\"survived\")'"]  # fmt: skip
+
+_E2E_ATTACKER = """
+import os, signal, time
+def uids(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+def victims():
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if uids(name) != os.getuid() and b"time.sleep(8)" in open(
+                    f"/proc/{name}/cmdline", "rb").read():
+                found.append(int(name))
+        except OSError:
+            pass
+    return found
+deadline = time.monotonic() + 30
+while not victims() and time.monotonic() < deadline:
+    time.sleep(0.1)
+for pid in victims():
+    print("victim", pid)
+    for what in ("environ", "mem"):
+        try:
+            print(what, "LEAK", open(f"/proc/{pid}/{what}", "rb").read(64))
+        except OSError as exc:
+            print(what, "DENIED", exc.errno)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        print("signal LEAK")
+    except OSError as exc:
+        print("signal DENIED", exc.errno)
+os.kill(-1, signal.SIGKILL)
+"""
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tests.py.run_as_support import searchable_tmp
+    from tests.py.test_lifecycle_e2e import Env
+    from tests.py.test_worker_e2e import _dev_up
+
+    state_dir = tmp_path_factory.mktemp("dev")
+    doc = _dev_up(state_dir)
+    base = searchable_tmp("ql-runiso-e2e-")
+    env = Env(doc, base)
+    try:
+        yield env
+    finally:
+        for worker in env.workers:
+            worker.kill()
+        subprocess.run([*QL, "dev", "down", "--state-dir", str(state_dir)], check=False,
+                       capture_output=True, timeout=120)  # fmt: skip
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_end_to_end_two_runs_of_one_worker_with_a_uid_range(dev: Any) -> None:
+    """`worker run --execute --run-as-range` with two slots: the attacker run
+    finds the victim run (another uid of the range), is denied its environ,
+    memory and signals, `kill -9 -1`s, and the victim still succeeds; each
+    completion's result.limits names its own uid."""
+    from tests.py.test_worker_e2e import Worker, _json_out
+
+    uids = _free_range(2, start=72000)
+    victim_task = dev.publish("iso-victim", _E2E_VICTIM)
+    attacker_task = dev.publish("iso-attacker", ["python3", "-c", _E2E_ATTACKER])
+    (victim,) = dev.enqueue(victim_task)
+    (attacker,) = dev.enqueue(attacker_task)
+    identity = dev.identity()
+    journal = dev.directory / "journal"
+    config = {
+        "ingressUrl": dev.doc["ingressUrl"], "workerId": identity["workerId"],
+        "certFile": identity["certFile"], "keyFile": identity["keyFile"],
+        "caFile": dev.doc["caFile"], "credentialFile": identity["credentialFile"],
+        "journal": str(journal), "execute": True,
+        "executor": {"runAsRange": uids.text(),
+                     "limits": {"maxProcesses": 64, "maxMemoryBytes": 256 << 20}},
+        "capabilities": {"schema": "qinglong/worker-capabilities@v1",
+                         "executors": ["remote-worker"], "runtimes": {}, "labels": {},
+                         "slots": 2},
+    }  # fmt: skip
+    path = dev.directory / "range-worker.json"
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    worker = Worker([*QL, "worker", "run", "--config", str(path), "--execute"])
+    dev.workers.append(worker)
+    try:
+        final = dev.wait_runs([victim, attacker], timeout=90)
+    except AssertionError:
+        raise AssertionError(worker.lines) from None
+    assert final == {victim: "succeeded", attacker: "succeeded"}, worker.lines
+    results = {}
+    for run_id in (victim, attacker):
+        shown = _json_out([*QL, "admin", "run", "show", "--dsn-file", dev.dsn_file,
+                           "--run", run_id])  # fmt: skip
+        results[run_id] = shown["attempts"][0]["result"]
+    out = results[attacker]["outputTail"]
+    mark = results[victim]["outputTail"].split("mark=")[1].split()[0]
+    assert "victim " in out and "LEAK" not in out and mark not in out, out
+    for probe in ("environ", "mem", "signal"):
+        assert f"{probe} DENIED" in out, out
+    assert "survived" in results[victim]["outputTail"]
+    limits = {run_id: r["limits"] for run_id, r in results.items()}
+    assert {limits[victim]["uid"], limits[attacker]["uid"]} == set(uids), limits
+    assert all(x["maxProcesses"] == 64 and x["exceeded"] == [] for x in limits.values())
+    assert not owners(uids)
