@@ -20,6 +20,7 @@ cleans up. Layout of DIR:
     dev-env.json    the public description (SPEC §8), written last
     ingress.json    ingress config;  ingress.pid
     sweeper.dsn     the sweeper login's DSN (0600; read via --dsn-file);  sweeper.pid
+    kek.key         the key-encryption key of secrets (0600; dev-env.json kekFile)
     ca/ server/ worker/   dev PKI (worker/ holds the credential file, 0600)
     pg/             the cluster, unless the `postgres` OS user cannot reach DIR
                     (root + a 0700 parent) or the socket path would be too long;
@@ -71,8 +72,11 @@ _MAX_SOCKET_PATH = 107
 _DSN_KEYS = ("dsn", "runtimeDsn")
 SWEEP_EVERY = "1s"
 SWEEPER_DSN_FILE = "sweeper.dsn"
+# The key-encryption key of secrets (SPEC §14.1): 0600, named by dev-env.json's
+# kekFile and the ingress config's kekFile.
+KEK_FILE = "kek.key"
 _CREATED = ("ca", "server", "worker", "ingress.json", "ingress.pid", SWEEPER_DSN_FILE,
-            "sweeper.pid", ENV_FILE,
+            "sweeper.pid", ENV_FILE, KEK_FILE,
             # the producer API (qinglong/dev_api.py)
             "api.json", "api.pid", "api.token", "api-ready.json")
 PRODUCER_ROLE = "qinglong_api"
@@ -315,6 +319,7 @@ def _ingress_config(
             "bodyTimeoutS": 10,
         },
         "auditLog": str(state_dir / "logs" / "audit.log"),
+        "kekFile": str(state_dir / KEK_FILE),
     }
 
 
@@ -340,6 +345,7 @@ def _flat_ingress_config(nested: dict[str, Any]) -> dict[str, Any]:
         "headerTimeoutS": limits["headerTimeoutS"],
         "bodyTimeoutS": limits["bodyTimeoutS"],
         "auditLog": nested["auditLog"] or "stderr",
+        "kekFile": nested["kekFile"],
     }
 
 
@@ -523,6 +529,15 @@ def _provision_pki(state_dir: Path) -> tuple[dict[str, str], Path]:
     return tls, ca.cert_file
 
 
+def _create_kek(state_dir: Path) -> Path:
+    """A fresh key-encryption key for `admin secret …` and the ingress (0600)."""
+    from qinglong.service.secrets_crypto import create_kek_file
+
+    path = state_dir / KEK_FILE
+    create_kek_file(path)
+    return path
+
+
 def _claim_state_dir(state_dir: Path) -> State:
     """Create dev-state.json exclusively: a second `up` (even a concurrent one) fails."""
     leftovers = [name for name in _CREATED if (state_dir / name).exists()]
@@ -550,6 +565,7 @@ def _up(state_dir: Path) -> dict[str, Any]:
     cluster = _start_postgres(state)
     dsns = _prepare_database(cluster)
     tls, ca_file = _provision_pki(state_dir)
+    kek_file = _create_kek(state_dir)
     with control_plane.connect(dsns.superuser) as conn:
         worker = control_plane.provision_worker(
             conn, WORKER_NAME, state_dir / "ca", state_dir / "worker",
@@ -566,6 +582,7 @@ def _up(state_dir: Path) -> dict[str, Any]:
         "adminUrl": f"http://127.0.0.1:{admin_port}",
         "caFile": str(ca_file),
         "caDir": str(state_dir / "ca"),
+        "kekFile": str(kek_file),
         "worker": worker.as_json(),
         "api": api_section,
     }

@@ -20,7 +20,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from qinglong.db import api
 
-ENV_KEYS = {"dsn", "runtimeDsn", "ingressUrl", "adminUrl", "caFile", "caDir", "worker", "api"}
+ENV_KEYS = {"dsn", "runtimeDsn", "ingressUrl", "adminUrl", "caFile", "caDir", "kekFile", "worker",
+            "api"}
 WORKER_KEYS = {"workerId", "certFile", "keyFile", "credentialFile"}
 
 
@@ -177,6 +178,17 @@ def test_down_on_never_upped_dir_is_a_no_op(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
 
 
+def _secret_set_with_the_dev_kek(env: dict) -> None:
+    """`admin secret set` takes the dev KEK from $QINGLONG_KEK_FILE (SPEC §14.1)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "qinglong", "admin", "secret", "set", "--dsn", env["runtimeDsn"],
+         "--project", "dev", "--name", "dev.token"],
+        input=b"dev-secret-value", capture_output=True, timeout=60, check=False,
+        env={**os.environ, "QINGLONG_KEK_FILE": env["kekFile"]})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["version"] == 1 and b"dev-secret-value" not in result.stdout
+
+
 def test_dev_up_down(tmp_path: Path) -> None:
     state_dir = tmp_path / "dev"
     up = dev("up", "--state-dir", str(state_dir))
@@ -199,6 +211,10 @@ def test_dev_up_down(tmp_path: Path) -> None:
         for key in ("caFile",):
             assert Path(env[key]).is_file()
         assert Path(env["caDir"]).is_dir()
+        # The secrets' key-encryption key (SPEC §14.1): 0600, named by the ingress config too.
+        assert stat.S_IMODE(os.stat(env["kekFile"]).st_mode) == 0o600
+        ingress_config = json.loads((state_dir / "ingress.json").read_text())
+        assert ingress_config["kekFile"] == env["kekFile"]
         for key in ("certFile", "keyFile", "credentialFile"):
             assert Path(env["worker"][key]).is_file()
         assert stat.S_IMODE(os.stat(env["worker"]["credentialFile"]).st_mode) == 0o600
@@ -236,6 +252,7 @@ def test_dev_up_down(tmp_path: Path) -> None:
         state = json.loads((state_dir / "dev-state.json").read_text())
         pids = [ingress_pid, sweeper_pid, api_pid, int(state["pgPid"])]
         _api_token_works(env, state_dir)
+        _secret_set_with_the_dev_kek(env)
         assert stat.S_IMODE(os.stat(state_dir / "sweeper.dsn").st_mode) == 0o600
         cmdline = Path(f"/proc/{sweeper_pid}/cmdline").read_bytes().decode()
         assert "password" not in cmdline and "sweep" in cmdline
