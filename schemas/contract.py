@@ -52,6 +52,9 @@ class SchemaId(StrEnum):
     LEASE_HEARTBEAT_REQUEST = "qinglong/lease-heartbeat-request@v1"
     LEASE_COMPLETE_REQUEST = "qinglong/lease-complete-request@v1"
     LEASE = "qinglong/lease@v1"
+    # Live log chunks of a started lease (SPEC §15.1).
+    LEASE_LOG_REQUEST = "qinglong/lease-log-request@v1"
+    LEASE_LOG = "qinglong/lease-log@v1"
     # Secrets of a started lease (SPEC §14.3).
     LEASE_SECRETS_REQUEST = "qinglong/lease-secrets-request@v1"
     LEASE_SECRETS = "qinglong/lease-secrets@v1"

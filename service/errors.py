@@ -1,9 +1,11 @@
 """Error envelope `qinglong/error@v1` and the one exception handlers raise.
 
 Every value in an envelope is a low-cardinality code; nothing from the request
-(ids, tokens, headers, body text) is ever placed in it, with one exception SPEC
-§4.3 names: `detail.key`, the label key of `label_not_granted` (a key already
-validated against `^[a-z0-9][a-z0-9._/-]{0,62}$`, never its value).
+(ids, tokens, headers, body text) is ever placed in it, with two exceptions the
+SPEC names: `detail.key`, the label key of `label_not_granted` (§4.3; a key
+already validated against `^[a-z0-9][a-z0-9._/-]{0,62}$`, never its value), and
+`offset` (also `detail.offset`), the stored length of the live log a
+`log_offset` conflict answers (§15.1; a number the database counted).
 """
 
 from __future__ import annotations
@@ -69,23 +71,31 @@ class ApiError(Exception):
     close_connection: bool = False
     # `detail.key` of the envelope: the label key `label_not_granted` names.
     detail_key: str | None = None
+    # `offset` (and `detail.offset`): the stored log length of a `log_offset` conflict.
+    offset: int | None = None
 
     def __str__(self) -> str:
         return f"{self.status} {self.reason}"
 
 
-def error_body(status: int, reason: str, detail_key: str | None = None) -> bytes:
+def error_body(status: int, reason: str, detail_key: str | None = None,
+               offset: int | None = None) -> bytes:
     doc: dict[str, object] = {"schema": ERROR_SCHEMA, "error": kind_for_status(status).value,
                               "reason": reason}
+    detail: dict[str, object] = {}
     if detail_key is not None and LABEL_KEY.fullmatch(detail_key):
-        doc["detail"] = {"key": detail_key}
+        detail["key"] = detail_key
+    if isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0:
+        doc["offset"] = detail["offset"] = offset
+    if detail:
+        doc["detail"] = detail
     return json.dumps(doc, separators=(",", ":")).encode("ascii")
 
 
 def error_response(status: int, reason: str, retry_after_s: int | None = None,
                    close_connection: bool = False,
-                   detail_key: str | None = None) -> web.Response:
-    response = web.Response(status=status, body=error_body(status, reason, detail_key),
+                   detail_key: str | None = None, offset: int | None = None) -> web.Response:
+    response = web.Response(status=status, body=error_body(status, reason, detail_key, offset),
                             content_type="application/json")
     if retry_after_s is not None:
         response.headers["Retry-After"] = str(max(1, int(retry_after_s)))

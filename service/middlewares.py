@@ -49,7 +49,7 @@ async def envelope_middleware(request: web.Request, handler: Handler) -> web.Str
         response = await handler(request)
     except ApiError as exc:
         response = error_response(exc.status, exc.reason, exc.retry_after_s,
-                                  exc.close_connection, exc.detail_key)
+                                  exc.close_connection, exc.detail_key, exc.offset)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -13,6 +13,7 @@ OFFERS_PULL = "/v1/offers/pull"
 LEASES_ACK = "/v1/leases/ack"
 LEASES_HEARTBEAT = "/v1/leases/heartbeat"
 LEASES_COMPLETE = "/v1/leases/complete"
+LEASES_LOG = "/v1/leases/log"
 LEASES_SECRETS = "/v1/leases/secrets"
 
 
@@ -24,4 +25,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(LEASES_ACK, views.ack_lease)
     app.router.add_post(LEASES_HEARTBEAT, views.heartbeat_lease)
     app.router.add_post(LEASES_COMPLETE, views.complete_lease)
+    app.router.add_post(LEASES_LOG, views.lease_log)
     app.router.add_post(LEASES_SECRETS, views.lease_secrets)

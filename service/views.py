@@ -54,9 +54,12 @@ class Endpoint:
     max_response_bytes: int = MAX_RESPONSE_BYTES
 
     def body_limit(self, config: IngressConfig) -> int:
-        """A completion carries the run's result (SPEC §9.3): its own, larger limit."""
+        """A completion carries the run's result (SPEC §9.3), a log chunk up to 64
+        KiB of output (SPEC §15.1): their own, larger limits."""
         if self.request_schema is SchemaId.LEASE_COMPLETE_REQUEST:
             return config.max_complete_body_bytes
+        if self.request_schema is SchemaId.LEASE_LOG_REQUEST:
+            return LOG_BODY_BYTES
         return config.max_body_bytes
 
 
@@ -74,6 +77,13 @@ LEASE_HEARTBEAT = Endpoint("leases.heartbeat", "lease.heartbeat",
                            SchemaId.LEASE_HEARTBEAT_REQUEST, SchemaId.LEASE, 200)
 LEASE_COMPLETE = Endpoint("leases.complete", "lease.complete", SchemaId.LEASE_COMPLETE_REQUEST,
                           SchemaId.LEASE, 200)
+LEASE_LOG = Endpoint("leases.log", "lease.log", SchemaId.LEASE_LOG_REQUEST, SchemaId.LEASE_LOG,
+                     200)
+# A log chunk is at most 64 KiB in UTF-8 (SPEC §15.1; the database checks the
+# bytes). JSON-escaped, a byte may take 6 (a control character as \u00XX): the
+# body may be 6 times that, plus the lease fields.
+LOG_CHUNK_BYTES = 65536
+LOG_BODY_BYTES = 6 * LOG_CHUNK_BYTES + 4096
 # Up to 16 values of up to 16 KiB each (SPEC §14.1), JSON-escaped: its own bound,
 # below the worker's hard limit on any answer (1 MiB).
 SECRETS_RESPONSE_BYTES = 1000 * 1024
@@ -542,3 +552,45 @@ def _secrets_unavailable(state: IngressState, reason: str, detail: str) -> ApiEr
                                               "reason": reason, "detail": detail})
     return ApiError(503, SECRETS_UNAVAILABLE,
                     retry_after_s=state.config.unavailable_retry_after_s)
+
+
+# ------------------------------------------------------------------ live logs (SPEC §15.1)
+
+LOG_OFFSET = "log_offset"
+
+
+async def lease_log(request: web.Request) -> web.Response:
+    """Append a chunk of a started lease's output to its attempt's live log: the
+    database appends only at its stored length (ql.append_log). 200 {storedBytes,
+    truncated} when appended, replayed or dropped past the cap; 409 log_offset
+    with the stored length as `offset` (the worker resumes there); 409 with the
+    lease's category when the lease no longer holds. The lease version is a
+    fence, never bumped."""
+    state, admitted = await _admit(request, LEASE_LOG)
+    cred, doc = admitted.credential, admitted.doc
+    fence = LeaseFence(cred.credential_id, cred.secret_digest, admitted.worker_id,
+                       doc["sessionId"], doc["generation"], doc["offerId"],
+                       lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
+    call = api.append_log(**vars(fence), offset=doc["offset"], chunk=doc["chunk"])
+    try:
+        result = await _act(state, LEASE_LOG, admitted, call)
+        response = respond(request, state, LEASE_LOG, _log_body(state, result))
+    except ApiError as exc:
+        state.metrics.lease_transitions.inc(LEASE_LOG.name, "log", _lease_outcome(exc))
+        raise
+    state.metrics.lease_transitions.inc(LEASE_LOG.name, "log", result["status"])
+    return response
+
+
+def _log_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
+    status = result["status"]
+    if status == "conflict":
+        category = str(result.get("category", "conflict"))
+        stored = result.get("storedBytes")
+        if category == LOG_OFFSET and isinstance(stored, int) and not isinstance(stored, bool):
+            raise ApiError(409, LOG_OFFSET, offset=stored)
+        raise ApiError(409, category)
+    if status not in ("ok", "idempotent"):
+        raise _invalid_projection(state, LEASE_LOG, f"unexpected status {status!r}")
+    return {"schema": SchemaId.LEASE_LOG.value, "storedBytes": result.get("storedBytes"),
+            "truncated": result.get("truncated")}
