@@ -524,3 +524,58 @@ def test_end_to_end_two_runs_of_one_worker_with_a_uid_range(dev: Any) -> None:
     assert {limits[victim]["uid"], limits[attacker]["uid"]} == set(uids), limits
     assert all(x["maxProcesses"] == 64 and x["exceeded"] == [] for x in limits.values())
     assert not owners(uids)
+
+
+# ------------------------------------------------------------------ the mechanism
+
+
+def _cgroup2_dir() -> Path | None:
+    from qinglong.worker.run_limits import _cgroup2_mount
+
+    mount = _cgroup2_mount()
+    return None if mount is None or not os.access(mount, os.W_OK) else Path(mount)
+
+
+def test_the_mechanism_is_cgroup_only_where_pids_and_memory_are_delegated(tmp_path: Path) -> None:
+    from qinglong.worker.run_limits import Mechanism, choose
+
+    assert choose(SMALL, str(tmp_path)).mechanism is Mechanism.RLIMIT  # not a cgroup at all
+    (tmp_path / "cgroup.subtree_control").write_text("cpu pids\n")
+    assert choose(SMALL, str(tmp_path)).mechanism is Mechanism.RLIMIT  # no memory controller
+    (tmp_path / "cgroup.subtree_control").write_text("cpu pids memory\n")
+    chosen = choose(SMALL, str(tmp_path))
+    assert (chosen.mechanism, chosen.cgroup_parent) == (Mechanism.CGROUP, str(tmp_path))
+    assert chosen.report(7, frozenset())["mechanism"] == "cgroup"
+    mount = _cgroup2_dir()
+    if mount is not None:  # a real cgroup2 mount: used only when it delegates both
+        subtree = (mount / "cgroup.subtree_control").read_text().split()
+        expected = Mechanism.CGROUP if {"pids", "memory"} <= set(subtree) else Mechanism.RLIMIT
+        assert choose(SMALL, str(mount)).mechanism is expected
+
+
+def test_a_run_cgroup_is_killed_and_removed(tmp_path: Path) -> None:
+    """The end of a cgroup run, on a real cgroup2 mount (no controller needed):
+    whatever is still inside dies (cgroup.kill) and the directory goes."""
+    from qinglong.worker.run_limits import Cgroup
+
+    mount = _cgroup2_dir()
+    if mount is None:
+        pytest.skip("no writable cgroup2 mount")
+    group = Cgroup(str(mount / f"ql-run-test-{os.getpid()}"))
+    os.mkdir(group.path)
+    if not os.path.exists(os.path.join(group.path, "cgroup.kill")):
+        os.rmdir(group.path)
+        pytest.skip("a kernel without cgroup.kill")
+    proc = subprocess.Popen(["sleep", "60"], preexec_fn=group.enter)
+    try:
+        members = Path(group.path, "cgroup.procs").read_text().split()
+        assert members == [str(proc.pid)]
+        assert group.exceeded() == frozenset()
+        group.kill_and_remove()
+        assert proc.wait(5) == -signal.SIGKILL
+        assert not os.path.exists(group.path)
+    finally:
+        proc.kill()
+        proc.wait()
+        if os.path.exists(group.path):
+            os.rmdir(group.path)
