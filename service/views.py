@@ -524,6 +524,10 @@ async def lease_secrets(request: web.Request) -> web.Response:
     state, admitted = await _admit(request, LEASE_SECRETS)
     cred, doc = admitted.credential, admitted.doc
     if state.kek is None:
+        # The caller is authenticated first (a denial stays a 401/403), then told.
+        await _act(state, LEASE_SECRETS, admitted, api.authenticate_worker(
+            credential_id=cred.credential_id, secret_digest=cred.secret_digest,
+            worker_id=admitted.worker_id, action=LEASE_SECRETS.action))
         _audit_line(state, LEASE_SECRETS, Outcome.FAILED, SECRETS_UNAVAILABLE,
                     cred.credential_id, admitted.worker_id)
         raise _secrets_unavailable(state, "kek_not_configured", "no kekFile configured")

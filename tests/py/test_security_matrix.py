@@ -136,6 +136,7 @@ ENDPOINTS: dict[str, str] = {
     "/v1/leases/ack": "lease.ack",
     "/v1/leases/heartbeat": "lease.heartbeat",
     "/v1/leases/complete": "lease.complete",
+    "/v1/leases/secrets": "lease.secrets",
 }
 
 
@@ -153,6 +154,7 @@ def valid_body(m: Matrix, path: str, worker_id: str | None = None) -> dict[str, 
         "/v1/leases/heartbeat": lambda: lease_body("heartbeat", wid, m.sa, offer, token),
         "/v1/leases/complete": lambda: lease_body("complete", wid, m.sa, offer, token,
                                                   outcome="succeeded", exitCode=0),
+        "/v1/leases/secrets": lambda: lease_body("secrets", wid, m.sa, offer, token),
     }
     return bodies[path]()
 
@@ -426,6 +428,7 @@ PRIVATE_TABLES = ["attempts", "events", "execution_revisions", "placement_classe
                   "worker_credentials", "worker_sessions", "workers",
                   "worker_labels",  # granted labels (SPEC §13.2)
                   "project_tokens",  # the producer API's tokens (SPEC §13.4)
+                  "project_data_keys", "secrets",  # secrets, encrypted (SPEC §14.1)
                   "pools", "worker_pool_grants"]  # pools and worker grants (SPEC §13.1)
 PRIVATE_SEQUENCES = ["events_id_seq", "placement_classes_id_seq", "run_leases_id_seq",
                      "run_queue_seq", "security_audit_id_seq"]
@@ -438,6 +441,9 @@ CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "pu
                  "create_pool", "grant_pool", "revoke_pool",  # pools (SPEC §13.1)
                  # Project tokens of the producer API (SPEC §13.4).
                  "create_project_token", "revoke_project_token", "list_project_tokens",
+                 # Secrets (SPEC §14.1): only ciphertexts and wrapped keys cross.
+                 "project_data_key", "set_secret", "list_secrets", "delete_secret",
+                 "list_data_keys", "rewrap_data_keys",
                  # The console's reads (ql_readonly and ql_runtime).
                  "run_state_counts", "queue_depth", "throughput", "waiting_runs",
                  "live_sessions", "recent_denials"]
@@ -740,7 +746,7 @@ def test_search_path_on_the_session_does_not_reach_functions(
         ["ack_lease", "authenticate_worker", "close_session", "complete_lease",
          "confirm_credentials",
          "heartbeat_lease", "heartbeat_session", "heartbeat_sessions", "idle_probe",
-         "open_session", "pull_offer", "record_auth_denial"])
+         "lease_secrets", "open_session", "pull_offer", "record_auth_denial"])
     # search_path pinned first; the per-run calls add planner settings (plan once
     # per connection, index paths only, no JIT — db/functions/pull_offer.sql).
     assert all(config[0] == "search_path=pg_catalog, pg_temp" for _, config in pinned)
@@ -748,7 +754,7 @@ def test_search_path_on_the_session_does_not_reach_functions(
     planning = ["plan_cache_mode=force_generic_plan", "enable_seqscan=off", "jit=off"]
     assert extra == {name: planning for name in ("ack_lease", "complete_lease",
                                                  "heartbeat_lease", "heartbeat_sessions",
-                                                 "pull_offer")}
+                                                 "lease_secrets", "pull_offer")}
     before = db_state(su)
     result = _pull_sql(role_conn, m.a.worker.credential_id, m.a.worker.secret, m,
                        m.a_offer["offerId"], m.a_offer["leaseToken"])
