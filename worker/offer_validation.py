@@ -9,6 +9,10 @@ claim, target *our* session, be internally closed (candidate, revision, lease
 name the same run/attempt/task/revision), carry a content digest we recompute
 from the revision's canonical bytes, and a sane lease. Only then the lease is
 rebuilt with the token the worker holds (the response never carries it).
+``executionRevision.signature`` ({kid, jws} or null, SPEC §16.1) is checked for
+shape by the schema only and admitted as it came: it is verified against the
+worker's trusted keys when the offer is about to start (worker/trust.py), so a
+revision the policy refuses is still ACKed (``start_failed``), never dropped.
 """
 
 from __future__ import annotations

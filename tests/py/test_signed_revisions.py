@@ -313,3 +313,24 @@ def test_enforce_without_keys_or_with_a_bad_keys_file_refuses_to_start(tmp_path:
         with pytest.raises(TrustError):
             RevisionTrust.load(TrustSettings(policy, str(bad)))
     assert RevisionTrust.load(TrustSettings(TrustPolicy.OFF, str(bad))).keys is None
+
+
+# ------------------------------------------------------------------ the wire contract
+
+
+def test_offer_schema_carries_the_signature_kid_and_jws_or_null() -> None:
+    from tests.py.test_contract import offered, reject, validate
+
+    sid = "qinglong/remote-execution-offer@v1"
+    key = Ed25519PrivateKey.generate()
+    doc = offered()
+    validate(sid, doc)  # absent: an offer of an older ingress
+    doc["executionRevision"]["signature"] = None
+    validate(sid, doc)
+    good = signed(key, revision())["signature"]
+    doc["executionRevision"]["signature"] = good
+    validate(sid, doc)
+    for bad in ({"kid": good["kid"]}, dict(good, extra=1), dict(good, kid="a b"),
+                dict(good, jws=good["jws"].replace("..", ".e30.", 1)), good["jws"]):  # fmt: skip
+        doc["executionRevision"]["signature"] = bad
+        reject(sid, doc)
