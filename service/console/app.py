@@ -147,6 +147,7 @@ def create_console_app(config: ConsoleConfig,
     app.router.add_get("/", views.overview_page)
     app.router.add_get("/runs", views.runs_page)
     app.router.add_get("/runs/{run_id}", views.run_page)
+    app.router.add_get("/runs/{run_id}/log", views.run_log)
     app.router.add_get("/workers", views.workers_page)
     app.router.add_get("/static/{name}", views.static_file)
     if access is not None and config.allow_remote:

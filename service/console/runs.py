@@ -152,11 +152,13 @@ def _event_detail(event: Doc) -> str:
     return json.dumps(rest, sort_keys=True, separators=(", ", ": ")) if rest else ""
 
 
-def render_run(doc: Doc) -> Markup:
+def render_run(doc: Doc, log: Markup | None = None) -> Markup:
+    """The run page; `log`: the live log's section (service/console/logs.py)."""
     events = [[utc(e["atMs"]), el("span", e["type"], class_="etype"), short_id(e.get("attemptId")),
                el("code", _event_detail(e))] for e in doc["events"]]
     return join([_summary(doc["run"]),
                  section("Attempts", [_attempt(a) for a in doc["attempts"]] or
                          el("p", "not claimed yet", class_="muted"), id_="attempts"),
+                 log,
                  section("Events", table(["at", "type", "attempt", "detail"], events,
                                          empty="no event", id_="events"), id_="events-section")])

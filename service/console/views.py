@@ -6,7 +6,7 @@ import time
 
 from aiohttp import web
 
-from qinglong.service.console import overview, runs, workers
+from qinglong.service.console import logs, overview, runs, workers
 from qinglong.service.console.config import ConsoleConfig
 from qinglong.service.console.layout import page
 from qinglong.service.console.markup import Markup, el
@@ -64,8 +64,14 @@ async def run_page(request: web.Request) -> web.Response:
     if request.query:
         raise ConsoleError(400, "a run page takes no query parameters")
     doc = await runs.load_run(request.app[READER], request.match_info["run_id"])
+    log = logs.render(await logs.load(request.app[READER], doc))
     return _page(request, title=f"Run {doc['run']['runId']}", current="/runs",
-                 now_ms=_now_ms(), body=runs.render_run(doc))
+                 now_ms=_now_ms(), body=runs.render_run(doc, log))
+
+
+async def run_log(request: web.Request) -> web.Response:
+    """New text of a run's log from an offset (JSON; console.js appends it)."""
+    return await logs.endpoint(request, request.app[READER])
 
 
 async def workers_page(request: web.Request) -> web.Response:

@@ -305,3 +305,95 @@ def test_log_in_to_a_remote_console_in_a_browser(
     assert "edge-1" in seen["workers"] and "retired" in seen["workers"]
     assert "edge-1" not in seen["after"] and "Access token" in seen["after"]
     assert (tmp_path / "remote-overview.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------- the live log of a running attempt
+
+LOG_DEADLINE_S = 5.0
+
+
+def _headless(profile: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
+         "--disable-dev-shm-usage", "--no-first-run", f"--user-data-dir={profile}",
+         "--remote-debugging-port=0", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+
+
+async def _watch_live_log(ws_url: str, page_url: str, live: Any) -> dict[str, Any]:
+    """Open the run page, then write to the log and end the attempt while it is open."""
+    async with aiohttp.ClientSession() as http, \
+            http.ws_connect(ws_url, max_msg_size=64 * 1024 * 1024) as ws:
+        cdp = Cdp(ws)
+        await cdp.call("Page.navigate", url=page_url)
+        await cdp.until("document.getElementById('log') !== null")
+        seen: dict[str, Any] = {"first": await cdp.value("document.getElementById('log')"
+                                                         ".textContent")}
+        # A page that reloads loses this; one that updates in place keeps it.
+        await cdp.value("window.__sameDocument = 'yes'; true")
+        written = time.monotonic()
+        live.append("step 2 <script>alert(3)</script>\n")
+        await cdp.until("document.getElementById('log').textContent.includes('step 2')")
+        seen["after_s"] = time.monotonic() - written
+        seen["same_document"] = await cdp.value("window.__sameDocument")
+        seen["scripts_in_log"] = await cdp.value(
+            "document.querySelectorAll('#log script, #log *').length")
+        await asyncio.sleep(2.5)  # a page refresh (2 s) in between keeps the live section
+        live.append("step 3\n")
+        await cdp.until("document.getElementById('log').textContent.includes('step 3')")
+        seen["trailer_while_running"] = await cdp.value(
+            "document.getElementById('log-trailer').hidden")
+        live.complete(live.stored + 100)
+        await cdp.until("document.getElementById('log').getAttribute('data-follow') === 'false'"
+                        " && !document.getElementById('log-trailer').hidden")
+        seen["text"] = await cdp.value("document.getElementById('log').textContent")
+        seen["trailer"] = await cdp.value("document.getElementById('log-trailer').textContent")
+        seen["same_document_at_end"] = await cdp.value("window.__sameDocument")
+        # Loaded anew, the server renders the whole log (escaped) and the trailer.
+        await cdp.call("Page.navigate", url=page_url)
+        await cdp.until("document.readyState === 'complete' && !window.__sameDocument")
+        seen["rendered"] = await cdp.value("document.getElementById('log').textContent")
+        seen["rendered_markup"] = await cdp.value("document.querySelectorAll('#log *').length")
+        seen["rendered_trailer"] = await cdp.value(
+            "document.getElementById('log-trailer').textContent")
+        return seen
+
+
+@pytest.mark.parametrize("refresh_s", ["0", "2"])
+def test_a_running_attempts_log_grows_on_the_page_without_reload(
+        db_dsn: str, pg_cluster, db_name: str, tmp_path: Path, refresh_s: str) -> None:
+    """With the page's own refresh off (0) only the log's follower can show the new
+    lines; with it on (2 s) the refresh and the follower together show each line once."""
+    from tests.py.log_support import start_attempt
+
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        live = start_attempt(conn)
+        live.append("step 1\n")
+        try:
+            with console_process(readonly_dsn(conn, pg_cluster, db_name),
+                                 "--refresh-s", refresh_s) as url:
+                profile = tmp_path / "profile-log"
+                browser = _headless(profile)
+                try:
+                    seen = asyncio.run(_watch_live_log(_devtools_page(profile, browser),
+                                                       f"{url}runs/{live.run_id}", live))
+                finally:
+                    stop_process(browser)
+                endpoint = urllib.request.urlopen(
+                    f"{url}runs/{live.run_id}/log?attempt=1&offset=7", timeout=10)
+                page = json.loads(endpoint.read())
+        finally:
+            drop_role(conn, db_name)
+    assert seen["first"] == "step 1\n"
+    assert seen["after_s"] <= LOG_DEADLINE_S
+    assert seen["same_document"] == "yes" and seen["same_document_at_end"] == "yes", \
+        "the page reloaded"
+    assert seen["scripts_in_log"] == 0, "the log's text became markup"
+    assert seen["trailer_while_running"] is True
+    text = "step 1\nstep 2 <script>alert(3)</script>\nstep 3\n"
+    assert seen["text"] == text
+    assert (seen["rendered"], seen["rendered_markup"]) == (text, 0)
+    stored = len(text.encode())
+    assert seen["trailer"] == f"[qinglong: log incomplete: {stored} of {stored + 100} bytes stored]"
+    assert page["text"] == text[7:] and page["nextOffset"] == stored and page["ended"] is True
+    assert page["trailer"] == seen["trailer"] == seen["rendered_trailer"]

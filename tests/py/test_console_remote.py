@@ -173,7 +173,8 @@ def test_unusable_token_or_tls_files_refuse_to_start(files: RemoteFiles, tmp_pat
 
 def test_without_the_token_every_page_is_401(remote: tuple[Scenario, RemoteConsole]) -> None:
     scenario, console = remote
-    for path in ("/", "/workers", f"/runs/{scenario.succeeded_run}", "/runs?state=queued"):
+    for path in ("/", "/workers", f"/runs/{scenario.succeeded_run}", "/runs?state=queued",
+                 f"/runs/{scenario.succeeded_run}/log?attempt=1&offset=0"):
         api_like = console.request("GET", path)
         assert api_like.status == 401, path
         assert json.loads(api_like.body) == {
@@ -205,7 +206,8 @@ def test_bearer_token_reads_every_page(remote: tuple[Scenario, RemoteConsole]) -
     overview = console.request("GET", "/", console.bearer())
     assert overview.status == 200 and "edge-1" in Dom(overview.body).by_id("sessions")
     assert overview.headers["Referrer-Policy"] == "same-origin"
-    for path in ("/workers", f"/runs/{scenario.succeeded_run}", "/runs?state=queued"):
+    for path in ("/workers", f"/runs/{scenario.succeeded_run}", "/runs?state=queued",
+                 f"/runs/{scenario.succeeded_run}/log?attempt=1&offset=0"):
         assert console.request("GET", path, console.bearer()).status == 200, path
     for secret in [*scenario.secrets, console.files.token]:
         assert secret not in overview.body
