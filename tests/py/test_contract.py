@@ -210,12 +210,25 @@ VALID: dict[str, dict[str, Any]] = {
         "schema": "qinglong/lease-secrets@v1",
         "values": {"DB_PASSWORD": "correct horse battery staple"},
     },
+    "qinglong/lease-log-request@v1": {
+        "schema": "qinglong/lease-log-request@v1",
+        **LEASE_REQ,
+        "offset": 4096,
+        "chunk": "step 2/3: compiling\n",
+    },
+    "qinglong/lease-log@v1": {"schema": "qinglong/lease-log@v1", "storedBytes": 4117,
+                              "truncated": False},
     "qinglong/lease-complete-request@v1": {
         "schema": "qinglong/lease-complete-request@v1",
         **LEASE_REQ,
         "outcome": "failed",
         "exitCode": -1,
         "reason": "nonzero_exit",
+        "result": {"exitCode": -1, "durationMs": 12, "outputTail": "killed", "outputBytes": 6,
+                   "logBytes": 6,
+                   "limits": {"mechanism": "rlimit", "uid": 1001, "maxProcesses": 64,
+                              "maxOpenFiles": None, "maxMemoryBytes": 268435456,
+                              "exceeded": ["memory"]}},
     },
     "qinglong/lease@v1": {
         "schema": "qinglong/lease@v1",
@@ -712,11 +725,47 @@ def test_lease_bodies() -> None:
     reject("qinglong/lease-ack-request@v1", {**ack, "phase": "succeeded"})
     # Every lease request carries the version the worker last saw (SPEC §7).
     for schema_id in ("qinglong/lease-ack-request@v1", "qinglong/lease-heartbeat-request@v1",
-                      "qinglong/lease-complete-request@v1"):
+                      "qinglong/lease-complete-request@v1", "qinglong/lease-log-request@v1"):
         body = VALID[schema_id]
         reject(schema_id, {k: v for k, v in body.items() if k != "leaseVersion"}, "required")
         for bad in (0, -1, 2**53, "3", 1.5, None, True):
             reject(schema_id, {**body, "leaseVersion": bad})
+
+
+def test_live_log_bodies() -> None:
+    """SPEC §15.1, §15.2, §11: the log chunk, its answer, the log_offset error's
+    offset, and the completion result's logBytes and limits."""
+    log = VALID["qinglong/lease-log-request@v1"]
+    validate("qinglong/lease-log-request@v1", {**log, "offset": 0, "chunk": ""})
+    validate("qinglong/lease-log-request@v1", {**log, "chunk": "€" * 21845 + "a"})
+    for bad in ({"offset": -1}, {"offset": 2**53}, {"offset": "0"}, {"chunk": "a\x00b"},
+                {"chunk": "x" * 65537}, {"chunk": None}):
+        reject("qinglong/lease-log-request@v1", {**log, **bad})
+    for missing in ("offset", "chunk"):
+        reject("qinglong/lease-log-request@v1",
+               {k: v for k, v in log.items() if k != missing}, "required")
+    answer = VALID["qinglong/lease-log@v1"]
+    reject("qinglong/lease-log@v1", {k: v for k, v in answer.items() if k != "truncated"},
+           "required")
+    reject("qinglong/lease-log@v1", {**answer, "storedBytes": -1})
+    error = {"schema": "qinglong/error@v1", "error": "conflict", "reason": "log_offset"}
+    validate("qinglong/error@v1", {**error, "offset": 7, "detail": {"offset": 7}})
+    reject("qinglong/error@v1", {**error, "offset": -1})
+    complete = VALID["qinglong/lease-complete-request@v1"]
+    result = complete["result"]
+    for good in ({k: v for k, v in result.items() if k not in ("logBytes", "limits")},
+                 {**result, "limits": {**result["limits"], "mechanism": "cgroup", "uid": None,
+                                       "exceeded": []}}):
+        validate("qinglong/lease-complete-request@v1", {**complete, "result": good})
+    limits = result["limits"]
+    for bad in ({"logBytes": -1}, {"logBytes": None},
+                {"limits": {**limits, "mechanism": "docker"}},
+                {"limits": {**limits, "uid": 2**32}},
+                {"limits": {**limits, "exceeded": ["memory", "memory"]}},
+                {"limits": {**limits, "exceeded": ["cpu"]}},
+                {"limits": {k: v for k, v in limits.items() if k != "maxOpenFiles"}},
+                {"limits": {**limits, "extra": 1}}):
+        reject("qinglong/lease-complete-request@v1", {**complete, "result": {**result, **bad}})
 
 
 def test_session_open_validates_nested_capabilities() -> None:
