@@ -185,6 +185,8 @@ SETTING_FLAGS = (
     ("--retry-base-ms", "retryBaseMs", "first retry backoff, 100..3600000"),
     ("--retry-cap-ms", "retryCapMs", "largest retry backoff, retry base..86400000"),
     ("--enabled", "enabled", "true|false: a disabled task refuses new enqueues"),
+    ("--log-limit-bytes", "logLimitBytes",
+     "live log cap of attempts claimed from now on, 1024..67108864 (default 4 MiB)"),
 )
 
 
@@ -367,6 +369,7 @@ def task_settings(args: argparse.Namespace) -> TaskSettings:
         retry_base_ms=optional_integer(args.retry_base_ms, "retryBaseMs"),
         retry_cap_ms=optional_integer(args.retry_cap_ms, "retryCapMs"),
         enabled=boolean(args.enabled, "enabled"),
+        log_limit_bytes=optional_integer(args.log_limit_bytes, "logLimitBytes"),
     )
 
 

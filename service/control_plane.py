@@ -182,6 +182,7 @@ class TaskSettings:
     retry_base_ms: int | None = None
     retry_cap_ms: int | None = None
     enabled: bool | None = None
+    log_limit_bytes: int | None = None  # the live-log cap (SPEC §15.2)
 
     def is_empty(self) -> bool:
         return all(value is None for value in asdict(self).values())

@@ -169,18 +169,21 @@ def _run_rows(conn: psycopg.Connection, run_ids: list[str]) -> dict[str, int]:
 
 # ------------------------------------------------------------ 9.1 task settings
 
-SETTINGS_KEYS = {"taskId", "leaseTtlS", "maxAttempts", "retryBaseMs", "retryCapMs", "enabled"}
+SETTINGS_KEYS = {"taskId", "leaseTtlS", "maxAttempts", "retryBaseMs", "retryCapMs", "enabled",
+                 "logLimitBytes"}
 
 
 def test_task_configure_changes_and_prints_the_settings(db_dsn: str, task_id: str) -> None:
     before = ok("task", "configure", "--dsn", db_dsn, "--task", task_id)
     assert set(before) == SETTINGS_KEYS
     assert before["taskId"] == task_id and before["enabled"] is True
+    assert before["logLimitBytes"] == 4 * 1024 * 1024  # SPEC 15.2: the default 4 MiB
     after = ok("task", "configure", "--dsn", db_dsn, "--task", task_id,
                "--lease-ttl-s", "86400", "--max-attempts", "7", "--retry-base-ms", "100",
-               "--retry-cap-ms", "86400000", "--enabled", "false")
+               "--retry-cap-ms", "86400000", "--enabled", "false", "--log-limit-bytes", "1024")
     assert after == {"taskId": task_id, "leaseTtlS": 86400, "maxAttempts": 7,
-                     "retryBaseMs": 100, "retryCapMs": 86400000, "enabled": False}
+                     "retryBaseMs": 100, "retryCapMs": 86400000, "enabled": False,
+                     "logLimitBytes": 1024}
     assert ok("task", "configure", "--dsn", db_dsn, "--task", task_id) == after
     # Only the given settings change.
     again = ok("task", "configure", "--dsn", db_dsn, "--task", task_id, "--enabled", "true")
@@ -199,6 +202,9 @@ SETTING_REFUSALS = [
     ("--max-attempts", "x", "maxAttempts"),
     ("--lease-ttl-s", "99999999999", "leaseTtlS"),
     ("--enabled", "yes", "enabled"),
+    ("--log-limit-bytes", "1023", "logLimitBytes"),
+    ("--log-limit-bytes", "67108865", "logLimitBytes"),
+    ("--log-limit-bytes", "4MiB", "logLimitBytes"),
 ]
 
 
@@ -228,11 +234,14 @@ def test_task_publish_applies_settings_in_the_same_transaction(
                "--command-file", str(command))
     before = table_fingerprint(conn)
     invalid(*publish, "--lease-ttl-s", "3", field="leaseTtlS")
+    invalid(*publish, "--log-limit-bytes", "100", field="logLimitBytes")
     assert table_fingerprint(conn) == before, "a refused setting leaves no task/revision"
-    published = ok(*publish, "--lease-ttl-s", "600", "--max-attempts", "1")
+    published = ok(*publish, "--lease-ttl-s", "600", "--max-attempts", "1",
+                   "--log-limit-bytes", "65536")
     assert set(published) == {"taskId", "revisionId", "revision", "pool", "contentDigest"}
     settings = ok("task", "configure", "--dsn", db_dsn, "--task", published["taskId"])
-    assert (settings["leaseTtlS"], settings["maxAttempts"]) == (600, 1)
+    assert (settings["leaseTtlS"], settings["maxAttempts"], settings["logLimitBytes"]) == \
+        (600, 1, 65536)
 
 
 def test_a_disabled_task_refuses_enqueue(db_dsn: str, task_id: str) -> None:
