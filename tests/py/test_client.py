@@ -643,10 +643,32 @@ def test_cli_transport_errors_exit_1(peer, pki_set, token_file):
                                        "detail": json.loads(done.stderr)["detail"]}
 
 
-def test_cli_run_log_is_not_available_yet(peer, pki_set, token_file):
-    done = qinglong_run("log", *target_flags(peer, pki_set, token_file), "--run", RUN_ID)
-    assert done.returncode == 2 and peer.requests == []
-    assert json.loads(done.stderr)["error"] == "not_available"
+def test_cli_run_log_bad_input_exits_2_before_sending(peer, pki_set, token_file):
+    flags = target_flags(peer, pki_set, token_file)
+    for argv, field_name in ((["--run", "../x"], "runId"),
+                             (["--run", RUN_ID, "--attempt", "0"], "attempt"),
+                             (["--run", RUN_ID, "--attempt", "one"], "attempt")):
+        done = qinglong_run("log", *flags, *argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert json.loads(done.stderr)["field"] == field_name
+    assert peer.requests == []
+
+
+def test_follow_stream_lines_are_pages_or_the_error_that_ended_it():
+    page = {"schema": "qinglong/run-log@v1", "runId": RUN_ID, "attemptNumber": 1,
+            "offset": 3, "nextOffset": 10, "text": "añadé", "storedBytes": 10,
+            "logBytes": 12, "truncated": False, "complete": False, "ended": True}
+    parsed = api.parse_log_line(json.dumps(page))
+    assert (parsed.offset, parsed.next_offset, parsed.finished) == (3, 10, True)
+    assert parsed.trailer() == "[qinglong: log incomplete: 10 of 12 bytes stored]"
+    with pytest.raises(api.Unauthorized) as info:
+        api.parse_log_line('{"schema": "qinglong/error@v1", "error": "unauthorized", '
+                           '"reason": "token_invalid"}')
+    assert info.value.reason == "token_invalid"
+    for bad in ("not json", json.dumps({**page, "schema": "qinglong/run@v1"}),
+                json.dumps({**page, "storedBytes": "9"})):
+        with pytest.raises(api.ResponseError):
+            api.parse_log_line(bad)
 
 
 # ---------------------------------------------------------------- curl line
