@@ -7,19 +7,21 @@ Decisions:
   holds 0, the worker's own uid, or is narrower than the worker's slots. Two
   workers on one machine need ranges that do not overlap.
 * **Lease.** A run takes a free uid (its gid is the same number, no
-  supplementary groups). A uid that owns a process — a previous worker's run
-  still dying, anyone's — is skipped and looked at again at the next lease; a
-  start with fewer usable uids than slots is refused.
+  supplementary groups). A uid that owns a (live) process at start — whose,
+  the worker cannot know — is skipped, never killed, and becomes usable once
+  nothing runs as it (looked at when no other uid is free); a start with
+  fewer uids free of processes than slots is refused (``run_as_range_busy``).
 * **Reclaim.** When a run ends its uid is *draining*: a child that takes the
   uid for good SIGKILLs everything that uid runs (``kill(-1)``: with a uid of
   its own that is exactly the run's leftovers, never another run's or the
   worker's — a supervisor keeps the worker's real and saved uid) and removes
   what the uid owns at the top of the shared places (the runs directory,
-  ``/tmp``, ``/dev/shm``: entries owned by it, whole, without following a
-  symlink, bounded by :data:`SWEEP_LIMIT` entries per place). The uid is free
-  again only once ``/proc`` shows no process with it as real, effective, saved
-  or filesystem uid. Leftovers of a range's uids found at start (a crashed
-  worker's) are reclaimed the same way before first use.
+  ``/tmp``, ``/var/tmp``, ``/dev/shm``: entries owned by it, whole, without
+  following a symlink, bounded by :data:`SWEEP_LIMIT` entries per place).
+  The uid is free again only once ``/proc`` shows no live process with it as
+  real, effective, saved or filesystem uid (a zombie holds nothing but its
+  pid). Files of a range's uid found at start (a crashed worker's runs) are
+  swept the same way before the uid's first lease.
 """
 
 from __future__ import annotations
@@ -157,19 +159,20 @@ class UidPool:
     places: tuple[str, ...]  # where a run's leftovers are swept: runs dir + SHARED_PLACES
     _free: list[int] = field(default_factory=list)
     _leased: set[int] = field(default_factory=set)
-    _draining: set[int] = field(default_factory=set)
+    _draining: set[int] = field(default_factory=set)  # a run of ours ended: reclaim
+    _foreign: set[int] = field(default_factory=set)  # busy at start: not ours to kill
     _unswept: set[int] = field(default_factory=set)  # not swept since the start
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(cls, uids: UidRange, runs_dir: str, *, slots: int) -> UidPool:
-        """At start: leftovers of the range's uids reclaimed, busy uids skipped."""
+        """At start: busy uids skipped (never killed: whose processes they are is
+        not known), the others swept before first use (a crashed worker's files)."""
         pool = cls(uids, (runs_dir, *PRIVATE_PLACES))
         busy = owners(uids)
-        pool._draining = set(busy)
+        pool._foreign = set(busy)
         pool._free = [uid for uid in uids if uid not in busy]
-        pool._unswept = set(pool._free)  # swept before first use (a crashed worker's files)
-        pool._reclaim_draining()
+        pool._unswept = set(pool._free)
         if len(pool._free) < slots:
             raise RunAsError("run_as_range_busy",
                              f"--run-as-range {uids.text()}: only {len(pool._free)} uids have "
@@ -180,7 +183,9 @@ class UidPool:
         """A free uid for a run (None: every uid busy, which slots prevent)."""
         with self._lock:
             if not self._free:
-                self._reclaim_draining()
+                for uid in sorted(self._draining):
+                    self._reclaim(uid)
+                self._adopt_foreign()
             if not self._free:
                 return None
             uid = self._free.pop(0)
@@ -195,20 +200,28 @@ class UidPool:
         with self._lock:
             self._leased.discard(uid)
             self._draining.add(uid)
-            self._reclaim_draining()
+            self._reclaim(uid)
 
     @property
     def free_count(self) -> int:
         return len(self._free)
 
-    def _reclaim_draining(self) -> None:
-        for uid in sorted(self._draining):
-            for _ in range(RECLAIM_ROUNDS):
-                self._sweep(uid)
-                if _gone(uid, EXIT_WAIT_S / RECLAIM_ROUNDS):
-                    self._draining.discard(uid)
-                    self._free.append(uid)
-                    break
+    def _reclaim(self, uid: int) -> None:
+        """Kill and sweep until nothing runs as ``uid`` (then free), a few rounds;
+        still busy: it stays draining, tried again when no uid is free."""
+        for _ in range(RECLAIM_ROUNDS):
+            self._sweep(uid)
+            if _gone(uid, EXIT_WAIT_S / RECLAIM_ROUNDS):
+                self._draining.discard(uid)
+                self._free.append(uid)
+                return
+
+    def _adopt_foreign(self) -> None:
+        """Uids busy at start whose processes have all ended become usable."""
+        idle = self._foreign - owners(self.uids)
+        self._foreign -= idle
+        self._free.extend(sorted(idle))
+        self._unswept |= idle
 
     def _sweep(self, uid: int) -> None:
         """In a child that is ``uid`` for good: kill all its processes, remove its

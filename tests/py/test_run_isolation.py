@@ -302,6 +302,29 @@ def test_a_process_that_escaped_a_killed_supervisor_dies_before_reuse(box: Box) 
     assert sandbox.pool is not None and sandbox.pool.free_count == len(uids)
 
 
+def test_a_uid_busy_at_start_is_skipped_not_killed_then_used(box: Box) -> None:
+    """Someone's process runs as a uid of the range when the worker starts: that
+    uid is not leased (nor its process killed) until the process has ended."""
+    from qinglong.worker.run_as import RunAsError
+
+    uids = _free_range(3)
+    busy = subprocess.Popen(["sleep", "30"], user=uids.first, group=uids.first,
+                            extra_groups=[])  # fmt: skip
+    try:
+        with pytest.raises(RunAsError) as exc:
+            UidPool.open(uids, str(box.runs), slots=3)
+        assert exc.value.reason == "run_as_range_busy"
+        pool = UidPool.open(uids, str(box.runs), slots=2)
+        leased = [pool.lease(), pool.lease()]
+        assert sorted(u.uid for u in leased if u is not None) == [uids.first + 1, uids.last]
+        assert pool.lease() is None and busy.poll() is None  # skipped, still alive
+    finally:
+        busy.kill()
+        busy.wait()
+    again = pool.lease()
+    assert again is not None and again.uid == uids.first
+
+
 # ------------------------------------------------------------------ `worker run --run-as-range`
 
 
