@@ -115,6 +115,9 @@ def _worker_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> No
     create.add_argument("--name", required=True)
     create.add_argument("--ca-dir", required=True, type=Path)
     create.add_argument("--out", required=True, type=Path)
+    create.add_argument("--credential-ttl", default="90d",
+                        help="the credential's lifetime, N[smhd] (10s..3650d, default 90d); "
+                        "the worker rotates it itself at 75 %%")
     from qinglong import admin_labels
 
     admin_labels.add_create_flags(create)
@@ -401,10 +404,12 @@ def worker_create(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         labels = parse_labels(args.label)
         pools = parse_pools(args.pool)
+        ttl_s = duration_s(args.credential_ttl, "credentialTtlS")
         with control_plane.connect(args.dsn) as conn:
             worker = control_plane.provision_worker(
                 conn, args.name, args.ca_dir, Path(args.out).absolute(),
                 labels=labels, self_labels=args.self_labels, pools=pools,
+                credential_ttl_s=ttl_s,
             )
         return worker.as_json()
 

@@ -58,6 +58,9 @@ class SchemaId(StrEnum):
     # Secrets of a started lease (SPEC §14.3).
     LEASE_SECRETS_REQUEST = "qinglong/lease-secrets-request@v1"
     LEASE_SECRETS = "qinglong/lease-secrets@v1"
+    # Credential self-rotation (SPEC §16.2).
+    CREDENTIAL_ROTATE_REQUEST = "qinglong/credential-rotate-request@v1"
+    CREDENTIAL = "qinglong/credential@v1"
     # The producer API (SPEC §13.4; service/producer_views.py).
     RUN_ENQUEUE_REQUEST = "qinglong/run-enqueue-request@v1"
     RUN_ENQUEUED = "qinglong/run-enqueued@v1"

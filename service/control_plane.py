@@ -8,6 +8,7 @@ SQLSTATEs out (through `service.sqlstates`, the single mapping table).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,9 +22,12 @@ from qinglong.db import api
 from qinglong.db.api import Call
 from qinglong.service import pki
 from qinglong.service.sqlstates import lookup
+from qinglong.worker.credential_rotation import LIFETIME_SUFFIX
 
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 CREDENTIAL_FILE_NAME = "credential"
+# SPEC §16.2: `--credential-ttl` default.
+DEFAULT_CREDENTIAL_TTL_S = 90 * 86400
 
 # Non-QingLong SQLSTATEs an operator will meet: say what is wrong, not a traceback.
 _PG_REASONS: dict[str, str] = {
@@ -100,10 +104,11 @@ def register_worker(conn: psycopg.Connection, name: str) -> dict:
 
 
 def issue_credential(
-    conn: psycopg.Connection, worker_id: str, credential_id: str, secret_digest: bytes
+    conn: psycopg.Connection, worker_id: str, credential_id: str, secret_digest: bytes,
+    ttl_s: int | None = None,
 ) -> dict:
     return _call(conn, api.issue_credential(worker_id=worker_id, credential_id=credential_id,
-                                            secret_digest=secret_digest))
+                                            secret_digest=secret_digest, ttl_s=ttl_s))
 
 
 def revoke_credential(conn: psycopg.Connection, credential_id: str) -> dict:
@@ -403,6 +408,7 @@ def provision_worker(
     conn: psycopg.Connection, name: str, ca_dir: Path, out_dir: Path, *,
     labels: Mapping[str, str] | None = None, self_labels: bool = False,
     pools: Sequence[str] = ("*",),
+    credential_ttl_s: int | None = DEFAULT_CREDENTIAL_TTL_S,
 ) -> ProvisionedWorker:
     """Register a worker, issue its client cert and its credential.
 
@@ -411,7 +417,9 @@ def provision_worker(
     `self_labels` its sessions' declared labels are accepted as they are.
     `pools` are granted to it (SPEC §13.1; '*' = every pool, the default for the
     development, demo and bench fleets; `admin worker create` passes exactly
-    its `--pool` flags, none = no grant).
+    its `--pool` flags, none = no grant). The credential expires after
+    `credential_ttl_s` (SPEC §16.2; None: never); its lifetime is written
+    beside it (`credential.lifetime.json`) so the worker rotates it at 75 %.
     """
     ca_dir = Path(ca_dir)
     try:
@@ -435,7 +443,16 @@ def provision_worker(
                                                not_after_ms=facts.not_after_ms))
             pki.write_private_file(credential_file, credential.token.encode("ascii"))
             written.append(credential_file)
-            issue_credential(conn, worker_id, credential.credential_id, credential.secret_digest)
+            issued = issue_credential(conn, worker_id, credential.credential_id,
+                                      credential.secret_digest, credential_ttl_s)
+            if credential_ttl_s is not None:
+                lifetime = Path(str(credential_file) + LIFETIME_SUFFIX)
+                expires_ms = int(issued["expiresAtMs"])
+                pki.write_private_file(lifetime, json.dumps({
+                    "credentialId": credential.credential_id,
+                    "issuedAtMs": expires_ms - credential_ttl_s * 1000,
+                    "expiresAtMs": expires_ms}).encode("ascii"))
+                written.append(lifetime)
             for pool in pools:
                 grant_pool(conn, worker_id, pool)
             if labels or self_labels:

@@ -24,7 +24,7 @@ from typing import Any
 
 from qinglong import schemas
 from qinglong.schemas.contract import SCHEMA_IDS, SchemaId, default_contract, schema_file_name
-from qinglong.service import routes, views
+from qinglong.service import credential_rotation, routes, views
 
 OPENAPI_VERSION = "3.1.0"
 DOCUMENT_PATH = Path(schemas.__file__).parent / "openapi.json"
@@ -64,6 +64,9 @@ OPERATIONS: tuple[Operation, ...] = (
               _LEASE_CONFLICTS, lease_with_cancel=True),
     Operation(routes.LEASES_COMPLETE, views.LEASE_COMPLETE,
               "Complete a started lease (succeeded / failed / cancelled)", _LEASE_CONFLICTS),
+    Operation(credential_rotation.PATH, credential_rotation.CREDENTIAL_ROTATE,
+              "Replace the worker's credential (SPEC 16.2); the answer holds the new one",
+              ()),
     Operation(routes.LEASES_LOG, views.LEASE_LOG,
               "Append a chunk of a started lease's output to its live log at the stored "
               "length (the lease version is a fence, not bumped). 409 log_offset: the "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong.service import views
+from qinglong.service import credential_rotation, views
 
 SESSIONS = "/v1/sessions"
 SESSIONS_HEARTBEAT = "/v1/sessions/heartbeat"
@@ -27,3 +27,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(LEASES_COMPLETE, views.complete_lease)
     app.router.add_post(LEASES_LOG, views.lease_log)
     app.router.add_post(LEASES_SECRETS, views.lease_secrets)
+    credential_rotation.add_route(app)

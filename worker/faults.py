@@ -19,6 +19,11 @@ response is a valid offer: the lease is committed and the inbox not yet written)
 ``after_inbox_write`` (offer in the inbox, pending claim
 not cleared), ``after_clear_pending`` (intent cleared, outcome not yet logged).
 
+Points of a credential rotation (worker/credential_rotation.py): ``before_rotate``
+(nothing sent), ``after_rotate_response`` (the new credential in memory only),
+``after_rotate_write`` (on disk, not yet used), ``after_rotate_first_use`` (the
+heartbeat that used it first has been answered).
+
 Points of the journal's file protocol (worker/journal.py through worker/fsio.py,
 met by the :class:`~qinglong.worker.fsio.FileSystem` that :meth:`FaultPlan.journal_fs`
 returns; each fires *before* its system call): ``intent_replace`` (a new
@@ -60,6 +65,11 @@ class FaultPoint(StrEnum):
     INBOX_LINK = "inbox_link"
     PENDING_UNLINK = "pending_unlink"
     ASIDE_REPLACE = "aside_replace"
+    # Credential self-rotation (worker/credential_rotation.py, SPEC §16.2).
+    BEFORE_ROTATE = "before_rotate"
+    AFTER_ROTATE_RESPONSE = "after_rotate_response"
+    AFTER_ROTATE_WRITE = "after_rotate_write"
+    AFTER_ROTATE_FIRST_USE = "after_rotate_first_use"
 
 
 JOURNAL_POINTS = frozenset({FaultPoint.INTENT_REPLACE, FaultPoint.INBOX_LINK,

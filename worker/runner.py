@@ -69,6 +69,8 @@ from qinglong.worker.coordinator import (
     PullFn,
     StepResult,
 )
+from qinglong.worker.credential_rotation import CredentialRotator, RotationFailed
+from qinglong.worker.errors import CredentialError, TransportError
 from qinglong.worker.eventlog import EventLog, Level
 from qinglong.worker.faults import FaultPlan, FaultPoint
 from qinglong.worker.fsio import REAL_FS, FileSystem
@@ -203,8 +205,12 @@ class Runner:
         policy: BackoffPolicy = DEFAULT_POLICY,
         executor: Lifecycle | None = None,
         keeper: InboxKeeper | None = None,
+        rotator: CredentialRotator | None = None,
     ) -> None:
         self._config = config
+        self._rotator = rotator  # credential self-rotation (SPEC §16.2)
+        if rotator is not None:
+            rotator.checkpoint = self._checkpoint
         self._executor = executor
         self._keeper = keeper  # without the executor: keeps the inbox to usable entries
         self._slot_freed = False
@@ -265,7 +271,9 @@ class Runner:
             now = self._clock()
             may_pull = self._may_pull()
             keeper_due = self._keeper.next_due_ms() if self._keeper is not None else None
-            if now >= self._next_heartbeat_ms:
+            if self._rotator is not None and self._rotator.due(now):
+                self._rotate()
+            elif now >= self._next_heartbeat_ms:
                 self._heartbeat()
             elif keeper_due is not None and now >= keeper_due:
                 self._probe_inbox()
@@ -446,6 +454,22 @@ class Runner:
             return
         self._heartbeat_failures = 0
         self._next_heartbeat_ms = self._clock() + self._session.heartbeat_interval_ms
+
+    def _rotate(self) -> None:
+        """Rotate the credential (worker/credential_rotation.py), then use the new
+        one at once: a session heartbeat, its first use, retires the old one."""
+        assert self._rotator is not None
+        try:
+            lifetime = self._rotator.rotate()
+        except (RotationFailed, TransportError, CredentialError, OSError) as exc:
+            self._rotator.failed(self._clock())
+            self._events.warning("credential.rotation_failed",
+                                 reason=getattr(exc, "reason", type(exc).__name__))
+            return
+        self._events.info("credential.rotated", credentialId=lifetime.credential_id,
+                          expiresAtMs=lifetime.expires_at_ms)
+        self._heartbeat()
+        self._checkpoint(FaultPoint.AFTER_ROTATE_FIRST_USE)
 
     def _lose_session(self, reason: str) -> None:
         session = self._session
@@ -755,6 +779,7 @@ def _run(
         faults=faults,
         executor=executor,
         keeper=keeper,
+        rotator=_rotator(config, post),
     )
     try:
         return runner.run()
@@ -763,6 +788,13 @@ def _run(
     except (JournalError, LockError, OSError) as exc:
         # Fail closed: a journal we cannot trust must not admit anything more.
         return _fail(events, "journal_failed", type(exc).__name__, str(exc), ExitCode.FAILURE)
+
+
+def _rotator(config: WorkerConfig, post: Callable[..., Any]) -> CredentialRotator:
+    from qinglong.worker.transport import read_credential_file
+
+    return CredentialRotator(config.credential_file, config.worker_id, post,
+                             read_token=lambda: read_credential_file(config.credential_file))
 
 
 def _executor(
