@@ -265,3 +265,45 @@ def test_an_append_waits_for_the_one_in_flight_and_decides_on_its_result(
                 else {"status": "conflict", "category": "log_offset", "storedBytes": 5})
     assert result == expected
 
+
+
+def test_a_chunk_never_lands_after_its_attempt_ended(started, db_dsn):
+    """A completion holding the attempt (uncommitted) makes an append wait; once
+    it commits the append answers lease_terminal and stores nothing. The other
+    way round, a completion waits for an append in flight, which lands first."""
+    fence = dict(credential_id=started.agent.worker.credential_id,
+                 secret_digest=started.agent.worker.secret_digest,
+                 worker_id=started.agent.worker_id, session_id=started.session["sessionId"],
+                 generation=started.session["generation"], offer_id=started.pull["offerId"],
+                 token_digest=lease_token_digest(started.pull["leaseToken"]))
+    with psycopg.connect(db_dsn) as a, psycopg.connect(db_dsn, autocommit=True) as b:
+        appended = api.append_log(**fence, lease_version=started.version, offset=0,
+                                  chunk="before the end").run(a)
+        assert appended["status"] == "ok"
+        result: dict[str, Any] = {}
+        done = threading.Thread(target=lambda: result.update(api.complete_lease(
+            **fence, lease_version=started.version, outcome="succeeded").run(b)))
+        done.start()
+        done.join(1.0)
+        assert done.is_alive(), "the completion waits for the append in flight"
+        a.commit()
+        done.join(15)
+        assert result["status"] == "ok"
+    with psycopg.connect(db_dsn) as a, psycopg.connect(db_dsn, autocommit=True) as b:
+        # A writer holding the attempt FOR UPDATE (as a completion, a cancel or
+        # the sweeper's loss does) keeps an append of its lease waiting.
+        a.execute("SELECT 1 FROM ql_private.attempts a JOIN ql_private.run_leases l"
+                  " ON l.attempt_id = a.id WHERE l.offer_id = %s FOR UPDATE OF a",
+                  (started.pull["offerId"],))
+        late: dict[str, Any] = {}
+        append = threading.Thread(target=lambda: late.update(api.append_log(
+            **fence, lease_version=started.version + 1, offset=14, chunk="after").run(b)))
+        append.start()
+        append.join(1.0)
+        assert append.is_alive(), "an append waits for a writer holding the attempt"
+        a.commit()
+        append.join(15)
+    assert late == {"status": "conflict", "category": "lease_terminal"}
+    page = api.run_log(run_id=started.run_id)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        assert page.run(conn)["text"] == "before the end"
