@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -298,3 +299,42 @@ def _drain(producer: api_client.Client, live: LiveAttempt, out: queue.Queue[Any]
         out.put(None)
     except Exception as exc:  # handed to the test
         out.put(exc)
+
+
+def test_stopping_the_api_ends_its_follow_streams(api: ApiProcess, db_dsn: str,
+                                                  conn: psycopg.Connection) -> None:
+    """SIGTERM: a follow stream ends at once with a last line not ended (the client
+    reconnects elsewhere), not after the shutdown timeout."""
+    live = start_attempt(conn)
+    live.append("x\n")
+    token = make_token(db_dsn, "acme")["token"]
+    lines: queue.Queue[Any] = queue.Queue()
+    thread = threading.Thread(target=_follow_lines, args=(api, token, live.run_id, lines))
+    thread.start()
+    try:
+        assert _next(lines, 30).status_code == 200
+        pages = [_next(lines, 30)]
+        assert pages[0]["text"] == "x\n"
+        stopped = time.monotonic()
+        api.process.send_signal(signal.SIGTERM)
+        while (item := _next(lines, 10)) is not None:
+            pages.append(item)
+        # Well before the stream's own 4 s cap would have ended it.
+        assert time.monotonic() - stopped <= 2
+        assert pages and pages[-1]["ended"] is False and pages[-1]["nextOffset"] == live.stored
+        assert api.process.wait(timeout=20) == 0
+    finally:
+        thread.join(timeout=30)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("LOG_FOLLOW_POLL_S", "0"), ("LOG_FOLLOW_POLL_S", "1.5"), ("LOG_FOLLOW_MAX_S", "0.5"),
+    ("LOG_FOLLOWERS_MAX", "0"), ("LOG_FOLLOWERS_PER_TOKEN", "65")])
+def test_follow_caps_out_of_bounds_are_refused(key: str, value: str) -> None:
+    from qinglong.service.config import ConfigError
+    from qinglong.service.producer_config import load_producer_config
+
+    base = {"QL_API_DSN": "host=x", "QL_API_CERT_FILE": "c", "QL_API_KEY_FILE": "k"}
+    assert load_producer_config(None, base).log_follow_poll_s == 0.5
+    with pytest.raises(ConfigError, match=key.lower()[:12]):
+        load_producer_config(None, {**base, f"QL_API_{key}": value})
