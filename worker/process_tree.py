@@ -726,12 +726,23 @@ def _private_mounts(launch: Launch) -> None:
                 options = f"mode=1777,size={size}".encode()
                 _mount(b"tmpfs", place, b"tmpfs", MS_NOSUID | MS_NODEV, options)
                 if os.path.commonpath([runs, place]) == place:
-                    os.makedirs(runs, 0o711, exist_ok=True)
+                    _searchable_path(place, runs)
                     _mount(f"/proc/self/fd/{runs_fd}".encode(), runs, None, MS_BIND)
         finally:
             os.close(runs_fd)
     except OSError:
         raise SpawnFailed("private_mounts_failed") from None
+
+
+def _searchable_path(top: str, path: str) -> None:
+    """Every directory from ``top`` (exclusive) down to ``path``, created in the
+    fresh tmpfs with mode 0711 whatever the umask: the run must reach its HOME."""
+    current = top
+    for part in os.path.relpath(path, top).split("/"):
+        current = os.path.join(current, part)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(current)
+        os.chmod(current, 0o711)
 
 
 def _reopen(old_fd: int, path: str) -> int:

@@ -286,6 +286,22 @@ def test_files_left_in_shared_places_do_not_survive_the_run(box: Box, private: b
     assert list(box.runs.iterdir()) == []
 
 
+def test_home_below_a_private_place_stays_reachable_whatever_the_umask(box: Box) -> None:
+    """The runs directory lies below /tmp here: inside the run's namespace it is
+    bound back to its path through directories the run may search, even for a
+    worker with umask 077."""
+    if not private_mounts_permitted():
+        pytest.skip("no private mount namespace here")
+    sandbox = _sandbox(box, _free_range(2), private=True)
+    old = os.umask(0o077)
+    try:
+        process = _run(sandbox, box, "home", ("sh", "-c", 'cd "$HOME" && touch f && echo home-ok'))
+    finally:
+        os.umask(old)
+    result = _finish(process)
+    assert "home-ok" in result["outputTail"], result
+
+
 def test_a_process_that_escaped_a_killed_supervisor_dies_before_reuse(box: Box) -> None:
     """The supervisor SIGKILLed (its cleanup never runs): the leader dies with
     it, a `setsid` grandchild would live on — until the uid is reclaimed."""
