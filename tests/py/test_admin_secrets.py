@@ -222,3 +222,74 @@ def test_publish_pins_names_of_existing_secrets(db_dsn, conn, kek, tmp_path):
     doc = fails(*publish, code=2)
     assert (doc["reason"], doc["field"]) == ("env_conflict", "commandFile")
     assert "DB_PASSWORD" in doc["detail"]
+
+
+def test_concurrent_sets_each_get_their_own_version(db_dsn, conn, kek):
+    """Truly concurrent `set`s of one secret (own connections, released together):
+    the version guard turns a lost race into QL040 and secret_store encrypts
+    again at the next version, so every call lands, each at its own version."""
+    import threading
+
+    from qinglong.service import secret_store
+
+    _set(db_dsn, kek[0], "acme", "shared", VALUE)
+    barrier = threading.Barrier(4)
+    versions: list[int] = []
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            with psycopg.connect(db_dsn) as own:
+                barrier.wait(timeout=30)
+                result = secret_store.set_secret(own, kek[1], "acme", "shared",
+                                                 VALUE + f"-{i}".encode())
+                versions.append(result["version"])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == [] and sorted(versions) == [2, 3, 4, 5]
+    stored = _values(conn, kek[1])[("acme", "shared")]
+    assert stored.startswith(VALUE + b"-")
+
+
+def test_a_lost_race_at_one_version_is_secret_conflict(db_dsn, conn, kek):
+    """Two transactions write version 2 at once: the second waits for the first's
+    row lock, then finds version 2 stored and raises QL040, writing nothing."""
+    from qinglong.db import api
+    from qinglong.service.secrets_crypto import encrypt_secret
+
+    _set(db_dsn, kek[0], "acme", "race", VALUE)
+    row = conn.execute("SELECT p.id::text, k.key_id, k.kek_id, k.nonce, k.wrapped_key"
+                       " FROM ql_private.project_data_keys k"
+                       " JOIN ql_private.projects p ON p.id = k.project_id").fetchone()
+    data_key = unwrap(kek[1], WrappedKey(row[1], row[2], bytes(row[3]), bytes(row[4])))
+    nonce, ciphertext = encrypt_secret(data_key, row[0], "race", 2, VALUE)
+    call = api.set_secret(project="acme", name="race", version=2, key_id=data_key.key_id,
+                          nonce=nonce, ciphertext=ciphertext)
+    with psycopg.connect(db_dsn) as first, psycopg.connect(db_dsn) as second:
+        assert call.run(first)["version"] == 2  # uncommitted: holds the row
+        outcome: list[BaseException | dict] = []
+        import threading
+
+        def late() -> None:
+            try:
+                outcome.append(call.run(second))
+            except psycopg.Error as exc:
+                outcome.append(exc)
+                second.rollback()
+
+        waiter = threading.Thread(target=late)
+        waiter.start()
+        waiter.join(timeout=1)
+        assert waiter.is_alive(), "the second writer waits for the first's row lock"
+        first.commit()
+        waiter.join(timeout=30)
+    assert len(outcome) == 1 and isinstance(outcome[0], psycopg.Error)
+    assert outcome[0].sqlstate == "QL040"
+    assert conn.execute("SELECT version FROM ql_private.secrets WHERE name = 'race'"
+                        ).fetchone() == (2,)
