@@ -92,7 +92,7 @@ async def endpoint(request: web.Request, reader: Reader) -> web.Response:
     """JSON: the page at `offset` (at most POLL_BYTES) with nextOffset and the trailer."""
     attempt, offset = _query(request.query)
     if not _UUID.fullmatch(request.match_info["run_id"]):
-        raise ConsoleError(404, "no such run (a run id is a lowercase UUID)")
+        raise ConsoleError(400, "runId must be a lowercase canonical UUID")
     doc = await reader.read(api.run_log(run_id=request.match_info["run_id"],
                                         attempt_no=attempt, offset=offset,
                                         max_bytes=POLL_BYTES))

@@ -302,6 +302,13 @@ BAD_REQUESTS = [
     ("nowhere", 404, "no such page"),
     ("static/../../etc/passwd", 404, "no such page"),
     ("static/missing.js", 404, "no such asset"),
+    ("runs/00000000-0000-4000-8000-000000000000/log?attempt=1&offset=0", 404, "run not found"),
+    ("runs/not-a-uuid/log?attempt=1&offset=0", 400, "runId must be a lowercase canonical"),
+    ("runs/00000000-0000-4000-8000-000000000000/log?offset=0", 400, "attempt must be given"),
+    ("runs/00000000-0000-4000-8000-000000000000/log?attempt=1&offset=-1", 400,
+     "offset must be given once"),
+    ("runs/00000000-0000-4000-8000-000000000000/log?attempt=1&offset=0&x=1", 400,
+     "unknown query parameter 'x' (expected attempt, offset)"),
 ]
 
 
@@ -383,7 +390,7 @@ def test_reads_are_granted_to_ql_readonly(conn: psycopg.Connection) -> None:
              api.waiting_runs().function, api.live_sessions().function,
              api.recent_denials().function, api.queue_depth().function,
              api.list_runs().function, api.show_run(run_id="x").function,
-             api.list_workers().function]
+             api.list_workers().function, api.run_log(run_id="x").function]
     rows = conn.execute(
         "SELECT p.proname, has_function_privilege('ql_readonly', p.oid, 'EXECUTE')"
         " FROM pg_proc p WHERE p.pronamespace = 'ql'::regnamespace AND p.proname = ANY(%s)",
