@@ -14,9 +14,8 @@ command. Why a process of its own, and not the worker:
   and reaps every child that is ready, then scans again until it has no child
   left (only a process forked meanwhile needs another pass: :func:`kill_tree`).
   Only this run's processes are its descendants, so other runs and the
-  worker's own children are never hit.
-  (Linux cgroups would do the same; they are rarely writable by a worker, the
-  subreaper needs nothing.)
+  worker's own children are never hit. (A run cgroup, where one is used for
+  limits, is killed as a whole as well.)
 * **Identities.** With a run-as user U the supervisor clears its supplementary
   groups, takes U's group, and sets ``ruid=suid=worker, euid=U``: it may signal
   U's processes (its euid is theirs), they may not signal it (its real and saved
@@ -46,6 +45,16 @@ command. Why a process of its own, and not the worker:
 * Everything the worker had open (journal, lock, sockets) is closed in the
   supervisor before anything else; the command gets /dev/null, the output pipe
   and nothing more.
+* **Per-run isolation** (SPEC §14.4, ``Launch.private_places``/``limits``).
+  Before the identity switch the supervisor may enter a mount and IPC
+  namespace of the run's own with a fresh tmpfs on each shared place
+  (:func:`_private_mounts`), and create the run's cgroup. The leader, with the
+  worker's identity back for a moment (its real uid), moves into that cgroup
+  and sets its rlimits (worker/run_limits.py), then takes the run's uid for
+  good. Under rlimits the supervisor samples the run while waiting (reaping at
+  once: a zombie still counts for ``RLIMIT_NPROC``) and kills it at its memory
+  limit. What the run hit goes back to the worker over a pipe just before the
+  supervisor exits (:attr:`Supervised.exceeded`).
 """
 
 from __future__ import annotations

@@ -25,6 +25,10 @@
   :func:`prepare_private_dir`; the runs directory, :func:`prepare_runs_dir`)
   is prepared *before* these probes, so they judge the final permissions.
 
+``--run-as-range FIRST-LAST`` instead gives every concurrent run a uid of its
+own (SPEC §14.4, worker/uid_pool.py); the same probes then run as the range's
+first uid (worker/cli.py says why that speaks for every uid of the range).
+
 Light (``pwd``, ``os``): imported by the CLI before the executor loads.
 """
 
