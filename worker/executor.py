@@ -14,7 +14,10 @@ Decisions:
   Without a sandbox (the executor's old call form) the directory is
   ``WORK/<offerId>/scratch`` and the worker's own identity is kept, which a
   worker running as root refuses (``run_as_required``): a task never runs as
-  root unless ``--run-as root`` said so.
+  root unless ``--run-as root`` said so. With a uid pool (``--run-as-range``,
+  SPEC §14.4) each run leases a uid of its own, given back once its supervisor
+  is gone (:func:`_start`); ``result.limits`` says which per-run limits applied
+  and which the run hit.
 * **Environment.** Exactly the spec's ``env`` plus, when it does not set them,
   ``PATH`` (:data:`DEFAULT_PATH`), ``HOME`` (the run's directory) and ``LANG``
   (:data:`DEFAULT_LANG`); nothing of the worker's own environment (credentials,
