@@ -204,7 +204,8 @@ def test_concurrent_appends_at_one_offset_append_exactly_once(start_ingress_thre
     lets this worker hold eight), each with other bytes: one appends, every
     other one is told the winner's length."""
     server = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
-                                                 max_connections_per_worker=16))
+                                                 max_connections_per_worker=16,
+                                                 pool_min_size=8))
     started = _claim(server, agent, prov, prov.task("t"))
     assert started.send(ACK, started.body("ack", phase="starting")).status == 200
     _stored(started.log(0, "start\n"), 6)
@@ -240,31 +241,39 @@ def test_concurrent_appends_at_one_offset_append_exactly_once(start_ingress_thre
 @pytest.mark.parametrize("same_bytes", [True, False])
 def test_an_append_waits_for_the_one_in_flight_and_decides_on_its_result(
         started, db_dsn, same_bytes):
-    """Transaction A appends at 0 and holds its locks; B at 0 waits for A (the
-    log header), then sees A's length: a replay when it carried the same bytes,
-    log_offset otherwise — never a second append."""
+    """Transaction A appends and holds its locks; B at the same offset waits for
+    A (the log header), then sees A's length: a replay when it carried the same
+    bytes, log_offset otherwise — never a second append. Both for the first
+    chunk (the header is created) and for a later one (the header exists)."""
     fence = dict(credential_id=started.agent.worker.credential_id,
                  secret_digest=started.agent.worker.secret_digest,
                  worker_id=started.agent.worker_id, session_id=started.session["sessionId"],
                  generation=started.session["generation"], offer_id=started.pull["offerId"],
                  token_digest=lease_token_digest(started.pull["leaseToken"]),
                  lease_version=started.version)
-    with psycopg.connect(db_dsn) as a, psycopg.connect(db_dsn, autocommit=True) as b:
-        first = api.append_log(**fence, offset=0, chunk="first").run(a)
-        assert (first["status"], first["storedBytes"]) == ("ok", 5)
-        result: dict[str, Any] = {}
-        worker = threading.Thread(target=lambda: result.update(api.append_log(
-            **fence, offset=0, chunk="first" if same_bytes else "other").run(b)))
-        worker.start()
-        worker.join(1.0)
-        assert worker.is_alive(), "B must wait for A's header lock"
-        a.commit()
-        worker.join(15)
-        assert not worker.is_alive()
-    expected = ({"status": "idempotent", "storedBytes": 5, "truncated": False} if same_bytes
-                else {"status": "conflict", "category": "log_offset", "storedBytes": 5})
-    assert result == expected
+    for offset in (0, 5):
+        with psycopg.connect(db_dsn) as a, psycopg.connect(db_dsn, autocommit=True) as b:
+            first = api.append_log(**fence, offset=offset, chunk="first").run(a)
+            assert (first["status"], first["storedBytes"]) == ("ok", offset + 5)
+            result: dict[str, Any] = {}
+            chunk = "first" if same_bytes else "other"
+            call = api.append_log(**fence, offset=offset, chunk=chunk)
+            worker = threading.Thread(target=_run_into, args=(call, b, result))
+            worker.start()
+            worker.join(1.0)
+            assert worker.is_alive(), "B must wait for A's header lock"
+            a.commit()
+            worker.join(15)
+            assert not worker.is_alive()
+        expected = ({"status": "idempotent", "storedBytes": offset + 5, "truncated": False}
+                    if same_bytes else
+                    {"status": "conflict", "category": "log_offset",
+                     "storedBytes": offset + 5})
+        assert result == expected
 
+
+def _run_into(call: api.Call[Any], conn: psycopg.Connection, result: dict[str, Any]) -> None:
+    result.update(call.run(conn))
 
 
 def test_a_chunk_never_lands_after_its_attempt_ended(started, db_dsn):
