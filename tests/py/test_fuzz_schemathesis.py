@@ -47,6 +47,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 
 from qinglong.schemas.contract import ContractError, default_contract  # noqa: E402
 from qinglong.service import openapi  # noqa: E402
+from qinglong.service.secrets_crypto import create_kek_file  # noqa: E402
 from qinglong.throwaway_postgres import ThrowawayPostgres  # noqa: E402
 from tests.py.ingress_harness import CAPABILITIES, Agent  # noqa: E402
 from tests.py.provision import new_token  # noqa: E402
@@ -164,7 +165,11 @@ def fz(pg_cluster: ThrowawayPostgres, migrated_template: str,
     # Hypothesis's generation and both would crawl on a 2-core box.
     tmp = tmp_path_factory.mktemp("fuzz")
     with module_world(pg_cluster, migrated_template, tmp, start_ingress=False) as world:
-        server = start_ingress_process(tmp, world.pki, world.ingress_dsn)
+        # A key-encryption key, so /v1/leases/secrets answers as in production
+        # (without one it is 503 secrets_unavailable, SPEC §14.3).
+        create_kek_file(tmp / "kek.key")
+        server = start_ingress_process(tmp, world.pki, world.ingress_dsn,
+                                       kekFile=str(tmp / "kek.key"))
         try:
             agent = world.agent("fuzz-worker")
             http = mtls_session(world.pki, agent.cert, agent.token)
