@@ -195,6 +195,24 @@ def test_the_control_one_shared_user_leaks_to_the_same_probe(
     assert not victim["survived"] and victim["exitCode"] == -signal.SIGKILL, victim
 
 
+def test_a_leased_uid_is_the_whole_identity_of_the_run(box: Box) -> None:
+    """uid and gid the leased number (real, effective, saved, fs), no groups,
+    no capability — also after the leader took the worker's identity back
+    for a moment to set its limits — and no_new_privs."""
+    uids = _free_range(2)
+    sandbox = _sandbox(box, uids, private=True)
+    script = "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status"
+    result = _finish(_run(sandbox, box, "who", ("sh", "-c", script)))
+    fields = dict(line.split(":", 1) for line in result["outputTail"].splitlines())
+    uid = result["limits"]["uid"]
+    assert uid in uids
+    assert fields["Uid"].split() == [str(uid)] * 4 and fields["Gid"].split() == [str(uid)] * 4
+    assert fields["Groups"].split() == []
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(fields[cap], 16) == 0, (cap, fields)
+    assert fields["NoNewPrivs"].strip() == "1"
+
+
 # ------------------------------------------------------------------ limits
 
 _BOMB = """
