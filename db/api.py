@@ -350,6 +350,27 @@ def revoked_certificates(*, after_seq: int, limit: int) -> Call[JsonObject]:
     return Call(REVOKED_CERTIFICATES, {"after_seq": after_seq, "limit": limit})
 
 
+EXPIRING_IDENTITIES: Statement[JsonObject] = Statement("expiring_identities", (
+    "SELECT ql.expiring_identities(p_within_s => %(within_s)s::bigint,"
+    " p_limit => %(limit)s::integer)"))
+
+
+def expiring_identities(*, within_s: int | None = 1209600,
+                        limit: int | None = 100) -> Call[JsonObject]:
+    """-> `{withinS, credentials, certificates, credentialsTotal, certificatesTotal,
+    truncated}` (SPEC §16.3; default window 14 d)."""
+    return Call(EXPIRING_IDENTITIES, {"within_s": within_s, "limit": limit})
+
+
+EXPIRING_COUNTS: Statement[JsonObject] = Statement(
+    "expiring_counts", "SELECT ql.expiring_counts(p_within_s => %(within_s)s::bigint)")
+
+
+def expiring_counts(*, within_s: int) -> Call[JsonObject]:
+    """-> `{credentials, certificates}` expiring within `within_s` (ingress /metrics)."""
+    return Call(EXPIRING_COUNTS, {"within_s": within_s})
+
+
 PUBLISH_REVISION: Statement[JsonObject] = Statement("publish_revision", (
     "SELECT ql.publish_revision(p_project => %(project)s::text, p_task => %(task)s::text,"
     " p_canonical => %(canonical)s::bytea, p_pool => %(pool)s::text,"

@@ -149,6 +149,26 @@ def _session_lines(sessions: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _expiring_lines(expiring: Mapping[str, Any], now_ms: int) -> list[str]:
+    """SPEC §16.3: credentials and certificates that expire within 14 days."""
+    if not expiring:
+        return []
+    days = int(expiring.get("withinS") or 0) // 86400
+    lines = [f"expiring  within {days}d: credentials {expiring.get('credentialsTotal', 0)}"
+             f"  certificates {expiring.get('certificatesTotal', 0)}"]
+    rows = [["credential", c["credentialId"], c.get("worker") or c["workerId"][:8],
+             duration(int(c["expiresAtMs"]) - now_ms)]
+            for c in expiring.get("credentials") or []]
+    rows += [["certificate", c["serial"], c.get("worker") or c["workerId"][:8],
+              duration(int(c["notAfterMs"]) - now_ms)]
+             for c in expiring.get("certificates") or []]
+    if rows:
+        lines += table(["kind", "id", "worker", "expires in"], rows)
+    if expiring.get("truncated"):
+        lines.append("  … more are not listed (admin worker list, docs/OPERATIONS.md)")
+    return lines
+
+
 def render(snapshot: Mapping[str, Any]) -> str:
     generated = snapshot.get("generatedAtMs")
     stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime((generated or 0) / 1000))
@@ -170,4 +190,5 @@ def render(snapshot: Mapping[str, Any]) -> str:
     usage = float(snapshot.get("notificationQueueUsage") or 0.0)
     lines.append(f"notify    queue {usage:.1%} used"
                  + ("  (a listener holds it: see docs/OPERATIONS.md)" if usage >= 0.1 else ""))
+    lines += _expiring_lines(snapshot.get("expiring") or {}, int(generated or 0))
     return "\n".join(lines)

@@ -25,6 +25,10 @@ revocation is never undone, so the set only grows, and it is kept while the
 database is unreachable. Until a process has read the set once after it
 started (normally within milliseconds, before any worker gets through the
 database's own credential check), it refuses nothing.
+
+The same connection reads, once a minute, how many worker credentials and
+issued certificates expire within 14 days (`ql.expiring_counts`): the gauges
+`qinglong_worker_credentials_expiring` and `qinglong_worker_certificates_expiring`.
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ REASON = "certificate_revoked"
 # endpoint's action.
 ACTION = "certificate.admit"
 PAGE = 10000
+# /metrics (SPEC §16.3): what expires within 14 days, re-read once a minute.
+EXPIRING_WINDOW_S = 14 * 86400
+EXPIRING_EVERY_S = 60.0
 _RECONNECT_MIN_S = 0.5
 _RECONNECT_MAX_S = 5.0
 
@@ -92,6 +99,9 @@ class RevokedCertificates:
     _serials: set[str] = field(default_factory=set)
     _peer_serials: OrderedDict[bytes, str | None] = field(default_factory=OrderedDict)
     _stored_at: dict[str, float] = field(default_factory=dict)
+    # Worker credentials / issued certificates expiring within 14 days (/metrics).
+    expiring_credentials: float = float("nan")
+    expiring_certificates: float = float("nan")
 
     def add(self, serials: list[str], last_seq: int) -> None:
         self._serials.update(serials)
@@ -135,7 +145,9 @@ class RevocationListener:
     config: IngressConfig
     revoked: RevokedCertificates
     refresh_s: float = 2.0
+    expiring_every_s: float = EXPIRING_EVERY_S
     _task: asyncio.Task[None] | None = None
+    _expiring_at: float = 0.0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="qinglong-cert-revocations")
@@ -171,10 +183,18 @@ class RevocationListener:
     async def _serve(self, conn: psycopg.AsyncConnection[Any]) -> None:
         while True:
             await self._fetch(conn)
+            if time.monotonic() >= self._expiring_at:
+                await self._count_expiring(conn)
             # Any notification means "something new": fetch at once; otherwise
             # fetch when the period ends.
             async for _notify in conn.notifies(timeout=self.refresh_s, stop_after=1):
                 pass
+
+    async def _count_expiring(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        counts = await api.expiring_counts(within_s=EXPIRING_WINDOW_S).run_async(conn)
+        self.revoked.expiring_credentials = float(counts["credentials"])
+        self.revoked.expiring_certificates = float(counts["certificates"])
+        self._expiring_at = time.monotonic() + self.expiring_every_s
 
     async def _fetch(self, conn: psycopg.AsyncConnection[Any]) -> None:
         while True:
@@ -204,9 +224,17 @@ async def revocation_context(app: web.Application) -> Any:
 
 
 def install(app: web.Application) -> None:
-    """Give an ingress app its revoked-certificate set and listener."""
-    app[REVOKED] = RevokedCertificates()
+    """Give an ingress app its revoked-certificate set and listener, and the
+    expiry gauges of /metrics (NaN until first read)."""
+    revoked = app[REVOKED] = RevokedCertificates()
     app.cleanup_ctx.append(revocation_context)
+    metrics = app[STATE].metrics
+    metrics.add_gauge("qinglong_worker_credentials_expiring",
+                      "Worker credentials that expire within 14 days (not revoked, not "
+                      "rotated yet).", lambda: revoked.expiring_credentials)
+    metrics.add_gauge("qinglong_worker_certificates_expiring",
+                      "Worker certificates issued here that expire within 14 days (not "
+                      "revoked, not renewed yet).", lambda: revoked.expiring_certificates)
 
 
 @web.middleware

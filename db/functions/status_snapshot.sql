@@ -25,6 +25,8 @@
 --     the cluster's LISTEN/NOTIFY queue in use. A listener that holds a
 --     transaction open pins the queue; at 1.0 every commit that fires the
 --     idle-view triggers fails (docs/OPERATIONS.md says what to do).
+--   * expiring: ql.expiring_identities(14 d, 20): worker credentials and
+--     issued certificates that expire within 14 days (SPEC §16.3), soonest first.
 --   Queue terms: `runs` = not yet started (queued or dispatching, runtime-owned,
 --   not cancel-requested, i.e. the candidate index); `offered` = of those, held
 --   by a live unstarted unexpired lease; `waiting` = runs - offered.
@@ -247,7 +249,9 @@ BEGIN
                                                            'listLimit', v_session_limit),
         'leases', v_leases,
         'denials', v_denials,
-        'notificationQueueUsage', pg_catalog.pg_notification_queue_usage());
+        'notificationQueueUsage', pg_catalog.pg_notification_queue_usage(),
+        -- SPEC §16.3: credentials and certificates expiring within 14 days.
+        'expiring', ql.expiring_identities(1209600, 20));
 END
 $$;
 REVOKE ALL ON FUNCTION ql.status_snapshot() FROM PUBLIC;

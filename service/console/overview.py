@@ -1,9 +1,10 @@
 """The overview page `/` (SPEC §10): runs by state, queue depth (ready runs
 apart from scheduled ones, by priority and by task with its pool), throughput,
-the waiting panel, sessions and recent authentication denials.
+the waiting panel, sessions, what expires soon and recent authentication denials.
 
-Six bounded reads, run concurrently: `ql.run_state_counts`, `ql.queue_depth`,
-`ql.throughput`, `ql.waiting_runs`, `ql.live_sessions`, `ql.recent_denials`.
+Seven bounded reads, run concurrently: `ql.run_state_counts`, `ql.queue_depth`,
+`ql.throughput`, `ql.waiting_runs`, `ql.live_sessions`, `ql.recent_denials`,
+`ql.expiring_identities` (credentials and certificates expiring within 14 days).
 (Not `ql.status_snapshot`: its counts go to 100,000 and cost hundreds of
 milliseconds on a deep queue; the page's counts stop at 1,000.)
 """
@@ -27,6 +28,7 @@ Doc = Mapping[str, Any]
 
 
 SESSION_LIMIT = 50
+EXPIRING_LIMIT = 20
 
 
 @dataclass(frozen=True)
@@ -37,15 +39,16 @@ class Overview:
     waiting: Doc
     sessions: Doc
     denials: Doc
+    expiring: Doc = field(default_factory=dict)
     now_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
 async def load(reader: Reader) -> Overview:
-    states, depth, throughput, waiting, sessions, denials = await reader.read_all([
+    states, depth, throughput, waiting, sessions, denials, expiring = await reader.read_all([
         api.run_state_counts(), api.queue_depth(), api.throughput(minutes=15),
         api.waiting_runs(limit=20), api.live_sessions(limit=SESSION_LIMIT),
-        api.recent_denials(limit=20)])
-    return Overview(states, depth, throughput, waiting, sessions, denials)
+        api.recent_denials(limit=20), api.expiring_identities(limit=EXPIRING_LIMIT)])
+    return Overview(states, depth, throughput, waiting, sessions, denials, expiring)
 
 
 def _count(entry: Doc) -> str:
@@ -183,6 +186,24 @@ def _denials(view: Overview) -> Markup:
                    id_="denials-section")
 
 
+def _expiring(view: Overview) -> Markup:
+    """SPEC §16.3: credentials and certificates that expire within 14 days."""
+    found = view.expiring
+    rows = [["credential", c["credentialId"], c["worker"], utc(c["expiresAtMs"]),
+             duration(c["expiresAtMs"] - view.now_ms)] for c in found.get("credentials", [])]
+    rows += [["certificate", c["serial"], c["worker"], utc(c["notAfterMs"]),
+              duration(c["notAfterMs"] - view.now_ms)] for c in found.get("certificates", [])]
+    rows.sort(key=lambda row: row[3])
+    head = el("p", f"credentials {found.get('credentialsTotal', 0)} · certificates "
+                   f"{found.get('certificatesTotal', 0)}"
+                   + (f" (first {EXPIRING_LIMIT} of each)" if found.get("truncated") else ""),
+              class_="muted")
+    return section("Expiring within 14 days", head,
+                   table(["kind", "id", "worker", "expires", "in"], rows,
+                         empty="nothing expires within 14 days", id_="expiring"),
+                   id_="expiring-section")
+
+
 def render(view: Overview) -> Markup:
     return join([el("div", _states(view), _queue(view), class_="cols"), _throughput(view),
-                 _waiting(view), _sessions(view), _denials(view)])
+                 _waiting(view), _sessions(view), _expiring(view), _denials(view)])

@@ -52,7 +52,7 @@ def _error_of(exc: psycopg.Error) -> ConsoleError:
 class Reader:
     """Runs `api.Call`s on pooled autocommit connections."""
 
-    def __init__(self, dsn: str, *, max_size: int = 6) -> None:  # the overview: 6 reads
+    def __init__(self, dsn: str, *, max_size: int = 7) -> None:  # the overview: 7 reads
         self._pool = AsyncConnectionPool(
             dsn, min_size=1, max_size=max_size, open=False, name="qinglong-console",
             kwargs={"autocommit": True, "application_name": "qinglong-console",

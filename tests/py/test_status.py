@@ -40,7 +40,7 @@ def test_json_is_the_snapshot_and_counts_are_right(db_dsn: str, conn) -> None:
     snap = json.loads(result.stdout)
     direct = api.status_snapshot().run(conn)
     assert set(snap) == set(direct) == {"generatedAtMs", "queue", "sessions", "leases", "denials",
-                                         "notificationQueueUsage"}
+                                         "notificationQueueUsage", "expiring"}
     queue = snap["queue"]
     assert (queue["runs"], queue["offered"], queue["waiting"]) == (7, 1, 6)
     assert [(p["priority"], p["runs"]) for p in queue["byPriority"]] == [(2, 4), (0, 3)]
