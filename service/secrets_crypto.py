@@ -143,7 +143,9 @@ def create_kek_file(path: Path, kek_id: str | None = None) -> Kek:
 def load_kek(path: Path) -> Kek:
     """Read a KEK file, refusing one that group or others may read or write."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # A symlink is followed (mounted secret volumes are links); the mode
+        # checked is the file's own, read from the descriptor.
+        fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
         raise SecretsError(SecretsReason.KEK_UNREADABLE,
                            f"cannot open key file {path}: {exc.strerror}") from None
