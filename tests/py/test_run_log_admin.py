@@ -153,3 +153,17 @@ def test_follow_prints_a_running_attempts_new_line_within_3_s(
     stored = live.stored
     assert out == (b"no newline at the end\n[qinglong: log incomplete: "
                    + f"{stored} of {stored + 5} bytes stored]\n".encode())
+
+
+def test_a_ql_readonly_login_reads_the_log(conn: psycopg.Connection, pg_cluster,
+                                           db_name: str) -> None:
+    live = start_attempt(conn)
+    live.append("read me\n")
+    role = f"ql_reader_{db_name}"
+    conn.execute(f"CREATE ROLE {role} LOGIN IN ROLE ql_readonly")
+    try:
+        done = admin_log(str(pg_cluster.dsn(db_name, user=role)), "--run", live.run_id)
+    finally:
+        conn.execute(f"DROP ROLE {role}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"read me\n"

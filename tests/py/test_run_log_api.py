@@ -338,3 +338,34 @@ def test_follow_caps_out_of_bounds_are_refused(key: str, value: str) -> None:
     assert load_producer_config(None, base).log_follow_poll_s == 0.5
     with pytest.raises(ConfigError, match=key.lower()[:12]):
         load_producer_config(None, {**base, f"QL_API_{key}": value})
+
+
+def test_the_clients_follow_reconnects_after_a_capped_stream(
+        api: ApiProcess, db_dsn: str, conn: psycopg.Connection, tmp_path: Path) -> None:
+    """The API ends a stream after log_follow_max_s (4 s here) with the attempt still
+    running: follow_log goes on from the last nextOffset, nothing lost or twice."""
+    live = start_attempt(conn)
+    live.append("before\n")
+    made = make_token(db_dsn, "acme")
+    pages: queue.Queue[Any] = queue.Queue()
+    with _client(api, tmp_path, made["token"]) as producer:
+        thread = threading.Thread(target=lambda: _drain(producer, live, pages))
+        thread.start()
+        try:
+            assert _next(pages, 30).text == "before\n"
+            time.sleep(5)  # past the first stream's cap
+            live.append("after\n")
+            text = "before\n"
+            while "after\n" not in text:
+                text += _next(pages, FOLLOW_DEADLINE_S).text
+            live.complete(live.stored)
+            while (item := _next(pages, 30)) is not None:
+                text += item.text
+                last = item
+        finally:
+            thread.join(timeout=30)
+    assert text == "before\nafter\n" and last.finished
+    streams = [line for line in api.logs().splitlines()
+               if '"action":"run.log"' in line and made["tokenId"] in line
+               and '"reason":"ok"' in line]
+    assert len(streams) >= 2, "the client did not open a second stream"
