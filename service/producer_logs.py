@@ -126,7 +126,9 @@ def _page(doc: Any) -> LogPage:
 
 
 def _line(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    # ASCII only: a line reader that also splits on U+2028 or NEL (httpx) sees
+    # one document per line whatever the log holds.
+    return json.dumps(doc, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def _log_line(page: LogPage) -> bytes:

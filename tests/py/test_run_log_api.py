@@ -369,3 +369,16 @@ def test_the_clients_follow_reconnects_after_a_capped_stream(
                if '"action":"run.log"' in line and made["tokenId"] in line
                and '"reason":"ok"' in line]
     assert len(streams) >= 2, "the client did not open a second stream"
+
+
+def test_line_breaking_characters_in_the_log_survive_the_stream(
+        api: ApiProcess, db_dsn: str, conn: psycopg.Connection, tmp_path: Path) -> None:
+    """U+2028, U+2029 and NEL split lines for httpx's line reader: the stream's JSON
+    is ASCII (escaped), so only the newline ending each document splits it."""
+    live = start_attempt(conn)
+    text = "a\u2028b\u2029c\x85d\r\ne\x0bf\n"
+    live.append(text)
+    live.complete(live.stored)
+    with _client(api, tmp_path, make_token(db_dsn, "acme")["token"]) as producer:
+        streamed = list(producer.follow_log(live.run_id))
+    assert "".join(p.text for p in streamed) == text and streamed[-1].finished
