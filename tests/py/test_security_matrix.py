@@ -429,9 +429,12 @@ PRIVATE_TABLES = ["attempts", "events", "execution_revisions", "placement_classe
                   "worker_labels",  # granted labels (SPEC §13.2)
                   "project_tokens",  # the producer API's tokens (SPEC §13.4)
                   "project_data_keys", "secrets",  # secrets, encrypted (SPEC §14.1)
-                  "pools", "worker_pool_grants"]  # pools and worker grants (SPEC §13.1)
+                  "pools", "worker_pool_grants",  # pools and worker grants (SPEC §13.1)
+                  # Issued and revoked worker certificates (SPEC §16.3).
+                  "worker_certificates", "certificate_revocations"]
 PRIVATE_SEQUENCES = ["events_id_seq", "placement_classes_id_seq", "run_leases_id_seq",
-                     "run_queue_seq", "security_audit_id_seq"]
+                     "run_queue_seq", "security_audit_id_seq",
+                     "certificate_revocations_seq_seq"]  # SPEC §16.3
 CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "publish_revision",
                  "enqueue_runs", "cancel_run", "sweep_leases", "status_snapshot",
                  "configure_task", "task_settings", "list_runs", "show_run", "list_workers",
@@ -446,7 +449,9 @@ CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "pu
                  "list_data_keys", "rewrap_data_keys",
                  # The console's reads (ql_readonly and ql_runtime).
                  "run_state_counts", "queue_depth", "throughput", "waiting_runs",
-                 "live_sessions", "recent_denials"]
+                 "live_sessions", "recent_denials",
+                 # Worker certificates and what expires soon (SPEC §16.3).
+                 "record_certificate", "revoke_certificate", "expiring_identities"]
 TABLE_OPS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "COPY"]
 
 
@@ -746,7 +751,9 @@ def test_search_path_on_the_session_does_not_reach_functions(
         ["ack_lease", "authenticate_worker", "close_session", "complete_lease",
          "confirm_credentials",
          "heartbeat_lease", "heartbeat_session", "heartbeat_sessions", "idle_probe",
-         "lease_secrets", "open_session", "pull_offer", "record_auth_denial"])
+         "lease_secrets", "open_session", "pull_offer", "record_auth_denial",
+         # Credential rotation, revoked certificates, expiry counts (SPEC §16.2, §16.3).
+         "rotate_credential", "revoked_certificates", "expiring_counts"])
     # search_path pinned first; the per-run calls add planner settings (plan once
     # per connection, index paths only, no JIT — db/functions/pull_offer.sql).
     assert all(config[0] == "search_path=pg_catalog, pg_temp" for _, config in pinned)
