@@ -24,7 +24,9 @@
 --                               draining, unexpired session, the calls that
 --                               only let started work end are allowed
 --                               (session.heartbeat, session.close, lease.ack,
---                               lease.heartbeat, lease.complete, lease.log).
+--                               lease.heartbeat, lease.complete, lease.log,
+--                               lease.secrets: a started run still needs its
+--                               secrets to start its command).
 --                               Their own
 --                               fences keep them to the draining session's
 --                               STARTED leases (ql_private.lease_verdict:
@@ -95,7 +97,8 @@ BEGIN
                 http_status := 403;
             ELSIF cred.disabled_at IS NOT NULL
                   AND NOT (p_action IN ('session.heartbeat', 'session.close', 'lease.ack',
-                                        'lease.heartbeat', 'lease.complete', 'lease.log')
+                                        'lease.heartbeat', 'lease.complete', 'lease.log',
+                                        'lease.secrets')
                            AND EXISTS (SELECT 1 FROM ql_private.worker_sessions ws
                                         WHERE ws.worker_id = p_worker_id
                                           AND ws.state = 'draining'
@@ -120,4 +123,4 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) FROM PUBLIC;
 COMMENT ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) IS
-'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|expired_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete/log are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|expired_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete/log/secrets are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';

@@ -5,7 +5,7 @@
 -- Each delivery writes one security_audit row naming secret names only.
 -- Called as ql_worker_ingress.
 BEGIN;
-SELECT plan(29);
+SELECT plan(31);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -184,13 +184,28 @@ SELECT is(pg_temp.sec(:'c1', :'d1', :'w1', :'s1', pg_temp.offer(5), 't5') ->> 'c
           'session_replaced', 'a closed session -> session_replaced');
 RESET ROLE;
 
+-- 9b. a worker disabled with drain: its started lease still gets its secrets
+--     (the run may still be between its starting ACK and its spawn); without
+--     drain it is refused like every call
+SELECT ql.disable_worker(:'w2', true) IS NOT NULL;
+SET LOCAL ROLE ql_worker_ingress;
+SELECT is(pg_temp.sec(:'c2', :'d2', :'w2', :'s2', pg_temp.offer(6), 't6') ->> 'status', 'ok',
+          'a draining worker''s started lease gets its secrets');
+RESET ROLE;
+SELECT ql.enable_worker(:'w2') IS NOT NULL;
+SELECT ql.disable_worker(:'w2', false) IS NOT NULL;
+SET LOCAL ROLE ql_worker_ingress;
+SELECT is(pg_temp.sec(:'c2', :'d2', :'w2', :'s2', pg_temp.offer(6), 't6') ->> 'reason',
+          'worker_disabled', 'disabled without drain -> worker_disabled');
+RESET ROLE;
+
 -- 10. the worker role only
 SET LOCAL ROLE ql_runtime;
 SELECT throws_ok(format('SELECT ql.lease_secrets(%L, %L::bytea, %L, %L, 1, %L, %L::bytea, 2)',
                         :'c2', :'d2', :'w2', :'s2', pg_temp.offer(6), ql_test.token_digest('t6')),
                  '42501', NULL, 'ql_runtime cannot call ql.lease_secrets');
 RESET ROLE;
-SELECT is(pg_temp.audits(), 3::bigint, 'three deliveries, three audit rows');
+SELECT is(pg_temp.audits(), 4::bigint, 'four deliveries, four audit rows');
 
 SELECT * FROM finish();
 ROLLBACK;
