@@ -382,3 +382,20 @@ def test_line_breaking_characters_in_the_log_survive_the_stream(
     with _client(api, tmp_path, make_token(db_dsn, "acme")["token"]) as producer:
         streamed = list(producer.follow_log(live.run_id))
     assert "".join(p.text for p in streamed) == text and streamed[-1].finished
+
+
+def test_the_openapi_document_describes_the_log_endpoint() -> None:
+    validator = pytest.importorskip("openapi_spec_validator")
+    from qinglong.service.producer_openapi import build_document
+
+    document = build_document()
+    validator.validate(document)
+    operation = document["paths"]["/v1/runs/{run_id}/log"]["get"]
+    assert "scope `log`" in operation["summary"]
+    assert [p["name"] for p in operation["parameters"]] == ["run_id", "offset", "attempt",
+                                                             "follow"]
+    ok = operation["responses"]["200"]["content"]
+    ref = {"$ref": "#/components/schemas/qinglong.run-log.v1"}
+    assert ok["application/json"]["schema"] == ok["application/x-ndjson"]["schema"] == ref
+    assert "qinglong.run-log.v1" in document["components"]["schemas"]
+    assert {"400", "401", "403", "404", "429", "503"} <= set(operation["responses"])
