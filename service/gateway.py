@@ -26,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 from qinglong.db.api import Call
 from qinglong.service.config import IngressConfig
 from qinglong.service.metrics import IngressMetrics
-from qinglong.service.sqlstates import lookup
+from qinglong.service.sqlstates import is_read_only_server, lookup
 
 log = logging.getLogger("qinglong.ingress.db")
 T = TypeVar("T")
@@ -128,7 +128,11 @@ class Gateway:
             raise DbUnavailable("database_unavailable")
         try:
             async with self._pool.connection() as conn:
-                return await call.run_async(conn)
+                try:
+                    return await call.run_async(conn)
+                except psycopg.Error as exc:
+                    await self._discard_if_unusable(conn, exc)
+                    raise
         except (PoolTimeout, TooManyRequests, PoolClosed):
             self._failed("pool")
             raise DbUnavailable("database_unavailable") from None
@@ -140,7 +144,25 @@ class Gateway:
             self._schedule_pool_check()
             raise DbUnavailable("database_unavailable") from None
         except psycopg.Error as exc:
+            if is_read_only_server(exc.sqlstate):
+                self._failed("read_only")
+                raise DbUnavailable("database_unavailable") from None
             raise self._classify(exc) from None
+
+    async def _discard_if_unusable(self, conn: psycopg.AsyncConnection[Any],
+                                   exc: psycopg.Error) -> None:
+        """SPEC §17.2: a connection that lost its server or found it read-only is
+        never reused. A lost one is already broken (the pool drops it on return);
+        a read-only one is closed here so the pool drops it, and every other idle
+        connection is drained too — they were opened to the same server, which is
+        now a standby or a demoted primary. Replacements connect afresh, so a
+        multi-host DSN with `target_session_attrs=read-write` finds the new primary."""
+        if not is_read_only_server(exc.sqlstate) or self._pool is None:
+            return
+        log.warning("server is read-only; discarding its connections",
+                    extra={"event": "db.read_only_server"})
+        await conn.close()
+        await self._pool.drain()
 
     def _classify(self, exc: psycopg.Error) -> Exception:
         state = lookup(exc.sqlstate)
