@@ -245,12 +245,12 @@ async def revoked_certificate_middleware(request: web.Request,
     serial = None if der is None or revoked is None else revoked.revoked_serial(der)
     if serial is None or revoked is None:
         return await handler(request)
-    await _refuse(request.app[STATE], revoked, serial, request)
-    raise AssertionError("unreachable")  # _refuse always raises
+    raise await _refusal(request.app[STATE], revoked, serial, request)
 
 
-async def _refuse(state: IngressState, revoked: RevokedCertificates, serial: str,
-                  request: web.Request) -> None:
+async def _refusal(state: IngressState, revoked: RevokedCertificates, serial: str,
+                   request: web.Request) -> ApiError:
+    """Audit the refusal (line always, row rate-limited); the error to raise."""
     worker_id = state.peers.of(request)
     credential_id = parse_authorization(request.headers.get("Authorization")).credential_id
     state.audit.record(AuditRecord(ACTION, Outcome.DENIED, REASON, credential_id, worker_id))
@@ -263,4 +263,4 @@ async def _refuse(state: IngressState, revoked: RevokedCertificates, serial: str
         except (DbUnavailable, DbRefused) as exc:
             log.warning("denial not stored", extra={"event": "audit.store_failed",
                                                     "reason": getattr(exc, "reason", "")})
-    raise ApiError(401, REASON, close_connection=True)
+    return ApiError(401, REASON, close_connection=True)
