@@ -20,10 +20,10 @@
 --   * ended: the attempt is in a final state (succeeded, failed, cancelled,
 --     lost): nothing will be appended any more.
 --   * complete: the stored log is the whole log: the attempt ended, reported
---     logBytes, and stored all of them (storedBytes = logBytes) or stored up
---     to the cap (truncated: complete as far as the cap allows; readers mark
---     it truncated). A log shorter than logBytes, or of an attempt that ended
---     without logBytes, is never complete (SPEC §15.2).
+--     logBytes, and stored all of them (storedBytes = logBytes). A log
+--     shorter than logBytes — cut at the cap (truncated) or missing chunks —
+--     or of an attempt that ended without logBytes, is never complete (SPEC
+--     §15.2: never shown as a complete log); readers say which.
 -- Cost: a primary-key probe of the run, one probe of attempts (run_id,
 --   attempt_no), of attempt_logs, and a range of the chunks' primary key
 --   bounded by p_max_bytes (ql_private.log_bytes). One snapshot (STABLE): the
@@ -119,12 +119,11 @@ BEGIN
         'logBytes', v_log_bytes,
         'truncated', coalesce(v_log.truncated, false),
         'complete', v_ended AND v_log_bytes <> 'null'::jsonb
-                    AND (coalesce(v_log.truncated, false)
-                         OR v_stored = (v_log_bytes #>> '{}')::bigint),
+                    AND v_stored = (v_log_bytes #>> '{}')::bigint,
         'ended', v_ended);
 END
 $$;
 REVOKE ALL ON FUNCTION ql.run_log(uuid, integer, bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.run_log(uuid, integer, bigint, integer) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.run_log(uuid, integer, bigint, integer) IS
-'One page of an attempt''s live log (SPEC 15.3): {runId, attemptNumber (p_attempt_no, NULL = latest), offset, text (stored bytes from p_offset, at most p_max_bytes, whole UTF-8 characters), storedBytes, logBytes (result.logBytes of the completion; null while running or when not reported), truncated (cap reached, SPEC 15.2), complete (ended AND logBytes reported AND (storedBytes = logBytes OR truncated)), ended (attempt succeeded|failed|cancelled|lost)}. Index-driven, one snapshot. Inputs: p_run_id, p_attempt_no >= 1 | NULL, p_offset 0..storedBytes at a character boundary, p_max_bytes 4..16777216. Writes: none. Locks: none. Errors: QL001 NULL run (COLUMN runId), QL004 unknown run (runId) or attempt (attempt), QL006 attempt < 1 (attempt), offset (offset), maxBytes (maxBytes). Caller: ql_readonly, ql_runtime, ql.producer_run_log.';
+'One page of an attempt''s live log (SPEC 15.3): {runId, attemptNumber (p_attempt_no, NULL = latest), offset, text (stored bytes from p_offset, at most p_max_bytes, whole UTF-8 characters), storedBytes, logBytes (result.logBytes of the completion; null while running or when not reported), truncated (cap reached, SPEC 15.2), complete (ended AND logBytes reported AND storedBytes = logBytes; a truncated log is not complete), ended (attempt succeeded|failed|cancelled|lost)}. Index-driven, one snapshot. Inputs: p_run_id, p_attempt_no >= 1 | NULL, p_offset 0..storedBytes at a character boundary, p_max_bytes 4..16777216. Writes: none. Locks: none. Errors: QL001 NULL run (COLUMN runId), QL004 unknown run (runId) or attempt (attempt), QL006 attempt < 1 (attempt), offset (offset), maxBytes (maxBytes). Caller: ql_readonly, ql_runtime, ql.producer_run_log.';

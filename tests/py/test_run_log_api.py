@@ -285,7 +285,7 @@ def test_client_and_run_log_command(api: ApiProcess, db_dsn: str, conn: psycopg.
     done = subprocess.run([*base, "--json"], capture_output=True, timeout=60, env=env)
     assert json.loads(done.stdout) == {
         "runId": live.run_id, "attemptNumber": 1, "text": stored, "storedBytes": 1024,
-        "logBytes": 2014, "truncated": True, "complete": True}
+        "logBytes": 2014, "truncated": True, "complete": False}
     missing = subprocess.run([*base, "--attempt", "2"], capture_output=True, timeout=60,
                              env=env)
     assert missing.returncode == 1 and missing.stdout == b""

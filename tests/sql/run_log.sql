@@ -118,7 +118,7 @@ SELECT is((ql.run_log(:'r3'::uuid) ->> 'complete')::boolean, false, 'ended witho
 SELECT is((ql.run_log(:'r3'::uuid) ->> 'ended')::boolean, true, '... but ended');
 RESET ROLE;
 
--- 5. truncated at the cap, then ended: complete (as far as the cap allows)
+-- 5. truncated at the cap, then ended: not complete (shorter than logBytes), truncated
 SELECT pg_temp.log(4, 0, repeat('x', 1000));
 -- (a cap of 1 KiB on this attempt's log header: what a task configured so pins)
 UPDATE ql_private.attempt_logs SET limit_bytes = 1024
@@ -128,8 +128,8 @@ SELECT pg_temp.done(4, 'failed', pg_temp.result(5000));
 SET LOCAL ROLE ql_readonly;
 SELECT is(ql.run_log(:'r4'::uuid, 1) - 'text' - 'runId',
           jsonb_build_object('attemptNumber', 1, 'offset', 0, 'storedBytes', 1024,
-                             'logBytes', 5000, 'truncated', true, 'complete', true, 'ended', true),
-          'truncated at the cap and ended: complete, truncated, storedBytes = the cap');
+                             'logBytes', 5000, 'truncated', true, 'complete', false, 'ended', true),
+          'truncated at the cap and ended: truncated, never complete, storedBytes = the cap');
 
 -- 6. the latest attempt by default (the failed run was retried: attempt 2, no log yet)
 SELECT is(ql.run_log(:'r4'::uuid) - 'runId',
