@@ -176,6 +176,27 @@ def pull_offer(*, credential_id: str, secret_digest: bytes, worker_id: str, sess
                              "bounds": None if bounds is None else Jsonb(dict(bounds))})
 
 
+PULL_OFFERS: Statement[JsonObject] = Statement("pull_offers", (
+    "SELECT ql.pull_offers(p_credential_id => %(credential_id)s::text,"
+    " p_secret_digest => %(secret_digest)s::bytea, p_worker_id => %(worker_id)s::text,"
+    " p_session_id => %(session_id)s::text, p_generation => %(generation)s::bigint,"
+    " p_offer_ids => %(offer_ids)s::text[], p_token_digests => %(token_digests)s::bytea[],"
+    " p_bounds => %(bounds)s::jsonb)"))
+
+
+def pull_offers(*, credential_id: str, secret_digest: bytes, worker_id: str, session_id: str,
+                generation: int, offer_ids: Sequence[str], token_digests: Sequence[bytes],
+                bounds: Mapping[str, int] | None = None) -> Call[JsonObject]:
+    """A batched pull (SPEC §18.1): `offer_ids` and their `token_digests` indexed
+    alike (1-16); `bounds` per claim, as `pull_offer`. Answers `{status: batch,
+    offers, conflicts, idle}` or a denial envelope."""
+    return Call(PULL_OFFERS, {**_session_params(credential_id, secret_digest, worker_id,
+                                                session_id, generation),
+                              "offer_ids": list(offer_ids),
+                              "token_digests": list(token_digests),
+                              "bounds": None if bounds is None else Jsonb(dict(bounds))})
+
+
 _LEASE_ARGS = (f"{_SESSION_ARGS}, p_offer_id => %(offer_id)s::text,"
                " p_token_digest => %(token_digest)s::bytea,"
                " p_lease_version => %(lease_version)s::bigint")

@@ -32,6 +32,7 @@ INSERT INTO api_class VALUES
     ('heartbeat_session',   'ql_worker_ingress'),
     ('close_session',       'ql_worker_ingress'),
     ('pull_offer',          'ql_worker_ingress'),
+    ('pull_offers',         'ql_worker_ingress'),
     ('ack_lease',           'ql_worker_ingress'),
     ('heartbeat_lease',     'ql_worker_ingress'),
     ('complete_lease',      'ql_worker_ingress'),
@@ -169,7 +170,7 @@ SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
               AND p.proconfig @> ARRAY['plan_cache_mode=force_generic_plan',
                                        'enable_seqscan=off', 'jit=off']),
           ARRAY['ack_lease', 'append_log', 'complete_lease', 'heartbeat_lease', 'heartbeat_sessions',
-                'lease_secrets', 'pull_offer'],
+                'lease_secrets', 'pull_offer', 'pull_offers'],
           'the per-run worker calls pin generic plans without sequential scans or JIT');
 SELECT is((SELECT array_agg(signature ORDER BY signature) FROM project_fn
             WHERE has_function_privilege('public', oid, 'EXECUTE')), NULL,
