@@ -298,6 +298,7 @@ class Demo:
     sweeper: Child | None = None
     api_child: Child | None = None  # `qinglong api serve` (qinglong.demo_api)
     producer: Any = None  # demo_api.DemoApi: the runs are enqueued through it
+    job: Any = None  # demo_job.DemoJob: signing key, KEK, the secret task and its log
     ingress_url: str = ""
     console_port: int | None = None  # None: no console (--no-console); 0: any free port
     console: Child | None = None
@@ -396,8 +397,11 @@ class Demo:
         self.say(f"console serving {self.console_url} (log {self.console.log_path.name})")
 
     def provision(self) -> None:
+        from qinglong.demo_job import DemoJob
         from qinglong.service import control_plane, pki
 
+        self.job = DemoJob.create(self.root)
+        self.out = self.job.record(self.out)  # read back by the leak check
         ca_dir = self.root / "ca"
         pki.init_ca(ca_dir)
         pki.issue_server_cert(ca_dir, self.root / "server")
@@ -451,6 +455,7 @@ class Demo:
             "auditLog": str(self.root / "logs" / "audit.log"),
             "readyFile": str(ready_file),
             "logLevel": "WARNING",
+            "kekFile": str(self.job.kek_file),  # opens the secrets it delivers (SPEC §14.3)
         }
         config_path = self.root / "ingress.json"
         # Holds the ingress DSN (and its password): 0600 from creation.
@@ -525,14 +530,17 @@ class Demo:
             caps += " " + " ".join(f"{k}@{v}" for k, v in view.profile.runtimes.items())
             flaky = "  (flaky: dies once after a pull response)" if view.crash_once else ""
             self.say(f"worker {view.name:<9} {caps}  slots {min(self.runs, 256)}{flaky}")
+        self.say(self.job.trust_line())
         if not self.execute:
-            self.say("workers run without an executor: accepted offers stay in their inboxes")
+            self.say("workers run without an executor: accepted offers stay in their inboxes"
+                     " (so no secret, masking or live log part)")
 
     def _launch(self, view: WorkerView) -> None:
         from qinglong.worker.faults import CRASH_ENV
 
         path = self.root / "workers" / view.name / "worker.json"
-        argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path)]
+        argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path),
+                *self.job.worker_args()]
         if self.execute:
             # SPEC §11: as root, tasks never run as root by default; not as
             # root, the demo accepts running them as its own user.
@@ -565,16 +573,26 @@ class Demo:
                 self._launch(view)
 
     def publish(self) -> None:
+        from qinglong.demo_job import SECRET_TASK
         from qinglong.service import control_plane
         from qinglong.service.compiler import compile_command
 
-        self.planned = plan_runs([v.profile for v in self.views], self.runs)
+        profiles = [v.profile for v in self.views]
+        self.job.enabled = self.execute
         with control_plane.connect(self.admin_dsn) as conn:
+            if self.job.enabled:  # the secret task's run is one of --runs
+                self.say(self.job.store_secret(conn))
+                self.planned = [(SECRET_TASK, 1), *plan_runs(profiles, self.runs - 1)]
+            else:
+                self.planned = plan_runs(profiles, self.runs)
             for task, count in self.planned:
                 compiled = compile_command(task.command())
-                published = control_plane.publish_revision(
-                    conn, PROJECT, task.name, compiled.canonical)
+                published = control_plane.publish_task(
+                    conn, PROJECT, task.name, compiled.canonical,
+                    sign=self.job.trust.sign_for(compiled))
                 task_id = str(published["taskId"])
+                if task is SECRET_TASK:
+                    self.job.task_id = task_id
                 self.task_names[task_id] = task.name
                 self.say(f"task {task.name:<14} priority {task.priority}  {count:>3} runs"
                          f"  ({task.summary})")
@@ -584,7 +602,8 @@ class Demo:
         if self.producer is not None and self.planned:
             from qinglong.demo_api import curl_line
 
-            task = f"{PROJECT}/{self.planned[0][0].name}"
+            shown = next((t for t, _ in self.planned if t is not SECRET_TASK), self.planned[0][0])
+            task = f"{PROJECT}/{shown.name}"
             self.say(f"the same enqueue from a shell (the token is read from its file): "
                      f"{curl_line(self.producer, task)}")
         how = "through the producer API" if self.producer is not None else "over SQL"
@@ -699,7 +718,9 @@ class Demo:
         while True:
             self.enqueue_due()
             self.restart_crashed()
+            self.notes += self.job.poll(self.admin_dsn)  # the secret run's live log
             lines, complete = self.progress_lines()
+            complete = complete and (not self.job.enabled or self.job.finished)
             now = time.monotonic()
             for note in self.notes:
                 if tty and shown:
@@ -760,6 +781,8 @@ class Demo:
         lines.append("  run states: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
         lines.append(f"  pulls answered by the ingress: {json.dumps(metrics, sort_keys=True)}"
                      " ('idempotent' = an offer recovered by a retried pull, never a 2nd lease)")
+        self.job.check(self.admin_dsn, self.runs_root)
+        lines += self.job.summary_lines()
         verdict = "every run offered" if not self.execute else "every run done"
         lines.append(f"  {verdict if complete else 'INCOMPLETE (timed out)'}"
                      f" in {elapsed:.1f}s; 'score' = mean placementScore of the offers")
@@ -860,7 +883,7 @@ def run_demo(demo: Demo) -> int:
         stopped += " (and the console)"
     demo.say(f"stopped {stopped}; removed "
              + (str(demo.root) if demo.keep is None else "nothing (--keep)"))
-    return 0 if complete else 1
+    return 0 if complete and not demo.job.leaked else 1
 
 
 def demo_command(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@ offered, a summary, exit 0, and nothing left behind — also after Ctrl-C."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -14,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from qinglong.demo import Demo, run_demo
 
 # Minutes, not seconds: the full suite runs it; `pytest -m "not slow"` skips it.
 pytestmark = pytest.mark.slow
@@ -128,3 +131,78 @@ def test_the_printed_curl_line_enqueues_through_the_demo_api() -> None:
     output = "".join(lines) + rest
     assert process.returncode in (0, 1, 130), output
     _assert_gone(output)
+
+
+_LOG_MASKED = re.compile(r"^\[\s*\d+\.\ds\]   log \| secret-report: REPORT_TOKEN=\[MASKED\]$",
+                         re.MULTILINE)
+
+
+def _worker_events(root: Path) -> list[dict[str, object]]:
+    events = []
+    for log in sorted((root / "logs").glob("*.log")):
+        if log.name.startswith(("edge-", "gpu-", "old-")):
+            for line in log.read_text(errors="replace").splitlines():
+                if line.startswith("{"):
+                    events.append(json.loads(line))
+    return events
+
+
+@pytest.mark.timeout(180)
+def test_demo_runs_the_real_job_signed_with_a_masked_secret_and_a_live_log(
+        tmp_path: Path) -> None:
+    """With an executor: every revision signed and run by enforcing workers, one
+    secret delivered to secret-report and masked in the live log the demo follows,
+    and the value (demo-secret-…) nowhere in the output or the kept files."""
+    result = subprocess.run([*DEMO, "--workers", "3", "--runs", "12", "--no-console",
+                             "--keep", str(tmp_path)],
+                            capture_output=True, text=True, timeout=150, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    if "workers run without an executor" in output:
+        pytest.skip("no executor in this build: the demo has no secret part")
+    assert "--trust-policy enforce" in output
+    assert "run states: succeeded 12" in output, output  # the secret run is one of --runs
+    total = next(line for line in output.splitlines() if line.strip().startswith("total"))
+    assert total.split()[1] == "12"
+    assert re.search(r"^  secret-report +9 +1 ", output, re.MULTILINE), output
+    assert _LOG_MASKED.search(output), output  # followed while it ran, masked
+    assert "  log | secret-report: done" in output
+    assert "secret value found nowhere (checked: the demo's output" in output
+    assert "demo-secret-" not in output, "the secret's value was printed"
+    root = Path(_ROOT.search(output).group(1))  # type: ignore[union-attr]
+    assert (root / "kek.key").stat().st_mode & 0o777 == 0o600
+    assert (root / "signing" / "signing-key.pem").stat().st_mode & 0o777 == 0o600
+    assert json.loads((root / "ingress.json").read_text())["kekFile"] == str(root / "kek.key")
+    events = _worker_events(root)
+    kid = json.loads((root / "signing" / "signing-key.jwk.json").read_text())["kid"]
+    trust = [(e["policy"], e["kids"]) for e in events if e.get("event") == "worker.trust"]
+    assert len(trust) >= 3 and set(map(str, trust)) == {str(("enforce", [kid]))}, trust
+    assert [e for e in events if str(e.get("event", "")).startswith("exec.signature")] == []
+    delivered = [e for e in events if e.get("event") == "exec.secrets_delivered"]
+    assert [e["variables"] for e in delivered] == [["REPORT_TOKEN"]]
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert b"demo-secret-" not in path.read_bytes(), f"the value is in {path}"
+
+
+class _NoExecutorDemo(Demo):
+    def detect_executor(self) -> bool:
+        return False  # the injected fault: a build whose workers cannot execute
+
+
+@pytest.mark.timeout(180)
+def test_demo_without_an_executor_has_no_secret_part() -> None:
+    """Without an executor the demo still offers every run (signed, enforcing
+    workers) and says in one line why there is no secret or live log part."""
+    out = io.StringIO()
+    demo = _NoExecutorDemo(workers=2, runs=6, dsn=None,
+                           timeout_s=60.0, keep=None, crash=False, console_port=None,
+                           out=out)
+    code = run_demo(demo)
+    output = out.getvalue()
+    assert code == 0, output
+    assert "workers run without an executor: accepted offers stay in their inboxes (so no " \
+        "secret, masking or live log part)" in output
+    assert "every run offered" in output and "--trust-policy enforce" in output
+    assert "secret-report" not in output and "log |" not in output
+    assert "secret value" not in output and "secret report-token" not in output
