@@ -74,6 +74,7 @@ class Phase:
     claims: int = 0
     log_requests: float = 0.0
     log_refused: float = 0.0
+    streaming: int = 0  # stream runs still running at the phase's end
 
     @property
     def per_s(self) -> float:
@@ -150,9 +151,12 @@ def _one(conn: psycopg.Connection, sql: str, params: Any = None) -> Any:
     return row[0]
 
 
-def _running(conn: psycopg.Connection) -> int:
-    return int(_one(conn, "SELECT count(*) FROM ql_private.run_leases "
-                          "WHERE started_at IS NOT NULL AND released_at IS NULL"))  # fmt: skip
+def _running(conn: psycopg.Connection, task_id: str | None = None) -> int:
+    return int(_one(conn, "SELECT count(*) FROM ql_private.run_leases l "
+                          "JOIN ql_private.runs r ON r.id = l.run_id "
+                          "WHERE l.started_at IS NOT NULL AND l.released_at IS NULL "
+                          "AND (%s::uuid IS NULL OR r.task_id = %s::uuid)",
+                    (task_id, task_id)))  # fmt: skip
 
 
 def _measure(level: LogsLevel, sizes: Sizes, flag: Path) -> dict[str, Any]:
@@ -170,11 +174,12 @@ def _measure(level: LogsLevel, sizes: Sizes, flag: Path) -> dict[str, Any]:
         level.start_group(sizes.streamers, sizes.claimers)
         _await(level, level.sessions_open, "worker sessions")
         time.sleep(sizes.warmup_s)
-        phases = [_phase(conn, level, kind, sizes.phase_s, flag) for kind in sizes.order]
+        phases = [_phase(conn, level, kind, sizes.phase_s, flag, stream_task)
+                  for kind in sizes.order]  # fmt: skip
         flag.unlink(missing_ok=True)
         level.check_alive()
         left = int(_one(conn, "SELECT count(*) FROM ql_private.runs WHERE state = 'queued'"))
-    return {"phases": phases, "queuedLeft": left}
+    return {"phases": phases, "queuedLeft": left, "streamTask": stream_task}
 
 
 def _await(level: LogsLevel, predicate: Any, what: str) -> None:
@@ -186,7 +191,7 @@ def _await(level: LogsLevel, predicate: Any, what: str) -> None:
 
 
 def _phase(conn: psycopg.Connection, level: LogsLevel, kind: str, seconds: float,
-           flag: Path) -> Phase:  # fmt: skip
+           flag: Path, stream_task: str) -> Phase:  # fmt: skip
     if kind == "L":
         flag.touch()
         flag.chmod(0o644)
@@ -203,7 +208,8 @@ def _phase(conn: psycopg.Connection, level: LogsLevel, kind: str, seconds: float
     ok1, other1 = level.log_counts()
     claims = int(_one(conn, "SELECT count(*) FROM ql_private.run_leases "
                             "WHERE claimed_at >= %s AND claimed_at < %s", (t0, t1)))  # fmt: skip
-    return Phase(kind, elapsed, claims, ok1 - ok0, other1 - other0)
+    streaming = _running(conn, stream_task)
+    return Phase(kind, elapsed, claims, ok1 - ok0, other1 - other0, streaming)
 
 
 def run_standalone(quick: bool) -> list[Table]:
@@ -238,13 +244,14 @@ def report(sizes: Sizes, result: dict[str, Any]) -> list[Table]:
     table = Table(
         f"logs: {sizes.claimers} claiming + {sizes.streamers} streaming `worker run --execute` "
         f"processes, 2 ingresses (mTLS), phases {sizes.order} x {sizes.phase_s:g} s",
-        ["phase", "live logs", "claims", "claims/s", "log requests/s", "log requests not 200"],
+        ["phase", "live logs", "claims", "claims/s", "log requests/s", "log requests not 200",
+         "streams running at end"],
     )  # fmt: skip
     for index, phase in enumerate(phases):
         table.rows.append([str(index + 1), "streaming" if phase.kind == "L" else "silent",
                            f"{phase.claims:,}", f"{phase.per_s:,.1f}",
                            f"{phase.log_requests / phase.seconds:,.1f}",
-                           f"{phase.log_refused:g}"])  # fmt: skip
+                           f"{phase.log_refused:g}", str(phase.streaming)])  # fmt: skip
     met = verdict >= TARGET_RATIO
     table.notes += [
         f"claims/s streaming ÷ silent = {mean_logged:,.1f} ÷ {mean_silent:,.1f} = "
@@ -260,7 +267,8 @@ def report(sizes: Sizes, result: dict[str, Any]) -> list[Table]:
                   "order": sizes.order, "phaseS": sizes.phase_s,
                   "phases": [{"kind": p.kind, "seconds": round(p.seconds, 2), "claims": p.claims,
                               "perS": round(p.per_s, 2), "logRequests": p.log_requests,
-                              "logRefused": p.log_refused} for p in phases],
+                              "logRefused": p.log_refused, "streaming": p.streaming}
+                             for p in phases],
                   "silentPerS": round(mean_silent, 2), "streamingPerS": round(mean_logged, 2),
                   "ratio": verdict, "ratioMet": met}  # fmt: skip
     return [table]
