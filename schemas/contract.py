@@ -43,6 +43,9 @@ class SchemaId(StrEnum):
     PLACEMENT = "qinglong/placement@v1"
     OFFER_PULL_REQUEST = "qinglong/offer-pull-request@v1"
     REMOTE_EXECUTION_OFFER = "qinglong/remote-execution-offer@v1"
+    # Batched pulls (SPEC §18.1).
+    OFFER_BATCH_PULL_REQUEST = "qinglong/offer-batch-pull-request@v1"
+    REMOTE_EXECUTION_OFFER_BATCH = "qinglong/remote-execution-offer-batch@v1"
     ERROR = "qinglong/error@v1"
     SESSION_OPEN_REQUEST = "qinglong/session-open-request@v1"
     SESSION_HEARTBEAT_REQUEST = "qinglong/session-heartbeat-request@v1"

@@ -57,6 +57,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(routes.OFFERS_PULL, views.OFFER_PULL,
               "Claim (or recover) one offer, or learn why there is none",
               (*_FENCE_CONFLICTS, *_SESSION_CONFLICTS, "capabilities_mismatch")),
+    Operation(routes.OFFERS_PULL_BATCH, views.OFFER_BATCH_PULL,
+              "Claim or recover 1-16 offers of one session (SPEC 18.1), each by the rules "
+              "of a single pull, at most the session's free slots; `idle` says why an "
+              "offer id was not claimed, `conflicts` names ids refused by their replay "
+              "fences",
+              (*_SESSION_CONFLICTS, "session_draining", "capabilities_mismatch")),
     Operation(routes.LEASES_ACK, views.LEASE_ACK,
               "Acknowledge starting / running / start_failed", _LEASE_CONFLICTS),
     Operation(routes.LEASES_HEARTBEAT, views.LEASE_HEARTBEAT,

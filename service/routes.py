@@ -10,6 +10,7 @@ SESSIONS = "/v1/sessions"
 SESSIONS_HEARTBEAT = "/v1/sessions/heartbeat"
 SESSIONS_CLOSE = "/v1/sessions/close"
 OFFERS_PULL = "/v1/offers/pull"
+OFFERS_PULL_BATCH = "/v1/offers/pull-batch"
 LEASES_ACK = "/v1/leases/ack"
 LEASES_HEARTBEAT = "/v1/leases/heartbeat"
 LEASES_COMPLETE = "/v1/leases/complete"
@@ -22,6 +23,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(SESSIONS_HEARTBEAT, views.heartbeat_session)
     app.router.add_post(SESSIONS_CLOSE, views.close_session)
     app.router.add_post(OFFERS_PULL, views.pull_offer)
+    app.router.add_post(OFFERS_PULL_BATCH, views.pull_offer_batch)
     app.router.add_post(LEASES_ACK, views.ack_lease)
     app.router.add_post(LEASES_HEARTBEAT, views.heartbeat_lease)
     app.router.add_post(LEASES_COMPLETE, views.complete_lease)

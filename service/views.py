@@ -71,6 +71,11 @@ SESSION_CLOSE = Endpoint("sessions.close", "session.close", SchemaId.SESSION_CLO
                          SchemaId.SESSION, 200)
 OFFER_PULL = Endpoint("offers.pull", "offer.pull", SchemaId.OFFER_PULL_REQUEST,
                       SchemaId.REMOTE_EXECUTION_OFFER, 200)
+# A batch of up to 16 offers (SPEC §18.1): the worker's hard limit on any answer.
+OFFER_BATCH_RESPONSE_BYTES = 1000 * 1024
+OFFER_BATCH_PULL = Endpoint("offers.pull_batch", "offer.pull", SchemaId.OFFER_BATCH_PULL_REQUEST,
+                            SchemaId.REMOTE_EXECUTION_OFFER_BATCH, 200,
+                            OFFER_BATCH_RESPONSE_BYTES)
 # Audit actions match the ones the SQL functions record (ql_private.authenticate).
 LEASE_ACK = Endpoint("leases.ack", "lease.ack", SchemaId.LEASE_ACK_REQUEST, SchemaId.LEASE, 200)
 LEASE_HEARTBEAT = Endpoint("leases.heartbeat", "lease.heartbeat",
@@ -151,7 +156,7 @@ def parse_request(data: bytes, schema_id: SchemaId) -> dict[str, Any]:
 # credential and acts (service/audit.py: the second line says how it went).
 IDENTITY_VERIFIED = "identity_verified"
 # The second line's reason for a completed call: the database's answer status.
-DONE_STATUSES = frozenset({"ok", "offered", "idle", "idempotent", "conflict"})
+DONE_STATUSES = frozenset({"ok", "offered", "idle", "idempotent", "conflict", "batch"})
 
 
 def _audit_line(state: IngressState, endpoint: Endpoint, outcome: Outcome, reason: str,
@@ -404,6 +409,54 @@ def _pull_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
     if status == "conflict":
         raise ApiError(409, str(result.get("category", "conflict")))
     raise _invalid_projection(state, OFFER_PULL, f"unexpected status {status!r}")
+
+
+async def pull_offer_batch(request: web.Request) -> web.Response:
+    """A batched pull (SPEC §18.1): one database call claims or recovers each
+    (offerId, leaseToken) pair by the single pull's rules (ql.pull_offers)."""
+    state, admitted = await _admit(request, OFFER_BATCH_PULL)
+    cred, doc = admitted.credential, admitted.doc
+    pairs = doc["offers"]
+    offer_ids = [pair["offerId"] for pair in pairs]
+    if len(set(offer_ids)) != len(offer_ids):
+        raise ApiError(400, "duplicate_offer_id")
+    try:
+        result = await _act(state, OFFER_BATCH_PULL, admitted, api.pull_offers(
+            credential_id=cred.credential_id, secret_digest=cred.secret_digest,
+            worker_id=admitted.worker_id, session_id=doc["sessionId"],
+            generation=doc["generation"], offer_ids=offer_ids,
+            token_digests=[lease_token_digest(pair["leaseToken"]) for pair in pairs]))
+    except ApiError as exc:
+        state.metrics.pulls.inc("denied" if exc.status in (401, 403) else
+                                "conflict" if exc.status == 409 else "error")
+        raise
+    return respond(request, state, OFFER_BATCH_PULL, _batch_body(state, result))
+
+
+def _batch_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
+    offers, conflicts, idle = result.get("offers"), result.get("conflicts"), result.get("idle")
+    if (result["status"] != "batch" or not isinstance(offers, list)
+            or not isinstance(conflicts, list) or not isinstance(idle, dict | None)):
+        raise _invalid_projection(state, OFFER_BATCH_PULL,
+                                  f"unexpected status {result['status']!r}")
+    for _ in offers:
+        state.metrics.pulls.inc("offered")
+    for _ in conflicts:
+        state.metrics.pulls.inc("conflict")
+    body: dict[str, Any] = {
+        "schema": SchemaId.REMOTE_EXECUTION_OFFER_BATCH.value,
+        "offers": [_with_schema(SchemaId.REMOTE_EXECUTION_OFFER, offer, status="offered")
+                   for offer in offers if isinstance(offer, dict)],
+        "idle": None,
+    }
+    if idle is not None:
+        state.metrics.pulls.inc("idle")
+        body["idle"] = {"reason": idle.get("reason"), "stats": idle.get("stats"),
+                        "truncated": idle.get("truncated"),
+                        "retryAfterMs": state.idle_retry_after_ms()}
+    if conflicts:
+        body["conflicts"] = conflicts
+    return body
 
 
 # ------------------------------------------------------------------ leases (SPEC §7)

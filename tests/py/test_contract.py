@@ -171,6 +171,21 @@ VALID: dict[str, dict[str, Any]] = {
         "leaseToken": TOKEN,
     },
     "qinglong/remote-execution-offer@v1": offered(),
+    "qinglong/offer-batch-pull-request@v1": {
+        "schema": "qinglong/offer-batch-pull-request@v1",
+        **FENCE,
+        "offers": [{"offerId": U2, "leaseToken": TOKEN}],
+    },
+    "qinglong/remote-execution-offer-batch@v1": {
+        "schema": "qinglong/remote-execution-offer-batch@v1",
+        "offers": [offered()],
+        "idle": {"reason": "capacity_full",
+                 "stats": {"pages": 0, "candidates": 0, "claimAttempts": 0, "races": 0,
+                           "mismatches": {"executor": 0, "label": 0, "runtime": 0,
+                                          "capacity": 1}},
+                 "truncated": False, "retryAfterMs": 2000},
+        "conflicts": [{"offerId": U1, "category": "token_mismatch"}],
+    },
     "qinglong/error@v1": {
         "schema": "qinglong/error@v1",
         "error": "conflict",
