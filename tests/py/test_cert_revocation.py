@@ -215,3 +215,35 @@ def test_cli_refuses_bad_serials_existing_files_and_unknown_workers(
     assert unknown.returncode == 1
     assert json.loads(unknown.stderr)["error"] == "not_found"
     assert not list((tmp_path / "nobody").glob("*.pem"))  # nothing left behind
+
+
+def test_a_kept_alive_connection_is_refused_once_its_certificate_is_revoked(
+        ingress: Any, prov: Any, test_pki: PkiSet, db_dsn: str) -> None:
+    import http.client
+
+    agent = make_agent(prov, test_pki, "kept-alive")
+    session = post(ingress.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
+                   token=agent.token).json
+    conn = http.client.HTTPSConnection("127.0.0.1", ingress.port, context=agent.ctx, timeout=15)
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {agent.token}"}
+
+    def pull() -> http.client.HTTPResponse:
+        conn.request("POST", "/v1/offers/pull", body=json.dumps(pull_body(agent, session)),
+                     headers=headers)
+        response = conn.getresponse()
+        response.read()
+        return response
+
+    try:
+        assert pull().status == 200
+        sock = conn.sock  # the connection made before the revocation
+        _ok("cert", "revoke", "--dsn", db_dsn, "--serial",
+            _openssl_serial(agent.cert.cert_file).lower())
+        revoked_at = time.monotonic()
+        while (reply := pull()).status == 200:
+            assert conn.sock is sock, "the ingress closed the connection before refusing"
+            assert time.monotonic() - revoked_at < 5.0, "allowed after 5 s"
+            time.sleep(0.05)
+        assert reply.status == 401 and reply.getheader("Connection") == "close"
+    finally:
+        conn.close()
