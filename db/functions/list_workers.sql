@@ -4,7 +4,8 @@
 --   console (SPEC §9.4): {workers: [{workerId, name, disabled, allPools,
 --   pools: ["P/N", ...], poolsCapped, selfLabels,
 --   grantedLabels: {key: value} (SPEC §13.2, ql.label_worker), credentials:
---   [{credentialId, state: "active"|"revoked"}], session: {sessionId,
+--   [{credentialId, state: "active"|"revoked"|"expired" (SPEC §16.2)}],
+--   session: {sessionId,
 --   generation, state, labels, slots, liveLeases, lastSeenAtMs} | null}], next}.
 --   Workers in id order, one keyset page; `next` = the last listed worker id
 --   (pass it as p_after), null at the end. `session` is the worker's open
@@ -90,10 +91,12 @@ BEGIN
                'credentials', coalesce((
                    SELECT jsonb_agg(jsonb_build_object(
                               'credentialId', c.credential_id,
-                              'state', CASE WHEN c.revoked_at IS NULL THEN 'active'
-                                            ELSE 'revoked' END)
+                              'state', CASE WHEN c.revoked_at IS NOT NULL THEN 'revoked'
+                                            WHEN c.expires_at <= clock_timestamp()
+                                                THEN 'expired'
+                                            ELSE 'active' END)
                               ORDER BY c.created_at, c.credential_id)
-                     FROM (SELECT cc.credential_id, cc.revoked_at, cc.created_at
+                     FROM (SELECT cc.credential_id, cc.revoked_at, cc.created_at, cc.expires_at
                              FROM ql_private.worker_credentials cc
                             WHERE cc.worker_id = x.id
                             ORDER BY cc.created_at DESC, cc.credential_id DESC
@@ -125,4 +128,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.list_workers(integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_workers(integer, text) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.list_workers(integer, text) IS
-'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, allPools, pools (P/N, sorted, <= 100), poolsCapped, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, allPools, pools (P/N, sorted, <= 100), poolsCapped, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked|expired}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';

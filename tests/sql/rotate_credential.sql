@@ -5,7 +5,7 @@
 -- confirm_credentials); denials are envelopes with one audit row; malformed
 -- input QL001 by SQLSTATE, nothing written.
 BEGIN;
-SELECT plan(20);
+SELECT plan(21);
 \ir fixtures.psql
 
 SELECT ql.register_worker('rot') ->> 'workerId' AS w \gset
@@ -60,6 +60,10 @@ SELECT is(ql.authenticate_worker('newnewnewnewnew2', ql_test.secret_digest('new2
           'expired_credential', 'an expired credential is refused (401 expired_credential)');
 SELECT is(ql.confirm_credentials(ARRAY['newnewnewnewnew2'], ARRAY[ql_test.secret_digest('new2')], ARRAY[:'w']),
           ARRAY[]::text[], 'and not re-confirmed for an idle view cache');
+SELECT is((SELECT c ->> 'state' FROM jsonb_array_elements(ql.list_workers() -> 'workers') w,
+                   jsonb_array_elements(w -> 'credentials') c
+             WHERE c ->> 'credentialId' = 'newnewnewnewnew2'),
+          'expired', 'admin worker list shows it expired');
 
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_worker_ingress;
