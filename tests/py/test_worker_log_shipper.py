@@ -427,3 +427,22 @@ def test_a_refused_log_stops_shipping_but_not_the_command(bench: Bench, status: 
     assert bench.leases.detail("complete")["outcome"] == "succeeded"
     assert result_of(bench, entry)["logBytes"] == len("hi\nthere\n")
     assert "exec.log_refused" in bench.names()
+
+
+def test_a_restart_with_an_empty_log_sends_no_log_request(bench: Bench) -> None:
+    """Spawned (output.log created) but nothing printed: the server cannot hold
+    more than the file, so no request; the completion says logBytes 0."""
+    server = LogServer()
+    entry = entry_for(command("sleep", "300"))
+    bench.admit(entry)
+    work = bench.root / "work" / entry.offer_id
+    work.mkdir(parents=True, mode=0o700)
+    (work / "output.log").write_bytes(b"")
+    lease = dict(entry.lease, leaseVersion=2, startedAtMs=entry.lease["claimedAtMs"])
+    bench.journal.advance(InboxEntry(entry.offer, lease, entry.accepted_at_ms,
+                                     EntryState.STARTING.value, None))  # fmt: skip
+    make(bench, server)
+    bench.run(timeout=30)
+    assert server.requests == []
+    assert bench.leases.detail("complete")["reason"] == "worker_restarted"
+    assert result_of(bench, entry)["logBytes"] == 0
