@@ -1,4 +1,4 @@
-"""`python -m tools.chaos soak|check` (docs/RELIABILITY.md), run from a checkout.
+"""`python -m tools.chaos soak|drill|check` (docs/RELIABILITY.md), run from a checkout.
 
 Only argparse here; the soak and the checker load when their command runs.
 """
@@ -72,6 +72,22 @@ def build_parser() -> argparse.ArgumentParser:
     mutate.add_argument("--min-pulls", type=int, default=None, metavar="N",
                         help="override the soak's pull target")
     mutate.set_defaults(handler=_lazy("tools.chaos.cli:mutate_command"))
+    drill = commands.add_parser(
+        "drill",
+        help="availability drill: Patroni failover, switchover, ingress loss (SPEC 17.3)",
+        description="etcd, two Patroni-managed PostgreSQL 15 nodes (synchronous_mode_strict) "
+        "and HAProxy in front of two ingresses, on loopback from Debian packages (installed "
+        "with apt-get when missing); real executing workers; SIGKILL the leader, a planned "
+        "switchover, SIGKILL an ingress; the checker over the whole history. Prints, last, "
+        "one JSON object {faults: [{kind, timeToOfferS}], lostClaims, doubleLeases, "
+        "nonTerminalRuns, anomalies}; exit 0 only when all counts are 0 and every fault "
+        "met its target (30 s failover, 5 s switchover and ingress loss).",
+    )
+    drill.add_argument("--out", type=Path, default=None,
+                       help="directory for history, snapshots, journals and logs "
+                       "(default: a new temp dir, kept)")
+    drill.add_argument("--seed", type=int, default=None, help="seed of the enqueue choices")
+    drill.set_defaults(handler=_lazy("tools.chaos.drill:drill_command"))
     check = commands.add_parser("check", help="check a soak's HISTORY_DIR offline")
     check.add_argument("history_dir", type=Path, metavar="HISTORY_DIR")
     check.add_argument("--strict", action="store_true", help=STRICT_HELP)

@@ -374,7 +374,8 @@ backend ingresses
             for log in [self.root / "etcd.log", self.root / "haproxy.log",
                         *(n.root / "patroni.log" for n in self.nodes)]:
                 with contextlib.suppress(OSError):
-                    shutil.copy(log, keep_logs / f"{log.parent.name}-{log.name}")
+                    name = log.name if log.parent == self.root else f"{log.parent.name}-{log.name}"
+                    shutil.copy(log, keep_logs / name)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
