@@ -9,6 +9,8 @@ runs through the producer API (`qinglong api serve`, qinglong.demo_api: a projec
 token and qinglong.client; the equivalent curl line is printed) and shows progress
 until every run sits in a worker's inbox (or is done,
 when the worker has an executor), then prints a summary and removes everything.
+Every task is signed and the workers enforce the trust policy; with an executor
+one run reads a secret and the demo follows its masked live log (qinglong.demo_job).
 
 Every child runs in its own process group, so the terminal's Ctrl-C reaches only
 us and cleanup stops the children in order (workers drain and close their
