@@ -53,7 +53,7 @@ from tests.py.test_worker_e2e import QL, dev_args
 
 pytestmark = pytest.mark.slow
 
-PROJECT = "hygiene"
+PROJECT = "dev"  # the project of dev up's producer API token
 SECRET_NAME = "db-password"
 ENV_NAME = "MY_SECRET"
 READY = "qinglong-hygiene-ready"
@@ -146,6 +146,19 @@ def _publish(dev: dict[str, Any], directory: Path, go: Path) -> tuple[str, str]:
     return task["taskId"], run_id
 
 
+def _api_args(dev: dict[str, Any]) -> list[str]:
+    api = dev["api"]
+    return ["--api", api["url"], "--token-file", api["tokenFile"], "--ca-file", api["caFile"]]
+
+
+def _producer(dev: dict[str, Any], *args: str) -> bytes:
+    """`qinglong run …` through dev up's producer API (the dev project's token)."""
+    result = subprocess.run([*QL, "run", *args, *_api_args(dev)], capture_output=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def _state(dev: dict[str, Any], run_id: str) -> dict[str, Any]:
     return json.loads(_ql(dev, "run", "show", "--run", run_id))
 
@@ -211,8 +224,12 @@ def _run(dev: dict[str, Any], state_dir: Path, directory: Path, found: Found) ->
         url = root.rstrip("/")
         watch = FileWatch(base, sorted(encodings(found.value)))
         worker = RawWorker(dev_args(dev, base / "journal", "--execute", *run_as_args()))
+        follow: subprocess.Popen[bytes] | None = None
         try:
             found.task_id, found.run_id = _publish(dev, directory, base / "go")
+            follow = subprocess.Popen([*QL, "run", "log", "--run", found.run_id, "--follow",
+                                       *_api_args(dev)], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE)
             _wait_live(url, found)
             _pages(url, found, "live")
             found.files["admin run show (live)"] = _ql(dev, "run", "show", "--run",
@@ -222,8 +239,13 @@ def _run(dev: dict[str, Any], state_dir: Path, directory: Path, found: Found) ->
             (base / "go").touch()
             found.shown = _finished(dev, found.run_id)
             worker.wait_for("exec.completed", timeout=30)
+            followed, errors = follow.communicate(timeout=60)
+            assert follow.returncode == 0 and hits(errors, {"value": found.value}) == [], errors
+            found.files["run log --follow (producer API)"] = followed
         finally:
             worker.kill()
+            if follow is not None:
+                follow.kill()
             found.watch_hits, found.watch_scans = watch.stop(), watch.scans
         _pages(url, found, "after")
         found.delivered = [e["variables"] for e in worker.named("exec.secrets_delivered")]
@@ -232,6 +254,8 @@ def _run(dev: dict[str, Any], state_dir: Path, directory: Path, found: Found) ->
             p.read_bytes() for p in base.rglob("*") if p.is_file() and not p.is_symlink())
     found.files["admin run show"] = json.dumps(found.shown).encode()
     found.files["admin run log"] = _ql(dev, "run", "log", "--run", found.run_id).encode()
+    found.files["run show (producer API)"] = _producer(dev, "show", "--run", found.run_id)
+    found.files["run log (producer API)"] = _producer(dev, "log", "--run", found.run_id)
     found.log_json = json.loads(_ql(dev, "run", "log", "--run", found.run_id, "--json"))
     found.files["admin run log --json"] = json.dumps(found.log_json).encode()
     found.audit = _audit(dev["dsn"])
@@ -282,6 +306,8 @@ def test_the_stored_output_tail_and_live_log_are_masked(found: Found) -> None:
     assert log["storedBytes"] == len(log["text"].encode()) == attempt["result"]["logBytes"]
     live = found.files[f"console /runs/{found.run_id}/log?attempt=1&offset=0 (live)"]
     assert b"whole [MASKED]" in live and b"again" not in live  # read while it ran
+    for source in ("run log (producer API)", "run log --follow (producer API)"):
+        assert found.files[source].decode().splitlines()[1:] == expected, source
 
 
 def test_the_audit_names_the_delivery_never_the_value(found: Found) -> None:
@@ -295,7 +321,10 @@ def test_the_statement_log_saw_the_delivery(found: Found) -> None:
     delivery included (ciphertext, wrapped keys: hex), so its scan is not vacuous."""
     log = found.files["postgresql log"].decode(errors="replace")
     assert "ql.set_secret(" in log and "ql.lease_secrets(" in log
-    assert "parameters: $1 = " in log
+    assert "ql.append_log(" in log and "parameters: $1 = " in log  # the live log's chunks
+    assert '"level":"debug"' in found.files["logs/ingress.log"].decode()
+    audit = [json.loads(line) for line in found.files["logs/audit.log"].splitlines()]
+    assert ("lease.secrets", "allowed") in {(a["action"], a["outcome"]) for a in audit}
     assert b"sweep.pass" in found.files["logs/sweeper.log"]
 
 
@@ -306,7 +335,9 @@ def test_no_file_the_worker_wrote_ever_held_the_value(found: Found) -> None:
 SOURCES = ["pg_dump--data-only", "pg_dump", "postgresql log", "logs/ingress.log",
            "logs/audit.log", "logs/sweeper.log", "worker stderr", "worker files after the run",
            "admin run show (live)", "admin run log (live)", "admin run show", "admin run log",
-           "admin run log --json", "admin secret list", "security_audit rows"]
+           "admin run log --json", "admin secret list", "security_audit rows",
+           "run show (producer API)", "run log (producer API)",
+           "run log --follow (producer API)"]
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -319,7 +350,8 @@ def test_no_trace_of_the_value_in(found: Found, source: str) -> None:
 def test_no_trace_of_the_value_in_any_console_page(found: Found) -> None:
     pages = {k: v for k, v in found.files.items() if k.startswith("console ")}
     assert len(pages) == 12 and all(pages.values())
-    assert b"[MASKED]" in pages[f"console /runs/{found.run_id} (after)"]
+    for when in ("live", "after"):
+        assert b"whole [MASKED]" in pages[f"console /runs/{found.run_id} ({when})"]
     assert {k: hits(v, {"secret value": found.value}) for k, v in pages.items()} == \
         {k: [] for k in pages}
 
