@@ -36,13 +36,14 @@ from typing import Any, Protocol
 from qinglong.worker.backoff import DEFAULT_POLICY, BackoffPolicy
 from qinglong.worker.errors import CredentialError, TlsClientRejected, TransportError
 from qinglong.worker.fsio import uuid4_text
-from qinglong.worker.journal import InboxEntry, Journal, JournalError, PendingClaim
+from qinglong.worker.journal import MAX_BATCH, InboxEntry, Journal, JournalError, PendingClaim
 from qinglong.worker.owner_lock import Clock, wall_clock_ms
 
 LOGGER = "qinglong.worker.claim"
 WARNING, ERROR = 30, 40  # stdlib logging's levels, and worker.eventlog.Level's
 
 PULL_SCHEMA = "qinglong/offer-pull-request@v1"
+BATCH_PULL_SCHEMA = "qinglong/offer-batch-pull-request@v1"  # SPEC §18.1
 AUTH_MIN_DELAY_MS = 30_000  # auth failures need an operator, not a tight loop
 _CATEGORY = re.compile(r"^[a-z0-9_]{1,48}$")
 
@@ -106,6 +107,8 @@ class StepResult:
     # ACCEPTED: the entry just made durable, so the caller need not read it back.
     # Out of repr: the entry holds the lease token (its own repr hides it too).
     entry: InboxEntry | None = dataclasses.field(default=None, repr=False)
+    # ACCEPTED by a batched pull: every entry it made durable (``entry`` is the first).
+    entries: tuple[InboxEntry, ...] = dataclasses.field(default=(), repr=False)
 
 
 def new_lease_token() -> str:
@@ -149,15 +152,19 @@ class ClaimCoordinator:
 
     # -- intent ------------------------------------------------------------
 
-    def _intent(self, fence: SessionFence, now: int) -> PendingClaim | StepResult:
+    def _intent(self, fence: SessionFence, now: int,
+                want: int = 1) -> PendingClaim | StepResult:
         claim = self._journal.load_pending()
         if claim is not None and not _same_fence(claim, fence):
             # The local session moved on; the old intent can never be answered for it.
             self._journal.move_pending_aside("session_changed")
             claim = None
         if claim is None:
-            if self._journal.count() >= self._journal.capacity:
+            room = self._journal.capacity - self._journal.count()
+            if room <= 0:
                 return StepResult(ClaimOutcome.INBOX_FULL, None, None, "inbox_full")
+            # A batch (SPEC §18.2): every pair in this one intent, one durable write.
+            size = max(1, min(want, room, MAX_BATCH))
             claim = PendingClaim(
                 offer_id=uuid4_text(),
                 lease_token=new_lease_token(),
@@ -168,6 +175,7 @@ class ClaimCoordinator:
                 attempts=0,
                 next_attempt_at_ms=now,
                 created_at_ms=now,
+                batch=tuple((uuid4_text(), new_lease_token()) for _ in range(size - 1)),
             )
         if now < claim.next_attempt_at_ms:
             return StepResult(ClaimOutcome.NOT_DUE, claim.offer_id, claim.next_attempt_at_ms)
@@ -179,12 +187,17 @@ class ClaimCoordinator:
 
     # -- one step ----------------------------------------------------------
 
-    def step(self, fence: SessionFence) -> StepResult:
+    def step(self, fence: SessionFence, want: int = 1) -> StepResult:
+        """One pull. ``want``: how many offers a new intent asks for (the free
+        slots, SPEC §18.2); above 1 it is a batched pull. A kept intent is
+        always retried exactly as it was written, whatever ``want`` is now."""
         now = self._clock()
-        intent = self._intent(fence, now)
+        intent = self._intent(fence, now, want)
         if isinstance(intent, StepResult):
             return intent
         claim = intent
+        if claim.batch:
+            return self._send(claim, _batch_request(claim), self._handle_batch_ok)
         request = {
             "schema": PULL_SCHEMA,
             "workerId": claim.worker_id,
@@ -193,6 +206,10 @@ class ClaimCoordinator:
             "offerId": claim.offer_id,
             "leaseToken": claim.lease_token,
         }
+        return self._send(claim, request, self._handle_ok)
+
+    def _send(self, claim: PendingClaim, request: Mapping[str, Any],
+              on_ok: Callable[[PendingClaim, PullResponse], StepResult]) -> StepResult:
         # The intent is durable now; a BaseException raised here (drain) keeps it.
         self._at("before_send")
         try:
@@ -204,16 +221,17 @@ class ClaimCoordinator:
         except TransportError as exc:
             return self._retry(claim, _category(getattr(exc, "reason", None), type(exc).__name__))
         self._at("after_pull_response")
-        return self._handle(claim, response)
+        return self._handle(claim, response, on_ok)
 
     def _at(self, point: str) -> None:
         if self._checkpoint is not None:
             self._checkpoint(point)
 
-    def _handle(self, claim: PendingClaim, response: PullResponse) -> StepResult:
+    def _handle(self, claim: PendingClaim, response: PullResponse,
+                on_ok: Callable[[PendingClaim, PullResponse], StepResult]) -> StepResult:
         status = response.status
         if status == 200:
-            return self._handle_ok(claim, response)
+            return on_ok(claim, response)
         reason = _error_reason(response.body)
         if status == 409:
             category = f"conflict_{reason}" if reason != "unknown" else "conflict"
@@ -260,6 +278,48 @@ class ClaimCoordinator:
         self._at("after_clear_pending")
         return StepResult(ClaimOutcome.ACCEPTED, claim.offer_id, None, entry=entry)
 
+    def _handle_batch_ok(self, claim: PendingClaim, response: PullResponse) -> StepResult:
+        """A batched pull's answer (SPEC §18.2): every offer validated against its
+        own pair, all of them in the inbox (directory synced once) before the
+        intent is cleared; a crash in between replays the same batch."""
+        from qinglong.schemas.contract import ContractError
+        from qinglong.worker import offer_validation as ov
+
+        try:
+            batch = ov.parse_batch_response(response.body)
+        except ContractError as exc:
+            return self._retry(claim, exc.reason)  # truncated / invalid JSON: same intent
+        try:
+            entries = ov.validate_batch(batch, claim, self._clock())
+        except ov.OfferInvalid as exc:
+            self._log(ERROR, "batch %s refused: %s", claim.offer_id, exc.reason)
+            self._journal.move_pending_aside(f"offer_{exc.reason}")
+            return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, exc.reason)
+        for conflict in batch.conflicts:
+            self._log(WARNING, "offer %s refused by the ingress: %s", conflict[0], conflict[1])
+        if entries:
+            self._at("after_offer_response")
+            try:
+                self._journal.accept_batch(entries)
+            except (JournalError, ValueError) as exc:
+                self._log(ERROR, "batch %s not admitted: %s", claim.offer_id,
+                          type(exc).__name__)
+                self._journal.move_pending_aside("inbox_refused")
+                return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None,
+                                  type(exc).__name__)
+            self._at("after_inbox_write")
+        # Inbox first (every entry durable), then clear.
+        self._journal.clear_pending()
+        if entries:
+            self._at("after_clear_pending")
+            return StepResult(ClaimOutcome.ACCEPTED, entries[0].offer_id, None,
+                              entry=entries[0], entries=tuple(entries))
+        if batch.idle is not None:
+            next_at = self._clock() + batch.idle.retry_after_ms
+            return StepResult(ClaimOutcome.IDLE, claim.offer_id, next_at, batch.idle.reason)
+        reason = batch.conflicts[0][1] if batch.conflicts else "empty_batch"
+        return StepResult(ClaimOutcome.CONFLICT, claim.offer_id, None, reason)
+
     # -- retries -----------------------------------------------------------
 
     def _next_at(self, claim: PendingClaim, floor_ms: int | None) -> int:
@@ -292,6 +352,16 @@ class ClaimCoordinator:
         return self._retry(
             claim, reason, floor_ms=AUTH_MIN_DELAY_MS, outcome=ClaimOutcome.AUTH_FAILED
         )
+
+
+def _batch_request(claim: PendingClaim) -> dict[str, Any]:
+    return {
+        "schema": BATCH_PULL_SCHEMA,
+        "workerId": claim.worker_id,
+        "sessionId": claim.session_id,
+        "generation": claim.generation,
+        "offers": [{"offerId": o, "leaseToken": t} for o, t in claim.pairs()],
+    }
 
 
 def _same_fence(claim: PendingClaim, fence: SessionFence) -> bool:

@@ -157,6 +157,14 @@ def write_temp(fs: FileSystem, directory: str, data: bytes) -> str:
 
 def publish_new(fs: FileSystem, directory: str, name: str, data: bytes) -> None:
     """Publish ``data`` under ``name``; ``FileExistsError`` if the name exists."""
+    link_new(fs, directory, name, data)
+    fs.fsync_dir(directory)
+
+
+def link_new(fs: FileSystem, directory: str, name: str, data: bytes) -> None:
+    """:func:`publish_new` without the directory fsync: the caller fsyncs
+    ``directory`` once for several names (a batched pull, SPEC §18.2) before
+    anything depends on them."""
     temp = write_temp(fs, directory, data)
     final = os.path.join(directory, name)
     try:
@@ -166,7 +174,6 @@ def publish_new(fs: FileSystem, directory: str, name: str, data: bytes) -> None:
         raise
     # The final name now holds complete, fsynced bytes; the temp name is garbage.
     _discard(fs, temp)
-    fs.fsync_dir(directory)
 
 
 def update_file(fs: FileSystem, directory: str, name: str, data: bytes) -> None:

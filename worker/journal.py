@@ -21,6 +21,7 @@ version going backwards, or a corrupt file all raise instead of guessing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -46,6 +47,7 @@ FAILED_DIR = "failed-claims"
 ASIDE_DIR = "aside"
 
 PENDING_SCHEMA = "qinglong/pending-claim@v1"
+MAX_BATCH = 16  # offers of one batched pull (SPEC §18.1)
 ENTRY_SCHEMA = "qinglong/inbox-entry@v1"
 FAILED_SCHEMA = "qinglong/failed-claim@v1"
 
@@ -153,21 +155,51 @@ class PendingClaim:
     next_attempt_at_ms: int
     created_at_ms: int
     last_outcome: str | None = None
+    # A batched pull's further (offer id, lease token) pairs (SPEC §18.2), after
+    # the first one above; empty for a single pull (its file has no `batch` key).
+    batch: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        if not is_offer_id(self.offer_id):
-            raise ValueError("offer_id must be a lowercase canonical UUID")
-        if not is_lease_token(self.lease_token):
-            raise ValueError("lease_token must be 43 chars of canonical base64url")
+        pairs = self.pairs()
+        if len(pairs) > MAX_BATCH:
+            raise ValueError(f"a batch holds at most {MAX_BATCH} offers")
+        if len({offer_id for offer_id, _ in pairs}) != len(pairs):
+            raise ValueError("a batch's offer ids must be distinct")
+        for offer_id, token in pairs:
+            if not is_offer_id(offer_id):
+                raise ValueError("offer_id must be a lowercase canonical UUID")
+            if not is_lease_token(token):
+                raise ValueError("lease_token must be 43 chars of canonical base64url")
         for name in ("generation", "attempts", "next_attempt_at_ms", "created_at_ms"):
             if not _is_int(getattr(self, name)) or getattr(self, name) < 0:
                 raise ValueError(f"{name} must be a non-negative integer")
 
     def __repr__(self) -> str:
         # Never let the token reach a log line via repr().
-        return f"PendingClaim(offer_id={self.offer_id!r}, attempts={self.attempts})"
+        return (f"PendingClaim(offer_id={self.offer_id!r}, batch={len(self.pairs())},"
+                f" attempts={self.attempts})")
+
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """Every (offer id, lease token) of the intent, the first one first."""
+        return ((self.offer_id, self.lease_token), *self.batch)
+
+    def offer_ids(self) -> list[str]:
+        return [offer_id for offer_id, _ in self.pairs()]
+
+    def for_offer(self, offer_id: str) -> PendingClaim | None:
+        """The single-offer intent of one of this batch's pairs (None: not ours)."""
+        for pair_id, token in self.pairs():
+            if pair_id == offer_id:
+                return dataclasses.replace(self, offer_id=pair_id, lease_token=token, batch=())
+        return None
 
     def to_doc(self) -> dict[str, Any]:
+        doc = self._single_doc()
+        if self.batch:
+            doc["batch"] = [{"offerId": o, "leaseToken": t} for o, t in self.batch]
+        return doc
+
+    def _single_doc(self) -> dict[str, Any]:
         return {
             "schema": PENDING_SCHEMA,
             "offerId": self.offer_id,
@@ -188,8 +220,14 @@ class PendingClaim:
             "schema", "offerId", "leaseToken", "workerId", "sessionId", "generation",
             "capabilitiesDigest", "attempts", "nextAttemptAtMs", "createdAtMs", "lastOutcome",
         }  # fmt: skip
-        _require(isinstance(doc, dict) and set(doc) == keys, "pending claim: wrong fields")
+        _require(isinstance(doc, dict) and set(doc) - {"batch"} == keys,
+                 "pending claim: wrong fields")
         _require(doc["schema"] == PENDING_SCHEMA, "pending claim: wrong schema")
+        batch = doc.get("batch", [])
+        _require(isinstance(batch, list) and ("batch" not in doc or len(batch) > 0),
+                 "pending claim: wrong batch")
+        _require(all(isinstance(p, dict) and set(p) == {"offerId", "leaseToken"} for p in batch),
+                 "pending claim: wrong batch")
         try:
             return cls(
                 offer_id=doc["offerId"],
@@ -202,8 +240,9 @@ class PendingClaim:
                 next_attempt_at_ms=doc["nextAttemptAtMs"],
                 created_at_ms=doc["createdAtMs"],
                 last_outcome=doc["lastOutcome"],
+                batch=tuple((p["offerId"], p["leaseToken"]) for p in batch),
             )
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             raise JournalCorrupt(f"pending claim: {exc}") from None
 
 
@@ -452,6 +491,8 @@ class Journal:
         doc = claim.to_doc()
         # Diagnostics only: the token is useless once abandoned, but never keep it.
         del doc["leaseToken"]
+        if "batch" in doc:
+            doc["batch"] = [{"offerId": o} for o, _ in claim.batch]
         aside = {"schema": FAILED_SCHEMA, "claim": doc, "reason": reason,
                  "movedAtMs": self._clock()}  # fmt: skip
         self.lock.check()
@@ -503,8 +544,24 @@ class Journal:
         _require(entry.offer_id == offer_id, "inbox entry: file name does not match offerId")
         return entry
 
-    def accept(self, entry: InboxEntry) -> AcceptOutcome:
-        """Durably admit an offer; idempotent for exact replays, refuses conflicts."""
+    def accept_batch(self, entries: list[InboxEntry]) -> list[AcceptOutcome]:
+        """Admit a batched pull's offers (SPEC §18.2): each published like
+        :meth:`accept` (temp, fsync, hard link), the inbox directory fsynced
+        once for all of them before this returns. Stops at the first refusal
+        (raised); what was linked before it is synced first."""
+        outcomes: list[AcceptOutcome] = []
+        try:
+            for entry in entries:
+                outcomes.append(self.accept(entry, sync_dir=False))
+        finally:
+            if outcomes:
+                self.lock.check()
+                self._fs.fsync_dir(self.inbox_dir)
+        return outcomes
+
+    def accept(self, entry: InboxEntry, *, sync_dir: bool = True) -> AcceptOutcome:
+        """Durably admit an offer; idempotent for exact replays, refuses conflicts.
+        ``sync_dir=False``: the caller fsyncs the inbox directory (accept_batch)."""
         self.lock.check()
         data = dump_json(entry.to_doc())
         if len(data) > ENTRY_LIMIT:
@@ -515,7 +572,8 @@ class Journal:
                 raise JournalFull(f"inbox holds {self.capacity} entries")
             try:
                 self.lock.check()
-                fsio.publish_new(self._fs, self.inbox_dir, f"{entry.offer_id}.json", data)
+                publish = fsio.publish_new if sync_dir else fsio.link_new
+                publish(self._fs, self.inbox_dir, f"{entry.offer_id}.json", data)
                 return AcceptOutcome.PUBLISHED
             except FileExistsError:
                 existing = self.get(entry.offer_id)

@@ -26,9 +26,12 @@ from qinglong.schemas.contract import ContractError, SchemaId, parse_json_strict
 from qinglong.worker.journal import InboxEntry, PendingClaim
 
 __all__ = [
+    "Batch",
     "Idle",
     "OfferInvalid",
+    "parse_batch_response",
     "parse_offer_response",
+    "validate_batch",
     "validate_offered",
 ]
 
@@ -56,6 +59,40 @@ def parse_offer_response(body: bytes) -> dict[str, Any]:
     if not isinstance(doc, dict):  # pragma: no cover - the schema requires an object
         raise ContractError("schema_invalid", "$: type", "type")
     return doc
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batched pull's answer (SPEC §18.1), schema-valid."""
+
+    offers: list[dict[str, Any]]
+    idle: Idle | None
+    conflicts: list[tuple[str, str]]  # (offerId, category)
+
+
+def parse_batch_response(body: bytes) -> Batch:
+    """Strict-parse and schema-validate a batch; raises ``ContractError`` (keep the claim)."""
+    doc = parse_json_strict(body)
+    schema_fastpath.validate(SchemaId.REMOTE_EXECUTION_OFFER_BATCH, doc)
+    if not isinstance(doc, dict):  # pragma: no cover - the schema requires an object
+        raise ContractError("schema_invalid", "$: type", "type")
+    idle = doc["idle"]
+    return Batch(doc["offers"], None if idle is None else parse_idle(idle),
+                 [(c["offerId"], c["category"]) for c in doc.get("conflicts", [])])
+
+
+def validate_batch(batch: Batch, claim: PendingClaim, now_ms: int) -> list[InboxEntry]:
+    """Each offer checked against its own pair of ``claim`` (validate_offered);
+    an offer id that is not ours, or twice, refuses the whole answer."""
+    entries: list[InboxEntry] = []
+    seen: set[str] = set()
+    for doc in batch.offers:
+        single = claim.for_offer(doc["offerId"])
+        _check(single is not None and doc["offerId"] not in seen, "offer_id_mismatch")
+        assert single is not None
+        seen.add(doc["offerId"])
+        entries.append(validate_offered(doc, single, now_ms))
+    return entries
 
 
 def parse_idle(doc: dict[str, Any]) -> Idle:

@@ -63,6 +63,7 @@ from qinglong.worker.backoff import DEFAULT_POLICY, BackoffPolicy
 from qinglong.worker.config import ConfigError, WorkerConfig, capabilities_digest, describe
 from qinglong.worker.coordinator import (
     AUTH_MIN_DELAY_MS,
+    BATCH_PULL_SCHEMA,
     LOGGER,
     ClaimCoordinator,
     ClaimOutcome,
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
     from qinglong.worker.lifecycle import Lifecycle
 
 PULL_PATH = "/v1/offers/pull"
+PULL_BATCH_PATH = "/v1/offers/pull-batch"  # SPEC §18.1: a worker with several free slots
 # 409 reasons that mean "this session is unusable": open a new one.
 SESSION_LOST_REASONS = frozenset({
     "session_replaced", "session_expired", "session_not_found", "session_closed",
@@ -483,13 +485,26 @@ class Runner:
     def _pull(self) -> None:
         session = self._session
         assert session is not None
-        result = self._coordinator.step(session.fence())
+        result = self._coordinator.step(session.fence(), self._batch_size())
         now = self._clock()
         handler = self._HANDLERS[result.outcome]
         handler(self, result, now)
         self._last_outcome = result.outcome
         if result.outcome in SETTLED:
             self._after_settled(result, session)
+
+    def _batch_size(self) -> int:
+        """How many offers a new intent asks for (SPEC §18.2): the free slots —
+        those the executor does not hold, or without it those the inbox does not
+        — and never past ``--max-offers``. 1 (a one-slot worker): a single pull."""
+        slots = int(self._config.capabilities.get("slots", 1))
+        held = len(self._executor.jobs) if self._executor is not None else self._journal.count()
+        size = slots - held
+        if self._options.once:
+            size = 1
+        if self._options.max_offers is not None:
+            size = min(size, self._options.max_offers - self._accepted)
+        return max(1, size)
 
     def _after_settled(self, result: StepResult, session: SessionInfo) -> None:
         if self._executor is not None:
@@ -541,15 +556,18 @@ class Runner:
 
     def _on_accepted(self, result: StepResult, now: int) -> None:
         self._step_failures = 0
-        self._accepted += 1
         self._next_pull_ms = now
-        entry = result.entry
-        if self._keeper is not None:
-            self._keeper.admitted(entry)  # an older entry of the same run is dead
-        candidate = entry.offer.get("candidate", {}) if entry is not None else {}
-        self._events.info("claim.accepted", offerId=result.offer_id,
-                          runId=candidate.get("runId"), attemptId=candidate.get("attemptId"),
-                          accepted=self._accepted)  # fmt: skip
+        entries = result.entries or (result.entry,)
+        for entry in entries:
+            self._accepted += 1
+            if self._keeper is not None and entry is not None:
+                self._keeper.admitted(entry)  # an older entry of the same run is dead
+            candidate = entry.offer.get("candidate", {}) if entry is not None else {}
+            self._events.info("claim.accepted",
+                              offerId=entry.offer_id if entry is not None else result.offer_id,
+                              runId=candidate.get("runId"),
+                              attemptId=candidate.get("attemptId"),
+                              accepted=self._accepted)  # fmt: skip
 
     def _on_conflict(self, result: StepResult, now: int) -> None:
         self._events.warning("claim.conflict", offerId=result.offer_id, reason=result.reason)
@@ -690,6 +708,19 @@ def _signals(stop: StopSignal) -> Iterator[None]:
             signal.signal(signum, old)
 
 
+def _pull_via(transport: Any) -> PullFn:
+    """The coordinator's pull: a batch intent goes to the batch path (its answer
+    up to the transport's hard limit, 16 offers), a single one as always."""
+    from qinglong.worker.transport import OFFER_RESPONSE_LIMIT, RESPONSE_HARD_LIMIT
+
+    def pull(body: Mapping[str, Any]) -> Any:
+        if body.get("schema") == BATCH_PULL_SCHEMA:
+            return transport.post_json(PULL_BATCH_PATH, body, response_limit=RESPONSE_HARD_LIMIT)
+        return transport.post_json(PULL_PATH, body, response_limit=OFFER_RESPONSE_LIMIT)
+
+    return pull
+
+
 def _fault_fs(faults: FaultPlan, events: EventLog, stop: StopSignal) -> FileSystem:
     """The journal's file system: the real one, or one that meets the plan's journal points."""
 
@@ -772,7 +803,7 @@ def _run(
         config,
         journal,
         SessionClient(post, config.worker_id),
-        lambda body: transport.post_json(PULL_PATH, body),
+        _pull_via(transport),
         events=events,
         stop=stop,
         options=options,
