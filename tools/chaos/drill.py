@@ -391,7 +391,9 @@ def drill_command(args: Any) -> int:
     for line in summary(report):
         print(line)
     figures = drill.figures(report)
-    (out / RESULT_NAME).write_text(json.dumps(figures.to_doc(), indent=2), encoding="utf-8")
+    # haRoot: where the HA stack lived (removed by now; no process may still name it).
+    doc = figures.to_doc() | {"haRoot": str(drill.stack.root) if drill.stack else None}
+    (out / RESULT_NAME).write_text(json.dumps(doc, indent=2), encoding="utf-8")
     late = [f for f in figures.faults
             if f["timeToOfferS"] is None or f["timeToOfferS"] > TARGETS_S[f["kind"]]]
     for fault in late:
