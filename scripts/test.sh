@@ -29,6 +29,21 @@ if ! command -v chromium >/dev/null 2>&1; then
     fi
 fi
 
+# The availability drill (tests/py/test_ha_drill.py, `python -m tools.chaos drill`): etcd,
+# Patroni (run by the system's /usr/bin/python3) and HAProxy, all from Debian packages.
+if ! command -v patroni >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1 \
+   || ! command -v haproxy >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+            patroni etcd-server etcd-client haproxy
+    else
+        sudo apt-get update
+        sudo DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+            patroni etcd-server etcd-client haproxy
+    fi
+fi
+
 python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 python3 -m ruff check .
 exec python3 -m pytest "$@"
