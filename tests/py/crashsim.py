@@ -531,6 +531,11 @@ class Action:
     intent: str | None = None  # offer id whose intent is durable once this returns
     accepts: tuple[str, int] | None = None  # (offer id, lease version) admitted on return
     drops: str | None = None  # offer id legitimately forgotten (idle answer)
+    # More offers admitted on return (a batched pull's accept_batch, SPEC §18.2).
+    accepts_more: tuple[tuple[str, int], ...] = ()
+    # The effects may land in any subset while in flight, not only in order: a
+    # batch's links share one directory fsync, so power loss keeps any of them.
+    unordered: bool = False
 
 
 @dataclass(frozen=True)
@@ -545,7 +550,16 @@ class Script:
                 state = effect(state)
         allowed = {state}
         if done < len(self.actions):
-            for effect in self.actions[done].effects:
+            flight = self.actions[done]
+            if flight.unordered:
+                for n in range(1, len(flight.effects) + 1):
+                    for subset in itertools.combinations(flight.effects, n):
+                        landed = state
+                        for effect in subset:
+                            landed = effect(landed)
+                        allowed.add(landed)
+                return frozenset(allowed)
+            for effect in flight.effects:
                 state = effect(state)
                 allowed.add(state)
         return frozenset(allowed)
@@ -592,8 +606,8 @@ class Script:
             lost = ",".join(sorted(o[:8] for o in durable - present))
             return "offer_vanished", f"{lost} not pending/inbox/failed: {state.describe()}"
         for action in self.actions[:done]:
-            if action.accepts:
-                oid, version = action.accepts
+            for oid, version in (*((action.accepts,) if action.accepts else ()),
+                                 *action.accepts_more):
                 if oid in aside:
                     continue  # moved aside whole (the unexpected_state check judges when)
                 if oid not in inbox or inbox[oid]["lease"]["leaseVersion"] < version:
@@ -673,6 +687,8 @@ DIGEST = "sha256:" + "ab" * 32
 OFFER_A = "aaaaaaaa-0000-4000-8000-000000000001"
 OFFER_B = "bbbbbbbb-0000-4000-8000-000000000002"
 OFFER_C = "cccccccc-0000-4000-8000-000000000003"
+OFFER_D = "dddddddd-0000-4000-8000-000000000004"
+OFFER_E = "eeeeeeee-0000-4000-8000-000000000005"
 
 
 def fixed_token(seed: int) -> str:
@@ -794,6 +810,42 @@ def claim_lifecycle() -> Script:
             ),
         ),
     )
+
+
+def batch_lifecycle() -> Script:
+    """A batched pull (SPEC §18.2): one intent for three offers → accept_batch
+    (three links, one inbox fsync) → clear; then a batch answered idle."""
+    pa, pb, pc = (make_claim(o, fixed_token(n), attempts=1)
+                  for n, o in ((1, OFFER_A), (2, OFFER_B), (3, OFFER_C)))  # fmt: skip
+    batch = replace(pa, batch=((OFFER_B, pb.lease_token), (OFFER_C, pc.lease_token)))
+    entries = [make_entry(p, lease_version=1) for p in (pa, pb, pc)]
+    entries[1:] = [_other_run(e, n) for n, e in ((2, entries[1]), (3, entries[2]))]
+    idle = make_claim(OFFER_D, fixed_token(4), attempts=1)
+    idle = replace(idle, batch=((OFFER_E, fixed_token(5)),))
+    return Script(
+        "batch_lifecycle",
+        (
+            Action("save_pending(A+B+C)", lambda j: j.save_pending(batch),
+                   (set_pending(batch),), intent=OFFER_A),
+            Action("accept_batch(A, B, C)", lambda j: j.accept_batch(entries),
+                   tuple(put_inbox(e) for e in entries), accepts=(OFFER_A, 1),
+                   accepts_more=((OFFER_B, 1), (OFFER_C, 1)), unordered=True),
+            Action("clear_pending(A+B+C)", lambda j: j.clear_pending(), (set_pending(None),)),
+            Action("save_pending(D+E)", lambda j: j.save_pending(idle), (set_pending(idle),),
+                   intent=OFFER_D),
+            Action("clear_pending(D+E, idle)", lambda j: j.clear_pending(),
+                   (set_pending(None),), drops=OFFER_D),
+        ),
+    )
+
+
+def _other_run(entry: InboxEntry, n: int) -> InboxEntry:
+    """The same offer for its own run and attempt (one run per inbox entry)."""
+    ids = {"runId": f"run-000{n}", "attemptId": f"attempt-000{n}"}
+    offer = copy.deepcopy(entry.offer)
+    offer["candidate"].update(ids)
+    offer["lease"].update(ids)
+    return InboxEntry(offer, dict(entry.lease, **ids), entry.accepted_at_ms)
 
 
 def inbox_move_aside() -> Script:

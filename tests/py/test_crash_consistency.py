@@ -172,7 +172,33 @@ def test_claim_lifecycle_is_crash_consistent(scratch):
     assert report.violations == []
 
 
+def test_batch_lifecycle_is_crash_consistent(scratch):
+    """A batched pull (SPEC §18.2): the intent holds every pair; the three inbox
+    links share ONE directory fsync, which returns before the intent is cleared."""
+    script = crashsim.batch_lifecycle()
+    sim = CrashSim(script, scratch)
+    rec = sim.record(sim._fresh_base(), 0, crashsim.T0_MS)
+    links = [i for i, c in enumerate(rec.calls) if c.kind is Kind.LINK]
+    inbox_syncs = [c for c in rec.calls[links[0]:]
+                   if c.kind is Kind.FSYNC_DIR and c.path.endswith("inbox")]
+    assert len(links) == 3 and len(inbox_syncs) == 1
+    report = sim.run()
+    print("\n" + report.summary())
+    assert report.violations == []
+
+
 # -- the harness catches planted bugs ---------------------------------------
+
+
+def _accept_batch_without_dir_fsync(self: Journal, entries: list) -> list:
+    return [self.accept(entry, sync_dir=False) for entry in entries]  # BUG: never synced
+
+
+def test_planted_batch_without_its_directory_fsync_is_caught(scratch, monkeypatch):
+    monkeypatch.setattr(Journal, "accept_batch", _accept_batch_without_dir_fsync)
+    report = CrashSim(crashsim.batch_lifecycle(), scratch, restarts=False).run()
+    assert report.kinds("process") == set()
+    assert "accepted_offer_lost" in report.kinds("power")
 
 
 def _publish_link_before_fsync(fs: FileSystem, directory: str, name: str, data: bytes) -> None:
