@@ -61,6 +61,9 @@ class SchemaId(StrEnum):
     # Secrets of a started lease (SPEC §14.3).
     LEASE_SECRETS_REQUEST = "qinglong/lease-secrets-request@v1"
     LEASE_SECRETS = "qinglong/lease-secrets@v1"
+    # Batched lease calls of one session (SPEC §18.3).
+    LEASE_BATCH_REQUEST = "qinglong/lease-batch-request@v1"
+    LEASE_BATCH = "qinglong/lease-batch@v1"
     # Credential self-rotation (SPEC §16.2).
     CREDENTIAL_ROTATE_REQUEST = "qinglong/credential-rotate-request@v1"
     CREDENTIAL = "qinglong/credential@v1"

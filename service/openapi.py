@@ -70,6 +70,11 @@ OPERATIONS: tuple[Operation, ...] = (
               _LEASE_CONFLICTS, lease_with_cancel=True),
     Operation(routes.LEASES_COMPLETE, views.LEASE_COMPLETE,
               "Complete a started lease (succeeded / failed / cancelled)", _LEASE_CONFLICTS),
+    Operation(routes.LEASES_BATCH, views.LEASE_BATCH,
+              "Up to 32 ACK / heartbeat / complete / log calls of one session (SPEC 18.3): "
+              "each item is its single endpoint's body and is answered {status, body} as "
+              "that endpoint would; 400 batch_session_mismatch: an item names another "
+              "worker, session or generation", ()),
     Operation(credential_rotation.PATH, credential_rotation.CREDENTIAL_ROTATE,
               "Replace the worker's credential (SPEC 16.2); the answer holds the new one",
               ()),

@@ -16,6 +16,7 @@ LEASES_HEARTBEAT = "/v1/leases/heartbeat"
 LEASES_COMPLETE = "/v1/leases/complete"
 LEASES_LOG = "/v1/leases/log"
 LEASES_SECRETS = "/v1/leases/secrets"
+LEASES_BATCH = "/v1/leases/batch"
 
 
 def add_routes(app: web.Application) -> None:
@@ -29,4 +30,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(LEASES_COMPLETE, views.complete_lease)
     app.router.add_post(LEASES_LOG, views.lease_log)
     app.router.add_post(LEASES_SECRETS, views.lease_secrets)
+    app.router.add_post(LEASES_BATCH, views.lease_batch)
     credential_rotation.add_route(app)

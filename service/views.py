@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from qinglong.service.credentials import (
     parse_authorization,
     public_denial_reason,
 )
-from qinglong.service.errors import ApiError
+from qinglong.service.errors import ApiError, error_body
 from qinglong.service.gateway import DbRefused, DbUnavailable
 from qinglong.service.heartbeat_batch import HeartbeatItem
 from qinglong.service.idle_answer import encode, idle_body
@@ -58,7 +59,7 @@ class Endpoint:
         KiB of output (SPEC §15.1): their own, larger limits."""
         if self.request_schema is SchemaId.LEASE_COMPLETE_REQUEST:
             return config.max_complete_body_bytes
-        if self.request_schema is SchemaId.LEASE_LOG_REQUEST:
+        if self.request_schema in (SchemaId.LEASE_LOG_REQUEST, SchemaId.LEASE_BATCH_REQUEST):
             return LOG_BODY_BYTES
         return config.max_body_bytes
 
@@ -89,6 +90,10 @@ LEASE_LOG = Endpoint("leases.log", "lease.log", SchemaId.LEASE_LOG_REQUEST, Sche
 # body may be 6 times that, plus the lease fields.
 LOG_CHUNK_BYTES = 65536
 LOG_BODY_BYTES = 6 * LOG_CHUNK_BYTES + 4096
+# Up to 32 lease calls of one session in one request (SPEC §18.3), each answered
+# as its single endpoint would; the body as large as one log request's.
+LEASE_BATCH = Endpoint("leases.batch", "lease.batch", SchemaId.LEASE_BATCH_REQUEST,
+                       SchemaId.LEASE_BATCH, 200)
 # Up to 16 values of up to 16 KiB each (SPEC §14.1), JSON-escaped: its own bound,
 # below the worker's hard limit on any answer (1 MiB).
 SECRETS_RESPONSE_BYTES = 1000 * 1024
@@ -527,6 +532,60 @@ async def _lease_call(request: web.Request, endpoint: Endpoint, build: LeaseCall
         raise
     state.metrics.lease_transitions.inc(endpoint.name, transition, result["status"])
     return response
+
+
+# ------------------------------------------------------------ batched lease calls (SPEC §18.3)
+
+BATCH_SESSION_MISMATCH = "batch_session_mismatch"
+
+
+async def lease_batch(request: web.Request) -> web.Response:
+    """Up to 32 ACK / heartbeat / complete / log calls of one session: each item is
+    its single endpoint's exact body, run through the same database call, audit
+    and answer mapping, and answered {status, body} as that endpoint would (an
+    item's failure never affects another). The batch itself is admitted once
+    (rate limit, strict schema, credential, certificate identity)."""
+    state, admitted = await _admit(request, LEASE_BATCH)
+    doc = admitted.doc
+    fence = (doc["workerId"], doc["sessionId"], doc["generation"])
+    if any((i["workerId"], i["sessionId"], i["generation"]) != fence for i in doc["items"]):
+        raise ApiError(400, BATCH_SESSION_MISMATCH)
+    results = [await _lease_item(state, Admitted(item, admitted.worker_id, admitted.credential))
+               for item in doc["items"]]
+    return respond(request, state, LEASE_BATCH,
+                   {"schema": SchemaId.LEASE_BATCH.value, "results": results})
+
+
+async def _lease_item(state: IngressState, item: Admitted) -> dict[str, Any]:
+    schema = item.doc["schema"]
+    endpoint = next(e for e in (LEASE_ACK, LEASE_HEARTBEAT, LEASE_COMPLETE, LEASE_LOG)
+                    if e.request_schema.value == schema)
+    cred, doc = item.credential, item.doc
+    fence = LeaseFence(cred.credential_id, cred.secret_digest, item.worker_id,
+                       doc["sessionId"], doc["generation"], doc["offerId"],
+                       lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
+    if endpoint is LEASE_LOG:
+        transition, call = "log", api.append_log(**vars(fence), offset=doc["offset"],
+                                                 chunk=doc["chunk"])
+    else:
+        build = {LEASE_ACK: _ack_call, LEASE_HEARTBEAT: _heartbeat_call,
+                 LEASE_COMPLETE: _complete_call}[endpoint]
+        transition, call = build(fence, doc)
+    try:
+        result = await _act(state, endpoint, item, call)
+        body = (_log_body(state, result) if endpoint is LEASE_LOG
+                else _lease_body(state, endpoint, result))
+        try:
+            fastpath.validate(endpoint.response_schema.value, body)
+        except ContractError as exc:
+            raise _invalid_projection(state, endpoint, exc.detail) from None
+    except ApiError as exc:
+        state.metrics.lease_transitions.inc(endpoint.name, transition, _lease_outcome(exc))
+        return {"status": exc.status,
+                "body": json.loads(error_body(exc.status, exc.reason, exc.detail_key,
+                                              exc.offset))}
+    state.metrics.lease_transitions.inc(endpoint.name, transition, result["status"])
+    return {"status": endpoint.success_status, "body": body}
 
 
 def _lease_outcome(exc: ApiError) -> str:

@@ -233,6 +233,18 @@ VALID: dict[str, dict[str, Any]] = {
     },
     "qinglong/lease-log@v1": {"schema": "qinglong/lease-log@v1", "storedBytes": 4117,
                               "truncated": False},
+    "qinglong/lease-batch-request@v1": {
+        "schema": "qinglong/lease-batch-request@v1",
+        **FENCE,
+        "items": [{"schema": "qinglong/lease-heartbeat-request@v1", **LEASE_REQ}],
+    },
+    "qinglong/lease-batch@v1": {
+        "schema": "qinglong/lease-batch@v1",
+        "results": [{"status": 200, "body": {"schema": "qinglong/lease-log@v1",
+                                             "storedBytes": 6, "truncated": False}},
+                    {"status": 409, "body": {"schema": "qinglong/error@v1", "error": "conflict",
+                                             "reason": "stale_lease_version"}}],
+    },
     "qinglong/lease-complete-request@v1": {
         "schema": "qinglong/lease-complete-request@v1",
         **LEASE_REQ,
