@@ -51,8 +51,6 @@ from tests.py.test_secret_hygiene import encodings, hits
 from tests.py.test_secrets_e2e import FileWatch, RawWorker
 from tests.py.test_worker_e2e import QL, dev_args
 
-pytestmark = pytest.mark.slow
-
 PROJECT = "dev"  # the project of dev up's producer API token
 SECRET_NAME = "db-password"
 ENV_NAME = "MY_SECRET"
