@@ -657,7 +657,10 @@ class Lifecycle:
         return job.log
 
     def _log_due_ms(self, job: Job) -> int | None:
-        log = job.log
+        # The shipper exists from the spawn on: the run loop sleeps until the
+        # next due time, so a shipper made only on a later tick would first be
+        # due at the heartbeat (TTL/3) or the exit, not every SEND_INTERVAL_MS.
+        log = self._log_of(job)
         if log is None or job.unanswered is not None:
             return None
         if job.phase is JobPhase.RUNNING or (job.phase is JobPhase.COMPLETE and log.active):

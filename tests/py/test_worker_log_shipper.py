@@ -13,6 +13,7 @@ import io
 import json
 import os
 import random
+import select
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from tests.py.test_worker_executor_lifecycle import (
     FakeLeases,
     command,
     entry_for,
+    now_ms,
     sandbox_in,
 )
 
@@ -310,6 +312,35 @@ def test_a_multi_chunk_output_is_stored_byte_for_byte(bench: Bench) -> None:
     # Shipped while it ran (not all at the end), then completed.
     kinds = bench.leases.kinds()
     assert kinds[-1] == "complete"
+
+
+def test_the_run_loop_ships_while_the_command_runs_not_at_the_heartbeat(bench: Bench) -> None:
+    """Driven as the worker's run loop drives it (sleep until next_due_ms or a
+    pidfd, no extra ticks): with a 60 s TTL (heartbeat every 20 s) output printed
+    by a running command is stored within the send interval, before it exits."""
+    exited_at_first_request: list[bool] = []
+    server = LogServer()
+
+    def post(path: str, body: dict[str, Any], limit: int) -> Response:
+        exited_at_first_request.append("exec.exited" in bench.names())
+        return server.post(path, body, limit)
+
+    entry = entry_for(command("sh", "-c", "echo hello; sleep 6; echo bye"))
+    bench.admit(entry)
+    bench.leases.ttl_ms = 60_000
+    lifecycle = make(bench, server)
+    lifecycle._logs = LogClient(post)
+    lifecycle.sync()
+    deadline = time.monotonic() + 30
+    while lifecycle.jobs:
+        assert time.monotonic() < deadline, bench.names()
+        lifecycle.tick()
+        due = lifecycle.next_due_ms()
+        wait = 5.0 if due is None else max(due - now_ms(), 0) / 1000
+        select.select(lifecycle.wait_fds(), [], [], min(wait, 30.0))
+    assert exited_at_first_request and exited_at_first_request[0] is False, bench.names()
+    assert bytes(server.logs[entry.offer_id]) == b"hello\nbye\n"
+    assert result_of(bench, entry)["logBytes"] == len(b"hello\nbye\n")
 
 
 def test_lost_answers_and_an_outage_leave_no_gap_and_no_duplicate(bench: Bench) -> None:
