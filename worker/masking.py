@@ -10,9 +10,12 @@ bytes), occurrences overlapping or nested included, so one value inside another,
 or two that overlap, leave no byte of either behind. Each maximal run of such
 bytes becomes one :data:`MASK`. The result depends only on the whole stream,
 never on how it was cut into chunks: a position's fate is decided once every
-occurrence that could cover it is known, i.e. once ``max_len - 1`` more bytes
-arrived (or the stream ended), so at most ``max_len - 1`` bytes are held back
-between chunks and :meth:`Masker.flush` releases them at the end.
+occurrence that could cover it is known — once no later start can still grow
+into a value, i.e. the rest of the buffer from there is no proper prefix of
+one (or the stream ended). So only a tail that could begin a value is held
+back between chunks (at most ``max_len - 1`` bytes; a line ending in a newline
+that no value starts with is released at once), and :meth:`Masker.flush`
+releases it at the end.
 
 A value that never appears whole is not masked: a command that prints only a
 prefix of a value prints that prefix (masking is of delivered values, exactly).
@@ -33,7 +36,7 @@ class Masker:
     Holds the values' bytes for the life of the run; its repr says how many,
     never what."""
 
-    __slots__ = ("_buf", "_cover", "_finished", "_hold", "_in_run", "_values")
+    __slots__ = ("_buf", "_cover", "_finished", "_in_run", "_values")
 
     def __init__(self, values: Iterable[str | bytes]) -> None:
         encoded = {v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values}
@@ -41,7 +44,6 @@ class Masker:
         self._values: tuple[bytes, ...] = tuple(
             sorted((v for v in encoded if v), key=len, reverse=True)
         )
-        self._hold = max((len(v) for v in self._values), default=1) - 1
         self._buf = bytearray()  # not yet emitted: exactly the starts not yet scanned
         self._cover = 0  # leading bytes of _buf covered by occurrences already found
         self._in_run = False  # the last emitted position was masked
@@ -66,7 +68,7 @@ class Masker:
         if not self._values:
             return bytes(chunk)
         self._buf += chunk
-        ready = len(self._buf) - self._hold
+        ready = self._settled()
         return self._release(ready) if ready > 0 else b""
 
     def flush(self) -> bytes:
@@ -77,6 +79,26 @@ class Masker:
         if not self._values:
             return b""
         return self._release(len(self._buf))
+
+    def _settled(self) -> int:
+        """How many leading bytes of the buffer are final: up to the first start
+        whose rest of the buffer is a proper prefix of some value (an occurrence
+        may still complete there); all of it when there is none. So a line the
+        command printed is held back only while its end could begin a value —
+        never merely because more output has not come yet (a live log shows it)."""
+        buf = self._buf
+        size = len(buf)
+        settled = size
+        with memoryview(buf) as view:
+            for value in self._values:
+                first = value[:1]
+                at = buf.find(first, max(0, size - len(value) + 1), settled)
+                while at != -1:
+                    if value.startswith(view[at:]):
+                        settled = at
+                        break
+                    at = buf.find(first, at + 1, settled)
+        return settled
 
     def _release(self, count: int) -> bytes:
         """Scan the starts ``[0, count)`` of the buffer for occurrences, emit those

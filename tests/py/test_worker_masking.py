@@ -129,6 +129,17 @@ def test_a_prefix_only_is_released_at_the_end() -> None:
     assert masker.flush() == b"abcdefg"
 
 
+def test_output_that_cannot_begin_a_value_is_released_at_once() -> None:
+    """A live log shows a line as soon as it is printed: only a tail that could
+    still grow into a value is held back, not the longest value's length."""
+    masker = Masker([b"s3cr3t-value-of-some-length", b"other-secret-value"])
+    assert masker.feed(b"step 1 done\n") == b"step 1 done\n" and masker.held == 0
+    assert masker.feed(b"token: s3cr") == b"token: " and masker.held == 4
+    assert masker.feed(b"atch\n") == b"s3cratch\n" and masker.held == 0
+    assert masker.feed(b"ot") == b"" and masker.held == 2  # could begin "other-…"
+    assert masker.feed(b"her-secret-value!") == b"[MASKED]!" and masker.held == 0
+
+
 def test_no_values_is_a_passthrough_that_holds_nothing() -> None:
     masker = Masker([])
     assert not masker.active
