@@ -64,8 +64,8 @@ STATEMENT_LOG = {"log_statement": "all", "log_connections": "on",
 # so the pieces reach the worker as separate reads), byte by byte on stderr,
 # whole on both streams; then waits until the test, having read the live
 # attempt, creates the file GO, and prints it once more (a later live-log chunk).
-# The dots after READY push it past what the masker holds back (the longest
-# value's length - 1 bytes), so the live log shows it while the command waits.
+# The dots after READY are belt and braces: the masker holds back only a tail
+# that could begin the value, so the live log shows READY while the command waits.
 COMMAND = """
 import hashlib, os, sys, time
 value = os.environ[ENV_NAME]
