@@ -1,10 +1,13 @@
 """Worker certificates (SPEC §16.3): `admin worker renew-cert`, `admin cert revoke`.
 
-`renew-cert --worker ID --ca-dir DIR --out DIR` issues a new client
+`renew-cert --worker ID [--ca-dir DIR] [--out DIR]` issues a new client
 certificate for the same worker identity into OUT (worker.pem, worker-key.pem;
 refused when either exists) and records its serial and notAfter; the old
-certificate keeps working until it expires or is revoked. `cert revoke --serial
-S` (hex as `openssl x509 -serial` prints it, any case, colons optional) makes
+certificate keeps working until it expires or is revoked. `--worker ID` is all
+it needs on a `qinglong dev up` database: the CA defaults to the one that
+database names (the dev stack's caDir), OUT to a new directory
+`worker-certs/<workerId>-<UTC time>` beside the CA (service/certificates.py).
+`cert revoke --serial S` (hex as `openssl x509 -serial` prints it, any case, colons optional) makes
 every ingress process refuse that certificate within 5 s (401
 certificate_revoked, service/cert_revocation.py).
 """
@@ -28,9 +31,12 @@ def add_worker_parser(workers: argparse._SubParsersAction, lazy: Any, dsn: Any) 
         "renew-cert", help="issue a new certificate for the same worker identity")
     dsn(renew)
     renew.add_argument("--worker", required=True, help="worker id")
-    renew.add_argument("--ca-dir", required=True, type=Path)
-    renew.add_argument("--out", required=True, type=Path,
-                       help="directory for worker.pem and worker-key.pem (must not hold them)")
+    renew.add_argument("--ca-dir", type=Path, default=None,
+                       help="the CA that issued the worker's certificate (default: the "
+                       "dev stack's caDir, which a `qinglong dev up` database names)")
+    renew.add_argument("--out", type=Path, default=None,
+                       help="directory for worker.pem and worker-key.pem (must not hold "
+                       "them; default: a new worker-certs/<workerId>-<UTC time> beside the CA)")
     renew.add_argument("--days", default="365", help="validity in days, 1..3650 (default 365)")
     renew.set_defaults(handler=lazy("qinglong.admin_certs:worker_renew_cert"))
 
@@ -53,7 +59,8 @@ def worker_renew_cert(args: argparse.Namespace) -> int:
         days = integer(args.days, "days", 1, 3650)
         with control_plane.connect(args.dsn) as conn:
             renewed = certificates.renew_worker_cert(
-                conn, worker_id, args.ca_dir, Path(args.out).absolute(), days=days)
+                conn, worker_id, args.ca_dir,
+                None if args.out is None else Path(args.out).absolute(), days=days)
         return renewed.as_json()
 
     return guarded(action)

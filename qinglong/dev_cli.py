@@ -21,7 +21,9 @@ cleans up. Layout of DIR:
     ingress.json    ingress config;  ingress.pid
     sweeper.dsn     the sweeper login's DSN (0600; read via --dsn-file);  sweeper.pid
     kek.key         the key-encryption key of secrets (0600; dev-env.json kekFile)
-    ca/ server/ worker/   dev PKI (worker/ holds the credential file, 0600)
+    ca/ server/ worker/   dev PKI (worker/ holds the credential file, 0600); the
+                    database names ca/ (setting qinglong.dev_ca_dir) for renewals
+    worker-certs/   certificates `admin worker renew-cert --worker ID` issued
     pg/             the cluster, unless the `postgres` OS user cannot reach DIR
                     (root + a 0700 parent) or the socket path would be too long;
                     then a private dir under the system temp dir, recorded in state
@@ -78,7 +80,9 @@ KEK_FILE = "kek.key"
 _CREATED = ("ca", "server", "worker", "ingress.json", "ingress.pid", SWEEPER_DSN_FILE,
             "sweeper.pid", ENV_FILE, KEK_FILE,
             # the producer API (qinglong/dev_api.py)
-            "api.json", "api.pid", "api.token", "api-ready.json")
+            "api.json", "api.pid", "api.token", "api-ready.json",
+            # certificates `admin worker renew-cert` wrote by default (beside ca/)
+            "worker-certs")
 PRODUCER_ROLE = "qinglong_api"
 
 
@@ -572,6 +576,8 @@ def _up(state_dir: Path) -> dict[str, Any]:
             self_labels=True,  # a development worker declares its own labels (SPEC §13.2)
             pools=("*",),  # and takes every pool, present and future (SPEC §13.1)
         )
+        # `admin worker renew-cert --worker ID` finds the dev CA through the database.
+        _name_dev_ca(conn, state_dir / "ca")
     listen_port, admin_port = _start_ingress(state, dsns.ingress, tls, worker)
     _start_sweeper(state, dsns.sweeper)
     api_section = _start_api(state, dsns, ca_file)
@@ -588,6 +594,13 @@ def _up(state_dir: Path) -> dict[str, Any]:
     }
     _write_json(state_dir / ENV_FILE, env)
     return env
+
+
+def _name_dev_ca(conn: Any, ca_dir: Path) -> None:
+    from qinglong.service.certificates import set_dev_ca_dir
+
+    set_dev_ca_dir(conn, DATABASE, ca_dir)
+    conn.commit()
 
 
 def _start_api(state: State, dsns: DevDsns, ca_file: Path) -> dict[str, Any]:
