@@ -8,7 +8,9 @@
 --     credential's 24 h grace is no operator's concern);
 --   * certificates the control plane issued (ql_private.worker_certificates):
 --     not revoked, not_after in (now, now + window], and not already renewed
---     (no live certificate of the same worker that lasts longer).
+--     (no live certificate of the same worker issued after it: a renewal
+--     replaces the older one whatever its lifetime, so a certificate renewed
+--     with a short validity shows up itself).
 --   Both soonest first, through the partial expiry indexes of migrations 0028
 --   and 0029.
 -- Inputs: p_within_s 1 .. 31536000 (a year; NULL = 14 d), p_limit 1 .. 1000
@@ -69,7 +71,7 @@ BEGIN
          WHERE c.revoked_at IS NULL AND c.not_after > v_now AND c.not_after <= v_until
            AND NOT EXISTS (SELECT 1 FROM ql_private.worker_certificates n
                             WHERE n.worker_id = c.worker_id AND n.revoked_at IS NULL
-                              AND n.not_after > c.not_after)
+                              AND n.not_after > v_now AND n.issued_at > c.issued_at)
          ORDER BY c.not_after
          LIMIT 10000)
     SELECT (SELECT count(*) FROM soon),
@@ -92,4 +94,4 @@ $$;
 REVOKE ALL ON FUNCTION ql.expiring_identities(bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.expiring_identities(bigint, integer) TO ql_readonly, ql_runtime;
 COMMENT ON FUNCTION ql.expiring_identities(bigint, integer) IS
-'Worker credentials and certificates expiring within p_within_s (default 14 d, SPEC 16.3), soonest first, not revoked, not already replaced: {withinS, credentials: [{credentialId, workerId, worker, expiresAtMs}], certificates: [{serial, workerId, worker, notAfterMs}], credentialsTotal, certificatesTotal (<= 10000), truncated}. Inputs: p_within_s 1..31536000, p_limit 1..1000. Writes: nothing. Locks: none. Errors: QL006 out of bounds. Caller: ql_readonly, ql_runtime.';
+'Worker credentials and certificates expiring within p_within_s (default 14 d, SPEC 16.3), soonest first, not revoked, not already replaced (a live successor credential; a live certificate of the worker issued later): {withinS, credentials: [{credentialId, workerId, worker, expiresAtMs}], certificates: [{serial, workerId, worker, notAfterMs}], credentialsTotal, certificatesTotal (<= 10000), truncated}. Inputs: p_within_s 1..31536000, p_limit 1..1000. Writes: nothing. Locks: none. Errors: QL006 out of bounds. Caller: ql_readonly, ql_runtime.';

@@ -22,6 +22,10 @@ SELECT ql.register_worker('cert') ->> 'workerId' AS w2 \gset
 SELECT ql.record_certificate(:'w2', 'cc', ql_private.epoch_ms(clock_timestamp() + interval '2 days')) \gset
 SELECT ql.record_certificate(:'w2', 'dd', ql_private.epoch_ms(clock_timestamp() + interval '3 days')) \gset
 SELECT ql.revoke_certificate('dd') \gset
+-- Renewed with a shorter validity: the newer certificate is the one that counts.
+SELECT ql.register_worker('short') ->> 'workerId' AS w3 \gset
+SELECT ql.record_certificate(:'w3', 'ee', ql_private.epoch_ms(clock_timestamp() + interval '100 days')) \gset
+SELECT ql.record_certificate(:'w3', 'ff', ql_private.epoch_ms(clock_timestamp() + interval '7 days')) \gset
 
 SELECT ql_test.mark();
 SET LOCAL ROLE ql_readonly;
@@ -31,15 +35,15 @@ SELECT is((SELECT array_agg(x ->> 'credentialId') FROM jsonb_array_elements(:'e'
           ARRAY['soonsoonsoonsoo2', 'successorsucces1', 'soonsoonsoonsoo1'],
           'credentials within 14 days, soonest first (not revoked, later, never-expiring or rotated ones; a successor has its own lifetime)');
 SELECT is((SELECT array_agg(x ->> 'serial') FROM jsonb_array_elements(:'e'::jsonb -> 'certificates') x),
-          ARRAY['cc'],
-          'certificates within 14 days that are neither revoked nor renewed');
+          ARRAY['cc', 'ff'],
+          'certificates within 14 days that are neither revoked nor renewed (a later issue renews, even a shorter one)');
 SELECT is(:'e'::jsonb -> 'credentials' -> 0 ->> 'worker', 'soon', 'each names its worker');
 SELECT ok(NOT (:'e'::jsonb -> 'credentials' -> 0) ?| ARRAY['secretDigest', 'secret_digest'], 'never a digest');
 SELECT is((:'e'::jsonb ->> 'credentialsTotal')::int, 3, 'the total');
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'writes nothing');
 
 SET LOCAL ROLE ql_worker_ingress;
-SELECT is(ql.expiring_counts(1209600), '{"credentials": 3, "certificates": 1}'::jsonb,
+SELECT is(ql.expiring_counts(1209600), '{"credentials": 3, "certificates": 2}'::jsonb,
           'the ingress reads the counts');
 RESET ROLE;
 SET LOCAL ROLE ql_readonly;
