@@ -44,7 +44,7 @@ from typing import Any
 import psycopg
 
 from qinglong.db import api
-from tools.bench import raw, schema_floor
+from tools.bench import raw, schema_floor, sql_batch
 from tools.bench.common import (
     SESSION_EXPIRED,
     Api,
@@ -338,4 +338,5 @@ def run(ctx: BenchContext) -> list[Table]:
     )
     workers.data = {"levels": cycles, "target": TARGET, "targetOne": TARGET_ONE,
                     "workerSlots": WORKER_SLOTS}
-    return [table, workers]
+    batches = sql_batch.table(ctx, sizes["levels"], sizes["runs"])
+    return [table, workers, batches]
