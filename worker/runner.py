@@ -683,7 +683,9 @@ class Runner:
 
     def _drain_wake(self, now: int, shutdown_at: int | None, give_up_at: int | None) -> int:
         assert self._executor is not None
-        times = [t for t in (self._executor.next_due_ms(), shutdown_at, give_up_at) if t]
+        # `is not None`: a due time of 0 (e.g. a new log shipper's) means "now".
+        times = [t for t in (self._executor.next_due_ms(), shutdown_at, give_up_at)
+                 if t is not None]  # fmt: skip
         if self._session is not None:
             times.append(self._next_heartbeat_ms)
         return max(0, min(times, default=now + 1000) - self._clock())

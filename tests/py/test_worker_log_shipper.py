@@ -37,11 +37,14 @@ from qinglong.worker.log_shipper import (
     ShipState,
     log_size,
 )
+from qinglong.worker.runner import RunOptions, StopSignal
 from qinglong.worker.transport import Response
 from tests.py.test_worker_executor_lifecycle import (
     SETTINGS,
     Bench,
     FakeLeases,
+    _ingress_offering,
+    _runner,
     command,
     entry_for,
     now_ms,
@@ -341,6 +344,32 @@ def test_the_run_loop_ships_while_the_command_runs_not_at_the_heartbeat(bench: B
     assert exited_at_first_request and exited_at_first_request[0] is False, bench.names()
     assert bytes(server.logs[entry.offer_id]) == b"hello\nbye\n"
     assert result_of(bench, entry)["logBytes"] == len(b"hello\nbye\n")
+
+
+def test_a_draining_worker_ships_while_its_last_command_runs(tmp_path: Path) -> None:
+    """`worker run --max-offers 1`: the run loop drains after the last offer and
+    sleeps until the executor's next due time; a shipper due at once is not
+    mistaken for "nothing due" (which slept to the 20 s session heartbeat)."""
+    server = LogServer()
+    out = io.StringIO()
+    exited_at_first_request: list[bool] = []
+
+    def post(path: str, body: dict[str, Any], limit: int) -> Response:
+        exited_at_first_request.append("exec.exited" in out.getvalue())
+        return server.post(path, body, limit)
+
+    ingress = _ingress_offering(command("sh", "-c", "echo hello; sleep 6; echo bye"), 1)
+    leases, stop = FakeLeases(), StopSignal()
+    leases.ttl_ms = 60_000
+    runner, journal = _runner(tmp_path, ingress, leases, stop, RunOptions(max_offers=1), out)
+    runner._executor._logs = LogClient(post)  # type: ignore[union-attr]
+    try:
+        assert runner.run() == 0
+    finally:
+        journal.close()
+        stop.close()
+    assert exited_at_first_request and exited_at_first_request[0] is False, out.getvalue()
+    assert [bytes(v) for v in server.logs.values()] == [b"hello\nbye\n"]
 
 
 def test_lost_answers_and_an_outage_leave_no_gap_and_no_duplicate(bench: Bench) -> None:
