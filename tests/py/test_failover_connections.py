@@ -175,3 +175,31 @@ def test_multi_host_dsn_follows_the_read_write_server(servers):
             await gw.close()
 
     asyncio.run(scenario())
+
+
+def test_connection_that_lost_its_server_is_never_reused(servers):
+    server, _ = servers
+
+    async def scenario() -> None:
+        gw = _gateway(_dsn(server.port))
+        await gw.open()
+        try:
+            _, pid = await _write(gw)
+            with server.su() as conn:  # the server side of the pooled connection dies
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            with pytest.raises(DbUnavailable):
+                await _write(gw)
+            assert gw.metrics.db_errors.value("connection") == 1
+            deadline = time.monotonic() + 10
+            while True:  # the worker retries the same intent; a new connection answers
+                try:
+                    _, new_pid = await _write(gw)
+                    break
+                except DbUnavailable:
+                    assert time.monotonic() < deadline, "the pool did not reconnect"
+                    await asyncio.sleep(0.1)
+            assert new_pid != pid
+        finally:
+            await gw.close()
+
+    asyncio.run(scenario())
