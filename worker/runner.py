@@ -291,8 +291,9 @@ class Runner:
     def _probe_inbox(self) -> None:
         assert self._keeper is not None
         pending = self._journal.load_pending()
-        # The coordinator owns a pending claim's entry until the claim settles.
-        self._keeper.probe_due(skip=[pending.offer_id] if pending is not None else [])
+        # The coordinator owns a pending claim's entries (every offer id of a
+        # batch) until the claim settles.
+        self._keeper.probe_due(skip=pending.offer_ids() if pending is not None else [])
 
     def _may_pull(self) -> bool:
         if self._draining:
