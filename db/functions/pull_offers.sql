@@ -27,8 +27,8 @@
 --      would find the same queue).
 --   A retry of the same batch returns the same offer for every id that was
 --   claimed (step 2) and tries the ids that were not (step 4).
--- Returns {status: batch, offers: [offer@v1 projection …] (request order:
---   replays and claims), conflicts: [{offerId, category} …], idle: NULL |
+-- Returns {status: batch, offers: [offer@v1 projection …] (replays and claims,
+--   in the order of their offer ids in the request), conflicts: [{offerId, category} …], idle: NULL |
 --   {reason, stats, truncated}} — idle is set when some new id was not claimed.
 -- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
 --   p_session_id (lowercase canonical UUIDs), p_generation (>= 1), p_offer_ids
@@ -79,7 +79,7 @@ DECLARE
     v_session ql_private.worker_sessions;
     v_live integer;
     v_free integer;
-    v_offers jsonb := '[]'::jsonb;
+    v_offers jsonb[] := '{}';        -- by request position (NULL: no offer for it)
     v_conflicts jsonb := '[]'::jsonb;
     v_idle jsonb;
     v_new integer[] := '{}';
@@ -126,7 +126,7 @@ BEGIN
             v_result := ql_private.recover_offer(v_worker_id, v_session_id, p_generation,
                                                  v_offer_ids[v_i], v_digests[v_i]);
             IF v_result ->> 'status' = 'idempotent' THEN
-                v_offers := v_offers || jsonb_build_array(v_result -> 'offer');
+                v_offers[v_i] := v_result -> 'offer';
             ELSE
                 v_conflicts := v_conflicts || jsonb_build_array(jsonb_build_object(
                     'offerId', v_offer_ids[v_i], 'category', v_result ->> 'category'));
@@ -165,14 +165,17 @@ BEGIN
                                                   v_bounds.pages, v_bounds.page_size,
                                                   v_bounds.claim_attempts);
             IF v_result ->> 'status' = 'offered' THEN
-                v_offers := v_offers || jsonb_build_array(v_result -> 'offer');
+                v_offers[v_i] := v_result -> 'offer';
                 v_free := v_free - 1;
             ELSE
                 v_idle := v_result - 'status';
             END IF;
         END LOOP;
     END IF;
-    RETURN jsonb_build_object('status', 'batch', 'offers', v_offers,
+    RETURN jsonb_build_object('status', 'batch',
+                              'offers', coalesce((SELECT jsonb_agg(o ORDER BY n)
+                                                    FROM unnest(v_offers) WITH ORDINALITY AS u(o, n)
+                                                   WHERE o IS NOT NULL), '[]'::jsonb),
                               'conflicts', v_conflicts, 'idle', v_idle);
 END
 $$;

@@ -4,7 +4,7 @@
 -- ql_worker_ingress like the ingress does. (Concurrent batches:
 -- tests/py/test_pull_offers.py, with truly concurrent connections.)
 BEGIN;
-SELECT plan(42);
+SELECT plan(44);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -13,8 +13,9 @@ SELECT ql_test.open_session('w1', ql_test.capabilities(3)) ->> 'sessionId' AS s1
 SELECT ql_test.open_session('w2', ql_test.capabilities(16)) ->> 'sessionId' AS s2 \gset
 SELECT ql_test.publish('proj', 'task') AS pub \gset
 SELECT :'pub'::jsonb ->> 'taskId' AS task \gset
-SELECT r[1] AS r1, r[2] AS r2, r[3] AS r3, r[4] AS r4, r[5] AS r5
-  FROM ql_test.enqueue(:'task', 5, 0) r \gset
+SELECT r[1] AS r1, r[2] AS r2, r[3] AS r3, r[4] AS r4, r[5] AS r5, r[6] AS r6, r[7] AS r7,
+       r[8] AS r8
+  FROM ql_test.enqueue(:'task', 8, 0) r \gset
 
 -- batch(worker creds, session, generation, offer numbers, token labels [, bounds])
 CREATE FUNCTION pg_temp.batch(cred text, dig bytea, worker text, session text, gen bigint,
@@ -108,11 +109,21 @@ SELECT is(:'retry'::jsonb #>> '{conflicts,0,category}', 'lease_terminal',
 SELECT is(:'retry'::jsonb -> 'idle', 'null'::jsonb, 'every new id was claimed: idle is null');
 SELECT is((pg_temp.run_ids(:'retry'))[3], :'r4', 'offer 4 took the next run in queue order');
 
+-- Offers come in request order, replays and claims alike.
+SET LOCAL ROLE ql_worker_ingress;
+SELECT pg_temp.batch(:w2args, :'s2', 1, '{10,9}', '{n10,n9}') AS first2 \gset
+SELECT pg_temp.batch(:w2args, :'s2', 1, '{8,10,9}', '{n8,n10,n9}') AS order2 \gset
+RESET ROLE;
+SELECT is(pg_temp.offer_ids(:'order2'), ARRAY[pg_temp.offer(8), pg_temp.offer(10), pg_temp.offer(9)],
+          'a new id before two replays: the offers keep the request order');
+SELECT is(pg_temp.run_ids(:'order2'), ARRAY[:'r7', :'r5', :'r6'],
+          'the replays are the same runs, the new id took the next one');
+
 -- 5. An idle batch writes nothing; the queue runs dry mid-batch.
 SET LOCAL ROLE ql_worker_ingress;
 SELECT pg_temp.batch(:w2args, :'s2', 1, '{11,12,13}', '{a,b,c}') AS dry \gset
 RESET ROLE;
-SELECT is(pg_temp.run_ids(:'dry'), ARRAY[:'r5'], 'the last run is claimed');
+SELECT is(pg_temp.run_ids(:'dry'), ARRAY[:'r8'], 'the last run is claimed');
 SELECT is(:'dry'::jsonb #>> '{idle,reason}', 'no_candidates', 'then the queue is empty: no_candidates');
 SELECT is(:'dry'::jsonb #>> '{idle,stats,pages}', '1', 'idle carries the single pull''s stats');
 SELECT ql_test.mark();
@@ -152,7 +163,7 @@ SELECT throws_ok(format('SELECT pg_temp.batch(%s, %L, 1, ''{24}'', ''{x}'', ''{"
 SELECT is(pg_temp.batch(:'c1', sha256('wrong'), :'w1', :'s1', 1, '{25}', '{x}') ->> 'status', 'denied',
           'a wrong secret is denied before anything is read');
 RESET ROLE;
-SELECT is(pg_temp.lease_count(), 5::bigint, 'the refused batches claimed nothing');
+SELECT is(pg_temp.lease_count(), 8::bigint, 'the refused batches claimed nothing');
 
 -- 7. Catalog: the ingress executes it; nobody else.
 SELECT ok(has_function_privilege('ql_worker_ingress',
