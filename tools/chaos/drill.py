@@ -393,6 +393,13 @@ def lost_claims(out: Path, leases: list[dict[str, Any]]) -> int:
     return len(claimed - known)
 
 
+def sync_waits_cancelled(logs: Path) -> int:
+    """PostgreSQL's WARNING for a commit whose wait for the synchronous standby was
+    cancelled (a statement timeout): committed locally, acknowledged, not replicated."""
+    return sum(path.read_text(encoding="utf-8", errors="replace").count(
+        "canceling wait for synchronous replication") for path in logs.glob("pg*-patroni.log"))
+
+
 def drill_command(args: Any) -> int:
     from tools.chaos.cli import _sigterm_as_interrupt, summary
 
@@ -414,7 +421,11 @@ def drill_command(args: Any) -> int:
         print(line)
     figures = drill.figures(report)
     # haRoot: where the HA stack lived (removed by now; no process may still name it).
-    doc = figures.to_doc() | {"haRoot": str(drill.stack.root) if drill.stack else None}
+    cancelled = sync_waits_cancelled(out / "logs")
+    print(f"commits acknowledged before the standby had them (sync waits cancelled): "
+          f"{cancelled}")
+    doc = figures.to_doc() | {"haRoot": str(drill.stack.root) if drill.stack else None,
+                              "syncWaitsCancelled": cancelled}
     (out / RESULT_NAME).write_text(json.dumps(doc, indent=2), encoding="utf-8")
     late = [f for f in figures.faults
             if f["timeToOfferS"] is None or f["timeToOfferS"] > TARGETS_S[f["kind"]]]
