@@ -49,7 +49,7 @@ from qinglong.worker.runner import Runner, RunOptions, StopSignal
 from qinglong.worker.session import SessionClient
 from tests.py.run_as_support import run_as_user
 from tests.py.test_worker_coordinator import offered
-from tests.py.test_worker_run import WORKER, FakeIngress, FakeTime, Resp, error
+from tests.py.test_worker_run import WORKER, FakeIngress, FakeTime, Resp, batch_pulls, error
 
 SESSION = str(uuid.uuid4())
 SETTINGS = ExecutorSettings(shutdown_grace_s=0.5, kill_grace_s=0.3, output_limit_bytes=4096)
@@ -802,7 +802,9 @@ def _runner(tmp_path: Path, ingress: FakeIngress, leases: FakeLeases, stop: Stop
     settings = replace(SETTINGS, sandbox=sandbox_in(tmp_path, run_as_user()))
     executor = Lifecycle(journal, leases, slots=2, settings=settings,  # type: ignore[arg-type]
                          work_dir=config.work_dir, events=events)  # fmt: skip
-    runner = Runner(config, journal, SessionClient(ingress.post, WORKER), ingress.pull,
+    # Two slots: the runner pulls in batches (SPEC §18.2).
+    runner = Runner(config, journal, SessionClient(ingress.post, WORKER),
+                    batch_pulls(ingress.pull),
                     events=events, stop=stop, options=options, rng=random.Random(1),
                     executor=executor)  # fmt: skip
     # Watchdog: a broken loop fails the test instead of hanging it (2nd request escalates).

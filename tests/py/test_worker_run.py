@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,39 @@ class Resp:
     status: int
     body: bytes
     retry_after_ms: int | None = None
+
+
+BATCH_PULL = "qinglong/offer-batch-pull-request@v1"
+
+
+def batch_pulls(pull: Callable[[dict], Resp]) -> Callable[[dict], Resp]:
+    """A fake ingress's single `pull` answering batched pulls too (SPEC §18.1), as
+    the real one does: each pair pulled in order, offers (replays and claims)
+    collected, the first idle answer ending the batch; any other answer (409
+    on the session, 5xx) is the whole batch's."""
+
+    def adapted(body: dict) -> Resp:
+        if body.get("schema") != BATCH_PULL:
+            return pull(body)
+        offers: list[dict] = []
+        idle = None
+        fence = {k: body[k] for k in ("workerId", "sessionId", "generation")}
+        for pair in body["offers"]:
+            if idle is not None:
+                break
+            answer = pull({"schema": "qinglong/offer-pull-request@v1", **fence, **pair})
+            if answer.status != 200:
+                return answer
+            doc = json.loads(answer.body)
+            if doc["status"] == "offered":
+                offers.append(doc)
+            else:
+                idle = {k: doc[k] for k in ("reason", "stats", "truncated", "retryAfterMs")}
+        batch = {"schema": "qinglong/remote-execution-offer-batch@v1", "offers": offers,
+                 "idle": idle}
+        return Resp(200, json.dumps(batch).encode())
+
+    return adapted
 
 
 @dataclass
