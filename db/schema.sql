@@ -185,6 +185,145 @@ COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_
 
 
 --
+-- Name: append_log(text, bytea, text, text, bigint, text, bytea, bigint, bigint, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_max_chunk_bytes constant integer := 65536;
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
+    v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
+    v_bytes bytea;
+    v_len integer;
+    v_denied jsonb;
+    v_state record;
+    v_lease ql_private.run_leases;
+    v_log ql_private.attempt_logs;
+    v_stored bigint;
+    v_truncated boolean;
+    v_overlap integer;
+    v_cut integer;
+    v_now timestamptz;
+BEGIN
+    IF p_generation IS NULL OR p_generation < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF p_lease_version IS NULL OR p_lease_version < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
+    END IF;
+    IF p_offset IS NULL OR p_offset < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'offset',
+            MESSAGE = 'offset must be an integer >= 0';
+    END IF;
+    IF p_chunk IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'chunk', MESSAGE = 'chunk is required';
+    END IF;
+    v_bytes := convert_to(p_chunk, 'UTF8');
+    v_len := octet_length(v_bytes);
+    IF v_len > v_max_chunk_bytes THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', COLUMN = 'chunk',
+            MESSAGE = format('chunk must be at most %s bytes in UTF-8', v_max_chunk_bytes);
+    END IF;
+    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'lease.log');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
+    END IF;
+
+    -- Locked and fenced in one go: an append writes whenever it is accepted,
+    -- so an unlocked first read would save nothing but on a conflict.
+    v_state := ql_private.lease_open(
+        v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
+        p_lease_version, 'log', 'attempt_lease_share');
+    v_lease := v_state.lease;
+    IF v_state.category IS NOT NULL THEN
+        RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+    END IF;
+    IF v_lease.started_at IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL020',
+            MESSAGE = 'illegal_transition: log chunk before the starting ACK';
+    END IF;
+
+    SELECT lg.* INTO v_log FROM ql_private.attempt_logs lg
+     WHERE lg.attempt_id = v_lease.attempt_id FOR NO KEY UPDATE;
+    IF NOT FOUND AND p_offset = 0 AND v_len > 0 THEN
+        -- The first append creates the header (a concurrent first append waits
+        -- here for this one, then finds and locks the header it made).
+        INSERT INTO ql_private.attempt_logs (attempt_id, run_id, limit_bytes)
+        VALUES (v_lease.attempt_id, v_lease.run_id, v_lease.log_limit_bytes)
+        ON CONFLICT (attempt_id) DO NOTHING;
+        SELECT lg.* INTO STRICT v_log FROM ql_private.attempt_logs lg
+         WHERE lg.attempt_id = v_lease.attempt_id FOR NO KEY UPDATE;
+    END IF;
+    v_stored := coalesce(v_log.stored_bytes, 0);
+    v_truncated := coalesce(v_log.truncated, false);
+
+    IF p_offset > v_stored THEN
+        RETURN jsonb_build_object('status', 'conflict', 'category', 'log_offset',
+                                  'storedBytes', v_stored);
+    END IF;
+    IF p_offset < v_stored THEN
+        v_overlap := least(v_len::bigint, v_stored - p_offset)::integer;
+        IF ql_private.log_bytes(v_lease.attempt_id, p_offset, p_offset + v_overlap)
+               <> substring(v_bytes FROM 1 FOR v_overlap)
+           OR (p_offset + v_len > v_stored AND NOT v_truncated) THEN
+            RETURN jsonb_build_object('status', 'conflict', 'category', 'log_offset',
+                                      'storedBytes', v_stored);
+        END IF;
+        RETURN jsonb_build_object('status', 'idempotent', 'storedBytes', v_stored,
+                                  'truncated', v_truncated);
+    END IF;
+    IF v_len = 0 THEN
+        RETURN jsonb_build_object('status', 'idempotent', 'storedBytes', v_stored,
+                                  'truncated', v_truncated);
+    END IF;
+    IF v_truncated THEN
+        RETURN jsonb_build_object('status', 'ok', 'storedBytes', v_stored, 'truncated', true);
+    END IF;
+
+    -- p_offset = the stored length: append what fits under the cap.
+    v_cut := v_len;
+    IF v_stored + v_len > v_log.limit_bytes THEN
+        v_cut := (v_log.limit_bytes - v_stored)::integer;
+        -- Back to the first byte of the character the cap falls in (a UTF-8
+        -- continuation byte is 10xxxxxx).
+        WHILE v_cut > 0 AND (get_byte(v_bytes, v_cut) & 192) = 128 LOOP
+            v_cut := v_cut - 1;
+        END LOOP;
+        v_truncated := true;
+    END IF;
+    v_now := clock_timestamp();
+    IF v_cut > 0 THEN
+        INSERT INTO ql_private.attempt_log_chunks (attempt_id, start_byte, content)
+        VALUES (v_lease.attempt_id, v_stored, substring(v_bytes FROM 1 FOR v_cut));
+    END IF;
+    UPDATE ql_private.attempt_logs lg
+       SET stored_bytes = v_stored + v_cut, truncated = v_truncated, updated_at = v_now
+     WHERE lg.attempt_id = v_lease.attempt_id;
+    RETURN jsonb_build_object('status', 'ok', 'storedBytes', v_stored + v_cut,
+                              'truncated', v_truncated);
+END
+$$;
+
+
+ALTER FUNCTION ql.append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text) IS 'Append a chunk of a started lease''s command output to its attempt''s live log (SPEC 15.1, 15.2). Inputs: the lease proof (p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version: the current version, a fence never bumped), p_offset (bytes) >= 0, p_chunk <= 65536 UTF-8 bytes. offset = stored length -> appended {status: ok, storedBytes, truncated}; a chunk repeating stored bytes -> {status: idempotent, ...} unchanged; else {status: conflict, category: log_offset, storedBytes}. Cap: the task''s logLimitBytes pinned on the lease at claim; a crossing chunk is cut at the last UTF-8 character boundary at or below it, the log marked truncated, later chunks dropped (truncated: true). Fences: credential (lease.log), ql_private.lease_open (lease_verdict categories, stale_lease_version), started lease. Writes: one chunk row + the log header per appended chunk; nothing otherwise (one security_audit row when denied). Locks: attempt FOR KEY SHARE -> lease FOR KEY SHARE -> log header FOR NO KEY UPDATE. Errors: QL001 bad input (COLUMN offset/chunk where they are wrong), QL002 chunk over 64 KiB (COLUMN chunk), QL020 not started. Caller: ql_worker_ingress.';
+
+
+--
 -- Name: authenticate_worker(text, bytea, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
@@ -663,10 +802,10 @@ COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest byte
 
 
 --
--- Name: configure_task(text, integer, integer, integer, integer, boolean); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: configure_task(text, integer, integer, integer, integer, boolean, integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer DEFAULT NULL::integer, p_max_attempts integer DEFAULT NULL::integer, p_retry_base_ms integer DEFAULT NULL::integer, p_retry_cap_ms integer DEFAULT NULL::integer, p_enabled boolean DEFAULT NULL::boolean) RETURNS jsonb
+CREATE FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer DEFAULT NULL::integer, p_max_attempts integer DEFAULT NULL::integer, p_retry_base_ms integer DEFAULT NULL::integer, p_retry_cap_ms integer DEFAULT NULL::integer, p_enabled boolean DEFAULT NULL::boolean, p_log_limit_bytes integer DEFAULT NULL::integer) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -692,6 +831,10 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'retryCapMs',
             MESSAGE = 'retryCapMs must be between retryBaseMs and 86400000';
     END IF;
+    IF p_log_limit_bytes NOT BETWEEN 1024 AND 67108864 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'logLimitBytes',
+            MESSAGE = 'logLimitBytes must be between 1024 and 67108864';
+    END IF;
 
     SELECT tk.* INTO v_task FROM ql_private.tasks tk WHERE tk.id = v_task_id
        FOR NO KEY UPDATE;
@@ -712,34 +855,37 @@ BEGIN
 
     IF (coalesce(p_lease_ttl_s, v_task.lease_ttl_seconds),
         coalesce(p_max_attempts, v_task.max_attempts), v_base, v_cap,
-        coalesce(p_enabled, v_task.enabled))
+        coalesce(p_enabled, v_task.enabled),
+        coalesce(p_log_limit_bytes, v_task.log_limit_bytes))
        IS DISTINCT FROM
        (v_task.lease_ttl_seconds, v_task.max_attempts, v_task.retry_base_ms,
-        v_task.retry_cap_ms, v_task.enabled) THEN
+        v_task.retry_cap_ms, v_task.enabled, v_task.log_limit_bytes) THEN
         UPDATE ql_private.tasks tk
            SET lease_ttl_seconds = coalesce(p_lease_ttl_s, tk.lease_ttl_seconds),
                max_attempts = coalesce(p_max_attempts, tk.max_attempts),
                retry_base_ms = v_base,
                retry_cap_ms = v_cap,
-               enabled = coalesce(p_enabled, tk.enabled)
+               enabled = coalesce(p_enabled, tk.enabled),
+               log_limit_bytes = coalesce(p_log_limit_bytes, tk.log_limit_bytes)
          WHERE tk.id = v_task_id
         RETURNING tk.* INTO v_task;
     END IF;
     RETURN jsonb_build_object(
         'taskId', v_task.id, 'leaseTtlS', v_task.lease_ttl_seconds,
         'maxAttempts', v_task.max_attempts, 'retryBaseMs', v_task.retry_base_ms,
-        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled);
+        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled,
+        'logLimitBytes', v_task.log_limit_bytes);
 END
 $$;
 
 
-ALTER FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) OWNER TO ql_owner;
+ALTER FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean, p_log_limit_bytes integer) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean, p_log_limit_bytes integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) IS 'Change a task''s run policy (SPEC 9.1); NULL = unchanged; returns {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled}. Applies to attempts claimed afterwards (TTL read at claim, retry policy when an attempt ends). Inputs: p_task_id, p_lease_ttl_s 5..86400, p_max_attempts 1..100, p_retry_base_ms 100..3600000, p_retry_cap_ms retryBaseMs..86400000 (pair checked on the result), p_enabled. Fences: task exists. Writes: the task row when something changes; no event. Locks: task row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed id, QL006 out of bounds (COLUMN = wire field), QL004 unknown task; nothing changed on error. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean, p_log_limit_bytes integer) IS 'Change a task''s run policy (SPEC 9.1); NULL = unchanged; returns {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes}. Applies to attempts claimed afterwards (TTL and log cap pinned on the lease at claim, retry policy when an attempt ends). Inputs: p_task_id, p_lease_ttl_s 5..86400, p_max_attempts 1..100, p_retry_base_ms 100..3600000, p_retry_cap_ms retryBaseMs..86400000 (pair checked on the result), p_enabled, p_log_limit_bytes 1024..67108864. Fences: task exists. Writes: the task row when something changes; no event. Locks: task row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed id, QL006 out of bounds (COLUMN = wire field), QL004 unknown task; nothing changed on error. Caller: ql_runtime.';
 
 
 --
@@ -779,6 +925,7 @@ BEGIN
           JOIN ql_private.workers wk ON wk.id = cred.worker_id
          WHERE ql_private.digest_equal(entry.digest, cred.secret_digest)
            AND cred.revoked_at IS NULL
+           AND (cred.expires_at IS NULL OR cred.expires_at > clock_timestamp())
            AND cred.worker_id = entry.worker_id::uuid
            AND wk.disabled_at IS NULL), ARRAY[]::text[]);
 END
@@ -791,7 +938,7 @@ ALTER FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests 
 -- Name: FUNCTION confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]) IS 'Idle view cache re-confirmation: the given credential ids that would authenticate for their worker now (exists, digest matches in constant time, not revoked, same worker, worker not disabled). Inputs: equal-length arrays (<= 1024) of credential ids, SHA-256 digests, worker UUIDs. Fences: the credential facts of ql_private.authenticate. Writes: none. Locks: none. Errors: QL001 malformed arrays. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]) IS 'Idle view cache re-confirmation: the given credential ids that would authenticate for their worker now (exists, digest matches in constant time, not revoked, not expired, same worker, worker not disabled). Inputs: equal-length arrays (<= 1024) of credential ids, SHA-256 digests, worker UUIDs. Fences: the credential facts of ql_private.authenticate. Writes: none. Locks: none. Errors: QL001 malformed arrays. Caller: ql_worker_ingress.';
 
 
 --
@@ -908,6 +1055,51 @@ ALTER FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_
 --
 
 COMMENT ON FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint) IS 'admin token create (SPEC 13.4): store a project token made by the CLI: only the SHA-256 digest of the whole token string; project created when missing. Returns {tokenId, project, scopes (sorted, distinct), createdAtMs, expiresAtMs (null = never)}, never the digest. Inputs: p_project, p_token_id [a-z0-9]{16}, p_token_digest (32 bytes), p_scopes (1..5 of enqueue/read/cancel/retry/log), p_expires_in_s (NULL or 1..315360000). Writes: one project_tokens row (created_by = session_user), the project on first use. Locks: unique indexes. Errors: QL001 project/tokenId/tokenDigest/scope (COLUMN), id reused (tokenId); QL006 expiresIn. Caller: ql_runtime.';
+
+
+--
+-- Name: delete_secret(text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.delete_secret(p_project text, p_name text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_version integer;
+BEGIN
+    IF p_project IS NULL OR p_project !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'project',
+            MESSAGE = 'project must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    END IF;
+    IF p_name IS NULL OR p_name !~ '^[a-z][a-z0-9_.-]{0,63}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'name',
+            MESSAGE = 'secret name must match ^[a-z][a-z0-9_.-]{0,63}$';
+    END IF;
+    DELETE FROM ql_private.secrets s
+     USING ql_private.projects p
+     WHERE p.name = p_project AND s.project_id = p.id AND s.name = p_name
+    RETURNING s.version INTO v_version;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'name',
+            MESSAGE = format('secret %s not found in project %s', p_name, p_project);
+    END IF;
+    INSERT INTO ql_private.security_audit (action, outcome, reason, actor, detail)
+    VALUES ('secret.delete', 'allowed', 'secret_deleted', session_user,
+            jsonb_build_object('project', p_project, 'name', p_name, 'version', v_version));
+    RETURN jsonb_build_object('project', p_project, 'name', p_name, 'version', v_version,
+                              'deleted', true);
+END
+$_$;
+
+
+ALTER FUNCTION ql.delete_secret(p_project text, p_name text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION delete_secret(p_project text, p_name text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.delete_secret(p_project text, p_name text) IS 'admin secret delete (SPEC 14.1): remove a secret; revisions naming it stay (their runs then answer secret_missing). Returns {project, name, version, deleted}. Inputs: p_project, p_name. Fences: the secret exists. Writes: deletes the row, one security_audit row (secret.delete, actor, detail {project, name, version}). Locks: the secret row. Errors: QL001 malformed (COLUMN project|name), QL004 not found (COLUMN name). Caller: ql_runtime.';
 
 
 --
@@ -1280,6 +1472,117 @@ COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count 
 
 
 --
+-- Name: expiring_counts(bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.expiring_counts(p_within_s bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_found jsonb;
+BEGIN
+    IF p_within_s IS NULL OR p_within_s NOT BETWEEN 1 AND 31536000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'withinS',
+            MESSAGE = 'withinS must be between 1 and 31536000';
+    END IF;
+    v_found := ql.expiring_identities(p_within_s, 1);
+    RETURN jsonb_build_object('credentials', v_found -> 'credentialsTotal',
+                              'certificates', v_found -> 'certificatesTotal');
+END
+$$;
+
+
+ALTER FUNCTION ql.expiring_counts(p_within_s bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION expiring_counts(p_within_s bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.expiring_counts(p_within_s bigint) IS 'How many worker credentials and issued certificates expire within p_within_s (SPEC 16.3, /metrics): {credentials, certificates}, each <= 10000. Writes: nothing. Locks: none. Errors: QL006 out of bounds. Caller: ql_worker_ingress.';
+
+
+--
+-- Name: expiring_identities(bigint, integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.expiring_identities(p_within_s bigint DEFAULT 1209600, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_within_s bigint := coalesce(p_within_s, 1209600);
+    v_limit integer := coalesce(p_limit, 100);
+    v_now timestamptz := clock_timestamp();
+    v_until timestamptz;
+    v_credentials jsonb;
+    v_certificates jsonb;
+    v_credentials_total bigint;
+    v_certificates_total bigint;
+BEGIN
+    IF v_within_s NOT BETWEEN 1 AND 31536000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'withinS',
+            MESSAGE = 'withinS must be between 1 and 31536000';
+    END IF;
+    IF v_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'limit',
+            MESSAGE = 'limit must be between 1 and 1000';
+    END IF;
+    v_until := v_now + make_interval(secs => v_within_s);
+    WITH soon AS (
+        SELECT c.credential_id, c.worker_id, c.expires_at
+          FROM ql_private.worker_credentials c
+         WHERE c.revoked_at IS NULL AND c.expires_at > v_now AND c.expires_at <= v_until
+           AND NOT EXISTS (SELECT 1 FROM ql_private.worker_credentials s
+                            WHERE s.rotated_from = c.credential_id AND s.revoked_at IS NULL)
+         ORDER BY c.expires_at
+         LIMIT 10000)
+    SELECT (SELECT count(*) FROM soon),
+           coalesce((SELECT jsonb_agg(jsonb_build_object(
+                         'credentialId', page.credential_id, 'workerId', page.worker_id,
+                         'worker', w.name, 'expiresAtMs', ql_private.epoch_ms(page.expires_at))
+                       ORDER BY page.expires_at, page.credential_id)
+                       FROM (SELECT * FROM soon ORDER BY soon.expires_at LIMIT v_limit) page
+                       JOIN ql_private.workers w ON w.id = page.worker_id), '[]'::jsonb)
+      INTO v_credentials_total, v_credentials;
+    WITH soon AS (
+        SELECT c.serial, c.worker_id, c.not_after
+          FROM ql_private.worker_certificates c
+         WHERE c.revoked_at IS NULL AND c.not_after > v_now AND c.not_after <= v_until
+           AND NOT EXISTS (SELECT 1 FROM ql_private.worker_certificates n
+                            WHERE n.worker_id = c.worker_id AND n.revoked_at IS NULL
+                              AND n.not_after > v_now AND n.issued_at > c.issued_at)
+         ORDER BY c.not_after
+         LIMIT 10000)
+    SELECT (SELECT count(*) FROM soon),
+           coalesce((SELECT jsonb_agg(jsonb_build_object(
+                         'serial', page.serial, 'workerId', page.worker_id, 'worker', w.name,
+                         'notAfterMs', ql_private.epoch_ms(page.not_after))
+                       ORDER BY page.not_after, page.serial)
+                       FROM (SELECT * FROM soon ORDER BY soon.not_after LIMIT v_limit) page
+                       JOIN ql_private.workers w ON w.id = page.worker_id), '[]'::jsonb)
+      INTO v_certificates_total, v_certificates;
+    RETURN jsonb_build_object(
+        'withinS', v_within_s,
+        'credentials', v_credentials,
+        'certificates', v_certificates,
+        'credentialsTotal', v_credentials_total,
+        'certificatesTotal', v_certificates_total,
+        'truncated', v_credentials_total > v_limit OR v_certificates_total > v_limit);
+END
+$$;
+
+
+ALTER FUNCTION ql.expiring_identities(p_within_s bigint, p_limit integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION expiring_identities(p_within_s bigint, p_limit integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.expiring_identities(p_within_s bigint, p_limit integer) IS 'Worker credentials and certificates expiring within p_within_s (default 14 d, SPEC 16.3), soonest first, not revoked, not already replaced (a live successor credential; a live certificate of the worker issued later): {withinS, credentials: [{credentialId, workerId, worker, expiresAtMs}], certificates: [{serial, workerId, worker, notAfterMs}], credentialsTotal, certificatesTotal (<= 10000), truncated}. Inputs: p_within_s 1..31536000, p_limit 1..1000. Writes: nothing. Locks: none. Errors: QL006 out of bounds. Caller: ql_readonly, ql_runtime.';
+
+
+--
 -- Name: grant_pool(text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
@@ -1589,10 +1892,10 @@ COMMENT ON FUNCTION ql.idle_probe() IS 'Idle view probe, one snapshot: {idle, re
 
 
 --
--- Name: issue_credential(text, text, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: issue_credential(text, text, bytea, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) RETURNS jsonb
+CREATE FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -1600,34 +1903,43 @@ DECLARE
     v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
     v_secret_digest bytea := ql_private.require_digest(p_secret_digest, 'secretDigest');
     v_inserted text;
+    v_expires_at timestamptz;
+    v_now timestamptz := clock_timestamp();
 BEGIN
     IF p_credential_id IS NULL OR p_credential_id !~ '^[a-z0-9]{16}$' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
             MESSAGE = 'credentialId must match ^[a-z0-9]{16}$';
     END IF;
+    IF p_ttl_s IS NOT NULL AND p_ttl_s NOT BETWEEN 10 AND 315360000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'credentialTtlS',
+            MESSAGE = 'credentialTtlS must be between 10 s and 3650 d';
+    END IF;
     PERFORM 1 FROM ql_private.workers w WHERE w.id = v_worker_id FOR KEY SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'QL004', MESSAGE = 'worker not found';
     END IF;
-    INSERT INTO ql_private.worker_credentials AS c (credential_id, worker_id, secret_digest)
-    VALUES (p_credential_id, v_worker_id, v_secret_digest)
+    INSERT INTO ql_private.worker_credentials AS c
+           (credential_id, worker_id, secret_digest, created_at, ttl_s, expires_at)
+    VALUES (p_credential_id, v_worker_id, v_secret_digest, v_now, p_ttl_s,
+            v_now + make_interval(secs => p_ttl_s))
     ON CONFLICT ON CONSTRAINT worker_credentials_pkey DO NOTHING
-    RETURNING c.credential_id INTO v_inserted;
+    RETURNING c.credential_id, c.expires_at INTO v_inserted, v_expires_at;
     IF v_inserted IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'credentialId already exists';
     END IF;
-    RETURN jsonb_build_object('credentialId', v_inserted, 'workerId', v_worker_id);
+    RETURN jsonb_build_object('credentialId', v_inserted, 'workerId', v_worker_id,
+                              'expiresAtMs', ql_private.epoch_ms(v_expires_at));
 END
 $_$;
 
 
-ALTER FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) OWNER TO ql_owner;
+ALTER FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) IS 'Store a worker credential (id + SHA-256 of the secret, never the secret); returns {credentialId, workerId}. Inputs: p_worker_id, p_credential_id ^[a-z0-9]{16}$, p_secret_digest (32 bytes). Fences: worker exists, id new. Writes: one worker_credentials row. Locks: worker row FOR KEY SHARE. Not idempotent. Errors: QL001 malformed/duplicate id or digest, QL004 unknown worker. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint) IS 'Store a worker credential (id + SHA-256 of the secret, never the secret); returns {credentialId, workerId, expiresAtMs}. Inputs: p_worker_id, p_credential_id ^[a-z0-9]{16}$, p_secret_digest (32 bytes), p_ttl_s (10 s .. 3650 d, NULL = never expires). Fences: worker exists, id new. Writes: one worker_credentials row. Locks: worker row FOR KEY SHARE. Not idempotent. Errors: QL001 malformed/duplicate id or digest, QL006 ttl out of bounds, QL004 unknown worker. Caller: ql_runtime.';
 
 
 --
@@ -1780,6 +2092,135 @@ ALTER FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[]
 --
 
 COMMENT ON FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean) IS 'Record the labels an operator vouches for (SPEC 13.2): p_labels grants key -> value (a new value replaces the old), p_remove takes grants away, p_self_labels true/false/NULL (unchanged) accepts declared labels as they are. ql.open_session then accepts only granted labels (same key and value, byte for byte) unless self_labels. When self_labels is off after the change, each ACTIVE session whose declared labels are no longer all granted drains at once (ql_private.drain_session: no new offer, unstarted leases released session_closed, started runs may finish). One worker.labels_changed event (keys only, selfLabels, sessionsDraining, leasesReleased, actor) when anything changed. Returns {workerId, labels, selfLabels, sessionsDraining, leasesReleased}. Inputs: p_worker_id, p_labels (object, <= 32, capabilities label rules), p_remove (keys), p_self_labels. Fences: worker exists. Locks: worker row FOR NO KEY UPDATE (serializes with open_session), active sessions FOR UPDATE, drain_session''s locks. Idempotent. Errors: QL001 malformed (COLUMN workerId/labels/remove), QL002 value > 128 chars or > 32 labels (COLUMN labels), QL004 unknown worker; nothing changed on error. Caller: ql_runtime.';
+
+
+--
+-- Name: lease_secrets(text, bytea, text, text, bigint, text, bytea, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
+    v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
+    v_denied jsonb;
+    v_state record;
+    v_lease ql_private.run_leases;
+    v_project_id uuid;
+    v_map jsonb;
+    v_key ql_private.project_data_keys;
+    v_secrets jsonb;
+    v_found integer;
+    v_names jsonb;
+BEGIN
+    IF p_generation IS NULL OR p_generation < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF p_lease_version IS NULL OR p_lease_version < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
+    END IF;
+    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'lease.secrets');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
+    END IF;
+
+    -- `heartbeat` as the change: the version must be the current one; a
+    -- heartbeat's retry (answered `replay`) is no delivery either.
+    v_state := ql_private.lease_open(v_offer_id, v_worker_id, v_session_id, p_generation,
+                                     v_token_digest, p_lease_version, 'heartbeat');
+    v_lease := v_state.lease;
+    IF v_state.category = 'replay' THEN
+        RETURN jsonb_build_object('status', 'conflict', 'category', 'stale_lease_version');
+    ELSIF v_state.category IS NOT NULL THEN
+        RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+    END IF;
+    IF v_lease.started_at IS NULL THEN
+        RETURN jsonb_build_object('status', 'conflict', 'category', 'not_started');
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM ql_private.workers w
+                    WHERE w.id = v_lease.worker_id AND w.all_pools)
+       AND NOT EXISTS (SELECT 1 FROM ql_private.worker_pool_grants g
+                        WHERE g.worker_id = v_lease.worker_id
+                          AND g.pool_id = (v_state.run).pool_id) THEN
+        RETURN jsonb_build_object('status', 'conflict', 'category', 'pool_revoked');
+    END IF;
+
+    SELECT tk.project_id, coalesce(er.spec -> 'secrets', '{}'::jsonb)
+      INTO STRICT v_project_id, v_map
+      FROM ql_private.execution_revisions er
+      JOIN ql_private.tasks tk ON tk.id = er.task_id
+     WHERE er.id = v_lease.execution_revision_id;
+    SELECT k.* INTO v_key FROM ql_private.project_data_keys k WHERE k.project_id = v_project_id;
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'env', m.key, 'name', s.name, 'version', s.version, 'keyId', s.key_id,
+               'nonce', encode(s.nonce, 'hex'), 'ciphertext', encode(s.ciphertext, 'hex'))
+               ORDER BY m.key COLLATE "C"), '[]'::jsonb),
+           count(s.name)
+      INTO v_secrets, v_found
+      FROM jsonb_each_text(v_map) m
+      LEFT JOIN ql_private.secrets s ON s.project_id = v_project_id AND s.name = m.value;
+    IF v_found <> (SELECT count(*) FROM jsonb_object_keys(v_map)) THEN
+        RETURN jsonb_build_object('status', 'conflict', 'category', 'secret_missing');
+    END IF;
+
+    SELECT coalesce(jsonb_agg(x.name ORDER BY x.name COLLATE "C"), '[]'::jsonb) INTO v_names
+      FROM (SELECT DISTINCT m.value AS name FROM jsonb_each_text(v_map) m) x;
+    INSERT INTO ql_private.security_audit (credential_id, worker_id, action, outcome, reason,
+                                           detail)
+    VALUES (p_credential_id, v_worker_id, 'lease.secrets', 'allowed', 'secrets_delivered',
+            jsonb_build_object('runId', v_lease.run_id, 'offerId', v_lease.offer_id,
+                               'names', v_names));
+    RETURN jsonb_build_object(
+        'status', 'ok', 'runId', v_lease.run_id, 'projectId', v_project_id,
+        'dataKey', CASE WHEN v_key.project_id IS NOT NULL THEN jsonb_build_object(
+            'keyId', v_key.key_id, 'kekId', v_key.kek_id,
+            'nonce', encode(v_key.nonce, 'hex'),
+            'wrappedKey', encode(v_key.wrapped_key, 'hex')) END,
+        'secrets', v_secrets);
+END
+$$;
+
+
+ALTER FUNCTION ql.lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'The secrets of a started lease (SPEC 14.3): the run''s revision spec.secrets {ENV: name} answered as the project''s wrapped data key and each secret''s ciphertext (hex; the ingress decrypts with its KEK, never the database). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (exactly the current version; not changed). Fences: credential (lease.secrets), ql_private.lease_open (lease_verdict categories, stale_lease_version), then not_started, pool_revoked (the worker no longer holds the run''s pool), secret_missing. {status: ok, runId, projectId, dataKey {keyId, kekId, nonce, wrappedKey} | null, secrets [{env, name, version, keyId, nonce, ciphertext}]} | {status: conflict, category} | denied. Writes: one security_audit row per delivery (lease.secrets, secrets_delivered, detail {runId, offerId, names}: names only); nothing on a conflict; never the lease. Locks: none. Errors: QL001 bad input. Caller: ql_worker_ingress.';
+
+
+--
+-- Name: list_data_keys(); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.list_data_keys() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT jsonb_build_object('keys', coalesce(jsonb_agg(jsonb_build_object(
+               'projectId', k.project_id, 'keyId', k.key_id, 'kekId', k.kek_id,
+               'nonce', encode(k.nonce, 'hex'), 'wrappedKey', encode(k.wrapped_key, 'hex'))
+               ORDER BY k.key_id), '[]'::jsonb))
+      FROM ql_private.project_data_keys k
+$$;
+
+
+ALTER FUNCTION ql.list_data_keys() OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION list_data_keys(); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.list_data_keys() IS 'admin secret rotate-kek (SPEC 14.1): {keys: [{projectId, keyId, kekId, nonce, wrappedKey}]} every project''s WRAPPED data key (hex), key id order. Inputs: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_runtime.';
 
 
 --
@@ -1945,6 +2386,44 @@ COMMENT ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit intege
 
 
 --
+-- Name: list_secrets(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.list_secrets(p_project text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_secrets jsonb;
+BEGIN
+    IF p_project IS NULL OR p_project !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'project',
+            MESSAGE = 'project must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    END IF;
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'name', s.name, 'version', s.version,
+               'createdAtMs', ql_private.epoch_ms(s.created_at),
+               'updatedAtMs', ql_private.epoch_ms(s.updated_at))
+               ORDER BY s.name COLLATE "C"), '[]'::jsonb)
+      INTO v_secrets
+      FROM ql_private.projects p
+      JOIN ql_private.secrets s ON s.project_id = p.id
+     WHERE p.name = p_project;
+    RETURN jsonb_build_object('project', p_project, 'secrets', v_secrets);
+END
+$_$;
+
+
+ALTER FUNCTION ql.list_secrets(p_project text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION list_secrets(p_project text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.list_secrets(p_project text) IS 'admin secret list (SPEC 14.1): {project, secrets: [{name, version, createdAtMs, updatedAtMs}]} in name order; never a value, ciphertext or key. Inputs: p_project (unknown: empty list). Writes: none (STABLE). Locks: none. Errors: QL001 malformed project (COLUMN project). Caller: ql_runtime.';
+
+
+--
 -- Name: list_workers(integer, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
@@ -2005,10 +2484,12 @@ BEGIN
                'credentials', coalesce((
                    SELECT jsonb_agg(jsonb_build_object(
                               'credentialId', c.credential_id,
-                              'state', CASE WHEN c.revoked_at IS NULL THEN 'active'
-                                            ELSE 'revoked' END)
+                              'state', CASE WHEN c.revoked_at IS NOT NULL THEN 'revoked'
+                                            WHEN c.expires_at <= clock_timestamp()
+                                                THEN 'expired'
+                                            ELSE 'active' END)
                               ORDER BY c.created_at, c.credential_id)
-                     FROM (SELECT cc.credential_id, cc.revoked_at, cc.created_at
+                     FROM (SELECT cc.credential_id, cc.revoked_at, cc.created_at, cc.expires_at
                              FROM ql_private.worker_credentials cc
                             WHERE cc.worker_id = x.id
                             ORDER BY cc.created_at DESC, cc.credential_id DESC
@@ -2045,7 +2526,7 @@ ALTER FUNCTION ql.list_workers(p_limit integer, p_after text) OWNER TO ql_owner;
 -- Name: FUNCTION list_workers(p_limit integer, p_after text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.list_workers(p_limit integer, p_after text) IS 'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, allPools, pools (P/N, sorted, <= 100), poolsCapped, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.list_workers(p_limit integer, p_after text) IS 'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, allPools, pools (P/N, sorted, <= 100), poolsCapped, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked|expired}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -2218,6 +2699,59 @@ COMMENT ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea,
 
 
 --
+-- Name: prepare_task(text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.prepare_task(p_project text, p_task text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_name_pattern constant text := '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    v_project_id uuid;
+    v_task_id uuid;
+BEGIN
+    IF p_project IS NULL OR p_project !~ v_name_pattern THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'project',
+            MESSAGE = format('project must match %s', v_name_pattern);
+    END IF;
+    IF p_task IS NULL OR p_task !~ v_name_pattern THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'task',
+            MESSAGE = format('task must match %s', v_name_pattern);
+    END IF;
+    SELECT tk.id INTO v_task_id
+      FROM ql_private.projects p
+      JOIN ql_private.tasks tk ON tk.project_id = p.id AND tk.name = p_task
+     WHERE p.name = p_project;
+    IF FOUND THEN
+        RETURN jsonb_build_object('taskId', v_task_id, 'created', false);
+    END IF;
+    INSERT INTO ql_private.projects (name) VALUES (p_project) ON CONFLICT (name) DO NOTHING;
+    SELECT p.id INTO STRICT v_project_id FROM ql_private.projects p WHERE p.name = p_project;
+    -- pool_id NULL: the project's default pool (tasks_default_pool trigger).
+    INSERT INTO ql_private.tasks (project_id, name) VALUES (v_project_id, p_task)
+    ON CONFLICT (project_id, name) DO NOTHING
+    RETURNING id INTO v_task_id;
+    IF v_task_id IS NOT NULL THEN
+        RETURN jsonb_build_object('taskId', v_task_id, 'created', true);
+    END IF;
+    SELECT tk.id INTO STRICT v_task_id FROM ql_private.tasks tk
+     WHERE tk.project_id = v_project_id AND tk.name = p_task;
+    RETURN jsonb_build_object('taskId', v_task_id, 'created', false);
+END
+$_$;
+
+
+ALTER FUNCTION ql.prepare_task(p_project text, p_task text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION prepare_task(p_project text, p_task text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.prepare_task(p_project text, p_task text) IS 'The id of task P/T for a signed publish (SPEC 16.1), creating the project (default pool) and the task without a revision when missing; call it and ql.publish_revision in one transaction. Returns {taskId, created}. Inputs: p_project, p_task. Fences: name patterns. Writes: project/task rows when missing, nothing otherwise. Locks: none (ON CONFLICT DO NOTHING + re-read). Errors: QL001 bad name (COLUMN project/task). Caller: ql_runtime.';
+
+
+--
 -- Name: producer_cancel_run(text, bytea, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
@@ -2331,6 +2865,33 @@ COMMENT ON FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest bytea,
 
 
 --
+-- Name: producer_run_log(text, bytea, text, integer, bigint, integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer DEFAULT NULL::integer, p_offset bigint DEFAULT 0, p_max_bytes integer DEFAULT 1048576) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_project_id uuid := ql_private.producer_token(p_token_id, p_token_digest, 'log');
+    v_run_id uuid := ql_private.producer_run(v_project_id, p_run_id);
+BEGIN
+    RETURN ql.run_log(p_run_id => v_run_id, p_attempt_no => p_attempt_no,
+                      p_offset => p_offset, p_max_bytes => p_max_bytes);
+END
+$$;
+
+
+ALTER FUNCTION ql.producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer, p_offset bigint, p_max_bytes integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer, p_offset bigint, p_max_bytes integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer, p_offset bigint, p_max_bytes integer) IS 'GET /v1/runs/{id}/log (SPEC 13.4, 15.3): token valid, unrevoked, unexpired, scope log; the run of the token''s project (foreign = unknown = QL004 runId); returns ql.run_log''s document {runId, attemptNumber, offset, text, storedBytes, logBytes, truncated, complete, ended} (attempt NULL = the latest). Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 runId, then ql.run_log''s. Caller: ql_producer.';
+
+
+--
 -- Name: producer_show_run(text, bytea, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
@@ -2354,6 +2915,72 @@ ALTER FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run
 --
 
 COMMENT ON FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'GET /v1/runs/{id} (SPEC 13.4): token valid, unrevoked, unexpired, scope read; the run of the token''s project (foreign = unknown = QL004 runId); returns ql.show_run''s document. Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 runId. Caller: ql_producer.';
+
+
+--
+-- Name: project_data_key(text, text, text, bytea, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_project_id uuid;
+    v_key ql_private.project_data_keys;
+    v_created boolean;
+BEGIN
+    IF p_project IS NULL OR p_project !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'project',
+            MESSAGE = 'project must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    END IF;
+    IF p_key_id IS NULL OR p_key_id !~ '^[a-f0-9]{32}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'keyId',
+            MESSAGE = 'key id must be 32 lowercase hex digits';
+    END IF;
+    IF p_kek_id IS NULL OR p_kek_id !~ '^[a-z0-9][a-z0-9._-]{0,63}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'kekId',
+            MESSAGE = 'KEK id must match ^[a-z0-9][a-z0-9._-]{0,63}$';
+    END IF;
+    IF p_nonce IS NULL OR octet_length(p_nonce) <> 12 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'nonce',
+            MESSAGE = 'nonce must be 12 bytes';
+    END IF;
+    IF p_wrapped_key IS NULL OR octet_length(p_wrapped_key) <> 48 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'wrappedKey',
+            MESSAGE = 'wrapped key must be 48 bytes (AES-256 key + GCM tag)';
+    END IF;
+    IF EXISTS (SELECT 1 FROM ql_private.project_data_keys k WHERE k.kek_id <> p_kek_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL041', COLUMN = 'kekId',
+            MESSAGE = 'kek_mismatch: the stored data keys are wrapped by another key-encryption key';
+    END IF;
+
+    INSERT INTO ql_private.projects (name) VALUES (p_project) ON CONFLICT (name) DO NOTHING;
+    SELECT p.id INTO STRICT v_project_id FROM ql_private.projects p WHERE p.name = p_project;
+    INSERT INTO ql_private.project_data_keys AS k (project_id, key_id, kek_id, nonce, wrapped_key)
+    VALUES (v_project_id, p_key_id, p_kek_id, p_nonce, p_wrapped_key)
+    ON CONFLICT (project_id) DO NOTHING
+    RETURNING k.* INTO v_key;
+    v_created := FOUND;
+    IF NOT v_created THEN
+        SELECT k.* INTO STRICT v_key FROM ql_private.project_data_keys k
+         WHERE k.project_id = v_project_id;
+    END IF;
+    RETURN jsonb_build_object(
+        'project', p_project, 'projectId', v_project_id, 'keyId', v_key.key_id,
+        'kekId', v_key.kek_id, 'nonce', encode(v_key.nonce, 'hex'),
+        'wrappedKey', encode(v_key.wrapped_key, 'hex'), 'created', v_created);
+END
+$_$;
+
+
+ALTER FUNCTION ql.project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea) IS 'The wrapped data key of a project''s secrets (SPEC 14.1), installed on first use: the offered key (p_key_id, p_kek_id, p_nonce, p_wrapped_key: an AES-256 key wrapped by the caller''s KEK) is stored when the project has none, else discarded; the stored one is answered. Returns {project, projectId, keyId, kekId, nonce, wrappedKey (hex), created}. Inputs: p_project, p_key_id, p_kek_id, p_nonce, p_wrapped_key. Fences: one KEK at a time (another KEK wraps stored keys: QL041 kek_mismatch). Writes: project (first use), one project_data_keys row (first key). Locks: primary key only. Errors: QL001 malformed (COLUMN project|keyId|kekId|nonce|wrappedKey), QL041. Caller: ql_runtime.';
 
 
 --
@@ -2691,10 +3318,10 @@ COMMENT ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run 
 
 
 --
--- Name: publish_revision(text, text, bytea, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+-- Name: publish_revision(text, text, bytea, text, text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
-CREATE FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text DEFAULT NULL::text) RETURNS jsonb
+CREATE FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text DEFAULT NULL::text, p_signature text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -2711,6 +3338,7 @@ DECLARE
     v_next_revision integer;
     v_revision ql_private.execution_revisions;
     v_pool ql_private.pools;
+    v_kid text;
 BEGIN
     IF p_project IS NULL OR p_project !~ v_name_pattern THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
@@ -2726,6 +3354,8 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'pool',
             MESSAGE = 'pool must be a pool of the task''s project: PROJECT/NAME';
     END IF;
+
+    v_kid := ql_private.signature_kid(p_signature);
 
     v_doc := ql_private.json_object_from_bytes(p_canonical, v_max_content_bytes, 'content');
     IF EXISTS (SELECT 1 FROM jsonb_object_keys(v_doc) k
@@ -2750,7 +3380,7 @@ BEGIN
             MESSAGE = 'spec must not contain placement (it is a top-level key)';
     END IF;
     IF EXISTS (SELECT 1 FROM jsonb_object_keys(v_spec) k
-                WHERE k NOT IN ('schema', 'argv', 'env', 'cwd', 'timeoutS')) THEN
+                WHERE k NOT IN ('schema', 'argv', 'env', 'secrets', 'cwd', 'timeoutS')) THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec has an unknown key';
     END IF;
     IF v_spec -> 'schema' IS DISTINCT FROM '"qinglong/command@v1"'::jsonb THEN
@@ -2767,6 +3397,9 @@ BEGIN
        OR EXISTS (SELECT 1 FROM jsonb_each(v_spec -> 'env') e
                    WHERE jsonb_typeof(e.value) <> 'string')) THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec.env must be an object of strings';
+    END IF;
+    IF v_spec ? 'secrets' THEN
+        PERFORM ql_private.validate_secret_refs(p_project, v_spec);
     END IF;
     IF v_spec ? 'cwd' AND jsonb_typeof(v_spec -> 'cwd') <> 'string' THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'spec.cwd must be a string';
@@ -2793,11 +3426,13 @@ BEGIN
       JOIN ql_private.execution_revisions er ON er.id = tk.current_revision_id
      WHERE p.name = p_project;
     IF FOUND AND v_current_row.content_digest = v_digest
+       AND (p_signature IS NULL OR p_signature = v_current_row.signature_jws)
        AND (p_pool IS NULL OR p_pool = p_project || '/' || v_current_row.pool_name) THEN
         RETURN jsonb_build_object('taskId', v_current_row.task_id,
             'revisionId', v_current_row.id, 'revision', v_current_row.revision,
             'contentDigest', v_current_row.content_digest, 'created', false,
-            'pool', p_project || '/' || v_current_row.pool_name);
+            'pool', p_project || '/' || v_current_row.pool_name,
+            'signatureKid', v_current_row.signature_kid);
     END IF;
 
     -- Create project/task on first publish. DO NOTHING + re-read: a concurrent
@@ -2840,35 +3475,39 @@ BEGIN
     -- this very content current.
     SELECT er.* INTO v_current
       FROM ql_private.execution_revisions er WHERE er.id = v_task.current_revision_id;
-    IF FOUND AND v_current.content_digest = v_digest THEN
+    IF FOUND AND v_current.content_digest = v_digest
+       AND (p_signature IS NULL OR p_signature = v_current.signature_jws) THEN
         RETURN jsonb_build_object('taskId', v_current.task_id, 'revisionId', v_current.id,
             'revision', v_current.revision, 'contentDigest', v_current.content_digest,
-            'created', false, 'pool', p_project || '/' || v_pool.name);
+            'created', false, 'pool', p_project || '/' || v_pool.name,
+            'signatureKid', v_current.signature_kid);
     END IF;
 
     SELECT coalesce(max(er.revision), 0) + 1 INTO v_next_revision
       FROM ql_private.execution_revisions er WHERE er.task_id = v_task.id;
     INSERT INTO ql_private.execution_revisions AS er (
-        task_id, revision, kind, executor, spec, placement, canonical, content_digest)
+        task_id, revision, kind, executor, spec, placement, canonical, content_digest,
+        signature_kid, signature_jws)
     VALUES (
         v_task.id, v_next_revision, v_doc ->> 'kind', v_doc ->> 'executor', v_spec,
-        v_doc -> 'placement', p_canonical, v_digest)
+        v_doc -> 'placement', p_canonical, v_digest, v_kid, p_signature)
     RETURNING er.* INTO v_revision;
     UPDATE ql_private.tasks tk SET current_revision_id = v_revision.id WHERE tk.id = v_task.id;
     RETURN jsonb_build_object('taskId', v_revision.task_id, 'revisionId', v_revision.id,
         'revision', v_revision.revision, 'contentDigest', v_revision.content_digest,
-        'created', true, 'pool', p_project || '/' || v_pool.name);
+        'created', true, 'pool', p_project || '/' || v_pool.name,
+        'signatureKid', v_revision.signature_kid);
 END
 $_$;
 
 
-ALTER FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text) OWNER TO ql_owner;
+ALTER FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text, p_signature text) OWNER TO ql_owner;
 
 --
--- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text); Type: COMMENT; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text, p_signature text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text) IS 'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Pool (SPEC 13.1): p_pool P/N of the same project puts/moves the task there (another project''s or a missing pool refused: QL001 COLUMN pool); NULL keeps the task''s pool (new task: P/default). Identical to the current revision in the same pool -> that revision, created=false, no writes. Returns {taskId, revisionId, revision, contentDigest, created, pool}. Inputs: p_project, p_task, p_canonical, p_pool. Fences: names and content shape. Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text, p_signature text) IS 'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Pool (SPEC 13.1): p_pool P/N of the same project puts/moves the task there (another project''s or a missing pool refused: QL001 COLUMN pool); NULL keeps the task''s pool (new task: P/default). Identical to the current revision in the same pool -> that revision, created=false, no writes. Signature (SPEC 16.1): p_signature, a detached compact EdDSA JWS over the RFC 8785 bytes of {taskId, kind, executor, spec, placement?}, stored with the revision (kid from its protected header), not verified (the worker verifies); identical content is deduplicated only when p_signature is NULL or equal to the stored one, otherwise a new revision (revisions never change). Returns {taskId, revisionId, revision, contentDigest, created, pool, signatureKid}. Inputs: p_project, p_task, p_canonical, p_pool, p_signature. Fences: names, content shape, signature shape (QL001 COLUMN signature), spec.secrets naming existing secrets of the project and no env name in both env and secrets (QL001 COLUMN secrets). Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';
 
 
 --
@@ -2957,6 +3596,140 @@ ALTER FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_work
 --
 
 COMMENT ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) IS 'One pull = claim or recover (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest (SHA-256 of the lease token), p_bounds (NULL = defaults). Fences: credential first (denial audited, {status: denied}); an existing offer id is replayed or refused ({status: idempotent|conflict}); session fences; every candidate fence re-checked on the locked rows. Bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes: only a claim (lease, run dispatching, one run.dispatched event) or a denial; idle pulls and replays write nothing. Locks: advisory lock on the offer id, session row before the first claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';
+
+
+--
+-- Name: pull_offers(text, bytea, text, text, bigint, text[], bytea[], jsonb); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
+    v_bounds record := ql_private.pull_bounds(p_bounds);
+    v_count integer := coalesce(cardinality(p_offer_ids), 0);
+    v_offer_ids uuid[] := '{}';
+    v_digests bytea[] := '{}';
+    v_result jsonb;
+    v_read record;
+    v_session ql_private.worker_sessions;
+    v_live integer;
+    v_free integer;
+    v_offers jsonb[] := '{}';        -- by request position (NULL: no offer for it)
+    v_conflicts jsonb := '[]'::jsonb;
+    v_idle jsonb;
+    v_new integer[] := '{}';
+    v_i integer;
+BEGIN
+    IF p_generation IS NULL OR p_generation < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'generation must be an integer >= 1';
+    END IF;
+    IF v_count < 1 OR v_count > 16 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'offers must hold 1 to 16 entries';
+    END IF;
+    IF coalesce(cardinality(p_token_digests), 0) <> v_count THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'tokenDigests must be indexed like offerIds';
+    END IF;
+    FOR v_i IN 1 .. v_count LOOP
+        v_offer_ids := v_offer_ids || ql_private.parse_uuid(p_offer_ids[v_i], 'offerId');
+        v_digests := v_digests || ql_private.require_digest(p_token_digests[v_i], 'tokenDigest');
+    END LOOP;
+    IF (SELECT count(DISTINCT o) FROM unnest(v_offer_ids) o) <> v_count THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'offer ids must be distinct';
+    END IF;
+    v_result := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'offer.pull');
+    IF v_result IS NOT NULL THEN
+        RETURN v_result;
+    END IF;
+    -- The single pull's lock per offer id (a retry racing its own first request
+    -- waits for it), taken in one order so overlapping batches cannot deadlock.
+    PERFORM pg_advisory_xact_lock(hashtextextended('qinglong.offer:' || o::text, 0))
+       FROM unnest(v_offer_ids) o ORDER BY o;
+    SELECT ARRAY(SELECT l.offer_id FROM ql_private.run_leases l
+                  WHERE l.offer_id = ANY (v_offer_ids)) AS replays,
+           ws AS session,
+           (SELECT count(*)::integer FROM ql_private.run_leases l
+             WHERE l.session_id = ws.session_id AND l.released_at IS NULL
+               AND (l.started_at IS NOT NULL OR l.expires_at > clock_timestamp())) AS live
+      INTO v_read
+      FROM (SELECT 1) AS one
+      LEFT JOIN ql_private.worker_sessions ws
+        ON ws.session_id = v_session_id AND ws.worker_id = v_worker_id;
+    FOR v_i IN 1 .. v_count LOOP
+        IF v_offer_ids[v_i] = ANY (v_read.replays) THEN
+            v_result := ql_private.recover_offer(v_worker_id, v_session_id, p_generation,
+                                                 v_offer_ids[v_i], v_digests[v_i]);
+            IF v_result ->> 'status' = 'idempotent' THEN
+                v_offers[v_i] := v_result -> 'offer';
+            ELSE
+                v_conflicts := v_conflicts || jsonb_build_array(jsonb_build_object(
+                    'offerId', v_offer_ids[v_i], 'category', v_result ->> 'category'));
+            END IF;
+        ELSE
+            v_new := v_new || v_i;
+        END IF;
+    END LOOP;
+    IF cardinality(v_new) > 0 THEN
+        v_session := v_read.session;
+        v_live := v_read.live;
+        IF v_session.session_id IS NULL OR v_session.generation <> p_generation
+           OR v_session.state <> 'active' OR v_session.expires_at <= clock_timestamp() THEN
+            v_session := ql_private.session_fence(v_worker_id, v_session_id, p_generation, false);
+            v_live := ql_private.session_live_leases(v_session.session_id);
+        END IF;
+        IF v_session.capabilities_digest
+           <> 'sha256:' || encode(sha256(v_session.capabilities_canonical), 'hex') THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL014',
+                MESSAGE = 'stored session capabilities do not match their digest';
+        END IF;
+        v_free := v_session.slots - v_live;
+        IF v_free <= 0 THEN
+            v_idle := ql_private.idle_result('capacity_full', 0, 0, 0, 0,
+                '{"executor":0,"label":0,"runtime":0,"capacity":1}'::jsonb, false);
+        END IF;
+        FOREACH v_i IN ARRAY v_new LOOP
+            EXIT WHEN v_idle IS NOT NULL;
+            IF v_free <= 0 THEN
+                -- Every free slot was filled by this batch: the rest waits.
+                v_idle := ql_private.idle_result('capacity_full', 0, 0, 0, 0,
+                    '{"executor":0,"label":0,"runtime":0,"capacity":1}'::jsonb, false);
+                EXIT;
+            END IF;
+            v_result := ql_private.scan_and_claim(v_session, v_offer_ids[v_i], v_digests[v_i],
+                                                  v_bounds.pages, v_bounds.page_size,
+                                                  v_bounds.claim_attempts);
+            IF v_result ->> 'status' = 'offered' THEN
+                v_offers[v_i] := v_result -> 'offer';
+                v_free := v_free - 1;
+            ELSE
+                v_idle := v_result - 'status';
+            END IF;
+        END LOOP;
+    END IF;
+    RETURN jsonb_build_object('status', 'batch',
+                              'offers', coalesce((SELECT jsonb_agg(o ORDER BY n)
+                                                    FROM unnest(v_offers) WITH ORDINALITY AS u(o, n)
+                                                   WHERE o IS NOT NULL), '[]'::jsonb),
+                              'conflicts', v_conflicts, 'idle', v_idle);
+END
+$$;
+
+
+ALTER FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb) IS 'Batched pull (SPEC 18.1): 1-16 (offer id, token digest) pairs of one session, each claimed or recovered by the rules of a single pull (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_ids (distinct), p_token_digests (SHA-256 of each lease token, indexed alike), p_bounds (per claim; NULL = defaults). One credential check (denial audited, {status: denied}); advisory locks on the offer ids in id order; one read of replays + session + live leases; each existing id replayed or refused (recover_offer); for new ids the session fences once, then at most free-slots claims (scan_and_claim: session row locked and slots re-counted before each claim, candidate fences on the locked rows), the first idle answer ending the batch. Returns {status: batch, offers: [...], conflicts: [{offerId, category}], idle: null | {reason, stats, truncated}}. Writes: only claims or a denial; idle batches and replays write nothing. Locks: advisory locks on the offer ids, session row before a claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';
 
 
 --
@@ -3208,6 +3981,62 @@ COMMENT ON FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id text
 
 
 --
+-- Name: record_certificate(text, text, bigint); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_serial text := ql_private.certificate_serial(p_serial);
+    v_not_after timestamptz;
+    v_existing ql_private.worker_certificates;
+BEGIN
+    IF p_not_after_ms IS NULL OR p_not_after_ms <= 0 OR p_not_after_ms > 253402300799999 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'notAfterMs',
+            MESSAGE = 'notAfterMs must be a positive epoch millisecond before year 10000';
+    END IF;
+    v_not_after := to_timestamp(p_not_after_ms / 1000.0);
+    PERFORM 1 FROM ql_private.workers w WHERE w.id = v_worker_id FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'workerId',
+            MESSAGE = 'worker not found';
+    END IF;
+    INSERT INTO ql_private.worker_certificates (serial, worker_id, not_after)
+    VALUES (v_serial, v_worker_id, v_not_after)
+    ON CONFLICT ON CONSTRAINT worker_certificates_pkey DO NOTHING;
+    IF FOUND THEN
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('worker.certificate_issued', v_worker_id,
+                jsonb_build_object('serial', v_serial,
+                                   'notAfterMs', ql_private.epoch_ms(v_not_after),
+                                   'actor', session_user));
+    ELSE
+        SELECT * INTO v_existing FROM ql_private.worker_certificates c
+         WHERE c.serial = v_serial;
+        IF v_existing.worker_id <> v_worker_id OR v_existing.not_after <> v_not_after THEN
+            RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'serial',
+                MESSAGE = 'serial already recorded for another certificate';
+        END IF;
+    END IF;
+    RETURN jsonb_build_object('workerId', v_worker_id, 'serial', v_serial,
+                              'notAfterMs', ql_private.epoch_ms(v_not_after));
+END
+$$;
+
+
+ALTER FUNCTION ql.record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint) IS 'Record a worker client certificate the control plane issued (SPEC 16.3); returns {workerId, serial (canonical), notAfterMs}. Inputs: p_worker_id, p_serial (hex any case, colons optional), p_not_after_ms > 0. Fences: worker exists; serial new or the same certificate. Writes: a worker_certificates row and a worker.certificate_issued event (first time only). Locks: worker row FOR KEY SHARE. Idempotent for the same certificate. Errors: QL001 malformed or conflicting serial, QL004 unknown worker. Caller: ql_runtime.';
+
+
+--
 -- Name: register_worker(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
@@ -3317,6 +4146,61 @@ ALTER FUNCTION ql.retry_run(p_run_id text) OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql.retry_run(p_run_id text) IS 'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease, task enabled. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE (lock_run_attempt, the lifecycle order). Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition, QL022 task_disabled (COLUMN taskId). Caller: ql_runtime.';
+
+
+--
+-- Name: revoke_certificate(text); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.revoke_certificate(p_serial text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_serial text := ql_private.certificate_serial(p_serial);
+    v_revoked_at timestamptz;
+    v_worker_id uuid;
+    v_new boolean := true;
+BEGIN
+    INSERT INTO ql_private.certificate_revocations AS r (serial, revoked_by)
+    VALUES (v_serial, left(session_user::text, 63))
+    ON CONFLICT ON CONSTRAINT certificate_revocations_pkey DO NOTHING
+    RETURNING r.revoked_at INTO v_revoked_at;
+    IF v_revoked_at IS NULL THEN
+        v_new := false;
+        SELECT r.revoked_at INTO v_revoked_at FROM ql_private.certificate_revocations r
+         WHERE r.serial = v_serial;
+    END IF;
+    UPDATE ql_private.worker_certificates c SET revoked_at = v_revoked_at
+     WHERE c.serial = v_serial AND c.revoked_at IS NULL
+    RETURNING c.worker_id INTO v_worker_id;
+    IF v_worker_id IS NOT NULL THEN
+        INSERT INTO ql_private.events (type, worker_id, payload)
+        VALUES ('worker.certificate_revoked', v_worker_id,
+                jsonb_build_object('serial', v_serial, 'actor', session_user));
+    ELSE
+        SELECT c.worker_id INTO v_worker_id FROM ql_private.worker_certificates c
+         WHERE c.serial = v_serial;
+    END IF;
+    IF v_new THEN
+        PERFORM pg_notify('ql_certificates', v_serial);
+    END IF;
+    RETURN jsonb_build_object(
+        'serial', v_serial,
+        'workerId', v_worker_id,
+        'revokedAtMs', ql_private.epoch_ms(v_revoked_at),
+        'revoked', v_new);
+END
+$$;
+
+
+ALTER FUNCTION ql.revoke_certificate(p_serial text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION revoke_certificate(p_serial text); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.revoke_certificate(p_serial text) IS 'Revoke a worker client certificate by serial (SPEC 16.3); returns {serial (canonical lowercase hex), workerId (null for a serial the control plane never issued), revokedAtMs, revoked (false: it already was)}. Inputs: p_serial, hex any case, colons optional. Fences: none. Writes (first time only): a certificate_revocations row, worker_certificates.revoked_at, a worker.certificate_revoked event for a known certificate, NOTIFY ql_certificates at commit. Locks: the revocation and certificate rows. Idempotent. Errors: QL001 (COLUMN serial) malformed. Caller: ql_runtime.';
 
 
 --
@@ -3468,6 +4352,280 @@ COMMENT ON FUNCTION ql.revoke_project_token(p_token_id text) IS 'admin token rev
 
 
 --
+-- Name: revoked_certificates(bigint, integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.revoked_certificates(p_after_seq bigint, p_limit integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_result jsonb;
+BEGIN
+    IF p_after_seq IS NULL OR p_after_seq < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'afterSeq',
+            MESSAGE = 'afterSeq must be >= 0';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'limit',
+            MESSAGE = 'limit must be between 1 and 10000';
+    END IF;
+    SELECT jsonb_build_object(
+               'serials', coalesce(jsonb_agg(page.serial ORDER BY page.seq), '[]'::jsonb),
+               'lastSeq', coalesce(max(page.seq), p_after_seq))
+      INTO v_result
+      FROM (SELECT r.serial, r.seq FROM ql_private.certificate_revocations r
+             WHERE r.seq > p_after_seq ORDER BY r.seq LIMIT p_limit) page;
+    RETURN v_result;
+END
+$$;
+
+
+ALTER FUNCTION ql.revoked_certificates(p_after_seq bigint, p_limit integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION revoked_certificates(p_after_seq bigint, p_limit integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.revoked_certificates(p_after_seq bigint, p_limit integer) IS 'Revoked certificate serials after a sequence number, oldest first (SPEC 16.3): {serials, lastSeq} (lastSeq = p_after_seq when none). Inputs: p_after_seq >= 0, p_limit 1..10000. Writes: nothing. Locks: none. Errors: QL001 out-of-range arguments. Caller: ql_worker_ingress.';
+
+
+--
+-- Name: rewrap_data_keys(text, text, jsonb); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_kek_pattern constant text := '^[a-z0-9][a-z0-9._-]{0,63}$';
+    v_stored integer;
+    v_count integer;
+BEGIN
+    IF p_old_kek_id IS NULL OR p_old_kek_id !~ v_kek_pattern
+       OR p_new_kek_id IS NULL OR p_new_kek_id !~ v_kek_pattern
+       OR p_old_kek_id = p_new_kek_id THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'kekId',
+            MESSAGE = 'KEK ids must match ^[a-z0-9][a-z0-9._-]{0,63}$ and differ';
+    END IF;
+    IF jsonb_typeof(p_keys) IS DISTINCT FROM 'array'
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_keys) e
+                   WHERE jsonb_typeof(e) <> 'object'
+                      OR (SELECT count(*) FROM jsonb_object_keys(e)) <> 3
+                      OR coalesce(e ->> 'keyId', '') !~ '^[a-f0-9]{32}$'
+                      OR coalesce(e ->> 'nonce', '') !~ '^[a-f0-9]{24}$'
+                      OR coalesce(e ->> 'wrappedKey', '') !~ '^[a-f0-9]{96}$')
+       OR (SELECT count(DISTINCT e ->> 'keyId') FROM jsonb_array_elements(p_keys) e)
+          <> jsonb_array_length(p_keys) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'keys',
+            MESSAGE = 'keys must be [{keyId, nonce, wrappedKey}] (hex), each key once';
+    END IF;
+
+    PERFORM 1 FROM ql_private.project_data_keys k ORDER BY k.key_id FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM ql_private.project_data_keys k WHERE k.kek_id <> p_old_kek_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL041', COLUMN = 'kekId',
+            MESSAGE = 'kek_mismatch: a stored data key is not wrapped by the old key-encryption key';
+    END IF;
+    SELECT count(*) INTO v_stored FROM ql_private.project_data_keys;
+    UPDATE ql_private.project_data_keys k
+       SET kek_id = p_new_kek_id, nonce = decode(e ->> 'nonce', 'hex'),
+           wrapped_key = decode(e ->> 'wrappedKey', 'hex'), updated_at = clock_timestamp()
+      FROM jsonb_array_elements(p_keys) e
+     WHERE k.key_id = e ->> 'keyId';
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count <> v_stored OR v_count <> jsonb_array_length(p_keys) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL040', COLUMN = 'keys',
+            MESSAGE = 'secret_conflict: the stored data keys changed since they were read';
+    END IF;
+    INSERT INTO ql_private.security_audit (action, outcome, reason, actor, detail)
+    VALUES ('secret.rotate_kek', 'allowed', 'kek_rotated', session_user,
+            jsonb_build_object('oldKekId', p_old_kek_id, 'kekId', p_new_kek_id,
+                               'keys', v_count));
+    RETURN jsonb_build_object('oldKekId', p_old_kek_id, 'kekId', p_new_kek_id,
+                              'rewrapped', v_count);
+END
+$_$;
+
+
+ALTER FUNCTION ql.rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb) IS 'admin secret rotate-kek (SPEC 14.1): replace the wrap of every project data key in one transaction (the data keys and ciphertexts stay). Inputs: p_old_kek_id, p_new_kek_id (differ), p_keys [{keyId, nonce, wrappedKey}] (hex), exactly the stored keys. Fences: every stored key wrapped by p_old_kek_id (else QL041 kek_mismatch), p_keys = the stored keys (else QL040 secret_conflict, nothing written). Returns {oldKekId, kekId, rewrapped}. Writes: every project_data_keys row, one security_audit row (secret.rotate_kek, actor). Locks: every project_data_keys row FOR UPDATE. Errors: QL001 malformed (COLUMN kekId|keys), QL040, QL041. Caller: ql_runtime.';
+
+
+--
+-- Name: rotate_credential(text, bytea, text, text, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_worker_id uuid := ql_private.parse_uuid(p_worker_id, 'workerId');
+    v_new_digest bytea := ql_private.require_digest(p_new_secret_digest, 'newSecretDigest');
+    v_denied jsonb;
+    v_old ql_private.worker_credentials;
+    v_new ql_private.worker_credentials;
+    v_now timestamptz;
+BEGIN
+    IF p_new_credential_id IS NULL OR p_new_credential_id !~ '^[a-z0-9]{16}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'newCredentialId',
+            MESSAGE = 'newCredentialId must match ^[a-z0-9]{16}$';
+    END IF;
+    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                        'credential.rotate');
+    IF v_denied IS NOT NULL THEN
+        RETURN v_denied;
+    END IF;
+    SELECT * INTO v_old FROM ql_private.worker_credentials c
+     WHERE c.credential_id = p_credential_id FOR UPDATE;
+    v_now := clock_timestamp();
+    IF v_old.revoked_at IS NOT NULL OR (v_old.expires_at IS NOT NULL AND v_old.expires_at <= v_now) THEN
+        -- Revoked or retired while this call waited for the row lock: refuse it as
+        -- authenticate would now (one audit row).
+        RETURN ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
+                                       'credential.rotate');
+    END IF;
+    UPDATE ql_private.worker_credentials c SET revoked_at = v_now
+     WHERE c.rotated_from = p_credential_id AND c.first_used_at IS NULL
+       AND c.revoked_at IS NULL;
+    INSERT INTO ql_private.worker_credentials AS c
+           (credential_id, worker_id, secret_digest, created_at, ttl_s, expires_at,
+            rotated_from)
+    VALUES (p_new_credential_id, v_worker_id, v_new_digest, v_now, v_old.ttl_s,
+            v_now + make_interval(secs => v_old.ttl_s), p_credential_id)
+    ON CONFLICT ON CONSTRAINT worker_credentials_pkey DO NOTHING
+    RETURNING * INTO v_new;
+    IF v_new.credential_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'newCredentialId',
+            MESSAGE = 'newCredentialId already exists';
+    END IF;
+    UPDATE ql_private.worker_credentials c
+       SET expires_at = least(coalesce(c.expires_at, 'infinity'), v_now + interval '24 hours')
+     WHERE c.credential_id = p_credential_id
+    RETURNING * INTO v_old;
+    INSERT INTO ql_private.events (type, worker_id, payload)
+    VALUES ('worker.credential_rotated', v_worker_id,
+            jsonb_build_object('credentialId', v_new.credential_id,
+                               'previousCredentialId', p_credential_id));
+    PERFORM pg_notify('ql_dispatch', 'c:' || p_credential_id);
+    RETURN jsonb_build_object('status', 'ok', 'credential', jsonb_build_object(
+        'workerId', v_worker_id,
+        'credentialId', v_new.credential_id,
+        'issuedAtMs', ql_private.epoch_ms(v_new.created_at),
+        'expiresAtMs', ql_private.epoch_ms(v_new.expires_at),
+        'previousCredentialId', p_credential_id,
+        'previousExpiresAtMs', ql_private.epoch_ms(v_old.expires_at)));
+END
+$_$;
+
+
+ALTER FUNCTION ql.rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea) IS 'A worker rotates its own credential (SPEC 16.2). Inputs: the presented credential (id, SHA-256 of the secret), the certificate''s worker, the new id and the SHA-256 of the new secret. Fences: ql_private.authenticate (credential.rotate). Returns {"status":"ok", credential: {workerId, credentialId, issuedAtMs, expiresAtMs, previousCredentialId, previousExpiresAtMs}} or the denial envelope. Writes: the new credential (same ttl, rotated_from), the old one expires at most 24 h from now (at once on the new one''s first use), an unused earlier successor revoked, a worker.credential_rotated event, NOTIFY c:<old>. Locks: the presented credential FOR UPDATE. Not idempotent (a retry revokes the unused successor). Errors: QL001 malformed input or existing new id. Caller: ql_worker_ingress.';
+
+
+--
+-- Name: run_log(uuid, integer, bigint, integer); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.run_log(p_run_id uuid, p_attempt_no integer DEFAULT NULL::integer, p_offset bigint DEFAULT 0, p_max_bytes integer DEFAULT 1048576) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_max_page constant integer := 16777216;
+    v_attempt ql_private.attempts;
+    v_log ql_private.attempt_logs;
+    v_stored bigint;
+    v_end bigint;
+    v_bytes bytea;
+    v_cut integer;
+    v_log_bytes jsonb;
+    v_ended boolean;
+BEGIN
+    IF p_run_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'runId', MESSAGE = 'runId is required';
+    END IF;
+    IF p_attempt_no < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'attempt',
+            MESSAGE = 'attempt must be an integer >= 1';
+    END IF;
+    IF p_max_bytes IS NULL OR p_max_bytes NOT BETWEEN 4 AND v_max_page THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'maxBytes',
+            MESSAGE = format('maxBytes must be between 4 and %s', v_max_page);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM ql_private.runs r WHERE r.id = p_run_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'runId', MESSAGE = 'run not found';
+    END IF;
+    SELECT a.* INTO v_attempt FROM ql_private.attempts a
+     WHERE a.run_id = p_run_id AND (p_attempt_no IS NULL OR a.attempt_no = p_attempt_no)
+     ORDER BY a.attempt_no DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'attempt',
+            MESSAGE = 'the run has no such attempt';
+    END IF;
+    SELECT lg.* INTO v_log FROM ql_private.attempt_logs lg WHERE lg.attempt_id = v_attempt.id;
+    v_stored := coalesce(v_log.stored_bytes, 0);
+    IF p_offset IS NULL OR p_offset NOT BETWEEN 0 AND v_stored THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'offset',
+            MESSAGE = format('offset must be between 0 and the stored length (%s)', v_stored);
+    END IF;
+    -- One byte past the page (when stored) tells whether the page ends inside
+    -- a character: then it is cut back to that character's first byte.
+    v_end := least(v_stored, p_offset + p_max_bytes + 1);
+    v_bytes := ql_private.log_bytes(v_attempt.id, p_offset, v_end);
+    IF octet_length(v_bytes) > 0 AND (get_byte(v_bytes, 0) & 192) = 128 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL006', COLUMN = 'offset',
+            MESSAGE = 'offset is inside a character (not at a character boundary)';
+    END IF;
+    IF octet_length(v_bytes) > p_max_bytes THEN
+        v_cut := p_max_bytes;
+        WHILE v_cut > 0 AND (get_byte(v_bytes, v_cut) & 192) = 128 LOOP
+            v_cut := v_cut - 1;
+        END LOOP;
+        v_bytes := substring(v_bytes FROM 1 FOR v_cut);
+    END IF;
+    v_log_bytes := v_attempt.result -> 'logBytes';
+    IF jsonb_typeof(v_log_bytes) IS DISTINCT FROM 'number' THEN
+        v_log_bytes := 'null'::jsonb;
+    END IF;
+    v_ended := v_attempt.state IN ('succeeded', 'failed', 'cancelled', 'lost');
+    RETURN jsonb_build_object(
+        'runId', p_run_id,
+        'attemptNumber', v_attempt.attempt_no,
+        'offset', p_offset,
+        'text', convert_from(v_bytes, 'UTF8'),
+        'storedBytes', v_stored,
+        'logBytes', v_log_bytes,
+        'truncated', coalesce(v_log.truncated, false),
+        'complete', v_ended AND v_log_bytes <> 'null'::jsonb
+                    AND v_stored = (v_log_bytes #>> '{}')::bigint,
+        'ended', v_ended);
+END
+$$;
+
+
+ALTER FUNCTION ql.run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer) IS 'One page of an attempt''s live log (SPEC 15.3): {runId, attemptNumber (p_attempt_no, NULL = latest), offset, text (stored bytes from p_offset, at most p_max_bytes, whole UTF-8 characters), storedBytes, logBytes (result.logBytes of the completion; null while running or when not reported), truncated (cap reached, SPEC 15.2), complete (ended AND logBytes reported AND storedBytes = logBytes; a truncated log is not complete), ended (attempt succeeded|failed|cancelled|lost)}. Index-driven, one snapshot. Inputs: p_run_id, p_attempt_no >= 1 | NULL, p_offset 0..storedBytes at a character boundary, p_max_bytes 4..16777216. Writes: none. Locks: none. Errors: QL001 NULL run (COLUMN runId), QL004 unknown run (runId) or attempt (attempt), QL006 attempt < 1 (attempt), offset (offset), maxBytes (maxBytes). Caller: ql_readonly, ql_runtime, ql.producer_run_log.';
+
+
+--
 -- Name: run_state_counts(); Type: FUNCTION; Schema: ql; Owner: ql_owner
 --
 
@@ -3525,6 +4683,86 @@ ALTER FUNCTION ql.run_state_counts() OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql.run_state_counts() IS 'Runs per state for the console (SPEC 10): {states: [{state, runs, capped, estimate}], cap}; exact up to 1000 per state (index-only scans of runs_state_seq stopping at cap + 1), past it the planner estimate (pg_stats frequency x reltuples). Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+
+
+--
+-- Name: set_secret(text, text, integer, text, bytea, bytea); Type: FUNCTION; Schema: ql; Owner: ql_owner
+--
+
+CREATE FUNCTION ql.set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_key ql_private.project_data_keys;
+    v_row ql_private.secrets;
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    IF p_project IS NULL OR p_project !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'project',
+            MESSAGE = 'project must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    END IF;
+    IF p_name IS NULL OR p_name !~ '^[a-z][a-z0-9_.-]{0,63}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'name',
+            MESSAGE = 'secret name must match ^[a-z][a-z0-9_.-]{0,63}$';
+    END IF;
+    IF p_version IS NULL OR p_version < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'version',
+            MESSAGE = 'version must be an integer >= 1';
+    END IF;
+    IF p_nonce IS NULL OR octet_length(p_nonce) <> 12 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'nonce',
+            MESSAGE = 'nonce must be 12 bytes';
+    END IF;
+    IF p_ciphertext IS NULL OR octet_length(p_ciphertext) NOT BETWEEN 8 + 16 AND 16384 + 16 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL002', COLUMN = 'value',
+            MESSAGE = 'a secret value is 8 bytes to 16 KiB';
+    END IF;
+    SELECT k.* INTO v_key
+      FROM ql_private.projects p
+      JOIN ql_private.project_data_keys k ON k.project_id = p.id
+     WHERE p.name = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL004', COLUMN = 'project',
+            MESSAGE = 'the project has no data key (ql.project_data_key first)';
+    END IF;
+    IF p_key_id IS DISTINCT FROM v_key.key_id THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'keyId',
+            MESSAGE = 'key id is not the project''s data key';
+    END IF;
+
+    INSERT INTO ql_private.secrets AS s (project_id, name, version, key_id, nonce, ciphertext,
+                                         created_at, updated_at)
+    VALUES (v_key.project_id, p_name, p_version, p_key_id, p_nonce, p_ciphertext, v_now, v_now)
+    ON CONFLICT (project_id, name) DO UPDATE
+       SET version = EXCLUDED.version, key_id = EXCLUDED.key_id, nonce = EXCLUDED.nonce,
+           ciphertext = EXCLUDED.ciphertext, updated_at = EXCLUDED.updated_at
+     WHERE s.version = EXCLUDED.version - 1
+    RETURNING s.* INTO v_row;
+    -- No row: the stored version is not p_version - 1. A row created just now
+    -- with p_version > 1: the secret did not exist (raising undoes the insert).
+    IF NOT FOUND OR (v_row.created_at = v_now AND p_version <> 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL040', COLUMN = 'version',
+            MESSAGE = 'secret_conflict: the secret changed since its version was read';
+    END IF;
+    INSERT INTO ql_private.security_audit (action, outcome, reason, actor, detail)
+    VALUES ('secret.set', 'allowed', 'secret_set', session_user,
+            jsonb_build_object('project', p_project, 'name', p_name, 'version', p_version));
+    RETURN jsonb_build_object('project', p_project, 'name', v_row.name,
+                              'version', v_row.version,
+                              'createdAtMs', ql_private.epoch_ms(v_row.created_at),
+                              'updatedAtMs', ql_private.epoch_ms(v_row.updated_at));
+END
+$_$;
+
+
+ALTER FUNCTION ql.set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql.set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea) IS 'admin secret set (SPEC 14.1): store version p_version of a secret, encrypted by the caller under the project''s data key (AES-256-GCM, AAD project id/name/version/key id); the database never sees the value. Inputs: p_project, p_name (^[a-z][a-z0-9_.-]{0,63}$), p_version (1 for a new secret, else current + 1), p_key_id (the project''s data key), p_nonce (12 bytes), p_ciphertext (24..16400 bytes: 8 B - 16 KiB + tag). Fences: data key exists and is p_key_id; version is the next one. Returns {project, name, version, createdAtMs, updatedAtMs}. Writes: the secrets row, one security_audit row (secret.set, actor, detail {project, name, version}). Locks: the secret row. Errors: QL001 malformed, QL002 size (COLUMN value), QL004 no data key, QL040 secret_conflict (version moved). Caller: ql_runtime.';
 
 
 --
@@ -3839,7 +5077,9 @@ BEGIN
                                                            'listLimit', v_session_limit),
         'leases', v_leases,
         'denials', v_denials,
-        'notificationQueueUsage', pg_catalog.pg_notification_queue_usage());
+        'notificationQueueUsage', pg_catalog.pg_notification_queue_usage(),
+        -- SPEC §16.3: credentials and certificates expiring within 14 days.
+        'expiring', ql.expiring_identities(1209600, 20));
 END
 $$;
 
@@ -4023,7 +5263,8 @@ BEGIN
     RETURN jsonb_build_object(
         'taskId', v_task.id, 'leaseTtlS', v_task.lease_ttl_seconds,
         'maxAttempts', v_task.max_attempts, 'retryBaseMs', v_task.retry_base_ms,
-        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled);
+        'retryCapMs', v_task.retry_cap_ms, 'enabled', v_task.enabled,
+        'logLimitBytes', v_task.log_limit_bytes);
 END
 $$;
 
@@ -4034,7 +5275,7 @@ ALTER FUNCTION ql.task_settings(p_task_id text) OWNER TO ql_owner;
 -- Name: FUNCTION task_settings(p_task_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.task_settings(p_task_id text) IS 'A task''s run policy {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled} (SPEC 9.1). Inputs: p_task_id. Fences: none. Writes: none. Locks: none. Read-only. Errors: QL001 malformed id, QL004 unknown task (COLUMN taskId). Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.task_settings(p_task_id text) IS 'A task''s run policy {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes} (SPEC 9.1, 15.2). Inputs: p_task_id. Fences: none. Writes: none. Locks: none. Read-only. Errors: QL001 malformed id, QL004 unknown task (COLUMN taskId). Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -4396,7 +5637,8 @@ BEGIN
     IF NOT id_ok OR p_secret_digest IS NULL OR octet_length(p_secret_digest) <> 32 THEN
         reason := 'malformed_credential';
     ELSE
-        SELECT c.worker_id, c.secret_digest, c.revoked_at, w.disabled_at INTO cred
+        SELECT c.worker_id, c.secret_digest, c.revoked_at, w.disabled_at, c.expires_at,
+               c.rotated_from, c.first_used_at INTO cred
           FROM ql_private.worker_credentials c
           JOIN ql_private.workers w ON w.id = c.worker_id
          WHERE c.credential_id = p_credential_id;
@@ -4409,12 +5651,15 @@ BEGIN
                 reason := 'bad_secret';
             ELSIF cred.revoked_at IS NOT NULL THEN
                 reason := 'revoked_credential';
+            ELSIF cred.expires_at IS NOT NULL AND cred.expires_at <= clock_timestamp() THEN
+                reason := 'expired_credential';
             ELSIF cred.worker_id <> p_worker_id THEN
                 reason := 'worker_mismatch';
                 http_status := 403;
             ELSIF cred.disabled_at IS NOT NULL
                   AND NOT (p_action IN ('session.heartbeat', 'session.close', 'lease.ack',
-                                        'lease.heartbeat', 'lease.complete')
+                                        'lease.heartbeat', 'lease.complete', 'lease.log',
+                                        'lease.secrets')
                            AND EXISTS (SELECT 1 FROM ql_private.worker_sessions ws
                                         WHERE ws.worker_id = p_worker_id
                                           AND ws.state = 'draining'
@@ -4422,7 +5667,12 @@ BEGIN
                 reason := 'worker_disabled';
                 http_status := 403;
             ELSE
-                RETURN NULL;  -- allowed: no write of any kind
+                IF cred.rotated_from IS NOT NULL AND cred.first_used_at IS NULL THEN
+                    -- The first use of a rotated credential retires its
+                    -- predecessor (SPEC §16.2): the one write it costs, once.
+                    PERFORM ql_private.credential_first_use(p_credential_id, cred.rotated_from);
+                END IF;
+                RETURN NULL;  -- allowed: no write (but a rotated credential's first use)
             END IF;
         END IF;
     END IF;
@@ -4440,7 +5690,7 @@ ALTER FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest byt
 -- Name: FUNCTION authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) IS 'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) IS 'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|expired_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete/log/secrets are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
 
 
 --
@@ -4561,6 +5811,47 @@ ALTER FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq 
 COMMENT ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): ready queued runs by a range scan of runs_candidate_keyset, merged with scheduled runs that came due (runs_due, at most 4 x (limit + 1), runs not yet due never read) and dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry); rows a concurrent claim is working on (xmax in progress) are skipped without locking. Inlinable SQL, read-only, no locks. Caller: ql_private.scan_and_claim.';
 
 
+--
+-- Name: certificate_serial(text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.certificate_serial(p_serial text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+    v_hex text;
+BEGIN
+    IF p_serial IS NULL OR length(p_serial) > 128 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'serial',
+            MESSAGE = 'serial must be hex of at most 20 octets';
+    END IF;
+    v_hex := replace(lower(btrim(p_serial)), ':', '');
+    IF v_hex LIKE 'serial=%' THEN
+        v_hex := substr(v_hex, 8);
+    END IF;
+    IF v_hex !~ '^[0-9a-f]+$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'serial',
+            MESSAGE = 'serial must be hex of at most 20 octets';
+    END IF;
+    v_hex := coalesce(nullif(ltrim(v_hex, '0'), ''), '0');
+    IF length(v_hex) > 40 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'serial',
+            MESSAGE = 'serial must be hex of at most 20 octets';
+    END IF;
+    RETURN v_hex;
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.certificate_serial(p_serial text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION certificate_serial(p_serial text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.certificate_serial(p_serial text) IS 'Canonical certificate serial: hex in any case, with or without colons or a serial= prefix -> lowercase hex without colons or leading zeros. Pure. Errors: QL001 (COLUMN serial) NULL, not hex, more than 20 octets. Caller: ql.revoke_certificate, ql.record_certificate.';
+
+
 SET default_tablespace = '';
 
 SET default_table_access_method = heap;
@@ -4609,6 +5900,7 @@ DECLARE
     score integer;
 BEGIN
     SELECT p.ord, cr AS run, ca AS attempt, cer AS revision, ct.lease_ttl_seconds AS ttl,
+           ct.log_limit_bytes AS log_limit,
            (SELECT max(g.lease_generation) FROM ql_private.run_leases g
              WHERE g.attempt_id = ca.id) AS last_generation
       INTO pick
@@ -4659,12 +5951,13 @@ BEGIN
     INSERT INTO ql_private.run_leases (
         attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
         lease_version, offer_id, token_digest, execution_revision_id, content_digest,
-        placement_score, claimed_at, expires_at, lease_ttl_seconds, updated_at)
+        placement_score, claimed_at, expires_at, lease_ttl_seconds, log_limit_bytes,
+        updated_at)
     VALUES (
         a.id, r.id, s.worker_id, s.session_id, s.generation,
         coalesce(pick.last_generation, 0) + 1, 1, p_offer_id, p_token_digest,
         r.execution_revision_id, (pick.revision).content_digest, score,
-        now_ts, now_ts + make_interval(secs => pick.ttl), pick.ttl, now_ts)
+        now_ts, now_ts + make_interval(secs => pick.ttl), pick.ttl, pick.log_limit, now_ts)
     RETURNING * INTO l;
     IF r.state = 'queued' THEN
         -- A scheduled run that came due leaves runs_due here (due_at := NULL):
@@ -4692,7 +5985,7 @@ ALTER FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_id
 -- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) IS 'Atomic claim of the first lockable candidate of run_ids (claim order): attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (the lifecycle order), every fence re-checked by clock_timestamp() (due_at passed included; the worker''s grant of the run''s pool, SPEC 13.1); inserts the lease with the task lease TTL pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
+COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) IS 'Atomic claim of the first lockable candidate of run_ids (claim order): attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (the lifecycle order), every fence re-checked by clock_timestamp() (due_at passed included; the worker''s grant of the run''s pool, SPEC 13.1); inserts the lease with the task lease TTL and log cap (logLimitBytes) pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
 
 
 --
@@ -4869,6 +6162,36 @@ ALTER FUNCTION ql_private.close_drained_session() OWNER TO ql_owner;
 --
 
 COMMENT ON FUNCTION ql_private.close_drained_session() IS 'Trigger (run_leases_close_drained, AFTER UPDATE of a started lease that is released now): when its session is draining and no live lease of it is left, close the session (state closed, closed_at) and write one session.drained event (sessionId, workerId, generation). Locks: the draining session row FOR NO KEY UPDATE (never an active one). Writes: at most the session row and one event. Caller: the trigger only.';
+
+
+--
+-- Name: credential_first_use(text, text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.credential_first_use(p_credential_id text, p_predecessor_id text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE ql_private.worker_credentials c SET first_used_at = clock_timestamp()
+     WHERE c.credential_id = p_credential_id AND c.first_used_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE ql_private.worker_credentials c
+       SET expires_at = least(coalesce(c.expires_at, 'infinity'), clock_timestamp())
+     WHERE c.credential_id = p_predecessor_id;
+    PERFORM pg_notify('ql_dispatch', 'c:' || p_predecessor_id);
+END
+$$;
+
+
+ALTER FUNCTION ql_private.credential_first_use(p_credential_id text, p_predecessor_id text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION credential_first_use(p_credential_id text, p_predecessor_id text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.credential_first_use(p_credential_id text, p_predecessor_id text) IS 'First use of a rotated credential: sets its first_used_at and expires its predecessor now (SPEC 16.2), NOTIFY ql_dispatch c:<predecessor>. Writes: the two credential rows, once. Locks: both rows (new, then old). Caller: ql_private.authenticate.';
 
 
 --
@@ -5164,6 +6487,7 @@ CREATE TABLE ql_private.run_leases (
     heartbeat_at timestamp with time zone,
     heartbeat_version integer,
     lease_ttl_seconds integer NOT NULL,
+    log_limit_bytes integer DEFAULT 4194304 NOT NULL,
     CONSTRAINT run_leases_check CHECK (((released_at IS NULL) = (release_reason IS NULL))),
     CONSTRAINT run_leases_content_digest_check CHECK ((content_digest ~ '^sha256:[0-9a-f]{64}$'::text)),
     CONSTRAINT run_leases_heartbeat_started_check CHECK (((heartbeat_at IS NULL) OR (started_at IS NOT NULL))),
@@ -5171,6 +6495,7 @@ CREATE TABLE ql_private.run_leases (
     CONSTRAINT run_leases_lease_generation_check CHECK ((lease_generation >= 1)),
     CONSTRAINT run_leases_lease_ttl_seconds_check CHECK (((lease_ttl_seconds >= 5) AND (lease_ttl_seconds <= 86400))),
     CONSTRAINT run_leases_lease_version_check CHECK ((lease_version >= 1)),
+    CONSTRAINT run_leases_log_limit_bytes_check CHECK (((log_limit_bytes >= 1024) AND (log_limit_bytes <= 67108864))),
     CONSTRAINT run_leases_placement_score_check CHECK ((placement_score >= 0)),
     CONSTRAINT run_leases_release_reason_check CHECK ((release_reason = ANY (ARRAY['expired'::text, 'session_replaced'::text, 'session_closed'::text, 'completed'::text, 'lost'::text, 'cancelled'::text, 'start_failed'::text, 'grant_revoked'::text]))),
     CONSTRAINT run_leases_token_digest_check CHECK ((octet_length(token_digest) = 32))
@@ -5312,17 +6637,18 @@ DECLARE
     v_last text;
 BEGIN
     IF p_change IS NULL
-       OR p_change NOT IN ('starting', 'running', 'start_failed', 'heartbeat', 'complete') THEN
+       OR p_change NOT IN ('starting', 'running', 'start_failed', 'heartbeat', 'complete',
+                           'log') THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001',
-            MESSAGE = 'change must be starting, running, start_failed, heartbeat or complete';
+            MESSAGE = 'change must be starting, running, start_failed, heartbeat, complete or log';
     END IF;
     IF p_lease_version IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion is required';
     END IF;
     IF p_lock IS NOT NULL THEN
-        IF p_lock NOT IN ('lease', 'attempt_run_lease') THEN
+        IF p_lock NOT IN ('lease', 'attempt_run_lease', 'attempt_lease_share') THEN
             RAISE EXCEPTION USING ERRCODE = 'QL001',
-                MESSAGE = 'lock must be NULL, lease or attempt_run_lease';
+                MESSAGE = 'lock must be NULL, lease, attempt_run_lease or attempt_lease_share';
         END IF;
         IF p_seen.id IS NOT NULL THEN
             IF p_seen.offer_id IS DISTINCT FROM p_offer_id THEN
@@ -5344,6 +6670,11 @@ BEGIN
                    FROM ql_private.attempts aa, ql_private.runs rr, ql_private.run_leases rl
                   WHERE aa.id = v_ids.attempt_id AND rr.id = v_ids.run_id AND rl.id = v_ids.id
                     FOR UPDATE OF aa FOR NO KEY UPDATE OF rr FOR UPDATE OF rl;
+            ELSIF p_lock = 'attempt_lease_share' THEN
+                PERFORM 1
+                   FROM ql_private.attempts aa, ql_private.run_leases rl
+                  WHERE aa.id = v_ids.attempt_id AND rl.id = v_ids.id
+                    FOR KEY SHARE OF aa FOR KEY SHARE OF rl;
             ELSE
                 PERFORM 1 FROM ql_private.run_leases rl WHERE rl.id = v_ids.id FOR NO KEY UPDATE;
             END IF;
@@ -5397,7 +6728,7 @@ ALTER FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_sessio
 -- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete), p_lock NULL | lease | attempt_run_lease. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), then reads lease, attempt, run, the lease TTL pinned on the lease at claim, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease.';
+COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete, log append), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete | log), p_lock NULL | lease | attempt_run_lease | attempt_lease_share. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), or attempt FOR KEY SHARE -> lease FOR KEY SHARE (attempt_lease_share: a log append, which must not overlap a change of the attempt), then reads lease, attempt, run, the lease TTL pinned on the lease at claim, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease, ql.append_log.';
 
 
 --
@@ -5530,6 +6861,39 @@ COMMENT ON FUNCTION ql_private.lock_run_attempt(p_run_id uuid, OUT run ql_privat
 
 
 --
+-- Name: log_bytes(uuid, bigint, bigint); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint) RETURNS bytea
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT coalesce(string_agg(
+               substring(c.content
+                         FROM (greatest(p_from - c.start_byte, 0) + 1)::integer
+                         FOR (least(c.start_byte + octet_length(c.content), p_to)
+                              - greatest(c.start_byte, p_from))::integer),
+               ''::bytea ORDER BY c.start_byte), ''::bytea)
+      FROM ql_private.attempt_log_chunks c
+     WHERE c.attempt_id = p_attempt_id
+       AND c.start_byte < p_to
+       AND c.start_byte >= coalesce(
+               (SELECT max(f.start_byte) FROM ql_private.attempt_log_chunks f
+                 WHERE f.attempt_id = p_attempt_id AND f.start_byte <= p_from), 0)
+       AND c.start_byte + octet_length(c.content) > p_from
+$$;
+
+
+ALTER FUNCTION ql_private.log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint) IS 'The stored bytes [p_from, p_to) of an attempt''s live log (SPEC 15), reassembled from ql_private.attempt_log_chunks (contiguous chunks: the first one needed is the last starting at or before p_from); '''' when nothing is stored there. Index-driven (chunks primary key). Writes: none. Locks: none. Errors: none. Caller: ql.run_log, ql.append_log.';
+
+
+--
 -- Name: matching_classes(jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
@@ -5580,11 +6944,16 @@ CREATE TABLE ql_private.execution_revisions (
     canonical bytea NOT NULL,
     content_digest text NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    signature_kid text,
+    signature_jws text,
     CONSTRAINT execution_revisions_content_digest_check CHECK ((content_digest ~ '^sha256:[0-9a-f]{64}$'::text)),
     CONSTRAINT execution_revisions_executor_check CHECK ((executor = 'remote_worker'::text)),
     CONSTRAINT execution_revisions_kind_check CHECK ((kind = 'qinglong/command@v1'::text)),
     CONSTRAINT execution_revisions_placement_check CHECK (((placement IS NULL) OR (jsonb_typeof(placement) = 'object'::text))),
     CONSTRAINT execution_revisions_revision_check CHECK ((revision >= 1)),
+    CONSTRAINT execution_revisions_signature_jws_check CHECK (((signature_jws IS NULL) OR ((length(signature_jws) <= 1456) AND (signature_jws ~ '^[A-Za-z0-9_-]{2,}\.\.[A-Za-z0-9_-]{86}$'::text)))),
+    CONSTRAINT execution_revisions_signature_kid_check CHECK (((signature_kid IS NULL) OR (signature_kid ~ '^[A-Za-z0-9_-]{1,128}$'::text))),
+    CONSTRAINT execution_revisions_signature_pair CHECK (((signature_kid IS NULL) = (signature_jws IS NULL))),
     CONSTRAINT execution_revisions_spec_check CHECK ((jsonb_typeof(spec) = 'object'::text))
 );
 
@@ -5622,7 +6991,9 @@ CREATE FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs
             'contentDigest', er.content_digest,
             'createdAtMs', ql_private.epoch_ms(er.created_at))
             || CASE WHEN er.placement IS NULL THEN '{}'::jsonb
-                    ELSE jsonb_build_object('placement', er.placement) END,
+                    ELSE jsonb_build_object('placement', er.placement) END
+            || jsonb_build_object('signature', CASE WHEN er.signature_jws IS NULL THEN NULL
+                ELSE jsonb_build_object('kid', er.signature_kid, 'jws', er.signature_jws) END),
         'contentDigest', l.content_digest,
         'placementScore', l.placement_score,
         'lease', ql_private.lease_json(l))
@@ -5635,7 +7006,7 @@ ALTER FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs,
 -- Name: FUNCTION offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions) IS 'offer@v1 body (without schema/status) from a lease, its run and its pinned revision. Pure; never carries the token or its digest. Used by the claim and by every replay.';
+COMMENT ON FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions) IS 'offer@v1 body (without schema/status) from a lease, its run and its pinned revision (executionRevision.signature {kid, jws} or null, SPEC 16.1). Pure; never carries the token or its digest. Used by the claim and by every replay.';
 
 
 --
@@ -7318,6 +8689,54 @@ COMMENT ON FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_
 
 
 --
+-- Name: signature_kid(text); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.signature_kid(p_signature text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_header_b64 text;
+    v_header jsonb;
+BEGIN
+    IF p_signature IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- header <= 1368 characters (a 1 KiB object) + '..' + 86: at most 1456.
+    IF length(p_signature) > 1456
+       OR p_signature !~ '^[A-Za-z0-9_-]{2,}\.\.[A-Za-z0-9_-]{86}$'
+       OR length(split_part(p_signature, '.', 1)) % 4 = 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'signature',
+            MESSAGE = 'signature must be a detached compact JWS: base64url(header)..base64url(signature)';
+    END IF;
+    v_header_b64 := translate(split_part(p_signature, '.', 1), '-_', '+/');
+    v_header_b64 := v_header_b64 || repeat('=', (4 - length(v_header_b64) % 4) % 4);
+    v_header := ql_private.json_object_from_bytes(
+        decode(v_header_b64, 'base64'), 1024, 'signature header');
+    IF (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(v_header) k)
+           IS DISTINCT FROM ARRAY['alg', 'kid']
+       OR v_header -> 'alg' IS DISTINCT FROM '"EdDSA"'::jsonb
+       OR jsonb_typeof(v_header -> 'kid') IS DISTINCT FROM 'string'
+       OR (v_header ->> 'kid') !~ '^[A-Za-z0-9_-]{1,128}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'signature',
+            MESSAGE = 'signature header must be exactly {"alg":"EdDSA","kid":"<kid>"}';
+    END IF;
+    RETURN v_header ->> 'kid';
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.signature_kid(p_signature text) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION signature_kid(p_signature text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.signature_kid(p_signature text) IS 'Shape check of a revision signature (SPEC 16.1), a detached compact JWS base64url(header)..base64url(64-byte signature) with the protected header exactly {alg: EdDSA, kid ^[A-Za-z0-9_-]{1,128}$}; returns the kid (NULL for NULL). Not a verification. Pure. Errors: QL001 COLUMN signature when malformed. Caller: ql.publish_revision.';
+
+
+--
 -- Name: task_default_pool(); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
 --
 
@@ -7739,11 +9158,12 @@ BEGIN
         v_problem := 'result must be an object';
     ELSE
         SELECT k INTO v_key FROM jsonb_object_keys(p_result) k
-         WHERE k NOT IN ('exitCode', 'durationMs', 'outputTail', 'outputBytes')
+         WHERE k NOT IN ('exitCode', 'durationMs', 'outputTail', 'outputBytes', 'logBytes',
+                         'limits')
          ORDER BY k LIMIT 1;
         IF v_key IS NOT NULL THEN
             v_problem := 'result has an unknown field (allowed: exitCode, durationMs, '
-                         'outputTail, outputBytes)';
+                         'outputTail, outputBytes, logBytes, limits)';
         END IF;
     END IF;
     IF v_problem IS NULL THEN
@@ -7765,6 +9185,21 @@ BEGIN
                 EXIT;
             END IF;
         END LOOP;
+    END IF;
+    IF v_problem IS NULL THEN
+        v_value := p_result -> 'logBytes';
+        IF v_value IS NOT NULL AND jsonb_typeof(v_value) <> 'null'
+           AND NOT (jsonb_typeof(v_value) = 'number'
+                    AND v_value::numeric = trunc(v_value::numeric)
+                    AND v_value::numeric BETWEEN 0 AND 9223372036854775807) THEN
+            v_problem := 'result.logBytes must be null or an integer >= 0';
+        END IF;
+    END IF;
+    IF v_problem IS NULL THEN
+        v_value := p_result -> 'limits';
+        IF v_value IS NOT NULL AND jsonb_typeof(v_value) <> 'null' THEN
+            v_problem := ql_private.validate_result_limits(v_value);
+        END IF;
     END IF;
     IF v_problem IS NULL THEN
         v_value := p_result -> 'outputTail';
@@ -7789,7 +9224,121 @@ ALTER FUNCTION ql_private.validate_result(p_result jsonb) OWNER TO ql_owner;
 -- Name: FUNCTION validate_result(p_result jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.validate_result(p_result jsonb) IS 'Validate a completion result (SPEC 9.3): NULL, or an object with exactly {exitCode? (null or int32), durationMs (integer >= 0), outputTail (string <= 8192 UTF-8 bytes), outputBytes (integer >= 0)}; returns it unchanged. Pure. Errors: QL001 COLUMN result (the message names the field). Caller: ql.complete_lease.';
+COMMENT ON FUNCTION ql_private.validate_result(p_result jsonb) IS 'Validate a completion result (SPEC 9.3): NULL, or an object with exactly {exitCode? (null or int32), durationMs (integer >= 0), outputTail (string <= 8192 UTF-8 bytes), outputBytes (integer >= 0), logBytes? (null or integer >= 0, SPEC 15.2), limits? (null or {mechanism cgroup|rlimit, uid null|0..4294967295, maxProcesses/maxOpenFiles/maxMemoryBytes null|integer >= 0, exceeded: distinct of processes|memory|openFiles}, SPEC 11; ql_private.validate_result_limits)}; returns it unchanged. Pure. Errors: QL001 COLUMN result (the message names the field). Caller: ql.complete_lease.';
+
+
+--
+-- Name: validate_result_limits(jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.validate_result_limits(p_limits jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_keys constant text[] := ARRAY['mechanism', 'uid', 'maxProcesses', 'maxOpenFiles',
+                                    'maxMemoryBytes', 'exceeded'];
+    v_key text;
+    v_value jsonb;
+    v_max numeric;
+BEGIN
+    IF jsonb_typeof(p_limits) <> 'object' THEN
+        RETURN 'result.limits must be an object';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_object_keys(p_limits) k WHERE k <> ALL (v_keys))
+       OR EXISTS (SELECT 1 FROM unnest(v_keys) k WHERE NOT p_limits ? k) THEN
+        RETURN 'result.limits must have exactly the fields mechanism, uid, maxProcesses, '
+               'maxOpenFiles, maxMemoryBytes, exceeded';
+    END IF;
+    IF p_limits -> 'mechanism' NOT IN ('"cgroup"'::jsonb, '"rlimit"'::jsonb) THEN
+        RETURN 'result.limits.mechanism must be cgroup or rlimit';
+    END IF;
+    FOREACH v_key IN ARRAY v_keys[2:5] LOOP
+        v_value := p_limits -> v_key;
+        v_max := CASE v_key WHEN 'uid' THEN 4294967295 ELSE 9223372036854775807 END;
+        IF jsonb_typeof(v_value) <> 'null'
+           AND NOT (jsonb_typeof(v_value) = 'number'
+                    AND v_value::numeric = trunc(v_value::numeric)
+                    AND v_value::numeric BETWEEN 0 AND v_max) THEN
+            RETURN format('result.limits.%s must be null or an integer 0..%s', v_key, v_max);
+        END IF;
+    END LOOP;
+    v_value := p_limits -> 'exceeded';
+    IF jsonb_typeof(v_value) <> 'array'
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(v_value) e
+                   WHERE e NOT IN ('"processes"'::jsonb, '"memory"'::jsonb, '"openFiles"'::jsonb))
+       OR (SELECT count(DISTINCT e) <> count(*) FROM jsonb_array_elements(v_value) e) THEN
+        RETURN 'result.limits.exceeded must be an array of distinct values from processes, '
+               'memory, openFiles';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.validate_result_limits(p_limits jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION validate_result_limits(p_limits jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.validate_result_limits(p_limits jsonb) IS 'Check a completion result''s limits (SPEC 11, 9.3): an object with exactly {mechanism cgroup|rlimit, uid null|0..4294967295, maxProcesses, maxOpenFiles, maxMemoryBytes (each null|integer >= 0), exceeded (array of distinct processes|memory|openFiles)}. Returns NULL when well-formed, else the problem naming the field. Pure. Errors: none raised. Caller: ql_private.validate_result.';
+
+
+--
+-- Name: validate_secret_refs(text, jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.validate_secret_refs(p_project text, p_spec jsonb) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $_$
+DECLARE
+    v_secrets jsonb := p_spec -> 'secrets';
+    v_bad text;
+BEGIN
+    IF jsonb_typeof(v_secrets) IS DISTINCT FROM 'object'
+       OR EXISTS (SELECT 1 FROM jsonb_each(v_secrets) e WHERE jsonb_typeof(e.value) <> 'string') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'secrets',
+            MESSAGE = 'spec.secrets must be an object of secret names';
+    END IF;
+    IF (SELECT count(*) FROM jsonb_object_keys(v_secrets)) > 16 THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'secrets',
+            MESSAGE = 'spec.secrets names at most 16 secrets';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_each_text(v_secrets) e
+                WHERE e.key !~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'
+                   OR e.value !~ '^[a-z][a-z0-9_.-]{0,63}$') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'secrets',
+            MESSAGE = 'spec.secrets maps ENV_NAME (^[A-Za-z_][A-Za-z0-9_]*$) to a secret name (^[a-z][a-z0-9_.-]{0,63}$)';
+    END IF;
+    SELECT min(k COLLATE "C") INTO v_bad
+      FROM jsonb_object_keys(v_secrets) k
+     WHERE jsonb_typeof(p_spec -> 'env') = 'object' AND (p_spec -> 'env') ? k;
+    IF v_bad IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'secrets',
+            MESSAGE = format('%s is in both spec.env and spec.secrets', v_bad);
+    END IF;
+    SELECT min(e.value COLLATE "C") INTO v_bad
+      FROM jsonb_each_text(v_secrets) e
+     WHERE NOT EXISTS (SELECT 1 FROM ql_private.projects p
+                         JOIN ql_private.secrets s ON s.project_id = p.id
+                        WHERE p.name = p_project AND s.name = e.value);
+    IF v_bad IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001', COLUMN = 'secrets',
+            MESSAGE = format('secret %s does not exist in project %s (admin secret set)',
+                             v_bad, p_project);
+    END IF;
+END
+$_$;
+
+
+ALTER FUNCTION ql_private.validate_secret_refs(p_project text, p_spec jsonb) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION validate_secret_refs(p_project text, p_spec jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.validate_secret_refs(p_project text, p_spec jsonb) IS 'Publish fence of spec.secrets (SPEC 14.2): an object of <= 16 ENV_NAME -> secret name, no ENV_NAME also in spec.env, every secret existing in project p_project. Inputs: p_project, p_spec. Writes: none. Locks: none. Errors: QL001 COLUMN secrets (the message names the env name or secret at fault). Caller: ql.publish_revision.';
 
 
 --
@@ -7874,6 +9423,70 @@ COMMENT ON FUNCTION ql_private.xid_in_progress(p_xid xid, p_snapshot pg_snapshot
 
 
 --
+-- Name: attempt_log_chunks; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.attempt_log_chunks (
+    attempt_id uuid NOT NULL,
+    start_byte bigint NOT NULL,
+    content bytea NOT NULL,
+    CONSTRAINT attempt_log_chunks_content_check CHECK (((octet_length(content) >= 1) AND (octet_length(content) <= 65536))),
+    CONSTRAINT attempt_log_chunks_start_byte_check CHECK ((start_byte >= 0))
+);
+
+
+ALTER TABLE ql_private.attempt_log_chunks OWNER TO ql_owner;
+
+--
+-- Name: attempt_logs; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.attempt_logs (
+    attempt_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    stored_bytes bigint DEFAULT 0 NOT NULL,
+    limit_bytes integer NOT NULL,
+    truncated boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT attempt_logs_check CHECK (((stored_bytes >= 0) AND (stored_bytes <= limit_bytes))),
+    CONSTRAINT attempt_logs_limit_bytes_check CHECK (((limit_bytes >= 1024) AND (limit_bytes <= 67108864)))
+);
+
+
+ALTER TABLE ql_private.attempt_logs OWNER TO ql_owner;
+
+--
+-- Name: certificate_revocations; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.certificate_revocations (
+    serial text NOT NULL,
+    seq bigint NOT NULL,
+    revoked_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    revoked_by text NOT NULL,
+    CONSTRAINT certificate_revocations_revoked_by_check CHECK (((octet_length(revoked_by) >= 1) AND (octet_length(revoked_by) <= 63))),
+    CONSTRAINT certificate_revocations_serial_check CHECK ((serial ~ '^(0|[1-9a-f][0-9a-f]{0,39})$'::text))
+);
+
+
+ALTER TABLE ql_private.certificate_revocations OWNER TO ql_owner;
+
+--
+-- Name: certificate_revocations_seq_seq; Type: SEQUENCE; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ql_private.certificate_revocations ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ql_private.certificate_revocations_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
 -- Name: events; Type: TABLE; Schema: ql_private; Owner: ql_owner
 --
 
@@ -7933,6 +9546,27 @@ ALTER TABLE ql_private.placement_classes ALTER COLUMN id ADD GENERATED ALWAYS AS
     CACHE 1
 );
 
+
+--
+-- Name: project_data_keys; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.project_data_keys (
+    project_id uuid NOT NULL,
+    key_id text NOT NULL,
+    kek_id text NOT NULL,
+    nonce bytea NOT NULL,
+    wrapped_key bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT project_data_keys_kek_id_check CHECK ((kek_id ~ '^[a-z0-9][a-z0-9._-]{0,63}$'::text)),
+    CONSTRAINT project_data_keys_key_id_check CHECK ((key_id ~ '^[a-f0-9]{32}$'::text)),
+    CONSTRAINT project_data_keys_nonce_check CHECK ((octet_length(nonce) = 12)),
+    CONSTRAINT project_data_keys_wrapped_key_check CHECK ((octet_length(wrapped_key) = 48))
+);
+
+
+ALTER TABLE ql_private.project_data_keys OWNER TO ql_owner;
 
 --
 -- Name: project_tokens; Type: TABLE; Schema: ql_private; Owner: ql_owner
@@ -8022,6 +9656,29 @@ CREATE TABLE ql_private.schema_migrations (
 ALTER TABLE ql_private.schema_migrations OWNER TO ql_owner;
 
 --
+-- Name: secrets; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.secrets (
+    project_id uuid NOT NULL,
+    name text NOT NULL,
+    version integer NOT NULL,
+    key_id text NOT NULL,
+    nonce bytea NOT NULL,
+    ciphertext bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT secrets_ciphertext_check CHECK (((octet_length(ciphertext) >= (8 + 16)) AND (octet_length(ciphertext) <= (16384 + 16)))),
+    CONSTRAINT secrets_key_id_check CHECK ((key_id ~ '^[a-f0-9]{32}$'::text)),
+    CONSTRAINT secrets_name_check CHECK ((name ~ '^[a-z][a-z0-9_.-]{0,63}$'::text)),
+    CONSTRAINT secrets_nonce_check CHECK ((octet_length(nonce) = 12)),
+    CONSTRAINT secrets_version_check CHECK ((version >= 1))
+);
+
+
+ALTER TABLE ql_private.secrets OWNER TO ql_owner;
+
+--
 -- Name: security_audit; Type: TABLE; Schema: ql_private; Owner: ql_owner
 --
 
@@ -8038,7 +9695,7 @@ CREATE TABLE ql_private.security_audit (
     CONSTRAINT security_audit_action_check CHECK ((action ~ '^[a-z][a-z0-9_.]{0,63}$'::text)),
     CONSTRAINT security_audit_actor_check CHECK (((actor IS NULL) OR ((octet_length(actor) >= 1) AND (octet_length(actor) <= 63)))),
     CONSTRAINT security_audit_credential_id_check CHECK (((credential_id IS NULL) OR (credential_id ~ '^[a-z0-9]{16}$'::text))),
-    CONSTRAINT security_audit_detail_check CHECK (((detail IS NULL) OR ((jsonb_typeof(detail) = 'object'::text) AND (pg_column_size(detail) <= 1024) AND (NOT (detail ?| ARRAY['leaseToken'::text, 'token'::text, 'tokenDigest'::text, 'token_digest'::text, 'secret'::text, 'secretDigest'::text, 'secret_digest'::text]))))),
+    CONSTRAINT security_audit_detail_check CHECK (((detail IS NULL) OR ((jsonb_typeof(detail) = 'object'::text) AND (pg_column_size(detail) <= 4096) AND (NOT (detail ?| ARRAY['leaseToken'::text, 'token'::text, 'tokenDigest'::text, 'token_digest'::text, 'secret'::text, 'secretDigest'::text, 'secret_digest'::text, 'value'::text, 'values'::text]))))),
     CONSTRAINT security_audit_outcome_check CHECK ((outcome = ANY (ARRAY['allowed'::text, 'denied'::text]))),
     CONSTRAINT security_audit_reason_check CHECK ((reason ~ '^[a-z][a-z0-9_]{0,63}$'::text))
 );
@@ -8076,7 +9733,9 @@ CREATE TABLE ql_private.tasks (
     retry_cap_ms integer DEFAULT 300000 NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     pool_id uuid NOT NULL,
+    log_limit_bytes integer DEFAULT 4194304 NOT NULL,
     CONSTRAINT tasks_lease_ttl_seconds_check CHECK (((lease_ttl_seconds >= 5) AND (lease_ttl_seconds <= 86400))),
+    CONSTRAINT tasks_log_limit_bytes_check CHECK (((log_limit_bytes >= 1024) AND (log_limit_bytes <= 67108864))),
     CONSTRAINT tasks_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT tasks_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'::text)),
     CONSTRAINT tasks_retry_base_ms_check CHECK (((retry_base_ms >= 0) AND (retry_base_ms <= 3600000))),
@@ -8085,6 +9744,22 @@ CREATE TABLE ql_private.tasks (
 
 
 ALTER TABLE ql_private.tasks OWNER TO ql_owner;
+
+--
+-- Name: worker_certificates; Type: TABLE; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE TABLE ql_private.worker_certificates (
+    serial text NOT NULL,
+    worker_id uuid NOT NULL,
+    not_after timestamp with time zone NOT NULL,
+    issued_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT worker_certificates_serial_check CHECK ((serial ~ '^(0|[1-9a-f][0-9a-f]{0,39})$'::text))
+);
+
+
+ALTER TABLE ql_private.worker_certificates OWNER TO ql_owner;
 
 --
 -- Name: worker_credentials; Type: TABLE; Schema: ql_private; Owner: ql_owner
@@ -8096,8 +9771,15 @@ CREATE TABLE ql_private.worker_credentials (
     secret_digest bytea NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     revoked_at timestamp with time zone,
+    ttl_s bigint,
+    expires_at timestamp with time zone,
+    rotated_from text,
+    first_used_at timestamp with time zone,
     CONSTRAINT worker_credentials_credential_id_check CHECK ((credential_id ~ '^[a-z0-9]{16}$'::text)),
-    CONSTRAINT worker_credentials_secret_digest_check CHECK ((octet_length(secret_digest) = 32))
+    CONSTRAINT worker_credentials_expiry_after_creation CHECK (((expires_at IS NULL) OR (expires_at > (created_at - '00:00:01'::interval)))),
+    CONSTRAINT worker_credentials_first_use_of_successors CHECK (((first_used_at IS NULL) OR (rotated_from IS NOT NULL))),
+    CONSTRAINT worker_credentials_secret_digest_check CHECK ((octet_length(secret_digest) = 32)),
+    CONSTRAINT worker_credentials_ttl_s_check CHECK (((ttl_s IS NULL) OR ((ttl_s >= 10) AND (ttl_s <= 315360000))))
 );
 
 
@@ -8157,6 +9839,22 @@ ALTER TABLE ONLY ql_private.runs ALTER COLUMN queue_seq SET DEFAULT nextval('ql_
 
 
 --
+-- Name: attempt_log_chunks attempt_log_chunks_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.attempt_log_chunks
+    ADD CONSTRAINT attempt_log_chunks_pkey PRIMARY KEY (attempt_id, start_byte);
+
+
+--
+-- Name: attempt_logs attempt_logs_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.attempt_logs
+    ADD CONSTRAINT attempt_logs_pkey PRIMARY KEY (attempt_id);
+
+
+--
 -- Name: attempts attempts_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
@@ -8170,6 +9868,22 @@ ALTER TABLE ONLY ql_private.attempts
 
 ALTER TABLE ONLY ql_private.attempts
     ADD CONSTRAINT attempts_run_id_attempt_no_key UNIQUE (run_id, attempt_no);
+
+
+--
+-- Name: certificate_revocations certificate_revocations_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.certificate_revocations
+    ADD CONSTRAINT certificate_revocations_pkey PRIMARY KEY (serial);
+
+
+--
+-- Name: certificate_revocations certificate_revocations_seq_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.certificate_revocations
+    ADD CONSTRAINT certificate_revocations_seq_key UNIQUE (seq);
 
 
 --
@@ -8226,6 +9940,22 @@ ALTER TABLE ONLY ql_private.pools
 
 ALTER TABLE ONLY ql_private.pools
     ADD CONSTRAINT pools_project_id_name_key UNIQUE (project_id, name);
+
+
+--
+-- Name: project_data_keys project_data_keys_key_id_key; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.project_data_keys
+    ADD CONSTRAINT project_data_keys_key_id_key UNIQUE (key_id);
+
+
+--
+-- Name: project_data_keys project_data_keys_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.project_data_keys
+    ADD CONSTRAINT project_data_keys_pkey PRIMARY KEY (project_id);
 
 
 --
@@ -8301,6 +10031,14 @@ ALTER TABLE ONLY ql_private.schema_migrations
 
 
 --
+-- Name: secrets secrets_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.secrets
+    ADD CONSTRAINT secrets_pkey PRIMARY KEY (project_id, name);
+
+
+--
 -- Name: security_audit security_audit_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
@@ -8322,6 +10060,14 @@ ALTER TABLE ONLY ql_private.tasks
 
 ALTER TABLE ONLY ql_private.tasks
     ADD CONSTRAINT tasks_project_id_name_key UNIQUE (project_id, name);
+
+
+--
+-- Name: worker_certificates worker_certificates_pkey; Type: CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_certificates
+    ADD CONSTRAINT worker_certificates_pkey PRIMARY KEY (serial);
 
 
 --
@@ -8370,6 +10116,13 @@ ALTER TABLE ONLY ql_private.worker_sessions
 
 ALTER TABLE ONLY ql_private.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: attempt_logs_run; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX attempt_logs_run ON ql_private.attempt_logs USING btree (run_id);
 
 
 --
@@ -8548,6 +10301,34 @@ CREATE INDEX tasks_pool ON ql_private.tasks USING btree (pool_id);
 
 
 --
+-- Name: worker_certificates_live_not_after; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX worker_certificates_live_not_after ON ql_private.worker_certificates USING btree (not_after) WHERE (revoked_at IS NULL);
+
+
+--
+-- Name: worker_certificates_worker; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX worker_certificates_worker ON ql_private.worker_certificates USING btree (worker_id);
+
+
+--
+-- Name: worker_credentials_live_expiry; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX worker_credentials_live_expiry ON ql_private.worker_credentials USING btree (expires_at) WHERE ((revoked_at IS NULL) AND (expires_at IS NOT NULL));
+
+
+--
+-- Name: worker_credentials_rotated_from; Type: INDEX; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE INDEX worker_credentials_rotated_from ON ql_private.worker_credentials USING btree (rotated_from) WHERE (rotated_from IS NOT NULL);
+
+
+--
 -- Name: worker_credentials_worker; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
@@ -8723,6 +10504,22 @@ CREATE TRIGGER workers_referenced_by_leases AFTER DELETE ON ql_private.workers R
 
 
 --
+-- Name: attempt_log_chunks attempt_log_chunks_attempt_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.attempt_log_chunks
+    ADD CONSTRAINT attempt_log_chunks_attempt_id_fkey FOREIGN KEY (attempt_id) REFERENCES ql_private.attempt_logs(attempt_id) ON DELETE CASCADE;
+
+
+--
+-- Name: attempt_logs attempt_logs_attempt_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.attempt_logs
+    ADD CONSTRAINT attempt_logs_attempt_id_fkey FOREIGN KEY (attempt_id) REFERENCES ql_private.attempts(id) ON DELETE CASCADE;
+
+
+--
 -- Name: attempts attempts_run_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
@@ -8752,6 +10549,14 @@ ALTER TABLE ONLY ql_private.execution_revisions
 
 ALTER TABLE ONLY ql_private.pools
     ADD CONSTRAINT pools_project_id_fkey FOREIGN KEY (project_id) REFERENCES ql_private.projects(id);
+
+
+--
+-- Name: project_data_keys project_data_keys_project_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.project_data_keys
+    ADD CONSTRAINT project_data_keys_project_id_fkey FOREIGN KEY (project_id) REFERENCES ql_private.projects(id);
 
 
 --
@@ -8787,6 +10592,14 @@ ALTER TABLE ONLY ql_private.runs
 
 
 --
+-- Name: secrets secrets_project_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.secrets
+    ADD CONSTRAINT secrets_project_id_fkey FOREIGN KEY (project_id) REFERENCES ql_private.project_data_keys(project_id);
+
+
+--
 -- Name: tasks tasks_current_revision_fk; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
 --
 
@@ -8808,6 +10621,22 @@ ALTER TABLE ONLY ql_private.tasks
 
 ALTER TABLE ONLY ql_private.tasks
     ADD CONSTRAINT tasks_project_id_fkey FOREIGN KEY (project_id) REFERENCES ql_private.projects(id);
+
+
+--
+-- Name: worker_certificates worker_certificates_worker_id_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_certificates
+    ADD CONSTRAINT worker_certificates_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES ql_private.workers(id);
+
+
+--
+-- Name: worker_credentials worker_credentials_rotated_from_fkey; Type: FK CONSTRAINT; Schema: ql_private; Owner: ql_owner
+--
+
+ALTER TABLE ONLY ql_private.worker_credentials
+    ADD CONSTRAINT worker_credentials_rotated_from_fkey FOREIGN KEY (rotated_from) REFERENCES ql_private.worker_credentials(credential_id);
 
 
 --
@@ -8870,6 +10699,14 @@ GRANT ALL ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, 
 
 
 --
+-- Name: FUNCTION append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text) TO ql_worker_ingress;
+
+
+--
 -- Name: FUNCTION authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
@@ -8910,11 +10747,11 @@ GRANT ALL ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest by
 
 
 --
--- Name: FUNCTION configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean, p_log_limit_bytes integer); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean, p_log_limit_bytes integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean, p_log_limit_bytes integer) TO ql_runtime;
 
 
 --
@@ -8939,6 +10776,14 @@ GRANT ALL ON FUNCTION ql.create_pool(p_project text, p_name text) TO ql_runtime;
 
 REVOKE ALL ON FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION delete_secret(p_project text, p_name text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.delete_secret(p_project text, p_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.delete_secret(p_project text, p_name text) TO ql_runtime;
 
 
 --
@@ -8971,6 +10816,23 @@ GRANT ALL ON FUNCTION ql.end_session(p_session_id text, p_drain boolean) TO ql_r
 
 REVOKE ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION expiring_counts(p_within_s bigint); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.expiring_counts(p_within_s bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.expiring_counts(p_within_s bigint) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION expiring_identities(p_within_s bigint, p_limit integer); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.expiring_identities(p_within_s bigint, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.expiring_identities(p_within_s bigint, p_limit integer) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.expiring_identities(p_within_s bigint, p_limit integer) TO ql_runtime;
 
 
 --
@@ -9014,11 +10876,11 @@ GRANT ALL ON FUNCTION ql.idle_probe() TO ql_worker_ingress;
 
 
 --
--- Name: FUNCTION issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint) TO ql_runtime;
 
 
 --
@@ -9027,6 +10889,22 @@ GRANT ALL ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text
 
 REVOKE ALL ON FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION list_data_keys(); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.list_data_keys() FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.list_data_keys() TO ql_runtime;
 
 
 --
@@ -9044,6 +10922,14 @@ GRANT ALL ON FUNCTION ql.list_project_tokens(p_project text) TO ql_runtime;
 REVOKE ALL ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) TO ql_readonly;
 GRANT ALL ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION list_secrets(p_project text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.list_secrets(p_project text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.list_secrets(p_project text) TO ql_runtime;
 
 
 --
@@ -9070,6 +10956,14 @@ GRANT ALL ON FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) TO 
 
 REVOKE ALL ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION prepare_task(p_project text, p_task text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.prepare_task(p_project text, p_task text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.prepare_task(p_project text, p_task text) TO ql_runtime;
 
 
 --
@@ -9105,11 +10999,27 @@ GRANT ALL ON FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest byte
 
 
 --
+-- Name: FUNCTION producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer, p_offset bigint, p_max_bytes integer); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer, p_offset bigint, p_max_bytes integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer, p_offset bigint, p_max_bytes integer) TO ql_producer;
+
+
+--
 -- Name: FUNCTION producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
 REVOKE ALL ON FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) TO ql_producer;
+
+
+--
+-- Name: FUNCTION project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea) TO ql_runtime;
 
 
 --
@@ -9140,11 +11050,11 @@ GRANT ALL ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_ru
 
 
 --
--- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text); Type: ACL; Schema: ql; Owner: ql_owner
+-- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text, p_signature text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
-REVOKE ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text) FROM PUBLIC;
-GRANT ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text) TO ql_runtime;
+REVOKE ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text, p_signature text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text, p_signature text) TO ql_runtime;
 
 
 --
@@ -9153,6 +11063,14 @@ GRANT ALL ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonic
 
 REVOKE ALL ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb) TO ql_worker_ingress;
 
 
 --
@@ -9182,6 +11100,14 @@ GRANT ALL ON FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id te
 
 
 --
+-- Name: FUNCTION record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint) TO ql_runtime;
+
+
+--
 -- Name: FUNCTION register_worker(p_name text); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
@@ -9195,6 +11121,14 @@ GRANT ALL ON FUNCTION ql.register_worker(p_name text) TO ql_runtime;
 
 REVOKE ALL ON FUNCTION ql.retry_run(p_run_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.retry_run(p_run_id text) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION revoke_certificate(p_serial text); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.revoke_certificate(p_serial text) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.revoke_certificate(p_serial text) TO ql_runtime;
 
 
 --
@@ -9222,12 +11156,53 @@ GRANT ALL ON FUNCTION ql.revoke_project_token(p_token_id text) TO ql_runtime;
 
 
 --
+-- Name: FUNCTION revoked_certificates(p_after_seq bigint, p_limit integer); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.revoked_certificates(p_after_seq bigint, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.revoked_certificates(p_after_seq bigint, p_limit integer) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb) TO ql_runtime;
+
+
+--
+-- Name: FUNCTION rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea) TO ql_worker_ingress;
+
+
+--
+-- Name: FUNCTION run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer) TO ql_readonly;
+GRANT ALL ON FUNCTION ql.run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer) TO ql_runtime;
+
+
+--
 -- Name: FUNCTION run_state_counts(); Type: ACL; Schema: ql; Owner: ql_owner
 --
 
 REVOKE ALL ON FUNCTION ql.run_state_counts() FROM PUBLIC;
 GRANT ALL ON FUNCTION ql.run_state_counts() TO ql_readonly;
 GRANT ALL ON FUNCTION ql.run_state_counts() TO ql_runtime;
+
+
+--
+-- Name: FUNCTION set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea); Type: ACL; Schema: ql; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql.set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ql.set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea) TO ql_runtime;
 
 
 --
@@ -9313,6 +11288,13 @@ REVOKE ALL ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_af
 
 
 --
+-- Name: FUNCTION certificate_serial(p_serial text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.certificate_serial(p_serial text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -9338,6 +11320,13 @@ REVOKE ALL ON FUNCTION ql_private.class_candidate_page(p_classes integer[], p_af
 --
 
 REVOKE ALL ON FUNCTION ql_private.close_drained_session() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION credential_first_use(p_credential_id text, p_predecessor_id text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.credential_first_use(p_credential_id text, p_predecessor_id text) FROM PUBLIC;
 
 
 --
@@ -9429,6 +11418,13 @@ REVOKE ALL ON FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p
 --
 
 REVOKE ALL ON FUNCTION ql_private.lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint) FROM PUBLIC;
 
 
 --
@@ -9684,6 +11680,13 @@ REVOKE ALL ON FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbe
 
 
 --
+-- Name: FUNCTION signature_kid(p_signature text); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.signature_kid(p_signature text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION task_default_pool(); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -9709,6 +11712,20 @@ REVOKE ALL ON FUNCTION ql_private.validate_placement(p_placement jsonb) FROM PUB
 --
 
 REVOKE ALL ON FUNCTION ql_private.validate_result(p_result jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION validate_result_limits(p_limits jsonb); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.validate_result_limits(p_limits jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION validate_secret_refs(p_project text, p_spec jsonb); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.validate_secret_refs(p_project text, p_spec jsonb) FROM PUBLIC;
 
 
 --
