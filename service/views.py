@@ -444,8 +444,10 @@ def _batch_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
             or not isinstance(conflicts, list) or not isinstance(idle, dict | None)):
         raise _invalid_projection(state, OFFER_BATCH_PULL,
                                   f"unexpected status {result['status']!r}")
-    for _ in offers:
-        state.metrics.pulls.inc("offered")
+    recovered = result.get("recovered")
+    recovered = recovered if isinstance(recovered, int) and 0 <= recovered <= len(offers) else 0
+    for index in range(len(offers)):  # a replay is `idempotent`, as for a single pull
+        state.metrics.pulls.inc("idempotent" if index < recovered else "offered")
     for _ in conflicts:
         state.metrics.pulls.inc("conflict")
     body: dict[str, Any] = {

@@ -29,7 +29,8 @@
 --   claimed (step 2) and tries the ids that were not (step 4).
 -- Returns {status: batch, offers: [offer@v1 projection …] (replays and claims,
 --   in the order of their offer ids in the request), conflicts: [{offerId, category} …], idle: NULL |
---   {reason, stats, truncated}} — idle is set when some new id was not claimed.
+--   {reason, stats, truncated}, recovered: how many of the offers are replays
+--   (the single pull's `idempotent`)} — idle is set when some new id was not claimed.
 -- Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
 --   p_session_id (lowercase canonical UUIDs), p_generation (>= 1), p_offer_ids
 --   (1–16 distinct canonical UUIDs), p_token_digests (SHA-256 of each lease
@@ -81,6 +82,7 @@ DECLARE
     v_free integer;
     v_offers jsonb[] := '{}';        -- by request position (NULL: no offer for it)
     v_conflicts jsonb := '[]'::jsonb;
+    v_recovered integer := 0;        -- offers replayed, not claimed (the ingress counts them)
     v_idle jsonb;
     v_new integer[] := '{}';
     v_i integer;
@@ -127,6 +129,7 @@ BEGIN
                                                  v_offer_ids[v_i], v_digests[v_i]);
             IF v_result ->> 'status' = 'idempotent' THEN
                 v_offers[v_i] := v_result -> 'offer';
+                v_recovered := v_recovered + 1;
             ELSE
                 v_conflicts := v_conflicts || jsonb_build_array(jsonb_build_object(
                     'offerId', v_offer_ids[v_i], 'category', v_result ->> 'category'));
@@ -176,7 +179,8 @@ BEGIN
                               'offers', coalesce((SELECT jsonb_agg(o ORDER BY n)
                                                     FROM unnest(v_offers) WITH ORDINALITY AS u(o, n)
                                                    WHERE o IS NOT NULL), '[]'::jsonb),
-                              'conflicts', v_conflicts, 'idle', v_idle);
+                              'conflicts', v_conflicts, 'idle', v_idle,
+                              'recovered', v_recovered);
 END
 $$;
 REVOKE ALL ON FUNCTION ql.pull_offers(text, bytea, text, text, bigint, text[], bytea[], jsonb)
@@ -184,4 +188,4 @@ REVOKE ALL ON FUNCTION ql.pull_offers(text, bytea, text, text, bigint, text[], b
 GRANT EXECUTE ON FUNCTION ql.pull_offers(text, bytea, text, text, bigint, text[], bytea[], jsonb)
     TO ql_worker_ingress;
 COMMENT ON FUNCTION ql.pull_offers(text, bytea, text, text, bigint, text[], bytea[], jsonb) IS
-'Batched pull (SPEC 18.1): 1-16 (offer id, token digest) pairs of one session, each claimed or recovered by the rules of a single pull (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_ids (distinct), p_token_digests (SHA-256 of each lease token, indexed alike), p_bounds (per claim; NULL = defaults). One credential check (denial audited, {status: denied}); advisory locks on the offer ids in id order; one read of replays + session + live leases; each existing id replayed or refused (recover_offer); for new ids the session fences once, then at most free-slots claims (scan_and_claim: session row locked and slots re-counted before each claim, candidate fences on the locked rows), the first idle answer ending the batch. Returns {status: batch, offers: [...], conflicts: [{offerId, category}], idle: null | {reason, stats, truncated}}. Writes: only claims or a denial; idle batches and replays write nothing. Locks: advisory locks on the offer ids, session row before a claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';
+'Batched pull (SPEC 18.1): 1-16 (offer id, token digest) pairs of one session, each claimed or recovered by the rules of a single pull (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_ids (distinct), p_token_digests (SHA-256 of each lease token, indexed alike), p_bounds (per claim; NULL = defaults). One credential check (denial audited, {status: denied}); advisory locks on the offer ids in id order; one read of replays + session + live leases; each existing id replayed or refused (recover_offer); for new ids the session fences once, then at most free-slots claims (scan_and_claim: session row locked and slots re-counted before each claim, candidate fences on the locked rows), the first idle answer ending the batch. Returns {status: batch, offers: [...], conflicts: [{offerId, category}], idle: null | {reason, stats, truncated}, recovered: number of offers replayed}. Writes: only claims or a denial; idle batches and replays write nothing. Locks: advisory locks on the offer ids, session row before a claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';

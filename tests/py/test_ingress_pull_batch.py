@@ -4,6 +4,7 @@ conflicts, idle, bad input and identity checks."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -42,6 +43,12 @@ def _batch_body(agent: Agent, session: dict, pairs: list[dict[str, str]]) -> dic
             "offers": pairs}
 
 
+def _pulls(ingress, result: str) -> int:
+    pattern = "^" + re.escape(f'qinglong_ingress_pull_results_total{{result="{result}"}}')
+    match = re.search(pattern + r" (\d+)$", ingress.metrics_text(), re.M)
+    return int(match.group(1)) if match else 0
+
+
 def _pairs(count: int) -> list[dict[str, str]]:
     return [{"offerId": str(uuid.uuid4()), "leaseToken": new_token()} for _ in range(count)]
 
@@ -67,10 +74,13 @@ def test_batch_claims_up_to_free_slots_and_replays_exactly(ingress, agent, prov,
     text = first.body.decode()
     assert not any(p["leaseToken"] in text for p in pairs)
 
+    assert (_pulls(ingress, "offered"), _pulls(ingress, "idempotent")) == (4, 0)
     before = snapshot(su_conn)
     replay = post(ingress.port, PATH, body, ctx=agent.ctx, token=agent.token)
     assert replay.status == 200
     assert replay.json["offers"] == doc["offers"]
+    # Replays are counted as recovered (`idempotent`), as a single pull's are.
+    assert (_pulls(ingress, "offered"), _pulls(ingress, "idempotent")) == (4, 4)
     assert snapshot(su_conn).tables == before.tables  # a replayed batch writes nothing
 
     # Each id replays through the single endpoint as the very same offer.

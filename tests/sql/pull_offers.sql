@@ -4,7 +4,7 @@
 -- ql_worker_ingress like the ingress does. (Concurrent batches:
 -- tests/py/test_pull_offers.py, with truly concurrent connections.)
 BEGIN;
-SELECT plan(44);
+SELECT plan(46);
 \ir fixtures.psql
 
 SELECT worker_id AS w1, credential_id AS c1, secret_digest AS d1 FROM ql_test.new_worker('w1') \gset
@@ -56,6 +56,7 @@ SELECT is(pg_temp.offer_ids(:'first'), ARRAY[pg_temp.offer(1), pg_temp.offer(2),
 SELECT is(:'first'::jsonb #>> '{idle,reason}', 'capacity_full',
           'the 4th id finds no free slot: idle capacity_full');
 SELECT is(:'first'::jsonb -> 'conflicts', '[]'::jsonb, 'no conflicts');
+SELECT is(:'first'::jsonb -> 'recovered', '0'::jsonb, 'nothing replayed: recovered 0');
 SELECT is(pg_temp.lease_count(), 3::bigint, 'at most the free slots are claimed: three leases');
 SELECT is(pg_temp.dispatched(), 3::bigint, 'one run.dispatched event per claim');
 SELECT is((SELECT array_agg(DISTINCT state) FROM ql_private.runs WHERE id IN (:'r1', :'r2', :'r3')),
@@ -76,6 +77,7 @@ SELECT is(:'replay'::jsonb -> 'offers', :'first'::jsonb -> 'offers',
           'a retry of the batch returns the very same offer for every claimed id');
 SELECT is(:'replay'::jsonb #>> '{idle,reason}', 'capacity_full', 'the unclaimed id is idle again');
 SELECT is(ql_test.writes_since_mark(), 0::bigint, 'a replayed batch writes nothing');
+SELECT is(:'replay'::jsonb -> 'recovered', '3'::jsonb, 'the three replays are counted as recovered');
 SELECT is(pg_temp.lease_count(), 3::bigint, 'no second lease');
 
 -- 3. Single and batch agree: a single pull of a batch id replays the same offer.
