@@ -141,8 +141,15 @@ def secret_delete(args: argparse.Namespace) -> int:
     return guarded(action)
 
 
+def _discard_created(path: Path, created: bool) -> None:
+    """Nothing is written by a refusal: remove the NEW KEK file this run made."""
+    if created:
+        path.unlink(missing_ok=True)
+
+
 def secret_rotate_kek(args: argparse.Namespace) -> int:
     from qinglong.service import control_plane, secret_store
+    from qinglong.service.control_plane import ControlPlaneError
     from qinglong.service.secrets_crypto import SecretsError, create_kek_file
 
     def action() -> dict[str, Any]:
@@ -154,7 +161,14 @@ def secret_rotate_kek(args: argparse.Namespace) -> int:
             with control_plane.connect(args.dsn) as conn:
                 result = secret_store.rotate_kek(conn, old, new)
         except SecretsError as exc:
+            _discard_created(args.new_kek_file, created)
             raise _refused(exc, "newKekFile") from None
+        except ControlPlaneError as exc:
+            # A refusal rolled back: the file it made goes too. An outage may
+            # hide a committed rotation: the new key is kept then.
+            if exc.http_status != 503:
+                _discard_created(args.new_kek_file, created)
+            raise
         return {**result, "newKekFile": str(args.new_kek_file.absolute()),
                 "newKekFileCreated": created}
 

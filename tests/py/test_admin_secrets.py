@@ -199,6 +199,19 @@ def test_rotate_kek_rewraps_every_key(db_dsn, conn, kek, tmp_path):
     assert _set(db_dsn, new_file, "acme", "db.password", VALUE)["version"] == 2
 
 
+def test_a_refused_rotation_creates_no_new_kek_file(db_dsn, conn, kek, tmp_path):
+    """Nothing is written by a refusal: a NEW file the command would create is
+    not left behind when the old KEK does not open the stored keys."""
+    _set(db_dsn, kek[0], "acme", "db.password", VALUE)
+    other = tmp_path / "other.key"
+    create_kek_file(other)
+    new_file = tmp_path / "never.key"
+    assert fails("secret", "rotate-kek", "--dsn", db_dsn, "--kek-file", str(other),
+                 "--new-kek-file", str(new_file), code=1)["reason"] == "kek_mismatch"
+    assert not new_file.exists()
+    assert _values(conn, kek[1]) == {("acme", "db.password"): VALUE}
+
+
 def test_publish_pins_names_of_existing_secrets(db_dsn, conn, kek, tmp_path):
     command = {"schema": "qinglong/command@v1", "argv": ["env"], "env": {"PLAIN": "x"},
                "secrets": {"DB_PASSWORD": "db.password"}, "timeoutS": 30}
