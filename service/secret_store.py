@@ -30,7 +30,7 @@ from qinglong.service.secrets_crypto import (
 __all__ = ["NAME_PATTERN", "delete_secret", "list_secrets", "rotate_kek", "set_secret"]
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_.-]{0,63}\Z")
-_ATTEMPTS = 3  # a concurrent set of the same secret moves its version: encrypt again
+_ATTEMPTS = 4  # the first try + three retries (CONTRACT): a concurrent set moved the version
 
 
 def _run(conn: psycopg.Connection, call: Call[Any]) -> dict[str, Any]:
