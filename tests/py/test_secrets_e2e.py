@@ -30,7 +30,10 @@ from typing import Any
 
 import pytest
 
+from qinglong.schemas.signing import Signer, create_signing_key, revision_payload
 from qinglong.service import secret_store
+from qinglong.service.compiler import compile_command
+from qinglong.service.control_plane import publish_task
 from qinglong.service.secrets_crypto import create_kek_file
 from qinglong.throwaway_postgres import PG_BIN
 from tests.py import ingress_harness
@@ -98,7 +101,7 @@ def harness(tmp_path: Path, start_ingress_thread, test_pki, ingress_dsn, prov) -
               "certFile": str(agent.cert.cert_file), "keyFile": str(agent.cert.key_file),
               "caFile": str(test_pki.ca_file), "credentialFile": str(credential),
               "cadence": {"idlePollMs": 200, "jitterMs": 50}}  # fmt: skip
-    return {"kek": kek, "config": config, "dir": tmp_path}
+    return {"kek": kek, "config": config, "dir": tmp_path, "server": server}
 
 
 def config_worker(harness: dict[str, Any], base: Path) -> RawWorker:
@@ -172,6 +175,73 @@ def test_in_process_a_secret_gone_after_publish_fails_the_start(harness, prov, s
     assert (state, reason) == ("failed", "secrets_unavailable")
     assert failed[0]["reason"] == "secrets_unavailable"
     assert failed[0]["category"] == "secret_missing"
+
+
+def signed_task(su_conn, name: str, doc: dict[str, Any], key: dict[str, str]) -> str:
+    """Publish `doc` signed by the signing key `key` (as `admin task publish --sign-key`)."""
+    compiled = compile_command(doc)
+    signer = Signer.load(key["privateKeyFile"])
+
+    def sign(task_id: str) -> str:
+        return signer.sign(revision_payload(task_id, compiled.kind, compiled.executor,
+                                            compiled.spec, compiled.placement))
+
+    return str(publish_task(su_conn, "p", name, compiled.canonical, sign=sign)["taskId"])
+
+
+def secrets_rows(su_conn) -> dict[str, list[str]]:
+    """runId -> secret names of every `lease.secrets` security_audit row."""
+    rows = su_conn.execute("SELECT detail FROM ql_private.security_audit"
+                           " WHERE action = 'lease.secrets' ORDER BY id").fetchall()
+    return {row[0]["runId"]: row[0]["names"] for row in rows}
+
+
+def test_in_process_an_untrusted_revision_never_receives_a_secret(harness, prov, su_conn,
+                                                                   tmp_path: Path) -> None:
+    """SPEC §16.1 before §14.3: an enforcing worker checks the signature before the
+    secrets fetch, so an unsigned revision and one signed by an untrusted key are
+    ACKed start_failed signature_invalid without any POST /v1/leases/secrets (no
+    audit line, no security_audit row); a trusted one in the same worker does fetch
+    (the positive control for both checks)."""
+    value = "trust-" + secrets.token_hex(16)
+    secret_store.set_secret(su_conn, harness["kek"], "p", "api-key", value.encode())
+    trusted = create_signing_key(str(tmp_path / "trusted"))
+    stranger = create_signing_key(str(tmp_path / "stranger"))
+    keys = tmp_path / "trusted.jwks.json"
+    keys.write_text(json.dumps({"keys": [json.loads(Path(trusted["publicJwkFile"]).read_text())]}))
+    with reachable_dir("ql-secrets-") as base:
+        out = base / "out"
+        out.mkdir()
+        out.chmod(0o1777)
+        docs = {name: command_doc(f"open({str(out / name)!r}, 'w')", "api-key")
+                for name in ("unsigned", "untrusted", "good")}  # fmt: skip
+        tasks = {"unsigned": prov.task("unsigned", docs["unsigned"]),
+                 "untrusted": signed_task(su_conn, "untrusted", docs["untrusted"], stranger),
+                 "good": signed_task(su_conn, "good", docs["good"], trusted)}  # fmt: skip
+        path = harness["dir"] / "worker.json"
+        path.write_text(json.dumps(dict(harness["config"], journal=str(base / "journal"))))
+        worker = RawWorker([*QL, "worker", "run", "--config", str(path), "--execute",
+                            *run_as_args(), "--trust-keys", str(keys),
+                            "--trust-policy", "enforce"])  # fmt: skip
+        try:
+            runs = {name: prov.enqueue(task)[0] for name, task in tasks.items()}
+            rows = {name: attempt_row(su_conn, run_id) for name, run_id in runs.items()}
+            worker.wait_for("exec.completed", count=3, timeout=60)
+        finally:
+            worker.kill()
+        ran = sorted(p.name for p in out.iterdir())
+    assert ran == ["good"]
+    assert rows["good"][:2] == ("succeeded", None)
+    for name in ("unsigned", "untrusted"):
+        assert rows[name][:2] == ("failed", "signature_invalid"), name
+    refused = {e["runId"]: e["category"] for e in worker.named("exec.signature_invalid")}
+    assert refused == {runs["unsigned"]: "unsigned", runs["untrusted"]: "unknown_kid"}
+    # The only delivery, in the database and at the ingress, is the trusted run's.
+    assert secrets_rows(su_conn) == {runs["good"]: ["api-key"]}
+    fetches = [json.loads(line) for line in harness["server"].audit_lines]
+    admitted = [f for f in fetches if f["action"] == "lease.secrets" and f["outcome"] == "allowed"]
+    assert len(admitted) == 1, fetches  # one POST /v1/leases/secrets in all
+    assert [e["runId"] for e in worker.named("exec.secrets_delivered")] == [runs["good"]]
 
 
 # ------------------------------------------------------------------ dev up (slow)
