@@ -95,6 +95,23 @@ def token_credential_id(token: str) -> str | None:
     return found.group(1) if found else None
 
 
+def due_at_ms(lifetime: Lifetime | None, token: str | None) -> int | None:
+    """When the credential `token` is due for rotation (epoch ms), from its
+    lifetime file: None when the lifetime (or the token) is unknown — no
+    self-rotation; 0 (at once) when the lifetime names another credential (a
+    crash between the two writes left it stale); else 75 % of the lifetime."""
+    if lifetime is None or token is None:
+        return None
+    if lifetime.credential_id != token_credential_id(token):
+        return 0
+    return lifetime.rotate_at_ms
+
+
+def is_due(due_at: int | None, now_ms: int) -> bool:
+    """The rotation decision at `now_ms` (the caller's clock)."""
+    return due_at is not None and now_ms >= due_at
+
+
 def write_credential(credential_file: str, token: str, lifetime: Lifetime | None,
                      fs: fsio.FileSystem | None = None) -> None:
     """Durably replace the credential file, then its lifetime file (temp, fsync,
@@ -128,7 +145,7 @@ class CredentialRotator:
         if now_ms >= self._reread_at_ms:
             self._due_at_ms = self._read_due_at()
             self._reread_at_ms = now_ms + RECHECK_MS
-        return self._due_at_ms is not None and now_ms >= self._due_at_ms
+        return is_due(self._due_at_ms, now_ms)
 
     def _read_due_at(self) -> int | None:
         lifetime = read_lifetime(self.credential_file)
@@ -138,9 +155,7 @@ class CredentialRotator:
             token = self.read_token()
         except Exception:  # an unreadable credential file: the requests say why
             return None
-        if lifetime.credential_id != token_credential_id(token):
-            return 0  # a crash between the two files: the lifetime is stale
-        return lifetime.rotate_at_ms
+        return due_at_ms(lifetime, token)
 
     def failed(self, now_ms: int) -> None:
         self._retry_at_ms = now_ms + RETRY_MS

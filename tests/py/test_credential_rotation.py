@@ -236,3 +236,60 @@ def test_the_credential_write_survives_every_power_loss_state(tmp_path: Path) ->
                             json.dumps(new_life.as_json()).encode()), (k, label)
             states += 1
     assert states > len(both) - len(first)
+
+
+# ------------------------------------------------------------------ the decision (no sleeping)
+
+DAY_MS = 86_400_000
+
+
+def _token(credential_id: str) -> str:
+    return f"ql3w_{credential_id}_" + "S" * 43
+
+
+def _rotator(tmp_path: Path, token: str, lifetime: rotation.Lifetime | None
+             ) -> rotation.CredentialRotator:
+    """A rotator over real files (as `worker run` builds it); it must not post."""
+    tmp_path.mkdir(exist_ok=True)
+    credential_file = str(tmp_path / "credential")
+    rotation.write_credential(credential_file, token, lifetime)
+
+    def no_post(*_args: Any) -> Any:
+        raise AssertionError("the decision never posts")
+
+    return rotation.CredentialRotator(credential_file, "w", no_post,
+                                      read_token=lambda: Path(credential_file).read_text())
+
+
+@pytest.mark.parametrize("ttl_ms", [10_000, 90 * DAY_MS, 3650 * DAY_MS])
+def test_rotation_is_due_at_exactly_75_percent_of_the_lifetime(tmp_path: Path,
+                                                               ttl_ms: int) -> None:
+    issued = 1_790_000_000_000
+    life = rotation.Lifetime("a" * 16, issued, issued + ttl_ms)
+    boundary = issued + ttl_ms * 3 // 4
+    due = rotation.due_at_ms(life, _token("a" * 16))
+    assert due == boundary
+    assert not rotation.is_due(due, issued + ttl_ms * 749 // 1000)  # 74.9 %
+    assert not rotation.is_due(due, boundary - 1)
+    assert rotation.is_due(due, boundary)
+    assert rotation.is_due(due, issued + ttl_ms)
+    # The same through the files and the rotator the worker runs (clock injected).
+    rotator = _rotator(tmp_path, _token("a" * 16), life)
+    assert not rotator.due(issued + ttl_ms * 749 // 1000)
+    assert not rotator.due(boundary - 1)
+    assert rotator.due(boundary)
+
+
+def test_a_lifetime_naming_another_credential_makes_it_rotate_at_once(tmp_path: Path) -> None:
+    """A crash between the credential write and the lifetime write leaves a
+    lifetime naming the previous credential: rotate now, not at its 75 %."""
+    now = 1_790_000_000_000
+    fresh = rotation.Lifetime("a" * 16, now, now + 90 * DAY_MS)
+    assert rotation.due_at_ms(fresh, _token("b" * 16)) == 0
+    assert rotation.is_due(rotation.due_at_ms(fresh, _token("b" * 16)), now)
+    assert not rotation.is_due(rotation.due_at_ms(fresh, _token("a" * 16)), now)
+    assert _rotator(tmp_path / "stale", _token("b" * 16), fresh).due(now)
+    assert not _rotator(tmp_path / "same", _token("a" * 16), fresh).due(now)
+    # Without a lifetime file the worker never rotates by itself.
+    assert rotation.due_at_ms(None, _token("a" * 16)) is None
+    assert not _rotator(tmp_path / "none", _token("a" * 16), None).due(now + 3650 * DAY_MS)
