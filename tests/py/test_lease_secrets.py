@@ -8,9 +8,11 @@ No value reaches an audit line, a log line or an error answer.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +265,94 @@ def test_a_database_dump_reveals_no_value_and_no_data_key(db_dsn, su_conn, task,
         for form in (plain, plain.hex().encode()):
             assert form not in dump
     assert load_kek(kek[0]).key not in dump
+
+
+# ------------------------------------------------------------------ ciphertext binding
+
+
+def _integrity_refused(lease: Lease, caplog: pytest.LogCaptureFixture) -> None:
+    """503 secrets_unavailable, logged as `secret_integrity`, and no value anywhere."""
+    caplog.clear()
+    reply = lease.secrets()
+    assert (reply.status, reply.json.get("reason")) == (503, "secrets_unavailable"), reply.body
+    assert reply.headers["Retry-After"]
+    reasons = [r.__dict__.get("reason") for r in caplog.records
+               if r.__dict__.get("event") == "secrets.unavailable"]  # fmt: skip
+    assert reasons == ["secret_integrity"]
+    _no_value_in(reply.body.decode(), _log_text(caplog), "\n".join(lease.server.audit_lines))
+
+
+def _flip_first_byte(data: bytes) -> bytes:
+    return bytes([data[0] ^ 0x01]) + data[1:]
+
+
+def test_an_edited_or_moved_ciphertext_or_wrap_is_refused(lease, su_conn, caplog):
+    """A superuser's edit of the stored bytes never yields a wrong value: a flipped
+    ciphertext byte, two secrets' (nonce, ciphertext) swapped between their rows,
+    and a flipped byte of the wrapped data key each answer 503 `secret_integrity`;
+    the untouched rows deliver again once restored."""
+    caplog.set_level(logging.DEBUG)
+    lease.ack("starting")
+    good = lease.secrets()
+    assert good.status == 200, good.body
+    rows = {name: (bytes(nonce), bytes(ciphertext)) for name, nonce, ciphertext in su_conn.execute(
+        "SELECT name, nonce, ciphertext FROM ql_private.secrets")}
+    wrap = bytes(su_conn.execute("SELECT wrapped_key FROM ql_private.project_data_keys")
+                 .fetchone()[0])  # fmt: skip
+
+    def store(name: str, nonce: bytes, ciphertext: bytes) -> None:
+        su_conn.execute("UPDATE ql_private.secrets SET nonce = %s, ciphertext = %s"
+                        " WHERE name = %s", (nonce, ciphertext, name))  # fmt: skip
+
+    def restore() -> None:
+        for name, (nonce, ciphertext) in rows.items():
+            store(name, nonce, ciphertext)
+        su_conn.execute("UPDATE ql_private.project_data_keys SET wrapped_key = %s", (wrap,))
+        assert lease.secrets().json == good.json
+
+    nonce, ciphertext = rows["db.password"]
+    store("db.password", nonce, _flip_first_byte(ciphertext))
+    _integrity_refused(lease, caplog)
+    restore()
+
+    # Moved between names: each row now holds the other's valid (nonce, ciphertext).
+    store("db.password", *rows["api-token"])
+    store("api-token", *rows["db.password"])
+    _integrity_refused(lease, caplog)
+    restore()
+
+    su_conn.execute("UPDATE ql_private.project_data_keys SET wrapped_key = %s",
+                    (_flip_first_byte(wrap),))  # fmt: skip
+    _integrity_refused(lease, caplog)
+    restore()
+
+
+# ------------------------------------------------------------------ KEK rotation, live
+
+
+def test_a_running_ingress_reads_its_kek_file_again_after_rotate_kek(lease, db_dsn, kek,
+                                                                     tmp_path, caplog):
+    """OPERATIONS.md: `admin secret rotate-kek`, then the ingress's kekFile replaced
+    at the same path: the next delivery succeeds without restarting the ingress
+    (before the file is replaced it answers 503 `kek_mismatch`)."""
+    caplog.set_level(logging.DEBUG)
+    lease.ack("starting")
+    before = lease.secrets()
+    assert before.status == 200, before.body
+    new_file = tmp_path / "new-kek.key"
+    rotated = subprocess.run(
+        [sys.executable, "-m", "qinglong", "admin", "secret", "rotate-kek", "--dsn", db_dsn,
+         "--kek-file", str(kek[0]), "--new-kek-file", str(new_file)],
+        capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert rotated.returncode == 0, rotated.stderr
+    doc = json.loads(rotated.stdout)
+    assert (doc["oldKekId"], doc["rewrapped"]) == (kek[1].kek_id, 1)
+
+    stale = lease.secrets()  # the ingress still holds the old file: it cannot unwrap
+    assert (stale.status, stale.json["reason"]) == (503, "secrets_unavailable")
+    assert "kek_mismatch" in _log_text(caplog)
+
+    os.replace(new_file, kek[0])  # the file at the configured path now holds the new KEK
+    after = lease.secrets()
+    assert after.status == 200, after.body
+    assert after.json == before.json
