@@ -458,7 +458,8 @@ PRIVATE_TABLES = ["attempts", "events", "execution_revisions", "placement_classe
                   "project_data_keys", "secrets",  # secrets, encrypted (SPEC §14.1)
                   "pools", "worker_pool_grants",  # pools and worker grants (SPEC §13.1)
                   # Issued and revoked worker certificates (SPEC §16.3).
-                  "worker_certificates", "certificate_revocations"]
+                  "worker_certificates", "certificate_revocations",
+                  "attempt_logs", "attempt_log_chunks"]  # live logs (SPEC §15.1)
 PRIVATE_SEQUENCES = ["events_id_seq", "placement_classes_id_seq", "run_leases_id_seq",
                      "run_queue_seq", "security_audit_id_seq",
                      "certificate_revocations_seq_seq"]  # SPEC §16.3
@@ -478,7 +479,9 @@ CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "pu
                  "run_state_counts", "queue_depth", "throughput", "waiting_runs",
                  "live_sessions", "recent_denials",
                  # Worker certificates and what expires soon (SPEC §16.3).
-                 "record_certificate", "revoke_certificate", "expiring_identities"]
+                 "record_certificate", "revoke_certificate", "expiring_identities",
+                 "run_log",  # a page of an attempt's live log (SPEC §15.2)
+                 "prepare_task"]  # a signed publish's task id first (SPEC §16.1)
 TABLE_OPS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "COPY"]
 
 
@@ -780,7 +783,8 @@ def test_search_path_on_the_session_does_not_reach_functions(
          "heartbeat_lease", "heartbeat_session", "heartbeat_sessions", "idle_probe",
          "lease_secrets", "open_session", "pull_offer", "record_auth_denial",
          # Credential rotation, revoked certificates, expiry counts (SPEC §16.2, §16.3).
-         "rotate_credential", "revoked_certificates", "expiring_counts"])
+         "rotate_credential", "revoked_certificates", "expiring_counts",
+         "append_log", "pull_offers"])  # live logs, batched pulls (SPEC §15.1, §18.1)
     # search_path pinned first; the per-run calls add planner settings (plan once
     # per connection, index paths only, no JIT — db/functions/pull_offer.sql).
     assert all(config[0] == "search_path=pg_catalog, pg_temp" for _, config in pinned)
@@ -788,7 +792,8 @@ def test_search_path_on_the_session_does_not_reach_functions(
     planning = ["plan_cache_mode=force_generic_plan", "enable_seqscan=off", "jit=off"]
     assert extra == {name: planning for name in ("ack_lease", "complete_lease",
                                                  "heartbeat_lease", "heartbeat_sessions",
-                                                 "lease_secrets", "pull_offer")}
+                                                 "lease_secrets", "pull_offer",
+                                                 "append_log", "pull_offers")}
     before = db_state(su)
     result = _pull_sql(role_conn, m.a.worker.credential_id, m.a.worker.secret, m,
                        m.a_offer["offerId"], m.a_offer["leaseToken"])
