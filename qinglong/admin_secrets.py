@@ -154,7 +154,9 @@ def secret_rotate_kek(args: argparse.Namespace) -> int:
 
     def action() -> dict[str, Any]:
         old = load_kek_arg(kek_path(args.kek_file))
-        created = not args.new_kek_file.exists()
+        # A dangling symlink is not a file to create (O_EXCL would refuse it as an
+        # I/O error): it is read, and refused as kek_unreadable.
+        created = not os.path.lexists(args.new_kek_file)
         try:
             new = create_kek_file(args.new_kek_file) if created else \
                 load_kek_arg(args.new_kek_file, "newKekFile")

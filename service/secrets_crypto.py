@@ -149,18 +149,26 @@ def load_kek(path: Path) -> Kek:
     except OSError as exc:
         raise SecretsError(SecretsReason.KEK_UNREADABLE,
                            f"cannot open key file {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise SecretsError(SecretsReason.KEK_UNREADABLE,
-                               f"key file {path} is not a regular file")
-        if info.st_mode & 0o077:
-            raise SecretsError(
-                SecretsReason.KEK_PERMISSIONS,
-                f"key file {path} has mode {stat.S_IMODE(info.st_mode):04o}: group or others "
-                f"may access it; chmod 600 {path}")
+    # Checked on the descriptor before it becomes a file object: a directory
+    # opens (O_RDONLY) but cannot be wrapped, and must be kek_unreadable.
+    with os.fdopen(_checked_kek_fd(fd, path), "rb") as f:
         data = f.read(4096)
     return _parse_kek(data, path)
+
+
+def _checked_kek_fd(fd: int, path: Path) -> int:
+    """`fd` when it is a regular file only its owner may access; else closed and refused."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise SecretsError(SecretsReason.KEK_UNREADABLE, f"key file {path} is not a regular file")
+    if info.st_mode & 0o077:
+        os.close(fd)
+        raise SecretsError(
+            SecretsReason.KEK_PERMISSIONS,
+            f"key file {path} has mode {stat.S_IMODE(info.st_mode):04o}: group or others "
+            f"may access it; chmod 600 {path}")
+    return fd
 
 
 def _parse_kek(data: bytes, path: Path) -> Kek:

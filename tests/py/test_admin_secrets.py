@@ -173,6 +173,41 @@ def test_key_file_problems_are_refused(db_dsn, conn, kek, tmp_path):
     assert table_fingerprint(conn) == before
 
 
+def test_a_symlinked_key_file_is_followed_and_an_unreadable_one_refused(db_dsn, conn, kek,
+                                                                          tmp_path):
+    """A KEK file given as a symlink (a mounted secret volume) is followed and its
+    TARGET's mode checked; a path that cannot be read as a file (a directory, a
+    dangling symlink) is `kek_unreadable`. Every refusal changes nothing."""
+    link = tmp_path / "kek-link.key"
+    link.symlink_to(kek[0])
+    assert load_kek(link) == kek[1]
+    assert _set(db_dsn, link, "acme", "x", VALUE)["version"] == 1
+    before = table_fingerprint(conn)
+    os.chmod(kek[0], 0o644)  # the link itself is always lrwxrwxrwx: its target counts
+    doc = fails("secret", "set", "--dsn", db_dsn, "--project", "acme", "--name", "x",
+                "--kek-file", str(link), stdin=VALUE, code=2)  # fmt: skip
+    assert (doc["reason"], doc["field"]) == ("kek_permissions", "kekFile")
+    assert "0644" in doc["detail"]
+    os.chmod(kek[0], 0o600)
+
+    directory = tmp_path / "kek-dir"
+    directory.mkdir(mode=0o700)
+    dangling = tmp_path / "dangling.key"
+    dangling.symlink_to(tmp_path / "missing.key")
+    for unreadable in (directory, dangling):
+        with pytest.raises(SecretsError) as caught:
+            load_kek(unreadable)
+        assert caught.value.reason is SecretsReason.KEK_UNREADABLE
+        doc = fails("secret", "set", "--dsn", db_dsn, "--project", "acme", "--name", "x",
+                    "--kek-file", str(unreadable), stdin=VALUE, code=2)  # fmt: skip
+        assert (doc["reason"], doc["field"]) == ("kek_unreadable", "kekFile"), unreadable
+        doc = fails("secret", "rotate-kek", "--dsn", db_dsn, "--kek-file", str(kek[0]),
+                    "--new-kek-file", str(unreadable), code=2)  # fmt: skip
+        assert (doc["reason"], doc["field"]) == ("kek_unreadable", "newKekFile"), unreadable
+    assert table_fingerprint(conn) == before
+    assert directory.is_dir() and not list(directory.iterdir()) and not dangling.exists()
+
+
 def test_rotate_kek_rewraps_every_key(db_dsn, conn, kek, tmp_path):
     _set(db_dsn, kek[0], "acme", "db.password", VALUE)
     _set(db_dsn, kek[0], "beta", "token", VALUE + b"-beta")

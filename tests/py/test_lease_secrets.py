@@ -252,6 +252,31 @@ def test_the_ingress_refuses_a_kek_file_others_can_read(test_pki, ingress_dsn, k
     assert "chmod 600" in str(caught.value)
 
 
+def test_the_ingress_follows_a_symlinked_kek_file_and_refuses_an_unreadable_one(
+        test_pki, ingress_dsn, kek, tmp_path):  # fmt: skip
+    """The target's mode is checked (a link to a 0644 file is refused); a directory
+    or a dangling link is `kek_unreadable`: the ingress does not start."""
+    from qinglong.service.app import build_state
+    from qinglong.service.audit import AuditLog
+
+    def refused(path: Path) -> SecretsReason:
+        config = ingress_config(test_pki, ingress_dsn, kek_file=str(path))
+        with pytest.raises(SecretsError) as caught:
+            build_state(config, AuditLog(lambda line: None))
+        return caught.value.reason
+
+    link = tmp_path / "kek-link.key"
+    link.symlink_to(kek[0])
+    os.chmod(kek[0], 0o644)
+    assert refused(link) is SecretsReason.KEK_PERMISSIONS
+    directory = tmp_path / "kek-dir"
+    directory.mkdir(mode=0o700)
+    dangling = tmp_path / "dangling.key"
+    dangling.symlink_to(tmp_path / "missing.key")
+    assert refused(directory) is SecretsReason.KEK_UNREADABLE
+    assert refused(dangling) is SecretsReason.KEK_UNREADABLE
+
+
 def test_a_database_dump_reveals_no_value_and_no_data_key(db_dsn, su_conn, task, kek):
     stored = su_conn.execute("SELECT key_id, kek_id, nonce, wrapped_key"
                              " FROM ql_private.project_data_keys").fetchone()
