@@ -5,11 +5,13 @@ prunes, and can publish, enqueue or cancel nothing), database errors, SIGTERM.""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -18,6 +20,7 @@ import pytest
 
 from qinglong.db import api
 from qinglong.runtime_cli import parse_batch, parse_every, parse_retention
+from qinglong.service.sweeper import Sweeper
 from qinglong.throwaway_postgres import ThrowawayPostgres
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner
 
@@ -285,3 +288,97 @@ def test_once_prunes_ended_sessions_unused_classes_and_fleet_events(
     again = _lines(_cli("runtime", "sweep", "--dsn", sweeper_dsn, "--once").stdout)[0]
     assert (again["pruned"]["sessions"], again["pruned"]["placementClasses"],
             again["pruned"]["fleetEvents"]) == (0, 0, 0)
+
+
+# ------------------------------------------------------------------ reconnect (SPEC §17.2)
+
+
+class _Loop:
+    """`Sweeper.run()` (the loop, not --once) in a thread, its lines captured."""
+
+    def __init__(self, dsn: str) -> None:
+        self.out, self.err = io.StringIO(), io.StringIO()
+        self.stop = threading.Event()
+        self.sweeper = Sweeper(dsn, 0.05, 100, out=self.out, err=self.err, stop=self.stop)
+        self.thread = threading.Thread(target=self.sweeper.run, daemon=True)
+
+    def passes(self) -> list[dict]:
+        return _lines(self.out.getvalue())
+
+    def errors(self) -> list[dict]:
+        return _lines(self.err.getvalue())
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+def _until(condition, what: str, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        found = condition()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _sweeper_pid(conn: psycopg.Connection) -> int | None:
+    row = conn.execute("SELECT pid FROM pg_stat_activity"
+                       " WHERE application_name = 'qinglong-sweeper'").fetchall()
+    assert len(row) <= 1, row
+    return row[0][0] if row else None
+
+
+def _passes_after(loop: _Loop, count: int) -> int:
+    return len(loop.passes()) > count + 1  # one more whole pass on the new connection
+
+
+def test_the_loop_drops_a_connection_that_lost_its_server_and_reconnects(
+        conn, sweeper_dsn: str) -> None:
+    loop = _Loop(sweeper_dsn)
+    loop.thread.start()
+    try:
+        first = _until(lambda: loop.passes() and _sweeper_pid(conn), "a first pass")
+        conn.execute("SELECT pg_terminate_backend(%s)", (first,))
+        _until(lambda: loop.errors(), "the failed pass on the terminated connection")
+        passes = len(loop.passes())
+        _until(lambda: _passes_after(loop, passes), "passes after the reconnect")
+        second = _sweeper_pid(conn)
+        assert second is not None and second != first
+        _expired_leases(conn, started=1, unstarted=0)
+        _until(lambda: sum(p["lost"] for p in loop.passes()) == 1, "the lease swept")
+    finally:
+        loop.close()
+    assert all(e["event"] == "sweep.error" for e in loop.errors())
+
+
+def test_a_read_only_server_fails_the_pass_drops_the_connection_and_passes_resume(
+        conn, sweeper_dsn: str) -> None:
+    """A connection that found a read-only server (25006: a demoted primary) is
+    discarded, never reused: once the server is writable again, the passes
+    resume on a new backend and sweep what expired meanwhile."""
+    conn.execute("SET default_transaction_read_only = off")  # this session stays writable
+    loop = _Loop(sweeper_dsn)
+    loop.thread.start()
+    try:
+        first = _until(lambda: loop.passes() and _sweeper_pid(conn), "a first pass")
+        conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        conn.execute("SELECT pg_reload_conf()")
+        read_only = _until(lambda: [e for e in loop.errors() if e["sqlstate"] == "25006"],
+                           "a pass refused by the read-only server")
+        assert read_only[0]["event"] == "sweep.error"
+        _expired_leases(conn, started=1, unstarted=1)
+        time.sleep(0.3)  # several refused passes: nothing swept
+        assert sum(p["expired"] + p["lost"] for p in loop.passes()) == 0
+    finally:
+        conn.execute("ALTER SYSTEM RESET default_transaction_read_only")
+        conn.execute("SELECT pg_reload_conf()")
+    try:
+        _until(lambda: [(p["expired"], p["lost"]) for p in loop.passes()
+                        if p["expired"] + p["lost"]] == [(1, 1)], "passes resumed")
+        second = _sweeper_pid(conn)
+        assert second is not None and second != first
+    finally:
+        loop.close()
