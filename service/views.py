@@ -546,7 +546,11 @@ async def lease_batch(request: web.Request) -> web.Response:
     its single endpoint's exact body, run through the same database call, audit
     and answer mapping, and answered {status, body} as that endpoint would (an
     item's failure never affects another). The batch itself is admitted once
-    (rate limit, strict schema, credential, certificate identity)."""
+    (rate limit, strict schema, credential form, certificate identity); the
+    secret is checked by the items' database calls, and a refused credential
+    (401/403) refuses the whole batch at its first item: one denial, one audit
+    row, never one per item (items before it, if the credential was revoked
+    meanwhile, were applied and replay idempotently)."""
     state, admitted = await _admit(request, LEASE_BATCH)
     doc = admitted.doc
     fence = (doc["workerId"], doc["sessionId"], doc["generation"])
@@ -583,6 +587,8 @@ async def _lease_item(state: IngressState, item: Admitted) -> dict[str, Any]:
             raise _invalid_projection(state, endpoint, exc.detail) from None
     except ApiError as exc:
         state.metrics.lease_transitions.inc(endpoint.name, transition, _lease_outcome(exc))
+        if exc.status in (401, 403):
+            raise  # the credential: the whole batch is refused (lease_batch)
         return {"status": exc.status,
                 "body": json.loads(error_body(exc.status, exc.reason, exc.detail_key,
                                               exc.offset))}
