@@ -245,6 +245,20 @@ VALID: dict[str, dict[str, Any]] = {
                     {"status": 409, "body": {"schema": "qinglong/error@v1", "error": "conflict",
                                              "reason": "stale_lease_version"}}],
     },
+    "qinglong/credential-rotate-request@v1": {
+        "schema": "qinglong/credential-rotate-request@v1",
+        "workerId": U3,
+    },
+    "qinglong/credential@v1": {
+        "schema": "qinglong/credential@v1",
+        "workerId": U3,
+        "credentialId": "k3v9q2m7x1c8d4f6",
+        "credential": "ql3w_k3v9q2m7x1c8d4f6_" + TOKEN,
+        "issuedAtMs": NOW,
+        "expiresAtMs": NOW + 90 * 86_400_000,
+        "previousCredentialId": "a0b1c2d3e4f5g6h7",
+        "previousExpiresAtMs": NOW + 86_400_000,
+    },
     "qinglong/lease-complete-request@v1": {
         "schema": "qinglong/lease-complete-request@v1",
         **LEASE_REQ,
