@@ -238,7 +238,9 @@ def test_task_publish_applies_settings_in_the_same_transaction(
     assert table_fingerprint(conn) == before, "a refused setting leaves no task/revision"
     published = ok(*publish, "--lease-ttl-s", "600", "--max-attempts", "1",
                    "--log-limit-bytes", "65536")
-    assert set(published) == {"taskId", "revisionId", "revision", "pool", "contentDigest"}
+    assert set(published) == {"taskId", "revisionId", "revision", "pool", "contentDigest",
+                              "signatureKid"}
+    assert published["signatureKid"] is None  # published without --sign-key
     settings = ok("task", "configure", "--dsn", db_dsn, "--task", published["taskId"])
     assert (settings["leaseTtlS"], settings["maxAttempts"], settings["logLimitBytes"]) == \
         (600, 1, 65536)

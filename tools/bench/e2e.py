@@ -98,6 +98,8 @@ POOL_MAX_SIZE = 4  # database connections per ingress
 # with earlier runs whatever the machine's CPU count.
 INGRESS_PROCESSES = 1
 PULL_ROUTE = "/v1/offers/pull"
+PULL_ROUTES = (PULL_ROUTE, "/v1/offers/pull-batch")
+PULL_FUNCTIONS = ("pull_offer", "pull_offers")
 RAW_WARMUP = 2  # claims per connection before the clock starts (as bench sql)
 FEED_TICK_S = 0.05
 STEADY_LOAD = 0.5  # of the burst's offers/s
@@ -149,8 +151,12 @@ class Scrape:
     db_pull_buckets: dict[float, float] = field(default_factory=dict)
 
     def add(self, text: str) -> None:
-        bucket = f'qinglong_ingress_request_duration_seconds_bucket{{route="{PULL_ROUTE}",le="'
-        db_bucket = 'qinglong_ingress_db_call_duration_seconds_bucket{function="pull_offer",le="'
+        # A worker with several free slots pulls in batches (SPEC §18): both routes
+        # (and both database calls) are pulls.
+        buckets = tuple(f'qinglong_ingress_request_duration_seconds_bucket{{route="{route}",le="'
+                        for route in PULL_ROUTES)
+        db_buckets = tuple('qinglong_ingress_db_call_duration_seconds_bucket'
+                           f'{{function="{function}",le="' for function in PULL_FUNCTIONS)
         for line in text.splitlines():
             name, _, value = line.rpartition(" ")
             if name.startswith("qinglong_ingress_requests_total{"):
@@ -160,14 +166,14 @@ class Scrape:
             elif name.startswith('qinglong_ingress_tls_handshakes_total{outcome="'):
                 outcome = name.split('"')[1]
                 self.handshakes[outcome] = self.handshakes.get(outcome, 0.0) + float(value)
-            elif name.startswith(bucket):
-                le = float(name[len(bucket):].split('"', 1)[0].replace("+Inf", "inf"))
+            elif name.startswith(buckets):
+                le = float(name.rsplit('le="', 1)[1].split('"', 1)[0].replace("+Inf", "inf"))
                 self.pull_buckets[le] = self.pull_buckets.get(le, 0.0) + float(value)
             elif name.startswith('qinglong_ingress_pull_results_total{result="'):
                 result = name.split('"')[1]
                 self.pull_results[result] = self.pull_results.get(result, 0.0) + float(value)
-            elif name.startswith(db_bucket):
-                le = float(name[len(db_bucket):].split('"', 1)[0].replace("+Inf", "inf"))
+            elif name.startswith(db_buckets):
+                le = float(name.rsplit('le="', 1)[1].split('"', 1)[0].replace("+Inf", "inf"))
                 self.db_pull_buckets[le] = self.db_pull_buckets.get(le, 0.0) + float(value)
 
     def minus(self, earlier: Scrape) -> Scrape:
@@ -828,7 +834,8 @@ def _tables(sizes: Sizes, levels: list[dict[str, Any]], steady: Steady, missing:
         ["full handshakes per request", f"{steady.handshakeFraction:.3%}"],
     ]  # fmt: skip
     half.notes.append(
-        "pull latency = the ingress's request-duration histogram for /v1/offers/pull (every "
+        "pull latency = the ingress's request-duration histogram for /v1/offers/pull and "
+        "/pull-batch (every "
         "pull, offered or idle; buckets 1, 2.5, 5, 10, 25 ms…, quantiles interpolated inside "
         "a bucket), difference of /metrics read at the window's start and end; handshakes "
         "from qinglong_ingress_tls_handshakes_total{outcome=\"full\"} over the same window")

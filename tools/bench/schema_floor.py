@@ -53,11 +53,12 @@ BEGIN
     INSERT INTO ql_private.run_leases (
         attempt_id, run_id, worker_id, session_id, session_generation, lease_generation,
         lease_version, offer_id, token_digest, execution_revision_id, content_digest,
-        placement_score, claimed_at, expires_at, lease_ttl_seconds, updated_at)
+        placement_score, claimed_at, expires_at, lease_ttl_seconds, log_limit_bytes,
+        updated_at)
     VALUES (
         r.current_attempt_id, r.id, v_worker, v_session, 1, 1, 1, gen_random_uuid(),
         sha256(convert_to(gen_random_uuid()::text, 'UTF8')), r.execution_revision_id,
-        r.content_digest, 0, v_now, v_now + interval '30 seconds', 30, v_now);
+        r.content_digest, 0, v_now, v_now + interval '30 seconds', 30, 4194304, v_now);
     UPDATE ql_private.runs SET state = 'dispatching', updated_at = v_now WHERE id = r.id;
     INSERT INTO ql_private.events (type, run_id, attempt_id, payload)
     VALUES ('run.dispatched', r.id, r.current_attempt_id,
