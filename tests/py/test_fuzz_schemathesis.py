@@ -168,8 +168,11 @@ def fz(pg_cluster: ThrowawayPostgres, migrated_template: str,
         # A key-encryption key, so /v1/leases/secrets answers as in production
         # (without one it is 503 secrets_unavailable, SPEC §14.3).
         create_kek_file(tmp / "kek.key")
+        # The lease limiter lifted as the polling one is (security_support): it
+        # answers 429 before the body is read, which would mask negative data.
         server = start_ingress_process(tmp, world.pki, world.ingress_dsn,
-                                       kekFile=str(tmp / "kek.key"))
+                                       kekFile=str(tmp / "kek.key"),
+                                       leaseRatePerS=100_000, leaseRateBurst=100_000)
         try:
             agent = world.agent("fuzz-worker")
             http = mtls_session(world.pki, agent.cert, agent.token)
