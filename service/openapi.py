@@ -74,7 +74,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "Up to 32 ACK / heartbeat / complete / log calls of one session (SPEC 18.3): "
               "each item is its single endpoint's body and is answered {status, body} as "
               "that endpoint would; 400 batch_session_mismatch: an item names another "
-              "worker, session or generation", ()),
+              "worker, session or generation; a refused credential (401/403) refuses "
+              "the whole batch at its first item", ()),
     Operation(credential_rotation.PATH, credential_rotation.CREDENTIAL_ROTATE,
               "Replace the worker's credential (SPEC 16.2); the answer holds the new one",
               ()),
