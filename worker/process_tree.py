@@ -447,6 +447,7 @@ class _Supervisor:
         self.created = False  # the run directory is ours to remove
         self.cgroup: Cgroup | None = None
         self.exceeded: set[Exceeded] = set()
+        self.exec_r: int | None = None  # EOF once the leader exec'd (or died)
 
     def run(self) -> int:
         try:
@@ -460,9 +461,11 @@ class _Supervisor:
             self._end_cgroup()
             return 127
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, (*_HANDLED, signal.SIGCHLD))
+        self.exec_r, exec_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self.leader = os.fork()
         if self.leader == 0:
             self._exec(cwd_fd)  # never returns
+        os.close(exec_w)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked | {signal.SIGCHLD})
         os.close(cwd_fd)
         os.close(self.err_w)
@@ -655,13 +658,31 @@ class _Supervisor:
         """rlimit mechanism: the run's tasks at the cap, its memory over it (killed)."""
         from qinglong.worker.run_limits import Exceeded, sample_tree
 
+        execd = self._leader_execd()  # asked first: the sample below is then after it
         seen = sample_tree(os.getpid())
         if limits.max_processes is not None and seen.tasks >= limits.max_processes:
             self.exceeded.add(Exceeded.PROCESSES)
+        if not execd:
+            return  # its memory is still a copy of the worker's, not the run's
         if seen.resident_bytes >= limits.max_memory_bytes and not self.killing:
             self.exceeded.add(Exceeded.MEMORY)
             self.killing = True
             _signal_tree(os.getpid(), signal.SIGKILL)
+
+    def _leader_execd(self) -> bool:
+        """Whether the leader exec'd the command: until then it is a fork of
+        the supervisor (the worker's memory, unreadable as PSS to the run-as
+        supervisor, so counted by its whole RSS) and holds the pipe's
+        close-on-exec write end."""
+        if self.exec_r is None:
+            return True
+        try:
+            os.read(self.exec_r, 1)
+        except BlockingIOError:
+            return False
+        os.close(self.exec_r)
+        self.exec_r = None
+        return True
 
     def _kill_tree(self) -> None:
         """SIGKILL every descendant and reap until none is left."""

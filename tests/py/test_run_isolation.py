@@ -22,7 +22,9 @@ Root only (switching uids); the CI runs as root.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import mmap
 import os
 import pwd
 import shutil
@@ -264,6 +266,37 @@ def test_a_memory_hog_spread_over_processes_is_killed_and_reported(box: Box) -> 
     assert result["limits"]["exceeded"] == ["memory"], result
     assert result["exitCode"] == -signal.SIGKILL
     assert not owners(uids)
+
+
+def _resident_read_only(size: int) -> tuple[ctypes.CDLL, int]:
+    """``size`` bytes of private anonymous memory, written (resident, copied
+    into every fork's page tables) then made read-only: not RLIMIT_DATA's."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)  # fmt: skip
+    address = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                        mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)  # fmt: skip
+    assert address not in (None, ctypes.c_void_p(-1).value)
+    ctypes.memset(address, 1, size)
+    assert libc.mprotect(ctypes.c_void_p(address), ctypes.c_size_t(size), mmap.PROT_READ) == 0
+    return libc, address
+
+
+def test_the_worker_memory_copied_into_the_leader_before_exec_is_not_the_runs(box: Box) -> None:
+    """Until it execs, the leader is a fork of the supervisor: a copy of the
+    worker's memory (here 128 MiB more of it, resident), unreadable as PSS to
+    the run-as supervisor. A PATH of 30000 missing directories keeps it there
+    past the first sample; the run is not killed for the worker's memory."""
+    size = 128 << 20
+    libc, address = _resident_read_only(size)
+    try:
+        sandbox = _sandbox(box, _free_range(4), private=True)
+        path = "/n:" * 30000 + "/usr/bin:/bin"
+        result = _finish(_run(sandbox, box, "small", ("true",), env={"PATH": path}))
+    finally:
+        libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(size))
+    assert result["limits"]["exceeded"] == [] and result["exitCode"] == 0, result
 
 
 def test_one_allocation_past_the_limit_fails_inside_the_process(box: Box) -> None:
