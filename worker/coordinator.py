@@ -109,6 +109,9 @@ class StepResult:
     entry: InboxEntry | None = dataclasses.field(default=None, repr=False)
     # ACCEPTED by a batched pull: every entry it made durable (``entry`` is the first).
     entries: tuple[InboxEntry, ...] = dataclasses.field(default=(), repr=False)
+    # A batched pull's pairs the ingress refused, (offerId, category): each one's
+    # outcome, whatever the step's own (the caller logs one claim.conflict each).
+    conflicts: tuple[tuple[str, str], ...] = ()
 
 
 def new_lease_token() -> str:
@@ -295,7 +298,8 @@ class ClaimCoordinator:
             self._log(ERROR, "batch %s refused: %s", claim.offer_id, exc.reason)
             self._journal.move_pending_aside(f"offer_{exc.reason}")
             return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, exc.reason)
-        for conflict in batch.conflicts:
+        conflicts = tuple(batch.conflicts)
+        for conflict in conflicts:
             self._log(WARNING, "offer %s refused by the ingress: %s", conflict[0], conflict[1])
         if entries:
             self._at("after_offer_response")
@@ -313,12 +317,14 @@ class ClaimCoordinator:
         if entries:
             self._at("after_clear_pending")
             return StepResult(ClaimOutcome.ACCEPTED, entries[0].offer_id, None,
-                              entry=entries[0], entries=tuple(entries))
+                              entry=entries[0], entries=tuple(entries), conflicts=conflicts)
         if batch.idle is not None:
             next_at = self._clock() + batch.idle.retry_after_ms
-            return StepResult(ClaimOutcome.IDLE, claim.offer_id, next_at, batch.idle.reason)
+            return StepResult(ClaimOutcome.IDLE, claim.offer_id, next_at, batch.idle.reason,
+                              conflicts=conflicts)
         reason = batch.conflicts[0][1] if batch.conflicts else "empty_batch"
-        return StepResult(ClaimOutcome.CONFLICT, claim.offer_id, None, reason)
+        return StepResult(ClaimOutcome.CONFLICT, claim.offer_id, None, reason,
+                          conflicts=conflicts)
 
     # -- retries -----------------------------------------------------------
 

@@ -490,6 +490,10 @@ class Runner:
         now = self._clock()
         handler = self._HANDLERS[result.outcome]
         handler(self, result, now)
+        for offer_id, category in result.conflicts:
+            if not (result.outcome is ClaimOutcome.CONFLICT and offer_id == result.offer_id):
+                # A batch's refused pair: its own outcome, as a single pull's 409 is.
+                self._events.warning("claim.conflict", offerId=offer_id, reason=category)
         self._last_outcome = result.outcome
         if result.outcome in SETTLED:
             self._after_settled(result, session)

@@ -179,3 +179,22 @@ def test_one_free_slot_is_a_single_pull_exactly_as_before(env):
     assert result.outcome is ClaimOutcome.ACCEPTED and result.entries == ()
     with open(os.path.join(journal.root, "inbox", f"{result.offer_id}.json")) as f:
         assert json.load(f)["offerId"] == result.offer_id
+
+
+def test_every_pair_the_ingress_refused_is_in_the_result(env):
+    """A batch's refused pairs (its replay fences) are each the step's outcome for
+    that offer id, so the runner logs one claim.conflict per pair, not only the first."""
+    journal, ingress, _clock, coord, _syncs = env
+
+    def mixed(request: dict) -> Resp:
+        ids = [p["offerId"] for p in request["offers"]]
+        accepted = ingress.claim(1, idle=None)(request)
+        body = json.loads(accepted.body)
+        body["conflicts"] = [{"offerId": i, "category": "lease_expired"} for i in ids[1:]]
+        return Resp(200, json.dumps(body).encode())
+
+    ingress.script = [mixed]
+    result = coord.step(FENCE, want=3)
+    ids = [p["offerId"] for p in ingress.requests[0]["offers"]]
+    assert result.outcome is ClaimOutcome.ACCEPTED and journal.offer_ids() == ids[:1]
+    assert result.conflicts == tuple((i, "lease_expired") for i in ids[1:])
