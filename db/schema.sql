@@ -3623,6 +3623,7 @@ DECLARE
     v_free integer;
     v_offers jsonb[] := '{}';        -- by request position (NULL: no offer for it)
     v_conflicts jsonb := '[]'::jsonb;
+    v_recovered integer := 0;        -- offers replayed, not claimed (the ingress counts them)
     v_idle jsonb;
     v_new integer[] := '{}';
     v_i integer;
@@ -3669,6 +3670,7 @@ BEGIN
                                                  v_offer_ids[v_i], v_digests[v_i]);
             IF v_result ->> 'status' = 'idempotent' THEN
                 v_offers[v_i] := v_result -> 'offer';
+                v_recovered := v_recovered + 1;
             ELSE
                 v_conflicts := v_conflicts || jsonb_build_array(jsonb_build_object(
                     'offerId', v_offer_ids[v_i], 'category', v_result ->> 'category'));
@@ -3718,7 +3720,8 @@ BEGIN
                               'offers', coalesce((SELECT jsonb_agg(o ORDER BY n)
                                                     FROM unnest(v_offers) WITH ORDINALITY AS u(o, n)
                                                    WHERE o IS NOT NULL), '[]'::jsonb),
-                              'conflicts', v_conflicts, 'idle', v_idle);
+                              'conflicts', v_conflicts, 'idle', v_idle,
+                              'recovered', v_recovered);
 END
 $$;
 
@@ -3729,7 +3732,7 @@ ALTER FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_wor
 -- Name: FUNCTION pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb) IS 'Batched pull (SPEC 18.1): 1-16 (offer id, token digest) pairs of one session, each claimed or recovered by the rules of a single pull (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_ids (distinct), p_token_digests (SHA-256 of each lease token, indexed alike), p_bounds (per claim; NULL = defaults). One credential check (denial audited, {status: denied}); advisory locks on the offer ids in id order; one read of replays + session + live leases; each existing id replayed or refused (recover_offer); for new ids the session fences once, then at most free-slots claims (scan_and_claim: session row locked and slots re-counted before each claim, candidate fences on the locked rows), the first idle answer ending the batch. Returns {status: batch, offers: [...], conflicts: [{offerId, category}], idle: null | {reason, stats, truncated}}. Writes: only claims or a denial; idle batches and replays write nothing. Locks: advisory locks on the offer ids, session row before a claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb) IS 'Batched pull (SPEC 18.1): 1-16 (offer id, token digest) pairs of one session, each claimed or recovered by the rules of a single pull (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_ids (distinct), p_token_digests (SHA-256 of each lease token, indexed alike), p_bounds (per claim; NULL = defaults). One credential check (denial audited, {status: denied}); advisory locks on the offer ids in id order; one read of replays + session + live leases; each existing id replayed or refused (recover_offer); for new ids the session fences once, then at most free-slots claims (scan_and_claim: session row locked and slots re-counted before each claim, candidate fences on the locked rows), the first idle answer ending the batch. Returns {status: batch, offers: [...], conflicts: [{offerId, category}], idle: null | {reason, stats, truncated}, recovered: number of offers replayed}. Writes: only claims or a denial; idle batches and replays write nothing. Locks: advisory locks on the offer ids, session row before a claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';
 
 
 --
