@@ -320,7 +320,11 @@ class ClaimCoordinator:
                               entry=entries[0], entries=tuple(entries), conflicts=conflicts)
         if batch.idle is not None:
             next_at = self._clock() + batch.idle.retry_after_ms
-            return StepResult(ClaimOutcome.IDLE, claim.offer_id, next_at, batch.idle.reason,
+            # The idle answer is of the ids the ingress neither offered nor refused:
+            # name one of them, never a refused one (its conflict is reported apart).
+            refused = {offer_id for offer_id, _ in conflicts}
+            idle_id = next((o for o in claim.offer_ids() if o not in refused), claim.offer_id)
+            return StepResult(ClaimOutcome.IDLE, idle_id, next_at, batch.idle.reason,
                               conflicts=conflicts)
         reason = batch.conflicts[0][1] if batch.conflicts else "empty_batch"
         return StepResult(ClaimOutcome.CONFLICT, claim.offer_id, None, reason,

@@ -198,3 +198,25 @@ def test_every_pair_the_ingress_refused_is_in_the_result(env):
     ids = [p["offerId"] for p in ingress.requests[0]["offers"]]
     assert result.outcome is ClaimOutcome.ACCEPTED and journal.offer_ids() == ids[:1]
     assert result.conflicts == tuple((i, "lease_expired") for i in ids[1:])
+
+
+def test_an_idle_batch_names_an_idle_pair_never_a_refused_one(env):
+    """A batch whose first pair was refused (its replay found the lease expired) and
+    whose others were answered idle: the idle outcome names a pair that was answered
+    idle — the refused one is reported as its conflict only (the chaos checker reads
+    `claim.idle offerId=X` as "X answered idle")."""
+    journal, ingress, _clock, coord, _syncs = env
+
+    def refused_first(request: dict) -> Resp:
+        ids = [p["offerId"] for p in request["offers"]]
+        body = json.loads(ingress.claim(0, idle="no_candidates")(request).body)
+        body["conflicts"] = [{"offerId": ids[0], "category": "lease_expired"}]
+        return Resp(200, json.dumps(body).encode())
+
+    ingress.script = [refused_first]
+    result = coord.step(FENCE, want=3)
+    ids = [p["offerId"] for p in ingress.requests[0]["offers"]]
+    assert result.outcome is ClaimOutcome.IDLE and result.reason == "no_candidates"
+    assert result.conflicts == ((ids[0], "lease_expired"),)
+    assert result.offer_id == ids[1]
+    assert journal.offer_ids() == []
