@@ -305,10 +305,11 @@ class Lifecycle:
     def sync(self) -> int:
         """Track inbox entries not tracked yet (start-up and after every settled claim).
 
-        The entry of a pending claim is skipped: the coordinator's replay of
-        that offer must find it exactly as admitted."""
+        The entries of a pending claim are skipped — every pair of a batch, not
+        only its first: the coordinator's replay of those offers must find them
+        exactly as admitted (a started one would no longer match its replay)."""
         pending = self._journal.load_pending()
-        skip = {pending.offer_id} if pending is not None else set()
+        skip = set(pending.offer_ids()) if pending is not None else set()
         added = 0
         for offer_id in self._journal.offer_ids():
             if offer_id in self._jobs or offer_id in skip:

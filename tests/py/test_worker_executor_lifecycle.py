@@ -684,6 +684,24 @@ def test_the_pending_claims_entry_waits_for_the_replay(bench: Bench) -> None:
     assert lc.sync() == 1
 
 
+def test_every_entry_of_a_pending_batch_waits_for_the_replay(bench: Bench) -> None:
+    """A batch's intent holds several pairs; a crash after the inbox write leaves
+    all of them in the inbox: none may start before the coordinator's replay
+    settles it (a started entry no longer matches its replayed offer)."""
+    first, second = entry_for(command("true")), entry_for(command("true"))
+    bench.admit(first)
+    bench.admit(second)
+    bench.journal.save_pending(PendingClaim(
+        offer_id=first.offer_id, lease_token=first.lease["leaseToken"], worker_id=WORKER,
+        session_id=SESSION, generation=1, capabilities_digest="sha256:" + "ab" * 32,
+        attempts=1, next_attempt_at_ms=0, created_at_ms=0,
+        batch=((second.offer_id, second.lease["leaseToken"]),)))  # fmt: skip
+    lc = bench.make()
+    assert lc.sync() == 0 and not lc.jobs
+    bench.journal.clear_pending()
+    assert lc.sync() == 2
+
+
 def test_journal_advance_is_monotonic(bench: Bench) -> None:
     entry = entry_for(command("true"))
     bench.admit(entry)
