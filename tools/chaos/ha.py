@@ -221,7 +221,7 @@ class HaStack:
         socket_dir = str(node.root)
         return {
             "scope": SCOPE, "name": node.name,
-            "log": {"level": "WARNING"},
+            "log": {"level": "INFO"},
             "restapi": {"listen": f"127.0.0.1:{node.api_port}",
                         "connect_address": f"127.0.0.1:{node.api_port}"},
             "etcd3": {"hosts": f"127.0.0.1:{self.etcd_port}"},
@@ -234,7 +234,11 @@ class HaStack:
                         "wal_level": "replica", "hot_standby": "on", "wal_log_hints": "on",
                         "max_wal_senders": 5, "max_replication_slots": 5,
                         "max_connections": 100, "fsync": "off",
-                        "wal_keep_size": "128MB"}},
+                        "wal_keep_size": "128MB",
+                        # A standby whose walreceiver failed (the new primary had no slot
+                        # for it yet, or was still starting) retries after this, not 5 s:
+                        # with two nodes in strict mode every commit waits for that retry.
+                        "wal_retrieve_retry_interval": "250ms"}},
                 },
                 "initdb": [{"encoding": "UTF8"}, {"locale": "C.UTF-8"}, "data-checksums"],
                 "pg_hba": ["local all all trust", "host all all 127.0.0.1/32 trust",
