@@ -6,7 +6,9 @@ One transaction under a transaction-scoped advisory lock:
   3. pending `migrations/NNNN_name.sql` in order, each recorded with its SHA-256
      in `ql_private.schema_migrations`; an applied file whose checksum changed
      refuses the whole run before anything is applied,
-  4. every `functions/*.sql` re-applied (CREATE OR REPLACE).
+  4. every `functions/*.sql` re-applied (CREATE OR REPLACE), then its function's
+     catalog comment set from the file's header (`SqlFile.header`): the header is
+     the one source, no file writes `COMMENT ON FUNCTION` itself.
 A second concurrent migrate waits on the lock, then finds nothing pending.
 Re-running is a no-op: nothing new is recorded and the functions are identical.
 """
@@ -26,6 +28,11 @@ if TYPE_CHECKING:
 # Any fixed 64-bit key; the same on every replica so concurrent migrates serialize.
 MIGRATE_LOCK_KEY = 0x514C_4D49_4752_4154  # "QLMIGRAT"
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+# The function a file in functions/ defines: `CREATE [OR REPLACE] FUNCTION schema.name(`
+# at the start of a line (a header line starts with `--`, so it never matches).
+FUNCTION_CREATE = re.compile(
+    r"^CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\s*\(",
+    re.IGNORECASE | re.MULTILINE)
 
 SCHEMA_MIGRATIONS_DDL = """
 CREATE SCHEMA IF NOT EXISTS ql_private AUTHORIZATION ql_owner;
@@ -71,6 +78,37 @@ class SqlFile:
                                       or lines[start].lstrip().startswith("--")):
             start += 1
         return hashlib.sha256("".join(lines[start:]).encode("utf-8")).hexdigest()
+
+    @property
+    def header(self) -> str:
+        """A function file's contract: its leading run of `--` lines, up to the first
+        line that does not start with `--` (a blank line ends it too). Each line loses
+        the `--` and one space after it; trailing spaces and the blank lines at both
+        ends go; the line breaks and the indentation beyond that one space stay. This
+        exact text becomes the function's catalog comment (`COMMENT ON FUNCTION`)."""
+        header: list[str] = []
+        for line in self.text.splitlines():
+            if not line.startswith("--"):
+                break
+            text = line[2:]
+            header.append((text[1:] if text.startswith(" ") else text).rstrip())
+        return "\n".join(header).strip("\n")
+
+    def defined_function(self) -> tuple[str, str]:
+        """(schema, name) of the one function a function file creates, named as the file."""
+        found = FUNCTION_CREATE.findall(self.text)
+        if len(found) != 1:
+            raise MigrationError(
+                f"{self.name}: a function file creates exactly one function, this one "
+                f"creates {len(found)}: {', '.join('.'.join(f) for f in found) or 'none'}")
+        schema, name = found[0]
+        if f"{name}.sql" != self.name:
+            raise MigrationError(f"{self.name}: creates {schema}.{name}; a function file "
+                                 "is named after its function")
+        if not self.header:
+            raise MigrationError(f"{self.name}: no header comment (the leading `--` lines "
+                                 "stating the function's contract)")
+        return schema, name
 
     @property
     def version(self) -> int:
@@ -239,6 +277,7 @@ def migrate(dsn: str, *, dry_run: bool = False) -> MigrateResult:
             applied.append(migration.name)
         for function in functions:
             _execute_file(conn, function)
+            _comment_function(conn, function)
     return MigrateResult(applied=applied, functions=len(functions), dry_run=dry_run)
 
 
@@ -251,3 +290,23 @@ def _execute_file(conn: psycopg.Connection, sql_file: SqlFile) -> None:
         conn.execute(sql_file.text.encode("utf-8"), prepare=False)  # type: ignore[arg-type]
     except psycopg.Error as exc:
         raise MigrationError(f"{sql_file.name}: {exc}") from exc
+
+
+def _comment_function(conn: psycopg.Connection, sql_file: SqlFile) -> None:
+    """`COMMENT ON FUNCTION` the file's one function with its header, the signature
+    read from the catalog (so no file spells it a second time)."""
+    from psycopg import sql
+
+    schema, name = sql_file.defined_function()
+    signatures = [row[0] for row in conn.execute(
+        "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
+        " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = %s AND p.proname = %s", (schema, name)).fetchall()]
+    if len(signatures) != 1:
+        raise MigrationError(f"{sql_file.name}: {len(signatures)} functions named "
+                             f"{schema}.{name} in the catalog, one expected (an overload "
+                             "left behind must be dropped by a migration)")
+    # The signature is the catalog's own regprocedure text (quoted by PostgreSQL);
+    # the header goes in as a quoted literal, never spliced.
+    conn.execute(sql.SQL("COMMENT ON FUNCTION {} IS {}").format(
+        sql.SQL(signatures[0]), sql.Literal(sql_file.header)))

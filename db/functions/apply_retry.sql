@@ -112,5 +112,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.apply_retry(uuid, uuid, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.apply_retry(uuid, uuid, text) IS
-'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt (task policy as configured now pinned on it) with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms (max_attempts, base, cap: the ended attempt''s own pinned values), run queued with due_at = not_before when in the future (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';

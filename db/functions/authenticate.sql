@@ -122,5 +122,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.authenticate(text, bytea, uuid, text) IS
-'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|expired_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete/log/secrets are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';

@@ -36,5 +36,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.authenticate_worker(text, bytea, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.authenticate_worker(text, bytea, text, text) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.authenticate_worker(text, bytea, text, text) IS
-'Worker credential check. Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id, p_action. Fences: the credential (ql_private.authenticate). Returns {"status":"ok"} or {"status":"denied","httpStatus","reason"}. Writes: nothing when allowed, one security_audit row when denied. Locks: none. Errors: QL001 malformed workerId/action. Caller: ql_worker_ingress.';

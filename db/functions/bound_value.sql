@@ -31,5 +31,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.bound_value(jsonb, text, integer, integer) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.bound_value(jsonb, text, integer, integer) IS
-'One pull bound: absent -> default; QL001 not an integer >= 1; QL002 above the cap. Pure.';

@@ -104,5 +104,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.cancel_run(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.cancel_run(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.cancel_run(text) IS
-'Cancel a run. Inputs: p_run_id. Queued/dispatching without a started lease -> cancelled (attempt cancelled, unstarted lease released, run.cancelled event); started -> cancel_requested + run.cancel_requested event (events name the actor: session_user); terminal or already requested -> unchanged, no writes. Returns {runId, state, cancelRequested}. Fences: none beyond the run state. Writes: run, current attempt, live lease, one event (none when terminal or already requested). Locks: attempt FOR UPDATE, then run FOR NO KEY UPDATE, then lease. Idempotent. Errors: QL001 malformed id, QL004 unknown run. Caller: ql_runtime.';

@@ -135,5 +135,3 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8)
     FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.candidate_page(smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) IS
-'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): ready queued runs by a range scan of runs_candidate_keyset, merged with scheduled runs that came due (runs_due, at most 4 x (limit + 1), runs not yet due never read) and dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry); rows a concurrent claim is working on (xmax in progress) are skipped without locking. Inlinable SQL, read-only, no locks. Caller: ql_private.scan_and_claim.';

@@ -39,5 +39,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.certificate_serial(text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.certificate_serial(text) IS
-'Canonical certificate serial: hex in any case, with or without colons or a serial= prefix -> lowercase hex without colons or leading zeros. Pure. Errors: QL001 (COLUMN serial) NULL, not hex, more than 20 octets. Caller: ql.revoke_certificate, ql.record_certificate.';

@@ -145,6 +145,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.claim_candidate(
     ql_private.worker_sessions, uuid[], integer[], uuid, bytea) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.claim_candidate(
-    ql_private.worker_sessions, uuid[], integer[], uuid, bytea) IS
-'Atomic claim of the first lockable candidate of run_ids (claim order): attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (the lifecycle order), every fence re-checked by clock_timestamp() (due_at passed included; the worker''s grant of the run''s pool, SPEC 13.1); inserts the lease with the task lease TTL and log cap (logLimitBytes) pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';

@@ -113,6 +113,3 @@ $$;
 REVOKE ALL ON FUNCTION ql_private.claim_page(
     ql_private.worker_sessions, uuid[], integer[], smallint[], uuid, bytea, integer, boolean)
     FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.claim_page(
-    ql_private.worker_sessions, uuid[], integer[], smallint[], uuid, bytea, integer, boolean) IS
-'Claim step of one page of a pull: orders the page''s passers by (priority DESC, placement score DESC, queue order), locks and re-verifies the session before the pull''s first claim (ql_private.session_claim_lock), then tries ql_private.claim_candidate (one SKIP LOCKED statement per try) until a claim, the end of the list or p_attempts_left attempts. Inputs: p_session, p_run_ids/p_scores/p_priorities (scan order), p_offer_id, p_token_digest, p_attempts_left, p_session_locked. Returns (offer NULL = none, attempts, races, session_locked, capacity_full). Fences: session re-check (active, generation, unexpired, capabilities, free slot) before the pull''s first claim; every candidate fence on the locked rows (claim_candidate). Writes: only a claim. Locks: session row FOR NO KEY UPDATE once per pull; run + attempt SKIP LOCKED. Errors: QL010-QL014 from the session re-check. Caller: ql_private.scan_and_claim.';

@@ -88,6 +88,3 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION ql_private.class_candidate_page(
     integer[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.class_candidate_page(
-    integer[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) IS
-'One keyset page (limit + 1 rows) of queued candidates of the given placement classes, in priority DESC, queue_seq, id order: per class one runs_class_keyset range scan (ready runs) and the due scheduled runs from runs_class_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';

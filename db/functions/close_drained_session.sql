@@ -55,5 +55,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.close_drained_session() FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.close_drained_session() IS
-'Trigger (run_leases_close_drained, AFTER UPDATE of a started lease that is released now): when its session is draining and no live lease of it is left, close the session (state closed, closed_at) and write one session.drained event (sessionId, workerId, generation). Locks: the draining session row FOR NO KEY UPDATE (never an active one). Writes: at most the session row and one event. Caller: the trigger only.';

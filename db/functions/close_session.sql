@@ -84,5 +84,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.close_session(text, bytea, text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.close_session(text, bytea, text, text, bigint) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.close_session(text, bytea, text, text, bigint) IS
-'Close a session on the worker''s request (also when expired) and release its unstarted live leases (session_closed). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.close); session owned, exact generation, not replaced. Returns {"status":"ok","session":{...}} or denied. Writes: session state/closed_at and released leases (none when already closed), an audit row when denied. Locks: session row FOR UPDATE. Idempotent: an already closed, not replaced session returns ok and writes nothing. Errors: QL001, QL010 not found, QL011 generation differs or replaced. Caller: ql_worker_ingress.';

@@ -118,5 +118,3 @@ REVOKE ALL ON FUNCTION ql.configure_task(text, integer, integer, integer, intege
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.configure_task(text, integer, integer, integer, integer, boolean, integer)
     TO ql_runtime;
-COMMENT ON FUNCTION ql.configure_task(text, integer, integer, integer, integer, boolean, integer) IS
-'Change a task''s run policy (SPEC 9.1); NULL = unchanged; returns {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes}. Applies to attempts claimed afterwards (TTL and log cap pinned on the lease at claim, retry policy when an attempt ends). Inputs: p_task_id, p_lease_ttl_s 5..86400, p_max_attempts 1..100, p_retry_base_ms 100..3600000, p_retry_cap_ms retryBaseMs..86400000 (pair checked on the result), p_enabled, p_log_limit_bytes 1024..67108864. Fences: task exists. Writes: the task row when something changes; no event. Locks: task row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed id, QL006 out of bounds (COLUMN = wire field), QL004 unknown task; nothing changed on error. Caller: ql_runtime.';

@@ -71,5 +71,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.confirm_credentials(text[], bytea[], text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.confirm_credentials(text[], bytea[], text[]) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.confirm_credentials(text[], bytea[], text[]) IS
-'Idle view cache re-confirmation: the given credential ids that would authenticate for their worker now (exists, digest matches in constant time, not revoked, not expired, same worker, worker not disabled). Inputs: equal-length arrays (<= 1024) of credential ids, SHA-256 digests, worker UUIDs. Fences: the credential facts of ql_private.authenticate. Writes: none. Locks: none. Errors: QL001 malformed arrays. Caller: ql_worker_ingress.';

@@ -48,5 +48,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.create_pool(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.create_pool(text, text) TO ql_runtime;
-COMMENT ON FUNCTION ql.create_pool(text, text) IS
-'Create pool P/N (SPEC 13.1), the project (with its default pool) first when needed; returns {poolId, project, name, created}. Inputs: p_project, p_name (^[a-z0-9][a-z0-9._-]{0,62}$). Fences: names. Writes: project (first use), one pool; nothing when it exists. Locks: unique indexes only (ON CONFLICT DO NOTHING). Idempotent (created=false). Errors: QL001 bad project (COLUMN project) or name (COLUMN name). Caller: ql_runtime.';

@@ -87,5 +87,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.create_project_token(text, text, bytea, text[], bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.create_project_token(text, text, bytea, text[], bigint) TO ql_runtime;
-COMMENT ON FUNCTION ql.create_project_token(text, text, bytea, text[], bigint) IS
-'admin token create (SPEC 13.4): store a project token made by the CLI: only the SHA-256 digest of the whole token string; project created when missing. Returns {tokenId, project, scopes (sorted, distinct), createdAtMs, expiresAtMs (null = never)}, never the digest. Inputs: p_project, p_token_id [a-z0-9]{16}, p_token_digest (32 bytes), p_scopes (1..5 of enqueue/read/cancel/retry/log), p_expires_in_s (NULL or 1..315360000). Writes: one project_tokens row (created_by = session_user), the project on first use. Locks: unique indexes. Errors: QL001 project/tokenId/tokenDigest/scope (COLUMN), id reused (tokenId); QL006 expiresIn. Caller: ql_runtime.';

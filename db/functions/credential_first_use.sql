@@ -33,5 +33,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.credential_first_use(text, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.credential_first_use(text, text) IS
-'First use of a rotated credential: sets its first_used_at and expires its predecessor now (SPEC 16.2), NOTIFY ql_dispatch c:<predecessor>. Writes: the two credential rows, once. Locks: both rows (new, then old). Caller: ql_private.authenticate.';

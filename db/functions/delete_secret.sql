@@ -48,5 +48,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.delete_secret(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.delete_secret(text, text) TO ql_runtime;
-COMMENT ON FUNCTION ql.delete_secret(text, text) IS
-'admin secret delete (SPEC 14.1): remove a secret; revisions naming it stay (their runs then answer secret_missing). Returns {project, name, version, deleted}. Inputs: p_project, p_name. Fences: the secret exists. Writes: deletes the row, one security_audit row (secret.delete, actor, detail {project, name, version}). Locks: the secret row. Errors: QL001 malformed (COLUMN project|name), QL004 not found (COLUMN name). Caller: ql_runtime.';

@@ -29,5 +29,3 @@ AS $$
            END
 $$;
 REVOKE ALL ON FUNCTION ql_private.digest_equal(bytea, bytea) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.digest_equal(bytea, bytea) IS
-'Constant-time equality of two digests: one inlinable expression, bit_count of the XOR of their full-length bit strings (all bytes visited, no early exit). Pure. NULL/length mismatch -> false.';

@@ -21,5 +21,3 @@ AS $$
      LIMIT 1
 $$;
 REVOKE ALL ON FUNCTION ql_private.dispatchable_attempt(uuid, timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.dispatchable_attempt(uuid, timestamptz) IS
-'One row when the attempt is claimed, remote_worker and past not_before at the given time (candidate rule, SPEC 3.1); inlined as a LATERAL probe. Read-only.';

@@ -59,5 +59,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.drain_session(uuid) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.drain_session(uuid) IS
-'Start draining an active session the caller holds FOR UPDATE (end_session / disable_worker with drain): unstarted live leases released (session_closed, runs re-queued), state draining (no new offers: session fence QL015), started leases run on; closed at once when no live lease is left, else by ql_private.close_drained_session when the last one is released. Returns (released, running, state). Locks: attempt -> run -> lease per released lease, then FOR SHARE on the remaining live leases (waits for lease changes in flight). Errors: QL001 session not active. Caller: ql.end_session, ql.disable_worker, ql.label_worker.';

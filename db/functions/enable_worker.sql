@@ -43,5 +43,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.enable_worker(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.enable_worker(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.enable_worker(text) IS
-'Enable a disabled worker (SPEC 9.5): disabled_at := NULL, one worker.enabled event naming the actor (session_user), NOTIFY c:<credentialId> per credential; returns {workerId, disabled: false}. Inputs: p_worker_id. Fences: worker exists. Writes: worker row + event (none when already enabled). Locks: worker row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed, QL004 unknown worker (COLUMN workerId). Caller: ql_runtime.';

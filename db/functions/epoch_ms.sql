@@ -18,5 +18,3 @@ AS $$
     SELECT pg_catalog.floor(EXTRACT(epoch FROM p_t) * 1000)::bigint
 $$;
 REVOKE ALL ON FUNCTION ql_private.epoch_ms(timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.epoch_ms(timestamptz) IS
-'Integer milliseconds since the epoch (floor). Pure.';

@@ -30,5 +30,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.expiring_counts(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.expiring_counts(bigint) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.expiring_counts(bigint) IS
-'How many worker credentials and issued certificates expire within p_within_s (SPEC 16.3, /metrics): {credentials, certificates}, each <= 10000. Writes: nothing. Locks: none. Errors: QL006 out of bounds. Caller: ql_worker_ingress.';

@@ -93,5 +93,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.expiring_identities(bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.expiring_identities(bigint, integer) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.expiring_identities(bigint, integer) IS
-'Worker credentials and certificates expiring within p_within_s (default 14 d, SPEC 16.3), soonest first, not revoked, not already replaced (a live successor credential; a live certificate of the worker issued later): {withinS, credentials: [{credentialId, workerId, worker, expiresAtMs}], certificates: [{serial, workerId, worker, notAfterMs}], credentialsTotal, certificatesTotal (<= 10000), truncated}. Inputs: p_within_s 1..31536000, p_limit 1..1000. Writes: nothing. Locks: none. Errors: QL006 out of bounds. Caller: ql_readonly, ql_runtime.';

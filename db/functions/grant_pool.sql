@@ -53,5 +53,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.grant_pool(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.grant_pool(text, text) TO ql_runtime;
-COMMENT ON FUNCTION ql.grant_pool(text, text) IS
-'Grant a worker pool P/N, or every pool present and future with ''*'' (SPEC 13.1); returns {workerId, pool, granted}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: one worker_pool_grants row or workers.all_pools, one worker.pool_granted event (workerId, pool, actor); nothing when held. Locks: worker row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';

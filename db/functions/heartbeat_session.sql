@@ -83,5 +83,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.heartbeat_session(text, bytea, text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.heartbeat_session(text, bytea, text, text, bigint) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.heartbeat_session(text, bytea, text, text, bigint) IS
-'Extend an active or draining, owned, exact-generation, unexpired session by the session TTL (a draining one: "draining": true in the envelope). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.heartbeat), session fence. Returns {"status":"ok","session":{...}} or denied. Writes: session expires_at/heartbeat_at, an audit row when denied. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. Errors: QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired. Caller: ql_worker_ingress, ql.heartbeat_sessions.';

@@ -76,5 +76,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.heartbeat_sessions(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.heartbeat_sessions(jsonb) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.heartbeat_sessions(jsonb) IS
-'Batch of session heartbeats. Inputs: p_items, 1..64 [{credentialId, secretDigest hex, workerId, sessionId, generation}]. Returns an array (input order) of exactly what ql.heartbeat_session returns per item, or {status: error, sqlstate} for what it raised; each item in its own subtransaction (one failure affects no other item). Fences and Writes: those of ql.heartbeat_session per item. Locks: each session row (UPDATE), in sessionId order. Errors: QL001 not a non-empty array of objects, QL002 > 64 items. Caller: ql_worker_ingress.';

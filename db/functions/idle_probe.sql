@@ -86,5 +86,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.idle_probe() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.idle_probe() TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.idle_probe() IS
-'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 ready queued (keyset head, not truncated), no scheduled run due (runs_due) and no live unstarted lease; wakeAtMs = earliest future not_before of the head or due_at of a scheduled run. Inputs: none. Fences: none. Bounded. Writes: none (zero WAL). Locks: none. Errors: none. Caller: ql_worker_ingress.';

@@ -32,5 +32,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.idle_result(text, integer, integer, integer, integer, jsonb, boolean)
     FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.idle_result(text, integer, integer, integer, integer, jsonb, boolean) IS
-'The idle pull envelope {status, reason, stats {pages, candidates, claimAttempts, races, mismatches}, truncated}. Pure.';

@@ -45,5 +45,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.idle_view_notify() FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.idle_view_notify() IS
-'Trigger: NOTIFY ql_dispatch with q (a run may have become dispatchable), c:<credentialId> (credential changed/deleted) or s:<workerId> (session fence facts changed). Ids only. Never fired by claims or session heartbeats (trigger WHEN clauses, migration 0005). Locks: notification queue at commit. QL001 unknown kind.';

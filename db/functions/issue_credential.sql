@@ -63,5 +63,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.issue_credential(text, text, bytea, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.issue_credential(text, text, bytea, bigint) TO ql_runtime;
-COMMENT ON FUNCTION ql.issue_credential(text, text, bytea, bigint) IS
-'Store a worker credential (id + SHA-256 of the secret, never the secret); returns {credentialId, workerId, expiresAtMs}. Inputs: p_worker_id, p_credential_id ^[a-z0-9]{16}$, p_secret_digest (32 bytes), p_ttl_s (10 s .. 3650 d, NULL = never expires). Fences: worker exists, id new. Writes: one worker_credentials row. Locks: worker row FOR KEY SHARE. Not idempotent. Errors: QL001 malformed/duplicate id or digest, QL006 ttl out of bounds, QL004 unknown worker. Caller: ql_runtime.';

@@ -81,5 +81,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.json_object_from_bytes(bytea, integer, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.json_object_from_bytes(bytea, integer, text) IS
-'Parse document bytes into a jsonb object: <= max_bytes (QL002), UTF-8 JSON object without duplicate keys at any depth (QL001). Pure. Caller: open_session, publish_revision.';

@@ -29,5 +29,3 @@ AS $$
         'cancelRequested', p_cancel_requested)
 $$;
 REVOKE ALL ON FUNCTION ql_private.lease_answer(ql_private.run_leases, text, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.lease_answer(ql_private.run_leases, text, boolean) IS
-'lease@v1 body (without schema) from a lease row, its attempt''s state and its run''s cancel flag: lease_json fields + state + startedAtMs (null before start) + cancelRequested. Never the token or its digest. Pure. Caller: ql_private.lease_projection and the lease lifecycle calls after their change.';

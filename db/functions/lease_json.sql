@@ -26,5 +26,3 @@ AS $$
         'updatedAtMs', ql_private.epoch_ms(l.updated_at))
 $$;
 REVOKE ALL ON FUNCTION ql_private.lease_json(ql_private.run_leases) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.lease_json(ql_private.run_leases) IS
-'The wire lease object (offer@v1 lease; lease@v1 without state/startedAtMs/cancelRequested) from a run_leases row. Pure, inlinable; never the token or its digest.';

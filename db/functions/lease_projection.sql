@@ -24,5 +24,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.lease_projection(bigint) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.lease_projection(bigint) IS
-'lease@v1 projection (without schema): offer lease fields + state (the lease''s own attempt) + startedAtMs (null before start) + cancelRequested. Never the token or its digest. Read-only.';

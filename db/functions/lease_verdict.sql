@@ -98,7 +98,3 @@ $$;
 REVOKE ALL ON FUNCTION ql_private.lease_verdict(
     ql_private.run_leases, ql_private.worker_sessions, ql_private.attempts, ql_private.runs,
     text, uuid, uuid, bigint, bytea, timestamptz, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.lease_verdict(
-    ql_private.run_leases, ql_private.worker_sessions, ql_private.attempts, ql_private.runs,
-    text, uuid, uuid, bigint, bytea, timestamptz, boolean) IS
-'The fence verdict on a lease, from rows the caller read in one statement: first failing category in order offer_foreign, token_mismatch (constant-time), session_replaced, session_draining (draining session, lease never started; a started lease of a draining session passes), lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. With p_lifecycle (ACK, heartbeat, completion): a live lease past expires_at and a lease released as lost answer lease_expired. Inputs: lease, session, attempt, run, revision digest, the caller''s proof (worker, session, generation, token digest), p_now. Pure (inlined SQL): writes nothing, locks nothing, raises nothing. Caller: ql_private.recover_fence, ql_private.lease_open.';

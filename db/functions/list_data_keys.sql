@@ -20,5 +20,3 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION ql.list_data_keys() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_data_keys() TO ql_runtime;
-COMMENT ON FUNCTION ql.list_data_keys() IS
-'admin secret rotate-kek (SPEC 14.1): {keys: [{projectId, keyId, kekId, nonce, wrappedKey}]} every project''s WRAPPED data key (hex), key id order. Inputs: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_runtime.';

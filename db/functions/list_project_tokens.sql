@@ -48,5 +48,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.list_project_tokens(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_project_tokens(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.list_project_tokens(text) IS
-'admin token list (SPEC 13.4): {tokens: [{tokenId, project, scopes, state (active|expired|revoked), createdAtMs, createdBy, expiresAtMs, revokedAtMs}]} newest first, at most 1000; never a digest. Inputs: p_project (NULL = all). Writes: none (STABLE). Locks: none. Errors: QL001 malformed project. Caller: ql_runtime.';

@@ -133,5 +133,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.list_runs(text, text[], integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_runs(text, text[], integer, text) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.list_runs(text, text[], integer, text) IS
-'One keyset page of runs, newest first (SPEC 9.4): {runs: [{runId, taskId, project, taskName, pool (P/N), state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs}], next (opaque cursor or null)}. Inputs: p_task_id (NULL = all), p_states (NULL/empty = all), p_limit 1..1000 (default 100), p_after (cursor). Index-driven: one backward range scan per state of runs_state_seq / runs_task_state_seq, each <= limit + 1 rows, merged; no count, no OFFSET. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 taskId/state/after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';

@@ -36,5 +36,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.list_secrets(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_secrets(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.list_secrets(text) IS
-'admin secret list (SPEC 14.1): {project, secrets: [{name, version, createdAtMs, updatedAtMs}]} in name order; never a value, ciphertext or key. Inputs: p_project (unknown: empty list). Writes: none (STABLE). Locks: none. Errors: QL001 malformed project (COLUMN project). Caller: ql_runtime.';

@@ -127,5 +127,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.list_workers(integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.list_workers(integer, text) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.list_workers(integer, text) IS
-'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, allPools, pools (P/N, sorted, <= 100), poolsCapped, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked|expired}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';

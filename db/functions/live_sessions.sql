@@ -91,5 +91,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.live_sessions(integer, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.live_sessions(integer, text[]) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.live_sessions(integer, text[]) IS
-'Open (active or draining) worker sessions for the console (SPEC 10): {sessions: [{workerId, worker, disabled, sessionId, generation, executors, labels, runtimes, slots, draining, slotsUsed, slotsFree, lastSeenAtMs, expiresAtMs, expired}], truncated}, by worker name, at most p_limit; with p_worker_ids only the sessions of those workers; never a secret, digest or token. Inputs: p_limit 1..1000 (default 200), p_worker_ids (NULL = all, <= 1000 ids). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit / workerIds count, QL001 workerIds malformed. Caller: ql_readonly, ql_runtime.';

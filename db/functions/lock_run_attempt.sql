@@ -64,5 +64,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.lock_run_attempt(uuid) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.lock_run_attempt(uuid) IS
-'Lock a run''s current attempt (FOR UPDATE) then the run (FOR NO KEY UPDATE), the lifecycle order attempt -> run; when the run moved to another attempt meanwhile, both locks are rolled back (sub-block) and it starts again, so it never waits for an attempt while holding the run. Inputs: p_run_id. Returns (run, attempt): run NULL = no such run, attempt NULL = none current. Writes: none. Waits obey the caller''s lock_timeout (55P03 propagates, nothing held from the call). Caller: ql.cancel_run, ql.retry_run, ql.cancel_runs.';

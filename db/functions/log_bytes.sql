@@ -34,5 +34,3 @@ AS $$
        AND c.start_byte + octet_length(c.content) > p_from
 $$;
 REVOKE ALL ON FUNCTION ql_private.log_bytes(uuid, bigint, bigint) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.log_bytes(uuid, bigint, bigint) IS
-'The stored bytes [p_from, p_to) of an attempt''s live log (SPEC 15), reassembled from ql_private.attempt_log_chunks (contiguous chunks: the first one needed is the last starting at or before p_from); '''' when nothing is stored there. Index-driven (chunks primary key). Writes: none. Locks: none. Errors: none. Caller: ql.run_log, ql.append_log.';

@@ -46,5 +46,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.matching_classes(jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.matching_classes(jsonb) IS
-'Placement classes with runs waiting (ql_private.waiting_classes: a ready queued run in runs_class_keyset or a due scheduled one in runs_class_due, found by skip scans: one descent per waiting class) whose required placement the capabilities satisfy (placement_evaluate on {required}); classes without waiting runs are never evaluated. Read-only. Caller: ql_private.scan_and_claim.';

@@ -55,6 +55,3 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION ql_private.offer_json(
     ql_private.run_leases, ql_private.runs, ql_private.execution_revisions) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.offer_json(
-    ql_private.run_leases, ql_private.runs, ql_private.execution_revisions) IS
-'offer@v1 body (without schema/status) from a lease, its run and its pinned revision (executionRevision.signature {kid, jws} or null, SPEC 16.1). Pure; never carries the token or its digest. Used by the claim and by every replay.';

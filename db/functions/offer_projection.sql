@@ -27,5 +27,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.offer_projection(bigint) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.offer_projection(bigint) IS
-'offer@v1 projection (without schema/status) rebuilt from the durable lease, run and pinned revision through ql_private.offer_json; identical for claim and replay; never carries the token or its digest. Read-only.';

@@ -129,5 +129,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.open_session(text, bytea, text, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.open_session(text, bytea, text, bytea) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.open_session(text, bytea, text, bytea) IS
-'Open a new session for a worker: validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_capabilities_canonical. Fences: credential (session.open), capabilities, granted labels. Returns {"status":"ok","session":{...}} or denied. Writes: new session, replaced sessions and their released leases, an audit row when denied. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. Granted labels: unless the worker has self_labels, each declared label must be granted (ql.label_worker; same key and value, byte for byte), else QL016 label_not_granted with DETAIL = the key, nothing written. Errors: QL001/QL002/QL003/QL016. Caller: ql_worker_ingress.';

@@ -21,5 +21,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.parse_uuid(text, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.parse_uuid(text, text) IS
-'Parse a lowercase canonical UUID argument. Pure. QL001 (with the field name, never the value, in the message and as COLUMN) when NULL or malformed.';

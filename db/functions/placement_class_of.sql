@@ -43,5 +43,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.placement_class_of(uuid) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.placement_class_of(uuid) IS
-'Placement class id (normalized required placement) of an execution revision, created on first use (ON CONFLICT DO NOTHING); an existing class row is locked FOR KEY SHARE (ql.prune_fleet skips it). Caller: ql.enqueue_runs. QL004 revision not found.';

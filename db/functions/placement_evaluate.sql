@@ -103,5 +103,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.placement_evaluate(jsonb, jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.placement_evaluate(jsonb, jsonb) IS
-'Evaluate a normalized placement (NULL = required executor remote-worker, R-REV-2) against stored worker capabilities: passed, first failing category (executor, label, runtime) and score = sum of weights of holding preferred terms (0 unless passed). Pure. QL001 capabilities not an object.';

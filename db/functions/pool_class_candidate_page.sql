@@ -94,6 +94,3 @@ $$;
 REVOKE ALL ON FUNCTION ql_private.pool_class_candidate_page(
     uuid[], integer[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8)
     FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.pool_class_candidate_page(
-    uuid[], integer[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) IS
-'One keyset page (limit + 1 rows) of queued candidates of the given pools (a worker''s grants, SPEC 13.1/13.3) and placement classes (the session''s matching classes), in priority DESC, queue_seq, id order: per (pool, class) pair one runs_pool_class_keyset range scan (ready runs) and the due scheduled runs from runs_pool_class_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. The class page of a worker without the all-pools grant: a blocked head in its pools is jumped over (SPEC 3.1). Cost: two index descents per pair, independent of queue depth. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';

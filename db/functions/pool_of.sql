@@ -31,5 +31,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.pool_of(text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.pool_of(text) IS
-'Resolve a pool reference P/N to its pools row. Read-only, no locks. Errors: QL001 malformed (COLUMN pool), QL004 unknown pool (COLUMN pool). Caller: ql.grant_pool, ql.revoke_pool, ql.publish_revision.';

@@ -61,6 +61,3 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION ql_private.pool_ready_candidate_page(
     uuid[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.pool_ready_candidate_page(
-    uuid[], smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) IS
-'One keyset page (limit + 1 rows) of the ready queued candidates of the given pools (a worker''s grants, SPEC 13.1/13.3) in priority DESC, queue_seq, id order: per pool one runs_pool_keyset range scan, merged. pool_candidate_page''s first source alone, read while no scheduled run is due (a cheaper plan to start). Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';

@@ -58,5 +58,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.prepare_task(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.prepare_task(text, text) TO ql_runtime;
-COMMENT ON FUNCTION ql.prepare_task(text, text) IS
-'The id of task P/T for a signed publish (SPEC 16.1), creating the project (default pool) and the task without a revision when missing; call it and ql.publish_revision in one transaction. Returns {taskId, created}. Inputs: p_project, p_task. Fences: name patterns. Writes: project/task rows when missing, nothing otherwise. Locks: none (ON CONFLICT DO NOTHING + re-read). Errors: QL001 bad name (COLUMN project/task). Caller: ql_runtime.';

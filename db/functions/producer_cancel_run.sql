@@ -29,5 +29,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.producer_cancel_run(text, bytea, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.producer_cancel_run(text, bytea, text) TO ql_producer;
-COMMENT ON FUNCTION ql.producer_cancel_run(text, bytea, text) IS
-'POST /v1/runs/{id}/cancel (SPEC 13.4): token valid, unrevoked, unexpired, scope cancel; the run of the token''s project (foreign = unknown = QL004 runId); ql.cancel_run, then returns ql.show_run''s document. Writes: as cancel_run; nothing on error. Locks: as cancel_run. Errors: QL030, QL031, QL001/QL004 runId, then cancel_run''s. Caller: ql_producer.';

@@ -48,5 +48,3 @@ REVOKE ALL ON FUNCTION ql.producer_enqueue(text, bytea, text, integer, integer, 
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.producer_enqueue(text, bytea, text, integer, integer, bigint, bigint, text)
     TO ql_producer;
-COMMENT ON FUNCTION ql.producer_enqueue(text, bytea, text, integer, integer, bigint, bigint, text) IS
-'POST /v1/runs (SPEC 13.4): token (id + digest of the whole token) valid, unrevoked, unexpired, scope enqueue; task (id or "<project>/<name>") of the token''s project, else not_found; then ql.enqueue_runs. Returns {runIds, existing}. Writes: as enqueue_runs; nothing on error. Locks: as enqueue_runs. Errors: QL030 token_invalid, QL031 scope_missing, QL001/QL004 task, then enqueue_runs'' (QL001/QL002/QL006). Caller: ql_producer.';

@@ -45,5 +45,3 @@ $$;
 REVOKE ALL ON FUNCTION ql.producer_list_runs(text, bytea, text, text[], integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.producer_list_runs(text, bytea, text, text[], integer, text)
     TO ql_producer;
-COMMENT ON FUNCTION ql.producer_list_runs(text, bytea, text, text[], integer, text) IS
-'GET /v1/runs (SPEC 13.4): token valid, unrevoked, unexpired, scope read; one task (id or "<project>/<name>") of the token''s project (foreign = unknown = QL004 task), or without one every task of the project (ql_private.project_runs_page, index runs_project_state_seq); returns the ql.list_runs page {runs, next}. Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 task, then list_runs'' (QL001 state/after, QL006 limit). Caller: ql_producer.';

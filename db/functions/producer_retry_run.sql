@@ -29,5 +29,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.producer_retry_run(text, bytea, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.producer_retry_run(text, bytea, text) TO ql_producer;
-COMMENT ON FUNCTION ql.producer_retry_run(text, bytea, text) IS
-'POST /v1/runs/{id}/retry (SPEC 13.4): token valid, unrevoked, unexpired, scope retry; the run of the token''s project (foreign = unknown = QL004 runId); ql.retry_run, then returns ql.show_run''s document. Writes: as retry_run; nothing on error. Locks: as retry_run. Errors: QL030, QL031, QL001/QL004 runId, then retry_run''s. Caller: ql_producer.';

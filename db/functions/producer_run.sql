@@ -26,5 +26,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.producer_run(uuid, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.producer_run(uuid, text) IS
-'A producer''s run must belong to the token''s project: returns its id; an unknown or foreign run is QL004 (COLUMN runId) alike, never a 403. QL001 malformed id. Writes: none. Locks: none. Caller: ql.producer_*.';

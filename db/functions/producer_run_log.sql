@@ -41,5 +41,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.producer_run_log(text, bytea, text, integer, bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.producer_run_log(text, bytea, text, integer, bigint, integer) TO ql_producer;
-COMMENT ON FUNCTION ql.producer_run_log(text, bytea, text, integer, bigint, integer) IS
-'GET /v1/runs/{id}/log (SPEC 13.4, 15.3): token valid, unrevoked, unexpired, scope log; the run of the token''s project (foreign = unknown = QL004 runId); returns ql.run_log''s document {runId, attemptNumber, offset, text, storedBytes, logBytes, truncated, complete, ended} (attempt NULL = the latest). Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 runId, then ql.run_log''s. Caller: ql_producer.';

@@ -25,5 +25,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.producer_show_run(text, bytea, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.producer_show_run(text, bytea, text) TO ql_producer;
-COMMENT ON FUNCTION ql.producer_show_run(text, bytea, text) IS
-'GET /v1/runs/{id} (SPEC 13.4): token valid, unrevoked, unexpired, scope read; the run of the token''s project (foreign = unknown = QL004 runId); returns ql.show_run''s document. Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 runId. Caller: ql_producer.';

@@ -38,5 +38,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.producer_task(uuid, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.producer_task(uuid, text) IS
-'A producer''s task (id or "<project>/<name>") confined to the token''s project: returns its id; unknown or foreign = QL004 (COLUMN task), malformed = QL001 (COLUMN task). Writes: none. Locks: none. Caller: ql.producer_enqueue, ql.producer_list_runs.';

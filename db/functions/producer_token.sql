@@ -47,5 +47,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.producer_token(text, bytea, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.producer_token(text, bytea, text) IS
-'Producer authentication (SPEC 13.4): the token id + SHA-256 digest of the whole token must match (digest_equal, constant time; an unknown id still compares), unrevoked, unexpired (clock_timestamp) and hold p_scope; returns the token''s project id. Writes: none. Locks: none. Errors: QL030 token_invalid (401), QL031 scope_missing (403); never the id or digest in a message. Caller: ql.producer_*.';

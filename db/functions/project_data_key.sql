@@ -87,5 +87,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.project_data_key(text, text, text, bytea, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.project_data_key(text, text, text, bytea, bytea) TO ql_runtime;
-COMMENT ON FUNCTION ql.project_data_key(text, text, text, bytea, bytea) IS
-'The wrapped data key of a project''s secrets (SPEC 14.1), installed on first use: the offered key (p_key_id, p_kek_id, p_nonce, p_wrapped_key: an AES-256 key wrapped by the caller''s KEK) is stored when the project has none, else discarded; the stored one is answered. Returns {project, projectId, keyId, kekId, nonce, wrappedKey (hex), created}. Inputs: p_project, p_key_id, p_kek_id, p_nonce, p_wrapped_key. Fences: one KEK at a time (another KEK wraps stored keys: QL041 kek_mismatch). Writes: project (first use), one project_data_keys row (first key). Locks: primary key only. Errors: QL001 malformed (COLUMN project|keyId|kekId|nonce|wrappedKey), QL041. Caller: ql_runtime.';

@@ -95,5 +95,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.project_runs_page(uuid, text[], integer, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.project_runs_page(uuid, text[], integer, text) IS
-'The SPEC 9.4 list page ({runs, next}, newest first, the fields of ql.list_runs) of every task of one project: one backward range scan of runs_project_state_seq per state, each <= limit + 1 rows, merged; no count, no OFFSET. Writes: none (STABLE). Errors: QL001 state/after, QL006 limit (COLUMN = wire field). Caller: ql.producer_list_runs.';

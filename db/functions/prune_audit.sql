@@ -89,5 +89,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.prune_audit(bigint, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.prune_audit(bigint, integer, boolean) TO ql_runtime, ql_sweeper;
-COMMENT ON FUNCTION ql.prune_audit(bigint, integer, boolean) IS
-'Retention of security_audit, one batch (SPEC 9.6): rows older than now - p_retain_s, oldest first (security_audit_time), deleted; returns {securityAudit, more}. Inputs: p_retain_s 0..3153600000, p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: the batch FOR UPDATE SKIP LOCKED. A call that deleted rows other than audit.pruned ones leaves one audit.pruned row (outcome allowed, reason retention, actor = session_user, detail {securityAudit, retainS, cutoffMs, batch}); the newest audit.pruned row is never deleted. Errors: QL006 retainAudit/batch (COLUMN). Caller: ql_runtime (admin prune), ql_sweeper (runtime sweep; loop while more).';

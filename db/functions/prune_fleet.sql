@@ -177,5 +177,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.prune_fleet(bigint, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.prune_fleet(bigint, integer, boolean) TO ql_runtime, ql_sweeper;
-COMMENT ON FUNCTION ql.prune_fleet(bigint, integer, boolean) IS
-'Fleet retention, one batch of each kind (SPEC 9.6): sessions closed (or lapsed) before now - p_retain_s, never one with a live lease nor a worker''s newest; placement classes nothing references (no queued or in-flight run, not a task''s current revision''s); worker.*/session.* events older than the cutoff. Returns {sessions, placementClasses, fleetEvents, more}. Inputs: p_retain_s 0..3153600000 (the run retention), p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: sessions, classes, events FOR UPDATE SKIP LOCKED (claims and enqueues are skipped, never waited for); classes re-checked under their locks. Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_sweeper (runtime sweep), ql_runtime (admin prune); loop while more.';

@@ -147,5 +147,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.prune_runs(bigint, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.prune_runs(bigint, integer, boolean) TO ql_runtime, ql_sweeper;
-COMMENT ON FUNCTION ql.prune_runs(bigint, integer, boolean) IS
-'Retention, one batch (SPEC 9.6): terminal runs (succeeded|failed|cancelled) finished more than p_retain_s ago, oldest first, deleted with their attempts, leases, events (and idempotency keys); returns {runs, attempts, leases, events, more}. Live runs never touched. Inputs: p_retain_s 0..3153600000 (0 = all terminal), p_batch 1..10000 (default 1000), p_dry_run (count only, no delete, no lock). Index-driven (runs_terminal_finished, attempts/leases/events by run). Locks: attempt -> run -> lease (the lifecycle order): the batch''s attempts, then runs, FOR UPDATE SKIP LOCKED (a run with an attempt held elsewhere is skipped; never waits on a claim, a retry or a cancel). Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_sweeper (runtime sweep), ql_runtime (admin prune); loop while more, one transaction per batch.';

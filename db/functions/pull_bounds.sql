@@ -40,5 +40,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.pull_bounds(jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.pull_bounds(jsonb) IS
-'Validate pull bounds {pages, pageSize, claimAttempts}: defaults 2/8/8, caps 16/64/64. QL001 malformed/unknown/below 1, QL002 above a cap. Pure.';

@@ -135,5 +135,3 @@ REVOKE ALL ON FUNCTION ql.pull_offer(text, bytea, text, text, bigint, text, byte
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.pull_offer(text, bytea, text, text, bigint, text, bytea, jsonb)
     TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.pull_offer(text, bytea, text, text, bigint, text, bytea, jsonb) IS
-'One pull = claim or recover (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest (SHA-256 of the lease token), p_bounds (NULL = defaults). Fences: credential first (denial audited, {status: denied}); an existing offer id is replayed or refused ({status: idempotent|conflict}); session fences; every candidate fence re-checked on the locked rows. Bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes: only a claim (lease, run dispatching, one run.dispatched event) or a denial; idle pulls and replays write nothing. Locks: advisory lock on the offer id, session row before the first claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';

@@ -185,5 +185,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.queue_depth() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.queue_depth() TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.queue_depth() IS
-'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), scheduled: {runs, capped, nextDueAtMs, byPriority: [{priority, runs}]} (scheduled runs not yet promoted: the 1000 + 1 due soonest of runs_due), byTask: [{taskId, project, task, pool (P/N), queued, ready, readyCapped, scheduled, scheduledCapped, dispatching, capped}] (20 deepest of the first 1000 tasks by id, runs_task_state_seq and runs_task_queued_due), tasksWithRuns, cap, tasksExamined, tasksCapped}; oldestWaitingAgeMs from greatest(created_at, current attempt not_before); every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';

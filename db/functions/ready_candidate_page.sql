@@ -54,6 +54,3 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION ql_private.ready_candidate_page(
     smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.ready_candidate_page(
-    smallint, bigint, uuid, integer, timestamptz, pg_snapshot, xid8) IS
-'One keyset page (limit + 1 rows) of ready queued candidates only (candidate_page''s first source) in priority DESC, queue_seq, id order: a runs_candidate_keyset range scan with per-row attempt probes; passes over rows a concurrent claim holds. Read by a pull instead of candidate_page while no scheduled run is due and no offer expired unstarted (a cheaper plan to start). Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';

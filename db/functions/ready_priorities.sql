@@ -37,5 +37,3 @@ AS $$
     SELECT p.neg FROM prio p WHERE p.neg IS NOT NULL LIMIT p_limit
 $$;
 REVOKE ALL ON FUNCTION ql_private.ready_priorities(integer) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.ready_priorities(integer) IS
-'The distinct priorities of the ready queue as -priority in runs_candidate_keyset order (highest first), at most p_limit: a loose index scan, one descent per priority. Inlinable SQL, read-only. Callers: ql.queue_depth, ql.waiting_runs.';

@@ -60,5 +60,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.recent_denials(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.recent_denials(integer) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.recent_denials(integer) IS
-'Latest authentication denials for the console (SPEC 10): {denials: [{atMs, action, reason, workerId, credentialId}], windowS, scanned, capped}, newest first, of the last 24 h, reading at most 10000 audit rows (security_audit_time); no secret, digest or token exists there. Inputs: p_limit 1..100 (default 20). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit. Caller: ql_readonly, ql_runtime.';

@@ -48,5 +48,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.record_auth_denial(text, text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.record_auth_denial(text, text, text, text) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.record_auth_denial(text, text, text, text) IS
-'Store an ingress-decided denial (missing_credential, malformed_credential, identity_mismatch, ...) in security_audit. Inputs: p_credential_id (kept only if well-formed), p_worker_id (kept only if a canonical UUID), p_action, p_reason. Fences: none. Writes: one security_audit row. Locks: none. Not idempotent (each call is an audit fact). Errors: QL001 malformed action/reason. Caller: ql_worker_ingress.';

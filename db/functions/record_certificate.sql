@@ -68,5 +68,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.record_certificate(text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.record_certificate(text, text, bigint) TO ql_runtime;
-COMMENT ON FUNCTION ql.record_certificate(text, text, bigint) IS
-'Record a worker client certificate the control plane issued (SPEC 16.3); returns {workerId, serial (canonical), notAfterMs}. Inputs: p_worker_id, p_serial (hex any case, colons optional), p_not_after_ms > 0. Fences: worker exists; serial new or the same certificate. Writes: a worker_certificates row and a worker.certificate_issued event (first time only). Locks: worker row FOR KEY SHARE. Idempotent for the same certificate. Errors: QL001 malformed or conflicting serial, QL004 unknown worker. Caller: ql_runtime.';

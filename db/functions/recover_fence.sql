@@ -50,5 +50,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.recover_fence(ql_private.run_leases, uuid, uuid, bigint, bytea)
     FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.recover_fence(ql_private.run_leases, uuid, uuid, bigint, bytea) IS
-'Fences of an offer replay (ql_private.lease_verdict, replay rules) in order: offer_foreign, token_mismatch, session_replaced, session_draining, lease_expired, lease_terminal, attempt_changed, revision_drift; then lease_terminal when the worker no longer holds a grant for the run''s pool (SPEC 13.1); NULL when all hold. Reads session, worker, attempt, run and revision digest in one statement. Read-only.';

@@ -40,5 +40,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.recover_offer(uuid, uuid, bigint, uuid, bytea) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.recover_offer(uuid, uuid, bigint, uuid, bytea) IS
-'Pull step 1: replay of an existing offer id -> {status: idempotent, offer} rebuilt from the durable lease, or {status: conflict, category}; NULL when the offer id is new. Read-only, no locks.';

@@ -60,5 +60,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.refuse_referenced_delete() FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.refuse_referenced_delete() IS
-'Trigger: the delete half of a dropped foreign key (0014). AFTER DELETE FOR EACH STATEMENT (transition table gone): 23503 when a row of TG_ARGV[0] still references a deleted row (TG_ARGV[1] = child column, TG_ARGV[2] = parent key, optional TG_ARGV[3] = a condition on the child rows that count); BEFORE TRUNCATE: 23503 while TG_ARGV[0] has any row. Read-only.';

@@ -30,5 +30,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.register_worker(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.register_worker(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.register_worker(text) IS
-'Create a worker; returns {workerId}. Inputs: p_name. Fences: none. Writes: one workers row. Locks: none. Not idempotent. Errors: QL001 bad name. Caller: ql_runtime.';

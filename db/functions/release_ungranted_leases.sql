@@ -51,5 +51,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.release_ungranted_leases(uuid) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.release_ungranted_leases(uuid) IS
-'Release the live unstarted leases of a session whose run''s pool its worker no longer holds (reason grant_revoked) and re-queue their runs; started leases may finish. Locks attempt, run, lease: the one lifecycle order (the session row locked by the caller). Returns the number released. Caller: ql.revoke_pool.';

@@ -45,5 +45,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.release_unstarted_leases(uuid[], text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.release_unstarted_leases(uuid[], text) IS
-'Release the live unstarted leases of the given sessions (reason session_replaced|session_closed) and re-queue their runs. Locks attempt, run, lease: the one lifecycle order. Caller: open_session, close_session.';

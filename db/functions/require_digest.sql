@@ -17,5 +17,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.require_digest(bytea, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.require_digest(bytea, text) IS
-'Require a 32-byte SHA-256 digest argument. Pure. QL001 when NULL or of another length.';

@@ -20,5 +20,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.require_reason(text, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.require_reason(text, text) IS
-'Require a bounded low-cardinality reason code ^[a-z][a-z0-9_]{0,63}$ (NULL passes). Pure. QL001 when malformed.';

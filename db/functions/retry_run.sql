@@ -100,5 +100,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.retry_run(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.retry_run(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.retry_run(text) IS
-'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease, task enabled. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE (lock_run_attempt, the lifecycle order). Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition, QL022 task_disabled (COLUMN taskId). Caller: ql_runtime.';

@@ -65,5 +65,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.revoke_certificate(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.revoke_certificate(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.revoke_certificate(text) IS
-'Revoke a worker client certificate by serial (SPEC 16.3); returns {serial (canonical lowercase hex), workerId (null for a serial the control plane never issued), revokedAtMs, revoked (false: it already was)}. Inputs: p_serial, hex any case, colons optional. Fences: none. Writes (first time only): a certificate_revocations row, worker_certificates.revoked_at, a worker.certificate_revoked event for a known certificate, NOTIFY ql_certificates at commit. Locks: the revocation and certificate rows. Idempotent. Errors: QL001 (COLUMN serial) malformed. Caller: ql_runtime.';

@@ -43,5 +43,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.revoke_credential(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.revoke_credential(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.revoke_credential(text) IS
-'Revoke a worker credential; returns {credentialId, revokedAtMs}. Inputs: p_credential_id. Fences: credential exists. Writes: revoked_at the first time. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). Errors: QL001 malformed id, QL004 unknown. Caller: ql_runtime.';

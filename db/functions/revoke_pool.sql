@@ -79,5 +79,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.revoke_pool(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.revoke_pool(text, text) TO ql_runtime;
-COMMENT ON FUNCTION ql.revoke_pool(text, text) IS
-'Revoke a worker''s grant of pool P/N (or the all-pools grant, ''*''; SPEC 13.1): no new offer of the pool from the commit on; its unstarted leases of pools it no longer holds released at once (grant_revoked, runs re-queued); started ones may finish. Returns {workerId, pool, revoked, leasesReleased}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: grant row (or all_pools), released leases, runs -> queued, one worker.pool_revoked event (workerId, pool, leasesReleased, actor) when anything changed. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE (waits for a claim in flight), attempt -> run -> lease per lease. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';

@@ -45,5 +45,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.revoke_project_token(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.revoke_project_token(text) TO ql_runtime;
-COMMENT ON FUNCTION ql.revoke_project_token(text) IS
-'admin token revoke (SPEC 13.4): set revoked_at (the token is refused from the next producer call on). Returns {tokenId, project, revokedAtMs, revoked (false when already revoked)}. Inputs: p_token_id. Writes: the token row (once). Locks: the token row. Idempotent. Errors: QL001 malformed, QL004 unknown (COLUMN tokenId). Caller: ql_runtime.';

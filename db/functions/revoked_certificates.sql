@@ -40,5 +40,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.revoked_certificates(bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.revoked_certificates(bigint, integer) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.revoked_certificates(bigint, integer) IS
-'Revoked certificate serials after a sequence number, oldest first (SPEC 16.3): {serials, lastSeq} (lastSeq = p_after_seq when none). Inputs: p_after_seq >= 0, p_limit 1..10000. Writes: nothing. Locks: none. Errors: QL001 out-of-range arguments. Caller: ql_worker_ingress.';

@@ -81,5 +81,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.rewrap_data_keys(text, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.rewrap_data_keys(text, text, jsonb) TO ql_runtime;
-COMMENT ON FUNCTION ql.rewrap_data_keys(text, text, jsonb) IS
-'admin secret rotate-kek (SPEC 14.1): replace the wrap of every project data key in one transaction (the data keys and ciphertexts stay). Inputs: p_old_kek_id, p_new_kek_id (differ), p_keys [{keyId, nonce, wrappedKey}] (hex), exactly the stored keys. Fences: every stored key wrapped by p_old_kek_id (else QL041 kek_mismatch), p_keys = the stored keys (else QL040 secret_conflict, nothing written). Returns {oldKekId, kekId, rewrapped}. Writes: every project_data_keys row, one security_audit row (secret.rotate_kek, actor). Locks: every project_data_keys row FOR UPDATE. Errors: QL001 malformed (COLUMN kekId|keys), QL040, QL041. Caller: ql_runtime.';

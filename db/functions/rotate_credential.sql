@@ -101,5 +101,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.rotate_credential(text, bytea, text, text, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.rotate_credential(text, bytea, text, text, bytea) TO ql_worker_ingress;
-COMMENT ON FUNCTION ql.rotate_credential(text, bytea, text, text, bytea) IS
-'A worker rotates its own credential (SPEC 16.2). Inputs: the presented credential (id, SHA-256 of the secret), the certificate''s worker, the new id and the SHA-256 of the new secret. Fences: ql_private.authenticate (credential.rotate). Returns {"status":"ok", credential: {workerId, credentialId, issuedAtMs, expiresAtMs, previousCredentialId, previousExpiresAtMs}} or the denial envelope. Writes: the new credential (same ttl, rotated_from), the old one expires at most 24 h from now (at once on the new one''s first use), an unused earlier successor revoked, a worker.credential_rotated event, NOTIFY c:<old>. Locks: the presented credential FOR UPDATE. Not idempotent (a retry revokes the unused successor). Errors: QL001 malformed input or existing new id. Caller: ql_worker_ingress.';

@@ -125,5 +125,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.run_log(uuid, integer, bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.run_log(uuid, integer, bigint, integer) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.run_log(uuid, integer, bigint, integer) IS
-'One page of an attempt''s live log (SPEC 15.3): {runId, attemptNumber (p_attempt_no, NULL = latest), offset, text (stored bytes from p_offset, at most p_max_bytes, whole UTF-8 characters), storedBytes, logBytes (result.logBytes of the completion; null while running or when not reported), truncated (cap reached, SPEC 15.2), complete (ended AND logBytes reported AND storedBytes = logBytes; a truncated log is not complete), ended (attempt succeeded|failed|cancelled|lost)}. Index-driven, one snapshot. Inputs: p_run_id, p_attempt_no >= 1 | NULL, p_offset 0..storedBytes at a character boundary, p_max_bytes 4..16777216. Writes: none. Locks: none. Errors: QL001 NULL run (COLUMN runId), QL004 unknown run (runId) or attempt (attempt), QL006 attempt < 1 (attempt), offset (offset), maxBytes (maxBytes). Caller: ql_readonly, ql_runtime, ql.producer_run_log.';

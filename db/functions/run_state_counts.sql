@@ -68,5 +68,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.run_state_counts() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.run_state_counts() TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.run_state_counts() IS
-'Runs per state for the console (SPEC 10): {states: [{state, runs, capped, estimate}], cap}; exact up to 1000 per state (index-only scans of runs_state_seq stopping at cap + 1), past it the planner estimate (pg_stats frequency x reltuples). Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';

@@ -282,6 +282,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql_private.scan_and_claim(
     ql_private.worker_sessions, uuid, bytea, integer, integer, integer) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.scan_and_claim(
-    ql_private.worker_sessions, uuid, bytea, integer, integer, integer) IS
-'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: pool_candidate_page over the worker''s granted pools unless it holds the all-pools grant (none: idle, nothing read), pool_class_candidate_page (granted pools x matching classes) after a blocked page there, else class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';

@@ -28,5 +28,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.semver_compare(text, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.semver_compare(text, text) IS
-'SemVer 2.0.0 precedence: -1/0/1; build metadata ignored; numbers of any size. Pure. QL003 when a or b is NULL or invalid.';

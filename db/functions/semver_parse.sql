@@ -141,5 +141,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.semver_parse(text, text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.semver_parse(text, text) IS
-'Validate SemVer 2.0.0 and return its precedence key (byte order under COLLATE "C" = SemVer precedence; build metadata dropped). Pure. QL003 naming the field, the defect and <= 64 printable chars of the input.';

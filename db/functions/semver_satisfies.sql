@@ -80,5 +80,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.semver_satisfies(text, jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.semver_satisfies(text, jsonb) IS
-'node-semver satisfaction of a normalized comparator array (AND; a prerelease version needs a comparator with a prerelease on the same MAJOR.MINOR.PATCH; [] admits releases only). Pure. QL001 not an array of strings; QL003 invalid version/comparator.';

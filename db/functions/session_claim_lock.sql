@@ -26,5 +26,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.session_claim_lock(ql_private.worker_sessions) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.session_claim_lock(ql_private.worker_sessions) IS
-'Lock the session row (FOR NO KEY UPDATE), re-verify its fences, return whether a slot is free. QL010-QL015.';

@@ -90,5 +90,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.session_fence(uuid, uuid, bigint, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.session_fence(uuid, uuid, bigint, boolean) IS
-'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed / QL015 draining and unexpired (takes no new offer) / QL012 expired (active or draining). lock=false: no row lock (idle pulls); lock=true: FOR NO KEY UPDATE (serializes claims of a session; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';

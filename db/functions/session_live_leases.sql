@@ -18,5 +18,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.session_live_leases(uuid) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.session_live_leases(uuid) IS
-'Number of live leases of a session (started, or unstarted and unexpired). Read-only.';

@@ -23,5 +23,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.session_projection(ql_private.worker_sessions) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.session_projection(ql_private.worker_sessions) IS
-'session@v1 projection {workerId, sessionId, generation, expiresAtMs, capabilitiesDigest, heartbeatIntervalMs}. Pure.';

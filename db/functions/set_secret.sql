@@ -102,5 +102,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.set_secret(text, text, integer, text, bytea, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.set_secret(text, text, integer, text, bytea, bytea) TO ql_runtime;
-COMMENT ON FUNCTION ql.set_secret(text, text, integer, text, bytea, bytea) IS
-'admin secret set (SPEC 14.1): store version p_version of a secret, encrypted by the caller under the project''s data key (AES-256-GCM, AAD project id/name/version/key id); the database never sees the value. Inputs: p_project, p_name (^[a-z][a-z0-9_.-]{0,63}$), p_version (1 for a new secret, else current + 1), p_key_id (the project''s data key), p_nonce (12 bytes), p_ciphertext (24..16400 bytes: 8 B - 16 KiB + tag). Fences: data key exists and is p_key_id; version is the next one. Returns {project, name, version, createdAtMs, updatedAtMs}. Writes: the secrets row, one security_audit row (secret.set, actor, detail {project, name, version}). Locks: the secret row. Errors: QL001 malformed, QL002 size (COLUMN value), QL004 no data key, QL040 secret_conflict (version moved). Caller: ql_runtime.';

@@ -31,5 +31,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.settings() FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.settings() IS
-'Protocol constants: session TTL 60 s, heartbeat 20 s, pull bounds default 2x8/8 and caps 16/64/64, idle retry 2 s. Pure.';

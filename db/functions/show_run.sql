@@ -114,5 +114,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.show_run(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.show_run(text) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.show_run(text) IS
-'One run in detail (SPEC 9.4): {run: {runId, taskId, projectId, project, taskName, pool (P/N), state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs, finishedAtMs, cancelRequested, executionRevisionId, key}, attempts: [{attemptId, number, state, workerId, sessionId, claimedAtMs, startedAtMs, finishedAtMs, exitCode, reason, result}] (number order, latest 200, worker/session of the latest lease), events: [{type, atMs, ...payload, attemptId}] (oldest first, latest 200)}. No token, secret or digest. Inputs: p_run_id. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 malformed, QL004 unknown run (COLUMN runId). Caller: ql_readonly, ql_runtime.';

@@ -46,5 +46,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.signature_kid(text) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.signature_kid(text) IS
-'Shape check of a revision signature (SPEC 16.1), a detached compact JWS base64url(header)..base64url(64-byte signature) with the protected header exactly {alg: EdDSA, kid ^[A-Za-z0-9_-]{1,128}$}; returns the kid (NULL for NULL). Not a verification. Pure. Errors: QL001 COLUMN signature when malformed. Caller: ql.publish_revision.';

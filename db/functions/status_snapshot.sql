@@ -256,5 +256,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.status_snapshot() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.status_snapshot() TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.status_snapshot() IS
-'Operator snapshot (qinglong status): queue depth (capped index scans of runs_candidate_keyset, 100000 total / 10000 per group, planner estimate past the cap) by priority and top 50 tasks, oldest waiting run, active sessions (50 listed) with slot use, live leases by state, denials of the last hour by reason (<= 100000 rows read). Inputs: none. Fences: none. Writes: none. Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';

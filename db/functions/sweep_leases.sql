@@ -183,5 +183,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.sweep_leases(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.sweep_leases(integer) TO ql_runtime, ql_sweeper;
-COMMENT ON FUNCTION ql.sweep_leases(integer) IS
-'Lease expiry, one bounded batch of live leases past expires_at. Inputs: p_batch 1..5000 (default 500). Locks: leases FOR UPDATE SKIP LOCKED, then attempt/run SKIP LOCKED too (never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Then promotes up to p_batch scheduled runs that came due (runs_due, SKIP LOCKED): due_at := NULL, into the candidate keysets. Returns {expired, lost, retried, failed, cancelled, skipped, promoted, more}. Fences: each lease re-checked on its locked row. Writes: leases, attempts, runs, events of the batch. Errors: QL001 batch < 1, QL002 batch > 5000. Caller: ql_sweeper (runtime sweep), ql_runtime.';

@@ -32,5 +32,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.task_settings(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.task_settings(text) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.task_settings(text) IS
-'A task''s run policy {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes} (SPEC 9.1, 15.2). Inputs: p_task_id. Fences: none. Writes: none. Locks: none. Read-only. Errors: QL001 malformed id, QL004 unknown task (COLUMN taskId). Caller: ql_readonly, ql_runtime.';

@@ -104,5 +104,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.throughput(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.throughput(integer) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.throughput(integer) IS
-'Throughput per minute for the console chart (SPEC 10): {minutes: [{minuteMs, dispatched, succeeded, failed, estimated}], fromMs, capped: {dispatched, finished}, cap}; dispatched = leases claimed (run_leases_claimed), succeeded/failed = terminal runs by finished_at (runs_terminal_finished); each series reads at most cap (1000) rows per minute, a fuller minute is extrapolated from the rate of its first cap rows (estimated). Inputs: p_minutes 1..60 (default 15). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 minutes. Caller: ql_readonly, ql_runtime.';

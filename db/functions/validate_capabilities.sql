@@ -155,5 +155,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.validate_capabilities(jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.validate_capabilities(jsonb) IS
-'Refuse anything but a canonical qinglong/worker-capabilities@v1 document: schema id, unknown/missing fields, sorted unique executors 1..8, labels <= 32, runtimes <= 16 valid SemVer, slots 1..256. Pure. QL001 shape, QL002 oversize, QL003 semver; messages name the JSON path.';

@@ -243,5 +243,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.validate_placement(jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.validate_placement(jsonb) IS
-'Refuse anything but the exact normalized placement (DESIGN "Normalized placement"): unknown/missing fields, types, name/key/value rules, sorted unique sets, caps, comparators. Pure. QL001 shape, QL002 oversize, QL003 semver; messages name the JSON path.';

@@ -105,5 +105,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.validate_result(jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.validate_result(jsonb) IS
-'Validate a completion result (SPEC 9.3): NULL, or an object with exactly {exitCode? (null or int32), durationMs (integer >= 0), outputTail (string <= 8192 UTF-8 bytes), outputBytes (integer >= 0), logBytes? (null or integer >= 0, SPEC 15.2), limits? (null or {mechanism cgroup|rlimit, uid null|0..4294967295, maxProcesses/maxOpenFiles/maxMemoryBytes null|integer >= 0, exceeded: distinct of processes|memory|openFiles}, SPEC 11; ql_private.validate_result_limits)}; returns it unchanged. Pure. Errors: QL001 COLUMN result (the message names the field). Caller: ql.complete_lease.';

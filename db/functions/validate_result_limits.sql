@@ -62,5 +62,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.validate_result_limits(jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.validate_result_limits(jsonb) IS
-'Check a completion result''s limits (SPEC 11, 9.3): an object with exactly {mechanism cgroup|rlimit, uid null|0..4294967295, maxProcesses, maxOpenFiles, maxMemoryBytes (each null|integer >= 0), exceeded (array of distinct processes|memory|openFiles)}. Returns NULL when well-formed, else the problem naming the field. Pure. Errors: none raised. Caller: ql_private.validate_result.';

@@ -56,5 +56,3 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION ql_private.validate_secret_refs(text, jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.validate_secret_refs(text, jsonb) IS
-'Publish fence of spec.secrets (SPEC 14.2): an object of <= 16 ENV_NAME -> secret name, no ENV_NAME also in spec.env, every secret existing in project p_project. Inputs: p_project, p_spec. Writes: none. Locks: none. Errors: QL001 COLUMN secrets (the message names the env name or secret at fault). Caller: ql.publish_revision.';

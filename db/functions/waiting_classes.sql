@@ -47,5 +47,3 @@ AS $$
                AND d.due_at IS NOT NULL) <= p_due_by
 $$;
 REVOKE ALL ON FUNCTION ql_private.waiting_classes(timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.waiting_classes(timestamptz) IS
-'Placement classes with a ready queued run (runs_class_keyset) or a scheduled queued run due by p_due_by (runs_class_due; infinity = any), by skip scans: one index descent per such class, nothing for classes without waiting runs. Inlinable SQL, read-only, no locks. Callers: ql_private.matching_classes, ql.prune_fleet.';

@@ -193,5 +193,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION ql.waiting_runs(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql.waiting_runs(integer) TO ql_readonly, ql_runtime;
-COMMENT ON FUNCTION ql.waiting_runs(integer) IS
-'The console''s waiting panel (SPEC 10): the oldest waiting runs (queued, due, not cancel-requested; the head of each ready priority of runs_candidate_keyset plus overdue runs of runs_due, merged by queue_seq, at most p_limit; waitingMs from greatest(created_at, current attempt not_before)) each with a placement verdict against the live sessions (active, unexpired, worker enabled; at most 200) by ql_private.placement_evaluate of its placement class, as the claim path evaluates it: {runs: [{runId, taskId, task, project, priority, queuedAtMs, waitingMs, verdict (ready|busy|no_match|no_live_session), sessionsMatching, sessionsWithFreeSlots, mismatches}], liveSessions, sessionsCapped, scanned, prioritiesCapped, capabilitiesCapped}. Inputs: p_limit 1..100 (default 20). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit. Caller: ql_readonly, ql_runtime.';

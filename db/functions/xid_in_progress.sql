@@ -45,5 +45,3 @@ AS $$
                p_snapshot)
 $$;
 REVOKE ALL ON FUNCTION ql_private.xid_in_progress(xid, pg_snapshot, xid8) FROM PUBLIC;
-COMMENT ON FUNCTION ql_private.xid_in_progress(xid, pg_snapshot, xid8) IS
-'Whether a 32-bit xmax is a transaction in progress in the snapshot (widened against its epoch; >= snapshot xmax only within 4096), never the caller''s own. A hint for candidate_page to pass over rows a concurrent claim holds. Pure, inlinable.';
