@@ -106,14 +106,14 @@ def test_bad_batches_are_refused_and_change_nothing(ingress, agent, prov, su_con
     before = snapshot(su_conn)
     other_session = dict(item, sessionId=str(uuid.uuid4()))
     cases = [
-        (_batch(agent, session, []), 400),
-        (_batch(agent, session, [item] * 33), 400),
-        (_batch(agent, session, [dict(item, phase="sleeping")]), 400),
-        (_batch(agent, session, [item, other_session]), 400),
+        (_batch(agent, session, []), "schema_invalid"),
+        (_batch(agent, session, [item] * 33), "schema_invalid"),
+        (_batch(agent, session, [dict(item, phase="sleeping")]), "schema_invalid"),
+        (_batch(agent, session, [item, other_session]), "batch_session_mismatch"),
     ]
-    for body, status in cases:
+    for body, reason in cases:
         reply = post(ingress.port, PATH, body, ctx=agent.ctx, token=agent.token)
-        assert reply.status == status, reply.body
+        assert (reply.status, reply.json["reason"]) == (400, reason), reply.body
     assert snapshot(su_conn).tables == before.tables
     other = make_agent(prov, test_pki, "worker-b")
     before = snapshot(su_conn)

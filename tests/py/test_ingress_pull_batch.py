@@ -128,6 +128,9 @@ def test_bad_batches_are_refused_and_change_nothing(ingress, agent, su_conn, off
     reply = post(ingress.port, PATH, _batch_body(agent, session, pairs), ctx=agent.ctx,
                  token=agent.token)
     assert reply.status == 400, reply.body
+    # A specific reason: the schema's bounds (1-16 pairs), or the repeated offer id.
+    assert reply.json["reason"] == ("duplicate_offer_id" if offers == "duplicate"
+                                    else "schema_invalid"), reply.body
     assert snapshot(su_conn).tables == before.tables
 
 
