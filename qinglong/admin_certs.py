@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from qinglong.admin_cli import guarded, integer, invalid, uuid_arg
+from qinglong.cli import Subparsers
 
 # What ql_private.certificate_serial accepts, checked first for a JSON error
 # naming the field before any connection is made.
 _SERIAL = re.compile(r"(?i)(serial=)?[0-9a-f:]{1,128}")
 
 
-def add_worker_parser(workers: argparse._SubParsersAction, lazy: Any, dsn: Any) -> None:
+def add_worker_parser(workers: Subparsers, lazy: Any, dsn: Any) -> None:
     renew = workers.add_parser(
         "renew-cert", help="issue a new certificate for the same worker identity")
     dsn(renew)
@@ -41,7 +42,7 @@ def add_worker_parser(workers: argparse._SubParsersAction, lazy: Any, dsn: Any) 
     renew.set_defaults(handler=lazy("qinglong.admin_certs:worker_renew_cert"))
 
 
-def add_parsers(groups: argparse._SubParsersAction, lazy: Any, dsn: Any) -> None:
+def add_parsers(groups: Subparsers, lazy: Any, dsn: Any) -> None:
     certs = groups.add_parser("cert", help="worker client certificates")
     actions = certs.add_subparsers(dest="admin_cert_command", required=True)
     revoke = actions.add_parser("revoke", help="refuse a certificate at every ingress")

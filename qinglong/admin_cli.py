@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qinglong.cli import Subparsers
 from qinglong.dsn_option import add_dsn_argument
 
 if TYPE_CHECKING:  # the handlers import the control plane (psycopg) when they run
@@ -61,7 +62,7 @@ def invalid(field: str, detail: str, reason: str = INVALID) -> AdminError:
 # ------------------------------------------------------------------ parsers
 
 
-def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def register(sub: Subparsers, lazy: LazyFactory) -> None:
     admin = sub.add_parser("admin", help="control-plane administration (prints JSON)")
     groups = admin.add_subparsers(dest="admin_command", required=True)
     _ca_parsers(groups, lazy)
@@ -82,7 +83,7 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     admin_certs.add_parsers(groups, lazy, _dsn)
 
 
-def _group(groups: argparse._SubParsersAction, name: str, help_text: str) -> Any:
+def _group(groups: Subparsers, name: str, help_text: str) -> Any:
     parser = groups.add_parser(name, help=help_text)
     return parser.add_subparsers(dest=f"admin_{name}_command", required=True)
 
@@ -98,7 +99,7 @@ def _page(parser: argparse.ArgumentParser, default_limit: int, most: int) -> Non
     parser.add_argument("--after", help="the `next` cursor of the previous page")
 
 
-def _ca_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _ca_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     init = _group(groups, "ca", "development certificate authority").add_parser(
         "init", help="create a dev CA (refuses to overwrite)"
     )
@@ -106,7 +107,7 @@ def _ca_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     init.set_defaults(handler=lazy("qinglong.admin_cli:ca_init"))
 
 
-def _worker_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _worker_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     workers = _group(groups, "worker", "worker identities")
     create = workers.add_parser(
         "create", help="register a worker; issue its certificate and credential"
@@ -146,7 +147,7 @@ def _worker_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> No
         parser.set_defaults(handler=lazy(_OPS + f"worker_{action}"))
 
 
-def _credential_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _credential_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     revoke = _group(groups, "credential", "worker credentials").add_parser(
         "revoke", help="revoke a worker credential"
     )
@@ -155,7 +156,7 @@ def _credential_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -
     revoke.set_defaults(handler=lazy("qinglong.admin_cli:credential_revoke"))
 
 
-def _task_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _task_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     tasks = _group(groups, "task", "tasks and revisions")
     publish = tasks.add_parser(
         "publish", help="publish a qinglong/command@v1 document as the task's revision"
@@ -198,7 +199,7 @@ def _setting_flags(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, help=text)
 
 
-def _run_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _run_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     runs = _group(groups, "run", "runs")
     enqueue = runs.add_parser("enqueue", help="enqueue runs of a task's current revision")
     _dsn(enqueue)
@@ -224,7 +225,7 @@ def _run_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     _run_inspection_parsers(runs, lazy)
 
 
-def _run_inspection_parsers(runs: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _run_inspection_parsers(runs: Subparsers, lazy: LazyFactory) -> None:
     listing = runs.add_parser("list", help="runs, newest first, in keyset pages")
     _dsn(listing, read=True)
     listing.add_argument("--task", help="only this task's runs")
@@ -245,7 +246,7 @@ def _run_inspection_parsers(runs: argparse._SubParsersAction, lazy: LazyFactory)
     retry.set_defaults(handler=lazy(_OPS + "run_retry"))
 
 
-def _session_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _session_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     close = _group(groups, "session", "worker sessions").add_parser(
         "close", help="close a worker session; its unstarted leases are released")
     _dsn(close)
@@ -256,7 +257,7 @@ def _session_parsers(groups: argparse._SubParsersAction, lazy: LazyFactory) -> N
     close.set_defaults(handler=lazy(_OPS + "session_close"))
 
 
-def _prune_parser(groups: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _prune_parser(groups: Subparsers, lazy: LazyFactory) -> None:
     prune = groups.add_parser(
         "prune", help="delete terminal runs, audit rows, ended sessions and worker/session "
         "events past retention and unused placement classes (one pass)")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from qinglong.admin_cli import boolean, guarded, invalid, uuid_arg
+from qinglong.cli import Subparsers
 
 LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9._/-]{0,62}")
 MAX_LABELS = 32
@@ -79,7 +80,7 @@ def add_create_flags(parser: argparse.ArgumentParser) -> None:
         "single-tenant); off by default"))
 
 
-def add_label_parser(workers: argparse._SubParsersAction, lazy: Any,
+def add_label_parser(workers: Subparsers, lazy: Any,
                      dsn: Any) -> None:
     """`admin worker label`; `dsn` adds the --dsn option."""
     parser = workers.add_parser(

@@ -22,13 +22,14 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from qinglong.admin_cli import AdminError, guarded, optional_integer, uuid_arg
+from qinglong.cli import Subparsers
 from qinglong.log_text import LogPage, LogShapeError, read_pages, trailer_block, whole
 
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 EXIT_INTERRUPTED = 130
 
 
-def add_parser(runs: argparse._SubParsersAction, lazy: LazyFactory,
+def add_parser(runs: Subparsers, lazy: LazyFactory,
                dsn: Callable[..., None]) -> None:
     log = runs.add_parser("log", help="an attempt's live log as stored (SPEC 15.3)")
     dsn(log, read=True)

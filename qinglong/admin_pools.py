@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from qinglong.admin_cli import guarded, invalid, uuid_arg
+from qinglong.cli import Subparsers
 
 ALL_POOLS = "*"
 POOL_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
@@ -52,7 +53,7 @@ def add_publish_flag(parser: argparse.ArgumentParser) -> None:
         "a new task's is P/default)"))
 
 
-def add_parsers(groups: argparse._SubParsersAction, workers: argparse._SubParsersAction,
+def add_parsers(groups: Subparsers, workers: Subparsers,
                 lazy: Any, dsn: Any) -> None:
     """`admin pool create` and `admin worker grant|revoke`; `dsn` adds --dsn."""
     pools = groups.add_parser("pool", help="pools of a project (tenancy)")

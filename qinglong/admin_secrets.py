@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qinglong.admin_cli import AdminError, guarded, invalid
+from qinglong.cli import Subparsers
 
 if TYPE_CHECKING:
     from qinglong.service.secrets_crypto import Kek, SecretsError
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 _KEK_HELP = "key-encryption key file, mode 0600 (default: $QINGLONG_KEK_FILE)"
 
 
-def add_parsers(groups: argparse._SubParsersAction, lazy: Any, dsn: Any) -> None:
+def add_parsers(groups: Subparsers, lazy: Any, dsn: Any) -> None:
     secrets = groups.add_parser("secret", help="project secrets (values never printed)")
     actions = secrets.add_subparsers(dest="admin_secret_command", required=True)
     set_ = actions.add_parser("set", help="store a new version of a secret (encrypted)")

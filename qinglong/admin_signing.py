@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qinglong.admin_cli import guarded, invalid
+from qinglong.cli import Subparsers
 
 if TYPE_CHECKING:
     from qinglong.service.compiler import CompiledRevision
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["add_parsers", "add_publish_flag", "revision_signer", "signing_key_create"]
 
 
-def add_parsers(groups: argparse._SubParsersAction, lazy: Any) -> None:
+def add_parsers(groups: Subparsers, lazy: Any) -> None:
     keys = groups.add_parser("signing-key", help="Ed25519 keys that sign revisions")
     actions = keys.add_subparsers(dest="admin_signing_key_command", required=True)
     create = actions.add_parser(

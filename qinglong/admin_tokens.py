@@ -12,11 +12,12 @@ import argparse
 from typing import Any
 
 from qinglong.admin_cli import guarded, invalid
+from qinglong.cli import Subparsers
 
 _SCOPE_HELP = "comma-separated subset of enqueue,read,cancel,retry,log"
 
 
-def add_parsers(groups: argparse._SubParsersAction, lazy: Any, dsn: Any) -> None:
+def add_parsers(groups: Subparsers, lazy: Any, dsn: Any) -> None:
     tokens = groups.add_parser("token", help="project tokens of the producer API")
     actions = tokens.add_subparsers(dest="admin_token_command", required=True)
     create = actions.add_parser("create", help="make a project token (printed once)")

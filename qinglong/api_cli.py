@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from qinglong.cli import Subparsers
+
 Handler = Callable[[argparse.Namespace], int]
 
 
-def register(sub: argparse._SubParsersAction, lazy: Callable[[str], Handler]) -> None:
+def register(sub: Subparsers, lazy: Callable[[str], Handler]) -> None:
     api = sub.add_parser("api", help="the producer API (HTTPS, project tokens)")
     commands = api.add_subparsers(dest="api_command", required=True)
     serve = commands.add_parser("serve", help="run the producer API until SIGTERM")

@@ -11,11 +11,14 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
 from qinglong.dsn_option import add_dsn_argument, resolve_dsn
 
 # (command path) -> "module:function" taking the parsed namespace, returning an exit code.
 Handler = Callable[[argparse.Namespace], int]
+# What `add_subparsers()` returns, for the `register(sub, lazy)` functions.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _lazy(target: str) -> Handler:
@@ -32,7 +35,7 @@ def _add_dsn(parser: argparse.ArgumentParser, required: bool = True) -> None:
     add_dsn_argument(parser, required=required)
 
 
-def _db_commands(sub: argparse._SubParsersAction) -> None:
+def _db_commands(sub: Subparsers) -> None:
     db = sub.add_parser("db", help="database schema management").add_subparsers(
         dest="db_command", required=True
     )
@@ -59,7 +62,7 @@ EXTENSIONS = (
 )
 
 
-def _extension_commands(sub: argparse._SubParsersAction,
+def _extension_commands(sub: Subparsers,
                         modules: Sequence[str] = EXTENSIONS) -> None:
     """Sub-commands whose parsers live with their implementation."""
     for module_name in modules:
@@ -91,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     resolve_dsn(args, parser)
     try:
-        return args.handler(args)
+        handler: Handler = args.handler
+        return handler(args)
     except KeyboardInterrupt:
         return 130
 

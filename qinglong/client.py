@@ -185,7 +185,7 @@ def api_error(status: int, body: bytes, retry_after: str | None = None) -> ApiEr
     return cls(status, error, reason, detail, retry)
 
 
-def _json_or_none(body: bytes) -> Any:
+def _json_or_none(body: bytes | str) -> Any:
     try:
         return json.loads(body)
     except ValueError:
@@ -538,7 +538,7 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
     return text
 
 
-def _check_token(token: str) -> str:
+def _check_token(token: str | None) -> str:
     if not isinstance(token, str) or not TOKEN_PATTERN.fullmatch(token):
         raise ClientSetupError("token", "token is not a qlp_<tokenId>_<secret> producer token")
     return token

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+from qinglong.cli import Subparsers
 from qinglong.dsn_option import add_dsn_argument
 
 Handler = Callable[[argparse.Namespace], int]
@@ -27,7 +28,7 @@ EXIT_USAGE = 2
 LOOPBACK = "127.0.0.1"
 
 
-def register(sub: argparse._SubParsersAction, lazy: Callable[[str], Handler]) -> None:
+def register(sub: Subparsers, lazy: Callable[[str], Handler]) -> None:
     console = sub.add_parser("console", help="the read-only web operator console")
     add_dsn_argument(console, help="PostgreSQL DSN (a role with ql_readonly is enough)")
     console.add_argument("--host", default=None,

@@ -605,9 +605,9 @@ class Demo:
             from qinglong.demo_api import curl_line
 
             shown = next((t for t, _ in self.planned if t is not SECRET_TASK), self.planned[0][0])
-            task = f"{PROJECT}/{shown.name}"
+            shown_task = f"{PROJECT}/{shown.name}"
             self.say(f"the same enqueue from a shell (the token is read from its file): "
-                     f"{curl_line(self.producer, task)}")
+                     f"{curl_line(self.producer, shown_task)}")
         how = "through the producer API" if self.producer is not None else "over SQL"
         self.say(f"enqueueing the runs {how} in {WAVES} waves, {WAVE_GAP_S:.1f}s apart")
         self.enqueue_start = time.monotonic()

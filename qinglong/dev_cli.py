@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qinglong.cli import Subparsers
+
 if TYPE_CHECKING:
     import subprocess
 
@@ -93,7 +95,7 @@ class DevError(Exception):
         self.detail = detail
 
 
-def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def register(sub: Subparsers, lazy: LazyFactory) -> None:
     dev = sub.add_parser("dev", help="local development environment")
     commands = dev.add_subparsers(dest="dev_command", required=True)
     up = commands.add_parser("up", help="start PostgreSQL + ingress, write DIR/dev-env.json")
@@ -426,7 +428,7 @@ def _admin_ready(port: int) -> bool:
 
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return response.status == 200
+            return bool(response.status == 200)
     except (OSError, urllib.error.URLError):
         return False
 

@@ -12,18 +12,19 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from qinglong.cli import Subparsers
 from qinglong.dsn_option import add_dsn_argument
 
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 
 
-def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def register(sub: Subparsers, lazy: LazyFactory) -> None:
     _demo(sub, lazy)
     _status(sub, lazy)
     _checkout_only(sub, lazy)
 
 
-def _demo(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _demo(sub: Subparsers, lazy: LazyFactory) -> None:
     demo = sub.add_parser(
         "demo",
         help="everything on one machine: PostgreSQL, CA, ingress, N workers, live progress",
@@ -48,7 +49,7 @@ def _demo(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     demo.set_defaults(handler=lazy("qinglong.demo:demo_command"))
 
 
-def _status(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _status(sub: Subparsers, lazy: LazyFactory) -> None:
     if "status" in sub.choices:  # registered by qinglong.status_cli
         return
     from qinglong.status_cli import register
@@ -56,7 +57,7 @@ def _status(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     register(sub, lazy)
 
 
-def _checkout_only(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def _checkout_only(sub: Subparsers, lazy: LazyFactory) -> None:
     """`qinglong bench` / `qinglong chaos`: developer tooling that lives in the
     repository's `tools/`, not in the wheel; these only say how to run it."""
     for name, what in (("bench", "benchmarks"), ("chaos", "chaos soak and checker")):

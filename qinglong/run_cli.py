@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qinglong.cli import Subparsers
+
 if TYPE_CHECKING:
     from qinglong.client import Client
 
@@ -37,7 +39,7 @@ _HANDLERS = "qinglong.run_cli:"
 _INVALID_STATUSES = (400, 413)
 
 
-def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def register(sub: Subparsers, lazy: LazyFactory) -> None:
     runs = sub.add_parser(
         "run", help="enqueue and inspect runs through the producer API (prints JSON)",
         description="Talk to `qinglong api serve` with a project token (qinglong.client).")
@@ -78,7 +80,7 @@ def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
     log.set_defaults(handler=lazy(_HANDLERS + "log"))
 
 
-def _command(commands: argparse._SubParsersAction, name: str,
+def _command(commands: Subparsers, name: str,
              text: str) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=text)
     parser.add_argument("--api", required=True, help="the producer API's base URL (https://…)")

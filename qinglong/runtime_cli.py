@@ -12,6 +12,7 @@ import argparse
 import re
 from collections.abc import Callable
 
+from qinglong.cli import Subparsers
 from qinglong.dsn_option import add_dsn_argument
 
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
@@ -60,7 +61,7 @@ def parse_retention(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def register(sub: Subparsers, lazy: LazyFactory) -> None:
     runtime = sub.add_parser("runtime", help="control-plane runtime services (lease sweeper)")
     commands = runtime.add_subparsers(dest="runtime_command", required=True)
     sweep = commands.add_parser(

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from qinglong.cli import Subparsers
+
 Handler = Callable[[argparse.Namespace], int]
 
 
-def register(sub: argparse._SubParsersAction, lazy: Callable[[str], Handler]) -> None:
+def register(sub: Subparsers, lazy: Callable[[str], Handler]) -> None:
     ingress = sub.add_parser("ingress", help="the worker-facing HTTPS ingress")
     commands = ingress.add_subparsers(dest="ingress_command", required=True)
     serve = commands.add_parser("serve", help="run the ingress until SIGTERM")

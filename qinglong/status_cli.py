@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from qinglong.cli import Subparsers
 from qinglong.dsn_option import add_dsn_argument
 
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the snapshot as JSON")
 
 
-def register(sub: argparse._SubParsersAction, lazy: LazyFactory) -> None:
+def register(sub: Subparsers, lazy: LazyFactory) -> None:
     if "status" in sub.choices:  # ops_cli may have registered it already
         return
     status = sub.add_parser("status", help="queue depth, sessions, leases, denials")

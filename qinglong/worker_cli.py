@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from qinglong.cli import Subparsers
+
 Handler = Callable[[argparse.Namespace], int]
 
 
-def register(sub: argparse._SubParsersAction, lazy: Callable[[str], Handler]) -> None:
+def register(sub: Subparsers, lazy: Callable[[str], Handler]) -> None:
     from qinglong.worker.cli import add_run_arguments
 
     worker = sub.add_parser("worker", help="the pull worker runtime")
