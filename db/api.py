@@ -54,12 +54,12 @@ class Call(Generic[T]):
     def run(self, conn: psycopg.Connection[Any], *, prepare: bool | None = None) -> T:
         """On `conn` as it is (autocommit or inside the caller's transaction);
         `prepare` as psycopg's (None: after the connection's prepare_threshold)."""
-        row = conn.execute(self.statement.sql, self.params,  # type: ignore[arg-type]
+        row = conn.execute(self.statement.sql, self.params,
                            prepare=prepare).fetchone()
         return None if row is None else row[0]  # type: ignore[return-value]
 
     async def run_async(self, conn: psycopg.AsyncConnection[Any]) -> T:
-        cursor = await conn.execute(self.statement.sql, self.params)  # type: ignore[arg-type]
+        cursor = await conn.execute(self.statement.sql, self.params)
         row = await cursor.fetchone()
         return None if row is None else row[0]  # type: ignore[return-value]
 

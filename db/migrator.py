@@ -287,7 +287,7 @@ def _execute_file(conn: psycopg.Connection, sql_file: SqlFile) -> None:
     try:
         # A file is a script of many statements: run it through the simple query
         # protocol (no parameters), exactly as psql would.
-        conn.execute(sql_file.text.encode("utf-8"), prepare=False)  # type: ignore[arg-type]
+        conn.execute(sql_file.text.encode("utf-8"), prepare=False)
     except psycopg.Error as exc:
         raise MigrationError(f"{sql_file.name}: {exc}") from exc
 
