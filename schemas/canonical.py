@@ -7,7 +7,7 @@ output for identical content, so every digest in the system goes through here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import rfc8785
 
@@ -17,7 +17,8 @@ __all__ = ["canonical_bytes", "content_digest", "revision_content", "sha256_dige
 def canonical_bytes(obj: object) -> bytes:
     """RFC 8785 serialization. Raises `rfc8785.CanonicalizationError` (a ValueError)
     for values JCS cannot represent (NaN, integers beyond 2**53, non-JSON types)."""
-    return rfc8785.dumps(obj)
+    # Any object: rfc8785 raises for what JSON cannot hold (its `_Value` type is private).
+    return rfc8785.dumps(cast(Any, obj))
 
 
 def _sha256_hex() -> Callable[[bytes], str]:
@@ -32,9 +33,9 @@ def _sha256_hex() -> Callable[[bytes], str]:
         from _sha256 import sha256  # type: ignore[import-not-found]
     except ImportError:
         try:
-            from _sha2 import sha256  # type: ignore[import-not-found,no-redef]
+            from _sha2 import sha256  # type: ignore[import-not-found]
         except ImportError:
-            from hashlib import sha256  # type: ignore[assignment]
+            from hashlib import sha256
     return lambda data: sha256(data).hexdigest()
 
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from enum import StrEnum
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -195,9 +195,11 @@ def _format_path(path: Iterable[object]) -> str:
 
 def _describe(error: ValidationError) -> str:
     detail = f"{_format_path(error.absolute_path)}: {error.validator}"
-    if error.validator == "required" and isinstance(error.instance, Mapping):
+    required = error.validator_value
+    if (error.validator == "required" and isinstance(error.instance, Mapping)
+            and isinstance(required, list)):
         # The missing name comes from the schema, not from the document.
-        missing = [k for k in error.validator_value if k not in error.instance]
+        missing = [k for k in required if k not in error.instance]
         if missing and _SAFE_SEGMENT.match(str(missing[0])):
             detail += f" ({missing[0]})"
     return detail[:_DETAIL_MAX]
@@ -236,7 +238,7 @@ def _ecma_pattern(validator: Any, pattern: str, instance: object, schema: object
     newline, which would let `"remote-worker\\n"` through every `^...$` pattern."""
     from jsonschema.exceptions import ValidationError
 
-    if not validator.is_type(instance, "string"):
+    if not isinstance(instance, str):  # the draft's "string" type, as is_type tells
         return
     compiled = _compile_pattern(pattern)
     if compiled.search(instance) is None:
@@ -253,11 +255,13 @@ def _compile_pattern(pattern: str) -> re.Pattern[str]:
 def _validator_class() -> type[Validator]:
     from jsonschema import Draft202012Validator, validators
 
-    return validators.extend(
+    # types-jsonschema leaves extend() unannotated; it returns a validator class.
+    extended: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
         Draft202012Validator,
         validators={"pattern": _ecma_pattern},
         type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
     )
+    return extended
 
 
 class Contract:
@@ -300,7 +304,8 @@ class Contract:
 
     def validate(self, schema_id: str, doc: object) -> None:
         """Raise `ContractError(reason="schema_invalid")` for the most relevant error."""
-        error = _select(self.validator(schema_id).iter_errors(doc))
+        # Any parsed document: the schema, not the type, decides what it may hold.
+        error = _select(self.validator(schema_id).iter_errors(cast(Any, doc)))
         if error is not None:
             raise ContractError("schema_invalid", _describe(error), str(error.validator))
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
 from qinglong import schemas
@@ -228,7 +228,7 @@ def _size(arg: Any) -> int:
     return int(arg)
 
 
-def _length_bound(kind: type, most: bool) -> Callable[[Any, str, Mapping[str, Any]], Check]:
+def _length_bound(kind: type[Sized], most: bool) -> Callable[[Any, str, Mapping[str, Any]], Check]:
     """minLength/maxLength, minItems/maxItems, minProperties/maxProperties: a
     bound on `len` of values of `kind`; other values pass."""
 
