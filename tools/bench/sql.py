@@ -339,4 +339,4 @@ def run(ctx: BenchContext) -> list[Table]:
     workers.data = {"levels": cycles, "target": TARGET, "targetOne": TARGET_ONE,
                     "workerSlots": WORKER_SLOTS}
     batches = sql_batch.table(ctx, sizes["levels"], sizes["runs"])
-    return [table, workers, batches]
+    return [table, workers, *batches]
