@@ -1,6 +1,7 @@
 -- ql_private.bound_value(bounds jsonb, key text, default integer, cap integer) -> integer
 --
--- Purpose: read one integer bound; absent -> default. Caller: ql_private.pull_bounds.
+-- Purpose: read one integer bound; absent -> default.
+-- Caller: ql_private.pull_bounds.
 -- SQLSTATEs: QL001 not an integer or < 1; QL002 above the cap (named in the message).
 CREATE OR REPLACE FUNCTION ql_private.bound_value(
     p_bounds jsonb, p_key text, p_default integer, p_cap integer

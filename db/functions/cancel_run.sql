@@ -26,7 +26,7 @@
 --   run).
 -- Idempotency: yes (see terminal case); a second call never adds an event.
 -- Errors: QL001 malformed run id; QL004 unknown run.
--- Caller: ql_runtime (control plane).
+-- Caller: ql_runtime (control plane), ql.producer_cancel_run.
 CREATE OR REPLACE FUNCTION ql.cancel_run(p_run_id text)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE

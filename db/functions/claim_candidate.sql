@@ -43,7 +43,8 @@
 --   bitmaps the OR has no index path, so the probes are the plan. (Set here,
 --   not on ql.pull_offer: the due-run source of candidate_page needs no such
 --   help and measured worse with it.)
--- Caller: ql_private.scan_and_claim. SQLSTATEs: none raised.
+-- Caller: ql_private.claim_page.
+-- SQLSTATEs: none raised.
 CREATE OR REPLACE FUNCTION ql_private.claim_candidate(
     s ql_private.worker_sessions,
     p_run_ids uuid[],

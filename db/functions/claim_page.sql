@@ -35,7 +35,7 @@
 --   p_session_locked is false); each try's run + attempt FOR NO KEY UPDATE SKIP
 --   LOCKED.
 -- Errors: QL010–QL014 from the session re-check.
--- Caller: ql_private.scan_and_claim, once per page that has passing candidates.
+-- Caller: ql_private.scan_and_claim (once per page that has passing candidates).
 CREATE OR REPLACE FUNCTION ql_private.claim_page(
     p_session ql_private.worker_sessions,
     p_run_ids uuid[],

@@ -25,7 +25,7 @@
 -- Writes: at most the session row and one event.
 -- Idempotency: a session already closed (or not draining) is left alone.
 -- Errors: none of its own.
--- Caller: trigger run_leases_close_drained only.
+-- Caller: trigger on ql_private.run_leases (run_leases_close_drained only).
 CREATE OR REPLACE FUNCTION ql_private.close_drained_session()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE

@@ -15,7 +15,9 @@
 --   on every worker call); the earlier 32-step plpgsql loop cost ~8x as much.
 -- NULL or different lengths compare unequal (the CASE keeps the XOR, which
 --   needs equal lengths, from running then). No SQLSTATEs.
--- Caller: authentication and offer recovery. Locks: none. Pure.
+-- Caller: ql.confirm_credentials, ql_private.authenticate, ql_private.lease_verdict,
+--   ql_private.producer_token.
+-- Locks: none. Pure.
 CREATE OR REPLACE FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE

@@ -7,7 +7,10 @@
 --   LATERAL subquery the planner keeps as a per-row index probe.
 -- Why no `SET search_path`: a SET clause prevents inlining; all references are
 --   schema-qualified and it is not SECURITY DEFINER.
--- Caller: ql_private.candidate_page. Locks: none. Read-only. SQLSTATEs: none.
+-- Caller: ql_private.candidate_page, ql_private.class_candidate_page,
+--   ql_private.pool_candidate_page, ql_private.pool_class_candidate_page,
+--   ql_private.pool_ready_candidate_page, ql_private.ready_candidate_page.
+-- Locks: none. Read-only. SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestamptz)
 RETURNS SETOF integer
 LANGUAGE sql STABLE

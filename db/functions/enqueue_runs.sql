@@ -50,7 +50,7 @@
 --   task disabled or without a current revision (taskId); QL002 count > 10000
 --   (count); QL006 delay or not-before out of bounds (delayMs, notBeforeMs);
 --   QL004 unknown task (taskId).
--- Caller: ql_runtime (control plane).
+-- Caller: ql_runtime (control plane), ql.producer_enqueue.
 CREATE OR REPLACE FUNCTION ql.enqueue_runs(
     p_task_id text,
     p_priority integer,

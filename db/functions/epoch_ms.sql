@@ -10,7 +10,8 @@
 --   function, and this runs several times per projection; inlined it is a plain
 --   expression. It is not SECURITY DEFINER and only uses pg_catalog functions,
 --   resolved under the pinned search_path of its (definer) callers.
--- Caller: projections. Locks: none. Pure. NULL in, NULL out.
+-- Caller: any function (projections and answers).
+-- Locks: none. Pure. NULL in, NULL out.
 CREATE OR REPLACE FUNCTION ql_private.epoch_ms(p_t timestamptz)
 RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE

@@ -20,7 +20,7 @@
 --   certificatesTotal (each counted up to 10000), truncated}. Never a digest.
 -- Writes: nothing. Locks: none.
 -- Errors: QL006 (COLUMN withinS / limit) out of bounds.
--- Caller: ql_readonly, ql_runtime.
+-- Caller: ql_readonly, ql_runtime, ql.expiring_counts, ql.status_snapshot.
 CREATE OR REPLACE FUNCTION ql.expiring_identities(
     p_within_s bigint DEFAULT 1209600,
     p_limit integer DEFAULT 100

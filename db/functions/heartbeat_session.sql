@@ -31,7 +31,7 @@
 --   for this worker; QL011 generation differs or session replaced; QL013
 --   closed; QL012 expired, active or draining (an expired session is not
 --   revived: re-open).
--- Caller: ql_worker_ingress; ql.heartbeat_sessions (one call per batch item).
+-- Caller: ql_worker_ingress, ql.heartbeat_sessions (one call per batch item).
 CREATE OR REPLACE FUNCTION ql.heartbeat_session(
     p_credential_id text,
     p_secret_digest bytea,

@@ -2,7 +2,9 @@
 --
 -- Purpose: the `idle` envelope of a pull (SPEC §4.2) in one place, so every idle
 --   path reports the same stats shape. reason ∈ no_candidates | placement_mismatch
---   | capacity_full | contention. Caller: pull functions. Pure.
+--   | capacity_full | contention.
+-- Caller: ql.pull_offer, ql.pull_offers, ql_private.scan_and_claim.
+-- Pure.
 -- plpgsql rather than SQL: a SQL function with a SET clause is re-planned on every
 -- call, a plpgsql one keeps its plan for the session (this is on the pull hot path).
 CREATE OR REPLACE FUNCTION ql_private.idle_result(

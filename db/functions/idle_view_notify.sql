@@ -7,9 +7,10 @@
 --     TG_ARGV[0] = 'credential' -> 'c:<credential_id>' (old and new row)
 --     TG_ARGV[0] = 'session'    -> 's:<worker_id>'     (old and new row)
 --   Payloads are ids only: never a secret, a digest or a token.
--- Caller: the triggers of migration 0005 (runs, attempts, worker_credentials,
---   worker_sessions); their WHEN clauses keep the claim path and session
---   heartbeats from ever calling it.
+-- Caller: trigger on ql_private.runs, trigger on ql_private.attempts, trigger on
+--   ql_private.worker_credentials, trigger on ql_private.worker_sessions (the triggers
+--   of migration 0005; their WHEN clauses keep the claim path and session heartbeats
+--   from ever calling it).
 -- Locks: none here; the notification queue lock is taken at COMMIT of the
 --   calling transaction (which is why the claim path must never notify).
 -- Idempotency: notifications are hints; receiving one twice only invalidates a

@@ -6,7 +6,8 @@
 --   UTF-8, one JSON object, and no duplicate object key at any depth (SPEC §4:
 --   duplicates are refused; jsonb alone would silently keep the last one, so the
 --   check walks the order- and duplicate-preserving json form).
--- Caller: ql.open_session, ql.publish_revision. Locks: none. Pure.
+-- Caller: ql.open_session, ql.publish_revision, ql_private.signature_kid.
+-- Locks: none. Pure.
 -- SQLSTATEs: QL001 NULL, invalid UTF-8, not JSON, not an object, duplicate key,
 --   or a \u0000 escape (not representable in jsonb); QL002 over max_bytes or
 --   nested too deeply for the parser. The message names the field, never content.

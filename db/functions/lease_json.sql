@@ -6,8 +6,9 @@
 --   definition behind offer@v1 `lease` (ql_private.offer_json) and lease@v1
 --   (ql_private.lease_projection, which adds state/startedAtMs/cancelRequested).
 -- Never contains the lease token or its digest (R-LEASE-2).
--- Pure SQL expression, inlined by the planner. Caller: offer_json,
---   lease_projection. SQLSTATEs: none.
+-- Pure SQL expression, inlined by the planner.
+-- Caller: ql_private.offer_json, ql_private.lease_answer.
+-- SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.lease_json(l ql_private.run_leases)
 RETURNS jsonb
 LANGUAGE sql STABLE

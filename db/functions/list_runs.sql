@@ -26,7 +26,7 @@
 -- Errors: QL001 malformed task id (COLUMN taskId), unknown state (COLUMN
 --   state), malformed cursor (COLUMN after); QL006 limit out of 1..1000 (COLUMN
 --   limit).
--- Caller: ql_readonly, ql_runtime.
+-- Caller: ql_readonly, ql_runtime, ql.producer_list_runs.
 CREATE OR REPLACE FUNCTION ql.list_runs(
     p_task_id text DEFAULT NULL,
     p_states text[] DEFAULT NULL,

@@ -20,7 +20,8 @@
 --   of classes ever made.
 -- Plan: no SET clause — the caller's settings (ql.pull_offer: sequential scans
 --   off) hold, so the skip scans stay index-driven whatever the statistics.
--- Caller: ql_private.scan_and_claim, ql.waiting_runs (through it). Locks: none.
+-- Caller: ql_private.scan_and_claim.
+-- Locks: none.
 --   Read-only. SQLSTATEs: QL001 from placement_evaluate (capabilities not an
 --   object).
 CREATE OR REPLACE FUNCTION ql_private.matching_classes(p_capabilities jsonb)

@@ -5,7 +5,8 @@
 --   with the field name (never the value) instead of a bare 22P02. The field
 --   (the wire name, e.g. 'runId') is also the error's COLUMN diagnostic, which
 --   callers map to the `field` of their invalid_input answer (SPEC §9).
--- Caller: every ql.* function taking an id. Locks: none. Pure, idempotent.
+-- Caller: any function (every ql.* function taking an id).
+-- Locks: none. Pure, idempotent.
 -- SQLSTATE: QL001 (COLUMN = field) when NULL or not a lowercase canonical UUID.
 CREATE OR REPLACE FUNCTION ql_private.parse_uuid(p_value text, p_field text)
 RETURNS uuid

@@ -12,7 +12,8 @@
 --   0006), and ql.prune_fleet, which deletes classes nothing references, skips
 --   a class locked so (FOR UPDATE SKIP LOCKED) — and a lookup that waited for a
 --   prune finds the class gone and creates it again.
--- Caller: ql.enqueue_runs. SQLSTATEs: QL004 revision not found.
+-- Caller: ql.enqueue_runs, ql.retry_run.
+-- SQLSTATEs: QL004 revision not found.
 CREATE OR REPLACE FUNCTION ql_private.placement_class_of(p_revision_id uuid)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE

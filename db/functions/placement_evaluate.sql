@@ -23,7 +23,8 @@
 --   Measured on PG 15 (2 vCPU, 6,400 calls): NULL placement 3.8 µs, executors only
 --   4.2 µs, + one required label 10 µs, + one runtime with 2 comparators 27 µs,
 --   1 label + 1 runtime required + 2 preferred terms 58 µs per call.
--- Caller: the pull path (candidate evaluation). Locks: none. Pure, IMMUTABLE,
+-- Caller: ql.waiting_runs, ql_private.matching_classes, ql_private.scan_and_claim.
+-- Locks: none. Pure, IMMUTABLE,
 --   PARALLEL SAFE.
 -- SQLSTATEs: QL001 capabilities NULL or not an object; QL003 only if stored data
 --   is invalid SemVer (cannot happen for rows that passed validation).

@@ -7,7 +7,7 @@
 -- Fences: the pool exists.
 -- Writes: none. Locks: none (a plain read; the callers lock what they change).
 -- Errors: QL001 (COLUMN pool) NULL or not P/N; QL004 (COLUMN pool) no such pool.
--- Caller: ql.grant_pool, ql.revoke_pool, ql.publish_revision.
+-- Caller: ql.grant_pool, ql.revoke_pool.
 CREATE OR REPLACE FUNCTION ql_private.pool_of(p_pool text)
 RETURNS ql_private.pools
 LANGUAGE plpgsql STABLE

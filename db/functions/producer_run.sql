@@ -9,7 +9,8 @@
 -- Writes: none. Locks: none (the action the caller runs next locks the run).
 -- Errors: QL001 malformed run id (COLUMN runId); QL004 unknown or foreign run
 --   (COLUMN runId).
--- Caller: the ql.producer_* functions.
+-- Caller: ql.producer_cancel_run, ql.producer_retry_run, ql.producer_run_log,
+--   ql.producer_show_run.
 CREATE OR REPLACE FUNCTION ql_private.producer_run(p_project_id uuid, p_run_id text)
 RETURNS uuid
 LANGUAGE plpgsql STABLE

@@ -19,7 +19,8 @@
 --   digest, revoked, expired: one answer for all, 401); QL031 scope_missing
 --   (a valid token without p_scope, 403). No message ever carries the id or
 --   the digest.
--- Caller: the ql.producer_* functions (SECURITY DEFINER, as ql_owner).
+-- Caller: ql.producer_cancel_run, ql.producer_enqueue, ql.producer_list_runs,
+--   ql.producer_retry_run, ql.producer_run_log, ql.producer_show_run.
 CREATE OR REPLACE FUNCTION ql_private.producer_token(
     p_token_id text, p_token_digest bytea, p_scope text)
 RETURNS uuid

@@ -3,7 +3,8 @@
 -- Purpose: validate the optional per-pull bounds of SPEC §3.1. NULL or a missing
 --   key takes the default (2 pages x 8 candidates, 8 claim attempts). A value
 --   above its hard cap (16 / 64 / 64) is an error, never silently clamped.
--- Caller: ql.pull_offer. Locks: none. Pure.
+-- Caller: ql.pull_offer, ql.pull_offers.
+-- Locks: none. Pure.
 -- SQLSTATEs: QL001 not an object / unknown key / not an integer / below 1;
 --   QL002 above the hard cap.
 CREATE OR REPLACE FUNCTION ql_private.pull_bounds(

@@ -11,7 +11,8 @@
 --   or lease state), then session, lease, attempt and revision fences.
 -- Categories: offer_foreign, token_mismatch, session_replaced, session_draining,
 --   lease_expired, lease_terminal, attempt_changed, revision_drift.
--- Caller: ql.pull_offer. Locks: none. Read-only. SQLSTATEs: none.
+-- Caller: ql.pull_offer, ql.pull_offers.
+-- Locks: none. Read-only. SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.recover_offer(
     p_worker_id uuid,
     p_session_id uuid,

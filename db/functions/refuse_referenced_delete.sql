@@ -24,7 +24,9 @@
 --   row, through the child column's index — run_leases (attempt_id,
 --   lease_generation), events_run, run_leases_session_live_counted for the
 --   session guard's live leases; workers are never deleted).
---   Caller: the triggers of migration 0014 (attempts, worker_sessions, workers, runs).
+-- Caller: trigger on ql_private.attempts, trigger on ql_private.worker_sessions,
+--   trigger on ql_private.workers, trigger on ql_private.runs (the triggers of
+--   migrations 0014 and 0017).
 CREATE OR REPLACE FUNCTION ql_private.refuse_referenced_delete()
 RETURNS trigger
 LANGUAGE plpgsql

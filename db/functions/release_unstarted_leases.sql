@@ -9,7 +9,9 @@
 --   (docs/LIFECYCLE.md "Locks") of every function that waits for these rows
 --   (cancel, retry, ACK, completion, prune); claims and the sweeper never wait
 --   for them — so it can wait on them but never deadlock with them.
--- Caller: ql.open_session, ql.close_session. Returns the number released.
+-- Caller: ql.open_session, ql.close_session, ql.disable_worker, ql.end_session,
+--   ql_private.drain_session.
+-- Returns the number released.
 -- SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text)
 RETURNS integer

@@ -2,7 +2,10 @@
 --
 -- Purpose: refuse a digest argument that is not exactly 32 bytes (SHA-256), so a
 --   truncated or hex-encoded digest can never be stored or compared.
--- Caller: ql.* functions taking secret/token digests. Locks: none. Pure.
+-- Caller: ql.ack_lease, ql.append_log, ql.complete_lease, ql.heartbeat_lease,
+--   ql.issue_credential, ql.lease_secrets, ql.pull_offer, ql.pull_offers,
+--   ql.rotate_credential.
+-- Locks: none. Pure.
 -- SQLSTATE: QL001 when NULL or not 32 bytes.
 CREATE OR REPLACE FUNCTION ql_private.require_digest(p_value bytea, p_field text)
 RETURNS bytea

@@ -30,7 +30,7 @@
 --   runId); QL020 the run is not failed or cancelled (queued, in flight or
 --   succeeded), or still holds a live lease; QL022 task_disabled (COLUMN
 --   taskId) the run's task is disabled. Nothing is written on any error.
--- Caller: ql_runtime.
+-- Caller: ql_runtime, ql.producer_retry_run.
 CREATE OR REPLACE FUNCTION ql.retry_run(p_run_id text)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE

@@ -39,7 +39,7 @@
 --   unknown attempt of a known run (COLUMN attempt); QL006 p_attempt_no < 1
 --   (COLUMN attempt), p_offset outside 0..storedBytes or inside a character
 --   (COLUMN offset), p_max_bytes out of bounds (COLUMN maxBytes).
--- Caller: ql_readonly, ql_runtime; ql.producer_run_log.
+-- Caller: ql_readonly, ql_runtime, ql.producer_run_log.
 CREATE OR REPLACE FUNCTION ql.run_log(
     p_run_id uuid,
     p_attempt_no integer DEFAULT NULL,

@@ -57,8 +57,8 @@
 --   was locked or had been claimed since the scan, or locked but no longer
 --   passing its fences.
 -- Errors: QL010–QL014 from the session re-check.
--- Caller: ql.pull_offer (which pins search_path, a generic plan and no
---   sequential scans for everything below it), in the same call: one round trip.
+-- Caller: ql.pull_offer, ql.pull_offers (which pin search_path, a generic plan and no
+--   sequential scans for everything below it; in the same call: one round trip).
 CREATE OR REPLACE FUNCTION ql_private.scan_and_claim(
     p_session ql_private.worker_sessions,
     p_offer_id uuid,

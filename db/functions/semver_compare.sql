@@ -8,7 +8,7 @@
 -- How: both sides become precedence keys (ql_private.semver_parse), whose byte
 --   order under COLLATE "C" is SemVer precedence, so the database collation can
 --   never change the answer.
--- Caller: tests, control-plane tooling (placement uses semver_satisfies).
+-- Caller: none (tests and tooling; placement uses ql_private.semver_satisfies).
 -- Locks: none. Pure, IMMUTABLE, PARALLEL SAFE.
 -- SQLSTATE: QL003 when either side is NULL or not SemVer 2.0.0 (field `a` / `b`).
 CREATE OR REPLACE FUNCTION ql_private.semver_compare(p_a text, p_b text)

@@ -18,7 +18,8 @@
 --   prefix of a longer one sorts first. num() is self-delimiting, so
 --   `left(key, strpos(key, chr(2)))` is "same MAJOR.MINOR.PATCH, with a prerelease"
 --   (used by semver_satisfies for node-semver's prerelease rule).
--- Caller: semver_compare, semver_satisfies, validate_placement, validate_capabilities.
+-- Caller: ql_private.semver_compare, ql_private.semver_satisfies,
+--   ql_private.validate_placement, ql_private.validate_capabilities.
 -- Locks: none. Pure, IMMUTABLE, PARALLEL SAFE.
 -- SQLSTATE: QL003 when NULL or not SemVer 2.0.0; the message names the field, the
 --   specific defect and at most 64 printable characters of the input (versions are

@@ -12,7 +12,7 @@
 --       node-semver's `*` without includePrerelease.
 --   All comparators are parsed even after one fails, so a malformed comparator
 --   is reported no matter where it sits (errors do not depend on the version).
--- Caller: ql_private.placement_evaluate (hot: up to 64 candidates per pull), tests.
+-- Caller: ql_private.placement_evaluate (hot: up to 64 candidates per pull).
 -- Locks: none. Pure, IMMUTABLE, PARALLEL SAFE.
 -- SQLSTATEs: QL001 comparators not a JSON array / an element not a string;
 --   QL003 version invalid, a comparator without a valid operator, with build

@@ -8,7 +8,8 @@
 --   never be exceeded and a session replaced meanwhile can never gain a lease.
 -- Returns false when no slot is free. Only taken when a claim will be attempted,
 --   so idle pulls take no row lock (a row lock writes WAL).
--- Caller: ql_private.scan_and_claim. Locks: the worker_sessions row.
+-- Caller: ql_private.claim_page.
+-- Locks: the worker_sessions row.
 -- SQLSTATEs: QL010–QL013, QL015 (session fences), QL014 (capabilities digest drift).
 CREATE OR REPLACE FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions)
 RETURNS boolean

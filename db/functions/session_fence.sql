@@ -32,8 +32,9 @@
 --   * it also conflicts with a heartbeat's UPDATE of the row: that wait is one
 --     short transaction long and happens only on the claim path, never on an
 --     idle pull (plain KEY SHARE would not serialize the slot check).
--- Caller: ql.heartbeat_session, ql.close_session, ql.pull_offer and the lease
---   lifecycle functions. Idempotency: read-only (a row lock at most).
+-- Caller: ql.heartbeat_session, ql.pull_offer, ql.pull_offers,
+--   ql_private.session_claim_lock.
+-- Idempotency: read-only (a row lock at most).
 -- SQLSTATEs: QL001 NULL worker/session id or generation NULL or < 1;
 --   QL010/QL011/QL012/QL013/QL015 as above.
 CREATE OR REPLACE FUNCTION ql_private.session_fence(

@@ -2,7 +2,9 @@
 --
 -- Purpose: slot accounting (SPEC §3.3 step 2): the session's live leases, started
 --   or not; an unstarted lease stops counting once it expired (its run is a
---   candidate again). Caller: pull functions. Locks: none. Read-only.
+--   candidate again).
+-- Caller: ql.pull_offer, ql.pull_offers, ql_private.session_claim_lock.
+-- Locks: none. Read-only.
 -- plpgsql rather than SQL: a SQL function with a SET clause is re-planned on every
 -- call, a plpgsql one keeps its plan for the session (this is on the pull hot path).
 CREATE OR REPLACE FUNCTION ql_private.session_live_leases(p_session_id uuid)

@@ -2,7 +2,9 @@
 --
 -- Purpose: one place for the protocol's timing constants and scan bounds
 --   (SPEC §3.1, §5), so functions and tests read the same numbers.
--- Caller: session, pull and lease functions. Locks: none. Pure.
+-- Caller: ql.heartbeat_session, ql.open_session, ql_private.pull_bounds,
+--   ql_private.session_projection.
+-- Locks: none. Pure.
 CREATE OR REPLACE FUNCTION ql_private.settings(
     OUT session_ttl interval,
     OUT heartbeat_interval_ms integer,

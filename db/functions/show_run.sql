@@ -23,7 +23,8 @@
 -- Fences: none (an operator's read).
 -- Writes: none (STABLE). Locks: none. Idempotency: read-only.
 -- Errors: QL001 malformed run id (COLUMN runId); QL004 unknown run (COLUMN runId).
--- Caller: ql_readonly, ql_runtime.
+-- Caller: ql_readonly, ql_runtime, ql.producer_cancel_run, ql.producer_retry_run,
+--   ql.producer_show_run.
 CREATE OR REPLACE FUNCTION ql.show_run(p_run_id text)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE

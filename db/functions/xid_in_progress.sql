@@ -17,7 +17,10 @@
 --   wrote are never "held by someone else".
 -- It is a hint, never a fence: the claim re-checks every row under FOR NO KEY
 --   UPDATE SKIP LOCKED.
--- Pure SQL expression, inlined by the planner. Caller: candidate_page.
+-- Pure SQL expression, inlined by the planner.
+-- Caller: ql_private.candidate_page, ql_private.class_candidate_page,
+--   ql_private.pool_candidate_page, ql_private.pool_class_candidate_page,
+--   ql_private.pool_ready_candidate_page, ql_private.ready_candidate_page.
 --   SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.xid_in_progress(
     p_xid xid,
