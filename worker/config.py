@@ -335,9 +335,11 @@ def parse_trust(base: str, doc: object) -> TrustSettings:
 
 def trust_policy(value: object, name: str) -> TrustPolicy:
     try:
-        return TrustPolicy(value)
+        if isinstance(value, str):
+            return TrustPolicy(value)
     except ValueError:
-        raise ConfigError("invalid_value", f"{name} must be enforce, warn or off") from None
+        pass
+    raise ConfigError("invalid_value", f"{name} must be enforce, warn or off")
 
 
 def load_config_file(

@@ -127,7 +127,7 @@ class FaultPlan:
         point: str,
         *,
         announce: Callable[[str, str], None],
-        pause: Callable[[float], None],
+        pause: Callable[[float], object],
     ) -> None:
         """Apply the plan at ``point``; ``announce(action, point)`` runs first."""
         if not self.active:
@@ -143,7 +143,7 @@ class FaultPlan:
         self,
         *,
         announce: Callable[[str, str], None],
-        pause: Callable[[float], None],
+        pause: Callable[[float], object],
     ) -> FileSystem | None:
         """A file system that applies the plan at the journal points; None if none asked."""
         if not (self.crash_at | self.pause_at) & JOURNAL_POINTS:

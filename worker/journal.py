@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeGuard
 
 from qinglong.worker import fsio
 from qinglong.worker.fsio import REAL_FS, FileSystem, UnsafePermissions
@@ -137,7 +137,7 @@ def _require(cond: bool, what: str) -> None:
         raise JournalCorrupt(what)
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -157,7 +157,8 @@ class Completion:
     result: dict[str, Any] | None = None  # SPEC §9.3, None when there is none
 
     def to_doc(self) -> dict[str, Any]:
-        doc = {"outcome": self.outcome.value, "exitCode": self.exit_code, "reason": self.reason}
+        doc: dict[str, Any] = {"outcome": self.outcome.value, "exitCode": self.exit_code,
+                               "reason": self.reason}
         if self.result is not None:
             doc["result"] = self.result
         return doc

@@ -43,6 +43,7 @@ import os
 import random
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeGuard
 
 from qinglong.worker.backoff import DEFAULT_POLICY, BackoffPolicy
 from qinglong.worker.errors import (
@@ -163,7 +164,7 @@ def _conflict_offset(body: bytes) -> int:
     return offset
 
 
-def _is_count(value: object) -> bool:
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -153,7 +153,7 @@ class _Prctl:
         self._call = ctypes.CDLL(None, use_errno=True).prctl
 
     def __call__(self, option: int, arg: int | bytes = 0) -> bool:
-        return self._call(option, arg, 0, 0, 0) == 0
+        return int(self._call(option, arg, 0, 0, 0)) == 0
 
 
 @dataclass
@@ -712,7 +712,7 @@ def _clear_capabilities() -> bool:
 
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable}: all zero
-    return ctypes.CDLL(None, use_errno=True).capset(header, data) == 0
+    return int(ctypes.CDLL(None, use_errno=True).capset(header, data)) == 0
 
 
 CLONE_NEWNS = 0x00020000
