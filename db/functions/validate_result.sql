@@ -12,7 +12,8 @@
 --                 the byte length of the command's whole log (SPEC §15.2;
 --                 ql.run_log compares the stored log with it)
 --     limits      optional (absent or null), what the per-run isolation
---                 enforced (SPEC §11): an object with exactly
+--                 enforced (SPEC §11; checked by
+--                 ql_private.validate_result_limits): an object with exactly
 --                   mechanism      "cgroup" | "rlimit"
 --                   uid            null | integer 0..4294967295
 --                   maxProcesses, maxOpenFiles, maxMemoryBytes
