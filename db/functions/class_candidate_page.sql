@@ -21,8 +21,9 @@
 --   sweeper re-queues it within seconds and it is then a ready run.
 -- Rows a concurrent claim holds are passed over without a lock
 --   (ql_private.xid_in_progress), as in candidate_page.
--- Inlinable SQL (no SET clause, nothing volatile in the body). Caller:
---   ql_private.scan_and_claim. Locks: none. Read-only. SQLSTATEs: none.
+-- Inlinable SQL (no SET clause, nothing volatile in the body).
+-- Caller: ql_private.scan_and_claim.
+-- Locks: none. Read-only. SQLSTATEs: none.
 CREATE OR REPLACE FUNCTION ql_private.class_candidate_page(
     p_classes integer[],
     p_after_priority smallint,

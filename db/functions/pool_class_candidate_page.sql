@@ -30,8 +30,9 @@
 -- Rows a concurrent claim holds are passed over without a lock
 --   (ql_private.xid_in_progress), as in candidate_page. The claim re-checks
 --   every fence, the pool grant included, on the locked rows.
--- Inlinable SQL (no SET clause, nothing volatile in the body). Caller:
---   ql_private.scan_and_claim. Writes: none. Locks: none. Errors: none.
+-- Inlinable SQL (no SET clause, nothing volatile in the body).
+-- Caller: ql_private.scan_and_claim.
+-- Writes: none. Locks: none. Errors: none.
 CREATE OR REPLACE FUNCTION ql_private.pool_class_candidate_page(
     p_pools uuid[],
     p_classes integer[],

@@ -21,7 +21,8 @@
 --   passed over without a lock (ql_private.xid_in_progress). The claim re-checks
 --   every fence, the pool grant included, on the locked rows.
 -- Inlinable SQL (no SET clause, nothing volatile in the body).
--- Writes: none. Locks: none. Errors: none. Caller: ql_private.scan_and_claim.
+-- Writes: none. Locks: none. Errors: none.
+-- Caller: ql_private.scan_and_claim.
 CREATE OR REPLACE FUNCTION ql_private.pool_ready_candidate_page(
     p_pools uuid[],
     p_after_priority smallint,

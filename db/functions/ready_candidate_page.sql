@@ -21,7 +21,8 @@
 -- Inlinable SQL (no SET clause, nothing volatile in the body); the caller pins
 --   a generic plan without sequential scans. Unordered output is not allowed to
 --   matter: the caller orders by the key.
--- Writes: none. Locks: none. Errors: none. Caller: ql_private.scan_and_claim.
+-- Writes: none. Locks: none. Errors: none.
+-- Caller: ql_private.scan_and_claim.
 CREATE OR REPLACE FUNCTION ql_private.ready_candidate_page(
     p_after_priority smallint,
     p_after_seq bigint,
