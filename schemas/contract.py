@@ -149,7 +149,7 @@ def _check_strings(doc: object) -> None:
             stack.extend(item)
 
 
-def parse_json_strict(data: bytes) -> object:
+def parse_json_strict(data: bytes | bytearray | memoryview) -> object:
     """Parse UTF-8 JSON bytes, refusing duplicate keys, NaN/Infinity, a BOM,
     invalid UTF-8 and lone surrogates. Raises `ContractError`."""
     if not isinstance(data, bytes | bytearray | memoryview):

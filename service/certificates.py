@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -46,12 +47,12 @@ class RenewedCertificate:
 
 
 def record_certificate(conn: psycopg.Connection, worker_id: str,
-                       facts: pki.CertificateFacts) -> dict:
+                       facts: pki.CertificateFacts) -> dict[str, Any]:
     return _call(conn, api.record_certificate(worker_id=worker_id, serial=facts.serial,
                                               not_after_ms=facts.not_after_ms))
 
 
-def revoke_certificate(conn: psycopg.Connection, serial: str) -> dict:
+def revoke_certificate(conn: psycopg.Connection, serial: str) -> dict[str, Any]:
     return _call(conn, api.revoke_certificate(serial=serial))
 
 

@@ -64,7 +64,12 @@ def bytes_needed(head: bytes) -> int | None:
 async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
     ready: asyncio.Future[None] = loop.create_future()
     fd = sock.fileno()
-    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
     try:
         await ready
     finally:

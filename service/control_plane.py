@@ -87,7 +87,7 @@ def connect(dsn: str) -> Iterator[psycopg.Connection]:
         conn.close()
 
 
-def _call(conn: psycopg.Connection, call: Call[Any]) -> dict:
+def _call(conn: psycopg.Connection, call: Call[Any]) -> dict[str, Any]:
     """One `qinglong.db.api` call in a transaction; returns its jsonb object."""
     try:
         with conn.transaction():
@@ -99,44 +99,44 @@ def _call(conn: psycopg.Connection, call: Call[Any]) -> dict:
     return result
 
 
-def register_worker(conn: psycopg.Connection, name: str) -> dict:
+def register_worker(conn: psycopg.Connection, name: str) -> dict[str, Any]:
     return _call(conn, api.register_worker(name=name))
 
 
 def issue_credential(
     conn: psycopg.Connection, worker_id: str, credential_id: str, secret_digest: bytes,
     ttl_s: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     return _call(conn, api.issue_credential(worker_id=worker_id, credential_id=credential_id,
                                             secret_digest=secret_digest, ttl_s=ttl_s))
 
 
-def revoke_credential(conn: psycopg.Connection, credential_id: str) -> dict:
+def revoke_credential(conn: psycopg.Connection, credential_id: str) -> dict[str, Any]:
     return _call(conn, api.revoke_credential(credential_id=credential_id))
 
 
 def publish_revision(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
-                     pool: str | None = None, signature: str | None = None) -> dict:
+                     pool: str | None = None, signature: str | None = None) -> dict[str, Any]:
     return _call(conn, api.publish_revision(project=project, task=task, canonical=canonical,
                                             pool=pool, signature=signature))
 
 
-def prepare_task(conn: psycopg.Connection, project: str, task: str) -> dict:
+def prepare_task(conn: psycopg.Connection, project: str, task: str) -> dict[str, Any]:
     """The task's id (created without a revision when missing) for a signed publish."""
     return _call(conn, api.prepare_task(project=project, task=task))
 
 
-def create_pool(conn: psycopg.Connection, project: str, name: str) -> dict:
+def create_pool(conn: psycopg.Connection, project: str, name: str) -> dict[str, Any]:
     """Pool P/N (SPEC §13.1); the project is created when needed."""
     return _call(conn, api.create_pool(project=project, name=name))
 
 
-def grant_pool(conn: psycopg.Connection, worker_id: str, pool: str) -> dict:
+def grant_pool(conn: psycopg.Connection, worker_id: str, pool: str) -> dict[str, Any]:
     """Let the worker take pool P/N's runs ('*': every pool, present and future)."""
     return _call(conn, api.grant_pool(worker_id=worker_id, pool=pool))
 
 
-def revoke_pool(conn: psycopg.Connection, worker_id: str, pool: str) -> dict:
+def revoke_pool(conn: psycopg.Connection, worker_id: str, pool: str) -> dict[str, Any]:
     """No new offer of the pool; its unstarted leases released at once."""
     return _call(conn, api.revoke_pool(worker_id=worker_id, pool=pool))
 
@@ -151,7 +151,7 @@ class Schedule:
 
 
 def enqueue_runs(conn: psycopg.Connection, task_id: str, priority: int, count: int,
-                 schedule: Schedule | None = None) -> dict:
+                 schedule: Schedule | None = None) -> dict[str, Any]:
     """-> `{runIds, existing}`."""
     # Checked here too so an out-of-range priority is invalid_input, not an
     # integer-overflow error from the cast.
@@ -162,16 +162,16 @@ def enqueue_runs(conn: psycopg.Connection, task_id: str, priority: int, count: i
                                         **asdict(schedule or Schedule())))
 
 
-def cancel_run(conn: psycopg.Connection, run_id: str) -> dict:
+def cancel_run(conn: psycopg.Connection, run_id: str) -> dict[str, Any]:
     return _call(conn, api.cancel_run(run_id=run_id))
 
 
 def cancel_runs(conn: psycopg.Connection, task_id: str, state: str,
-                wait_ms: int = 5000) -> dict:
+                wait_ms: int = 5000) -> dict[str, Any]:
     return _call(conn, api.cancel_runs(task_id=task_id, state=state, wait_ms=wait_ms))
 
 
-def retry_run(conn: psycopg.Connection, run_id: str) -> dict:
+def retry_run(conn: psycopg.Connection, run_id: str) -> dict[str, Any]:
     return _call(conn, api.retry_run(run_id=run_id))
 
 
@@ -193,18 +193,19 @@ class TaskSettings:
         return all(value is None for value in asdict(self).values())
 
 
-def configure_task(conn: psycopg.Connection, task_id: str, settings: TaskSettings) -> dict:
+def configure_task(conn: psycopg.Connection, task_id: str,
+                   settings: TaskSettings) -> dict[str, Any]:
     """Apply `settings` (the database checks the bounds) -> the task's settings."""
     return _call(conn, api.configure_task(task_id=task_id, **asdict(settings)))
 
 
-def task_settings(conn: psycopg.Connection, task_id: str) -> dict:
+def task_settings(conn: psycopg.Connection, task_id: str) -> dict[str, Any]:
     return _call(conn, api.task_settings(task_id=task_id))
 
 
 def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
                  settings: TaskSettings | None = None, pool: str | None = None,
-                 sign: Callable[[str], str] | None = None) -> dict:
+                 sign: Callable[[str], str] | None = None) -> dict[str, Any]:
     """Publish (into `pool` 'P/N' when given), then apply `settings`, in one
     transaction: a refused setting leaves no new revision behind. `sign` (SPEC
     §16.1) maps the task id to the revision's signature: the task is prepared
@@ -232,44 +233,44 @@ def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: b
 
 
 def list_runs(conn: psycopg.Connection, task_id: str | None, states: Sequence[str] | None,
-              limit: int, after: str | None) -> dict:
+              limit: int, after: str | None) -> dict[str, Any]:
     return _call(conn, api.list_runs(task_id=task_id, states=states, limit=limit, after=after))
 
 
-def show_run(conn: psycopg.Connection, run_id: str) -> dict:
+def show_run(conn: psycopg.Connection, run_id: str) -> dict[str, Any]:
     return _call(conn, api.show_run(run_id=run_id))
 
 
 def run_log(conn: psycopg.Connection, run_id: str, attempt_no: int | None,
-            offset: int) -> dict:
+            offset: int) -> dict[str, Any]:
     """One page of an attempt's stored log (ql.run_log, SPEC §15.3)."""
     return _call(conn, api.run_log(run_id=run_id, attempt_no=attempt_no, offset=offset))
 
 
-def list_workers(conn: psycopg.Connection, limit: int, after: str | None) -> dict:
+def list_workers(conn: psycopg.Connection, limit: int, after: str | None) -> dict[str, Any]:
     return _call(conn, api.list_workers(limit=limit, after=after))
 
 
 # ------------------------------------------------------------ workers and sessions
 
 
-def disable_worker(conn: psycopg.Connection, worker_id: str, drain: bool = False) -> dict:
+def disable_worker(conn: psycopg.Connection, worker_id: str, drain: bool = False) -> dict[str, Any]:
     return _call(conn, api.disable_worker(worker_id=worker_id, drain=drain))
 
 
-def enable_worker(conn: psycopg.Connection, worker_id: str) -> dict:
+def enable_worker(conn: psycopg.Connection, worker_id: str) -> dict[str, Any]:
     return _call(conn, api.enable_worker(worker_id=worker_id))
 
 
 def label_worker(conn: psycopg.Connection, worker_id: str,
                  labels: Mapping[str, str] | None = None, remove: Sequence[str] = (),
-                 self_labels: bool | None = None) -> dict:
+                 self_labels: bool | None = None) -> dict[str, Any]:
     """Grant / take away the labels an operator vouches for (SPEC §13.2)."""
     return _call(conn, api.label_worker(worker_id=worker_id, labels=labels, remove=remove,
                                         self_labels=self_labels))
 
 
-def end_session(conn: psycopg.Connection, session_id: str, drain: bool = False) -> dict:
+def end_session(conn: psycopg.Connection, session_id: str, drain: bool = False) -> dict[str, Any]:
     return _call(conn, api.end_session(session_id=session_id, drain=drain))
 
 
@@ -302,22 +303,22 @@ class PruneTotals:
     calls: int = 0
     more: bool = False  # stopped at max_calls with work left (next pass continues)
 
-    def add_runs(self, doc: dict) -> bool:
+    def add_runs(self, doc: dict[str, Any]) -> bool:
         for key in RUN_COUNTS:
             setattr(self, key, getattr(self, key) + int(doc.get(key, 0)))
         return self._counted(doc)
 
-    def add_audit(self, doc: dict) -> bool:
+    def add_audit(self, doc: dict[str, Any]) -> bool:
         self.security_audit += int(doc.get("securityAudit", 0))
         return self._counted(doc)
 
-    def add_fleet(self, doc: dict) -> bool:
+    def add_fleet(self, doc: dict[str, Any]) -> bool:
         self.sessions += int(doc.get("sessions", 0))
         self.placement_classes += int(doc.get("placementClasses", 0))
         self.fleet_events += int(doc.get("fleetEvents", 0))
         return self._counted(doc)
 
-    def _counted(self, doc: dict) -> bool:
+    def _counted(self, doc: dict[str, Any]) -> bool:
         self.calls += 1
         return bool(doc.get("more"))
 
@@ -351,14 +352,14 @@ def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None 
     same rows. `max_calls` bounds each loop (the rest is left for the next pass).
     `clock` and `sleep` are injectable so a test can see the pacing."""
     totals = PruneTotals(dry_run=retention.dry_run)
-    args = {"batch": retention.batch, "dry_run": retention.dry_run}
     for make, add, retain_s in ((api.prune_runs, totals.add_runs, retention.runs_s),
                                 (api.prune_audit, totals.add_audit, retention.audit_s),
                                 (api.prune_fleet, totals.add_fleet, retention.runs_s)):
         calls = 0
         while True:
             started = clock()
-            more = add(_call(conn, make(retain_s=retain_s, **args)))
+            more = add(_call(conn, make(retain_s=retain_s, batch=retention.batch,
+                                        dry_run=retention.dry_run)))
             calls += 1
             if not more or retention.dry_run:
                 break
@@ -369,11 +370,11 @@ def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None 
     return totals
 
 
-def sweep_leases(conn: psycopg.Connection, batch: int) -> dict:
+def sweep_leases(conn: psycopg.Connection, batch: int) -> dict[str, Any]:
     return _call(conn, api.sweep_leases(batch=batch))
 
 
-def status_snapshot(conn: psycopg.Connection) -> dict:
+def status_snapshot(conn: psycopg.Connection) -> dict[str, Any]:
     return _call(conn, api.status_snapshot())
 
 
@@ -470,7 +471,7 @@ def provision_worker(
     )
 
 
-def _required(result: dict, key: str, function: str) -> str:
+def _required(result: dict[str, Any], key: str, function: str) -> str:
     value = result.get(key)
     if not isinstance(value, str) or not value:
         raise ControlPlaneError("database_error", f"ql.{function} result has no {key}")
@@ -520,15 +521,15 @@ __all__ = [
 
 def create_project_token(conn: psycopg.Connection, project: str, token_id: str,
                          token_digest: bytes, scopes: Sequence[str],
-                         expires_in_s: int | None) -> dict:
+                         expires_in_s: int | None) -> dict[str, Any]:
     return _call(conn, api.create_project_token(project=project, token_id=token_id,
                                                 token_digest=token_digest, scopes=scopes,
                                                 expires_in_s=expires_in_s))
 
 
-def revoke_project_token(conn: psycopg.Connection, token_id: str) -> dict:
+def revoke_project_token(conn: psycopg.Connection, token_id: str) -> dict[str, Any]:
     return _call(conn, api.revoke_project_token(token_id=token_id))
 
 
-def list_project_tokens(conn: psycopg.Connection, project: str | None) -> dict:
+def list_project_tokens(conn: psycopg.Connection, project: str | None) -> dict[str, Any]:
     return _call(conn, api.list_project_tokens(project=project))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TypedDict
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -49,7 +50,19 @@ def envelope_handler_factory(server: web.Server) -> Callable[[], asyncio.Protoco
     return factory
 
 
-def runner_kwargs(header_timeout_s: float, shutdown_timeout_s: float) -> dict[str, object]:
+class RunnerSettings(TypedDict):
+    """The AppRunner/RequestHandler keyword arguments `runner_kwargs` sets."""
+
+    access_log: None
+    keepalive_timeout: float
+    shutdown_timeout: float
+    max_line_size: int
+    max_field_size: int
+    max_headers: int
+    lingering_time: float
+
+
+def runner_kwargs(header_timeout_s: float, shutdown_timeout_s: float) -> RunnerSettings:
     """AppRunner/RequestHandler settings: the keep-alive timer also starts when a
     connection opens, so it is the deadline for a complete request head."""
     return {

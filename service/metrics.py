@@ -200,14 +200,16 @@ class IngressMetrics:
 
     def render(self) -> str:
         lines: list[str] = []
-        for metric in (self.requests, self.request_seconds, self.auth_decisions, self.pulls,
-                       self.lease_transitions,
-                       self.db_calls, self.db_errors, self.rate_limited,
-                       self.invalid_projections, self.connections_refused, self.tls_handshakes,
-                       self.idle_view_pulls, self.idle_view_barriers, self.idle_view_probes,
-                       self.idle_view_notifications, self.idle_view_overflows,
-                       self.idle_view_listener,
-                       self.heartbeat_batches, self.heartbeat_batch_items,
-                       self.connections_shed, self.tls_reloads, *self.gauges):
+        metrics: list[Counter | Histogram | Gauge] = [
+            self.requests, self.request_seconds, self.auth_decisions, self.pulls,
+            self.lease_transitions,
+            self.db_calls, self.db_errors, self.rate_limited,
+            self.invalid_projections, self.connections_refused, self.tls_handshakes,
+            self.idle_view_pulls, self.idle_view_barriers, self.idle_view_probes,
+            self.idle_view_notifications, self.idle_view_overflows,
+            self.idle_view_listener,
+            self.heartbeat_batches, self.heartbeat_batch_items,
+            self.connections_shed, self.tls_reloads, *self.gauges]
+        for metric in metrics:
             lines.extend(metric.render())
         return "\n".join(lines) + "\n"

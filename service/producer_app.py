@@ -109,7 +109,7 @@ def _url_host(host: str) -> str:
 
 def _port(site: web.TCPSite) -> int:
     server = site._server  # aiohttp keeps the asyncio server here
-    assert server is not None and server.sockets
+    assert isinstance(server, asyncio.Server) and server.sockets
     return int(server.sockets[0].getsockname()[1])
 
 

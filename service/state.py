@@ -47,6 +47,5 @@ class IngressState:
 
 
 STATE: web.AppKey[IngressState] = web.AppKey("qinglong_ingress_state", IngressState)
-PROJECTION_HOOK: web.AppKey[ProjectionHook] = web.AppKey(
-    "qinglong_projection_hook", ProjectionHook
-)
+# A Callable is no class: the subscripted key carries the type (aiohttp's way for these).
+PROJECTION_HOOK = web.AppKey[ProjectionHook]("qinglong_projection_hook")

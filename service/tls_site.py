@@ -109,14 +109,16 @@ class _LeanTlsProtocol(sslproto.SSLProtocol):
     # they change.
     on_server_flight: Callable[[], None] | None = None
 
+    # typeshed leaves these SSLProtocol internals out: hence the attr-defined/misc ignores.
     def _process_outgoing(self) -> None:
         flight = self.on_server_flight
-        if (flight is None or self._state is not sslproto.SSLProtocolState.DO_HANDSHAKE
-                or not self._outgoing.pending):
-            super()._process_outgoing()
+        if (flight is None
+                or self._state is not sslproto.SSLProtocolState.DO_HANDSHAKE  # type: ignore[attr-defined]
+                or not self._outgoing.pending):  # type: ignore[attr-defined]
+            super()._process_outgoing()  # type: ignore[misc]
             return
         self.on_server_flight = None
-        super()._process_outgoing()
+        super()._process_outgoing()  # type: ignore[misc]
         flight()
 
 
@@ -231,7 +233,7 @@ class TlsAcceptLoop:
         task = asyncio.current_task()
         assert task is not None
         guard = _GuardedProtocol(self._factory, self._admit, self._closed)
-        transport: asyncio.BaseTransport | None = None
+        transport: asyncio.Transport | None = None
         turn = False
         try:
             async with asyncio.timeout(self._limits.handshake_timeout_s) as deadline:
@@ -267,13 +269,15 @@ class TlsAcceptLoop:
 
     async def _handshake(self, loop: asyncio.AbstractEventLoop, conn: socket.socket,
                          guard: _GuardedProtocol, server_flight_sent: Callable[[], None]
-                         ) -> asyncio.BaseTransport:
+                         ) -> asyncio.Transport:
         done: asyncio.Future[None] = loop.create_future()
         context = self._tls.context  # read per handshake: SIGHUP swaps it
 
         def protocol() -> _LeanTlsProtocol:
+            # typeshed says int; asyncio takes any number of seconds.
+            timeout_s = self._limits.handshake_timeout_s
             made = _LeanTlsProtocol(loop, guard, context, done, server_side=True,
-                                    ssl_handshake_timeout=self._limits.handshake_timeout_s)
+                                    ssl_handshake_timeout=timeout_s)  # type: ignore[arg-type]
             made.on_server_flight = server_flight_sent
             return made
 
@@ -305,7 +309,7 @@ class TlsAcceptLoop:
         self.identities.release(identity)
         self.turns.connection_closed()
 
-    def _refused(self, conn: socket.socket, transport: asyncio.BaseTransport | None,
+    def _refused(self, conn: socket.socket, transport: asyncio.Transport | None,
                  task: asyncio.Task[None], exc: BaseException) -> None:
         # Plaintext, TLS 1.2, missing/untrusted/expired client certificates, the
         # deadline and eviction all end here, before aiohttp sees the connection.
