@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The full test suite, doing its own setup on a fresh Debian 12 machine:
 # pgTAP + pg_prove and headless Chromium (apt), the Python package with its dev extra (pip), then
-# ruff, pytest (which starts its own throwaway PostgreSQL and runs pg_prove).
+# ruff, mypy, pytest (which starts its own throwaway PostgreSQL and runs pg_prove).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,4 +46,6 @@ fi
 
 python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 python3 -m ruff check .
+# Strict typing of the whole `qinglong` package (settings in pyproject.toml [tool.mypy]).
+python3 -m mypy
 exec python3 -m pytest "$@"
