@@ -32,12 +32,6 @@ class QlSqlState(Enum):
     NOT_FOUND = SqlStateInfo(
         "QL004", "not_found", 404, "task / run / worker / credential unknown (control plane)"
     )
-    DIGEST_MISMATCH = SqlStateInfo(
-        "QL005",
-        "digest_mismatch",
-        400,
-        "canonical bytes do not hash to the stated digest / not canonical",
-    )
     OUT_OF_BOUNDS = SqlStateInfo(
         "QL006", "out_of_bounds", 400, "a setting or argument outside its documented bounds"
     )

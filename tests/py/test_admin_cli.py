@@ -356,7 +356,7 @@ def test_sqlstate_table_matches_design() -> None:
     assert lookup("QL011").reason == "session_replaced"
     assert lookup("23505") is None
     assert sorted(BY_CODE) == [
-        "QL001", "QL002", "QL003", "QL004", "QL005", "QL006", "QL010", "QL011", "QL012",
+        "QL001", "QL002", "QL003", "QL004", "QL006", "QL010", "QL011", "QL012",
         "QL013", "QL014", "QL015", "QL016", "QL020", "QL021", "QL022", "QL030", "QL031",
         "QL040", "QL041",
     ]  # fmt: skip
