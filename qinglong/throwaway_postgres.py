@@ -33,7 +33,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -290,17 +289,3 @@ def throwaway_postgres(**settings: str) -> Iterator[ThrowawayPostgres]:
         yield cluster
     finally:
         cluster.cleanup()
-
-
-def wait_ready(dsn: str, deadline_s: float = 30.0) -> None:
-    import psycopg
-
-    deadline = time.monotonic() + deadline_s
-    while True:
-        try:
-            with psycopg.connect(dsn, connect_timeout=2):
-                return
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)

@@ -153,7 +153,3 @@ def _check_lease(lease: dict[str, Any]) -> None:
     _check(lease["leaseGeneration"] >= 1 and lease["leaseVersion"] >= 1, "lease_invalid")
     claimed, updated, expires = lease["claimedAtMs"], lease["updatedAtMs"], lease["expiresAtMs"]
     _check(claimed <= updated <= expires, "lease_invalid")
-
-
-def is_contract_error(exc: BaseException) -> bool:
-    return isinstance(exc, ContractError)
