@@ -24,12 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-API_ROLE = "qinglong_api"
 PROJECT = "dev"
 CONFIG_FILE = "api.json"
 TOKEN_FILE = "api.token"
 READY_FILE = "api-ready.json"
-CREATED = (CONFIG_FILE, "api.pid", TOKEN_FILE, READY_FILE)
 START_TIMEOUT_S = 60.0
 
 

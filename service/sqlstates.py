@@ -96,7 +96,6 @@ class QlSqlState(Enum):
 
 
 BY_CODE: dict[str, QlSqlState] = {member.code: member for member in QlSqlState}
-BY_REASON: dict[str, QlSqlState] = {member.reason: member for member in QlSqlState}
 
 
 # PostgreSQL's own states that mean "this server can no longer take our writes"

@@ -97,7 +97,6 @@ class StopReason(StrEnum):
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
     SHUTDOWN = "worker_shutdown"
-    LEASE_LOST = "lease_lost"
 
 
 @dataclass(frozen=True)
