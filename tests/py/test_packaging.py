@@ -10,9 +10,11 @@ real database and serves real TLS.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 import zipfile
 from collections.abc import Iterator
@@ -53,6 +55,31 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                     "--disable-pip-version-check", str(wheel)],
                    check=True, capture_output=True, timeout=300)  # fmt: skip
     yield env_dir
+
+
+def test_a_plain_checkout_imports_the_mapped_packages_without_an_install() -> None:
+    """qinglong/{db,service,worker,schemas} are relative links to the top-level folders,
+    mirroring pyproject's package-dir: a checkout imports `qinglong.*` (and mypy follows
+    it) with no editable install's import hook."""
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"]
+    for package, folder in mapping.items():
+        if package != "qinglong":
+            link = ROOT / "qinglong" / package.removeprefix("qinglong.")
+            assert link.is_symlink() and os.readlink(link) == f"../{folder}", link
+    # -S: site-packages are added as plain paths, so no .pth file (the editable
+    # install's finder) runs; only the checkout can provide `qinglong`.
+    code = ("import json, site, sys; sys.path.extend(site.getsitepackages());"
+            "import qinglong.service.views, qinglong.worker.runner, qinglong.db.api,"
+            " qinglong.schemas, qinglong.cli;"
+            "print(json.dumps([[m.__file__ for n, m in sys.modules.items()"
+            " if n.startswith('qinglong')], [n for n in sys.modules if 'editable' in n]]))")
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    files, hooks = json.loads(done.stdout)
+    assert hooks == [] and len(files) > 5
+    assert all(Path(f).is_relative_to(ROOT / "qinglong") for f in files), files
 
 
 def _top_level(names: list[str]) -> set[str]:
