@@ -24,7 +24,8 @@
 --   p_token_digest (SHA-256 of the lease token), p_lease_version (the version
 --   of the last lease@v1 the worker received, >= 1), p_phase (starting |
 --   running | start_failed), p_reason (a reason code, only with start_failed).
--- Fences: the credential (ql_private.authenticate, action `lease.ack`), then
+-- Fences (ql_private.lease_prelude, which also answers replays and conflicts):
+--   the credential (ql_private.authenticate, action `lease.ack`), then
 --   ql_private.lease_open: offer id, worker, constant-time token digest,
 --   session/generation, lease live and unexpired, attempt, revision, then the
 --   lease version (ql_private.lease_open: the current version applies the ACK).
@@ -44,7 +45,7 @@
 --   security_audit row when denied.
 -- Locks: a first unlocked read answers replays, conflicts and illegal
 --   transitions without any lock or write. A change then locks attempt, run and
---   lease in the order of ql_private.lease_open (`attempt_run_lease`, the order of
+--   lease in the order of ql_private.lease_prelude / lease_open (`attempt_run_lease`, the order of
 --   claims and ql.cancel_run, so none of them can deadlock with it) and re-checks
 --   every fence on the locked rows by clock_timestamp(). The sweeper never waits
 --   for these locks (SKIP LOCKED); a lease it already holds is seen released.
@@ -84,7 +85,6 @@ DECLARE
     v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
     v_reason text := ql_private.require_reason(p_reason, 'reason');
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_attempt ql_private.attempts;
@@ -106,33 +106,22 @@ BEGIN
     END IF;
     v_reason := CASE WHEN p_phase = 'start_failed' THEN coalesce(v_reason, 'start_failed') END;
 
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.ack');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
-    END IF;
-
-    -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
-    -- locks the rows it changes and decides again on them (ql_private.lease_open).
+    -- Pass 1 authenticates and decides on an unlocked read; pass 2 (only when a
+    -- change is due) locks the rows it changes and decides again on them
+    -- (ql_private.lease_prelude). A replay is the ACK that made the current
+    -- version; a start failure also with the same reason (another reason is not
+    -- the change that was made: lease_terminal).
     FOR v_pass IN 1 .. 2 LOOP
-        v_state := ql_private.lease_open(
-            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, p_phase, CASE v_pass WHEN 2 THEN 'attempt_run_lease' END,
-            v_lease);
+        v_state := ql_private.lease_prelude(
+            p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+            v_offer_id, v_token_digest, p_lease_version, 'lease.ack', p_phase,
+            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END, v_lease, p_reason => v_reason);
+        IF v_state.answer IS NOT NULL THEN
+            RETURN v_state.answer;
+        END IF;
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
         v_run := v_state.run;
-        IF v_state.category = 'replay' THEN
-            -- The ACK that made the current version; a start failure also with
-            -- the same reason (another reason is not the change that was made).
-            IF p_phase <> 'start_failed' OR v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
-                RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(v_lease.id));
-            END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_terminal');
-        ELSIF v_state.category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
-        END IF;
 
         -- Live, unexpired, fenced, current version: claimed and unstarted, or
         -- started and starting|running.

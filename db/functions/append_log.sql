@@ -31,7 +31,8 @@
 --   p_secret_digest, p_worker_id, p_session_id, p_offer_id, p_generation >= 1,
 --   p_token_digest, p_lease_version >= 1); p_offset >= 0; p_chunk a string of
 --   at most 65536 bytes in UTF-8.
--- Fences: the credential (ql_private.authenticate, action `lease.log`), then
+-- Fences (ql_private.lease_prelude, which also answers conflicts):
+--   the credential (ql_private.authenticate, action `lease.log`), then
 --   ql_private.lease_open (offer, worker, constant-time token digest,
 --   session/generation, live unexpired lease, attempt, revision) and the lease
 --   version, which must be the current one: an append is fenced by it but never
@@ -88,7 +89,6 @@ DECLARE
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
     v_bytes bytea;
     v_len integer;
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_log ql_private.attempt_logs;
@@ -117,21 +117,17 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL002', COLUMN = 'chunk',
             MESSAGE = format('chunk must be at most %s bytes in UTF-8', v_max_chunk_bytes);
     END IF;
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.log');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
+    -- Authenticated, locked and fenced in one go (ql_private.lease_prelude): an
+    -- append writes whenever it is accepted, so an unlocked first read would save
+    -- nothing but on a conflict. A `log` change is never a replay.
+    v_state := ql_private.lease_prelude(
+        p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+        v_offer_id, v_token_digest, p_lease_version, 'lease.log', 'log',
+        'attempt_lease_share');
+    IF v_state.answer IS NOT NULL THEN
+        RETURN v_state.answer;
     END IF;
-
-    -- Locked and fenced in one go: an append writes whenever it is accepted,
-    -- so an unlocked first read would save nothing but on a conflict.
-    v_state := ql_private.lease_open(
-        v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-        p_lease_version, 'log', 'attempt_lease_share');
     v_lease := v_state.lease;
-    IF v_state.category IS NOT NULL THEN
-        RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
-    END IF;
     IF v_lease.started_at IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL020',
             MESSAGE = 'illegal_transition: log chunk before the starting ACK';

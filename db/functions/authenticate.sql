@@ -37,8 +37,8 @@
 --   id, the action, outcome 'denied' and the reason: never a secret or a digest.
 -- Caller: ql.authenticate_worker, ql.open_session, ql.heartbeat_session,
 --   ql.close_session, ql.pull_offer, ql.pull_offers, ql.rotate_credential,
---   ql.ack_lease, ql.heartbeat_lease, ql.complete_lease, ql.append_log,
---   ql.lease_secrets (all SECURITY DEFINER, so this runs as ql_owner).
+--   ql_private.lease_prelude (the lease calls; all from SECURITY DEFINER
+--   functions, so this runs as ql_owner).
 -- Locks: none (plain read of worker_credentials and the worker's row, one
 --   statement: the disabled flag costs one primary-key probe more; a disabled
 --   worker's drain exception one probe of worker_sessions_draining). Writes: nothing when allowed

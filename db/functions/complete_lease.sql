@@ -32,7 +32,8 @@
 --   cancelled), p_exit_code (0 or NULL with succeeded), p_reason (a reason code;
 --   not with succeeded), p_result (NULL or the result object; checked before
 --   anything else is read, so a bad one never reaches the lease).
--- Fences: the credential (ql_private.authenticate, action `lease.complete`), then
+-- Fences (ql_private.lease_prelude, which also answers replays and conflicts):
+--   the credential (ql_private.authenticate, action `lease.complete`), then
 --   ql_private.lease_open (offer, worker, constant-time token digest,
 --   session/generation, live unexpired lease, attempt, revision, lease version).
 -- Returns {"status":"ok","lease":<lease@v1 projection>} |
@@ -49,7 +50,7 @@
 --   security_audit row when denied.
 -- Locks: an unlocked first read answers replays, conflicts and QL020 without a
 --   lock; a change locks attempt, run and lease in the order of
---   ql_private.lease_open (`attempt_run_lease`, the order of claims and
+--   ql_private.lease_prelude / lease_open (`attempt_run_lease`, the order of claims and
 --   ql.cancel_run) and re-checks.
 -- Idempotency: exact replay as above (the worker journals the completion with
 --   its result before the first send, so its repetition carries the same bytes).
@@ -93,7 +94,6 @@ DECLARE
     v_reason text := ql_private.require_reason(p_reason, 'reason');
     v_result jsonb := ql_private.validate_result(p_result);
     v_release text;
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_attempt ql_private.attempts;
@@ -121,36 +121,24 @@ BEGIN
                                WHEN 'cancelled' THEN coalesce(v_reason, 'cancelled') END;
     v_release := CASE p_outcome WHEN 'cancelled' THEN 'cancelled' ELSE 'completed' END;
 
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.complete');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
-    END IF;
-
-    -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
-    -- locks the rows it changes and decides again on them (ql_private.lease_open).
+    -- Pass 1 authenticates and decides on an unlocked read; pass 2 (only when a
+    -- change is due) locks the rows it changes and decides again on them
+    -- (ql_private.lease_prelude). A replay is the completion that made the
+    -- current version, the same one only if it stored exactly what this request
+    -- asks for (else lease_terminal).
     FOR v_pass IN 1 .. 2 LOOP
-        v_state := ql_private.lease_open(
-            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, 'complete', CASE v_pass WHEN 2 THEN 'attempt_run_lease' END,
-            v_lease);
+        v_state := ql_private.lease_prelude(
+            p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+            v_offer_id, v_token_digest, p_lease_version, 'lease.complete', 'complete',
+            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END, v_lease,
+            p_outcome => p_outcome, p_exit_code => p_exit_code, p_reason => v_reason,
+            p_result => v_result);
+        IF v_state.answer IS NOT NULL THEN
+            RETURN v_state.answer;
+        END IF;
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
         v_run := v_state.run;
-        IF v_state.category = 'replay' THEN
-            -- The completion that made the current version: the same one only if
-            -- it stored exactly what this request asks for.
-            IF v_lease.release_reason = v_release AND v_attempt.state = p_outcome
-               AND v_attempt.exit_code IS NOT DISTINCT FROM p_exit_code
-               AND v_attempt.reason IS NOT DISTINCT FROM v_reason
-               AND v_attempt.result IS NOT DISTINCT FROM v_result THEN
-                RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(v_lease.id));
-            END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_terminal');
-        ELSIF v_state.category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
-        END IF;
         IF v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: completion before the starting ACK';

@@ -21,7 +21,8 @@
 --     (exactly what the lost answer carried) and NO write — deliberately not
 --     extended again, so a retry loop can never keep a lease alive on its own;
 --   * anything else: {"status":"conflict","category":"stale_lease_version"}.
--- Fences: the credential (ql_private.authenticate, action `lease.heartbeat`),
+-- Fences (ql_private.lease_prelude, which also answers replays and conflicts):
+--   the credential (ql_private.authenticate, action `lease.heartbeat`),
 --   then ql_private.lease_open (offer, worker, token digest, session/generation,
 --   live lease, attempt, revision), then the lease version.
 -- Expiry: a started lease whose expires_at <= clock_timestamp() is never extended
@@ -35,7 +36,7 @@
 -- Writes: the lease row only (expires_at, lease_version, heartbeat_at,
 --   heartbeat_version); nothing for a replay or a conflict; one security_audit
 --   row when denied.
--- Locks: only the lease row (ql_private.lease_open `lease`: FOR NO KEY UPDATE,
+-- Locks: only the lease row (ql_private.lease_prelude / lease_open `lease`: FOR NO KEY UPDATE,
 --   then the UPDATE), after an unlocked first read that answers conflicts and
 --   replays without any lock. The attempt and run are only read: every change of
 --   a started lease's attempt (completion, start failure, loss) also releases the
@@ -70,7 +71,6 @@ DECLARE
     v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
     v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_now timestamptz;
@@ -81,26 +81,18 @@ BEGIN
     IF p_lease_version IS NULL OR p_lease_version < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
     END IF;
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.heartbeat');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
-    END IF;
-
-    -- Pass 1 decides on an unlocked read; pass 2 (only when the heartbeat applies)
-    -- locks the lease and decides again on it (ql_private.lease_open).
+    -- Pass 1 authenticates and decides on an unlocked read; pass 2 (only when the
+    -- heartbeat applies) locks the lease and decides again on it
+    -- (ql_private.lease_prelude).
     FOR v_pass IN 1 .. 2 LOOP
-        v_state := ql_private.lease_open(
-            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, 'heartbeat', CASE v_pass WHEN 2 THEN 'lease' END,
-            v_lease);
-        v_lease := v_state.lease;
-        IF v_state.category = 'replay' THEN
-            RETURN jsonb_build_object('status', 'idempotent',
-                                      'lease', ql_private.lease_projection(v_lease.id));
-        ELSIF v_state.category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+        v_state := ql_private.lease_prelude(
+            p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+            v_offer_id, v_token_digest, p_lease_version, 'lease.heartbeat', 'heartbeat',
+            CASE v_pass WHEN 2 THEN 'lease' END, v_lease);
+        IF v_state.answer IS NOT NULL THEN
+            RETURN v_state.answer;
         END IF;
+        v_lease := v_state.lease;
         IF v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: lease heartbeat before the starting ACK';

@@ -97,9 +97,9 @@
 -- Idempotency: read-only.
 -- Errors: QL001 p_lock not NULL, 'lease', 'attempt_run_lease' or
 --   'attempt_lease_share', p_change not one of the six, p_lease_version NULL, p_seen of another offer (caller bugs).
--- Caller: ql.ack_lease, ql.complete_lease ('attempt_run_lease'),
---   ql.heartbeat_lease ('lease'), ql.append_log ('attempt_lease_share'),
---   ql.lease_secrets (NULL).
+-- Caller: ql_private.lease_prelude (the start of every lease call: ack and
+--   complete lock attempt_run_lease, heartbeat lease, append_log
+--   attempt_lease_share, lease_secrets nothing).
 CREATE OR REPLACE FUNCTION ql_private.lease_open(
     p_offer_id uuid,
     p_worker_id uuid,

@@ -6,8 +6,8 @@
 --   `state` of the lease's own attempt, `startedAtMs`, `cancelRequested`).
 -- Never contains the lease token or its digest (R-LEASE-2). plpgsql (not SQL)
 --   so its plan is cached per session.
--- Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease (replays, and
---   changes that went through the retry policy).
+-- Caller: ql_private.lease_prelude (replays), ql.ack_lease, ql.complete_lease
+--   (changes that went through the retry policy).
 -- Locks: none. Read-only. SQLSTATEs: none (NULL when the lease does not exist).
 CREATE OR REPLACE FUNCTION ql_private.lease_projection(p_lease_id bigint)
 RETURNS jsonb

@@ -13,7 +13,8 @@
 --   p_lease_version (>= 1, the version the worker holds: exactly the current
 --   one; the call does not change it).
 -- Fences, in order, on one snapshot (no row lock: the call changes no lease):
---   the credential (ql_private.authenticate, action `lease.secrets`);
+--   ql_private.lease_prelude (change `read`): the credential
+--   (ql_private.authenticate, action `lease.secrets`);
 --   ql_private.lease_open (offer, worker, constant-time token digest,
 --   session/generation and the session live, lease live and unexpired,
 --   attempt, revision: the lease_verdict categories), then the lease version
@@ -59,7 +60,6 @@ DECLARE
     v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
     v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_project_id uuid;
@@ -75,22 +75,15 @@ BEGIN
     IF p_lease_version IS NULL OR p_lease_version < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
     END IF;
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.secrets');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
+    -- `read` (ql_private.lease_prelude): the version must be the current one; a
+    -- heartbeat's retry is no delivery either (stale_lease_version).
+    v_state := ql_private.lease_prelude(
+        p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+        v_offer_id, v_token_digest, p_lease_version, 'lease.secrets', 'read');
+    IF v_state.answer IS NOT NULL THEN
+        RETURN v_state.answer;
     END IF;
-
-    -- `heartbeat` as the change: the version must be the current one; a
-    -- heartbeat's retry (answered `replay`) is no delivery either.
-    v_state := ql_private.lease_open(v_offer_id, v_worker_id, v_session_id, p_generation,
-                                     v_token_digest, p_lease_version, 'heartbeat');
     v_lease := v_state.lease;
-    IF v_state.category = 'replay' THEN
-        RETURN jsonb_build_object('status', 'conflict', 'category', 'stale_lease_version');
-    ELSIF v_state.category IS NOT NULL THEN
-        RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
-    END IF;
     IF v_lease.started_at IS NULL THEN
         RETURN jsonb_build_object('status', 'conflict', 'category', 'not_started');
     END IF;
