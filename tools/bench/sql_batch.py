@@ -32,6 +32,7 @@ call.
 from __future__ import annotations
 
 import math
+import statistics
 import threading
 import time
 import uuid
@@ -339,12 +340,12 @@ def table(ctx: BenchContext, levels: list[int], runs: int, rounds: int = 1) -> l
         f"ratio = ours claims/s ÷ raw claims/s, both {BATCH} runs per call; target ≥ {TARGET} "
         "at 8 and 32 connections (SPEC 18.4): "
         + ("met" if not missed else
-           "MISSED at " + ", ".join(str(lv["threads"]) for lv in missed)))
+           "MISSED at " + ", ".join(sorted({str(lv["threads"]) for lv in missed}, key=int))))
     floor_missed = [lv for lv in checked if not lv["floorRatio"] >= TARGET]
     out.notes.append(
         "floor ÷ raw = what any batched pull that keeps the stored lease, run state and event "
         f"could reach: below {TARGET} (at "
-        + (", ".join(str(lv["threads"]) for lv in floor_missed) or "none")
+        + (", ".join(sorted({str(lv["threads"]) for lv in floor_missed}, key=int)) or "none")
         + ") the target is out of reach on this schema whatever the pull's code")
     floors = _floor_table(results)
     for level in results:
@@ -353,10 +354,88 @@ def table(ctx: BenchContext, levels: list[int], runs: int, rounds: int = 1) -> l
     return [out, floors]
 
 
+def _backend_cpu_ns(pid: int) -> int:
+    """CPU time the backend has run, in ns (the first field of its schedstat)."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
+def _cpu_drain(workers: list[WorkerIdent], conn: psycopg.Connection, key: str) -> float:
+    """Backend CPU µs per claim of one connection draining the queue of `key`
+    (ours: for sessions of `workers`, none of which had one before)."""
+    conn.execute("SET synchronous_commit = off")  # the commit's fsync wait is not CPU
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    pid = int(row[0])
+    if key == "ours":
+        claimer = BatchClaimer(Api(conn), workers)
+        for _ in range(WARMUP):
+            claimer.step()
+        claimer.claimed = 0
+        start = _backend_cpu_ns(pid)
+        while claimer.step() in ("offered", "idle:capacity_full"):
+            pass
+        return (_backend_cpu_ns(pid) - start) / 1000 / max(claimer.claimed, 1)
+    if key == "raw":
+        statement, args = "SELECT qlbench.claim_batch(%s, %s)", ("cpu", BATCH)
+    else:
+        v = next(v for v in batch_floor.VARIANTS if v.key == key)
+        statement = "SELECT qlbench.floor_claim_batch(%s, %s, %s, %s, %s)"
+        args = ("cpu", BATCH, v.lease, v.event, v.attempt_lock)
+    for _ in range(WARMUP):
+        conn.execute(statement, args, prepare=True).fetchone()
+    start, claimed = _backend_cpu_ns(pid), 0
+    while (row := conn.execute(statement, args, prepare=True).fetchone()) and row[0]:
+        claimed += int(row[0])
+    return (_backend_cpu_ns(pid) - start) / 1000 / max(claimed, 1)
+
+
+def cpu_table(ctx: BenchContext, runs: int, rounds: int) -> Table:
+    """Backend CPU per claim, one connection, every phase of _level in alternating
+    order per round on one database: the cost of each write without the box's
+    contention (the throughput tables' ratios move with other work on a shared box)."""
+    samples: dict[str, list[float]] = {key: [] for key in PHASES}
+    # Ours opens fresh workers' sessions each round: re-opening a worker's session
+    # would release the unstarted leases of the one before and requeue their runs.
+    per_round = len(ctx.workers) // rounds
+    with ctx.fresh_db() as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(CLAIM_BATCH_SQL)
+            batch_floor.install(conn)
+        for r in range(rounds):
+            for key in PHASES if r % 2 == 0 else PHASES[::-1]:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    if key == "raw":
+                        raw.enqueue(conn, runs + WARMUP * BATCH)
+                    else:
+                        Api(conn).enqueue(ctx.tasks["plain"], runs + WARMUP * BATCH)
+                vacuum(dsn)
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    workers = ctx.workers[r * per_round:(r + 1) * per_round]
+                    samples[key].append(_cpu_drain(workers, conn, key))
+    labels = {"ours": "ours (ql.pull_offers)", "raw": "raw batch-10",
+              **{v.key: v.label for v in batch_floor.VARIANTS}}
+    base = statistics.median(samples["raw"])
+    out = Table(f"sql, batch-{BATCH}: backend CPU per claim, one connection, {runs:,} runs per "
+                f"phase, {rounds} rounds", ["drain", "µs/claim (median)", "min", "max",
+                                            "raw ÷ this"])
+    for key in PHASES:
+        median = statistics.median(samples[key])
+        out.rows.append([labels[key], f"{median:,.0f}", f"{min(samples[key]):,.0f}",
+                         f"{max(samples[key]):,.0f}", fmt_ratio(ratio(base, median))])
+    out.notes.append("CPU = the backend's run time from /proc/<pid>/schedstat over the drain "
+                     "(warm-up calls excluded), synchronous_commit = off on the connection; "
+                     "phases alternate order per round on one database, each on its own "
+                     "enqueued and vacuumed rows")
+    out.data = {"samples": samples, "runs": runs, "rounds": rounds}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tools.bench.sql_batch [--runs N] [--rounds R] [--levels 1 8 32]`:
-    the batch-10 tables alone, R rounds per level (the phase order reversed each
-    round), for the floor analysis; prints the tables and writes --json."""
+    """`python -m tools.bench.sql_batch [--runs N] [--rounds R] [--levels 1 8 32]
+    [--cpu-rounds C]`: the batch-10 tables alone, R rounds per level (the phase
+    order reversed each round), and with C the backend CPU per claim of each
+    phase on one connection, for the floor analysis; prints the tables and writes
+    --json."""
     import argparse
     import json
 
@@ -366,11 +445,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--cpu-rounds", type=int, default=0,
+                        help="also backend CPU per claim, one connection, this many rounds")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     ctx = prepare_context(quick=False)
     try:
-        tables = table(ctx, args.levels, args.runs, args.rounds)
+        tables = table(ctx, args.levels, args.runs, args.rounds) if args.rounds else []
+        if args.cpu_rounds:
+            tables.append(cpu_table(ctx, args.runs, args.cpu_rounds))
     finally:
         ctx.cluster.cleanup()
     for t in tables:
