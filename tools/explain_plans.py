@@ -213,7 +213,11 @@ def render(runs: int, captured: list[CapturedPlan]) -> str:
         "",
         "What to look for: waiting runs come from `Index Scan using runs_candidate_keyset` "
         "(key `-priority, queue_seq, id`) whose keyset position is an `Index Cond` row "
-        "comparison; the scan stops at the `Limit` of 9 rows (limit + 1) with buffers in "
+        "comparison (the query text calls `ql_private.keyset_after`, the one definition "
+        "of the position every candidate scan uses: SQL, IMMUTABLE, no SET clause, so the "
+        "planner inlines it and the plan shows its `ROW(...) > ROW(...)` as the "
+        "`Index Cond`; a call left in the plan would be a per-row `Filter`); "
+        "the scan stops at the `Limit` of 9 rows (limit + 1) with buffers in "
         "the tens on the first and on a later page; offers in flight are not in that index "
         "(it holds `queued` runs only) and the offers that expired unstarted come from "
         "`run_leases_unstarted_expiry`; the only sorts order at most limit + 1 rows per "

@@ -12,7 +12,8 @@
 -- Three sources, merged in key order:
 --   * ready `queued` runs (due_at IS NULL): one range scan of
 --     runs_candidate_keyset on the ascending key (-priority, queue_seq, id), the
---     keyset position a single row comparison;
+--     keyset position a single row comparison (ql_private.keyset_after, the one
+--     definition every candidate scan uses, inlined into this query);
 --   * scheduled `queued` runs that came due (due_at <= now, SPEC §9.2): read
 --     through runs_due in due_at order, at most 4 x (limit + 1) of them, then
 --     filtered by the keyset position. Runs not yet due sit in runs_due beyond
@@ -80,10 +81,8 @@ AS $$
                 r.queue_seq, r.current_attempt_id, r.created_at
            FROM ql_private.runs r
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
-          WHERE (-(r.priority::integer), r.queue_seq, r.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
             AND r.due_at IS NULL
             AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
@@ -101,10 +100,8 @@ AS $$
                   ORDER BY dr.due_at
                   LIMIT (p_limit + 1) * 4) d
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
-          WHERE (-(d.priority::integer), d.queue_seq, d.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(d.priority, d.queue_seq, d.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
           ORDER BY -(d.priority::integer), d.queue_seq, d.id
           LIMIT p_limit + 1)
@@ -122,10 +119,8 @@ AS $$
                  WHERE rr.id = l.run_id AND rr.current_attempt_id = l.attempt_id
                  LIMIT 1) r
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(l.attempt_id, p_now) ok
-          WHERE (-(r.priority::integer), r.queue_seq, r.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND r.state = 'dispatching' AND r.runtime_owned AND NOT r.cancel_requested
           ORDER BY -(r.priority::integer), r.queue_seq, r.id
           LIMIT p_limit + 1)

@@ -5,7 +5,8 @@
 --   candidates restricted to the given placement classes (migration 0006), in
 --   the same priority DESC, queue_seq, id order and with the same candidate
 --   conditions as ql_private.candidate_page. Each class is one range scan of
---   runs_class_keyset (equality on the class, row comparison on the key),
+--   runs_class_keyset (equality on the class, row comparison on the key:
+--   ql_private.keyset_after, inlined),
 --   limited to limit + 1; the per-class heads are merged and cut to limit + 1.
 --   Cost: two index descents per class, whatever is queued in other classes —
 --   this is how a pull jumps over a head of runs its session cannot take.
@@ -55,10 +56,8 @@ AS $$
            FROM ql_private.runs r
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
           WHERE r.placement_class = k.class_id
-            AND (-(r.priority::integer), r.queue_seq, r.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
             AND r.due_at IS NULL
             AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
@@ -77,10 +76,8 @@ AS $$
                   ORDER BY dr.due_at
                   LIMIT (p_limit + 1) * 4) d
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
-          WHERE (-(d.priority::integer), d.queue_seq, d.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(d.priority, d.queue_seq, d.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
           ORDER BY -(d.priority::integer), d.queue_seq, d.id
           LIMIT p_limit + 1)) c

@@ -48,10 +48,8 @@ AS $$
           FROM ql_private.runs r
          CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
          WHERE r.pool_id = k.pool_id
-           AND (-(r.priority::integer), r.queue_seq, r.id)
-               > (coalesce(-(p_after_priority::integer), -2147483648),
-                  coalesce(p_after_seq, -9223372036854775808),
-                  coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+           AND ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+               p_after_priority, p_after_seq, p_after_id)
            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
            AND r.due_at IS NULL
            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
