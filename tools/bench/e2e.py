@@ -149,6 +149,7 @@ class Scrape:
     # The pull_offer database call alone (pool wait included): how much of the
     # pull's time is the database's.
     db_pull_buckets: dict[float, float] = field(default_factory=dict)
+    pulls_by_route: dict[str, float] = field(default_factory=dict)  # route -> requests
 
     def add(self, text: str) -> None:
         # A worker with several free slots pulls in batches (SPEC §18): both routes
@@ -157,6 +158,8 @@ class Scrape:
                         for route in PULL_ROUTES)
         db_buckets = tuple('qinglong_ingress_db_call_duration_seconds_bucket'
                            f'{{function="{function}",le="' for function in PULL_FUNCTIONS)
+        counts = {f'qinglong_ingress_request_duration_seconds_count{{route="{route}"': route
+                  for route in PULL_ROUTES}
         for line in text.splitlines():
             name, _, value = line.rpartition(" ")
             if name.startswith("qinglong_ingress_requests_total{"):
@@ -175,6 +178,9 @@ class Scrape:
             elif name.startswith(db_buckets):
                 le = float(name.rsplit('le="', 1)[1].split('"', 1)[0].replace("+Inf", "inf"))
                 self.db_pull_buckets[le] = self.db_pull_buckets.get(le, 0.0) + float(value)
+            elif name.split("}", 1)[0] in counts:
+                route = counts[name.split("}", 1)[0]]
+                self.pulls_by_route[route] = self.pulls_by_route.get(route, 0.0) + float(value)
 
     def minus(self, earlier: Scrape) -> Scrape:
         def diff(now: dict[Any, float], then: dict[Any, float]) -> dict[Any, float]:
@@ -184,7 +190,8 @@ class Scrape:
                       diff(self.handshakes, earlier.handshakes),
                       diff(self.pull_buckets, earlier.pull_buckets),
                       diff(self.pull_results, earlier.pull_results),
-                      diff(self.db_pull_buckets, earlier.db_pull_buckets))  # fmt: skip
+                      diff(self.db_pull_buckets, earlier.db_pull_buckets),
+                      diff(self.pulls_by_route, earlier.pulls_by_route))  # fmt: skip
 
     @property
     def full_handshakes(self) -> float:
@@ -407,6 +414,10 @@ class OursLevel:
                 # Where a worker's offer-to-offer cycle goes (the "why" of a missed ratio).
                 "cycleMs": self.workers / (len(entries) / wall) * 1000,
                 "pullP50Ms": burst.pull_quantile_ms(0.50),
+                # Whether the workers batch (SPEC §18): pulls per route in the burst,
+                # and offers per pull request (1 at most for single pulls).
+                "pullsByRoute": burst.pulls_by_route,
+                "offersPerPull": ratio(len(entries), burst.pulls),
                 "dbPullP50Ms": burst.db_pull_quantile_ms(0.50)}  # fmt: skip
 
     def steady(self, max_per_s: float, sizes: Sizes) -> Steady:
@@ -803,6 +814,14 @@ def _tables(sizes: Sizes, levels: list[dict[str, Any]], steady: Steady, missing:
             "process, LISTEN/NOTIFY wake-up; x1 = run(batch_size=1), x10 = run(batch_size=10)"
             + ("" if driver == "asyncpg" else "; WARNING: the psycopg driver adds up to 1 s "
                "per wake-up (asyncpg not installed), so PgQueuer's figures are too low"))
+
+    table.notes.append(
+        "ours's pulls in the burst (a worker with free slots pulls in batches, SPEC 18.1): "
+        + "; ".join(f"{lv['workers']} workers: " + ", ".join(
+            f"{n:,.0f} via {route}" for route, n in sorted(
+                lv["ours"].get("pullsByRoute", {}).items()))
+            + f", {lv['ours'].get('offersPerPull', math.nan):.1f} offers per pull"
+            for lv in levels))
 
     target_level = next((lv for lv in levels if lv["workers"] == TARGET_WORKERS), levels[-1])
     scope = "" if target_level["workers"] == TARGET_WORKERS else (
