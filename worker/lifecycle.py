@@ -1,9 +1,12 @@
 """The opt-in executor: drive each accepted offer through its lease (SPEC §7).
 
-Loaded only with ``--execute`` / ``execute: true`` (R-LAY-1). The run loop owns
-the timers; :meth:`Lifecycle.tick` does whatever is due (at most one lease call
-per offer per tick) and :meth:`Lifecycle.next_due_ms` / :meth:`Lifecycle.wait_fds`
-tell it when to wake (a pidfd becomes readable when a command exits).
+Loaded only with ``--execute`` / ``execute: true`` (R-LAY-1); the run loop sees
+it through :class:`qinglong.worker.executor_port.Executor` (without ``--execute``:
+``NoExecution``). The run loop owns the timers; :meth:`Lifecycle.tick` does
+whatever is due (at most one lease call per offer per tick) and
+:meth:`Lifecycle.next_due_ms` / :meth:`Lifecycle.wait_fds` tell it when to wake
+(a pidfd becomes readable when a command exits); :meth:`Lifecycle.wait` is the
+loop's idle wait, ending early when a slot was freed.
 
 Per offer (a :class:`Job`), oldest accepted first, at most ``slots`` started::
 
@@ -108,6 +111,7 @@ from qinglong.worker.executor import (
     output_tail_text,
     spawn,
 )
+from qinglong.worker.executor_port import Waiter
 from qinglong.worker.journal import EntryState, EntryTooLarge, InboxEntry, Journal
 from qinglong.worker.lease_client import (
     AckPhase,
@@ -253,6 +257,7 @@ class Lifecycle:
         self._policy = policy
         # The run loop's hook: a freed slot means "pull now".
         self.on_slot_freed: Callable[[], None] | None = None
+        self._slot_freed = False  # since the current wait began: end it early
         self._jobs: dict[str, Job] = {}
         self._draining = False
         self._start_pending = True
@@ -267,6 +272,12 @@ class Lifecycle:
     def wants_offers(self) -> bool:
         return not self._draining and len(self._jobs) < self._slots
 
+    def slots_taken(self) -> int:
+        return len(self._jobs)
+
+    def tracked(self) -> int:
+        return len(self._jobs)
+
     def busy(self) -> bool:
         """Anything left to do (unstarted entries count only while they may start)."""
         return any(j.started or self._start_pending for j in self._jobs.values())
@@ -279,6 +290,22 @@ class Lifecycle:
     def wait_fds(self) -> list[int]:
         return [j.process.pidfd for j in self._jobs.values()
                 if j.process is not None and j.process.pidfd is not None]  # fmt: skip
+
+    def wait(self, stop: Waiter, seconds: float) -> bool:
+        """Wait up to ``seconds``, doing due work meanwhile (waking when a lease
+        call is due or a command exits); return early when a slot was freed.
+        True if a stop was requested."""
+        end = self._clock() + int(seconds * 1000)
+        self._slot_freed = False
+        while not stop.requested and not self._slot_freed:
+            self.tick()
+            now = self._clock()
+            if now >= end or self._slot_freed:
+                break
+            due = self.next_due_ms()
+            wake = end if due is None else max(min(end, due), now)
+            stop.wait((wake - now) / 1000, self.wait_fds())
+        return stop.requested
 
     def next_due_ms(self) -> int | None:
         now = self._clock()
@@ -375,6 +402,11 @@ class Lifecycle:
                 job.process.close()
                 self._events.error("exec.killed", phase=job.phase.value, **job.fields())
         self._jobs.clear()
+
+    def leaves_session_open(self) -> bool:
+        """Never: the session closes once the commands ended (a lease call needs
+        it live), releasing the unstarted leases, whose entries are then dropped."""
+        return False
 
     def forget_unstarted(self) -> int:
         """After the session was closed: its unstarted leases were released with it."""
@@ -785,6 +817,7 @@ class Lifecycle:
         self._journal.remove(job.offer_id)
         del self._jobs[job.offer_id]
         self._prune_work()
+        self._slot_freed = True
         if self.on_slot_freed is not None:
             self.on_slot_freed()
 
