@@ -18,25 +18,15 @@ from typing import Any
 
 import psycopg
 
-from qinglong.db import api
+from qinglong.db import api, errors
 from qinglong.db.api import Call
 from qinglong.service import pki
-from qinglong.service.sqlstates import lookup
 from qinglong.worker.credential_rotation import LIFETIME_SUFFIX
 
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 CREDENTIAL_FILE_NAME = "credential"
 # SPEC §16.2: `--credential-ttl` default.
 DEFAULT_CREDENTIAL_TTL_S = 90 * 86400
-
-# Non-QingLong SQLSTATEs an operator will meet: say what is wrong, not a traceback.
-_PG_REASONS: dict[str, str] = {
-    "42883": "database_not_migrated",  # undefined_function
-    "3F000": "database_not_migrated",  # invalid_schema_name
-    "42501": "permission_denied",  # insufficient_privilege
-    "57014": "statement_timeout",  # query_canceled
-}
-
 
 class ControlPlaneError(Exception):
     """A control-plane call failed with a known reason code."""
@@ -57,21 +47,27 @@ class ControlPlaneError(Exception):
         self.sqlstate = sqlstate
         self.field = field  # the wire name of the argument at fault, when known
 
+    @classmethod
+    def of(cls, error: errors.DbError) -> ControlPlaneError:
+        """A database error as the control-plane commands report it: a QingLong
+        state with its reason, HTTP status and field; a server never reached 503
+        `database_unavailable` with the driver's reason; the states an operator
+        will meet by name (not migrated, no grant, timeout); anything else 500
+        `database_error`."""
+        if isinstance(error, errors.Refused):
+            return cls(error.reason, error.message, http_status=error.http_status,
+                       sqlstate=error.sqlstate, field=error.column)
+        if isinstance(error, errors.ConnectionFailed) and error.sqlstate is None:
+            return cls(error.reason, error.message, http_status=503)
+        named = isinstance(error, errors.NotMigrated | errors.PermissionDenied
+                           | errors.StatementTimeout)
+        return cls(error.reason if named else "database_error", error.message,
+                   http_status=500, sqlstate=error.sqlstate)
+
 
 def translate(exc: psycopg.Error) -> ControlPlaneError:
-    """Map a psycopg error to a ControlPlaneError via the SQLSTATE table."""
-    sqlstate = exc.sqlstate
-    detail = exc.diag.message_primary or ""
-    known = lookup(sqlstate)
-    if known is not None:
-        return ControlPlaneError(
-            known.reason, detail, http_status=known.http_status, sqlstate=sqlstate,
-            field=exc.diag.column_name or None,
-        )
-    if isinstance(exc, psycopg.OperationalError) and sqlstate is None:
-        return ControlPlaneError("database_unavailable", str(exc).strip(), http_status=503)
-    reason = _PG_REASONS.get(sqlstate or "", "database_error")
-    return ControlPlaneError(reason, detail, http_status=500, sqlstate=sqlstate)
+    """A psycopg error, translated once (`qinglong.db.errors`), as an operator sees it."""
+    return ControlPlaneError.of(errors.translate(exc))
 
 
 @contextmanager

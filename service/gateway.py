@@ -6,9 +6,10 @@ round trip (no BEGIN/COMMIT). `prepare_threshold=0` makes psycopg prepare every
 statement server-side on first use; `None` turns that off for PgBouncer
 transaction pooling, where a prepared statement may land on another backend.
 
-Failures are classified here so handlers never see a driver exception:
-`DbUnavailable` (pool/connection/timeout: 503) or `DbRefused` (a project
-SQLSTATE with its reason and HTTP status from `service.sqlstates`).
+Failures are translated once (`qinglong.db.errors`) and classified here so
+handlers never see a driver exception: `DbUnavailable` (pool/connection/timeout:
+503) or `DbRefused` (a project SQLSTATE with its reason and HTTP status from
+`service.sqlstates`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,19 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from qinglong.db.api import Call
+from qinglong.db.errors import (
+    ConnectionFailed,
+    DbError,
+    ReadOnlyServer,
+    Refused,
+    StatementTimeout,
+    translate,
+)
 from qinglong.service.config import IngressConfig
 from qinglong.service.metrics import IngressMetrics
-from qinglong.service.sqlstates import is_read_only_server, lookup
 
 log = logging.getLogger("qinglong.ingress.db")
 T = TypeVar("T")
@@ -48,13 +55,25 @@ class DbRefused(Exception):
     """A QingLong SQLSTATE: the request is wrong or a fence moved."""
 
     def __init__(self, sqlstate: str, reason: str, http_status: int,
-                 detail: str | None = None) -> None:
+                 detail: str | None = None, *, field: str | None = None) -> None:
         super().__init__(reason)
         self.sqlstate = sqlstate
         self.reason = reason
         self.http_status = http_status
         # The error's DETAIL: what a few states name (the label key of QL016).
         self.detail = detail
+        # The error's COLUMN: the wire field a 400 names (producer API).
+        self.field = field
+
+
+def refusal(error: DbError) -> DbRefused | None:
+    """The worker-facing refusal a QingLong SQLSTATE answers (None: not the
+    caller's fault, a 5xx)."""
+    if isinstance(error, Refused) and error.http_status is not None \
+            and error.http_status < 500:
+        return DbRefused(error.state.code, error.reason, error.http_status, error.detail,
+                         field=error.column)
+    return None
 
 
 def connection_kwargs(config: IngressConfig) -> dict[str, Any]:
@@ -131,50 +150,53 @@ class Gateway:
                 try:
                     return await call.run_async(conn)
                 except psycopg.Error as exc:
-                    await self._discard_if_unusable(conn, exc)
-                    raise
+                    error = translate(exc)
+                    if isinstance(error, ReadOnlyServer):
+                        await self._discard(conn)
+                    raise error from None
         except (PoolTimeout, TooManyRequests, PoolClosed):
             self._failed("pool")
             raise DbUnavailable("database_unavailable") from None
-        except pg_errors.QueryCanceled:
-            self._failed("statement_timeout")
-            raise DbUnavailable("statement_timeout") from None
-        except psycopg.OperationalError:
-            self._failed("connection")
-            self._schedule_pool_check()
-            raise DbUnavailable("database_unavailable") from None
-        except psycopg.Error as exc:
-            if is_read_only_server(exc.sqlstate):
-                self._failed("read_only")
-                raise DbUnavailable("database_unavailable") from None
-            raise self._classify(exc) from None
+        except psycopg.Error as exc:  # getting or returning the connection
+            raise self._classify(translate(exc)) from None
+        except DbError as error:
+            raise self._classify(error) from None
 
-    async def _discard_if_unusable(self, conn: psycopg.AsyncConnection[Any],
-                                   exc: psycopg.Error) -> None:
-        """SPEC §17.2: a connection that lost its server or found it read-only is
-        never reused. A lost one is already broken (the pool drops it on return);
-        a read-only one is closed here so the pool drops it, and every other idle
-        connection is drained too — they were opened to the same server, which is
-        now a standby or a demoted primary. Replacements connect afresh, so a
+    async def _discard(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """SPEC §17.2: a connection that found its server read-only is never
+        reused (a lost one is already broken: the pool drops it on return). It
+        is closed here so the pool drops it, and every other idle connection is
+        drained too — they were opened to the same server, which is now a
+        standby or a demoted primary. Replacements connect afresh, so a
         multi-host DSN with `target_session_attrs=read-write` finds the new primary."""
-        if not is_read_only_server(exc.sqlstate) or self._pool is None:
+        if self._pool is None:
             return
         log.warning("server is read-only; discarding its connections",
                     extra={"event": "db.read_only_server"})
         await conn.close()
         await self._pool.drain()
 
-    def _classify(self, exc: psycopg.Error) -> Exception:
-        state = lookup(exc.sqlstate)
-        if state is not None and state.http_status is not None and state.http_status < 500:
-            return DbRefused(state.code, state.reason, state.http_status,
-                             exc.diag.message_detail)
+    def _classify(self, error: DbError) -> Exception:
+        """A `db.errors` class as the ingress answers it (`DbRefused` or `DbUnavailable`)."""
+        refused = refusal(error)
+        if refused is not None:
+            return refused
+        if isinstance(error, StatementTimeout):
+            self._failed("statement_timeout")
+            return DbUnavailable("statement_timeout")
+        if isinstance(error, ConnectionFailed):
+            self._failed("connection")
+            self._schedule_pool_check()
+            return DbUnavailable("database_unavailable")
+        if isinstance(error, ReadOnlyServer):
+            self._failed("read_only")
+            return DbUnavailable("database_unavailable")
         # Anything else is our bug or a broken deployment (missing function, missing
         # grant): not the worker's fault, so 503 — and loud in our own log.
         self._failed("unexpected")
         log.error("unexpected database error",
-                  extra={"event": "db.unexpected_error", "sqlstate": exc.sqlstate,
-                         "error": type(exc).__name__})
+                  extra={"event": "db.unexpected_error", "sqlstate": error.sqlstate,
+                         "error": type(error).__name__})
         return DbUnavailable("database_error")
 
     def _failed(self, kind: str) -> None:

@@ -23,9 +23,9 @@ from typing import Any
 
 from qinglong.db import api
 from qinglong.db.api import Call
-from qinglong.service.gateway import DbRefused, DbUnavailable, Gateway
+from qinglong.db.errors import from_sqlstate
+from qinglong.service.gateway import DbRefused, DbUnavailable, Gateway, refusal
 from qinglong.service.metrics import IngressMetrics
-from qinglong.service.sqlstates import lookup
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,8 @@ class HeartbeatItem:
 
 def item_error(sqlstate: str | None) -> Exception:
     """What the single call would have raised for this SQLSTATE."""
-    state = lookup(sqlstate)
-    if state is not None and state.http_status is not None and state.http_status < 500:
-        return DbRefused(state.code, state.reason, state.http_status)
-    return DbUnavailable("database_error")
+    refused = refusal(from_sqlstate(sqlstate))
+    return refused if refused is not None else DbUnavailable("database_error")
 
 
 @dataclass

@@ -40,11 +40,10 @@ from qinglong.db.api import Call
 from qinglong.log_text import LogPage, LogShapeError
 from qinglong.schemas.contract import SchemaId
 from qinglong.service.errors import ERROR_SCHEMA, kind_for_status
-from qinglong.service.gateway import DbUnavailable
+from qinglong.service.gateway import DbRefused, DbUnavailable
 from qinglong.service.producer_token import TokenProof
 from qinglong.service.producer_views import (
     PRODUCER,
-    FieldRefused,
     ProducerError,
     _audit,
     act,
@@ -172,8 +171,8 @@ async def run_log(request: web.Request) -> web.StreamResponse:
         followers.leave(proof.token_id)
 
 
-def _status_of(exc: FieldRefused | DbUnavailable | ProducerError) -> int:
-    if isinstance(exc, FieldRefused):
+def _status_of(exc: DbRefused | DbUnavailable | ProducerError) -> int:
+    if isinstance(exc, DbRefused):
         return exc.http_status
     return exc.status if isinstance(exc, ProducerError) else 503
 
@@ -196,7 +195,7 @@ async def _stream(request: web.Request, proof: TokenProof, response: web.StreamR
                 break
         try:
             latest = _page(await state.gateway.call(call(page.next_offset, page.attempt_number)))
-        except (FieldRefused, DbUnavailable, ProducerError) as exc:
+        except (DbRefused, DbUnavailable, ProducerError) as exc:
             status = _status_of(exc)
             _audit(state, ACTION, proof.token_id, "refused", exc.reason, status)
             await response.write(_error_line(status, exc.reason))

@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from aiohttp import web
 
 from qinglong.db import api
@@ -46,28 +45,10 @@ _LIST_PARAMS = frozenset({"task", "state", "after", "limit"})
 _HTTP_REASONS = {404: "unknown_route", 405: "method_not_allowed", 413: "body_too_large"}
 
 
-class FieldRefused(DbRefused):
-    """A QingLong SQLSTATE plus the wire field (the error's COLUMN) it names."""
-
-    def __init__(self, refused: DbRefused, field: str | None) -> None:
-        super().__init__(refused.sqlstate, refused.reason, refused.http_status, refused.detail)
-        self.field = field
-
-
-class ProducerGateway(Gateway):
-    """The ingress's gateway, keeping the COLUMN of a refusal (the field a 400 names)."""
-
-    def _classify(self, exc: psycopg.Error) -> Exception:
-        out = super()._classify(exc)
-        if isinstance(out, DbRefused):
-            return FieldRefused(out, exc.diag.column_name)
-        return out
-
-
 @dataclass
 class ProducerState:
     config: ProducerConfig
-    gateway: ProducerGateway
+    gateway: Gateway
     audit: Emit
 
 
@@ -160,7 +141,7 @@ async def act(request: web.Request, action: str, proof: TokenProof, call: Call[A
     state = request.app[PRODUCER]
     try:
         result = await state.gateway.call(call)
-    except FieldRefused as exc:
+    except DbRefused as exc:
         field = (renames or {}).get(exc.field or "", exc.field)
         outcome = "denied" if exc.http_status in (401, 403) else "refused"
         _audit(state, action, proof.token_id, outcome, exc.reason, exc.http_status)
@@ -306,5 +287,5 @@ def add_routes(app: web.Application, openapi_document: bytes) -> None:
 
 def new_state(config: ProducerConfig, audit: Emit) -> ProducerState:
     return ProducerState(config=config,
-                         gateway=ProducerGateway(config.gateway_config(), IngressMetrics()),
+                         gateway=Gateway(config.gateway_config(), IngressMetrics()),
                          audit=audit)

@@ -100,15 +100,9 @@ BY_CODE: dict[str, QlSqlState] = {member.code: member for member in QlSqlState}
 
 # PostgreSQL's own states that mean "this server can no longer take our writes"
 # (SPEC §17.2): read_only_sql_transaction — a standby, a demoted old primary, or a
-# server switched read-only. A connection that meets one is discarded, never reused.
+# server switched read-only. A connection that meets one is discarded, never reused
+# (qinglong.db.errors.ReadOnlyServer).
 READ_ONLY_SQL_TRANSACTION = "25006"
-
-
-def is_read_only_server(sqlstate: str | None) -> bool:
-    """True when the server refused a write because it is read-only (discard the
-    connection: a multi-host DSN with `target_session_attrs=read-write` finds the
-    new primary on the next connect)."""
-    return sqlstate == READ_ONLY_SQL_TRANSACTION
 
 
 def lookup(sqlstate: str | None) -> QlSqlState | None:

@@ -21,7 +21,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from qinglong.db import api
-from qinglong.service import sqlstates
+from qinglong.db.errors import DbError, PermissionDenied, Refused, translate
 
 T = TypeVar("T")
 
@@ -38,12 +38,10 @@ class ConsoleError(Exception):
     message: str
 
 
-def _error_of(exc: psycopg.Error) -> ConsoleError:
-    state = sqlstates.lookup(exc.sqlstate)
-    if state is not None and state.http_status in (400, 404):
-        primary = exc.diag.message_primary or state.reason
-        return ConsoleError(state.http_status, primary)
-    if exc.sqlstate == "42501":
+def _error_of(error: DbError) -> ConsoleError:
+    if isinstance(error, Refused) and error.http_status in (400, 404):
+        return ConsoleError(error.http_status, error.message or error.reason)
+    if isinstance(error, PermissionDenied):
         return ConsoleError(503, "the console's database role may not run this read "
                                  "(grant it ql_readonly)")
     return ConsoleError(503, "database unavailable")
@@ -70,7 +68,7 @@ class Reader:
             async with self._pool.connection() as conn:
                 return await call.run_async(conn)
         except psycopg.Error as exc:
-            raise _error_of(exc) from None
+            raise _error_of(translate(exc)) from None
         except PoolTimeout:
             raise ConsoleError(503, "database unavailable") from None
 
