@@ -133,13 +133,21 @@ bounded the same way (409 from the database on the next pull).
 Engagement: below `idle_view_engage_rate_per_s` worker requests a second the
 view stays dormant (no listener, no barriers, no probes: one database call per
 pull, exactly as before); 0 engages it at startup.
+
+Code layout. `IdleView` (here) owns the listener connection, its incarnation,
+the waiting pulls and the metrics; the decisions are made by pure, synchronous
+parts that are handed the monotonic clock reading and the incarnation, each
+tested without PostgreSQL: `Beliefs` (service/idle_beliefs.py: the probe's
+belief and the database clock), `FactCache` (service/idle_fact_cache.py: cached
+credentials and sessions, the change marks that veto fills, the caps, the
+re-confirmation), `BarrierClock` and `EngageMeter` (service/idle_timing.py:
+when a barrier, probe or re-confirmation may run; when the view engages).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import re
 import time
@@ -154,7 +162,34 @@ from qinglong.db import api
 from qinglong.service.config import IngressConfig
 from qinglong.service.credentials import PresentedCredential
 from qinglong.service.gateway import Gateway, connection_kwargs
+from qinglong.service.idle_beliefs import Belief, Beliefs, ProbeVerdict
+from qinglong.service.idle_fact_cache import (
+    CHANGE_MARKS_PRUNE_AT,
+    FILL_HORIZON_S,
+    MAX_CACHED,
+    MAX_CHANGE_MARKS,
+    AuthEntry,
+    CacheToken,
+    FactCache,
+    Fill,
+    Marks,
+    SessionFacts,
+)
+from qinglong.service.idle_timing import BarrierClock, EngageMeter
 from qinglong.service.metrics import IngressMetrics
+
+__all__ = [
+    "CHANNEL",
+    "IDLE_RESULT",
+    "MAX_CACHED",
+    "MAX_CHANGE_MARKS",
+    "CacheToken",
+    "IdleView",
+    "Notification",
+    "NotificationKind",
+    "ViewState",
+    "parse_notification",
+]
 
 log = logging.getLogger("qinglong.ingress.idle_view")
 
@@ -166,19 +201,9 @@ _RECONNECT_MAX_S = 2.0
 _TIMEOUTS_BEFORE_RESTART = 10
 # The backlog drain after a barrier: psycopg hands out what it already parsed.
 _DRAIN_S = 0.001
-# A cache fill must come back within this long of its token (a database call's
-# own deadline is a few seconds); the per-key change marks older than this are
-# forgotten, since no fill they could veto is still accepted.
-_FILL_HORIZON_S = 30.0
-_CHANGE_MARKS_PRUNE_AT = 4096
-# Hard caps on what the view holds (see "Forged notifications" above). Marks
-# come from notifications anyone who may connect can send: when one table is
-# full of marks younger than the fill horizon, it is emptied and every fill in
-# flight is refused instead. The caches fill only from database answers; when
-# one is full, new entries are not kept (those workers' pulls go to the
-# database).
-MAX_CHANGE_MARKS = 16_384
-MAX_CACHED = 20_000
+# The cache's bounds (service/idle_fact_cache.py) under the names tests read here.
+_FILL_HORIZON_S = FILL_HORIZON_S
+_CHANGE_MARKS_PRUNE_AT = CHANGE_MARKS_PRUNE_AT
 # Exactly the payloads the database sends on the channel
 # (ql_private.idle_view_notify, ql.disable_worker, ql.enable_worker): `q`,
 # `c:` + a credential id (CHECK `^[a-z0-9]{16}$`), `s:` + a worker id as
@@ -229,93 +254,45 @@ class ViewState(IntEnum):
     IDLE = 5
 
 
-@dataclass(frozen=True)
-class CacheToken:
-    """Taken before a database call whose answer may fill a cache."""
-
-    incarnation: int
-    seq: int  # `c:`/`s:` notifications received so far (under this incarnation)
-    taken_at: float = 0.0  # monotonic
-
-
-@dataclass
-class _AuthEntry:
-    secret_digest: bytes = field(repr=False)
-    worker_id: str
-    incarnation: int
-    confirmed_at: float  # monotonic, when the confirming database call was sent
-
-
-@dataclass
-class _SessionFacts:
-    session_id: str
-    generation: int
-    expires_at_ms: int  # database clock
-    incarnation: int
-
-
-@dataclass(frozen=True)
-class _DbClock:
-    """The database's clock (`nowMs` of a probe) pinned to the monotonic instant
-    the probe was *sent*: the database read its clock after that instant, so
-    `now_ms` is never behind the database's own clock (a session is judged
-    expired no later than the database judges it), whatever the local wall
-    clock says or does."""
-
-    db_ms: int
-    at: float  # monotonic
-
-    def now_ms(self, monotonic_now: float) -> float:
-        return self.db_ms + (monotonic_now - self.at) * 1000
-
-
-@dataclass
-class _Belief:
-    idle: bool
-    incarnation: int
-    epoch: int  # the `q` count when its probe was sent
-    formed_at: float  # monotonic, when the probe was sent
-    wake_at: float | None  # monotonic
-
-
 @dataclass
 class IdleView:
+    """The listener, the waiting pulls and the metrics; the decisions are the
+    parts' (`Beliefs`, `FactCache`, `BarrierClock`, `EngageMeter`), each given
+    this view's clock reading and listener incarnation."""
+
     config: IngressConfig
     gateway: Gateway
     metrics: IngressMetrics
     # The view's only clock (monotonic; injected by tests). It never reads the
     # wall clock: expiry times are the database's and are compared with the
-    # database's clock (`_DbClock`).
+    # database's clock (`DbClock`).
     clock: Callable[[], float] = time.monotonic
 
     _engaged: bool = False
     _closed: bool = False
+    # The listener: up, and its incarnation, bumped by every (re)connect and loss;
+    # everything learned under an older incarnation is dropped (`_reset`).
     _up: bool = False
     _incarnation: int = 0
-    _seq: int = 0  # bumped by every `c:`/`s:` notification
-    # The `_seq` and time of the last `c:` per credential id / `s:` per worker id.
-    _credential_marks: dict[str, tuple[int, float]] = field(default_factory=dict)
-    _worker_marks: dict[str, tuple[int, float]] = field(default_factory=dict)
-    _belief: _Belief | None = None
-    _epoch: int = 0  # bumped by every `q` notification
-    # Fills whose token's seq is below this are refused (a mark table overflowed).
-    _veto_before: int = 0
-    _db_clock: _DbClock | None = None  # from the last probe under this incarnation
-    _auth: dict[str, _AuthEntry] = field(default_factory=dict)
-    _worker_credentials: dict[str, set[str]] = field(default_factory=dict)
-    _sessions: dict[str, _SessionFacts] = field(default_factory=dict)
+    _beliefs: Beliefs = field(init=False)
+    _facts: FactCache = field(init=False)
+    _timing: BarrierClock = field(init=False)
+    _engage_meter: EngageMeter = field(init=False)
     _waiters: list[asyncio.Future[bool]] = field(default_factory=list)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    _last_barrier: float = float("-inf")
-    _last_probe: float = float("-inf")
-    _last_confirm: float = float("-inf")
     _conn: psycopg.AsyncConnection[Any] | None = None
-    _rate_second: int = -1
-    _rate_count: int = 0
 
     # ------------------------------------------------------------ lifecycle
 
     def __post_init__(self) -> None:
+        c = self.config
+        self._beliefs = Beliefs(c.idle_view_max_staleness_ms / 1000)
+        self._facts = FactCache(c.idle_view_credential_max_age_ms / 1000,
+                                c.idle_view_session_margin_ms)
+        self._timing = BarrierClock(c.idle_view_ping_interval_ms / 1000,
+                                    c.idle_view_probe_min_interval_ms / 1000,
+                                    c.idle_view_credential_max_age_ms / 1000)
+        self._engage_meter = EngageMeter(c.idle_view_engage_rate_per_s)
         m = self.metrics
         m.add_gauge("qinglong_ingress_idle_view_state",
                     "Idle view: 0 disabled, 1 dormant, 2 listener down, 3 unknown, 4 busy, "
@@ -324,10 +301,10 @@ class IdleView:
                     "1 while the LISTEN connection is up.", lambda: float(self._up))
         m.add_gauge("qinglong_ingress_idle_view_cached_credentials",
                     "Credentials confirmed by the database under the current listener.",
-                    lambda: float(len(self._auth)))
+                    lambda: float(len(self._facts.auth)))
         m.add_gauge("qinglong_ingress_idle_view_cached_sessions",
                     "Session fences confirmed by the database under the current listener.",
-                    lambda: float(len(self._sessions)))
+                    lambda: float(len(self._facts.sessions)))
 
     @property
     def enabled(self) -> bool:
@@ -357,11 +334,7 @@ class IdleView:
         """Count a worker request; engage once the rate reaches the threshold."""
         if self._engaged or not self.enabled or self._closed:
             return
-        second = int(self.clock())
-        if second != self._rate_second:
-            self._rate_second, self._rate_count = second, 0
-        self._rate_count += 1
-        if self._rate_count >= self.config.idle_view_engage_rate_per_s:
+        if self._engage_meter.note(self.clock()):
             self._engage()
 
     def _engage(self) -> None:
@@ -431,7 +404,7 @@ class IdleView:
 
     async def _serve(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Receive notifications; run a barrier whenever pulls wait for one."""
-        interval = self.config.idle_view_ping_interval_ms / 1000
+        interval = self._timing.ping_interval_s
         while not self._closed:
             pause = self._barrier_due_in() if self._waiters else interval
             if pause <= 0:
@@ -446,21 +419,40 @@ class IdleView:
 
     def _barrier_due_in(self) -> float:
         now = self.clock()
-        due = self._last_barrier + self.config.idle_view_ping_interval_ms / 1000
-        if self._current_belief() is None:
-            due = max(due, self._last_probe + self.config.idle_view_probe_min_interval_ms / 1000)
-        return due - now
+        return self._timing.barrier_due_in(now, belief_holds=self._current_belief() is not None)
+
+    def _reset(self, *, up: bool) -> None:
+        """A new (or lost) incarnation: forget everything learned before it."""
+        self._up = up
+        self._incarnation += 1
+        self._beliefs.drop()
+        self._facts.clear()
+
+    def _on_notify(self, payload: str) -> None:
+        notification = parse_notification(payload)
+        if notification is None:
+            # Not sent by the database (forged, or junk): dropped unread.
+            self.metrics.idle_view_notifications.inc("invalid")
+            return
+        kind, ident = notification.kind, notification.ident
+        self.metrics.idle_view_notifications.inc(kind.value)
+        overflowed = False
+        if kind is NotificationKind.CREDENTIAL:
+            overflowed = self._facts.credential_changed(ident, self.clock())
+        elif kind is NotificationKind.SESSION:
+            overflowed = self._facts.worker_changed(ident, self.clock())
+        else:  # `q`: the belief no longer holds
+            self._beliefs.queue_changed()
+        if overflowed:
+            self.metrics.idle_view_overflows.inc("marks")
 
     # ------------------------------------------------------------ re-confirmation
 
     def _confirm_due(self) -> bool:
         """Cached credentials past half their trust period, and no re-confirmation
         in the last quarter of it."""
-        max_age_s = self.config.idle_view_credential_max_age_ms / 1000
         now = self.clock()
-        if max_age_s <= 0 or now - self._last_confirm < max_age_s / 4:
-            return False
-        return any(now - e.confirmed_at >= max_age_s / 2 for e in self._auth.values())
+        return self._timing.confirm_window_open(now) and self._facts.has_aging(now)
 
     async def _reconfirm(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Re-confirm the aging cache entries in one read-only query
@@ -471,11 +463,9 @@ class IdleView:
         was notified meanwhile keeps its old period (the whole answer is discarded
         if the listener was lost)."""
         now = self.clock()
-        self._last_confirm = now
-        half = self.config.idle_view_credential_max_age_ms / 2000
-        aging = [(cid, e) for cid, e in self._auth.items() if now - e.confirmed_at >= half]
-        aging = aging[:1024]
-        incarnation, seq = self._incarnation, self._seq
+        self._timing.confirm_sent(now)
+        aging = self._facts.aging(now)
+        incarnation, seq = self._incarnation, self._facts.seq
         confirmed = await api.confirm_credentials(
             credential_ids=[cid for cid, _ in aging],
             secret_digests=[e.secret_digest for _, e in aging],
@@ -485,50 +475,8 @@ class IdleView:
         if incarnation != self._incarnation:
             self.metrics.idle_view_barriers.inc("confirm", "discarded")
             return
-        allowed = set(confirmed or ())
-        for credential_id, entry in aging:
-            if self._auth.get(credential_id) is not entry:
-                continue  # replaced by a newer answer, or dropped by a notification
-            if self._changed_since(seq, credential_id, entry.worker_id):
-                continue  # notified while the query ran: its answer may be stale
-            if credential_id in allowed:
-                entry.confirmed_at = now
-            else:
-                self._forget_credential(credential_id)
+        self._facts.confirmed(aging, set(confirmed or ()), seq, now)
         self.metrics.idle_view_barriers.inc("confirm", "ok")
-
-    def _reset(self, *, up: bool) -> None:
-        """A new (or lost) incarnation: forget everything learned before it."""
-        self._up = up
-        self._incarnation += 1
-        self._belief = None
-        self._db_clock = None
-        self._auth.clear()
-        self._worker_credentials.clear()
-        self._sessions.clear()
-        self._credential_marks.clear()
-        self._worker_marks.clear()
-
-    def _on_notify(self, payload: str) -> None:
-        notification = parse_notification(payload)
-        if notification is None:
-            # Not sent by the database (forged, or junk): dropped unread.
-            self.metrics.idle_view_notifications.inc("invalid")
-            return
-        kind, ident = notification.kind, notification.ident
-        self.metrics.idle_view_notifications.inc(kind.value)
-        if kind is NotificationKind.CREDENTIAL:
-            self._mark(self._credential_marks, ident)
-            self._forget_credential(ident)
-        elif kind is NotificationKind.SESSION:
-            # The worker's session changed (replaced, closed — also by an operator
-            # disabling the worker): forget its session and its credentials.
-            self._mark(self._worker_marks, ident)
-            self._sessions.pop(ident, None)
-            for credential_id in self._worker_credentials.pop(ident, set()):
-                self._auth.pop(credential_id, None)
-        else:  # `q`: the belief no longer holds
-            self._epoch += 1
 
     # ------------------------------------------------------------ barrier
 
@@ -541,11 +489,9 @@ class IdleView:
         notifications committed before it are applied, then the belief decides."""
         waiters, self._waiters = self._waiters, []
         probe = self._current_belief() is None
-        incarnation, epoch = self._incarnation, self._epoch
+        incarnation, epoch = self._incarnation, self._beliefs.epoch
         sent = self.clock()
-        self._last_barrier = sent
-        if probe:
-            self._last_probe = sent
+        self._timing.barrier_sent(sent, probe=probe)
         limit = _TIMEOUTS_BEFORE_RESTART * self.config.idle_view_ping_timeout_ms / 1000
         try:
             async with asyncio.timeout(limit):
@@ -580,31 +526,14 @@ class IdleView:
         _resolve(waiters, idle)
 
     def _install_belief(self, result: Any, incarnation: int, epoch: int, sent: float) -> bool:
-        if not isinstance(result, dict) or not isinstance(result.get("nowMs"), int):
-            self.metrics.idle_view_probes.inc("error")
-            return False
-        self._db_clock = _DbClock(result["nowMs"], sent)
-        wake_at = None
-        if isinstance(result.get("wakeAtMs"), int):
-            wake_at = sent + (result["wakeAtMs"] - result["nowMs"]) / 1000
-        idle = result.get("idle") is True
-        # A `q` that arrived with this probe's answer may postdate its snapshot:
-        # the belief then starts stale (its epoch is the one at sending).
-        self._belief = _Belief(idle, incarnation, epoch, sent, wake_at)
-        self.metrics.idle_view_probes.inc("idle" if idle else "busy")
-        return idle
+        verdict = self._beliefs.install(result, incarnation, epoch, sent)
+        self.metrics.idle_view_probes.inc(verdict.value)
+        return verdict is ProbeVerdict.IDLE
 
-    def _current_belief(self) -> _Belief | None:
-        belief = self._belief
-        if (belief is None or belief.incarnation != self._incarnation or not self._up
-                or belief.epoch != self._epoch):
+    def _current_belief(self) -> Belief | None:
+        if not self._up:
             return None
-        now = self.clock()
-        if now - belief.formed_at >= self.config.idle_view_max_staleness_ms / 1000:
-            return None
-        if belief.wake_at is not None and now >= belief.wake_at:
-            return None
-        return belief
+        return self._beliefs.current(self._incarnation, self.clock())
 
     async def _barrier(self) -> bool:
         """True when a barrier sent after this call found the database idle."""
@@ -625,123 +554,80 @@ class IdleView:
 
     # ------------------------------------------------------------ caches
 
-    def _mark(self, marks: dict[str, tuple[int, float]], ident: str) -> None:
-        """Note a `c:`/`s:` notification about `ident` (vetoes fills in flight).
-
-        At most `MAX_CHANGE_MARKS` per table: a table full of marks younger than
-        the fill horizon (a flood of forged ids) is emptied, and every fill whose
-        call started before this notification is refused instead — the marks
-        only ever veto fills, so forgetting them is safe once no such fill can
-        be accepted."""
-        self._seq += 1
-        now = self.clock()
-        marks.pop(ident, None)  # re-inserted last: the dict stays in time order
-        if len(marks) >= _CHANGE_MARKS_PRUNE_AT:
-            while marks:
-                oldest = next(iter(marks))
-                if now - marks[oldest][1] < _FILL_HORIZON_S:
-                    break
-                del marks[oldest]
-        if len(marks) >= MAX_CHANGE_MARKS:
-            marks.clear()
-            self._veto_before = self._seq
-            self.metrics.idle_view_overflows.inc("marks")
-        marks[ident] = (self._seq, now)
-
-    def _changed_since(self, seq: int, credential_id: str | None, worker_id: str) -> bool:
-        """A `c:` for the credential or an `s:` for the worker came after `seq`
-        (or marks were forgotten after `seq`: then anything may have)."""
-        if seq < self._veto_before:
-            return True
-        credential = self._credential_marks.get(credential_id) if credential_id else None
-        worker = self._worker_marks.get(worker_id)
-        return ((credential is not None and credential[0] > seq)
-                or (worker is not None and worker[0] > seq))
-
-    def _fill_allowed(self, token: CacheToken | None, credential_id: str | None,
-                      worker_id: str) -> bool:
-        """The answer of a call that started at `token` may fill the caches."""
-        return (token is not None and token.incarnation == self._incarnation and self._up
-                and self.clock() - token.taken_at < _FILL_HORIZON_S
-                and not self._changed_since(token.seq, credential_id, worker_id))
-
     def cache_token(self) -> CacheToken | None:
         if not self._engaged or not self._up:
             return None
-        return CacheToken(self._incarnation, self._seq, self.clock())
+        return self._facts.token(self._incarnation, self.clock())
 
     def remember_credential(self, token: CacheToken | None, credential: PresentedCredential,
                             worker_id: str) -> None:
         """The database just authenticated this credential as this worker."""
-        if token is None or not self._fill_allowed(token, credential.credential_id, worker_id):
+        if token is None or not self._up:
             return
-        credential_id = credential.credential_id
-        self._forget_credential(credential_id)
-        if len(self._auth) >= MAX_CACHED:
+        fill = self._facts.remember_credential(token, credential, worker_id,
+                                               incarnation=self._incarnation, now=self.clock())
+        if fill is Fill.OVERFLOW:
             self.metrics.idle_view_overflows.inc("credentials")
-            return
-        self._auth[credential_id] = _AuthEntry(credential.secret_digest, worker_id,
-                                               token.incarnation, token.taken_at)
-        self._worker_credentials.setdefault(worker_id, set()).add(credential_id)
-
-    def _forget_credential(self, credential_id: str) -> None:
-        entry = self._auth.pop(credential_id, None)
-        if entry is None:
-            return
-        ids = self._worker_credentials.get(entry.worker_id)
-        if ids is not None:
-            ids.discard(credential_id)
-            if not ids:
-                del self._worker_credentials[entry.worker_id]
 
     def remember_session(self, token: CacheToken | None, session: dict[str, Any]) -> None:
         """A session projection from an `ok` open/heartbeat answer (active session)."""
-        if token is None:
+        if token is None or not self._up:
             return
-        try:
-            facts = _SessionFacts(str(session["sessionId"]), int(session["generation"]),
-                                  int(session["expiresAtMs"]), token.incarnation)
-            worker_id = str(session["workerId"])
-        except (KeyError, TypeError, ValueError):
-            return
-        if not self._fill_allowed(token, None, worker_id):
-            return
-        if worker_id not in self._sessions and len(self._sessions) >= MAX_CACHED:
+        fill = self._facts.remember_session(token, session, incarnation=self._incarnation,
+                                            now=self.clock())
+        if fill is Fill.OVERFLOW:
             self.metrics.idle_view_overflows.inc("sessions")
-            return
-        self._sessions[worker_id] = facts
 
     def credential_trusted(self, credential: PresentedCredential, worker_id: str) -> bool:
         """The cache may answer for this credential: confirmed by the database less
         than `idle_view_credential_max_age_ms` ago under this listener, same worker,
         same secret digest (constant-time compare)."""
-        entry = self._auth.get(credential.credential_id)
-        if entry is None:
-            return False
-        max_age_s = self.config.idle_view_credential_max_age_ms / 1000
-        if self.clock() - entry.confirmed_at >= max_age_s:
-            # Older than the cache may be trusted (SPEC §5, 5 s): ask the database.
-            self._forget_credential(credential.credential_id)
-            return False
-        return (entry.incarnation == self._incarnation and entry.worker_id == worker_id
-                and hmac.compare_digest(entry.secret_digest, credential.secret_digest))
+        return self._facts.credential_trusted(credential, worker_id,
+                                              incarnation=self._incarnation, now=self.clock())
 
     def _session_ok(self, worker_id: str, session_id: str, generation: int) -> bool:
-        facts, db_clock = self._sessions.get(worker_id), self._db_clock
-        if (facts is None or facts.incarnation != self._incarnation
-                or facts.session_id != session_id or facts.generation != generation
-                or db_clock is None):
-            return False
-        # Both sides on the database's clock: never the local wall clock.
-        db_now_ms = db_clock.now_ms(self.clock())
-        return facts.expires_at_ms - self.config.idle_view_session_margin_ms > db_now_ms
+        return self._facts.session_ok(worker_id, session_id, generation,
+                                      incarnation=self._incarnation,
+                                      db_now_ms=self._beliefs.db_now_ms(self.clock()))
+
+    def _fill_allowed(self, token: CacheToken | None, credential_id: str | None,
+                      worker_id: str) -> bool:
+        """The answer of a call that started at `token` may fill the caches."""
+        return (token is not None and self._up
+                and self._facts.fill_allowed(token, self._incarnation, self.clock(),
+                                             credential_id, worker_id))
+
+    # What the parts hold, under the names the view's tests read.
+    @property
+    def _seq(self) -> int:
+        return self._facts.seq
+
+    @property
+    def _epoch(self) -> int:
+        return self._beliefs.epoch
+
+    @property
+    def _credential_marks(self) -> Marks:
+        return self._facts.credential_marks
+
+    @property
+    def _worker_marks(self) -> Marks:
+        return self._facts.worker_marks
+
+    @property
+    def _auth(self) -> dict[str, AuthEntry]:
+        return self._facts.auth
+
+    @property
+    def _sessions(self) -> dict[str, SessionFacts]:
+        return self._facts.sessions
 
     # ------------------------------------------------------------ pulls
 
     def _cached_facts_hold(self, credential: PresentedCredential, worker_id: str,
                            session_id: str, generation: int) -> bool:
         return (self._engaged and self._up and self.credential_trusted(credential, worker_id)
-                and (self._db_clock is None
+                and (not self._beliefs.knows_db_clock
                      or self._session_ok(worker_id, session_id, generation)))
 
     async def try_idle(self, credential: PresentedCredential, worker_id: str,
