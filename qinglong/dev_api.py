@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from qinglong.local_stack import LocalStack
 
 PROJECT = "dev"
 CONFIG_FILE = "api.json"
@@ -39,41 +39,33 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def _launch(state_dir: Path) -> subprocess.Popen[bytes]:
-    log_dir = state_dir / "logs"
-    log_dir.mkdir(mode=0o700, exist_ok=True)
-    with open(log_dir / "api.log", "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "qinglong", "api", "serve", "--processes", "1",
-             "--config", str(state_dir / CONFIG_FILE)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True,  # survives `up`; `down` signals its group
-            cwd=state_dir, close_fds=True)
-
-
-def start_dev_api(state_dir: Path, producer_dsn: str, runtime_dsn: str, ca_file: Path,
-                  record: Callable[[int], None]) -> dict[str, Any]:
-    """Start the API, make the dev token; -> dev-env.json's `api` section.
-    `record(pid)` stores the pid (dev-state.json, api.pid) before waiting."""
+def start_dev_api(stack: LocalStack) -> dict[str, Any]:
+    """Start the API (stack.launch records its pid before we wait), make the dev
+    token; -> dev-env.json's `api` section."""
     from qinglong.admin_tokens import create_token
     from qinglong.service.producer_token import SCOPES
 
+    state_dir = stack.root
     ready = state_dir / READY_FILE
     ready.unlink(missing_ok=True)
-    config = {"dsn": producer_dsn, "certFile": str(state_dir / "server" / "server.pem"),
-              "keyFile": str(state_dir / "server" / "server-key.pem"),
+    config = {"dsn": stack.dsns.login("producer"), "certFile": str(stack.pki.cert_file),
+              "keyFile": str(stack.pki.key_file),
               "host": "127.0.0.1", "port": 0, "adminPort": 0, "poolMaxSize": 4,
               "auditLog": str(state_dir / "logs" / "api-audit.log"),
               "readyFile": str(ready)}
     _write_private(state_dir / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
-    process = _launch(state_dir)
-    record(process.pid)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not ready.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("the producer API did not start (see logs/api.log)")
-        time.sleep(0.05)
+    service = stack.launch("api", [
+        sys.executable, "-m", "qinglong", "api", "serve", "--processes", "1",
+        "--config", str(state_dir / CONFIG_FILE)], marker=state_dir / CONFIG_FILE)
+    try:
+        found = stack.wait_ready(service, lambda: True if ready.exists() else None,
+                                 START_TIMEOUT_S, 0.05)
+    except TimeoutError:
+        found = None
+    if found is None:
+        raise RuntimeError("the producer API did not start (see logs/api.log)")
     url = json.loads(ready.read_text(encoding="utf-8"))["apiUrl"]
-    token = create_token(runtime_dsn, PROJECT, list(SCOPES), None)
+    token = create_token(stack.dsns.login("runtime"), PROJECT, list(SCOPES), None)
     _write_private(state_dir / TOKEN_FILE, token["token"] + "\n")
-    return {"url": url, "caFile": str(ca_file), "tokenFile": str(state_dir / TOKEN_FILE)}
+    return {"url": url, "caFile": str(stack.pki.ca_file),
+            "tokenFile": str(state_dir / TOKEN_FILE)}

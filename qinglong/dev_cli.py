@@ -29,6 +29,12 @@ cleans up. Layout of DIR:
                     then a private dir under the system temp dir, recorded in state
     logs/           ingress.log, audit.log, sweeper.log — kept by `down` for post-mortems
 
+The steps `up` shares with `qinglong demo` (cluster, database, login roles,
+PKI, KEK, starting and stopping the services) are `qinglong.local_stack`'s
+LocalStack, with dev-state.json as its record; what is dev's own (the state
+dir, the ingress config on ports chosen here, the readiness checks, the
+worker identity, dev-env.json) is `_DevPlan` here.
+
 Choices: `up` on a DIR that is already up fails (error `already_up`), it does
 not adopt or restart it; `down` is idempotent (nothing recorded => exit 0).
 
@@ -47,7 +53,6 @@ import contextlib
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 from qinglong.cli import Subparsers
 
 if TYPE_CHECKING:
-    import subprocess
+    from qinglong.local_stack import Dsns, LocalStack, LoginRole, Service
 
 # Only cheap imports at module level: cli.py imports this module to build its
 # parser for every `qinglong` command, including the worker's.
@@ -70,11 +75,7 @@ WORKER_NAME = "dev-worker-1"
 STATE_FILE = "dev-state.json"
 ENV_FILE = "dev-env.json"
 READY_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 10.0
-# sockaddr_un.sun_path is 108 bytes including the NUL.
-_MAX_SOCKET_PATH = 107
 _DSN_KEYS = ("dsn", "runtimeDsn")
-SWEEP_EVERY = "1s"
 SWEEPER_DSN_FILE = "sweeper.dsn"
 # The key-encryption key of secrets (SPEC §14.1): 0600, named by dev-env.json's
 # kekFile and the ingress config's kekFile.
@@ -86,6 +87,18 @@ _CREATED = ("ca", "server", "worker", "ingress.json", "ingress.pid", SWEEPER_DSN
             # certificates `admin worker renew-cert` wrote by default (beside ca/)
             "worker-certs")
 PRODUCER_ROLE = "qinglong_api"
+# The services `down` stops, in start order, each by the file its command line names.
+_MARKERS = {"ingress": "ingress.json", "sweeper": SWEEPER_DSN_FILE, "api": "api.json"}
+
+
+def _dev_roles() -> dict[str, LoginRole]:
+    """The dev database's login roles, created in this order (SPEC §13.6)."""
+    from qinglong.local_stack import LoginRole
+
+    return {"ingress": LoginRole(INGRESS_ROLE, "ql_worker_ingress"),
+            "runtime": LoginRole(RUNTIME_ROLE, "ql_runtime"),
+            "sweeper": LoginRole(SWEEPER_ROLE, "ql_sweeper"),
+            "producer": LoginRole(PRODUCER_ROLE, "ql_producer")}
 
 
 class DevError(Exception):
@@ -153,107 +166,6 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
 # ------------------------------------------------------------------ postgres
 
 
-def _dev_cluster_class() -> type:
-    from qinglong.throwaway_postgres import ThrowawayPostgres, _run_as
-
-    class DevPostgres(ThrowawayPostgres):
-        """A ThrowawayPostgres in a directory we choose, which nobody deletes at exit.
-
-        The harness's start() always uses a fresh mkdtemp and honours
-        QL_TEST_DSN; the dev env needs a known, persistent location instead.
-        """
-
-        def start_in(self, base_dir: Path) -> DevPostgres:
-            self.existing_dsn = None
-            self._owned = True
-            self.base_dir = base_dir
-            base_dir.mkdir(mode=0o700, exist_ok=True)
-            self.socket_dir.mkdir(mode=0o700, exist_ok=True)
-            os_user = _run_as()
-            if os_user is not None:
-                import pwd
-
-                entry = pwd.getpwnam(os_user)
-                for path in (self.base_dir, self.socket_dir):
-                    os.chown(path, entry.pw_uid, entry.pw_gid)
-                self.superuser = os_user
-            else:
-                import pwd
-
-                self.superuser = pwd.getpwuid(os.geteuid()).pw_name
-            self._initdb(os_user)
-            self._pg_ctl_start(os_user)
-            return self
-
-    return DevPostgres
-
-
-def _reachable_by(path: Path, uid: int, gid: int) -> bool:
-    """Can OS user uid/gid traverse every directory down to `path`?"""
-    for directory in (path, *path.parents):
-        st = directory.stat()
-        if st.st_uid == uid:
-            bit = 0o100
-        elif st.st_gid == gid:
-            bit = 0o010
-        else:
-            bit = 0o001
-        if not st.st_mode & bit:
-            return False
-    return True
-
-
-def _cluster_base_dir(state_dir: Path) -> Path:
-    import tempfile
-
-    from qinglong.throwaway_postgres import _run_as
-
-    preferred = state_dir / "pg"
-    fits = len(str(preferred / "sock" / ".s.PGSQL.65535")) <= _MAX_SOCKET_PATH
-    os_user = _run_as()
-    reachable = True
-    if os_user is not None:
-        import pwd
-
-        entry = pwd.getpwnam(os_user)
-        reachable = _reachable_by(state_dir, entry.pw_uid, entry.pw_gid)
-    if fits and reachable:
-        return preferred
-    return Path(tempfile.mkdtemp(prefix="qinglong-dev-pg-"))
-
-
-def _cluster_from_state(data: dict[str, Any]) -> Any:
-    cluster = _dev_cluster_class()()
-    cluster.base_dir = Path(data["pgBaseDir"])
-    cluster._owned = True
-    cluster.port = int(data.get("pgPort") or 0)
-    cluster.superuser = data.get("pgSuperuser") or cluster.superuser
-    return cluster
-
-
-def _start_postgres(state: State) -> Any:
-    from qinglong.throwaway_postgres import Auth
-
-    base_dir = _cluster_base_dir(state.directory)
-    # Record the location before initdb so `down` can remove a half-made cluster.
-    state.update(pgBaseDir=str(base_dir))
-    cluster = _dev_cluster_class()(auth=Auth.SCRAM)
-    try:
-        cluster.start_in(base_dir)
-    except Exception as exc:
-        raise DevError("postgres_start_failed", str(exc)[-2000:]) from None
-    state.update(
-        pgPort=cluster.port, pgSuperuser=cluster.superuser, pgPid=_postmaster_pid(base_dir)
-    )
-    return cluster
-
-
-def _postmaster_pid(base_dir: Path) -> int | None:
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        return int((base_dir / "data" / "postmaster.pid").read_text().splitlines()[0])
-    return None
-
-
 @dataclass(frozen=True)
 class DevDsns:
     """The dev database's DSNs, each carrying its login's generated password
@@ -265,41 +177,19 @@ class DevDsns:
     sweeper: str = field(repr=False)  # IN ROLE ql_sweeper only: sweep, promote, prune
     producer: str = field(repr=False)  # IN ROLE ql_producer only: the producer API
 
+    @classmethod
+    def of(cls, dsns: Dsns) -> DevDsns:
+        return cls(superuser=dsns.admin, **{key: dsns.login(key) for key in _dev_roles()})
 
-def _prepare_database(cluster: Any) -> DevDsns:
+
+def prepare_database(cluster: Any) -> DevDsns:
     """Create + migrate the dev database and its login roles; return their DSNs."""
-    from qinglong.db.migrator import migrate
+    from qinglong.local_stack import prepare_database as prepare
 
-    dsn = cluster.create_database(DATABASE)
-    migrate(dsn)
-    return DevDsns(
-        superuser=dsn,
-        ingress=cluster.ensure_login_role(INGRESS_ROLE, "ql_worker_ingress", DATABASE),
-        runtime=cluster.ensure_login_role(RUNTIME_ROLE, "ql_runtime", DATABASE),
-        sweeper=cluster.ensure_login_role(SWEEPER_ROLE, "ql_sweeper", DATABASE),
-        producer=cluster.ensure_login_role(PRODUCER_ROLE, "ql_producer", DATABASE))
+    return DevDsns.of(prepare(cluster, DATABASE, _dev_roles()))
 
 
 # ------------------------------------------------------------------- ingress
-
-
-def _proc_start_time(pid: int) -> str | None:
-    """Kernel start time of pid (field 22 of /proc/pid/stat): tells pid reuse apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else None
-
-
-def _alive(pid: int) -> bool:
-    """Running and not a zombie (a reaped-later child of a dead `up` is gone for us)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _ingress_config(
@@ -377,34 +267,6 @@ def _write_ingress_config(path: Path, nested: dict[str, Any]) -> None:
     raise DevError("invalid_ingress_config", error)
 
 
-def _launch_ingress(state: State, config_file: Path) -> subprocess.Popen[bytes]:
-    import subprocess
-
-    log_dir = state.directory / "logs"
-    log_dir.mkdir(mode=0o700, exist_ok=True)
-    with open(log_dir / "ingress.log", "ab") as log:
-        process = subprocess.Popen(
-            # One process, so dev-env.json's one adminUrl sees all of it.
-            [sys.executable, "-m", "qinglong", "ingress", "serve", "--processes", "1",
-             "--config", str(config_file)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,  # survives us, and `down` can signal its whole group
-            cwd=state.directory,
-            close_fds=True,
-        )
-    state.update(ingressPid=process.pid, ingressStartTime=_proc_start_time(process.pid))
-    _write_text(state.directory / "ingress.pid", f"{process.pid}\n", 0o644)
-    return process
-
-
-def _write_text(path: Path, text: str, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
 def _tls_ready(port: int, ca_file: Path, cert: tuple[Path, Path]) -> bool:
     import socket
     import ssl
@@ -433,115 +295,7 @@ def _admin_ready(port: int) -> bool:
         return False
 
 
-def _wait_ingress(
-    process: subprocess.Popen[bytes], ports: tuple[int, int], ca_file: Path, cert: tuple[Path, Path]
-) -> bool:
-    """True once TLS and /readyz answer; False if the process died first."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        if _tls_ready(ports[0], ca_file, cert) and _admin_ready(ports[1]):
-            return True
-        time.sleep(0.2)
-    raise DevError("ingress_not_ready", f"not ready after {READY_TIMEOUT_S:.0f}s")
-
-
-def _log_tail(state_dir: Path, max_bytes: int = 1500) -> str:
-    with contextlib.suppress(OSError):
-        return (state_dir / "logs" / "ingress.log").read_text(errors="replace")[-max_bytes:]
-    return ""
-
-
-def _start_ingress(
-    state: State, ingress_dsn: str, tls: dict[str, str], worker: Any
-) -> tuple[int, int]:
-    """Start the ingress on free ports; retry if a port was taken meanwhile."""
-    from qinglong.throwaway_postgres import free_loopback_port
-
-    config_file = state.directory / "ingress.json"
-    for _ in range(3):
-        ports = (free_loopback_port(), free_loopback_port())
-        if ports[0] == ports[1]:
-            continue
-        _write_ingress_config(
-            config_file, _ingress_config(state.directory, ingress_dsn, ports, tls)
-        )
-        state.update(ingressPort=ports[0], adminPort=ports[1])
-        process = _launch_ingress(state, config_file)
-        cert = (worker.cert_file, worker.key_file)
-        if _wait_ingress(process, ports, Path(tls["workerCaFile"]), cert):
-            return ports
-        state.update(ingressPid=None)
-    raise DevError("ingress_start_failed", _log_tail(state.directory))
-
-
-# ------------------------------------------------------------------- sweeper
-
-
-def _launch_sweeper(state: State, sweeper_dsn: str) -> subprocess.Popen[bytes]:
-    import subprocess
-
-    dsn_file = state.directory / SWEEPER_DSN_FILE
-    _write_text(dsn_file, sweeper_dsn + "\n", 0o600)
-    log_dir = state.directory / "logs"
-    log_dir.mkdir(mode=0o700, exist_ok=True)
-    with open(log_dir / "sweeper.log", "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "qinglong", "runtime", "sweep", "--dsn-file", str(dsn_file),
-             "--every", SWEEP_EVERY],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            cwd=state.directory,
-            close_fds=True,
-        )
-    state.update(sweeperPid=process.pid, sweeperStartTime=_proc_start_time(process.pid))
-    _write_text(state.directory / "sweeper.pid", f"{process.pid}\n", 0o644)
-    return process
-
-
-def _start_sweeper(state: State, sweeper_dsn: str) -> None:
-    """Start the sweeper; wait until its log shows a first completed pass."""
-    process = _launch_sweeper(state, sweeper_dsn)
-    log = state.directory / "logs" / "sweeper.log"
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline and process.poll() is None:
-        with contextlib.suppress(OSError):
-            if '"event":"sweep.pass"' in log.read_text(errors="replace"):
-                return
-        time.sleep(0.1)
-    try:
-        tail = log.read_text(errors="replace")[-1500:]
-    except OSError:
-        tail = "no sweeper log"
-    raise DevError("sweeper_start_failed", tail)
-
-
 # ------------------------------------------------------------------------ up
-
-
-def _provision_pki(state_dir: Path) -> tuple[dict[str, str], Path]:
-    from qinglong.service import pki
-
-    ca = pki.init_ca(state_dir / "ca")
-    server = pki.issue_server_cert(state_dir / "ca", state_dir / "server")
-    tls = {
-        "certFile": str(server.cert_file),
-        "keyFile": str(server.key_file),
-        "workerCaFile": str(ca.cert_file),
-    }
-    return tls, ca.cert_file
-
-
-def _create_kek(state_dir: Path) -> Path:
-    """A fresh key-encryption key for `admin secret …` and the ingress (0600)."""
-    from qinglong.service.secrets_crypto import create_kek_file
-
-    path = state_dir / KEK_FILE
-    create_kek_file(path)
-    return path
 
 
 def _claim_state_dir(state_dir: Path) -> State:
@@ -562,37 +316,129 @@ def _claim_state_dir(state_dir: Path) -> State:
     return state
 
 
-def _up(state_dir: Path) -> dict[str, Any]:
-    from qinglong.service import control_plane
+@dataclass
+class _DevPlan:
+    """dev up's side of LocalStack.start: a persistent cluster in the state dir,
+    the nested ingress config on ports chosen here, a sweeper reading its DSN
+    file, the dev API; one worker identity."""
 
+    state: State
+    worker: Any = None  # control_plane.WorkerIdentity
+    api_section: dict[str, Any] = field(default_factory=dict)  # dev-env.json's `api`
+
+    def start_postgres(self, stack: LocalStack) -> None:
+        from qinglong.local_stack import cluster_base_dir
+
+        base_dir = cluster_base_dir(self.state.directory)
+        try:
+            stack.start_persistent(base_dir)
+        except Exception as exc:
+            raise DevError("postgres_start_failed", str(exc)[-2000:]) from None
+
+    def database_ready(self, stack: LocalStack) -> None:
+        return None
+
+    def pki_ready(self, stack: LocalStack) -> None:
+        from qinglong.service import control_plane
+
+        state_dir = self.state.directory
+        with control_plane.connect(stack.dsns.admin) as conn:
+            self.worker = control_plane.provision_worker(
+                conn, WORKER_NAME, state_dir / "ca", state_dir / "worker",
+                self_labels=True,  # a development worker declares its own labels (SPEC §13.2)
+                pools=("*",),  # and takes every pool, present and future (SPEC §13.1)
+            )
+            # `admin worker renew-cert --worker ID` finds the dev CA through the database.
+            _name_dev_ca(conn, state_dir / "ca")
+
+    def start_ingress(self, stack: LocalStack) -> None:
+        """Start the ingress on free ports; retry if a port was taken meanwhile."""
+        from qinglong.local_stack import log_tail
+        from qinglong.throwaway_postgres import free_loopback_port
+
+        config_file = self.state.directory / "ingress.json"
+        for _ in range(3):
+            ports = (free_loopback_port(), free_loopback_port())
+            if ports[0] == ports[1]:
+                continue
+            _write_ingress_config(config_file, _ingress_config(
+                self.state.directory, stack.dsns.login("ingress"), ports, stack.pki.tls()))
+            self.state.update(ingressPort=ports[0], adminPort=ports[1])
+            if self._wait_ingress(stack, stack.launch_ingress(config_file), ports):
+                stack.facts.ingress_url = f"https://127.0.0.1:{ports[0]}"
+                stack.facts.admin_url = f"http://127.0.0.1:{ports[1]}"
+                return
+            stack.stop_service("ingress")  # it exited: forget it
+            self.state.update(ingressPid=None)
+        raise DevError("ingress_start_failed",
+                       log_tail(self.state.directory / "logs" / "ingress.log"))
+
+    def _wait_ingress(self, stack: LocalStack, service: Service, ports: tuple[int, int]) -> bool:
+        """True once TLS and /readyz answer; False if the process died first."""
+        cert = (self.worker.cert_file, self.worker.key_file)
+
+        def ready() -> bool | None:
+            ok = _tls_ready(ports[0], stack.pki.ca_file, cert) and _admin_ready(ports[1])
+            return True if ok else None
+
+        try:
+            return stack.wait_ready(service, ready, READY_TIMEOUT_S, 0.2) is not None
+        except TimeoutError:
+            raise DevError("ingress_not_ready", f"not ready after {READY_TIMEOUT_S:.0f}s") from None
+
+    def start_sweeper(self, stack: LocalStack) -> None:
+        """Start the sweeper; wait until its log shows a first completed pass."""
+        service = stack.launch_sweeper(self.state.directory / SWEEPER_DSN_FILE)
+
+        def passed() -> bool | None:
+            with contextlib.suppress(OSError):
+                if '"event":"sweep.pass"' in service.log_path.read_text(errors="replace"):
+                    return True
+            return None
+
+        with contextlib.suppress(TimeoutError):
+            if stack.wait_ready(service, passed, READY_TIMEOUT_S) is not None:
+                return
+        try:
+            tail = service.log_path.read_text(errors="replace")[-1500:]
+        except OSError:
+            tail = "no sweeper log"
+        raise DevError("sweeper_start_failed", tail)
+
+    def start_api(self, stack: LocalStack) -> None:
+        """The producer API and a token of project `dev` with every scope (dev_api.py)."""
+        from qinglong.dev_api import start_dev_api
+
+        try:
+            self.api_section = start_dev_api(stack)
+        except RuntimeError as exc:
+            raise DevError("api_start_failed", str(exc)) from None
+
+
+def _dev_stack(state: State) -> LocalStack:
+    from qinglong.local_stack import LocalStack
+
+    return LocalStack(state.directory, DATABASE, _dev_roles(), record=state.update,
+                      cwd=state.directory, pid_files=True)
+
+
+def _up(state_dir: Path) -> dict[str, Any]:
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     state_dir = state_dir.resolve()
     state = _claim_state_dir(state_dir)
-    cluster = _start_postgres(state)
-    dsns = _prepare_database(cluster)
-    tls, ca_file = _provision_pki(state_dir)
-    kek_file = _create_kek(state_dir)
-    with control_plane.connect(dsns.superuser) as conn:
-        worker = control_plane.provision_worker(
-            conn, WORKER_NAME, state_dir / "ca", state_dir / "worker",
-            self_labels=True,  # a development worker declares its own labels (SPEC §13.2)
-            pools=("*",),  # and takes every pool, present and future (SPEC §13.1)
-        )
-        # `admin worker renew-cert --worker ID` finds the dev CA through the database.
-        _name_dev_ca(conn, state_dir / "ca")
-    listen_port, admin_port = _start_ingress(state, dsns.ingress, tls, worker)
-    _start_sweeper(state, dsns.sweeper)
-    api_section = _start_api(state, dsns, ca_file)
+    stack = _dev_stack(state)
+    plan = _DevPlan(state)
+    facts = stack.start(plan)
     env = {
-        "dsn": dsns.superuser,
-        "runtimeDsn": dsns.runtime,
-        "ingressUrl": f"https://127.0.0.1:{listen_port}",
-        "adminUrl": f"http://127.0.0.1:{admin_port}",
-        "caFile": str(ca_file),
-        "caDir": str(state_dir / "ca"),
-        "kekFile": str(kek_file),
-        "worker": worker.as_json(),
-        "api": api_section,
+        "dsn": stack.dsns.admin,
+        "runtimeDsn": stack.dsns.login("runtime"),
+        "ingressUrl": facts.ingress_url,
+        "adminUrl": facts.admin_url,
+        "caFile": str(stack.pki.ca_file),
+        "caDir": str(stack.pki.ca_dir),
+        "kekFile": str(stack.kek_file),
+        "worker": plan.worker.as_json(),
+        "api": plan.api_section,
     }
     _write_json(state_dir / ENV_FILE, env)
     return env
@@ -603,20 +449,6 @@ def _name_dev_ca(conn: Any, ca_dir: Path) -> None:
 
     set_dev_ca_dir(conn, DATABASE, ca_dir)
     conn.commit()
-
-
-def _start_api(state: State, dsns: DevDsns, ca_file: Path) -> dict[str, Any]:
-    """The producer API and a token of project `dev` with every scope (dev_api.py)."""
-    from qinglong.dev_api import start_dev_api
-
-    def record(pid: int) -> None:
-        state.update(apiPid=pid, apiStartTime=_proc_start_time(pid))
-        _write_text(state.directory / "api.pid", f"{pid}\n", 0o644)
-
-    try:
-        return start_dev_api(state.directory, dsns.producer, dsns.runtime, ca_file, record)
-    except RuntimeError as exc:
-        raise DevError("api_start_failed", str(exc)) from None
 
 
 def up_command(args: argparse.Namespace) -> int:
@@ -657,79 +489,6 @@ def _without_password(dsn: str) -> str:
 # ---------------------------------------------------------------------- down
 
 
-def _ours(pid: int, start_time: str | None, config_file: Path) -> bool:
-    """Is pid still the child we started (not a recycled pid)? `config_file` is
-    the file its command line names (ingress.json, sweeper.dsn)."""
-    if not _alive(pid):
-        return False
-    if start_time is not None and _proc_start_time(pid) != start_time:
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return str(config_file).encode() in cmdline
-
-
-def _signal_group(pid: int, signum: int) -> None:
-    # The ingress leads its own session/group (start_new_session): signal the
-    # group so helper processes it may have spawned go too.
-    try:
-        os.killpg(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
-
-
-def _stop_child(state_dir: Path, data: dict[str, Any], name: str, marker: str) -> None:
-    """SIGTERM (then SIGKILL) the process group of the child `name` (ingress,
-    sweeper) if its recorded pid is still the process we started."""
-    import signal
-
-    pid = data.get(f"{name}Pid")
-    if pid is None:
-        with contextlib.suppress(OSError, ValueError):
-            pid = int((state_dir / f"{name}.pid").read_text().strip())
-    if not isinstance(pid, int) or not _ours(
-        pid, data.get(f"{name}StartTime"), state_dir / marker
-    ):
-        return
-    _signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(pid):
-        _signal_group(pid, signal.SIGKILL)
-        while _alive(pid) and time.monotonic() < deadline + 5:
-            time.sleep(0.05)
-
-
-def _stop_postgres(data: dict[str, Any]) -> None:
-    import shutil
-    import signal
-
-    base = data.get("pgBaseDir")
-    if not base:
-        return
-    cluster = _cluster_from_state(data)
-    cluster.stop("fast")
-    pid = data.get("pgPid")
-    if isinstance(pid, int) and _alive(pid) and _ours_postmaster(pid, Path(base)):
-        os.kill(pid, signal.SIGQUIT)  # pg_ctl failed: immediate shutdown
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-    shutil.rmtree(base, ignore_errors=True)
-
-
-def _ours_postmaster(pid: int, base_dir: Path) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return str(base_dir / "data").encode() in cmdline
-
-
 def _remove_created(state_dir: Path) -> None:
     import shutil
 
@@ -746,6 +505,8 @@ def _remove_created(state_dir: Path) -> None:
 
 def _down(state_dir: Path) -> bool:
     """Stop and remove; False when there was nothing to stop."""
+    from qinglong.local_stack import LocalStack
+
     if not state_dir.is_dir():
         return False
     state_dir = state_dir.resolve()
@@ -754,10 +515,7 @@ def _down(state_dir: Path) -> bool:
     if state is None and not (state_dir / "ingress.pid").exists() \
             and not (state_dir / "sweeper.pid").exists():
         return False
-    _stop_child(state_dir, data, "sweeper", SWEEPER_DSN_FILE)
-    _stop_child(state_dir, data, "api", "api.json")
-    _stop_child(state_dir, data, "ingress", "ingress.json")
-    _stop_postgres(data)
+    LocalStack.from_record(state_dir, DATABASE, data, _MARKERS).teardown()
     _remove_created(state_dir)
     return True
 

@@ -87,7 +87,7 @@ class DrillFigures:
 
 
 class _DbAdapter:
-    """What `dev_cli._prepare_database` needs of a cluster, through the HA stack:
+    """What `dev_cli.prepare_database` needs of a cluster, through the HA stack:
     every DSN it returns is the multi-host, read-write one."""
 
     def __init__(self, stack: HaStack) -> None:
@@ -168,13 +168,14 @@ class Drill(Soak):
                  f"sweeper, {len(self.workers)} executing workers")
 
     def _create_env(self) -> soak_env.SoakEnv:
-        from qinglong import dev_cli
+        from qinglong import dev_cli, local_stack
         from qinglong.service import control_plane
 
         assert self.stack is not None
         (self.out / "logs").mkdir(parents=True, exist_ok=True)
-        dsns = dev_cli._prepare_database(_DbAdapter(self.stack))
-        tls, ca_file = dev_cli._provision_pki(self.out)
+        dsns = dev_cli.prepare_database(_DbAdapter(self.stack))
+        pki = local_stack.provision_pki(self.out)
+        tls, ca_file = pki.tls(), pki.ca_file
         env = soak_env.SoakEnv(self.out, None, dsn=dsns.superuser, ingress_dsn=dsns.ingress,
                                runtime_dsn=dsns.runtime, sweeper_dsn=dsns.sweeper, tls=tls,
                                ca_file=Path(ca_file))

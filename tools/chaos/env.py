@@ -1,7 +1,7 @@
 """The soak's loopback environment, assembled from the dev env's own helpers.
 
-PostgreSQL, migration, login roles and the dev PKI come from `qinglong.dev_cli`
-(the same calls `qinglong dev up` makes); worker identities from
+PostgreSQL, migration, login roles and the dev PKI come from `qinglong.local_stack`
+and `qinglong.dev_cli` (the same calls `qinglong dev up` makes); worker identities from
 `service.control_plane.provision_worker` (what `admin worker create` calls).
 The cluster is always a private one (never `QL_TEST_DSN`): the soak restarts it
 with `pg_ctl restart -m immediate`, which a shared server must not suffer.
@@ -101,7 +101,7 @@ class WorkerIdentity:
 @dataclass
 class SoakEnv:
     root: Path
-    cluster: Any  # qinglong.dev_cli DevPostgres
+    cluster: Any  # qinglong.local_stack.PersistentPostgres
     # DSNs may carry passwords: never in a repr.
     dsn: str = field(repr=False)  # superuser
     ingress_dsn: str = field(repr=False)
@@ -132,11 +132,11 @@ class SoakEnv:
 
 
 def _start_cluster(root: Path) -> Any:
-    from qinglong import dev_cli
+    from qinglong import local_stack
 
-    cluster = dev_cli._dev_cluster_class()()
+    cluster = local_stack.PersistentPostgres()
     # Under root/pg when the postgres OS user can reach it, else a private temp dir.
-    base = dev_cli._cluster_base_dir(root)
+    base = local_stack.cluster_base_dir(root)
     try:
         cluster.start_in(base)
     except BaseException:
@@ -153,15 +153,16 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int,
 
     `hostile` names the identity of the hostile worker (granted HOSTILE_POOL and
     HOSTILE_LABELS only); every other worker is granted HONEST_POOL."""
-    from qinglong import dev_cli
+    from qinglong import dev_cli, local_stack
     from qinglong.service import control_plane
 
     (root / "logs").mkdir(parents=True, exist_ok=True)
     cluster = _start_cluster(root)
     env: SoakEnv | None = None
     try:
-        dsns = dev_cli._prepare_database(cluster)
-        tls, ca_file = dev_cli._provision_pki(root)
+        dsns = dev_cli.prepare_database(cluster)
+        pki = local_stack.provision_pki(root)
+        tls, ca_file = pki.tls(), pki.ca_file
         env = SoakEnv(root, cluster, dsn=dsns.superuser, ingress_dsn=dsns.ingress,
                       runtime_dsn=dsns.runtime, sweeper_dsn=dsns.sweeper, tls=tls,
                       ca_file=Path(ca_file))
