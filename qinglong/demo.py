@@ -17,6 +17,11 @@ us and cleanup stops the children in order (workers drain and close their
 sessions, then the ingress and the sweeper, then PostgreSQL) inside `finally`; SIGTERM is turned
 into the same path. Temp dirs go too (unless --keep).
 
+What it shares with `qinglong dev up` (PostgreSQL, login roles, CA, KEK, the
+ingress, the sweeper, the producer API, and their ordered teardown) is
+`qinglong.local_stack`'s LocalStack; `Demo` is its plan (what is printed, the
+console, the workers, the job, the live view).
+
 Sources of the live view: `ql.status_snapshot()` (queue, sessions), each
 worker's journal inbox (accepted offers: the worker validated and fsynced them),
 the workers' JSON event lines (idle reasons, conflicts) and the ingress's
@@ -44,17 +49,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from qinglong.local_stack import SWEEP_EVERY, LocalStack, LoginRole, Service, popen, stop_services
+
 PROJECT = "demo"
 DATABASE = "qinglong_demo"
 INGRESS_ROLE = "qinglong_demo_ingress"
 SWEEPER_ROLE = "qinglong_demo_sweeper"  # member of ql_sweeper only: sweep, promote, prune
-SWEEP_EVERY = "1s"
 CONSOLE_ROLE = "qinglong_demo_console"  # member of ql_readonly only
 CONSOLE_START_S = 20.0
 WAVES = 3
 WAVE_GAP_S = 1.5
 MAX_RUNS = 256  # every worker gets slots = runs (<= 256), so any eligible worker can take all
 STOP_TIMEOUT_S = 10.0
+# The stack's login roles (purpose -> role), created in this order.
+ROLES = {"ingress": LoginRole(INGRESS_ROLE, "ql_worker_ingress"),
+         "sweeper": LoginRole(SWEEPER_ROLE, "ql_sweeper")}
 REFRESH_S = 0.5
 PLAIN_EVERY_S = 2.0
 _METRIC = re.compile(r'^qinglong_ingress_pull_results_total\{result="([a-z_]+)"\} ([0-9.e+]+)$')
@@ -185,41 +194,14 @@ def spawn(
     name: str, argv: list[str], log_path: Path, *, pipe: bool = False,
     env: dict[str, str] | None = None,
 ) -> Child:
-    log = open(log_path, "ab")  # the child has its own copy of the descriptor
-    try:
-        process = subprocess.Popen(
-            argv,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.PIPE if pipe else log,
-            start_new_session=True,  # own process group: Ctrl-C reaches only us
-            close_fds=True,
-        )
-    finally:
-        log.close()
-    return Child(name, process, log_path)
-
-
-def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signum)
+    """A child in its own process group: Ctrl-C reaches only us."""
+    return Child(name, popen(argv, log_path, env=env, pipe=pipe), log_path)
 
 
 def stop_children(children: list[Child], timeout_s: float = STOP_TIMEOUT_S) -> None:
     """SIGTERM every group, wait, then SIGKILL what is left."""
-    running = [c for c in children if c.process.poll() is None]
-    for child in running:
-        _signal_group(child.process, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    for child in running:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.process.wait(max(0.1, deadline - time.monotonic()))
-    for child in running:
-        if child.process.poll() is None:
-            _signal_group(child.process, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.process.wait(5)
+    stop_services([Service(c.name, c.process.pid, c.log_path, process=c.process)
+                   for c in children], timeout_s)
 
 
 # ------------------------------------------------------------------ workers
@@ -296,9 +278,9 @@ class Demo:
     admin_dsn: str = field(default="", repr=False)
     ingress_dsn: str = field(default="", repr=False)
     sweeper_dsn: str = field(default="", repr=False)
-    ingress: Child | None = None
-    sweeper: Child | None = None
-    api_child: Child | None = None  # `qinglong api serve` (qinglong.demo_api)
+    ingress: Service | None = None
+    sweeper: Service | None = None
+    api_child: Service | None = None  # `qinglong api serve` (qinglong.demo_api)
     producer: Any = None  # demo_api.DemoApi: the runs are enqueued through it
     job: Any = None  # demo_job.DemoJob: signing key, KEK, the secret task and its log
     ingress_url: str = ""
@@ -319,6 +301,8 @@ class Demo:
     started_at: float = field(default_factory=time.monotonic)
     database: str = field(default_factory=lambda: f"{DATABASE}_{os.getpid()}")
     out: IO[str] = sys.stdout
+    # PostgreSQL, CA, KEK, ingress, sweeper, API: this demo is its StackPlan.
+    stack: LocalStack = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         base = self.keep
@@ -331,6 +315,7 @@ class Demo:
         # Outside the private root: the run-as user must reach its run's directory.
         self.runs_root = Path(tempfile.mkdtemp(prefix="qinglong-demo-runs-"))
         self.runs_root.chmod(0o711)
+        self.stack = LocalStack(self.root, self.database, ROLES)
 
     # -- steps ---------------------------------------------------------------
 
@@ -338,28 +323,24 @@ class Demo:
         elapsed = time.monotonic() - self.started_at
         print(f"[{elapsed:5.1f}s] {text}", file=self.out, flush=True)
 
-    def start_database(self) -> None:
-        from qinglong.db.migrator import migrate
-
+    def start_postgres(self, stack: LocalStack) -> None:
         if self.dsn is not None:
-            self.admin_dsn = self.ingress_dsn = self.sweeper_dsn = self.dsn
-            migrate(self.dsn)
-            self.say("PostgreSQL: using --dsn (migrated)")
+            stack.use_dsn(self.dsn, tuple(ROLES))
             return
-        from qinglong.throwaway_postgres import Auth, ThrowawayPostgres
-
         # scram on TCP with generated passwords; they reach the ingress only
         # through its 0600 config file, never a command line.
-        self.cluster = ThrowawayPostgres(auth=Auth.SCRAM)
-        self.cluster.start()  # honours QL_TEST_DSN: then a database on that server
-        self.admin_dsn = self.cluster.create_database(self.database)
-        migrate(self.admin_dsn)
-        self.ingress_dsn = self.cluster.ensure_login_role(
-            INGRESS_ROLE, "ql_worker_ingress", self.database)
-        self.sweeper_dsn = self.cluster.ensure_login_role(
-            SWEEPER_ROLE, "ql_sweeper", self.database)
-        where = self.cluster.base_dir or "existing server"
-        self.say(f"PostgreSQL 15 on 127.0.0.1:{self.cluster.port} ({where}), migrated")
+        self.cluster = stack.start_throwaway()  # honours QL_TEST_DSN: a database there
+
+    def database_ready(self, stack: LocalStack) -> None:
+        self.admin_dsn = stack.dsns.admin
+        self.ingress_dsn = stack.dsns.login("ingress")
+        self.sweeper_dsn = stack.dsns.login("sweeper")
+        if self.cluster is None:
+            self.say("PostgreSQL: using --dsn (migrated)")
+        else:
+            where = self.cluster.base_dir or "existing server"
+            self.say(f"PostgreSQL 15 on 127.0.0.1:{self.cluster.port} ({where}), migrated")
+        self.start_console()
 
     def announce_console(self) -> None:
         """The console's URL, first thing: its port is chosen now, it serves once
@@ -398,15 +379,13 @@ class Demo:
             return
         self.say(f"console serving {self.console_url} (log {self.console.log_path.name})")
 
-    def provision(self) -> None:
+    def pki_ready(self, stack: LocalStack) -> None:
         from qinglong.demo_job import DemoJob
-        from qinglong.service import control_plane, pki
+        from qinglong.service import control_plane
 
-        self.job = DemoJob.create(self.root)
+        self.job = DemoJob.create(self.root, stack.kek_file)
         self.out = self.job.record(self.out)  # read back by the leak check
-        ca_dir = self.root / "ca"
-        pki.init_ca(ca_dir)
-        pki.issue_server_cert(ca_dir, self.root / "server")
+        ca_dir = stack.pki.ca_dir
         profiles = [PROFILES[i % len(PROFILES)] for i in range(self.workers)]
         with control_plane.connect(self.admin_dsn) as conn:
             for index, profile in enumerate(profiles, start=1):
@@ -438,13 +417,13 @@ class Demo:
         path = self.root / "workers" / name / "worker.json"
         path.write_text(json.dumps(config, indent=2), encoding="utf-8")
 
-    def start_ingress(self) -> None:
+    def start_ingress(self, stack: LocalStack) -> None:
         ready_file = self.root / "ingress.ready.json"
         config = {
             "dsn": self.ingress_dsn,
-            "certFile": str(self.root / "server" / "server.pem"),
-            "keyFile": str(self.root / "server" / "server-key.pem"),
-            "clientCaFile": str(pki_ca_cert(self.root / "ca")),
+            "certFile": str(stack.pki.cert_file),
+            "keyFile": str(stack.pki.key_file),
+            "clientCaFile": str(stack.pki.ca_file),
             "port": 0,
             "adminPort": 0,
             "poolMaxSize": 4,
@@ -457,7 +436,7 @@ class Demo:
             "auditLog": str(self.root / "logs" / "audit.log"),
             "readyFile": str(ready_file),
             "logLevel": "WARNING",
-            "kekFile": str(self.job.kek_file),  # opens the secrets it delivers (SPEC §14.3)
+            "kekFile": str(stack.kek_file),  # opens the secrets it delivers (SPEC §14.3)
         }
         config_path = self.root / "ingress.json"
         # Holds the ingress DSN (and its password): 0600 from creation.
@@ -465,25 +444,22 @@ class Demo:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(config))
         # One process: the demo reads its progress from one admin listener.
-        argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--processes", "1",
-                "--config", str(config_path)]
-        self.ingress = spawn("ingress", argv, self.root / "logs" / "ingress.log")
+        self.ingress = stack.launch_ingress(config_path)
         ready = self._wait_file(ready_file, self.ingress, 30.0)
         self.ingress_url, self.admin_url = ready["ingressUrl"], ready["adminUrl"]
+        stack.facts.ingress_url, stack.facts.admin_url = self.ingress_url, self.admin_url
         self.say(f"ingress {self.ingress_url} (mTLS, TLS 1.3), admin {self.admin_url}")
 
-    def start_sweeper(self) -> None:
+    def start_sweeper(self, stack: LocalStack) -> None:
         """The lease sweeper, as a deployment runs it: expired offers come back,
         lost leases are retried, scheduled runs are promoted, retention prunes.
         Its login is a member of ql_sweeper only (it cannot publish or enqueue,
         SPEC §13.6); its DSN travels in the environment (QINGLONG_DSN), never on
         its command line."""
-        argv = [sys.executable, "-m", "qinglong", "runtime", "sweep", "--every", SWEEP_EVERY]
-        env = {**os.environ, "QINGLONG_DSN": self.sweeper_dsn}
-        self.sweeper = spawn("sweeper", argv, self.root / "logs" / "sweeper.log", env=env)
-        self.say(f"lease sweeper every {SWEEP_EVERY} (pid {self.sweeper.process.pid})")
+        self.sweeper = stack.launch_sweeper()
+        self.say(f"lease sweeper every {SWEEP_EVERY} (pid {self.sweeper.pid})")
 
-    def start_api(self) -> None:
+    def start_api(self, stack: LocalStack) -> None:
         """The producer API: the runs are enqueued through it, as an application
         would (SPEC §13.4). Without it (e.g. no httpx) the demo enqueues over SQL."""
         from qinglong import demo_api
@@ -493,19 +469,22 @@ class Demo:
         except Exception as exc:
             self.say(f"warning: the producer API did not start ({type(exc).__name__}: "
                      f"{exc}); enqueueing over SQL instead")
-            if self.api_child is not None:
-                stop_children([self.api_child])
-                self.api_child = None
+            stack.stop_service("api")
+            self.api_child = None
 
-    def _wait_file(self, path: Path, child: Child, timeout_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if child.process.poll() is not None:
-                raise DemoError(f"{child.name} exited early:\n{_tail(child.log_path)}")
+    def _wait_file(self, path: Path, child: Service, timeout_s: float) -> dict[str, Any]:
+        def read() -> dict[str, Any] | None:
             with contextlib.suppress(OSError, ValueError):
                 return dict(json.loads(path.read_text(encoding="utf-8")))
-            time.sleep(0.1)
-        raise DemoError(f"{child.name} not ready after {timeout_s:.0f}s")
+            return None
+
+        try:
+            ready = self.stack.wait_ready(child, read, timeout_s)
+        except TimeoutError:
+            raise DemoError(f"{child.name} not ready after {timeout_s:.0f}s") from None
+        if ready is None:
+            raise DemoError(f"{child.name} exited early:\n{_tail(child.log_path)}")
+        return ready
 
     def detect_executor(self) -> bool:
         """Does `worker run --execute` work in this build? (Then wait for done.)"""
@@ -797,15 +776,11 @@ class Demo:
         stop_children(children)  # workers drain and close their sessions first
         if self.producer is not None:
             self.producer.close()
-        stop_children([c for c in (self.ingress, self.sweeper, self.api_child)
-                       if c is not None])
+        self.stack.stop_services()  # the ingress, the sweeper, the producer API
         if self.console is not None:
             stop_children([self.console])
-        if self.cluster is not None:
-            with contextlib.suppress(Exception):
-                if self.cluster.existing_dsn is not None:
-                    self.cluster.drop_database(self.database)
-                self.cluster.cleanup()
+        with contextlib.suppress(Exception):
+            self.stack.stop_postgres()  # or drop our database on a QL_TEST_DSN server
         shutil.rmtree(self.runs_root, ignore_errors=True)
         if self.keep is None:
             shutil.rmtree(self.root, ignore_errors=True)
@@ -856,12 +831,7 @@ def run_demo(demo: Demo) -> int:
             demo.announce_console()
             keep = "kept" if demo.keep is not None else "removed at the end"
             demo.say(f"working directory {demo.root} ({keep})")
-            demo.start_database()
-            demo.start_console()
-            demo.provision()
-            demo.start_ingress()
-            demo.start_sweeper()
-            demo.start_api()
+            demo.stack.start(demo)  # PostgreSQL (+ console) … producer API
             demo.start_workers()
             demo.publish()
             complete = demo.watch()

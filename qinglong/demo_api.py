@@ -53,13 +53,14 @@ def start_api(demo: Demo) -> DemoApi:
     """`qinglong api serve` (one process) and a token of the demo's project."""
     from qinglong.admin_tokens import create_token
     from qinglong.client import ApiTarget, Client
-    from qinglong.demo import PROJECT, pki_ca_cert, spawn
+    from qinglong.demo import PROJECT
 
+    pki = demo.stack.pki
     ready_file = demo.root / "api.ready.json"
     config: dict[str, Any] = {
         "dsn": producer_dsn(demo),
-        "certFile": str(demo.root / "server" / "server.pem"),
-        "keyFile": str(demo.root / "server" / "server-key.pem"),
+        "certFile": str(pki.cert_file),
+        "keyFile": str(pki.key_file),
         "port": 0, "adminPort": 0, "poolMaxSize": 2,
         "auditLog": str(demo.root / "logs" / "api-audit.log"),
         "readyFile": str(ready_file), "logLevel": "WARNING",
@@ -67,12 +68,12 @@ def start_api(demo: Demo) -> DemoApi:
     config_path = demo.root / "api.json"
     _write_private(config_path, json.dumps(config))  # holds the producer login's DSN
     argv = [sys.executable, "-m", "qinglong", "api", "serve", "--config", str(config_path)]
-    demo.api_child = spawn("api", argv, demo.root / "logs" / "api.log")
+    demo.api_child = demo.stack.launch("api", argv, marker=config_path)
     url = str(demo._wait_file(ready_file, demo.api_child, API_START_S)["apiUrl"])
     token_file = demo.root / "producer.token"
     token = create_token(demo.admin_dsn, PROJECT, SCOPES, None)
     _write_private(token_file, token["token"] + "\n")
-    target = ApiTarget(url=url, token_file=token_file, ca_file=pki_ca_cert(demo.root / "ca"))
+    target = ApiTarget(url=url, token_file=token_file, ca_file=pki.ca_file)
     client = Client(target.url, token_file=target.token_file, ca_file=target.ca_file)
     demo.say(f"producer API {url} (project token {token['tokenId']} with scopes "
              f"{','.join(SCOPES)} in {token_file.name}, 0600); the runs are enqueued "

@@ -178,11 +178,13 @@ class DemoJob:
     scanned_files: int = 0
 
     @classmethod
-    def create(cls, root: Path) -> DemoJob:
+    def create(cls, root: Path, kek_file: Path | None = None) -> DemoJob:
+        """`kek_file`: the stack's KEK (qinglong.local_stack); None: a new one in root."""
         from qinglong.service.secrets_crypto import create_kek_file
 
-        kek_file = root / KEK_NAME
-        create_kek_file(kek_file)
+        if kek_file is None:
+            kek_file = root / KEK_NAME
+            create_kek_file(kek_file)
         value = (VALUE_PREFIX + secrets.token_hex(16)).encode("ascii")
         return cls(root, Trust.create(root), kek_file, value)
 
