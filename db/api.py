@@ -11,18 +11,21 @@ change fails CI in this one place.
 
 A `Call` runs on a sync connection (`run`: control plane, CLI, tools, tests) or
 an async one (`run_async`: the ingress); both are one round trip answering the
-function's single value. Constant SQL text is also what lets the ingress reuse
-its server-side prepared statements. Errors are not translated here: callers map
-them through `qinglong.service.sqlstates` (gateway, control plane).
+function's single value, typed by the statement's parser (`qinglong.db.answers`:
+a pull answers `Offered | Idle | Conflict | Denied`). Constant SQL text is also
+what lets the ingress reuse its server-side prepared statements. Errors are not
+translated here: callers translate them once through `qinglong.db.errors`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from psycopg.types.json import Jsonb
+
+from qinglong.db import answers
 
 if TYPE_CHECKING:
     import psycopg
@@ -33,10 +36,13 @@ JsonObject = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Statement(Generic[T]):
-    """A `ql.` function as Python sees it: its name and the one SQL text that calls it."""
+    """A `ql.` function as Python sees it: its name, the one SQL text that calls
+    it, and how its value is read (`parse`: the typed answer of
+    `qinglong.db.answers`; None: the value as psycopg loads it)."""
 
     function: str
     sql: str
+    parse: Callable[[Any], T] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,38 +62,44 @@ class Call(Generic[T]):
         `prepare` as psycopg's (None: after the connection's prepare_threshold)."""
         row = conn.execute(self.statement.sql, self.params,
                            prepare=prepare).fetchone()
-        return None if row is None else row[0]  # type: ignore[return-value]
+        return self._answer(None if row is None else row[0])
 
     async def run_async(self, conn: psycopg.AsyncConnection[Any]) -> T:
         cursor = await conn.execute(self.statement.sql, self.params)
         row = await cursor.fetchone()
-        return None if row is None else row[0]  # type: ignore[return-value]
+        return self._answer(None if row is None else row[0])
+
+    def _answer(self, value: Any) -> T:
+        """The typed answer (`answers.AnswerError` when the value has another shape)."""
+        parse = self.statement.parse
+        return value if parse is None else parse(value)
 
 
 # ------------------------------------------------------------ worker-facing (ql_worker_ingress)
 
-AUTHENTICATE_WORKER: Statement[JsonObject] = Statement("authenticate_worker", (
+AUTHENTICATE_WORKER: Statement[answers.AuthAnswer] = Statement("authenticate_worker", (
     "SELECT ql.authenticate_worker(p_credential_id => %(credential_id)s::text,"
     " p_secret_digest => %(secret_digest)s::bytea, p_worker_id => %(worker_id)s::text,"
-    " p_action => %(action)s::text)"))
+    " p_action => %(action)s::text)"), answers.parse_auth)
 
 
 def authenticate_worker(*, credential_id: str, secret_digest: bytes, worker_id: str,
-                        action: str) -> Call[JsonObject]:
+                        action: str) -> Call[answers.AuthAnswer]:
     return Call(AUTHENTICATE_WORKER, {"credential_id": credential_id,
                                       "secret_digest": secret_digest,
                                       "worker_id": worker_id, "action": action})
 
 
-ROTATE_CREDENTIAL: Statement[JsonObject] = Statement("rotate_credential", (
+ROTATE_CREDENTIAL: Statement[answers.RotateAnswer] = Statement("rotate_credential", (
     "SELECT ql.rotate_credential(p_credential_id => %(credential_id)s::text,"
     " p_secret_digest => %(secret_digest)s::bytea, p_worker_id => %(worker_id)s::text,"
     " p_new_credential_id => %(new_credential_id)s::text,"
-    " p_new_secret_digest => %(new_secret_digest)s::bytea)"))
+    " p_new_secret_digest => %(new_secret_digest)s::bytea)"), answers.parse_rotate)
 
 
 def rotate_credential(*, credential_id: str, secret_digest: bytes, worker_id: str,
-                      new_credential_id: str, new_secret_digest: bytes) -> Call[JsonObject]:
+                      new_credential_id: str,
+                      new_secret_digest: bytes) -> Call[answers.RotateAnswer]:
     """-> `{status: ok, credential: {...}}` or the denial envelope (SPEC §16.2)."""
     return Call(ROTATE_CREDENTIAL, {"credential_id": credential_id,
                                     "secret_digest": secret_digest, "worker_id": worker_id,
@@ -107,14 +119,14 @@ def record_auth_denial(*, credential_id: str | None, worker_id: str | None, acti
                                      "action": action, "reason": reason})
 
 
-OPEN_SESSION: Statement[JsonObject] = Statement("open_session", (
+OPEN_SESSION: Statement[answers.SessionAnswer] = Statement("open_session", (
     "SELECT ql.open_session(p_credential_id => %(credential_id)s::text,"
     " p_secret_digest => %(secret_digest)s::bytea, p_worker_id => %(worker_id)s::text,"
-    " p_capabilities_canonical => %(capabilities_canonical)s::bytea)"))
+    " p_capabilities_canonical => %(capabilities_canonical)s::bytea)"), answers.parse_open_session)
 
 
 def open_session(*, credential_id: str, secret_digest: bytes, worker_id: str,
-                 capabilities_canonical: bytes) -> Call[JsonObject]:
+                 capabilities_canonical: bytes) -> Call[answers.SessionAnswer]:
     return Call(OPEN_SESSION, {"credential_id": credential_id, "secret_digest": secret_digest,
                                "worker_id": worker_id,
                                "capabilities_canonical": capabilities_canonical})
@@ -125,10 +137,11 @@ _SESSION_ARGS = ("p_credential_id => %(credential_id)s::text,"
                  " p_worker_id => %(worker_id)s::text, p_session_id => %(session_id)s::text,"
                  " p_generation => %(generation)s::bigint")
 
-HEARTBEAT_SESSION: Statement[JsonObject] = Statement(
-    "heartbeat_session", f"SELECT ql.heartbeat_session({_SESSION_ARGS})")
-CLOSE_SESSION: Statement[JsonObject] = Statement(
-    "close_session", f"SELECT ql.close_session({_SESSION_ARGS})")
+HEARTBEAT_SESSION: Statement[answers.SessionAnswer] = Statement(
+    "heartbeat_session", f"SELECT ql.heartbeat_session({_SESSION_ARGS})",
+    answers.parse_heartbeat_session)
+CLOSE_SESSION: Statement[answers.SessionAnswer] = Statement(
+    "close_session", f"SELECT ql.close_session({_SESSION_ARGS})", answers.parse_close_session)
 
 
 def _session_params(credential_id: str, secret_digest: bytes, worker_id: str, session_id: str,
@@ -138,37 +151,39 @@ def _session_params(credential_id: str, secret_digest: bytes, worker_id: str, se
 
 
 def heartbeat_session(*, credential_id: str, secret_digest: bytes, worker_id: str,
-                      session_id: str, generation: int) -> Call[JsonObject]:
+                      session_id: str, generation: int) -> Call[answers.SessionAnswer]:
     return Call(HEARTBEAT_SESSION, _session_params(credential_id, secret_digest, worker_id,
                                                    session_id, generation))
 
 
 def close_session(*, credential_id: str, secret_digest: bytes, worker_id: str,
-                  session_id: str, generation: int) -> Call[JsonObject]:
+                  session_id: str, generation: int) -> Call[answers.SessionAnswer]:
     return Call(CLOSE_SESSION, _session_params(credential_id, secret_digest, worker_id,
                                                session_id, generation))
 
 
-HEARTBEAT_SESSIONS: Statement[list[JsonObject]] = Statement(
-    "heartbeat_sessions", "SELECT ql.heartbeat_sessions(p_items => %(items)s::jsonb)")
+HEARTBEAT_SESSIONS: Statement[list[answers.HeartbeatItemAnswer]] = Statement(
+    "heartbeat_sessions", "SELECT ql.heartbeat_sessions(p_items => %(items)s::jsonb)",
+    answers.parse_heartbeat_sessions)
 
 
-def heartbeat_sessions(*, items: Sequence[Mapping[str, Any]]) -> Call[list[JsonObject]]:
+def heartbeat_sessions(
+        *, items: Sequence[Mapping[str, Any]]) -> Call[list[answers.HeartbeatItemAnswer]]:
     """`items`: `{credentialId, secretDigest (hex), workerId, sessionId, generation}` each."""
     return Call(HEARTBEAT_SESSIONS, {"items": Jsonb(list(items))})
 
 
-PULL_OFFER: Statement[JsonObject] = Statement("pull_offer", (
+PULL_OFFER: Statement[answers.PullAnswer] = Statement("pull_offer", (
     "SELECT ql.pull_offer(p_credential_id => %(credential_id)s::text,"
     " p_secret_digest => %(secret_digest)s::bytea, p_worker_id => %(worker_id)s::text,"
     " p_session_id => %(session_id)s::text, p_generation => %(generation)s::bigint,"
     " p_offer_id => %(offer_id)s::text, p_token_digest => %(token_digest)s::bytea,"
-    " p_bounds => %(bounds)s::jsonb)"))
+    " p_bounds => %(bounds)s::jsonb)"), answers.parse_pull)
 
 
 def pull_offer(*, credential_id: str, secret_digest: bytes, worker_id: str, session_id: str,
                generation: int, offer_id: str, token_digest: bytes,
-               bounds: Mapping[str, int] | None = None) -> Call[JsonObject]:
+               bounds: Mapping[str, int] | None = None) -> Call[answers.PullAnswer]:
     """`bounds`: `{pages, candidates, claimAttempts}` within the caps; None = defaults."""
     return Call(PULL_OFFER, {**_session_params(credential_id, secret_digest, worker_id,
                                                session_id, generation),
@@ -176,17 +191,17 @@ def pull_offer(*, credential_id: str, secret_digest: bytes, worker_id: str, sess
                              "bounds": None if bounds is None else Jsonb(dict(bounds))})
 
 
-PULL_OFFERS: Statement[JsonObject] = Statement("pull_offers", (
+PULL_OFFERS: Statement[answers.PullBatchAnswer] = Statement("pull_offers", (
     "SELECT ql.pull_offers(p_credential_id => %(credential_id)s::text,"
     " p_secret_digest => %(secret_digest)s::bytea, p_worker_id => %(worker_id)s::text,"
     " p_session_id => %(session_id)s::text, p_generation => %(generation)s::bigint,"
     " p_offer_ids => %(offer_ids)s::text[], p_token_digests => %(token_digests)s::bytea[],"
-    " p_bounds => %(bounds)s::jsonb)"))
+    " p_bounds => %(bounds)s::jsonb)"), answers.parse_pull_batch)
 
 
 def pull_offers(*, credential_id: str, secret_digest: bytes, worker_id: str, session_id: str,
                 generation: int, offer_ids: Sequence[str], token_digests: Sequence[bytes],
-                bounds: Mapping[str, int] | None = None) -> Call[JsonObject]:
+                bounds: Mapping[str, int] | None = None) -> Call[answers.PullBatchAnswer]:
     """A batched pull (SPEC §18.1): `offer_ids` and their `token_digests` indexed
     alike (1-16); `bounds` per claim, as `pull_offer`. Answers `{status: batch,
     offers, conflicts, idle}` or a denial envelope."""
@@ -201,9 +216,9 @@ _LEASE_ARGS = (f"{_SESSION_ARGS}, p_offer_id => %(offer_id)s::text,"
                " p_token_digest => %(token_digest)s::bytea,"
                " p_lease_version => %(lease_version)s::bigint")
 
-ACK_LEASE: Statement[JsonObject] = Statement("ack_lease", (
+ACK_LEASE: Statement[answers.LeaseAnswer] = Statement("ack_lease", (
     f"SELECT ql.ack_lease({_LEASE_ARGS}, p_phase => %(phase)s::text,"
-    " p_reason => %(reason)s::text)"))
+    " p_reason => %(reason)s::text)"), answers.parse_ack_lease)
 
 
 def _lease_params(credential_id: str, secret_digest: bytes, worker_id: str, session_id: str,
@@ -215,7 +230,7 @@ def _lease_params(credential_id: str, secret_digest: bytes, worker_id: str, sess
 
 def ack_lease(*, credential_id: str, secret_digest: bytes, worker_id: str, session_id: str,
               generation: int, offer_id: str, token_digest: bytes, lease_version: int,
-              phase: str, reason: str | None = None) -> Call[JsonObject]:
+              phase: str, reason: str | None = None) -> Call[answers.LeaseAnswer]:
     """`phase`: starting | running | start_failed (with a `reason`). `lease_version`:
     the version the worker last saw (every lease call; SPEC §7)."""
     return Call(ACK_LEASE, {**_lease_params(credential_id, secret_digest, worker_id, session_id,
@@ -223,29 +238,29 @@ def ack_lease(*, credential_id: str, secret_digest: bytes, worker_id: str, sessi
                             "phase": phase, "reason": reason})
 
 
-HEARTBEAT_LEASE: Statement[JsonObject] = Statement(
-    "heartbeat_lease", f"SELECT ql.heartbeat_lease({_LEASE_ARGS})")
+HEARTBEAT_LEASE: Statement[answers.LeaseAnswer] = Statement(
+    "heartbeat_lease", f"SELECT ql.heartbeat_lease({_LEASE_ARGS})", answers.parse_heartbeat_lease)
 
 
 def heartbeat_lease(*, credential_id: str, secret_digest: bytes, worker_id: str,
                     session_id: str, generation: int, offer_id: str, token_digest: bytes,
-                    lease_version: int) -> Call[JsonObject]:
+                    lease_version: int) -> Call[answers.LeaseAnswer]:
     return Call(HEARTBEAT_LEASE, _lease_params(credential_id, secret_digest, worker_id,
                                                session_id, generation, offer_id, token_digest,
                                                lease_version))
 
 
-COMPLETE_LEASE: Statement[JsonObject] = Statement("complete_lease", (
+COMPLETE_LEASE: Statement[answers.LeaseAnswer] = Statement("complete_lease", (
     f"SELECT ql.complete_lease({_LEASE_ARGS}, p_outcome => %(outcome)s::text,"
     " p_exit_code => %(exit_code)s::integer, p_reason => %(reason)s::text,"
-    " p_result => %(result)s::jsonb)"))
+    " p_result => %(result)s::jsonb)"), answers.parse_complete_lease)
 
 
 def complete_lease(*, credential_id: str, secret_digest: bytes, worker_id: str,
                    session_id: str, generation: int, offer_id: str, token_digest: bytes,
                    lease_version: int, outcome: str, exit_code: int | None = None,
                    reason: str | None = None,
-                   result: Mapping[str, Any] | None = None) -> Call[JsonObject]:
+                   result: Mapping[str, Any] | None = None) -> Call[answers.LeaseAnswer]:
     """`outcome`: succeeded | failed | cancelled. `result` (SPEC §9.3):
     `{exitCode?, durationMs, outputTail, outputBytes}`, stored with the attempt."""
     return Call(COMPLETE_LEASE, {**_lease_params(credential_id, secret_digest, worker_id,
@@ -255,13 +270,13 @@ def complete_lease(*, credential_id: str, secret_digest: bytes, worker_id: str,
                                  "result": None if result is None else Jsonb(dict(result))})
 
 
-LEASE_SECRETS: Statement[JsonObject] = Statement(
-    "lease_secrets", f"SELECT ql.lease_secrets({_LEASE_ARGS})")
+LEASE_SECRETS: Statement[answers.SecretsAnswer] = Statement(
+    "lease_secrets", f"SELECT ql.lease_secrets({_LEASE_ARGS})", answers.parse_lease_secrets)
 
 
 def lease_secrets(*, credential_id: str, secret_digest: bytes, worker_id: str,
                   session_id: str, generation: int, offer_id: str, token_digest: bytes,
-                  lease_version: int) -> Call[JsonObject]:
+                  lease_version: int) -> Call[answers.SecretsAnswer]:
     """SPEC §14.3: a started lease's secrets, WRAPPED (`{status: ok, runId, projectId,
     dataKey, secrets: [{env, name, version, keyId, nonce, ciphertext}]}`, hex) or a
     conflict; the ingress decrypts (service/secrets_crypto.py). Changes no lease."""
@@ -270,14 +285,14 @@ def lease_secrets(*, credential_id: str, secret_digest: bytes, worker_id: str,
                                              lease_version))
 
 
-APPEND_LOG: Statement[JsonObject] = Statement("append_log", (
+APPEND_LOG: Statement[answers.LogAnswer] = Statement("append_log", (
     f"SELECT ql.append_log({_LEASE_ARGS}, p_offset => %(offset)s::bigint,"
-    " p_chunk => %(chunk)s::text)"))
+    " p_chunk => %(chunk)s::text)"), answers.parse_append_log)
 
 
 def append_log(*, credential_id: str, secret_digest: bytes, worker_id: str,
                session_id: str, generation: int, offer_id: str, token_digest: bytes,
-               lease_version: int, offset: int, chunk: str) -> Call[JsonObject]:
+               lease_version: int, offset: int, chunk: str) -> Call[answers.LogAnswer]:
     """SPEC §15.1: append `chunk` at byte `offset` of the started lease's live log
     (the lease version is a fence, not bumped) -> `{status: ok|idempotent,
     storedBytes, truncated}` | `{status: conflict, category: log_offset, storedBytes}`

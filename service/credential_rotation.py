@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from qinglong.db import api
+from qinglong.db.answers import RotateAnswer, Rotated
 from qinglong.schemas.contract import SchemaId
 from qinglong.service import pki
 from qinglong.service.state import IngressState
@@ -39,12 +40,11 @@ CREDENTIAL_ROTATE = Endpoint("credentials.rotate", "credential.rotate",
                              SchemaId.CREDENTIAL_ROTATE_REQUEST, SchemaId.CREDENTIAL, 200)
 
 
-def _body(state: IngressState, result: dict[str, Any], token: str) -> dict[str, Any]:
-    fields = result.get("credential")
-    if result.get("status") != "ok" or not isinstance(fields, dict):
+def _body(state: IngressState, result: RotateAnswer, token: str) -> dict[str, Any]:
+    if not isinstance(result, Rotated):
         raise _invalid_projection(state, CREDENTIAL_ROTATE,
-                                  f"unexpected status {result.get('status')!r}")
-    doc = {"schema": SchemaId.CREDENTIAL.value, **fields, "credential": token}
+                                  f"unexpected status {result.status!r}")
+    doc = {"schema": SchemaId.CREDENTIAL.value, **result.credential, "credential": token}
     return _in_schema_order(SchemaId.CREDENTIAL, doc)
 
 

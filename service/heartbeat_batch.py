@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qinglong.db import api
+from qinglong.db.answers import AnswerError, HeartbeatItemAnswer, ItemFailed, SessionAnswer
 from qinglong.db.api import Call
 from qinglong.db.errors import from_sqlstate
 from qinglong.service.gateway import DbRefused, DbUnavailable, Gateway, refusal
@@ -36,7 +37,7 @@ class HeartbeatItem:
     session_id: str
     generation: int
 
-    def call(self) -> Call[dict[str, Any]]:
+    def call(self) -> Call[SessionAnswer]:
         return api.heartbeat_session(credential_id=self.credential_id,
                                      secret_digest=self.secret_digest, worker_id=self.worker_id,
                                      session_id=self.session_id, generation=self.generation)
@@ -62,15 +63,16 @@ class HeartbeatBatcher:
     # Batch only while this says so (the idle view is engaged): a quiet replica
     # keeps one immediate call per heartbeat.
     batching: Callable[[], bool] = lambda: True
-    _pending: list[tuple[HeartbeatItem, asyncio.Future[Any]]] = field(default_factory=list)
+    _pending: list[tuple[HeartbeatItem, asyncio.Future[SessionAnswer]]] = field(
+        default_factory=list)
     _timer: asyncio.TimerHandle | None = None
     _flushes: set[asyncio.Task[None]] = field(default_factory=set)
 
-    async def heartbeat(self, item: HeartbeatItem) -> Any:
+    async def heartbeat(self, item: HeartbeatItem) -> SessionAnswer:
         """The `ql.heartbeat_session` result for this item (or its exception)."""
         if self.window_ms <= 0 or self.max_items <= 1 or not self.batching():
             return await self.gateway.call(item.call())
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[SessionAnswer] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
         if len(self._pending) >= self.max_items:
             self._flush_now()
@@ -90,19 +92,20 @@ class HeartbeatBatcher:
             self._flushes.add(task)
             task.add_done_callback(self._flushes.discard)
 
-    async def _send(self, batch: list[tuple[HeartbeatItem, asyncio.Future[Any]]]) -> None:
+    async def _send(self,
+                    batch: list[tuple[HeartbeatItem, asyncio.Future[SessionAnswer]]]) -> None:
         self.metrics.heartbeat_batches.inc()
         self.metrics.heartbeat_batch_items.inc(amount=len(batch))
         try:
             if len(batch) == 1:
-                results: list[Any] = [await self.gateway.call(batch[0][0].call())]
+                one: HeartbeatItemAnswer = await self.gateway.call(batch[0][0].call())
+                results = [one]
             else:
-                answer: Any = await self.gateway.call(
+                results = await self.gateway.call(
                     api.heartbeat_sessions(items=[item.as_json() for item, _ in batch]))
-                if not isinstance(answer, list) or len(answer) != len(batch):
+                if len(results) != len(batch):
                     raise DbUnavailable("invalid_projection")
-                results = answer
-        except (DbUnavailable, DbRefused) as exc:
+        except (DbUnavailable, DbRefused, AnswerError) as exc:
             for _, future in batch:
                 if not future.done():
                     future.set_exception(_copy(exc))
@@ -110,8 +113,8 @@ class HeartbeatBatcher:
         for (_, future), result in zip(batch, results, strict=True):
             if future.done():
                 continue
-            if isinstance(result, dict) and result.get("status") == "error":
-                future.set_exception(item_error(result.get("sqlstate")))
+            if isinstance(result, ItemFailed):
+                future.set_exception(item_error(result.sqlstate))
             else:
                 future.set_result(result)
 
@@ -121,7 +124,9 @@ class HeartbeatBatcher:
             await asyncio.gather(*self._flushes, return_exceptions=True)
 
 
-def _copy(exc: DbUnavailable | DbRefused) -> Exception:
+def _copy(exc: DbUnavailable | DbRefused | AnswerError) -> Exception:
+    if isinstance(exc, AnswerError):
+        return AnswerError(exc.function, exc.detail)
     if isinstance(exc, DbRefused):
         return DbRefused(exc.sqlstate, exc.reason, exc.http_status)
     return DbUnavailable(exc.reason)

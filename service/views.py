@@ -14,11 +14,23 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
-from qinglong.db import api
+from qinglong.db import answers, api
+from qinglong.db.answers import (
+    AnswerError,
+    Conflict,
+    Denied,
+    Idle,
+    LeaseOk,
+    LogAppended,
+    Offered,
+    PulledBatch,
+    SessionOk,
+    WrappedSecrets,
+)
 from qinglong.db.api import Call
 from qinglong.schemas import fastpath
 from qinglong.schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
@@ -164,6 +176,16 @@ IDENTITY_VERIFIED = "identity_verified"
 DONE_STATUSES = frozenset({"ok", "offered", "idle", "idempotent", "conflict", "batch"})
 
 
+class Envelope(Protocol):
+    """A worker-facing answer (`qinglong.db.answers`): every outcome has a status."""
+
+    @property
+    def status(self) -> str: ...
+
+
+E = TypeVar("E", bound=Envelope)
+
+
 def _audit_line(state: IngressState, endpoint: Endpoint, outcome: Outcome, reason: str,
                 credential_id: str | None, worker_id: str | None) -> None:
     state.audit.record(AuditRecord(endpoint.action, outcome, reason, credential_id, worker_id))
@@ -217,14 +239,14 @@ async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState
 
 
 async def _act(state: IngressState, endpoint: Endpoint, admitted: Admitted,
-               call: Call[Any]) -> dict[str, Any]:
+               call: Call[E]) -> E:
     """Audit, call the database, audit what it did. Denials become errors."""
     return await _act_on(state, endpoint, admitted, lambda: state.gateway.call(call))
 
 
 async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
-                  call: Callable[[], Awaitable[Any]],
-                  token: CacheToken | None = None) -> dict[str, Any]:
+                  call: Callable[[], Awaitable[E]],
+                  token: CacheToken | None = None) -> E:
     """`_act` for any one database call. An allowed answer also tells the idle
     view the credential is good (taken with `token`, before the call started).
 
@@ -255,16 +277,15 @@ async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
     except asyncio.CancelledError:  # the client went away: the call may have committed
         _audit_line(state, endpoint, Outcome.UNDECIDED, "cancelled", credential_id, worker_id)
         raise
-    if not isinstance(result, dict) or not isinstance(result.get("status"), str):
+    except AnswerError as exc:
         _audit_line(state, endpoint, Outcome.FAILED, "invalid_projection", credential_id,
                     worker_id)
-        raise _invalid_projection(state, endpoint, "result is not an envelope")
-    if result["status"] == "denied":
-        reason = str(result.get("reason", "denied"))
-        status = 403 if result.get("httpStatus") == 403 else 401
-        _audit(state, endpoint, Outcome.DENIED, reason, credential_id, worker_id)
-        raise ApiError(status, public_denial_reason(reason))
-    done = result["status"] if result["status"] in DONE_STATUSES else "other"
+        raise _invalid_projection(state, endpoint, exc.detail) from None
+    if isinstance(result, Denied):
+        status = 403 if result.http_status == 403 else 401
+        _audit(state, endpoint, Outcome.DENIED, result.reason, credential_id, worker_id)
+        raise ApiError(status, public_denial_reason(result.reason))
+    done = result.status if result.status in DONE_STATUSES else "other"
     _audit_line(state, endpoint, Outcome.DONE, done, credential_id, worker_id)
     state.metrics.auth_decisions.inc(endpoint.action, Outcome.ALLOWED.value, "authenticated")
     state.idle_view.remember_credential(token, admitted.credential, worker_id)
@@ -309,11 +330,10 @@ def _with_schema(schema_id: SchemaId, fields: dict[str, Any], **first: Any) -> d
 
 
 def _session_body(state: IngressState, endpoint: Endpoint,
-                  result: dict[str, Any]) -> dict[str, Any]:
-    session = result.get("session")
-    if result["status"] != "ok" or not isinstance(session, dict):
-        raise _invalid_projection(state, endpoint, f"unexpected status {result['status']!r}")
-    return _with_schema(SchemaId.SESSION, session)
+                  result: answers.SessionAnswer) -> dict[str, Any]:
+    if not isinstance(result, SessionOk):
+        raise _invalid_projection(state, endpoint, f"unexpected status {result.status!r}")
+    return _with_schema(SchemaId.SESSION, result.session)
 
 
 # ------------------------------------------------------------------ handlers
@@ -348,7 +368,7 @@ async def heartbeat_session(request: web.Request) -> web.Response:
                            lambda: state.heartbeats.heartbeat(item), token)
     body = _session_body(state, SESSION_HEARTBEAT, result)
     response = respond(request, state, SESSION_HEARTBEAT, body)
-    if result.get("draining") is not True:
+    if not (isinstance(result, SessionOk) and result.draining):
         # A draining session (operator drain) takes no new offer: its pulls must
         # meet the database (409 session_draining), never the view's idle answer.
         state.idle_view.remember_session(token, body)
@@ -392,7 +412,8 @@ def _view_idle_answer(request: web.Request, state: IngressState) -> web.Response
     """The idle view's answer: the same bytes `respond` would send for the
     database's empty-queue envelope, checked and encoded once per retry value."""
     if request.app.get(PROJECTION_HOOK) is not None:  # a test seam sees every document
-        return respond(request, state, OFFER_PULL, _pull_body(state, copy.deepcopy(IDLE_RESULT)))
+        return respond(request, state, OFFER_PULL,
+                       _pull_body(state, Idle(copy.deepcopy(IDLE_RESULT))))
     state.metrics.pulls.inc("idle")
     try:
         body = state.idle_answers.body(state.idle_retry_after_ms())
@@ -402,17 +423,16 @@ def _view_idle_answer(request: web.Request, state: IngressState) -> web.Response
                         content_type="application/json")
 
 
-def _pull_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
-    status = result["status"]
+def _pull_body(state: IngressState, result: answers.PullAnswer) -> dict[str, Any]:
+    status = result.status
     state.metrics.pulls.inc(status if status in ("offered", "idempotent", "idle", "conflict")
                             else "invalid")
-    schema = SchemaId.REMOTE_EXECUTION_OFFER
-    if status in ("offered", "idempotent") and isinstance(result.get("offer"), dict):
-        return _with_schema(schema, result["offer"], status="offered")
-    if status == "idle":
-        return idle_body(result, state.idle_retry_after_ms())
-    if status == "conflict":
-        raise ApiError(409, str(result.get("category", "conflict")))
+    if isinstance(result, Offered):
+        return _with_schema(SchemaId.REMOTE_EXECUTION_OFFER, result.offer, status="offered")
+    if isinstance(result, Idle):
+        return idle_body(result.doc, state.idle_retry_after_ms())
+    if isinstance(result, Conflict):
+        raise ApiError(409, result.category)
     raise _invalid_projection(state, OFFER_PULL, f"unexpected status {status!r}")
 
 
@@ -438,14 +458,12 @@ async def pull_offer_batch(request: web.Request) -> web.Response:
     return respond(request, state, OFFER_BATCH_PULL, _batch_body(state, result))
 
 
-def _batch_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
-    offers, conflicts, idle = result.get("offers"), result.get("conflicts"), result.get("idle")
-    if (result["status"] != "batch" or not isinstance(offers, list)
-            or not isinstance(conflicts, list) or not isinstance(idle, dict | None)):
+def _batch_body(state: IngressState, result: answers.PullBatchAnswer) -> dict[str, Any]:
+    if not isinstance(result, PulledBatch):
         raise _invalid_projection(state, OFFER_BATCH_PULL,
-                                  f"unexpected status {result['status']!r}")
-    recovered = result.get("recovered")
-    recovered = recovered if isinstance(recovered, int) and 0 <= recovered <= len(offers) else 0
+                                  f"unexpected status {result.status!r}")
+    offers, conflicts, idle, recovered = (result.offers, result.conflicts, result.idle,
+                                          result.recovered)
     for index in range(len(offers)):  # a replay is `idempotent`, as for a single pull
         state.metrics.pulls.inc("idempotent" if index < recovered else "offered")
     for _ in conflicts:
@@ -453,7 +471,7 @@ def _batch_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = {
         "schema": SchemaId.REMOTE_EXECUTION_OFFER_BATCH.value,
         "offers": [_with_schema(SchemaId.REMOTE_EXECUTION_OFFER, offer, status="offered")
-                   for offer in offers if isinstance(offer, dict)],
+                   for offer in offers],
         "idle": None,
     }
     if idle is not None:
@@ -485,6 +503,9 @@ async def complete_lease(request: web.Request) -> web.Response:
     return await _lease_call(request, LEASE_COMPLETE, _complete_call)
 
 
+LeaseStep = tuple[str, Call[answers.LeaseAnswer]]  # (transition, its call)
+
+
 @dataclass(frozen=True)
 class LeaseFence:
     """What every lease call proves: credential, worker, session, offer, token, and
@@ -500,23 +521,23 @@ class LeaseFence:
     lease_version: int
 
 
-def _ack_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
+def _ack_call(fence: LeaseFence, doc: dict[str, Any]) -> LeaseStep:
     return doc["phase"], api.ack_lease(**vars(fence), phase=doc["phase"],
                                        reason=doc.get("reason"))
 
 
-def _heartbeat_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
+def _heartbeat_call(fence: LeaseFence, doc: dict[str, Any]) -> LeaseStep:
     return "heartbeat", api.heartbeat_lease(**vars(fence))
 
 
-def _complete_call(fence: LeaseFence, doc: dict[str, Any]) -> tuple[str, Call[Any]]:
+def _complete_call(fence: LeaseFence, doc: dict[str, Any]) -> LeaseStep:
     return doc["outcome"], api.complete_lease(**vars(fence), outcome=doc["outcome"],
                                               exit_code=doc.get("exitCode"),
                                               reason=doc.get("reason"),
                                               result=doc.get("result"))
 
 
-LeaseCall = Callable[[LeaseFence, dict[str, Any]], tuple[str, Call[Any]]]
+LeaseCall = Callable[[LeaseFence, dict[str, Any]], LeaseStep]
 
 
 async def _lease_call(request: web.Request, endpoint: Endpoint, build: LeaseCall) -> web.Response:
@@ -532,7 +553,7 @@ async def _lease_call(request: web.Request, endpoint: Endpoint, build: LeaseCall
     except ApiError as exc:
         state.metrics.lease_transitions.inc(endpoint.name, transition, _lease_outcome(exc))
         raise
-    state.metrics.lease_transitions.inc(endpoint.name, transition, result["status"])
+    state.metrics.lease_transitions.inc(endpoint.name, transition, result.status)
     return response
 
 
@@ -570,17 +591,18 @@ async def _lease_item(state: IngressState, item: Admitted) -> dict[str, Any]:
     fence = LeaseFence(cred.credential_id, cred.secret_digest, item.worker_id,
                        doc["sessionId"], doc["generation"], doc["offerId"],
                        lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
-    if endpoint is LEASE_LOG:
-        transition, call = "log", api.append_log(**vars(fence), offset=doc["offset"],
-                                                 chunk=doc["chunk"])
-    else:
-        build = {LEASE_ACK: _ack_call, LEASE_HEARTBEAT: _heartbeat_call,
-                 LEASE_COMPLETE: _complete_call}[endpoint]
-        transition, call = build(fence, doc)
     try:
-        result = await _act(state, endpoint, item, call)
-        body = (_log_body(state, result) if endpoint is LEASE_LOG
-                else _lease_body(state, endpoint, result))
+        if endpoint is LEASE_LOG:
+            transition = "log"
+            logged = await _act(state, endpoint, item, api.append_log(
+                **vars(fence), offset=doc["offset"], chunk=doc["chunk"]))
+            status, body = logged.status, _log_body(state, logged)
+        else:
+            build = {LEASE_ACK: _ack_call, LEASE_HEARTBEAT: _heartbeat_call,
+                     LEASE_COMPLETE: _complete_call}[endpoint]
+            transition, call = build(fence, doc)
+            result = await _act(state, endpoint, item, call)
+            status, body = result.status, _lease_body(state, endpoint, result)
         try:
             fastpath.validate(endpoint.response_schema.value, body)
         except ContractError as exc:
@@ -592,7 +614,7 @@ async def _lease_item(state: IngressState, item: Admitted) -> dict[str, Any]:
         return {"status": exc.status,
                 "body": json.loads(error_body(exc.status, exc.reason, exc.detail_key,
                                               exc.offset))}
-    state.metrics.lease_transitions.inc(endpoint.name, transition, result["status"])
+    state.metrics.lease_transitions.inc(endpoint.name, transition, status)
     return {"status": endpoint.success_status, "body": body}
 
 
@@ -607,13 +629,12 @@ def _lease_outcome(exc: ApiError) -> str:
 
 
 def _lease_body(state: IngressState, endpoint: Endpoint,
-                result: dict[str, Any]) -> dict[str, Any]:
-    status = result["status"]
-    if status == "conflict":
-        raise ApiError(409, str(result.get("category", "conflict")))
-    lease = result.get("lease")
-    if status not in ("ok", "idempotent") or not isinstance(lease, dict):
-        raise _invalid_projection(state, endpoint, f"unexpected status {status!r}")
+                result: answers.LeaseAnswer) -> dict[str, Any]:
+    if isinstance(result, Conflict):
+        raise ApiError(409, result.category)
+    if not isinstance(result, LeaseOk):
+        raise _invalid_projection(state, endpoint, f"unexpected status {result.status!r}")
+    lease = result.lease
     if endpoint is LEASE_HEARTBEAT:
         if not isinstance(lease.get(CANCEL_REQUESTED), bool):
             raise _invalid_projection(state, endpoint, "$.cancelRequested: required")
@@ -655,13 +676,12 @@ async def lease_secrets(request: web.Request) -> web.Response:
                        doc["sessionId"], doc["generation"], doc["offerId"],
                        lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
     result = await _act(state, LEASE_SECRETS, admitted, api.lease_secrets(**vars(fence)))
-    if result["status"] == "conflict":
-        raise ApiError(409, str(result.get("category", "conflict")))
-    if result["status"] != "ok":
-        raise _invalid_projection(state, LEASE_SECRETS,
-                                  f"unexpected status {result['status']!r}")
+    if isinstance(result, Conflict):
+        raise ApiError(409, result.category)
+    if not isinstance(result, WrappedSecrets):
+        raise _invalid_projection(state, LEASE_SECRETS, f"unexpected status {result.status!r}")
     try:
-        delivered = open_delivery(state.kek, result)
+        delivered = open_delivery(state.kek, result.doc)
     except (SecretsError, KeyError, TypeError, ValueError) as exc:
         reason = exc.reason.value if isinstance(exc, SecretsError) else "secret_integrity"
         detail = exc.detail if isinstance(exc, SecretsError) else type(exc).__name__
@@ -702,19 +722,17 @@ async def lease_log(request: web.Request) -> web.Response:
     except ApiError as exc:
         state.metrics.lease_transitions.inc(LEASE_LOG.name, "log", _lease_outcome(exc))
         raise
-    state.metrics.lease_transitions.inc(LEASE_LOG.name, "log", result["status"])
+    state.metrics.lease_transitions.inc(LEASE_LOG.name, "log", result.status)
     return response
 
 
-def _log_body(state: IngressState, result: dict[str, Any]) -> dict[str, Any]:
-    status = result["status"]
-    if status == "conflict":
-        category = str(result.get("category", "conflict"))
-        stored = result.get("storedBytes")
-        if category == LOG_OFFSET and isinstance(stored, int) and not isinstance(stored, bool):
+def _log_body(state: IngressState, result: answers.LogAnswer) -> dict[str, Any]:
+    if isinstance(result, Conflict):
+        stored = result.stored_bytes
+        if result.category == LOG_OFFSET and stored is not None:
             raise ApiError(409, LOG_OFFSET, offset=stored)
-        raise ApiError(409, category)
-    if status not in ("ok", "idempotent"):
-        raise _invalid_projection(state, LEASE_LOG, f"unexpected status {status!r}")
-    return {"schema": SchemaId.LEASE_LOG.value, "storedBytes": result.get("storedBytes"),
-            "truncated": result.get("truncated")}
+        raise ApiError(409, result.category)
+    if not isinstance(result, LogAppended):
+        raise _invalid_projection(state, LEASE_LOG, f"unexpected status {result.status!r}")
+    return {"schema": SchemaId.LEASE_LOG.value, "storedBytes": result.stored_bytes,
+            "truncated": result.truncated}

@@ -188,13 +188,13 @@ def _claim_as_new_worker(conn: psycopg.Connection, number: int, count: int) -> N
         "schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
         "labels": {}, "runtimes": {}, "slots": 256})
     opened = api.open_session(credential_id=credential, secret_digest=digest, worker_id=worker,
-                              capabilities_canonical=caps.canonical).run(conn)["session"]
+                              capabilities_canonical=caps.canonical).run(conn).doc["session"]
     for _ in range(count):
         token = hashlib.sha256(secrets.token_bytes(32)).digest()
         result = api.pull_offer(credential_id=credential, secret_digest=digest, worker_id=worker,
                                 session_id=opened["sessionId"],
                                 generation=opened["generation"], offer_id=str(uuid.uuid4()),
-                                token_digest=token).run(conn)
+                                token_digest=token).run(conn).doc
         assert result["status"] == "offered", result
 
 

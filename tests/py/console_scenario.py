@@ -60,7 +60,7 @@ def _finish(prov: Provisioner, session: Session, outcome: str, tail: str,
     done = prov.call(api.complete_lease(
         **session.lease(intent), lease_version=2, outcome=outcome, exit_code=exit_code,
         result={"exitCode": exit_code, "durationMs": 1234, "outputTail": tail,
-                "outputBytes": len(tail.encode())}))
+                "outputBytes": len(tail.encode())})).doc
     assert done["status"] == "ok", done
     return run_id
 
@@ -70,7 +70,7 @@ def _start(prov: Provisioner, session: Session, secrets: list[str]) -> tuple[Int
     secrets += [intent.token, intent.token_digest.hex()]
     pulled = prov.pull(session, intent)
     assert pulled["status"] == "offered", pulled
-    ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting"))
+    ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting")).doc
     assert ack["status"] == "ok", ack
     return intent, pulled["offer"]["candidate"]["runId"]
 

@@ -30,7 +30,7 @@ class LiveAttempt:
         """Append `text` at the stored length; the function's answer."""
         answer = self.prov.call(api.append_log(**self.session.lease(self.intent),
                                                lease_version=STARTED_VERSION,
-                                               offset=self.stored, chunk=text))
+                                               offset=self.stored, chunk=text)).doc
         assert answer["status"] == "ok", answer
         self.stored = answer["storedBytes"]
         return answer
@@ -44,7 +44,7 @@ class LiveAttempt:
         done = self.prov.call(api.complete_lease(**self.session.lease(self.intent),
                                                  lease_version=STARTED_VERSION,
                                                  outcome=outcome, exit_code=exit_code,
-                                                 result=result))
+                                                 result=result)).doc
         assert done["status"] == "ok", done
 
 
@@ -62,6 +62,6 @@ def start_attempt(conn: psycopg.Connection, *, project: str = "acme", task: str 
     pulled = prov.pull(session, intent)
     assert pulled["status"] == "offered" and \
         pulled["offer"]["candidate"]["runId"] == run_id, pulled
-    ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting"))
+    ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting")).doc
     assert ack["status"] == "ok", ack
     return LiveAttempt(prov, session, intent, run_id, task_id)

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from qinglong.db import api
+from qinglong.db import answers, api
 from qinglong.schemas.canonical import canonical_bytes
 from qinglong.service.compiler import compile_command
 
@@ -123,8 +123,8 @@ class Provisioner:
         result = self.call(api.open_session(
             credential_id=worker.credential_id, secret_digest=worker.secret_digest,
             worker_id=worker.worker_id, capabilities_canonical=caps))
-        assert result["status"] == "ok", result
-        session = result["session"]
+        assert isinstance(result, answers.SessionOk), result
+        session = result.session
         return Session(worker, session["sessionId"], session["generation"])
 
     def task(self, name: str = "t", doc: dict | None = None, project: str = "p") -> str:
@@ -138,7 +138,8 @@ class Provisioner:
         return [str(run_id) for run_id in result["runIds"]]
 
     def pull(self, session: Session, intent: Intent, bounds: dict | None = None) -> dict:
-        return self.call(api.pull_offer(**session.lease(intent), bounds=bounds))
+        """The pull's envelope as the database built it (its typed answer's `doc`)."""
+        return self.call(api.pull_offer(**session.lease(intent), bounds=bounds)).doc
 
 
 def table_fingerprint(conn: psycopg.Connection, exclude: tuple[str, ...] = ()) -> dict[str, str]:

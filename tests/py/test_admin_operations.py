@@ -130,7 +130,7 @@ def _offer(prov: Provisioner, session: Session) -> tuple[Intent, dict[str, Any]]
 def start(prov: Provisioner, session: Session) -> tuple[Intent, str]:
     """Pull the next run and ACK it `starting`: a live, started run."""
     intent, offer = _offer(prov, session)
-    ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting"))
+    ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting")).doc
     assert ack["status"] == "ok", ack
     return intent, offer["candidate"]["runId"]
 
@@ -141,7 +141,7 @@ def finish(prov: Provisioner, session: Session, outcome: str = "succeeded",
     intent, run_id = start(prov, session)
     done = prov.call(api.complete_lease(**session.lease(intent), lease_version=2, outcome=outcome,
                                         exit_code=0 if outcome == "succeeded" else 1,
-                                        result=result))
+                                        result=result)).doc
     assert done["status"] == "ok", done
     return run_id
 
@@ -594,10 +594,11 @@ def test_run_cancel_bulk_decides_on_what_the_holder_left(
     runs = prov.enqueue(task_id, count=5)
     claimer = psycopg.connect(db_dsn)
     first, second = Intent(), Intent()
-    offered = [api.pull_offer(**session.lease(i)).run(claimer)["offer"]["candidate"]["runId"]
-               for i in (first, second)]
-    acked = api.ack_lease(**session.lease(second), lease_version=1, phase="starting").run(claimer)
-    assert acked["status"] == "ok", acked
+    offered = [api.pull_offer(**session.lease(i)).run(claimer).doc["offer"]["candidate"]
+               ["runId"] for i in (first, second)]
+    acked = api.ack_lease(**session.lease(second), lease_version=1,
+                          phase="starting").run(claimer)
+    assert acked.status == "ok", acked
     release = threading.Timer(0.5, claimer.commit)
     release.start()
     try:
@@ -670,7 +671,7 @@ def test_worker_list_disable_enable(db_dsn: str, conn: psycopg.Connection,
     disabled = ok("worker", "disable", "--dsn", db_dsn, "--worker", session.worker.worker_id)
     assert disabled == {"workerId": session.worker.worker_id, "disabled": True, "drain": False,
                         "sessionsClosed": 1, "sessionsDraining": 0, "leasesReleased": 1}
-    denied = api.heartbeat_session(**session.fence()).run(conn)
+    denied = api.heartbeat_session(**session.fence()).run(conn).doc
     assert (denied["status"], denied["httpStatus"], denied["reason"]) == (
         "denied", 403, "worker_disabled")
     assert ok("worker", "disable", "--dsn", db_dsn, "--worker",
@@ -750,7 +751,7 @@ def test_session_close_and_worker_disable_drain(db_dsn: str, conn: psycopg.Conne
                        "state": "draining", "drain": True, "leasesReleased": 1,
                        "leasesRunning": 1}
     done = prov.call(api.complete_lease(**session.lease(running), lease_version=2,
-                                        outcome="succeeded", exit_code=0))
+                                        outcome="succeeded", exit_code=0)).doc
     assert done["status"] == "ok", done
     assert _count(conn, "SELECT count(*) FROM ql_private.worker_sessions WHERE session_id = %s"
                   " AND state = 'closed'", session.session_id) == 1

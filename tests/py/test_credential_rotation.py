@@ -106,7 +106,7 @@ def _digest(token: str) -> bytes:
 
 def _auth(conn: psycopg.Connection, token: str, worker_id: str) -> str:
     answer = api.authenticate_worker(credential_id=token[5:21], secret_digest=_digest(token),
-                                     worker_id=worker_id, action="offer.pull").run(conn)
+                                     worker_id=worker_id, action="offer.pull").run(conn).doc
     return str(answer.get("reason", answer["status"]))
 
 

@@ -51,7 +51,7 @@ def test_the_column_a_function_names_is_kept(db_dsn: str) -> None:
 
 
 def test_postgres_states_an_operator_meets_have_their_class(db_dsn: str) -> None:
-    missing = errors.translate(_raised(db_dsn, lambda c: c.execute("SELECT ql.no_such()")))
+    missing = errors.translate(_raised(db_dsn, lambda c: c.execute("SELECT public.nope()")))
     assert type(missing) is errors.NotMigrated and missing.sqlstate == "42883"
     assert ControlPlaneError.of(missing).reason == "database_not_migrated"
 

@@ -373,7 +373,7 @@ def test_session_expiry_is_judged_on_the_database_clock_not_the_wall_clock(
             opened = prov.call(api.open_session(
                 credential_id=worker.credential_id, secret_digest=worker.secret_digest,
                 worker_id=worker.worker_id,
-                capabilities_canonical=canonical_bytes(DEFAULT_CAPABILITIES)))["session"]
+                capabilities_canonical=canonical_bytes(DEFAULT_CAPABILITIES))).doc["session"]
             view.remember_credential(token, credential, worker.worker_id)
             view.remember_session(token, opened)
             pulls = view.metrics.idle_view_pulls

@@ -75,7 +75,7 @@ def test_notifying_paths(su, listener):
     offer = prov.pull(session, intent)["offer"]
     _drain(listener)
     lease = {**session.fence(), "offer_id": offer["offerId"], "token_digest": intent.token_digest}
-    assert api.ack_lease(**lease, lease_version=1, phase="starting").run(su)["status"] == "ok"
+    assert api.ack_lease(**lease, lease_version=1, phase="starting").run(su).doc["status"] == "ok"
     assert _drain(listener) == [], "starting ACK"
     api.complete_lease(**lease, lease_version=2, outcome="failed", exit_code=1).run(su)
     assert _drain(listener) == ["q"], "retry scheduled"

@@ -253,7 +253,7 @@ def test_an_append_waits_for_the_one_in_flight_and_decides_on_its_result(
                  lease_version=started.version)
     for offset in (0, 5):
         with psycopg.connect(db_dsn) as a, psycopg.connect(db_dsn, autocommit=True) as b:
-            first = api.append_log(**fence, offset=offset, chunk="first").run(a)
+            first = api.append_log(**fence, offset=offset, chunk="first").run(a).doc
             assert (first["status"], first["storedBytes"]) == ("ok", offset + 5)
             result: dict[str, Any] = {}
             chunk = "first" if same_bytes else "other"
@@ -273,7 +273,7 @@ def test_an_append_waits_for_the_one_in_flight_and_decides_on_its_result(
 
 
 def _run_into(call: api.Call[Any], conn: psycopg.Connection, result: dict[str, Any]) -> None:
-    result.update(call.run(conn))
+    result.update(call.run(conn).doc)
 
 
 def test_a_chunk_never_lands_after_its_attempt_ended(started, db_dsn):
@@ -287,11 +287,11 @@ def test_a_chunk_never_lands_after_its_attempt_ended(started, db_dsn):
                  token_digest=lease_token_digest(started.pull["leaseToken"]))
     with psycopg.connect(db_dsn) as a, psycopg.connect(db_dsn, autocommit=True) as b:
         appended = api.append_log(**fence, lease_version=started.version, offset=0,
-                                  chunk="before the end").run(a)
+                                  chunk="before the end").run(a).doc
         assert appended["status"] == "ok"
         result: dict[str, Any] = {}
         done = threading.Thread(target=lambda: result.update(api.complete_lease(
-            **fence, lease_version=started.version, outcome="succeeded").run(b)))
+            **fence, lease_version=started.version, outcome="succeeded").run(b).doc))
         done.start()
         done.join(1.0)
         assert done.is_alive(), "the completion waits for the append in flight"
@@ -306,7 +306,7 @@ def test_a_chunk_never_lands_after_its_attempt_ended(started, db_dsn):
                   (started.pull["offerId"],))
         late: dict[str, Any] = {}
         append = threading.Thread(target=lambda: late.update(api.append_log(
-            **fence, lease_version=started.version + 1, offset=14, chunk="after").run(b)))
+            **fence, lease_version=started.version + 1, offset=14, chunk="after").run(b).doc))
         append.start()
         append.join(1.0)
         assert append.is_alive(), "an append waits for a writer holding the attempt"

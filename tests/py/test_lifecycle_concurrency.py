@@ -28,6 +28,7 @@ import psycopg
 import pytest
 
 from qinglong.db import api
+from qinglong.db.answers import Conflict
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner, Session
 
 N_LEASES = 1200
@@ -55,7 +56,7 @@ def prov(conn: psycopg.Connection) -> Provisioner:
 
 def _heartbeat(conn: psycopg.Connection, lease: Started, version: int) -> dict:
     return api.heartbeat_lease(**lease.session.lease(lease.intent),
-                               lease_version=version).run(conn)
+                               lease_version=version).run(conn).doc
 
 
 def _send(conn: psycopg.Connection, call: api.Call) -> psycopg.Cursor:
@@ -357,7 +358,8 @@ def test_ack_and_cancel_queue_in_one_lock_order(db_dsn: str, conn, prov: Provisi
         assert errors == [], errors
         cancelled, acked = answers["ql_runtime"], answers["ql_worker_ingress"]
         assert cancelled["state"] == "cancelled", cancelled
-        assert acked == {"status": "conflict", "category": "lease_terminal"}, acked
+        assert isinstance(acked, Conflict), acked
+        assert acked.doc == {"status": "conflict", "category": "lease_terminal"}, acked
     states = conn.execute(
         "SELECT state, count(*) FROM ql_private.runs WHERE id = ANY(%s::uuid[]) GROUP BY state",
         ([offer.run_id for offer in offers],)).fetchall()

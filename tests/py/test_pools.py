@@ -196,7 +196,7 @@ def test_revoke_racing_a_claim_never_leaves_the_claimed_lease_live(db_dsn: str):
     # 1. The claim first.
     with psycopg.connect(db_dsn) as claimer:
         intent = Intent()
-        offered = api.pull_offer(**session.lease(intent), bounds=None).run(claimer)
+        offered = api.pull_offer(**session.lease(intent), bounds=None).run(claimer).doc
         assert offered["status"] == "offered"
         thread, out = _revoke_in_thread(db_dsn, worker.worker_id, "acme/a")
         assert _blocked(db_dsn, "%revoke_pool%"), "the revoke waits for the claim's session row"
@@ -217,7 +217,7 @@ def test_revoke_racing_a_claim_never_leaves_the_claimed_lease_live(db_dsn: str):
 
         def pull() -> None:
             with psycopg.connect(db_dsn, autocommit=True) as conn:
-                pulled.append(api.pull_offer(**session.lease(Intent()), bounds=None).run(conn))
+                pulled.append(api.pull_offer(**session.lease(Intent()), bounds=None).run(conn).doc)
 
         puller = threading.Thread(target=pull, daemon=True)
         puller.start()

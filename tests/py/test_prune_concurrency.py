@@ -57,13 +57,13 @@ def test_prune_during_claims_loses_nothing(db_dsn: str, conn: psycopg.Connection
                 start.wait()
                 while True:
                     intent = Intent()
-                    answer = api.pull_offer(**sessions[i].lease(intent)).run(own)
+                    answer = api.pull_offer(**sessions[i].lease(intent)).run(own).doc
                     if answer["status"] != "offered":
                         assert answer["status"] == "idle", answer
                         return
                     offered[i].append(answer["offer"]["candidate"]["runId"])
                     acked = api.ack_lease(**sessions[i].lease(intent), lease_version=1,
-                                          phase="starting").run(own)
+                                          phase="starting").run(own).doc
                     assert acked["status"] == "ok", acked
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)

@@ -27,7 +27,7 @@ def prov(conn: psycopg.Connection) -> Provisioner:
 
 def _batch(prov: Provisioner, session: Session, intents: list[Intent]) -> dict:
     return prov.call(api.pull_offers(**session.fence(), offer_ids=[i.offer_id for i in intents],
-                                     token_digests=[i.token_digest for i in intents]))
+                                     token_digests=[i.token_digest for i in intents])).doc
 
 
 def _caps(slots: int) -> dict:

@@ -73,7 +73,7 @@ def _expired_leases(conn: psycopg.Connection, started: int, unstarted: int) -> N
         assert prov.pull(session, intent)["status"] == "offered"
         if i < started:
             ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1,
-                                          phase="starting"))
+                                          phase="starting")).doc
             assert ack["status"] == "ok", ack
     conn.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
                  " - interval '1 second' WHERE released_at IS NULL")
@@ -226,7 +226,7 @@ def _finished_runs(conn: psycopg.Connection, count: int) -> list[str]:
         assert prov.pull(session, intent)["status"] == "offered"
         prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting"))
         done = prov.call(api.complete_lease(**session.lease(intent), lease_version=2,
-                                            outcome="succeeded", exit_code=0))
+                                            outcome="succeeded", exit_code=0)).doc
         assert done["status"] == "ok", done
     return run_ids
 

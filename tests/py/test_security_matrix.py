@@ -690,7 +690,7 @@ def _pull_sql(conn: psycopg.Connection, credential_id: str, secret: str, m: Matr
     return api.pull_offer(credential_id=credential_id, secret_digest=digest(secret),
                           worker_id=m.a.worker_id, session_id=m.sa["sessionId"],
                           generation=m.sa["generation"], offer_id=offer_id,
-                          token_digest=digest(token)).run(conn)
+                          token_digest=digest(token)).run(conn).doc
 
 
 def test_shadow_credentials_in_pg_temp_are_ignored(m: Matrix, su: psycopg.Connection,
@@ -753,7 +753,7 @@ def test_shadow_sessions_do_not_change_open_session(m: Matrix, su: psycopg.Conne
     before = db_state(su)
     opened = api.open_session(credential_id=c.credential_id, secret_digest=c.secret_digest,
                               worker_id=c.worker_id,
-                              capabilities_canonical=canonical_bytes(CAPABILITIES)).run(temp_conn)
+                              capabilities_canonical=canonical_bytes(CAPABILITIES)).run(temp_conn).doc
     assert opened["status"] == "ok", opened
     session = opened["session"]
     assert (session["workerId"], session["generation"]) == (c.worker_id, 1)

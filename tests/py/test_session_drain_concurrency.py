@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from qinglong.db import api
+from qinglong.db.answers import LeaseOk
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner, Session
 
 
@@ -46,7 +47,7 @@ def _started(prov: Provisioner, n: int) -> tuple[Session, list[Intent]]:
         intent = Intent()
         assert prov.pull(session, intent)["status"] == "offered"
         ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1,
-                                      phase="starting"))
+                                      phase="starting")).doc
         assert ack["status"] == "ok", ack
         intents.append(intent)
     return session, intents
@@ -62,7 +63,7 @@ def _open_completion(db_dsn: str, session: Session, intent: Intent) -> psycopg.C
     own = psycopg.connect(db_dsn)
     own.execute("SET ROLE ql_worker_ingress")
     answer = _complete(session, intent).run(own)
-    assert answer["status"] == "ok", answer
+    assert isinstance(answer, LeaseOk) and answer.status == "ok", answer
     return own
 
 
@@ -143,7 +144,7 @@ def test_two_last_completions_at_once_close_the_draining_session(db_dsn: str, co
         worker.close()
     thread.join(timeout=10)
     answer = out["answer"]
-    assert isinstance(answer, dict) and answer["status"] == "ok", answer
+    assert isinstance(answer, LeaseOk) and answer.status == "ok", answer
     assert _state(conn, session) == "closed"
     events = conn.execute("SELECT count(*) FROM ql_private.events WHERE type = 'session.drained'"
                           " AND worker_id = %s", (session.worker.worker_id,)).fetchone()

@@ -240,7 +240,7 @@ class Api:
         body = canonical_bytes(caps or capabilities())
         result = self.one(api.open_session(
             credential_id=worker.credential_id, secret_digest=worker.secret_digest,
-            worker_id=worker.worker_id, capabilities_canonical=body))
+            worker_id=worker.worker_id, capabilities_canonical=body)).doc
         if result.get("status") != "ok":
             raise RuntimeError(f"open_session: {result}")
         return Session(worker, result["session"]["sessionId"], result["session"]["generation"])
@@ -265,14 +265,14 @@ class Api:
         return self.one(api.pull_offer(
             credential_id=w.credential_id, secret_digest=w.secret_digest, worker_id=w.worker_id,
             session_id=session.session_id, generation=session.generation, offer_id=offer_id,
-            token_digest=token_digest))
+            token_digest=token_digest)).doc
 
     def ack_starting(self, session: Session, offer_id: str, token_digest: bytes) -> str:
         w = session.worker
         result = self.one(api.ack_lease(
             credential_id=w.credential_id, secret_digest=w.secret_digest, worker_id=w.worker_id,
             session_id=session.session_id, generation=session.generation, offer_id=offer_id,
-            token_digest=token_digest, lease_version=1, phase="starting"))
+            token_digest=token_digest, lease_version=1, phase="starting")).doc
         return str(result.get("status"))
 
 

@@ -126,7 +126,7 @@ class LifecycleWorker:
         beat = self.api.one(api.heartbeat_session(
             credential_id=w.credential_id, secret_digest=w.secret_digest,
             worker_id=w.worker_id, session_id=session.session_id,
-            generation=session.generation))
+            generation=session.generation)).doc
         if beat.get("status") != "ok":
             raise RuntimeError(f"heartbeat_session: {beat}")
         self.beat_at = time.monotonic()
@@ -137,12 +137,12 @@ class LifecycleWorker:
         common = {"credential_id": w.credential_id, "secret_digest": w.secret_digest,
                   "worker_id": w.worker_id, "session_id": s.session_id,
                   "generation": s.generation, "offer_id": offer_id, "token_digest": digest}
-        acked = self.api.one(api.ack_lease(**common, lease_version=version, phase="starting"))
+        acked = self.api.one(api.ack_lease(**common, lease_version=version, phase="starting")).doc
         if acked.get("status") != "ok":
             raise RuntimeError(f"ack_lease: {acked}")
         version = int(acked["lease"]["leaseVersion"])
         done = self.api.one(api.complete_lease(**common, lease_version=version,
-                                               outcome="succeeded", exit_code=0))
+                                               outcome="succeeded", exit_code=0)).doc
         if done.get("status") != "ok":
             raise RuntimeError(f"complete_lease: {done}")
 

@@ -127,7 +127,7 @@ class BatchClaimer:
                 credential_id=w.credential_id, secret_digest=w.secret_digest,
                 worker_id=w.worker_id, session_id=session.session_id,
                 generation=session.generation, offer_ids=ids,
-                token_digests=[sha256(token()) for _ in ids]))
+                token_digests=[sha256(token()) for _ in ids])).doc
         except psycopg.errors.DatabaseError as exc:
             if exc.sqlstate != SESSION_EXPIRED:
                 raise

@@ -1,0 +1,336 @@
+"""What a `ql.` function answers, typed: one class per kind of answer.
+
+The worker-facing functions answer a jsonb envelope `{status, ...}`; each
+outcome is a frozen dataclass here and each function's answer a union of them
+(a pull: `Offered | Idle | Conflict | Denied`), parsed once, where the call runs
+(`qinglong.db.api.Call`), so callers branch on classes instead of reading
+string keys. Every outcome keeps the envelope itself in `doc`. An answer of
+a shape this module does not know raises `AnswerError` (the ingress answers
+it 503 `invalid_projection`).
+
+Where the wire repeats the database's document as it is (an offer, a lease, a
+session), the answer keeps it untouched in `doc` (or a named field holding
+the sub-document), so the bytes sent are the bytes the database built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+JsonObject = dict[str, Any]
+A = TypeVar("A")
+
+
+class AnswerError(Exception):
+    """A `ql.` function answered a shape its Python type does not allow."""
+
+    def __init__(self, function: str, detail: str) -> None:
+        super().__init__(f"ql.{function}: {detail}")
+        self.function = function
+        self.detail = detail
+
+
+def _object(function: str, raw: object) -> JsonObject:
+    if not isinstance(raw, dict):
+        raise AnswerError(function, f"answer is a {type(raw).__name__}, not an object")
+    return raw
+
+
+def _status(function: str, raw: object) -> tuple[JsonObject, str]:
+    doc = _object(function, raw)
+    status = doc.get("status")
+    if not isinstance(status, str):
+        raise AnswerError(function, "answer is not an envelope (no status)")
+    return doc, status
+
+
+def _sub_object(function: str, doc: JsonObject, key: str) -> JsonObject:
+    value = doc.get(key)
+    if not isinstance(value, dict):
+        raise AnswerError(function, f"{doc['status']} answer without an object {key!r}")
+    return value
+
+
+def _int(function: str, doc: JsonObject, key: str) -> int:
+    value = doc.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise AnswerError(function, f"{key!r} is not an integer")
+    return value
+
+
+def _unknown(function: str, status: str) -> AnswerError:
+    return AnswerError(function, f"unexpected status {status!r}")
+
+
+class Envelope:
+    """Every outcome keeps the envelope as the database built it (`doc`), and
+    its `status` is the envelope's."""
+
+    __slots__ = ()
+    doc: JsonObject
+
+    @property
+    def status(self) -> str:
+        return str(self.doc["status"])
+
+
+# ------------------------------------------------------------ outcomes shared by many calls
+
+
+@dataclass(frozen=True, slots=True)
+class Denied(Envelope):
+    """The credential was refused (SPEC §16.2): stored in security_audit already."""
+
+    reason: str
+    http_status: int | None
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, doc: JsonObject) -> Denied:
+        reason, http_status = doc.get("reason", "denied"), doc.get("httpStatus")
+        return cls(str(reason), http_status if isinstance(http_status, int) else None, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict(Envelope):
+    """A fence moved (lease lost, offer taken, ...): `category` says which; a
+    `log_offset` conflict of `append_log` also names the stored length."""
+
+    category: str
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, doc: JsonObject) -> Conflict:
+        return cls(str(doc.get("category", "conflict")), doc)
+
+    @property
+    def stored_bytes(self) -> int | None:
+        stored = self.doc.get("storedBytes")
+        return stored if isinstance(stored, int) and not isinstance(stored, bool) else None
+
+
+def _denied_or(function: str, raw: object,
+               outcomes: dict[str, Callable[[JsonObject], A]]) -> A | Denied:
+    doc, status = _status(function, raw)
+    if status == "denied":
+        return Denied.parse(doc)
+    parse = outcomes.get(status)
+    if parse is None:
+        raise _unknown(function, status)
+    return parse(doc)
+
+
+# ------------------------------------------------------------ credentials and sessions
+
+
+@dataclass(frozen=True, slots=True)
+class Authenticated(Envelope):
+    doc: JsonObject
+
+
+AuthAnswer: TypeAlias = Authenticated | Denied
+
+
+def parse_auth(raw: object) -> AuthAnswer:
+    return _denied_or("authenticate_worker", raw, {"ok": Authenticated})
+
+
+@dataclass(frozen=True, slots=True)
+class Rotated(Envelope):
+    """The new credential's public fields (the secret never crosses the database)."""
+
+    credential: JsonObject
+    doc: JsonObject
+
+
+RotateAnswer: TypeAlias = Rotated | Denied
+
+
+def parse_rotate(raw: object) -> RotateAnswer:
+    return _denied_or("rotate_credential", raw, {
+        "ok": lambda doc: Rotated(_sub_object("rotate_credential", doc, "credential"), doc)})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOk(Envelope):
+    """A session's projection (`session`, sent as it is); `draining`: an operator
+    drain is under way (heartbeat), so the session takes no new offer."""
+
+    session: JsonObject
+    draining: bool
+    doc: JsonObject
+
+
+SessionAnswer: TypeAlias = SessionOk | Denied
+
+
+def _session_parser(function: str) -> Callable[[object], SessionAnswer]:
+    def parse(raw: object) -> SessionAnswer:
+        return _denied_or(function, raw, {"ok": lambda doc: SessionOk(
+            _sub_object(function, doc, "session"), doc.get("draining") is True, doc)})
+    return parse
+
+
+parse_open_session = _session_parser("open_session")
+parse_heartbeat_session = _session_parser("heartbeat_session")
+parse_close_session = _session_parser("close_session")
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFailed(Envelope):
+    """One item of a batched call raised `sqlstate` (the rest went on)."""
+
+    sqlstate: str | None
+    doc: JsonObject
+
+
+HeartbeatItemAnswer: TypeAlias = SessionOk | Denied | ItemFailed
+
+
+def parse_heartbeat_sessions(raw: object) -> list[HeartbeatItemAnswer]:
+    if not isinstance(raw, list):
+        raise AnswerError("heartbeat_sessions", "answer is not a list")
+    items: list[HeartbeatItemAnswer] = []
+    for one in raw:
+        doc, status = _status("heartbeat_sessions", one)
+        if status == "error":
+            sqlstate = doc.get("sqlstate")
+            items.append(ItemFailed(sqlstate if isinstance(sqlstate, str) else None, doc))
+        else:
+            items.append(parse_heartbeat_session(doc))
+    return items
+
+
+# ------------------------------------------------------------ pulls
+
+
+@dataclass(frozen=True, slots=True)
+class Offered(Envelope):
+    """An offer (`offer`, sent as it is); `status` `idempotent` when it is the
+    replay of one already claimed with this offer id and token."""
+
+    offer: JsonObject
+    doc: JsonObject
+
+    @property
+    def replayed(self) -> bool:
+        return self.status == "idempotent"
+
+
+@dataclass(frozen=True, slots=True)
+class Idle(Envelope):
+    """Nothing to offer: the envelope (`doc`: reason, stats, truncated) as built."""
+
+    doc: JsonObject
+
+
+PullAnswer: TypeAlias = Offered | Idle | Conflict | Denied
+
+
+def parse_pull(raw: object) -> PullAnswer:
+    def offered(doc: JsonObject) -> Offered:
+        return Offered(_sub_object("pull_offer", doc, "offer"), doc)
+
+    return _denied_or("pull_offer", raw, {"offered": offered, "idempotent": offered,
+                                          "idle": Idle, "conflict": Conflict.parse})
+
+
+@dataclass(frozen=True, slots=True)
+class PulledBatch(Envelope):
+    """A batched pull: the offers (the first `recovered` are replays), the
+    pairs that conflicted, and the idle envelope when the queue ran dry."""
+
+    offers: list[JsonObject]
+    conflicts: list[Any]
+    idle: JsonObject | None
+    recovered: int
+    doc: JsonObject
+
+
+PullBatchAnswer: TypeAlias = PulledBatch | Denied
+
+
+def parse_pull_batch(raw: object) -> PullBatchAnswer:
+    def batch(doc: JsonObject) -> PulledBatch:
+        offers, conflicts, idle = doc.get("offers"), doc.get("conflicts"), doc.get("idle")
+        if not isinstance(offers, list) or not isinstance(conflicts, list) \
+                or not isinstance(idle, dict | None):
+            raise AnswerError("pull_offers", "batch answer without offers/conflicts/idle")
+        recovered = doc.get("recovered")
+        recovered = recovered if isinstance(recovered, int) \
+            and 0 <= recovered <= len(offers) else 0
+        return PulledBatch([o for o in offers if isinstance(o, dict)], conflicts, idle,
+                           recovered, doc)
+
+    return _denied_or("pull_offers", raw, {"batch": batch})
+
+
+# ------------------------------------------------------------ leases
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseOk(Envelope):
+    """The lease's projection after the call (`lease`, sent as it is); `status`
+    `idempotent` for a replay of the same transition."""
+
+    lease: JsonObject
+    doc: JsonObject
+
+
+LeaseAnswer: TypeAlias = LeaseOk | Conflict | Denied
+
+
+def _lease_parser(function: str) -> Callable[[object], LeaseAnswer]:
+    def lease(doc: JsonObject) -> LeaseOk:
+        return LeaseOk(_sub_object(function, doc, "lease"), doc)
+
+    def parse(raw: object) -> LeaseAnswer:
+        return _denied_or(function, raw, {"ok": lease, "idempotent": lease,
+                                          "conflict": Conflict.parse})
+    return parse
+
+
+parse_ack_lease = _lease_parser("ack_lease")
+parse_heartbeat_lease = _lease_parser("heartbeat_lease")
+parse_complete_lease = _lease_parser("complete_lease")
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppended(Envelope):
+    """The live log now holds `stored_bytes`; `truncated`: its cap was reached."""
+
+    stored_bytes: int
+    truncated: bool
+    doc: JsonObject
+
+
+LogAnswer: TypeAlias = LogAppended | Conflict | Denied
+
+
+def parse_append_log(raw: object) -> LogAnswer:
+    def appended(doc: JsonObject) -> LogAppended:
+        truncated = doc.get("truncated")
+        if not isinstance(truncated, bool):
+            raise AnswerError("append_log", "'truncated' is not a boolean")
+        return LogAppended(_int("append_log", doc, "storedBytes"), truncated, doc)
+
+    return _denied_or("append_log", raw, {"ok": appended, "idempotent": appended,
+                                          "conflict": Conflict.parse})
+
+
+@dataclass(frozen=True, slots=True)
+class WrappedSecrets(Envelope):
+    """A started lease's secrets, still wrapped (`doc`: runId, projectId,
+    dataKey, secrets; hex): the ingress opens them with its KEK."""
+
+    doc: JsonObject
+
+
+SecretsAnswer: TypeAlias = WrappedSecrets | Conflict | Denied
+
+
+def parse_lease_secrets(raw: object) -> SecretsAnswer:
+    return _denied_or("lease_secrets", raw, {"ok": WrappedSecrets,
+                                             "conflict": Conflict.parse})
