@@ -418,11 +418,13 @@ def worker_create(args: argparse.Namespace) -> int:
 
 
 def credential_revoke(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
-            result = control_plane.revoke_credential(conn, args.credential_id)
+            result = control_plane.run(
+                conn, api.revoke_credential(credential_id=args.credential_id))
         return {
             "credentialId": result.get("credentialId", args.credential_id),
             "revokedAtMs": result.get("revokedAtMs"),
@@ -521,11 +523,12 @@ def _cancel(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cancel_one(dsn: str, run: str) -> dict[str, Any]:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     run_id = uuid_arg(run, "runId")
     with control_plane.connect(dsn) as conn:
-        result = control_plane.cancel_run(conn, run_id)
+        result = control_plane.run(conn, api.cancel_run(run_id=run_id))
     return {
         "runId": result.get("runId", run_id),
         "state": result.get("state"),
@@ -534,6 +537,7 @@ def _cancel_one(dsn: str, run: str) -> dict[str, Any]:
 
 
 def _cancel_bulk(args: argparse.Namespace) -> dict[str, Any]:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     task_id = uuid_arg(args.task, "taskId")
@@ -542,4 +546,5 @@ def _cancel_bulk(args: argparse.Namespace) -> dict[str, Any]:
     state = run_state(args.state)
     wait_ms = 5000 if args.wait_ms is None else integer(args.wait_ms, "waitMs", 0, 60000)
     with control_plane.connect(args.dsn) as conn:
-        return control_plane.cancel_runs(conn, task_id, state, wait_ms)
+        return control_plane.run(conn, api.cancel_runs(task_id=task_id, state=state,
+                                                       wait_ms=wait_ms))

@@ -98,6 +98,7 @@ def add_label_parser(workers: Subparsers, lazy: Any,
 
 def worker_label(args: argparse.Namespace) -> int:
     """Apply the changes (one transaction); with none, print the grants."""
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
@@ -106,6 +107,7 @@ def worker_label(args: argparse.Namespace) -> int:
         remove = parse_removals(args.remove, labels)
         self_labels = boolean(args.self_labels, "selfLabels")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.label_worker(conn, worker_id, labels, remove, self_labels)
+            return control_plane.run(conn, api.label_worker(
+                worker_id=worker_id, labels=labels, remove=remove, self_labels=self_labels))
 
     return guarded(action)

@@ -62,6 +62,7 @@ def _printed(_doc: dict[str, Any]) -> int:
 
 
 def run_log(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
@@ -69,7 +70,8 @@ def run_log(args: argparse.Namespace) -> int:
         attempt = optional_integer(args.attempt, "attempt", 1)
         with control_plane.connect(args.dsn) as conn:
             def fetch(attempt_no: int | None, offset: int) -> LogPage:
-                doc = control_plane.run_log(conn, run_id, attempt_no, offset)
+                doc = control_plane.run(conn, api.run_log(run_id=run_id, attempt_no=attempt_no,
+                                                           offset=offset))
                 try:
                     return LogPage.from_json(doc)
                 except LogShapeError as exc:

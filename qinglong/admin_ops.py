@@ -33,6 +33,7 @@ DRY_RUN_BATCH = 10000
 
 def task_configure(args: argparse.Namespace) -> int:
     """Apply the given settings; with none, print the current ones (a read)."""
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
@@ -40,7 +41,7 @@ def task_configure(args: argparse.Namespace) -> int:
         settings = task_settings(args)
         with control_plane.connect(args.dsn) as conn:
             if settings.is_empty():
-                return control_plane.task_settings(conn, task_id)
+                return control_plane.run(conn, api.task_settings(task_id=task_id))
             return control_plane.configure_task(conn, task_id, settings)
 
     return guarded(action)
@@ -50,6 +51,7 @@ def task_configure(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
@@ -57,29 +59,32 @@ def run_list(args: argparse.Namespace) -> int:
         states = None if args.state is None else [run_state(s) for s in dict.fromkeys(args.state)]
         limit = integer(args.limit, "limit")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.list_runs(conn, task_id, states, limit, args.after)
+            return control_plane.run(conn, api.list_runs(task_id=task_id, states=states,
+                                                         limit=limit, after=args.after))
 
     return guarded(action)
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         run_id = uuid_arg(args.run, "runId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.show_run(conn, run_id)
+            return control_plane.run(conn, api.show_run(run_id=run_id))
 
     return guarded(action)
 
 
 def run_retry(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         run_id = uuid_arg(args.run, "runId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.retry_run(conn, run_id)
+            return control_plane.run(conn, api.retry_run(run_id=run_id))
 
     return guarded(action)
 
@@ -88,45 +93,50 @@ def run_retry(args: argparse.Namespace) -> int:
 
 
 def worker_list(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         limit = integer(args.limit, "limit")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.list_workers(conn, limit, args.after)
+            return control_plane.run(conn, api.list_workers(limit=limit, after=args.after))
 
     return guarded(action)
 
 
 def worker_disable(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         worker_id = uuid_arg(args.worker, "workerId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.disable_worker(conn, worker_id, drain=args.drain)
+            return control_plane.run(conn, api.disable_worker(worker_id=worker_id,
+                                                              drain=args.drain))
 
     return guarded(action)
 
 
 def worker_enable(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         worker_id = uuid_arg(args.worker, "workerId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.enable_worker(conn, worker_id)
+            return control_plane.run(conn, api.enable_worker(worker_id=worker_id))
 
     return guarded(action)
 
 
 def session_close(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         session_id = uuid_arg(args.session, "sessionId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.end_session(conn, session_id, drain=args.drain)
+            return control_plane.run(conn, api.end_session(session_id=session_id, drain=args.drain))
 
     return guarded(action)
 

@@ -74,37 +74,40 @@ def add_parsers(groups: Subparsers, workers: Subparsers,
 
 
 def pool_create(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         if not POOL_NAME.fullmatch(args.name):
             raise invalid("name", "name must match ^[a-z0-9][a-z0-9._-]{0,62}$")
         with control_plane.connect(args.dsn) as conn:
-            result = control_plane.create_pool(conn, args.project, args.name)
+            result = control_plane.run(conn, api.create_pool(project=args.project, name=args.name))
         return {key: result.get(key) for key in ("poolId", "project", "name")}
 
     return guarded(action)
 
 
 def worker_grant(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         worker_id = uuid_arg(args.worker, "workerId")
         pool = pool_ref(args.pool)
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.grant_pool(conn, worker_id, pool)
+            return control_plane.run(conn, api.grant_pool(worker_id=worker_id, pool=pool))
 
     return guarded(action)
 
 
 def worker_revoke(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         worker_id = uuid_arg(args.worker, "workerId")
         pool = pool_ref(args.pool)
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.revoke_pool(conn, worker_id, pool)
+            return control_plane.run(conn, api.revoke_pool(worker_id=worker_id, pool=pool))
 
     return guarded(action)

@@ -48,13 +48,15 @@ def parse_scopes(text: str) -> list[str]:
 def create_token(dsn: str, project: str, scopes: list[str],
                  expires_in_s: int | None) -> dict[str, Any]:
     """Generate, store the digest, return the document printed once (with the token)."""
+    from qinglong.db import api
     from qinglong.service import control_plane
     from qinglong.service.producer_token import generate_token
 
     token = generate_token()
     with control_plane.connect(dsn) as conn:
-        stored = control_plane.create_project_token(conn, project, token.token_id,
-                                                    token.digest, scopes, expires_in_s)
+        stored = control_plane.run(conn, api.create_project_token(
+            project=project, token_id=token.token_id, token_digest=token.digest, scopes=scopes,
+            expires_in_s=expires_in_s))
     return {"tokenId": stored["tokenId"], "token": token.token, "project": stored["project"],
             "scopes": stored["scopes"], "expiresAtMs": stored["expiresAtMs"]}
 
@@ -71,20 +73,22 @@ def token_create(args: argparse.Namespace) -> int:
 
 
 def token_list(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.list_project_tokens(conn, args.project)
+            return control_plane.run(conn, api.list_project_tokens(project=args.project))
 
     return guarded(action)
 
 
 def token_revoke(args: argparse.Namespace) -> int:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.revoke_project_token(conn, args.token_id)
+            return control_plane.run(conn, api.revoke_project_token(token_id=args.token_id))
 
     return guarded(action)

@@ -219,18 +219,20 @@ class DemoJob:
         """The secret run's new log lines, as the demo prints them (none when done)."""
         if not self.enabled or self.task_id is None or self.finished:
             return []
+        from qinglong.db import api
         from qinglong.service import control_plane
         from qinglong.service.control_plane import ControlPlaneError
 
         with control_plane.connect(dsn) as conn:
             if self.follower is None:
-                runs = control_plane.list_runs(conn, self.task_id, None, 1, None)["runs"]
+                runs = control_plane.run(conn, api.list_runs(task_id=self.task_id, limit=1))["runs"]
                 if not runs:
                     return []
                 self.follower = LogFollower(str(runs[0]["runId"]))
             try:
                 lines = self.follower.read(
-                    lambda run, attempt, offset: control_plane.run_log(conn, run, attempt, offset))
+                    lambda run, attempt, offset: control_plane.run(conn, api.run_log(
+                        run_id=run, attempt_no=attempt, offset=offset)))
             except ControlPlaneError as exc:
                 if exc.reason == "not_found":  # no attempt yet: not offered so far
                     return []
@@ -255,10 +257,12 @@ class DemoJob:
             if _holds(path, self.value):
                 self.findings.append(str(path))
         if self.follower is not None:
+            from qinglong.db import api
             from qinglong.service import control_plane
 
             with control_plane.connect(dsn) as conn:
-                shown = json.dumps(control_plane.show_run(conn, self.follower.run_id))
+                shown = json.dumps(control_plane.run(conn,
+                                                     api.show_run(run_id=self.follower.run_id)))
             if self.value.decode() in self.follower.text + shown:
                 self.findings.append("the stored run (live log, attempts, events)")
 

@@ -40,10 +40,11 @@ def register(sub: Subparsers, lazy: LazyFactory) -> None:
 
 def fetch_snapshot(dsn: str) -> dict[str, Any]:
     """`ql.status_snapshot()`; failures raise service ControlPlaneError."""
-    from qinglong.service.control_plane import connect, status_snapshot
+    from qinglong.db import api
+    from qinglong.service.control_plane import connect, run
 
     with connect(dsn) as conn:
-        return status_snapshot(conn)
+        return run(conn, api.status_snapshot())
 
 
 def status_command(args: argparse.Namespace) -> int:

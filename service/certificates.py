@@ -29,7 +29,7 @@ from psycopg import sql
 
 from qinglong.db import api
 from qinglong.service import pki
-from qinglong.service.control_plane import ControlPlaneError, _call, _private_dir
+from qinglong.service.control_plane import ControlPlaneError, _private_dir, run
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,12 @@ class RenewedCertificate:
 
 def record_certificate(conn: psycopg.Connection, worker_id: str,
                        facts: pki.CertificateFacts) -> dict[str, Any]:
-    return _call(conn, api.record_certificate(worker_id=worker_id, serial=facts.serial,
-                                              not_after_ms=facts.not_after_ms))
+    return run(conn, api.record_certificate(worker_id=worker_id, serial=facts.serial,
+                                            not_after_ms=facts.not_after_ms))
 
 
 def revoke_certificate(conn: psycopg.Connection, serial: str) -> dict[str, Any]:
-    return _call(conn, api.revoke_certificate(serial=serial))
+    return run(conn, api.revoke_certificate(serial=serial))
 
 
 # The database-level setting that names the dev stack's CA directory.

@@ -1,7 +1,9 @@
 """Python calls of the control-plane SQL API (docs/DESIGN.md "Control-plane API").
 
-Each call is one `SELECT ql.<fn>(…)` in its own transaction on a psycopg 3 sync
-connection and returns the function's jsonb as a dict. The database is the only
+Each call is one `qinglong.db.api` call run by `run` in its own transaction on
+a psycopg 3 sync connection; the commands call `run(conn, api.<fn>(...))`
+directly, and this module keeps only what adds to a call (argument checks,
+multi-call transactions, provisioning, pruning). The database is the only
 authority: nothing here decides state, it only translates arguments in and
 SQLSTATEs out (through `service.sqlstates`, the single mapping table).
 """
@@ -14,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -23,6 +25,7 @@ from qinglong.db.api import Call
 from qinglong.service import pki
 from qinglong.worker.credential_rotation import LIFETIME_SUFFIX
 
+T = TypeVar("T")
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 CREDENTIAL_FILE_NAME = "credential"
 # SPEC §16.2: `--credential-ttl` default.
@@ -83,58 +86,17 @@ def connect(dsn: str) -> Iterator[psycopg.Connection]:
         conn.close()
 
 
-def _call(conn: psycopg.Connection, call: Call[Any]) -> dict[str, Any]:
-    """One `qinglong.db.api` call in a transaction; returns its jsonb object."""
+def run(conn: psycopg.Connection, call: Call[T]) -> T:
+    """One `qinglong.db.api` call in its own transaction (a savepoint inside the
+    caller's), its errors translated: the control-plane commands' one way in."""
     try:
         with conn.transaction():
             result = call.run(conn)
     except psycopg.Error as exc:
         raise translate(exc) from None
-    if not isinstance(result, dict):
-        raise ControlPlaneError("database_error", f"ql.{call.function} returned no object")
+    if result is None:
+        raise ControlPlaneError("database_error", f"ql.{call.function} returned no value")
     return result
-
-
-def register_worker(conn: psycopg.Connection, name: str) -> dict[str, Any]:
-    return _call(conn, api.register_worker(name=name))
-
-
-def issue_credential(
-    conn: psycopg.Connection, worker_id: str, credential_id: str, secret_digest: bytes,
-    ttl_s: int | None = None,
-) -> dict[str, Any]:
-    return _call(conn, api.issue_credential(worker_id=worker_id, credential_id=credential_id,
-                                            secret_digest=secret_digest, ttl_s=ttl_s))
-
-
-def revoke_credential(conn: psycopg.Connection, credential_id: str) -> dict[str, Any]:
-    return _call(conn, api.revoke_credential(credential_id=credential_id))
-
-
-def publish_revision(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
-                     pool: str | None = None, signature: str | None = None) -> dict[str, Any]:
-    return _call(conn, api.publish_revision(project=project, task=task, canonical=canonical,
-                                            pool=pool, signature=signature))
-
-
-def prepare_task(conn: psycopg.Connection, project: str, task: str) -> dict[str, Any]:
-    """The task's id (created without a revision when missing) for a signed publish."""
-    return _call(conn, api.prepare_task(project=project, task=task))
-
-
-def create_pool(conn: psycopg.Connection, project: str, name: str) -> dict[str, Any]:
-    """Pool P/N (SPEC §13.1); the project is created when needed."""
-    return _call(conn, api.create_pool(project=project, name=name))
-
-
-def grant_pool(conn: psycopg.Connection, worker_id: str, pool: str) -> dict[str, Any]:
-    """Let the worker take pool P/N's runs ('*': every pool, present and future)."""
-    return _call(conn, api.grant_pool(worker_id=worker_id, pool=pool))
-
-
-def revoke_pool(conn: psycopg.Connection, worker_id: str, pool: str) -> dict[str, Any]:
-    """No new offer of the pool; its unstarted leases released at once."""
-    return _call(conn, api.revoke_pool(worker_id=worker_id, pool=pool))
 
 
 @dataclass(frozen=True)
@@ -154,21 +116,8 @@ def enqueue_runs(conn: psycopg.Connection, task_id: str, priority: int, count: i
     if not SMALLINT_MIN <= priority <= SMALLINT_MAX:
         raise ControlPlaneError("invalid_input", "priority must be a smallint", http_status=400,
                                 field="priority")
-    return _call(conn, api.enqueue_runs(task_id=task_id, priority=priority, count=count,
+    return run(conn, api.enqueue_runs(task_id=task_id, priority=priority, count=count,
                                         **asdict(schedule or Schedule())))
-
-
-def cancel_run(conn: psycopg.Connection, run_id: str) -> dict[str, Any]:
-    return _call(conn, api.cancel_run(run_id=run_id))
-
-
-def cancel_runs(conn: psycopg.Connection, task_id: str, state: str,
-                wait_ms: int = 5000) -> dict[str, Any]:
-    return _call(conn, api.cancel_runs(task_id=task_id, state=state, wait_ms=wait_ms))
-
-
-def retry_run(conn: psycopg.Connection, run_id: str) -> dict[str, Any]:
-    return _call(conn, api.retry_run(run_id=run_id))
 
 
 # ------------------------------------------------------------ task settings
@@ -192,11 +141,7 @@ class TaskSettings:
 def configure_task(conn: psycopg.Connection, task_id: str,
                    settings: TaskSettings) -> dict[str, Any]:
     """Apply `settings` (the database checks the bounds) -> the task's settings."""
-    return _call(conn, api.configure_task(task_id=task_id, **asdict(settings)))
-
-
-def task_settings(conn: psycopg.Connection, task_id: str) -> dict[str, Any]:
-    return _call(conn, api.task_settings(task_id=task_id))
+    return run(conn, api.configure_task(task_id=task_id, **asdict(settings)))
 
 
 def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
@@ -209,65 +154,23 @@ def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: b
     signing and a failed publish leaves no task behind. -> publish_revision's
     object."""
     if sign is None and (settings is None or settings.is_empty()):
-        return publish_revision(conn, project, task, canonical, pool)
+        return run(conn, api.publish_revision(project=project, task=task, canonical=canonical,
+                                              pool=pool))
     try:
         with conn.transaction():  # the calls' own transactions become savepoints
             signature = None
             if sign is not None:
-                prepared = prepare_task(conn, project, task)
+                prepared = run(conn, api.prepare_task(project=project, task=task))
                 signature = sign(_required(prepared, "taskId", "prepare_task"))
-            published = publish_revision(conn, project, task, canonical, pool, signature)
+            published = run(conn, api.publish_revision(project=project, task=task,
+                                                       canonical=canonical, pool=pool,
+                                                       signature=signature))
             if settings is not None and not settings.is_empty():
                 configure_task(conn, _required(published, "taskId", "publish_revision"),
                                settings)
     except psycopg.Error as exc:  # the commit itself
         raise translate(exc) from None
     return published
-
-
-# ------------------------------------------------------------ inspection (reads)
-
-
-def list_runs(conn: psycopg.Connection, task_id: str | None, states: Sequence[str] | None,
-              limit: int, after: str | None) -> dict[str, Any]:
-    return _call(conn, api.list_runs(task_id=task_id, states=states, limit=limit, after=after))
-
-
-def show_run(conn: psycopg.Connection, run_id: str) -> dict[str, Any]:
-    return _call(conn, api.show_run(run_id=run_id))
-
-
-def run_log(conn: psycopg.Connection, run_id: str, attempt_no: int | None,
-            offset: int) -> dict[str, Any]:
-    """One page of an attempt's stored log (ql.run_log, SPEC §15.3)."""
-    return _call(conn, api.run_log(run_id=run_id, attempt_no=attempt_no, offset=offset))
-
-
-def list_workers(conn: psycopg.Connection, limit: int, after: str | None) -> dict[str, Any]:
-    return _call(conn, api.list_workers(limit=limit, after=after))
-
-
-# ------------------------------------------------------------ workers and sessions
-
-
-def disable_worker(conn: psycopg.Connection, worker_id: str, drain: bool = False) -> dict[str, Any]:
-    return _call(conn, api.disable_worker(worker_id=worker_id, drain=drain))
-
-
-def enable_worker(conn: psycopg.Connection, worker_id: str) -> dict[str, Any]:
-    return _call(conn, api.enable_worker(worker_id=worker_id))
-
-
-def label_worker(conn: psycopg.Connection, worker_id: str,
-                 labels: Mapping[str, str] | None = None, remove: Sequence[str] = (),
-                 self_labels: bool | None = None) -> dict[str, Any]:
-    """Grant / take away the labels an operator vouches for (SPEC §13.2)."""
-    return _call(conn, api.label_worker(worker_id=worker_id, labels=labels, remove=remove,
-                                        self_labels=self_labels))
-
-
-def end_session(conn: psycopg.Connection, session_id: str, drain: bool = False) -> dict[str, Any]:
-    return _call(conn, api.end_session(session_id=session_id, drain=drain))
 
 
 # ------------------------------------------------------------ retention
@@ -354,7 +257,7 @@ def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None 
         calls = 0
         while True:
             started = clock()
-            more = add(_call(conn, make(retain_s=retain_s, batch=retention.batch,
+            more = add(run(conn, make(retain_s=retain_s, batch=retention.batch,
                                         dry_run=retention.dry_run)))
             calls += 1
             if not more or retention.dry_run:
@@ -364,14 +267,6 @@ def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None 
                 break
             sleep(retention.pace * (clock() - started))
     return totals
-
-
-def sweep_leases(conn: psycopg.Connection, batch: int) -> dict[str, Any]:
-    return _call(conn, api.sweep_leases(batch=batch))
-
-
-def status_snapshot(conn: psycopg.Connection) -> dict[str, Any]:
-    return _call(conn, api.status_snapshot())
 
 
 # ------------------------------------------------------------ worker identity
@@ -431,17 +326,19 @@ def provision_worker(
         # One transaction (the calls' own become savepoints): never a registered
         # worker without its credential, nor a credential whose files we lost.
         with conn.transaction():
-            worker_id = _required(register_worker(conn, name), "workerId", "register_worker")
+            worker_id = _required(run(conn, api.register_worker(name=name)), "workerId",
+                                  "register_worker")
             cert = pki.issue_worker_cert(ca_dir, out_dir, worker_id)
             written += [cert.cert_file, cert.key_file]
             # Its serial and notAfter (SPEC §16.3: expiry shown, revocation by serial).
             facts = pki.certificate_facts(cert.cert_file)
-            _call(conn, api.record_certificate(worker_id=worker_id, serial=facts.serial,
+            run(conn, api.record_certificate(worker_id=worker_id, serial=facts.serial,
                                                not_after_ms=facts.not_after_ms))
             pki.write_private_file(credential_file, credential.token.encode("ascii"))
             written.append(credential_file)
-            issued = issue_credential(conn, worker_id, credential.credential_id,
-                                      credential.secret_digest, credential_ttl_s)
+            issued = run(conn, api.issue_credential(
+                worker_id=worker_id, credential_id=credential.credential_id,
+                secret_digest=credential.secret_digest, ttl_s=credential_ttl_s))
             if credential_ttl_s is not None:
                 lifetime = Path(str(credential_file) + LIFETIME_SUFFIX)
                 expires_ms = int(issued["expiresAtMs"])
@@ -451,9 +348,10 @@ def provision_worker(
                     "expiresAtMs": expires_ms}).encode("ascii"))
                 written.append(lifetime)
             for pool in pools:
-                grant_pool(conn, worker_id, pool)
+                run(conn, api.grant_pool(worker_id=worker_id, pool=pool))
             if labels or self_labels:
-                label_worker(conn, worker_id, labels, self_labels=self_labels or None)
+                run(conn, api.label_worker(worker_id=worker_id, labels=labels,
+                                           self_labels=self_labels or None))
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)
@@ -481,51 +379,12 @@ __all__ = [
     "Retention",
     "Schedule",
     "TaskSettings",
-    "cancel_run",
-    "cancel_runs",
     "configure_task",
     "connect",
-    "create_pool",
-    "disable_worker",
-    "enable_worker",
-    "end_session",
     "enqueue_runs",
-    "grant_pool",
-    "issue_credential",
-    "label_worker",
-    "list_runs",
-    "list_workers",
-    "prepare_task",
     "provision_worker",
     "prune",
-    "publish_revision",
     "publish_task",
-    "register_worker",
-    "retry_run",
-    "revoke_credential",
-    "revoke_pool",
-    "show_run",
-    "status_snapshot",
-    "sweep_leases",
-    "task_settings",
+    "run",
     "translate",
 ]
-
-
-# ------------------------------------------------------- project tokens (SPEC §13.4)
-
-
-def create_project_token(conn: psycopg.Connection, project: str, token_id: str,
-                         token_digest: bytes, scopes: Sequence[str],
-                         expires_in_s: int | None) -> dict[str, Any]:
-    return _call(conn, api.create_project_token(project=project, token_id=token_id,
-                                                token_digest=token_digest, scopes=scopes,
-                                                expires_in_s=expires_in_s))
-
-
-def revoke_project_token(conn: psycopg.Connection, token_id: str) -> dict[str, Any]:
-    return _call(conn, api.revoke_project_token(token_id=token_id))
-
-
-def list_project_tokens(conn: psycopg.Connection, project: str | None) -> dict[str, Any]:
-    return _call(conn, api.list_project_tokens(project=project))

@@ -327,12 +327,14 @@ def test_admin_as_runtime_role(
 def test_provision_worker_is_atomic(
     db_dsn: str, ca_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from qinglong.db import api
     from qinglong.service import control_plane
 
-    def refuse(*_args: object) -> dict:
+    def refuse(**_kwargs: object) -> dict:
         raise control_plane.ControlPlaneError("invalid_input", "refused by test")
 
-    monkeypatch.setattr(control_plane, "issue_credential", refuse)
+    # The credential step fails after the worker and its certificate were made.
+    monkeypatch.setattr(api, "issue_credential", refuse)
     out_dir = tmp_path / "w"
     with (
         control_plane.connect(db_dsn) as conn,

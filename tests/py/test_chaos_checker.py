@@ -443,10 +443,11 @@ def _close_session(scene: Scenario, name: str) -> None:
 def _operator_close(scene: Scenario, name: str) -> None:
     """`admin session close` (ql.end_session), as the soak's nemesis does before it
     restarts a worker armed with `aside_replace`: its unstarted leases released."""
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     with control_plane.connect(scene.dsn) as conn:
-        control_plane.end_session(conn, scene.sessions[name].session_id)
+        control_plane.run(conn, api.end_session(session_id=scene.sessions[name].session_id))
 
 
 def _release(scene: Scenario, item: Accepted, reason: str) -> None:

@@ -140,7 +140,7 @@ def _api_token_works(env: dict, state_dir: Path) -> None:
     token = Path(section["tokenFile"]).read_text().strip()
     assert token.startswith("qlp_")
     with control_plane.connect(env["runtimeDsn"]) as conn:
-        listed = control_plane.list_project_tokens(conn, "dev")["tokens"]
+        listed = control_plane.run(conn, api.list_project_tokens(project="dev"))["tokens"]
         assert [(t["tokenId"], t["state"], t["scopes"]) for t in listed] == [
             (token[4:20], "active", ["cancel", "enqueue", "log", "read", "retry"])]
     with psycopg.connect(env["dsn"]) as conn:

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from qinglong.db import api
 from qinglong.schemas.contract import validate
 from qinglong.service import control_plane
 from tests.py import ingress_harness
@@ -47,7 +48,8 @@ def banker(prov: Provisioner, test_pki: ingress_harness.PkiSet,
            su_conn: psycopg.Connection) -> Agent:
     """A worker granted tenant=bank and zone=z1, without self-labels."""
     agent = _agent(prov, test_pki, "banker", self_labels=False)
-    control_plane.label_worker(su_conn, agent.worker_id, {"tenant": "bank", "zone": "z1"})
+    control_plane.run(su_conn, api.label_worker(worker_id=agent.worker_id,
+                                                labels={"tenant": "bank", "zone": "z1"}))
     return agent
 
 

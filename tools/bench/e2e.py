@@ -363,14 +363,15 @@ class OursLevel:
 
     def measure(self) -> dict[str, Any]:
         """The burst: `offers` runs enqueued at once; the level's maximum offers/s."""
+        from qinglong.db import api
         from qinglong.service import control_plane
         from qinglong.service.compiler import compile_command
 
         _wait(self.sessions_open, READY_TIMEOUT_S, "worker sessions", self.children)
         doc = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
         with control_plane.connect(self.dsn) as conn:
-            self.task_id = str(control_plane.publish_revision(
-                conn, "e2e", "t", compile_command(doc).canonical)["taskId"])
+            self.task_id = str(control_plane.run(conn, api.publish_revision(
+                project="e2e", task="t", canonical=compile_command(doc).canonical))["taskId"])
             before = self.scrape()
             # Server CPU: the ingress process trees and every PostgreSQL process,
             # workers excluded (they are the clients).

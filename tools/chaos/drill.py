@@ -169,6 +169,7 @@ class Drill(Soak):
 
     def _create_env(self) -> soak_env.SoakEnv:
         from qinglong import dev_cli, local_stack
+        from qinglong.db import api
         from qinglong.service import control_plane
 
         assert self.stack is not None
@@ -181,7 +182,8 @@ class Drill(Soak):
                                ca_file=Path(ca_file))
         with control_plane.connect(dsns.superuser) as conn:
             project, pool = soak_env.HOSTILE_POOL.split("/")
-            control_plane.create_pool(conn, project, pool)  # and the project, its default
+            # The pool and the project, its default.
+            control_plane.run(conn, api.create_pool(project=project, name=pool))
             for name in self.workers:
                 env.workers[name] = soak_env._provision(conn, self.out, name, hostile=False)
             for spec in soak_env.TASKS:

@@ -154,6 +154,7 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int,
     `hostile` names the identity of the hostile worker (granted HOSTILE_POOL and
     HOSTILE_LABELS only); every other worker is granted HONEST_POOL."""
     from qinglong import dev_cli, local_stack
+    from qinglong.db import api
     from qinglong.service import control_plane
 
     (root / "logs").mkdir(parents=True, exist_ok=True)
@@ -168,7 +169,8 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int,
                       ca_file=Path(ca_file))
         with control_plane.connect(dsns.superuser) as conn:
             project, pool = HOSTILE_POOL.split("/")
-            control_plane.create_pool(conn, project, pool)  # and the project, its default
+            # The pool and the project, its default.
+            control_plane.run(conn, api.create_pool(project=project, name=pool))
             for name in worker_names:
                 env.workers[name] = _provision(conn, root, name, hostile=name == hostile)
             for spec in TASKS:
@@ -206,12 +208,13 @@ def _provision(conn: Any, root: Path, name: str, *, hostile: bool) -> WorkerIden
 
 
 def _publish_task(conn: Any, spec: TaskSpec, lease_ttl_s: int, pool: str) -> str:
+    from qinglong.db import api
     from qinglong.service import control_plane
     from qinglong.service.compiler import compile_command
 
     compiled = compile_command(spec.command())
-    published = control_plane.publish_revision(conn, PROJECT, spec.name, compiled.canonical,
-                                               pool)  # fmt: skip
+    published = control_plane.run(conn, api.publish_revision(
+        project=PROJECT, task=spec.name, canonical=compiled.canonical, pool=pool))
     task_id = str(published["taskId"])
     control_plane.configure_task(conn, task_id, control_plane.TaskSettings(
         lease_ttl_s=lease_ttl_s, max_attempts=spec.max_attempts,

@@ -500,6 +500,7 @@ class Soak:
         self.record(CLIENT, OK, "enqueue", extra={"runIds": run_ids, "task": task})
 
     def cancel_one(self) -> None:
+        from qinglong.db import api
         from qinglong.service import control_plane
 
         assert self.env is not None
@@ -511,20 +512,21 @@ class Soak:
         self.record(CLIENT, INVOKE, "cancel", run_id=run_id)
         try:
             with control_plane.connect(self.env.dsn) as conn:
-                result = control_plane.cancel_run(conn, run_id)
+                result = control_plane.run(conn, api.cancel_run(run_id=run_id))
         except Exception as exc:
             self.record(CLIENT, FAIL, "cancel", run_id=run_id, reason=type(exc).__name__)
             return
         self.record(CLIENT, OK, "cancel", run_id=run_id, value=str(result.get("state")))
 
     def _running(self, task: str) -> list[str]:
+        from qinglong.db import api
         from qinglong.service import control_plane
 
         assert self.env is not None
         with contextlib.suppress(Exception):
             with control_plane.connect(self.env.dsn) as conn:
-                found = control_plane.list_runs(conn, self.env.tasks[task], ["running"], 100,
-                                                None)  # fmt: skip
+                found = control_plane.run(conn, api.list_runs(
+                    task_id=self.env.tasks[task], states=["running"], limit=100))
             return [str(r["runId"]) for r in found.get("runs", [])]
         return []
 
@@ -617,6 +619,7 @@ class Soak:
         its started leases would stay bound to a session it can no longer use. The
         checker judges the refusals by the database (the session's closed_at, its
         leases released `session_closed`), so the close needs no excuse of its own."""
+        from qinglong.db import api
         from qinglong.service import control_plane
 
         assert self.env is not None
@@ -625,7 +628,7 @@ class Soak:
             return False
         try:
             with control_plane.connect(self.env.runtime_dsn) as conn:
-                result = control_plane.end_session(conn, session_id)
+                result = control_plane.run(conn, api.end_session(session_id=session_id))
         except Exception as exc:  # the database may be restarting: arm another window
             self.fault("close_session", name, sessionId=session_id, error=type(exc).__name__)
             return False
