@@ -350,6 +350,8 @@ class StackPlan(Protocol):
 
 @dataclass
 class LocalStack:
+    """The stack of one caller: `start(plan)` in order, `facts`, `teardown()`."""
+
     root: Path  # configs, PKI, KEK, logs/
     database: str
     roles: Mapping[str, LoginRole]  # purpose -> login, created in this order
