@@ -22,6 +22,10 @@ with or without ``--execute``, resumes the inbox's session while it is alive).
 Without the executor, the inbox keeper (worker/inbox_keeper.py) moves entries
 whose lease can no longer be used to ``ROOT/aside/`` (SPEC §6.4).
 
+The loop drives an executor through one interface (worker/executor_port.py):
+without ``--execute`` that is ``NoExecution``, which runs nothing and answers
+as a worker that only holds offers (all of the above); with it, the lifecycle.
+
 With the executor (``--execute``, worker/lifecycle.py, loaded only then):
 
 * Each loop turn first lets the executor do what is due (lease ACKs, heartbeats,
@@ -73,6 +77,7 @@ from qinglong.worker.coordinator import (
 from qinglong.worker.credential_rotation import CredentialRotator, RotationFailed
 from qinglong.worker.errors import CredentialError, TransportError
 from qinglong.worker.eventlog import EventLog, Level
+from qinglong.worker.executor_port import Executor, NoExecution
 from qinglong.worker.faults import FaultPlan, FaultPoint
 from qinglong.worker.fsio import REAL_FS, FileSystem
 from qinglong.worker.journal import Journal, JournalError
@@ -89,7 +94,6 @@ from qinglong.worker.session import (
 
 if TYPE_CHECKING:
     from qinglong.worker.inbox_keeper import InboxKeeper
-    from qinglong.worker.lifecycle import Lifecycle
 
 PULL_PATH = "/v1/offers/pull"
 PULL_BATCH_PATH = "/v1/offers/pull-batch"  # SPEC §18.1: a worker with several free slots
@@ -205,7 +209,7 @@ class Runner:
         clock: Clock = wall_clock_ms,
         rng: random.Random | None = None,
         policy: BackoffPolicy = DEFAULT_POLICY,
-        executor: Lifecycle | None = None,
+        executor: Executor | None = None,  # None: NoExecution (without --execute)
         keeper: InboxKeeper | None = None,
         rotator: CredentialRotator | None = None,
     ) -> None:
@@ -213,11 +217,9 @@ class Runner:
         self._rotator = rotator  # credential self-rotation (SPEC §16.2)
         if rotator is not None:
             rotator.checkpoint = self._checkpoint
-        self._executor = executor
+        self._executor: Executor = executor if executor is not None else NoExecution(journal)
+        self._executor.on_slot_freed = self._on_slot_freed
         self._keeper = keeper  # without the executor: keeps the inbox to usable entries
-        self._slot_freed = False
-        if executor is not None:
-            executor.on_slot_freed = self._on_slot_freed
         self._journal = journal
         self._sessions = sessions
         self._events = events
@@ -251,8 +253,7 @@ class Runner:
     def run(self) -> ExitCode:
         clean = False
         try:
-            if self._executor is not None:
-                self._executor.sync()  # adopt what a predecessor left in the inbox
+            self._executor.sync()  # adopt what a predecessor left in the inbox
             if self._keeper is not None:
                 self._keeper.load()
             self._loop()
@@ -268,8 +269,7 @@ class Runner:
             if self._session is None:
                 self._establish()
                 continue
-            if self._executor is not None:
-                self._executor.tick()
+            self._executor.tick()
             now = self._clock()
             may_pull = self._may_pull()
             keeper_due = self._keeper.next_due_ms() if self._keeper is not None else None
@@ -298,10 +298,9 @@ class Runner:
     def _may_pull(self) -> bool:
         if self._draining:
             return False
-        return self._executor is None or self._executor.wants_offers()
+        return self._executor.wants_offers()
 
     def _on_slot_freed(self) -> None:
-        self._slot_freed = True
         self._next_pull_ms = min(self._next_pull_ms, self._clock())
         if self._draining:
             # A draining session closes with its last lease: ask now, not a
@@ -309,22 +308,9 @@ class Runner:
             self._next_heartbeat_ms = min(self._next_heartbeat_ms, self._clock())
 
     def _wait(self, seconds: float) -> bool:
-        """Wait up to ``seconds``; with the executor, keep doing its due work meanwhile
-        and return early when a slot was freed. True if a stop was requested."""
-        executor = self._executor
-        if executor is None:
-            return self._stop.wait(seconds)
-        end = self._clock() + int(seconds * 1000)
-        self._slot_freed = False
-        while not self._stop.requested and not self._slot_freed:
-            executor.tick()
-            now = self._clock()
-            if now >= end or self._slot_freed:
-                break
-            due = executor.next_due_ms()
-            wake = end if due is None else max(min(end, due), now)
-            self._stop.wait((wake - now) / 1000, executor.wait_fds())
-        return self._stop.requested
+        """Wait up to ``seconds``; the executor keeps doing its due work meanwhile
+        and may end the wait early when a slot was freed. True if a stop was requested."""
+        return self._executor.wait(self._stop, seconds)
 
     def _coordinator_log(self, level: int, message: str) -> None:
         self._events.emit(Level(level), "log", logger=LOGGER, message=message)
@@ -399,12 +385,9 @@ class Runner:
     def _resume_inbox(self) -> SessionInfo | None:
         """Heartbeat the newest session the inbox leases belong to (SPEC §6.4: a
         new session would release them, and the same runs would be claimed again)."""
-        if self._executor is not None:
-            sessions = self._executor.sessions()
-        elif self._keeper is not None:
+        sessions = self._executor.sessions()
+        if not sessions and self._keeper is not None:
             sessions = self._keeper.sessions()
-        else:
-            sessions = []
         if not sessions:
             return None
         session_id, generation = sessions[0]
@@ -503,8 +486,7 @@ class Runner:
         those the executor does not hold, or without it those the inbox does not
         — and never past ``--max-offers``. 1 (a one-slot worker): a single pull."""
         slots = int(self._config.capabilities.get("slots", 1))
-        held = len(self._executor.jobs) if self._executor is not None else self._journal.count()
-        size = slots - held
+        size = slots - self._executor.slots_taken()
         if self._options.once:
             size = 1
         if self._options.max_offers is not None:
@@ -512,8 +494,7 @@ class Runner:
         return max(1, size)
 
     def _after_settled(self, result: StepResult, session: SessionInfo) -> None:
-        if self._executor is not None:
-            self._executor.sync()  # the offer just admitted (or replayed)
+        self._executor.sync()  # the offer just admitted (or replayed)
         done = (
             self._options.once
             or (self._options.exit_when_idle
@@ -524,7 +505,7 @@ class Runner:
             self._stop.request("done")
             return
         if (self._resumed_stale and self._session is session
-                and (self._executor is None or not self._executor.jobs)
+                and self._executor.tracked() == 0
                 and (self._keeper is None
                      or not self._keeper.holds_session(session.session_id,
                                                        session.generation))):  # fmt: skip
@@ -579,8 +560,7 @@ class Runner:
         self._next_pull_ms = now
         if result.reason == SESSION_DRAINING and self._session is not None:
             self._draining = True
-            running = len(self._executor.jobs) if self._executor is not None else 0
-            self._events.warning("session.draining", running=running,
+            self._events.warning("session.draining", running=self._executor.tracked(),
                                  **self._session.log_fields())  # fmt: skip
         elif result.reason in SESSION_LOST_REASONS:
             self._lose_session(result.reason or "conflict")
@@ -616,10 +596,9 @@ class Runner:
 
     def _drain(self, clean: bool = True) -> None:
         self._events.info("worker.draining", reason=self._stop.reason or "error")
-        if self._executor is not None:
-            clean = self._drain_executor(clean)
+        clean = self._drain_executor(clean)
         session, self._session = self._session, None
-        if session is not None and self._executor is None and self._inbox_holds_leases():
+        if session is not None and self._executor.leaves_session_open():
             # SPEC §7: the drain itself never releases the inbox's leases.
             self._events.info("session.left_open", reason="inbox_leased",
                               **session.log_fields())  # fmt: skip
@@ -627,7 +606,7 @@ class Runner:
             try:
                 self._sessions.close(session.session_id, session.generation)
                 self._events.info("session.closed", **session.log_fields())
-                if self._executor is not None and clean:
+                if clean:
                     with contextlib.suppress(JournalError, LockError, OSError):
                         self._executor.forget_unstarted()
             except SessionError as exc:
@@ -640,23 +619,17 @@ class Runner:
                           accepted=self._accepted,
                           pendingOfferId=pending.offer_id if pending else None)  # fmt: skip
 
-    def _inbox_holds_leases(self) -> bool:
-        """Whether the inbox holds an offer (unreadable: assume so, fail closed)."""
-        try:
-            return bool(self._journal.offer_ids())
-        except (JournalError, LockError, OSError):
-            return True
-
     def _drain_executor(self, clean: bool) -> bool:
         """Let commands finish (or stop them), completing their leases; False if the
         journal failed and everything was killed instead."""
         executor = self._executor
-        assert executor is not None
         if not clean:
             executor.abort()
             return False
         done = self._stop.reason == "done"
         executor.begin_drain(start_pending=done)
+        if not executor.busy():
+            return True  # nothing to finish (and no clock read: a worker without commands)
         grace_ms = int(self._config.executor.shutdown_grace_s * 1000)
         shutdown_at = None if done else self._clock() + grace_ms
         give_up_at: int | None = None
@@ -666,7 +639,7 @@ class Runner:
                 now = self._clock()
                 escalate = self._stop.requests > signals
                 if give_up_at is None and (escalate or (shutdown_at and now >= shutdown_at)):
-                    self._events.warning("worker.stopping_commands", running=len(executor.jobs))
+                    self._events.warning("worker.stopping_commands", running=executor.tracked())
                     executor.shutdown()
                     kill_ms = int(self._config.executor.kill_grace_s * 1000)
                     give_up_at = now + kill_ms + DRAIN_COMPLETE_MS
@@ -687,7 +660,6 @@ class Runner:
         return True
 
     def _drain_wake(self, now: int, shutdown_at: int | None, give_up_at: int | None) -> int:
-        assert self._executor is not None
         # `is not None`: a due time of 0 (e.g. a new log shipper's) means "now".
         times = [t for t in (self._executor.next_due_ms(), shutdown_at, give_up_at)
                  if t is not None]  # fmt: skip
@@ -805,7 +777,7 @@ def _run(
         executor = _executor(config, journal, post, events)
     except OSError as exc:
         return _fail(events, "config_error", "work_dir_unusable", str(exc), ExitCode.CONFIG)
-    keeper = _keeper(config, journal, post, events) if executor is None else None
+    keeper = None if config.execute else _keeper(config, journal, post, events)
     runner = Runner(
         config,
         journal,
@@ -837,9 +809,9 @@ def _rotator(config: WorkerConfig, post: Callable[..., Any]) -> CredentialRotato
 
 def _executor(
     config: WorkerConfig, journal: Journal, post: Callable[..., Any], events: EventLog
-) -> Lifecycle | None:
+) -> Executor:
     if not config.execute:
-        return None
+        return NoExecution(journal)
     # Loaded only now: a worker that does not execute never imports process code.
     from qinglong.worker.lease_client import LeaseClient
     from qinglong.worker.lifecycle import Lifecycle
