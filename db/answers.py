@@ -334,3 +334,169 @@ SecretsAnswer: TypeAlias = WrappedSecrets | Conflict | Denied
 def parse_lease_secrets(raw: object) -> SecretsAnswer:
     return _denied_or("lease_secrets", raw, {"ok": WrappedSecrets,
                                              "conflict": Conflict.parse})
+
+
+# ------------------------------------------------------------ operator calls (documents)
+# The control-plane functions answer one document each (no envelope): the
+# commands print it as it is (`doc`); the fields Python acts on are typed.
+
+
+def _str(function: str, doc: JsonObject, key: str) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str) or not value:
+        raise AnswerError(function, f"{key!r} is not a non-empty string")
+    return value
+
+
+def _bool(function: str, doc: JsonObject, key: str) -> bool:
+    value = doc.get(key)
+    if not isinstance(value, bool):
+        raise AnswerError(function, f"{key!r} is not a boolean")
+    return value
+
+
+def _counts(function: str, doc: JsonObject, keys: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(_int(function, doc, key) for key in keys)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRegistered:
+    worker_id: str
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> WorkerRegistered:
+        doc = _object("register_worker", raw)
+        return cls(_str("register_worker", doc, "workerId"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialIssued:
+    """`expires_at_ms` None: the credential never expires."""
+
+    credential_id: str
+    worker_id: str
+    expires_at_ms: int | None
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> CredentialIssued:
+        function = "issue_credential"
+        doc = _object(function, raw)
+        expires = None if doc.get("expiresAtMs") is None else _int(function, doc, "expiresAtMs")
+        return cls(_str(function, doc, "credentialId"), _str(function, doc, "workerId"),
+                   expires, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionPublished:
+    """The task's current revision after a publish; `created` false: the same
+    content (and signature, pool) was already current."""
+
+    task_id: str
+    content_digest: str
+    created: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> RevisionPublished:
+        function = "publish_revision"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "taskId"), _str(function, doc, "contentDigest"),
+                   _bool(function, doc, "created"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPrepared:
+    task_id: str
+    created: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> TaskPrepared:
+        doc = _object("prepare_task", raw)
+        return cls(_str("prepare_task", doc, "taskId"), _bool("prepare_task", doc, "created"),
+                   doc)
+
+
+@dataclass(frozen=True, slots=True)
+class RunsEnqueued:
+    """The new runs' ids; `existing`: the idempotency key named a run already there."""
+
+    run_ids: list[str]
+    existing: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse_as(cls, function: str) -> Callable[[object], RunsEnqueued]:
+        def parse(raw: object) -> RunsEnqueued:
+            doc = _object(function, raw)
+            run_ids = doc.get("runIds")
+            if not isinstance(run_ids, list) or not all(isinstance(r, str) for r in run_ids):
+                raise AnswerError(function, "'runIds' is not a list of ids")
+            return cls(run_ids, _bool(function, doc, "existing"), doc)
+        return parse
+
+
+SWEPT = ("expired", "lost", "retried", "failed", "cancelled", "skipped", "promoted")
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """One batch of `sweep_leases`: what it did to each kind, and whether more is due."""
+
+    counts: dict[str, int]  # by the names of SWEPT, as the sweeper logs them
+    more: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> Swept:
+        doc = _object("sweep_leases", raw)
+        counts = dict(zip(SWEPT, _counts("sweep_leases", doc, SWEPT), strict=True))
+        return cls(counts, _bool("sweep_leases", doc, "more"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class RunsPruned:
+    runs: int
+    attempts: int
+    leases: int
+    events: int
+    more: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> RunsPruned:
+        doc = _object("prune_runs", raw)
+        runs, attempts, leases, events = _counts(
+            "prune_runs", doc, ("runs", "attempts", "leases", "events"))
+        return cls(runs, attempts, leases, events, _bool("prune_runs", doc, "more"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditPruned:
+    security_audit: int
+    more: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> AuditPruned:
+        doc = _object("prune_audit", raw)
+        return cls(_int("prune_audit", doc, "securityAudit"), _bool("prune_audit", doc, "more"),
+                   doc)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPruned:
+    sessions: int
+    placement_classes: int
+    fleet_events: int
+    more: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> FleetPruned:
+        doc = _object("prune_fleet", raw)
+        sessions, classes, events = _counts(
+            "prune_fleet", doc, ("sessions", "placementClasses", "fleetEvents"))
+        return cls(sessions, classes, events, _bool("prune_fleet", doc, "more"), doc)

@@ -30,7 +30,7 @@ from qinglong.db import answers
 if TYPE_CHECKING:
     import psycopg
 
-T = TypeVar("T")
+T = TypeVar("T", covariant=True)  # a Call[X] is a Call[Y] for any Y above X
 JsonObject = dict[str, Any]
 
 
@@ -324,22 +324,24 @@ def confirm_credentials(*, credential_ids: list[str], secret_digests: list[bytes
 
 # ------------------------------------------------------------ control plane (ql_runtime)
 
-REGISTER_WORKER: Statement[JsonObject] = Statement(
-    "register_worker", "SELECT ql.register_worker(p_name => %(name)s::text)")
+REGISTER_WORKER: Statement[answers.WorkerRegistered] = Statement(
+    "register_worker", "SELECT ql.register_worker(p_name => %(name)s::text)",
+    answers.WorkerRegistered.parse)
 
 
-def register_worker(*, name: str) -> Call[JsonObject]:
+def register_worker(*, name: str) -> Call[answers.WorkerRegistered]:
     return Call(REGISTER_WORKER, {"name": name})
 
 
-ISSUE_CREDENTIAL: Statement[JsonObject] = Statement("issue_credential", (
+ISSUE_CREDENTIAL: Statement[answers.CredentialIssued] = Statement("issue_credential", (
     "SELECT ql.issue_credential(p_worker_id => %(worker_id)s::text,"
     " p_credential_id => %(credential_id)s::text,"
-    " p_secret_digest => %(secret_digest)s::bytea, p_ttl_s => %(ttl_s)s::bigint)"))
+    " p_secret_digest => %(secret_digest)s::bytea, p_ttl_s => %(ttl_s)s::bigint)"),
+    answers.CredentialIssued.parse)
 
 
 def issue_credential(*, worker_id: str, credential_id: str, secret_digest: bytes,
-                     ttl_s: int | None = None) -> Call[JsonObject]:
+                     ttl_s: int | None = None) -> Call[answers.CredentialIssued]:
     """-> `{credentialId, workerId, expiresAtMs}`; `ttl_s` None: never expires."""
     return Call(ISSUE_CREDENTIAL, {"worker_id": worker_id, "credential_id": credential_id,
                                    "secret_digest": secret_digest, "ttl_s": ttl_s})
@@ -407,14 +409,16 @@ def expiring_counts(*, within_s: int) -> Call[JsonObject]:
     return Call(EXPIRING_COUNTS, {"within_s": within_s})
 
 
-PUBLISH_REVISION: Statement[JsonObject] = Statement("publish_revision", (
+PUBLISH_REVISION: Statement[answers.RevisionPublished] = Statement("publish_revision", (
     "SELECT ql.publish_revision(p_project => %(project)s::text, p_task => %(task)s::text,"
     " p_canonical => %(canonical)s::bytea, p_pool => %(pool)s::text,"
-    " p_signature => %(signature)s::text)"))
+    " p_signature => %(signature)s::text)"),
+    answers.RevisionPublished.parse)
 
 
 def publish_revision(*, project: str, task: str, canonical: bytes,
-                     pool: str | None = None, signature: str | None = None) -> Call[JsonObject]:
+                     pool: str | None = None,
+                     signature: str | None = None) -> Call[answers.RevisionPublished]:
     """`canonical`: the RFC 8785 bytes of a compiled `qinglong/command@v1`; `pool`:
     'P/N' of the same project (None: the task's pool, a new task's 'P/default');
     `signature`: the detached compact JWS over the signed payload (SPEC §16.1)."""
@@ -422,24 +426,26 @@ def publish_revision(*, project: str, task: str, canonical: bytes,
                                    "pool": pool, "signature": signature})
 
 
-PREPARE_TASK: Statement[JsonObject] = Statement("prepare_task", (
-    "SELECT ql.prepare_task(p_project => %(project)s::text, p_task => %(task)s::text)"))
+PREPARE_TASK: Statement[answers.TaskPrepared] = Statement("prepare_task", (
+    "SELECT ql.prepare_task(p_project => %(project)s::text, p_task => %(task)s::text)"),
+    answers.TaskPrepared.parse)
 
 
-def prepare_task(*, project: str, task: str) -> Call[JsonObject]:
+def prepare_task(*, project: str, task: str) -> Call[answers.TaskPrepared]:
     """-> `{taskId, created}`: the task's id before a signed publish (same transaction)."""
     return Call(PREPARE_TASK, {"project": project, "task": task})
 
 
-ENQUEUE_RUNS: Statement[JsonObject] = Statement("enqueue_runs", (
+ENQUEUE_RUNS: Statement[answers.RunsEnqueued] = Statement("enqueue_runs", (
     "SELECT ql.enqueue_runs(p_task_id => %(task_id)s::text,"
     " p_priority => %(priority)s::integer, p_count => %(count)s::integer,"
     " p_not_before_ms => %(not_before_ms)s::bigint, p_delay_ms => %(delay_ms)s::bigint,"
-    " p_key => %(key)s::text)"))
+    " p_key => %(key)s::text)"),
+    answers.RunsEnqueued.parse_as("enqueue_runs"))
 
 
 def enqueue_runs(*, task_id: str, priority: int, count: int, not_before_ms: int | None = None,
-                 delay_ms: int | None = None, key: str | None = None) -> Call[JsonObject]:
+                 delay_ms: int | None = None, key: str | None = None) -> Call[answers.RunsEnqueued]:
     """-> `{runIds, existing}`; at most one of `not_before_ms` (epoch ms) / `delay_ms`;
     `key` (count 1) makes it idempotent per task while the run is retained."""
     return Call(ENQUEUE_RUNS, {"task_id": task_id, "priority": priority, "count": count,
@@ -475,11 +481,12 @@ def cancel_run(*, run_id: str) -> Call[JsonObject]:
     return Call(CANCEL_RUN, {"run_id": run_id})
 
 
-SWEEP_LEASES: Statement[JsonObject] = Statement(
-    "sweep_leases", "SELECT ql.sweep_leases(p_batch => %(batch)s::integer)")
+SWEEP_LEASES: Statement[answers.Swept] = Statement(
+    "sweep_leases", "SELECT ql.sweep_leases(p_batch => %(batch)s::integer)",
+    answers.Swept.parse)
 
 
-def sweep_leases(*, batch: int = 500) -> Call[JsonObject]:
+def sweep_leases(*, batch: int = 500) -> Call[answers.Swept]:
     return Call(SWEEP_LEASES, {"batch": batch})
 
 
@@ -588,27 +595,33 @@ def end_session(*, session_id: str, drain: bool = False) -> Call[JsonObject]:
 _PRUNE_ARGS = ("p_retain_s => %(retain_s)s::bigint, p_batch => %(batch)s::integer,"
                " p_dry_run => %(dry_run)s::boolean")
 
-PRUNE_RUNS: Statement[JsonObject] = Statement(
-    "prune_runs", f"SELECT ql.prune_runs({_PRUNE_ARGS})")
-PRUNE_AUDIT: Statement[JsonObject] = Statement(
-    "prune_audit", f"SELECT ql.prune_audit({_PRUNE_ARGS})")
+PRUNE_RUNS: Statement[answers.RunsPruned] = Statement(
+    "prune_runs", f"SELECT ql.prune_runs({_PRUNE_ARGS})",
+    answers.RunsPruned.parse)
+PRUNE_AUDIT: Statement[answers.AuditPruned] = Statement(
+    "prune_audit", f"SELECT ql.prune_audit({_PRUNE_ARGS})",
+    answers.AuditPruned.parse)
 
 
-def prune_runs(*, retain_s: int, batch: int = 1000, dry_run: bool = False) -> Call[JsonObject]:
+def prune_runs(*, retain_s: int, batch: int = 1000,
+               dry_run: bool = False) -> Call[answers.RunsPruned]:
     """One batch -> `{runs, attempts, leases, events, more}` (terminal runs only)."""
     return Call(PRUNE_RUNS, {"retain_s": retain_s, "batch": batch, "dry_run": dry_run})
 
 
-def prune_audit(*, retain_s: int, batch: int = 1000, dry_run: bool = False) -> Call[JsonObject]:
+def prune_audit(*, retain_s: int, batch: int = 1000,
+                dry_run: bool = False) -> Call[answers.AuditPruned]:
     """One batch -> `{securityAudit, more}`."""
     return Call(PRUNE_AUDIT, {"retain_s": retain_s, "batch": batch, "dry_run": dry_run})
 
 
-PRUNE_FLEET: Statement[JsonObject] = Statement(
-    "prune_fleet", f"SELECT ql.prune_fleet({_PRUNE_ARGS})")
+PRUNE_FLEET: Statement[answers.FleetPruned] = Statement(
+    "prune_fleet", f"SELECT ql.prune_fleet({_PRUNE_ARGS})",
+    answers.FleetPruned.parse)
 
 
-def prune_fleet(*, retain_s: int, batch: int = 1000, dry_run: bool = False) -> Call[JsonObject]:
+def prune_fleet(*, retain_s: int, batch: int = 1000,
+                dry_run: bool = False) -> Call[answers.FleetPruned]:
     """One batch of each kind -> `{sessions, placementClasses, fleetEvents, more}`:
     ended sessions and worker/session events past `retain_s` (the run
     retention), placement classes nothing references."""
@@ -846,16 +859,18 @@ def rewrap_data_keys(*, old_kek_id: str, new_kek_id: str,
 
 _TOKEN_ARGS = "p_token_id => %(token_id)s::text, p_token_digest => %(token_digest)s::bytea"
 
-PRODUCER_ENQUEUE: Statement[JsonObject] = Statement("producer_enqueue", (
+PRODUCER_ENQUEUE: Statement[answers.RunsEnqueued] = Statement("producer_enqueue", (
     f"SELECT ql.producer_enqueue({_TOKEN_ARGS}, p_task => %(task)s::text,"
     " p_priority => %(priority)s::integer, p_count => %(count)s::integer,"
     " p_not_before_ms => %(not_before_ms)s::bigint, p_delay_ms => %(delay_ms)s::bigint,"
-    " p_key => %(key)s::text)"))
+    " p_key => %(key)s::text)"),
+    answers.RunsEnqueued.parse_as("producer_enqueue"))
 
 
 def producer_enqueue(*, token_id: str, token_digest: bytes, task: str, priority: int = 0,
                      count: int = 1, not_before_ms: int | None = None,
-                     delay_ms: int | None = None, key: str | None = None) -> Call[JsonObject]:
+                     delay_ms: int | None = None,
+                     key: str | None = None) -> Call[answers.RunsEnqueued]:
     """POST /v1/runs -> `{runIds, existing}` (scope enqueue, the token's project)."""
     return Call(PRODUCER_ENQUEUE, {"token_id": token_id, "token_digest": token_digest,
                                    "task": task, "priority": priority, "count": count,

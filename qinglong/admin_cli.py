@@ -460,10 +460,10 @@ def task_publish(args: argparse.Namespace) -> int:
             )
         # The database hashes the bytes itself; disagreeing with our own digest
         # would mean the two sides canonicalise differently, which must be loud.
-        if result.get("contentDigest") != compiled.content_digest:
+        if result.content_digest != compiled.content_digest:
             raise AdminError("database_error", "digest_mismatch", "database digest differs")
-        return {key: result.get(key) for key in ("taskId", "revisionId", "revision",
-                                                 "pool", "signatureKid")} | {
+        return {key: result.doc.get(key) for key in ("taskId", "revisionId", "revision",
+                                                     "pool", "signatureKid")} | {
             "contentDigest": compiled.content_digest
         }
 
@@ -494,8 +494,7 @@ def run_enqueue(args: argparse.Namespace) -> int:
         schedule = _schedule(args)
         with control_plane.connect(args.dsn) as conn:
             result = control_plane.enqueue_runs(conn, task_id, priority, count, schedule)
-        return {"runIds": list(result.get("runIds") or []),
-                "existing": bool(result.get("existing"))}
+        return {"runIds": list(result.run_ids), "existing": result.existing}
 
     return guarded(action)
 

@@ -571,7 +571,7 @@ class Demo:
                 published = control_plane.publish_task(
                     conn, PROJECT, task.name, compiled.canonical,
                     sign=self.job.trust.sign_for(compiled))
-                task_id = str(published["taskId"])
+                task_id = published.task_id
                 if task is SECRET_TASK:
                     self.job.task_id = task_id
                 self.task_names[task_id] = task.name
@@ -608,7 +608,7 @@ class Demo:
         with control_plane.connect(self.admin_dsn) as conn:
             for _, task_id, priority, count in due:
                 result = control_plane.enqueue_runs(conn, task_id, priority, count)
-                self.run_ids += [str(r) for r in result.get("runIds", [])]
+                self.run_ids += result.run_ids
                 self.enqueued += count
 
     # -- progress ------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from qinglong.db import api, errors
+from qinglong.db import answers, api, errors
 from qinglong.db.api import Call
 from qinglong.service import pki
 from qinglong.worker.credential_rotation import LIFETIME_SUFFIX
@@ -109,8 +109,7 @@ class Schedule:
 
 
 def enqueue_runs(conn: psycopg.Connection, task_id: str, priority: int, count: int,
-                 schedule: Schedule | None = None) -> dict[str, Any]:
-    """-> `{runIds, existing}`."""
+                 schedule: Schedule | None = None) -> answers.RunsEnqueued:
     # Checked here too so an out-of-range priority is invalid_input, not an
     # integer-overflow error from the cast.
     if not SMALLINT_MIN <= priority <= SMALLINT_MAX:
@@ -146,13 +145,13 @@ def configure_task(conn: psycopg.Connection, task_id: str,
 
 def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
                  settings: TaskSettings | None = None, pool: str | None = None,
-                 sign: Callable[[str], str] | None = None) -> dict[str, Any]:
+                 sign: Callable[[str], str] | None = None) -> answers.RevisionPublished:
     """Publish (into `pool` 'P/N' when given), then apply `settings`, in one
     transaction: a refused setting leaves no new revision behind. `sign` (SPEC
     §16.1) maps the task id to the revision's signature: the task is prepared
     (ql.prepare_task) in the same transaction, so its id is known before
     signing and a failed publish leaves no task behind. -> publish_revision's
-    object."""
+    answer."""
     if sign is None and (settings is None or settings.is_empty()):
         return run(conn, api.publish_revision(project=project, task=task, canonical=canonical,
                                               pool=pool))
@@ -161,13 +160,12 @@ def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: b
             signature = None
             if sign is not None:
                 prepared = run(conn, api.prepare_task(project=project, task=task))
-                signature = sign(_required(prepared, "taskId", "prepare_task"))
+                signature = sign(prepared.task_id)
             published = run(conn, api.publish_revision(project=project, task=task,
                                                        canonical=canonical, pool=pool,
                                                        signature=signature))
             if settings is not None and not settings.is_empty():
-                configure_task(conn, _required(published, "taskId", "publish_revision"),
-                               settings)
+                configure_task(conn, published.task_id, settings)
     except psycopg.Error as exc:  # the commit itself
         raise translate(exc) from None
     return published
@@ -183,7 +181,6 @@ PRUNE_BATCH = 1000
 # pruned, claims/s: 0.59 x back to back, 0.76 x at pace 1; docs/BENCHMARKS.md).
 # At pace 2 a backlog still goes at ~4,500 runs/s (2 busy cores).
 PRUNE_PACE = 2.0
-RUN_COUNTS = ("runs", "attempts", "leases", "events")
 
 
 @dataclass
@@ -202,24 +199,22 @@ class PruneTotals:
     calls: int = 0
     more: bool = False  # stopped at max_calls with work left (next pass continues)
 
-    def add_runs(self, doc: dict[str, Any]) -> bool:
-        for key in RUN_COUNTS:
-            setattr(self, key, getattr(self, key) + int(doc.get(key, 0)))
-        return self._counted(doc)
-
-    def add_audit(self, doc: dict[str, Any]) -> bool:
-        self.security_audit += int(doc.get("securityAudit", 0))
-        return self._counted(doc)
-
-    def add_fleet(self, doc: dict[str, Any]) -> bool:
-        self.sessions += int(doc.get("sessions", 0))
-        self.placement_classes += int(doc.get("placementClasses", 0))
-        self.fleet_events += int(doc.get("fleetEvents", 0))
-        return self._counted(doc)
-
-    def _counted(self, doc: dict[str, Any]) -> bool:
+    def add(self, batch: answers.RunsPruned | answers.AuditPruned
+            | answers.FleetPruned) -> bool:
+        """Count one batch; -> whether the database has more of its kind."""
+        if isinstance(batch, answers.RunsPruned):
+            self.runs += batch.runs
+            self.attempts += batch.attempts
+            self.leases += batch.leases
+            self.events += batch.events
+        elif isinstance(batch, answers.AuditPruned):
+            self.security_audit += batch.security_audit
+        else:
+            self.sessions += batch.sessions
+            self.placement_classes += batch.placement_classes
+            self.fleet_events += batch.fleet_events
         self.calls += 1
-        return bool(doc.get("more"))
+        return batch.more
 
     def as_json(self) -> dict[str, int | bool]:
         return {"runs": self.runs, "attempts": self.attempts, "leases": self.leases,
@@ -251,14 +246,16 @@ def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None 
     same rows. `max_calls` bounds each loop (the rest is left for the next pass).
     `clock` and `sleep` are injectable so a test can see the pacing."""
     totals = PruneTotals(dry_run=retention.dry_run)
-    for make, add, retain_s in ((api.prune_runs, totals.add_runs, retention.runs_s),
-                                (api.prune_audit, totals.add_audit, retention.audit_s),
-                                (api.prune_fleet, totals.add_fleet, retention.runs_s)):
+    Batch = answers.RunsPruned | answers.AuditPruned | answers.FleetPruned
+    kinds: tuple[tuple[Callable[..., Call[Batch]], int], ...] = (
+        (api.prune_runs, retention.runs_s), (api.prune_audit, retention.audit_s),
+        (api.prune_fleet, retention.runs_s))
+    for make, retain_s in kinds:
         calls = 0
         while True:
             started = clock()
-            more = add(run(conn, make(retain_s=retain_s, batch=retention.batch,
-                                        dry_run=retention.dry_run)))
+            more = totals.add(run(conn, make(retain_s=retain_s, batch=retention.batch,
+                                             dry_run=retention.dry_run)))
             calls += 1
             if not more or retention.dry_run:
                 break
@@ -326,8 +323,7 @@ def provision_worker(
         # One transaction (the calls' own become savepoints): never a registered
         # worker without its credential, nor a credential whose files we lost.
         with conn.transaction():
-            worker_id = _required(run(conn, api.register_worker(name=name)), "workerId",
-                                  "register_worker")
+            worker_id = run(conn, api.register_worker(name=name)).worker_id
             cert = pki.issue_worker_cert(ca_dir, out_dir, worker_id)
             written += [cert.cert_file, cert.key_file]
             # Its serial and notAfter (SPEC §16.3: expiry shown, revocation by serial).
@@ -341,7 +337,10 @@ def provision_worker(
                 secret_digest=credential.secret_digest, ttl_s=credential_ttl_s))
             if credential_ttl_s is not None:
                 lifetime = Path(str(credential_file) + LIFETIME_SUFFIX)
-                expires_ms = int(issued["expiresAtMs"])
+                expires_ms = issued.expires_at_ms
+                if expires_ms is None:
+                    raise ControlPlaneError("database_error",
+                                            "ql.issue_credential set no expiry")
                 pki.write_private_file(lifetime, json.dumps({
                     "credentialId": credential.credential_id,
                     "issuedAtMs": expires_ms - credential_ttl_s * 1000,
@@ -363,13 +362,6 @@ def provision_worker(
         key_file=cert.key_file,
         credential_file=credential_file,
     )
-
-
-def _required(result: dict[str, Any], key: str, function: str) -> str:
-    value = result.get(key)
-    if not isinstance(value, str) or not value:
-        raise ControlPlaneError("database_error", f"ql.{function} result has no {key}")
-    return value
 
 
 __all__ = [

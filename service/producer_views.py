@@ -17,11 +17,12 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from qinglong.db import api
+from qinglong.db.answers import AnswerError
 from qinglong.db.api import Call
 from qinglong.schemas.contract import ContractError, SchemaId, default_contract, parse_json_strict
 from qinglong.service.audit import Emit
@@ -33,6 +34,7 @@ from qinglong.service.producer_token import MalformedToken, TokenProof, parse_to
 from qinglong.service.views import read_body
 
 log = logging.getLogger("qinglong.api")
+T = TypeVar("T")
 
 RUNS = "/v1/runs"
 RUN = "/v1/runs/{run_id}"
@@ -135,12 +137,15 @@ def authenticate(request: web.Request, action: str) -> TokenProof:
         raise ProducerError(401, "token_invalid") from None
 
 
-async def act(request: web.Request, action: str, proof: TokenProof, call: Call[Any],
-              renames: Mapping[str, str] | None = None) -> dict[str, Any]:
+async def act(request: web.Request, action: str, proof: TokenProof, call: Call[T],
+              renames: Mapping[str, str] | None = None) -> T:
     """One producer call (the database authorizes and acts); every outcome audited."""
     state = request.app[PRODUCER]
     try:
         result = await state.gateway.call(call)
+    except AnswerError:
+        _audit(state, action, proof.token_id, "done", "ok", 200)
+        raise ProducerError(503, "database_error") from None
     except DbRefused as exc:
         field = (renames or {}).get(exc.field or "", exc.field)
         outcome = "denied" if exc.http_status in (401, 403) else "refused"
@@ -151,7 +156,7 @@ async def act(request: web.Request, action: str, proof: TokenProof, call: Call[A
         raise ProducerError(503, exc.reason,
                             retry_after_s=state.config.unavailable_retry_after_s) from None
     _audit(state, action, proof.token_id, "done", "ok", 200)
-    if not isinstance(result, dict):
+    if result is None:
         raise ProducerError(503, "database_error")
     return result
 
@@ -222,8 +227,8 @@ async def enqueue(request: web.Request) -> web.Response:
                                 not_before_ms=doc.get("notBeforeMs"),
                                 delay_ms=doc.get("delayMs"), key=doc.get("key"))
     result = await act(request, "run.enqueue", proof, call, {"taskId": "task"})
-    response = _body(SchemaId.RUN_ENQUEUED, {"runIds": result["runIds"],
-                                             "existing": result["existing"]})
+    response = _body(SchemaId.RUN_ENQUEUED, {"runIds": result.run_ids,
+                                             "existing": result.existing})
     response.set_status(201)
     return response
 

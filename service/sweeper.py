@@ -75,13 +75,11 @@ def sweep_pass(conn: psycopg.Connection, batch: int, stop: threading.Event,
     """Call ql.sweep_leases until it reports no more work (or stop / max_calls)."""
     result = PassResult()
     while True:
-        doc = api.sweep_leases(batch=batch).run(conn)  # autocommit: one round trip
-        if not isinstance(doc, dict):
-            raise ControlPlaneError("database_error", "ql.sweep_leases returned no object")
+        swept = api.sweep_leases(batch=batch).run(conn)  # autocommit: one round trip
         result.calls += 1
-        for key in COUNTS:
-            result.counts[key] += int(doc.get(key, 0))
-        result.more = bool(doc.get("more"))
+        for key, count in swept.counts.items():
+            result.counts[key] += count
+        result.more = swept.more
         if not result.more or stop.is_set() or result.calls >= max_calls:
             return result
 

@@ -105,7 +105,7 @@ def seed_other_pools(conn: psycopg.Connection, pools: int = 200, runs_each: int 
         api.create_pool(project="explain", name=name).run(conn)
         task = api.publish_revision(project="explain", task=f"task-{number}",
                                     canonical=compiled.canonical,
-                                    pool=f"explain/{name}").run(conn)["taskId"]
+                                    pool=f"explain/{name}").run(conn).doc["taskId"]
         api.enqueue_runs(task_id=task, priority=2, count=runs_each).run(conn)
     conn.execute("VACUUM ANALYZE ql_private.runs")
     conn.execute("VACUUM ANALYZE ql_private.attempts")
@@ -145,7 +145,7 @@ def seed(conn: psycopg.Connection, runs: int) -> None:
     compiled = compile_command({"schema": "qinglong/command@v1", "argv": ["true"],
                                 "env": {}, "timeoutS": 60})
     published = api.publish_revision(project="explain", task="explain-task",
-                                     canonical=compiled.canonical).run(conn)
+                                     canonical=compiled.canonical).run(conn).doc
     remaining, priority = runs, 0
     while remaining > 0:
         batch = min(remaining, 10000)
@@ -177,7 +177,7 @@ def _claim_as_new_worker(conn: psycopg.Connection, number: int, count: int) -> N
 
     from qinglong.service.capabilities import canonicalize_capabilities
 
-    worker = api.register_worker(name=f"explain-{number}").run(conn)["workerId"]
+    worker = api.register_worker(name=f"explain-{number}").run(conn).doc["workerId"]
     api.grant_pool(worker_id=worker, pool="*").run(conn)
     credential = f"explain{number:09d}"
     secret = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=")

@@ -100,7 +100,7 @@ class Provisioner:
 
     def worker(self, name: str = "w", self_labels: bool = True,
                all_pools: bool = True) -> Worker:
-        worker_id = self.call(api.register_worker(name=name))["workerId"]
+        worker_id = self.call(api.register_worker(name=name)).worker_id
         credential_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789")
                                 for _ in range(16))
         secret = new_token()
@@ -129,13 +129,12 @@ class Provisioner:
 
     def task(self, name: str = "t", doc: dict | None = None, project: str = "p") -> str:
         compiled = compile_command(doc or command())
-        result = self.call(api.publish_revision(project=project, task=name,
-                                                canonical=compiled.canonical))
-        return str(result["taskId"])
+        return self.call(api.publish_revision(project=project, task=name,
+                                              canonical=compiled.canonical)).task_id
 
     def enqueue(self, task_id: str, count: int = 1, priority: int = 0) -> list[str]:
-        result = self.call(api.enqueue_runs(task_id=task_id, priority=priority, count=count))
-        return [str(run_id) for run_id in result["runIds"]]
+        return self.call(api.enqueue_runs(task_id=task_id, priority=priority,
+                                          count=count)).run_ids
 
     def pull(self, session: Session, intent: Intent, bounds: dict | None = None) -> dict:
         """The pull's envelope as the database built it (its typed answer's `doc`)."""

@@ -334,7 +334,7 @@ def test_the_same_key_from_eight_connections_at_once_makes_one_run(
             with psycopg.connect(db_dsn, autocommit=True) as own:
                 barrier.wait(timeout=30)
                 answers.append(api.enqueue_runs(task_id=task_id, priority=0, count=1,
-                                                key="once").run(own))
+                                                key="once").run(own).doc)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -698,7 +698,7 @@ def test_reads_name_the_project_task_pool_and_grants(db_dsn: str, prov: Provisio
         prov.call(api.create_pool(project="p", name=name))
     task = prov.call(api.publish_revision(project="p", task="deploy",
                                           canonical=compile_command(command()).canonical,
-                                          pool="p/fast"))["taskId"]
+                                          pool="p/fast")).doc["taskId"]
     (run_id,) = prov.enqueue(task)
     named = {"project": "p", "taskName": "deploy", "pool": "p/fast"}
     shown = ok("run", "show", "--dsn", db_dsn, "--run", run_id)["run"]
@@ -885,15 +885,15 @@ def test_prune_skips_a_class_a_concurrent_retry_is_queueing_into(
     conn.execute("UPDATE ql_private.attempts SET state = 'failed'"
                  " WHERE run_id = %s", (run_id,))
     prov.task("retried", command(placement={"required": {"labels": {"gpu": "big"}}}))
-    dry = prov.call(api.prune_fleet(retain_s=14 * 86400, dry_run=True))
+    dry = prov.call(api.prune_fleet(retain_s=14 * 86400, dry_run=True)).doc
     assert dry["placementClasses"] == 1  # the failed run's class: nothing uses it
     with psycopg.connect(db_dsn) as retrying:  # a transaction left open
         retried = api.retry_run(run_id=run_id).run(retrying)
         assert retried["state"] == "queued"
-        pruned = prov.call(api.prune_fleet(retain_s=14 * 86400))
+        pruned = prov.call(api.prune_fleet(retain_s=14 * 86400)).doc
         assert pruned["placementClasses"] == 0, "the class the retry holds was pruned"
         retrying.commit()
-    assert prov.call(api.prune_fleet(retain_s=14 * 86400))["placementClasses"] == 0
+    assert prov.call(api.prune_fleet(retain_s=14 * 86400)).doc["placementClasses"] == 0
     row = conn.execute("SELECT r.state, pc.id FROM ql_private.runs r LEFT JOIN"
                        " ql_private.placement_classes pc ON pc.id = r.placement_class"
                        " WHERE r.id = %s", (run_id,)).fetchone()

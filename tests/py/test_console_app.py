@@ -218,7 +218,7 @@ def test_run_pages_name_the_project_task_and_pool(conn: psycopg.Connection, cons
     prov.call(api.create_pool(project="web", name="fast"))
     task = prov.call(api.publish_revision(project="web", task="deploy",
                                           canonical=compile_command(command()).canonical,
-                                          pool="web/fast"))["taskId"]
+                                          pool="web/fast")).doc["taskId"]
     (run_id,) = prov.enqueue(task)
     dom = _page(f"{console}runs/{run_id}")
     assert (_classed(dom, "project-name"), _classed(dom, "task-name"), _classed(dom, "pool")) == (

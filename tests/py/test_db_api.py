@@ -25,7 +25,8 @@ import psycopg
 import pytest
 
 from qinglong.db import answers, api
-from tests.py.provision import Intent, Provisioner
+from qinglong.service.compiler import compile_command
+from tests.py.provision import Intent, Provisioner, command
 
 ROOT = Path(__file__).resolve().parents[2]
 CALL = re.compile(r"^SELECT ql\.(?P<function>[a-z_]+)\((?P<args>.*)\)$")
@@ -165,16 +166,16 @@ def test_a_call_never_shows_its_parameters() -> None:
 UNTYPED = frozenset({
     "cancel_run", "cancel_runs", "confirm_credentials", "configure_task",
     "create_pool", "create_project_token", "delete_secret", "disable_worker",
-    "enable_worker", "end_session", "enqueue_runs", "expiring_counts",
-    "expiring_identities", "grant_pool", "idle_probe", "issue_credential", "label_worker",
+    "enable_worker", "end_session", "expiring_counts",
+    "expiring_identities", "grant_pool", "idle_probe", "label_worker",
     "list_data_keys", "list_project_tokens", "list_runs", "list_secrets", "list_workers",
-    "live_sessions", "prepare_task", "producer_cancel_run", "producer_enqueue",
+    "live_sessions", "producer_cancel_run",
     "producer_list_runs", "producer_retry_run", "producer_run_log", "producer_show_run",
-    "project_data_key", "prune_audit", "prune_fleet", "prune_runs", "publish_revision",
-    "queue_depth", "recent_denials", "record_certificate", "register_worker",
+    "project_data_key",
+    "queue_depth", "recent_denials", "record_certificate",
     "retry_run", "revoke_certificate", "revoke_credential", "revoke_pool",
     "revoke_project_token", "revoked_certificates", "rewrap_data_keys", "run_log",
-    "run_state_counts", "set_secret", "show_run", "status_snapshot", "sweep_leases",
+    "run_state_counts", "set_secret", "show_run", "status_snapshot",
     "task_settings", "throughput", "waiting_runs",
 })
 NO_ANSWER = frozenset({"record_auth_denial"})  # returns void
@@ -297,3 +298,55 @@ def test_an_answer_of_another_shape_is_refused_by_name() -> None:
         assert caught.value.function == "pull_offer"
     with pytest.raises(answers.AnswerError):
         answers.parse_append_log({"status": "ok", "storedBytes": True, "truncated": False})
+
+
+def test_the_operator_calls_answer_their_typed_documents(
+        worker_conn: psycopg.Connection) -> None:
+    """register, issue, prepare, publish, enqueue (and the producer's), sweep, prune."""
+    from qinglong.service.producer_token import generate_token
+
+    prov = Provisioner(worker_conn)
+    registered = api.register_worker(name="typed").run(worker_conn)
+    assert isinstance(registered, answers.WorkerRegistered)
+    assert registered.doc == {"workerId": registered.worker_id}
+    issued = api.issue_credential(worker_id=registered.worker_id, credential_id="c" * 16,
+                                  secret_digest=bytes(32), ttl_s=60).run(worker_conn)
+    assert isinstance(issued, answers.CredentialIssued)
+    assert (issued.credential_id, issued.worker_id) == ("c" * 16, registered.worker_id)
+    assert issued.expires_at_ms == issued.doc["expiresAtMs"] and issued.expires_at_ms > 0
+    prepared = api.prepare_task(project="p", task="typed").run(worker_conn)
+    assert isinstance(prepared, answers.TaskPrepared) and prepared.created
+    canonical = compile_command(command()).canonical
+    published = api.publish_revision(project="p", task="typed",
+                                     canonical=canonical).run(worker_conn)
+    assert isinstance(published, answers.RevisionPublished) and published.created
+    assert published.task_id == prepared.task_id
+    assert published.content_digest == published.doc["contentDigest"]
+    again = api.publish_revision(project="p", task="typed", canonical=canonical).run(worker_conn)
+    assert isinstance(again, answers.RevisionPublished) and not again.created
+    enqueued = api.enqueue_runs(task_id=published.task_id, priority=0, count=2,
+                                key=None).run(worker_conn)
+    assert isinstance(enqueued, answers.RunsEnqueued) and len(enqueued.run_ids) == 2
+    assert not enqueued.existing
+    token = generate_token()
+    api.create_project_token(project="p", token_id=token.token_id, token_digest=token.digest,
+                             scopes=["enqueue"]).run(worker_conn)
+    produced = api.producer_enqueue(token_id=token.token_id, token_digest=token.digest,
+                                    task="p/typed", key="once").run(worker_conn)
+    assert isinstance(produced, answers.RunsEnqueued) and len(produced.run_ids) == 1
+    replayed = api.producer_enqueue(token_id=token.token_id, token_digest=token.digest,
+                                    task="p/typed", key="once").run(worker_conn)
+    assert replayed.existing and replayed.run_ids == produced.run_ids
+
+    swept = api.sweep_leases(batch=10).run(worker_conn)
+    assert isinstance(swept, answers.Swept) and set(swept.counts) == set(answers.SWEPT)
+    assert swept.more is False and swept.counts == {k: swept.doc[k] for k in answers.SWEPT}
+    runs = api.prune_runs(retain_s=0, dry_run=True).run(worker_conn)
+    assert isinstance(runs, answers.RunsPruned) and runs.runs == 0 and not runs.more
+    audit = api.prune_audit(retain_s=0, dry_run=True).run(worker_conn)
+    assert isinstance(audit, answers.AuditPruned)
+    assert audit.security_audit == audit.doc["securityAudit"]
+    fleet = api.prune_fleet(retain_s=0, dry_run=True).run(worker_conn)
+    assert isinstance(fleet, answers.FleetPruned)
+    assert fleet.placement_classes == fleet.doc["placementClasses"]
+    assert prov.enqueue(published.task_id) != []  # the provisioning helper reads them too

@@ -43,7 +43,7 @@ def test_a_qinglong_state_is_refused_with_its_reason_status_and_message(db_dsn: 
 
 
 def test_the_column_a_function_names_is_kept(db_dsn: str) -> None:
-    exc = _raised(db_dsn, lambda c: api.enqueue_runs(task_id="t", priority=0, count=0).run(c))
+    exc = _raised(db_dsn, lambda c: api.enqueue_runs(task_id="t", priority=0, count=0).run(c).doc)
     error = errors.translate(exc)
     assert isinstance(error, errors.Refused) and error.reason == "invalid_input"
     assert error.column and error.column == exc.diag.column_name

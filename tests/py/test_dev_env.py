@@ -113,7 +113,7 @@ def _sweeper_login_can_sweep_only(dsn: str) -> None:
         ).fetchone()
         assert member_of == (["ql_sweeper"],)
         assert conn.execute("SELECT current_user").fetchone() == ("qinglong_sweeper",)
-        assert api.sweep_leases(batch=1).run(conn)["more"] is False
+        assert api.sweep_leases(batch=1).run(conn).doc["more"] is False
         for call in (api.publish_revision(project="p", task="t", canonical=b"{}"),
                      api.enqueue_runs(task_id=str(uuid.uuid4()), priority=0, count=1)):
             try:

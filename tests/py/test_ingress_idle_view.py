@@ -261,7 +261,7 @@ def test_a_delayed_run_is_idle_before_its_time_and_offered_after(viewed, prov, t
     session = _open(viewed, agent)
     task = prov.task("t")
     (run_id,) = api.enqueue_runs(task_id=task, priority=0, count=1,
-                                 delay_ms=3000).run(su_conn)["runIds"]
+                                 delay_ms=3000).run(su_conn).doc["runIds"]
     due = time.monotonic() + 3.0
     _until_view_answers(viewed, agent, session)
     while time.monotonic() < due - 0.5:

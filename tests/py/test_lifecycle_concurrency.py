@@ -104,7 +104,7 @@ def _sweeper(dsn: str, stop: threading.Event, barrier: threading.Barrier,
             mine: Counter = Counter()
             barrier.wait()
             while not stop.is_set():
-                result = api.sweep_leases(batch=64).run(own)
+                result = api.sweep_leases(batch=64).run(own).doc
                 for key in ("expired", "lost", "retried", "failed", "cancelled", "skipped"):
                     mine[key] += result[key]
                 mine["passes"] += 1
@@ -181,7 +181,7 @@ def test_heartbeats_racing_sweepers_never_extend_a_lost_lease(db_dsn: str, conn,
 
     # Leases whose heartbeat lost the race may not be swept yet: one final pass.
     with psycopg.connect(db_dsn, autocommit=True) as last:
-        final = api.sweep_leases(batch=5000).run(last)
+        final = api.sweep_leases(batch=5000).run(last).doc
     swept_lost = sum(t["lost"] for t in totals) + final["lost"]
 
     assert len(answers) == N_LEASES

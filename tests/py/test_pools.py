@@ -34,7 +34,7 @@ test_pki = ingress_harness.test_pki
 def _task(prov: Provisioner, name: str, pool: str) -> str:
     canonical = compile_command(command()).canonical
     return str(prov.call(api.publish_revision(project="acme", task=name, canonical=canonical,
-                                              pool=pool))["taskId"])
+                                              pool=pool)).doc["taskId"])
 
 
 def _agent(prov: Provisioner, test_pki, name: str, pools: list[str]) -> Agent:
@@ -284,7 +284,7 @@ def _placed_task(prov: Provisioner, name: str, pool: str, gpu: bool) -> str:
     placement = {"required": {"labels": {"gpu": "yes"}}} if gpu else None
     canonical = compile_command(command(placement=placement)).canonical
     return str(prov.call(api.publish_revision(project="acme", task=name, canonical=canonical,
-                                              pool=pool))["taskId"])
+                                              pool=pool)).doc["taskId"])
 
 
 def _enqueue(prov: Provisioner, task_id: str, count: int, priority: int,
@@ -294,7 +294,7 @@ def _enqueue(prov: Provisioner, task_id: str, count: int, priority: int,
     if due_ago_s is None:
         return prov.enqueue(task_id, count=count, priority=priority)
     result = prov.call(api.enqueue_runs(task_id=task_id, priority=priority, count=count,
-                                        delay_ms=3_600_000))
+                                        delay_ms=3_600_000)).doc
     run_ids = [str(run_id) for run_id in result["runIds"]]
     prov.conn.execute(
         "UPDATE ql_private.runs SET due_at = clock_timestamp() - make_interval(secs => %s)"

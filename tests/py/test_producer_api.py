@@ -377,7 +377,7 @@ def test_a_run_a_worker_ran_shows_its_attempt_result_and_events(
     version = offer["offer"]["lease"]["leaseVersion"]
     for phase in ("starting", "running"):
         version = provision.call(db.ack_lease(**session.lease(intent), lease_version=version,
-                                              phase=phase))["lease"]["leaseVersion"]
+                                              phase=phase)).lease["leaseVersion"]
     result = {"exitCode": 3, "durationMs": 12, "outputTail": "boom\n", "outputBytes": 5}
     provision.call(db.complete_lease(**session.lease(intent), lease_version=version,
                                      outcome="failed", exit_code=3, reason="nonzero_exit",

@@ -73,7 +73,7 @@ def test_prune_during_claims_loses_nothing(db_dsn: str, conn: psycopg.Connection
             with psycopg.connect(db_dsn, autocommit=True) as own:
                 start.wait()
                 while True:  # small batches: interleave with the claims
-                    batch = api.prune_runs(retain_s=0, batch=25).run(own)
+                    batch = api.prune_runs(retain_s=0, batch=25).run(own).doc
                     pruned.update({k: v for k, v in batch.items() if k != "more"})
                     if not batch["more"]:
                         return
@@ -158,7 +158,7 @@ def test_prune_racing_retry_and_cancel_never_deadlocks(
                 start.wait()
                 while not stop.is_set():
                     try:
-                        batch = api.prune_runs(retain_s=0, batch=4).run(own)
+                        batch = api.prune_runs(retain_s=0, batch=4).run(own).doc
                     except psycopg.errors.DeadlockDetected:
                         outcomes["40P01"] += 1
                         continue

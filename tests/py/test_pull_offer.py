@@ -299,7 +299,7 @@ def _enqueue_due(conn: psycopg.Connection, prov: Provisioner, task_id: str, coun
     seconds ago (due_at and the attempt's not_before), as a sweeper-less
     deployment would hold them: still in runs_due, never promoted."""
     result = prov.call(api.enqueue_runs(task_id=task_id, priority=0, count=count,
-                                        delay_ms=3_600_000))
+                                        delay_ms=3_600_000)).doc
     run_ids = [str(run_id) for run_id in result["runIds"]]
     conn.execute(
         "UPDATE ql_private.runs SET due_at = clock_timestamp() - make_interval(secs => %s)"

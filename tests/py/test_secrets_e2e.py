@@ -186,7 +186,7 @@ def signed_task(su_conn, name: str, doc: dict[str, Any], key: dict[str, str]) ->
         return signer.sign(revision_payload(task_id, compiled.kind, compiled.executor,
                                             compiled.spec, compiled.placement))
 
-    return str(publish_task(su_conn, "p", name, compiled.canonical, sign=sign)["taskId"])
+    return publish_task(su_conn, "p", name, compiled.canonical, sign=sign).task_id
 
 
 def secrets_rows(su_conn) -> dict[str, list[str]]:

@@ -222,7 +222,7 @@ class Api:
 
     def worker(self, name: str, pools: Sequence[str] = ("*",)) -> WorkerIdent:
         """A worker granted `pools` ('P/N'; '*' = every pool, SPEC §13.1)."""
-        worker_id = self.one(api.register_worker(name=name))["workerId"]
+        worker_id = self.one(api.register_worker(name=name)).doc["workerId"]
         for pool in pools:
             self.one(api.grant_pool(worker_id=worker_id, pool=pool))
         alphabet = string.ascii_lowercase + string.digits
@@ -250,7 +250,7 @@ class Api:
 
         compiled = compile_command(command(placement))
         result = self.one(api.publish_revision(project="bench", task=name,
-                                               canonical=compiled.canonical))
+                                               canonical=compiled.canonical)).doc
         return str(result["taskId"])
 
     def enqueue(self, task_id: str, count: int, priority: int = 0) -> None:

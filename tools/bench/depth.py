@@ -126,9 +126,9 @@ def _fill_pools(ctx: BenchContext, api: Api, sizes: dict) -> int:
     for number in range(sizes["pools"]):
         name = f"pool-{number}"
         api.one(db_api.create_pool(project="bench", name=name))
-        task = str(api.one(db_api.publish_revision(project="bench", task=f"task-{number}",
-                                                   canonical=canonical,
-                                                   pool=f"bench/{name}"))["taskId"])
+        task = api.one(db_api.publish_revision(project="bench", task=f"task-{number}",
+                                               canonical=canonical,
+                                               pool=f"bench/{name}")).task_id
         count = sizes["per_pool"] + (sizes["claims"] * 2 if number == 0 else 0)
         api.enqueue(task, count)
         queued += count

@@ -370,8 +370,8 @@ class OursLevel:
         _wait(self.sessions_open, READY_TIMEOUT_S, "worker sessions", self.children)
         doc = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
         with control_plane.connect(self.dsn) as conn:
-            self.task_id = str(control_plane.run(conn, api.publish_revision(
-                project="e2e", task="t", canonical=compile_command(doc).canonical))["taskId"])
+            self.task_id = control_plane.run(conn, api.publish_revision(
+                project="e2e", task="t", canonical=compile_command(doc).canonical)).task_id
             before = self.scrape()
             # Server CPU: the ingress process trees and every PostgreSQL process,
             # workers excluded (they are the clients).

@@ -114,7 +114,7 @@ def provision(dsn: str, count: int) -> list[SimWorker]:
         for i in range(count):
             secret = token()
             credential_id = "".join(secrets.choice(alphabet) for _ in range(16))
-            worker_id = api.register_worker(name=f"fleet-{i}").run(conn)["workerId"]
+            worker_id = api.register_worker(name=f"fleet-{i}").run(conn).doc["workerId"]
             api.grant_pool(worker_id=worker_id, pool="*").run(conn)
             api.issue_credential(worker_id=worker_id, credential_id=credential_id,
                                  secret_digest=sha256(secret)).run(conn)

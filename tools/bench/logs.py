@@ -139,10 +139,8 @@ def _task(conn: psycopg.Connection, name: str, argv: list[str]) -> str:
 
     doc = {"schema": "qinglong/command@v1", "argv": argv, "env": {}, "timeoutS": 3600}
     compiled = compile_command(doc)
-    result = api.publish_revision(project="bench", task=name,
-                                  canonical=compiled.canonical).run(conn, prepare=True)  # fmt: skip
-    assert result is not None
-    return str(result["taskId"])
+    return api.publish_revision(project="bench", task=name,
+                                canonical=compiled.canonical).run(conn, prepare=True).task_id
 
 
 def _one(conn: psycopg.Connection, sql: str, params: Any = None) -> Any:

@@ -520,9 +520,10 @@ class PruneLoad:
             result = call.run(conn, prepare=True)  # autocommit: one transaction each
             took = time.perf_counter() - before
             self.prune.batches.append(took)
-            for key in ("runs", "attempts", "leases", "events"):
-                self.prune.deleted[key] = self.prune.deleted.get(key, 0) + int(result[key])
-            if not result["more"]:
+            for key, count in (("runs", result.runs), ("attempts", result.attempts),
+                               ("leases", result.leases), ("events", result.events)):
+                self.prune.deleted[key] = self.prune.deleted.get(key, 0) + count
+            if not result.more:
                 self.prune.finished = True
                 return
             time.sleep(PRUNE_PACE * took)  # the pacing `admin prune` and the sweeper use

@@ -215,7 +215,7 @@ def _publish_task(conn: Any, spec: TaskSpec, lease_ttl_s: int, pool: str) -> str
     compiled = compile_command(spec.command())
     published = control_plane.run(conn, api.publish_revision(
         project=PROJECT, task=spec.name, canonical=compiled.canonical, pool=pool))
-    task_id = str(published["taskId"])
+    task_id = published.task_id
     control_plane.configure_task(conn, task_id, control_plane.TaskSettings(
         lease_ttl_s=lease_ttl_s, max_attempts=spec.max_attempts,
         retry_base_ms=spec.retry_base_ms, retry_cap_ms=spec.retry_cap_ms))

@@ -493,7 +493,7 @@ class Soak:
         except Exception as exc:  # the database may be restarting: an indeterminate op
             self.record(CLIENT, FAIL, "enqueue", reason=type(exc).__name__)
             return
-        run_ids = [str(r) for r in result.get("runIds") or []]
+        run_ids = list(result.run_ids)
         if not hostile:
             self.known_runs.extend(run_ids)
         self.run_tasks.update(dict.fromkeys(run_ids, task))
