@@ -500,3 +500,133 @@ class FleetPruned:
         sessions, classes, events = _counts(
             "prune_fleet", doc, ("sessions", "placementClasses", "fleetEvents"))
         return cls(sessions, classes, events, _bool("prune_fleet", doc, "more"), doc)
+
+
+def _list(function: str, doc: JsonObject, key: str) -> list[Any]:
+    value = doc.get(key)
+    if not isinstance(value, list):
+        raise AnswerError(function, f"{key!r} is not a list")
+    return value
+
+
+# ------------------------------------------------------------ secrets (SPEC §14.1)
+# Wrapped keys and ciphertexts only; the hex fields stay in `doc` for
+# `secrets_crypto.WrappedKey.from_json`.
+
+
+@dataclass(frozen=True, slots=True)
+class DataKeyStored:
+    """The project's wrapped data key (`doc`: keyId, kekId, nonce, wrappedKey, hex);
+    `created`: the offered one was installed."""
+
+    project_id: str
+    created: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> DataKeyStored:
+        function = "project_data_key"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "projectId"), _bool(function, doc, "created"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class SecretListed:
+    name: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SecretList:
+    """A project's secrets by name and latest version (never a value)."""
+
+    secrets: list[SecretListed]
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> SecretList:
+        function = "list_secrets"
+        doc = _object(function, raw)
+        rows = [_object(function, row) for row in _list(function, doc, "secrets")]
+        return cls([SecretListed(_str(function, row, "name"), _int(function, row, "version"))
+                    for row in rows], doc)
+
+    def version_of(self, name: str) -> int:
+        """The latest version of `name` (0: none yet)."""
+        return next((s.version for s in self.secrets if s.name == name), 0)
+
+
+@dataclass(frozen=True, slots=True)
+class SecretVersion:
+    """A secret version stored (`set_secret`) or deleted (`delete_secret`)."""
+
+    name: str
+    version: int
+    doc: JsonObject
+
+    @classmethod
+    def parse_as(cls, function: str) -> Callable[[object], SecretVersion]:
+        def parse(raw: object) -> SecretVersion:
+            doc = _object(function, raw)
+            return cls(_str(function, doc, "name"), _int(function, doc, "version"), doc)
+        return parse
+
+
+@dataclass(frozen=True, slots=True)
+class DataKeys:
+    """Every project's wrapped data key (each `{projectId, keyId, kekId, nonce, wrappedKey}`)."""
+
+    keys: list[JsonObject]
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> DataKeys:
+        doc = _object("list_data_keys", raw)
+        return cls([_object("list_data_keys", k) for k in _list("list_data_keys", doc, "keys")],
+                   doc)
+
+
+@dataclass(frozen=True, slots=True)
+class KeysRewrapped:
+    rewrapped: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> KeysRewrapped:
+        doc = _object("rewrap_data_keys", raw)
+        return cls(_int("rewrap_data_keys", doc, "rewrapped"), doc)
+
+
+# ------------------------------------------------------------ certificates (SPEC §16.3)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiringCounts:
+    credentials: int
+    certificates: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> ExpiringCounts:
+        doc = _object("expiring_counts", raw)
+        credentials, certificates = _counts("expiring_counts", doc,
+                                            ("credentials", "certificates"))
+        return cls(credentials, certificates, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class RevokedSerials:
+    """One page of revoked certificate serials (canonical), oldest first."""
+
+    serials: list[str]
+    last_seq: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> RevokedSerials:
+        function = "revoked_certificates"
+        doc = _object(function, raw)
+        serials = _list(function, doc, "serials")
+        if not all(isinstance(s, str) for s in serials):
+            raise AnswerError(function, "'serials' holds a non-string")
+        return cls(serials, _int(function, doc, "lastSeq"), doc)

@@ -378,12 +378,13 @@ def record_certificate(*, worker_id: str, serial: str, not_after_ms: int) -> Cal
                                      "not_after_ms": not_after_ms})
 
 
-REVOKED_CERTIFICATES: Statement[JsonObject] = Statement("revoked_certificates", (
+REVOKED_CERTIFICATES: Statement[answers.RevokedSerials] = Statement("revoked_certificates", (
     "SELECT ql.revoked_certificates(p_after_seq => %(after_seq)s::bigint,"
-    " p_limit => %(limit)s::integer)"))
+    " p_limit => %(limit)s::integer)"),
+    answers.RevokedSerials.parse)
 
 
-def revoked_certificates(*, after_seq: int, limit: int) -> Call[JsonObject]:
+def revoked_certificates(*, after_seq: int, limit: int) -> Call[answers.RevokedSerials]:
     """-> `{serials: [canonical serial, ...], lastSeq}` (ingress: revoked certificates)."""
     return Call(REVOKED_CERTIFICATES, {"after_seq": after_seq, "limit": limit})
 
@@ -400,11 +401,12 @@ def expiring_identities(*, within_s: int | None = 1209600,
     return Call(EXPIRING_IDENTITIES, {"within_s": within_s, "limit": limit})
 
 
-EXPIRING_COUNTS: Statement[JsonObject] = Statement(
-    "expiring_counts", "SELECT ql.expiring_counts(p_within_s => %(within_s)s::bigint)")
+EXPIRING_COUNTS: Statement[answers.ExpiringCounts] = Statement(
+    "expiring_counts", "SELECT ql.expiring_counts(p_within_s => %(within_s)s::bigint)",
+    answers.ExpiringCounts.parse)
 
 
-def expiring_counts(*, within_s: int) -> Call[JsonObject]:
+def expiring_counts(*, within_s: int) -> Call[answers.ExpiringCounts]:
     """-> `{credentials, certificates}` expiring within `within_s` (ingress /metrics)."""
     return Call(EXPIRING_COUNTS, {"within_s": within_s})
 
@@ -787,69 +789,75 @@ def list_project_tokens(*, project: str | None = None) -> Call[JsonObject]:
 # ------------------------------------------------------------ secrets (ql_runtime, SPEC §14.1)
 # Only wrapped keys and ciphertexts cross here: the CLI encrypts with its KEK file.
 
-PROJECT_DATA_KEY: Statement[JsonObject] = Statement("project_data_key", (
+PROJECT_DATA_KEY: Statement[answers.DataKeyStored] = Statement("project_data_key", (
     "SELECT ql.project_data_key(p_project => %(project)s::text, p_key_id => %(key_id)s::text,"
     " p_kek_id => %(kek_id)s::text, p_nonce => %(nonce)s::bytea,"
-    " p_wrapped_key => %(wrapped_key)s::bytea)"))
+    " p_wrapped_key => %(wrapped_key)s::bytea)"),
+    answers.DataKeyStored.parse)
 
 
 def project_data_key(*, project: str, key_id: str, kek_id: str, nonce: bytes,
-                     wrapped_key: bytes) -> Call[JsonObject]:
+                     wrapped_key: bytes) -> Call[answers.DataKeyStored]:
     """Install the offered wrapped data key if the project has none; -> the stored one
     `{project, projectId, keyId, kekId, nonce, wrappedKey, created}` (hex)."""
     return Call(PROJECT_DATA_KEY, {"project": project, "key_id": key_id, "kek_id": kek_id,
                                    "nonce": nonce, "wrapped_key": wrapped_key})
 
 
-SET_SECRET: Statement[JsonObject] = Statement("set_secret", (
+SET_SECRET: Statement[answers.SecretVersion] = Statement("set_secret", (
     "SELECT ql.set_secret(p_project => %(project)s::text, p_name => %(name)s::text,"
     " p_version => %(version)s::integer, p_key_id => %(key_id)s::text,"
-    " p_nonce => %(nonce)s::bytea, p_ciphertext => %(ciphertext)s::bytea)"))
+    " p_nonce => %(nonce)s::bytea, p_ciphertext => %(ciphertext)s::bytea)"),
+    answers.SecretVersion.parse_as("set_secret"))
 
 
 def set_secret(*, project: str, name: str, version: int, key_id: str, nonce: bytes,
-               ciphertext: bytes) -> Call[JsonObject]:
+               ciphertext: bytes) -> Call[answers.SecretVersion]:
     """-> `{project, name, version, createdAtMs, updatedAtMs}`; QL040 when `version`
     is not the next one."""
     return Call(SET_SECRET, {"project": project, "name": name, "version": version,
                              "key_id": key_id, "nonce": nonce, "ciphertext": ciphertext})
 
 
-LIST_SECRETS: Statement[JsonObject] = Statement(
-    "list_secrets", "SELECT ql.list_secrets(p_project => %(project)s::text)")
+LIST_SECRETS: Statement[answers.SecretList] = Statement(
+    "list_secrets", "SELECT ql.list_secrets(p_project => %(project)s::text)",
+    answers.SecretList.parse)
 
 
-def list_secrets(*, project: str) -> Call[JsonObject]:
+def list_secrets(*, project: str) -> Call[answers.SecretList]:
     """-> `{project, secrets: [{name, version, createdAtMs, updatedAtMs}]}`; never values."""
     return Call(LIST_SECRETS, {"project": project})
 
 
-DELETE_SECRET: Statement[JsonObject] = Statement(
+DELETE_SECRET: Statement[answers.SecretVersion] = Statement(
     "delete_secret",
-    "SELECT ql.delete_secret(p_project => %(project)s::text, p_name => %(name)s::text)")
+    "SELECT ql.delete_secret(p_project => %(project)s::text, p_name => %(name)s::text)",
+    answers.SecretVersion.parse_as("delete_secret"))
 
 
-def delete_secret(*, project: str, name: str) -> Call[JsonObject]:
+def delete_secret(*, project: str, name: str) -> Call[answers.SecretVersion]:
     """-> `{project, name, version, deleted}`; QL004 when there is no such secret."""
     return Call(DELETE_SECRET, {"project": project, "name": name})
 
 
-LIST_DATA_KEYS: Statement[JsonObject] = Statement("list_data_keys",
-                                                  "SELECT ql.list_data_keys()")
+LIST_DATA_KEYS: Statement[answers.DataKeys] = Statement("list_data_keys",
+                                                  "SELECT ql.list_data_keys()",
+    answers.DataKeys.parse)
 
 
-def list_data_keys() -> Call[JsonObject]:
+def list_data_keys() -> Call[answers.DataKeys]:
     """-> `{keys: [{projectId, keyId, kekId, nonce, wrappedKey}]}` (wrapped, hex)."""
     return Call(LIST_DATA_KEYS, {})
 
 
-REWRAP_DATA_KEYS: Statement[JsonObject] = Statement("rewrap_data_keys", (
+REWRAP_DATA_KEYS: Statement[answers.KeysRewrapped] = Statement("rewrap_data_keys", (
     "SELECT ql.rewrap_data_keys(p_old_kek_id => %(old_kek_id)s::text,"
-    " p_new_kek_id => %(new_kek_id)s::text, p_keys => %(keys)s::jsonb)"))
+    " p_new_kek_id => %(new_kek_id)s::text, p_keys => %(keys)s::jsonb)"),
+    answers.KeysRewrapped.parse)
 
 
 def rewrap_data_keys(*, old_kek_id: str, new_kek_id: str,
-                     keys: Sequence[Mapping[str, str]]) -> Call[JsonObject]:
+                     keys: Sequence[Mapping[str, str]]) -> Call[answers.KeysRewrapped]:
     """Every data key re-wrapped at once: `keys` [{keyId, nonce, wrappedKey}] (hex)."""
     return Call(REWRAP_DATA_KEYS, {"old_kek_id": old_kek_id, "new_kek_id": new_kek_id,
                                    "keys": Jsonb([dict(k) for k in keys])})

@@ -115,7 +115,7 @@ def secret_set(args: argparse.Namespace) -> int:
         value = read_value(args.from_file)
         with control_plane.connect(args.dsn) as conn:
             try:
-                return secret_store.set_secret(conn, kek, args.project, args.name, value)
+                return secret_store.set_secret(conn, kek, args.project, args.name, value).doc
             except SecretsError as exc:
                 raise _refused(exc, "value") from None
 
@@ -127,7 +127,7 @@ def secret_list(args: argparse.Namespace) -> int:
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
-            return secret_store.list_secrets(conn, args.project)
+            return secret_store.list_secrets(conn, args.project).doc
 
     return guarded(action)
 
@@ -137,7 +137,7 @@ def secret_delete(args: argparse.Namespace) -> int:
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
-            return secret_store.delete_secret(conn, args.project, args.name)
+            return secret_store.delete_secret(conn, args.project, args.name).doc
 
     return guarded(action)
 
@@ -172,7 +172,7 @@ def secret_rotate_kek(args: argparse.Namespace) -> int:
             if exc.http_status != 503:
                 _discard_created(args.new_kek_file, created)
             raise
-        return {**result, "newKekFile": str(args.new_kek_file.absolute()),
+        return {**result.doc, "newKekFile": str(args.new_kek_file.absolute()),
                 "newKekFileCreated": created}
 
     return guarded(action)

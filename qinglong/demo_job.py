@@ -210,7 +210,7 @@ class DemoJob:
 
         stored = secret_store.set_secret(conn, load_kek(self.kek_file), PROJECT,
                                          SECRET_NAME, self.value)
-        return (f"secret {SECRET_NAME} v{stored['version']} stored encrypted (random value, "
+        return (f"secret {SECRET_NAME} v{stored.version} stored encrypted (random value, "
                 f"never printed; KEK {KEK_NAME} 0600, given to the ingress as kekFile)")
 
     # -- following the log ------------------------------------------------------

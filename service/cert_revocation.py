@@ -192,17 +192,17 @@ class RevocationListener:
 
     async def _count_expiring(self, conn: psycopg.AsyncConnection[Any]) -> None:
         counts = await api.expiring_counts(within_s=EXPIRING_WINDOW_S).run_async(conn)
-        self.revoked.expiring_credentials = float(counts["credentials"])
-        self.revoked.expiring_certificates = float(counts["certificates"])
+        self.revoked.expiring_credentials = float(counts.credentials)
+        self.revoked.expiring_certificates = float(counts.certificates)
         self._expiring_at = time.monotonic() + self.expiring_every_s
 
     async def _fetch(self, conn: psycopg.AsyncConnection[Any]) -> None:
         while True:
             page = await api.revoked_certificates(
                 after_seq=self.revoked.last_seq, limit=PAGE).run_async(conn)
-            serials = [str(s) for s in page["serials"]]
+            serials = page.serials
             before = len(self.revoked)
-            self.revoked.add(serials, int(page["lastSeq"]))
+            self.revoked.add(serials, page.last_seq)
             if len(self.revoked) > before:
                 log.info("revoked certificates loaded",
                          extra={"event": "certificates.revoked_loaded",

@@ -291,7 +291,7 @@ def test_concurrent_sets_each_get_their_own_version(db_dsn, conn, kek):
                 barrier.wait(timeout=30)
                 result = secret_store.set_secret(own, kek[1], "acme", "shared",
                                                  VALUE + f"-{i}".encode())
-                versions.append(result["version"])
+                versions.append(result.version)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -320,8 +320,8 @@ def test_a_lost_race_at_one_version_is_secret_conflict(db_dsn, conn, kek):
     call = api.set_secret(project="acme", name="race", version=2, key_id=data_key.key_id,
                           nonce=nonce, ciphertext=ciphertext)
     with psycopg.connect(db_dsn) as first, psycopg.connect(db_dsn) as second:
-        assert call.run(first)["version"] == 2  # uncommitted: holds the row
-        outcome: list[BaseException | dict] = []
+        assert call.run(first).version == 2  # uncommitted: holds the row
+        outcome: list[object] = []
         import threading
 
         def late() -> None:

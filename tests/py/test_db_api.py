@@ -164,19 +164,14 @@ def test_a_call_never_shows_its_parameters() -> None:
 # dict read by string keys): the typed answers of `qinglong.db.answers` have not
 # reached them yet. The list only shrinks: a function typed later leaves it.
 UNTYPED = frozenset({
-    "cancel_run", "cancel_runs", "confirm_credentials", "configure_task",
-    "create_pool", "create_project_token", "delete_secret", "disable_worker",
-    "enable_worker", "end_session", "expiring_counts",
-    "expiring_identities", "grant_pool", "idle_probe", "label_worker",
-    "list_data_keys", "list_project_tokens", "list_runs", "list_secrets", "list_workers",
-    "live_sessions", "producer_cancel_run",
-    "producer_list_runs", "producer_retry_run", "producer_run_log", "producer_show_run",
-    "project_data_key",
-    "queue_depth", "recent_denials", "record_certificate",
-    "retry_run", "revoke_certificate", "revoke_credential", "revoke_pool",
-    "revoke_project_token", "revoked_certificates", "rewrap_data_keys", "run_log",
-    "run_state_counts", "set_secret", "show_run", "status_snapshot",
-    "task_settings", "throughput", "waiting_runs",
+    "cancel_run", "cancel_runs", "configure_task", "confirm_credentials", "create_pool",
+    "create_project_token", "disable_worker", "enable_worker", "end_session",
+    "expiring_identities", "grant_pool", "idle_probe", "label_worker", "list_project_tokens",
+    "list_runs", "list_workers", "live_sessions", "producer_cancel_run", "producer_list_runs",
+    "producer_retry_run", "producer_run_log", "producer_show_run", "queue_depth",
+    "recent_denials", "record_certificate", "retry_run", "revoke_certificate",
+    "revoke_credential", "revoke_pool", "revoke_project_token", "run_log", "run_state_counts",
+    "show_run", "status_snapshot", "task_settings", "throughput", "waiting_runs",
 })
 NO_ANSWER = frozenset({"record_auth_denial"})  # returns void
 
@@ -350,3 +345,41 @@ def test_the_operator_calls_answer_their_typed_documents(
     assert isinstance(fleet, answers.FleetPruned)
     assert fleet.placement_classes == fleet.doc["placementClasses"]
     assert prov.enqueue(published.task_id) != []  # the provisioning helper reads them too
+
+
+def test_the_secret_and_certificate_calls_answer_their_typed_documents(
+        worker_conn: psycopg.Connection) -> None:
+    """Wrapped keys and ciphertexts only (placeholders here: the database never
+    opens them); revoked serials and expiring counts as the ingress reads them."""
+    data_key_id = "0" * 32
+    key = api.project_data_key(project="p", key_id=data_key_id, kek_id="kek", nonce=bytes(12),
+                               wrapped_key=bytes(48)).run(worker_conn)
+    assert isinstance(key, answers.DataKeyStored) and key.created
+    assert key.project_id == key.doc["projectId"] and key.doc["keyId"] == data_key_id
+    stored = api.set_secret(project="p", name="db", version=1, key_id=data_key_id, nonce=bytes(12),
+                            ciphertext=bytes(40)).run(worker_conn)
+    assert isinstance(stored, answers.SecretVersion) and (stored.name, stored.version) == (
+        "db", 1)
+    listed = api.list_secrets(project="p").run(worker_conn)
+    assert isinstance(listed, answers.SecretList)
+    assert listed.secrets == [answers.SecretListed("db", 1)] and listed.version_of("db") == 1
+    assert listed.version_of("other") == 0
+    keys = api.list_data_keys().run(worker_conn)
+    assert isinstance(keys, answers.DataKeys) and [k["keyId"] for k in keys.keys] == [data_key_id]
+    rewrapped = api.rewrap_data_keys(old_kek_id="kek", new_kek_id="kek2", keys=[
+        {"keyId": data_key_id, "nonce": bytes(12).hex(), "wrappedKey": bytes(48).hex()}]).run(
+        worker_conn)
+    assert isinstance(rewrapped, answers.KeysRewrapped) and rewrapped.rewrapped == 1
+    deleted = api.delete_secret(project="p", name="db").run(worker_conn)
+    assert isinstance(deleted, answers.SecretVersion) and deleted.doc["deleted"] is True
+
+    counts = api.expiring_counts(within_s=86400).run(worker_conn)
+    assert isinstance(counts, answers.ExpiringCounts)
+    assert (counts.credentials, counts.certificates) == (0, 0)
+    worker = api.register_worker(name="revoked").run(worker_conn)
+    api.record_certificate(worker_id=worker.worker_id, serial="1a2b",
+                           not_after_ms=4102444800000).run(worker_conn)
+    api.revoke_certificate(serial="1A:2B").run(worker_conn)
+    page = api.revoked_certificates(after_seq=0, limit=10).run(worker_conn)
+    assert isinstance(page, answers.RevokedSerials) and page.serials == ["1a2b"]
+    assert page.last_seq == page.doc["lastSeq"] and page.last_seq > 0
