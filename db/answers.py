@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
+from qinglong.log_text import LogPage, LogShapeError
+
 JsonObject = dict[str, Any]
 A = TypeVar("A")
 
@@ -630,3 +632,20 @@ class RevokedSerials:
         if not all(isinstance(s, str) for s in serials):
             raise AnswerError(function, "'serials' holds a non-string")
         return cls(serials, _int(function, doc, "lastSeq"), doc)
+
+
+# ------------------------------------------------------------ live logs (SPEC §15.3)
+
+
+def _log_page_parser(function: str) -> Callable[[object], LogPage]:
+    """A page of an attempt's stored log, as `qinglong.log_text.LogPage` reads it."""
+    def parse(raw: object) -> LogPage:
+        try:
+            return LogPage.from_json(raw)
+        except LogShapeError as exc:
+            raise AnswerError(function, str(exc)) from None
+    return parse
+
+
+parse_run_log = _log_page_parser("run_log")
+parse_producer_run_log = _log_page_parser("producer_run_log")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from psycopg.types.json import Jsonb
 
 from qinglong.db import answers
+from qinglong.log_text import LogPage
 
 if TYPE_CHECKING:
     import psycopg
@@ -671,13 +672,14 @@ def show_run(*, run_id: str) -> Call[JsonObject]:
     return Call(SHOW_RUN, {"run_id": run_id})
 
 
-RUN_LOG: Statement[JsonObject] = Statement("run_log", (
+RUN_LOG: Statement[LogPage] = Statement("run_log", (
     "SELECT ql.run_log(p_run_id => %(run_id)s::uuid, p_attempt_no => %(attempt_no)s::integer,"
-    " p_offset => %(offset)s::bigint, p_max_bytes => %(max_bytes)s::integer)"))
+    " p_offset => %(offset)s::bigint, p_max_bytes => %(max_bytes)s::integer)"),
+    answers.parse_run_log)
 
 
 def run_log(*, run_id: str, attempt_no: int | None = None, offset: int = 0,
-            max_bytes: int = 1048576) -> Call[JsonObject]:
+            max_bytes: int = 1048576) -> Call[LogPage]:
     """One page of an attempt's live log (SPEC §15.3; `attempt_no` None = the latest):
     `{runId, attemptNumber, offset, text, storedBytes, logBytes, truncated, complete,
     ended}`. `run_id` must be a UUID (a malformed one fails the cast, 22P02)."""
@@ -930,15 +932,16 @@ def producer_list_runs(*, token_id: str, token_digest: bytes, task: str | None,
                                      "limit": limit, "after": after})
 
 
-PRODUCER_RUN_LOG: Statement[JsonObject] = Statement("producer_run_log", (
+PRODUCER_RUN_LOG: Statement[LogPage] = Statement("producer_run_log", (
     f"SELECT ql.producer_run_log({_TOKEN_ARGS}, p_run_id => %(run_id)s::text,"
     " p_attempt_no => %(attempt_no)s::integer, p_offset => %(offset)s::bigint,"
-    " p_max_bytes => %(max_bytes)s::integer)"))
+    " p_max_bytes => %(max_bytes)s::integer)"),
+    answers.parse_producer_run_log)
 
 
 def producer_run_log(*, token_id: str, token_digest: bytes, run_id: str,
                      attempt_no: int | None = None, offset: int = 0,
-                     max_bytes: int = 1048576) -> Call[JsonObject]:
+                     max_bytes: int = 1048576) -> Call[LogPage]:
     """GET /v1/runs/{id}/log -> ql.run_log's document (scope log, the token's project)."""
     return Call(PRODUCER_RUN_LOG, {"token_id": token_id, "token_digest": token_digest,
                                    "run_id": run_id, "attempt_no": attempt_no,

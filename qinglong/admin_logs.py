@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 from qinglong.admin_cli import AdminError, guarded, optional_integer, uuid_arg
 from qinglong.cli import Subparsers
-from qinglong.log_text import LogPage, LogShapeError, read_pages, trailer_block, whole
+from qinglong.log_text import LogPage, read_pages, trailer_block, whole
 
 LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 EXIT_INTERRUPTED = 130
@@ -63,6 +63,7 @@ def _printed(_doc: dict[str, Any]) -> int:
 
 def run_log(args: argparse.Namespace) -> int:
     from qinglong.db import api
+    from qinglong.db.answers import AnswerError
     from qinglong.service import control_plane
 
     def action() -> dict[str, Any]:
@@ -70,12 +71,11 @@ def run_log(args: argparse.Namespace) -> int:
         attempt = optional_integer(args.attempt, "attempt", 1)
         with control_plane.connect(args.dsn) as conn:
             def fetch(attempt_no: int | None, offset: int) -> LogPage:
-                doc = control_plane.run(conn, api.run_log(run_id=run_id, attempt_no=attempt_no,
-                                                           offset=offset))
                 try:
-                    return LogPage.from_json(doc)
-                except LogShapeError as exc:
-                    raise AdminError("database_error", "bad_log_document", str(exc)) from None
+                    return control_plane.run(conn, api.run_log(
+                        run_id=run_id, attempt_no=attempt_no, offset=offset))
+                except AnswerError as exc:
+                    raise AdminError("database_error", "bad_log_document", exc.detail) from None
 
             pages = read_pages(fetch, attempt, follow=args.follow)
             if args.json:

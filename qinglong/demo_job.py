@@ -38,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Any
 from qinglong.demo import PROJECT, TaskSpec
 
 if TYPE_CHECKING:
+    from qinglong.log_text import LogPage
     from qinglong.schemas.signing import Signer
     from qinglong.service.compiler import CompiledRevision
 
@@ -114,11 +115,9 @@ class LogFollower:
     text: str = ""  # everything read, for the leak check
     finished: bool = False
 
-    def read(self, fetch: Callable[[str, int | None, int], dict[str, Any]]) -> list[str]:
+    def read(self, fetch: Callable[[str, int | None, int], LogPage]) -> list[str]:
         """New complete lines (all the rest once the attempt ended and all was read)."""
-        from qinglong.log_text import LogPage
-
-        page = LogPage.from_json(fetch(self.run_id, self.attempt, self.offset))
+        page = fetch(self.run_id, self.attempt, self.offset)
         self.attempt, self.offset = page.attempt_number, page.next_offset
         self.text += page.text
         *lines, self.partial = (self.partial + page.text).split("\n")

@@ -36,8 +36,9 @@ from typing import Any
 from aiohttp import web
 
 from qinglong.db import api
+from qinglong.db.answers import AnswerError
 from qinglong.db.api import Call
-from qinglong.log_text import LogPage, LogShapeError
+from qinglong.log_text import LogPage
 from qinglong.schemas.contract import SchemaId
 from qinglong.service.errors import ERROR_SCHEMA, kind_for_status
 from qinglong.service.gateway import DbRefused, DbUnavailable
@@ -61,7 +62,7 @@ _OFFSET = re.compile(r"[0-9]{1,16}")
 _ATTEMPT = re.compile(r"[1-9][0-9]{0,8}")
 _FOLLOW = {"1": True, "true": True, "0": False, "false": False}
 
-PageCall = Callable[[int, int | None], Call[Any]]
+PageCall = Callable[[int, int | None], Call[LogPage]]
 
 
 @dataclass
@@ -117,10 +118,11 @@ def _query(request: web.Request, proof: TokenProof) -> LogQuery:
     return LogQuery(int(offset), None if attempt is None else int(attempt), follow)
 
 
-def _page(doc: Any) -> LogPage:
+async def _next_page(request: web.Request, call: Call[LogPage]) -> LogPage:
+    """A follower's next page (its first went through `act`, audited)."""
     try:
-        return LogPage.from_json(doc)
-    except LogShapeError:
+        return await request.app[PRODUCER].gateway.call(call)
+    except AnswerError:
         raise ProducerError(503, "database_error") from None
 
 
@@ -144,11 +146,11 @@ async def run_log(request: web.Request) -> web.StreamResponse:
     query = _query(request, proof)
     run_id = request.match_info["run_id"]
 
-    def call(offset: int, attempt: int | None) -> Call[Any]:
+    def call(offset: int, attempt: int | None) -> Call[LogPage]:
         return api.producer_run_log(token_id=proof.token_id, token_digest=proof.digest,
                                     run_id=run_id, attempt_no=attempt, offset=offset)
 
-    first = _page(await act(request, ACTION, proof, call(query.offset, query.attempt)))
+    first = await act(request, ACTION, proof, call(query.offset, query.attempt))
     if not query.follow:
         return web.json_response({"schema": SchemaId.RUN_LOG.value, **first.as_json()})
     followers = request.app[FOLLOWERS]
@@ -194,7 +196,7 @@ async def _stream(request: web.Request, proof: TokenProof, response: web.StreamR
             if followers.stopping.is_set():
                 break
         try:
-            latest = _page(await state.gateway.call(call(page.next_offset, page.attempt_number)))
+            latest = await _next_page(request, call(page.next_offset, page.attempt_number))
         except (DbRefused, DbUnavailable, ProducerError) as exc:
             status = _status_of(exc)
             _audit(state, ACTION, proof.token_id, "refused", exc.reason, status)

@@ -49,9 +49,8 @@ async def load(reader: Reader, run: Doc) -> LogPage | None:
     if not attempts:
         return None
     latest = max(a["number"] for a in attempts)
-    doc = await reader.read(api.run_log(run_id=run["run"]["runId"], attempt_no=latest,
-                                        offset=0, max_bytes=PAGE_BYTES))
-    return LogPage.from_json(doc)
+    return await reader.read(api.run_log(run_id=run["run"]["runId"], attempt_no=latest,
+                                         offset=0, max_bytes=PAGE_BYTES))
 
 
 def render(page: LogPage | None) -> Markup:
@@ -93,8 +92,7 @@ async def endpoint(request: web.Request, reader: Reader) -> web.Response:
     attempt, offset = _query(request.query)
     if not _UUID.fullmatch(request.match_info["run_id"]):
         raise ConsoleError(400, "runId must be a lowercase canonical UUID")
-    doc = await reader.read(api.run_log(run_id=request.match_info["run_id"],
-                                        attempt_no=attempt, offset=offset,
-                                        max_bytes=POLL_BYTES))
-    page = LogPage.from_json(doc)
+    page = await reader.read(api.run_log(run_id=request.match_info["run_id"],
+                                         attempt_no=attempt, offset=offset,
+                                         max_bytes=POLL_BYTES))
     return web.json_response({**page.as_json(), "trailer": page.trailer()})

@@ -12,6 +12,7 @@ function with hand-built SQL.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import re
 import secrets as secrets_module
@@ -168,9 +169,9 @@ UNTYPED = frozenset({
     "create_project_token", "disable_worker", "enable_worker", "end_session",
     "expiring_identities", "grant_pool", "idle_probe", "label_worker", "list_project_tokens",
     "list_runs", "list_workers", "live_sessions", "producer_cancel_run", "producer_list_runs",
-    "producer_retry_run", "producer_run_log", "producer_show_run", "queue_depth",
+    "producer_retry_run", "producer_show_run", "queue_depth",
     "recent_denials", "record_certificate", "retry_run", "revoke_certificate",
-    "revoke_credential", "revoke_pool", "revoke_project_token", "run_log", "run_state_counts",
+    "revoke_credential", "revoke_pool", "revoke_project_token", "run_state_counts",
     "show_run", "status_snapshot", "task_settings", "throughput", "waiting_runs",
 })
 NO_ANSWER = frozenset({"record_auth_denial"})  # returns void
@@ -185,12 +186,14 @@ def _answer_type(name: str) -> Any:
 
 
 def _is_typed(answer: Any) -> bool:
-    """A class of `qinglong.db.answers`, a union of them, or a list of one."""
+    """A dataclass of `qinglong.db.answers` (defined or re-exported there), a union
+    of them, or a list of one."""
     if typing.get_origin(answer) is list:
         return all(_is_typed(arg) for arg in typing.get_args(answer))
     if typing.get_origin(answer) in (typing.Union, types.UnionType):
         return all(_is_typed(arg) for arg in typing.get_args(answer))
-    return isinstance(answer, type) and answer.__module__ == answers.__name__
+    return isinstance(answer, type) and dataclasses.is_dataclass(answer) \
+        and getattr(answers, answer.__name__, None) is answer
 
 
 def test_every_function_but_the_listed_ones_answers_a_typed_result() -> None:
@@ -272,6 +275,17 @@ def test_the_worker_calls_answer_their_typed_outcomes(worker_conn: psycopg.Conne
     done = api.complete_lease(**lease, lease_version=version, outcome="succeeded",
                               exit_code=0).run(worker_conn)
     assert isinstance(done, answers.LeaseOk) and done.status == "ok"
+    run_id = offered.offer["candidate"]["runId"]
+    page = api.run_log(run_id=run_id).run(worker_conn)
+    assert isinstance(page, answers.LogPage) and (page.text, page.ended) == ("hello", True)
+    from qinglong.service.producer_token import generate_token
+
+    token = generate_token()
+    api.create_project_token(project="p", token_id=token.token_id, token_digest=token.digest,
+                             scopes=["log"]).run(worker_conn)
+    produced = api.producer_run_log(token_id=token.token_id, token_digest=token.digest,
+                                    run_id=run_id, offset=2).run(worker_conn)
+    assert isinstance(produced, answers.LogPage) and produced.text == "llo"
 
     closed = api.close_session(**fence).run(worker_conn)
     assert isinstance(closed, answers.SessionOk)
@@ -293,6 +307,9 @@ def test_an_answer_of_another_shape_is_refused_by_name() -> None:
         assert caught.value.function == "pull_offer"
     with pytest.raises(answers.AnswerError):
         answers.parse_append_log({"status": "ok", "storedBytes": True, "truncated": False})
+    with pytest.raises(answers.AnswerError) as caught:
+        answers.parse_run_log({"runId": "r"})
+    assert caught.value.function == "run_log"
 
 
 def test_the_operator_calls_answer_their_typed_documents(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from qinglong.demo_job import VALUE_PREFIX, DemoJob, LogFollower
+from qinglong.log_text import LogPage
 
 
 def _job(tmp_path: Path) -> tuple[DemoJob, Path, io.StringIO]:
@@ -63,14 +64,14 @@ def _pages(text: str, cuts: list[int], ended_after: int) -> Any:
     """fetch(run, attempt, offset) over `text` stored in pieces up to each cut."""
     state = {"calls": 0}
 
-    def fetch(run: str, attempt: int | None, offset: int) -> dict[str, Any]:
+    def fetch(run: str, attempt: int | None, offset: int) -> LogPage:
         stored = cuts[min(state["calls"], len(cuts) - 1)]
         state["calls"] += 1
         data = text.encode()[:stored]
-        return {"runId": run, "attemptNumber": 1, "offset": offset,
-                "text": data[offset:].decode(), "storedBytes": stored, "logBytes": None,
-                "truncated": False, "complete": False,
-                "ended": state["calls"] > ended_after}
+        return LogPage.from_json({"runId": run, "attemptNumber": 1, "offset": offset,
+                                  "text": data[offset:].decode(), "storedBytes": stored,
+                                  "logBytes": None, "truncated": False, "complete": False,
+                                  "ended": state["calls"] > ended_after})
 
     return fetch
 
