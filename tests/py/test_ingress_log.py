@@ -120,7 +120,7 @@ def _conflict(reply: Reply, reason: str) -> None:
 
 
 def _text(prov, run_id: str) -> str:
-    return prov.call(api.run_log(run_id=run_id))["text"]
+    return prov.call(api.run_log(run_id=run_id)).text
 
 
 def test_append_replay_and_resume_from_the_answered_offset(started, prov, su_conn, ingress):
@@ -164,7 +164,7 @@ def test_only_a_started_live_lease_appends(ingress, agent, prov, su_conn):
     assert done.status == 200, done.body
     _conflict(claim.log(3, "late"), "lease_terminal")
     page = prov.call(api.run_log(run_id=claim.run_id))
-    assert (page["text"], page["logBytes"], page["complete"], page["ended"]) == \
+    assert (page.text, page.log_bytes, page.complete, page.ended) == \
         ("out", 3, True, True)
 
 
@@ -178,7 +178,7 @@ def test_the_cap_pinned_at_claim_cuts_on_a_character_boundary(ingress, agent, pr
     _stored(claim.log(1000, "a" + "€" * 40), 1022, truncated=True)
     _stored(claim.log(1022, "dropped"), 1022, truncated=True)
     page = prov.call(api.run_log(run_id=claim.run_id))
-    assert (page["text"], page["truncated"]) == ("x" * 1000 + "a" + "€" * 7, True)
+    assert (page.text, page.truncated) == ("x" * 1000 + "a" + "€" * 7, True)
 
 
 def test_chunk_bounds(started, su_conn):
@@ -315,4 +315,4 @@ def test_a_chunk_never_lands_after_its_attempt_ended(started, db_dsn):
     assert late == {"status": "conflict", "category": "lease_terminal"}
     page = api.run_log(run_id=started.run_id)
     with psycopg.connect(db_dsn, autocommit=True) as conn:
-        assert page.run(conn)["text"] == "before the end"
+        assert page.run(conn).text == "before the end"
