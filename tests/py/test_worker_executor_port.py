@@ -8,7 +8,9 @@ from __future__ import annotations
 import io
 import random
 import shutil
-from collections.abc import Callable
+import tempfile
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,8 +21,15 @@ from qinglong.worker.config import WorkerConfig, default_capabilities
 from qinglong.worker.eventlog import EventLog
 from qinglong.worker.executor_port import Executor, NoExecution, Waiter
 from qinglong.worker.journal import Journal
-from qinglong.worker.runner import RUN_FOREVER, Runner, RunOptions
+from qinglong.worker.runner import RUN_FOREVER, Runner, RunOptions, StopSignal
 from qinglong.worker.session import SessionClient
+from tests.py.test_worker_executor_lifecycle import (
+    Bench,
+    FakeLeases,
+    command,
+    entry_for,
+    sandbox_in,
+)
 from tests.py.test_worker_run import (
     HEARTBEAT_MS,
     WORKER,
@@ -297,3 +306,49 @@ def test_the_drain_drives_a_busy_executor_until_it_is_done(h: Harness) -> None:
     assert drain.count("next_due_ms") == 2 and drain.count("wait_fds") == 2
     assert drain[-3:] == ["busy", "leaves_session_open", "forget_unstarted"]
     assert h.ingress.paths()[-1] == "/v1/sessions/close"  # only once it is done
+
+
+# ------------------------------------------------------------ Lifecycle's wait
+
+
+@pytest.fixture
+def lifecycle_bench(tmp_path: Path, run_as_user: str | None) -> Iterator[Bench]:
+    """test_worker_executor_lifecycle's bench: a real Lifecycle, real commands,
+    the fake lease endpoint."""
+    journal = Journal.open(str(tmp_path / "journal"), refresher=False)
+    reachable = Path(tempfile.mkdtemp(prefix="ql-port-"))
+    reachable.chmod(0o711)
+    b = Bench(tmp_path, journal, FakeLeases(), io.StringIO(), sandbox_in(tmp_path, run_as_user),
+              reachable)  # fmt: skip
+    yield b
+    if b.lifecycle is not None:
+        b.lifecycle.abort()
+    journal.close()
+    shutil.rmtree(reachable, ignore_errors=True)
+
+
+def test_the_lifecycle_works_through_its_wait_and_ends_it_when_a_slot_is_freed(
+    lifecycle_bench: Bench,
+) -> None:
+    bench = lifecycle_bench
+    bench.admit(entry_for(command("sh", "-c", "exit 0")))
+    lifecycle = bench.make()
+    freed: list[bool] = []
+    lifecycle.on_slot_freed = lambda: freed.append(True)
+    assert lifecycle.sync() == 1 and lifecycle.tracked() == lifecycle.slots_taken() == 1
+    stop = StopSignal()
+    try:
+        started = time.monotonic()
+        assert lifecycle.wait(stop, 30.0) is False  # the whole offer ran within the wait
+        assert time.monotonic() - started < 15  # ended by the freed slot, not the 30 s
+        assert freed == [True] and lifecycle.tracked() == 0
+        assert bench.leases.kinds() == ["ack_starting", "ack_running", "complete"]
+        assert bench.journal.offer_ids() == []
+        assert lifecycle.leaves_session_open() is False
+        started = time.monotonic()
+        assert lifecycle.wait(stop, 0.05) is False  # nothing to do: the time asked
+        assert 0.04 <= time.monotonic() - started < 5
+        stop.request("sigterm")
+        assert lifecycle.wait(stop, 30.0) is True  # a stop ends it at once
+    finally:
+        stop.close()
