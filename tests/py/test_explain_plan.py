@@ -39,8 +39,9 @@ def test_candidate_page_uses_the_keyset_index(db_dsn: str) -> None:
 def test_committed_explain_document_shows_index_use() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert "100,000 queued runs" in text
-    # The first and second keyset pages and the steady-state ready-runs page.
-    assert text.count("Index Scan using runs_candidate_keyset on runs") == 3
+    # The first and second keyset pages, the steady-state ready-runs page and
+    # the page of the pull while a scheduled run is due.
+    assert text.count("Index Scan using runs_candidate_keyset on runs") == 4
     assert "run_leases_unstarted_expiry" in text
     assert "2,000 offers are in flight" in text
 
