@@ -649,3 +649,133 @@ def _log_page_parser(function: str) -> Callable[[object], LogPage]:
 
 parse_run_log = _log_page_parser("run_log")
 parse_producer_run_log = _log_page_parser("producer_run_log")
+
+
+# ------------------------------------------------------------ workers, pools, sessions
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerDisabled:
+    """`drain`: its active sessions drain instead of closing."""
+
+    worker_id: str
+    drain: bool
+    sessions_closed: int
+    sessions_draining: int
+    leases_released: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> WorkerDisabled:
+        function = "disable_worker"
+        doc = _object(function, raw)
+        closed, draining, released = _counts(
+            function, doc, ("sessionsClosed", "sessionsDraining", "leasesReleased"))
+        return cls(_str(function, doc, "workerId"), _bool(function, doc, "drain"), closed,
+                   draining, released, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerEnabled:
+    worker_id: str
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> WorkerEnabled:
+        doc = _object("enable_worker", raw)
+        return cls(_str("enable_worker", doc, "workerId"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEnded:
+    """An operator close: `state` closed, or draining (`drain`) until its
+    `leases_running` end."""
+
+    session_id: str
+    worker_id: str
+    state: str
+    leases_released: int
+    leases_running: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> SessionEnded:
+        function = "end_session"
+        doc = _object(function, raw)
+        released, running = _counts(function, doc, ("leasesReleased", "leasesRunning"))
+        return cls(_str(function, doc, "sessionId"), _str(function, doc, "workerId"),
+                   _str(function, doc, "state"), released, running, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCreated:
+    pool_id: str
+    project: str
+    name: str
+    created: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> PoolCreated:
+        function = "create_pool"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "poolId"), _str(function, doc, "project"),
+                   _str(function, doc, "name"), _bool(function, doc, "created"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolGranted:
+    """`granted` false: the worker held the grant already."""
+
+    worker_id: str
+    pool: str
+    granted: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> PoolGranted:
+        function = "grant_pool"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "workerId"), _str(function, doc, "pool"),
+                   _bool(function, doc, "granted"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRevoked:
+    """`leases_released`: the unstarted leases the revoke released at once."""
+
+    worker_id: str
+    pool: str
+    revoked: bool
+    leases_released: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> PoolRevoked:
+        function = "revoke_pool"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "workerId"), _str(function, doc, "pool"),
+                   _bool(function, doc, "revoked"), _int(function, doc, "leasesReleased"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLabelled:
+    """The worker's granted labels after the change, and what it cost."""
+
+    worker_id: str
+    labels: dict[str, str]
+    self_labels: bool
+    sessions_draining: int
+    leases_released: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> WorkerLabelled:
+        function = "label_worker"
+        doc = _object(function, raw)
+        labels = doc.get("labels")
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            raise AnswerError(function, "'labels' is not an object of strings")
+        draining, released = _counts(function, doc, ("sessionsDraining", "leasesReleased"))
+        return cls(_str(function, doc, "workerId"), labels,
+                   _bool(function, doc, "selfLabels"), draining, released, doc)

@@ -515,67 +515,73 @@ def cancel_runs(*, task_id: str, state: str, wait_ms: int = 5000) -> Call[JsonOb
     return Call(CANCEL_RUNS, {"task_id": task_id, "state": state, "wait_ms": wait_ms})
 
 
-DISABLE_WORKER: Statement[JsonObject] = Statement(
+DISABLE_WORKER: Statement[answers.WorkerDisabled] = Statement(
     "disable_worker",
     "SELECT ql.disable_worker(p_worker_id => %(worker_id)s::text,"
-    " p_drain => %(drain)s::boolean)")
+    " p_drain => %(drain)s::boolean)",
+    answers.WorkerDisabled.parse)
 
 
-def disable_worker(*, worker_id: str, drain: bool = False) -> Call[JsonObject]:
+def disable_worker(*, worker_id: str, drain: bool = False) -> Call[answers.WorkerDisabled]:
     """-> `{workerId, disabled: true, drain, sessionsClosed, sessionsDraining,
     leasesReleased}`; idempotent. ``drain``: active sessions drain (started
     leases run on) instead of closing."""
     return Call(DISABLE_WORKER, {"worker_id": worker_id, "drain": drain})
 
 
-ENABLE_WORKER: Statement[JsonObject] = Statement(
-    "enable_worker", "SELECT ql.enable_worker(p_worker_id => %(worker_id)s::text)")
+ENABLE_WORKER: Statement[answers.WorkerEnabled] = Statement(
+    "enable_worker", "SELECT ql.enable_worker(p_worker_id => %(worker_id)s::text)",
+    answers.WorkerEnabled.parse)
 
 
-def enable_worker(*, worker_id: str) -> Call[JsonObject]:
+def enable_worker(*, worker_id: str) -> Call[answers.WorkerEnabled]:
     return Call(ENABLE_WORKER, {"worker_id": worker_id})
 
 
-CREATE_POOL: Statement[JsonObject] = Statement(
+CREATE_POOL: Statement[answers.PoolCreated] = Statement(
     "create_pool",
-    "SELECT ql.create_pool(p_project => %(project)s::text, p_name => %(name)s::text)")
+    "SELECT ql.create_pool(p_project => %(project)s::text, p_name => %(name)s::text)",
+    answers.PoolCreated.parse)
 
 
-def create_pool(*, project: str, name: str) -> Call[JsonObject]:
+def create_pool(*, project: str, name: str) -> Call[answers.PoolCreated]:
     """-> `{poolId, project, name, created}`; the project is created when needed."""
     return Call(CREATE_POOL, {"project": project, "name": name})
 
 
-GRANT_POOL: Statement[JsonObject] = Statement(
+GRANT_POOL: Statement[answers.PoolGranted] = Statement(
     "grant_pool",
-    "SELECT ql.grant_pool(p_worker_id => %(worker_id)s::text, p_pool => %(pool)s::text)")
+    "SELECT ql.grant_pool(p_worker_id => %(worker_id)s::text, p_pool => %(pool)s::text)",
+    answers.PoolGranted.parse)
 
 
-def grant_pool(*, worker_id: str, pool: str) -> Call[JsonObject]:
+def grant_pool(*, worker_id: str, pool: str) -> Call[answers.PoolGranted]:
     """`pool`: 'P/N', or '*' for every pool present and future -> `{workerId, pool, granted}`."""
     return Call(GRANT_POOL, {"worker_id": worker_id, "pool": pool})
 
 
-REVOKE_POOL: Statement[JsonObject] = Statement(
+REVOKE_POOL: Statement[answers.PoolRevoked] = Statement(
     "revoke_pool",
-    "SELECT ql.revoke_pool(p_worker_id => %(worker_id)s::text, p_pool => %(pool)s::text)")
+    "SELECT ql.revoke_pool(p_worker_id => %(worker_id)s::text, p_pool => %(pool)s::text)",
+    answers.PoolRevoked.parse)
 
 
-def revoke_pool(*, worker_id: str, pool: str) -> Call[JsonObject]:
+def revoke_pool(*, worker_id: str, pool: str) -> Call[answers.PoolRevoked]:
     """-> `{workerId, pool, revoked, leasesReleased}`: unstarted leases of pools the
     worker no longer holds are released at once; started ones may finish."""
     return Call(REVOKE_POOL, {"worker_id": worker_id, "pool": pool})
 
 
-LABEL_WORKER: Statement[JsonObject] = Statement("label_worker", (
+LABEL_WORKER: Statement[answers.WorkerLabelled] = Statement("label_worker", (
     "SELECT ql.label_worker(p_worker_id => %(worker_id)s::text,"
     " p_labels => %(labels)s::jsonb, p_remove => %(remove)s::text[],"
-    " p_self_labels => %(self_labels)s::boolean)"))
+    " p_self_labels => %(self_labels)s::boolean)"),
+    answers.WorkerLabelled.parse)
 
 
 def label_worker(*, worker_id: str, labels: Mapping[str, str] | None = None,
                  remove: Sequence[str] | None = None,
-                 self_labels: bool | None = None) -> Call[JsonObject]:
+                 self_labels: bool | None = None) -> Call[answers.WorkerLabelled]:
     """Grant `labels` (key -> value), take the `remove` keys away, switch
     self-labels on/off (None: unchanged) -> `{workerId, labels, selfLabels,
     sessionsDraining, leasesReleased}`; idempotent (SPEC §13.2)."""
@@ -583,12 +589,13 @@ def label_worker(*, worker_id: str, labels: Mapping[str, str] | None = None,
                                "remove": list(remove or ()), "self_labels": self_labels})
 
 
-END_SESSION: Statement[JsonObject] = Statement(
+END_SESSION: Statement[answers.SessionEnded] = Statement(
     "end_session",
-    "SELECT ql.end_session(p_session_id => %(session_id)s::text, p_drain => %(drain)s::boolean)")
+    "SELECT ql.end_session(p_session_id => %(session_id)s::text, p_drain => %(drain)s::boolean)",
+    answers.SessionEnded.parse)
 
 
-def end_session(*, session_id: str, drain: bool = False) -> Call[JsonObject]:
+def end_session(*, session_id: str, drain: bool = False) -> Call[answers.SessionEnded]:
     """Operator close -> `{sessionId, workerId, state: "closed"|"draining", drain,
     leasesReleased, leasesRunning}`. ``drain``: the session takes no new offer and
     closes when its started leases end."""

@@ -108,6 +108,6 @@ def worker_label(args: argparse.Namespace) -> int:
         self_labels = boolean(args.self_labels, "selfLabels")
         with control_plane.connect(args.dsn) as conn:
             return control_plane.run(conn, api.label_worker(
-                worker_id=worker_id, labels=labels, remove=remove, self_labels=self_labels))
+                worker_id=worker_id, labels=labels, remove=remove, self_labels=self_labels)).doc
 
     return guarded(action)

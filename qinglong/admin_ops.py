@@ -112,7 +112,7 @@ def worker_disable(args: argparse.Namespace) -> int:
         worker_id = uuid_arg(args.worker, "workerId")
         with control_plane.connect(args.dsn) as conn:
             return control_plane.run(conn, api.disable_worker(worker_id=worker_id,
-                                                              drain=args.drain))
+                                                              drain=args.drain)).doc
 
     return guarded(action)
 
@@ -124,7 +124,7 @@ def worker_enable(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         worker_id = uuid_arg(args.worker, "workerId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.enable_worker(worker_id=worker_id))
+            return control_plane.run(conn, api.enable_worker(worker_id=worker_id)).doc
 
     return guarded(action)
 
@@ -136,7 +136,8 @@ def session_close(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         session_id = uuid_arg(args.session, "sessionId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.end_session(session_id=session_id, drain=args.drain))
+            return control_plane.run(conn, api.end_session(session_id=session_id,
+                                                           drain=args.drain)).doc
 
     return guarded(action)
 

@@ -81,8 +81,9 @@ def pool_create(args: argparse.Namespace) -> int:
         if not POOL_NAME.fullmatch(args.name):
             raise invalid("name", "name must match ^[a-z0-9][a-z0-9._-]{0,62}$")
         with control_plane.connect(args.dsn) as conn:
-            result = control_plane.run(conn, api.create_pool(project=args.project, name=args.name))
-        return {key: result.get(key) for key in ("poolId", "project", "name")}
+            result = control_plane.run(conn, api.create_pool(project=args.project,
+                                                             name=args.name))
+        return {"poolId": result.pool_id, "project": result.project, "name": result.name}
 
     return guarded(action)
 
@@ -95,7 +96,7 @@ def worker_grant(args: argparse.Namespace) -> int:
         worker_id = uuid_arg(args.worker, "workerId")
         pool = pool_ref(args.pool)
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.grant_pool(worker_id=worker_id, pool=pool))
+            return control_plane.run(conn, api.grant_pool(worker_id=worker_id, pool=pool)).doc
 
     return guarded(action)
 
@@ -108,6 +109,6 @@ def worker_revoke(args: argparse.Namespace) -> int:
         worker_id = uuid_arg(args.worker, "workerId")
         pool = pool_ref(args.pool)
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.revoke_pool(worker_id=worker_id, pool=pool))
+            return control_plane.run(conn, api.revoke_pool(worker_id=worker_id, pool=pool)).doc
 
     return guarded(action)

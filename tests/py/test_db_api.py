@@ -165,14 +165,13 @@ def test_a_call_never_shows_its_parameters() -> None:
 # dict read by string keys): the typed answers of `qinglong.db.answers` have not
 # reached them yet. The list only shrinks: a function typed later leaves it.
 UNTYPED = frozenset({
-    "cancel_run", "cancel_runs", "configure_task", "confirm_credentials", "create_pool",
-    "create_project_token", "disable_worker", "enable_worker", "end_session",
-    "expiring_identities", "grant_pool", "idle_probe", "label_worker", "list_project_tokens",
+    "cancel_run", "cancel_runs", "configure_task", "confirm_credentials",
+    "create_project_token", "expiring_identities", "idle_probe", "list_project_tokens",
     "list_runs", "list_workers", "live_sessions", "producer_cancel_run", "producer_list_runs",
-    "producer_retry_run", "producer_show_run", "queue_depth",
-    "recent_denials", "record_certificate", "retry_run", "revoke_certificate",
-    "revoke_credential", "revoke_pool", "revoke_project_token", "run_state_counts",
-    "show_run", "status_snapshot", "task_settings", "throughput", "waiting_runs",
+    "producer_retry_run", "producer_show_run", "queue_depth", "recent_denials",
+    "record_certificate", "retry_run", "revoke_certificate", "revoke_credential",
+    "revoke_project_token", "run_state_counts", "show_run", "status_snapshot", "task_settings",
+    "throughput", "waiting_runs",
 })
 NO_ANSWER = frozenset({"record_auth_denial"})  # returns void
 
@@ -400,3 +399,30 @@ def test_the_secret_and_certificate_calls_answer_their_typed_documents(
     page = api.revoked_certificates(after_seq=0, limit=10).run(worker_conn)
     assert isinstance(page, answers.RevokedSerials) and page.serials == ["1a2b"]
     assert page.last_seq == page.doc["lastSeq"] and page.last_seq > 0
+
+
+def test_the_worker_and_pool_calls_answer_their_typed_documents(
+        worker_conn: psycopg.Connection) -> None:
+    prov = Provisioner(worker_conn)
+    worker = prov.worker(all_pools=False)
+    session = prov.session(worker)
+    created = api.create_pool(project="acme", name="a").run(worker_conn)
+    assert isinstance(created, answers.PoolCreated) and created.created
+    assert (created.project, created.name, created.pool_id) == ("acme", "a",
+                                                                created.doc["poolId"])
+    granted = api.grant_pool(worker_id=worker.worker_id, pool="acme/a").run(worker_conn)
+    assert isinstance(granted, answers.PoolGranted) and granted.granted
+    revoked = api.revoke_pool(worker_id=worker.worker_id, pool="acme/a").run(worker_conn)
+    assert isinstance(revoked, answers.PoolRevoked) and revoked.revoked
+    assert revoked.leases_released == 0
+    labelled = api.label_worker(worker_id=worker.worker_id,
+                                labels={"zone": "z1"}).run(worker_conn)
+    assert isinstance(labelled, answers.WorkerLabelled) and labelled.labels == {"zone": "z1"}
+    ended = api.end_session(session_id=session.session_id, drain=True).run(worker_conn)
+    assert isinstance(ended, answers.SessionEnded) and ended.session_id == session.session_id
+    assert ended.state in ("closed", "draining") and ended.doc["drain"] is True
+    disabled = api.disable_worker(worker_id=worker.worker_id).run(worker_conn)
+    assert isinstance(disabled, answers.WorkerDisabled) and disabled.doc["disabled"] is True
+    assert (disabled.worker_id, disabled.drain) == (worker.worker_id, False)
+    enabled = api.enable_worker(worker_id=worker.worker_id).run(worker_conn)
+    assert isinstance(enabled, answers.WorkerEnabled) and enabled.doc["disabled"] is False

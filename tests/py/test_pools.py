@@ -157,7 +157,7 @@ def _revoke_in_thread(db_dsn: str, worker_id: str, pool: str) -> tuple[threading
 
     def revoke() -> None:
         with psycopg.connect(db_dsn, autocommit=True) as conn:
-            out.append(api.revoke_pool(worker_id=worker_id, pool=pool).run(conn))
+            out.append(api.revoke_pool(worker_id=worker_id, pool=pool).run(conn).doc)
 
     thread = threading.Thread(target=revoke, daemon=True)
     thread.start()
@@ -212,7 +212,7 @@ def test_revoke_racing_a_claim_never_leaves_the_claimed_lease_live(db_dsn: str):
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         api.grant_pool(worker_id=worker.worker_id, pool="acme/a").run(conn)
     with psycopg.connect(db_dsn) as revoker:
-        assert api.revoke_pool(worker_id=worker.worker_id, pool="acme/a").run(revoker)["revoked"]
+        assert api.revoke_pool(worker_id=worker.worker_id, pool="acme/a").run(revoker).revoked
         pulled: list = []
 
         def pull() -> None:

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 
 from qinglong.db import api
-from qinglong.db.answers import LeaseOk
+from qinglong.db.answers import LeaseOk, SessionEnded
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner, Session
 
 
@@ -121,8 +121,8 @@ def test_drain_racing_the_last_completion_closes_the_session(db_dsn: str, conn,
         worker.close()
     thread.join(timeout=10)
     answer = out["answer"]
-    assert isinstance(answer, dict), answer
-    assert (answer["state"], answer["leasesRunning"]) == ("closed", 0)
+    assert isinstance(answer, SessionEnded), answer
+    assert (answer.state, answer.leases_running) == ("closed", 0)
     assert _state(conn, session) == "closed"
 
 
@@ -131,7 +131,7 @@ def test_two_last_completions_at_once_close_the_draining_session(db_dsn: str, co
                                                                  prov: Provisioner,
                                                                  round_: int) -> None:
     session, (first, second) = _started(prov, 2)
-    drained = prov.call(api.end_session(session_id=session.session_id, drain=True))
+    drained = prov.call(api.end_session(session_id=session.session_id, drain=True)).doc
     assert (drained["state"], drained["leasesRunning"]) == ("draining", 2)
     worker = _open_completion(db_dsn, session, first)
     try:

@@ -102,7 +102,7 @@ def test_disabled_worker_is_refused_on_the_next_pull_from_the_view(viewed, prov,
     _until_view_answers(viewed, agent, session)
     _until_view_answers(viewed, other, other_session)
 
-    out = prov.call(api.disable_worker(worker_id=agent.worker_id))
+    out = prov.call(api.disable_worker(worker_id=agent.worker_id)).doc
     assert out["workerId"] == agent.worker_id and out["disabled"] is True
     assert out["sessionsClosed"] == 1
     # The very next pull (the view dropped the worker on its notification).
@@ -119,8 +119,8 @@ def test_disabled_worker_is_refused_on_the_next_pull_from_the_view(viewed, prov,
     assert reply.status == 200 and reply.json["status"] == "idle"
     assert _from_view(viewed) > before
     # Idempotent; then enable restores the worker (its old session stays closed).
-    assert prov.call(api.disable_worker(worker_id=agent.worker_id))["disabled"] is True
-    assert prov.call(api.enable_worker(worker_id=agent.worker_id)) == {
+    assert prov.call(api.disable_worker(worker_id=agent.worker_id)).doc["disabled"] is True
+    assert prov.call(api.enable_worker(worker_id=agent.worker_id)).doc == {
         "workerId": agent.worker_id, "disabled": False}
     assert _refusal(_pull(viewed, agent, session)) == (409, "session_closed")
     fresh = _open(viewed, agent)
@@ -198,7 +198,7 @@ def test_disable_closes_the_session_and_releases_unstarted_leases(
     assert offered.status == 200 and offered.json["status"] == "offered", offered.body
     offer_id = offered.json["offerId"]
 
-    out = prov.call(api.disable_worker(worker_id=agent.worker_id))
+    out = prov.call(api.disable_worker(worker_id=agent.worker_id)).doc
     assert (out["sessionsClosed"], out["leasesReleased"]) == (1, 1)
     lease = su_conn.execute(
         "SELECT released_at IS NOT NULL, release_reason FROM ql_private.run_leases"
@@ -261,7 +261,7 @@ def test_a_draining_session_takes_no_offer_and_its_started_lease_completes(viewe
     _until_view_answers(viewed, agent, session)
     claim = _started_claim(viewed, agent, session, prov)
 
-    out = prov.call(api.end_session(session_id=session["sessionId"], drain=True))
+    out = prov.call(api.end_session(session_id=session["sessionId"], drain=True)).doc
     assert (out["state"], out["drain"], out["leasesRunning"]) == ("draining", True, 1)
     _until_session_dropped(viewed, agent.worker_id)  # the drain's `s:` notification
     # The heartbeat (a database answer after that notification) keeps the session
@@ -299,7 +299,7 @@ def test_a_worker_disabled_with_drain_finishes_its_started_lease_and_nothing_els
     claim = _started_claim(viewed, agent, session, prov)
     (queued,) = prov.enqueue(prov.task("drain-more"), count=1)
 
-    out = prov.call(api.disable_worker(worker_id=agent.worker_id, drain=True))
+    out = prov.call(api.disable_worker(worker_id=agent.worker_id, drain=True)).doc
     assert out == {"workerId": agent.worker_id, "disabled": True, "drain": True,
                    "sessionsClosed": 0, "sessionsDraining": 1, "leasesReleased": 0}
     assert _refusal(_pull(viewed, agent, session)) == DISABLED

@@ -628,7 +628,7 @@ class Soak:
             return False
         try:
             with control_plane.connect(self.env.runtime_dsn) as conn:
-                result = control_plane.run(conn, api.end_session(session_id=session_id))
+                result = control_plane.run(conn, api.end_session(session_id=session_id)).doc
         except Exception as exc:  # the database may be restarting: arm another window
             self.fault("close_session", name, sessionId=session_id, error=type(exc).__name__)
             return False
