@@ -779,3 +779,163 @@ class WorkerLabelled:
         draining, released = _counts(function, doc, ("sessionsDraining", "leasesReleased"))
         return cls(_str(function, doc, "workerId"), labels,
                    _bool(function, doc, "selfLabels"), draining, released, doc)
+
+
+# ------------------------------------------------------------ identities and tokens
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialRevoked:
+    credential_id: str
+    revoked_at_ms: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> CredentialRevoked:
+        function = "revoke_credential"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "credentialId"), _int(function, doc, "revokedAtMs"),
+                   doc)
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateRecorded:
+    worker_id: str
+    serial: str
+    not_after_ms: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> CertificateRecorded:
+        function = "record_certificate"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "workerId"), _str(function, doc, "serial"),
+                   _int(function, doc, "notAfterMs"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateRevoked:
+    """`revoked` false: it already was (the first revocation's time stays);
+    `worker_id` None: no worker's recorded certificate has this serial."""
+
+    serial: str
+    worker_id: str | None
+    revoked: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> CertificateRevoked:
+        function = "revoke_certificate"
+        doc = _object(function, raw)
+        worker = None if doc.get("workerId") is None else _str(function, doc, "workerId")
+        return cls(_str(function, doc, "serial"), worker, _bool(function, doc, "revoked"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectTokenCreated:
+    token_id: str
+    project: str
+    scopes: list[str]
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> ProjectTokenCreated:
+        function = "create_project_token"
+        doc = _object(function, raw)
+        scopes = _list(function, doc, "scopes")
+        if not all(isinstance(s, str) for s in scopes):
+            raise AnswerError(function, "'scopes' holds a non-string")
+        return cls(_str(function, doc, "tokenId"), _str(function, doc, "project"), scopes,
+                   doc)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectTokenRevoked:
+    """`revoked` false: it already was."""
+
+    token_id: str
+    revoked: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> ProjectTokenRevoked:
+        function = "revoke_project_token"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "tokenId"), _bool(function, doc, "revoked"), doc)
+
+
+# ------------------------------------------------------------ tasks and runs
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPolicy:
+    """A task's run policy (SPEC §9.1), as `configure_task` left it or `task_settings` reads it."""
+
+    task_id: str
+    lease_ttl_s: int
+    max_attempts: int
+    retry_base_ms: int
+    retry_cap_ms: int
+    enabled: bool
+    log_limit_bytes: int
+    doc: JsonObject
+
+    @classmethod
+    def parse_as(cls, function: str) -> Callable[[object], TaskPolicy]:
+        def parse(raw: object) -> TaskPolicy:
+            doc = _object(function, raw)
+            ttl, attempts, base, cap, log_limit = _counts(function, doc, (
+                "leaseTtlS", "maxAttempts", "retryBaseMs", "retryCapMs", "logLimitBytes"))
+            return cls(_str(function, doc, "taskId"), ttl, attempts, base, cap,
+                       _bool(function, doc, "enabled"), log_limit, doc)
+        return parse
+
+
+@dataclass(frozen=True, slots=True)
+class RunCancel:
+    """The run after a cancel: `state` cancelled, or still running with
+    `cancel_requested` (its worker learns it at the next heartbeat)."""
+
+    run_id: str
+    state: str
+    cancel_requested: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> RunCancel:
+        function = "cancel_run"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "runId"), _str(function, doc, "state"),
+                   _bool(function, doc, "cancelRequested"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRetried:
+    run_id: str
+    attempt_id: str
+    attempt_no: int
+    state: str
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> RunRetried:
+        function = "retry_run"
+        doc = _object(function, raw)
+        return cls(_str(function, doc, "runId"), _str(function, doc, "attemptId"),
+                   _int(function, doc, "attemptNo"), _str(function, doc, "state"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class RunsCancelled:
+    """A bulk cancel: how many, and each run it left (`{runId, state, reason}`)."""
+
+    cancelled: int
+    not_cancelled: list[JsonObject]
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> RunsCancelled:
+        function = "cancel_runs"
+        doc = _object(function, raw)
+        left = [_object(function, r) for r in _list(function, doc, "notCancelled")]
+        return cls(_int(function, doc, "cancelled"), left, doc)

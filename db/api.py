@@ -348,32 +348,36 @@ def issue_credential(*, worker_id: str, credential_id: str, secret_digest: bytes
                                    "secret_digest": secret_digest, "ttl_s": ttl_s})
 
 
-REVOKE_CREDENTIAL: Statement[JsonObject] = Statement(
+REVOKE_CREDENTIAL: Statement[answers.CredentialRevoked] = Statement(
     "revoke_credential",
-    "SELECT ql.revoke_credential(p_credential_id => %(credential_id)s::text)")
+    "SELECT ql.revoke_credential(p_credential_id => %(credential_id)s::text)",
+    answers.CredentialRevoked.parse)
 
 
-def revoke_credential(*, credential_id: str) -> Call[JsonObject]:
+def revoke_credential(*, credential_id: str) -> Call[answers.CredentialRevoked]:
     return Call(REVOKE_CREDENTIAL, {"credential_id": credential_id})
 
 
 # ------------------------------------------------ worker certificates (SPEC §16.3)
 
-REVOKE_CERTIFICATE: Statement[JsonObject] = Statement(
-    "revoke_certificate", "SELECT ql.revoke_certificate(p_serial => %(serial)s::text)")
+REVOKE_CERTIFICATE: Statement[answers.CertificateRevoked] = Statement(
+    "revoke_certificate", "SELECT ql.revoke_certificate(p_serial => %(serial)s::text)",
+    answers.CertificateRevoked.parse)
 
 
-def revoke_certificate(*, serial: str) -> Call[JsonObject]:
+def revoke_certificate(*, serial: str) -> Call[answers.CertificateRevoked]:
     """-> `{serial, workerId, revokedAtMs, revoked}`; `serial` hex, any case, colons allowed."""
     return Call(REVOKE_CERTIFICATE, {"serial": serial})
 
 
-RECORD_CERTIFICATE: Statement[JsonObject] = Statement("record_certificate", (
+RECORD_CERTIFICATE: Statement[answers.CertificateRecorded] = Statement("record_certificate", (
     "SELECT ql.record_certificate(p_worker_id => %(worker_id)s::text,"
-    " p_serial => %(serial)s::text, p_not_after_ms => %(not_after_ms)s::bigint)"))
+    " p_serial => %(serial)s::text, p_not_after_ms => %(not_after_ms)s::bigint)"),
+    answers.CertificateRecorded.parse)
 
 
-def record_certificate(*, worker_id: str, serial: str, not_after_ms: int) -> Call[JsonObject]:
+def record_certificate(*, worker_id: str, serial: str,
+                       not_after_ms: int) -> Call[answers.CertificateRecorded]:
     """-> `{workerId, serial, notAfterMs}`."""
     return Call(RECORD_CERTIFICATE, {"worker_id": worker_id, "serial": serial,
                                      "not_after_ms": not_after_ms})
@@ -456,19 +460,20 @@ def enqueue_runs(*, task_id: str, priority: int, count: int, not_before_ms: int 
                                "key": key})
 
 
-CONFIGURE_TASK: Statement[JsonObject] = Statement("configure_task", (
+CONFIGURE_TASK: Statement[answers.TaskPolicy] = Statement("configure_task", (
     "SELECT ql.configure_task(p_task_id => %(task_id)s::text,"
     " p_lease_ttl_s => %(lease_ttl_s)s::integer,"
     " p_max_attempts => %(max_attempts)s::integer,"
     " p_retry_base_ms => %(retry_base_ms)s::integer,"
     " p_retry_cap_ms => %(retry_cap_ms)s::integer, p_enabled => %(enabled)s::boolean,"
-    " p_log_limit_bytes => %(log_limit_bytes)s::integer)"))
+    " p_log_limit_bytes => %(log_limit_bytes)s::integer)"),
+    answers.TaskPolicy.parse_as("configure_task"))
 
 
 def configure_task(*, task_id: str, lease_ttl_s: int | None = None,
                    max_attempts: int | None = None, retry_base_ms: int | None = None,
                    retry_cap_ms: int | None = None, enabled: bool | None = None,
-                   log_limit_bytes: int | None = None) -> Call[JsonObject]:
+                   log_limit_bytes: int | None = None) -> Call[answers.TaskPolicy]:
     """None leaves a setting unchanged; -> the task's settings (see `task_settings`)."""
     return Call(CONFIGURE_TASK, {"task_id": task_id, "lease_ttl_s": lease_ttl_s,
                                  "max_attempts": max_attempts, "retry_base_ms": retry_base_ms,
@@ -476,11 +481,12 @@ def configure_task(*, task_id: str, lease_ttl_s: int | None = None,
                                  "log_limit_bytes": log_limit_bytes})
 
 
-CANCEL_RUN: Statement[JsonObject] = Statement(
-    "cancel_run", "SELECT ql.cancel_run(p_run_id => %(run_id)s::text)")
+CANCEL_RUN: Statement[answers.RunCancel] = Statement(
+    "cancel_run", "SELECT ql.cancel_run(p_run_id => %(run_id)s::text)",
+    answers.RunCancel.parse)
 
 
-def cancel_run(*, run_id: str) -> Call[JsonObject]:
+def cancel_run(*, run_id: str) -> Call[answers.RunCancel]:
     return Call(CANCEL_RUN, {"run_id": run_id})
 
 
@@ -493,22 +499,24 @@ def sweep_leases(*, batch: int = 500) -> Call[answers.Swept]:
     return Call(SWEEP_LEASES, {"batch": batch})
 
 
-RETRY_RUN: Statement[JsonObject] = Statement(
-    "retry_run", "SELECT ql.retry_run(p_run_id => %(run_id)s::text)")
+RETRY_RUN: Statement[answers.RunRetried] = Statement(
+    "retry_run", "SELECT ql.retry_run(p_run_id => %(run_id)s::text)",
+    answers.RunRetried.parse)
 
 
-def retry_run(*, run_id: str) -> Call[JsonObject]:
+def retry_run(*, run_id: str) -> Call[answers.RunRetried]:
     """A failed or cancelled run gets a new attempt -> `{runId, attemptId, attemptNo, state}`."""
     return Call(RETRY_RUN, {"run_id": run_id})
 
 
-CANCEL_RUNS: Statement[JsonObject] = Statement(
+CANCEL_RUNS: Statement[answers.RunsCancelled] = Statement(
     "cancel_runs",
     "SELECT ql.cancel_runs(p_task_id => %(task_id)s::text, p_state => %(state)s::text,"
-    " p_wait_ms => %(wait_ms)s::integer)")
+    " p_wait_ms => %(wait_ms)s::integer)",
+    answers.RunsCancelled.parse)
 
 
-def cancel_runs(*, task_id: str, state: str, wait_ms: int = 5000) -> Call[JsonObject]:
+def cancel_runs(*, task_id: str, state: str, wait_ms: int = 5000) -> Call[answers.RunsCancelled]:
     """Bulk cancel of a task's runs in `state` (`queued`) -> `{cancelled,
     notCancelled: [{runId, state, reason}]}`; waits up to ``wait_ms`` in all for
     runs another transaction holds."""
@@ -648,11 +656,12 @@ def status_snapshot() -> Call[JsonObject]:
     return Call(STATUS_SNAPSHOT, {})
 
 
-TASK_SETTINGS: Statement[JsonObject] = Statement(
-    "task_settings", "SELECT ql.task_settings(p_task_id => %(task_id)s::text)")
+TASK_SETTINGS: Statement[answers.TaskPolicy] = Statement(
+    "task_settings", "SELECT ql.task_settings(p_task_id => %(task_id)s::text)",
+    answers.TaskPolicy.parse_as("task_settings"))
 
 
-def task_settings(*, task_id: str) -> Call[JsonObject]:
+def task_settings(*, task_id: str) -> Call[answers.TaskPolicy]:
     """-> `{taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled}`."""
     return Call(TASK_SETTINGS, {"task_id": task_id})
 
@@ -761,15 +770,16 @@ def recent_denials(*, limit: int = 20) -> Call[JsonObject]:
 
 # ------------------------------------------------------------ project tokens (ql_runtime)
 
-CREATE_PROJECT_TOKEN: Statement[JsonObject] = Statement("create_project_token", (
+CREATE_PROJECT_TOKEN: Statement[answers.ProjectTokenCreated] = Statement("create_project_token", (
     "SELECT ql.create_project_token(p_project => %(project)s::text,"
     " p_token_id => %(token_id)s::text, p_token_digest => %(token_digest)s::bytea,"
-    " p_scopes => %(scopes)s::text[], p_expires_in_s => %(expires_in_s)s::bigint)"))
+    " p_scopes => %(scopes)s::text[], p_expires_in_s => %(expires_in_s)s::bigint)"),
+    answers.ProjectTokenCreated.parse)
 
 
 def create_project_token(*, project: str, token_id: str, token_digest: bytes,
                          scopes: Sequence[str],
-                         expires_in_s: int | None = None) -> Call[JsonObject]:
+                         expires_in_s: int | None = None) -> Call[answers.ProjectTokenCreated]:
     """-> `{tokenId, project, scopes, createdAtMs, expiresAtMs}`; only the digest of
     the whole token string is sent (never the token)."""
     return Call(CREATE_PROJECT_TOKEN, {"project": project, "token_id": token_id,
@@ -777,11 +787,12 @@ def create_project_token(*, project: str, token_id: str, token_digest: bytes,
                                        "expires_in_s": expires_in_s})
 
 
-REVOKE_PROJECT_TOKEN: Statement[JsonObject] = Statement(
-    "revoke_project_token", "SELECT ql.revoke_project_token(p_token_id => %(token_id)s::text)")
+REVOKE_PROJECT_TOKEN: Statement[answers.ProjectTokenRevoked] = Statement(
+    "revoke_project_token", "SELECT ql.revoke_project_token(p_token_id => %(token_id)s::text)",
+    answers.ProjectTokenRevoked.parse)
 
 
-def revoke_project_token(*, token_id: str) -> Call[JsonObject]:
+def revoke_project_token(*, token_id: str) -> Call[answers.ProjectTokenRevoked]:
     """-> `{tokenId, project, revokedAtMs, revoked}` (revoked false: it already was)."""
     return Call(REVOKE_PROJECT_TOKEN, {"token_id": token_id})
 

@@ -76,7 +76,7 @@ def cert_revoke(args: argparse.Namespace) -> int:
             raise invalid("serial", "serial must be hex (as openssl x509 -serial prints it)")
         with control_plane.connect(args.dsn) as conn:
             result = certificates.revoke_certificate(conn, args.serial.strip())
-        return {key: result.get(key) for key in ("serial", "workerId", "revokedAtMs",
-                                                 "revoked")}
+        return {key: result.doc.get(key) for key in ("serial", "workerId", "revokedAtMs",
+                                                     "revoked")}
 
     return guarded(action)

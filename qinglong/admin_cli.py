@@ -426,8 +426,8 @@ def credential_revoke(args: argparse.Namespace) -> int:
             result = control_plane.run(
                 conn, api.revoke_credential(credential_id=args.credential_id))
         return {
-            "credentialId": result.get("credentialId", args.credential_id),
-            "revokedAtMs": result.get("revokedAtMs"),
+            "credentialId": result.credential_id,
+            "revokedAtMs": result.revoked_at_ms,
         }
 
     return guarded(action)
@@ -529,9 +529,9 @@ def _cancel_one(dsn: str, run: str) -> dict[str, Any]:
     with control_plane.connect(dsn) as conn:
         result = control_plane.run(conn, api.cancel_run(run_id=run_id))
     return {
-        "runId": result.get("runId", run_id),
-        "state": result.get("state"),
-        "cancelRequested": result.get("cancelRequested"),
+        "runId": result.run_id,
+        "state": result.state,
+        "cancelRequested": result.cancel_requested,
     }
 
 
@@ -546,4 +546,4 @@ def _cancel_bulk(args: argparse.Namespace) -> dict[str, Any]:
     wait_ms = 5000 if args.wait_ms is None else integer(args.wait_ms, "waitMs", 0, 60000)
     with control_plane.connect(args.dsn) as conn:
         return control_plane.run(conn, api.cancel_runs(task_id=task_id, state=state,
-                                                       wait_ms=wait_ms))
+                                                       wait_ms=wait_ms)).doc

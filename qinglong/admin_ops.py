@@ -41,8 +41,8 @@ def task_configure(args: argparse.Namespace) -> int:
         settings = task_settings(args)
         with control_plane.connect(args.dsn) as conn:
             if settings.is_empty():
-                return control_plane.run(conn, api.task_settings(task_id=task_id))
-            return control_plane.configure_task(conn, task_id, settings)
+                return control_plane.run(conn, api.task_settings(task_id=task_id)).doc
+            return control_plane.configure_task(conn, task_id, settings).doc
 
     return guarded(action)
 
@@ -84,7 +84,7 @@ def run_retry(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         run_id = uuid_arg(args.run, "runId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.retry_run(run_id=run_id))
+            return control_plane.run(conn, api.retry_run(run_id=run_id)).doc
 
     return guarded(action)
 

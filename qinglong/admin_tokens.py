@@ -57,8 +57,8 @@ def create_token(dsn: str, project: str, scopes: list[str],
         stored = control_plane.run(conn, api.create_project_token(
             project=project, token_id=token.token_id, token_digest=token.digest, scopes=scopes,
             expires_in_s=expires_in_s))
-    return {"tokenId": stored["tokenId"], "token": token.token, "project": stored["project"],
-            "scopes": stored["scopes"], "expiresAtMs": stored["expiresAtMs"]}
+    return {"tokenId": stored.token_id, "token": token.token, "project": stored.project,
+            "scopes": stored.scopes, "expiresAtMs": stored.doc["expiresAtMs"]}
 
 
 def token_create(args: argparse.Namespace) -> int:
@@ -89,6 +89,6 @@ def token_revoke(args: argparse.Namespace) -> int:
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.revoke_project_token(token_id=args.token_id))
+            return control_plane.run(conn, api.revoke_project_token(token_id=args.token_id)).doc
 
     return guarded(action)

@@ -22,12 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from qinglong.db import api
+from qinglong.db import answers, api
 from qinglong.service import pki
 from qinglong.service.control_plane import ControlPlaneError, _private_dir, run
 
@@ -47,12 +46,12 @@ class RenewedCertificate:
 
 
 def record_certificate(conn: psycopg.Connection, worker_id: str,
-                       facts: pki.CertificateFacts) -> dict[str, Any]:
+                       facts: pki.CertificateFacts) -> answers.CertificateRecorded:
     return run(conn, api.record_certificate(worker_id=worker_id, serial=facts.serial,
                                             not_after_ms=facts.not_after_ms))
 
 
-def revoke_certificate(conn: psycopg.Connection, serial: str) -> dict[str, Any]:
+def revoke_certificate(conn: psycopg.Connection, serial: str) -> answers.CertificateRevoked:
     return run(conn, api.revoke_certificate(serial=serial))
 
 

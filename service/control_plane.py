@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import psycopg
 
@@ -94,6 +94,8 @@ def run(conn: psycopg.Connection, call: Call[T]) -> T:
             result = call.run(conn)
     except psycopg.Error as exc:
         raise translate(exc) from None
+    except answers.AnswerError as exc:
+        raise ControlPlaneError("database_error", str(exc)) from None
     if result is None:
         raise ControlPlaneError("database_error", f"ql.{call.function} returned no value")
     return result
@@ -138,7 +140,7 @@ class TaskSettings:
 
 
 def configure_task(conn: psycopg.Connection, task_id: str,
-                   settings: TaskSettings) -> dict[str, Any]:
+                   settings: TaskSettings) -> answers.TaskPolicy:
     """Apply `settings` (the database checks the bounds) -> the task's settings."""
     return run(conn, api.configure_task(task_id=task_id, **asdict(settings)))
 

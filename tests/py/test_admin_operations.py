@@ -888,7 +888,7 @@ def test_prune_skips_a_class_a_concurrent_retry_is_queueing_into(
     dry = prov.call(api.prune_fleet(retain_s=14 * 86400, dry_run=True)).doc
     assert dry["placementClasses"] == 1  # the failed run's class: nothing uses it
     with psycopg.connect(db_dsn) as retrying:  # a transaction left open
-        retried = api.retry_run(run_id=run_id).run(retrying)
+        retried = api.retry_run(run_id=run_id).run(retrying).doc
         assert retried["state"] == "queued"
         pruned = prov.call(api.prune_fleet(retain_s=14 * 86400)).doc
         assert pruned["placementClasses"] == 0, "the class the retry holds was pruned"

@@ -165,13 +165,10 @@ def test_a_call_never_shows_its_parameters() -> None:
 # dict read by string keys): the typed answers of `qinglong.db.answers` have not
 # reached them yet. The list only shrinks: a function typed later leaves it.
 UNTYPED = frozenset({
-    "cancel_run", "cancel_runs", "configure_task", "confirm_credentials",
-    "create_project_token", "expiring_identities", "idle_probe", "list_project_tokens",
+    "confirm_credentials", "expiring_identities", "idle_probe", "list_project_tokens",
     "list_runs", "list_workers", "live_sessions", "producer_cancel_run", "producer_list_runs",
     "producer_retry_run", "producer_show_run", "queue_depth", "recent_denials",
-    "record_certificate", "retry_run", "revoke_certificate", "revoke_credential",
-    "revoke_project_token", "run_state_counts", "show_run", "status_snapshot", "task_settings",
-    "throughput", "waiting_runs",
+    "run_state_counts", "show_run", "status_snapshot", "throughput", "waiting_runs",
 })
 NO_ANSWER = frozenset({"record_auth_denial"})  # returns void
 
@@ -426,3 +423,44 @@ def test_the_worker_and_pool_calls_answer_their_typed_documents(
     assert (disabled.worker_id, disabled.drain) == (worker.worker_id, False)
     enabled = api.enable_worker(worker_id=worker.worker_id).run(worker_conn)
     assert isinstance(enabled, answers.WorkerEnabled) and enabled.doc["disabled"] is False
+
+
+def test_the_task_run_and_identity_calls_answer_their_typed_documents(
+        worker_conn: psycopg.Connection) -> None:
+    from qinglong.service.producer_token import generate_token
+
+    prov = Provisioner(worker_conn)
+    task_id = prov.task("typed")
+    policy = api.configure_task(task_id=task_id, max_attempts=3).run(worker_conn)
+    assert isinstance(policy, answers.TaskPolicy) and policy.max_attempts == 3
+    read = api.task_settings(task_id=task_id).run(worker_conn)
+    assert read == policy and read.lease_ttl_s == read.doc["leaseTtlS"]
+    first = prov.enqueue(task_id, count=3)[0]
+    cancelled = api.cancel_run(run_id=first).run(worker_conn)
+    assert isinstance(cancelled, answers.RunCancel) and cancelled.state == "cancelled"
+    assert (cancelled.run_id, cancelled.cancel_requested) == (first,
+                                                              cancelled.doc["cancelRequested"])
+    retried = api.retry_run(run_id=first).run(worker_conn)
+    assert isinstance(retried, answers.RunRetried) and (retried.state, retried.attempt_no) \
+        == ("queued", 2)
+    bulk = api.cancel_runs(task_id=task_id, state="queued").run(worker_conn)
+    assert isinstance(bulk, answers.RunsCancelled) and bulk.cancelled == 3
+    assert bulk.not_cancelled == [] and bulk.doc["cancelled"] == 3
+
+    worker = prov.worker()
+    revoked = api.revoke_credential(credential_id=worker.credential_id).run(worker_conn)
+    assert isinstance(revoked, answers.CredentialRevoked) and revoked.revoked_at_ms > 0
+    recorded = api.record_certificate(worker_id=worker.worker_id, serial="2b3c",
+                                      not_after_ms=4102444800000).run(worker_conn)
+    assert isinstance(recorded, answers.CertificateRecorded) and recorded.serial == "2b3c"
+    cert = api.revoke_certificate(serial="2B:3C").run(worker_conn)
+    assert isinstance(cert, answers.CertificateRevoked) and cert.revoked
+    assert cert.worker_id == worker.worker_id
+    token = generate_token()
+    made = api.create_project_token(project="p", token_id=token.token_id,
+                                    token_digest=token.digest,
+                                    scopes=["read", "log"]).run(worker_conn)
+    assert isinstance(made, answers.ProjectTokenCreated) and made.token_id == token.token_id
+    assert sorted(made.scopes) == ["log", "read"] and made.project == "p"
+    gone = api.revoke_project_token(token_id=token.token_id).run(worker_conn)
+    assert isinstance(gone, answers.ProjectTokenRevoked) and gone.revoked

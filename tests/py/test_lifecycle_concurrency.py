@@ -28,7 +28,7 @@ import psycopg
 import pytest
 
 from qinglong.db import api
-from qinglong.db.answers import Conflict
+from qinglong.db.answers import Conflict, RunCancel
 from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner, Session
 
 N_LEASES = 1200
@@ -357,7 +357,7 @@ def test_ack_and_cancel_queue_in_one_lock_order(db_dsn: str, conn, prov: Provisi
         errors = [answer for answer in answers.values() if isinstance(answer, Exception)]
         assert errors == [], errors
         cancelled, acked = answers["ql_runtime"], answers["ql_worker_ingress"]
-        assert cancelled["state"] == "cancelled", cancelled
+        assert isinstance(cancelled, RunCancel) and cancelled.state == "cancelled", cancelled
         assert isinstance(acked, Conflict), acked
         assert acked.doc == {"status": "conflict", "category": "lease_terminal"}, acked
     states = conn.execute(

@@ -512,7 +512,7 @@ class Soak:
         self.record(CLIENT, INVOKE, "cancel", run_id=run_id)
         try:
             with control_plane.connect(self.env.dsn) as conn:
-                result = control_plane.run(conn, api.cancel_run(run_id=run_id))
+                result = control_plane.run(conn, api.cancel_run(run_id=run_id)).doc
         except Exception as exc:
             self.record(CLIENT, FAIL, "cancel", run_id=run_id, reason=type(exc).__name__)
             return
