@@ -939,3 +939,49 @@ class RunsCancelled:
         doc = _object(function, raw)
         left = [_object(function, r) for r in _list(function, doc, "notCancelled")]
         return cls(_int(function, doc, "cancelled"), left, doc)
+
+
+# ------------------------------------------------------------ run reads (operator, producer)
+
+
+@dataclass(frozen=True, slots=True)
+class RunShown:
+    """One run: `run` (its row), `attempts` and its latest `events`, oldest first;
+    the producer API and `admin run show` send `doc` as it is."""
+
+    run: JsonObject
+    attempts: list[JsonObject]
+    events: list[JsonObject]
+    doc: JsonObject
+
+    @classmethod
+    def parse_as(cls, function: str) -> Callable[[object], RunShown]:
+        def parse(raw: object) -> RunShown:
+            doc = _object(function, raw)
+            run = doc.get("run")
+            if not isinstance(run, dict):
+                raise AnswerError(function, "'run' is not an object")
+            attempts = [_object(function, a) for a in _list(function, doc, "attempts")]
+            events = [_object(function, e) for e in _list(function, doc, "events")]
+            return cls(run, attempts, events, doc)
+        return parse
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """A page of runs, newest first; `next`: the cursor of the page after (None: last)."""
+
+    runs: list[JsonObject]
+    next: str | None
+    doc: JsonObject
+
+    @classmethod
+    def parse_as(cls, function: str) -> Callable[[object], RunPage]:
+        def parse(raw: object) -> RunPage:
+            doc = _object(function, raw)
+            runs = [_object(function, r) for r in _list(function, doc, "runs")]
+            after = doc.get("next")
+            if after is not None and not isinstance(after, str):
+                raise AnswerError(function, "'next' is not a cursor")
+            return cls(runs, after, doc)
+        return parse

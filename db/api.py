@@ -666,24 +666,26 @@ def task_settings(*, task_id: str) -> Call[answers.TaskPolicy]:
     return Call(TASK_SETTINGS, {"task_id": task_id})
 
 
-LIST_RUNS: Statement[JsonObject] = Statement("list_runs", (
+LIST_RUNS: Statement[answers.RunPage] = Statement("list_runs", (
     "SELECT ql.list_runs(p_task_id => %(task_id)s::text, p_states => %(states)s::text[],"
-    " p_limit => %(limit)s::integer, p_after => %(after)s::text)"))
+    " p_limit => %(limit)s::integer, p_after => %(after)s::text)"),
+    answers.RunPage.parse_as("list_runs"))
 
 
 def list_runs(*, task_id: str | None = None, states: Sequence[str] | None = None,
-              limit: int = 100, after: str | None = None) -> Call[JsonObject]:
+              limit: int = 100, after: str | None = None) -> Call[answers.RunPage]:
     """Newest first -> `{runs: [...], next}`; `after` is a previous page's `next`."""
     return Call(LIST_RUNS, {"task_id": task_id,
                             "states": None if states is None else list(states),
                             "limit": limit, "after": after})
 
 
-SHOW_RUN: Statement[JsonObject] = Statement(
-    "show_run", "SELECT ql.show_run(p_run_id => %(run_id)s::text)")
+SHOW_RUN: Statement[answers.RunShown] = Statement(
+    "show_run", "SELECT ql.show_run(p_run_id => %(run_id)s::text)",
+    answers.RunShown.parse_as("show_run"))
 
 
-def show_run(*, run_id: str) -> Call[JsonObject]:
+def show_run(*, run_id: str) -> Call[answers.RunShown]:
     """-> `{run, attempts, events}` (the latest 200 events, oldest first)."""
     return Call(SHOW_RUN, {"run_id": run_id})
 
@@ -906,43 +908,47 @@ def producer_enqueue(*, token_id: str, token_digest: bytes, task: str, priority:
                                    "key": key})
 
 
-PRODUCER_SHOW_RUN: Statement[JsonObject] = Statement("producer_show_run", (
-    f"SELECT ql.producer_show_run({_TOKEN_ARGS}, p_run_id => %(run_id)s::text)"))
-PRODUCER_CANCEL_RUN: Statement[JsonObject] = Statement("producer_cancel_run", (
-    f"SELECT ql.producer_cancel_run({_TOKEN_ARGS}, p_run_id => %(run_id)s::text)"))
-PRODUCER_RETRY_RUN: Statement[JsonObject] = Statement("producer_retry_run", (
-    f"SELECT ql.producer_retry_run({_TOKEN_ARGS}, p_run_id => %(run_id)s::text)"))
+PRODUCER_SHOW_RUN: Statement[answers.RunShown] = Statement("producer_show_run", (
+    f"SELECT ql.producer_show_run({_TOKEN_ARGS}, p_run_id => %(run_id)s::text)"),
+    answers.RunShown.parse_as("producer_show_run"))
+PRODUCER_CANCEL_RUN: Statement[answers.RunShown] = Statement("producer_cancel_run", (
+    f"SELECT ql.producer_cancel_run({_TOKEN_ARGS}, p_run_id => %(run_id)s::text)"),
+    answers.RunShown.parse_as("producer_cancel_run"))
+PRODUCER_RETRY_RUN: Statement[answers.RunShown] = Statement("producer_retry_run", (
+    f"SELECT ql.producer_retry_run({_TOKEN_ARGS}, p_run_id => %(run_id)s::text)"),
+    answers.RunShown.parse_as("producer_retry_run"))
 
 
-def producer_show_run(*, token_id: str, token_digest: bytes, run_id: str) -> Call[JsonObject]:
+def producer_show_run(*, token_id: str, token_digest: bytes, run_id: str) -> Call[answers.RunShown]:
     """GET /v1/runs/{id} -> the show document (scope read, the token's project)."""
     return Call(PRODUCER_SHOW_RUN, {"token_id": token_id, "token_digest": token_digest,
                                     "run_id": run_id})
 
 
 def producer_cancel_run(*, token_id: str, token_digest: bytes,
-                        run_id: str) -> Call[JsonObject]:
+                        run_id: str) -> Call[answers.RunShown]:
     """POST /v1/runs/{id}/cancel -> the show document after the cancel (scope cancel)."""
     return Call(PRODUCER_CANCEL_RUN, {"token_id": token_id, "token_digest": token_digest,
                                       "run_id": run_id})
 
 
 def producer_retry_run(*, token_id: str, token_digest: bytes,
-                       run_id: str) -> Call[JsonObject]:
+                       run_id: str) -> Call[answers.RunShown]:
     """POST /v1/runs/{id}/retry -> the show document after the retry (scope retry)."""
     return Call(PRODUCER_RETRY_RUN, {"token_id": token_id, "token_digest": token_digest,
                                      "run_id": run_id})
 
 
-PRODUCER_LIST_RUNS: Statement[JsonObject] = Statement("producer_list_runs", (
+PRODUCER_LIST_RUNS: Statement[answers.RunPage] = Statement("producer_list_runs", (
     f"SELECT ql.producer_list_runs({_TOKEN_ARGS}, p_task => %(task)s::text,"
     " p_states => %(states)s::text[], p_limit => %(limit)s::integer,"
-    " p_after => %(after)s::text)"))
+    " p_after => %(after)s::text)"),
+    answers.RunPage.parse_as("producer_list_runs"))
 
 
 def producer_list_runs(*, token_id: str, token_digest: bytes, task: str | None,
                        states: Sequence[str] | None = None, limit: int = 100,
-                       after: str | None = None) -> Call[JsonObject]:
+                       after: str | None = None) -> Call[answers.RunPage]:
     """GET /v1/runs -> `{runs, next}` of one task of the token's project (scope read)."""
     return Call(PRODUCER_LIST_RUNS, {"token_id": token_id, "token_digest": token_digest,
                                      "task": task,

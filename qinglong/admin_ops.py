@@ -60,7 +60,7 @@ def run_list(args: argparse.Namespace) -> int:
         limit = integer(args.limit, "limit")
         with control_plane.connect(args.dsn) as conn:
             return control_plane.run(conn, api.list_runs(task_id=task_id, states=states,
-                                                         limit=limit, after=args.after))
+                                                         limit=limit, after=args.after)).doc
 
     return guarded(action)
 
@@ -72,7 +72,7 @@ def run_show(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         run_id = uuid_arg(args.run, "runId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.show_run(run_id=run_id))
+            return control_plane.run(conn, api.show_run(run_id=run_id)).doc
 
     return guarded(action)
 

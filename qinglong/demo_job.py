@@ -224,7 +224,7 @@ class DemoJob:
 
         with control_plane.connect(dsn) as conn:
             if self.follower is None:
-                runs = control_plane.run(conn, api.list_runs(task_id=self.task_id, limit=1))["runs"]
+                runs = control_plane.run(conn, api.list_runs(task_id=self.task_id, limit=1)).runs
                 if not runs:
                     return []
                 self.follower = LogFollower(str(runs[0]["runId"]))

@@ -237,7 +237,7 @@ async def show(request: web.Request) -> web.Response:
     proof = authenticate(request, "run.show")
     call = api.producer_show_run(token_id=proof.token_id, token_digest=proof.digest,
                                  run_id=request.match_info["run_id"])
-    return _body(SchemaId.RUN, await act(request, "run.show", proof, call))
+    return _body(SchemaId.RUN, (await act(request, "run.show", proof, call)).doc)
 
 
 async def list_runs(request: web.Request) -> web.Response:
@@ -256,7 +256,7 @@ async def list_runs(request: web.Request) -> web.Response:
     call = api.producer_list_runs(token_id=proof.token_id, token_digest=proof.digest,
                                   task=query.get("task"), states=states or None,
                                   limit=int(limit_text), after=query.get("after"))
-    return _body(SchemaId.RUN_PAGE, await act(request, "run.list", proof, call))
+    return _body(SchemaId.RUN_PAGE, (await act(request, "run.list", proof, call)).doc)
 
 
 async def cancel(request: web.Request) -> web.Response:
@@ -264,7 +264,7 @@ async def cancel(request: web.Request) -> web.Response:
     await _json_body(request, "run.cancel", proof, None)
     call = api.producer_cancel_run(token_id=proof.token_id, token_digest=proof.digest,
                                    run_id=request.match_info["run_id"])
-    return _body(SchemaId.RUN, await act(request, "run.cancel", proof, call))
+    return _body(SchemaId.RUN, (await act(request, "run.cancel", proof, call)).doc)
 
 
 async def retry(request: web.Request) -> web.Response:
@@ -272,7 +272,7 @@ async def retry(request: web.Request) -> web.Response:
     await _json_body(request, "run.retry", proof, None)
     call = api.producer_retry_run(token_id=proof.token_id, token_digest=proof.digest,
                                   run_id=request.match_info["run_id"])
-    return _body(SchemaId.RUN, await act(request, "run.retry", proof, call))
+    return _body(SchemaId.RUN, (await act(request, "run.retry", proof, call)).doc)
 
 
 def add_routes(app: web.Application, openapi_document: bytes) -> None:

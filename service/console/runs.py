@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from qinglong.db import api
+from qinglong.db.answers import RunPage
 from qinglong.service.console.formatting import between, short_id, utc
 from qinglong.service.console.layout import badge, run_link, section, table
 from qinglong.service.console.markup import Markup, el, join
@@ -70,7 +71,7 @@ def parse_filter(query: MultiMapping[str]) -> RunFilter:
     return RunFilter(states, task, after)
 
 
-async def load_list(reader: Reader, run_filter: RunFilter) -> Doc:
+async def load_list(reader: Reader, run_filter: RunFilter) -> RunPage:
     return await reader.read(api.list_runs(task_id=run_filter.task,
                                            states=run_filter.states or None,
                                            limit=PAGE_SIZE, after=run_filter.after))
@@ -88,7 +89,7 @@ def _filter_form(run_filter: RunFilter) -> Markup:
               method="get", action="/runs", class_="filters")
 
 
-def render_list(page: Doc, run_filter: RunFilter) -> Markup:
+def render_list(page: RunPage, run_filter: RunFilter) -> Markup:
     rows = [[run_link(r["runId"]),
              el("a", f"{r['project']}/{r['taskName']}", title=f"task {r['taskId']}",
                 class_="task-name",
@@ -96,10 +97,10 @@ def render_list(page: Doc, run_filter: RunFilter) -> Markup:
              el("span", r["pool"], class_="pool"), badge(r["state"]), r["priority"],
              utc(r["queuedAtMs"]), utc(r.get("notBeforeMs")), r.get("attempts") or 0,
              utc(r["updatedAtMs"])]
-            for r in page["runs"]]
+            for r in page.runs]
     pager = [el("a", "newest", href=run_filter.query(after=None))]
-    if page.get("next"):
-        pager.append(el("a", "older →", href=run_filter.query(after=page["next"]),
+    if page.next:
+        pager.append(el("a", "older →", href=run_filter.query(after=page.next),
                         rel="next", id="older"))
     return join([_filter_form(run_filter),
                  table(["run", "project / task", "pool", "state", "priority", "queued",
@@ -109,7 +110,7 @@ def render_list(page: Doc, run_filter: RunFilter) -> Markup:
 
 
 async def load_run(reader: Reader, run_id: str) -> Doc:
-    return await reader.read(api.show_run(run_id=run_id))
+    return (await reader.read(api.show_run(run_id=run_id))).doc
 
 
 def _named(name: str, id_: str, class_: str) -> Markup:

@@ -164,7 +164,7 @@ def test_run_detail_shows_attempts_output_and_events_as_text(conn: psycopg.Conne
     assert all("".join(e.text) == "" for e in dom.tags("script"))
     run_text = dom.by_id("run")
     assert "succeeded" in run_text and scenario.build_task in run_text
-    doc = api.show_run(run_id=scenario.succeeded_run).run(conn)
+    doc = api.show_run(run_id=scenario.succeeded_run).run(conn).doc
     (attempt,) = doc["attempts"]
     attempts = dom.by_id("attempts")
     assert attempt["workerId"][:8] in attempts and attempt["sessionId"][:8] in attempts

@@ -166,9 +166,8 @@ def test_a_call_never_shows_its_parameters() -> None:
 # reached them yet. The list only shrinks: a function typed later leaves it.
 UNTYPED = frozenset({
     "confirm_credentials", "expiring_identities", "idle_probe", "list_project_tokens",
-    "list_runs", "list_workers", "live_sessions", "producer_cancel_run", "producer_list_runs",
-    "producer_retry_run", "producer_show_run", "queue_depth", "recent_denials",
-    "run_state_counts", "show_run", "status_snapshot", "throughput", "waiting_runs",
+    "list_workers", "live_sessions", "queue_depth", "recent_denials", "run_state_counts",
+    "status_snapshot", "throughput", "waiting_runs",
 })
 NO_ANSWER = frozenset({"record_auth_denial"})  # returns void
 
@@ -464,3 +463,31 @@ def test_the_task_run_and_identity_calls_answer_their_typed_documents(
     assert sorted(made.scopes) == ["log", "read"] and made.project == "p"
     gone = api.revoke_project_token(token_id=token.token_id).run(worker_conn)
     assert isinstance(gone, answers.ProjectTokenRevoked) and gone.revoked
+
+
+def test_the_run_reads_answer_their_typed_documents(worker_conn: psycopg.Connection) -> None:
+    from qinglong.service.producer_token import generate_token
+
+    prov = Provisioner(worker_conn)
+    task_id = prov.task("typed")
+    run_ids = prov.enqueue(task_id, count=3)
+    page = api.list_runs(task_id=task_id, limit=2).run(worker_conn)
+    assert isinstance(page, answers.RunPage) and len(page.runs) == 2 and page.next
+    rest = api.list_runs(task_id=task_id, limit=2, after=page.next).run(worker_conn)
+    assert len(rest.runs) == 1 and rest.next is None
+    assert sorted(r["runId"] for r in page.runs + rest.runs) == sorted(run_ids)
+    shown = api.show_run(run_id=run_ids[0]).run(worker_conn)
+    assert isinstance(shown, answers.RunShown) and shown.run["runId"] == run_ids[0]
+    assert shown.attempts == shown.doc["attempts"] and shown.events == shown.doc["events"]
+    token = generate_token()
+    api.create_project_token(project="p", token_id=token.token_id, token_digest=token.digest,
+                             scopes=["read", "cancel", "retry"]).run(worker_conn)
+    proof = {"token_id": token.token_id, "token_digest": token.digest}
+    listed = api.producer_list_runs(**proof, task="p/typed").run(worker_conn)
+    assert isinstance(listed, answers.RunPage) and len(listed.runs) == 3
+    seen = api.producer_show_run(**proof, run_id=run_ids[1]).run(worker_conn)
+    assert isinstance(seen, answers.RunShown) and seen.run["runId"] == run_ids[1]
+    cancelled = api.producer_cancel_run(**proof, run_id=run_ids[1]).run(worker_conn)
+    assert isinstance(cancelled, answers.RunShown) and cancelled.run["state"] == "cancelled"
+    retried = api.producer_retry_run(**proof, run_id=run_ids[1]).run(worker_conn)
+    assert isinstance(retried, answers.RunShown) and retried.run["state"] == "queued"

@@ -389,4 +389,4 @@ def test_a_run_a_worker_ran_shows_its_attempt_result_and_events(
     assert first["workerId"] == session.worker.worker_id and first["startedAtMs"] is not None
     types = [event["type"] for event in shown["events"]]
     assert "run.queued" in types and len(types) >= 3, types
-    assert shown == {"schema": "qinglong/run@v1", **db.show_run(run_id=run_id).run(conn)}
+    assert shown == {"schema": "qinglong/run@v1", **db.show_run(run_id=run_id).run(conn).doc}

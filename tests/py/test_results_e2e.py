@@ -87,7 +87,7 @@ def test_complete_takes_16_kib_other_requests_keep_4_kib(claim: Claim, su_conn, 
     # 12 KiB (8000 bytes of tail + padding) is accepted and stored as sent.
     _lease(_send_bytes(claim, COMPLETE, padded(body, 12 * 1024)), "failed", 4)
     assert _stored_result(su_conn, claim) == result
-    shown = prov.call(api.show_run(run_id=claim.offer["candidate"]["runId"]))
+    shown = prov.call(api.show_run(run_id=claim.offer["candidate"]["runId"])).doc
     assert shown["attempts"][0]["result"] == result
     assert shown["attempts"][0]["exitCode"] == 3
 
@@ -241,7 +241,7 @@ def test_run_list_pages_through_250_executed_runs_exactly_once(
         while True:
             with psycopg.connect(dev["dsn"]) as conn:
                 done = api.list_runs(task_id=task["taskId"], states=["succeeded"],
-                                     limit=1000).run(conn)
+                                     limit=1000).run(conn).doc
             if len(done["runs"]) == 250:
                 break
             assert time.monotonic() < deadline, len(done["runs"])

@@ -170,6 +170,7 @@ def _read_cases(dsn: str, fixture: ops_fill.Fixture) -> list[ReadCase]:
 
 def _returned(value: Any) -> int:
     """Rows a read returned (runs, workers, attempts + events, or 1)."""
+    value = getattr(value, "doc", value)  # a typed answer keeps its document
     if isinstance(value, dict):
         for key in ("runs", "workers"):
             if key in value:

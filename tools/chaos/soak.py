@@ -526,7 +526,7 @@ class Soak:
         with contextlib.suppress(Exception):
             with control_plane.connect(self.env.dsn) as conn:
                 found = control_plane.run(conn, api.list_runs(
-                    task_id=self.env.tasks[task], states=["running"], limit=100))
+                    task_id=self.env.tasks[task], states=["running"], limit=100)).doc
             return [str(r["runId"]) for r in found.get("runs", [])]
         return []
 
