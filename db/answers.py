@@ -985,3 +985,147 @@ class RunPage:
                 raise AnswerError(function, "'next' is not a cursor")
             return cls(runs, after, doc)
         return parse
+
+
+# ------------------------------------------------------------ fleet and queue reads
+# What the console, `admin worker list`, `admin token list` and `qinglong status`
+# render: the rows stay documents (`doc` is sent or rendered as it is); the
+# lists and flags Python pages or branches on are typed.
+
+
+def _objects(function: str, doc: JsonObject, key: str) -> list[JsonObject]:
+    return [_object(function, row) for row in _list(function, doc, key)]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerList:
+    workers: list[JsonObject]
+    next: str | None
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> WorkerList:
+        doc = _object("list_workers", raw)
+        after = doc.get("next")
+        if after is not None and not isinstance(after, str):
+            raise AnswerError("list_workers", "'next' is not a cursor")
+        return cls(_objects("list_workers", doc, "workers"), after, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectTokens:
+    tokens: list[JsonObject]
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> ProjectTokens:
+        doc = _object("list_project_tokens", raw)
+        return cls(_objects("list_project_tokens", doc, "tokens"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiringIdentities:
+    credentials: list[JsonObject]
+    certificates: list[JsonObject]
+    truncated: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> ExpiringIdentities:
+        function = "expiring_identities"
+        doc = _object(function, raw)
+        return cls(_objects(function, doc, "credentials"), _objects(function, doc, "certificates"),
+                   _bool(function, doc, "truncated"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSnapshot:
+    generated_at_ms: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> StatusSnapshot:
+        doc = _object("status_snapshot", raw)
+        return cls(_int("status_snapshot", doc, "generatedAtMs"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class RunStateCounts:
+    states: list[JsonObject]
+    cap: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> RunStateCounts:
+        doc = _object("run_state_counts", raw)
+        return cls(_objects("run_state_counts", doc, "states"),
+                   _int("run_state_counts", doc, "cap"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    by_priority: list[JsonObject]
+    by_task: list[JsonObject]
+    tasks_with_runs: int
+    cap: int
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> QueueDepth:
+        function = "queue_depth"
+        doc = _object(function, raw)
+        with_runs, cap = _counts(function, doc, ("tasksWithRuns", "cap"))
+        return cls(_objects(function, doc, "byPriority"), _objects(function, doc, "byTask"),
+                   with_runs, cap, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """Per-minute counts (`doc` also says which of them reached their cap)."""
+
+    minutes: list[JsonObject]
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> Throughput:
+        doc = _object("throughput", raw)
+        return cls(_objects("throughput", doc, "minutes"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingRuns:
+    runs: list[JsonObject]
+    live_sessions: int
+    sessions_capped: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> WaitingRuns:
+        function = "waiting_runs"
+        doc = _object(function, raw)
+        return cls(_objects(function, doc, "runs"), _int(function, doc, "liveSessions"),
+                   _bool(function, doc, "sessionsCapped"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSessions:
+    sessions: list[JsonObject]
+    truncated: bool
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> LiveSessions:
+        doc = _object("live_sessions", raw)
+        return cls(_objects("live_sessions", doc, "sessions"),
+                   _bool("live_sessions", doc, "truncated"), doc)
+
+
+@dataclass(frozen=True, slots=True)
+class RecentDenials:
+    denials: list[JsonObject]
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> RecentDenials:
+        doc = _object("recent_denials", raw)
+        return cls(_objects("recent_denials", doc, "denials"), doc)

@@ -394,13 +394,14 @@ def revoked_certificates(*, after_seq: int, limit: int) -> Call[answers.RevokedS
     return Call(REVOKED_CERTIFICATES, {"after_seq": after_seq, "limit": limit})
 
 
-EXPIRING_IDENTITIES: Statement[JsonObject] = Statement("expiring_identities", (
+EXPIRING_IDENTITIES: Statement[answers.ExpiringIdentities] = Statement("expiring_identities", (
     "SELECT ql.expiring_identities(p_within_s => %(within_s)s::bigint,"
-    " p_limit => %(limit)s::integer)"))
+    " p_limit => %(limit)s::integer)"),
+    answers.ExpiringIdentities.parse)
 
 
 def expiring_identities(*, within_s: int | None = 1209600,
-                        limit: int | None = 100) -> Call[JsonObject]:
+                        limit: int | None = 100) -> Call[answers.ExpiringIdentities]:
     """-> `{withinS, credentials, certificates, credentialsTotal, certificatesTotal,
     truncated}` (SPEC §16.3; default window 14 d)."""
     return Call(EXPIRING_IDENTITIES, {"within_s": within_s, "limit": limit})
@@ -648,11 +649,12 @@ def prune_fleet(*, retain_s: int, batch: int = 1000,
 
 # ------------------------------------------------------------ reads (ql_readonly)
 
-STATUS_SNAPSHOT: Statement[JsonObject] = Statement(
-    "status_snapshot", "SELECT ql.status_snapshot()")
+STATUS_SNAPSHOT: Statement[answers.StatusSnapshot] = Statement(
+    "status_snapshot", "SELECT ql.status_snapshot()",
+    answers.StatusSnapshot.parse)
 
 
-def status_snapshot() -> Call[JsonObject]:
+def status_snapshot() -> Call[answers.StatusSnapshot]:
     return Call(STATUS_SNAPSHOT, {})
 
 
@@ -705,67 +707,74 @@ def run_log(*, run_id: str, attempt_no: int | None = None, offset: int = 0,
                           "max_bytes": max_bytes})
 
 
-LIST_WORKERS: Statement[JsonObject] = Statement("list_workers", (
-    "SELECT ql.list_workers(p_limit => %(limit)s::integer, p_after => %(after)s::text)"))
+LIST_WORKERS: Statement[answers.WorkerList] = Statement("list_workers", (
+    "SELECT ql.list_workers(p_limit => %(limit)s::integer, p_after => %(after)s::text)"),
+    answers.WorkerList.parse)
 
 
-def list_workers(*, limit: int = 1000, after: str | None = None) -> Call[JsonObject]:
+def list_workers(*, limit: int = 1000, after: str | None = None) -> Call[answers.WorkerList]:
     """-> `{workers: [...], next}`; never a secret or a digest."""
     return Call(LIST_WORKERS, {"limit": limit, "after": after})
 
 
-RUN_STATE_COUNTS: Statement[JsonObject] = Statement(
-    "run_state_counts", "SELECT ql.run_state_counts()")
+RUN_STATE_COUNTS: Statement[answers.RunStateCounts] = Statement(
+    "run_state_counts", "SELECT ql.run_state_counts()",
+    answers.RunStateCounts.parse)
 
 
-def run_state_counts() -> Call[JsonObject]:
+def run_state_counts() -> Call[answers.RunStateCounts]:
     """-> `{states: [{state, runs, capped, estimate}], cap}` (exact up to cap)."""
     return Call(RUN_STATE_COUNTS, {})
 
 
-QUEUE_DEPTH: Statement[JsonObject] = Statement("queue_depth", "SELECT ql.queue_depth()")
+QUEUE_DEPTH: Statement[answers.QueueDepth] = Statement("queue_depth", "SELECT ql.queue_depth()",
+    answers.QueueDepth.parse)
 
 
-def queue_depth() -> Call[JsonObject]:
+def queue_depth() -> Call[answers.QueueDepth]:
     """-> `{byPriority: [...], byTask: [...], tasksWithRuns, cap}` (counts stop at cap)."""
     return Call(QUEUE_DEPTH, {})
 
 
-THROUGHPUT: Statement[JsonObject] = Statement(
-    "throughput", "SELECT ql.throughput(p_minutes => %(minutes)s::integer)")
+THROUGHPUT: Statement[answers.Throughput] = Statement(
+    "throughput", "SELECT ql.throughput(p_minutes => %(minutes)s::integer)",
+    answers.Throughput.parse)
 
 
-def throughput(*, minutes: int = 15) -> Call[JsonObject]:
+def throughput(*, minutes: int = 15) -> Call[answers.Throughput]:
     """-> `{minutes: [{minuteMs, dispatched, succeeded, failed}], fromMs, capped, cap}`."""
     return Call(THROUGHPUT, {"minutes": minutes})
 
 
-WAITING_RUNS: Statement[JsonObject] = Statement(
-    "waiting_runs", "SELECT ql.waiting_runs(p_limit => %(limit)s::integer)")
+WAITING_RUNS: Statement[answers.WaitingRuns] = Statement(
+    "waiting_runs", "SELECT ql.waiting_runs(p_limit => %(limit)s::integer)",
+    answers.WaitingRuns.parse)
 
 
-def waiting_runs(*, limit: int = 20) -> Call[JsonObject]:
+def waiting_runs(*, limit: int = 20) -> Call[answers.WaitingRuns]:
     """-> `{runs: [{..., verdict, sessionsMatching, ...}], liveSessions, sessionsCapped}`."""
     return Call(WAITING_RUNS, {"limit": limit})
 
 
-LIVE_SESSIONS: Statement[JsonObject] = Statement("live_sessions", (
+LIVE_SESSIONS: Statement[answers.LiveSessions] = Statement("live_sessions", (
     "SELECT ql.live_sessions(p_limit => %(limit)s::integer,"
-    " p_worker_ids => %(worker_ids)s::text[])"))
+    " p_worker_ids => %(worker_ids)s::text[])"),
+    answers.LiveSessions.parse)
 
 
 def live_sessions(*, limit: int = 200,
-                  worker_ids: Sequence[str] | None = None) -> Call[JsonObject]:
+                  worker_ids: Sequence[str] | None = None) -> Call[answers.LiveSessions]:
     """-> `{sessions: [...], truncated}` (only `worker_ids`' when given); never a secret."""
     return Call(LIVE_SESSIONS, {"limit": limit,
                                 "worker_ids": None if worker_ids is None else list(worker_ids)})
 
 
-RECENT_DENIALS: Statement[JsonObject] = Statement(
-    "recent_denials", "SELECT ql.recent_denials(p_limit => %(limit)s::integer)")
+RECENT_DENIALS: Statement[answers.RecentDenials] = Statement(
+    "recent_denials", "SELECT ql.recent_denials(p_limit => %(limit)s::integer)",
+    answers.RecentDenials.parse)
 
 
-def recent_denials(*, limit: int = 20) -> Call[JsonObject]:
+def recent_denials(*, limit: int = 20) -> Call[answers.RecentDenials]:
     """-> `{denials: [{atMs, action, reason, workerId, credentialId}], windowS, ...}`."""
     return Call(RECENT_DENIALS, {"limit": limit})
 
@@ -799,11 +808,12 @@ def revoke_project_token(*, token_id: str) -> Call[answers.ProjectTokenRevoked]:
     return Call(REVOKE_PROJECT_TOKEN, {"token_id": token_id})
 
 
-LIST_PROJECT_TOKENS: Statement[JsonObject] = Statement(
-    "list_project_tokens", "SELECT ql.list_project_tokens(p_project => %(project)s::text)")
+LIST_PROJECT_TOKENS: Statement[answers.ProjectTokens] = Statement(
+    "list_project_tokens", "SELECT ql.list_project_tokens(p_project => %(project)s::text)",
+    answers.ProjectTokens.parse)
 
 
-def list_project_tokens(*, project: str | None = None) -> Call[JsonObject]:
+def list_project_tokens(*, project: str | None = None) -> Call[answers.ProjectTokens]:
     """-> `{tokens: [{tokenId, project, scopes, state, ...}]}`; never a digest."""
     return Call(LIST_PROJECT_TOKENS, {"project": project})
 

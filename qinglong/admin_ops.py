@@ -99,7 +99,7 @@ def worker_list(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         limit = integer(args.limit, "limit")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.list_workers(limit=limit, after=args.after))
+            return control_plane.run(conn, api.list_workers(limit=limit, after=args.after)).doc
 
     return guarded(action)
 

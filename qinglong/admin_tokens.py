@@ -78,7 +78,7 @@ def token_list(args: argparse.Namespace) -> int:
 
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.list_project_tokens(project=args.project))
+            return control_plane.run(conn, api.list_project_tokens(project=args.project)).doc
 
     return guarded(action)
 

@@ -44,7 +44,7 @@ def fetch_snapshot(dsn: str) -> dict[str, Any]:
     from qinglong.service.control_plane import connect, run
 
     with connect(dsn) as conn:
-        return run(conn, api.status_snapshot())
+        return run(conn, api.status_snapshot()).doc
 
 
 def status_command(args: argparse.Namespace) -> int:

@@ -44,11 +44,12 @@ class Overview:
 
 
 async def load(reader: Reader) -> Overview:
-    states, depth, throughput, waiting, sessions, denials, expiring = await reader.read_all([
+    read = await reader.read_all([
         api.run_state_counts(), api.queue_depth(), api.throughput(minutes=15),
         api.waiting_runs(limit=20), api.live_sessions(limit=SESSION_LIMIT),
         api.recent_denials(limit=20), api.expiring_identities(limit=EXPIRING_LIMIT)])
-    return Overview(states, depth, throughput, waiting, sessions, denials, expiring)
+    # The page renders the documents as the database built them.
+    return Overview(*(answer.doc for answer in read))
 
 
 def _count(entry: Doc) -> str:

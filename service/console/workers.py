@@ -48,9 +48,9 @@ def parse_after(query: MultiMapping[str]) -> str | None:
 
 async def load(reader: Reader, after: str | None) -> WorkersView:
     workers = await reader.read(api.list_workers(limit=PAGE_SIZE, after=after))
-    ids = [w["workerId"] for w in workers["workers"]]
+    ids = [w["workerId"] for w in workers.workers]
     sessions = await reader.read(api.live_sessions(limit=PAGE_SIZE, worker_ids=ids))
-    return WorkersView(workers, sessions)
+    return WorkersView(workers.doc, sessions.doc)
 
 
 def _identity(worker: Doc) -> Markup:

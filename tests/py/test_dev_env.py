@@ -140,7 +140,7 @@ def _api_token_works(env: dict, state_dir: Path) -> None:
     token = Path(section["tokenFile"]).read_text().strip()
     assert token.startswith("qlp_")
     with control_plane.connect(env["runtimeDsn"]) as conn:
-        listed = control_plane.run(conn, api.list_project_tokens(project="dev"))["tokens"]
+        listed = control_plane.run(conn, api.list_project_tokens(project="dev")).doc["tokens"]
         assert [(t["tokenId"], t["state"], t["scopes"]) for t in listed] == [
             (token[4:20], "active", ["cancel", "enqueue", "log", "read", "retry"])]
     with psycopg.connect(env["dsn"]) as conn:
@@ -233,7 +233,7 @@ def test_dev_up_down(tmp_path: Path) -> None:
             # The development worker declares its own labels (SPEC §13.2 self-labels).
             from qinglong.db import api
 
-            listed = api.list_workers().run(conn)["workers"]
+            listed = api.list_workers().run(conn).doc["workers"]
             assert [(w["workerId"], w["selfLabels"]) for w in listed] == [
                 (env["worker"]["workerId"], True)]
             # ... and takes every pool, present and future (SPEC §13.1 `--pool '*'`).

@@ -38,7 +38,7 @@ def test_json_is_the_snapshot_and_counts_are_right(db_dsn: str, conn) -> None:
     result = _status("--dsn", db_dsn, "--json")
     assert result.returncode == 0, result.stderr
     snap = json.loads(result.stdout)
-    direct = api.status_snapshot().run(conn)
+    direct = api.status_snapshot().run(conn).doc
     assert set(snap) == set(direct) == {"generatedAtMs", "queue", "sessions", "leases", "denials",
                                          "notificationQueueUsage", "expiring"}
     queue = snap["queue"]
@@ -97,7 +97,7 @@ def test_counts_stop_at_the_group_cap(conn) -> None:
     task = prov.task("deep")
     prov.enqueue(task, count=10000)
     prov.enqueue(task, count=1)
-    snap = api.status_snapshot().run(conn)
+    snap = api.status_snapshot().run(conn).doc
     queue = snap["queue"]
     assert queue["runs"] == 10001 and queue["capped"] is False  # total cap is 100000
     assert queue["byPriority"] == [{"priority": 0, "runs": 10000, "capped": True,
@@ -115,7 +115,7 @@ def test_formatting_helpers() -> None:
 
 def test_a_pinned_notify_queue_is_shown_with_a_pointer(conn) -> None:
     """A listener holding a transaction open pins the NOTIFY queue; the glance says so."""
-    snap = api.status_snapshot().run(conn)
+    snap = api.status_snapshot().run(conn).doc
     assert snap["notificationQueueUsage"] == 0.0
     assert "notify    queue 0.0% used" in render(snap)
     pinned = {**snap, "notificationQueueUsage": 0.25}
