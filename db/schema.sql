@@ -50,7 +50,6 @@ DECLARE
     v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
     v_reason text := ql_private.require_reason(p_reason, 'reason');
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_attempt ql_private.attempts;
@@ -72,33 +71,22 @@ BEGIN
     END IF;
     v_reason := CASE WHEN p_phase = 'start_failed' THEN coalesce(v_reason, 'start_failed') END;
 
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.ack');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
-    END IF;
-
-    -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
-    -- locks the rows it changes and decides again on them (ql_private.lease_open).
+    -- Pass 1 authenticates and decides on an unlocked read; pass 2 (only when a
+    -- change is due) locks the rows it changes and decides again on them
+    -- (ql_private.lease_prelude). A replay is the ACK that made the current
+    -- version; a start failure also with the same reason (another reason is not
+    -- the change that was made: lease_terminal).
     FOR v_pass IN 1 .. 2 LOOP
-        v_state := ql_private.lease_open(
-            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, p_phase, CASE v_pass WHEN 2 THEN 'attempt_run_lease' END,
-            v_lease);
+        v_state := ql_private.lease_prelude(
+            p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+            v_offer_id, v_token_digest, p_lease_version, 'lease.ack', p_phase,
+            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END, v_lease, p_reason => v_reason);
+        IF v_state.answer IS NOT NULL THEN
+            RETURN v_state.answer;
+        END IF;
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
         v_run := v_state.run;
-        IF v_state.category = 'replay' THEN
-            -- The ACK that made the current version; a start failure also with
-            -- the same reason (another reason is not the change that was made).
-            IF p_phase <> 'start_failed' OR v_attempt.reason IS NOT DISTINCT FROM v_reason THEN
-                RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(v_lease.id));
-            END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_terminal');
-        ELSIF v_state.category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
-        END IF;
 
         -- Live, unexpired, fenced, current version: claimed and unstarted, or
         -- started and starting|running.
@@ -181,7 +169,67 @@ ALTER FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worke
 -- Name: FUNCTION ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) IS 'Lease ACK (SPEC 7), one fenced transaction at the lease version the worker last saw: starting (unstarted unexpired lease: started_at, expires_at = now + the lease TTL pinned at claim, version+1, attempt+run starting, run.starting), running (after starting: attempt+run running, version+1, run.running), start_failed (unstarted or starting: attempt failed with reason, lease released start_failed, version+1, attempt.failed, retry policy). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_phase, p_reason (start_failed only). Fences: credential (lease.ack), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_verdict categories, stale_lease_version)} | denied; idempotent = the same ACK repeated after a lost answer (version = current - 1, current made by this phase, same reason). Writes: lease, attempt, run, one event, retry policy; exact replays write nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included), QL020 illegal transition at the current version. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.ack_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_phase text, p_reason text) IS 'ql.ack_lease(p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation,
+             p_offer_id, p_token_digest, p_lease_version, p_phase,
+             p_reason DEFAULT NULL) -> jsonb
+
+Purpose: the lease ACKs of SPEC §5 /v1/leases/ack and §7, each one atomic
+  transaction fenced by offer id + token digest + worker/session/generation
+  + the lease version the worker last saw (the lease row fixes lease
+  generation; every change bumps lease_version by one, the release by
+  start_failed included):
+  * starting      unstarted, unexpired live lease, attempt claimed ->
+                  lease started_at = now, expires_at = now + the lease''s
+                  TTL pinned at claim (run_leases.lease_ttl_seconds),
+                  lease_version + 1; attempt -> starting; run -> starting;
+                  one `run.starting` event.
+  * running       started lease, attempt starting -> attempt running, run
+                  running, lease_version + 1; one `run.running` event.
+  * start_failed  unstarted or starting (not running) -> attempt failed with
+                  reason (default `start_failed`), finished_at; lease released
+                  `start_failed`, lease_version + 1; one
+                  `attempt.failed` event; then ql_private.apply_retry (one of
+                  `run.retry_scheduled` / `run.failed` / `run.cancelled`).
+Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+  p_session_id, p_offer_id (lowercase canonical UUIDs), p_generation (>= 1),
+  p_token_digest (SHA-256 of the lease token), p_lease_version (the version
+  of the last lease@v1 the worker received, >= 1), p_phase (starting |
+  running | start_failed), p_reason (a reason code, only with start_failed).
+Fences (ql_private.lease_prelude, which also answers replays and conflicts):
+  the credential (ql_private.authenticate, action `lease.ack`), then
+  ql_private.lease_open: offer id, worker, constant-time token digest,
+  session/generation, lease live and unexpired, attempt, revision, then the
+  lease version (ql_private.lease_open: the current version applies the ACK).
+Returns {"status":"ok","lease":<lease@v1 projection>} after a change (its
+  leaseVersion = p_lease_version + 1),
+  {"status":"idempotent","lease":…} for an exact replay (writes nothing): the
+  same ACK repeated after a lost answer, i.e. p_lease_version = current - 1
+  and the current version was made by this phase (start_failed: with the
+  same reason); the answer is the current lease, exactly what was lost;
+  {"status":"conflict","category":…} (ql_private.lease_verdict: offer_foreign —
+  also for an unknown offer id, token_mismatch, session_replaced,
+  lease_expired, lease_terminal, attempt_changed, revision_drift; and
+  stale_lease_version: any other version);
+  or the denial envelope (ql_private.authenticate).
+Writes: as above (lease, attempt, run, one event, the retry policy''s writes);
+  nothing for a replay, a conflict or an illegal transition; one
+  security_audit row when denied.
+Locks: a first unlocked read answers replays, conflicts and illegal
+  transitions without any lock or write. A change then locks attempt, run and
+  lease in the order of ql_private.lease_prelude / lease_open (`attempt_run_lease`, the order of
+  claims and ql.cancel_run, so none of them can deadlock with it) and re-checks
+  every fence on the locked rows by clock_timestamp(). The sweeper never waits
+  for these locks (SKIP LOCKED); a lease it already holds is seen released.
+Idempotency: exact replay as above; anything else is a conflict or QL020.
+Errors: QL001 malformed ids/digest, generation NULL or < 1, lease version
+  NULL or < 1, unknown phase,
+  malformed reason, or a reason with phase starting/running;
+  QL020 illegal transition at the current version (running before starting,
+  starting after starting, start_failed after running) — nothing is written.
+Planning: as ql.pull_offer — generic plans, sequential scans off, no JIT —
+  so a plan a pooled connection made while the lease tables were small (a
+  sequential scan of run_leases) does not stay with it as they grow.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -203,7 +251,6 @@ DECLARE
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
     v_bytes bytea;
     v_len integer;
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_log ql_private.attempt_logs;
@@ -232,21 +279,17 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'QL002', COLUMN = 'chunk',
             MESSAGE = format('chunk must be at most %s bytes in UTF-8', v_max_chunk_bytes);
     END IF;
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.log');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
+    -- Authenticated, locked and fenced in one go (ql_private.lease_prelude): an
+    -- append writes whenever it is accepted, so an unlocked first read would save
+    -- nothing but on a conflict. A `log` change is never a replay.
+    v_state := ql_private.lease_prelude(
+        p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+        v_offer_id, v_token_digest, p_lease_version, 'lease.log', 'log',
+        'attempt_lease_share');
+    IF v_state.answer IS NOT NULL THEN
+        RETURN v_state.answer;
     END IF;
-
-    -- Locked and fenced in one go: an append writes whenever it is accepted,
-    -- so an unlocked first read would save nothing but on a conflict.
-    v_state := ql_private.lease_open(
-        v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-        p_lease_version, 'log', 'attempt_lease_share');
     v_lease := v_state.lease;
-    IF v_state.category IS NOT NULL THEN
-        RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
-    END IF;
     IF v_lease.started_at IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'QL020',
             MESSAGE = 'illegal_transition: log chunk before the starting ACK';
@@ -320,7 +363,69 @@ ALTER FUNCTION ql.append_log(p_credential_id text, p_secret_digest bytea, p_work
 -- Name: FUNCTION append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text) IS 'Append a chunk of a started lease''s command output to its attempt''s live log (SPEC 15.1, 15.2). Inputs: the lease proof (p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version: the current version, a fence never bumped), p_offset (bytes) >= 0, p_chunk <= 65536 UTF-8 bytes. offset = stored length -> appended {status: ok, storedBytes, truncated}; a chunk repeating stored bytes -> {status: idempotent, ...} unchanged; else {status: conflict, category: log_offset, storedBytes}. Cap: the task''s logLimitBytes pinned on the lease at claim; a crossing chunk is cut at the last UTF-8 character boundary at or below it, the log marked truncated, later chunks dropped (truncated: true). Fences: credential (lease.log), ql_private.lease_open (lease_verdict categories, stale_lease_version), started lease. Writes: one chunk row + the log header per appended chunk; nothing otherwise (one security_audit row when denied). Locks: attempt FOR KEY SHARE -> lease FOR KEY SHARE -> log header FOR NO KEY UPDATE. Errors: QL001 bad input (COLUMN offset/chunk where they are wrong), QL002 chunk over 64 KiB (COLUMN chunk), QL020 not started. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.append_log(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_offset bigint, p_chunk text) IS 'ql.append_log(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+              p_generation, p_offer_id, p_token_digest, p_lease_version,
+              p_offset, p_chunk) -> jsonb
+
+Purpose: append a chunk of a running command''s combined output to its
+  attempt''s live log (SPEC §15.1 `POST /v1/leases/log`). The log is the
+  UTF-8 bytes of the chunks in order; p_offset is where the worker believes
+  this chunk starts, in bytes. The server appends only at its stored length:
+  * p_offset = stored length: appended (status ok). An empty chunk there
+    changes nothing (status idempotent).
+  * the chunk repeats stored bytes (p_offset < stored length and its bytes
+    equal the stored ones from p_offset on, ending at or before the stored
+    length): unchanged (status idempotent) — a chunk whose answer was lost,
+    sent again.
+  * anything else (a gap: p_offset past the stored length; different bytes;
+    a chunk that overlaps the stored end): {"status":"conflict",
+    "category":"log_offset","storedBytes":N} and nothing is written; the
+    worker resumes from N (the ingress answers 409 log_offset {offset: N}).
+  Cap (SPEC §15.2): the attempt''s log keeps at most limit_bytes bytes, the
+  task''s logLimitBytes pinned on the lease at its claim (run_leases.
+  log_limit_bytes, copied to the log header by the first append). A chunk
+  crossing it is cut at the last character boundary at or below it, the
+  rest dropped and the log marked truncated; from then on every chunk at or
+  past the stored length is dropped (status ok, nothing written) and the
+  answer says truncated: true (the worker stops sending; the command runs
+  on). A replay of the crossing chunk (its stored part equal) is
+  idempotent.
+  Answers {"status":"ok"|"idempotent","storedBytes":N,"truncated":bool}, the
+  log''s state after the call.
+Inputs: the lease proof as ql.heartbeat_lease (p_credential_id,
+  p_secret_digest, p_worker_id, p_session_id, p_offer_id, p_generation >= 1,
+  p_token_digest, p_lease_version >= 1); p_offset >= 0; p_chunk a string of
+  at most 65536 bytes in UTF-8.
+Fences (ql_private.lease_prelude, which also answers conflicts):
+  the credential (ql_private.authenticate, action `lease.log`), then
+  ql_private.lease_open (offer, worker, constant-time token digest,
+  session/generation, live unexpired lease, attempt, revision) and the lease
+  version, which must be the current one: an append is fenced by it but never
+  bumps it (SPEC §15.1), so a heartbeat''s bump in between answers
+  stale_lease_version and the worker sends again with the version it now
+  holds. Only a STARTED lease appends (after the starting ACK).
+Returns the answer above | {"status":"conflict","category":…} (lease_verdict
+  categories, stale_lease_version, log_offset) | the denial envelope.
+Writes: one attempt_log_chunks row and the attempt_logs header (created by
+  the first append: run, pinned cap) per appended chunk; nothing for a
+  replay, a dropped chunk, a conflict or an error; one security_audit row
+  when denied.
+Locks: in the lifecycle order (docs/LIFECYCLE.md "Locks"): attempt FOR KEY
+  SHARE, then lease FOR KEY SHARE (ql_private.lease_open
+  `attempt_lease_share`), then the attempt''s log header FOR NO KEY UPDATE.
+  The shared locks let heartbeats and other appends pass but not a change of
+  the attempt (completion, start failure, loss, cancel: attempt FOR UPDATE),
+  so no chunk lands after its attempt ended; the header lock serializes the
+  appends of one attempt (two at the same offset: one appends, the other
+  then sees the new length: replay if it carried the same bytes, else
+  log_offset). Nothing is locked after the header.
+Idempotency: replays as above; the lease is not touched.
+Errors: QL001 malformed ids/digest, generation or lease version NULL or < 1,
+  p_offset NULL or < 0 (COLUMN offset), p_chunk NULL (COLUMN chunk); QL002
+  p_chunk over 65536 bytes (COLUMN chunk); QL020 the lease is not started
+  (a chunk before the starting ACK). Nothing is written on any error.
+Planning: as ql.heartbeat_lease (generic plans, no sequential scans, no JIT).
+Caller: ql_worker_ingress.';
 
 
 --
@@ -348,7 +453,22 @@ ALTER FUNCTION ql.authenticate_worker(p_credential_id text, p_secret_digest byte
 -- Name: FUNCTION authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text) IS 'Worker credential check. Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id, p_action. Fences: the credential (ql_private.authenticate). Returns {"status":"ok"} or {"status":"denied","httpStatus","reason"}. Writes: nothing when allowed, one security_audit row when denied. Locks: none. Errors: QL001 malformed workerId/action. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.authenticate_worker(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_action text) IS 'ql.authenticate_worker(p_credential_id, p_secret_digest, p_worker_id, p_action) -> jsonb
+
+Purpose: stand-alone credential check for ingress actions that have no
+  database work of their own (or that a replica caches for <= 5 s, SPEC §5).
+  Returns {"status":"ok"} or the denial envelope of ql_private.authenticate.
+Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret, 32 bytes; the
+  secret itself never reaches the database), p_worker_id (lowercase canonical
+  UUID: the worker the ingress authenticated by certificate), p_action (the
+  audited action name, ^[a-z][a-z0-9_.]{0,63}$).
+Fences: the credential (ql_private.authenticate: exists, secret matches in
+  constant time, not revoked, belongs to p_worker_id).
+Writes: nothing when allowed; one security_audit row when denied.
+Locks: none.
+Idempotency: read-only when allowed; each denial is its own audit fact.
+Errors: QL001 p_worker_id not a lowercase canonical UUID, or malformed action.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -436,7 +556,35 @@ ALTER FUNCTION ql.cancel_run(p_run_id text) OWNER TO ql_owner;
 -- Name: FUNCTION cancel_run(p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.cancel_run(p_run_id text) IS 'Cancel a run. Inputs: p_run_id. Queued/dispatching without a started lease -> cancelled (attempt cancelled, unstarted lease released, run.cancelled event); started -> cancel_requested + run.cancel_requested event (events name the actor: session_user); terminal or already requested -> unchanged, no writes. Returns {runId, state, cancelRequested}. Fences: none beyond the run state. Writes: run, current attempt, live lease, one event (none when terminal or already requested). Locks: attempt FOR UPDATE, then run FOR NO KEY UPDATE, then lease. Idempotent. Errors: QL001 malformed id, QL004 unknown run. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.cancel_run(p_run_id text) IS 'ql.cancel_run(p_run_id text) -> jsonb {runId, state, cancelRequested}
+
+Purpose: cancel a run (SPEC §7, §8 `admin run cancel`).
+  * queued/dispatching and no started live lease: cancelled now. The run ->
+    ''cancelled'' (finished_at, cancel_requested), its current attempt ->
+    ''cancelled'' (unless already terminal), a live unstarted lease released with
+    reason ''cancelled'' (the pending offer then recovers as lease_terminal), one
+    `run.cancelled` event.
+  * started (starting/running, or a started live lease): the worker must stop
+    it, so only cancel_requested = true and one `run.cancel_requested` event;
+    the worker learns it from its lease heartbeat.
+  * terminal (succeeded/failed/cancelled), or cancel already requested: returns
+    the state unchanged and writes nothing.
+Inputs: p_run_id (lowercase canonical UUID).
+Fences: none beyond the run''s own state (the control plane is trusted).
+Writes: as above: at most the run, its current attempt, its live lease and one
+  event, whose payload names the acting database role (`actor`: session_user,
+  the login role that called; inside SECURITY DEFINER current_user is the
+  owner) (SPEC §9.5).
+Locks, in the pull path''s order so the two cannot deadlock: the current
+  attempt FOR UPDATE (a concurrent claim, which locks it with SKIP LOCKED,
+  either finished first or skips this run), then the run FOR NO KEY UPDATE,
+  then the live lease (UPDATE) (ql_private.lock_run_attempt). If the run
+  moved to another attempt between reading and locking, those locks are
+  rolled back and it starts again with the new attempt (never attempt after
+  run).
+Idempotency: yes (see terminal case); a second call never adds an event.
+Errors: QL001 malformed run id; QL004 unknown run.
+Caller: ql_runtime (control plane), ql.producer_cancel_run.';
 
 
 --
@@ -600,7 +748,54 @@ ALTER FUNCTION ql.cancel_runs(p_task_id text, p_state text, p_wait_ms integer) O
 -- Name: FUNCTION cancel_runs(p_task_id text, p_state text, p_wait_ms integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.cancel_runs(p_task_id text, p_state text, p_wait_ms integer) IS 'Bulk cancel of a task''s queued runs (SPEC 9.5): every run queued when the call starts is cancelled when it returns (as ql.cancel_run cancels a queued run: run and current attempt cancelled, one run.cancelled event each naming the actor, bulk: true) or listed; returns {cancelled: N, notCancelled: [{runId, state, reason locked|started|finished}]}. Inputs: p_task_id, p_state (only queued), p_wait_ms 0..60000 (default 5000). Pass 1: attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement; pass 2: each run another transaction held, locked attempt -> run (lock_run_attempt) with lock_timeout = the time left of p_wait_ms, cancelled if still queued or claimed but not started (unstarted lease released cancelled). An advisory lock per task serializes bulk cancels of one task. Fences: task exists; runs re-checked on the locked rows. Writes: runs, attempts, unstarted leases, events; nothing for a listed run. Errors: QL001 taskId/state, QL006 waitMs (COLUMN), QL004 unknown task. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.cancel_runs(p_task_id text, p_state text, p_wait_ms integer) IS 'ql.cancel_runs(p_task_id text, p_state text, p_wait_ms integer DEFAULT 5000)
+  -> jsonb {cancelled, notCancelled: [{runId, state, reason}]}
+
+Purpose: bulk cancel (SPEC §9.5 `admin run cancel --task ID --state queued`):
+  every run of the task that is `queued` when the call starts is `cancelled`
+  when it returns, or listed in notCancelled. Each is cancelled as
+  ql.cancel_run cancels a queued run: the run -> ''cancelled''
+  (cancel_requested, finished_at), its current attempt -> ''cancelled''
+  (reason cancelled, finished_at), one `run.cancelled` event each
+  ({attemptId, leaseReleased, offerId?, actor: session_user, bulk: true}).
+  Scheduled runs (due later) are queued too and are cancelled with the rest.
+  Only `queued` is supported; runs in flight at the start are cancelled one
+  by one with ql.cancel_run (their worker must be told).
+  Two passes. (1) Set-based: one statement takes the set (the task''s queued
+  runs, runs_task_state_seq, on the statement''s snapshot: "queued when the
+  call started") and locks, cancels and records every run whose attempt and
+  run it can lock at once (SKIP LOCKED). (2) Each run of the set it could not
+  take (another transaction held it: a claim, a sweep, ql.cancel_run, a
+  second bulk cancel) is then waited for, in queue order, within what is
+  left of p_wait_ms: locked through ql_private.lock_run_attempt and decided
+  on the locked rows. Still queued, or claimed meanwhile but not started
+  (dispatching, unstarted lease): cancelled, the unstarted lease released
+  `cancelled` (its offer then recovers as lease_terminal). Cancelled
+  meanwhile by someone else: done, not counted. Started meanwhile
+  (starting|running) or finished: listed, reason `started` | `finished`
+  (left alone: a started run is cancelled with ql.cancel_run, which tells
+  its worker). Not lockable before the bound: listed, reason `locked`,
+  nothing written for it.
+Inputs: p_task_id (lowercase canonical UUID), p_state (''queued''), p_wait_ms
+  0..60000 (default 5000): how long, in all, pass 2 may wait for locks.
+Fences: the task exists; each run is re-checked on its locked rows.
+Writes: the runs, their current attempts, a released unstarted lease, one
+  event per cancelled run; nothing for a listed run.
+Locks: in the lifecycle order attempt -> run (-> lease) (docs/LIFECYCLE.md
+  "Locks"). First an advisory transaction lock on the task''s bulk cancel
+  (two bulk cancels of one task queue instead of each holding half the set
+  and waiting for the other''s half), waited for within p_wait_ms; then pass
+  1: attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (never
+  waits); pass 2: per run, the attempt FOR UPDATE then the run FOR NO KEY
+  UPDATE, each wait bounded by lock_timeout = the time left (a deadlock
+  detected on one of them gives that wait up and tries again while time is
+  left). lock_timeout is this function''s own setting, restored on return.
+Idempotency: a second call finds no queued run: {cancelled: 0, notCancelled: []}.
+Errors: QL001 malformed task id (COLUMN taskId), a state other than queued
+  (COLUMN state); QL006 p_wait_ms out of 0..60000 (COLUMN waitMs); QL004
+  unknown task (COLUMN taskId); nothing changed on error. A run that could
+  not be cancelled is no error: it is listed (the admin command exits 1).
+Caller: ql_runtime.';
 
 
 --
@@ -662,7 +857,35 @@ ALTER FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea, p_w
 -- Name: FUNCTION close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) IS 'Close a session on the worker''s request (also when expired) and release its unstarted live leases (session_closed). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.close); session owned, exact generation, not replaced. Returns {"status":"ok","session":{...}} or denied. Writes: session state/closed_at and released leases (none when already closed), an audit row when denied. Locks: session row FOR UPDATE. Idempotent: an already closed, not replaced session returns ok and writes nothing. Errors: QL001, QL010 not found, QL011 generation differs or replaced. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.close_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) IS 'ql.close_session(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+                 p_generation) -> jsonb
+
+Purpose: end a session on the worker''s request (SPEC §5 /v1/sessions/close).
+  Authenticates (action `session.close`), then sets state ''closed'' and
+  closed_at, and releases the session''s unstarted live leases with reason
+  `session_closed` so their runs become candidates again at once. Started
+  leases stay live (the run is executing; its lease lifecycle decides).
+  An expired but still active session IS closed (not QL012): closing is the
+  worker giving the session up, and doing it now frees its pending offers
+  without waiting for the sweeper.
+Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+  p_session_id (lowercase canonical UUIDs), p_generation (>= 1).
+Fences: the credential (ql_private.authenticate); the session exists for this
+  worker, with exactly this generation, not closed by a replacement.
+Returns {"status":"ok","session":{...session@v1 projection}} or the denial envelope.
+Writes: the session row (state, closed_at) and the released leases; nothing
+  when already closed; one security_audit row when denied.
+Locks: the session row FOR UPDATE, which waits for in-flight claims holding
+  the fence lock (session_fence lock=true, FOR NO KEY UPDATE) so the release
+  sees their leases, and makes later claims re-check and find the session
+  closed; then attempt -> run -> lease per released lease
+  (ql_private.release_unstarted_leases, the lifecycle order).
+Idempotency: closing an already closed session of the right generation (not
+  replaced by a newer one) returns ok with its projection and writes nothing.
+Errors: QL001 malformed ids, generation NULL or < 1; QL010 no such session
+  for this worker; QL011 generation differs, or the session was closed by a
+  replacement (a newer generation exists).
+Caller: ql_worker_ingress.';
 
 
 --
@@ -684,7 +907,6 @@ DECLARE
     v_reason text := ql_private.require_reason(p_reason, 'reason');
     v_result jsonb := ql_private.validate_result(p_result);
     v_release text;
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_attempt ql_private.attempts;
@@ -712,36 +934,24 @@ BEGIN
                                WHEN 'cancelled' THEN coalesce(v_reason, 'cancelled') END;
     v_release := CASE p_outcome WHEN 'cancelled' THEN 'cancelled' ELSE 'completed' END;
 
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.complete');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
-    END IF;
-
-    -- Pass 1 decides on an unlocked read; pass 2 (only when a change is due)
-    -- locks the rows it changes and decides again on them (ql_private.lease_open).
+    -- Pass 1 authenticates and decides on an unlocked read; pass 2 (only when a
+    -- change is due) locks the rows it changes and decides again on them
+    -- (ql_private.lease_prelude). A replay is the completion that made the
+    -- current version, the same one only if it stored exactly what this request
+    -- asks for (else lease_terminal).
     FOR v_pass IN 1 .. 2 LOOP
-        v_state := ql_private.lease_open(
-            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, 'complete', CASE v_pass WHEN 2 THEN 'attempt_run_lease' END,
-            v_lease);
+        v_state := ql_private.lease_prelude(
+            p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+            v_offer_id, v_token_digest, p_lease_version, 'lease.complete', 'complete',
+            CASE v_pass WHEN 2 THEN 'attempt_run_lease' END, v_lease,
+            p_outcome => p_outcome, p_exit_code => p_exit_code, p_reason => v_reason,
+            p_result => v_result);
+        IF v_state.answer IS NOT NULL THEN
+            RETURN v_state.answer;
+        END IF;
         v_lease := v_state.lease;
         v_attempt := v_state.attempt;
         v_run := v_state.run;
-        IF v_state.category = 'replay' THEN
-            -- The completion that made the current version: the same one only if
-            -- it stored exactly what this request asks for.
-            IF v_lease.release_reason = v_release AND v_attempt.state = p_outcome
-               AND v_attempt.exit_code IS NOT DISTINCT FROM p_exit_code
-               AND v_attempt.reason IS NOT DISTINCT FROM v_reason
-               AND v_attempt.result IS NOT DISTINCT FROM v_result THEN
-                RETURN jsonb_build_object('status', 'idempotent',
-                                          'lease', ql_private.lease_projection(v_lease.id));
-            END IF;
-            RETURN jsonb_build_object('status', 'conflict', 'category', 'lease_terminal');
-        ELSIF v_state.category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
-        END IF;
         IF v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: completion before the starting ACK';
@@ -798,7 +1008,72 @@ ALTER FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_
 -- Name: FUNCTION complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) IS 'Complete a started, unexpired lease (SPEC 7) in one fenced transaction at the lease version the worker last saw (version+1): succeeded (attempt+run succeeded, run.succeeded), failed (attempt failed, attempt.failed, retry policy: run.retry_scheduled | run.failed | run.cancelled), cancelled (only when cancel requested: attempt+run cancelled, run.cancelled); lease released completed|cancelled. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version, p_outcome, p_exit_code, p_reason, p_result (NULL or {exitCode?, durationMs, outputTail <= 8 KiB UTF-8, outputBytes}, stored on the attempt). Fences: credential (lease.complete), then ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, attempt, revision, lease version). {status: ok|idempotent, lease: lease@v1} | {status: conflict, category (lease_verdict categories, stale_lease_version)} | denied; idempotent = the same completion repeated after a lost answer (version = current - 1, same outcome, exit code, reason and result). Writes: lease, attempt, run or retry policy, one event; exact replay writes nothing. Locks (changes only, ql_private.lease_open attempt_run_lease): attempt FOR UPDATE, run FOR NO KEY UPDATE, lease FOR UPDATE. Errors: QL001 bad input (lease version NULL or < 1 included; COLUMN result for a malformed result), QL020 not started / cancelled without request. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.complete_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb) IS 'ql.complete_lease(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+                  p_generation, p_offer_id, p_token_digest, p_lease_version,
+                  p_outcome,
+                  p_exit_code DEFAULT NULL, p_reason DEFAULT NULL,
+                  p_result DEFAULT NULL) -> jsonb
+
+Purpose: the completion of a STARTED lease (SPEC §5 /v1/leases/complete, §7),
+  one atomic transaction fenced by offer id + token digest +
+  worker/session/generation + the lease version the worker last saw
+  (ql_private.lease_open; a lease past expires_at belongs to the sweeper and
+  answers lease_expired). Attempt starting|running:
+  * succeeded  attempt succeeded (exit_code, finished_at); run succeeded
+               (finished_at); lease released `completed`; one `run.succeeded`.
+  * failed     attempt failed (exit_code, reason default `failed`); lease
+               released `completed`; one `attempt.failed`; then the retry
+               policy (ql_private.apply_retry): one `run.retry_scheduled` (new
+               attempt, run queued), `run.failed` or — cancel requested —
+               `run.cancelled`.
+  * cancelled  only when the run is cancel-requested (the worker stopped it
+               after learning so from its heartbeat): attempt cancelled
+               (reason default `cancelled`), run cancelled, lease released
+               `cancelled`; one `run.cancelled`.
+  The completion bumps lease_version by one like every other change (SPEC §7:
+  the answer carries version + 1), so its repetition is recognized by version.
+  The optional result (SPEC §9.3: {exitCode?, durationMs, outputTail,
+  outputBytes}, ql_private.validate_result) is stored on the attempt with the
+  completion (attempts.result); ql.show_run shows it.
+Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+  p_session_id, p_offer_id (lowercase canonical UUIDs), p_generation (>= 1),
+  p_token_digest (SHA-256 of the lease token), p_lease_version (the version
+  of the last lease@v1 the worker received, >= 1), p_outcome (succeeded | failed |
+  cancelled), p_exit_code (0 or NULL with succeeded), p_reason (a reason code;
+  not with succeeded), p_result (NULL or the result object; checked before
+  anything else is read, so a bad one never reaches the lease).
+Fences (ql_private.lease_prelude, which also answers replays and conflicts):
+  the credential (ql_private.authenticate, action `lease.complete`), then
+  ql_private.lease_open (offer, worker, constant-time token digest,
+  session/generation, live unexpired lease, attempt, revision, lease version).
+Returns {"status":"ok","lease":<lease@v1 projection>} |
+  {"status":"idempotent","lease":…} for an exact replay: p_lease_version is
+  the version the completion consumed (current - 1) and the lease was
+  released by a completion with the same outcome, exit code, reason and
+  result (writes nothing; answers the current lease, what the lost answer
+  carried) | {"status":"conflict","category":…} (lease_verdict categories; a
+  different completion of an already completed lease, or one at another
+  version, is `lease_terminal`; a live lease at another version is
+  `stale_lease_version`) | the denial envelope.
+Writes: lease (released), attempt, run or the retry policy''s writes, one event;
+  nothing for a replay, a conflict or an illegal transition; one
+  security_audit row when denied.
+Locks: an unlocked first read answers replays, conflicts and QL020 without a
+  lock; a change locks attempt, run and lease in the order of
+  ql_private.lease_prelude / lease_open (`attempt_run_lease`, the order of claims and
+  ql.cancel_run) and re-checks.
+Idempotency: exact replay as above (the worker journals the completion with
+  its result before the first send, so its repetition carries the same bytes).
+Errors: QL001 malformed ids/digest, generation NULL or < 1, lease version NULL
+  or < 1, unknown outcome,
+  malformed reason, a reason with outcome succeeded, or succeeded with a
+  non-zero exit code, a malformed result (COLUMN ''result''); QL020 the lease is not started (complete before the
+  starting ACK), or outcome cancelled without a cancel request — nothing is
+  written.
+Planning: as ql.pull_offer — generic plans, sequential scans off, no JIT —
+  so a plan a pooled connection made while the lease tables were small (a
+  sequential scan of run_leases) does not stay with it as they grow.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -885,7 +1160,40 @@ ALTER FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_at
 -- Name: FUNCTION configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean, p_log_limit_bytes integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean, p_log_limit_bytes integer) IS 'Change a task''s run policy (SPEC 9.1); NULL = unchanged; returns {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes}. Applies to attempts claimed afterwards (TTL and log cap pinned on the lease at claim, retry policy when an attempt ends). Inputs: p_task_id, p_lease_ttl_s 5..86400, p_max_attempts 1..100, p_retry_base_ms 100..3600000, p_retry_cap_ms retryBaseMs..86400000 (pair checked on the result), p_enabled, p_log_limit_bytes 1024..67108864. Fences: task exists. Writes: the task row when something changes; no event. Locks: task row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed id, QL006 out of bounds (COLUMN = wire field), QL004 unknown task; nothing changed on error. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.configure_task(p_task_id text, p_lease_ttl_s integer, p_max_attempts integer, p_retry_base_ms integer, p_retry_cap_ms integer, p_enabled boolean, p_log_limit_bytes integer) IS 'ql.configure_task(p_task_id text, p_lease_ttl_s integer DEFAULT NULL,
+                  p_max_attempts integer DEFAULT NULL,
+                  p_retry_base_ms integer DEFAULT NULL,
+                  p_retry_cap_ms integer DEFAULT NULL,
+                  p_enabled boolean DEFAULT NULL,
+                  p_log_limit_bytes integer DEFAULT NULL) -> jsonb
+
+Purpose: change a task''s run policy (SPEC §9.1 `admin task configure`, also
+  the flags of `admin task publish`). NULL leaves a setting unchanged. Returns
+  the resulting settings, the object of ql.task_settings: {taskId, leaseTtlS,
+  maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes}.
+  New settings apply to attempts claimed afterwards: the claim reads the
+  lease TTL and the log cap (logLimitBytes, SPEC §15.2) from the task and
+  pins them on the lease (ql_private.claim_candidate), the retry policy reads
+  max attempts and backoff when an attempt ends (ql_private.apply_retry);
+  nothing is copied at enqueue. A disabled task refuses new enqueues
+  (ql.enqueue_runs); runs already queued stay queued.
+Inputs: p_task_id (lowercase canonical UUID); bounds of the given values:
+  p_lease_ttl_s 5..86400 (leaseTtlS), p_max_attempts 1..100 (maxAttempts),
+  p_retry_base_ms 100..3600000 (retryBaseMs), p_retry_cap_ms
+  retryBaseMs..86400000 (retryCapMs), the cap checked against the resulting
+  base when either is given (a base raised above the stored cap is reported
+  on retryBaseMs when no cap is given), p_log_limit_bytes 1024..67108864
+  (logLimitBytes).
+Fences: the task exists.
+Writes: the task row (only when something changes). No event: events are run
+  facts, and nothing secret is involved.
+Locks: the task row FOR NO KEY UPDATE (two configures of one task serialize,
+  so the base/cap pair is checked on what is stored).
+Idempotency: the same call twice leaves the same settings.
+Errors: QL001 malformed task id (COLUMN taskId); QL006 a value out of its
+  bounds (COLUMN = its wire field); QL004 unknown task (COLUMN taskId);
+  nothing is changed on any error.
+Caller: ql_runtime.';
 
 
 --
@@ -938,7 +1246,33 @@ ALTER FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests 
 -- Name: FUNCTION confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]) IS 'Idle view cache re-confirmation: the given credential ids that would authenticate for their worker now (exists, digest matches in constant time, not revoked, not expired, same worker, worker not disabled). Inputs: equal-length arrays (<= 1024) of credential ids, SHA-256 digests, worker UUIDs. Fences: the credential facts of ql_private.authenticate. Writes: none. Locks: none. Errors: QL001 malformed arrays. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.confirm_credentials(p_credential_ids text[], p_secret_digests bytea[], p_worker_ids text[]) IS 'ql.confirm_credentials(p_credential_ids, p_secret_digests, p_worker_ids) -> text[]
+
+Purpose: re-confirm, in one read-only statement, the credentials an ingress
+  replica''s idle view holds in its cache (service/idle_view.py). SPEC §5 lets
+  a replica trust a confirmed credential for at most 5 s; without this, every
+  cached worker''s next pull after 5 s went to the database only to
+  re-authenticate, which at the default cadence (a pull every 2-3 s) was about
+  every second idle pull. The replica sends the aging entries of its cache
+  together, at most a few times a second, on its LISTEN connection.
+Inputs: three arrays of equal length 0..1024, position i describing one cache
+  entry: p_credential_ids[i] (^[a-z0-9]{16}$), p_secret_digests[i] (the
+  SHA-256 the replica holds, 32 bytes), p_worker_ids[i] (the worker the
+  replica authenticated by certificate, lowercase canonical UUID).
+Returns: the credential ids (a subset of p_credential_ids, in input order)
+  that ql_private.authenticate would allow for their worker right now: the
+  credential exists, its digest matches (ql_private.digest_equal, constant
+  time), it is not revoked nor expired (SPEC §16.2), it belongs to that
+  worker, and the worker is not disabled. Every other entry is simply left out: the replica drops it and
+  the worker''s next request meets the full check (which audits a denial).
+Fences: the same credential facts as ql_private.authenticate.
+Writes: none (no audit row either: nothing is denied here; zero WAL).
+Locks: none (plain reads of worker_credentials and workers by primary key).
+Idempotency: read-only.
+Errors: QL001 arrays NULL, of different lengths or longer than 1024, or an
+  element NULL or malformed (a caller bug: the replica only sends what the
+  database confirmed before).
+Caller: ql_worker_ingress.';
 
 
 --
@@ -984,7 +1318,21 @@ ALTER FUNCTION ql.create_pool(p_project text, p_name text) OWNER TO ql_owner;
 -- Name: FUNCTION create_pool(p_project text, p_name text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.create_pool(p_project text, p_name text) IS 'Create pool P/N (SPEC 13.1), the project (with its default pool) first when needed; returns {poolId, project, name, created}. Inputs: p_project, p_name (^[a-z0-9][a-z0-9._-]{0,62}$). Fences: names. Writes: project (first use), one pool; nothing when it exists. Locks: unique indexes only (ON CONFLICT DO NOTHING). Idempotent (created=false). Errors: QL001 bad project (COLUMN project) or name (COLUMN name). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.create_pool(p_project text, p_name text) IS 'ql.create_pool(p_project text, p_name text) -> jsonb {poolId, project, name, created}
+
+Purpose: `admin pool create --project P --name N` (SPEC §13.1). A pool belongs
+  to one project; the project is created when it does not exist yet (with its
+  `default` pool, migration 0019''s projects_default_pool trigger).
+Inputs: p_project (^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$), p_name
+  (^[a-z0-9][a-z0-9._-]{0,62}$).
+Fences: the names.
+Writes: the project row (first use), one pools row; nothing when the pool
+  exists.
+Locks: none beyond the unique indexes (INSERT ON CONFLICT DO NOTHING + re-read:
+  a concurrent creator wins and this call reads its committed row).
+Idempotency: an existing pool is returned with created = false.
+Errors: QL001 bad project (COLUMN project) or pool name (COLUMN name).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -1054,7 +1402,30 @@ ALTER FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_
 -- Name: FUNCTION create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint) IS 'admin token create (SPEC 13.4): store a project token made by the CLI: only the SHA-256 digest of the whole token string; project created when missing. Returns {tokenId, project, scopes (sorted, distinct), createdAtMs, expiresAtMs (null = never)}, never the digest. Inputs: p_project, p_token_id [a-z0-9]{16}, p_token_digest (32 bytes), p_scopes (1..5 of enqueue/read/cancel/retry/log), p_expires_in_s (NULL or 1..315360000). Writes: one project_tokens row (created_by = session_user), the project on first use. Locks: unique indexes. Errors: QL001 project/tokenId/tokenDigest/scope (COLUMN), id reused (tokenId); QL006 expiresIn. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea, p_scopes text[], p_expires_in_s bigint) IS 'ql.create_project_token(p_project text, p_token_id text, p_token_digest bytea,
+                        p_scopes text[], p_expires_in_s bigint DEFAULT NULL) -> jsonb
+
+Purpose: `admin token create --project P --scope ... [--expires-in D]` (SPEC
+  §13.4). The CLI generates the token `qlp_<p_token_id>_<secret>` with a CSPRNG
+  and prints it once; only p_token_digest, the SHA-256 of the whole token
+  string, reaches the database. The project is created when it does not exist
+  yet (with its default pool, like ql.create_pool), so a token can be made
+  before the project''s first publish.
+  Returns {tokenId, project, scopes, createdAtMs, expiresAtMs} (scopes sorted,
+  duplicates dropped; expiresAtMs null = never). Never the digest.
+Inputs: p_project (^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$), p_token_id
+  (^[a-z0-9]{16}$), p_token_digest (32 bytes), p_scopes (1..5 of enqueue,
+  read, cancel, retry, log), p_expires_in_s (NULL = never, else 1..
+  315360000 = 10 years).
+Fences: the inputs; a token id already used is refused.
+Writes: one project_tokens row (created_by = session_user); the project row
+  (and its default pool) on first use.
+Locks: none beyond the unique indexes.
+Idempotency: none (each call is a new token).
+Errors: QL001 bad project (COLUMN project), token id (COLUMN tokenId), digest
+  (COLUMN tokenDigest), scope (COLUMN scope); QL006 p_expires_in_s out of
+  bounds (COLUMN expiresIn); QL001 token id already used (COLUMN tokenId).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -1099,7 +1470,22 @@ ALTER FUNCTION ql.delete_secret(p_project text, p_name text) OWNER TO ql_owner;
 -- Name: FUNCTION delete_secret(p_project text, p_name text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.delete_secret(p_project text, p_name text) IS 'admin secret delete (SPEC 14.1): remove a secret; revisions naming it stay (their runs then answer secret_missing). Returns {project, name, version, deleted}. Inputs: p_project, p_name. Fences: the secret exists. Writes: deletes the row, one security_audit row (secret.delete, actor, detail {project, name, version}). Locks: the secret row. Errors: QL001 malformed (COLUMN project|name), QL004 not found (COLUMN name). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.delete_secret(p_project text, p_name text) IS 'ql.delete_secret(p_project text, p_name text) -> jsonb {project, name, version, deleted}
+
+Purpose: `admin secret delete --project P --name NAME` (SPEC §14.1): remove a
+  secret (its ciphertext goes with the row). A revision that names it stays
+  as published; a run of it is then answered `secret_missing` by
+  ql.lease_secrets, and a new publish naming it is refused.
+Inputs: p_project, p_name (^[a-z][a-z0-9_.-]{0,63}$).
+Fences: the secret exists.
+Returns {project, name, version (the deleted one), deleted: true}.
+Writes: deletes the secrets row; one security_audit row (action
+  secret.delete, reason secret_deleted, actor session_user, detail
+  {project, name, version}).
+Locks: the secret row (DELETE).
+Idempotency: none: a second delete is QL004.
+Errors: QL001 malformed (COLUMN project|name), QL004 no such secret (COLUMN name).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -1179,7 +1565,54 @@ ALTER FUNCTION ql.disable_worker(p_worker_id text, p_drain boolean) OWNER TO ql_
 -- Name: FUNCTION disable_worker(p_worker_id text, p_drain boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.disable_worker(p_worker_id text, p_drain boolean) IS 'Disable a worker (SPEC 9.5): workers.disabled_at set, so every credential of it is refused (worker_disabled, 403, audited); without drain its open sessions are closed as close_session does (unstarted leases released session_closed, runs re-queued; started leases can no longer heartbeat or complete); with drain its active sessions drain instead (ql_private.drain_session: no new offers, unstarted leases released, started leases may still ACK running, heartbeat and complete — authenticate lets only those calls and session heartbeat/close through while a draining session is left — and the session closes with its last lease). One worker.disabled event naming the actor (session_user) when anything changed; NOTIFY c:<credentialId> per credential (and s:<workerId> by the session trigger). Returns {workerId, disabled: true, drain, sessionsClosed, sessionsDraining, leasesReleased}. Inputs: p_worker_id, p_drain (default false). Fences: worker exists. Locks: worker row FOR NO KEY UPDATE, sessions FOR UPDATE, attempt -> run -> lease; with drain FOR SHARE on live leases. Idempotent. Errors: QL001 malformed, QL004 unknown worker (COLUMN workerId). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.disable_worker(p_worker_id text, p_drain boolean) IS 'ql.disable_worker(p_worker_id text, p_drain boolean DEFAULT false) -> jsonb
+  {workerId, disabled: true, drain, sessionsClosed, sessionsDraining,
+   leasesReleased}
+
+Purpose: take a worker out of service (SPEC §9.5 `admin worker disable`).
+  Sets workers.disabled_at; from then on ql_private.authenticate refuses every
+  credential of the worker with the denial envelope reason `worker_disabled`,
+  httpStatus 403 (audited like every denial), until ql.enable_worker. Its
+  sessions that are not closed are closed the way ql.close_session closes
+  one: unstarted live leases released (`session_closed`, runs re-queued at
+  once), state closed, closed_at; started leases stay live (their lease
+  lifecycle decides, but with their session closed they can no longer
+  heartbeat or complete and end as `lost`). One `worker.disabled` event
+  (events.worker_id; payload workerId, drain, sessionsClosed,
+  sessionsDraining, leasesReleased, actor = session_user) when anything
+  changed.
+  With drain, each ACTIVE session drains instead of closing
+  (ql_private.drain_session, as ql.end_session with drain): unstarted leases
+  released, no new offer, started leases may still ACK running, heartbeat and
+  complete, the session closes with its last one (at once when none runs).
+  The credentials are refused all the same (worker_disabled) for session.open
+  and offer.pull, and for everything once no draining session is left;
+  while one is, ql_private.authenticate lets through only the calls that end
+  started work (session heartbeat/close, lease ACK/heartbeat/complete), which
+  their fences keep to that session''s started leases: no new work, ever.
+  sessionsClosed counts the sessions closed (with drain: those with nothing
+  running), sessionsDraining those left draining. A session already draining
+  is left as it is with drain, and closed without it (the escalation).
+  Ingress replicas learn it within their NOTIFY latency: closing a session
+  fires ''s:<workerId>'' (migration 0005 trigger) and this function sends
+  ''c:<credentialId>'' for each credential of the worker on channel
+  ql_dispatch, so every replica''s idle view drops what it believed about the
+  worker and its credentials (ids only in the payloads).
+Inputs: p_worker_id (lowercase canonical UUID); p_drain (NULL = false).
+Fences: the worker exists.
+Writes: the worker row (when not yet disabled), its open sessions and their
+  released leases, one event; NOTIFYs at commit.
+Locks: the worker row FOR NO KEY UPDATE, each open session FOR UPDATE (which
+  waits for a claim holding the session''s fence lock, as ql.close_session),
+  then attempt -> run -> lease per released lease
+  (ql_private.release_unstarted_leases); with drain also FOR SHARE on each
+  draining session''s live leases (ql_private.drain_session).
+Idempotency: disabling a disabled worker without open sessions (with drain:
+  without active sessions) changes nothing, writes no event and returns
+  sessionsClosed 0, leasesReleased 0.
+Errors: QL001 malformed worker id (COLUMN workerId); QL004 unknown worker
+  (COLUMN workerId); nothing changed on error.
+Caller: ql_runtime.';
 
 
 --
@@ -1218,7 +1651,23 @@ ALTER FUNCTION ql.enable_worker(p_worker_id text) OWNER TO ql_owner;
 -- Name: FUNCTION enable_worker(p_worker_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.enable_worker(p_worker_id text) IS 'Enable a disabled worker (SPEC 9.5): disabled_at := NULL, one worker.enabled event naming the actor (session_user), NOTIFY c:<credentialId> per credential; returns {workerId, disabled: false}. Inputs: p_worker_id. Fences: worker exists. Writes: worker row + event (none when already enabled). Locks: worker row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed, QL004 unknown worker (COLUMN workerId). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.enable_worker(p_worker_id text) IS 'ql.enable_worker(p_worker_id text) -> jsonb {workerId, disabled: false}
+
+Purpose: put a disabled worker back in service (SPEC §9.5 `admin worker
+  enable`): workers.disabled_at := NULL, so its credentials that are not
+  revoked authenticate again (it opens a new session itself). One
+  `worker.enabled` event (events.worker_id; payload workerId, actor =
+  session_user) when it was disabled; ''c:<credentialId>'' is sent on
+  ql_dispatch for each of its credentials, so ingress replicas drop a cached
+  refusal.
+Inputs: p_worker_id (lowercase canonical UUID).
+Fences: the worker exists.
+Writes: the worker row and one event (nothing when already enabled).
+Locks: the worker row FOR NO KEY UPDATE.
+Idempotency: enabling an enabled worker changes nothing and writes no event.
+Errors: QL001 malformed worker id (COLUMN workerId); QL004 unknown worker
+  (COLUMN workerId).
+Caller: ql_runtime.';
 
 
 --
@@ -1283,7 +1732,43 @@ ALTER FUNCTION ql.end_session(p_session_id text, p_drain boolean) OWNER TO ql_ow
 -- Name: FUNCTION end_session(p_session_id text, p_drain boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.end_session(p_session_id text, p_drain boolean) IS 'Operator close of a worker session (SPEC 9.5). Without drain, as close_session: unstarted leases released (session_closed, runs re-queued), state closed (started leases can no longer heartbeat or complete); one session.closed event naming the actor (session_user). With drain (active session, ql_private.drain_session): no new offers (409 session_draining), unstarted leases released, started leases may still ACK running, heartbeat and complete; closed when the last one ends (at once when none runs) or at expiry; one session.draining event naming the actor. NOTIFY s:<workerId> by trigger. Returns {sessionId, workerId, state: closed|draining, drain, leasesReleased, leasesRunning}. Inputs: p_session_id, p_drain (default false). Fences: session exists. Locks: session FOR UPDATE, then attempt -> run -> lease; with drain FOR SHARE on the live leases. Idempotent (closed, or draining with drain: no-op, leasesReleased 0). Errors: QL001 malformed, QL004 unknown session (COLUMN sessionId). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.end_session(p_session_id text, p_drain boolean) IS 'ql.end_session(p_session_id text, p_drain boolean DEFAULT false) -> jsonb
+  {sessionId, workerId, state: "closed"|"draining", drain, leasesReleased,
+   leasesRunning}
+
+Purpose: the operator closes a worker session (SPEC §9.5 `admin session
+  close`).
+  Without drain, the way ql.close_session closes it for the worker: unstarted
+  live leases released (`session_closed`, their runs re-queued at once),
+  state closed, closed_at; started leases stay live but can no longer
+  heartbeat or complete (their session is gone: 409 session_replaced), so
+  they end as `lost` at expiry. The worker''s next call gets session_closed
+  (409) and it opens a new session. One `session.closed` event
+  (events.worker_id; payload sessionId, workerId, generation,
+  leasesReleased, drain false, actor = session_user). A draining session is
+  closed the same way (the escalation of a drain).
+  With drain (an active session; ql_private.drain_session): no new offer from
+  now on (a pull answers 409 session_draining, QL015), unstarted live leases
+  released as above, started leases run on — their attempts may still ACK
+  running, heartbeat and complete — and the session is closed when the last
+  of them ends (ql_private.close_drained_session), at once when none is
+  running, or lapses at its normal expiry. One `session.draining` event
+  (payload sessionId, workerId, generation, leasesReleased, leasesRunning,
+  state, drain true, actor). A session already draining: no-op.
+  The session UPDATE fires ''s:<workerId>'' on ql_dispatch (migration 0005).
+Inputs: p_session_id (lowercase canonical UUID); p_drain (NULL = false).
+Fences: the session exists.
+Writes: the session row, the released leases, runs re-queued, one event;
+  nothing when the session is already closed (or, with drain, draining).
+Locks: the session row FOR UPDATE (waits for a claim holding its fence lock,
+  as ql.close_session), then attempt -> run -> lease per released lease;
+  with drain also FOR SHARE on the remaining live leases
+  (ql_private.drain_session).
+Idempotency: closing a closed session (or draining a draining one) is a
+  no-op returning the same shape with leasesReleased 0 (no event).
+Errors: QL001 malformed session id (COLUMN sessionId); QL004 unknown session
+  (COLUMN sessionId).
+Caller: ql_runtime.';
 
 
 --
@@ -1468,7 +1953,59 @@ ALTER FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integ
 -- Name: FUNCTION enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) IS 'Queue p_count (1..10000) runs of an enabled task pinned to its current revision, each with attempt 1 (claimed, remote_worker) and one run.queued event; returns {runIds (queue order), existing}. Inputs: p_task_id, p_priority (smallint), p_count, p_not_before_ms (epoch ms, <= now + 1 year) or p_delay_ms (0..31536000000): a future time schedules the runs (due_at = not_before = that time, out of the candidate keysets until due; past = ready now); p_key (1..128 printable chars, count 1): idempotent per task while the run is retained, an existing key returns {runIds: [it], existing: true} and writes nothing (INSERT ON CONFLICT DO NOTHING: concurrent same-key calls queue one run). Fences: task exists, enabled, published. Writes: runs (carrying the task''s pool), attempts, events, at most one placement class. Locks: FK KEY SHARE; ON CONFLICT waits on a concurrent same-key insert. Errors (COLUMN = wire field): QL001 bad input/disabled/unpublished/key, QL002 count > 10000, QL006 delayMs/notBeforeMs out of bounds, QL004 unknown task. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) IS 'ql.enqueue_runs(p_task_id text, p_priority integer, p_count integer,
+                p_not_before_ms bigint DEFAULT NULL, p_delay_ms bigint DEFAULT NULL,
+                p_key text DEFAULT NULL) -> jsonb {runIds, existing}
+
+Purpose: queue `p_count` runs of a task (SPEC §8 `admin run enqueue`, §9.2
+  scheduled and idempotent enqueue). Each run is pinned to the task''s current
+  execution revision, state ''queued'', runtime-owned, with its first attempt
+  (attempt_no 1, executor ''remote_worker'', state ''claimed'') set as
+  runs.current_attempt_id; one `run.queued` event per run. runIds are returned
+  in queue order (queue_seq). Each run records its revision''s placement class
+  (ql_private.placement_class_of, which may add one placement_classes row) for
+  runs_class_keyset.
+  Scheduling: p_delay_ms (from now) or p_not_before_ms (epoch ms) give the
+  time before which the runs are not offered. A time in the future makes them
+  scheduled: runs.due_at = that time (outside the candidate keysets, in
+  runs_due; candidate_page reads them once due, the sweeper promotes them) and
+  the attempt''s not_before = the same time. A time not in the future (delay
+  0, a not-before in the past) = ready now (due_at NULL, not_before now). The
+  event carries dueAtMs when scheduled.
+  Idempotency key: p_key names the run within its task while the run row is
+  retained (unique partial index runs_idempotency_key). A key that already
+  names a run of this task returns {runIds: [that run], existing: true} and
+  writes nothing (no run, no event), whatever the other arguments; else the
+  run is inserted with INSERT ... ON CONFLICT DO NOTHING, so the same key sent
+  by many connections at once queues exactly one run: the losers wait for the
+  winner''s commit, then read its id (existing: true).
+  Without a key: set-based, one statement inserts all runs, attempts and
+  events (ids are generated up front, so current_attempt_id is written with the
+  run and no run row is updated; attempts.run_id''s foreign key is checked at
+  the end of that statement).
+Inputs: p_task_id (lowercase canonical UUID), p_priority (smallint range),
+  p_count (1..10000; exactly 1 with a key), p_delay_ms (0..31536000000, i.e.
+  up to a year), p_not_before_ms (0..now + 31536000000; not with p_delay_ms),
+  p_key (1..128 characters, no control characters).
+Fences: the task exists; for new runs it is enabled and has a published
+  revision.
+Writes: p_count runs (each carrying the task''s pool, SPEC §13.1), attempts (each with the task''s retry policy pinned:
+  max_attempts, retry_base_ms, retry_cap_ms as configured now, SPEC §9.1)
+  and run.queued events; at most one placement_classes row; nothing when the
+  key names an existing run.
+Locks: none beyond the foreign-key checks'' FOR KEY SHARE on the task and
+  revision rows (and, with a key, the wait of ON CONFLICT on a concurrent
+  insert of the same key); a concurrent publish may make a newer revision
+  current, and these runs stay pinned to the one read here (either order is a
+  valid history).
+Idempotency: by (task, key) while the run is retained; none without a key.
+Errors (COLUMN = the wire field): QL001 malformed task id (taskId), priority
+  NULL or outside smallint (priority), count NULL or < 1 (count), both delay
+  and not-before given (delayMs), malformed key or key with count <> 1 (key),
+  task disabled or without a current revision (taskId); QL002 count > 10000
+  (count); QL006 delay or not-before out of bounds (delayMs, notBeforeMs);
+  QL004 unknown task (taskId).
+Caller: ql_runtime (control plane), ql.producer_enqueue.';
 
 
 --
@@ -1499,7 +2036,18 @@ ALTER FUNCTION ql.expiring_counts(p_within_s bigint) OWNER TO ql_owner;
 -- Name: FUNCTION expiring_counts(p_within_s bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.expiring_counts(p_within_s bigint) IS 'How many worker credentials and issued certificates expire within p_within_s (SPEC 16.3, /metrics): {credentials, certificates}, each <= 10000. Writes: nothing. Locks: none. Errors: QL006 out of bounds. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.expiring_counts(p_within_s bigint) IS 'ql.expiring_counts(p_within_s bigint) -> jsonb {credentials, certificates}
+
+Purpose: what the ingress exports on /metrics (SPEC §16.3): how many worker
+  credentials and control-plane-issued certificates expire within
+  p_within_s (the counts of ql.expiring_identities, which the ingress''s role
+  may not call: it reads no names). Each ingress process reads it once a
+  minute on its certificate-revocation connection.
+Inputs: p_within_s 1 .. 31536000.
+Returns: {credentials, certificates}, each counted up to 10000.
+Writes: nothing. Locks: none.
+Errors: QL006 (COLUMN withinS) out of bounds.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -1579,7 +2127,29 @@ ALTER FUNCTION ql.expiring_identities(p_within_s bigint, p_limit integer) OWNER 
 -- Name: FUNCTION expiring_identities(p_within_s bigint, p_limit integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.expiring_identities(p_within_s bigint, p_limit integer) IS 'Worker credentials and certificates expiring within p_within_s (default 14 d, SPEC 16.3), soonest first, not revoked, not already replaced (a live successor credential; a live certificate of the worker issued later): {withinS, credentials: [{credentialId, workerId, worker, expiresAtMs}], certificates: [{serial, workerId, worker, notAfterMs}], credentialsTotal, certificatesTotal (<= 10000), truncated}. Inputs: p_within_s 1..31536000, p_limit 1..1000. Writes: nothing. Locks: none. Errors: QL006 out of bounds. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.expiring_identities(p_within_s bigint, p_limit integer) IS 'ql.expiring_identities(p_within_s bigint DEFAULT 1209600, p_limit integer DEFAULT 100) -> jsonb
+
+Purpose: the worker credentials and client certificates that expire soon
+  (SPEC §16.3: `qinglong status`, the console and /metrics show those that
+  expire within 14 days — the default window).
+  * credentials: not revoked, expires_at in (now, now + window], and not
+    already replaced (no live successor rotated from it: a rotated
+    credential''s 24 h grace is no operator''s concern);
+  * certificates the control plane issued (ql_private.worker_certificates):
+    not revoked, not_after in (now, now + window], and not already renewed
+    (no live certificate of the same worker issued after it: a renewal
+    replaces the older one whatever its lifetime, so a certificate renewed
+    with a short validity shows up itself).
+  Both soonest first, through the partial expiry indexes of migrations 0028
+  and 0029.
+Inputs: p_within_s 1 .. 31536000 (a year; NULL = 14 d), p_limit 1 .. 1000
+  (NULL = 100).
+Returns: {withinS, credentials: [{credentialId, workerId, worker, expiresAtMs}],
+  certificates: [{serial, workerId, worker, notAfterMs}], credentialsTotal,
+  certificatesTotal (each counted up to 10000), truncated}. Never a digest.
+Writes: nothing. Locks: none.
+Errors: QL006 (COLUMN withinS / limit) out of bounds.
+Caller: ql_readonly, ql_runtime, ql.expiring_counts, ql.status_snapshot.';
 
 
 --
@@ -1629,7 +2199,22 @@ ALTER FUNCTION ql.grant_pool(p_worker_id text, p_pool text) OWNER TO ql_owner;
 -- Name: FUNCTION grant_pool(p_worker_id text, p_pool text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.grant_pool(p_worker_id text, p_pool text) IS 'Grant a worker pool P/N, or every pool present and future with ''*'' (SPEC 13.1); returns {workerId, pool, granted}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: one worker_pool_grants row or workers.all_pools, one worker.pool_granted event (workerId, pool, actor); nothing when held. Locks: worker row FOR NO KEY UPDATE. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.grant_pool(p_worker_id text, p_pool text) IS 'ql.grant_pool(p_worker_id text, p_pool text) -> jsonb {workerId, pool, granted}
+
+Purpose: `admin worker grant --worker ID --pool P/N` and `admin worker create
+  … --pool P/N` (SPEC §13.1): the worker may take the runs of pool P/N from now
+  on. p_pool ''*'' grants every pool of every project, present and future
+  (workers.all_pools; single-tenant and development use).
+Inputs: p_worker_id (lowercase canonical UUID), p_pool (''P/N'' or ''*'').
+Fences: the worker exists; the pool exists.
+Writes: one worker_pool_grants row, or workers.all_pools for ''*'', and one
+  `worker.pool_granted` event (events.worker_id; payload workerId, pool,
+  actor = session_user); nothing when already granted (granted = false).
+Locks: the worker row FOR NO KEY UPDATE (serializes with ql.revoke_pool).
+Idempotency: granting a held grant changes nothing.
+Errors: QL001 malformed worker id (COLUMN workerId) or pool (COLUMN pool);
+  QL004 unknown worker (COLUMN workerId) or pool (COLUMN pool).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -1648,7 +2233,6 @@ DECLARE
     v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
     v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_now timestamptz;
@@ -1659,26 +2243,18 @@ BEGIN
     IF p_lease_version IS NULL OR p_lease_version < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
     END IF;
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.heartbeat');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
-    END IF;
-
-    -- Pass 1 decides on an unlocked read; pass 2 (only when the heartbeat applies)
-    -- locks the lease and decides again on it (ql_private.lease_open).
+    -- Pass 1 authenticates and decides on an unlocked read; pass 2 (only when the
+    -- heartbeat applies) locks the lease and decides again on it
+    -- (ql_private.lease_prelude).
     FOR v_pass IN 1 .. 2 LOOP
-        v_state := ql_private.lease_open(
-            v_offer_id, v_worker_id, v_session_id, p_generation, v_token_digest,
-            p_lease_version, 'heartbeat', CASE v_pass WHEN 2 THEN 'lease' END,
-            v_lease);
-        v_lease := v_state.lease;
-        IF v_state.category = 'replay' THEN
-            RETURN jsonb_build_object('status', 'idempotent',
-                                      'lease', ql_private.lease_projection(v_lease.id));
-        ELSIF v_state.category IS NOT NULL THEN
-            RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
+        v_state := ql_private.lease_prelude(
+            p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+            v_offer_id, v_token_digest, p_lease_version, 'lease.heartbeat', 'heartbeat',
+            CASE v_pass WHEN 2 THEN 'lease' END, v_lease);
+        IF v_state.answer IS NOT NULL THEN
+            RETURN v_state.answer;
         END IF;
+        v_lease := v_state.lease;
         IF v_lease.started_at IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'QL020',
                 MESSAGE = 'illegal_transition: lease heartbeat before the starting ACK';
@@ -1708,7 +2284,56 @@ ALTER FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p
 -- Name: FUNCTION heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'Extend a started, unexpired lease by the lease TTL pinned at its claim (version+1, heartbeat_at/heartbeat_version). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (required: the version the worker last saw). Fences: credential (lease.heartbeat), ql_private.lease_open (offer, worker, token digest, session/generation, live unexpired lease, lease version). {status: ok, lease: lease@v1 + cancelRequested} | idempotent (retry of the previous heartbeat: version = current-1 and current produced by a heartbeat; no write) | conflict (lease_verdict categories, lease_expired once expired, stale_lease_version) | denied. Writes: the lease row only. Locks: the lease row only (ql_private.lease_open lease). Errors: QL001 bad input (lease version NULL or < 1 included), QL020 not started. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.heartbeat_lease(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'ql.heartbeat_lease(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+                   p_generation, p_offer_id, p_token_digest,
+                   p_lease_version) -> jsonb
+
+Purpose: keep a STARTED lease alive (SPEC §5 /v1/leases/heartbeat, §7) and tell
+  the worker whether its run was cancelled. One fenced transaction: offer id +
+  token digest + worker/session/generation, then the lease version (both
+  ql_private.lease_open). Extends expires_at to clock_timestamp() + the lease
+  TTL pinned on the lease by its claim (run_leases.lease_ttl_seconds: a task
+  configured since does not reach a live lease, SPEC §9.1), bumps lease_version, records heartbeat_at and
+  heartbeat_version (= the new lease_version). Writes no event (heartbeats are
+  not run facts).
+Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+  p_session_id, p_offer_id (lowercase canonical UUIDs), p_generation (>= 1),
+  p_token_digest (SHA-256 of the lease token), p_lease_version (required,
+  >= 1): the version the worker holds (the last lease@v1 it received):
+  * equal to the current version: the heartbeat is applied;
+  * current - 1 while the current version was produced by a heartbeat
+    (heartbeat_version = lease_version): the retry of a heartbeat whose answer
+    was lost; answered {"status":"idempotent"} with the current projection
+    (exactly what the lost answer carried) and NO write — deliberately not
+    extended again, so a retry loop can never keep a lease alive on its own;
+  * anything else: {"status":"conflict","category":"stale_lease_version"}.
+Fences (ql_private.lease_prelude, which also answers replays and conflicts):
+  the credential (ql_private.authenticate, action `lease.heartbeat`),
+  then ql_private.lease_open (offer, worker, token digest, session/generation,
+  live lease, attempt, revision), then the lease version.
+Expiry: a started lease whose expires_at <= clock_timestamp() is never extended
+  (conflict `lease_expired`): from that instant the sweeper owns it. Both sides
+  decide on the same locked row (the heartbeat''s lease lock vs the sweeper''s
+  FOR UPDATE SKIP LOCKED with re-check), so no lease is ever both extended and
+  lost.
+Returns {"status":"ok","lease":<lease@v1 + cancelRequested>} | idempotent |
+  {"status":"conflict","category":…} (lease_verdict categories, plus
+  stale_lease_version) | the denial envelope.
+Writes: the lease row only (expires_at, lease_version, heartbeat_at,
+  heartbeat_version); nothing for a replay or a conflict; one security_audit
+  row when denied.
+Locks: only the lease row (ql_private.lease_prelude / lease_open `lease`: FOR NO KEY UPDATE,
+  then the UPDATE), after an unlocked first read that answers conflicts and
+  replays without any lock. The attempt and run are only read: every change of
+  a started lease''s attempt (completion, start failure, loss) also releases the
+  lease under its lock.
+Idempotency: see p_lease_version.
+Errors: QL001 malformed ids/digest, generation NULL or < 1, lease_version
+  NULL or < 1; QL020 the lease is not started (heartbeat before the starting ACK).
+Planning: as ql.pull_offer — generic plans, sequential scans off, no JIT —
+  so a plan a pooled connection made while the lease tables were small (a
+  sequential scan of run_leases) does not stay with it as they grow.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -1764,7 +2389,40 @@ ALTER FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea,
 -- Name: FUNCTION heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) IS 'Extend an active or draining, owned, exact-generation, unexpired session by the session TTL (a draining one: "draining": true in the envelope). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation. Fences: credential (session.heartbeat), session fence. Returns {"status":"ok","session":{...}} or denied. Writes: session expires_at/heartbeat_at, an audit row when denied. Locks: session row via UPDATE (NO KEY UPDATE). Idempotent. Errors: QL001, QL010 not found, QL011 replaced, QL013 closed, QL012 expired. Caller: ql_worker_ingress, ql.heartbeat_sessions.';
+COMMENT ON FUNCTION ql.heartbeat_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint) IS 'ql.heartbeat_session(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+                     p_generation) -> jsonb
+
+Purpose: keep a session alive (SPEC §5 /v1/sessions/heartbeat). Authenticates
+  (action `session.heartbeat`), then extends expires_at to clock_timestamp() +
+  session TTL and sets heartbeat_at, only while the session fence holds —
+  or while the session is draining (ql.end_session / ql.disable_worker with
+  drain): a draining session takes no new offer but lives on while its
+  started leases run, so its worker keeps it alive the same way (for a
+  disabled worker, ql_private.authenticate allows this call only while it has
+  a draining session). The answer then carries `"draining": true` in the
+  envelope (not in the session projection): the ingress must not remember a
+  draining session in its idle view as one that may pull.
+Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+  p_session_id (lowercase canonical UUIDs), p_generation (>= 1).
+Fences: the credential (ql_private.authenticate); the session fence (owned,
+  exact generation, active, unexpired) as the UPDATE''s own condition, and
+  ql_private.session_fence to name the failing one.
+Returns {"status":"ok","session":{...session@v1 projection}} (plus
+  "draining": true for a draining session) or the denial envelope.
+Writes: the session row (expires_at, heartbeat_at); one security_audit row
+  when denied.
+Locks: the session row FOR NO KEY UPDATE, through the UPDATE itself. An idle
+  pull takes no session lock, so heartbeats and idle pulls never wait for each
+  other; a claiming pull (session_fence lock=true) holds the same mode for its
+  short transaction. A concurrent open/close (FOR UPDATE) makes the UPDATE
+  wait, re-check the row''s newest version and, finding it closed, fall through
+  to the fence, which raises.
+Idempotency: repeating it only moves expires_at forward.
+Errors: QL001 malformed ids, generation NULL or < 1; QL010 no such session
+  for this worker; QL011 generation differs or session replaced; QL013
+  closed; QL012 expired, active or draining (an expired session is not
+  revived: re-open).
+Caller: ql_worker_ingress, ql.heartbeat_sessions (one call per batch item).';
 
 
 --
@@ -1824,7 +2482,35 @@ ALTER FUNCTION ql.heartbeat_sessions(p_items jsonb) OWNER TO ql_owner;
 -- Name: FUNCTION heartbeat_sessions(p_items jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.heartbeat_sessions(p_items jsonb) IS 'Batch of session heartbeats. Inputs: p_items, 1..64 [{credentialId, secretDigest hex, workerId, sessionId, generation}]. Returns an array (input order) of exactly what ql.heartbeat_session returns per item, or {status: error, sqlstate} for what it raised; each item in its own subtransaction (one failure affects no other item). Fences and Writes: those of ql.heartbeat_session per item. Locks: each session row (UPDATE), in sessionId order. Errors: QL001 not a non-empty array of objects, QL002 > 64 items. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.heartbeat_sessions(p_items jsonb) IS 'ql.heartbeat_sessions(p_items jsonb) -> jsonb
+
+Purpose: many session heartbeats (SPEC §5 /v1/sessions/heartbeat) in one
+  database call: an ingress replica batches the heartbeats that arrive within
+  a few milliseconds (10,000 workers heartbeating every 20 s would
+  otherwise be 500 calls/s). Each item runs ql.heartbeat_session itself
+  (authenticate, fence, extend: the same logic, not a copy) in its own
+  subtransaction, so one item''s error rolls back that item only. Returns a
+  JSON array in item order: each element is exactly what ql.heartbeat_session
+  returned for that item ({"status":"ok","session":{...}} or the denial
+  envelope), or {"status":"error","sqlstate":...} for what it raised
+  (QL001/QL010-QL013 or anything else), which the ingress maps exactly as for
+  the single call.
+Inputs: p_items, a JSON array of 1..64 {"credentialId", "secretDigest": <64
+  hex>, "workerId", "sessionId", "generation"}. At most 64 items: one
+  subtransaction id each stays within PostgreSQL''s per-backend subxid cache, so
+  other backends'' snapshots never overflow to pg_subtrans.
+Fences: per item, those of ql.heartbeat_session.
+Writes: per item, those of ql.heartbeat_session.
+Locks: each item''s session row (UPDATE), as ql.heartbeat_session. Items are
+  processed in session id order (a deterministic lock order between concurrent
+  batches, so two batches cannot deadlock); the answer keeps the input order.
+Idempotency: as ql.heartbeat_session (expires_at only moves forward).
+Errors: QL001 p_items not a non-empty array of objects; QL002 more than 64
+  items. Per-item errors are answered, not raised.
+Planning: as ql.pull_offer — generic plans, sequential scans off, no JIT —
+  so a plan a pooled connection made while the lease tables were small (a
+  sequential scan of run_leases) does not stay with it as they grow.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -1888,7 +2574,41 @@ ALTER FUNCTION ql.idle_probe() OWNER TO ql_owner;
 -- Name: FUNCTION idle_probe(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.idle_probe() IS 'Idle view probe, one snapshot: {idle, reason candidate|truncated|unstarted_lease|null, nowMs, wakeAtMs}. idle = no dispatchable run among the first 64 ready queued (keyset head, not truncated), no scheduled run due (runs_due) and no live unstarted lease; wakeAtMs = earliest future not_before of the head or due_at of a scheduled run. Inputs: none. Fences: none. Bounded. Writes: none (zero WAL). Locks: none. Errors: none. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.idle_probe() IS 'ql.idle_probe() -> jsonb
+
+Purpose: the database answer an ingress replica forms its idle view from
+  (service/idle_view.py). In ONE statement (one snapshot):
+    * the head of the candidate keyset (runs_candidate_keyset, at most 65
+      ready queued runs in key order, each probed for its current attempt by
+      primary key): is any of them dispatchable now (attempt claimed,
+      remote_worker, not_before passed), and the earliest future not_before
+      among them (the time-based wake-up: no NOTIFY marks a backoff ending);
+    * the scheduled runs (runs_due, SPEC §9.2: delayed enqueues and retries in
+      backoff): one index probe for a run already due (a candidate until the
+      sweeper promotes it), one for the earliest future due_at — the wake-up
+      the idle view sleeps until, however many runs are scheduled;
+    * whether any live unstarted lease exists (run_leases_unstarted_expiry):
+      a worker whose pull response was lost replays its offer id and must get
+      that offer back (SPEC 3.3 recover-first), and expired unstarted offers
+      are candidates too, so while one exists no pull may be answered idle
+      without the database.
+  Returns {"idle": bool, "reason": null|"candidate"|"unstarted_lease"|
+  "truncated", "nowMs": db clock, "wakeAtMs": earliest future not_before of
+  the head or due_at of a scheduled run, or null}. idle=true iff no queued run
+  of the head is dispatchable, no scheduled run is due, the head is
+  not truncated (more than 64 queued runs: too many to prove idle in bounded
+  time, so the answer is "not idle" and pulls go to the database), and no live
+  unstarted lease exists.
+Inputs: none.
+Fences: none (it answers for every worker of the replica at once).
+Cost: bounded (<= 65 index entries + 65 primary-key probes + three partial
+  index probes), independent of queue depth, scheduled runs and history.
+Writes: none (read-only: zero WAL).
+Locks: none.
+Idempotency: read-only.
+Errors: none.
+Caller: ql_worker_ingress (the replica''s idle view, a few calls a second per
+  replica).';
 
 
 --
@@ -1939,7 +2659,26 @@ ALTER FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_sec
 -- Name: FUNCTION issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint) IS 'Store a worker credential (id + SHA-256 of the secret, never the secret); returns {credentialId, workerId, expiresAtMs}. Inputs: p_worker_id, p_credential_id ^[a-z0-9]{16}$, p_secret_digest (32 bytes), p_ttl_s (10 s .. 3650 d, NULL = never expires). Fences: worker exists, id new. Writes: one worker_credentials row. Locks: worker row FOR KEY SHARE. Not idempotent. Errors: QL001 malformed/duplicate id or digest, QL006 ttl out of bounds, QL004 unknown worker. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea, p_ttl_s bigint) IS 'ql.issue_credential(p_worker_id text, p_credential_id text, p_secret_digest bytea,
+                    p_ttl_s bigint DEFAULT NULL) -> jsonb
+
+Purpose: attach a bearer credential to a worker (SPEC §5, §8). The caller
+  generates the id and the secret and sends only SHA-256 of the secret''s 43
+  ASCII bytes; the secret never reaches the database.
+Inputs: p_worker_id (lowercase canonical UUID), p_credential_id
+  (^[a-z0-9]{16}$), p_secret_digest (32 bytes), p_ttl_s (the lifetime,
+  10 s .. 3650 d, SPEC §16.2 `--credential-ttl`; NULL = never expires).
+Fences: the worker exists; the credential id is new.
+Returns {credentialId, workerId, expiresAtMs (null: never)}.
+Writes: one worker_credentials row.
+Locks: the worker row FOR KEY SHARE (via the existence check), so the worker
+  cannot vanish underneath.
+Idempotency: none; re-issuing an existing id is refused (QL001), never a
+  silent overwrite of its digest.
+Errors: QL001 malformed worker id / credential id not ^[a-z0-9]{16}$ /
+  digest not 32 bytes / credential id already exists; QL006 (COLUMN
+  credentialTtlS) p_ttl_s outside 10 .. 315360000; QL004 unknown worker.
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -2091,7 +2830,48 @@ ALTER FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[]
 -- Name: FUNCTION label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean) IS 'Record the labels an operator vouches for (SPEC 13.2): p_labels grants key -> value (a new value replaces the old), p_remove takes grants away, p_self_labels true/false/NULL (unchanged) accepts declared labels as they are. ql.open_session then accepts only granted labels (same key and value, byte for byte) unless self_labels. When self_labels is off after the change, each ACTIVE session whose declared labels are no longer all granted drains at once (ql_private.drain_session: no new offer, unstarted leases released session_closed, started runs may finish). One worker.labels_changed event (keys only, selfLabels, sessionsDraining, leasesReleased, actor) when anything changed. Returns {workerId, labels, selfLabels, sessionsDraining, leasesReleased}. Inputs: p_worker_id, p_labels (object, <= 32, capabilities label rules), p_remove (keys), p_self_labels. Fences: worker exists. Locks: worker row FOR NO KEY UPDATE (serializes with open_session), active sessions FOR UPDATE, drain_session''s locks. Idempotent. Errors: QL001 malformed (COLUMN workerId/labels/remove), QL002 value > 128 chars or > 32 labels (COLUMN labels), QL004 unknown worker; nothing changed on error. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.label_worker(p_worker_id text, p_labels jsonb, p_remove text[], p_self_labels boolean) IS 'ql.label_worker(p_worker_id text, p_labels jsonb DEFAULT ''{}'',
+                p_remove text[] DEFAULT ''{}'', p_self_labels boolean DEFAULT NULL)
+  -> jsonb {workerId, labels, selfLabels, sessionsDraining, leasesReleased}
+
+Purpose: record the labels an operator vouches for (SPEC §13.2, `admin worker
+  create|label --label k=v`, `--remove k`, `--self-labels`). ql.open_session
+  accepts a session''s declared labels only when each is granted here (same
+  key, same value, byte for byte), unless the worker has self_labels.
+  p_labels grants (or re-grants with a new value) each key -> value; p_remove
+  takes the named grants away (a key not granted is ignored); p_self_labels
+  true/false switches self-labels on/off, NULL leaves it as it is.
+  A change takes effect at the next session open, and also at once for the
+  worker''s ACTIVE sessions: when self_labels is off after the change, each
+  active session whose declared labels are no longer all granted drains
+  (ql_private.drain_session, as `admin session close --drain`: no new offer,
+  unstarted leases released `session_closed` and re-queued at once, started
+  runs may finish; the session closes with its last lease). Its worker then
+  has to open a new session, which is checked against the grants.
+  One `worker.labels_changed` event (events.worker_id; payload workerId,
+  granted and removed keys (no values), selfLabels, sessionsDraining,
+  leasesReleased, actor = session_user) when anything changed.
+Inputs: p_worker_id (lowercase canonical UUID); p_labels a JSON object (NULL =
+  {}) of keys ^[a-z0-9][a-z0-9._/-]{0,62}$ to string values of 1..128
+  characters without control or invisible characters (the capabilities''
+  label rules, SPEC §4.4); p_remove keys (NULL = none); a key may not be both
+  granted and removed; at most 32 labels granted to a worker after the call.
+Fences: the worker exists.
+Writes: worker_labels rows (deleted, inserted, updated), the worker row
+  (self_labels), drained sessions and their released leases, one event.
+  NOTIFY ''s:<workerId>'' at commit by the session trigger when one drains.
+Locks: the worker row FOR NO KEY UPDATE (which serializes with ql.open_session
+  of the worker: an open sees the grants before or after the change, never a
+  part of it), then each active session FOR UPDATE (waits for a claim holding
+  the session''s fence lock), then drain_session''s locks.
+Idempotency: repeating a call changes nothing, writes no event and answers the
+  same labels and selfLabels (sessionsDraining 0, leasesReleased 0).
+Errors (nothing changed): QL001 malformed worker id (COLUMN workerId), labels
+  not an object / bad key / value not a string, empty or with a control
+  character (COLUMN labels), bad key in p_remove or a key both granted and
+  removed (COLUMN remove); QL002 a value over 128 characters, more than 32
+  labels (COLUMN labels); QL004 unknown worker (COLUMN workerId).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -2110,7 +2890,6 @@ DECLARE
     v_session_id uuid := ql_private.parse_uuid(p_session_id, 'sessionId');
     v_offer_id uuid := ql_private.parse_uuid(p_offer_id, 'offerId');
     v_token_digest bytea := ql_private.require_digest(p_token_digest, 'tokenDigest');
-    v_denied jsonb;
     v_state record;
     v_lease ql_private.run_leases;
     v_project_id uuid;
@@ -2126,22 +2905,15 @@ BEGIN
     IF p_lease_version IS NULL OR p_lease_version < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'QL001', MESSAGE = 'leaseVersion must be an integer >= 1';
     END IF;
-    v_denied := ql_private.authenticate(p_credential_id, p_secret_digest, v_worker_id,
-                                        'lease.secrets');
-    IF v_denied IS NOT NULL THEN
-        RETURN v_denied;
+    -- `read` (ql_private.lease_prelude): the version must be the current one; a
+    -- heartbeat's retry is no delivery either (stale_lease_version).
+    v_state := ql_private.lease_prelude(
+        p_credential_id, p_secret_digest, v_worker_id, v_session_id, p_generation,
+        v_offer_id, v_token_digest, p_lease_version, 'lease.secrets', 'read');
+    IF v_state.answer IS NOT NULL THEN
+        RETURN v_state.answer;
     END IF;
-
-    -- `heartbeat` as the change: the version must be the current one; a
-    -- heartbeat's retry (answered `replay`) is no delivery either.
-    v_state := ql_private.lease_open(v_offer_id, v_worker_id, v_session_id, p_generation,
-                                     v_token_digest, p_lease_version, 'heartbeat');
     v_lease := v_state.lease;
-    IF v_state.category = 'replay' THEN
-        RETURN jsonb_build_object('status', 'conflict', 'category', 'stale_lease_version');
-    ELSIF v_state.category IS NOT NULL THEN
-        RETURN jsonb_build_object('status', 'conflict', 'category', v_state.category);
-    END IF;
     IF v_lease.started_at IS NULL THEN
         RETURN jsonb_build_object('status', 'conflict', 'category', 'not_started');
     END IF;
@@ -2195,7 +2967,45 @@ ALTER FUNCTION ql.lease_secrets(p_credential_id text, p_secret_digest bytea, p_w
 -- Name: FUNCTION lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'The secrets of a started lease (SPEC 14.3): the run''s revision spec.secrets {ENV: name} answered as the project''s wrapped data key and each secret''s ciphertext (hex; the ingress decrypts with its KEK, never the database). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest, p_lease_version (exactly the current version; not changed). Fences: credential (lease.secrets), ql_private.lease_open (lease_verdict categories, stale_lease_version), then not_started, pool_revoked (the worker no longer holds the run''s pool), secret_missing. {status: ok, runId, projectId, dataKey {keyId, kekId, nonce, wrappedKey} | null, secrets [{env, name, version, keyId, nonce, ciphertext}]} | {status: conflict, category} | denied. Writes: one security_audit row per delivery (lease.secrets, secrets_delivered, detail {runId, offerId, names}: names only); nothing on a conflict; never the lease. Locks: none. Errors: QL001 bad input. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.lease_secrets(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_lease_version bigint) IS 'ql.lease_secrets(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+                 p_generation, p_offer_id, p_token_digest, p_lease_version) -> jsonb
+
+Purpose: the secrets of a STARTED lease (SPEC §14.3, /v1/leases/secrets): after
+  its `starting` ACK the executor asks for the secrets its run''s revision
+  names (spec.secrets {ENV_NAME: secret-name}); the answer carries the
+  project''s WRAPPED data key and each secret''s ciphertext, never a value: the
+  ingress unwraps and decrypts them in memory with its key-encryption key
+  (service/secrets_crypto.py), which the database never sees.
+Inputs: as ql.heartbeat_lease: p_credential_id, p_secret_digest (SHA-256 of
+  the secret), p_worker_id, p_session_id, p_offer_id (lowercase canonical
+  UUIDs), p_generation (>= 1), p_token_digest (SHA-256 of the lease token),
+  p_lease_version (>= 1, the version the worker holds: exactly the current
+  one; the call does not change it).
+Fences, in order, on one snapshot (no row lock: the call changes no lease):
+  ql_private.lease_prelude (change `read`): the credential
+  (ql_private.authenticate, action `lease.secrets`);
+  ql_private.lease_open (offer, worker, constant-time token digest,
+  session/generation and the session live, lease live and unexpired,
+  attempt, revision: the lease_verdict categories), then the lease version
+  (any other version, a heartbeat''s retry included: stale_lease_version);
+  then the lease is started (else `not_started`), its worker still holds a
+  grant of the run''s pool (all_pools or a worker_pool_grants row; else
+  `pool_revoked`), and every named secret exists (else `secret_missing`).
+Returns {"status":"ok", "runId", "projectId", "dataKey": {keyId, kekId,
+  nonce, wrappedKey} | null (no secret named), "secrets": [{env, name,
+  version, keyId, nonce, ciphertext}] (env order)} — bytes as lowercase hex;
+  | {"status":"conflict","category":…} | the denial envelope.
+Writes: one security_audit row per delivery (action lease.secrets, outcome
+  allowed, reason secrets_delivered, detail {runId, offerId, names: the
+  secret names, each once, in C order}: names only, never a value or ciphertext); nothing
+  for a conflict; one security_audit row when denied. Never the lease: its
+  version, expiry and heartbeat stay as they were.
+Locks: none (plain reads; the audit row is an insert).
+Idempotency: every delivery is its own audited fact; the answer is the same
+  while nothing changes.
+Errors: QL001 malformed ids/digest, generation or lease version NULL or < 1.
+Planning: as ql.heartbeat_lease (generic plans, no sequential scans, no JIT).
+Caller: ql_worker_ingress.';
 
 
 --
@@ -2220,7 +3030,14 @@ ALTER FUNCTION ql.list_data_keys() OWNER TO ql_owner;
 -- Name: FUNCTION list_data_keys(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.list_data_keys() IS 'admin secret rotate-kek (SPEC 14.1): {keys: [{projectId, keyId, kekId, nonce, wrappedKey}]} every project''s WRAPPED data key (hex), key id order. Inputs: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.list_data_keys() IS 'ql.list_data_keys() -> jsonb {keys: [{projectId, keyId, kekId, nonce, wrappedKey}]}
+
+Purpose: what `admin secret rotate-kek` re-wraps (SPEC §14.1): every
+  project''s wrapped data key (bytes as lowercase hex), in key id order. Only
+  wrapped keys: without the key-encryption key file they reveal nothing.
+Inputs: none. Fences: none. Writes: none (STABLE). Locks: none.
+Errors: none.
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -2270,7 +3087,17 @@ ALTER FUNCTION ql.list_project_tokens(p_project text) OWNER TO ql_owner;
 -- Name: FUNCTION list_project_tokens(p_project text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.list_project_tokens(p_project text) IS 'admin token list (SPEC 13.4): {tokens: [{tokenId, project, scopes, state (active|expired|revoked), createdAtMs, createdBy, expiresAtMs, revokedAtMs}]} newest first, at most 1000; never a digest. Inputs: p_project (NULL = all). Writes: none (STABLE). Locks: none. Errors: QL001 malformed project. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.list_project_tokens(p_project text) IS 'ql.list_project_tokens(p_project text DEFAULT NULL) -> jsonb {tokens: [...]}
+
+Purpose: `admin token list [--project P]` (SPEC §13.4): {tokens: [{tokenId,
+  project, scopes, state, createdAtMs, createdBy, expiresAtMs, revokedAtMs}]},
+  newest first, at most 1000. state: active | expired | revoked (revoked
+  wins). Never the digest (nor, since it is never stored, the token).
+Inputs: p_project (NULL = every project; else a project name: an unknown one
+  lists nothing).
+Fences: none. Writes: none (STABLE). Locks: none.
+Errors: QL001 malformed project (COLUMN project).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -2382,7 +3209,35 @@ ALTER FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_
 -- Name: FUNCTION list_runs(p_task_id text, p_states text[], p_limit integer, p_after text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) IS 'One keyset page of runs, newest first (SPEC 9.4): {runs: [{runId, taskId, project, taskName, pool (P/N), state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs}], next (opaque cursor or null)}. Inputs: p_task_id (NULL = all), p_states (NULL/empty = all), p_limit 1..1000 (default 100), p_after (cursor). Index-driven: one backward range scan per state of runs_state_seq / runs_task_state_seq, each <= limit + 1 rows, merged; no count, no OFFSET. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 taskId/state/after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.list_runs(p_task_id text, p_states text[], p_limit integer, p_after text) IS 'ql.list_runs(p_task_id text DEFAULT NULL, p_states text[] DEFAULT NULL,
+             p_limit integer DEFAULT 100, p_after text DEFAULT NULL) -> jsonb
+
+Purpose: one keyset page of runs, newest first (queue_seq DESC), for `admin
+  run list` and the console (SPEC §9.4): {runs: [{runId, taskId, state,
+  priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs}], next}.
+  `attempts` = the current attempt''s number; `notBeforeMs` = the run''s due
+  time when scheduled, else its current attempt''s not_before (null without
+  one); `next` = an opaque cursor (the last row''s queue_seq as decimal text)
+  to pass as p_after for the next page, null at the end.
+Cost: index-driven for every filter combination and bounded by the page,
+  whatever is stored: one backward range scan per state — of runs_state_seq
+  (state, queue_seq) without a task, runs_task_state_seq (task_id, state,
+  queue_seq) with one — each stopping after p_limit + 1 rows, merged and cut
+  to p_limit + 1 (PostgreSQL cannot scan `state = ANY (...)` in key order, so
+  the states are a LATERAL loop, at most seven descents); then one
+  primary-key probe per listed run, its current attempt, task, project and
+  pool. No count of anything, no OFFSET.
+Inputs: p_task_id (NULL = all tasks, else a lowercase canonical UUID),
+  p_states (NULL or empty = all; each one of queued, dispatching, starting,
+  running, succeeded, failed, cancelled; duplicates ignored), p_limit
+  1..1000, p_after (NULL = from the newest, else a cursor of a previous page).
+Fences: none (an operator''s read). An unknown task id lists nothing.
+Writes: none (STABLE: one snapshot, no write possible). Locks: none.
+Idempotency: read-only.
+Errors: QL001 malformed task id (COLUMN taskId), unknown state (COLUMN
+  state), malformed cursor (COLUMN after); QL006 limit out of 1..1000 (COLUMN
+  limit).
+Caller: ql_readonly, ql_runtime, ql.producer_list_runs.';
 
 
 --
@@ -2420,7 +3275,17 @@ ALTER FUNCTION ql.list_secrets(p_project text) OWNER TO ql_owner;
 -- Name: FUNCTION list_secrets(p_project text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.list_secrets(p_project text) IS 'admin secret list (SPEC 14.1): {project, secrets: [{name, version, createdAtMs, updatedAtMs}]} in name order; never a value, ciphertext or key. Inputs: p_project (unknown: empty list). Writes: none (STABLE). Locks: none. Errors: QL001 malformed project (COLUMN project). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.list_secrets(p_project text) IS 'ql.list_secrets(p_project text) -> jsonb {project, secrets: [...]}
+
+Purpose: `admin secret list --project P` (SPEC §14.1): the secrets of a
+  project by name: {project, secrets: [{name, version, createdAtMs,
+  updatedAtMs}]}, in name order (C collation). Never a value, a ciphertext
+  or a key.
+Inputs: p_project (^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$; an unknown project
+  lists nothing).
+Fences: none. Writes: none (STABLE). Locks: none.
+Errors: QL001 malformed project (COLUMN project).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -2526,7 +3391,40 @@ ALTER FUNCTION ql.list_workers(p_limit integer, p_after text) OWNER TO ql_owner;
 -- Name: FUNCTION list_workers(p_limit integer, p_after text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.list_workers(p_limit integer, p_after text) IS 'Workers in id order, one keyset page (SPEC 9.4): {workers: [{workerId, name, disabled, allPools, pools (P/N, sorted, <= 100), poolsCapped, selfLabels, grantedLabels, credentials: [{credentialId, state active|revoked|expired}] (newest 100), session: {sessionId, generation, state, labels, slots, liveLeases, lastSeenAtMs} | null (the active one, else a draining one)}], next (last worker id or null)}. Never a secret or digest. Inputs: p_limit 1..1000 (default 1000), p_after (worker id cursor). Bounded index reads per worker. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 after malformed, QL006 limit (COLUMN = wire field). Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.list_workers(p_limit integer, p_after text) IS 'ql.list_workers(p_limit integer DEFAULT 1000, p_after text DEFAULT NULL) -> jsonb
+
+Purpose: the workers and their sessions, for `admin worker list` and the
+  console (SPEC §9.4): {workers: [{workerId, name, disabled, allPools,
+  pools: ["P/N", ...], poolsCapped, selfLabels,
+  grantedLabels: {key: value} (SPEC §13.2, ql.label_worker), credentials:
+  [{credentialId, state: "active"|"revoked"|"expired" (SPEC §16.2)}],
+  session: {sessionId,
+  generation, state, labels, slots, liveLeases, lastSeenAtMs} | null}], next}.
+  Workers in id order, one keyset page; `next` = the last listed worker id
+  (pass it as p_after), null at the end. `session` is the worker''s open
+  session: the active one (at most one, worker_sessions_one_active), else a
+  draining one (an operator drain, SPEC §9.5: `state` says which, and
+  liveLeases what it still runs; worker_sessions_draining); labels come from its
+  capabilities; liveLeases = its unreleased leases (started or not, expired
+  or not: what the sweeper has not released yet); lastSeenAtMs = its last
+  heartbeat (the open time before the first one). Credentials: the newest
+  100 of the worker, oldest first, id and state only. Pools (SPEC §13.1):
+  allPools = the `--pool ''*''` grant (every pool, present and future); pools
+  = its explicit grants as `P/N`, sorted, at most 100 (the first 100 by pool
+  id; poolsCapped when it holds more). Never a secret, a
+  secret digest or a token digest.
+Cost: one primary-key range of workers (<= p_limit + 1), then per worker one
+  credentials range (worker_credentials_worker), one pool-grants range
+  (worker_pool_grants primary key, <= 101 rows, each with its pool and
+  project by primary key), one granted-labels range
+  (worker_labels primary key, <= 32 rows), one open-session probe and
+  one live-lease count (run_leases_session_live_counted, index-only).
+Inputs: p_limit 1..1000 (default 1000), p_after (NULL or a worker id).
+Fences: none (an operator''s read).
+Writes: none (STABLE). Locks: none. Idempotency: read-only.
+Errors: QL001 malformed cursor (COLUMN after); QL006 limit out of 1..1000
+  (COLUMN limit).
+Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -2602,7 +3500,33 @@ ALTER FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) OWNER TO q
 -- Name: FUNCTION live_sessions(p_limit integer, p_worker_ids text[]); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) IS 'Open (active or draining) worker sessions for the console (SPEC 10): {sessions: [{workerId, worker, disabled, sessionId, generation, executors, labels, runtimes, slots, draining, slotsUsed, slotsFree, lastSeenAtMs, expiresAtMs, expired}], truncated}, by worker name, at most p_limit; with p_worker_ids only the sessions of those workers; never a secret, digest or token. Inputs: p_limit 1..1000 (default 200), p_worker_ids (NULL = all, <= 1000 ids). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit / workerIds count, QL001 workerIds malformed. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.live_sessions(p_limit integer, p_worker_ids text[]) IS 'ql.live_sessions(p_limit integer DEFAULT 200, p_worker_ids text[] DEFAULT NULL) -> jsonb
+
+Purpose: the open (active or draining) worker sessions with what the console''s workers page and
+  waiting panel show (SPEC §10): {sessions: [{workerId, worker, disabled,
+  sessionId, generation, executors, labels, runtimes, slots, slotsUsed,
+  slotsFree, lastSeenAtMs, expiresAtMs, expired, draining}], truncated}. Sessions by
+  worker name (then session id), at most p_limit; `truncated` when more are
+  active. With p_worker_ids, only the sessions of those workers (the console''s
+  workers page asks for the workers it lists, one page at a time). slotsUsed counts the session''s live leases that hold a slot: started,
+  or offered and not yet expired (the rule status_snapshot uses). lastSeenAtMs
+  is the last heartbeat (the open time before the first one); `expired` = past
+  expires_at and not yet closed by the sweeper. Capabilities are the worker''s
+  own declaration (labels, runtimes, executors): never a secret, a digest or a
+  token. `draining` marks a session that takes no new runs but still holds
+  leases (its runs finish there): hiding it would hide where those run.
+Cost: the active and draining sessions (worker_sessions_one_active and
+  worker_sessions_draining, migration 0011; one probe each per listed worker
+  id when given), each with its worker by
+  primary key and one index-only count of run_leases_session_live_counted;
+  sorted and cut to p_limit.
+Inputs: p_limit 1..1000 (default 200); p_worker_ids NULL (all workers) or at
+  most 1000 lowercase canonical UUIDs.
+Fences: none (an operator''s read).
+Writes: none (STABLE). Locks: none. Idempotency: read-only.
+Errors: QL006 limit out of 1..1000 (COLUMN limit), more than 1000 worker ids
+  (COLUMN workerIds); QL001 malformed worker id (COLUMN workerIds).
+Caller: ql_readonly (the console), ql_runtime.';
 
 
 --
@@ -2695,7 +3619,50 @@ ALTER FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_wo
 -- Name: FUNCTION open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) IS 'Open a new session for a worker: validate canonical capabilities (<=16 KiB UTF-8 JSON object, validate_capabilities), replace any open session (closed; its unstarted live leases released session_replaced) and insert a new session with generation max+1. Inputs: p_credential_id, p_secret_digest, p_worker_id, p_capabilities_canonical. Fences: credential (session.open), capabilities, granted labels. Returns {"status":"ok","session":{...}} or denied. Writes: new session, replaced sessions and their released leases, an audit row when denied. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE. Not idempotent. Granted labels: unless the worker has self_labels, each declared label must be granted (ql.label_worker; same key and value, byte for byte), else QL016 label_not_granted with DETAIL = the key, nothing written. Errors: QL001/QL002/QL003/QL016. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.open_session(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_capabilities_canonical bytea) IS 'ql.open_session(p_credential_id, p_secret_digest, p_worker_id,
+                p_capabilities_canonical) -> jsonb
+
+Purpose: admit a worker (SPEC §5 /v1/sessions). Authenticates (action
+  `session.open`), validates the canonical capabilities bytes (<= 16 KiB UTF-8
+  JSON object, no duplicate keys, then ql_private.validate_capabilities),
+  stores them with their exact SHA-256 (`sha256:<hex>`, computed here), and
+  opens a NEW session row with generation = previous max + 1 for the worker.
+  A session still open for the worker (active or draining) is replaced: it is
+  closed, and its unstarted live leases are released with reason
+  `session_replaced`, so their pending offers answer 409 session_replaced.
+  Started leases stay live: the run is really executing and its own lease
+  lifecycle (heartbeat/expiry) decides its fate.
+  Granted labels (SPEC §13.2): unless the worker has self_labels, every
+  declared label must be granted to it (ql_private.worker_labels, ql.label_worker)
+  with the same key and the same value, byte for byte; else QL016
+  label_not_granted (403) naming the first such key (in C order) in the
+  error''s DETAIL, and nothing is written (no session opened, none replaced).
+  Executors, runtimes and slots stay self-declared.
+Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id
+  (lowercase canonical UUID), p_capabilities_canonical (the RFC 8785 bytes of
+  qinglong/worker-capabilities@v1).
+Fences: the credential (ql_private.authenticate); the capabilities document;
+  the worker''s granted labels (read under the worker row lock, which
+  ql.label_worker also takes: an open sees a label change whole or not at all).
+Returns {"status":"ok","session":{workerId, sessionId, generation, expiresAtMs,
+  capabilitiesDigest, heartbeatIntervalMs}} or the denial envelope.
+Writes: the new session row; the replaced sessions (closed) and their released
+  unstarted leases; one security_audit row when denied.
+Locks: the worker row FOR NO KEY UPDATE, which serializes concurrent opens of
+  one worker (so max(generation)+1 and the one-active index never race) but,
+  unlike FOR UPDATE, does not block the FOR KEY SHARE that foreign-key checks
+  of lease inserts take on the worker row. Then the open session rows FOR
+  UPDATE, which waits for in-flight claims holding the session fence lock
+  (ql_private.session_fence(..., true) = FOR NO KEY UPDATE), so the lease release
+  below sees their leases; claims arriving later re-check and see it closed.
+  The release takes attempt -> run -> lease per lease (the lifecycle order).
+Idempotency: none; every successful call opens a new generation (the worker
+  re-opens only when it has lost its session).
+Errors: QL001 malformed workerId / bytes not a UTF-8 JSON object / invalid
+  capabilities; QL002 bytes over 16 KiB or oversize sets; QL003 invalid SemVer
+  (from ql_private.validate_capabilities); QL016 a declared label not granted
+  (DETAIL = its key, a validated label key).
+Caller: ql_worker_ingress.';
 
 
 --
@@ -2748,7 +3715,24 @@ ALTER FUNCTION ql.prepare_task(p_project text, p_task text) OWNER TO ql_owner;
 -- Name: FUNCTION prepare_task(p_project text, p_task text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.prepare_task(p_project text, p_task text) IS 'The id of task P/T for a signed publish (SPEC 16.1), creating the project (default pool) and the task without a revision when missing; call it and ql.publish_revision in one transaction. Returns {taskId, created}. Inputs: p_project, p_task. Fences: name patterns. Writes: project/task rows when missing, nothing otherwise. Locks: none (ON CONFLICT DO NOTHING + re-read). Errors: QL001 bad name (COLUMN project/task). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.prepare_task(p_project text, p_task text) IS 'ql.prepare_task(p_project text, p_task text) -> jsonb {taskId, created}
+
+Purpose: the id of task P/T, creating the project and the task (in the
+  project''s default pool, without a revision) when missing (SPEC §16.1). A
+  signed publish signs {taskId, kind, executor, spec, placement?}, so it
+  needs the task''s id before ql.publish_revision creates the revision; the
+  admin CLI calls this and then ql.publish_revision in ONE transaction, so a
+  task without a revision is never visible on its own (were one left behind,
+  an enqueue refuses it: QL001, no published revision).
+Inputs: p_project, p_task (names ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$).
+Fences: the name patterns.
+Writes: the project (and its default pool, by trigger) and the task rows when
+  missing; nothing for an existing task.
+Locks: none beyond the inserts (ON CONFLICT DO NOTHING, then a re-read: a
+  concurrent creator wins and this call answers its row).
+Idempotency: an existing task -> its id, created=false, no writes.
+Errors: QL001 bad project/task name.
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -2775,7 +3759,21 @@ ALTER FUNCTION ql.producer_cancel_run(p_token_id text, p_token_digest bytea, p_r
 -- Name: FUNCTION producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'POST /v1/runs/{id}/cancel (SPEC 13.4): token valid, unrevoked, unexpired, scope cancel; the run of the token''s project (foreign = unknown = QL004 runId); ql.cancel_run, then returns ql.show_run''s document. Writes: as cancel_run; nothing on error. Locks: as cancel_run. Errors: QL030, QL031, QL001/QL004 runId, then cancel_run''s. Caller: ql_producer.';
+COMMENT ON FUNCTION ql.producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'ql.producer_cancel_run(p_token_id text, p_token_digest bytea, p_run_id text) -> jsonb
+
+Purpose: `POST /v1/runs/{id}/cancel` of the producer API (SPEC §13.4): exactly
+  ql.cancel_run on a run of the token''s project (another project''s run is
+  not_found, like an unknown one), answering the §9.4 show document
+  (ql.show_run) as it is after the action.
+Inputs: the token id and digest; p_run_id (lowercase canonical UUID).
+Fences: token valid, unrevoked, unexpired, scope cancel; run in the token''s
+  project; then those of ql.cancel_run.
+Writes: as ql.cancel_run (its event names the acting login, session_user);
+  nothing on any error.
+Locks: as ql.cancel_run.
+Errors: QL030 token_invalid, QL031 scope_missing, QL001 malformed run id,
+  QL004 unknown or foreign run (COLUMN runId); then ql.cancel_run''s.
+Caller: ql_producer.';
 
 
 --
@@ -2803,7 +3801,28 @@ ALTER FUNCTION ql.producer_enqueue(p_token_id text, p_token_digest bytea, p_task
 -- Name: FUNCTION producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) IS 'POST /v1/runs (SPEC 13.4): token (id + digest of the whole token) valid, unrevoked, unexpired, scope enqueue; task (id or "<project>/<name>") of the token''s project, else not_found; then ql.enqueue_runs. Returns {runIds, existing}. Writes: as enqueue_runs; nothing on error. Locks: as enqueue_runs. Errors: QL030 token_invalid, QL031 scope_missing, QL001/QL004 task, then enqueue_runs'' (QL001/QL002/QL006). Caller: ql_producer.';
+COMMENT ON FUNCTION ql.producer_enqueue(p_token_id text, p_token_digest bytea, p_task text, p_priority integer, p_count integer, p_not_before_ms bigint, p_delay_ms bigint, p_key text) IS 'ql.producer_enqueue(p_token_id text, p_token_digest bytea, p_task text,
+                    p_priority integer DEFAULT 0, p_count integer DEFAULT 1,
+                    p_not_before_ms bigint DEFAULT NULL, p_delay_ms bigint DEFAULT NULL,
+                    p_key text DEFAULT NULL) -> jsonb {runIds, existing}
+
+Purpose: `POST /v1/runs` of the producer API (SPEC §13.4): queue runs of a
+  task of the token''s project. The token must hold the scope `enqueue`
+  (ql_private.producer_token); the task, an id or "<project>/<name>", must be
+  the token''s project''s (ql_private.producer_task: another project''s task is
+  not_found). Then exactly ql.enqueue_runs (scheduling, idempotency key,
+  bounds, disabled/unpublished refusals, pools, events).
+Inputs: the token id and the SHA-256 digest of the whole token string;
+  p_task; the rest as ql.enqueue_runs.
+Fences: token valid, unrevoked, unexpired, scope enqueue; task in the token''s
+  project; then those of ql.enqueue_runs.
+Writes: as ql.enqueue_runs (its run.queued events); nothing on any error.
+Locks: as ql.enqueue_runs.
+Idempotency: by key, as ql.enqueue_runs.
+Errors: QL030 token_invalid, QL031 scope_missing; QL001/QL004 task (COLUMN
+  task); then ql.enqueue_runs'' errors (QL001/QL002/QL006, COLUMN = the wire
+  field: taskId there is `task` on this API).
+Caller: ql_producer.';
 
 
 --
@@ -2834,7 +3853,25 @@ ALTER FUNCTION ql.producer_list_runs(p_token_id text, p_token_digest bytea, p_ta
 -- Name: FUNCTION producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[], p_limit integer, p_after text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[], p_limit integer, p_after text) IS 'GET /v1/runs (SPEC 13.4): token valid, unrevoked, unexpired, scope read; one task (id or "<project>/<name>") of the token''s project (foreign = unknown = QL004 task), or without one every task of the project (ql_private.project_runs_page, index runs_project_state_seq); returns the ql.list_runs page {runs, next}. Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 task, then list_runs'' (QL001 state/after, QL006 limit). Caller: ql_producer.';
+COMMENT ON FUNCTION ql.producer_list_runs(p_token_id text, p_token_digest bytea, p_task text, p_states text[], p_limit integer, p_after text) IS 'ql.producer_list_runs(p_token_id text, p_token_digest bytea, p_task text,
+                      p_states text[] DEFAULT NULL, p_limit integer DEFAULT 100,
+                      p_after text DEFAULT NULL) -> jsonb {runs, next}
+
+Purpose: `GET /v1/runs?task=&state=&after=&limit=` of the producer API (SPEC
+  §13.4): the §9.4 list document of ql.list_runs for one task of the token''s
+  project (an id or "<project>/<name>"; another project''s task is not_found),
+  or, without a task (p_task NULL), for every task of the token''s project
+  (ql_private.project_runs_page: the same fields and pages over the index
+  runs_project_state_seq, never another project''s run).
+Inputs: the token id and digest; p_task (NULL = the whole project); p_states,
+  p_limit, p_after as ql.list_runs.
+Fences: token valid, unrevoked, unexpired, scope read; task (when given) or
+  every run listed in the token''s project.
+Writes: none. Locks: none.
+Errors: QL030 token_invalid, QL031 scope_missing; QL001 task malformed, QL004
+  unknown or foreign task (COLUMN task); then ql.list_runs'' (QL001
+  state/after, QL006 limit).
+Caller: ql_producer.';
 
 
 --
@@ -2861,7 +3898,21 @@ ALTER FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest bytea, p_ru
 -- Name: FUNCTION producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'POST /v1/runs/{id}/retry (SPEC 13.4): token valid, unrevoked, unexpired, scope retry; the run of the token''s project (foreign = unknown = QL004 runId); ql.retry_run, then returns ql.show_run''s document. Writes: as retry_run; nothing on error. Locks: as retry_run. Errors: QL030, QL031, QL001/QL004 runId, then retry_run''s. Caller: ql_producer.';
+COMMENT ON FUNCTION ql.producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'ql.producer_retry_run(p_token_id text, p_token_digest bytea, p_run_id text) -> jsonb
+
+Purpose: `POST /v1/runs/{id}/retry` of the producer API (SPEC §13.4): exactly
+  ql.retry_run on a run of the token''s project (another project''s run is
+  not_found, like an unknown one), answering the §9.4 show document
+  (ql.show_run) as it is after the action.
+Inputs: the token id and digest; p_run_id (lowercase canonical UUID).
+Fences: token valid, unrevoked, unexpired, scope retry; run in the token''s
+  project; then those of ql.retry_run.
+Writes: as ql.retry_run (its event names the acting login, session_user);
+  nothing on any error.
+Locks: as ql.retry_run.
+Errors: QL030 token_invalid, QL031 scope_missing, QL001 malformed run id,
+  QL004 unknown or foreign run (COLUMN runId); then ql.retry_run''s.
+Caller: ql_producer.';
 
 
 --
@@ -2888,7 +3939,26 @@ ALTER FUNCTION ql.producer_run_log(p_token_id text, p_token_digest bytea, p_run_
 -- Name: FUNCTION producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer, p_offset bigint, p_max_bytes integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer, p_offset bigint, p_max_bytes integer) IS 'GET /v1/runs/{id}/log (SPEC 13.4, 15.3): token valid, unrevoked, unexpired, scope log; the run of the token''s project (foreign = unknown = QL004 runId); returns ql.run_log''s document {runId, attemptNumber, offset, text, storedBytes, logBytes, truncated, complete, ended} (attempt NULL = the latest). Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 runId, then ql.run_log''s. Caller: ql_producer.';
+COMMENT ON FUNCTION ql.producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text, p_attempt_no integer, p_offset bigint, p_max_bytes integer) IS 'ql.producer_run_log(p_token_id text, p_token_digest bytea, p_run_id text,
+                    p_attempt_no integer DEFAULT NULL, p_offset bigint DEFAULT 0,
+                    p_max_bytes integer DEFAULT 1048576) -> jsonb
+
+Purpose: `GET /v1/runs/{id}/log?offset=N[&attempt=N]` of the producer API
+  (SPEC §13.4, §15.3): ql.run_log''s document {runId, attemptNumber, offset,
+  text, storedBytes, logBytes, truncated, complete, ended} for a run of the
+  token''s project only (another project''s run is not_found, like an unknown
+  one). Following (`follow=1`) is the API calling this again from the next
+  offset: every call checks the token anew, so a revoked token stops a follow.
+Inputs: the token id and digest; p_run_id (lowercase canonical UUID);
+  p_attempt_no (NULL = the run''s latest attempt), p_offset, p_max_bytes as
+  ql.run_log.
+Fences: token valid, unrevoked, unexpired, scope log; run in the token''s
+  project (ql_private.producer_run).
+Writes: none. Locks: none.
+Errors: QL030 token_invalid, QL031 scope_missing, QL001 malformed run id,
+  QL004 unknown or foreign run (COLUMN runId); then ql.run_log''s (unknown
+  attempt, offset or max bytes out of bounds).
+Caller: ql_producer.';
 
 
 --
@@ -2914,7 +3984,18 @@ ALTER FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run
 -- Name: FUNCTION producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'GET /v1/runs/{id} (SPEC 13.4): token valid, unrevoked, unexpired, scope read; the run of the token''s project (foreign = unknown = QL004 runId); returns ql.show_run''s document. Writes: none. Locks: none. Errors: QL030, QL031, QL001/QL004 runId. Caller: ql_producer.';
+COMMENT ON FUNCTION ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) IS 'ql.producer_show_run(p_token_id text, p_token_digest bytea, p_run_id text) -> jsonb
+
+Purpose: `GET /v1/runs/{id}` of the producer API (SPEC §13.4): the §9.4 show
+  document of ql.show_run, for a run of the token''s project only (another
+  project''s run is not_found, like an unknown one).
+Inputs: the token id and digest; p_run_id (lowercase canonical UUID).
+Fences: token valid, unrevoked, unexpired, scope read; run in the token''s
+  project (ql_private.producer_run).
+Writes: none. Locks: none.
+Errors: QL030 token_invalid, QL031 scope_missing, QL001 malformed run id,
+  QL004 unknown or foreign run (COLUMN runId).
+Caller: ql_producer.';
 
 
 --
@@ -2980,7 +4061,34 @@ ALTER FUNCTION ql.project_data_key(p_project text, p_key_id text, p_kek_id text,
 -- Name: FUNCTION project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea) IS 'The wrapped data key of a project''s secrets (SPEC 14.1), installed on first use: the offered key (p_key_id, p_kek_id, p_nonce, p_wrapped_key: an AES-256 key wrapped by the caller''s KEK) is stored when the project has none, else discarded; the stored one is answered. Returns {project, projectId, keyId, kekId, nonce, wrappedKey (hex), created}. Inputs: p_project, p_key_id, p_kek_id, p_nonce, p_wrapped_key. Fences: one KEK at a time (another KEK wraps stored keys: QL041 kek_mismatch). Writes: project (first use), one project_data_keys row (first key). Locks: primary key only. Errors: QL001 malformed (COLUMN project|keyId|kekId|nonce|wrappedKey), QL041. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea, p_wrapped_key bytea) IS 'ql.project_data_key(p_project text, p_key_id text, p_kek_id text, p_nonce bytea,
+                    p_wrapped_key bytea) -> jsonb
+
+Purpose: the data key of a project''s secrets (SPEC §14.1), installed on first
+  use. `admin secret set` generates a fresh AES-256 data key, wraps it with
+  its key-encryption key (KEK, a key file the database never sees; AES-256-GCM
+  with associated data binding project id and key id: service/secrets_crypto.py)
+  and offers it here: a project without a data key gets this one, a project
+  with one keeps it (the offered one is discarded). Answers the stored key
+  either way, so the caller encrypts under the key the project really has.
+  The project is created when it does not exist yet (with its default pool,
+  like ql.create_pool).
+Inputs: p_project (^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$), p_key_id (32 lowercase
+  hex), p_kek_id (^[a-z0-9][a-z0-9._-]{0,63}$), p_nonce (12 bytes),
+  p_wrapped_key (48 bytes: 32 + the GCM tag).
+Fences: one KEK at a time: while any data key is wrapped by another KEK than
+  p_kek_id (after `admin secret rotate-kek`, the old key file), nothing is
+  installed (QL041 kek_mismatch), so no two KEKs are ever needed at once.
+Returns {project, projectId, keyId, kekId, nonce, wrappedKey, created}
+  (bytes as lowercase hex).
+Writes: the project row (and its default pool) on first use; one
+  project_data_keys row when the project had none. Nothing else.
+Locks: none beyond the primary key (INSERT ... ON CONFLICT DO NOTHING: of two
+  concurrent first calls one key wins, both answer it).
+Idempotency: a project''s key, once stored, is answered unchanged.
+Errors: QL001 malformed input (COLUMN project|keyId|kekId|nonce|wrappedKey);
+  QL041 kek_mismatch (another KEK wraps the stored keys).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -3050,7 +4158,34 @@ ALTER FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run bool
 -- Name: FUNCTION prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Retention of security_audit, one batch (SPEC 9.6): rows older than now - p_retain_s, oldest first (security_audit_time), deleted; returns {securityAudit, more}. Inputs: p_retain_s 0..3153600000, p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: the batch FOR UPDATE SKIP LOCKED. A call that deleted rows other than audit.pruned ones leaves one audit.pruned row (outcome allowed, reason retention, actor = session_user, detail {securityAudit, retainS, cutoffMs, batch}); the newest audit.pruned row is never deleted. Errors: QL006 retainAudit/batch (COLUMN). Caller: ql_runtime (admin prune), ql_sweeper (runtime sweep; loop while more).';
+COMMENT ON FUNCTION ql.prune_audit(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'ql.prune_audit(p_retain_s bigint, p_batch integer DEFAULT 1000,
+               p_dry_run boolean DEFAULT false) -> jsonb {securityAudit, more}
+
+Purpose: retention of the authentication audit (SPEC §9.6), one batch per
+  call: security_audit rows whose occurred_at is older than now - p_retain_s,
+  oldest first (security_audit_time), are deleted. Callers loop, one
+  transaction per batch, while `more` (`qinglong runtime sweep
+  --retain-audit`, `admin prune`). With p_dry_run the batch is only counted.
+  A call that deleted rows leaves one audit row of its own (SPEC §13.6):
+  action `audit.pruned`, outcome allowed, reason retention, actor =
+  session_user (the login that called: the sweeper''s, an operator''s), detail
+  {securityAudit: rows deleted, retainS, cutoffMs, batch}. The newest
+  audit.pruned row is never deleted, so the last prune stays on record even
+  after a `--retain-audit 0s` (whoever deletes it must first leave a newer
+  one); a call that deleted only older audit.pruned rows leaves none, so
+  retention does not feed itself.
+Inputs: p_retain_s 0..3153600000 seconds (0 = everything up to now),
+  p_batch 1..10000 rows (default 1000), p_dry_run (default false).
+Fences: each row picked on its locked row; the newest audit.pruned row
+  (security_audit_pruned, one probe) is left out of the batch.
+Writes: deletes of the batch''s audit rows and, when any other than
+  audit.pruned rows went, one audit.pruned row; none in a dry run.
+Locks: the batch''s rows FOR UPDATE SKIP LOCKED (concurrent pruners split the
+  work; a denial being written is a new row nobody waits for).
+Idempotency: deleted rows are gone; the next call takes the next batch.
+Errors: QL006 p_retain_s out of bounds (COLUMN retainAudit), p_batch out of
+  1..10000 (COLUMN batch); nothing changed on error.
+Caller: ql_runtime (`admin prune`), ql_sweeper (`qinglong runtime sweep`).';
 
 
 --
@@ -3197,7 +4332,45 @@ ALTER FUNCTION ql.prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run bool
 -- Name: FUNCTION prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Fleet retention, one batch of each kind (SPEC 9.6): sessions closed (or lapsed) before now - p_retain_s, never one with a live lease nor a worker''s newest; placement classes nothing references (no queued or in-flight run, not a task''s current revision''s); worker.*/session.* events older than the cutoff. Returns {sessions, placementClasses, fleetEvents, more}. Inputs: p_retain_s 0..3153600000 (the run retention), p_batch 1..10000 (default 1000), p_dry_run (count only). Locks: sessions, classes, events FOR UPDATE SKIP LOCKED (claims and enqueues are skipped, never waited for); classes re-checked under their locks. Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_sweeper (runtime sweep), ql_runtime (admin prune); loop while more.';
+COMMENT ON FUNCTION ql.prune_fleet(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'ql.prune_fleet(p_retain_s bigint, p_batch integer DEFAULT 1000,
+               p_dry_run boolean DEFAULT false) -> jsonb
+  {sessions, placementClasses, fleetEvents, more}
+
+Purpose: retention of what the fleet leaves behind (SPEC §9.6, beside
+  ql.prune_runs and ql.prune_audit), one batch of each per call:
+  * worker sessions that ended longer than p_retain_s ago — closed ones by
+    closed_at (worker_sessions_closed, oldest first), and active or draining
+    ones whose session lease lapsed before the cutoff (their worker never came
+    back) — except a session with a live lease (never pruned; the delete
+    guard of migration 0017 refuses it too) and each worker''s newest session
+    (its generation is where the next one counts on from, max + 1). Released
+    leases keep the pruned session''s id as history;
+  * placement classes (migration 0006) nothing references: no queued run
+    (ready or scheduled, ql_private.waiting_classes), no run in flight
+    (dispatching, starting, running; runs_state_seq), and not the class of a
+    task''s current revision (what the next enqueue uses). Unused classes go
+    at once, whatever their age: ql_private.placement_class_of creates a class
+    again on first use (an operator retry of a run whose class went included);
+  * events without a run (`worker.*`, `session.*`) older than the cutoff
+    (events_fleet, oldest first).
+  Callers loop, one transaction per batch, while `more` (a batch was full).
+  With p_dry_run the same batches are only counted: nothing deleted or locked.
+Inputs: p_retain_s 0..3153600000 seconds (the run retention: `--retain-runs`),
+  p_batch 1..10000 rows of each kind (default 1000), p_dry_run (default false).
+Fences: a session is picked on its locked row (still ended, still old, no live
+  lease, not its worker''s newest); a class is re-checked unreferenced under
+  its lock, with a snapshot taken after the lock.
+Writes: deletes of the batch''s sessions, classes and fleet events; none in a
+  dry run.
+Locks: sessions and classes FOR UPDATE SKIP LOCKED: a claim (which holds its
+  session row) or an enqueue (which holds its class row FOR KEY SHARE,
+  ql_private.placement_class_of) is skipped, never waited for; a lookup that
+  comes after the lock waits for this batch, finds the class gone and creates
+  it again. Fleet events FOR UPDATE SKIP LOCKED (concurrent pruners split them).
+Idempotency: deleted rows are gone; the next call takes the next batch.
+Errors: QL006 p_retain_s out of bounds (COLUMN retainRuns), p_batch out of
+  1..10000 (COLUMN batch); nothing changed on error.
+Caller: ql_sweeper (`qinglong runtime sweep`), ql_runtime (`admin prune`).';
 
 
 --
@@ -3314,7 +4487,45 @@ ALTER FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boole
 -- Name: FUNCTION prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'Retention, one batch (SPEC 9.6): terminal runs (succeeded|failed|cancelled) finished more than p_retain_s ago, oldest first, deleted with their attempts, leases, events (and idempotency keys); returns {runs, attempts, leases, events, more}. Live runs never touched. Inputs: p_retain_s 0..3153600000 (0 = all terminal), p_batch 1..10000 (default 1000), p_dry_run (count only, no delete, no lock). Index-driven (runs_terminal_finished, attempts/leases/events by run). Locks: attempt -> run -> lease (the lifecycle order): the batch''s attempts, then runs, FOR UPDATE SKIP LOCKED (a run with an attempt held elsewhere is skipped; never waits on a claim, a retry or a cancel). Errors: QL006 retainRuns/batch (COLUMN). Caller: ql_sweeper (runtime sweep), ql_runtime (admin prune); loop while more, one transaction per batch.';
+COMMENT ON FUNCTION ql.prune_runs(p_retain_s bigint, p_batch integer, p_dry_run boolean) IS 'ql.prune_runs(p_retain_s bigint, p_batch integer DEFAULT 1000,
+              p_dry_run boolean DEFAULT false) -> jsonb
+  {runs, attempts, leases, events, more}
+
+Purpose: retention of run history (SPEC §9.6), one batch per call: terminal
+  runs (succeeded, failed, cancelled) whose finished_at is older than now -
+  p_retain_s, oldest first, are deleted with their attempts, leases and
+  events; an idempotency key goes with its run row (its task may reuse it
+  afterwards). Live runs (queued, dispatching, starting, running) are never
+  touched, nor terminal runs without finished_at. Callers loop, one
+  transaction per batch, while `more` (the batch was full), so no
+  transaction is long (`qinglong runtime sweep --retain-runs`, `admin
+  prune`). With p_dry_run the same batch is only counted: nothing is deleted
+  and nothing locked.
+Cost: index-driven: runs_terminal_finished (finished_at) over terminal runs
+  picks the batch; attempts by (run_id, attempt_no), leases by (attempt_id,
+  lease_generation), events by events_run (run_id, id). One statement deletes
+  all four sets (no foreign-key check needs a table scan: 0010).
+Inputs: p_retain_s 0..3153600000 seconds (0 = everything terminal; the
+  upper bound, 100 years, keeps the interval arithmetic in range), p_batch
+  1..10000 runs (default 1000), p_dry_run (default false).
+Fences: each run is picked on its locked row (still terminal, still old, no
+  attempt of it left unlocked).
+Writes: deletes of the batch''s runs, attempts, leases, events; none in a dry run.
+Locks: in the one lifecycle order attempt -> run -> lease (docs/LIFECYCLE.md
+  "Locks"): every attempt of the batch''s runs FOR UPDATE SKIP LOCKED, then
+  the runs FOR UPDATE SKIP LOCKED — a run any of whose attempts another
+  transaction holds (a retry, a cancel, a completion, each of which locks the
+  attempt and then waits for the run) is left for a later batch — then the
+  leases by the delete (a heartbeat holding one waits for nothing prune
+  holds). So pruning never waits on a claim or any writer of attempts or
+  runs, cannot close a deadlock with ql.retry_run / ql.cancel_run, and
+  concurrent pruners split the work. `more`: the batch was full before the
+  skips and something was pruned (rows held right now wait for the next
+  pass instead of spinning the caller''s loop).
+Idempotency: a deleted run is gone; the next call takes the next batch.
+Errors: QL006 p_retain_s out of bounds (COLUMN retainRuns), p_batch out of
+  1..10000 (COLUMN batch); nothing changed on error.
+Caller: ql_sweeper (`qinglong runtime sweep`), ql_runtime (`admin prune`).';
 
 
 --
@@ -3507,7 +4718,67 @@ ALTER FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical byte
 -- Name: FUNCTION publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text, p_signature text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text, p_signature text) IS 'Publish canonical {executor, kind, placement?, spec} bytes (<=96 KiB) as the task''s next execution revision; digest computed in the database; project/task created on first publish. Pool (SPEC 13.1): p_pool P/N of the same project puts/moves the task there (another project''s or a missing pool refused: QL001 COLUMN pool); NULL keeps the task''s pool (new task: P/default). Identical to the current revision in the same pool -> that revision, created=false, no writes. Signature (SPEC 16.1): p_signature, a detached compact EdDSA JWS over the RFC 8785 bytes of {taskId, kind, executor, spec, placement?}, stored with the revision (kid from its protected header), not verified (the worker verifies); identical content is deduplicated only when p_signature is NULL or equal to the stored one, otherwise a new revision (revisions never change). Returns {taskId, revisionId, revision, contentDigest, created, pool, signatureKid}. Inputs: p_project, p_task, p_canonical, p_pool, p_signature. Fences: names, content shape, signature shape (QL001 COLUMN signature), spec.secrets naming existing secrets of the project and no env name in both env and secrets (QL001 COLUMN secrets). Writes: revision + task current revision (project/task on first publish). Locks: task row FOR NO KEY UPDATE (not on the identical fast path). Errors: QL001 shape, QL002 size, QL003 SemVer. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.publish_revision(p_project text, p_task text, p_canonical bytea, p_pool text, p_signature text) IS 'ql.publish_revision(p_project text, p_task text, p_canonical bytea,
+                    p_pool text DEFAULT NULL, p_signature text DEFAULT NULL) -> jsonb
+  {taskId, revisionId, revision, contentDigest, created, pool, signatureKid}
+
+Purpose: publish the execution content of a task (SPEC §2, §8 `admin task
+  publish`; DESIGN "Execution revision content"). `p_canonical` is the RFC 8785
+  bytes of {executor, kind, placement?, spec} produced by the publish
+  compiler; the database hashes the bytes itself (content_digest = ''sha256:''
+  || hex sha256), checks their shape and stores bytes + digest, so a digest
+  can never disagree with the stored content. The project and task are created
+  on first publish. Identical content (same digest as the task''s CURRENT
+  revision) returns that revision with created=false; anything else becomes
+  revision max+1 and the task''s current revision.
+Pool (SPEC §13.1): the task publishes into one pool of its project, and its
+  runs carry it (ql.enqueue_runs). p_pool ''P/N'' names it (P must be
+  p_project: another project''s pool is refused, as is a missing one) and
+  moves an existing task there (runs already queued keep their pool); NULL
+  keeps an existing task''s pool and puts a new task in ''P/default''. The
+  answer''s `pool` is the task''s pool after the call.
+Signature (SPEC §16.1): p_signature is the detached compact JWS
+  `header..signature` (EdDSA) the publisher made over the RFC 8785 bytes of
+  {taskId, kind, executor, spec, placement?}; it is stored with the revision
+  (signature_jws, and signature_kid from its protected header) and never
+  verified here: the database holds no trusted key, the worker verifies. A
+  signed publish needs the task id before signing: the admin CLI calls
+  ql.prepare_task first, in the same transaction. Dedupe: content identical
+  to the current revision is that revision (created=false) when p_signature
+  is NULL (an unsigned re-publish never strips a signature) or equal to the
+  stored one; a signature the current revision does not carry (signing
+  unsigned content, re-signing with a new key) makes a new revision, since a
+  stored revision never changes. `signatureKid` answers the stored revision''s
+  kid (null: unsigned).
+Inputs: p_project, p_task (names ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$),
+  p_canonical (<= 96 KiB), p_pool (''P/N'' or NULL), p_signature (JWS or NULL).
+Fences (the shape; the compiler''s JSON Schema validation is not trusted):
+  keys exactly kind, executor, spec and optional placement; kind =
+  ''qinglong/command@v1''; executor = ''remote_worker''; spec an object with keys
+  from {schema, argv, env, secrets, cwd, timeoutS}, schema = ''qinglong/command@v1'',
+  argv a non-empty array of strings, env (if present) an object of strings,
+  secrets (if present, SPEC §14.2) {ENV_NAME: secret-name} naming secrets the
+  project has, no ENV_NAME also in env (ql_private.validate_secret_refs: the
+  revision pins names, never values; QL001 COLUMN secrets naming the one at
+  fault),
+  cwd (if present) a string, timeoutS a positive integer, and no placement
+  inside spec; placement via ql_private.validate_placement.
+Writes: on new content one execution_revisions row and the task''s
+  current_revision_id (the project, its default pool and the task rows on
+  first publish); the task''s pool_id when p_pool moves it; nothing on
+  identical content in the same pool.
+Locks: none on the identical-content fast path (a plain read: re-publishing
+  the same content writes nothing at all, not even a row lock). Otherwise the
+  task row FOR NO KEY UPDATE, which serializes concurrent publishes of one task
+  (revision numbers and current_revision_id never race) without blocking the
+  foreign-key checks of concurrent enqueues.
+Idempotency: identical content -> same revision, created=false, no writes.
+Errors: QL001 bad project/task name, bytes not a UTF-8 JSON object, wrong
+  shape, pool not P/N, of another project or missing (COLUMN pool), a
+  signature that is not a detached compact JWS with the protected header
+  exactly {alg: EdDSA, kid} (COLUMN signature); QL002 bytes over 96 KiB or oversize placement sets; QL003 invalid
+  SemVer in placement.
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -3595,7 +4866,56 @@ ALTER FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_work
 -- Name: FUNCTION pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) IS 'One pull = claim or recover (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest (SHA-256 of the lease token), p_bounds (NULL = defaults). Fences: credential first (denial audited, {status: denied}); an existing offer id is replayed or refused ({status: idempotent|conflict}); session fences; every candidate fence re-checked on the locked rows. Bounded keyset scan + placement + atomic SKIP LOCKED claim ({status: offered|idle}). Writes: only a claim (lease, run dispatching, one run.dispatched event) or a denial; idle pulls and replays write nothing. Locks: advisory lock on the offer id, session row before the first claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.pull_offer(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_id text, p_token_digest bytea, p_bounds jsonb) IS 'ql.pull_offer(p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation,
+              p_offer_id, p_token_digest, p_bounds DEFAULT NULL) -> jsonb
+
+Purpose: one pull = claim or recover, in one call and one round trip (SPEC §3.3,
+  R-PULL). The ingress passes the authenticated worker (certificate identity,
+  already matched with the body), the credential id and the SHA-256 of its
+  secret, and the SHA-256 of the worker''s lease token; plaintext never reaches
+  the database.
+  0. validate arguments; authenticate the credential (a denial is recorded in
+     security_audit and returned as {status: denied, httpStatus, reason}) —
+     before any candidate is touched;
+  1. recover first, under a transaction advisory lock on the offer id (so a
+     retry racing its own still-running first request waits for it): an
+     existing lease with this offer id is replayed ({status: idempotent,
+     offer}) or refused ({status: conflict, category});
+  2. session fences (exists, owned, exact generation, active, unexpired,
+     capabilities digest intact) and a free slot (else idle capacity_full);
+     the offer-id probe of step 1, the session row and its live-lease count
+     are read by ONE statement after the advisory lock (the checks are made
+     on its values; only a failing fence calls ql_private.session_fence, for
+     its precise error);
+  3–4. bounded keyset scan, placement, atomic claim -> {status: offered, offer}
+     or {status: idle, reason, stats, truncated}.
+Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+  p_session_id, p_offer_id (lowercase canonical UUIDs; the offer id is the
+  worker''s idempotency key), p_generation (>= 1), p_token_digest (SHA-256 of
+  the lease token, 32 bytes), p_bounds ({pages, candidates, claimAttempts},
+  NULL = defaults; ql_private.pull_bounds).
+Fences: the credential; an existing offer id''s replay fences
+  (ql_private.recover_fence); the session fence (the read above, with
+  ql_private.session_fence''s checks and errors, and,
+  on the locked row before a claim, ql_private.session_claim_lock); every
+  candidate fence re-checked on the locked rows (ql_private.claim_candidate).
+Writes: only a claim (lease + run -> dispatching + one run.dispatched event) or
+  a denial audit row. Idle pulls and replays write nothing (zero WAL).
+Locks: advisory xact lock on the offer id; see ql_private.scan_and_claim
+  (session row FOR NO KEY UPDATE before the first claim) and
+  ql_private.claim_candidate (run + attempt FOR NO KEY UPDATE SKIP LOCKED).
+Idempotency: by offer id + token digest.
+Planning: every statement below runs with a generic plan (planned once per
+  connection, not per call) and sequential scans disabled, so each plan is the
+  index path whatever the statistics said when it was made (a plan cached on
+  an empty queue would otherwise stick to the connection once it fills).
+  JIT is off: with sequential scans disabled a tiny table''s plan costs 1e10,
+  far above jit_above_cost, and compiling it took ~30 ms of a sub-ms pull.
+Errors: QL001 malformed argument; QL002 bound above cap; QL010 unknown
+  session; QL011 session replaced / wrong generation; QL012 session expired;
+  QL013 session closed; QL015 session draining (an operator drain: no new
+  offer); QL014 capabilities digest mismatch.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -3732,7 +5052,59 @@ ALTER FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_wor
 -- Name: FUNCTION pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb) IS 'Batched pull (SPEC 18.1): 1-16 (offer id, token digest) pairs of one session, each claimed or recovered by the rules of a single pull (SPEC 3.3). Inputs: p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation, p_offer_ids (distinct), p_token_digests (SHA-256 of each lease token, indexed alike), p_bounds (per claim; NULL = defaults). One credential check (denial audited, {status: denied}); advisory locks on the offer ids in id order; one read of replays + session + live leases; each existing id replayed or refused (recover_offer); for new ids the session fences once, then at most free-slots claims (scan_and_claim: session row locked and slots re-counted before each claim, candidate fences on the locked rows), the first idle answer ending the batch. Returns {status: batch, offers: [...], conflicts: [{offerId, category}], idle: null | {reason, stats, truncated}, recovered: number of offers replayed}. Writes: only claims or a denial; idle batches and replays write nothing. Locks: advisory locks on the offer ids, session row before a claim, run + attempt SKIP LOCKED. Errors: QL001 malformed argument, QL002 bound above cap, QL010-QL015 session fences. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.pull_offers(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_session_id text, p_generation bigint, p_offer_ids text[], p_token_digests bytea[], p_bounds jsonb) IS 'ql.pull_offers(p_credential_id, p_secret_digest, p_worker_id, p_session_id, p_generation,
+               p_offer_ids, p_token_digests, p_bounds DEFAULT NULL) -> jsonb
+
+Purpose: a batched pull (SPEC §18.1, R-BATCH): up to 16 (offer id, lease token)
+  pairs of one session in one call and one round trip, each claimed or
+  recovered by exactly the rules of a single pull (SPEC §3.3, ql.pull_offer),
+  with ONE credential check and ONE read of the session for the batch.
+  0. validate arguments (1–16 pairs, distinct offer ids, 32-byte digests);
+     authenticate the credential once (a denial is recorded and returned as
+     {status: denied, httpStatus, reason}) — before anything else is read;
+  1. every offer id''s transaction advisory lock (the one ql.pull_offer takes),
+     in offer-id order so two batches sharing ids never deadlock; then ONE
+     statement reads which ids already have a lease, the session row and its
+     live-lease count;
+  2. recover first: each existing id is replayed (its same offer, rebuilt
+     from the durable lease) or refused with its category
+     (ql_private.recover_offer, the single pull''s step 1);
+  3. only if a new id is left: the session fences and capabilities digest
+     (as ql.pull_offer: a failing fence calls ql_private.session_fence for
+     its precise error, raised for the whole batch) and the free slots
+     (slots - live leases; none -> idle capacity_full);
+  4. the new ids in request order, at most as many as free slots: each one
+     is a single pull''s steps 3–4 (ql_private.scan_and_claim — bounded keyset
+     scan, placement, the session row locked and its slots re-counted on the
+     locked row before every claim, SKIP LOCKED claim with every candidate
+     fence re-checked); the first idle answer ends the batch (a later id
+     would find the same queue).
+  A retry of the same batch returns the same offer for every id that was
+  claimed (step 2) and tries the ids that were not (step 4).
+Returns {status: batch, offers: [offer@v1 projection …] (replays and claims,
+  in the order of their offer ids in the request), conflicts: [{offerId, category} …], idle: NULL |
+  {reason, stats, truncated}, recovered: how many of the offers are replays
+  (the single pull''s `idempotent`)} — idle is set when some new id was not claimed.
+Inputs: p_credential_id, p_secret_digest (SHA-256 of the secret), p_worker_id,
+  p_session_id (lowercase canonical UUIDs), p_generation (>= 1), p_offer_ids
+  (1–16 distinct canonical UUIDs), p_token_digests (SHA-256 of each lease
+  token, indexed like p_offer_ids), p_bounds (per claim, as ql.pull_offer;
+  ql_private.pull_bounds).
+Fences: the credential; each existing offer id''s replay fences
+  (ql_private.recover_fence); the session fence (read once; re-checked on
+  the locked row before each claim, ql_private.session_claim_lock); every
+  candidate fence on the locked rows (ql_private.claim_candidate).
+Writes: only claims (per claim: lease + run -> dispatching + one
+  run.dispatched event) or a denial audit row. An idle batch and a batch of
+  replays write nothing (zero WAL).
+Locks: advisory xact locks on the offer ids; the session row FOR NO KEY
+  UPDATE before the first claim; run + attempt FOR NO KEY UPDATE SKIP LOCKED.
+Idempotency: by offer id + token digest, per pair.
+Planning: as ql.pull_offer (generic plans, no sequential scans, no JIT).
+Errors: QL001 malformed argument (count, duplicate id, digest, generation);
+  QL002 bound above cap; QL010–QL015 session fences (only when a new id is
+  to be claimed); QL014 capabilities digest mismatch.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -3884,7 +5256,52 @@ ALTER FUNCTION ql.queue_depth() OWNER TO ql_owner;
 -- Name: FUNCTION queue_depth(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.queue_depth() IS 'Queue depth for the console (SPEC 10): {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}] (ready runs, <= 16 priorities by a loose index scan of runs_candidate_keyset), scheduled: {runs, capped, nextDueAtMs, byPriority: [{priority, runs}]} (scheduled runs not yet promoted: the 1000 + 1 due soonest of runs_due), byTask: [{taskId, project, task, pool (P/N), queued, ready, readyCapped, scheduled, scheduledCapped, dispatching, capped}] (20 deepest of the first 1000 tasks by id, runs_task_state_seq and runs_task_queued_due), tasksWithRuns, cap, tasksExamined, tasksCapped}; oldestWaitingAgeMs from greatest(created_at, current attempt not_before); every count stops at 1000. Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.queue_depth() IS 'ql.queue_depth() -> jsonb
+
+Purpose: the console overview''s queue panel (SPEC §10): how deep the ready
+  queue is per priority and which tasks hold the not-yet-started runs,
+  ready runs apart from scheduled ones (SPEC §9.2: not due yet).
+  {byPriority: [{priority, runs, capped, oldestWaitingAgeMs}],
+  scheduled: {runs, capped, nextDueAtMs, byPriority: [{priority, runs}]},
+  byTask: [{taskId, project, task, pool, queued, ready, readyCapped,
+  scheduled, scheduledCapped, dispatching, capped}], tasksWithRuns, cap,
+  tasksExamined, tasksCapped}.
+  byPriority: the ready runs (queued, due, runtime-owned, not
+  cancel-requested: runs_candidate_keyset) of each priority, highest first,
+  at most 16 priorities, each counted up to `cap` (1000), with the age of
+  its oldest (first in dispatch order). The age counts from
+  greatest(created_at, current attempt''s not_before), one primary-key
+  probe: a retry or a promoted scheduled run waits from when it became ready.
+  scheduled: the runs scheduled for later (queued, runtime-owned, not
+  cancel-requested, due_at set: runs_due, not yet promoted by the sweeper),
+  counted up to `cap`, the soonest due time, and the priorities of the
+  `cap` + 1 due soonest (when `capped`, each priority''s count is a lower
+  bound: the runs of that priority among the soonest).
+  byTask: `ready` (queued, due_at NULL) and `scheduled` (queued, due_at set)
+  are a task''s queued runs split, each counted up to `cap` (xCapped when it
+  has more); `pool` the task''s pool as P/N.
+  byTask: per task its queued and dispatching runs, each counted up to
+  `cap`, the 20 deepest listed (tasksWithRuns = how many tasks have any).
+  Only the first 1000 tasks by id are examined (tasksExamined; tasksCapped
+  when there are more, and the page says so): the per-task probes must not
+  grow with the number of tasks.
+  The page needs orders of magnitude, not exact totals past a thousand: caps
+  keep a page ≤ 100 ms with 1,000,000 runs stored (ql.status_snapshot counts
+  to 100,000 and costs hundreds of milliseconds on such a queue; `qinglong
+  status` is where the larger counts are).
+Cost: a loose index scan of runs_candidate_keyset (one descent per distinct
+  priority, <= 16), each priority''s range read up to cap + 1 entries; per
+  task two ranges of runs_task_state_seq (task_id, state, queue_seq) and two
+  of runs_task_queued_due (task_id, due_at) (ready: due_at NULL; scheduled:
+  due_at set) of at most cap + 1 entries each, and its pool and project by
+  primary key, for at most 1000 tasks; one range of runs_due of at most cap
+  + 1 entries (each with its priority): bounded by 16 x cap + cap +
+  min(tasks, 1000) probes and the queued/dispatching runs they hold.
+Inputs: none.
+Fences: none (an operator''s read).
+Writes: none (STABLE). Locks: none. Idempotency: read-only.
+Errors: none.
+Caller: ql_readonly (the console), ql_runtime.';
 
 
 --
@@ -3942,7 +5359,21 @@ ALTER FUNCTION ql.recent_denials(p_limit integer) OWNER TO ql_owner;
 -- Name: FUNCTION recent_denials(p_limit integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.recent_denials(p_limit integer) IS 'Latest authentication denials for the console (SPEC 10): {denials: [{atMs, action, reason, workerId, credentialId}], windowS, scanned, capped}, newest first, of the last 24 h, reading at most 10000 audit rows (security_audit_time); no secret, digest or token exists there. Inputs: p_limit 1..100 (default 20). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.recent_denials(p_limit integer) IS 'ql.recent_denials(p_limit integer DEFAULT 20) -> jsonb
+
+Purpose: the console overview''s latest authentication denials (SPEC §10):
+  {denials: [{atMs, action, reason, workerId, credentialId}], windowS,
+  scanned, capped}, newest first, at most p_limit, of the last 24 hours. The
+  credential id is the public half of a credential (what an operator revokes
+  by); the audit table holds no secret, digest or token, so none can be shown.
+Cost: one backward range of security_audit_time (occurred_at) over the
+  window, reading at most 10000 audit rows (allowed ones included): `capped`
+  when the scan stopped there before finding p_limit denials.
+Inputs: p_limit 1..100 (default 20).
+Fences: none (an operator''s read).
+Writes: none (STABLE). Locks: none. Idempotency: read-only.
+Errors: QL006 limit out of 1..100 (COLUMN limit).
+Caller: ql_readonly (the console), ql_runtime.';
 
 
 --
@@ -3980,7 +5411,24 @@ ALTER FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id text, p_a
 -- Name: FUNCTION record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text) IS 'Store an ingress-decided denial (missing_credential, malformed_credential, identity_mismatch, ...) in security_audit. Inputs: p_credential_id (kept only if well-formed), p_worker_id (kept only if a canonical UUID), p_action, p_reason. Fences: none. Writes: one security_audit row. Locks: none. Not idempotent (each call is an audit fact). Errors: QL001 malformed action/reason. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.record_auth_denial(p_credential_id text, p_worker_id text, p_action text, p_reason text) IS 'ql.record_auth_denial(p_credential_id, p_worker_id, p_action, p_reason) -> void
+
+Purpose: store a denial the ingress decided in process, before any credential
+  lookup could run (missing_credential, malformed_credential, identity_mismatch
+  between certificate, credential and body), so security_audit holds every
+  denial (SPEC §2, §5).
+Inputs: come from an unauthenticated request, so they are stored only when
+  harmless: p_credential_id only when it matches ^[a-z0-9]{16}$, p_worker_id
+  only when it is a lowercase canonical UUID, otherwise NULL. Never a secret,
+  digest or request body. p_action ^[a-z][a-z0-9_.]{0,63}$, p_reason
+  ^[a-z][a-z0-9_]{0,63}$ (the security_audit CHECK: a reason category has no
+  dots).
+Fences: none (the denial is the ingress''s decision).
+Writes: one security_audit row.
+Locks: none.
+Idempotency: none; every call is a separate audit fact.
+Errors: QL001 when p_action or p_reason is malformed.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -4036,7 +5484,27 @@ ALTER FUNCTION ql.record_certificate(p_worker_id text, p_serial text, p_not_afte
 -- Name: FUNCTION record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint) IS 'Record a worker client certificate the control plane issued (SPEC 16.3); returns {workerId, serial (canonical), notAfterMs}. Inputs: p_worker_id, p_serial (hex any case, colons optional), p_not_after_ms > 0. Fences: worker exists; serial new or the same certificate. Writes: a worker_certificates row and a worker.certificate_issued event (first time only). Locks: worker row FOR KEY SHARE. Idempotent for the same certificate. Errors: QL001 malformed or conflicting serial, QL004 unknown worker. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint) IS 'ql.record_certificate(p_worker_id text, p_serial text, p_not_after_ms bigint)
+  -> jsonb {workerId, serial, notAfterMs}
+
+Purpose: note a client certificate the control plane issued for a worker
+  (`admin worker create`, `admin worker renew-cert`, SPEC §16.3), so its
+  expiry can be shown (status, console, /metrics) and a revocation by serial
+  names its worker. The certificate itself never reaches the database.
+Inputs: p_worker_id (lowercase canonical UUID), p_serial (hex, any case,
+  colons optional: ql_private.certificate_serial), p_not_after_ms (the
+  certificate''s notAfter, epoch ms, > 0).
+Fences: the worker exists; the serial is new or already recorded for the
+  same worker with the same notAfter.
+Writes: one worker_certificates row and one `worker.certificate_issued`
+  event (payload serial, notAfterMs, actor) — nothing on a repeat.
+Locks: the worker row FOR KEY SHARE; the certificate row (INSERT).
+Idempotency: recording the same (worker, serial, notAfter) again returns the
+  same answer and writes nothing.
+Errors: QL001 malformed worker id (COLUMN workerId), serial (COLUMN serial),
+  notAfterMs NULL or <= 0 (COLUMN notAfterMs), or the serial already recorded
+  otherwise (COLUMN serial); QL004 unknown worker.
+Caller: ql_runtime.';
 
 
 --
@@ -4068,7 +5536,17 @@ ALTER FUNCTION ql.register_worker(p_name text) OWNER TO ql_owner;
 -- Name: FUNCTION register_worker(p_name text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.register_worker(p_name text) IS 'Create a worker; returns {workerId}. Inputs: p_name. Fences: none. Writes: one workers row. Locks: none. Not idempotent. Errors: QL001 bad name. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.register_worker(p_name text) IS 'ql.register_worker(p_name text) -> jsonb {workerId}
+
+Purpose: create a worker identity (SPEC §8 `admin worker create`); its id goes
+  into the worker certificate''s SAN and its credentials.
+Inputs: p_name, ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ (a label, not a key).
+Fences: none.
+Writes: one workers row.
+Locks: none.
+Idempotency: none; names are labels, not keys, so each call is a new worker.
+Errors: QL001 p_name NULL or not ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$.
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -4148,7 +5626,39 @@ ALTER FUNCTION ql.retry_run(p_run_id text) OWNER TO ql_owner;
 -- Name: FUNCTION retry_run(p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.retry_run(p_run_id text) IS 'Operator retry (SPEC 9.5): a failed or cancelled run gets a new claimed attempt (highest attempt_no + 1, not_before now) and is queued at once (cancel_requested reset, finished_at/due_at NULL), one run.retried event naming the actor (session_user); returns {runId, attemptId, attemptNo, state: queued}. Inputs: p_run_id. Fences: run failed|cancelled, no live lease, task enabled. Writes: attempt, run, event; nothing when refused. Locks: current attempt FOR UPDATE, then run FOR NO KEY UPDATE (lock_run_attempt, the lifecycle order). Errors: QL001 malformed, QL004 unknown run (COLUMN runId), QL020 illegal_transition, QL022 task_disabled (COLUMN taskId). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.retry_run(p_run_id text) IS 'ql.retry_run(p_run_id text) -> jsonb {runId, attemptId, attemptNo, state}
+
+Purpose: the operator''s retry (SPEC §9.5 `admin run retry`): a run that ended
+  `failed` (its last attempt failed or was lost with no attempt left) or
+  `cancelled` gets a new attempt (attempt_no = the run''s highest + 1, state
+  `claimed`, the previous attempt''s executor, not_before now) and is queued
+  again at once: state `queued`, current_attempt_id -> the new attempt,
+  cancel_requested reset, finished_at and due_at NULL, its placement class
+  looked up again (ql_private.placement_class_of; unused classes are
+  pruned). The run keeps its pinned revision, priority and queue position
+  (queue_seq). One `run.retried` event (attempt =
+  the new one; payload attemptId, attemptNo, previousAttemptId,
+  previousState, actor). The requeue fires the idle view''s ''q'' NOTIFY
+  (migration 0005), so idle replicas ask the database again.
+Inputs: p_run_id (lowercase canonical UUID).
+Fences: the run is failed or cancelled and holds no live lease; its task is
+  enabled (a disabled task refuses new work, SPEC §9.1: read as enqueue
+  reads it, without a lock on the task).
+Writes: one attempt (the task''s retry policy as configured now pinned on it:
+  max_attempts, retry_base_ms, retry_cap_ms), the run, one event; nothing
+  when refused.
+Locks: the current attempt FOR UPDATE, then the run FOR NO KEY UPDATE
+  (ql_private.lock_run_attempt: the lifecycle order attempt -> run of
+  ql.cancel_run and the lease calls; a claim, the sweeper and prune never wait
+  for them); when the current attempt moved in between, those locks are
+  rolled back and taken again on the new one.
+Idempotency: none — each call on a failed/cancelled run adds an attempt; a
+  second call right after the first finds the run queued and is refused.
+Errors: QL001 malformed run id (COLUMN runId); QL004 unknown run (COLUMN
+  runId); QL020 the run is not failed or cancelled (queued, in flight or
+  succeeded), or still holds a live lease; QL022 task_disabled (COLUMN
+  taskId) the run''s task is disabled. Nothing is written on any error.
+Caller: ql_runtime, ql.producer_retry_run.';
 
 
 --
@@ -4203,7 +5713,29 @@ ALTER FUNCTION ql.revoke_certificate(p_serial text) OWNER TO ql_owner;
 -- Name: FUNCTION revoke_certificate(p_serial text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.revoke_certificate(p_serial text) IS 'Revoke a worker client certificate by serial (SPEC 16.3); returns {serial (canonical lowercase hex), workerId (null for a serial the control plane never issued), revokedAtMs, revoked (false: it already was)}. Inputs: p_serial, hex any case, colons optional. Fences: none. Writes (first time only): a certificate_revocations row, worker_certificates.revoked_at, a worker.certificate_revoked event for a known certificate, NOTIFY ql_certificates at commit. Locks: the revocation and certificate rows. Idempotent. Errors: QL001 (COLUMN serial) malformed. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.revoke_certificate(p_serial text) IS 'ql.revoke_certificate(p_serial text) -> jsonb {serial, workerId, revokedAtMs, revoked}
+
+Purpose: refuse a worker client certificate at every ingress (SPEC §16.3
+  `admin cert revoke --serial S`). The TLS handshake cannot know a revocation;
+  every ingress process holds the set of revoked serials
+  (qinglong.service.cert_revocation), learns a new one from the NOTIFY this
+  sends (channel ql_certificates, payload the canonical serial) and re-reads
+  ql.revoked_certificates every 2 s as well, and refuses every request made
+  over a connection whose certificate is revoked (401 certificate_revoked).
+Inputs: p_serial, hex as `openssl x509 -serial` prints it, any case, with or
+  without colons (ql_private.certificate_serial canonicalizes it). A serial
+  the control plane never issued (another CA''s certificate) is revoked all
+  the same; workerId is then null.
+Fences: none (a revocation is always allowed).
+Writes: one certificate_revocations row (revoked_by = session_user), the
+  matching worker_certificates row''s revoked_at, and for a known certificate
+  one `worker.certificate_revoked` event (payload serial, actor); NOTIFY at
+  commit. Only the first time.
+Locks: the revocation row (INSERT ... ON CONFLICT), the certificate row (UPDATE).
+Idempotency: revoking a revoked serial writes and notifies nothing and returns
+  the first revokedAtMs with revoked false.
+Errors: QL001 (COLUMN serial) NULL, not hex, more than 20 octets.
+Caller: ql_runtime.';
 
 
 --
@@ -4245,7 +5777,20 @@ ALTER FUNCTION ql.revoke_credential(p_credential_id text) OWNER TO ql_owner;
 -- Name: FUNCTION revoke_credential(p_credential_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.revoke_credential(p_credential_id text) IS 'Revoke a worker credential; returns {credentialId, revokedAtMs}. Inputs: p_credential_id. Fences: credential exists. Writes: revoked_at the first time. Locks: the credential row. Idempotent (a second call returns the first revokedAtMs, writes nothing). Errors: QL001 malformed id, QL004 unknown. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.revoke_credential(p_credential_id text) IS 'ql.revoke_credential(p_credential_id text) -> jsonb {credentialId, revokedAtMs}
+
+Purpose: stop a credential from authenticating (SPEC §8 `admin credential
+  revoke`). Authentication reads revoked_at inside every worker-facing call,
+  so the revocation applies to the next request after commit (well within
+  the 5 s bound of SPEC §5).
+Inputs: p_credential_id, ^[a-z0-9]{16}$.
+Fences: the credential exists.
+Writes: the credential''s revoked_at (only the first time).
+Locks: the credential row (UPDATE).
+Idempotency: revoking an already revoked credential returns the original
+  revokedAtMs and writes nothing.
+Errors: QL001 credential id not ^[a-z0-9]{16}$; QL004 unknown credential.
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -4306,7 +5851,37 @@ ALTER FUNCTION ql.revoke_pool(p_worker_id text, p_pool text) OWNER TO ql_owner;
 -- Name: FUNCTION revoke_pool(p_worker_id text, p_pool text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.revoke_pool(p_worker_id text, p_pool text) IS 'Revoke a worker''s grant of pool P/N (or the all-pools grant, ''*''; SPEC 13.1): no new offer of the pool from the commit on; its unstarted leases of pools it no longer holds released at once (grant_revoked, runs re-queued); started ones may finish. Returns {workerId, pool, revoked, leasesReleased}. Inputs: p_worker_id, p_pool. Fences: worker and pool exist. Writes: grant row (or all_pools), released leases, runs -> queued, one worker.pool_revoked event (workerId, pool, leasesReleased, actor) when anything changed. Locks: worker row FOR NO KEY UPDATE, open sessions FOR UPDATE (waits for a claim in flight), attempt -> run -> lease per lease. Idempotent. Errors: QL001 malformed (COLUMN workerId|pool), QL004 unknown worker or pool. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.revoke_pool(p_worker_id text, p_pool text) IS 'ql.revoke_pool(p_worker_id text, p_pool text) -> jsonb
+  {workerId, pool, revoked, leasesReleased}
+
+Purpose: `admin worker revoke --worker ID --pool P/N` (SPEC §13.1): the worker
+  takes no new run of the pool from the commit on, and its UNSTARTED leases of
+  the pool are released at once (reason `grant_revoked`, runs re-queued); its
+  started ones may finish. ''*'' withdraws the all-pools grant (explicit grants
+  stay; unstarted leases of pools not explicitly granted are released).
+How a claim in flight cannot slip past it: a claim re-checks the grant in
+  its one claim statement (ql_private.claim_candidate) while holding its
+  session row FOR NO KEY UPDATE (ql_private.session_claim_lock) until its
+  commit. This function removes the grant first, then locks each open session
+  of the worker FOR UPDATE — waiting for such a claim to commit — and only
+  then looks for unstarted leases, in a statement whose snapshot sees that
+  claim''s lease. A claim that locks the session after this function does
+  re-checks the grant after its commit and finds it gone.
+Inputs: p_worker_id (lowercase canonical UUID), p_pool (''P/N'' or ''*'').
+Fences: the worker exists; the pool exists.
+Writes: the grant row deleted (or workers.all_pools := false), released
+  leases and their runs (-> queued), and one `worker.pool_revoked` event
+  (events.worker_id; payload workerId, pool, leasesReleased, actor =
+  session_user) when anything changed.
+Locks: the worker row FOR NO KEY UPDATE; each open (active or draining)
+  session FOR UPDATE, in generation order; then attempt -> run -> lease per
+  released lease (ql_private.release_ungranted_leases, docs/LIFECYCLE.md
+  "Locks").
+Idempotency: revoking a grant not held changes nothing (revoked = false), but
+  still releases unstarted leases the worker holds no grant for.
+Errors: QL001 malformed worker id (COLUMN workerId) or pool (COLUMN pool);
+  QL004 unknown worker (COLUMN workerId) or pool (COLUMN pool).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -4351,7 +5926,19 @@ ALTER FUNCTION ql.revoke_project_token(p_token_id text) OWNER TO ql_owner;
 -- Name: FUNCTION revoke_project_token(p_token_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.revoke_project_token(p_token_id text) IS 'admin token revoke (SPEC 13.4): set revoked_at (the token is refused from the next producer call on). Returns {tokenId, project, revokedAtMs, revoked (false when already revoked)}. Inputs: p_token_id. Writes: the token row (once). Locks: the token row. Idempotent. Errors: QL001 malformed, QL004 unknown (COLUMN tokenId). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.revoke_project_token(p_token_id text) IS 'ql.revoke_project_token(p_token_id text) -> jsonb {tokenId, project, revokedAtMs, revoked}
+
+Purpose: `admin token revoke --token-id ID` (SPEC §13.4). The token is refused
+  from the next producer call on: every ql.producer_* function reads the row
+  (ql_private.producer_token), no cache in between.
+Inputs: p_token_id (^[a-z0-9]{16}$).
+Fences: the token exists.
+Writes: project_tokens.revoked_at = now when not revoked yet; nothing when
+  it was (revoked = false, the first revocation''s time is returned).
+Locks: the token row (UPDATE).
+Idempotency: yes.
+Errors: QL001 malformed id (COLUMN tokenId); QL004 unknown token (COLUMN tokenId).
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -4390,7 +5977,20 @@ ALTER FUNCTION ql.revoked_certificates(p_after_seq bigint, p_limit integer) OWNE
 -- Name: FUNCTION revoked_certificates(p_after_seq bigint, p_limit integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.revoked_certificates(p_after_seq bigint, p_limit integer) IS 'Revoked certificate serials after a sequence number, oldest first (SPEC 16.3): {serials, lastSeq} (lastSeq = p_after_seq when none). Inputs: p_after_seq >= 0, p_limit 1..10000. Writes: nothing. Locks: none. Errors: QL001 out-of-range arguments. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.revoked_certificates(p_after_seq bigint, p_limit integer) IS 'ql.revoked_certificates(p_after_seq bigint, p_limit integer) -> jsonb {serials, lastSeq}
+
+Purpose: what an ingress process needs to refuse revoked worker certificates
+  (SPEC §16.3): the serials revoked after the last one it holds, oldest first.
+  Each process calls it when ql_certificates notifies and every 2 s anyway
+  (qinglong.service.cert_revocation); revocations are never deleted, so the
+  sequence is complete and an idle call reads one index probe.
+Inputs: p_after_seq (>= 0; 0 = from the start), p_limit 1..10000.
+Returns: {serials: [canonical serial, ...] (<= p_limit, by seq), lastSeq: the
+  seq of the last one returned, or p_after_seq when none}. A full page means
+  more may follow: call again after lastSeq.
+Writes: nothing. Locks: none (index range scan of certificate_revocations_seq_key).
+Errors: QL001 p_after_seq NULL or negative, p_limit NULL or outside 1..10000.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -4457,7 +6057,29 @@ ALTER FUNCTION ql.rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys 
 -- Name: FUNCTION rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb) IS 'admin secret rotate-kek (SPEC 14.1): replace the wrap of every project data key in one transaction (the data keys and ciphertexts stay). Inputs: p_old_kek_id, p_new_kek_id (differ), p_keys [{keyId, nonce, wrappedKey}] (hex), exactly the stored keys. Fences: every stored key wrapped by p_old_kek_id (else QL041 kek_mismatch), p_keys = the stored keys (else QL040 secret_conflict, nothing written). Returns {oldKekId, kekId, rewrapped}. Writes: every project_data_keys row, one security_audit row (secret.rotate_kek, actor). Locks: every project_data_keys row FOR UPDATE. Errors: QL001 malformed (COLUMN kekId|keys), QL040, QL041. Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb) IS 'ql.rewrap_data_keys(p_old_kek_id text, p_new_kek_id text, p_keys jsonb) -> jsonb
+
+Purpose: `admin secret rotate-kek` (SPEC §14.1): replace the wrap of EVERY
+  project''s data key at once, in this one transaction: the CLI unwrapped each
+  key (ql.list_data_keys) with the old key-encryption key file and wrapped it
+  with the new one; the data keys themselves (and so every ciphertext) stay.
+  From the commit on, only the new KEK unwraps anything.
+Inputs: p_old_kek_id, p_new_kek_id (^[a-z0-9][a-z0-9._-]{0,63}$, different);
+  p_keys: [{keyId, nonce, wrappedKey}] (hex; nonce 12 bytes, wrappedKey 48),
+  exactly one entry per stored data key.
+Fences: every stored key is wrapped by p_old_kek_id and p_keys names exactly
+  the stored keys (a key created or rotated since the CLI read them: QL040
+  secret_conflict, nothing written; the CLI reads again).
+Returns {oldKekId, kekId, rewrapped: <count>}.
+Writes: kek_id, nonce, wrapped_key, updated_at of every project_data_keys row;
+  one security_audit row (action secret.rotate_kek, reason kek_rotated,
+  actor session_user, detail {oldKekId, kekId, keys}).
+Locks: every project_data_keys row FOR UPDATE (in key id order), so a
+  concurrent ql.project_data_key insert waits or is seen.
+Idempotency: none: a repeat (the keys now carry p_new_kek_id) is QL041.
+Errors: QL001 malformed (COLUMN kekId|keys), QL041 kek_mismatch (a stored key
+  is wrapped by another KEK than p_old_kek_id), QL040 secret_conflict.
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -4534,7 +6156,37 @@ ALTER FUNCTION ql.rotate_credential(p_credential_id text, p_secret_digest bytea,
 -- Name: FUNCTION rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea) IS 'A worker rotates its own credential (SPEC 16.2). Inputs: the presented credential (id, SHA-256 of the secret), the certificate''s worker, the new id and the SHA-256 of the new secret. Fences: ql_private.authenticate (credential.rotate). Returns {"status":"ok", credential: {workerId, credentialId, issuedAtMs, expiresAtMs, previousCredentialId, previousExpiresAtMs}} or the denial envelope. Writes: the new credential (same ttl, rotated_from), the old one expires at most 24 h from now (at once on the new one''s first use), an unused earlier successor revoked, a worker.credential_rotated event, NOTIFY c:<old>. Locks: the presented credential FOR UPDATE. Not idempotent (a retry revokes the unused successor). Errors: QL001 malformed input or existing new id. Caller: ql_worker_ingress.';
+COMMENT ON FUNCTION ql.rotate_credential(p_credential_id text, p_secret_digest bytea, p_worker_id text, p_new_credential_id text, p_new_secret_digest bytea) IS 'ql.rotate_credential(p_credential_id, p_secret_digest, p_worker_id,
+                     p_new_credential_id, p_new_secret_digest) -> jsonb
+
+Purpose: a worker replaces its own credential (SPEC §16.2, POST
+  /v1/credentials/rotate, mTLS + the current credential). The ingress
+  generates the new id and secret and sends only the secret''s SHA-256; the
+  database never sees a secret.
+Inputs: p_credential_id, p_secret_digest, p_worker_id: the presented
+  credential and the certificate''s worker, checked by ql_private.authenticate
+  (action credential.rotate); p_new_credential_id (^[a-z0-9]{16}$, new),
+  p_new_secret_digest (32 bytes).
+Returns: {"status":"ok", credential: {workerId, credentialId, issuedAtMs,
+  expiresAtMs (null: never), previousCredentialId, previousExpiresAtMs}} or
+  the denial envelope of ql_private.authenticate.
+Fences: the presented credential (authenticate: exists, secret, not revoked,
+  not expired, this worker, worker not disabled).
+Writes: the new worker_credentials row (the presented one''s ttl_s, expires_at
+  = now + ttl_s, rotated_from = the presented one); the presented one''s
+  expires_at becomes at most now + 24 h (it stays valid until the new one is
+  first used: ql_private.credential_first_use); an earlier successor of the
+  presented credential that was never used is revoked (a worker that lost the
+  answer, or crashed before writing it, rotates again). One
+  `worker.credential_rotated` event (credential ids only). NOTIFY ql_dispatch
+  ''c:<presented>'' (its expiry moved). A denial writes its one audit row only.
+Locks: the presented credential''s row FOR UPDATE (concurrent rotations of
+  one credential serialize), then its unused successors (UPDATE).
+Idempotency: none: every call issues a new credential and revokes the
+  previous unused one, so a retry after a lost answer converges.
+Errors: QL001 malformed worker id / new id / new digest, or the new id
+  exists.
+Caller: ql_worker_ingress.';
 
 
 --
@@ -4625,7 +6277,48 @@ ALTER FUNCTION ql.run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, 
 -- Name: FUNCTION run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer) IS 'One page of an attempt''s live log (SPEC 15.3): {runId, attemptNumber (p_attempt_no, NULL = latest), offset, text (stored bytes from p_offset, at most p_max_bytes, whole UTF-8 characters), storedBytes, logBytes (result.logBytes of the completion; null while running or when not reported), truncated (cap reached, SPEC 15.2), complete (ended AND logBytes reported AND storedBytes = logBytes; a truncated log is not complete), ended (attempt succeeded|failed|cancelled|lost)}. Index-driven, one snapshot. Inputs: p_run_id, p_attempt_no >= 1 | NULL, p_offset 0..storedBytes at a character boundary, p_max_bytes 4..16777216. Writes: none. Locks: none. Errors: QL001 NULL run (COLUMN runId), QL004 unknown run (runId) or attempt (attempt), QL006 attempt < 1 (attempt), offset (offset), maxBytes (maxBytes). Caller: ql_readonly, ql_runtime, ql.producer_run_log.';
+COMMENT ON FUNCTION ql.run_log(p_run_id uuid, p_attempt_no integer, p_offset bigint, p_max_bytes integer) IS 'ql.run_log(p_run_id uuid, p_attempt_no integer DEFAULT NULL,
+           p_offset bigint DEFAULT 0, p_max_bytes integer DEFAULT 1048576) -> jsonb
+  {runId, attemptNumber, offset, text, storedBytes, logBytes, truncated,
+   complete, ended}
+
+Purpose: one page of an attempt''s live log (SPEC §15.3), for `admin run log`,
+  the console''s run page, `qinglong run log` and, through
+  ql.producer_run_log, `GET /v1/runs/{id}/log`. A follower calls it again
+  from offset + the byte length of the text it got until `ended`.
+  * attemptNumber: p_attempt_no, or the run''s latest attempt when NULL.
+  * text: the stored log from byte p_offset on, at most p_max_bytes bytes of
+    it, cut back to whole UTF-8 characters ('''' at the end of what is stored).
+  * storedBytes: the length in bytes of the log stored so far (0 when the
+    attempt never sent any); truncated: bytes past the task''s
+    logLimitBytes were dropped (SPEC §15.2).
+  * logBytes: the byte length of the whole output as the executor reported
+    it with the completion (result.logBytes, SPEC §15.2); null while the
+    attempt runs, and for an attempt that ended without it (lost, start
+    failed, cancelled before it started, or an older worker).
+  * ended: the attempt is in a final state (succeeded, failed, cancelled,
+    lost): nothing will be appended any more.
+  * complete: the stored log is the whole log: the attempt ended, reported
+    logBytes, and stored all of them (storedBytes = logBytes). A log
+    shorter than logBytes — cut at the cap (truncated) or missing chunks —
+    or of an attempt that ended without logBytes, is never complete (SPEC
+    §15.2: never shown as a complete log); readers say which.
+Cost: a primary-key probe of the run, one probe of attempts (run_id,
+  attempt_no), of attempt_logs, and a range of the chunks'' primary key
+  bounded by p_max_bytes (ql_private.log_bytes). One snapshot (STABLE): the
+  header and the chunks read agree.
+Inputs: p_run_id; p_attempt_no >= 1 or NULL; p_offset 0..storedBytes, at
+  the start of a character (an offset a previous page answered always is);
+  p_max_bytes 4..16777216 (4: room for any one character, so a follower
+  always advances).
+Fences: none (an operator''s or a granted reader''s read; the producer''s
+  project fence is ql.producer_run_log''s). Writes: none. Locks: none.
+Idempotency: read-only.
+Errors: QL001 NULL run id (COLUMN runId); QL004 unknown run (COLUMN runId),
+  unknown attempt of a known run (COLUMN attempt); QL006 p_attempt_no < 1
+  (COLUMN attempt), p_offset outside 0..storedBytes or inside a character
+  (COLUMN offset), p_max_bytes out of bounds (COLUMN maxBytes).
+Caller: ql_readonly, ql_runtime, ql.producer_run_log.';
 
 
 --
@@ -4685,7 +6378,27 @@ ALTER FUNCTION ql.run_state_counts() OWNER TO ql_owner;
 -- Name: FUNCTION run_state_counts(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.run_state_counts() IS 'Runs per state for the console (SPEC 10): {states: [{state, runs, capped, estimate}], cap}; exact up to 1000 per state (index-only scans of runs_state_seq stopping at cap + 1), past it the planner estimate (pg_stats frequency x reltuples). Inputs: none. Fences: none. Writes: none (STABLE). Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.run_state_counts() IS 'ql.run_state_counts() -> jsonb
+
+Purpose: the console overview''s "runs by state" (SPEC §10): {states:
+  [{state, runs, capped, estimate}], cap}, one entry per run state in
+  lifecycle order (queued, dispatching, starting, running, succeeded, failed,
+  cancelled). `runs` is exact up to `cap` (1000); past it `capped` is true
+  and `estimate` is the planner''s count for that state (the state''s
+  most-common-value frequency in pg_stats times pg_class.reltuples of runs,
+  kept fresh by the queue tables'' autovacuum settings; null when ANALYZE has
+  no frequency for it). A console page must render in <= 100 ms with
+  1,000,000 runs stored, so nothing here counts a whole state; the cap is
+  1000 (as ql.queue_depth''s), not 10000: in a busy window the newest rows
+  are not all-visible, and counting 10000 of them (heap visits) was the
+  overview''s largest read in the busy-window bench.
+Cost: seven index-only range scans of runs_state_seq (state, queue_seq),
+  each stopping after cap + 1 entries, plus two catalog probes when capped.
+Inputs: none.
+Fences: none (an operator''s read).
+Writes: none (STABLE). Locks: none. Idempotency: read-only.
+Errors: none.
+Caller: ql_readonly (the console), ql_runtime.';
 
 
 --
@@ -4765,7 +6478,34 @@ ALTER FUNCTION ql.set_secret(p_project text, p_name text, p_version integer, p_k
 -- Name: FUNCTION set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea) IS 'admin secret set (SPEC 14.1): store version p_version of a secret, encrypted by the caller under the project''s data key (AES-256-GCM, AAD project id/name/version/key id); the database never sees the value. Inputs: p_project, p_name (^[a-z][a-z0-9_.-]{0,63}$), p_version (1 for a new secret, else current + 1), p_key_id (the project''s data key), p_nonce (12 bytes), p_ciphertext (24..16400 bytes: 8 B - 16 KiB + tag). Fences: data key exists and is p_key_id; version is the next one. Returns {project, name, version, createdAtMs, updatedAtMs}. Writes: the secrets row, one security_audit row (secret.set, actor, detail {project, name, version}). Locks: the secret row. Errors: QL001 malformed, QL002 size (COLUMN value), QL004 no data key, QL040 secret_conflict (version moved). Caller: ql_runtime.';
+COMMENT ON FUNCTION ql.set_secret(p_project text, p_name text, p_version integer, p_key_id text, p_nonce bytea, p_ciphertext bytea) IS 'ql.set_secret(p_project text, p_name text, p_version integer, p_key_id text,
+              p_nonce bytea, p_ciphertext bytea) -> jsonb
+
+Purpose: `admin secret set --project P --name NAME` (SPEC §14.1): store a new
+  version of a secret, ENCRYPTED by the caller (AES-256-GCM under the
+  project''s data key, ql.project_data_key; associated data = project id,
+  name, version, key id: service/secrets_crypto.py). The database never
+  sees the value.
+Inputs: p_project (an existing project with a data key), p_name
+  (^[a-z][a-z0-9_.-]{0,63}$), p_version (the version this call writes: 1
+  for a new secret, else the current version + 1 — the caller encrypted
+  with it in the associated data), p_key_id (the project''s data key id),
+  p_nonce (12 bytes), p_ciphertext (a value of 8 B - 16 KiB + the 16-byte
+  tag: 24 .. 16400 bytes).
+Fences: the project has a data key and p_key_id is it; p_version is the
+  next version (a concurrent set in between: QL040 secret_conflict, nothing
+  written; the caller encrypts again with the new version).
+Returns {project, name, version, createdAtMs, updatedAtMs}. Never a value.
+Writes: the secrets row (insert, or the new version in place); one
+  security_audit row (action secret.set, reason secret_set, actor
+  session_user, detail {project, name, version}).
+Locks: the secret row (INSERT ... ON CONFLICT DO UPDATE with the version
+  guard): two concurrent sets of the same version — one wins, one QL040.
+Idempotency: none (each call writes a version).
+Errors: QL001 malformed (COLUMN project|name|version|keyId|nonce), QL002
+  ciphertext size outside 24 .. 16400 bytes (COLUMN value), QL004 project
+  without a data key (COLUMN project), QL040 secret_conflict.
+Caller: ql_runtime (control plane).';
 
 
 --
@@ -4866,7 +6606,33 @@ ALTER FUNCTION ql.show_run(p_run_id text) OWNER TO ql_owner;
 -- Name: FUNCTION show_run(p_run_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.show_run(p_run_id text) IS 'One run in detail (SPEC 9.4): {run: {runId, taskId, projectId, project, taskName, pool (P/N), state, priority, queuedAtMs, notBeforeMs, attempts, updatedAtMs, finishedAtMs, cancelRequested, executionRevisionId, key}, attempts: [{attemptId, number, state, workerId, sessionId, claimedAtMs, startedAtMs, finishedAtMs, exitCode, reason, result}] (number order, latest 200, worker/session of the latest lease), events: [{type, atMs, ...payload, attemptId}] (oldest first, latest 200)}. No token, secret or digest. Inputs: p_run_id. Fences: none. Writes: none (STABLE). Locks: none. Errors: QL001 malformed, QL004 unknown run (COLUMN runId). Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.show_run(p_run_id text) IS 'ql.show_run(p_run_id text) -> jsonb
+
+Purpose: one run in detail, for `admin run show` and the console (SPEC §9.4):
+  {run: {runId, taskId, projectId, project, taskName, pool, state, priority,
+         queuedAtMs, notBeforeMs, attempts, updatedAtMs, finishedAtMs,
+         cancelRequested, executionRevisionId, key},
+   attempts: [{attemptId, number, state, workerId, sessionId, claimedAtMs,
+               startedAtMs, finishedAtMs, exitCode, reason, result}],
+   events: [{type, atMs, ...payload fields..., attemptId}]}.
+  Attempts in number order (at most the latest 200), each with the worker,
+  session, claim and start time of its latest lease (null when never
+  claimed) and its stored completion result (SPEC §9.3). `project` and
+  `taskName` name the run''s project and task, `pool` is the pool the run
+  carries as `P/N` (SPEC §13.1). Events oldest first,
+  at most the latest 200; each is its payload with `type`, `atMs` and
+  `attemptId` added. No token, secret or digest of either is ever stored in a
+  lease projection read here or in an event payload (events CHECK), so none
+  is returned.
+Cost: one primary-key probe of the run, its task, project and pool, one range of attempts (run_id, attempt_no), one
+  latest-lease probe per attempt ((attempt_id, lease_generation)), one range
+  of events (events_run) — bounded by the caps above.
+Inputs: p_run_id (lowercase canonical UUID).
+Fences: none (an operator''s read).
+Writes: none (STABLE). Locks: none. Idempotency: read-only.
+Errors: QL001 malformed run id (COLUMN runId); QL004 unknown run (COLUMN runId).
+Caller: ql_readonly, ql_runtime, ql.producer_cancel_run, ql.producer_retry_run,
+  ql.producer_show_run.';
 
 
 --
@@ -5093,7 +6859,45 @@ ALTER FUNCTION ql.status_snapshot() OWNER TO ql_owner;
 -- Name: FUNCTION status_snapshot(); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.status_snapshot() IS 'Operator snapshot (qinglong status): queue depth (capped index scans of runs_candidate_keyset, 100000 total / 10000 per group, planner estimate past the cap) by priority and top 50 tasks, oldest waiting run, active sessions (50 listed) with slot use, live leases by state, denials of the last hour by reason (<= 100000 rows read). Inputs: none. Fences: none. Writes: none. Locks: none. Errors: none. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.status_snapshot() IS 'ql.status_snapshot() -> jsonb
+
+Purpose: the operator''s glance (SPEC §8 `qinglong status`): queue depth by
+  priority and by task, the oldest waiting run, live sessions with their slot
+  use, live leases by state, and authentication denials of the last hour by
+  reason. Every part reads through a partial or time index and every count
+  and list is capped, so a snapshot stays cheap on a deep queue (about 30 ms
+  at 1M queued runs, docs/OPERATIONS.md):
+  * queue total: an index scan of the partial candidate index
+    runs_candidate_keyset stopping at 100000 rows; past that `capped` is true
+    and `estimate` is the index''s planner row count (pg_class.reltuples, kept
+    fresh by the queue tables'' autovacuum settings of migration 0002);
+  * per priority (at most 64): a loose index scan finds the distinct
+    priorities (one descent each), each counted up to 10000, with the age of
+    its oldest waiting (`queued`, and due if it was scheduled) run, the first
+    one in index order;
+  * per task: counts over runs_task_state_seq (task_id, state, …), queued and
+    dispatching only, each up to 10000; the top 50 tasks listed, the rest summed;
+  * sessions and leases: the active-session and live-lease partial indexes
+    (bounded by the number of workers and their slots); the session list is
+    capped at 50 (oldest heartbeat first: the ones an operator looks at);
+  * denials: security_audit_time, at most 100000 rows of the last hour
+    (`capped` says when the window held more).
+  * notificationQueueUsage: pg_notification_queue_usage(), the fraction of
+    the cluster''s LISTEN/NOTIFY queue in use. A listener that holds a
+    transaction open pins the queue; at 1.0 every commit that fires the
+    idle-view triggers fails (docs/OPERATIONS.md says what to do).
+  * expiring: ql.expiring_identities(14 d, 20): worker credentials and
+    issued certificates that expire within 14 days (SPEC §16.3), soonest first.
+  Queue terms: `runs` = not yet started (queued or dispatching, runtime-owned,
+  not cancel-requested, i.e. the candidate index); `offered` = of those, held
+  by a live unstarted unexpired lease; `waiting` = runs - offered.
+Inputs: none.
+Fences: none (an operator''s read).
+Writes: none (no lock, no WAL).
+Locks: none.
+Idempotency: read-only.
+Errors: none.
+Caller: ql_readonly (monitoring), ql_runtime (`qinglong status`, the demo).';
 
 
 --
@@ -5244,7 +7048,51 @@ ALTER FUNCTION ql.sweep_leases(p_batch integer) OWNER TO ql_owner;
 -- Name: FUNCTION sweep_leases(p_batch integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.sweep_leases(p_batch integer) IS 'Lease expiry, one bounded batch of live leases past expires_at. Inputs: p_batch 1..5000 (default 500). Locks: leases FOR UPDATE SKIP LOCKED, then attempt/run SKIP LOCKED too (never waits, safe on many replicas). Unstarted: released expired, run dispatching -> queued (attempt stays claimed). Started: attempt lost, lease released lost, attempt.lost, retry policy (run.retry_scheduled | run.failed | run.cancelled when cancel requested). Then promotes up to p_batch scheduled runs that came due (runs_due, SKIP LOCKED): due_at := NULL, into the candidate keysets. Returns {expired, lost, retried, failed, cancelled, skipped, promoted, more}. Fences: each lease re-checked on its locked row. Writes: leases, attempts, runs, events of the batch. Errors: QL001 batch < 1, QL002 batch > 5000. Caller: ql_sweeper (runtime sweep), ql_runtime.';
+COMMENT ON FUNCTION ql.sweep_leases(p_batch integer) IS 'ql.sweep_leases(p_batch integer DEFAULT 500) -> jsonb
+
+Purpose: lease expiry (SPEC §7), one bounded batch per call, stateless and
+  safe on every replica at once. Takes up to `p_batch` live leases whose
+  expires_at <= clock_timestamp() (index run_leases_live_expiry, oldest first)
+  with FOR UPDATE SKIP LOCKED, so concurrent sweepers split the work and never
+  wait for each other or for a worker''s call; the row lock re-checks the
+  expiry on the newest row version, so a lease a heartbeat just extended is
+  not taken. For each lease it then locks the attempt (FOR UPDATE SKIP LOCKED)
+  and the run (FOR NO KEY UPDATE SKIP LOCKED); when either is busy (a claim,
+  an ACK or a cancel holds it) the lease is left for the next pass (`skipped`).
+  The sweeper never waits for a lock, so it cannot take part in a deadlock.
+  * unstarted (never ACKed): lease released `expired`; the attempt stays
+    `claimed`; a `dispatching` run goes back to `queued` (decision: the run
+    state says "an offer is outstanding" only while one is; the run is a
+    candidate either way, and a later claim takes lease_generation + 1). No
+    event (a claim superseding an expired offer writes none either). A
+    cancel-requested run (not reachable through ql.cancel_run, handled for
+    safety) is cancelled instead: attempt + run cancelled, `run.cancelled`.
+  * started: attempt -> `lost` (reason `lease_expired`, finished_at), lease
+    released `lost`, one `attempt.lost` event, then ql_private.apply_retry:
+    a new attempt (`run.retry_scheduled`), `run.failed` when attempts are
+    exhausted, or `run.cancelled` when the run is cancel-requested.
+  Then it promotes scheduled runs that came due (SPEC §9.2): up to p_batch
+  queued runs with due_at <= now (index runs_due, oldest due first, FOR NO KEY
+  UPDATE SKIP LOCKED) get due_at := NULL, which puts them into the candidate
+  keysets; until then candidate_page reads them from runs_due (bounded).
+Inputs: p_batch, 1..5000 leases (and up to as many promotions) per call
+  (default 500).
+Fences: each lease re-checked on its locked row (still live, still expired);
+  each promoted run on its locked row (still queued, still due).
+Returns {"expired", "lost", "retried", "failed", "cancelled", "skipped",
+  "promoted", "more"}: counts of this batch; `more` = a batch was full (call
+  again now).
+Writes: per lease as above (lease, attempt, run, at most one event each, and
+  the retry policy''s writes); runs.due_at of the promoted runs (no event).
+Locks: the leases FOR UPDATE SKIP LOCKED, then per lease its attempt FOR
+  UPDATE SKIP LOCKED and its run FOR NO KEY UPDATE SKIP LOCKED (see above).
+  Lease first is against the lifecycle order attempt -> run -> lease
+  (docs/LIFECYCLE.md "Locks") and allowed only because no lock here is
+  waited for: a function that never waits cannot be part of a deadlock.
+Idempotency: a released lease is never taken again; each lost attempt is
+  retried at most once (attempt lock + UNIQUE (run_id, attempt_no)).
+Errors: QL001 batch NULL or < 1; QL002 batch > 5000.
+Caller: ql_sweeper (`qinglong runtime sweep`), ql_runtime.';
 
 
 --
@@ -5278,7 +7126,17 @@ ALTER FUNCTION ql.task_settings(p_task_id text) OWNER TO ql_owner;
 -- Name: FUNCTION task_settings(p_task_id text); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.task_settings(p_task_id text) IS 'A task''s run policy {taskId, leaseTtlS, maxAttempts, retryBaseMs, retryCapMs, enabled, logLimitBytes} (SPEC 9.1, 15.2). Inputs: p_task_id. Fences: none. Writes: none. Locks: none. Read-only. Errors: QL001 malformed id, QL004 unknown task (COLUMN taskId). Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.task_settings(p_task_id text) IS 'ql.task_settings(p_task_id text) -> jsonb
+
+Purpose: a task''s run policy (SPEC §9.1): {taskId, leaseTtlS, maxAttempts,
+  retryBaseMs, retryCapMs, enabled, logLimitBytes} — the object
+  ql.configure_task returns (logLimitBytes: the live-log cap, SPEC §15.2).
+Inputs: p_task_id (lowercase canonical UUID).
+Fences: none (an operator''s read).
+Writes: none. Locks: none. Idempotency: read-only (one primary-key probe).
+Errors: QL001 malformed task id (COLUMN taskId); QL004 unknown task (COLUMN
+  taskId).
+Caller: ql_readonly, ql_runtime.';
 
 
 --
@@ -5368,7 +7226,33 @@ ALTER FUNCTION ql.throughput(p_minutes integer) OWNER TO ql_owner;
 -- Name: FUNCTION throughput(p_minutes integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.throughput(p_minutes integer) IS 'Throughput per minute for the console chart (SPEC 10): {minutes: [{minuteMs, dispatched, succeeded, failed, estimated}], fromMs, capped: {dispatched, finished}, cap}; dispatched = leases claimed (run_leases_claimed), succeeded/failed = terminal runs by finished_at (runs_terminal_finished); each series reads at most cap (1000) rows per minute, a fuller minute is extrapolated from the rate of its first cap rows (estimated). Inputs: p_minutes 1..60 (default 15). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 minutes. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.throughput(p_minutes integer) IS 'ql.throughput(p_minutes integer DEFAULT 15) -> jsonb
+
+Purpose: the console''s throughput chart (SPEC §10): per minute of the last
+  p_minutes minutes (the current, partial minute last), the runs dispatched
+  (leases claimed: one lease row per dispatch, its claimed_at), succeeded and
+  failed (terminal runs by finished_at): {minutes: [{minuteMs, dispatched,
+  succeeded, failed, estimated}], fromMs, capped: {dispatched, finished},
+  cap}. Every minute of the window is listed, zeros included, so the chart''s
+  x axis is fixed.
+  Bounded per minute: each series reads at most `cap` (1000) rows of each
+  minute, oldest first. A minute that holds more is extrapolated from the
+  rate of its first `cap` rows: count = cap x (minute''s length, up to now) /
+  (time from the minute''s start to its cap-th row); its `estimated` is true
+  and `capped` says which series had such a minute (the page marks the
+  figures ≈). Why: a busy window (100,000+ dispatches in 15 minutes) read
+  whole cost hundreds of milliseconds, past the page''s 100 ms; rows read now
+  stay <= 2 x p_minutes x cap however busy the window. The rows of a busy
+  minute are not all-visible yet, so no index-only scan would save the
+  heap visits; reading fewer rows does.
+Cost: per minute, one range of run_leases_claimed (claimed_at, migration
+  0011) and one of runs_terminal_finished (finished_at, terminal runs), each
+  stopping after cap rows.
+Inputs: p_minutes 1..60 (default 15).
+Fences: none (an operator''s read).
+Writes: none (STABLE). Locks: none. Idempotency: read-only.
+Errors: QL006 minutes out of 1..60 (COLUMN minutes).
+Caller: ql_readonly (the console), ql_runtime.';
 
 
 --
@@ -5519,7 +7403,59 @@ ALTER FUNCTION ql.waiting_runs(p_limit integer) OWNER TO ql_owner;
 -- Name: FUNCTION waiting_runs(p_limit integer); Type: COMMENT; Schema: ql; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql.waiting_runs(p_limit integer) IS 'The console''s waiting panel (SPEC 10): the oldest waiting runs (queued, due, not cancel-requested; the head of each ready priority of runs_candidate_keyset plus overdue runs of runs_due, merged by queue_seq, at most p_limit; waitingMs from greatest(created_at, current attempt not_before)) each with a placement verdict against the live sessions (active, unexpired, worker enabled; at most 200) by ql_private.placement_evaluate of its placement class, as the claim path evaluates it: {runs: [{runId, taskId, task, project, priority, queuedAtMs, waitingMs, verdict (ready|busy|no_match|no_live_session), sessionsMatching, sessionsWithFreeSlots, mismatches}], liveSessions, sessionsCapped, scanned, prioritiesCapped, capabilitiesCapped}. Inputs: p_limit 1..100 (default 20). Fences: none. Writes: none (STABLE). Locks: none. Errors: QL006 limit. Caller: ql_readonly, ql_runtime.';
+COMMENT ON FUNCTION ql.waiting_runs(p_limit integer) IS 'ql.waiting_runs(p_limit integer DEFAULT 20) -> jsonb
+
+Purpose: the console overview''s "waiting" panel (SPEC §10): for the oldest
+  waiting runs, whether any live session could take them. {runs: [{runId,
+  taskId, task, project, priority, queuedAtMs, waitingMs, verdict,
+  sessionsMatching, sessionsWithFreeSlots, mismatches: {executor, label,
+  runtime}}], liveSessions, sessionsCapped, scanned, prioritiesCapped,
+  capabilitiesCapped}.
+  * The runs: queued (not offered), runtime-owned, not cancel-requested, due
+    (not scheduled for later), oldest first by enqueue order (queue_seq); at
+    most p_limit of them. They are taken where dispatch takes them, never
+    from a scan of all queued runs (100,000 runs scheduled for later ahead of
+    one ready run must not hide it): the head (first p_limit by queue_seq) of
+    each ready priority in runs_candidate_keyset (at most 64 priorities; one
+    index descent each, ql_private.ready_priorities; `prioritiesCapped` when
+    more exist), plus the p_limit earliest-due runs of runs_due whose due time
+    has passed (not yet promoted by the sweeper), merged by queue_seq.
+    `scanned` = the index entries read for the head.
+  * waitingMs: since the run became ready: greatest(created_at, its current
+    attempt''s not_before) (one primary-key probe): a retry waits from its
+    retry''s not_before, a promoted scheduled run from its due time (the
+    sweeper clears due_at on promotion; created_at would overstate both).
+  * The sessions: active, unexpired, of a worker that is not disabled (what a
+    pull needs: ql.pull_offer refuses the others), at most 200 (most recently
+    seen first; `sessionsCapped` when more were live).
+  * The verdict of a run against a session is ql_private.placement_evaluate
+    of the run''s placement class ({required} of its revision, migration 0006)
+    against the session''s stored capabilities: the same evaluation the claim
+    path makes (ql_private.matching_classes), so the panel cannot disagree
+    with dispatch about who qualifies. It is computed once per distinct class
+    and distinct session capabilities (sessions declaring the same
+    capabilities share one evaluation), not per run; at most the 50 most
+    recently seen distinct capability sets are evaluated
+    (`capabilitiesCapped` when the live sessions have more; their counts are
+    then lower bounds). Why 50: 20 classes x 200 distinct sessions measured
+    ~100 ms of evaluations on a busy bench machine, the page''s whole budget.
+    verdict: `no_live_session` (no session is live), `ready` (a matching
+    session has a free slot: the next pull of that session can take it),
+    `busy` (sessions match but all their slots are
+    used), `no_match` (no live session satisfies the placement; `mismatches`
+    counts the sessions by the first failing requirement, names only, never a
+    label value or version).
+Cost: a loose index scan of runs_candidate_keyset (<= 65 descents), each
+  priority''s range read up to p_limit entries; one range of runs_due up to
+  p_limit; the listed runs'' rows and current attempts by primary key; the
+  active sessions (worker_sessions_one_active) with one live-lease count each
+  (run_leases_session_live_counted), and classes x distinct capabilities
+  evaluations (<= p_limit x 50; a fleet of identical workers: p_limit).
+Inputs: p_limit 1..100 (default 20).
+Fences: none (an operator''s read).
+Writes: none (STABLE). Locks: none. Idempotency: read-only.
+Errors: QL006 limit out of 1..100 (COLUMN limit).
+Caller: ql_readonly (the console), ql_runtime.';
 
 
 --
@@ -5609,7 +7545,39 @@ ALTER FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason
 -- Name: FUNCTION apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) IS 'Retry policy after the current attempt ended unsuccessfully: cancel-requested -> run cancelled (run.cancelled); attempt_no < max_attempts -> new claimed attempt (task policy as configured now pinned on it) with full-jitter backoff not_before = now + min(cap, base*2^(n-1))*random() ms (max_attempts, base, cap: the ended attempt''s own pinned values), run queued with due_at = not_before when in the future (run.retry_scheduled); else run failed (run.failed). Returns retried|failed|cancelled. Caller holds attempt FOR UPDATE + run FOR NO KEY UPDATE. QL020 when preconditions fail.';
+COMMENT ON FUNCTION ql_private.apply_retry(p_run_id uuid, p_attempt_id uuid, p_reason text) IS 'ql_private.apply_retry(run_id uuid, attempt_id uuid, reason text) -> text
+
+Purpose: the bounded retry policy (SPEC §7), applied after the run''s current
+  attempt ended without success (failed start, failed completion, lost lease).
+  First match wins:
+  * the run is cancel-requested: no new attempt; run -> ''cancelled''
+    (finished_at), one `run.cancelled` event. Returns ''cancelled''.
+  * attempt_no < the ended attempt''s max_attempts: a new attempt attempt_no
+    + 1 (state ''claimed'', same executor; the task''s retry policy as
+    configured now pinned on it), not_before = clock_timestamp() +
+    full-jitter exponential backoff: min(retry_cap_ms, retry_base_ms *
+    2^(attempt_no - 1)) * random() milliseconds, with the ended attempt''s
+    own pinned base and cap (a task configure reaches only attempts created
+    after it, SPEC §9.1); runs.current_attempt_id -> the new attempt, run ->
+    ''queued'' with due_at = that not_before when it is in the future (a
+    scheduled run: out of the candidate keyset, found through runs_due once
+    due and promoted by the sweeper; NULL = ready at once), one
+    `run.retry_scheduled` event (attempt_id = the new attempt; payload
+    previousAttemptId, attemptNo, reason, delayMs, notBeforeMs). Returns
+    ''retried''.
+  * otherwise: run -> ''failed'' (finished_at), one `run.failed` event. Returns
+    ''failed''.
+Preconditions (the caller''s job, checked here as a guard): the caller holds the
+  attempt row FOR UPDATE and the run row FOR NO KEY UPDATE, the attempt is the
+  run''s current attempt and already terminal (failed|lost|cancelled), and the
+  run is not terminal. The UNIQUE (run_id, attempt_no) constraint makes a
+  double retry of one attempt impossible even if a caller forgot its locks.
+Caller: ql.ack_lease (start_failed), ql.complete_lease (failed),
+  ql.sweep_leases (lost). Locks: none of its own beyond the rows it writes.
+Idempotency: none by itself; callers only reach it once per attempt because
+  the attempt leaves its live state in the same transaction.
+SQLSTATEs: QL020 when the preconditions do not hold (a caller bug: nothing
+  is written).';
 
 
 --
@@ -5693,7 +7661,56 @@ ALTER FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest byt
 -- Name: FUNCTION authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) IS 'Credential check of worker-facing functions. NULL = allowed (writes nothing); else one security_audit row (credential id only if well-formed, no secrets/digests) and {"status":"denied","httpStatus":401|403,"reason":malformed_credential|unknown_credential|bad_secret|revoked_credential|expired_credential|worker_mismatch|worker_disabled (403, the worker is disabled; while a worker disabled with drain has a draining unexpired session, session.heartbeat, session.close and lease.ack/heartbeat/complete/log/secrets are allowed, their fences keeping them to its started leases)}. Constant-time digest compare, dummy compare for unknown ids. Locks: none. QL001 on NULL worker_id or malformed action.';
+COMMENT ON FUNCTION ql_private.authenticate(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_action text) IS 'ql_private.authenticate(credential_id, secret_digest, worker_id, action) -> jsonb
+
+Purpose: the credential check every worker-facing function starts with (SPEC
+  §5: authenticate -> authorize -> audit -> act). Returns NULL when the caller
+  may act as worker_id; otherwise stores ONE low-sensitivity row in
+  ql_private.security_audit and returns the denial envelope
+  {"status":"denied","httpStatus":401|403,"reason":...}. Denials are returned,
+  not raised, so the audit row commits with the caller''s transaction.
+  Reasons, checked in this order so a caller without the secret learns nothing
+  about the credential''s state:
+    malformed_credential 401  id not ^[a-z0-9]{16}$, or digest not 32 bytes
+    unknown_credential   401  no such credential (a dummy constant-time compare
+                              still runs, so timing does not reveal existence)
+    bad_secret           401  digest differs (ql_private.digest_equal)
+    revoked_credential   401  revoked_at set
+    expired_credential   401  expires_at passed (SPEC §16.2: its lifetime,
+                              or a rotated credential''s 24 h / first use of
+                              its successor)
+    worker_mismatch      403  the credential belongs to another worker
+    worker_disabled      403  the worker is disabled (ql.disable_worker, SPEC
+                              §9.5): every credential of it is refused until
+                              ql.enable_worker — with one exception, for a
+                              worker disabled with drain: while it has a
+                              draining, unexpired session, the calls that
+                              only let started work end are allowed
+                              (session.heartbeat, session.close, lease.ack,
+                              lease.heartbeat, lease.complete, lease.log,
+                              lease.secrets: a started run still needs its
+                              secrets to start its command).
+                              Their own
+                              fences keep them to the draining session''s
+                              STARTED leases (ql_private.lease_verdict:
+                              an unstarted lease of a draining session
+                              answers session_draining); session.open and
+                              offer.pull stay refused: no new work, ever.
+  The audit row holds time, the credential id only when well-formed, the worker
+  id, the action, outcome ''denied'' and the reason: never a secret or a digest.
+Caller: ql.authenticate_worker, ql.open_session, ql.heartbeat_session,
+  ql.close_session, ql.pull_offer, ql.pull_offers, ql.rotate_credential,
+  ql_private.lease_prelude (the lease calls; all from SECURITY DEFINER
+  functions, so this runs as ql_owner).
+Locks: none (plain read of worker_credentials and the worker''s row, one
+  statement: the disabled flag costs one primary-key probe more; a disabled
+  worker''s drain exception one probe of worker_sessions_draining). Writes: nothing when allowed
+  (an idle pull must write nothing) — except the first use of a rotated
+  credential (ql_private.credential_first_use: its first_used_at, its
+  predecessor''s expires_at, row locks on both) —, exactly one audit row when denied.
+Idempotency: read-only when allowed; each denial is its own audit fact.
+SQLSTATEs: QL001 when worker_id is NULL or action is not ^[a-z][a-z0-9_.]{0,63}$
+  (caller bugs, not authentication outcomes).';
 
 
 --
@@ -5733,7 +7750,11 @@ ALTER FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_default inte
 -- Name: FUNCTION bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer) IS 'One pull bound: absent -> default; QL001 not an integer >= 1; QL002 above the cap. Pure.';
+COMMENT ON FUNCTION ql_private.bound_value(p_bounds jsonb, p_key text, p_default integer, p_cap integer) IS 'ql_private.bound_value(bounds jsonb, key text, default integer, cap integer) -> integer
+
+Purpose: read one integer bound; absent -> default.
+Caller: ql_private.pull_bounds.
+SQLSTATEs: QL001 not an integer or < 1; QL002 above the cap (named in the message).';
 
 
 --
@@ -5750,10 +7771,8 @@ CREATE FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq
                 r.queue_seq, r.current_attempt_id, r.created_at
            FROM ql_private.runs r
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
-          WHERE (-(r.priority::integer), r.queue_seq, r.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
             AND r.due_at IS NULL
             AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
@@ -5771,10 +7790,8 @@ CREATE FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq
                   ORDER BY dr.due_at
                   LIMIT (p_limit + 1) * 4) d
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
-          WHERE (-(d.priority::integer), d.queue_seq, d.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(d.priority, d.queue_seq, d.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
           ORDER BY -(d.priority::integer), d.queue_seq, d.id
           LIMIT p_limit + 1)
@@ -5792,10 +7809,8 @@ CREATE FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq
                  WHERE rr.id = l.run_id AND rr.current_attempt_id = l.attempt_id
                  LIMIT 1) r
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(l.attempt_id, p_now) ok
-          WHERE (-(r.priority::integer), r.queue_seq, r.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND r.state = 'dispatching' AND r.runtime_owned AND NOT r.cancel_requested
           ORDER BY -(r.priority::integer), r.queue_seq, r.id
           LIMIT p_limit + 1)
@@ -5811,7 +7826,61 @@ ALTER FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq 
 -- Name: FUNCTION candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of dispatch candidates in priority DESC, queue_seq, id order (R-CAND): ready queued runs by a range scan of runs_candidate_keyset, merged with scheduled runs that came due (runs_due, at most 4 x (limit + 1), runs not yet due never read) and dispatching runs whose lease expired unstarted (run_leases_unstarted_expiry); rows a concurrent claim is working on (xmax in progress) are skipped without locking. Inlinable SQL, read-only, no locks. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'ql_private.candidate_page(after_priority, after_seq, after_id, limit, now, snapshot, own)
+  -> SETOF candidate rows
+
+Purpose: one keyset page of dispatch candidates (SPEC §3.1, R-CAND), in
+  priority DESC, queue_seq, id order. Returns up to `limit + 1` rows so the
+  caller can report `truncated` exactly.
+Candidate: run runtime-owned, not cancel-requested, queued|dispatching; its
+  current attempt `claimed`, executor remote_worker, not_before passed; and no
+  live lease that is started or still unexpired (by clock_timestamp()). Both
+  sources below satisfy the lease half by construction; claim_candidate
+  re-checks everything on the locked rows anyway.
+Three sources, merged in key order:
+  * ready `queued` runs (due_at IS NULL): one range scan of
+    runs_candidate_keyset on the ascending key (-priority, queue_seq, id), the
+    keyset position a single row comparison (ql_private.keyset_after, the one
+    definition every candidate scan uses, inlined into this query);
+  * scheduled `queued` runs that came due (due_at <= now, SPEC §9.2): read
+    through runs_due in due_at order, at most 4 x (limit + 1) of them, then
+    filtered by the keyset position. Runs not yet due sit in runs_due beyond
+    `now` and are never read, so 100,000 future runs ahead of ready ones cost a
+    pull nothing; the sweeper promotes due runs (due_at := NULL) into the
+    keyset within seconds, so this source normally holds a handful;
+  * `dispatching` runs whose live lease expired unstarted: found through
+    run_leases_unstarted_expiry. Every path that releases a lease without a
+    successor re-queues its run, so a dispatching run always has a live
+    unstarted lease, and only the expired ones are candidates — a scan never
+    walks past the offers currently in flight. The sweeper re-queues expired
+    offers within seconds; until it does, a page considers the 4 x (limit + 1)
+    that expired first (index order), so its cost stays bounded however many
+    offers expired at once (measured: a pull walking 13k expired offers took
+    20 ms).
+The attempt (and, for expired offers, the run) is probed per row through a
+  LATERAL subquery with LIMIT, which the planner cannot flatten or reorder: the
+  scan is driven by the keyset index even when statistics are stale (e.g. right
+  after a bulk enqueue, before autovacuum analyzed it), where a freely planned
+  join was measured at >200 ms a pull.
+Rows being claimed right now are skipped: a row whose xmax is a transaction
+  still in progress in `snapshot` (the caller''s pg_current_snapshot(); `own` =
+  its own xid, never counted; see ql_private.xid_in_progress) has been locked
+  or updated by a concurrent claim. Skipping it here, without taking a
+  lock, is what SKIP LOCKED does inside the raw claim''s index scan — so
+  concurrent pulls spread over the queue head instead of all evaluating the
+  same rows and losing the race to each other — while an idle pull still
+  writes nothing (a row lock would write WAL). It is only a hint: the claim
+  re-checks everything under FOR NO KEY UPDATE SKIP LOCKED.
+`now` is the caller''s clock_timestamp(), passed in (the default reads it):
+  LANGUAGE sql without SET clauses and without a volatile call in the body, so
+  the planner inlines it into the caller''s query. The caller (ql.pull_offer)
+  pins the plan: a generic plan made once per connection with sequential
+  scans disabled, so the plan is the ordered keyset index scan whatever the
+  statistics said when it was made — a plan cached while the queue was empty
+  (seq scan + sort) would otherwise stick to the connection after it fills.
+No OFFSET, no sort of the queue (docs/EXPLAIN.md).
+Caller: ql_private.scan_and_claim. Locks: none. Read-only: an idle pull
+  generates no WAL. SQLSTATEs: none.';
 
 
 --
@@ -5852,7 +7921,19 @@ ALTER FUNCTION ql_private.certificate_serial(p_serial text) OWNER TO ql_owner;
 -- Name: FUNCTION certificate_serial(p_serial text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.certificate_serial(p_serial text) IS 'Canonical certificate serial: hex in any case, with or without colons or a serial= prefix -> lowercase hex without colons or leading zeros. Pure. Errors: QL001 (COLUMN serial) NULL, not hex, more than 20 octets. Caller: ql.revoke_certificate, ql.record_certificate.';
+COMMENT ON FUNCTION ql_private.certificate_serial(p_serial text) IS 'ql_private.certificate_serial(p_serial text) -> text
+
+Purpose: the canonical form of a certificate serial number (SPEC §16.3): hex
+  as `openssl x509 -serial` prints it, in any case, with or without colons
+  (and with or without its `serial=` prefix), becomes lowercase hex without
+  colons or leading zeros (''0'' for zero). What ql_private.worker_certificates
+  and ql_private.certificate_revocations store, and what the ingress compares
+  (qinglong.service.cert_revocation.serial_hex gives the same text).
+Inputs: p_serial, at most 128 characters.
+Returns: the canonical serial (1..40 hex digits: a serial has at most 20 octets).
+Writes: nothing. Locks: none. Pure.
+Errors: QL001 (COLUMN serial) NULL, empty, not hex, or more than 20 octets.
+Caller: ql.revoke_certificate, ql.record_certificate.';
 
 
 SET default_tablespace = '';
@@ -5988,7 +8069,53 @@ ALTER FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_id
 -- Name: FUNCTION claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) IS 'Atomic claim of the first lockable candidate of run_ids (claim order): attempt + run FOR NO KEY UPDATE SKIP LOCKED in one statement (the lifecycle order), every fence re-checked by clock_timestamp() (due_at passed included; the worker''s grant of the run''s pool, SPEC 13.1); inserts the lease with the task lease TTL and log cap (logLimitBytes) pinned on it (an expired unstarted predecessor released), run -> dispatching with due_at cleared, one run.dispatched event. (offer, consumed, locked): offer NULL = nothing claimed; consumed = candidates gone through; locked = one was locked (a claim attempt).';
+COMMENT ON FUNCTION ql_private.claim_candidate(s ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_offer_id uuid, p_token_digest bytea, OUT offer jsonb, OUT consumed integer, OUT locked boolean) IS 'ql_private.claim_candidate(session, run_ids, scores, offer_id, token_digest)
+  -> (offer jsonb, consumed integer, locked boolean)
+
+Purpose: the atomic claim of SPEC §3.3 step 3. `run_ids` are passing
+  candidates in claim order (priority DESC, placementScore DESC, queue order),
+  `scores` their placement scores. ONE statement locks the first of them whose
+  run and current attempt can both be locked — FOR NO KEY UPDATE SKIP LOCKED on
+  both rows, attempt then run (the one lifecycle order), so a row a competing
+  replica holds is skipped, never waited for —
+  and that still passes every candidate fence on the locked rows, by
+  clock_timestamp(): run queued|dispatching, runtime-owned, not
+  cancel-requested, due (runs.due_at NULL or passed, SPEC §9.2); attempt
+  current, `claimed`, executor remote_worker, not_before passed; the session''s
+  worker holds a grant for the run''s pool (workers.all_pools or a
+  worker_pool_grants row, SPEC §13.1) — read in the same statement, while the
+  caller holds the session row, which ql.revoke_pool waits for after removing
+  a grant. A `dispatching` run is only claimable when its live lease
+  expired unstarted: that lease is released here (`expired`); when it did not
+  expire the race was lost. A `queued` run has no live lease (every release
+  path re-queues; run_leases_one_live would refuse a second one).
+Writes: one run_leases row (lease_generation = previous + 1; the task''s lease
+  TTL pinned on it, lease_ttl_seconds: what the starting ACK and heartbeats of
+  this lease extend it by, whatever the task is configured to later, SPEC
+  §9.1; and its logLimitBytes, log_limit_bytes: the cap of this attempt''s
+  live log, SPEC §15.2), the run -> dispatching (due_at cleared), exactly one `run.dispatched`
+  event.
+Returns `offer` = the offer@v1 projection built from the rows in hand
+  (ql_private.offer_json, the same function a replay uses), NULL when nothing
+  was claimed; `consumed` = how many of run_ids are done with (the position of
+  the locked one, or all of them): those before it were passed over — locked
+  by a competing claim or no longer candidates — and count as races; the
+  locked one is the claim attempt (`locked`; a race too when its fences
+  failed).
+The session row must already be locked and re-verified by the caller, and the
+  offer id serialized by ql.pull_offer''s advisory lock (so offer_id UNIQUE can
+  only fire on a bug, and then aborts the pull rather than issue a second lease).
+Planning: bitmap scans are off for this function. Planned on small-table
+  statistics (a fresh install: and the generic plan then stays with the
+  pooled connection), the join of the ids to runs became one BitmapOr over
+  runs_state_seq (state queued OR dispatching) — a read of every queued run,
+  scheduled ones included — instead of a primary-key probe per id;
+  tests/sql/pull_offer.sql counts the runs rows a pull fetches. Without
+  bitmaps the OR has no index path, so the probes are the plan. (Set here,
+  not on ql.pull_offer: the due-run source of candidate_page needs no such
+  help and measured worse with it.)
+Caller: ql_private.claim_page.
+SQLSTATEs: none raised.';
 
 
 --
@@ -6063,7 +8190,44 @@ ALTER FUNCTION ql_private.claim_page(p_session ql_private.worker_sessions, p_run
 -- Name: FUNCTION claim_page(p_session ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_priorities smallint[], p_offer_id uuid, p_token_digest bytea, p_attempts_left integer, p_session_locked boolean, OUT offer jsonb, OUT attempts integer, OUT races integer, OUT session_locked boolean, OUT capacity_full boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.claim_page(p_session ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_priorities smallint[], p_offer_id uuid, p_token_digest bytea, p_attempts_left integer, p_session_locked boolean, OUT offer jsonb, OUT attempts integer, OUT races integer, OUT session_locked boolean, OUT capacity_full boolean) IS 'Claim step of one page of a pull: orders the page''s passers by (priority DESC, placement score DESC, queue order), locks and re-verifies the session before the pull''s first claim (ql_private.session_claim_lock), then tries ql_private.claim_candidate (one SKIP LOCKED statement per try) until a claim, the end of the list or p_attempts_left attempts. Inputs: p_session, p_run_ids/p_scores/p_priorities (scan order), p_offer_id, p_token_digest, p_attempts_left, p_session_locked. Returns (offer NULL = none, attempts, races, session_locked, capacity_full). Fences: session re-check (active, generation, unexpired, capabilities, free slot) before the pull''s first claim; every candidate fence on the locked rows (claim_candidate). Writes: only a claim. Locks: session row FOR NO KEY UPDATE once per pull; run + attempt SKIP LOCKED. Errors: QL010-QL014 from the session re-check. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.claim_page(p_session ql_private.worker_sessions, p_run_ids uuid[], p_scores integer[], p_priorities smallint[], p_offer_id uuid, p_token_digest bytea, p_attempts_left integer, p_session_locked boolean, OUT offer jsonb, OUT attempts integer, OUT races integer, OUT session_locked boolean, OUT capacity_full boolean) IS 'ql_private.claim_page(p_session, p_run_ids, p_scores, p_priorities, p_offer_id,
+                      p_token_digest, p_attempts_left, p_session_locked)
+  -> (offer, attempts, races, session_locked, capacity_full)
+
+Purpose: the claim step of one keyset page of a pull (SPEC §3.2 claim order,
+  §3.3 step 3). p_run_ids are the page''s passing candidates in scan order
+  (priority DESC, queue order) with their placement scores and priorities. It
+  puts a higher placementScore first within a priority (claim order: priority
+  DESC, score DESC, queue order; a stable insertion sort, run only when the
+  scores differ — without preferred terms they are all 0), then hands the rest
+  of the list to ql_private.claim_candidate (ONE SKIP LOCKED statement per
+  try) until a claim succeeds, the list is used up, or p_attempts_left claim
+  attempts were made. Only equal-priority candidates on a later page can
+  outscore one claimed here, since pages come in key order.
+Inputs: p_session (the session row that passed its fences), p_run_ids,
+  p_scores, p_priorities (the page''s passers, indexed alike, scan order),
+  p_offer_id, p_token_digest (what the lease is written with), p_attempts_left
+  (what is left of the pull''s claim-attempt budget), p_session_locked (whether
+  this pull already holds the session lock).
+Returns offer = the offer@v1 projection of the claim, NULL when nothing was
+  claimed; attempts = candidates a claim locked and re-checked; races =
+  candidates lost to a competing claim (passed over because locked or claimed
+  since the scan, or locked but no longer passing its fences); session_locked
+  = whether the pull now holds the session lock; capacity_full = the session
+  had no free slot at the lock (nothing tried).
+Fences: before its first claim attempt of the pull, the session row is locked
+  and re-verified (ql_private.session_claim_lock: still active, same
+  generation, unexpired, capabilities unchanged, a free slot), so concurrent
+  pulls of one session can never exceed its slots and a replaced session can
+  never gain a lease; every candidate fence is re-checked on the locked rows by
+  ql_private.claim_candidate.
+Writes: only a claim (ql_private.claim_candidate: one lease, the run ->
+  dispatching, one run.dispatched event).
+Locks: the session row FOR NO KEY UPDATE (once per pull, when
+  p_session_locked is false); each try''s run + attempt FOR NO KEY UPDATE SKIP
+  LOCKED.
+Errors: QL010–QL014 from the session re-check.
+Caller: ql_private.scan_and_claim (once per page that has passing candidates).';
 
 
 --
@@ -6082,10 +8246,8 @@ CREATE FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_pri
            FROM ql_private.runs r
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
           WHERE r.placement_class = k.class_id
-            AND (-(r.priority::integer), r.queue_seq, r.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
             AND r.due_at IS NULL
             AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
@@ -6104,10 +8266,8 @@ CREATE FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_pri
                   ORDER BY dr.due_at
                   LIMIT (p_limit + 1) * 4) d
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
-          WHERE (-(d.priority::integer), d.queue_seq, d.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(d.priority, d.queue_seq, d.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
           ORDER BY -(d.priority::integer), d.queue_seq, d.id
           LIMIT p_limit + 1)) c
@@ -6122,7 +8282,33 @@ ALTER FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_prio
 -- Name: FUNCTION class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of queued candidates of the given placement classes, in priority DESC, queue_seq, id order: per class one runs_class_keyset range scan (ready runs) and the due scheduled runs from runs_class_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.class_candidate_page(p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'ql_private.class_candidate_page(classes, after_priority, after_seq, after_id, limit,
+                                now, snapshot, own) -> SETOF candidate rows
+
+Purpose: one keyset page (limit + 1 rows, so `truncated` is exact) of queued
+  candidates restricted to the given placement classes (migration 0006), in
+  the same priority DESC, queue_seq, id order and with the same candidate
+  conditions as ql_private.candidate_page. Each class is one range scan of
+  runs_class_keyset (equality on the class, row comparison on the key:
+  ql_private.keyset_after, inlined),
+  limited to limit + 1; the per-class heads are merged and cut to limit + 1.
+  Cost: two index descents per class, whatever is queued in other classes —
+  this is how a pull jumps over a head of runs its session cannot take.
+Two sources per class, merged in key order as in candidate_page:
+  * ready `queued` runs (due_at IS NULL): runs_class_keyset, a range scan on
+    (class, key);
+  * scheduled `queued` runs that came due (due_at <= now): runs_class_due
+    (migration 0017) in due_at order, at most 4 x (limit + 1) per class, then
+    filtered by the keyset position — so a due run the session can take is
+    found behind any head of due runs it cannot, without waiting for the
+    sweeper''s promotion; runs not yet due are never read.
+  An offer that expired unstarted behind a blocked head is not here: the
+  sweeper re-queues it within seconds and it is then a ready run.
+Rows a concurrent claim holds are passed over without a lock
+  (ql_private.xid_in_progress), as in candidate_page.
+Inlinable SQL (no SET clause, nothing volatile in the body).
+Caller: ql_private.scan_and_claim.
+Locks: none. Read-only. SQLSTATEs: none.';
 
 
 --
@@ -6164,7 +8350,34 @@ ALTER FUNCTION ql_private.close_drained_session() OWNER TO ql_owner;
 -- Name: FUNCTION close_drained_session(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.close_drained_session() IS 'Trigger (run_leases_close_drained, AFTER UPDATE of a started lease that is released now): when its session is draining and no live lease of it is left, close the session (state closed, closed_at) and write one session.drained event (sessionId, workerId, generation). Locks: the draining session row FOR NO KEY UPDATE (never an active one). Writes: at most the session row and one event. Caller: the trigger only.';
+COMMENT ON FUNCTION ql_private.close_drained_session() IS 'ql_private.close_drained_session() -> trigger
+
+Purpose: end a draining session with its last lease (SPEC §9.5 drain,
+  ql_private.drain_session). Runs AFTER UPDATE of run_leases for each lease
+  that was started and is released now (completion, start failure, loss,
+  cancellation; trigger run_leases_close_drained, migration 0018, whose WHEN
+  keeps every other lease update — claims, ACKs, heartbeats, unstarted
+  releases — free of any call). When the lease''s session is `draining` and no
+  live lease of it is left, the session is closed (state closed, closed_at)
+  and one `session.drained` event is written (events.worker_id; payload
+  sessionId, workerId, generation). The session UPDATE notifies
+  ''s:<workerId>'' (migration 0005), and the worker''s next session heartbeat
+  answers 409 session_closed, after which it opens a new session (or, when
+  disabled, is refused).
+Cost on the hot path: one primary-key probe of worker_sessions per released
+  started lease; an active session is neither locked nor written.
+Locks: the draining session row FOR NO KEY UPDATE (only when it reads
+  `draining`), so two leases of one session ending at once serialize here and
+  the later one sees the earlier one released; taken after the caller''s
+  attempt -> run -> lease locks. No deadlock: whoever holds a draining
+  session''s row (a session heartbeat, ql.end_session / ql.disable_worker /
+  ql.open_session closing it) never waits for one of its started leases
+  (only ql_private.drain_session waits for leases, and it runs on an active
+  session, whose row this function does not lock).
+Writes: at most the session row and one event.
+Idempotency: a session already closed (or not draining) is left alone.
+Errors: none of its own.
+Caller: trigger on ql_private.run_leases (run_leases_close_drained only).';
 
 
 --
@@ -6194,7 +8407,21 @@ ALTER FUNCTION ql_private.credential_first_use(p_credential_id text, p_predecess
 -- Name: FUNCTION credential_first_use(p_credential_id text, p_predecessor_id text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.credential_first_use(p_credential_id text, p_predecessor_id text) IS 'First use of a rotated credential: sets its first_used_at and expires its predecessor now (SPEC 16.2), NOTIFY ql_dispatch c:<predecessor>. Writes: the two credential rows, once. Locks: both rows (new, then old). Caller: ql_private.authenticate.';
+COMMENT ON FUNCTION ql_private.credential_first_use(p_credential_id text, p_predecessor_id text) IS 'ql_private.credential_first_use(p_credential_id text, p_predecessor_id text) -> void
+
+Purpose: the first successful authentication of a rotated credential (SPEC
+  §16.2) retires its predecessor: the old credential stays valid only "until
+  the new one is first used or 24 h pass". Records first_used_at on the new
+  credential (so this runs once) and moves the predecessor''s expires_at to
+  now; NOTIFY ql_dispatch ''c:<predecessor>'' so every ingress replica''s idle
+  view drops what it believed about the old credential.
+Inputs: p_credential_id (the rotated credential, authenticated by the caller),
+  p_predecessor_id (its rotated_from).
+Writes: the two worker_credentials rows (only while first_used_at is NULL).
+Locks: the new credential''s row, then the predecessor''s (UPDATE, in that order).
+Idempotency: a second call (a concurrent first use) changes nothing.
+Errors: none of its own.
+Caller: ql_private.authenticate (as ql_owner).';
 
 
 --
@@ -6220,7 +8447,26 @@ ALTER FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) OWNER TO ql_owner;
 -- Name: FUNCTION digest_equal(p_a bytea, p_b bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) IS 'Constant-time equality of two digests: one inlinable expression, bit_count of the XOR of their full-length bit strings (all bytes visited, no early exit). Pure. NULL/length mismatch -> false.';
+COMMENT ON FUNCTION ql_private.digest_equal(p_a bytea, p_b bytea) IS 'ql_private.digest_equal(a bytea, b bytea) -> boolean
+
+Purpose: compare two digests in time independent of where they differ, so
+  response timing cannot be used to guess a stored token or secret digest
+  byte by byte.
+How: one expression. Both digests become bit strings of their full length
+  (hex, then varbit) and are XOR-ed; bit_count of the result is 0 only when
+  they are equal. Every step (encode, the varbit input, #, bit_count) walks
+  all bytes whatever their values, with no early exit — unlike `=` on bytea
+  (memcmp), which stops at the first difference. (The varbit input branches
+  on each hex digit''s class, digit or letter, of each value on its own:
+  never on whether, or where, the two digests agree.)
+Why one SQL expression: LANGUAGE sql, IMMUTABLE, no SET clause, so the
+  planner inlines it into the caller''s expression (the credential check runs
+  on every worker call); the earlier 32-step plpgsql loop cost ~8x as much.
+NULL or different lengths compare unequal (the CASE keeps the XOR, which
+  needs equal lengths, from running then). No SQLSTATEs.
+Caller: ql.confirm_credentials, ql_private.authenticate, ql_private.lease_verdict,
+  ql_private.producer_token.
+Locks: none. Pure.';
 
 
 --
@@ -6246,7 +8492,19 @@ ALTER FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestam
 -- Name: FUNCTION dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone) IS 'One row when the attempt is claimed, remote_worker and past not_before at the given time (candidate rule, SPEC 3.1); inlined as a LATERAL probe. Read-only.';
+COMMENT ON FUNCTION ql_private.dispatchable_attempt(p_attempt_id uuid, p_now timestamp with time zone) IS 'ql_private.dispatchable_attempt(attempt_id uuid, now_ts timestamptz) -> SETOF integer
+
+Purpose: the attempt half of the candidate rule (SPEC §3.1): one row when the
+  attempt is `claimed`, executor remote_worker and its not_before has passed
+  at `now_ts`; no row otherwise. Used as `CROSS JOIN LATERAL` in
+  candidate_page: a set-returning SQL function with LIMIT is inlined as a
+  LATERAL subquery the planner keeps as a per-row index probe.
+Why no `SET search_path`: a SET clause prevents inlining; all references are
+  schema-qualified and it is not SECURITY DEFINER.
+Caller: ql_private.candidate_page, ql_private.class_candidate_page,
+  ql_private.pool_candidate_page, ql_private.pool_class_candidate_page,
+  ql_private.pool_ready_candidate_page, ql_private.ready_candidate_page.
+Locks: none. Read-only. SQLSTATEs: none.';
 
 
 --
@@ -6285,7 +8543,37 @@ ALTER FUNCTION ql_private.drain_session(p_session_id uuid, OUT released integer,
 -- Name: FUNCTION drain_session(p_session_id uuid, OUT released integer, OUT running integer, OUT state text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.drain_session(p_session_id uuid, OUT released integer, OUT running integer, OUT state text) IS 'Start draining an active session the caller holds FOR UPDATE (end_session / disable_worker with drain): unstarted live leases released (session_closed, runs re-queued), state draining (no new offers: session fence QL015), started leases run on; closed at once when no live lease is left, else by ql_private.close_drained_session when the last one is released. Returns (released, running, state). Locks: attempt -> run -> lease per released lease, then FOR SHARE on the remaining live leases (waits for lease changes in flight). Errors: QL001 session not active. Caller: ql.end_session, ql.disable_worker, ql.label_worker.';
+COMMENT ON FUNCTION ql_private.drain_session(p_session_id uuid, OUT released integer, OUT running integer, OUT state text) IS 'ql_private.drain_session(p_session_id uuid) -> (released integer, running integer, state text)
+
+Purpose: start draining a session (ql.end_session / ql.disable_worker with
+  drain, SPEC §9.5): it takes no new offer from now on (the session fence
+  answers QL015 session_draining), its unstarted live leases are released
+  (`session_closed`, runs re-queued at once, ql_private.release_unstarted_leases),
+  and its STARTED leases run on: their attempts may still ACK running,
+  heartbeat and complete (ql_private.lease_verdict lets a started lease of a
+  draining session pass). The session is closed when its last live lease is
+  released (ql_private.close_drained_session, the run_leases trigger of
+  migration 0018) — at once here when none is left — or it lapses at its
+  normal expiry when its worker stops heartbeating it.
+Inputs: p_session_id, an `active` session the caller holds FOR UPDATE (so no
+  claim of it is in flight, and none can start: claims take the session row
+  FOR NO KEY UPDATE and then find it draining).
+Returns: released (unstarted leases released), running (live leases left,
+  all started), state (`draining`, or `closed` when running = 0).
+Writes: the released leases and their runs, the session row (state; closed_at
+  when closed at once). The caller writes the event.
+Locks: attempt -> run -> lease per released lease (release_unstarted_leases),
+  then FOR SHARE on the session''s remaining live leases: that waits for any
+  lease change in flight (an ACK, heartbeat, completion or sweep holding the
+  lease row) and re-reads the row after it, so the count sees a completion that
+  committed meanwhile. Together with the trigger (which locks the session
+  only once it reads `draining`, i.e. after this transaction committed) that
+  leaves no window in which the last lease ends unseen and the session stays
+  draining with nothing left. No deadlock: the lease holders this waits for
+  never wait for the session row while it still reads `active`.
+Idempotency: none here (the callers skip a session already draining).
+Errors: QL001 the session is not active (a caller bug).
+Caller: ql.end_session, ql.disable_worker, ql.label_worker (a revoked label).';
 
 
 --
@@ -6305,7 +8593,20 @@ ALTER FUNCTION ql_private.epoch_ms(p_t timestamp with time zone) OWNER TO ql_own
 -- Name: FUNCTION epoch_ms(p_t timestamp with time zone); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.epoch_ms(p_t timestamp with time zone) IS 'Integer milliseconds since the epoch (floor). Pure.';
+COMMENT ON FUNCTION ql_private.epoch_ms(p_t timestamp with time zone) IS 'ql_private.epoch_ms(t timestamptz) -> bigint
+
+Purpose: the wire representation of a time (integer milliseconds since the
+  epoch, SPEC §4), truncated toward the past so a projection never claims a
+  later instant than the database recorded.
+STABLE, not IMMUTABLE: extract(epoch FROM timestamptz) is only STABLE, and
+  the planner inlines a SQL function only when its body is no more volatile
+  than declared.
+Why no `SET search_path`: a SET clause stops the planner from inlining a SQL
+  function, and this runs several times per projection; inlined it is a plain
+  expression. It is not SECURITY DEFINER and only uses pg_catalog functions,
+  resolved under the pinned search_path of its (definer) callers.
+Caller: any function (projections and answers).
+Locks: none. Pure. NULL in, NULL out.';
 
 
 --
@@ -6336,7 +8637,15 @@ ALTER FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidat
 -- Name: FUNCTION idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean) IS 'The idle pull envelope {status, reason, stats {pages, candidates, claimAttempts, races, mismatches}, truncated}. Pure.';
+COMMENT ON FUNCTION ql_private.idle_result(p_reason text, p_pages integer, p_candidates integer, p_claim_attempts integer, p_races integer, p_mismatches jsonb, p_truncated boolean) IS 'ql_private.idle_result(reason, pages, candidates, claim_attempts, races, mismatches, truncated) -> jsonb
+
+Purpose: the `idle` envelope of a pull (SPEC §4.2) in one place, so every idle
+  path reports the same stats shape. reason ∈ no_candidates | placement_mismatch
+  | capacity_full | contention.
+Caller: ql.pull_offer, ql.pull_offers, ql_private.scan_and_claim.
+Pure.
+plpgsql rather than SQL: a SQL function with a SET clause is re-planned on every
+call, a plpgsql one keeps its plan for the session (this is on the pull hot path).';
 
 
 --
@@ -6380,7 +8689,23 @@ ALTER FUNCTION ql_private.idle_view_notify() OWNER TO ql_owner;
 -- Name: FUNCTION idle_view_notify(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.idle_view_notify() IS 'Trigger: NOTIFY ql_dispatch with q (a run may have become dispatchable), c:<credentialId> (credential changed/deleted) or s:<workerId> (session fence facts changed). Ids only. Never fired by claims or session heartbeats (trigger WHEN clauses, migration 0005). Locks: notification queue at commit. QL001 unknown kind.';
+COMMENT ON FUNCTION ql_private.idle_view_notify() IS 'ql_private.idle_view_notify() -> trigger
+
+Purpose: the NOTIFY half of the ingress idle view (migration 0005).
+  Sends on channel `ql_dispatch`, once per distinct payload per transaction
+  (PostgreSQL folds duplicate notifications of one transaction):
+    TG_ARGV[0] = ''queue''      -> ''q''
+    TG_ARGV[0] = ''credential'' -> ''c:<credential_id>'' (old and new row)
+    TG_ARGV[0] = ''session''    -> ''s:<worker_id>''     (old and new row)
+  Payloads are ids only: never a secret, a digest or a token.
+Caller: trigger on ql_private.runs, trigger on ql_private.attempts, trigger on
+  ql_private.worker_credentials, trigger on ql_private.worker_sessions (the triggers
+  of migration 0005; their WHEN clauses keep the claim path and session heartbeats
+  from ever calling it).
+Locks: none here; the notification queue lock is taken at COMMIT of the
+  calling transaction (which is why the claim path must never notify).
+Idempotency: notifications are hints; receiving one twice only invalidates a
+  replica''s view twice. SQLSTATEs: QL001 on an unknown TG_ARGV[0] (a bug).';
 
 
 --
@@ -6460,7 +8785,64 @@ ALTER FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_bytes inte
 -- Name: FUNCTION json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text) IS 'Parse document bytes into a jsonb object: <= max_bytes (QL002), UTF-8 JSON object without duplicate keys at any depth (QL001). Pure. Caller: open_session, publish_revision.';
+COMMENT ON FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_bytes integer, p_field text) IS 'ql_private.json_object_from_bytes(bytes bytea, max_bytes integer, field text) -> jsonb
+
+Purpose: the write boundary for canonical JSON documents (capabilities,
+  execution revision content). The bytes are what gets hashed and stored, so
+  they are checked before anything else trusts them: at most max_bytes, valid
+  UTF-8, one JSON object, and no duplicate object key at any depth (SPEC §4:
+  duplicates are refused; jsonb alone would silently keep the last one, so the
+  check walks the order- and duplicate-preserving json form).
+Caller: ql.open_session, ql.publish_revision, ql_private.signature_kid.
+Locks: none. Pure.
+SQLSTATEs: QL001 NULL, invalid UTF-8, not JSON, not an object, duplicate key,
+  or a \u0000 escape (not representable in jsonb); QL002 over max_bytes or
+  nested too deeply for the parser. The message names the field, never content.';
+
+
+--
+-- Name: keyset_after(smallint, bigint, uuid, smallint, bigint, uuid); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.keyset_after(p_priority smallint, p_queue_seq bigint, p_id uuid, p_after_priority smallint, p_after_seq bigint, p_after_id uuid) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT (-(p_priority::integer), p_queue_seq, p_id)
+           > (coalesce(-(p_after_priority::integer), -2147483648),
+              coalesce(p_after_seq, -9223372036854775808),
+              coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+$$;
+
+
+ALTER FUNCTION ql_private.keyset_after(p_priority smallint, p_queue_seq bigint, p_id uuid, p_after_priority smallint, p_after_seq bigint, p_after_id uuid) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION keyset_after(p_priority smallint, p_queue_seq bigint, p_id uuid, p_after_priority smallint, p_after_seq bigint, p_after_id uuid); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.keyset_after(p_priority smallint, p_queue_seq bigint, p_id uuid, p_after_priority smallint, p_after_seq bigint, p_after_id uuid) IS 'ql_private.keyset_after(p_priority, p_queue_seq, p_id, p_after_priority,
+                        p_after_seq, p_after_id) -> boolean
+
+Purpose: THE keyset position of the dispatch candidate scans (SPEC §3.1,
+  R-CAND): true when the run keyed (p_priority, p_queue_seq, p_id) comes
+  after the position (p_after_priority, p_after_seq, p_after_id) in claim
+  order, priority DESC, queue_seq, id — one row comparison on the ascending
+  key (-priority, queue_seq, id), the key of the keyset indexes
+  (runs_candidate_keyset, runs_class_keyset, runs_pool_keyset,
+  runs_pool_class_keyset). A NULL position (the first page) is before every
+  run: each NULL part stands for the smallest value of its type.
+Why a function that costs nothing: LANGUAGE sql, IMMUTABLE, one expression,
+  each parameter used once, no SET clause, not SECURITY DEFINER, not STRICT:
+  the planner inlines it into the calling query before planning, so the scan
+  sees the row comparison itself and uses it as the `Index Cond` of the
+  keyset index (docs/EXPLAIN.md) — a plpgsql helper, or any of the above
+  broken, would be a per-row filter and read the queue from its head. Every
+  scan''s ORDER BY -(priority::integer), queue_seq, id must stay the same key.
+Inputs: the run''s priority, queue_seq, id; the position''s (NULL: none).
+Writes: none. Locks: none. Errors: none.
+Caller: ql_private.candidate_page, ql_private.ready_candidate_page,
+  ql_private.class_candidate_page, ql_private.pool_candidate_page,
+  ql_private.pool_ready_candidate_page, ql_private.pool_class_candidate_page.';
 
 
 --
@@ -6528,7 +8910,23 @@ ALTER FUNCTION ql_private.lease_answer(p_lease ql_private.run_leases, p_state te
 -- Name: FUNCTION lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean) IS 'lease@v1 body (without schema) from a lease row, its attempt''s state and its run''s cancel flag: lease_json fields + state + startedAtMs (null before start) + cancelRequested. Never the token or its digest. Pure. Caller: ql_private.lease_projection and the lease lifecycle calls after their change.';
+COMMENT ON FUNCTION ql_private.lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean) IS 'ql_private.lease_answer(p_lease, p_state, p_cancel_requested) -> jsonb
+
+Purpose: the `qinglong/lease@v1` body (without `schema`, which the ingress
+  adds; SPEC §4.7) from values the caller holds: the lease fields of the offer
+  projection (ql_private.lease_json: same names and values as offer@v1
+  `lease`), plus `state` = the state of the lease''s own attempt (not the run''s
+  current one: after a retry the old lease still reports its failed attempt),
+  `startedAtMs` (null before the starting ACK) and `cancelRequested` (the run''s
+  flag; how a started worker learns of a cancel). The one definition of that
+  shape: ql_private.lease_projection reads the rows and calls it; a lifecycle
+  call that just changed the lease (UPDATE … RETURNING) answers with it
+  directly, without reading the rows again.
+Never contains the lease token or its digest (R-LEASE-2).
+Inputs: the lease row; its attempt''s state; its run''s cancel flag.
+Writes: none. Locks: none. Errors: none. SQL, so it is inlined.
+Caller: ql_private.lease_projection, ql.ack_lease, ql.heartbeat_lease,
+  ql.complete_lease.';
 
 
 --
@@ -6559,7 +8957,17 @@ ALTER FUNCTION ql_private.lease_json(l ql_private.run_leases) OWNER TO ql_owner;
 -- Name: FUNCTION lease_json(l ql_private.run_leases); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_json(l ql_private.run_leases) IS 'The wire lease object (offer@v1 lease; lease@v1 without state/startedAtMs/cancelRequested) from a run_leases row. Pure, inlinable; never the token or its digest.';
+COMMENT ON FUNCTION ql_private.lease_json(l ql_private.run_leases) IS 'ql_private.lease_json(lease) -> jsonb
+
+Purpose: the `lease` object of the wire contract from a run_leases row —
+  {runId, attemptId, workerId, sessionId, sessionGeneration, leaseGeneration,
+  leaseVersion, offerId, claimedAtMs, expiresAtMs, updatedAtMs} — the one
+  definition behind offer@v1 `lease` (ql_private.offer_json) and lease@v1
+  (ql_private.lease_projection, which adds state/startedAtMs/cancelRequested).
+Never contains the lease token or its digest (R-LEASE-2).
+Pure SQL expression, inlined by the planner.
+Caller: ql_private.offer_json, ql_private.lease_answer.
+SQLSTATEs: none.';
 
 
 --
@@ -6731,7 +9139,230 @@ ALTER FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_sessio
 -- Name: FUNCTION lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) IS 'Shared opening of the lease lifecycle calls (ack, heartbeat, complete, log append), after authentication. Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest (the caller''s proof), p_lease_version (the version the worker last saw), p_change (starting | running | start_failed | heartbeat | complete | log), p_lock NULL | lease | attempt_run_lease | attempt_lease_share. Locks in the one order attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease FOR UPDATE (attempt_run_lease; the order of ql.cancel_run and release_unstarted_leases, so none of them can deadlock), or the lease FOR NO KEY UPDATE only (lease), or attempt FOR KEY SHARE -> lease FOR KEY SHARE (attempt_lease_share: a log append, which must not overlap a change of the attempt), then reads lease, attempt, run, the lease TTL pinned on the lease at claim, session and revision digest in one statement (one snapshot) and decides with ql_private.lease_verdict (lifecycle rules); an unknown offer id answers one row with category offer_foreign. p_seen: the lease row of the caller''s unlocked read (names the rows to lock; NULL: read by offer id). Fences: lease_verdict, then the lease version (live or released by a completion): version = current -> category unchanged (NULL: apply); version = current - 1 and the change that made the current version is p_change (read off the rows: release reason, heartbeat_version, attempt state) -> replay; otherwise stale_lease_version (a released lease keeps lease_terminal). Writes: none (row locks only). Errors: QL001 unknown lock mode or change, NULL lease version, p_seen of another offer. Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease, ql.append_log.';
+COMMENT ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) IS 'ql_private.lease_open(p_offer_id, p_worker_id, p_session_id, p_generation,
+                      p_token_digest, p_lease_version, p_change, p_lock DEFAULT NULL,
+                      p_seen DEFAULT NULL)
+  -> (lease, attempt, run, ttl, category)
+
+Purpose: the opening every lease lifecycle call shares once it has parsed and
+  authenticated its caller (ql.ack_lease, ql.heartbeat_lease,
+  ql.complete_lease; SPEC §7; ql.append_log, SPEC §15.1): find the lease by offer id, take the row locks
+  the call''s change needs in the one order below, and read the lease, its
+  attempt, its run, the lease TTL pinned on the lease by its claim
+  (run_leases.lease_ttl_seconds: what a starting ACK or a heartbeat extends
+  the lease by; a later task configure does not reach it, SPEC §9.1), its
+  session, its revision''s digest and so the fence
+  verdict (ql_private.lease_verdict) in ONE statement, so one snapshot, taken
+  after those locks. The caller then decides on what it got:
+  answer a conflict or an exact replay, raise an illegal transition, or apply
+  its change. The lease version is fenced here too, once, for all three
+  callers (SPEC §7, see "Version fence" below). Callers read twice: first
+  with p_lock NULL (replays, conflicts and illegal transitions are answered
+  without a lock or a write: a row lock writes WAL), then, only when a change
+  is due, with the lock the change needs, and decide again on the locked rows.
+Inputs: p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest:
+  the caller''s proof, already parsed (and the worker authenticated);
+  p_lease_version: the version the worker last saw (NOT NULL, >= 1: the
+  callers check it before authenticating); p_change: the change the request
+  asks for, `starting` | `running` | `start_failed` | `heartbeat` |
+  `complete` | `log` (an append to the live log: it never bumps the
+  version, so no request is ever a `log` replay of one); p_lock:
+    NULL                 no row lock (the first, deciding read);
+    ''lease''              the lease row FOR NO KEY UPDATE only: a lease
+                         heartbeat changes the lease alone, and every change of a
+                         started lease''s attempt (completion, start failure,
+                         loss) also releases the lease under the lease''s lock,
+                         so no such change can slip in under the heartbeat; the
+                         run is only read (its cancel flag is reported as found);
+    ''attempt_run_lease''  attempt FOR UPDATE, then run FOR NO KEY UPDATE, then
+                         lease FOR UPDATE: an ACK or a completion changes all
+                         three.
+    ''attempt_lease_share'' attempt FOR KEY SHARE, then lease FOR KEY SHARE: a
+                         log append changes neither, but must not overlap
+                         any change of the attempt (a completion, a start
+                         failure, a loss: each takes the attempt FOR UPDATE
+                         and releases the lease FOR UPDATE), so a chunk is
+                         stored either before the attempt ends or not at
+                         all. KEY SHARE does not conflict with a heartbeat
+                         (the lease''s FOR NO KEY UPDATE) nor with another
+                         append; the appends of one attempt serialize on its
+                         log header (ql.append_log).
+  p_seen: the lease row the caller''s first (unlocked) read answered; its id,
+  attempt and run never change once written, so they name the rows to lock
+  without reading them again. NULL: they are read by the offer id first.
+Lock order (why attempt -> run -> lease): it is the order of every other
+  writer that waits for these rows: ql.cancel_run and
+  ql_private.release_unstarted_leases (session replaced or closed) take the
+  attempt, then the run, then the lease. An ACK or completion taking the lease
+  first and then waiting for the attempt, while a cancel holding the attempt
+  waits for the lease, would deadlock; in one order they queue instead. A
+  claim (ql_private.claim_candidate) takes run and attempt with SKIP LOCKED,
+  never waiting for them, and only then an expired lease; the sweeper
+  (ql.sweep_leases) locks everything with SKIP LOCKED and never waits: neither
+  can close a cycle with this order. The re-read after locking is what
+  prevents the lost update: a sweeper marking the attempt lost, a cancel or a
+  concurrent ACK committed between the first read and the lock is seen, and
+  the caller decides again on it.
+Version fence (after lease_verdict, on the same snapshot; only when the fences
+  answered NULL or lease_terminal): every applied change bumps lease_version
+  by one, releases by a completion or start failure included, so the version
+  a request carries says which change it follows.
+  * p_lease_version = lease_version: the category stays (NULL: the caller may
+    apply its change; lease_terminal: nothing is left to change).
+  * p_lease_version = lease_version - 1 and the change that produced the
+    current version is p_change: category `replay` (the request repeated
+    after its answer was lost; the caller answers the current lease, writes
+    nothing, and for start_failed/complete first checks the details it made
+    were the same ones). The last change is read off the rows, so it needs no
+    column of its own: released `completed`/`cancelled` -> complete; released
+    `start_failed` -> start_failed; heartbeat_version = lease_version ->
+    heartbeat; started and the attempt starting | running -> that ACK (while
+    live, a started lease only ever changes by these four, so the first one
+    that matches is the last one made). Version 1 is the claim''s own.
+  * anything else: `stale_lease_version` on a live lease; a released lease
+    keeps `lease_terminal` (the more useful answer).
+  Why here: a repeated heartbeat must never extend a lease twice, and an ACK
+  or completion the worker decided on an older lease must not be applied to
+  a newer one; one rule for the three callers keeps them in step.
+Why one statement (not one per row plus the fences'' own four): measured per
+  ACK, the two reads were a third of the call (docs/BENCHMARKS.md).
+Fences: ql_private.lease_verdict with the lifecycle rules (offer_foreign,
+  token_mismatch by constant-time compare, session_replaced, lease_expired,
+  lease_terminal, attempt_changed, revision_drift; a live lease past
+  expires_at or one released `lost` -> lease_expired). An unknown offer id
+  answers one row with NULL lease, attempt and run and category
+  `offer_foreign`: exactly what another worker''s offer answers, so a caller
+  learns nothing about offers that are not its own.
+Writes: none (row locks only, when p_lock is given).
+Locks: as p_lock says; nothing with p_lock NULL.
+Idempotency: read-only.
+Errors: QL001 p_lock not NULL, ''lease'', ''attempt_run_lease'' or
+  ''attempt_lease_share'', p_change not one of the six, p_lease_version NULL, p_seen of another offer (caller bugs).
+Caller: ql_private.lease_prelude (the start of every lease call: ack and
+  complete lock attempt_run_lease, heartbeat lease, append_log
+  attempt_lease_share, lease_secrets nothing).';
+
+
+--
+-- Name: lease_prelude(text, bytea, uuid, uuid, bigint, uuid, bytea, bigint, text, text, text, ql_private.run_leases, text, integer, text, jsonb); Type: FUNCTION; Schema: ql_private; Owner: ql_owner
+--
+
+CREATE FUNCTION ql_private.lease_prelude(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea, p_lease_version bigint, p_action text, p_change text, p_lock text DEFAULT NULL::text, p_seen ql_private.run_leases DEFAULT NULL::ql_private.run_leases, p_outcome text DEFAULT NULL::text, p_exit_code integer DEFAULT NULL::integer, p_reason text DEFAULT NULL::text, p_result jsonb DEFAULT NULL::jsonb, OUT answer jsonb, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_open record;
+BEGIN
+    IF p_change IS NULL OR p_change NOT IN ('starting', 'running', 'start_failed', 'heartbeat',
+                                            'complete', 'log', 'read') THEN
+        RAISE EXCEPTION USING ERRCODE = 'QL001',
+            MESSAGE = 'change must be starting, running, start_failed, heartbeat, complete, log or read';
+    END IF;
+    IF p_seen.id IS NULL THEN
+        answer := ql_private.authenticate(p_credential_id, p_secret_digest, p_worker_id,
+                                          p_action);
+        IF answer IS NOT NULL THEN
+            RETURN;
+        END IF;
+    END IF;
+    v_open := ql_private.lease_open(
+        p_offer_id, p_worker_id, p_session_id, p_generation, p_token_digest, p_lease_version,
+        CASE p_change WHEN 'read' THEN 'heartbeat' ELSE p_change END, p_lock, p_seen);
+    lease := v_open.lease;
+    attempt := v_open.attempt;
+    run := v_open.run;
+    ttl := v_open.ttl;
+    IF v_open.category IS NULL THEN
+        RETURN;
+    ELSIF v_open.category <> 'replay' THEN
+        answer := jsonb_build_object('status', 'conflict', 'category', v_open.category);
+    ELSIF p_change = 'read' THEN
+        answer := jsonb_build_object('status', 'conflict', 'category', 'stale_lease_version');
+    ELSIF (p_change = 'start_failed' AND attempt.reason IS DISTINCT FROM p_reason)
+          OR (p_change = 'complete'
+              AND (lease.release_reason = CASE p_outcome WHEN 'cancelled' THEN 'cancelled'
+                                                         ELSE 'completed' END
+                   AND attempt.state = p_outcome
+                   AND attempt.exit_code IS NOT DISTINCT FROM p_exit_code
+                   AND attempt.reason IS NOT DISTINCT FROM p_reason
+                   AND attempt.result IS NOT DISTINCT FROM p_result) IS NOT TRUE) THEN
+        -- The change that made the current version, but not with these details.
+        answer := jsonb_build_object('status', 'conflict', 'category', 'lease_terminal');
+    ELSE
+        answer := jsonb_build_object('status', 'idempotent',
+                                     'lease', ql_private.lease_projection(lease.id));
+    END IF;
+END
+$$;
+
+
+ALTER FUNCTION ql_private.lease_prelude(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea, p_lease_version bigint, p_action text, p_change text, p_lock text, p_seen ql_private.run_leases, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb, OUT answer jsonb, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer) OWNER TO ql_owner;
+
+--
+-- Name: FUNCTION lease_prelude(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea, p_lease_version bigint, p_action text, p_change text, p_lock text, p_seen ql_private.run_leases, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb, OUT answer jsonb, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON FUNCTION ql_private.lease_prelude(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea, p_lease_version bigint, p_action text, p_change text, p_lock text, p_seen ql_private.run_leases, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb, OUT answer jsonb, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer) IS 'ql_private.lease_prelude(p_credential_id, p_secret_digest, p_worker_id, p_session_id,
+                         p_generation, p_offer_id, p_token_digest, p_lease_version,
+                         p_action, p_change, p_lock DEFAULT NULL, p_seen DEFAULT NULL,
+                         p_outcome DEFAULT NULL, p_exit_code DEFAULT NULL,
+                         p_reason DEFAULT NULL, p_result DEFAULT NULL)
+  -> (answer, lease, attempt, run, ttl)
+
+Purpose: THE common start of the lease endpoints (ql.ack_lease,
+  ql.heartbeat_lease, ql.complete_lease, ql.append_log, ql.lease_secrets),
+  once each has parsed and checked its own inputs: authenticate the
+  credential, open the lease (ql_private.lease_open: find it by offer id,
+  take the row locks p_lock names, read lease, attempt, run and TTL in one
+  snapshot, decide with ql_private.lease_verdict and the lease version
+  fence) and answer what ends the call without a change. `answer` NULL: the
+  caller may go on with the rows (its own illegal-transition checks, then its
+  change); otherwise the caller returns `answer` as it is:
+  * the denial envelope of ql_private.authenticate;
+  * {"status":"conflict","category":<lease_open''s category>};
+  * a replay (the request repeated after its answer was lost):
+    {"status":"idempotent","lease":<ql_private.lease_projection>} when the
+    change that made the current version is the one asked for, with the same
+    details for `start_failed` (the attempt''s reason = p_reason) and
+    `complete` (release reason completed | cancelled as p_outcome implies,
+    attempt state = p_outcome, exit code, reason, result = p_exit_code,
+    p_reason, p_result: IS NOT DISTINCT FROM); else
+    {"status":"conflict","category":"lease_terminal"}; for p_change `read`
+    {"status":"conflict","category":"stale_lease_version"}.
+  The callers that change something read twice, as lease_open says: first
+  with p_lock NULL and p_seen NULL (authenticates, answers replays and
+  conflicts without a lock or a write), then, only when a change is due,
+  with the lock and p_seen = the lease the first read answered, and decide
+  again on the locked rows. Model: ql_private.lease_verdict +
+  ql_private.lease_open (decide unlocked, lock in one stated order, decide
+  again).
+Inputs: p_credential_id, p_secret_digest: the credential (checked by
+  ql_private.authenticate with p_action, e.g. `lease.ack`) — only when
+  p_seen is NULL: a call''s first read; the locked re-read (p_seen given: the
+  lease that first read answered) does not authenticate again.
+  p_worker_id, p_session_id, p_generation, p_offer_id, p_token_digest,
+  p_lease_version: the caller''s proof, already parsed and range-checked.
+  p_change: lease_open''s change (`starting` | `running` | `start_failed` |
+  `heartbeat` | `complete` | `log`), or `read` (ql.lease_secrets: opened as
+  `heartbeat`, so the version must be exactly the current one, and a
+  heartbeat''s retry is no delivery either: stale_lease_version).
+  p_lock, p_seen: as ql_private.lease_open. p_outcome, p_exit_code,
+  p_reason, p_result: the details a replay must match (see above); ignored
+  for the other changes.
+Lock order: ql_private.lease_open''s, unchanged: nothing with p_lock NULL;
+  `attempt_run_lease` attempt FOR UPDATE -> run FOR NO KEY UPDATE -> lease
+  FOR UPDATE (the order of ql.cancel_run and release_unstarted_leases, so
+  none of them can deadlock); `lease` the lease FOR NO KEY UPDATE only;
+  `attempt_lease_share` attempt FOR KEY SHARE -> lease FOR KEY SHARE
+  (docs/LIFECYCLE.md). Nothing else is locked here.
+Writes: one security_audit row when the credential is denied
+  (ql_private.authenticate); nothing else (row locks only).
+Idempotency: read-only but for the denial''s audit row.
+Errors: QL001 p_change not one of the seven, and lease_open''s (unknown lock
+  mode, NULL lease version, p_seen of another offer: caller bugs);
+  ql_private.authenticate''s.
+Caller: ql.ack_lease, ql.heartbeat_lease, ql.complete_lease, ql.append_log,
+  ql.lease_secrets.';
 
 
 --
@@ -6759,7 +9390,17 @@ ALTER FUNCTION ql_private.lease_projection(p_lease_id bigint) OWNER TO ql_owner;
 -- Name: FUNCTION lease_projection(p_lease_id bigint); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_projection(p_lease_id bigint) IS 'lease@v1 projection (without schema): offer lease fields + state (the lease''s own attempt) + startedAtMs (null before start) + cancelRequested. Never the token or its digest. Read-only.';
+COMMENT ON FUNCTION ql_private.lease_projection(p_lease_id bigint) IS 'ql_private.lease_projection(lease_id bigint) -> jsonb
+
+Purpose: the `qinglong/lease@v1` body of a lease as stored now (without
+  `schema`, which the ingress adds; SPEC §4.7): reads the lease, its attempt
+  and its run and answers ql_private.lease_answer (the shape: lease fields,
+  `state` of the lease''s own attempt, `startedAtMs`, `cancelRequested`).
+Never contains the lease token or its digest (R-LEASE-2). plpgsql (not SQL)
+  so its plan is cached per session.
+Caller: ql_private.lease_prelude (replays), ql.ack_lease, ql.complete_lease
+  (changes that went through the retry policy).
+Locks: none. Read-only. SQLSTATEs: none (NULL when the lease does not exist).';
 
 
 --
@@ -6809,7 +9450,55 @@ ALTER FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session
 -- Name: FUNCTION lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean) IS 'The fence verdict on a lease, from rows the caller read in one statement: first failing category in order offer_foreign, token_mismatch (constant-time), session_replaced, session_draining (draining session, lease never started; a started lease of a draining session passes), lease_expired, lease_terminal, attempt_changed, revision_drift; NULL when all hold. With p_lifecycle (ACK, heartbeat, completion): a live lease past expires_at and a lease released as lost answer lease_expired. Inputs: lease, session, attempt, run, revision digest, the caller''s proof (worker, session, generation, token digest), p_now. Pure (inlined SQL): writes nothing, locks nothing, raises nothing. Caller: ql_private.recover_fence, ql_private.lease_open.';
+COMMENT ON FUNCTION ql_private.lease_verdict(p_lease ql_private.run_leases, p_session ql_private.worker_sessions, p_attempt ql_private.attempts, p_run ql_private.runs, p_revision_digest text, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_now timestamp with time zone, p_lifecycle boolean) IS 'ql_private.lease_verdict(p_lease, p_session, p_attempt, p_run, p_revision_digest,
+                         p_worker_id, p_session_id, p_generation, p_token_digest,
+                         p_now, p_lifecycle) -> text
+
+Purpose: THE fence verdict on a lease, for an offer replay (SPEC §3.3 step 1,
+  ql_private.recover_fence) and for every lease lifecycle call (ACK,
+  heartbeat, completion; SPEC §7, ql_private.lease_open). Returns the first
+  failing conflict category, in this order, or NULL when every fence holds:
+  1 offer_foreign     the lease belongs to another worker
+  2 token_mismatch    the token digest differs (constant-time compare,
+                      ql_private.digest_equal)
+  3 session_replaced  other session/generation, or that session is no longer
+                      active or draining and unexpired (replaced, closed or
+                      lapsed), or the lease was released because its session
+                      went away (replaced, or closed without drain)
+    session_draining  the lease''s session is draining (ql.end_session /
+                      ql.disable_worker with drain) and the lease never
+                      started: the drain released it (or will not let it
+                      start). A STARTED lease of a draining session passes
+                      this fence: its attempt may still ACK running,
+                      heartbeat and complete until it ends.
+  4 lease_expired     released as expired, or unstarted and past expires_at
+  5 lease_terminal    released for any other reason (completed, lost, …)
+  6 attempt_changed   the run moved to another attempt, or the attempt left the
+                      state the lease implies (claimed before start, starting/
+                      running after)
+  7 revision_drift    the run''s pinned revision or its digest differ from the
+                      lease''s
+  With p_lifecycle (an ACK, heartbeat or completion) one rule differs from a
+  replay: a lease past its expires_at accepts no worker operation any more,
+  started or not — from that instant it belongs to the sweeper — so a live
+  lease past expires_at and a lease the sweeper released as `lost` both answer
+  `lease_expired` (never `lease_terminal`): the worker''s answer does not depend
+  on the sweeper''s timing.
+Why a pure function of rows the caller read: the fences used to read the
+  session, attempt, run and revision with four statements of their own, on
+  every replay and twice per lifecycle call (before and after its row locks).
+  The callers now read them with the lease in ONE statement (one snapshot,
+  which also rules out a verdict mixed from two snapshots: a lease read live
+  just before a sweeper commits and its attempt read `lost` just after), and
+  this expression decides on them. SQL and IMMUTABLE with no query, so the
+  planner inlines it into the caller''s statement; `p_now` is the caller''s
+  clock_timestamp(), taken after its locks.
+Inputs: the lease row; its session (by the lease''s session id), attempt (by
+  the lease''s attempt id), run (by the lease''s run id) and the digest of the
+  run''s pinned execution revision; the caller''s proof (p_worker_id,
+  p_session_id, p_generation, p_token_digest); p_now; p_lifecycle.
+Writes: none. Locks: none. Errors: none.
+Caller: ql_private.recover_fence, ql_private.lease_open.';
 
 
 --
@@ -6860,7 +9549,31 @@ ALTER FUNCTION ql_private.lock_run_attempt(p_run_id uuid, OUT run ql_private.run
 -- Name: FUNCTION lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts) IS 'Lock a run''s current attempt (FOR UPDATE) then the run (FOR NO KEY UPDATE), the lifecycle order attempt -> run; when the run moved to another attempt meanwhile, both locks are rolled back (sub-block) and it starts again, so it never waits for an attempt while holding the run. Inputs: p_run_id. Returns (run, attempt): run NULL = no such run, attempt NULL = none current. Writes: none. Waits obey the caller''s lock_timeout (55P03 propagates, nothing held from the call). Caller: ql.cancel_run, ql.retry_run, ql.cancel_runs.';
+COMMENT ON FUNCTION ql_private.lock_run_attempt(p_run_id uuid, OUT run ql_private.runs, OUT attempt ql_private.attempts) IS 'ql_private.lock_run_attempt(p_run_id uuid) -> (run, attempt)
+
+Purpose: lock a run and its current attempt for an operator action
+  (ql.cancel_run, ql.retry_run, ql.cancel_runs for a row its first pass
+  could not take), in the one lifecycle lock order attempt -> run
+  (docs/LIFECYCLE.md "Locks"), and return both rows as locked.
+  The current attempt is only known from the run, so it is read first
+  without a lock, then the attempt is locked (FOR UPDATE), then the run (FOR
+  NO KEY UPDATE). When the run moved to another attempt in between (a retry
+  or the retry policy committed while we waited for the old attempt), both
+  locks are given back — they were taken in a sub-block that is rolled back —
+  and it starts again: locking the new attempt while holding the run would
+  take them run -> attempt, and a cancel, retry, ACK or completion holding
+  the new attempt while it waits for the run would close a deadlock with us.
+Inputs: p_run_id.
+Returns: run NULL when the run does not exist (the caller raises its own
+  error); attempt NULL when the run has no current attempt.
+Writes: none. Locks: the current attempt FOR UPDATE, then the run FOR NO KEY
+  UPDATE, both held by the caller''s transaction on return; a wait obeys the
+  caller''s lock_timeout (55P03 lock_not_available propagates, nothing held
+  from this call).
+Idempotency: read-only.
+Errors: none of its own (QLR01 is internal: the moved-attempt signal, caught
+  here, never raised to a caller).
+Caller: ql.cancel_run, ql.retry_run, ql.cancel_runs.';
 
 
 --
@@ -6893,7 +9606,22 @@ ALTER FUNCTION ql_private.log_bytes(p_attempt_id uuid, p_from bigint, p_to bigin
 -- Name: FUNCTION log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint) IS 'The stored bytes [p_from, p_to) of an attempt''s live log (SPEC 15), reassembled from ql_private.attempt_log_chunks (contiguous chunks: the first one needed is the last starting at or before p_from); '''' when nothing is stored there. Index-driven (chunks primary key). Writes: none. Locks: none. Errors: none. Caller: ql.run_log, ql.append_log.';
+COMMENT ON FUNCTION ql_private.log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint) IS 'ql_private.log_bytes(p_attempt_id uuid, p_from bigint, p_to bigint) -> bytea
+
+Purpose: the stored bytes [p_from, p_to) of an attempt''s live log (SPEC §15),
+  reassembled from its chunks (ql_private.attempt_log_chunks): what
+  ql.run_log shows and what ql.append_log compares a replayed chunk with.
+  The chunks of one attempt are contiguous (each starts where the previous
+  one ended: ql.append_log only appends at the stored length), so the first
+  chunk needed is the last one starting at or before p_from.
+Cost: two range reads of the chunks'' primary key (attempt_id, start_byte):
+  one probe for the first chunk, then the chunks up to p_to, nothing else.
+Inputs: p_attempt_id; 0 <= p_from <= p_to (the caller bounds them by the
+  stored length; bytes past it are simply not there).
+Returns the bytes ('''' when the range is empty or nothing is stored there).
+Fences: none. Writes: none. Locks: none. Idempotency: read-only.
+Errors: none (a range outside the log answers the part of it that exists).
+Caller: ql.run_log, ql.append_log.';
 
 
 --
@@ -6929,7 +9657,32 @@ ALTER FUNCTION ql_private.matching_classes(p_capabilities jsonb) OWNER TO ql_own
 -- Name: FUNCTION matching_classes(p_capabilities jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.matching_classes(p_capabilities jsonb) IS 'Placement classes with runs waiting (ql_private.waiting_classes: a ready queued run in runs_class_keyset or a due scheduled one in runs_class_due, found by skip scans: one descent per waiting class) whose required placement the capabilities satisfy (placement_evaluate on {required}); classes without waiting runs are never evaluated. Read-only. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.matching_classes(p_capabilities jsonb) IS 'ql_private.matching_classes(capabilities) -> integer[]
+
+Purpose: the placement classes (migration 0006) that have runs waiting AND
+  whose required placement the given worker capabilities satisfy, by the same
+  evaluation as every candidate (ql_private.placement_evaluate on
+  {required}). A pull calls it only when its first keyset page had no passing
+  candidate and reads the classes it returns through
+  ql_private.class_candidate_page.
+Waiting: the class has a ready queued run (runs_class_keyset) or a scheduled
+  queued run that is due at clock_timestamp() (runs_class_due, migration
+  0017): ql_private.waiting_classes, a skip scan of each index (one descent
+  per class that has such a run, then one past the last), so classes
+  without waiting runs — every placement ever enqueued stays a
+  class until ql.prune_fleet removes it — cost nothing: 5,000 stale classes
+  beside one waiting class cost the pull what one class does
+  (docs/BENCHMARKS.md). A class with only future runs costs one more
+  descent (its earliest due_at), never an evaluation.
+Cost: one index descent per waiting class and index, one placement
+  evaluation per waiting class; independent of queue depth and of the number
+  of classes ever made.
+Plan: no SET clause — the caller''s settings (ql.pull_offer: sequential scans
+  off) hold, so the skip scans stay index-driven whatever the statistics.
+Caller: ql_private.scan_and_claim.
+Locks: none.
+  Read-only. SQLSTATEs: QL001 from placement_evaluate (capabilities not an
+  object).';
 
 
 --
@@ -7009,7 +9762,22 @@ ALTER FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs,
 -- Name: FUNCTION offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions) IS 'offer@v1 body (without schema/status) from a lease, its run and its pinned revision (executionRevision.signature {kid, jws} or null, SPEC 16.1). Pure; never carries the token or its digest. Used by the claim and by every replay.';
+COMMENT ON FUNCTION ql_private.offer_json(l ql_private.run_leases, r ql_private.runs, er ql_private.execution_revisions) IS 'ql_private.offer_json(lease, run, revision) -> jsonb
+
+Purpose: the `qinglong/remote-execution-offer@v1` body (without `schema` and
+  `status`, which the ingress adds) from a lease row, its run row and its
+  pinned execution revision row. Pure: the claim passes the rows it has just
+  written or locked, a replay (ql_private.offer_projection) the rows it reads,
+  so both answers come from this one definition and are identical.
+Only immutable facts of the run are used (ids, priority, created_at), so the
+  run row from before the claim''s own state update gives the same JSON.
+Never contains the lease token or its digest (R-LEASE-2).
+`executionRevision.placement` is omitted for old revisions without one
+  (R-REV-2), exactly as in the canonical bytes the content digest covers.
+`executionRevision.signature` is {kid, jws} of a signed revision, null for an
+  unsigned one (SPEC §16.1); the worker verifies it before it starts anything.
+Caller: ql_private.claim_candidate, ql_private.offer_projection. Locks: none.
+  SQLSTATEs: none.';
 
 
 --
@@ -7037,7 +9805,20 @@ ALTER FUNCTION ql_private.offer_projection(p_lease_id bigint) OWNER TO ql_owner;
 -- Name: FUNCTION offer_projection(p_lease_id bigint); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.offer_projection(p_lease_id bigint) IS 'offer@v1 projection (without schema/status) rebuilt from the durable lease, run and pinned revision through ql_private.offer_json; identical for claim and replay; never carries the token or its digest. Read-only.';
+COMMENT ON FUNCTION ql_private.offer_projection(p_lease_id bigint) IS 'ql_private.offer_projection(lease_id bigint) -> jsonb
+
+Purpose: the `qinglong/remote-execution-offer@v1` body (without `schema` and
+  `status`, which the ingress adds) rebuilt purely from the durable lease, its
+  run and its pinned execution revision. The first claim and every replay call
+  this same function, which is why a replay returns the very same offer.
+Never contains the lease token or its digest (R-LEASE-2).
+`executionRevision.placement` is omitted for old revisions without one
+  (R-REV-2), exactly as in the canonical bytes the content digest covers.
+The JSON itself is built by ql_private.offer_json(lease, run, revision), which
+  the claim calls with the rows it already holds — so the first answer and
+  every replay come from one definition.
+Caller: ql_private.recover_offer. Locks: none. Read-only. SQLSTATEs: none
+  (NULL when the lease does not exist).';
 
 
 --
@@ -7064,7 +9845,16 @@ ALTER FUNCTION ql_private.parse_uuid(p_value text, p_field text) OWNER TO ql_own
 -- Name: FUNCTION parse_uuid(p_value text, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.parse_uuid(p_value text, p_field text) IS 'Parse a lowercase canonical UUID argument. Pure. QL001 (with the field name, never the value, in the message and as COLUMN) when NULL or malformed.';
+COMMENT ON FUNCTION ql_private.parse_uuid(p_value text, p_field text) IS 'ql_private.parse_uuid(value text, field text) -> uuid
+
+Purpose: turn an id argument of a ql.* function into a uuid, accepting only the
+  lowercase canonical form of SPEC §4, so a malformed id raises our SQLSTATE
+  with the field name (never the value) instead of a bare 22P02. The field
+  (the wire name, e.g. ''runId'') is also the error''s COLUMN diagnostic, which
+  callers map to the `field` of their invalid_input answer (SPEC §9).
+Caller: any function (every ql.* function taking an id).
+Locks: none. Pure, idempotent.
+SQLSTATE: QL001 (COLUMN = field) when NULL or not a lowercase canonical UUID.';
 
 
 --
@@ -7107,7 +9897,22 @@ ALTER FUNCTION ql_private.placement_class_of(p_revision_id uuid) OWNER TO ql_own
 -- Name: FUNCTION placement_class_of(p_revision_id uuid); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.placement_class_of(p_revision_id uuid) IS 'Placement class id (normalized required placement) of an execution revision, created on first use (ON CONFLICT DO NOTHING); an existing class row is locked FOR KEY SHARE (ql.prune_fleet skips it). Caller: ql.enqueue_runs. QL004 revision not found.';
+COMMENT ON FUNCTION ql_private.placement_class_of(p_revision_id uuid) IS 'ql_private.placement_class_of(revision_id) -> integer
+
+Purpose: the placement class (ql_private.placement_classes, migration 0006)
+  of an execution revision: the id of its normalized `required` placement
+  ({"executors": ["remote-worker"]} when it has none, R-REV-2), created on
+  first use. Runs record it at enqueue so a pull can reach the runs its
+  session can take behind a head of runs it cannot (runs_class_keyset).
+Writes: at most one placement_classes row (ON CONFLICT DO NOTHING, so
+  concurrent enqueues of a new class agree on one id).
+Locks: an existing class row FOR KEY SHARE until the caller commits: the
+  runs it is about to write reference the class (no foreign key, migration
+  0006), and ql.prune_fleet, which deletes classes nothing references, skips
+  a class locked so (FOR UPDATE SKIP LOCKED) — and a lookup that waited for a
+  prune finds the class gone and creates it again.
+Caller: ql.enqueue_runs, ql.retry_run.
+SQLSTATEs: QL004 revision not found.';
 
 
 --
@@ -7191,7 +9996,36 @@ ALTER FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities j
 -- Name: FUNCTION placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer) IS 'Evaluate a normalized placement (NULL = required executor remote-worker, R-REV-2) against stored worker capabilities: passed, first failing category (executor, label, runtime) and score = sum of weights of holding preferred terms (0 unless passed). Pure. QL001 capabilities not an object.';
+COMMENT ON FUNCTION ql_private.placement_evaluate(p_placement jsonb, p_capabilities jsonb, OUT passed boolean, OUT category text, OUT score integer) IS 'ql_private.placement_evaluate(placement jsonb, capabilities jsonb,
+    OUT passed boolean, OUT category text, OUT score integer)
+
+Purpose: decide whether a worker session''s capabilities satisfy a revision''s
+  normalized placement (SPEC §3.2, docs/DESIGN.md "Normalized placement") and
+  compute its deterministic placementScore.
+  * placement NULL (revision written before placement existed, R-REV-2) is
+    {"required":{"executors":["remote-worker"],"labels":{},"runtimes":{}},"preferred":[]}.
+  * required terms are checked in a fixed order and the first failing one names
+    the low-cardinality category: `executor` (a required executor missing from
+    capabilities.executors), `label` (a required label key absent or its value not
+    in the allowed set), `runtime` (a required runtime absent or not satisfying
+    its comparators, ql_private.semver_satisfies). No label values, versions or
+    names ever leave this function, so a mismatch can be recorded safely.
+  * passed = false => score 0; otherwise score = sum of the weights of preferred
+    terms whose labels and runtimes all hold (same rules as required).
+  Inputs are trusted stored documents (validated on write by
+  validate_placement / validate_capabilities), so shape is not re-checked here;
+  missing sub-objects read as empty.
+Cost: runs for up to 64 candidates per pull (the pull caches the verdict per
+  revision). Executors are one jsonb `@>` (no query); required labels+runtimes
+  share one query and all preferred terms another, each skipped when empty.
+  Measured on PG 15 (2 vCPU, 6,400 calls): NULL placement 3.8 µs, executors only
+  4.2 µs, + one required label 10 µs, + one runtime with 2 comparators 27 µs,
+  1 label + 1 runtime required + 2 preferred terms 58 µs per call.
+Caller: ql.waiting_runs, ql_private.matching_classes, ql_private.scan_and_claim.
+Locks: none. Pure, IMMUTABLE,
+  PARALLEL SAFE.
+SQLSTATEs: QL001 capabilities NULL or not an object; QL003 only if stored data
+  is invalid SemVer (cannot happen for rows that passed validation).';
 
 
 --
@@ -7208,10 +10042,8 @@ CREATE FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority 
            FROM ql_private.runs r
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
           WHERE r.pool_id = k.pool_id
-            AND (-(r.priority::integer), r.queue_seq, r.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
             AND r.due_at IS NULL
             AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
@@ -7228,10 +10060,8 @@ CREATE FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority 
                   ORDER BY dr.due_at
                   LIMIT (p_limit + 1) * 4) d
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
-          WHERE (-(d.priority::integer), d.queue_seq, d.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(d.priority, d.queue_seq, d.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
           ORDER BY -(d.priority::integer), d.queue_seq, d.id
           LIMIT p_limit + 1)) c
@@ -7246,7 +10076,31 @@ ALTER FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority s
 -- Name: FUNCTION pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of queued candidates of the given pools (a worker''s grants, SPEC 13.1/13.3), in priority DESC, queue_seq, id order: per pool one runs_pool_keyset range scan (ready runs) and the due scheduled runs from runs_pool_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.pool_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'ql_private.pool_candidate_page(pools, after_priority, after_seq, after_id, limit,
+                               now, snapshot, own) -> SETOF candidate rows
+
+Purpose: one keyset page (limit + 1 rows, so `truncated` is exact) of queued
+  candidates of the given pools (the pools a worker holds a grant for, SPEC
+  §13.1, §13.3), in the same priority DESC, queue_seq, id order and with the
+  same candidate conditions as ql_private.candidate_page. Each pool is one
+  range scan of runs_pool_keyset (equality on the pool, row comparison on the
+  key, migration 0019), limited to limit + 1; the per-pool heads are merged and
+  cut to limit + 1. Cost: two index descents per granted pool, whatever other
+  pools hold — with 1,000 pools queued and one granted, a page reads that
+  pool''s head alone.
+Two sources per pool, merged in key order as in candidate_page:
+  * ready `queued` runs (due_at IS NULL): runs_pool_keyset;
+  * scheduled `queued` runs that came due (due_at <= now): runs_pool_due in
+    due_at order, at most 4 x (limit + 1) per pool, then filtered by the
+    keyset position; runs not yet due are never read.
+  An offer that expired unstarted is not here: the sweeper re-queues it within
+  seconds and it is then a ready run of its pool.
+Rows a concurrent claim holds are passed over without a lock
+  (ql_private.xid_in_progress), as in candidate_page. The claim re-checks every
+  fence, the pool grant included, on the locked rows.
+Inlinable SQL (no SET clause, nothing volatile in the body).
+Caller: ql_private.scan_and_claim.
+Writes: none. Locks: none. Errors: none.';
 
 
 --
@@ -7265,10 +10119,8 @@ CREATE FUNCTION ql_private.pool_class_candidate_page(p_pools uuid[], p_classes i
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
           WHERE r.pool_id = p.pool_id
             AND r.placement_class = k.class_id
-            AND (-(r.priority::integer), r.queue_seq, r.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+            AND ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
             AND r.due_at IS NULL
             AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
@@ -7286,10 +10138,8 @@ CREATE FUNCTION ql_private.pool_class_candidate_page(p_pools uuid[], p_classes i
                   ORDER BY dr.due_at
                   LIMIT (p_limit + 1) * 4) d
           CROSS JOIN LATERAL ql_private.dispatchable_attempt(d.current_attempt_id, p_now) ok
-          WHERE (-(d.priority::integer), d.queue_seq, d.id)
-                > (coalesce(-(p_after_priority::integer), -2147483648),
-                   coalesce(p_after_seq, -9223372036854775808),
-                   coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+          WHERE ql_private.keyset_after(d.priority, d.queue_seq, d.id,
+                p_after_priority, p_after_seq, p_after_id)
             AND NOT ql_private.xid_in_progress(d.row_xmax, p_snapshot, p_own)
           ORDER BY -(d.priority::integer), d.queue_seq, d.id
           LIMIT p_limit + 1)) c
@@ -7304,7 +10154,41 @@ ALTER FUNCTION ql_private.pool_class_candidate_page(p_pools uuid[], p_classes in
 -- Name: FUNCTION pool_class_candidate_page(p_pools uuid[], p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.pool_class_candidate_page(p_pools uuid[], p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of queued candidates of the given pools (a worker''s grants, SPEC 13.1/13.3) and placement classes (the session''s matching classes), in priority DESC, queue_seq, id order: per (pool, class) pair one runs_pool_class_keyset range scan (ready runs) and the due scheduled runs from runs_pool_class_due (at most 4 x (limit + 1), due_at order, keyset-filtered), merged. The class page of a worker without the all-pools grant: a blocked head in its pools is jumped over (SPEC 3.1). Cost: two index descents per pair, independent of queue depth. Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.pool_class_candidate_page(p_pools uuid[], p_classes integer[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'ql_private.pool_class_candidate_page(pools, classes, after_priority, after_seq,
+                                     after_id, limit, now, snapshot, own)
+  -> SETOF candidate rows
+
+Purpose: one keyset page (limit + 1 rows, so `truncated` is exact) of queued
+  candidates of the given pools (a worker''s grants, SPEC §13.1, §13.3)
+  restricted to the given placement classes (the session''s matching classes
+  with waiting runs, ql_private.matching_classes), in the same priority DESC,
+  queue_seq, id order and with the same candidate conditions as
+  ql_private.candidate_page: the class page of a worker without the all-pools
+  grant. A pull of such a worker whose page held no candidate it can take
+  reads its next pages here, so a head of runs it cannot take in its own pool
+  is jumped over instead of starving the runs behind it (SPEC §3.1).
+Per (pool, class) pair two sources, merged in key order as in candidate_page:
+  * ready `queued` runs (due_at IS NULL): one range scan of
+    runs_pool_class_keyset (migration 0024; equality on pool and class, row
+    comparison on the key), limited to limit + 1;
+  * scheduled `queued` runs that came due (due_at <= now): runs_pool_class_due
+    in due_at order, at most 4 x (limit + 1) per pair, then filtered by the
+    keyset position; runs not yet due are never read.
+  An offer that expired unstarted is not here: the sweeper re-queues it within
+  seconds and it is then a ready run of its pool.
+Cost: two index descents per (granted pool x matching class) pair and at most
+  5 x (limit + 1) index entries read per pair, whatever is queued ahead in
+  other classes or other pools — independent of queue depth. The pull''s
+  bounds (§3.1: at most 16 pages, limit at most 64) cap the pages this is read
+  for; the number of pairs is the worker''s grants times the classes with
+  waiting runs its session matches (the same classes the all-pools worker''s
+  class page reads, one pool each). Other pools'' runs are never read.
+Rows a concurrent claim holds are passed over without a lock
+  (ql_private.xid_in_progress), as in candidate_page. The claim re-checks
+  every fence, the pool grant included, on the locked rows.
+Inlinable SQL (no SET clause, nothing volatile in the body).
+Caller: ql_private.scan_and_claim.
+Writes: none. Locks: none. Errors: none.';
 
 
 --
@@ -7355,7 +10239,16 @@ ALTER FUNCTION ql_private.pool_of(p_pool text) OWNER TO ql_owner;
 -- Name: FUNCTION pool_of(p_pool text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.pool_of(p_pool text) IS 'Resolve a pool reference P/N to its pools row. Read-only, no locks. Errors: QL001 malformed (COLUMN pool), QL004 unknown pool (COLUMN pool). Caller: ql.grant_pool, ql.revoke_pool, ql.publish_revision.';
+COMMENT ON FUNCTION ql_private.pool_of(p_pool text) IS 'ql_private.pool_of(p_pool text) -> ql_private.pools
+
+Purpose: resolve a pool reference `P/N` (project name / pool name, SPEC §13.1)
+  of a ql.* argument to its row. The project part matches
+  ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$, the pool part ^[a-z0-9][a-z0-9._-]{0,62}$.
+Inputs: p_pool (''P/N'').
+Fences: the pool exists.
+Writes: none. Locks: none (a plain read; the callers lock what they change).
+Errors: QL001 (COLUMN pool) NULL or not P/N; QL004 (COLUMN pool) no such pool.
+Caller: ql.grant_pool, ql.revoke_pool.';
 
 
 --
@@ -7372,10 +10265,8 @@ CREATE FUNCTION ql_private.pool_ready_candidate_page(p_pools uuid[], p_after_pri
           FROM ql_private.runs r
          CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
          WHERE r.pool_id = k.pool_id
-           AND (-(r.priority::integer), r.queue_seq, r.id)
-               > (coalesce(-(p_after_priority::integer), -2147483648),
-                  coalesce(p_after_seq, -9223372036854775808),
-                  coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+           AND ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+               p_after_priority, p_after_seq, p_after_id)
            AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
            AND r.due_at IS NULL
            AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
@@ -7392,7 +10283,31 @@ ALTER FUNCTION ql_private.pool_ready_candidate_page(p_pools uuid[], p_after_prio
 -- Name: FUNCTION pool_ready_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.pool_ready_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of the ready queued candidates of the given pools (a worker''s grants, SPEC 13.1/13.3) in priority DESC, queue_seq, id order: per pool one runs_pool_keyset range scan, merged. pool_candidate_page''s first source alone, read while no scheduled run is due (a cheaper plan to start). Passes over rows a concurrent claim holds. Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.pool_ready_candidate_page(p_pools uuid[], p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'ql_private.pool_ready_candidate_page(pools, after_priority, after_seq, after_id, limit,
+                                     now, snapshot, own)
+  -> SETOF (run_id, execution_revision_id, priority, queue_seq)
+
+Purpose: one keyset page (limit + 1 rows, so `truncated` is exact) of the
+  ready `queued` runs (due_at IS NULL) of the given pools (the pools a worker
+  holds a grant for, SPEC §13.1, §13.3), in priority DESC, queue_seq, id order:
+  ql_private.pool_candidate_page''s first source alone, as its own statement —
+  what ql_private.ready_candidate_page is to candidate_page. A pull reads it
+  instead of pool_candidate_page while no scheduled run is due anywhere (the
+  steady state; ql_private.scan_and_claim probes runs_due once per pull): a
+  plan without the due source is cheaper to start, and start-up is paid on
+  every execution (migration 0014).
+Each pool is one range scan of runs_pool_keyset (equality on the pool, row
+  comparison on the key), limited to limit + 1; the per-pool heads are merged
+  and cut to limit + 1: two index descents per granted pool, whatever other
+  pools hold.
+Candidate: run queued, ready, runtime-owned, not cancel-requested; its current
+  attempt `claimed`, remote_worker, not_before passed at `now`; rows a
+  concurrent claim holds (xmax in progress in `snapshot`, never `own`) are
+  passed over without a lock (ql_private.xid_in_progress). The claim re-checks
+  every fence, the pool grant included, on the locked rows.
+Inlinable SQL (no SET clause, nothing volatile in the body).
+Writes: none. Locks: none. Errors: none.
+Caller: ql_private.scan_and_claim.';
 
 
 --
@@ -7421,7 +10336,19 @@ ALTER FUNCTION ql_private.producer_run(p_project_id uuid, p_run_id text) OWNER T
 -- Name: FUNCTION producer_run(p_project_id uuid, p_run_id text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.producer_run(p_project_id uuid, p_run_id text) IS 'A producer''s run must belong to the token''s project: returns its id; an unknown or foreign run is QL004 (COLUMN runId) alike, never a 403. QL001 malformed id. Writes: none. Locks: none. Caller: ql.producer_*.';
+COMMENT ON FUNCTION ql_private.producer_run(p_project_id uuid, p_run_id text) IS 'ql_private.producer_run(p_project_id uuid, p_run_id text) -> uuid
+
+Purpose: a run a producer names must belong to the token''s project (SPEC
+  §13.4). Another project''s run is answered exactly like an unknown one (QL004
+  not_found, never a 403): existence is not disclosed.
+Inputs: p_project_id (from ql_private.producer_token), p_run_id (lowercase
+  canonical UUID).
+Fences: runs.project_id = p_project_id.
+Writes: none. Locks: none (the action the caller runs next locks the run).
+Errors: QL001 malformed run id (COLUMN runId); QL004 unknown or foreign run
+  (COLUMN runId).
+Caller: ql.producer_cancel_run, ql.producer_retry_run, ql.producer_run_log,
+  ql.producer_show_run.';
 
 
 --
@@ -7462,7 +10389,18 @@ ALTER FUNCTION ql_private.producer_task(p_project_id uuid, p_task text) OWNER TO
 -- Name: FUNCTION producer_task(p_project_id uuid, p_task text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.producer_task(p_project_id uuid, p_task text) IS 'A producer''s task (id or "<project>/<name>") confined to the token''s project: returns its id; unknown or foreign = QL004 (COLUMN task), malformed = QL001 (COLUMN task). Writes: none. Locks: none. Caller: ql.producer_enqueue, ql.producer_list_runs.';
+COMMENT ON FUNCTION ql_private.producer_task(p_project_id uuid, p_task text) IS 'ql_private.producer_task(p_project_id uuid, p_task text) -> uuid
+
+Purpose: the task a producer names, confined to the token''s project (SPEC
+  §13.4): either a task id (lowercase canonical UUID) or "<project>/<name>".
+  Another project''s task, by id or by name, is answered exactly like an
+  unknown one (QL004, COLUMN task).
+Inputs: p_project_id (from ql_private.producer_token), p_task.
+Fences: tasks.project_id = p_project_id.
+Writes: none. Locks: none.
+Errors: QL001 p_task neither a UUID nor "<project>/<name>" (COLUMN task);
+  QL004 unknown or foreign task (COLUMN task).
+Caller: ql.producer_enqueue, ql.producer_list_runs.';
 
 
 --
@@ -7501,7 +10439,29 @@ ALTER FUNCTION ql_private.producer_token(p_token_id text, p_token_digest bytea, 
 -- Name: FUNCTION producer_token(p_token_id text, p_token_digest bytea, p_scope text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.producer_token(p_token_id text, p_token_digest bytea, p_scope text) IS 'Producer authentication (SPEC 13.4): the token id + SHA-256 digest of the whole token must match (digest_equal, constant time; an unknown id still compares), unrevoked, unexpired (clock_timestamp) and hold p_scope; returns the token''s project id. Writes: none. Locks: none. Errors: QL030 token_invalid (401), QL031 scope_missing (403); never the id or digest in a message. Caller: ql.producer_*.';
+COMMENT ON FUNCTION ql_private.producer_token(p_token_id text, p_token_digest bytea, p_scope text) IS 'ql_private.producer_token(p_token_id text, p_token_digest bytea, p_scope text) -> uuid
+
+Purpose: the authentication and authorization of every producer call (SPEC
+  §13.4): the project token `qlp_<p_token_id>_<secret>` whose SHA-256 digest
+  (of the whole token string) is p_token_digest must exist, match, be
+  unrevoked and unexpired (clock_timestamp(): checked on every call, so a
+  revocation or an expiry stops the token at the next request), and hold
+  p_scope. Returns the token''s project id; the caller then confines what it
+  reads or writes to that project.
+How: one primary-key probe; the stored digest is compared with
+  ql_private.digest_equal (constant time). An unknown id still runs one
+  comparison (against a zero digest), so timing tells nothing about which
+  ids exist.
+Inputs: p_token_id, p_token_digest (32 bytes), p_scope (enqueue | read |
+  cancel | retry | log).
+Fences: digest, revoked_at IS NULL, expires_at > now, p_scope = ANY (scopes).
+Writes: none. Locks: none.
+Errors: QL030 token_invalid (unknown id, malformed id or digest, wrong
+  digest, revoked, expired: one answer for all, 401); QL031 scope_missing
+  (a valid token without p_scope, 403). No message ever carries the id or
+  the digest.
+Caller: ql.producer_cancel_run, ql.producer_enqueue, ql.producer_list_runs,
+  ql.producer_retry_run, ql.producer_run_log, ql.producer_show_run.';
 
 
 --
@@ -7616,7 +10576,24 @@ ALTER FUNCTION ql_private.project_runs_page(p_project_id uuid, p_states text[], 
 -- Name: FUNCTION project_runs_page(p_project_id uuid, p_states text[], p_limit integer, p_after text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.project_runs_page(p_project_id uuid, p_states text[], p_limit integer, p_after text) IS 'The SPEC 9.4 list page ({runs, next}, newest first, the fields of ql.list_runs) of every task of one project: one backward range scan of runs_project_state_seq per state, each <= limit + 1 rows, merged; no count, no OFFSET. Writes: none (STABLE). Errors: QL001 state/after, QL006 limit (COLUMN = wire field). Caller: ql.producer_list_runs.';
+COMMENT ON FUNCTION ql_private.project_runs_page(p_project_id uuid, p_states text[], p_limit integer, p_after text) IS 'ql_private.project_runs_page(p_project_id uuid, p_states text[], p_limit integer,
+                             p_after text) -> jsonb {runs, next}
+
+Purpose: the §9.4 list document of ql.list_runs for every task of one project
+  (`GET /v1/runs` of the producer API without a task, SPEC §13.4): the same
+  row fields (runId, taskId, project, taskName, pool, state, priority,
+  queuedAtMs, notBeforeMs, attempts, updatedAtMs), order (queue_seq DESC),
+  cursor and bounds; tests/sql/producer_list_runs.sql pins it equal to
+  ql.list_runs'' page where one project holds every run.
+Cost: one backward range scan of runs_project_state_seq (project_id, state,
+  queue_seq) per state, each stopping after p_limit + 1 rows, merged; then
+  one primary-key probe per listed run. No count, no OFFSET.
+Inputs: p_project_id (from ql_private.producer_token); p_states (NULL or
+  empty = all), p_limit 1..1000, p_after (a previous page''s next) as
+  ql.list_runs.
+Writes: none (STABLE). Locks: none.
+Errors (as ql.list_runs, COLUMN = wire field): QL001 state, after; QL006 limit.
+Caller: ql.producer_list_runs.';
 
 
 --
@@ -7659,7 +10636,15 @@ ALTER FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OUT pag
 -- Name: FUNCTION pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer) IS 'Validate pull bounds {pages, pageSize, claimAttempts}: defaults 2/8/8, caps 16/64/64. QL001 malformed/unknown/below 1, QL002 above a cap. Pure.';
+COMMENT ON FUNCTION ql_private.pull_bounds(p_bounds jsonb, OUT pages integer, OUT page_size integer, OUT claim_attempts integer) IS 'ql_private.pull_bounds(bounds jsonb, OUT pages, OUT page_size, OUT claim_attempts)
+
+Purpose: validate the optional per-pull bounds of SPEC §3.1. NULL or a missing
+  key takes the default (2 pages x 8 candidates, 8 claim attempts). A value
+  above its hard cap (16 / 64 / 64) is an error, never silently clamped.
+Caller: ql.pull_offer, ql.pull_offers.
+Locks: none. Pure.
+SQLSTATEs: QL001 not an object / unknown key / not an integer / below 1;
+  QL002 above the hard cap.';
 
 
 --
@@ -7672,10 +10657,8 @@ CREATE FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_aft
     SELECT r.id, r.execution_revision_id, r.priority, r.queue_seq
       FROM ql_private.runs r
      CROSS JOIN LATERAL ql_private.dispatchable_attempt(r.current_attempt_id, p_now) ok
-     WHERE (-(r.priority::integer), r.queue_seq, r.id)
-           > (coalesce(-(p_after_priority::integer), -2147483648),
-              coalesce(p_after_seq, -9223372036854775808),
-              coalesce(p_after_id, '00000000-0000-0000-0000-000000000000'::uuid))
+     WHERE ql_private.keyset_after(r.priority, r.queue_seq, r.id,
+           p_after_priority, p_after_seq, p_after_id)
        AND r.state = 'queued' AND r.runtime_owned AND NOT r.cancel_requested
        AND r.due_at IS NULL
        AND NOT ql_private.xid_in_progress(r.xmax, p_snapshot, p_own)
@@ -7690,7 +10673,31 @@ ALTER FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_afte
 -- Name: FUNCTION ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'One keyset page (limit + 1 rows) of ready queued candidates only (candidate_page''s first source) in priority DESC, queue_seq, id order: a runs_candidate_keyset range scan with per-row attempt probes; passes over rows a concurrent claim holds. Read by a pull instead of candidate_page while no scheduled run is due and no offer expired unstarted (a cheaper plan to start). Inlinable SQL, read-only. Caller: ql_private.scan_and_claim.';
+COMMENT ON FUNCTION ql_private.ready_candidate_page(p_after_priority smallint, p_after_seq bigint, p_after_id uuid, p_limit integer, p_now timestamp with time zone, p_snapshot pg_snapshot, p_own xid8) IS 'ql_private.ready_candidate_page(after_priority, after_seq, after_id, limit, now, snapshot, own)
+  -> SETOF (run_id, execution_revision_id, priority, queue_seq)
+
+Purpose: one keyset page (limit + 1 rows, so `truncated` is exact) of the
+  ready `queued` runs alone (due_at IS NULL), in priority DESC, queue_seq, id
+  order: the first source of ql_private.candidate_page, as its own statement.
+  A pull reads it instead of candidate_page when the two other sources are
+  empty at the pull''s `now` — no scheduled run came due and no offer expired
+  unstarted (ql_private.scan_and_claim probes both once per pull) — which is
+  the steady state: the sweeper drains both within seconds.
+Why its own statement: executor start-up of a plan is paid on every
+  execution, and candidate_page''s plan (three merged sources, each a sorted,
+  limited subquery with per-row probes) cost more to start than to run on the
+  common pull; this plan is one range scan of runs_candidate_keyset with a
+  per-row attempt probe (ql_private.dispatchable_attempt).
+Candidate: run queued, ready, runtime-owned, not cancel-requested; its current
+  attempt `claimed`, remote_worker, not_before passed at `now`; rows a
+  concurrent claim holds (xmax in progress in `snapshot`, never `own`) are
+  passed over without a lock (ql_private.xid_in_progress), as in
+  candidate_page. The claim re-checks every fence on the locked rows.
+Inlinable SQL (no SET clause, nothing volatile in the body); the caller pins
+  a generic plan without sequential scans. Unordered output is not allowed to
+  matter: the caller orders by the key.
+Writes: none. Locks: none. Errors: none.
+Caller: ql_private.scan_and_claim.';
 
 
 --
@@ -7726,7 +10733,22 @@ ALTER FUNCTION ql_private.ready_priorities(p_limit integer) OWNER TO ql_owner;
 -- Name: FUNCTION ready_priorities(p_limit integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.ready_priorities(p_limit integer) IS 'The distinct priorities of the ready queue as -priority in runs_candidate_keyset order (highest first), at most p_limit: a loose index scan, one descent per priority. Inlinable SQL, read-only. Callers: ql.queue_depth, ql.waiting_runs.';
+COMMENT ON FUNCTION ql_private.ready_priorities(p_limit integer) IS 'ql_private.ready_priorities(p_limit integer) -> SETOF integer
+
+Purpose: the distinct priorities of the ready queue (queued, runtime-owned,
+  not cancel-requested, not scheduled: runs_candidate_keyset''s rows with
+  due_at NULL), as negated priorities (-priority, the index''s first key) in
+  key order — highest priority first — at most p_limit of them.
+  A loose index scan: one descent of runs_candidate_keyset per distinct
+  priority, never a walk of the queue, so it costs the same with 10 or
+  1,000,000 ready runs. Callers then read each priority''s rows as a key range
+  (row comparisons on the index keys, as candidate_page does): an equality on
+  the priority expression would be estimated at 0.5 % of the table and
+  planned as a bitmap scan of the whole priority.
+Inputs: p_limit (>= 0; the callers'' cap on priorities examined).
+Fences: none (an operator''s read). Writes: none. Locks: none.
+Errors: none. Inlinable SQL, read-only.
+Caller: ql.queue_depth, ql.waiting_runs (both SECURITY DEFINER as ql_owner).';
 
 
 --
@@ -7771,7 +10793,19 @@ ALTER FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uui
 -- Name: FUNCTION recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'Fences of an offer replay (ql_private.lease_verdict, replay rules) in order: offer_foreign, token_mismatch, session_replaced, session_draining, lease_expired, lease_terminal, attempt_changed, revision_drift; then lease_terminal when the worker no longer holds a grant for the run''s pool (SPEC 13.1); NULL when all hold. Reads session, worker, attempt, run and revision digest in one statement. Read-only.';
+COMMENT ON FUNCTION ql_private.recover_fence(l ql_private.run_leases, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea) IS 'ql_private.recover_fence(lease, worker_id, session_id, generation, token_digest) -> text
+
+Purpose: every fence a replayed offer must pass (SPEC §3.3 step 1); returns the
+  first failing conflict category (ql_private.lease_verdict, replay rules), or
+  NULL when the offer may be rebuilt. Then the pool grant (SPEC §13.1): when
+  the lease''s worker no longer holds a grant for the run''s pool (ql.revoke_pool),
+  the replay answers lease_terminal, started lease or not.
+Inputs: the lease row (read by its offer id) and the caller''s proof.
+Reads the lease''s session, attempt, run and the run''s revision digest in ONE
+  statement (one snapshot), then ql_private.lease_verdict decides on them, with
+  clock_timestamp() as now.
+Writes: none. Locks: none. Errors: none.
+Caller: ql_private.recover_offer.';
 
 
 --
@@ -7806,7 +10840,21 @@ ALTER FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_g
 -- Name: FUNCTION recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea) IS 'Pull step 1: replay of an existing offer id -> {status: idempotent, offer} rebuilt from the durable lease, or {status: conflict, category}; NULL when the offer id is new. Read-only, no locks.';
+COMMENT ON FUNCTION ql_private.recover_offer(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea) IS 'ql_private.recover_offer(worker_id, session_id, generation, offer_id, token_digest) -> jsonb
+
+Purpose: step 1 of a pull (SPEC §3.3): if a lease with this offer id already
+  exists, the worker is retrying a pull whose response it lost. Prove the same
+  capability and every fence, then return the *same* offer rebuilt from the
+  durable lease: `{"status":"idempotent","offer":…}` — no second lease, no
+  second event, no write at all. Any drift: `{"status":"conflict","category":…}`.
+  NULL when no lease has this offer id (the caller goes on to claim).
+Check order (why): the owning worker first (another worker learns nothing but
+  `offer_foreign`), then the token (a wrong token learns nothing about session
+  or lease state), then session, lease, attempt and revision fences.
+Categories: offer_foreign, token_mismatch, session_replaced, session_draining,
+  lease_expired, lease_terminal, attempt_changed, revision_drift.
+Caller: ql.pull_offer, ql.pull_offers.
+Locks: none. Read-only. SQLSTATEs: none.';
 
 
 --
@@ -7852,7 +10900,35 @@ ALTER FUNCTION ql_private.refuse_referenced_delete() OWNER TO ql_owner;
 -- Name: FUNCTION refuse_referenced_delete(); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.refuse_referenced_delete() IS 'Trigger: the delete half of a dropped foreign key (0014). AFTER DELETE FOR EACH STATEMENT (transition table gone): 23503 when a row of TG_ARGV[0] still references a deleted row (TG_ARGV[1] = child column, TG_ARGV[2] = parent key, optional TG_ARGV[3] = a condition on the child rows that count); BEFORE TRUNCATE: 23503 while TG_ARGV[0] has any row. Read-only.';
+COMMENT ON FUNCTION ql_private.refuse_referenced_delete() IS 'ql_private.refuse_referenced_delete() -> trigger
+
+Purpose: the delete half of a foreign key, for the references the claim path
+  writes without one (migration 0014): run_leases.attempt_id -> attempts,
+  run_leases.session_id -> worker_sessions, run_leases.worker_id -> workers,
+  events.run_id -> runs. A foreign key checks every inserted child row with a
+  query and a FOR KEY SHARE lock on its parent — four such checks per claim,
+  measured at 8-17 % of a pull''s CPU — while the claim already holds (or, for
+  the worker, holds the session that pins) every parent row it copies the ids
+  from. What the keys still guarded was the other direction: no parent row may
+  go while a child references it. This trigger keeps that.
+How: AFTER DELETE ... FOR EACH STATEMENT with the deleted rows as transition
+  table `gone`: one check per statement, run after the whole statement (as a
+  foreign key''s NO ACTION check is), so a statement that deletes the children
+  and their parents together (ql.prune_runs, data-modifying CTEs) passes.
+  BEFORE TRUNCATE ... FOR EACH STATEMENT refuses emptying the parent while the
+  child table has any row.
+Arguments (TG_ARGV): [0] child table (schema-qualified), [1] child column,
+  [2] the parent''s key column, [3] optional: a condition on the child row
+  (only the rows it holds for count as references; the session guard of
+  migration 0017 passes ''released_at IS NULL'': only live leases).
+Errors: 23503 foreign_key_violation naming the tables, never a row''s values.
+Writes: none. Locks: none (reads the child table: one index probe per deleted
+  row, through the child column''s index — run_leases (attempt_id,
+  lease_generation), events_run, run_leases_session_live_counted for the
+  session guard''s live leases; workers are never deleted).
+Caller: trigger on ql_private.attempts, trigger on ql_private.worker_sessions,
+  trigger on ql_private.workers, trigger on ql_private.runs (the triggers of
+  migrations 0014 and 0017).';
 
 
 --
@@ -7921,7 +10997,20 @@ ALTER FUNCTION ql_private.release_ungranted_leases(p_session_id uuid) OWNER TO q
 -- Name: FUNCTION release_ungranted_leases(p_session_id uuid); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.release_ungranted_leases(p_session_id uuid) IS 'Release the live unstarted leases of a session whose run''s pool its worker no longer holds (reason grant_revoked) and re-queue their runs; started leases may finish. Locks attempt, run, lease: the one lifecycle order (the session row locked by the caller). Returns the number released. Caller: ql.revoke_pool.';
+COMMENT ON FUNCTION ql_private.release_ungranted_leases(p_session_id uuid) IS 'ql_private.release_ungranted_leases(p_session_id uuid) -> integer
+
+Purpose: release every live, UNSTARTED lease of the session whose run''s pool
+  its worker no longer holds a grant for (ql.revoke_pool), reason
+  `grant_revoked`, and put each run whose current attempt it held back in
+  `queued` (a candidate again at once, for a worker that holds the pool).
+  Started leases are left alone: they may finish (SPEC §13.1).
+Inputs: p_session_id (its row already locked FOR UPDATE by the caller, so no
+  claim of the session is in flight and none starts until the caller commits).
+Writes: the released leases; their runs -> queued.
+Locks: attempt, then run, then lease per lease — the one lifecycle order
+  (docs/LIFECYCLE.md "Locks"), as ql_private.release_unstarted_leases.
+Errors: none. Returns the number released.
+Caller: ql.revoke_pool.';
 
 
 --
@@ -7968,7 +11057,21 @@ ALTER FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reaso
 -- Name: FUNCTION release_unstarted_leases(p_session_ids uuid[], p_reason text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text) IS 'Release the live unstarted leases of the given sessions (reason session_replaced|session_closed) and re-queue their runs. Locks attempt, run, lease: the one lifecycle order. Caller: open_session, close_session.';
+COMMENT ON FUNCTION ql_private.release_unstarted_leases(p_session_ids uuid[], p_reason text) IS 'ql_private.release_unstarted_leases(session_ids uuid[], reason text) -> integer
+
+Purpose: release every live, unstarted lease of the given sessions (a session
+  replaced or closed) and put each run whose current attempt it held back in
+  `queued`, so it is a candidate again at once. This keeps the invariant the
+  candidate index relies on: a `dispatching` run always has a live unstarted
+  lease (db/functions/candidate_page.sql).
+Locks: attempt, then run, then lease — the one lifecycle order
+  (docs/LIFECYCLE.md "Locks") of every function that waits for these rows
+  (cancel, retry, ACK, completion, prune); claims and the sweeper never wait
+  for them — so it can wait on them but never deadlock with them.
+Caller: ql.open_session, ql.close_session, ql.disable_worker, ql.end_session,
+  ql_private.drain_session.
+Returns the number released.
+SQLSTATEs: none.';
 
 
 --
@@ -7994,7 +11097,15 @@ ALTER FUNCTION ql_private.require_digest(p_value bytea, p_field text) OWNER TO q
 -- Name: FUNCTION require_digest(p_value bytea, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.require_digest(p_value bytea, p_field text) IS 'Require a 32-byte SHA-256 digest argument. Pure. QL001 when NULL or of another length.';
+COMMENT ON FUNCTION ql_private.require_digest(p_value bytea, p_field text) IS 'ql_private.require_digest(value bytea, field text) -> bytea
+
+Purpose: refuse a digest argument that is not exactly 32 bytes (SHA-256), so a
+  truncated or hex-encoded digest can never be stored or compared.
+Caller: ql.ack_lease, ql.append_log, ql.complete_lease, ql.heartbeat_lease,
+  ql.issue_credential, ql.lease_secrets, ql.pull_offer, ql.pull_offers,
+  ql.rotate_credential.
+Locks: none. Pure.
+SQLSTATE: QL001 when NULL or not 32 bytes.';
 
 
 --
@@ -8021,7 +11132,14 @@ ALTER FUNCTION ql_private.require_reason(p_value text, p_field text) OWNER TO ql
 -- Name: FUNCTION require_reason(p_value text, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.require_reason(p_value text, p_field text) IS 'Require a bounded low-cardinality reason code ^[a-z][a-z0-9_]{0,63}$ (NULL passes). Pure. QL001 when malformed.';
+COMMENT ON FUNCTION ql_private.require_reason(p_value text, p_field text) IS 'ql_private.require_reason(value text, field text) -> text
+
+Purpose: refuse a reason code that is not low-cardinality and bounded (SPEC
+  §4 reasonCode: ^[a-z][a-z0-9_]{0,63}$), so free text (paths, messages,
+  labels) can never be stored in attempts.reason or an event payload. NULL
+  passes through (the caller picks its default).
+Caller: ql.ack_lease, ql.complete_lease. Locks: none. Pure.
+SQLSTATE: QL001 (with the field name, never the value) when malformed.';
 
 
 --
@@ -8273,7 +11391,67 @@ ALTER FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p
 -- Name: FUNCTION scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'Pull steps 3-4, the page loop: bounded keyset scan (one statement per page from its source: pool_candidate_page over the worker''s granted pools unless it holds the all-pools grant (none: idle, nothing read), pool_class_candidate_page (granted pools x matching classes) after a blocked page there, else class_candidate_page after a blocked first page, candidate_page while a scheduled run is due or an offer expired unstarted, else ready_candidate_page; placement once per distinct revision per pull; after a first page without a passer, only the session''s matching placement classes), then the claim step per page (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), up to p_claim_attempts; {status: offered|idle}. Inputs: p_session, p_offer_id, p_token_digest, p_pages, p_page_size, p_claim_attempts. Fences: placement here; session and candidate fences in the claim step. Writes: only when claiming. Locks: none here (claim step: session row, run + attempt SKIP LOCKED). Errors: QL010-QL014 from the session re-check. Caller: ql.pull_offer.';
+COMMENT ON FUNCTION ql_private.scan_and_claim(p_session ql_private.worker_sessions, p_offer_id uuid, p_token_digest bytea, p_pages integer, p_page_size integer, p_claim_attempts integer) IS 'ql_private.scan_and_claim(p_session, p_offer_id, p_token_digest, p_pages, p_page_size,
+                          p_claim_attempts) -> jsonb
+
+Purpose: SPEC §3.3 steps 3–4 for a session that passed its fences: the page
+  loop of a pull. Reads at most `p_pages` keyset pages of `p_page_size`
+  candidates (each page reads p_page_size + 1 rows so `truncated` is exact)
+  from one of three sources, each its own statement (see "Page source"
+  below), evaluates placement once per distinct execution
+  revision, and after each page hands its passing candidates to the claim step
+  (ql_private.claim_page: claim order, session lock, SKIP LOCKED claims), at
+  most `p_claim_attempts` claim attempts in all; the next page is read only
+  when this one yielded no claim. When a first page had no passing candidate
+  at all, the following pages come from the placement classes the session
+  matches (ql_private.matching_classes, read through
+  ql_private.class_candidate_page — for a worker without the all-pools
+  grant ql_private.pool_class_candidate_page, the same within its granted
+  pools — from the head of the key order again;
+  ready and due runs of those classes): a head of runs it cannot take, ready
+  or due, is jumped over instead of read page by page. Returns {status: offered, offer} or
+  {status: idle, reason, stats, truncated}.
+Page source: for a worker without the all-pools grant, a pool page over
+  the pools it holds a grant for — ql_private.pool_candidate_page (ready
+  and due runs) while a scheduled run is due or an offer expired unstarted,
+  else ql_private.pool_ready_candidate_page (ready runs alone) (SPEC
+  §13.1, §13.3: the keyset is per pool, runs_pool_keyset leads with the pool,
+  so other pools'' runs are never read; a worker without any grant reads
+  nothing and is idle `no_candidates`), and once the pull switched to its
+  classes, ql_private.pool_class_candidate_page (migration 0024: one range
+  scan of runs_pool_class_keyset and of runs_pool_class_due per granted pool
+  and matching class — the class page within its pools, so a blocked head in
+  its own pool is jumped over too, SPEC §3.1). Otherwise the class page once
+  the pull switched to its classes; else
+  ql_private.candidate_page (ready runs, due scheduled runs and expired offers
+  merged) while a scheduled run is due or an offer expired unstarted at the
+  pull''s `now` — two index probes (runs_due, run_leases_unstarted_expiry),
+  once per pull; else, the steady state, ql_private.ready_candidate_page (the
+  ready runs alone). Why three statements, not one with all sources under
+  one-time filters: a plan is started on every execution, branches that do
+  not run included, and that start-up was the largest single cost of a pull
+  (perf on a pull''s backend; migration 0014). The two probes cannot change
+  what a page holds: sources they find empty at `now` are empty in the page.
+Inputs: p_session (the session row, fences passed), p_offer_id, p_token_digest
+  (what a claim writes the lease with), p_pages, p_page_size,
+  p_claim_attempts (bounds already checked by ql_private.pull_bounds).
+Fences: placement (ql_private.placement_evaluate) here; the session re-check
+  and every candidate fence in the claim step.
+Writes: none unless a claim is attempted: an idle pull generates zero WAL.
+Locks: none here; the claim step locks the session row before the pull''s first
+  claim (FOR NO KEY UPDATE) and each try''s run + attempt (SKIP LOCKED).
+Cost: per page, ONE statement reads the keyset page; placement is evaluated
+  once per distinct revision per pull (verdicts kept in arrays — a plain loop
+  measured ~20 % cheaper per pull than one statement with CTEs and window
+  functions, whose executor start-up dominated); then one claim step, whose
+  every try is a single SKIP LOCKED statement. Stats: `claimAttempts` counts
+  the candidates a claim locked and re-checked (at most p_claim_attempts);
+  `races` every candidate lost to a competing claim — passed over because it
+  was locked or had been claimed since the scan, or locked but no longer
+  passing its fences.
+Errors: QL010–QL014 from the session re-check.
+Caller: ql.pull_offer, ql.pull_offers (which pin search_path, a generic plan and no
+  sequential scans for everything below it; in the same call: one round trip).';
 
 
 --
@@ -8303,7 +11481,19 @@ ALTER FUNCTION ql_private.semver_compare(p_a text, p_b text) OWNER TO ql_owner;
 -- Name: FUNCTION semver_compare(p_a text, p_b text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.semver_compare(p_a text, p_b text) IS 'SemVer 2.0.0 precedence: -1/0/1; build metadata ignored; numbers of any size. Pure. QL003 when a or b is NULL or invalid.';
+COMMENT ON FUNCTION ql_private.semver_compare(p_a text, p_b text) IS 'ql_private.semver_compare(a text, b text) -> integer (-1 | 0 | 1)
+
+Purpose: SemVer 2.0.0 precedence of two versions (semver.org §11): numeric
+  MAJOR/MINOR/PATCH of any size, prerelease identifiers compared numerically or
+  by ASCII, fewer identifiers lower, a prerelease below its release; build
+  metadata ignored. Must agree with the `semver` package on every input
+  (tests/py/test_semver_sql_property.py).
+How: both sides become precedence keys (ql_private.semver_parse), whose byte
+  order under COLLATE "C" is SemVer precedence, so the database collation can
+  never change the answer.
+Caller: none (tests and tooling; placement uses ql_private.semver_satisfies).
+Locks: none. Pure, IMMUTABLE, PARALLEL SAFE.
+SQLSTATE: QL003 when either side is NULL or not SemVer 2.0.0 (field `a` / `b`).';
 
 
 --
@@ -8434,7 +11624,32 @@ ALTER FUNCTION ql_private.semver_parse(p_version text, p_field text) OWNER TO ql
 -- Name: FUNCTION semver_parse(p_version text, p_field text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.semver_parse(p_version text, p_field text) IS 'Validate SemVer 2.0.0 and return its precedence key (byte order under COLLATE "C" = SemVer precedence; build metadata dropped). Pure. QL003 naming the field, the defect and <= 64 printable chars of the input.';
+COMMENT ON FUNCTION ql_private.semver_parse(p_version text, p_field text) IS 'ql_private.semver_parse(version text, field text DEFAULT ''version'') -> text
+
+Purpose: validate a SemVer 2.0.0 string and turn it into its *precedence key*:
+  a text whose byte order (COLLATE "C") is exactly SemVer 2.0.0 precedence, so
+  comparing two versions is one memcmp instead of a re-parse per comparison
+  (placement runs for up to 64 candidates per pull, SPEC §3.1/§3.2).
+  Key layout (build metadata is dropped: it never affects precedence):
+    num(MAJOR) num(MINOR) num(PATCH) ( chr(3)                       -- release
+                                     | chr(2) { ident chr(1) }... ) -- prerelease
+    num(d)  = lpad(length(d), 10, ''0'') || d   -- digits have no leading zeros, so
+              (length, digits) orders them numerically at any size (no int/numeric
+              cast, nothing can overflow; 10 digits cover any text length)
+    ident   = chr(5) || num(id)   for a numeric identifier
+            | chr(6) || id        for an alphanumeric one (ASCII order under "C")
+  chr(2) < chr(3) puts a prerelease below its release; chr(5) < chr(6) puts numeric
+  identifiers below alphanumeric ones; the chr(1) terminator is below every
+  identifier character, so a shorter identifier (or identifier list) that is a
+  prefix of a longer one sorts first. num() is self-delimiting, so
+  `left(key, strpos(key, chr(2)))` is "same MAJOR.MINOR.PATCH, with a prerelease"
+  (used by semver_satisfies for node-semver''s prerelease rule).
+Caller: ql_private.semver_compare, ql_private.semver_satisfies,
+  ql_private.validate_placement, ql_private.validate_capabilities.
+Locks: none. Pure, IMMUTABLE, PARALLEL SAFE.
+SQLSTATE: QL003 when NULL or not SemVer 2.0.0; the message names the field, the
+  specific defect and at most 64 printable characters of the input (versions are
+  not secret; the cap keeps a hostile value out of logs).';
 
 
 --
@@ -8510,7 +11725,25 @@ ALTER FUNCTION ql_private.semver_satisfies(p_version text, p_comparators jsonb) 
 -- Name: FUNCTION semver_satisfies(p_version text, p_comparators jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.semver_satisfies(p_version text, p_comparators jsonb) IS 'node-semver satisfaction of a normalized comparator array (AND; a prerelease version needs a comparator with a prerelease on the same MAJOR.MINOR.PATCH; [] admits releases only). Pure. QL001 not an array of strings; QL003 invalid version/comparator.';
+COMMENT ON FUNCTION ql_private.semver_satisfies(p_version text, p_comparators jsonb) IS 'ql_private.semver_satisfies(version text, comparators jsonb) -> boolean
+
+Purpose: does `version` satisfy a normalized runtime range (docs/DESIGN.md
+  "Normalized placement"): a JSON array of plain comparators `OPversion`,
+  OP in >=, >, <=, <, =, full MAJOR.MINOR.PATCH[-pre] without build metadata.
+  Semantics are node-semver''s (SPEC §4.5):
+    * every comparator holds by SemVer 2.0.0 precedence (AND), and
+    * if `version` has a prerelease, at least one comparator names the same
+      MAJOR.MINOR.PATCH *with* a prerelease. So 1.2.3-beta.2 satisfies
+      [">=1.2.3-beta.1","<2.0.0-0"] but 1.3.0-beta does not, and an empty array
+      (any version) admits every release but no prerelease — exactly as
+      node-semver''s `*` without includePrerelease.
+  All comparators are parsed even after one fails, so a malformed comparator
+  is reported no matter where it sits (errors do not depend on the version).
+Caller: ql_private.placement_evaluate (hot: up to 64 candidates per pull).
+Locks: none. Pure, IMMUTABLE, PARALLEL SAFE.
+SQLSTATEs: QL001 comparators not a JSON array / an element not a string;
+  QL003 version invalid, a comparator without a valid operator, with build
+  metadata, or with an invalid version (field `comparators[i]`).';
 
 
 --
@@ -8539,7 +11772,19 @@ ALTER FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) OWNER
 -- Name: FUNCTION session_claim_lock(s ql_private.worker_sessions); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) IS 'Lock the session row (FOR NO KEY UPDATE), re-verify its fences, return whether a slot is free. QL010-QL015.';
+COMMENT ON FUNCTION ql_private.session_claim_lock(s ql_private.worker_sessions) IS 'ql_private.session_claim_lock(session) -> boolean
+
+Purpose: right before a pull''s first claim, lock the session row (FOR NO KEY
+  UPDATE) and re-verify it on the locked row by clock_timestamp(): still active,
+  same generation, unexpired, capabilities digest unchanged, and a free slot
+  (every live lease counts, started or not; an unstarted one only while
+  unexpired). Concurrent pulls of one session serialize here, so slots can
+  never be exceeded and a session replaced meanwhile can never gain a lease.
+Returns false when no slot is free. Only taken when a claim will be attempted,
+  so idle pulls take no row lock (a row lock writes WAL).
+Caller: ql_private.claim_page.
+Locks: the worker_sessions row.
+SQLSTATEs: QL010–QL013, QL015 (session fences), QL014 (capabilities digest drift).';
 
 
 --
@@ -8601,7 +11846,45 @@ ALTER FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_g
 -- Name: FUNCTION session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean) IS 'Session fence: returns the active, owned, exact-generation, unexpired session row; else QL010 not found / QL011 replaced (generation differs, or inactive with a newer generation) / QL013 closed / QL015 draining and unexpired (takes no new offer) / QL012 expired (active or draining). lock=false: no row lock (idle pulls); lock=true: FOR NO KEY UPDATE (serializes claims of a session; waits for and re-checks after open/close, which take FOR UPDATE). QL001 NULL ids or generation < 1.';
+COMMENT ON FUNCTION ql_private.session_fence(p_worker_id uuid, p_session_id uuid, p_generation bigint, p_lock boolean) IS 'ql_private.session_fence(worker_id, session_id, generation, lock) -> worker_sessions
+
+Purpose: the session fence shared by heartbeat/close and the pull/lease path
+  (SPEC §3.3 step 2). Returns the session row when it exists for this worker,
+  its generation is exactly `generation`, it is active and its lease has not
+  expired by clock_timestamp(). Otherwise raises, first failing check wins:
+    QL010 session_not_found  no such session for this worker (another worker''s
+                             session looks exactly like a missing one)
+    QL011 session_replaced   generation differs, or the session is no longer
+                             active and a newer generation exists for the worker
+    QL013 session_closed     closed (not replaced)
+    QL015 session_draining   draining and unexpired (not replaced; a
+                             lapsed draining session is QL012; ql.end_session /
+                             ql.disable_worker with drain): it takes no new
+                             offer, its started leases run on; a distinct
+                             answer so the worker stops pulling instead of
+                             opening a new session (which would replace this
+                             one and fence off its running leases)
+    QL012 session_expired    active or draining, but expires_at <= clock_timestamp()
+Locks: lock = false reads without a row lock: the pull path''s first check,
+  so an idle pull takes no lock (a row lock writes WAL) and never waits for a
+  heartbeat. lock = true takes FOR NO KEY UPDATE on the session row, taken by a
+  pull only right before it claims (ql_private.session_claim_lock):
+  * concurrent claims of one session serialize on it, so live-lease slot
+    accounting cannot be exceeded;
+  * it conflicts with the FOR UPDATE that ql.open_session (replacement) and
+    ql.close_session take before closing the row: a claim holding it finishes
+    first (and the close then releases the new lease), and a claim that waited
+    gets the row''s newest version (READ COMMITTED re-check) and fails here with
+    QL011/QL013/QL015, so no lease is ever inserted for a closed or draining
+    session;
+  * it also conflicts with a heartbeat''s UPDATE of the row: that wait is one
+    short transaction long and happens only on the claim path, never on an
+    idle pull (plain KEY SHARE would not serialize the slot check).
+Caller: ql.heartbeat_session, ql.pull_offer, ql.pull_offers,
+  ql_private.session_claim_lock.
+Idempotency: read-only (a row lock at most).
+SQLSTATEs: QL001 NULL worker/session id or generation NULL or < 1;
+  QL010/QL011/QL012/QL013/QL015 as above.';
 
 
 --
@@ -8627,7 +11910,15 @@ ALTER FUNCTION ql_private.session_live_leases(p_session_id uuid) OWNER TO ql_own
 -- Name: FUNCTION session_live_leases(p_session_id uuid); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.session_live_leases(p_session_id uuid) IS 'Number of live leases of a session (started, or unstarted and unexpired). Read-only.';
+COMMENT ON FUNCTION ql_private.session_live_leases(p_session_id uuid) IS 'ql_private.session_live_leases(session_id uuid) -> integer
+
+Purpose: slot accounting (SPEC §3.3 step 2): the session''s live leases, started
+  or not; an unstarted lease stops counting once it expired (its run is a
+  candidate again).
+Caller: ql.pull_offer, ql.pull_offers, ql_private.session_claim_lock.
+Locks: none. Read-only.
+plpgsql rather than SQL: a SQL function with a SET clause is re-planned on every
+call, a plpgsql one keeps its plan for the session (this is on the pull hot path).';
 
 
 --
@@ -8656,7 +11947,15 @@ ALTER FUNCTION ql_private.session_projection(s ql_private.worker_sessions) OWNER
 -- Name: FUNCTION session_projection(s ql_private.worker_sessions); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.session_projection(s ql_private.worker_sessions) IS 'session@v1 projection {workerId, sessionId, generation, expiresAtMs, capabilitiesDigest, heartbeatIntervalMs}. Pure.';
+COMMENT ON FUNCTION ql_private.session_projection(s ql_private.worker_sessions) IS 'ql_private.session_projection(session) -> jsonb
+
+Purpose: the `qinglong/session@v1` body without schema (SPEC §5): workerId,
+  sessionId, generation, expiresAtMs, capabilitiesDigest, heartbeatIntervalMs.
+  One projection so open/heartbeat/close can never drift apart.
+Caller: ql.open_session, ql.heartbeat_session, ql.close_session.
+Locks: none. Pure. SQLSTATEs: none.
+plpgsql rather than SQL: a SQL function with a SET clause is re-planned on every
+call, a plpgsql one keeps its plan for the session (this is on the pull hot path).';
 
 
 --
@@ -8688,7 +11987,13 @@ ALTER FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_inter
 -- Name: FUNCTION settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer) IS 'Protocol constants: session TTL 60 s, heartbeat 20 s, pull bounds default 2x8/8 and caps 16/64/64, idle retry 2 s. Pure.';
+COMMENT ON FUNCTION ql_private.settings(OUT session_ttl interval, OUT heartbeat_interval_ms integer, OUT default_pages integer, OUT default_page_size integer, OUT default_claim_attempts integer, OUT max_pages integer, OUT max_page_size integer, OUT max_claim_attempts integer, OUT idle_retry_after_ms integer) IS 'ql_private.settings() -> record of protocol constants
+
+Purpose: one place for the protocol''s timing constants and scan bounds
+  (SPEC §3.1, §5), so functions and tests read the same numbers.
+Caller: ql.heartbeat_session, ql.open_session, ql_private.pull_bounds,
+  ql_private.session_projection.
+Locks: none. Pure.';
 
 
 --
@@ -8736,7 +12041,19 @@ ALTER FUNCTION ql_private.signature_kid(p_signature text) OWNER TO ql_owner;
 -- Name: FUNCTION signature_kid(p_signature text); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.signature_kid(p_signature text) IS 'Shape check of a revision signature (SPEC 16.1), a detached compact JWS base64url(header)..base64url(64-byte signature) with the protected header exactly {alg: EdDSA, kid ^[A-Za-z0-9_-]{1,128}$}; returns the kid (NULL for NULL). Not a verification. Pure. Errors: QL001 COLUMN signature when malformed. Caller: ql.publish_revision.';
+COMMENT ON FUNCTION ql_private.signature_kid(p_signature text) IS 'ql_private.signature_kid(p_signature text) -> text
+
+Purpose: the shape check of a revision signature (SPEC §16.1) at the write
+  boundary, and the `kid` it names. A signature is the detached compact JWS
+  `base64url(header)..base64url(signature)`: the header part unpadded
+  base64url of a UTF-8 JSON object with exactly {alg: "EdDSA", kid} (no
+  duplicate key), kid ^[A-Za-z0-9_-]{1,128}$, and an Ed25519 signature of
+  64 bytes (86 base64url characters). The signature itself is not verified
+  here (the database holds no trusted key; the worker verifies).
+Inputs: p_signature (NULL: unsigned, answers NULL).
+Fences: the shape above. Writes: none. Locks: none. Pure.
+Errors: QL001 (COLUMN signature) when malformed; the message never quotes it.
+Caller: ql.publish_revision.';
 
 
 --
@@ -8907,7 +12224,30 @@ ALTER FUNCTION ql_private.validate_capabilities(p_capabilities jsonb) OWNER TO q
 -- Name: FUNCTION validate_capabilities(p_capabilities jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.validate_capabilities(p_capabilities jsonb) IS 'Refuse anything but a canonical qinglong/worker-capabilities@v1 document: schema id, unknown/missing fields, sorted unique executors 1..8, labels <= 32, runtimes <= 16 valid SemVer, slots 1..256. Pure. QL001 shape, QL002 oversize, QL003 semver; messages name the JSON path.';
+COMMENT ON FUNCTION ql_private.validate_capabilities(p_capabilities jsonb) IS 'ql_private.validate_capabilities(capabilities jsonb) -> void
+
+Purpose: defense in depth at the database write boundary (SPEC §3.2, §4.4):
+  refuse a stored capabilities document that is not exactly
+  qinglong/worker-capabilities@v1 in canonical form (docs/DESIGN.md
+  "Capabilities", schemas/qinglong.worker-capabilities.v1.json), even if the
+  ingress let it through:
+    {"schema": "qinglong/worker-capabilities@v1",
+     "executors": [1..8 names ^[a-z0-9][a-z0-9-]{0,62}$, sorted, unique],
+     "labels":    {key ^[a-z0-9][a-z0-9._/-]{0,62}$: value 1..128 chars} (<= 32),
+     "runtimes":  {name ^[a-z0-9][a-z0-9._-]{0,62}$: SemVer 2.0.0, <= 128 chars} (<= 16),
+     "slots":     integer 1..256}
+  Label values refuse C0/C1 controls, line/paragraph separators and invisible
+  format/bidi characters. Executors must be sorted because the canonical form
+  sorts them (the stored digest covers that form). Counts are checked before
+  elements.
+Caller: ql.open_session (before storing a session''s capabilities). Locks: none. Pure.
+SQLSTATEs (message names the JSON path, e.g. capabilities.runtimes["python"]):
+  QL001 not an object, unknown/missing field, wrong schema id, wrong type, bad
+        name/key/value characters, empty or unsorted/duplicate executors,
+        slots not an integer or < 1;
+  QL002 executors > 8, labels > 32, runtimes > 16, value > 128 chars,
+        version > 128 chars, slots > 256;
+  QL003 a runtime version that is not SemVer 2.0.0.';
 
 
 --
@@ -9137,7 +12477,34 @@ ALTER FUNCTION ql_private.validate_placement(p_placement jsonb) OWNER TO ql_owne
 -- Name: FUNCTION validate_placement(p_placement jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.validate_placement(p_placement jsonb) IS 'Refuse anything but the exact normalized placement (DESIGN "Normalized placement"): unknown/missing fields, types, name/key/value rules, sorted unique sets, caps, comparators. Pure. QL001 shape, QL002 oversize, QL003 semver; messages name the JSON path.';
+COMMENT ON FUNCTION ql_private.validate_placement(p_placement jsonb) IS 'ql_private.validate_placement(placement jsonb) -> void
+
+Purpose: defense in depth at the database write boundary (SPEC §3.2): refuse any
+  placement that is not exactly the normalized form of docs/DESIGN.md
+  ("Normalized placement", schemas/qinglong.placement.v1.json), even if the
+  ingress/publish compiler let it through. The normalized form is what the
+  content digest covers, so it must be unique per meaning: executors and label
+  value sets must be sorted (byte order = Python''s code-point sort) and unique.
+    {"required": {"executors": [1..8 names ^[a-z0-9][a-z0-9-]{0,62}$, sorted, unique],
+                  "labels":    {key: [1..32 values, sorted, unique]}   (<= 32 keys),
+                  "runtimes":  {name: [<= 32 comparators "OPversion"]} (<= 16 names)},
+     "preferred": [<= 16 {"weight": 1..100, "labels": {...}, "runtimes": {...}}]}
+  label key ^[a-z0-9][a-z0-9._/-]{0,62}$; label value 1..128 characters without
+  C0/C1 controls, line/paragraph separators or invisible format/bidi characters;
+  runtime name ^[a-z0-9][a-z0-9._-]{0,62}$; comparator OP in >=,>,<=,<,= followed
+  by a SemVer 2.0.0 version without build metadata, <= 160 characters. Comparator
+  arrays may repeat a comparator (harmless under AND; the schema allows it).
+  Counts are checked before elements, so an oversize document is refused
+  before any per-element work.
+Caller: ql.publish_revision (before storing a revision). Locks: none. Pure.
+SQLSTATEs (message names the JSON path, e.g. placement.preferred[2].labels["disk"][0]):
+  QL001 not an object/array/string/integer where one is required, unknown or
+        missing field, empty set, bad name/key/value characters, duplicates,
+        unsorted set, weight outside 1..100;
+  QL002 a set or string above its cap (executors 8, labels 32, values 32,
+        value 128 chars, runtimes 16, comparators 32, comparator 160 chars,
+        preferred 16);
+  QL003 a comparator that is not OP + SemVer 2.0.0 (or carries build metadata).';
 
 
 --
@@ -9227,7 +12594,37 @@ ALTER FUNCTION ql_private.validate_result(p_result jsonb) OWNER TO ql_owner;
 -- Name: FUNCTION validate_result(p_result jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.validate_result(p_result jsonb) IS 'Validate a completion result (SPEC 9.3): NULL, or an object with exactly {exitCode? (null or int32), durationMs (integer >= 0), outputTail (string <= 8192 UTF-8 bytes), outputBytes (integer >= 0), logBytes? (null or integer >= 0, SPEC 15.2), limits? (null or {mechanism cgroup|rlimit, uid null|0..4294967295, maxProcesses/maxOpenFiles/maxMemoryBytes null|integer >= 0, exceeded: distinct of processes|memory|openFiles}, SPEC 11; ql_private.validate_result_limits)}; returns it unchanged. Pure. Errors: QL001 COLUMN result (the message names the field). Caller: ql.complete_lease.';
+COMMENT ON FUNCTION ql_private.validate_result(p_result jsonb) IS 'ql_private.validate_result(p_result jsonb) -> jsonb
+
+Purpose: check the `result` of a lease completion (SPEC §9.3) before it is
+  stored on the attempt: an object with exactly the keys
+    exitCode    optional (absent or null), an integer -2147483648..2147483647
+    durationMs  an integer >= 0 (bigint range)
+    outputTail  a string of at most 8192 bytes in UTF-8 (the last <= 8 KiB of
+                the command''s combined output, invalid bytes already replaced
+                by the worker)
+    outputBytes an integer >= 0 (bigint range)
+    logBytes    optional (absent or null), an integer >= 0 (bigint range):
+                the byte length of the command''s whole log (SPEC §15.2;
+                ql.run_log compares the stored log with it)
+    limits      optional (absent or null), what the per-run isolation
+                enforced (SPEC §11; checked by
+                ql_private.validate_result_limits): an object with exactly
+                  mechanism      "cgroup" | "rlimit"
+                  uid            null | integer 0..4294967295
+                  maxProcesses, maxOpenFiles, maxMemoryBytes
+                                 null | integer >= 0 (bigint range)
+                  exceeded       an array of distinct values from
+                                 "processes", "memory", "openFiles"
+  and nothing else. Size: the tail is the only unbounded-looking part
+  (<= 8 KiB); limits is at most a few hundred bytes, so a result stays
+  well inside the 16 KiB of a complete request. Returns the object unchanged (NULL passes through: a
+  completion without a result). Everything else raises, naming the field in
+  the message; the COLUMN diagnostic is always ''result'' (the wire field).
+Inputs: p_result (jsonb, as parsed by the ingress).
+Fences: none. Writes: none. Locks: none. Idempotency: pure.
+Errors: QL001 (COLUMN ''result'') for anything but the shape above.
+Caller: ql.complete_lease.';
 
 
 --
@@ -9285,7 +12682,25 @@ ALTER FUNCTION ql_private.validate_result_limits(p_limits jsonb) OWNER TO ql_own
 -- Name: FUNCTION validate_result_limits(p_limits jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.validate_result_limits(p_limits jsonb) IS 'Check a completion result''s limits (SPEC 11, 9.3): an object with exactly {mechanism cgroup|rlimit, uid null|0..4294967295, maxProcesses, maxOpenFiles, maxMemoryBytes (each null|integer >= 0), exceeded (array of distinct processes|memory|openFiles)}. Returns NULL when well-formed, else the problem naming the field. Pure. Errors: none raised. Caller: ql_private.validate_result.';
+COMMENT ON FUNCTION ql_private.validate_result_limits(p_limits jsonb) IS 'ql_private.validate_result_limits(p_limits jsonb) -> text
+
+Purpose: check the `limits` of a completion result (SPEC §11, §9.3): what
+  the worker''s per-run isolation enforced and which limits the command hit.
+  An object with exactly the keys
+    mechanism       "cgroup" | "rlimit"
+    uid             null | an integer 0..4294967295 (the uid the command ran as)
+    maxProcesses    null | an integer >= 0 (bigint range)
+    maxOpenFiles    null | an integer >= 0 (bigint range)
+    maxMemoryBytes  null | an integer >= 0 (bigint range)
+    exceeded        an array of distinct values from "processes", "memory",
+                    "openFiles" (possibly empty)
+  all of them present (null where a limit was not set).
+Returns NULL when the object is well-formed, else the problem, naming the
+  field (ql_private.validate_result raises it as QL001 COLUMN result).
+Inputs: p_limits (not NULL: the caller passes only a present, non-null value).
+Fences: none. Writes: none. Locks: none. Idempotency: pure.
+Errors: none raised here.
+Caller: ql_private.validate_result.';
 
 
 --
@@ -9341,7 +12756,21 @@ ALTER FUNCTION ql_private.validate_secret_refs(p_project text, p_spec jsonb) OWN
 -- Name: FUNCTION validate_secret_refs(p_project text, p_spec jsonb); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.validate_secret_refs(p_project text, p_spec jsonb) IS 'Publish fence of spec.secrets (SPEC 14.2): an object of <= 16 ENV_NAME -> secret name, no ENV_NAME also in spec.env, every secret existing in project p_project. Inputs: p_project, p_spec. Writes: none. Locks: none. Errors: QL001 COLUMN secrets (the message names the env name or secret at fault). Caller: ql.publish_revision.';
+COMMENT ON FUNCTION ql_private.validate_secret_refs(p_project text, p_spec jsonb) IS 'ql_private.validate_secret_refs(p_project text, p_spec jsonb) -> void
+
+Purpose: the publish fence of a command''s `secrets` (SPEC §14.2):
+  spec.secrets is an object of at most 16 entries ENV_NAME
+  (^[A-Za-z_][A-Za-z0-9_]{0,127}$) -> secret name (^[a-z][a-z0-9_.-]{0,63}$);
+  no ENV_NAME is also a key of spec.env (the run''s environment would hold
+  two values for it); every named secret exists in project p_project now.
+  The revision pins names only: a value set later is the one delivered.
+Inputs: p_project (the publishing project''s name; it may not exist yet, then
+  it has no secret), p_spec (the revision''s spec, with a `secrets` key).
+Fences: as above. Writes: none. Locks: none (plain reads).
+Errors: QL001 COLUMN secrets: not an object of strings, too many, a
+  malformed name, an env name in both (named), a secret the project does not
+  have (named, in C order: the first one).
+Caller: ql.publish_revision.';
 
 
 --
@@ -9387,7 +12816,22 @@ ALTER FUNCTION ql_private.waiting_classes(p_due_by timestamp with time zone) OWN
 -- Name: FUNCTION waiting_classes(p_due_by timestamp with time zone); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.waiting_classes(p_due_by timestamp with time zone) IS 'Placement classes with a ready queued run (runs_class_keyset) or a scheduled queued run due by p_due_by (runs_class_due; infinity = any), by skip scans: one index descent per such class, nothing for classes without waiting runs. Inlinable SQL, read-only, no locks. Callers: ql_private.matching_classes, ql.prune_fleet.';
+COMMENT ON FUNCTION ql_private.waiting_classes(p_due_by timestamp with time zone) IS 'ql_private.waiting_classes(p_due_by timestamptz) -> SETOF integer
+
+Purpose: the placement classes (migration 0006) that have runs waiting: a
+  ready queued run (runs_class_keyset) or a scheduled queued run due by
+  p_due_by (runs_class_due, migration 0017; ''infinity'' = any scheduled run).
+  Found by a skip scan of each index — a recursive query, one descent per
+  class that has such a run, then one past the last — so classes without
+  waiting runs cost nothing however many were ever made; a scheduled class
+  costs one more descent (its earliest due_at).
+Inputs: p_due_by (the pull''s now; ''infinity'' for retention).
+Cost: independent of queue depth and of the number of classes ever made.
+Inlinable SQL (no SET clause, nothing volatile): the caller''s settings hold
+  (ql.pull_offer: sequential scans off), so the skip scans stay index-driven.
+Writes: none. Locks: none. Errors: none.
+Caller: ql_private.matching_classes (the pull''s class fallback),
+  ql.prune_fleet (classes that must be kept).';
 
 
 --
@@ -9422,7 +12866,30 @@ ALTER FUNCTION ql_private.xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_o
 -- Name: FUNCTION xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_own xid8); Type: COMMENT; Schema: ql_private; Owner: ql_owner
 --
 
-COMMENT ON FUNCTION ql_private.xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_own xid8) IS 'Whether a 32-bit xmax is a transaction in progress in the snapshot (widened against its epoch; >= snapshot xmax only within 4096), never the caller''s own. A hint for candidate_page to pass over rows a concurrent claim holds. Pure, inlinable.';
+COMMENT ON FUNCTION ql_private.xid_in_progress(p_xid xid, p_snapshot pg_snapshot, p_own xid8) IS 'ql_private.xid_in_progress(xid, snapshot, own) -> boolean
+
+Purpose: whether a tuple''s 32-bit xmax names a transaction that is still in
+  progress in `snapshot` — i.e. the row is locked or being updated right now
+  by a concurrent claim. candidate_page uses it to pass over such rows without
+  taking a lock (a lock writes WAL; an idle pull must not).
+A 32-bit xid is widened against the snapshot''s epoch: it is taken as
+  xmin + ((xid - xmin) mod 2^32). An xid more than 2^31 behind xmin (older, so
+  finished) or 0 (no xmax) is not in progress; one at or above the snapshot''s
+  xmax counts as in progress only within 4096 of it (transactions that took
+  an xid after the snapshot). That bound keeps a MultiXactId in xmax — which
+  the xmax column shows as a plain number from another counter — from being
+  read as a far-future transaction and hiding a free row for long: at worst it
+  is passed over while the xid counter is within 4096 below it.
+`own` is the caller''s own transaction id (pg_current_xact_id_if_assigned(),
+  NULL before it wrote anything): rows this transaction itself locked or
+  wrote are never "held by someone else".
+It is a hint, never a fence: the claim re-checks every row under FOR NO KEY
+  UPDATE SKIP LOCKED.
+Pure SQL expression, inlined by the planner.
+Caller: ql_private.candidate_page, ql_private.class_candidate_page,
+  ql_private.pool_candidate_page, ql_private.pool_class_candidate_page,
+  ql_private.pool_ready_candidate_page, ql_private.ready_candidate_page.
+  SQLSTATEs: none.';
 
 
 --
@@ -10129,10 +13596,38 @@ CREATE INDEX attempt_logs_run ON ql_private.attempt_logs USING btree (run_id);
 
 
 --
+-- Name: INDEX attempts_pkey; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.attempts_pkey IS 'Rule: an attempt''s identity (runs.current_attempt_id and attempt_logs reference it). Serves: the dispatchable check of every candidate page (ql_private.dispatchable_attempt, ql_private.ready_candidate_page, ql_private.candidate_page), the claim (ql_private.claim_candidate), the lease read (ql_private.lease_open), ql_private.apply_retry. Plan: "Steady-state page: ready runs only (limit 8 + 1)"; Plan: "The claim (ql_private.claim_candidate)".';
+
+
+--
+-- Name: INDEX attempts_run_id_attempt_no_key; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.attempts_run_id_attempt_no_key IS 'Rule: attempt numbers are unique per run (a concurrent second retry of one attempt fails). Serves: the next attempt number of ql.retry_run, the attempts of a run in ql.show_run and ql.prune_runs.';
+
+
+--
 -- Name: events_fleet; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX events_fleet ON ql_private.events USING btree (created_at) WHERE (run_id IS NULL);
+
+
+--
+-- Name: INDEX events_fleet; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.events_fleet IS 'Serves: the fleet events (no run) oldest first (ql.prune_fleet).';
+
+
+--
+-- Name: INDEX events_pkey; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.events_pkey IS 'Rule: an event''s identity and order. Serves: the batched delete of ql.prune_fleet.';
 
 
 --
@@ -10143,10 +13638,24 @@ CREATE INDEX events_run ON ql_private.events USING btree (run_id, id);
 
 
 --
+-- Name: INDEX events_run; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.events_run IS 'Serves: a run''s events in order (ql.show_run), ql.prune_runs, the delete guard of runs (ql_private.refuse_referenced_delete).';
+
+
+--
 -- Name: project_tokens_project; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX project_tokens_project ON ql_private.project_tokens USING btree (project_id, created_at);
+
+
+--
+-- Name: INDEX run_leases_attempt_id_lease_generation_key; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.run_leases_attempt_id_lease_generation_key IS 'Rule: lease generations are unique per attempt. Serves: the last generation of the claimed attempt (ql_private.claim_candidate), the delete guard of attempts (ql_private.refuse_referenced_delete), ql.show_run. Plan: "The claim (ql_private.claim_candidate)".';
 
 
 --
@@ -10157,10 +13666,31 @@ CREATE INDEX run_leases_claimed ON ql_private.run_leases USING btree (claimed_at
 
 
 --
+-- Name: INDEX run_leases_claimed; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.run_leases_claimed IS 'Serves: the offers per minute (ql.throughput).';
+
+
+--
 -- Name: run_leases_live_expiry; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX run_leases_live_expiry ON ql_private.run_leases USING btree (expires_at) WHERE (released_at IS NULL);
+
+
+--
+-- Name: INDEX run_leases_live_expiry; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.run_leases_live_expiry IS 'Serves: the live leases by expiry, oldest first (ql.sweep_leases).';
+
+
+--
+-- Name: INDEX run_leases_offer_id_key; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.run_leases_offer_id_key IS 'Rule: one lease per offer id (a replayed pull finds its lease, never a second one). Serves: the lease read of every ACK, heartbeat and completion (ql_private.lease_open), the replay check of ql.pull_offer, ql_private.recover_offer. Plan: "Lease lifecycle read (ACK, heartbeat, completion)".';
 
 
 --
@@ -10171,10 +13701,31 @@ CREATE UNIQUE INDEX run_leases_one_live ON ql_private.run_leases USING btree (at
 
 
 --
+-- Name: INDEX run_leases_one_live; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.run_leases_one_live IS 'Rule: at most one live (unreleased) lease per attempt; a second live lease for an attempt aborts the claim that would write it. Serves: the live lease of a dispatching candidate whose offer expired unstarted (ql_private.claim_candidate). Plan: "The claim (ql_private.claim_candidate)".';
+
+
+--
+-- Name: INDEX run_leases_pkey; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.run_leases_pkey IS 'Rule: a lease''s identity. Serves: the by-id update after the lease read in ql.ack_lease, ql.heartbeat_lease, ql.complete_lease, ql.sweep_leases, ql.cancel_run, ql.cancel_runs, ql_private.drain_session.';
+
+
+--
 -- Name: run_leases_session_live_counted; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX run_leases_session_live_counted ON ql_private.run_leases USING btree (session_id) INCLUDE (started_at, expires_at) WHERE (released_at IS NULL);
+
+
+--
+-- Name: INDEX run_leases_session_live_counted; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.run_leases_session_live_counted IS 'Serves: a session''s live leases, counted index-only: the slot check of ql.pull_offer and ql.pull_offers, ql_private.session_live_leases, ql.live_sessions, ql.list_workers, ql.waiting_runs, ql.status_snapshot, ql_private.release_unstarted_leases. Plan: "A pull while a scheduled run is due".';
 
 
 --
@@ -10185,10 +13736,24 @@ CREATE INDEX run_leases_unstarted_expiry ON ql_private.run_leases USING btree (e
 
 
 --
+-- Name: INDEX run_leases_unstarted_expiry; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.run_leases_unstarted_expiry IS 'Serves: the offers that expired unstarted: the probe of ql_private.scan_and_claim, the expired-offer source of ql_private.candidate_page, ql_private.release_unstarted_leases, ql.idle_probe. Plan: "First keyset page (limit 8 + 1)".';
+
+
+--
 -- Name: runs_candidate_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX runs_candidate_keyset ON ql_private.runs USING btree (((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NULL));
+
+
+--
+-- Name: INDEX runs_candidate_keyset; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_candidate_keyset IS 'Serves: the ready runs of a pull in keyset order (ql_private.ready_candidate_page, ql_private.candidate_page), ql.idle_probe, ql_private.ready_priorities, ql.waiting_runs, ql.queue_depth, ql.status_snapshot. Plan: "Steady-state page: ready runs only (limit 8 + 1)"; Plan: "First keyset page (limit 8 + 1)".';
 
 
 --
@@ -10199,10 +13764,24 @@ CREATE INDEX runs_class_due ON ql_private.runs USING btree (placement_class, due
 
 
 --
+-- Name: INDEX runs_class_due; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_class_due IS 'Serves: the due scheduled runs of one placement class (ql_private.class_candidate_page), ql_private.matching_classes, ql_private.waiting_classes, the class-in-use check of ql.prune_fleet. Plan: "Placement-class page with scheduled runs due".';
+
+
+--
 -- Name: runs_class_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX runs_class_keyset ON ql_private.runs USING btree (placement_class, ((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NULL));
+
+
+--
+-- Name: INDEX runs_class_keyset; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_class_keyset IS 'Serves: the ready runs of one placement class (ql_private.class_candidate_page), whether a class has a waiting run (ql_private.matching_classes, ql_private.waiting_classes), the class-in-use check of ql.prune_fleet. Plan: "Placement-class page (the pages after a blocked head)".';
 
 
 --
@@ -10213,10 +13792,31 @@ CREATE INDEX runs_due ON ql_private.runs USING btree (due_at) WHERE ((state = 'q
 
 
 --
+-- Name: INDEX runs_due; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_due IS 'Serves: the scheduled runs that came due: the probe of ql_private.scan_and_claim, the due source of ql_private.candidate_page, the promotion in ql.sweep_leases, ql.idle_probe, ql.waiting_runs, ql.queue_depth. Plan: "A pull while a scheduled run is due".';
+
+
+--
 -- Name: runs_idempotency_key; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE UNIQUE INDEX runs_idempotency_key ON ql_private.runs USING btree (task_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+
+--
+-- Name: INDEX runs_idempotency_key; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_idempotency_key IS 'Rule: one run per task and idempotency key while the run is retained (the ON CONFLICT arbiter of ql.enqueue_runs and ql.producer_enqueue).';
+
+
+--
+-- Name: INDEX runs_pkey; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_pkey IS 'Rule: a run''s identity (attempts.run_id references it). Serves: every by-id read and update of a run: the claim''s probe per candidate (ql_private.claim_candidate), the lease read (ql_private.lease_open), the expired-offer source of ql_private.candidate_page, ql.ack_lease, ql.complete_lease, ql_private.apply_retry, ql.sweep_leases, ql.cancel_run, ql.show_run. Plan: "Lease lifecycle read (ACK, heartbeat, completion)"; Plan: "The claim (ql_private.claim_candidate)".';
 
 
 --
@@ -10227,10 +13827,24 @@ CREATE INDEX runs_pool_class_due ON ql_private.runs USING btree (pool_id, placem
 
 
 --
+-- Name: INDEX runs_pool_class_due; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_pool_class_due IS 'Serves: the due scheduled runs of one class within a granted pool (ql_private.pool_class_candidate_page). Plan: "Pool placement-class page with scheduled runs due".';
+
+
+--
 -- Name: runs_pool_class_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX runs_pool_class_keyset ON ql_private.runs USING btree (pool_id, placement_class, ((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NULL));
+
+
+--
+-- Name: INDEX runs_pool_class_keyset; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_pool_class_keyset IS 'Serves: the ready runs of one class within a granted pool (ql_private.pool_class_candidate_page). Plan: "Pool placement-class page with scheduled runs due".';
 
 
 --
@@ -10241,10 +13855,24 @@ CREATE INDEX runs_pool_due ON ql_private.runs USING btree (pool_id, due_at) WHER
 
 
 --
+-- Name: INDEX runs_pool_due; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_pool_due IS 'Serves: the due scheduled runs of a granted pool (ql_private.pool_candidate_page). Plan: "Pool page: a worker granted one pool of many (limit 8 + 1)".';
+
+
+--
 -- Name: runs_pool_keyset; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX runs_pool_keyset ON ql_private.runs USING btree (pool_id, ((- (priority)::integer)), queue_seq, id) WHERE ((state = 'queued'::text) AND runtime_owned AND (NOT cancel_requested) AND (due_at IS NULL));
+
+
+--
+-- Name: INDEX runs_pool_keyset; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_pool_keyset IS 'Serves: the ready runs of a granted pool (ql_private.pool_candidate_page, ql_private.pool_ready_candidate_page). Plan: "Pool page: a worker granted one pool of many (limit 8 + 1)".';
 
 
 --
@@ -10255,10 +13883,24 @@ CREATE INDEX runs_project_state_seq ON ql_private.runs USING btree (project_id, 
 
 
 --
+-- Name: INDEX runs_project_state_seq; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_project_state_seq IS 'Serves: one project''s runs newest first (ql_private.project_runs_page, ql.producer_list_runs).';
+
+
+--
 -- Name: runs_state_seq; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX runs_state_seq ON ql_private.runs USING btree (state, queue_seq);
+
+
+--
+-- Name: INDEX runs_state_seq; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_state_seq IS 'Serves: the runs of one state newest first (ql.list_runs without a task), ql.run_state_counts, the class-in-use check of ql.prune_fleet, ql.status_snapshot.';
 
 
 --
@@ -10269,6 +13911,13 @@ CREATE INDEX runs_task_queued_due ON ql_private.runs USING btree (task_id, due_a
 
 
 --
+-- Name: INDEX runs_task_queued_due; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_task_queued_due IS 'Serves: the ready and scheduled counts per task (ql.queue_depth), ql.cancel_runs.';
+
+
+--
 -- Name: runs_task_state_seq; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
@@ -10276,10 +13925,24 @@ CREATE INDEX runs_task_state_seq ON ql_private.runs USING btree (task_id, state,
 
 
 --
+-- Name: INDEX runs_task_state_seq; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_task_state_seq IS 'Serves: the runs of one task and state newest first (ql.list_runs with a task), ql.queue_depth, ql.status_snapshot, ql.cancel_runs.';
+
+
+--
 -- Name: runs_terminal_finished; Type: INDEX; Schema: ql_private; Owner: ql_owner
 --
 
 CREATE INDEX runs_terminal_finished ON ql_private.runs USING btree (finished_at) WHERE (state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text]));
+
+
+--
+-- Name: INDEX runs_terminal_finished; Type: COMMENT; Schema: ql_private; Owner: ql_owner
+--
+
+COMMENT ON INDEX ql_private.runs_terminal_finished IS 'Serves: the terminal runs by finish time (ql.prune_runs, ql.throughput).';
 
 
 --
@@ -11382,6 +15045,13 @@ REVOKE ALL ON FUNCTION ql_private.json_object_from_bytes(p_bytes bytea, p_max_by
 
 
 --
+-- Name: FUNCTION keyset_after(p_priority smallint, p_queue_seq bigint, p_id uuid, p_after_priority smallint, p_after_seq bigint, p_after_id uuid); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.keyset_after(p_priority smallint, p_queue_seq bigint, p_id uuid, p_after_priority smallint, p_after_seq bigint, p_after_id uuid) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION lease_answer(p_lease ql_private.run_leases, p_state text, p_cancel_requested boolean); Type: ACL; Schema: ql_private; Owner: ql_owner
 --
 
@@ -11400,6 +15070,13 @@ REVOKE ALL ON FUNCTION ql_private.lease_json(l ql_private.run_leases) FROM PUBLI
 --
 
 REVOKE ALL ON FUNCTION ql_private.lease_open(p_offer_id uuid, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_token_digest bytea, p_lease_version bigint, p_change text, p_lock text, p_seen ql_private.run_leases, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer, OUT category text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION lease_prelude(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea, p_lease_version bigint, p_action text, p_change text, p_lock text, p_seen ql_private.run_leases, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb, OUT answer jsonb, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer); Type: ACL; Schema: ql_private; Owner: ql_owner
+--
+
+REVOKE ALL ON FUNCTION ql_private.lease_prelude(p_credential_id text, p_secret_digest bytea, p_worker_id uuid, p_session_id uuid, p_generation bigint, p_offer_id uuid, p_token_digest bytea, p_lease_version bigint, p_action text, p_change text, p_lock text, p_seen ql_private.run_leases, p_outcome text, p_exit_code integer, p_reason text, p_result jsonb, OUT answer jsonb, OUT lease ql_private.run_leases, OUT attempt ql_private.attempts, OUT run ql_private.runs, OUT ttl integer) FROM PUBLIC;
 
 
 --
