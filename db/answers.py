@@ -113,8 +113,9 @@ class Conflict(Envelope):
         return stored if isinstance(stored, int) and not isinstance(stored, bool) else None
 
 
-def _denied_or(function: str, raw: object,
-               outcomes: dict[str, Callable[[JsonObject], A]]) -> A | Denied:
+def _denied_or(
+    function: str, raw: object, outcomes: dict[str, Callable[[JsonObject], A]]
+) -> A | Denied:
     doc, status = _status(function, raw)
     if status == "denied":
         return Denied.parse(doc)
@@ -151,8 +152,11 @@ RotateAnswer: TypeAlias = Rotated | Denied
 
 
 def parse_rotate(raw: object) -> RotateAnswer:
-    return _denied_or("rotate_credential", raw, {
-        "ok": lambda doc: Rotated(_sub_object("rotate_credential", doc, "credential"), doc)})
+    return _denied_or(
+        "rotate_credential",
+        raw,
+        {"ok": lambda doc: Rotated(_sub_object("rotate_credential", doc, "credential"), doc)},
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,8 +174,16 @@ SessionAnswer: TypeAlias = SessionOk | Denied
 
 def _session_parser(function: str) -> Callable[[object], SessionAnswer]:
     def parse(raw: object) -> SessionAnswer:
-        return _denied_or(function, raw, {"ok": lambda doc: SessionOk(
-            _sub_object(function, doc, "session"), doc.get("draining") is True, doc)})
+        return _denied_or(
+            function,
+            raw,
+            {
+                "ok": lambda doc: SessionOk(
+                    _sub_object(function, doc, "session"), doc.get("draining") is True, doc
+                )
+            },
+        )
+
     return parse
 
 
@@ -235,8 +247,11 @@ def parse_pull(raw: object) -> PullAnswer:
     def offered(doc: JsonObject) -> Offered:
         return Offered(_sub_object("pull_offer", doc, "offer"), doc)
 
-    return _denied_or("pull_offer", raw, {"offered": offered, "idempotent": offered,
-                                          "idle": Idle, "conflict": Conflict.parse})
+    return _denied_or(
+        "pull_offer",
+        raw,
+        {"offered": offered, "idempotent": offered, "idle": Idle, "conflict": Conflict.parse},
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,14 +272,17 @@ PullBatchAnswer: TypeAlias = PulledBatch | Denied
 def parse_pull_batch(raw: object) -> PullBatchAnswer:
     def batch(doc: JsonObject) -> PulledBatch:
         offers, conflicts, idle = doc.get("offers"), doc.get("conflicts"), doc.get("idle")
-        if not isinstance(offers, list) or not isinstance(conflicts, list) \
-                or not isinstance(idle, dict | None):
+        if (
+            not isinstance(offers, list)
+            or not isinstance(conflicts, list)
+            or not isinstance(idle, dict | None)
+        ):
             raise AnswerError("pull_offers", "batch answer without offers/conflicts/idle")
         recovered = doc.get("recovered")
-        recovered = recovered if isinstance(recovered, int) \
-            and 0 <= recovered <= len(offers) else 0
-        return PulledBatch([o for o in offers if isinstance(o, dict)], conflicts, idle,
-                           recovered, doc)
+        recovered = recovered if isinstance(recovered, int) and 0 <= recovered <= len(offers) else 0
+        return PulledBatch(
+            [o for o in offers if isinstance(o, dict)], conflicts, idle, recovered, doc
+        )
 
     return _denied_or("pull_offers", raw, {"batch": batch})
 
@@ -289,8 +307,10 @@ def _lease_parser(function: str) -> Callable[[object], LeaseAnswer]:
         return LeaseOk(_sub_object(function, doc, "lease"), doc)
 
     def parse(raw: object) -> LeaseAnswer:
-        return _denied_or(function, raw, {"ok": lease, "idempotent": lease,
-                                          "conflict": Conflict.parse})
+        return _denied_or(
+            function, raw, {"ok": lease, "idempotent": lease, "conflict": Conflict.parse}
+        )
+
     return parse
 
 
@@ -318,8 +338,9 @@ def parse_append_log(raw: object) -> LogAnswer:
             raise AnswerError("append_log", "'truncated' is not a boolean")
         return LogAppended(_int("append_log", doc, "storedBytes"), truncated, doc)
 
-    return _denied_or("append_log", raw, {"ok": appended, "idempotent": appended,
-                                          "conflict": Conflict.parse})
+    return _denied_or(
+        "append_log", raw, {"ok": appended, "idempotent": appended, "conflict": Conflict.parse}
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,8 +355,7 @@ SecretsAnswer: TypeAlias = WrappedSecrets | Conflict | Denied
 
 
 def parse_lease_secrets(raw: object) -> SecretsAnswer:
-    return _denied_or("lease_secrets", raw, {"ok": WrappedSecrets,
-                                             "conflict": Conflict.parse})
+    return _denied_or("lease_secrets", raw, {"ok": WrappedSecrets, "conflict": Conflict.parse})
 
 
 # ------------------------------------------------------------ operator calls (documents)
@@ -386,8 +406,9 @@ class CredentialIssued:
         function = "issue_credential"
         doc = _object(function, raw)
         expires = None if doc.get("expiresAtMs") is None else _int(function, doc, "expiresAtMs")
-        return cls(_str(function, doc, "credentialId"), _str(function, doc, "workerId"),
-                   expires, doc)
+        return cls(
+            _str(function, doc, "credentialId"), _str(function, doc, "workerId"), expires, doc
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,8 +425,12 @@ class RevisionPublished:
     def parse(cls, raw: object) -> RevisionPublished:
         function = "publish_revision"
         doc = _object(function, raw)
-        return cls(_str(function, doc, "taskId"), _str(function, doc, "contentDigest"),
-                   _bool(function, doc, "created"), doc)
+        return cls(
+            _str(function, doc, "taskId"),
+            _str(function, doc, "contentDigest"),
+            _bool(function, doc, "created"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,8 +442,7 @@ class TaskPrepared:
     @classmethod
     def parse(cls, raw: object) -> TaskPrepared:
         doc = _object("prepare_task", raw)
-        return cls(_str("prepare_task", doc, "taskId"), _bool("prepare_task", doc, "created"),
-                   doc)
+        return cls(_str("prepare_task", doc, "taskId"), _bool("prepare_task", doc, "created"), doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,6 +461,7 @@ class RunsEnqueued:
             if not isinstance(run_ids, list) or not all(isinstance(r, str) for r in run_ids):
                 raise AnswerError(function, "'runIds' is not a list of ids")
             return cls(run_ids, _bool(function, doc, "existing"), doc)
+
         return parse
 
 
@@ -471,7 +496,8 @@ class RunsPruned:
     def parse(cls, raw: object) -> RunsPruned:
         doc = _object("prune_runs", raw)
         runs, attempts, leases, events = _counts(
-            "prune_runs", doc, ("runs", "attempts", "leases", "events"))
+            "prune_runs", doc, ("runs", "attempts", "leases", "events")
+        )
         return cls(runs, attempts, leases, events, _bool("prune_runs", doc, "more"), doc)
 
 
@@ -484,8 +510,9 @@ class AuditPruned:
     @classmethod
     def parse(cls, raw: object) -> AuditPruned:
         doc = _object("prune_audit", raw)
-        return cls(_int("prune_audit", doc, "securityAudit"), _bool("prune_audit", doc, "more"),
-                   doc)
+        return cls(
+            _int("prune_audit", doc, "securityAudit"), _bool("prune_audit", doc, "more"), doc
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,7 +527,8 @@ class FleetPruned:
     def parse(cls, raw: object) -> FleetPruned:
         doc = _object("prune_fleet", raw)
         sessions, classes, events = _counts(
-            "prune_fleet", doc, ("sessions", "placementClasses", "fleetEvents"))
+            "prune_fleet", doc, ("sessions", "placementClasses", "fleetEvents")
+        )
         return cls(sessions, classes, events, _bool("prune_fleet", doc, "more"), doc)
 
 
@@ -550,8 +578,13 @@ class SecretList:
         function = "list_secrets"
         doc = _object(function, raw)
         rows = [_object(function, row) for row in _list(function, doc, "secrets")]
-        return cls([SecretListed(_str(function, row, "name"), _int(function, row, "version"))
-                    for row in rows], doc)
+        return cls(
+            [
+                SecretListed(_str(function, row, "name"), _int(function, row, "version"))
+                for row in rows
+            ],
+            doc,
+        )
 
     def version_of(self, name: str) -> int:
         """The latest version of `name` (0: none yet)."""
@@ -571,6 +604,7 @@ class SecretVersion:
         def parse(raw: object) -> SecretVersion:
             doc = _object(function, raw)
             return cls(_str(function, doc, "name"), _int(function, doc, "version"), doc)
+
         return parse
 
 
@@ -584,8 +618,9 @@ class DataKeys:
     @classmethod
     def parse(cls, raw: object) -> DataKeys:
         doc = _object("list_data_keys", raw)
-        return cls([_object("list_data_keys", k) for k in _list("list_data_keys", doc, "keys")],
-                   doc)
+        return cls(
+            [_object("list_data_keys", k) for k in _list("list_data_keys", doc, "keys")], doc
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -611,8 +646,7 @@ class ExpiringCounts:
     @classmethod
     def parse(cls, raw: object) -> ExpiringCounts:
         doc = _object("expiring_counts", raw)
-        credentials, certificates = _counts("expiring_counts", doc,
-                                            ("credentials", "certificates"))
+        credentials, certificates = _counts("expiring_counts", doc, ("credentials", "certificates"))
         return cls(credentials, certificates, doc)
 
 
@@ -639,11 +673,13 @@ class RevokedSerials:
 
 def _log_page_parser(function: str) -> Callable[[object], LogPage]:
     """A page of an attempt's stored log, as `qinglong.log_text.LogPage` reads it."""
+
     def parse(raw: object) -> LogPage:
         try:
             return LogPage.from_json(raw)
         except LogShapeError as exc:
             raise AnswerError(function, str(exc)) from None
+
     return parse
 
 
@@ -670,9 +706,16 @@ class WorkerDisabled:
         function = "disable_worker"
         doc = _object(function, raw)
         closed, draining, released = _counts(
-            function, doc, ("sessionsClosed", "sessionsDraining", "leasesReleased"))
-        return cls(_str(function, doc, "workerId"), _bool(function, doc, "drain"), closed,
-                   draining, released, doc)
+            function, doc, ("sessionsClosed", "sessionsDraining", "leasesReleased")
+        )
+        return cls(
+            _str(function, doc, "workerId"),
+            _bool(function, doc, "drain"),
+            closed,
+            draining,
+            released,
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -703,8 +746,14 @@ class SessionEnded:
         function = "end_session"
         doc = _object(function, raw)
         released, running = _counts(function, doc, ("leasesReleased", "leasesRunning"))
-        return cls(_str(function, doc, "sessionId"), _str(function, doc, "workerId"),
-                   _str(function, doc, "state"), released, running, doc)
+        return cls(
+            _str(function, doc, "sessionId"),
+            _str(function, doc, "workerId"),
+            _str(function, doc, "state"),
+            released,
+            running,
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -719,8 +768,13 @@ class PoolCreated:
     def parse(cls, raw: object) -> PoolCreated:
         function = "create_pool"
         doc = _object(function, raw)
-        return cls(_str(function, doc, "poolId"), _str(function, doc, "project"),
-                   _str(function, doc, "name"), _bool(function, doc, "created"), doc)
+        return cls(
+            _str(function, doc, "poolId"),
+            _str(function, doc, "project"),
+            _str(function, doc, "name"),
+            _bool(function, doc, "created"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -736,8 +790,12 @@ class PoolGranted:
     def parse(cls, raw: object) -> PoolGranted:
         function = "grant_pool"
         doc = _object(function, raw)
-        return cls(_str(function, doc, "workerId"), _str(function, doc, "pool"),
-                   _bool(function, doc, "granted"), doc)
+        return cls(
+            _str(function, doc, "workerId"),
+            _str(function, doc, "pool"),
+            _bool(function, doc, "granted"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -754,8 +812,13 @@ class PoolRevoked:
     def parse(cls, raw: object) -> PoolRevoked:
         function = "revoke_pool"
         doc = _object(function, raw)
-        return cls(_str(function, doc, "workerId"), _str(function, doc, "pool"),
-                   _bool(function, doc, "revoked"), _int(function, doc, "leasesReleased"), doc)
+        return cls(
+            _str(function, doc, "workerId"),
+            _str(function, doc, "pool"),
+            _bool(function, doc, "revoked"),
+            _int(function, doc, "leasesReleased"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -777,8 +840,14 @@ class WorkerLabelled:
         if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
             raise AnswerError(function, "'labels' is not an object of strings")
         draining, released = _counts(function, doc, ("sessionsDraining", "leasesReleased"))
-        return cls(_str(function, doc, "workerId"), labels,
-                   _bool(function, doc, "selfLabels"), draining, released, doc)
+        return cls(
+            _str(function, doc, "workerId"),
+            labels,
+            _bool(function, doc, "selfLabels"),
+            draining,
+            released,
+            doc,
+        )
 
 
 # ------------------------------------------------------------ identities and tokens
@@ -794,8 +863,7 @@ class CredentialRevoked:
     def parse(cls, raw: object) -> CredentialRevoked:
         function = "revoke_credential"
         doc = _object(function, raw)
-        return cls(_str(function, doc, "credentialId"), _int(function, doc, "revokedAtMs"),
-                   doc)
+        return cls(_str(function, doc, "credentialId"), _int(function, doc, "revokedAtMs"), doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -809,8 +877,12 @@ class CertificateRecorded:
     def parse(cls, raw: object) -> CertificateRecorded:
         function = "record_certificate"
         doc = _object(function, raw)
-        return cls(_str(function, doc, "workerId"), _str(function, doc, "serial"),
-                   _int(function, doc, "notAfterMs"), doc)
+        return cls(
+            _str(function, doc, "workerId"),
+            _str(function, doc, "serial"),
+            _int(function, doc, "notAfterMs"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -845,8 +917,7 @@ class ProjectTokenCreated:
         scopes = _list(function, doc, "scopes")
         if not all(isinstance(s, str) for s in scopes):
             raise AnswerError(function, "'scopes' holds a non-string")
-        return cls(_str(function, doc, "tokenId"), _str(function, doc, "project"), scopes,
-                   doc)
+        return cls(_str(function, doc, "tokenId"), _str(function, doc, "project"), scopes, doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -884,10 +955,22 @@ class TaskPolicy:
     def parse_as(cls, function: str) -> Callable[[object], TaskPolicy]:
         def parse(raw: object) -> TaskPolicy:
             doc = _object(function, raw)
-            ttl, attempts, base, cap, log_limit = _counts(function, doc, (
-                "leaseTtlS", "maxAttempts", "retryBaseMs", "retryCapMs", "logLimitBytes"))
-            return cls(_str(function, doc, "taskId"), ttl, attempts, base, cap,
-                       _bool(function, doc, "enabled"), log_limit, doc)
+            ttl, attempts, base, cap, log_limit = _counts(
+                function,
+                doc,
+                ("leaseTtlS", "maxAttempts", "retryBaseMs", "retryCapMs", "logLimitBytes"),
+            )
+            return cls(
+                _str(function, doc, "taskId"),
+                ttl,
+                attempts,
+                base,
+                cap,
+                _bool(function, doc, "enabled"),
+                log_limit,
+                doc,
+            )
+
         return parse
 
 
@@ -905,8 +988,12 @@ class RunCancel:
     def parse(cls, raw: object) -> RunCancel:
         function = "cancel_run"
         doc = _object(function, raw)
-        return cls(_str(function, doc, "runId"), _str(function, doc, "state"),
-                   _bool(function, doc, "cancelRequested"), doc)
+        return cls(
+            _str(function, doc, "runId"),
+            _str(function, doc, "state"),
+            _bool(function, doc, "cancelRequested"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -921,8 +1008,13 @@ class RunRetried:
     def parse(cls, raw: object) -> RunRetried:
         function = "retry_run"
         doc = _object(function, raw)
-        return cls(_str(function, doc, "runId"), _str(function, doc, "attemptId"),
-                   _int(function, doc, "attemptNo"), _str(function, doc, "state"), doc)
+        return cls(
+            _str(function, doc, "runId"),
+            _str(function, doc, "attemptId"),
+            _int(function, doc, "attemptNo"),
+            _str(function, doc, "state"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -964,6 +1056,7 @@ class RunShown:
             attempts = [_object(function, a) for a in _list(function, doc, "attempts")]
             events = [_object(function, e) for e in _list(function, doc, "events")]
             return cls(run, attempts, events, doc)
+
         return parse
 
 
@@ -984,6 +1077,7 @@ class RunPage:
             if after is not None and not isinstance(after, str):
                 raise AnswerError(function, "'next' is not a cursor")
             return cls(runs, after, doc)
+
         return parse
 
 
@@ -1034,8 +1128,12 @@ class ExpiringIdentities:
     def parse(cls, raw: object) -> ExpiringIdentities:
         function = "expiring_identities"
         doc = _object(function, raw)
-        return cls(_objects(function, doc, "credentials"), _objects(function, doc, "certificates"),
-                   _bool(function, doc, "truncated"), doc)
+        return cls(
+            _objects(function, doc, "credentials"),
+            _objects(function, doc, "certificates"),
+            _bool(function, doc, "truncated"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -1058,8 +1156,9 @@ class RunStateCounts:
     @classmethod
     def parse(cls, raw: object) -> RunStateCounts:
         doc = _object("run_state_counts", raw)
-        return cls(_objects("run_state_counts", doc, "states"),
-                   _int("run_state_counts", doc, "cap"), doc)
+        return cls(
+            _objects("run_state_counts", doc, "states"), _int("run_state_counts", doc, "cap"), doc
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -1075,8 +1174,13 @@ class QueueDepth:
         function = "queue_depth"
         doc = _object(function, raw)
         with_runs, cap = _counts(function, doc, ("tasksWithRuns", "cap"))
-        return cls(_objects(function, doc, "byPriority"), _objects(function, doc, "byTask"),
-                   with_runs, cap, doc)
+        return cls(
+            _objects(function, doc, "byPriority"),
+            _objects(function, doc, "byTask"),
+            with_runs,
+            cap,
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -1103,8 +1207,12 @@ class WaitingRuns:
     def parse(cls, raw: object) -> WaitingRuns:
         function = "waiting_runs"
         doc = _object(function, raw)
-        return cls(_objects(function, doc, "runs"), _int(function, doc, "liveSessions"),
-                   _bool(function, doc, "sessionsCapped"), doc)
+        return cls(
+            _objects(function, doc, "runs"),
+            _int(function, doc, "liveSessions"),
+            _bool(function, doc, "sessionsCapped"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -1116,8 +1224,11 @@ class LiveSessions:
     @classmethod
     def parse(cls, raw: object) -> LiveSessions:
         doc = _object("live_sessions", raw)
-        return cls(_objects("live_sessions", doc, "sessions"),
-                   _bool("live_sessions", doc, "truncated"), doc)
+        return cls(
+            _objects("live_sessions", doc, "sessions"),
+            _bool("live_sessions", doc, "truncated"),
+            doc,
+        )
 
 
 @dataclass(frozen=True, slots=True)

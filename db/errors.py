@@ -37,8 +37,14 @@ class DbError(Exception):
 
     reason = "database_error"
 
-    def __init__(self, sqlstate: str | None, message: str = "", *,
-                 detail: str | None = None, column: str | None = None) -> None:
+    def __init__(
+        self,
+        sqlstate: str | None,
+        message: str = "",
+        *,
+        detail: str | None = None,
+        column: str | None = None,
+    ) -> None:
         super().__init__(message or self.reason)
         self.sqlstate = sqlstate
         self.message = message
@@ -49,8 +55,14 @@ class DbError(Exception):
 class Refused(DbError):
     """A QingLong SQLSTATE (`service.sqlstates`): its reason and HTTP status."""
 
-    def __init__(self, state: QlSqlState, message: str = "", *, detail: str | None = None,
-                 column: str | None = None) -> None:
+    def __init__(
+        self,
+        state: QlSqlState,
+        message: str = "",
+        *,
+        detail: str | None = None,
+        column: str | None = None,
+    ) -> None:
         super().__init__(state.code, message, detail=detail, column=column)
         self.state = state
         self.reason = state.reason
@@ -88,8 +100,14 @@ class Unexpected(DbError):
     reason = "database_error"
 
 
-def from_sqlstate(sqlstate: str | None, message: str = "", *, detail: str | None = None,
-                  column: str | None = None, operational: bool = False) -> DbError:
+def from_sqlstate(
+    sqlstate: str | None,
+    message: str = "",
+    *,
+    detail: str | None = None,
+    column: str | None = None,
+    operational: bool = False,
+) -> DbError:
     """The one translation: a SQLSTATE (with what the server said) to its class.
     `operational`: the driver raised an OperationalError (a connection problem
     unless the state says otherwise)."""
@@ -116,10 +134,17 @@ def translate(exc: psycopg.Error) -> DbError:
     """A psycopg error as a `DbError` (raise it `from None`: the driver's
     exception may quote parameters)."""
     diag = exc.diag
-    operational = isinstance(exc, psycopg.OperationalError) \
-        and not isinstance(exc, pg_errors.QueryCanceled)
+    operational = isinstance(exc, psycopg.OperationalError) and not isinstance(
+        exc, pg_errors.QueryCanceled
+    )
     # With no server answer there is no primary message: the driver's text says why.
     message = diag.message_primary or (
-        str(exc).strip() if operational and exc.sqlstate is None else "")
-    return from_sqlstate(exc.sqlstate, message, detail=diag.message_detail,
-                         column=diag.column_name or None, operational=operational)
+        str(exc).strip() if operational and exc.sqlstate is None else ""
+    )
+    return from_sqlstate(
+        exc.sqlstate,
+        message,
+        detail=diag.message_detail,
+        column=diag.column_name or None,
+        operational=operational,
+    )

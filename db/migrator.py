@@ -32,7 +32,8 @@ MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # at the start of a line (a header line starts with `--`, so it never matches).
 FUNCTION_CREATE = re.compile(
     r"^CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\s*\(",
-    re.IGNORECASE | re.MULTILINE)
+    re.IGNORECASE | re.MULTILINE,
+)
 
 SCHEMA_MIGRATIONS_DDL = """
 CREATE SCHEMA IF NOT EXISTS ql_private AUTHORIZATION ql_owner;
@@ -74,8 +75,9 @@ class SqlFile:
         """SHA-256 of everything after the leading comment block (the statements)."""
         lines = self.text.splitlines(keepends=True)
         start = 0
-        while start < len(lines) and (not lines[start].strip()
-                                      or lines[start].lstrip().startswith("--")):
+        while start < len(lines) and (
+            not lines[start].strip() or lines[start].lstrip().startswith("--")
+        ):
             start += 1
         return hashlib.sha256("".join(lines[start:]).encode("utf-8")).hexdigest()
 
@@ -100,14 +102,18 @@ class SqlFile:
         if len(found) != 1:
             raise MigrationError(
                 f"{self.name}: a function file creates exactly one function, this one "
-                f"creates {len(found)}: {', '.join('.'.join(f) for f in found) or 'none'}")
+                f"creates {len(found)}: {', '.join('.'.join(f) for f in found) or 'none'}"
+            )
         schema, name = found[0]
         if f"{name}.sql" != self.name:
-            raise MigrationError(f"{self.name}: creates {schema}.{name}; a function file "
-                                 "is named after its function")
+            raise MigrationError(
+                f"{self.name}: creates {schema}.{name}; a function file is named after its function"
+            )
         if not self.header:
-            raise MigrationError(f"{self.name}: no header comment (the leading `--` lines "
-                                 "stating the function's contract)")
+            raise MigrationError(
+                f"{self.name}: no header comment (the leading `--` lines "
+                "stating the function's contract)"
+            )
         return schema, name
 
     @property
@@ -173,7 +179,8 @@ def _function_order() -> dict[str, int]:
     if not order_file.is_file():
         return {}
     names = [
-        line.strip() for line in order_file.read_text(encoding="utf-8").splitlines()
+        line.strip()
+        for line in order_file.read_text(encoding="utf-8").splitlines()
         if line.strip() and not line.startswith("#")
     ]
     return {name: index for index, name in enumerate(names)}
@@ -262,8 +269,10 @@ def migrate(dsn: str, *, dry_run: bool = False) -> MigrateResult:
         _refuse_drift(statuses)
         pending = {s.name for s in statuses if s.state == "pending"}
         for reworded in (s for s in statuses if s.state == "reworded"):
-            conn.execute("UPDATE ql_private.schema_migrations SET checksum = %s WHERE name = %s",
-                         (reworded.checksum, reworded.name))
+            conn.execute(
+                "UPDATE ql_private.schema_migrations SET checksum = %s WHERE name = %s",
+                (reworded.checksum, reworded.name),
+            )
         applied: list[str] = []
         for migration in migrations:
             if migration.name not in pending:
@@ -298,15 +307,25 @@ def _comment_function(conn: psycopg.Connection, sql_file: SqlFile) -> None:
     from psycopg import sql
 
     schema, name = sql_file.defined_function()
-    signatures = [row[0] for row in conn.execute(
-        "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
-        " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
-        " WHERE n.nspname = %s AND p.proname = %s", (schema, name)).fetchall()]
+    signatures = [
+        row[0]
+        for row in conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = %s AND p.proname = %s",
+            (schema, name),
+        ).fetchall()
+    ]
     if len(signatures) != 1:
-        raise MigrationError(f"{sql_file.name}: {len(signatures)} functions named "
-                             f"{schema}.{name} in the catalog, one expected (an overload "
-                             "left behind must be dropped by a migration)")
+        raise MigrationError(
+            f"{sql_file.name}: {len(signatures)} functions named "
+            f"{schema}.{name} in the catalog, one expected (an overload "
+            "left behind must be dropped by a migration)"
+        )
     # The signature is the catalog's own regprocedure text (quoted by PostgreSQL);
     # the header goes in as a quoted literal, never spliced.
-    conn.execute(sql.SQL("COMMENT ON FUNCTION {} IS {}").format(
-        sql.SQL(signatures[0]), sql.Literal(sql_file.header)))
+    conn.execute(
+        sql.SQL("COMMENT ON FUNCTION {} IS {}").format(
+            sql.SQL(signatures[0]), sql.Literal(sql_file.header)
+        )
+    )

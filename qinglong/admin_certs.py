@@ -29,15 +29,24 @@ _SERIAL = re.compile(r"(?i)(serial=)?[0-9a-f:]{1,128}")
 
 def add_worker_parser(workers: Subparsers, lazy: Any, dsn: Any) -> None:
     renew = workers.add_parser(
-        "renew-cert", help="issue a new certificate for the same worker identity")
+        "renew-cert", help="issue a new certificate for the same worker identity"
+    )
     dsn(renew)
     renew.add_argument("--worker", required=True, help="worker id")
-    renew.add_argument("--ca-dir", type=Path, default=None,
-                       help="the CA that issued the worker's certificate (default: the "
-                       "dev stack's caDir, which a `qinglong dev up` database names)")
-    renew.add_argument("--out", type=Path, default=None,
-                       help="directory for worker.pem and worker-key.pem (must not hold "
-                       "them; default: a new worker-certs/<workerId>-<UTC time> beside the CA)")
+    renew.add_argument(
+        "--ca-dir",
+        type=Path,
+        default=None,
+        help="the CA that issued the worker's certificate (default: the "
+        "dev stack's caDir, which a `qinglong dev up` database names)",
+    )
+    renew.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="directory for worker.pem and worker-key.pem (must not hold "
+        "them; default: a new worker-certs/<workerId>-<UTC time> beside the CA)",
+    )
     renew.add_argument("--days", default="365", help="validity in days, 1..3650 (default 365)")
     renew.set_defaults(handler=lazy("qinglong.admin_certs:worker_renew_cert"))
 
@@ -47,8 +56,11 @@ def add_parsers(groups: Subparsers, lazy: Any, dsn: Any) -> None:
     actions = certs.add_subparsers(dest="admin_cert_command", required=True)
     revoke = actions.add_parser("revoke", help="refuse a certificate at every ingress")
     dsn(revoke)
-    revoke.add_argument("--serial", required=True,
-                        help="hex, as `openssl x509 -serial` prints it (any case, colons ok)")
+    revoke.add_argument(
+        "--serial",
+        required=True,
+        help="hex, as `openssl x509 -serial` prints it (any case, colons ok)",
+    )
     revoke.set_defaults(handler=lazy("qinglong.admin_certs:cert_revoke"))
 
 
@@ -60,8 +72,12 @@ def worker_renew_cert(args: argparse.Namespace) -> int:
         days = integer(args.days, "days", 1, 3650)
         with control_plane.connect(args.dsn) as conn:
             renewed = certificates.renew_worker_cert(
-                conn, worker_id, args.ca_dir,
-                None if args.out is None else Path(args.out).absolute(), days=days)
+                conn,
+                worker_id,
+                args.ca_dir,
+                None if args.out is None else Path(args.out).absolute(),
+                days=days,
+            )
         return renewed.as_json()
 
     return guarded(action)
@@ -72,11 +88,13 @@ def cert_revoke(args: argparse.Namespace) -> int:
 
     def action() -> dict[str, Any]:
         if not _SERIAL.fullmatch(args.serial.strip()) or not any(
-                c not in ":" for c in args.serial.strip().lower().removeprefix("serial=")):
+            c not in ":" for c in args.serial.strip().lower().removeprefix("serial=")
+        ):
             raise invalid("serial", "serial must be hex (as openssl x509 -serial prints it)")
         with control_plane.connect(args.dsn) as conn:
             result = certificates.revoke_certificate(conn, args.serial.strip())
-        return {key: result.doc.get(key) for key in ("serial", "workerId", "revokedAtMs",
-                                                     "revoked")}
+        return {
+            key: result.doc.get(key) for key in ("serial", "workerId", "revokedAtMs", "revoked")
+        }
 
     return guarded(action)

@@ -45,8 +45,7 @@ _OPS = "qinglong.admin_ops:"
 
 
 class AdminError(Exception):
-    def __init__(self, error: str, reason: str, detail: str = "",
-                 field: str | None = None) -> None:
+    def __init__(self, error: str, reason: str, detail: str = "", field: str | None = None) -> None:
         super().__init__(detail or reason)
         self.error = error
         self.reason = reason
@@ -94,8 +93,11 @@ def _dsn(parser: argparse.ArgumentParser, read: bool = False) -> None:
 
 
 def _page(parser: argparse.ArgumentParser, default_limit: int, most: int) -> None:
-    parser.add_argument("--limit", default=str(default_limit),
-                        help=f"rows per page, 1..{most} (default {default_limit})")
+    parser.add_argument(
+        "--limit",
+        default=str(default_limit),
+        help=f"rows per page, 1..{most} (default {default_limit})",
+    )
     parser.add_argument("--after", help="the `next` cursor of the previous page")
 
 
@@ -116,9 +118,12 @@ def _worker_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     create.add_argument("--name", required=True)
     create.add_argument("--ca-dir", required=True, type=Path)
     create.add_argument("--out", required=True, type=Path)
-    create.add_argument("--credential-ttl", default="90d",
-                        help="the credential's lifetime, N[smhd] (10s..3650d, default 90d); "
-                        "the worker rotates it itself at 75 %%")
+    create.add_argument(
+        "--credential-ttl",
+        default="90d",
+        help="the credential's lifetime, N[smhd] (10s..3650d, default 90d); "
+        "the worker rotates it itself at 75 %%",
+    )
     from qinglong import admin_labels
 
     admin_labels.add_create_flags(create)
@@ -135,15 +140,22 @@ def _worker_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     _dsn(listing, read=True)
     _page(listing, 1000, 1000)
     listing.set_defaults(handler=lazy(_OPS + "worker_list"))
-    for action, text in (("disable", "refuse every credential, close the session"),
-                         ("enable", "accept the worker's credentials again")):
+    for action, text in (
+        ("disable", "refuse every credential, close the session"),
+        ("enable", "accept the worker's credentials again"),
+    ):
         parser = workers.add_parser(action, help=text)
         _dsn(parser)
         parser.add_argument("--worker", required=True, help="worker id")
         if action == "disable":
-            parser.add_argument("--drain", action="store_true", help=(
-                "let started runs finish: no new work, unstarted leases released, "
-                "the session closes when its last started lease ends"))
+            parser.add_argument(
+                "--drain",
+                action="store_true",
+                help=(
+                    "let started runs finish: no new work, unstarted leases released, "
+                    "the session closes when its last started lease ends"
+                ),
+            )
         parser.set_defaults(handler=lazy(_OPS + f"worker_{action}"))
 
 
@@ -174,8 +186,7 @@ def _task_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     admin_signing.add_publish_flag(publish)
     admin_signing.add_parsers(groups, lazy)
     publish.set_defaults(handler=lazy("qinglong.admin_cli:task_publish"))
-    configure = tasks.add_parser(
-        "configure", help="change a task's run policy; no flags: print it")
+    configure = tasks.add_parser("configure", help="change a task's run policy; no flags: print it")
     _dsn(configure)
     configure.add_argument("--task", required=True, help="task id")
     _setting_flags(configure)
@@ -189,8 +200,11 @@ SETTING_FLAGS = (
     ("--retry-base-ms", "retryBaseMs", "first retry backoff, 100..3600000"),
     ("--retry-cap-ms", "retryCapMs", "largest retry backoff, retry base..86400000"),
     ("--enabled", "enabled", "true|false: a disabled task refuses new enqueues"),
-    ("--log-limit-bytes", "logLimitBytes",
-     "live log cap of attempts claimed from now on, 1024..67108864 (default 4 MiB)"),
+    (
+        "--log-limit-bytes",
+        "logLimitBytes",
+        "live log cap of attempts claimed from now on, 1024..67108864 (default 4 MiB)",
+    ),
 )
 
 
@@ -213,14 +227,18 @@ def _run_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     enqueue.add_argument("--key", help="idempotency key (1..128 printable chars; count 1)")
     enqueue.set_defaults(handler=lazy("qinglong.admin_cli:run_enqueue"))
     cancel = runs.add_parser(
-        "cancel", help="cancel one run (--run) or a task's runs in a state (--task --state)")
+        "cancel", help="cancel one run (--run) or a task's runs in a state (--task --state)"
+    )
     _dsn(cancel)
     cancel.add_argument("--run", help="run id")
     cancel.add_argument("--task", help="task id (bulk, with --state)")
     cancel.add_argument("--state", help="bulk: the state to cancel (queued)")
-    cancel.add_argument("--wait-ms", help="bulk: how long, in all, to wait for runs another "
-                        "transaction holds, 0..60000 (default 5000); what is still held "
-                        "then is listed in notCancelled and the exit status is 1")
+    cancel.add_argument(
+        "--wait-ms",
+        help="bulk: how long, in all, to wait for runs another "
+        "transaction holds, 0..60000 (default 5000); what is still held "
+        "then is listed in notCancelled and the exit status is 1",
+    )
     cancel.set_defaults(handler=lazy("qinglong.admin_cli:run_cancel"))
     _run_inspection_parsers(runs, lazy)
 
@@ -229,8 +247,13 @@ def _run_inspection_parsers(runs: Subparsers, lazy: LazyFactory) -> None:
     listing = runs.add_parser("list", help="runs, newest first, in keyset pages")
     _dsn(listing, read=True)
     listing.add_argument("--task", help="only this task's runs")
-    listing.add_argument("--state", action="extend", nargs="+", metavar="S",
-                         help=f"only these states: {', '.join(RUN_STATES)}")
+    listing.add_argument(
+        "--state",
+        action="extend",
+        nargs="+",
+        metavar="S",
+        help=f"only these states: {', '.join(RUN_STATES)}",
+    )
     _page(listing, 100, 1000)
     listing.set_defaults(handler=lazy(_OPS + "run_list"))
     show = runs.add_parser("show", help="a run with its attempts and latest events")
@@ -248,29 +271,49 @@ def _run_inspection_parsers(runs: Subparsers, lazy: LazyFactory) -> None:
 
 def _session_parsers(groups: Subparsers, lazy: LazyFactory) -> None:
     close = _group(groups, "session", "worker sessions").add_parser(
-        "close", help="close a worker session; its unstarted leases are released")
+        "close", help="close a worker session; its unstarted leases are released"
+    )
     _dsn(close)
     close.add_argument("--session", required=True, help="session id")
-    close.add_argument("--drain", action="store_true", help=(
-        "no new offers, unstarted leases released; started runs may finish and the "
-        "session closes when its last started lease ends"))
+    close.add_argument(
+        "--drain",
+        action="store_true",
+        help=(
+            "no new offers, unstarted leases released; started runs may finish and the "
+            "session closes when its last started lease ends"
+        ),
+    )
     close.set_defaults(handler=lazy(_OPS + "session_close"))
 
 
 def _prune_parser(groups: Subparsers, lazy: LazyFactory) -> None:
     prune = groups.add_parser(
-        "prune", help="delete terminal runs, audit rows, ended sessions and worker/session "
-        "events past retention and unused placement classes (one pass)")
+        "prune",
+        help="delete terminal runs, audit rows, ended sessions and worker/session "
+        "events past retention and unused placement classes (one pass)",
+    )
     _dsn(prune)
-    prune.add_argument("--retain-runs", default="14d",
-                       help="keep terminal runs finished within N[smhd], and sessions "
-                       "and worker/session events that ended within it (default 14d)")
-    prune.add_argument("--retain-audit", default="30d",
-                       help="keep security_audit rows within N[smhd] (default 30d)")
-    prune.add_argument("--batch", help="rows per transaction, 1..10000 (default 1000; "
-                       "a dry run counts one batch, default 10000)")
-    prune.add_argument("--dry-run", action="store_true",
-                       help="count what the first batch would delete; delete nothing")
+    prune.add_argument(
+        "--retain-runs",
+        default="14d",
+        help="keep terminal runs finished within N[smhd], and sessions "
+        "and worker/session events that ended within it (default 14d)",
+    )
+    prune.add_argument(
+        "--retain-audit",
+        default="30d",
+        help="keep security_audit rows within N[smhd] (default 30d)",
+    )
+    prune.add_argument(
+        "--batch",
+        help="rows per transaction, 1..10000 (default 1000; "
+        "a dry run counts one batch, default 10000)",
+    )
+    prune.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="count what the first batch would delete; delete nothing",
+    )
     prune.set_defaults(handler=lazy(_OPS + "prune"))
 
 
@@ -293,8 +336,9 @@ def _fail(error: str, reason: str, detail: str = "", field: str | None = None) -
     return EXIT_INVALID if error == INVALID else EXIT_ERROR
 
 
-def guarded(action: Callable[[], dict[str, Any]],
-            emit: Callable[[dict[str, Any]], int] = _emit) -> int:
+def guarded(
+    action: Callable[[], dict[str, Any]], emit: Callable[[dict[str, Any]], int] = _emit
+) -> int:
     """Run `action`, turning every expected failure into a JSON error line; `emit`
     prints its document (a command that printed its own output passes a no-op)."""
     from qinglong.service.control_plane import ControlPlaneError
@@ -329,8 +373,9 @@ def integer(text: str, field: str, low: int = INT32_MIN, high: int = INT32_MAX) 
     return value
 
 
-def optional_integer(text: str | None, field: str, low: int = INT32_MIN,
-                     high: int = INT32_MAX) -> int | None:
+def optional_integer(
+    text: str | None, field: str, low: int = INT32_MIN, high: int = INT32_MAX
+) -> int | None:
     return None if text is None else integer(text, field, low, high)
 
 
@@ -408,8 +453,13 @@ def worker_create(args: argparse.Namespace) -> int:
         ttl_s = duration_s(args.credential_ttl, "credentialTtlS")
         with control_plane.connect(args.dsn) as conn:
             worker = control_plane.provision_worker(
-                conn, args.name, args.ca_dir, Path(args.out).absolute(),
-                labels=labels, self_labels=args.self_labels, pools=pools,
+                conn,
+                args.name,
+                args.ca_dir,
+                Path(args.out).absolute(),
+                labels=labels,
+                self_labels=args.self_labels,
+                pools=pools,
                 credential_ttl_s=ttl_s,
             )
         return worker.as_json()
@@ -424,7 +474,8 @@ def credential_revoke(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         with control_plane.connect(args.dsn) as conn:
             result = control_plane.run(
-                conn, api.revoke_credential(credential_id=args.credential_id))
+                conn, api.revoke_credential(credential_id=args.credential_id)
+            )
         return {
             "credentialId": result.credential_id,
             "revokedAtMs": result.revoked_at_ms,
@@ -462,10 +513,10 @@ def task_publish(args: argparse.Namespace) -> int:
         # would mean the two sides canonicalise differently, which must be loud.
         if result.content_digest != compiled.content_digest:
             raise AdminError("database_error", "digest_mismatch", "database digest differs")
-        return {key: result.doc.get(key) for key in ("taskId", "revisionId", "revision",
-                                                     "pool", "signatureKid")} | {
-            "contentDigest": compiled.content_digest
-        }
+        return {
+            key: result.doc.get(key)
+            for key in ("taskId", "revisionId", "revision", "pool", "signatureKid")
+        } | {"contentDigest": compiled.content_digest}
 
     return guarded(action)
 
@@ -487,8 +538,9 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
     def action() -> dict[str, Any]:
         task_id = uuid_arg(args.task, "taskId")
-        priority = integer(args.priority, "priority",
-                           control_plane.SMALLINT_MIN, control_plane.SMALLINT_MAX)
+        priority = integer(
+            args.priority, "priority", control_plane.SMALLINT_MIN, control_plane.SMALLINT_MAX
+        )
         # The upper bound of count is the database's (QL002).
         count = integer(args.count, "count", 1)
         schedule = _schedule(args)
@@ -515,8 +567,9 @@ def run_cancel(args: argparse.Namespace) -> int:
 def _cancel(args: argparse.Namespace) -> dict[str, Any]:
     if args.run is None and args.task is None:
         raise invalid("runId", "give --run, or --task with --state")
-    if args.run is not None and (args.task is not None or args.state is not None
-                                 or args.wait_ms is not None):
+    if args.run is not None and (
+        args.task is not None or args.state is not None or args.wait_ms is not None
+    ):
         raise invalid("runId", "--run cannot be combined with --task/--state/--wait-ms")
     return _cancel_one(args.dsn, args.run) if args.task is None else _cancel_bulk(args)
 
@@ -545,5 +598,6 @@ def _cancel_bulk(args: argparse.Namespace) -> dict[str, Any]:
     state = run_state(args.state)
     wait_ms = 5000 if args.wait_ms is None else integer(args.wait_ms, "waitMs", 0, 60000)
     with control_plane.connect(args.dsn) as conn:
-        return control_plane.run(conn, api.cancel_runs(task_id=task_id, state=state,
-                                                       wait_ms=wait_ms)).doc
+        return control_plane.run(
+            conn, api.cancel_runs(task_id=task_id, state=state, wait_ms=wait_ms)
+        ).doc

@@ -38,8 +38,11 @@ def _value(key: str, value: str) -> str:
     if value == "":
         raise invalid("labels", f"labels[{key!r}] must not be empty")
     if len(value) > MAX_VALUE_CHARS:
-        raise invalid("labels", f"labels[{key!r}] is longer than {MAX_VALUE_CHARS} characters",
-                      "limit_exceeded")
+        raise invalid(
+            "labels",
+            f"labels[{key!r}] is longer than {MAX_VALUE_CHARS} characters",
+            "limit_exceeded",
+        )
     if not label_value_ok(value):
         raise invalid("labels", f"labels[{key!r}] must be printable text")
     return value
@@ -72,27 +75,46 @@ def parse_removals(items: Sequence[str] | None, labels: dict[str, str]) -> list[
 
 def add_create_flags(parser: argparse.ArgumentParser) -> None:
     """The label flags of `admin worker create`."""
-    parser.add_argument("--label", action="append", metavar="K=V", help=(
-        "grant a placement label the operator vouches for (repeatable); a session "
-        "may declare only granted labels, same key and value"))
-    parser.add_argument("--self-labels", action="store_true", help=(
-        "accept the labels the worker's sessions declare as they are (development, "
-        "single-tenant); off by default"))
+    parser.add_argument(
+        "--label",
+        action="append",
+        metavar="K=V",
+        help=(
+            "grant a placement label the operator vouches for (repeatable); a session "
+            "may declare only granted labels, same key and value"
+        ),
+    )
+    parser.add_argument(
+        "--self-labels",
+        action="store_true",
+        help=(
+            "accept the labels the worker's sessions declare as they are (development, "
+            "single-tenant); off by default"
+        ),
+    )
 
 
-def add_label_parser(workers: Subparsers, lazy: Any,
-                     dsn: Any) -> None:
+def add_label_parser(workers: Subparsers, lazy: Any, dsn: Any) -> None:
     """`admin worker label`; `dsn` adds the --dsn option."""
     parser = workers.add_parser(
-        "label", help="grant or remove a worker's labels; no flags: print them")
+        "label", help="grant or remove a worker's labels; no flags: print them"
+    )
     dsn(parser)
     parser.add_argument("--worker", required=True, help="worker id")
-    parser.add_argument("--label", action="append", metavar="K=V",
-                        help="grant key=value (replaces the key's value; repeatable)")
-    parser.add_argument("--remove", action="append", metavar="K",
-                        help="take the key's grant away (repeatable)")
-    parser.add_argument("--self-labels", metavar="true|false",
-                        help="accept the declared labels as they are (true) or not (false)")
+    parser.add_argument(
+        "--label",
+        action="append",
+        metavar="K=V",
+        help="grant key=value (replaces the key's value; repeatable)",
+    )
+    parser.add_argument(
+        "--remove", action="append", metavar="K", help="take the key's grant away (repeatable)"
+    )
+    parser.add_argument(
+        "--self-labels",
+        metavar="true|false",
+        help="accept the declared labels as they are (true) or not (false)",
+    )
     parser.set_defaults(handler=lazy("qinglong.admin_labels:worker_label"))
 
 
@@ -107,7 +129,11 @@ def worker_label(args: argparse.Namespace) -> int:
         remove = parse_removals(args.remove, labels)
         self_labels = boolean(args.self_labels, "selfLabels")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.label_worker(
-                worker_id=worker_id, labels=labels, remove=remove, self_labels=self_labels)).doc
+            return control_plane.run(
+                conn,
+                api.label_worker(
+                    worker_id=worker_id, labels=labels, remove=remove, self_labels=self_labels
+                ),
+            ).doc
 
     return guarded(action)

@@ -29,17 +29,22 @@ LazyFactory = Callable[[str], Callable[[argparse.Namespace], int]]
 EXIT_INTERRUPTED = 130
 
 
-def add_parser(runs: Subparsers, lazy: LazyFactory,
-               dsn: Callable[..., None]) -> None:
+def add_parser(runs: Subparsers, lazy: LazyFactory, dsn: Callable[..., None]) -> None:
     log = runs.add_parser("log", help="an attempt's live log as stored (SPEC 15.3)")
     dsn(log, read=True)
     log.add_argument("--run", required=True, help="run id")
     log.add_argument("--attempt", help="attempt number (default: the run's latest)")
-    log.add_argument("--follow", action="store_true",
-                     help="print new text as it is stored until the attempt ends")
-    log.add_argument("--json", action="store_true",
-                     help="one JSON object {runId, attemptNumber, text, storedBytes, "
-                          "logBytes, truncated, complete} instead of the text")
+    log.add_argument(
+        "--follow",
+        action="store_true",
+        help="print new text as it is stored until the attempt ends",
+    )
+    log.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object {runId, attemptNumber, text, storedBytes, "
+        "logBytes, truncated, complete} instead of the text",
+    )
     log.set_defaults(handler=lazy("qinglong.admin_logs:run_log"))
 
 
@@ -70,10 +75,12 @@ def run_log(args: argparse.Namespace) -> int:
         run_id = uuid_arg(args.run, "runId")
         attempt = optional_integer(args.attempt, "attempt", 1)
         with control_plane.connect(args.dsn) as conn:
+
             def fetch(attempt_no: int | None, offset: int) -> LogPage:
                 try:
-                    return control_plane.run(conn, api.run_log(
-                        run_id=run_id, attempt_no=attempt_no, offset=offset))
+                    return control_plane.run(
+                        conn, api.run_log(run_id=run_id, attempt_no=attempt_no, offset=offset)
+                    )
                 except AnswerError as exc:
                     raise AdminError("database_error", "bad_log_document", exc.detail) from None
 

@@ -59,8 +59,9 @@ def run_list(args: argparse.Namespace) -> int:
         states = None if args.state is None else [run_state(s) for s in dict.fromkeys(args.state)]
         limit = integer(args.limit, "limit")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.list_runs(task_id=task_id, states=states,
-                                                         limit=limit, after=args.after)).doc
+            return control_plane.run(
+                conn, api.list_runs(task_id=task_id, states=states, limit=limit, after=args.after)
+            ).doc
 
     return guarded(action)
 
@@ -111,8 +112,9 @@ def worker_disable(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         worker_id = uuid_arg(args.worker, "workerId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.disable_worker(worker_id=worker_id,
-                                                              drain=args.drain)).doc
+            return control_plane.run(
+                conn, api.disable_worker(worker_id=worker_id, drain=args.drain)
+            ).doc
 
     return guarded(action)
 
@@ -136,8 +138,9 @@ def session_close(args: argparse.Namespace) -> int:
     def action() -> dict[str, Any]:
         session_id = uuid_arg(args.session, "sessionId")
         with control_plane.connect(args.dsn) as conn:
-            return control_plane.run(conn, api.end_session(session_id=session_id,
-                                                           drain=args.drain)).doc
+            return control_plane.run(
+                conn, api.end_session(session_id=session_id, drain=args.drain)
+            ).doc
 
     return guarded(action)
 
@@ -151,9 +154,12 @@ def retention(args: argparse.Namespace) -> Retention:
 
     default = DRY_RUN_BATCH if args.dry_run else PRUNE_BATCH
     batch = default if args.batch is None else integer(args.batch, "batch", 1, PRUNE_BATCH_MAX)
-    return Retention(runs_s=duration_s(args.retain_runs, "retainRuns"),
-                     audit_s=duration_s(args.retain_audit, "retainAudit"),
-                     batch=batch, dry_run=args.dry_run)
+    return Retention(
+        runs_s=duration_s(args.retain_runs, "retainRuns"),
+        audit_s=duration_s(args.retain_audit, "retainAudit"),
+        batch=batch,
+        dry_run=args.dry_run,
+    )
 
 
 def prune(args: argparse.Namespace) -> int:

@@ -42,19 +42,29 @@ def parse_pools(items: Sequence[str] | None) -> list[str]:
 
 def add_create_flags(parser: argparse.ArgumentParser) -> None:
     """The pool flag of `admin worker create`."""
-    parser.add_argument("--pool", action="append", metavar="P/N", help=(
-        "grant the worker pool P/N (repeatable); '*' = every pool of every project, "
-        "present and future. Without it the worker takes nothing"))
+    parser.add_argument(
+        "--pool",
+        action="append",
+        metavar="P/N",
+        help=(
+            "grant the worker pool P/N (repeatable); '*' = every pool of every project, "
+            "present and future. Without it the worker takes nothing"
+        ),
+    )
 
 
 def add_publish_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pool", metavar="P/N", help=(
-        "the pool of the task's project it publishes into (default: the task's pool; "
-        "a new task's is P/default)"))
+    parser.add_argument(
+        "--pool",
+        metavar="P/N",
+        help=(
+            "the pool of the task's project it publishes into (default: the task's pool; "
+            "a new task's is P/default)"
+        ),
+    )
 
 
-def add_parsers(groups: Subparsers, workers: Subparsers,
-                lazy: Any, dsn: Any) -> None:
+def add_parsers(groups: Subparsers, workers: Subparsers, lazy: Any, dsn: Any) -> None:
     """`admin pool create` and `admin worker grant|revoke`; `dsn` adds --dsn."""
     pools = groups.add_parser("pool", help="pools of a project (tenancy)")
     pool_actions = pools.add_subparsers(dest="action", required=True)
@@ -63,9 +73,14 @@ def add_parsers(groups: Subparsers, workers: Subparsers,
     create.add_argument("--project", required=True)
     create.add_argument("--name", required=True)
     create.set_defaults(handler=lazy("qinglong.admin_pools:pool_create"))
-    for action, text in (("grant", "let the worker take the runs of a pool"),
-                         ("revoke", "stop offering the pool's runs to the worker; its "
-                                    "unstarted leases of the pool are released")):
+    for action, text in (
+        ("grant", "let the worker take the runs of a pool"),
+        (
+            "revoke",
+            "stop offering the pool's runs to the worker; its "
+            "unstarted leases of the pool are released",
+        ),
+    ):
         parser = workers.add_parser(action, help=text)
         dsn(parser)
         parser.add_argument("--worker", required=True, help="worker id")
@@ -81,8 +96,7 @@ def pool_create(args: argparse.Namespace) -> int:
         if not POOL_NAME.fullmatch(args.name):
             raise invalid("name", "name must match ^[a-z0-9][a-z0-9._-]{0,62}$")
         with control_plane.connect(args.dsn) as conn:
-            result = control_plane.run(conn, api.create_pool(project=args.project,
-                                                             name=args.name))
+            result = control_plane.run(conn, api.create_pool(project=args.project, name=args.name))
         return {"poolId": result.pool_id, "project": result.project, "name": result.name}
 
     return guarded(action)

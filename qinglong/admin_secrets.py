@@ -33,8 +33,11 @@ def add_parsers(groups: Subparsers, lazy: Any, dsn: Any) -> None:
     dsn(set_)
     set_.add_argument("--project", required=True)
     set_.add_argument("--name", required=True, help="^[a-z][a-z0-9_.-]{0,63}$")
-    set_.add_argument("--from-file", type=Path,
-                      help="read the value from this file (default: stdin), 8 B - 16 KiB")
+    set_.add_argument(
+        "--from-file",
+        type=Path,
+        help="read the value from this file (default: stdin), 8 B - 16 KiB",
+    )
     set_.add_argument("--kek-file", type=Path, help=_KEK_HELP)
     set_.set_defaults(handler=lazy("qinglong.admin_secrets:secret_set"))
     listing = actions.add_parser("list", help="names, versions and timestamps (never values)")
@@ -46,12 +49,17 @@ def add_parsers(groups: Subparsers, lazy: Any, dsn: Any) -> None:
     delete.add_argument("--project", required=True)
     delete.add_argument("--name", required=True)
     delete.set_defaults(handler=lazy("qinglong.admin_secrets:secret_delete"))
-    rotate = actions.add_parser("rotate-kek",
-                                help="re-wrap every project's data key with a new KEK file")
+    rotate = actions.add_parser(
+        "rotate-kek", help="re-wrap every project's data key with a new KEK file"
+    )
     dsn(rotate)
     rotate.add_argument("--kek-file", type=Path, help="the current KEK file; " + _KEK_HELP)
-    rotate.add_argument("--new-kek-file", type=Path, required=True,
-                        help="the new KEK file (created, 0600, when it does not exist)")
+    rotate.add_argument(
+        "--new-kek-file",
+        type=Path,
+        required=True,
+        help="the new KEK file (created, 0600, when it does not exist)",
+    )
     rotate.set_defaults(handler=lazy("qinglong.admin_secrets:secret_rotate_kek"))
 
 
@@ -159,8 +167,11 @@ def secret_rotate_kek(args: argparse.Namespace) -> int:
         # I/O error): it is read, and refused as kek_unreadable.
         created = not os.path.lexists(args.new_kek_file)
         try:
-            new = create_kek_file(args.new_kek_file) if created else \
-                load_kek_arg(args.new_kek_file, "newKekFile")
+            new = (
+                create_kek_file(args.new_kek_file)
+                if created
+                else load_kek_arg(args.new_kek_file, "newKekFile")
+            )
             with control_plane.connect(args.dsn) as conn:
                 result = secret_store.rotate_kek(conn, old, new)
         except SecretsError as exc:
@@ -172,7 +183,10 @@ def secret_rotate_kek(args: argparse.Namespace) -> int:
             if exc.http_status != 503:
                 _discard_created(args.new_kek_file, created)
             raise
-        return {**result.doc, "newKekFile": str(args.new_kek_file.absolute()),
-                "newKekFileCreated": created}
+        return {
+            **result.doc,
+            "newKekFile": str(args.new_kek_file.absolute()),
+            "newKekFileCreated": created,
+        }
 
     return guarded(action)

@@ -35,9 +35,15 @@ def add_parsers(groups: Subparsers, lazy: Any) -> None:
 
 
 def add_publish_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sign-key", metavar="FILE", type=Path, help=(
-        "sign the revision with this Ed25519 key (signing-key.pem of "
-        "`admin signing-key create`); enforcing workers run only signed revisions"))
+    parser.add_argument(
+        "--sign-key",
+        metavar="FILE",
+        type=Path,
+        help=(
+            "sign the revision with this Ed25519 key (signing-key.pem of "
+            "`admin signing-key create`); enforcing workers run only signed revisions"
+        ),
+    )
 
 
 def signing_key_create(args: argparse.Namespace) -> int:

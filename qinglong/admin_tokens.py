@@ -45,8 +45,9 @@ def parse_scopes(text: str) -> list[str]:
     return list(dict.fromkeys(scopes))
 
 
-def create_token(dsn: str, project: str, scopes: list[str],
-                 expires_in_s: int | None) -> dict[str, Any]:
+def create_token(
+    dsn: str, project: str, scopes: list[str], expires_in_s: int | None
+) -> dict[str, Any]:
     """Generate, store the digest, return the document printed once (with the token)."""
     from qinglong.db import api
     from qinglong.service import control_plane
@@ -54,11 +55,23 @@ def create_token(dsn: str, project: str, scopes: list[str],
 
     token = generate_token()
     with control_plane.connect(dsn) as conn:
-        stored = control_plane.run(conn, api.create_project_token(
-            project=project, token_id=token.token_id, token_digest=token.digest, scopes=scopes,
-            expires_in_s=expires_in_s))
-    return {"tokenId": stored.token_id, "token": token.token, "project": stored.project,
-            "scopes": stored.scopes, "expiresAtMs": stored.doc["expiresAtMs"]}
+        stored = control_plane.run(
+            conn,
+            api.create_project_token(
+                project=project,
+                token_id=token.token_id,
+                token_digest=token.digest,
+                scopes=scopes,
+                expires_in_s=expires_in_s,
+            ),
+        )
+    return {
+        "tokenId": stored.token_id,
+        "token": token.token,
+        "project": stored.project,
+        "scopes": stored.scopes,
+        "expiresAtMs": stored.doc["expiresAtMs"],
+    }
 
 
 def token_create(args: argparse.Namespace) -> int:

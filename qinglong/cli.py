@@ -62,8 +62,7 @@ EXTENSIONS = (
 )
 
 
-def _extension_commands(sub: Subparsers,
-                        modules: Sequence[str] = EXTENSIONS) -> None:
+def _extension_commands(sub: Subparsers, modules: Sequence[str] = EXTENSIONS) -> None:
     """Sub-commands whose parsers live with their implementation."""
     for module_name in modules:
         try:

@@ -52,10 +52,20 @@ TOKEN_FILE_LIMIT = 4096
 TOKEN_PATTERN = re.compile(r"qlp_[a-z0-9]{16}_[A-Za-z0-9_-]{43}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 # The `error` of an error body that is not a qinglong/error@v1 document.
-_KIND_BY_STATUS = {400: "bad_request", 401: "unauthorized", 403: "forbidden",
-                   404: "not_found", 405: "method_not_allowed", 408: "request_timeout",
-                   409: "conflict", 413: "payload_too_large", 429: "rate_limited",
-                   500: "internal_error", 501: "not_implemented", 503: "unavailable"}
+_KIND_BY_STATUS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    409: "conflict",
+    413: "payload_too_large",
+    429: "rate_limited",
+    500: "internal_error",
+    501: "not_implemented",
+    503: "unavailable",
+}
 UNRECOGNIZED_BODY = "unrecognized_body"
 
 
@@ -110,9 +120,14 @@ class ApiError(ClientError):
     """A non-2xx answer. `error`/`reason` are the body's low-cardinality codes, `detail`
     its optional `{field?, key?, offset?}`; `retry_after_s` the Retry-After header."""
 
-    def __init__(self, status: int, error: str, reason: str,
-                 detail: Mapping[str, Any] | None = None,
-                 retry_after_s: int | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        reason: str,
+        detail: Mapping[str, Any] | None = None,
+        retry_after_s: int | None = None,
+    ) -> None:
         self.status = status
         self.error = error
         self.reason = reason
@@ -165,8 +180,14 @@ class Unavailable(ApiError):
 
 
 ERROR_CLASSES: dict[int, type[ApiError]] = {
-    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
-    413: PayloadTooLarge, 429: RateLimited, 503: Unavailable,
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    429: RateLimited,
+    503: Unavailable,
 }
 
 
@@ -177,8 +198,12 @@ def api_error(status: int, body: bytes, retry_after: str | None = None) -> ApiEr
     error = _KIND_BY_STATUS.get(status, "bad_request" if status < 500 else "unavailable")
     reason, detail = UNRECOGNIZED_BODY, None
     doc = _json_or_none(body)
-    if (isinstance(doc, dict) and doc.get("schema") == ERROR_SCHEMA
-            and isinstance(doc.get("error"), str) and isinstance(doc.get("reason"), str)):
+    if (
+        isinstance(doc, dict)
+        and doc.get("schema") == ERROR_SCHEMA
+        and isinstance(doc.get("error"), str)
+        and isinstance(doc.get("reason"), str)
+    ):
         error, reason = doc["error"], doc["reason"]
         detail = doc["detail"] if isinstance(doc.get("detail"), dict) else None
     retry = int(retry_after) if retry_after and retry_after.isdigit() else None
@@ -328,36 +353,59 @@ class _Shape:
 
 
 def _run(s: _Shape) -> Run:
-    return Run(run_id=s.text("runId", True), task_id=s.text("taskId", True),
-               state=s.text("state", True), priority=s.integer("priority"),
-               project_id=s.text("projectId"), queued_at_ms=s.integer("queuedAtMs"),
-               not_before_ms=s.integer("notBeforeMs"), attempts=s.integer("attempts"),
-               updated_at_ms=s.integer("updatedAtMs"), finished_at_ms=s.integer("finishedAtMs"),
-               cancel_requested=s.flag("cancelRequested"),
-               execution_revision_id=s.text("executionRevisionId"), key=s.text("key"),
-               project=s.text("project"), task_name=s.text("taskName"), pool=s.text("pool"))
+    return Run(
+        run_id=s.text("runId", True),
+        task_id=s.text("taskId", True),
+        state=s.text("state", True),
+        priority=s.integer("priority"),
+        project_id=s.text("projectId"),
+        queued_at_ms=s.integer("queuedAtMs"),
+        not_before_ms=s.integer("notBeforeMs"),
+        attempts=s.integer("attempts"),
+        updated_at_ms=s.integer("updatedAtMs"),
+        finished_at_ms=s.integer("finishedAtMs"),
+        cancel_requested=s.flag("cancelRequested"),
+        execution_revision_id=s.text("executionRevisionId"),
+        key=s.text("key"),
+        project=s.text("project"),
+        task_name=s.text("taskName"),
+        pool=s.text("pool"),
+    )
 
 
 def _attempt(s: _Shape) -> Attempt:
     result = None
     if s.doc.get("result") is not None:
         r = s.child("result")
-        result = AttemptResult(duration_ms=r.integer("durationMs"),
-                               output_tail=r.text("outputTail") or "",
-                               output_bytes=r.integer("outputBytes"),
-                               exit_code=r.integer("exitCode"))
-    return Attempt(attempt_id=s.text("attemptId", True), number=s.integer("number", True),
-                   state=s.text("state", True), worker_id=s.text("workerId"),
-                   session_id=s.text("sessionId"), claimed_at_ms=s.integer("claimedAtMs"),
-                   started_at_ms=s.integer("startedAtMs"),
-                   finished_at_ms=s.integer("finishedAtMs"), exit_code=s.integer("exitCode"),
-                   reason=s.text("reason"), result=result)
+        result = AttemptResult(
+            duration_ms=r.integer("durationMs"),
+            output_tail=r.text("outputTail") or "",
+            output_bytes=r.integer("outputBytes"),
+            exit_code=r.integer("exitCode"),
+        )
+    return Attempt(
+        attempt_id=s.text("attemptId", True),
+        number=s.integer("number", True),
+        state=s.text("state", True),
+        worker_id=s.text("workerId"),
+        session_id=s.text("sessionId"),
+        claimed_at_ms=s.integer("claimedAtMs"),
+        started_at_ms=s.integer("startedAtMs"),
+        finished_at_ms=s.integer("finishedAtMs"),
+        exit_code=s.integer("exitCode"),
+        reason=s.text("reason"),
+        result=result,
+    )
 
 
 def _event(s: _Shape) -> RunEvent:
     payload = {k: v for k, v in s.doc.items() if k not in ("type", "atMs", "attemptId")}
-    return RunEvent(type=s.text("type", True), at_ms=s.integer("atMs"),
-                    attempt_id=s.text("attemptId"), payload=payload)
+    return RunEvent(
+        type=s.text("type", True),
+        at_ms=s.integer("atMs"),
+        attempt_id=s.text("attemptId"),
+        payload=payload,
+    )
 
 
 def parse_run_document(status: int, doc: Any) -> RunDocument:
@@ -372,12 +420,21 @@ def parse_run_list(status: int, doc: Any) -> RunList:
     runs = []
     for item in s.items("runs"):
         r = _Shape(status, item, "body.runs[]")
-        runs.append(RunSummary(
-            run_id=r.text("runId", True), task_id=r.text("taskId", True),
-            state=r.text("state", True), priority=r.integer("priority"),
-            queued_at_ms=r.integer("queuedAtMs"), not_before_ms=r.integer("notBeforeMs"),
-            attempts=r.integer("attempts"), updated_at_ms=r.integer("updatedAtMs"),
-            project=r.text("project"), task_name=r.text("taskName"), pool=r.text("pool")))
+        runs.append(
+            RunSummary(
+                run_id=r.text("runId", True),
+                task_id=r.text("taskId", True),
+                state=r.text("state", True),
+                priority=r.integer("priority"),
+                queued_at_ms=r.integer("queuedAtMs"),
+                not_before_ms=r.integer("notBeforeMs"),
+                attempts=r.integer("attempts"),
+                updated_at_ms=r.integer("updatedAtMs"),
+                project=r.text("project"),
+                task_name=r.text("taskName"),
+                pool=r.text("pool"),
+            )
+        )
     return RunList(runs=runs, next=s.text("next"), raw=s.doc)
 
 
@@ -395,8 +452,7 @@ def parse_log_line(line: str) -> LogPage:
     (raised as the ApiError of the status its `error` names)."""
     doc = _json_or_none(line)
     if isinstance(doc, dict) and doc.get("schema") == ERROR_SCHEMA:
-        status = next((s for s, kind in _KIND_BY_STATUS.items() if kind == doc.get("error")),
-                      503)
+        status = next((s for s, kind in _KIND_BY_STATUS.items() if kind == doc.get("error")), 503)
         raise api_error(status, line.encode())
     if doc is None:
         raise ResponseError(200, "a line of the follow stream is not JSON")
@@ -433,17 +489,27 @@ def _integer_arg(value: object, field_name: str) -> int:
     return value
 
 
-def enqueue_request(task: str, *, count: int | None = None, priority: int | None = None,
-                    delay_ms: int | None = None, not_before_ms: int | None = None,
-                    key: str | None = None) -> ApiRequest:
+def enqueue_request(
+    task: str,
+    *,
+    count: int | None = None,
+    priority: int | None = None,
+    delay_ms: int | None = None,
+    not_before_ms: int | None = None,
+    key: str | None = None,
+) -> ApiRequest:
     """`POST /v1/runs`: `task` is "P/name" or a task id. Bounds are the server's."""
     if not isinstance(task, str) or not task:
-        raise ClientInputError("task", "task must be a task id or \"project/name\"")
+        raise ClientInputError("task", 'task must be a task id or "project/name"')
     if delay_ms is not None and not_before_ms is not None:
         raise ClientInputError("delayMs", "give delayMs or notBeforeMs, not both")
     body: dict[str, Any] = {"schema": ENQUEUE_SCHEMA, "task": task}
-    for name, value in (("count", count), ("priority", priority), ("delayMs", delay_ms),
-                        ("notBeforeMs", not_before_ms)):
+    for name, value in (
+        ("count", count),
+        ("priority", priority),
+        ("delayMs", delay_ms),
+        ("notBeforeMs", not_before_ms),
+    ):
         if value is not None:
             body[name] = _integer_arg(value, name)
     if key is not None:
@@ -460,8 +526,13 @@ def run_path(run_id: str, action: str = "") -> str:
     return f"/v1/runs/{run_id.lower()}" + (f"/{action}" if action else "")
 
 
-def list_request(*, task: str | None = None, state: str | Sequence[str] | None = None,
-                 after: str | None = None, limit: int | None = None) -> ApiRequest:
+def list_request(
+    *,
+    task: str | None = None,
+    state: str | Sequence[str] | None = None,
+    after: str | None = None,
+    limit: int | None = None,
+) -> ApiRequest:
     """`GET /v1/runs`: `state` one state or several (the parameter repeats)."""
     params: list[tuple[str, str]] = []
     if task is not None:
@@ -475,8 +546,9 @@ def list_request(*, task: str | None = None, state: str | Sequence[str] | None =
     return ApiRequest("GET", "/v1/runs", tuple(params))
 
 
-def log_request(run_id: str, *, attempt: int | None = None, offset: int = 0,
-                follow: bool = False) -> ApiRequest:
+def log_request(
+    run_id: str, *, attempt: int | None = None, offset: int = 0, follow: bool = False
+) -> ApiRequest:
     """`GET /v1/runs/{id}/log?offset=&attempt=&follow=1` (SPEC §15.3)."""
     params = [("offset", str(_integer_arg(offset, "offset")))]
     if attempt is not None:
@@ -493,8 +565,7 @@ def _resume(run_id: str, last: LogPage | None) -> ApiRequest | None:
         raise ResponseError(200, "the follow stream ended without a line")
     if last.finished:
         return None
-    return log_request(run_id, attempt=last.attempt_number, offset=last.next_offset,
-                       follow=True)
+    return log_request(run_id, attempt=last.attempt_number, offset=last.next_offset, follow=True)
 
 
 def _advanced(previous: LogPage, page: LogPage) -> LogPage:
@@ -518,23 +589,28 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise ClientSetupError("tokenFile", f"token file {name}: cannot open it: "
-                               f"{exc.strerror or exc}") from None
+        raise ClientSetupError(
+            "tokenFile", f"token file {name}: cannot open it: {exc.strerror or exc}"
+        ) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ClientSetupError("tokenFile", f"token file {name}: not a regular file")
         if st.st_mode & 0o077:
             raise ClientSetupError(
-                "tokenFile", f"token file {name}: readable or writable by group/other "
-                f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod 600 it")
+                "tokenFile",
+                f"token file {name}: readable or writable by group/other "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod 600 it",
+            )
         raw = os.read(fd, TOKEN_FILE_LIMIT + 1)
     finally:
         os.close(fd)
     text = raw.decode("ascii", "replace").strip()
     if len(raw) > TOKEN_FILE_LIMIT or not TOKEN_PATTERN.fullmatch(text):
-        raise ClientSetupError("tokenFile", f"token file {name}: does not hold one "
-                               "qlp_<tokenId>_<secret> producer token")
+        raise ClientSetupError(
+            "tokenFile",
+            f"token file {name}: does not hold one qlp_<tokenId>_<secret> producer token",
+        )
     return text
 
 
@@ -550,8 +626,9 @@ def tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
     try:
         ctx = ssl.create_default_context(cafile=None if ca_file is None else os.fspath(ca_file))
     except (OSError, ssl.SSLError) as exc:
-        raise ClientSetupError("caFile", f"CA file {ca_file}: cannot load it: "
-                               f"{getattr(exc, 'strerror', None) or exc}") from None
+        raise ClientSetupError(
+            "caFile", f"CA file {ca_file}: cannot load it: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     return ctx
 
@@ -562,8 +639,10 @@ def _base_url(url: str) -> str:
     except httpx.InvalidURL:
         parsed = None
     if parsed is None or parsed.scheme != "https" or not parsed.host:
-        raise ClientSetupError("api", "the API URL must be https://host[:port][/prefix] "
-                               "(the token is never sent in clear)")
+        raise ClientSetupError(
+            "api",
+            "the API URL must be https://host[:port][/prefix] (the token is never sent in clear)",
+        )
     if parsed.query or parsed.fragment or parsed.userinfo:
         raise ClientSetupError("api", "the API URL takes no query, fragment or user info")
     return str(parsed).rstrip("/")
@@ -584,13 +663,19 @@ class ApiTarget:
         except (OSError, ValueError) as exc:
             raise ClientSetupError("devEnv", f"{path}: cannot read it: {exc}") from None
         api = doc.get("api") if isinstance(doc, dict) else None
-        if not (isinstance(api, dict) and isinstance(api.get("url"), str)
-                and isinstance(api.get("tokenFile"), str)
-                and isinstance(api.get("caFile"), str | None)):
+        if not (
+            isinstance(api, dict)
+            and isinstance(api.get("url"), str)
+            and isinstance(api.get("tokenFile"), str)
+            and isinstance(api.get("caFile"), str | None)
+        ):
             raise ClientSetupError("devEnv", f"{path} has no api {{url, caFile, tokenFile}}")
         ca = api.get("caFile")
-        return cls(url=api["url"], token_file=Path(api["tokenFile"]),
-                   ca_file=None if ca is None else Path(ca))
+        return cls(
+            url=api["url"],
+            token_file=Path(api["tokenFile"]),
+            ca_file=None if ca is None else Path(ca),
+        )
 
 
 # ---------------------------------------------------------------- clients
@@ -634,16 +719,22 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
 class _Common:
     """Configuration both clients share; the token goes only into httpx's headers."""
 
-    def __init__(self, base_url: str, *, token: str | None = None,
-                 token_file: str | os.PathLike[str] | None = None,
-                 ca_file: str | os.PathLike[str] | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S,
-                 connect_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        connect_timeout_s: float | None = None,
+    ) -> None:
         if (token is None) == (token_file is None):
             raise ClientSetupError("token", "give exactly one of token and token_file")
         for name, value in (("timeoutS", timeout_s), ("connectTimeoutS", connect_timeout_s)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                      or not value > 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+            ):
                 raise ClientSetupError(name, f"{name} must be a positive number of seconds")
         self.base_url = _base_url(base_url)
         secret = read_token_file(token_file) if token_file is not None else _check_token(token)
@@ -651,8 +742,11 @@ class _Common:
             "base_url": self.base_url,
             "verify": tls_context(ca_file),
             "timeout": httpx.Timeout(timeout_s, connect=connect_timeout_s or timeout_s),
-            "headers": {"Authorization": f"Bearer {secret}", "Accept": "application/json",
-                        "User-Agent": USER_AGENT},
+            "headers": {
+                "Authorization": f"Bearer {secret}",
+                "Accept": "application/json",
+                "User-Agent": USER_AGENT,
+            },
             "follow_redirects": False,
         }
 
@@ -672,20 +766,32 @@ class _Common:
 class Client(_Common):
     """Blocking client: `with Client(url, token_file=…, ca_file=…) as api: api.enqueue(…)`."""
 
-    def __init__(self, base_url: str, *, token: str | None = None,
-                 token_file: str | os.PathLike[str] | None = None,
-                 ca_file: str | os.PathLike[str] | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S,
-                 connect_timeout_s: float | None = None) -> None:
-        super().__init__(base_url, token=token, token_file=token_file, ca_file=ca_file,
-                         timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        connect_timeout_s: float | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            token=token,
+            token_file=token_file,
+            ca_file=ca_file,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+        )
         self._http = httpx.Client(**self._settings)
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def close(self) -> None:
@@ -694,24 +800,42 @@ class Client(_Common):
     def send(self, request: ApiRequest, expected: int | None = None) -> Any:
         """Send one request; the decoded JSON of its 2xx answer."""
         try:
-            response = self._http.request(request.method, request.path,
-                                          **self._kwargs(request))
+            response = self._http.request(request.method, request.path, **self._kwargs(request))
         except httpx.HTTPError as exc:
             raise _transport_error(request.method, request.path, exc) from None
         return _decode(response, expected)
 
-    def enqueue(self, task: str, *, count: int | None = None, priority: int | None = None,
-                delay_ms: int | None = None, not_before_ms: int | None = None,
-                key: str | None = None) -> EnqueueResult:
-        request = enqueue_request(task, count=count, priority=priority, delay_ms=delay_ms,
-                                  not_before_ms=not_before_ms, key=key)
+    def enqueue(
+        self,
+        task: str,
+        *,
+        count: int | None = None,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        not_before_ms: int | None = None,
+        key: str | None = None,
+    ) -> EnqueueResult:
+        request = enqueue_request(
+            task,
+            count=count,
+            priority=priority,
+            delay_ms=delay_ms,
+            not_before_ms=not_before_ms,
+            key=key,
+        )
         return parse_enqueue(201, self.send(request, 201))
 
     def show(self, run_id: str) -> RunDocument:
         return parse_run_document(200, self.send(ApiRequest("GET", run_path(run_id))))
 
-    def list(self, *, task: str | None = None, state: str | Sequence[str] | None = None,
-             after: str | None = None, limit: int | None = None) -> RunList:
+    def list(
+        self,
+        *,
+        task: str | None = None,
+        state: str | Sequence[str] | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> RunList:
         request = list_request(task=task, state=state, after=after, limit=limit)
         return parse_run_list(200, self.send(request))
 
@@ -724,25 +848,27 @@ class Client(_Common):
     def run_log(self, run_id: str, *, attempt: int | None = None, offset: int = 0) -> LogPage:
         """One page (at most 1 MiB) of an attempt's stored log from `offset` (SPEC §15.3);
         `attempt` None: the run's latest."""
-        return parse_log_page(200, self.send(log_request(run_id, attempt=attempt,
-                                                         offset=offset)))
+        return parse_log_page(200, self.send(log_request(run_id, attempt=attempt, offset=offset)))
 
     def log_pages(self, run_id: str, *, attempt: int | None = None) -> Iterator[LogPage]:
         """Every page of what is stored now, from offset 0 (the attempt fixed by the first)."""
         page = self.run_log(run_id, attempt=attempt)
         yield page
         while not page.caught_up:
-            page = _advanced(page, self.run_log(run_id, attempt=page.attempt_number,
-                                                offset=page.next_offset))
+            page = _advanced(
+                page, self.run_log(run_id, attempt=page.attempt_number, offset=page.next_offset)
+            )
             yield page
 
-    def follow_log(self, run_id: str, *, attempt: int | None = None,
-                   offset: int = 0) -> Iterator[LogPage]:
+    def follow_log(
+        self, run_id: str, *, attempt: int | None = None, offset: int = 0
+    ) -> Iterator[LogPage]:
         """The log as it grows (`follow=1`): a page per line of the stream, until the
         attempt ended and all of it was read; reconnects from the last `nextOffset`
         when the server ends a stream early (its duration cap)."""
-        request: ApiRequest | None = log_request(run_id, attempt=attempt, offset=offset,
-                                                 follow=True)
+        request: ApiRequest | None = log_request(
+            run_id, attempt=attempt, offset=offset, follow=True
+        )
         while request is not None:
             last = None
             for last in self._lines(request):
@@ -751,8 +877,9 @@ class Client(_Common):
 
     def _lines(self, request: ApiRequest) -> Iterator[LogPage]:
         try:
-            with self._http.stream(request.method, request.path,
-                                   **self._kwargs(request)) as response:
+            with self._http.stream(
+                request.method, request.path, **self._kwargs(request)
+            ) as response:
                 if not 200 <= response.status_code < 300:
                     response.read()
                     _decode(response)
@@ -766,20 +893,32 @@ class Client(_Common):
 class AsyncClient(_Common):
     """asyncio client with the same methods as `Client`, as coroutines."""
 
-    def __init__(self, base_url: str, *, token: str | None = None,
-                 token_file: str | os.PathLike[str] | None = None,
-                 ca_file: str | os.PathLike[str] | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S,
-                 connect_timeout_s: float | None = None) -> None:
-        super().__init__(base_url, token=token, token_file=token_file, ca_file=ca_file,
-                         timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        connect_timeout_s: float | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            token=token,
+            token_file=token_file,
+            ca_file=ca_file,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+        )
         self._http = httpx.AsyncClient(**self._settings)
 
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -787,24 +926,44 @@ class AsyncClient(_Common):
 
     async def send(self, request: ApiRequest, expected: int | None = None) -> Any:
         try:
-            response = await self._http.request(request.method, request.path,
-                                                **self._kwargs(request))
+            response = await self._http.request(
+                request.method, request.path, **self._kwargs(request)
+            )
         except httpx.HTTPError as exc:
             raise _transport_error(request.method, request.path, exc) from None
         return _decode(response, expected)
 
-    async def enqueue(self, task: str, *, count: int | None = None,
-                      priority: int | None = None, delay_ms: int | None = None,
-                      not_before_ms: int | None = None, key: str | None = None) -> EnqueueResult:
-        request = enqueue_request(task, count=count, priority=priority, delay_ms=delay_ms,
-                                  not_before_ms=not_before_ms, key=key)
+    async def enqueue(
+        self,
+        task: str,
+        *,
+        count: int | None = None,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        not_before_ms: int | None = None,
+        key: str | None = None,
+    ) -> EnqueueResult:
+        request = enqueue_request(
+            task,
+            count=count,
+            priority=priority,
+            delay_ms=delay_ms,
+            not_before_ms=not_before_ms,
+            key=key,
+        )
         return parse_enqueue(201, await self.send(request, 201))
 
     async def show(self, run_id: str) -> RunDocument:
         return parse_run_document(200, await self.send(ApiRequest("GET", run_path(run_id))))
 
-    async def list(self, *, task: str | None = None, state: str | Sequence[str] | None = None,
-                   after: str | None = None, limit: int | None = None) -> RunList:
+    async def list(
+        self,
+        *,
+        task: str | None = None,
+        state: str | Sequence[str] | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> RunList:
         request = list_request(task=task, state=state, after=after, limit=limit)
         return parse_run_list(200, await self.send(request))
 
@@ -814,24 +973,27 @@ class AsyncClient(_Common):
     async def retry(self, run_id: str) -> RunDocument:
         return parse_run_document(200, await self.send(_action_request(run_id, "retry")))
 
-    async def run_log(self, run_id: str, *, attempt: int | None = None,
-                      offset: int = 0) -> LogPage:
-        return parse_log_page(200, await self.send(log_request(run_id, attempt=attempt,
-                                                               offset=offset)))
+    async def run_log(self, run_id: str, *, attempt: int | None = None, offset: int = 0) -> LogPage:
+        return parse_log_page(
+            200, await self.send(log_request(run_id, attempt=attempt, offset=offset))
+        )
 
-    async def log_pages(self, run_id: str, *,
-                        attempt: int | None = None) -> AsyncIterator[LogPage]:
+    async def log_pages(self, run_id: str, *, attempt: int | None = None) -> AsyncIterator[LogPage]:
         page = await self.run_log(run_id, attempt=attempt)
         yield page
         while not page.caught_up:
-            page = _advanced(page, await self.run_log(run_id, attempt=page.attempt_number,
-                                                      offset=page.next_offset))
+            page = _advanced(
+                page,
+                await self.run_log(run_id, attempt=page.attempt_number, offset=page.next_offset),
+            )
             yield page
 
-    async def follow_log(self, run_id: str, *, attempt: int | None = None,
-                         offset: int = 0) -> AsyncIterator[LogPage]:
-        request: ApiRequest | None = log_request(run_id, attempt=attempt, offset=offset,
-                                                 follow=True)
+    async def follow_log(
+        self, run_id: str, *, attempt: int | None = None, offset: int = 0
+    ) -> AsyncIterator[LogPage]:
+        request: ApiRequest | None = log_request(
+            run_id, attempt=attempt, offset=offset, follow=True
+        )
         while request is not None:
             last = None
             async for last in self._lines(request):
@@ -840,8 +1002,9 @@ class AsyncClient(_Common):
 
     async def _lines(self, request: ApiRequest) -> AsyncIterator[LogPage]:
         try:
-            async with self._http.stream(request.method, request.path,
-                                         **self._kwargs(request)) as response:
+            async with self._http.stream(
+                request.method, request.path, **self._kwargs(request)
+            ) as response:
                 if not 200 <= response.status_code < 300:
                     await response.aread()
                     _decode(response)
@@ -855,21 +1018,39 @@ class AsyncClient(_Common):
 # ------------------------------------------------------------------- curl
 
 
-def curl_enqueue(target: ApiTarget, task: str, *, count: int | None = None,
-                 priority: int | None = None, delay_ms: int | None = None,
-                 not_before_ms: int | None = None, key: str | None = None) -> str:
+def curl_enqueue(
+    target: ApiTarget,
+    task: str,
+    *,
+    count: int | None = None,
+    priority: int | None = None,
+    delay_ms: int | None = None,
+    not_before_ms: int | None = None,
+    key: str | None = None,
+) -> str:
     """The shell line that sends the same enqueue as `Client.enqueue` with curl. The
     token is read from the token file when the line runs (`$(cat FILE)`): it is never
     part of the line."""
-    request = enqueue_request(task, count=count, priority=priority, delay_ms=delay_ms,
-                              not_before_ms=not_before_ms, key=key)
+    request = enqueue_request(
+        task,
+        count=count,
+        priority=priority,
+        delay_ms=delay_ms,
+        not_before_ms=not_before_ms,
+        key=key,
+    )
     url = _base_url(target.url) + request.path
     parts = ["curl", "-sS", "--fail-with-body", "--proto", "=https"]
     if target.ca_file is not None:
         parts += ["--cacert", shlex.quote(str(target.ca_file))]
-    parts += ["-X", request.method,
-              f'-H "Authorization: Bearer $(cat {shlex.quote(str(target.token_file))})"',
-              "-H", shlex.quote("Content-Type: application/json"),
-              "--data", shlex.quote((request.content() or b"").decode()),
-              shlex.quote(url)]
+    parts += [
+        "-X",
+        request.method,
+        f'-H "Authorization: Bearer $(cat {shlex.quote(str(target.token_file))})"',
+        "-H",
+        shlex.quote("Content-Type: application/json"),
+        "--data",
+        shlex.quote((request.content() or b"").decode()),
+        shlex.quote(url),
+    ]
     return " ".join(parts)

@@ -31,26 +31,50 @@ LOOPBACK = "127.0.0.1"
 def register(sub: Subparsers, lazy: Callable[[str], Handler]) -> None:
     console = sub.add_parser("console", help="the read-only web operator console")
     add_dsn_argument(console, help="PostgreSQL DSN (a role with ql_readonly is enough)")
-    console.add_argument("--host", default=None,
-                         help="address to listen on (default 127.0.0.1; a non-loopback "
-                              "address needs --allow-remote)")
-    console.add_argument("--port", type=_port, default=None,
-                         help="TCP port (default 8088; 0 = any free port)")
-    console.add_argument("--allow-remote", action="store_true",
-                         help="serve beyond loopback: HTTPS with an access token; needs "
-                              "--tls-cert, --tls-key, --auth-token-file and --allowed-host")
-    console.add_argument("--tls-cert", metavar="FILE", default=None,
-                         help="server certificate chain, PEM (with --allow-remote)")
-    console.add_argument("--tls-key", metavar="FILE", default=None,
-                         help="its private key, PEM (with --allow-remote)")
-    console.add_argument("--auth-token-file", metavar="FILE", default=None,
-                         help="file (mode 0600) holding the access token every request "
-                              "presents (with --allow-remote)")
-    console.add_argument("--allowed-host", metavar="HOST", action="append", default=[],
-                         help="a Host name the console answers (repeatable; others get "
-                              "421; with --allow-remote)")
-    console.add_argument("--refresh-s", type=_refresh, default=None,
-                         help="seconds between in-page refreshes (default 5; 0 = off)")
+    console.add_argument(
+        "--host",
+        default=None,
+        help="address to listen on (default 127.0.0.1; a non-loopback "
+        "address needs --allow-remote)",
+    )
+    console.add_argument(
+        "--port", type=_port, default=None, help="TCP port (default 8088; 0 = any free port)"
+    )
+    console.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="serve beyond loopback: HTTPS with an access token; needs "
+        "--tls-cert, --tls-key, --auth-token-file and --allowed-host",
+    )
+    console.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        default=None,
+        help="server certificate chain, PEM (with --allow-remote)",
+    )
+    console.add_argument(
+        "--tls-key", metavar="FILE", default=None, help="its private key, PEM (with --allow-remote)"
+    )
+    console.add_argument(
+        "--auth-token-file",
+        metavar="FILE",
+        default=None,
+        help="file (mode 0600) holding the access token every request "
+        "presents (with --allow-remote)",
+    )
+    console.add_argument(
+        "--allowed-host",
+        metavar="HOST",
+        action="append",
+        default=[],
+        help="a Host name the console answers (repeatable; others get 421; with --allow-remote)",
+    )
+    console.add_argument(
+        "--refresh-s",
+        type=_refresh,
+        default=None,
+        help="seconds between in-page refreshes (default 5; 0 = off)",
+    )
     console.set_defaults(handler=lazy("qinglong.console_cli:console_command"))
 
 
@@ -82,11 +106,15 @@ def console_command(args: argparse.Namespace) -> int:
         # Flags left out take ConsoleConfig's defaults (the parser has none of its
         # own: building it must not import the service package).
         given = {"host": args.host, "port": args.port, "refresh_s": args.refresh_s}
-        config = ConsoleConfig(dsn=args.dsn, allow_remote=args.allow_remote,
-                               tls_cert=args.tls_cert, tls_key=args.tls_key,
-                               auth_token_file=args.auth_token_file,
-                               allowed_hosts=tuple(args.allowed_host),
-                               **{k: v for k, v in given.items() if v is not None})
+        config = ConsoleConfig(
+            dsn=args.dsn,
+            allow_remote=args.allow_remote,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            auth_token_file=args.auth_token_file,
+            allowed_hosts=tuple(args.allowed_host),
+            **{k: v for k, v in given.items() if v is not None},
+        )
     except RemoteBindRefused as exc:
         sys.stderr.write(f"qinglong console: {exc}\n")
         return EXIT_USAGE
@@ -94,6 +122,7 @@ def console_command(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------ for `qinglong demo`
+
 
 def pick_port(preferred: int, host: str = LOOPBACK) -> int:
     """`preferred` when it is free on `host`, else any free port (0 = any)."""
@@ -129,24 +158,39 @@ def ensure_console_role(admin_dsn: str, role: str, group: str = "ql_readonly") -
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         name = sql.Identifier(role)
         if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
-                name, sql.Identifier(group)))
+            conn.execute(
+                sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(name, sql.Identifier(group))
+            )
         else:
             conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), name))
         verifier = conn.pgconn.encrypt_password(
-            password.encode(), role.encode(), b"scram-sha-256").decode()
+            password.encode(), role.encode(), b"scram-sha-256"
+        ).decode()
         conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(name, sql.Literal(verifier)))
     return make_conninfo(admin_dsn, user=role, password=password)
 
 
 def console_argv(dsn_file: str, port: int, refresh_s: int = 2) -> list[str]:
     """The command line of a console reading the DSN from a 0600 file (no secret in argv)."""
-    return [sys.executable, "-m", "qinglong", "console", "--dsn-file", dsn_file,
-            "--host", LOOPBACK, "--port", str(port), "--refresh-s", str(refresh_s)]
+    return [
+        sys.executable,
+        "-m",
+        "qinglong",
+        "console",
+        "--dsn-file",
+        dsn_file,
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "--refresh-s",
+        str(refresh_s),
+    ]
 
 
-def wait_listening(process: subprocess.Popen[bytes], port: int, timeout_s: float,
-                   host: str = LOOPBACK) -> None:
+def wait_listening(
+    process: subprocess.Popen[bytes], port: int, timeout_s: float, host: str = LOOPBACK
+) -> None:
     """Until `port` accepts connections; RuntimeError if `process` exits or time runs out."""
     import socket
     import time

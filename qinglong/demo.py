@@ -62,8 +62,10 @@ WAVE_GAP_S = 1.5
 MAX_RUNS = 256  # every worker gets slots = runs (<= 256), so any eligible worker can take all
 STOP_TIMEOUT_S = 10.0
 # The stack's login roles (purpose -> role), created in this order.
-ROLES = {"ingress": LoginRole(INGRESS_ROLE, "ql_worker_ingress"),
-         "sweeper": LoginRole(SWEEPER_ROLE, "ql_sweeper")}
+ROLES = {
+    "ingress": LoginRole(INGRESS_ROLE, "ql_worker_ingress"),
+    "sweeper": LoginRole(SWEEPER_ROLE, "ql_sweeper"),
+}
 REFRESH_S = 0.5
 PLAIN_EVERY_S = 2.0
 _METRIC = re.compile(r'^qinglong_ingress_pull_results_total\{result="([a-z_]+)"\} ([0-9.e+]+)$')
@@ -176,8 +178,15 @@ class RunFact:
 
 
 # Run states as the progress line groups them.
-PHASE = {"queued": "waiting", "dispatching": "offered", "starting": "running",
-         "running": "running", "succeeded": "done", "failed": "done", "cancelled": "done"}
+PHASE = {
+    "queued": "waiting",
+    "dispatching": "offered",
+    "starting": "running",
+    "running": "running",
+    "succeeded": "done",
+    "failed": "done",
+    "cancelled": "done",
+}
 
 
 # --------------------------------------------------------------- processes
@@ -191,7 +200,11 @@ class Child:
 
 
 def spawn(
-    name: str, argv: list[str], log_path: Path, *, pipe: bool = False,
+    name: str,
+    argv: list[str],
+    log_path: Path,
+    *,
+    pipe: bool = False,
     env: dict[str, str] | None = None,
 ) -> Child:
     """A child in its own process group: Ctrl-C reaches only us."""
@@ -200,8 +213,9 @@ def spawn(
 
 def stop_children(children: list[Child], timeout_s: float = STOP_TIMEOUT_S) -> None:
     """SIGTERM every group, wait, then SIGKILL what is left."""
-    stop_services([Service(c.name, c.process.pid, c.log_path, process=c.process)
-                   for c in children], timeout_s)
+    stop_services(
+        [Service(c.name, c.process.pid, c.log_path, process=c.process) for c in children], timeout_s
+    )
 
 
 # ------------------------------------------------------------------ workers
@@ -361,18 +375,26 @@ class Demo:
 
         try:
             # With --dsn too: the console reads as a ql_readonly login, never the admin.
-            dsn = ensure_console_role(self.admin_dsn, CONSOLE_ROLE) if self.cluster is None \
+            dsn = (
+                ensure_console_role(self.admin_dsn, CONSOLE_ROLE)
+                if self.cluster is None
                 else self.cluster.ensure_login_role(CONSOLE_ROLE, "ql_readonly", self.database)
+            )
             dsn_path = self.root / "console.dsn"
             fd = os.open(dsn_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(dsn)
-            self.console = spawn("console", console_argv(str(dsn_path), self.console_port),
-                                 self.root / "logs" / "console.log")
+            self.console = spawn(
+                "console",
+                console_argv(str(dsn_path), self.console_port),
+                self.root / "logs" / "console.log",
+            )
             wait_listening(self.console.process, self.console_port, CONSOLE_START_S)
         except Exception as exc:  # the console is a view: the demo goes on without it
-            self.say(f"warning: the console did not start ({type(exc).__name__}: {exc}); "
-                     "continuing without it")
+            self.say(
+                f"warning: the console did not start ({type(exc).__name__}: {exc}); "
+                "continuing without it"
+            )
             if self.console is not None:
                 stop_children([self.console])
                 self.console = None
@@ -391,14 +413,21 @@ class Demo:
             for index, profile in enumerate(profiles, start=1):
                 name = f"{profile.name}-{index}"
                 worker = control_plane.provision_worker(
-                    conn, name, ca_dir, self.root / "workers" / name,
+                    conn,
+                    name,
+                    ca_dir,
+                    self.root / "workers" / name,
                     self_labels=True,  # each profile declares its own labels
-                    pools=("*",))  # every pool, present and future (SPEC §13.1)
-                self.views.append(WorkerView(name, profile, worker.worker_id,
-                                             self.root / "journals" / name))
+                    pools=("*",),
+                )  # every pool, present and future (SPEC §13.1)
+                self.views.append(
+                    WorkerView(name, profile, worker.worker_id, self.root / "journals" / name)
+                )
                 self._write_worker_config(name, profile, worker.as_json())
-        self.say(f"dev CA, server certificate, {self.workers} worker identities"
-                 " (certificate + ql3w_ credential each)")
+        self.say(
+            f"dev CA, server certificate, {self.workers} worker identities"
+            " (certificate + ql3w_ credential each)"
+        )
 
     def _write_worker_config(self, name: str, profile: Profile, ident: dict[str, str]) -> None:
         slots = min(self.runs, 256)
@@ -467,8 +496,10 @@ class Demo:
         try:
             self.producer = demo_api.start_api(self)
         except Exception as exc:
-            self.say(f"warning: the producer API did not start ({type(exc).__name__}: "
-                     f"{exc}); enqueueing over SQL instead")
+            self.say(
+                f"warning: the producer API did not start ({type(exc).__name__}: "
+                f"{exc}); enqueueing over SQL instead"
+            )
             stack.stop_service("api")
             self.api_child = None
 
@@ -513,15 +544,25 @@ class Demo:
             self.say(f"worker {view.name:<9} {caps}  slots {min(self.runs, 256)}{flaky}")
         self.say(self.job.trust_line())
         if not self.execute:
-            self.say("workers run without an executor: accepted offers stay in their inboxes"
-                     " (so no secret, masking or live log part)")
+            self.say(
+                "workers run without an executor: accepted offers stay in their inboxes"
+                " (so no secret, masking or live log part)"
+            )
 
     def _launch(self, view: WorkerView) -> None:
         from qinglong.worker.faults import CRASH_ENV
 
         path = self.root / "workers" / view.name / "worker.json"
-        argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path),
-                *self.job.worker_args()]
+        argv = [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "worker",
+            "run",
+            "--config",
+            str(path),
+            *self.job.worker_args(),
+        ]
         if self.execute:
             # SPEC §11: as root, tasks never run as root by default; not as
             # root, the demo accepts running them as its own user.
@@ -539,18 +580,25 @@ class Demo:
         log_path = self.root / "logs" / f"{view.name}.log"
         view.child = spawn(view.name, argv, log_path, pipe=True, env=env)
         assert view.child.process.stderr is not None
-        threading.Thread(target=view.follow, args=(view.child.process.stderr, log_path),
-                         daemon=True).start()
+        threading.Thread(
+            target=view.follow, args=(view.child.process.stderr, log_path), daemon=True
+        ).start()
 
     def restart_crashed(self) -> None:
         for view in self.views:
             child = view.child
-            if (view.crash_once and not view.restarted and child is not None
-                    and child.process.poll() == -signal.SIGKILL):
+            if (
+                view.crash_once
+                and not view.restarted
+                and child is not None
+                and child.process.poll() == -signal.SIGKILL
+            ):
                 view.restarted = True
-                self.notes.append(f"{view.name} was killed after a pull response (lease "
-                                  "committed, inbox not written) and restarted: it replays "
-                                  "the same offer id + token")
+                self.notes.append(
+                    f"{view.name} was killed after a pull response (lease "
+                    "committed, inbox not written) and restarted: it replays "
+                    "the same offer id + token"
+                )
                 self._launch(view)
 
     def publish(self) -> None:
@@ -569,14 +617,20 @@ class Demo:
             for task, count in self.planned:
                 compiled = compile_command(task.command())
                 published = control_plane.publish_task(
-                    conn, PROJECT, task.name, compiled.canonical,
-                    sign=self.job.trust.sign_for(compiled))
+                    conn,
+                    PROJECT,
+                    task.name,
+                    compiled.canonical,
+                    sign=self.job.trust.sign_for(compiled),
+                )
                 task_id = published.task_id
                 if task is SECRET_TASK:
                     self.job.task_id = task_id
                 self.task_names[task_id] = task.name
-                self.say(f"task {task.name:<14} priority {task.priority}  {count:>3} runs"
-                         f"  ({task.summary})")
+                self.say(
+                    f"task {task.name:<14} priority {task.priority}  {count:>3} runs"
+                    f"  ({task.summary})"
+                )
                 for wave, part in enumerate(_split(count, WAVES)):
                     if part:
                         self.schedule.append((wave * WAVE_GAP_S, task_id, task.priority, part))
@@ -585,8 +639,10 @@ class Demo:
 
             shown = next((t for t, _ in self.planned if t is not SECRET_TASK), self.planned[0][0])
             shown_task = f"{PROJECT}/{shown.name}"
-            self.say(f"the same enqueue from a shell (the token is read from its file): "
-                     f"{curl_line(self.producer, shown_task)}")
+            self.say(
+                f"the same enqueue from a shell (the token is read from its file): "
+                f"{curl_line(self.producer, shown_task)}"
+            )
         how = "through the producer API" if self.producer is not None else "over SQL"
         self.say(f"enqueueing the runs {how} in {WAVES} waves, {WAVE_GAP_S:.1f}s apart")
         self.enqueue_start = time.monotonic()
@@ -636,7 +692,8 @@ class Demo:
                 "                       FROM ql_private.run_leases x WHERE x.run_id = r.id"
                 "                      ORDER BY x.id DESC LIMIT 1) l ON true"
                 "  LEFT JOIN ql_private.workers w ON w.id = l.worker_id"
-                " WHERE r.id = ANY(%s::uuid[])", (self.run_ids,),
+                " WHERE r.id = ANY(%s::uuid[])",
+                (self.run_ids,),
             ).fetchall()
         return [RunFact(task, worker, score, state) for task, worker, score, state in rows]
 
@@ -671,23 +728,34 @@ class Demo:
         else:  # offered = durable in a worker's inbox, not only leased in the database
             complete = sum(inbox.values()) >= self.runs
         elapsed = time.monotonic() - self.started_at
-        head = (f"[{elapsed:5.1f}s] enqueued {self.enqueued}/{self.runs}"
-                f"  waiting {phases['waiting']}  offered {phases['offered']}")
+        head = (
+            f"[{elapsed:5.1f}s] enqueued {self.enqueued}/{self.runs}"
+            f"  waiting {phases['waiting']}  offered {phases['offered']}"
+        )
         if self.execute:
             head += f"  running {phases['running']}  done {phases['done']}"
-        head += (f"  | pulls: offered {metrics.get('offered', 0)}"
-                 f" idle {metrics.get('idle', 0)}"
-                 f" recovered {metrics.get('idempotent', 0)}"
-                 f" conflict {metrics.get('conflict', 0)}")
+        head += (
+            f"  | pulls: offered {metrics.get('offered', 0)}"
+            f" idle {metrics.get('idle', 0)}"
+            f" recovered {metrics.get('idempotent', 0)}"
+            f" conflict {metrics.get('conflict', 0)}"
+        )
         lines = [head]
         for view in self.views:
             alive = view.child is not None and view.child.process.poll() is None
-            state = "running" if alive else f"exited {view.child.process.returncode}" \
-                if view.child else "not started"
+            state = (
+                "running"
+                if alive
+                else f"exited {view.child.process.returncode}"
+                if view.child
+                else "not started"
+            )
             idle = f"idle: {view.idle_reason}" if view.idle_reason else ""
             error = f"error: {view.last_error}" if view.last_error else ""
-            lines.append(f"    {view.name:<9} runs {per_worker[view.name]:>3}"
-                         f"  inbox {inbox[view.name]:>3}  {state:<9} {idle} {error}".rstrip())
+            lines.append(
+                f"    {view.name:<9} runs {per_worker[view.name]:>3}"
+                f"  inbox {inbox[view.name]:>3}  {state:<9} {idle} {error}".rstrip()
+            )
         return lines, complete
 
     def watch(self) -> bool:
@@ -742,11 +810,26 @@ class Demo:
         for task, count in self.planned:
             got = by_task.get(task.name, Counter())
             avg = sum(scores[task.name]) / len(scores[task.name]) if scores[task.name] else 0.0
-            rows.append([task.name, str(task.priority), str(count),
-                         *[str(got[n]) if got[n] else "." for n in names],
-                         f"{avg:.0f}", task.summary])
-        rows.append(["total", "", str(self.runs),
-                     *[str(sum(by_task[t][n] for t in by_task)) for n in names], "", ""])
+            rows.append(
+                [
+                    task.name,
+                    str(task.priority),
+                    str(count),
+                    *[str(got[n]) if got[n] else "." for n in names],
+                    f"{avg:.0f}",
+                    task.summary,
+                ]
+            )
+        rows.append(
+            [
+                "total",
+                "",
+                str(self.runs),
+                *[str(sum(by_task[t][n] for t in by_task)) for n in names],
+                "",
+                "",
+            ]
+        )
         metrics = self.pull_metrics()
         elapsed = time.monotonic() - self.started_at
         states = Counter(f.state for f in facts)
@@ -760,13 +843,17 @@ class Demo:
             lines.append(f"  {view.name:<9} {caps} {runtimes}{idle}")
         lines.append("")
         lines.append("  run states: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
-        lines.append(f"  pulls answered by the ingress: {json.dumps(metrics, sort_keys=True)}"
-                     " ('idempotent' = an offer recovered by a retried pull, never a 2nd lease)")
+        lines.append(
+            f"  pulls answered by the ingress: {json.dumps(metrics, sort_keys=True)}"
+            " ('idempotent' = an offer recovered by a retried pull, never a 2nd lease)"
+        )
         self.job.check(self.admin_dsn, self.runs_root)
         lines += self.job.summary_lines()
         verdict = "every run offered" if not self.execute else "every run done"
-        lines.append(f"  {verdict if complete else 'INCOMPLETE (timed out)'}"
-                     f" in {elapsed:.1f}s; 'score' = mean placementScore of the offers")
+        lines.append(
+            f"  {verdict if complete else 'INCOMPLETE (timed out)'}"
+            f" in {elapsed:.1f}s; 'score' = mean placementScore of the offers"
+        )
         return "\n".join(lines)
 
     # -- cleanup -------------------------------------------------------------
@@ -849,12 +936,17 @@ def run_demo(demo: Demo) -> int:
     with _no_interrupts():
         demo.cleanup()
     api = ", producer API" if demo.api_child is not None else ""
-    stopped = f"workers, ingress, sweeper{api} and PostgreSQL" if demo.cluster is not None \
-        and demo.cluster.existing_dsn is None else f"workers, ingress{api} and sweeper"
+    stopped = (
+        f"workers, ingress, sweeper{api} and PostgreSQL"
+        if demo.cluster is not None and demo.cluster.existing_dsn is None
+        else f"workers, ingress{api} and sweeper"
+    )
     if demo.console is not None:
         stopped += " (and the console)"
-    demo.say(f"stopped {stopped}; removed "
-             + (str(demo.root) if demo.keep is None else "nothing (--keep)"))
+    demo.say(
+        f"stopped {stopped}; removed "
+        + (str(demo.root) if demo.keep is None else "nothing (--keep)")
+    )
     return 0 if complete and not demo.job.leaked else 1
 
 
@@ -868,7 +960,13 @@ def demo_command(args: argparse.Namespace) -> int:
     if not 0 <= args.console_port <= 65535:
         print("--console-port must be 0..65535", file=sys.stderr)
         return 2
-    demo = Demo(workers=args.workers, runs=args.runs, dsn=args.dsn,
-                timeout_s=float(args.timeout), keep=args.keep, crash=not args.no_crash,
-                console_port=None if args.no_console else args.console_port)
+    demo = Demo(
+        workers=args.workers,
+        runs=args.runs,
+        dsn=args.dsn,
+        timeout_s=float(args.timeout),
+        keep=args.keep,
+        crash=not args.no_crash,
+        console_port=None if args.no_console else args.console_port,
+    )
     return run_demo(demo)

@@ -61,9 +61,12 @@ def start_api(demo: Demo) -> DemoApi:
         "dsn": producer_dsn(demo),
         "certFile": str(pki.cert_file),
         "keyFile": str(pki.key_file),
-        "port": 0, "adminPort": 0, "poolMaxSize": 2,
+        "port": 0,
+        "adminPort": 0,
+        "poolMaxSize": 2,
         "auditLog": str(demo.root / "logs" / "api-audit.log"),
-        "readyFile": str(ready_file), "logLevel": "WARNING",
+        "readyFile": str(ready_file),
+        "logLevel": "WARNING",
     }
     config_path = demo.root / "api.json"
     _write_private(config_path, json.dumps(config))  # holds the producer login's DSN
@@ -75,9 +78,11 @@ def start_api(demo: Demo) -> DemoApi:
     _write_private(token_file, token["token"] + "\n")
     target = ApiTarget(url=url, token_file=token_file, ca_file=pki.ca_file)
     client = Client(target.url, token_file=target.token_file, ca_file=target.ca_file)
-    demo.say(f"producer API {url} (project token {token['tokenId']} with scopes "
-             f"{','.join(SCOPES)} in {token_file.name}, 0600); the runs are enqueued "
-             "through it with qinglong.client")
+    demo.say(
+        f"producer API {url} (project token {token['tokenId']} with scopes "
+        f"{','.join(SCOPES)} in {token_file.name}, 0600); the runs are enqueued "
+        "through it with qinglong.client"
+    )
     return DemoApi(target, client)
 
 

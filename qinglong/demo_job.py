@@ -79,8 +79,9 @@ class SecretTaskSpec(TaskSpec):
         }
 
 
-SECRET_TASK = SecretTaskSpec("secret-report", 9, 0, None,
-                             f"anywhere; reads secret {SECRET_NAME} (printed masked)")
+SECRET_TASK = SecretTaskSpec(
+    "secret-report", 9, 0, None, f"anywhere; reads secret {SECRET_NAME} (printed masked)"
+)
 
 
 class RecordingOut:
@@ -154,8 +155,11 @@ class Trust:
         from qinglong.schemas.signing import revision_payload
 
         def sign(task_id: str) -> str:
-            return self.signer.sign(revision_payload(
-                task_id, compiled.kind, compiled.executor, compiled.spec, compiled.placement))
+            return self.signer.sign(
+                revision_payload(
+                    task_id, compiled.kind, compiled.executor, compiled.spec, compiled.placement
+                )
+            )
 
         return sign
 
@@ -197,20 +201,25 @@ class DemoJob:
         return ["--trust-keys", str(self.trust.jwks_file), "--trust-policy", "enforce"]
 
     def trust_line(self) -> str:
-        return (f"every task is signed with the demo's key {self.trust.signer.kid[:12]}… "
-                f"({SIGNING_DIR}/signing-key.pem, 0600); workers run with --trust-keys "
-                f"{JWKS_NAME} --trust-policy enforce (an unsigned or altered revision never "
-                "starts)")
+        return (
+            f"every task is signed with the demo's key {self.trust.signer.kid[:12]}… "
+            f"({SIGNING_DIR}/signing-key.pem, 0600); workers run with --trust-keys "
+            f"{JWKS_NAME} --trust-policy enforce (an unsigned or altered revision never "
+            "starts)"
+        )
 
     def store_secret(self, conn: Any) -> str:
         """Store the demo project's secret; -> the line that says so (no value)."""
         from qinglong.service import secret_store
         from qinglong.service.secrets_crypto import load_kek
 
-        stored = secret_store.set_secret(conn, load_kek(self.kek_file), PROJECT,
-                                         SECRET_NAME, self.value)
-        return (f"secret {SECRET_NAME} v{stored.version} stored encrypted (random value, "
-                f"never printed; KEK {KEK_NAME} 0600, given to the ingress as kekFile)")
+        stored = secret_store.set_secret(
+            conn, load_kek(self.kek_file), PROJECT, SECRET_NAME, self.value
+        )
+        return (
+            f"secret {SECRET_NAME} v{stored.version} stored encrypted (random value, "
+            f"never printed; KEK {KEK_NAME} 0600, given to the ingress as kekFile)"
+        )
 
     # -- following the log ------------------------------------------------------
 
@@ -230,8 +239,10 @@ class DemoJob:
                 self.follower = LogFollower(str(runs[0]["runId"]))
             try:
                 lines = self.follower.read(
-                    lambda run, attempt, offset: control_plane.run(conn, api.run_log(
-                        run_id=run, attempt_no=attempt, offset=offset)))
+                    lambda run, attempt, offset: control_plane.run(
+                        conn, api.run_log(run_id=run, attempt_no=attempt, offset=offset)
+                    )
+                )
             except ControlPlaneError as exc:
                 if exc.reason == "not_found":  # no attempt yet: not offered so far
                     return []
@@ -260,8 +271,9 @@ class DemoJob:
             from qinglong.service import control_plane
 
             with control_plane.connect(dsn) as conn:
-                shown = json.dumps(control_plane.run(conn,
-                                                     api.show_run(run_id=self.follower.run_id)))
+                shown = json.dumps(
+                    control_plane.run(conn, api.show_run(run_id=self.follower.run_id))
+                )
             if self.value.decode() in self.follower.text + shown:
                 self.findings.append("the stored run (live log, attempts, events)")
 
@@ -273,13 +285,17 @@ class DemoJob:
         if not self.enabled:
             return []
         logged = len(self.follower.text.encode()) if self.follower is not None else 0
-        masked = (f"{self.masked_lines} followed log line(s) show {MASK}" if self.masked_lines
-                  else f"WARNING: no followed log line showed {MASK}")
+        masked = (
+            f"{self.masked_lines} followed log line(s) show {MASK}"
+            if self.masked_lines
+            else f"WARNING: no followed log line showed {MASK}"
+        )
         where = ("FOUND in: " + ", ".join(self.findings)) if self.findings else "found nowhere"
-        return [f"  secret-report: {masked}; the live log ({logged} bytes) was followed while "
-                "it ran",
-                f"  secret value {where} (checked: the demo's output, {self.scanned_files} "
-                "files under its working and run directories, the stored run)"]
+        return [
+            f"  secret-report: {masked}; the live log ({logged} bytes) was followed while it ran",
+            f"  secret value {where} (checked: the demo's output, {self.scanned_files} "
+            "files under its working and run directories, the stored run)",
+        ]
 
 
 def _files(*roots: Path) -> Iterator[Path]:

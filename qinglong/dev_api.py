@@ -48,18 +48,37 @@ def start_dev_api(stack: LocalStack) -> dict[str, Any]:
     state_dir = stack.root
     ready = state_dir / READY_FILE
     ready.unlink(missing_ok=True)
-    config = {"dsn": stack.dsns.login("producer"), "certFile": str(stack.pki.cert_file),
-              "keyFile": str(stack.pki.key_file),
-              "host": "127.0.0.1", "port": 0, "adminPort": 0, "poolMaxSize": 4,
-              "auditLog": str(state_dir / "logs" / "api-audit.log"),
-              "readyFile": str(ready)}
+    config = {
+        "dsn": stack.dsns.login("producer"),
+        "certFile": str(stack.pki.cert_file),
+        "keyFile": str(stack.pki.key_file),
+        "host": "127.0.0.1",
+        "port": 0,
+        "adminPort": 0,
+        "poolMaxSize": 4,
+        "auditLog": str(state_dir / "logs" / "api-audit.log"),
+        "readyFile": str(ready),
+    }
     _write_private(state_dir / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
-    service = stack.launch("api", [
-        sys.executable, "-m", "qinglong", "api", "serve", "--processes", "1",
-        "--config", str(state_dir / CONFIG_FILE)], marker=state_dir / CONFIG_FILE)
+    service = stack.launch(
+        "api",
+        [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "api",
+            "serve",
+            "--processes",
+            "1",
+            "--config",
+            str(state_dir / CONFIG_FILE),
+        ],
+        marker=state_dir / CONFIG_FILE,
+    )
     try:
-        found = stack.wait_ready(service, lambda: True if ready.exists() else None,
-                                 START_TIMEOUT_S, 0.05)
+        found = stack.wait_ready(
+            service, lambda: True if ready.exists() else None, START_TIMEOUT_S, 0.05
+        )
     except TimeoutError:
         found = None
     if found is None:
@@ -67,5 +86,4 @@ def start_dev_api(stack: LocalStack) -> dict[str, Any]:
     url = json.loads(ready.read_text(encoding="utf-8"))["apiUrl"]
     token = create_token(stack.dsns.login("runtime"), PROJECT, list(SCOPES), None)
     _write_private(state_dir / TOKEN_FILE, token["token"] + "\n")
-    return {"url": url, "caFile": str(stack.pki.ca_file),
-            "tokenFile": str(state_dir / TOKEN_FILE)}
+    return {"url": url, "caFile": str(stack.pki.ca_file), "tokenFile": str(state_dir / TOKEN_FILE)}

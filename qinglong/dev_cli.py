@@ -80,12 +80,24 @@ SWEEPER_DSN_FILE = "sweeper.dsn"
 # The key-encryption key of secrets (SPEC §14.1): 0600, named by dev-env.json's
 # kekFile and the ingress config's kekFile.
 KEK_FILE = "kek.key"
-_CREATED = ("ca", "server", "worker", "ingress.json", "ingress.pid", SWEEPER_DSN_FILE,
-            "sweeper.pid", ENV_FILE, KEK_FILE,
-            # the producer API (qinglong/dev_api.py)
-            "api.json", "api.pid", "api.token", "api-ready.json",
-            # certificates `admin worker renew-cert` wrote by default (beside ca/)
-            "worker-certs")
+_CREATED = (
+    "ca",
+    "server",
+    "worker",
+    "ingress.json",
+    "ingress.pid",
+    SWEEPER_DSN_FILE,
+    "sweeper.pid",
+    ENV_FILE,
+    KEK_FILE,
+    # the producer API (qinglong/dev_api.py)
+    "api.json",
+    "api.pid",
+    "api.token",
+    "api-ready.json",
+    # certificates `admin worker renew-cert` wrote by default (beside ca/)
+    "worker-certs",
+)
 PRODUCER_ROLE = "qinglong_api"
 # The services `down` stops, in start order, each by the file its command line names.
 _MARKERS = {"ingress": "ingress.json", "sweeper": SWEEPER_DSN_FILE, "api": "api.json"}
@@ -95,10 +107,12 @@ def _dev_roles() -> dict[str, LoginRole]:
     """The dev database's login roles, created in this order (SPEC §13.6)."""
     from qinglong.local_stack import LoginRole
 
-    return {"ingress": LoginRole(INGRESS_ROLE, "ql_worker_ingress"),
-            "runtime": LoginRole(RUNTIME_ROLE, "ql_runtime"),
-            "sweeper": LoginRole(SWEEPER_ROLE, "ql_sweeper"),
-            "producer": LoginRole(PRODUCER_ROLE, "ql_producer")}
+    return {
+        "ingress": LoginRole(INGRESS_ROLE, "ql_worker_ingress"),
+        "runtime": LoginRole(RUNTIME_ROLE, "ql_runtime"),
+        "sweeper": LoginRole(SWEEPER_ROLE, "ql_sweeper"),
+        "producer": LoginRole(PRODUCER_ROLE, "ql_producer"),
+    }
 
 
 class DevError(Exception):
@@ -344,7 +358,10 @@ class _DevPlan:
         state_dir = self.state.directory
         with control_plane.connect(stack.dsns.admin) as conn:
             self.worker = control_plane.provision_worker(
-                conn, WORKER_NAME, state_dir / "ca", state_dir / "worker",
+                conn,
+                WORKER_NAME,
+                state_dir / "ca",
+                state_dir / "worker",
                 self_labels=True,  # a development worker declares its own labels (SPEC §13.2)
                 pools=("*",),  # and takes every pool, present and future (SPEC §13.1)
             )
@@ -361,8 +378,12 @@ class _DevPlan:
             ports = (free_loopback_port(), free_loopback_port())
             if ports[0] == ports[1]:
                 continue
-            _write_ingress_config(config_file, _ingress_config(
-                self.state.directory, stack.dsns.login("ingress"), ports, stack.pki.tls()))
+            _write_ingress_config(
+                config_file,
+                _ingress_config(
+                    self.state.directory, stack.dsns.login("ingress"), ports, stack.pki.tls()
+                ),
+            )
             self.state.update(ingressPort=ports[0], adminPort=ports[1])
             if self._wait_ingress(stack, stack.launch_ingress(config_file), ports):
                 stack.facts.ingress_url = f"https://127.0.0.1:{ports[0]}"
@@ -370,8 +391,9 @@ class _DevPlan:
                 return
             stack.stop_service("ingress")  # it exited: forget it
             self.state.update(ingressPid=None)
-        raise DevError("ingress_start_failed",
-                       log_tail(self.state.directory / "logs" / "ingress.log"))
+        raise DevError(
+            "ingress_start_failed", log_tail(self.state.directory / "logs" / "ingress.log")
+        )
 
     def _wait_ingress(self, stack: LocalStack, service: Service, ports: tuple[int, int]) -> bool:
         """True once TLS and /readyz answer; False if the process died first."""
@@ -418,8 +440,14 @@ class _DevPlan:
 def _dev_stack(state: State) -> LocalStack:
     from qinglong.local_stack import LocalStack
 
-    return LocalStack(state.directory, DATABASE, _dev_roles(), record=state.update,
-                      cwd=state.directory, pid_files=True)
+    return LocalStack(
+        state.directory,
+        DATABASE,
+        _dev_roles(),
+        record=state.update,
+        cwd=state.directory,
+        pid_files=True,
+    )
 
 
 def _up(state_dir: Path) -> dict[str, Any]:
@@ -471,8 +499,9 @@ def public_env(env: dict[str, Any], env_file: Path) -> dict[str, Any]:
     """What `up` prints: dev-env.json's fields with every DSN's password removed
     (stdout ends up in terminals and CI logs; the passwords stay in the 0600 file),
     plus `envFile`, where the full description is."""
-    shown = {key: _without_password(value) if key in _DSN_KEYS else value
-             for key, value in env.items()}
+    shown = {
+        key: _without_password(value) if key in _DSN_KEYS else value for key, value in env.items()
+    }
     shown["envFile"] = str(env_file)
     return shown
 
@@ -512,8 +541,11 @@ def _down(state_dir: Path) -> bool:
     state_dir = state_dir.resolve()
     state = State.load(state_dir)
     data = state.data if state is not None else {}
-    if state is None and not (state_dir / "ingress.pid").exists() \
-            and not (state_dir / "sweeper.pid").exists():
+    if (
+        state is None
+        and not (state_dir / "ingress.pid").exists()
+        and not (state_dir / "sweeper.pid").exists()
+    ):
         return False
     LocalStack.from_record(state_dir, DATABASE, data, _MARKERS).teardown()
     _remove_created(state_dir)

@@ -24,15 +24,26 @@ class DsnError(ValueError):
     """No DSN, an unreadable file, or an empty one: the message names the source."""
 
 
-def add_dsn_argument(parser: argparse.ArgumentParser, *, required: bool = True,
-                     help: str = "PostgreSQL connection string") -> None:
+def add_dsn_argument(
+    parser: argparse.ArgumentParser,
+    *,
+    required: bool = True,
+    help: str = "PostgreSQL connection string",
+) -> None:
     """`--dsn` / `--dsn-file` on `parser`; resolution happens in `resolve_dsn`."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--dsn", default=None,
-                       help=f"{help} (or --dsn-file, or ${DSN_ENV}; prefer those "
-                            "when the DSN holds a password)")
-    group.add_argument("--dsn-file", type=Path, default=None, metavar="FILE",
-                       help="read the DSN from the first line of FILE")
+    group.add_argument(
+        "--dsn",
+        default=None,
+        help=f"{help} (or --dsn-file, or ${DSN_ENV}; prefer those when the DSN holds a password)",
+    )
+    group.add_argument(
+        "--dsn-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="read the DSN from the first line of FILE",
+    )
     parser.set_defaults(**{_REQUIRED: required})
 
 
@@ -65,8 +76,11 @@ def dsn_from(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None
     return value or None
 
 
-def resolve_dsn(args: argparse.Namespace, parser: argparse.ArgumentParser,
-                environ: Mapping[str, str] | None = None) -> None:
+def resolve_dsn(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    environ: Mapping[str, str] | None = None,
+) -> None:
     """Fill `args.dsn` in place; a missing required DSN is a usage error (exit 2)."""
     if not hasattr(args, _REQUIRED):
         return

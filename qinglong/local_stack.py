@@ -77,15 +77,28 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def popen(argv: list[str], log_path: Path, *, env: dict[str, str] | None = None,
-          cwd: Path | None = None, pipe: bool = False) -> subprocess.Popen[bytes]:
+def popen(
+    argv: list[str],
+    log_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    pipe: bool = False,
+) -> subprocess.Popen[bytes]:
     """A child in its own session (process group: a terminal's Ctrl-C reaches only
     us, and stopping it signals whatever it spawned); stdout (and stderr, unless
     `pipe`) appended to log_path."""
     with open(log_path, "ab") as log:  # the child has its own copy of the descriptor
         return subprocess.Popen(
-            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.PIPE if pipe else log, start_new_session=True, close_fds=True)
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.PIPE if pipe else log,
+            start_new_session=True,
+            close_fds=True,
+        )
 
 
 def signal_group(pid: int, signum: int) -> None:
@@ -264,8 +277,13 @@ def prepare_database(cluster: Any, database: str, roles: Mapping[str, LoginRole]
 
     dsn = cluster.create_database(database)
     migrate(dsn)
-    return Dsns(dsn, {purpose: cluster.ensure_login_role(role.name, role.group, database)
-                      for purpose, role in roles.items()})
+    return Dsns(
+        dsn,
+        {
+            purpose: cluster.ensure_login_role(role.name, role.group, database)
+            for purpose, role in roles.items()
+        },
+    )
 
 
 # ----------------------------------------------------------------------- PKI
@@ -281,8 +299,11 @@ class Pki:
     key_file: Path
 
     def tls(self) -> dict[str, str]:
-        return {"certFile": str(self.cert_file), "keyFile": str(self.key_file),
-                "workerCaFile": str(self.ca_file)}
+        return {
+            "certFile": str(self.cert_file),
+            "keyFile": str(self.key_file),
+            "workerCaFile": str(self.ca_file),
+        }
 
 
 def provision_pki(root: Path) -> Pki:
@@ -421,14 +442,21 @@ class LocalStack:
         self.facts.dsns = Dsns(dsn, dict.fromkeys(purposes, dsn))
         migrate(dsn)
 
-    def launch(self, name: str, argv: list[str], *, marker: Path | None = None,
-               env: dict[str, str] | None = None) -> Service:
+    def launch(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        marker: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Service:
         """Start a service (log: root/logs/<name>.log); recorded before anyone waits."""
         log_path = self.root / "logs" / f"{name}.log"
         log_path.parent.mkdir(mode=0o700, exist_ok=True)
         process = popen(argv, log_path, env=env, cwd=self.cwd)
-        service = Service(name, process.pid, log_path, proc_start_time(process.pid), marker,
-                          process)
+        service = Service(
+            name, process.pid, log_path, proc_start_time(process.pid), marker, process
+        )
         self.facts.services.append(service)
         self.record(**{f"{name}Pid": service.pid, f"{name}StartTime": service.start_time})
         if self.pid_files:
@@ -437,9 +465,21 @@ class LocalStack:
 
     def launch_ingress(self, config_file: Path) -> Service:
         # One process, so the one admin URL sees all of it.
-        return self.launch("ingress", [
-            sys.executable, "-m", "qinglong", "ingress", "serve", "--processes", "1",
-            "--config", str(config_file)], marker=config_file)
+        return self.launch(
+            "ingress",
+            [
+                sys.executable,
+                "-m",
+                "qinglong",
+                "ingress",
+                "serve",
+                "--processes",
+                "1",
+                "--config",
+                str(config_file),
+            ],
+            marker=config_file,
+        )
 
     def launch_sweeper(self, dsn_file: Path | None = None) -> Service:
         """`runtime sweep --every 1s` as the sweeper login; its DSN from `dsn_file`
@@ -447,14 +487,18 @@ class LocalStack:
         argv = [sys.executable, "-m", "qinglong", "runtime", "sweep"]
         if dsn_file is not None:
             write_text(dsn_file, self.dsns.login("sweeper") + "\n", 0o600)
-            return self.launch("sweeper", [*argv, "--dsn-file", str(dsn_file),
-                                           "--every", SWEEP_EVERY], marker=dsn_file)
+            return self.launch(
+                "sweeper",
+                [*argv, "--dsn-file", str(dsn_file), "--every", SWEEP_EVERY],
+                marker=dsn_file,
+            )
         env = {**os.environ, "QINGLONG_DSN": self.dsns.login("sweeper")}
         return self.launch("sweeper", [*argv, "--every", SWEEP_EVERY], env=env)
 
     @staticmethod
-    def wait_ready(service: Service, probe: Callable[[], T | None], timeout_s: float,
-                   interval_s: float = 0.1) -> T | None:
+    def wait_ready(
+        service: Service, probe: Callable[[], T | None], timeout_s: float, interval_s: float = 0.1
+    ) -> T | None:
         """Poll `probe` until it answers; None if the service exited first.
         TimeoutError when neither happened within timeout_s."""
         deadline = time.monotonic() + timeout_s
@@ -506,8 +550,9 @@ class LocalStack:
             shutil.rmtree(base, ignore_errors=True)
 
     @classmethod
-    def from_record(cls, root: Path, database: str, data: Mapping[str, Any],
-                    markers: Mapping[str, str]) -> LocalStack:
+    def from_record(
+        cls, root: Path, database: str, data: Mapping[str, Any], markers: Mapping[str, str]
+    ) -> LocalStack:
         """The stack a `record` describes (its services named by `markers`:
         name -> the file in root their command line names), for teardown."""
         stack = cls(root, database, {})
@@ -527,9 +572,15 @@ class LocalStack:
                 with contextlib.suppress(OSError, ValueError):
                     pid = int((root / f"{name}.pid").read_text().strip())
             if isinstance(pid, int):
-                stack.facts.services.append(Service(
-                    name, pid, root / "logs" / f"{name}.log", data.get(f"{name}StartTime"),
-                    root / marker))
+                stack.facts.services.append(
+                    Service(
+                        name,
+                        pid,
+                        root / "logs" / f"{name}.log",
+                        data.get(f"{name}StartTime"),
+                        root / marker,
+                    )
+                )
         return stack
 
 

@@ -65,13 +65,17 @@ class LogPage:
     def from_json(cls, doc: Any) -> LogPage:
         if not isinstance(doc, Mapping):
             raise LogShapeError("the log document is not a JSON object")
-        return cls(run_id=_field(doc, "runId", str),
-                   attempt_number=_field(doc, "attemptNumber", int),
-                   offset=_field(doc, "offset", int), text=_field(doc, "text", str),
-                   stored_bytes=_field(doc, "storedBytes", int),
-                   log_bytes=_field(doc, "logBytes", int, optional=True),
-                   truncated=_field(doc, "truncated", bool),
-                   complete=_field(doc, "complete", bool), ended=_field(doc, "ended", bool))
+        return cls(
+            run_id=_field(doc, "runId", str),
+            attempt_number=_field(doc, "attemptNumber", int),
+            offset=_field(doc, "offset", int),
+            text=_field(doc, "text", str),
+            stored_bytes=_field(doc, "storedBytes", int),
+            log_bytes=_field(doc, "logBytes", int, optional=True),
+            truncated=_field(doc, "truncated", bool),
+            complete=_field(doc, "complete", bool),
+            ended=_field(doc, "ended", bool),
+        )
 
     @property
     def next_offset(self) -> int:
@@ -93,19 +97,33 @@ class LogPage:
 
     def as_json(self) -> dict[str, Any]:
         """The wire document (camelCase), with nextOffset."""
-        return {"runId": self.run_id, "attemptNumber": self.attempt_number,
-                "offset": self.offset, "nextOffset": self.next_offset, "text": self.text,
-                "storedBytes": self.stored_bytes, "logBytes": self.log_bytes,
-                "truncated": self.truncated, "complete": self.complete, "ended": self.ended}
+        return {
+            "runId": self.run_id,
+            "attemptNumber": self.attempt_number,
+            "offset": self.offset,
+            "nextOffset": self.next_offset,
+            "text": self.text,
+            "storedBytes": self.stored_bytes,
+            "logBytes": self.log_bytes,
+            "truncated": self.truncated,
+            "complete": self.complete,
+            "ended": self.ended,
+        }
 
 
 def whole(pages: list[LogPage]) -> dict[str, Any]:
     """`--json` of `admin run log` / `run log`: the pages read from offset 0 on, joined:
     {runId, attemptNumber, text, storedBytes, logBytes, truncated, complete}."""
     last = pages[-1]
-    return {"runId": last.run_id, "attemptNumber": last.attempt_number,
-            "text": "".join(p.text for p in pages), "storedBytes": last.stored_bytes,
-            "logBytes": last.log_bytes, "truncated": last.truncated, "complete": last.complete}
+    return {
+        "runId": last.run_id,
+        "attemptNumber": last.attempt_number,
+        "text": "".join(p.text for p in pages),
+        "storedBytes": last.stored_bytes,
+        "logBytes": last.log_bytes,
+        "truncated": last.truncated,
+        "complete": last.complete,
+    }
 
 
 def trailer_block(last_char: str, line: str) -> str:
@@ -114,9 +132,14 @@ def trailer_block(last_char: str, line: str) -> str:
     return ("\n" if last_char not in ("", "\n") else "") + line + "\n"
 
 
-def read_pages(fetch: Callable[[int | None, int], LogPage], attempt: int | None, *,
-               follow: bool, poll_s: float = FOLLOW_POLL_S,
-               sleep: Callable[[float], None] = time.sleep) -> Iterator[LogPage]:
+def read_pages(
+    fetch: Callable[[int | None, int], LogPage],
+    attempt: int | None,
+    *,
+    follow: bool,
+    poll_s: float = FOLLOW_POLL_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[LogPage]:
     """Every page of one attempt's log from offset 0: `fetch(attempt, offset)` reads
     one. Without `follow` it stops once it caught up with what is stored; with it,
     it asks again every `poll_s` until the attempt ended and all was read. The

@@ -41,8 +41,10 @@ _INVALID_STATUSES = (400, 413)
 
 def register(sub: Subparsers, lazy: LazyFactory) -> None:
     runs = sub.add_parser(
-        "run", help="enqueue and inspect runs through the producer API (prints JSON)",
-        description="Talk to `qinglong api serve` with a project token (qinglong.client).")
+        "run",
+        help="enqueue and inspect runs through the producer API (prints JSON)",
+        description="Talk to `qinglong api serve` with a project token (qinglong.client).",
+    )
     commands = runs.add_subparsers(dest="run_command", required=True)
     enqueue = _command(commands, "enqueue", "enqueue runs of a task (POST /v1/runs)")
     enqueue.add_argument("--task", required=True, help='task id or "project/name"')
@@ -54,40 +56,55 @@ def register(sub: Subparsers, lazy: LazyFactory) -> None:
     when.add_argument("--not-before-ms", help="offer the runs no earlier than this epoch ms")
     enqueue.add_argument("--key", help="idempotency key (1..128 printable chars; count 1)")
     enqueue.set_defaults(handler=lazy(_HANDLERS + "enqueue"))
-    for name, text in (("show", "a run with its attempts and events (GET /v1/runs/ID)"),
-                       ("cancel", "cancel a run (POST /v1/runs/ID/cancel)"),
-                       ("retry", "give a failed or cancelled run a new attempt "
-                                 "(POST /v1/runs/ID/retry)")):
+    for name, text in (
+        ("show", "a run with its attempts and events (GET /v1/runs/ID)"),
+        ("cancel", "cancel a run (POST /v1/runs/ID/cancel)"),
+        ("retry", "give a failed or cancelled run a new attempt (POST /v1/runs/ID/retry)"),
+    ):
         parser = _command(commands, name, text)
         parser.add_argument("--run", required=True, help="run id")
         parser.set_defaults(handler=lazy(_HANDLERS + name))
     listing = _command(commands, "list", "runs, newest first, in pages (GET /v1/runs)")
     listing.add_argument("--task", help='only this task\'s runs (id or "project/name")')
-    listing.add_argument("--state", action="extend", nargs="+", metavar="S",
-                         help="only runs in these states")
+    listing.add_argument(
+        "--state", action="extend", nargs="+", metavar="S", help="only runs in these states"
+    )
     listing.add_argument("--limit", help="runs per page, 1..1000 (default 100)")
     listing.add_argument("--after", help="the `next` cursor of the previous page")
     listing.set_defaults(handler=lazy(_HANDLERS + "list_runs"))
-    log = _command(commands, "log", "an attempt's live log as stored, then the truncated/"
-                   "incomplete line if any (GET /v1/runs/ID/log)")
+    log = _command(
+        commands,
+        "log",
+        "an attempt's live log as stored, then the truncated/"
+        "incomplete line if any (GET /v1/runs/ID/log)",
+    )
     log.add_argument("--run", required=True, help="run id")
     log.add_argument("--attempt", help="attempt number (default: the run's latest)")
-    log.add_argument("--follow", action="store_true",
-                     help="print new text as it is stored until the attempt ends")
-    log.add_argument("--json", action="store_true",
-                     help="one JSON object {runId, attemptNumber, text, storedBytes, "
-                          "logBytes, truncated, complete} instead of the text")
+    log.add_argument(
+        "--follow",
+        action="store_true",
+        help="print new text as it is stored until the attempt ends",
+    )
+    log.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object {runId, attemptNumber, text, storedBytes, "
+        "logBytes, truncated, complete} instead of the text",
+    )
     log.set_defaults(handler=lazy(_HANDLERS + "log"))
 
 
-def _command(commands: Subparsers, name: str,
-             text: str) -> argparse.ArgumentParser:
+def _command(commands: Subparsers, name: str, text: str) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=text)
     parser.add_argument("--api", required=True, help="the producer API's base URL (https://…)")
-    parser.add_argument("--token-file", required=True, type=Path,
-                        help="file holding the project token (mode 0600)")
-    parser.add_argument("--ca-file", type=Path,
-                        help="CA certificate(s) to verify the API with (default: system store)")
+    parser.add_argument(
+        "--token-file", required=True, type=Path, help="file holding the project token (mode 0600)"
+    )
+    parser.add_argument(
+        "--ca-file",
+        type=Path,
+        help="CA certificate(s) to verify the API with (default: system store)",
+    )
     parser.add_argument("--timeout-s", default="30", help="per-request timeout (default 30)")
     return parser
 
@@ -132,29 +149,41 @@ def _print_json(doc: Any) -> None:
     sys.stdout.flush()
 
 
-def guarded(args: argparse.Namespace, action: Callable[[Client], Any],
-            emit: Callable[[Any], None] = _print_json) -> int:
+def guarded(
+    args: argparse.Namespace,
+    action: Callable[[Client], Any],
+    emit: Callable[[Any], None] = _print_json,
+) -> int:
     """Open a client from the flags, run `action`, print its document (`emit`) or the
     error."""
     from qinglong import client as api
 
     try:
         timeout_s = _timeout(args.timeout_s)
-        with api.Client(args.api, token_file=args.token_file, ca_file=args.ca_file,
-                        timeout_s=timeout_s) as producer:
+        with api.Client(
+            args.api, token_file=args.token_file, ca_file=args.ca_file, timeout_s=timeout_s
+        ) as producer:
             doc = action(producer)
     except (_Invalid, api.ClientInputError, api.ClientSetupError) as exc:
-        return _fail({"error": INVALID, "reason": INVALID, "field": exc.field,
-                      "detail": str(exc)}, EXIT_INVALID)
+        return _fail(
+            {"error": INVALID, "reason": INVALID, "field": exc.field, "detail": str(exc)},
+            EXIT_INVALID,
+        )
     except api.ApiError as exc:
         code = EXIT_INVALID if exc.status in _INVALID_STATUSES else EXIT_ERROR
         return _fail(exc.as_json(), code)
     except api.TransportError as exc:
-        return _fail({"error": "unavailable", "reason": exc.reason, "detail": str(exc)},
-                     EXIT_ERROR)
+        return _fail({"error": "unavailable", "reason": exc.reason, "detail": str(exc)}, EXIT_ERROR)
     except api.ResponseError as exc:
-        return _fail({"error": "bad_response", "reason": "bad_response", "status": exc.status,
-                      "detail": str(exc)}, EXIT_ERROR)
+        return _fail(
+            {
+                "error": "bad_response",
+                "reason": "bad_response",
+                "status": exc.status,
+                "detail": str(exc),
+            },
+            EXIT_ERROR,
+        )
     emit(doc)
     return 0
 
@@ -165,10 +194,13 @@ def guarded(args: argparse.Namespace, action: Callable[[Client], Any],
 def enqueue(args: argparse.Namespace) -> int:
     def action(producer: Client) -> dict[str, Any]:
         result = producer.enqueue(
-            args.task, count=_integer(args.count, "count"),
+            args.task,
+            count=_integer(args.count, "count"),
             priority=_integer(args.priority, "priority"),
             delay_ms=_integer(args.delay_ms, "delayMs"),
-            not_before_ms=_integer(args.not_before_ms, "notBeforeMs"), key=args.key)
+            not_before_ms=_integer(args.not_before_ms, "notBeforeMs"),
+            key=args.key,
+        )
         return {"runIds": result.run_ids, "existing": result.existing}
 
     return guarded(args, action)
@@ -188,8 +220,9 @@ def retry(args: argparse.Namespace) -> int:
 
 def list_runs(args: argparse.Namespace) -> int:
     def action(producer: Client) -> dict[str, Any]:
-        return producer.list(task=args.task, state=args.state, after=args.after,
-                             limit=_integer(args.limit, "limit")).raw
+        return producer.list(
+            task=args.task, state=args.state, after=args.after, limit=_integer(args.limit, "limit")
+        ).raw
 
     return guarded(args, action)
 
@@ -203,8 +236,11 @@ def log(args: argparse.Namespace) -> int:
         attempt = _integer(args.attempt, "attempt")
         if attempt is not None and attempt < 1:
             raise _Invalid("attempt", "attempt must be an integer >= 1")
-        pages = (producer.follow_log(args.run, attempt=attempt) if args.follow
-                 else producer.log_pages(args.run, attempt=attempt))
+        pages = (
+            producer.follow_log(args.run, attempt=attempt)
+            if args.follow
+            else producer.log_pages(args.run, attempt=attempt)
+        )
         if args.json:
             return whole(list(pages))
         last_char, last = "", None

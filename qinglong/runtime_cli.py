@@ -33,7 +33,8 @@ def parse_every(text: str) -> float:
     seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
     if not MIN_EVERY_S <= seconds <= MAX_EVERY_S:
         raise argparse.ArgumentTypeError(
-            f"--every must be between {MIN_EVERY_S:g}s and {MAX_EVERY_S:g}s")
+            f"--every must be between {MIN_EVERY_S:g}s and {MAX_EVERY_S:g}s"
+        )
     return seconds
 
 
@@ -75,20 +76,44 @@ def register(sub: Subparsers, lazy: LazyFactory) -> None:
         "every replica. SIGTERM stops it after the call in flight.",
     )
     add_dsn_argument(sweep, help="PostgreSQL DSN of a login in ql_sweeper (or ql_runtime)")
-    sweep.add_argument("--every", type=parse_every, default=5.0, metavar="DURATION",
-                       help="pause between passes: 5s (default), 500ms, 1m; 100ms..1h")
-    sweep.add_argument("--batch", type=parse_batch, default=500, metavar="N",
-                       help="leases per database call, 1..5000 (default 500)")
-    sweep.add_argument("--retain-runs", type=parse_retention, default=14 * 86400,
-                       metavar="DURATION",
-                       help="prune terminal runs finished longer ago than N[smhd], and "
-                       "sessions and worker/session events that ended before it "
-                       "(default 14d)")
-    sweep.add_argument("--retain-audit", type=parse_retention, default=30 * 86400,
-                       metavar="DURATION",
-                       help="prune security_audit rows older than N[smhd] (default 30d)")
-    sweep.add_argument("--prune-batch", type=parse_prune_batch, default=1000, metavar="N",
-                       help="rows per prune transaction, 1..10000 (default 1000)")
-    sweep.add_argument("--once", action="store_true",
-                       help="one pass, then exit (0 ok, 1 database error)")
+    sweep.add_argument(
+        "--every",
+        type=parse_every,
+        default=5.0,
+        metavar="DURATION",
+        help="pause between passes: 5s (default), 500ms, 1m; 100ms..1h",
+    )
+    sweep.add_argument(
+        "--batch",
+        type=parse_batch,
+        default=500,
+        metavar="N",
+        help="leases per database call, 1..5000 (default 500)",
+    )
+    sweep.add_argument(
+        "--retain-runs",
+        type=parse_retention,
+        default=14 * 86400,
+        metavar="DURATION",
+        help="prune terminal runs finished longer ago than N[smhd], and "
+        "sessions and worker/session events that ended before it "
+        "(default 14d)",
+    )
+    sweep.add_argument(
+        "--retain-audit",
+        type=parse_retention,
+        default=30 * 86400,
+        metavar="DURATION",
+        help="prune security_audit rows older than N[smhd] (default 30d)",
+    )
+    sweep.add_argument(
+        "--prune-batch",
+        type=parse_prune_batch,
+        default=1000,
+        metavar="N",
+        help="rows per prune transaction, 1..10000 (default 1000)",
+    )
+    sweep.add_argument(
+        "--once", action="store_true", help="one pass, then exit (0 ok, 1 database error)"
+    )
     sweep.set_defaults(handler=lazy("qinglong.service.sweeper:sweep_command"))

@@ -118,14 +118,26 @@ def _queue_lines(queue: Mapping[str, Any]) -> list[str]:
     ]
     priorities = queue.get("byPriority") or []
     if priorities:
-        lines += table(["priority", "runs", "oldest waiting"], (
-            [str(p["priority"]), count(p["runs"], p.get("capped", False)),
-             duration(p.get("oldestWaitingAgeMs"))] for p in priorities))
+        lines += table(
+            ["priority", "runs", "oldest waiting"],
+            (
+                [
+                    str(p["priority"]),
+                    count(p["runs"], p.get("capped", False)),
+                    duration(p.get("oldestWaitingAgeMs")),
+                ]
+                for p in priorities
+            ),
+        )
     tasks = queue.get("byTask") or []
     if tasks:
-        lines += table(["task", "runs"], (
-            [f"{t['project']}/{t['task']}", count(t["runs"], t.get("capped", False))]
-            for t in tasks))
+        lines += table(
+            ["task", "runs"],
+            (
+                [f"{t['project']}/{t['task']}", count(t["runs"], t.get("capped", False))]
+                for t in tasks
+            ),
+        )
     rest = queue.get("otherTasks") or {}
     if rest.get("tasks"):
         lines.append(f"  … {rest['tasks']} more tasks, {count(rest.get('runs'))} runs")
@@ -141,11 +153,19 @@ def _session_lines(sessions: Mapping[str, Any]) -> list[str]:
     if listed:
         lines += table(
             ["worker", "gen", "used/slots", "free", "heartbeat", "expires in", "capabilities"],
-            ([s.get("worker") or s["workerId"][:8], str(s["generation"]),
-              f"{s['slotsUsed']}/{s['slots']}", str(s["slotsFree"]),
-              duration(s.get("lastHeartbeatAgeMs")) + " ago", duration(s.get("expiresInMs")),
-              capabilities_text(s.get("labels") or {}, s.get("runtimes") or {})]
-             for s in listed))
+            (
+                [
+                    s.get("worker") or s["workerId"][:8],
+                    str(s["generation"]),
+                    f"{s['slotsUsed']}/{s['slots']}",
+                    str(s["slotsFree"]),
+                    duration(s.get("lastHeartbeatAgeMs")) + " ago",
+                    duration(s.get("expiresInMs")),
+                    capabilities_text(s.get("labels") or {}, s.get("runtimes") or {}),
+                ]
+                for s in listed
+            ),
+        )
     if sessions.get("truncated"):
         lines.append(f"  … only the {sessions.get('listLimit')} oldest heartbeats are listed")
     return lines
@@ -156,14 +176,28 @@ def _expiring_lines(expiring: Mapping[str, Any], now_ms: int) -> list[str]:
     if not expiring:
         return []
     days = int(expiring.get("withinS") or 0) // 86400
-    lines = [f"expiring  within {days}d: credentials {expiring.get('credentialsTotal', 0)}"
-             f"  certificates {expiring.get('certificatesTotal', 0)}"]
-    rows = [["credential", c["credentialId"], c.get("worker") or c["workerId"][:8],
-             duration(int(c["expiresAtMs"]) - now_ms)]
-            for c in expiring.get("credentials") or []]
-    rows += [["certificate", c["serial"], c.get("worker") or c["workerId"][:8],
-              duration(int(c["notAfterMs"]) - now_ms)]
-             for c in expiring.get("certificates") or []]
+    lines = [
+        f"expiring  within {days}d: credentials {expiring.get('credentialsTotal', 0)}"
+        f"  certificates {expiring.get('certificatesTotal', 0)}"
+    ]
+    rows = [
+        [
+            "credential",
+            c["credentialId"],
+            c.get("worker") or c["workerId"][:8],
+            duration(int(c["expiresAtMs"]) - now_ms),
+        ]
+        for c in expiring.get("credentials") or []
+    ]
+    rows += [
+        [
+            "certificate",
+            c["serial"],
+            c.get("worker") or c["workerId"][:8],
+            duration(int(c["notAfterMs"]) - now_ms),
+        ]
+        for c in expiring.get("certificates") or []
+    ]
     if rows:
         lines += table(["kind", "id", "worker", "expires in"], rows)
     if expiring.get("truncated"):
@@ -176,8 +210,10 @@ def render(snapshot: Mapping[str, Any]) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime((generated or 0) / 1000))
     leases = snapshot.get("leases") or {}
     denials = snapshot.get("denials") or {}
-    by_reason = ", ".join(f"{k} {v}" for k, v in sorted((denials.get("byReason") or {}).items(),
-                                                         key=lambda kv: (-kv[1], kv[0])))
+    by_reason = ", ".join(
+        f"{k} {v}"
+        for k, v in sorted((denials.get("byReason") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    )
     lines = [f"QingLong status at {stamp}"]
     lines += _queue_lines(snapshot.get("queue") or {})
     lines += _session_lines(snapshot.get("sessions") or {})
@@ -187,10 +223,14 @@ def render(snapshot: Mapping[str, Any]) -> str:
         f"  expired-started {leases.get('expiredStarted', 0)}"
     )
     capped = "+" if denials.get("capped") else ""
-    lines.append(f"denials   last hour {denials.get('total', 0)}{capped}"
-                 + (f"  ({by_reason})" if by_reason else ""))
+    lines.append(
+        f"denials   last hour {denials.get('total', 0)}{capped}"
+        + (f"  ({by_reason})" if by_reason else "")
+    )
     usage = float(snapshot.get("notificationQueueUsage") or 0.0)
-    lines.append(f"notify    queue {usage:.1%} used"
-                 + ("  (a listener holds it: see docs/OPERATIONS.md)" if usage >= 0.1 else ""))
+    lines.append(
+        f"notify    queue {usage:.1%} used"
+        + ("  (a listener holds it: see docs/OPERATIONS.md)" if usage >= 0.1 else "")
+    )
     lines += _expiring_lines(snapshot.get("expiring") or {}, int(generated or 0))
     return "\n".join(lines)

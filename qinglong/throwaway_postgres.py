@@ -132,8 +132,14 @@ class ThrowawayPostgres:
 
     def _initdb(self, os_user: str | None) -> None:
         cmd = [
-            str(PG_BIN / "initdb"), "-D", str(self.data_dir), "-U", self.superuser,
-            "--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions",
+            str(PG_BIN / "initdb"),
+            "-D",
+            str(self.data_dir),
+            "-U",
+            self.superuser,
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-instructions",
         ]
         if self.auth is Auth.TRUST:
             self._check([*cmd, "--auth=trust"], os_user, "initdb")
@@ -141,8 +147,11 @@ class ThrowawayPostgres:
         password = secrets.token_urlsafe(PASSWORD_BYTES)
         pwfile = self._write_pwfile(password, os_user)
         try:
-            self._check([*cmd, "--auth-local=peer", "--auth-host=scram-sha-256",
-                         f"--pwfile={pwfile}"], os_user, "initdb")
+            self._check(
+                [*cmd, "--auth-local=peer", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"],
+                os_user,
+                "initdb",
+            )
         finally:
             pwfile.unlink(missing_ok=True)
         self.passwords[self.superuser] = password
@@ -175,14 +184,21 @@ class ThrowawayPostgres:
         with psycopg.connect(self.dsn(dbname), autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
             if exists is None:
-                conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
-                    sql.Identifier(role), sql.Identifier(member_of)))
+                conn.execute(
+                    sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                        sql.Identifier(role), sql.Identifier(member_of)
+                    )
+                )
             if self.auth is Auth.SCRAM and self.existing_dsn is None:
                 password = secrets.token_urlsafe(PASSWORD_BYTES)
                 verifier = conn.pgconn.encrypt_password(
-                    password.encode(), role.encode(), b"scram-sha-256").decode()
-                conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                    sql.Identifier(role), sql.Literal(verifier)))
+                    password.encode(), role.encode(), b"scram-sha-256"
+                ).decode()
+                conn.execute(
+                    sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                        sql.Identifier(role), sql.Literal(verifier)
+                    )
+                )
                 self.passwords[role] = password
         return self.dsn(dbname, user=role)
 
@@ -209,8 +225,15 @@ class ThrowawayPostgres:
             with open(conf, "w", encoding="utf-8") as handle:
                 handle.write("\n".join(self._config_lines()) + "\n")
             cmd = [
-                str(PG_BIN / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
-                "-w", "-t", "60", "start",
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.log_file),
+                "-w",
+                "-t",
+                "60",
+                "start",
             ]
             result = self._run(cmd, os_user)
             if result.returncode == 0:
@@ -221,8 +244,17 @@ class ThrowawayPostgres:
     def restart(self, mode: str = "fast") -> None:
         """Restart in place (chaos tests use mode='immediate')."""
         cmd = [
-            str(PG_BIN / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
-            "-m", mode, "-w", "-t", "60", "restart",
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(self.log_file),
+            "-m",
+            mode,
+            "-w",
+            "-t",
+            "60",
+            "restart",
         ]
         self._check(cmd, _run_as(), "pg_ctl restart")
 
@@ -268,8 +300,13 @@ class ThrowawayPostgres:
 
     def _run(self, cmd: list[str], os_user: str | None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            cmd, user=os_user, capture_output=True, text=True, check=False,
-            cwd=str(self.base_dir), env={**os.environ, "LC_ALL": "C.UTF-8"},
+            cmd,
+            user=os_user,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=str(self.base_dir),
+            env={**os.environ, "LC_ALL": "C.UTF-8"},
         )
 
     def _check(self, cmd: list[str], os_user: str | None, what: str) -> None:

@@ -196,8 +196,11 @@ def _format_path(path: Iterable[object]) -> str:
 def _describe(error: ValidationError) -> str:
     detail = f"{_format_path(error.absolute_path)}: {error.validator}"
     required = error.validator_value
-    if (error.validator == "required" and isinstance(error.instance, Mapping)
-            and isinstance(required, list)):
+    if (
+        error.validator == "required"
+        and isinstance(error.instance, Mapping)
+        and isinstance(required, list)
+    ):
         # The missing name comes from the schema, not from the document.
         missing = [k for k in required if k not in error.instance]
         if missing and _SAFE_SEGMENT.match(str(missing[0])):

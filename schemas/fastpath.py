@@ -255,8 +255,9 @@ def _k_required(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:
     if not isinstance(arg, list):
         raise _Unsure
     names = tuple(arg)
-    return lambda value: _verdict(not isinstance(value, dict)
-                                  or all(name in value for name in names))
+    return lambda value: _verdict(
+        not isinstance(value, dict) or all(name in value for name in names)
+    )
 
 
 def _k_properties(arg: Any, base: str, schema: Mapping[str, Any]) -> Check:

@@ -165,7 +165,7 @@ class TrustKeys:
     @classmethod
     def from_jwks(cls, doc: object, source: str) -> TrustKeys:
         if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
-            raise KeyFileError("invalid_jwks", f"{source}: a JWKS object {{\"keys\": [...]}}")
+            raise KeyFileError("invalid_jwks", f'{source}: a JWKS object {{"keys": [...]}}')
         if not 1 <= len(doc["keys"]) <= MAX_JWKS_KEYS:
             raise KeyFileError("invalid_jwks", f"{source}: 1..{MAX_JWKS_KEYS} keys")
         keys: dict[str, Ed25519PublicKey] = {}
@@ -173,8 +173,9 @@ class TrustKeys:
             key = _public_from_jwk(jwk, f"{source} keys[{index}]")
             kid = kid_of(key)
             if isinstance(jwk, dict) and jwk.get("kid", kid) != kid:
-                raise KeyFileError("invalid_jwks",
-                                f"{source} keys[{index}]: kid is not the key's thumbprint")
+                raise KeyFileError(
+                    "invalid_jwks", f"{source} keys[{index}]: kid is not the key's thumbprint"
+                )
             keys[kid] = key
         return cls(keys)
 
@@ -209,9 +210,7 @@ def _public_from_jwk(jwk: object, where: str) -> Ed25519PublicKey:
         raise KeyFileError("invalid_jwks", f"{where}: x is not a 32-byte base64url key") from None
 
 
-def verify_detached(
-    signature: Mapping[str, Any] | None, payload: bytes, trusted: TrustKeys
-) -> str:
+def verify_detached(signature: Mapping[str, Any] | None, payload: bytes, trusted: TrustKeys) -> str:
     """Check an offer's ``signature {kid, jws}`` over ``payload``; -> the kid.
 
     Raises :class:`SignatureInvalid` for an unsigned revision, a malformed JWS,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The full test suite, doing its own setup on a fresh Debian 12 machine:
 # pgTAP + pg_prove and headless Chromium (apt), the Python package with its dev extra (pip), then
-# ruff, mypy, pytest (which starts its own throwaway PostgreSQL and runs pg_prove).
+# ruff (lint + format check), mypy, pytest (which starts its own throwaway PostgreSQL and runs pg_prove).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +46,8 @@ fi
 
 python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 python3 -m ruff check .
+# One style: `ruff format` (pinned minor in the dev extra); CI fails on a file it would change.
+python3 -m ruff format --check .
 # Strict typing of the whole `qinglong` package (settings in pyproject.toml [tool.mypy]).
 python3 -m mypy
 exec python3 -m pytest "$@"

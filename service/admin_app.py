@@ -12,8 +12,9 @@ ADMIN_STATE: web.AppKey[IngressState] = web.AppKey("qinglong_admin_state", Ingre
 
 
 def _json(status: int, doc: dict[str, object]) -> web.Response:
-    return web.Response(status=status, body=json.dumps(doc).encode(),
-                        content_type="application/json")
+    return web.Response(
+        status=status, body=json.dumps(doc).encode(), content_type="application/json"
+    )
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -30,8 +31,10 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     state = request.app[ADMIN_STATE]
-    return web.Response(body=state.metrics.render().encode(),
-                        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    return web.Response(
+        body=state.metrics.render().encode(),
+        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+    )
 
 
 def create_admin_app(state: IngressState) -> web.Application:

@@ -48,15 +48,18 @@ class AuditRecord:
     worker_id: str | None
 
     def to_line(self, now_ms: int) -> str:
-        return json.dumps({
-            "timeMs": now_ms,
-            "stream": "audit",
-            "credentialId": self.credential_id,
-            "workerId": self.worker_id,
-            "action": self.action,
-            "outcome": self.outcome.value,
-            "reason": self.reason,
-        }, separators=(",", ":"))
+        return json.dumps(
+            {
+                "timeMs": now_ms,
+                "stream": "audit",
+                "credentialId": self.credential_id,
+                "workerId": self.worker_id,
+                "action": self.action,
+                "outcome": self.outcome.value,
+                "reason": self.reason,
+            },
+            separators=(",", ":"),
+        )
 
 
 @dataclass

@@ -160,8 +160,11 @@ class RevocationListener:
 
     def _kwargs(self) -> dict[str, Any]:
         kwargs = connection_kwargs(self.config)
-        kwargs.update(autocommit=True, prepare_threshold=None,
-                      application_name="qinglong-ingress-certificates")
+        kwargs.update(
+            autocommit=True,
+            prepare_threshold=None,
+            application_name="qinglong-ingress-certificates",
+        )
         return kwargs
 
     async def _run(self) -> None:
@@ -169,14 +172,16 @@ class RevocationListener:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                        self.config.dsn, **self._kwargs()) as conn:
+                    self.config.dsn, **self._kwargs()
+                ) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     delay = _RECONNECT_MIN_S
                     await self._serve(conn)
             except (psycopg.Error, OSError, TimeoutError) as exc:
-                log.warning("certificate revocation listener lost; retrying",
-                            extra={"event": "certificates.listener_lost",
-                                   "error": type(exc).__name__})
+                log.warning(
+                    "certificate revocation listener lost; retrying",
+                    extra={"event": "certificates.listener_lost", "error": type(exc).__name__},
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 2, _RECONNECT_MAX_S)
 
@@ -199,20 +204,23 @@ class RevocationListener:
     async def _fetch(self, conn: psycopg.AsyncConnection[Any]) -> None:
         while True:
             page = await api.revoked_certificates(
-                after_seq=self.revoked.last_seq, limit=PAGE).run_async(conn)
+                after_seq=self.revoked.last_seq, limit=PAGE
+            ).run_async(conn)
             serials = page.serials
             before = len(self.revoked)
             self.revoked.add(serials, page.last_seq)
             if len(self.revoked) > before:
-                log.info("revoked certificates loaded",
-                         extra={"event": "certificates.revoked_loaded",
-                                "count": len(self.revoked)})
+                log.info(
+                    "revoked certificates loaded",
+                    extra={"event": "certificates.revoked_loaded", "count": len(self.revoked)},
+                )
             if len(serials) < PAGE:
                 return
 
 
 REVOKED: web.AppKey[RevokedCertificates] = web.AppKey(
-    "qinglong_revoked_certificates", RevokedCertificates)
+    "qinglong_revoked_certificates", RevokedCertificates
+)
 
 
 async def revocation_context(app: web.Application) -> Any:
@@ -229,17 +237,23 @@ def install(app: web.Application) -> None:
     revoked = app[REVOKED] = RevokedCertificates()
     app.cleanup_ctx.append(revocation_context)
     metrics = app[STATE].metrics
-    metrics.add_gauge("qinglong_worker_credentials_expiring",
-                      "Worker credentials that expire within 14 days (not revoked, not "
-                      "rotated yet).", lambda: revoked.expiring_credentials)
-    metrics.add_gauge("qinglong_worker_certificates_expiring",
-                      "Worker certificates issued here that expire within 14 days (not "
-                      "revoked, not renewed yet).", lambda: revoked.expiring_certificates)
+    metrics.add_gauge(
+        "qinglong_worker_credentials_expiring",
+        "Worker credentials that expire within 14 days (not revoked, not rotated yet).",
+        lambda: revoked.expiring_credentials,
+    )
+    metrics.add_gauge(
+        "qinglong_worker_certificates_expiring",
+        "Worker certificates issued here that expire within 14 days (not "
+        "revoked, not renewed yet).",
+        lambda: revoked.expiring_certificates,
+    )
 
 
 @web.middleware
-async def revoked_certificate_middleware(request: web.Request,
-                                         handler: Handler) -> web.StreamResponse:
+async def revoked_certificate_middleware(
+    request: web.Request, handler: Handler
+) -> web.StreamResponse:
     revoked = request.app.get(REVOKED)
     der = peer_certificate(request) if revoked is not None and len(revoked) else None
     serial = None if der is None or revoked is None else revoked.revoked_serial(der)
@@ -248,8 +262,9 @@ async def revoked_certificate_middleware(request: web.Request,
     raise await _refusal(request.app[STATE], revoked, serial, request)
 
 
-async def _refusal(state: IngressState, revoked: RevokedCertificates, serial: str,
-                   request: web.Request) -> ApiError:
+async def _refusal(
+    state: IngressState, revoked: RevokedCertificates, serial: str, request: web.Request
+) -> ApiError:
     """Audit the refusal (line always, row rate-limited); the error to raise."""
     worker_id = state.peers.of(request)
     credential_id = parse_authorization(request.headers.get("Authorization")).credential_id
@@ -257,10 +272,14 @@ async def _refusal(state: IngressState, revoked: RevokedCertificates, serial: st
     state.metrics.auth_decisions.inc(ACTION, Outcome.DENIED.value, REASON)
     if revoked.should_store(serial):
         try:
-            await state.gateway.call(api.record_auth_denial(
-                credential_id=credential_id, worker_id=worker_id, action=ACTION,
-                reason=REASON))
+            await state.gateway.call(
+                api.record_auth_denial(
+                    credential_id=credential_id, worker_id=worker_id, action=ACTION, reason=REASON
+                )
+            )
         except (DbUnavailable, DbRefused) as exc:
-            log.warning("denial not stored", extra={"event": "audit.store_failed",
-                                                    "reason": getattr(exc, "reason", "")})
+            log.warning(
+                "denial not stored",
+                extra={"event": "audit.store_failed", "reason": getattr(exc, "reason", "")},
+            )
     return ApiError(401, REASON, close_connection=True)

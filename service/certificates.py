@@ -40,15 +40,24 @@ class RenewedCertificate:
     key_file: Path
 
     def as_json(self) -> dict[str, str | int]:
-        return {"workerId": self.worker_id, "serial": self.serial,
-                "notAfterMs": self.not_after_ms, "certFile": str(self.cert_file),
-                "keyFile": str(self.key_file)}
+        return {
+            "workerId": self.worker_id,
+            "serial": self.serial,
+            "notAfterMs": self.not_after_ms,
+            "certFile": str(self.cert_file),
+            "keyFile": str(self.key_file),
+        }
 
 
-def record_certificate(conn: psycopg.Connection, worker_id: str,
-                       facts: pki.CertificateFacts) -> answers.CertificateRecorded:
-    return run(conn, api.record_certificate(worker_id=worker_id, serial=facts.serial,
-                                            not_after_ms=facts.not_after_ms))
+def record_certificate(
+    conn: psycopg.Connection, worker_id: str, facts: pki.CertificateFacts
+) -> answers.CertificateRecorded:
+    return run(
+        conn,
+        api.record_certificate(
+            worker_id=worker_id, serial=facts.serial, not_after_ms=facts.not_after_ms
+        ),
+    )
 
 
 def revoke_certificate(conn: psycopg.Connection, serial: str) -> answers.CertificateRevoked:
@@ -62,9 +71,13 @@ RENEWED_DIR = "worker-certs"
 
 def set_dev_ca_dir(conn: psycopg.Connection, database: str, ca_dir: Path) -> None:
     """Name `ca_dir` as the database's default CA for renewals (superuser, dev only)."""
-    conn.execute(sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-        sql.Identifier(database), sql.SQL(DEV_CA_SETTING),
-        sql.Literal(str(Path(ca_dir).absolute()))))
+    conn.execute(
+        sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+            sql.Identifier(database),
+            sql.SQL(DEV_CA_SETTING),
+            sql.Literal(str(Path(ca_dir).absolute())),
+        )
+    )
 
 
 def default_ca_dir(conn: psycopg.Connection) -> Path:
@@ -73,9 +86,12 @@ def default_ca_dir(conn: psycopg.Connection) -> Path:
     conn.rollback()
     if row is None or not row[0]:
         raise ControlPlaneError(
-            "ca_dir_required", "--ca-dir DIR: the CA that issued the worker's certificate "
+            "ca_dir_required",
+            "--ca-dir DIR: the CA that issued the worker's certificate "
             "(only a `qinglong dev up` database names a default one)",
-            http_status=400, field="caDir")
+            http_status=400,
+            field="caDir",
+        )
     return Path(row[0])
 
 
@@ -94,12 +110,21 @@ def _require_new(out_dir: Path) -> None:
     for name in ("worker.pem", "worker-key.pem"):
         if (out_dir / name).exists():
             raise ControlPlaneError(
-                "files_exist", f"{out_dir / name} exists; renew into a new directory",
-                http_status=409, field="out")
+                "files_exist",
+                f"{out_dir / name} exists; renew into a new directory",
+                http_status=409,
+                field="out",
+            )
 
 
-def renew_worker_cert(conn: psycopg.Connection, worker_id: str, ca_dir: Path | None,
-                      out_dir: Path | None, *, days: int = 365) -> RenewedCertificate:
+def renew_worker_cert(
+    conn: psycopg.Connection,
+    worker_id: str,
+    ca_dir: Path | None,
+    out_dir: Path | None,
+    *,
+    days: int = 365,
+) -> RenewedCertificate:
     """A new certificate for `worker_id` in OUT/worker.pem + OUT/worker-key.pem
     (`ca_dir` None: the database's dev CA; `out_dir` None: a new directory)."""
     ca_dir = default_ca_dir(conn) if ca_dir is None else Path(ca_dir)
@@ -111,8 +136,9 @@ def renew_worker_cert(conn: psycopg.Connection, worker_id: str, ca_dir: Path | N
     _require_new(out_dir)
     created = not out_dir.exists()
     _private_dir(out_dir)
-    cert = pki.issue_worker_cert(ca_dir, out_dir, worker_id,
-                                 not_after=datetime.now(UTC) + timedelta(days=days))
+    cert = pki.issue_worker_cert(
+        ca_dir, out_dir, worker_id, not_after=datetime.now(UTC) + timedelta(days=days)
+    )
     try:
         facts = pki.certificate_facts(cert.cert_file)
         record_certificate(conn, worker_id, facts)
@@ -124,5 +150,6 @@ def renew_worker_cert(conn: psycopg.Connection, worker_id: str, ca_dir: Path | N
         if created:
             out_dir.rmdir()
         raise
-    return RenewedCertificate(worker_id, facts.serial, facts.not_after_ms,
-                              cert.cert_file, cert.key_file)
+    return RenewedCertificate(
+        worker_id, facts.serial, facts.not_after_ms, cert.cert_file, cert.key_file
+    )

@@ -99,7 +99,7 @@ class _Reader:
         if self._at + count > len(self._data):
             raise IndexError("past the end")
         self._at += count
-        return self._data[self._at - count:self._at]
+        return self._data[self._at - count : self._at]
 
     def vector(self, length_bytes: int) -> bytes:
         return self.take(int.from_bytes(self.take(length_bytes), "big"))
@@ -115,10 +115,13 @@ def hello_fingerprints(record: bytes) -> tuple[bytes, ...]:
     from the first record as peeked; () when it holds no ClientHello, and as much
     as could be read when it is truncated or malformed (the TLS layer refuses
     those)."""
-    if len(record) < RECORD_HEADER_BYTES + 4 or record[0] != HANDSHAKE_RECORD \
-            or record[RECORD_HEADER_BYTES] != CLIENT_HELLO:
+    if (
+        len(record) < RECORD_HEADER_BYTES + 4
+        or record[0] != HANDSHAKE_RECORD
+        or record[RECORD_HEADER_BYTES] != CLIENT_HELLO
+    ):
         return ()
-    body = _Reader(record[RECORD_HEADER_BYTES + 4:])
+    body = _Reader(record[RECORD_HEADER_BYTES + 4 :])
     found: list[bytes] = []
     try:
         body.take(2)  # legacy_version

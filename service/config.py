@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "QL_INGRESS_"
-_PATH_FIELDS = ("cert_file", "key_file", "client_ca_file", "audit_log", "ready_file",
-                "kek_file")
+_PATH_FIELDS = ("cert_file", "key_file", "client_ca_file", "audit_log", "ready_file", "kek_file")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 
@@ -147,33 +146,57 @@ class IngressConfig:
         for name in ("port", "admin_port"):
             _require(0 <= getattr(self, name) <= 65535, f"{name} out of range")
         _require(1 <= self.pool_min_size <= self.pool_max_size, "pool sizes invalid")
-        _require(self.prepare_threshold is None or self.prepare_threshold >= 0,
-                 "prepare_threshold must be >= 0 or null")
-        _require(self.statement_timeout_mode in ("options", "set", "off"),
-                 "statement_timeout_mode must be options|set|off")
+        _require(
+            self.prepare_threshold is None or self.prepare_threshold >= 0,
+            "prepare_threshold must be >= 0 or null",
+        )
+        _require(
+            self.statement_timeout_mode in ("options", "set", "off"),
+            "statement_timeout_mode must be options|set|off",
+        )
         _require(1 <= self.max_body_bytes <= 4096, "max_body_bytes must be 1..4096")
-        _require(self.max_body_bytes <= self.max_complete_body_bytes <= 16384,
-                 "max_complete_body_bytes must be max_body_bytes..16384")
-        for name in ("max_connections", "max_handshakes", "max_hello_waits",
-                     "max_connections_per_worker"):
+        _require(
+            self.max_body_bytes <= self.max_complete_body_bytes <= 16384,
+            "max_complete_body_bytes must be max_body_bytes..16384",
+        )
+        for name in (
+            "max_connections",
+            "max_handshakes",
+            "max_hello_waits",
+            "max_connections_per_worker",
+        ):
             _require(getattr(self, name) >= 1, f"{name} must be >= 1")
         _require(self.rate_per_s > 0 and self.rate_burst >= 1, "rate limits must be positive")
-        _require(self.lease_rate_per_s > 0 and self.lease_rate_burst >= 1,
-                 "lease rate limits must be positive")
+        _require(
+            self.lease_rate_per_s > 0 and self.lease_rate_burst >= 1,
+            "lease rate limits must be positive",
+        )
         for name in ("statement_timeout_ms", "acquire_timeout_ms", "ready_timeout_ms"):
             _require(getattr(self, name) > 0, f"{name} must be positive")
-        for name in ("handshake_timeout_s", "handshake_step_timeout_s", "header_timeout_s",
-                     "body_timeout_s"):
+        for name in (
+            "handshake_timeout_s",
+            "handshake_step_timeout_s",
+            "header_timeout_s",
+            "body_timeout_s",
+        ):
             _require(getattr(self, name) > 0, f"{name} must be positive")
-        for name in ("idle_view_max_staleness_ms", "idle_view_ping_interval_ms",
-                     "idle_view_ping_timeout_ms"):
+        for name in (
+            "idle_view_max_staleness_ms",
+            "idle_view_ping_interval_ms",
+            "idle_view_ping_timeout_ms",
+        ):
             _require(getattr(self, name) > 0, f"{name} must be positive")
-        for name in ("idle_view_probe_min_interval_ms", "idle_view_session_margin_ms",
-                     "heartbeat_batch_window_ms"):
+        for name in (
+            "idle_view_probe_min_interval_ms",
+            "idle_view_session_margin_ms",
+            "heartbeat_batch_window_ms",
+        ):
             _require(getattr(self, name) >= 0, f"{name} must be >= 0")
         _require(self.idle_view_engage_rate_per_s >= 0, "idle_view_engage_rate_per_s must be >= 0")
-        _require(0 <= self.idle_view_credential_max_age_ms <= 5000,
-                 "idle_view_credential_max_age_ms must be 0..5000")
+        _require(
+            0 <= self.idle_view_credential_max_age_ms <= 5000,
+            "idle_view_credential_max_age_ms must be 0..5000",
+        )
         _require(1 <= self.heartbeat_batch_max <= 64, "heartbeat_batch_max must be 1..64")
         return self
 
@@ -226,10 +249,17 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "listen": {"host": "host", "port": "port"},
     "admin": {"host": "admin_host", "port": "admin_port"},
     "tls": {"workerCaFile": "client_ca_file"},
-    "database": {"poolMin": "pool_min_size", "poolMax": "pool_max_size",
-                 "preparedStatements": "prepared_statements"},
-    "limits": {"ratePerSecond": "rate_per_s", "burst": "rate_burst",
-               "leaseRatePerSecond": "lease_rate_per_s", "leaseBurst": "lease_rate_burst"},
+    "database": {
+        "poolMin": "pool_min_size",
+        "poolMax": "pool_max_size",
+        "preparedStatements": "prepared_statements",
+    },
+    "limits": {
+        "ratePerSecond": "rate_per_s",
+        "burst": "rate_burst",
+        "leaseRatePerSecond": "lease_rate_per_s",
+        "leaseBurst": "lease_rate_burst",
+    },
 }
 
 
@@ -267,7 +297,7 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     for key, value in environ.items():
         if not key.startswith(ENV_PREFIX):
             continue
-        name = key[len(ENV_PREFIX):].lower()
+        name = key[len(ENV_PREFIX) :].lower()
         if name not in types:
             raise ConfigError(f"unknown environment override {key}")
         out[name] = _coerce(name, types[name], value)
@@ -283,8 +313,9 @@ def _resolve_paths(values: dict[str, Any], base: Path) -> None:
         values[name] = str(path if path.is_absolute() else base / path)
 
 
-def load_config(path: str | os.PathLike[str] | None,
-                environ: Mapping[str, str] | None = None) -> IngressConfig:
+def load_config(
+    path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None
+) -> IngressConfig:
     """Read the file (if any), apply `QL_INGRESS_*` overrides, validate."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
@@ -301,8 +332,11 @@ def load_config(path: str | os.PathLike[str] | None,
         base = file_path.resolve().parent
     values.update(_env_overrides(environ))
     _resolve_paths(values, base)
-    missing = [f.name for f in fields(IngressConfig)
-               if f.default is dataclasses.MISSING and f.name not in values]
+    missing = [
+        f.name
+        for f in fields(IngressConfig)
+        if f.default is dataclasses.MISSING and f.name not in values
+    ]
     if missing:
         raise ConfigError(f"missing required config: {', '.join(missing)}")
     return IngressConfig(**values).validate()

@@ -49,9 +49,10 @@ class HandshakeTurns:
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     def _free(self) -> bool:
-        return (self.handshaking < self._max_handshakes
-                and self.handshaking + self.replying + self.established
-                < self._max_connections)
+        return (
+            self.handshaking < self._max_handshakes
+            and self.handshaking + self.replying + self.established < self._max_connections
+        )
 
     async def acquire(self) -> None:
         if not self._waiters and self._free():

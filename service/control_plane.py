@@ -31,6 +31,7 @@ CREDENTIAL_FILE_NAME = "credential"
 # SPEC §16.2: `--credential-ttl` default.
 DEFAULT_CREDENTIAL_TTL_S = 90 * 86400
 
+
 class ControlPlaneError(Exception):
     """A control-plane call failed with a known reason code."""
 
@@ -58,14 +59,24 @@ class ControlPlaneError(Exception):
         will meet by name (not migrated, no grant, timeout); anything else 500
         `database_error`."""
         if isinstance(error, errors.Refused):
-            return cls(error.reason, error.message, http_status=error.http_status,
-                       sqlstate=error.sqlstate, field=error.column)
+            return cls(
+                error.reason,
+                error.message,
+                http_status=error.http_status,
+                sqlstate=error.sqlstate,
+                field=error.column,
+            )
         if isinstance(error, errors.ConnectionFailed) and error.sqlstate is None:
             return cls(error.reason, error.message, http_status=503)
-        named = isinstance(error, errors.NotMigrated | errors.PermissionDenied
-                           | errors.StatementTimeout)
-        return cls(error.reason if named else "database_error", error.message,
-                   http_status=500, sqlstate=error.sqlstate)
+        named = isinstance(
+            error, errors.NotMigrated | errors.PermissionDenied | errors.StatementTimeout
+        )
+        return cls(
+            error.reason if named else "database_error",
+            error.message,
+            http_status=500,
+            sqlstate=error.sqlstate,
+        )
 
 
 def translate(exc: psycopg.Error) -> ControlPlaneError:
@@ -110,15 +121,25 @@ class Schedule:
     key: str | None = None
 
 
-def enqueue_runs(conn: psycopg.Connection, task_id: str, priority: int, count: int,
-                 schedule: Schedule | None = None) -> answers.RunsEnqueued:
+def enqueue_runs(
+    conn: psycopg.Connection,
+    task_id: str,
+    priority: int,
+    count: int,
+    schedule: Schedule | None = None,
+) -> answers.RunsEnqueued:
     # Checked here too so an out-of-range priority is invalid_input, not an
     # integer-overflow error from the cast.
     if not SMALLINT_MIN <= priority <= SMALLINT_MAX:
-        raise ControlPlaneError("invalid_input", "priority must be a smallint", http_status=400,
-                                field="priority")
-    return run(conn, api.enqueue_runs(task_id=task_id, priority=priority, count=count,
-                                        **asdict(schedule or Schedule())))
+        raise ControlPlaneError(
+            "invalid_input", "priority must be a smallint", http_status=400, field="priority"
+        )
+    return run(
+        conn,
+        api.enqueue_runs(
+            task_id=task_id, priority=priority, count=count, **asdict(schedule or Schedule())
+        ),
+    )
 
 
 # ------------------------------------------------------------ task settings
@@ -139,15 +160,22 @@ class TaskSettings:
         return all(value is None for value in asdict(self).values())
 
 
-def configure_task(conn: psycopg.Connection, task_id: str,
-                   settings: TaskSettings) -> answers.TaskPolicy:
+def configure_task(
+    conn: psycopg.Connection, task_id: str, settings: TaskSettings
+) -> answers.TaskPolicy:
     """Apply `settings` (the database checks the bounds) -> the task's settings."""
     return run(conn, api.configure_task(task_id=task_id, **asdict(settings)))
 
 
-def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: bytes,
-                 settings: TaskSettings | None = None, pool: str | None = None,
-                 sign: Callable[[str], str] | None = None) -> answers.RevisionPublished:
+def publish_task(
+    conn: psycopg.Connection,
+    project: str,
+    task: str,
+    canonical: bytes,
+    settings: TaskSettings | None = None,
+    pool: str | None = None,
+    sign: Callable[[str], str] | None = None,
+) -> answers.RevisionPublished:
     """Publish (into `pool` 'P/N' when given), then apply `settings`, in one
     transaction: a refused setting leaves no new revision behind. `sign` (SPEC
     §16.1) maps the task id to the revision's signature: the task is prepared
@@ -155,17 +183,21 @@ def publish_task(conn: psycopg.Connection, project: str, task: str, canonical: b
     signing and a failed publish leaves no task behind. -> publish_revision's
     answer."""
     if sign is None and (settings is None or settings.is_empty()):
-        return run(conn, api.publish_revision(project=project, task=task, canonical=canonical,
-                                              pool=pool))
+        return run(
+            conn, api.publish_revision(project=project, task=task, canonical=canonical, pool=pool)
+        )
     try:
         with conn.transaction():  # the calls' own transactions become savepoints
             signature = None
             if sign is not None:
                 prepared = run(conn, api.prepare_task(project=project, task=task))
                 signature = sign(prepared.task_id)
-            published = run(conn, api.publish_revision(project=project, task=task,
-                                                       canonical=canonical, pool=pool,
-                                                       signature=signature))
+            published = run(
+                conn,
+                api.publish_revision(
+                    project=project, task=task, canonical=canonical, pool=pool, signature=signature
+                ),
+            )
             if settings is not None and not settings.is_empty():
                 configure_task(conn, published.task_id, settings)
     except psycopg.Error as exc:  # the commit itself
@@ -201,8 +233,7 @@ class PruneTotals:
     calls: int = 0
     more: bool = False  # stopped at max_calls with work left (next pass continues)
 
-    def add(self, batch: answers.RunsPruned | answers.AuditPruned
-            | answers.FleetPruned) -> bool:
+    def add(self, batch: answers.RunsPruned | answers.AuditPruned | answers.FleetPruned) -> bool:
         """Count one batch; -> whether the database has more of its kind."""
         if isinstance(batch, answers.RunsPruned):
             self.runs += batch.runs
@@ -219,10 +250,17 @@ class PruneTotals:
         return batch.more
 
     def as_json(self) -> dict[str, int | bool]:
-        return {"runs": self.runs, "attempts": self.attempts, "leases": self.leases,
-                "events": self.events, "securityAudit": self.security_audit,
-                "sessions": self.sessions, "placementClasses": self.placement_classes,
-                "fleetEvents": self.fleet_events, "dryRun": self.dry_run}
+        return {
+            "runs": self.runs,
+            "attempts": self.attempts,
+            "leases": self.leases,
+            "events": self.events,
+            "securityAudit": self.security_audit,
+            "sessions": self.sessions,
+            "placementClasses": self.placement_classes,
+            "fleetEvents": self.fleet_events,
+            "dryRun": self.dry_run,
+        }
 
 
 @dataclass(frozen=True)
@@ -236,9 +274,14 @@ class Retention:
     pace: float = PRUNE_PACE  # pause after a batch, as a multiple of its duration
 
 
-def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None = None, *,
-          clock: Callable[[], float] = time.monotonic,
-          sleep: Callable[[float], None] = time.sleep) -> PruneTotals:
+def prune(
+    conn: psycopg.Connection,
+    retention: Retention,
+    max_calls: int | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PruneTotals:
     """One pass: batches of ql.prune_runs, then of ql.prune_audit, then of
     ql.prune_fleet (ended sessions and worker/session events past the run
     retention, unused placement classes), each in its own
@@ -250,14 +293,17 @@ def prune(conn: psycopg.Connection, retention: Retention, max_calls: int | None 
     totals = PruneTotals(dry_run=retention.dry_run)
     Batch = answers.RunsPruned | answers.AuditPruned | answers.FleetPruned
     kinds: tuple[tuple[Callable[..., Call[Batch]], int], ...] = (
-        (api.prune_runs, retention.runs_s), (api.prune_audit, retention.audit_s),
-        (api.prune_fleet, retention.runs_s))
+        (api.prune_runs, retention.runs_s),
+        (api.prune_audit, retention.audit_s),
+        (api.prune_fleet, retention.runs_s),
+    )
     for make, retain_s in kinds:
         calls = 0
         while True:
             started = clock()
-            more = totals.add(run(conn, make(retain_s=retain_s, batch=retention.batch,
-                                             dry_run=retention.dry_run)))
+            more = totals.add(
+                run(conn, make(retain_s=retain_s, batch=retention.batch, dry_run=retention.dry_run))
+            )
             calls += 1
             if not more or retention.dry_run:
                 break
@@ -296,8 +342,13 @@ def _private_dir(out_dir: Path) -> Path:
 
 
 def provision_worker(
-    conn: psycopg.Connection, name: str, ca_dir: Path, out_dir: Path, *,
-    labels: Mapping[str, str] | None = None, self_labels: bool = False,
+    conn: psycopg.Connection,
+    name: str,
+    ca_dir: Path,
+    out_dir: Path,
+    *,
+    labels: Mapping[str, str] | None = None,
+    self_labels: bool = False,
     pools: Sequence[str] = ("*",),
     credential_ttl_s: int | None = DEFAULT_CREDENTIAL_TTL_S,
 ) -> ProvisionedWorker:
@@ -330,29 +381,48 @@ def provision_worker(
             written += [cert.cert_file, cert.key_file]
             # Its serial and notAfter (SPEC §16.3: expiry shown, revocation by serial).
             facts = pki.certificate_facts(cert.cert_file)
-            run(conn, api.record_certificate(worker_id=worker_id, serial=facts.serial,
-                                               not_after_ms=facts.not_after_ms))
+            run(
+                conn,
+                api.record_certificate(
+                    worker_id=worker_id, serial=facts.serial, not_after_ms=facts.not_after_ms
+                ),
+            )
             pki.write_private_file(credential_file, credential.token.encode("ascii"))
             written.append(credential_file)
-            issued = run(conn, api.issue_credential(
-                worker_id=worker_id, credential_id=credential.credential_id,
-                secret_digest=credential.secret_digest, ttl_s=credential_ttl_s))
+            issued = run(
+                conn,
+                api.issue_credential(
+                    worker_id=worker_id,
+                    credential_id=credential.credential_id,
+                    secret_digest=credential.secret_digest,
+                    ttl_s=credential_ttl_s,
+                ),
+            )
             if credential_ttl_s is not None:
                 lifetime = Path(str(credential_file) + LIFETIME_SUFFIX)
                 expires_ms = issued.expires_at_ms
                 if expires_ms is None:
-                    raise ControlPlaneError("database_error",
-                                            "ql.issue_credential set no expiry")
-                pki.write_private_file(lifetime, json.dumps({
-                    "credentialId": credential.credential_id,
-                    "issuedAtMs": expires_ms - credential_ttl_s * 1000,
-                    "expiresAtMs": expires_ms}).encode("ascii"))
+                    raise ControlPlaneError("database_error", "ql.issue_credential set no expiry")
+                pki.write_private_file(
+                    lifetime,
+                    json.dumps(
+                        {
+                            "credentialId": credential.credential_id,
+                            "issuedAtMs": expires_ms - credential_ttl_s * 1000,
+                            "expiresAtMs": expires_ms,
+                        }
+                    ).encode("ascii"),
+                )
                 written.append(lifetime)
             for pool in pools:
                 run(conn, api.grant_pool(worker_id=worker_id, pool=pool))
             if labels or self_labels:
-                run(conn, api.label_worker(worker_id=worker_id, labels=labels,
-                                           self_labels=self_labels or None))
+                run(
+                    conn,
+                    api.label_worker(
+                        worker_id=worker_id, labels=labels, self_labels=self_labels or None
+                    ),
+                )
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)

@@ -36,14 +36,18 @@ from qinglong.service.views import (
 )
 
 PATH = "/v1/credentials/rotate"
-CREDENTIAL_ROTATE = Endpoint("credentials.rotate", "credential.rotate",
-                             SchemaId.CREDENTIAL_ROTATE_REQUEST, SchemaId.CREDENTIAL, 200)
+CREDENTIAL_ROTATE = Endpoint(
+    "credentials.rotate",
+    "credential.rotate",
+    SchemaId.CREDENTIAL_ROTATE_REQUEST,
+    SchemaId.CREDENTIAL,
+    200,
+)
 
 
 def _body(state: IngressState, result: RotateAnswer, token: str) -> dict[str, Any]:
     if not isinstance(result, Rotated):
-        raise _invalid_projection(state, CREDENTIAL_ROTATE,
-                                  f"unexpected status {result.status!r}")
+        raise _invalid_projection(state, CREDENTIAL_ROTATE, f"unexpected status {result.status!r}")
     doc = {"schema": SchemaId.CREDENTIAL.value, **result.credential, "credential": token}
     return _in_schema_order(SchemaId.CREDENTIAL, doc)
 
@@ -52,10 +56,18 @@ async def rotate_credential(request: web.Request) -> web.Response:
     state, admitted = await _admit(request, CREDENTIAL_ROTATE)
     cred = admitted.credential
     new = pki.generate_credential()
-    result = await _act(state, CREDENTIAL_ROTATE, admitted, api.rotate_credential(
-        credential_id=cred.credential_id, secret_digest=cred.secret_digest,
-        worker_id=admitted.worker_id, new_credential_id=new.credential_id,
-        new_secret_digest=new.secret_digest))
+    result = await _act(
+        state,
+        CREDENTIAL_ROTATE,
+        admitted,
+        api.rotate_credential(
+            credential_id=cred.credential_id,
+            secret_digest=cred.secret_digest,
+            worker_id=admitted.worker_id,
+            new_credential_id=new.credential_id,
+            new_secret_digest=new.secret_digest,
+        ),
+    )
     body = _body(state, result, new.token)
     if body.get("credentialId") != new.credential_id:
         raise _invalid_projection(state, CREDENTIAL_ROTATE, "$.credentialId: not the new one")

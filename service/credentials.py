@@ -63,10 +63,12 @@ def parse_authorization(header: str | None) -> CredentialResult:
         credential_id, secret = parse_credential(token)
     except MalformedCredentialError:
         public = _PUBLIC_ID.match(token)
-        return CredentialResult(None, CredentialProblem.MALFORMED,
-                                public.group(1) if public else None)
-    return CredentialResult(PresentedCredential(credential_id, secret_digest(secret)), None,
-                            credential_id)
+        return CredentialResult(
+            None, CredentialProblem.MALFORMED, public.group(1) if public else None
+        )
+    return CredentialResult(
+        PresentedCredential(credential_id, secret_digest(secret)), None, credential_id
+    )
 
 
 def lease_token_digest(token: str) -> bytes:

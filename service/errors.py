@@ -78,10 +78,14 @@ class ApiError(Exception):
         return f"{self.status} {self.reason}"
 
 
-def error_body(status: int, reason: str, detail_key: str | None = None,
-               offset: int | None = None) -> bytes:
-    doc: dict[str, object] = {"schema": ERROR_SCHEMA, "error": kind_for_status(status).value,
-                              "reason": reason}
+def error_body(
+    status: int, reason: str, detail_key: str | None = None, offset: int | None = None
+) -> bytes:
+    doc: dict[str, object] = {
+        "schema": ERROR_SCHEMA,
+        "error": kind_for_status(status).value,
+        "reason": reason,
+    }
     detail: dict[str, object] = {}
     if detail_key is not None and LABEL_KEY.fullmatch(detail_key):
         detail["key"] = detail_key
@@ -92,11 +96,19 @@ def error_body(status: int, reason: str, detail_key: str | None = None,
     return json.dumps(doc, separators=(",", ":")).encode("ascii")
 
 
-def error_response(status: int, reason: str, retry_after_s: int | None = None,
-                   close_connection: bool = False,
-                   detail_key: str | None = None, offset: int | None = None) -> web.Response:
-    response = web.Response(status=status, body=error_body(status, reason, detail_key, offset),
-                            content_type="application/json")
+def error_response(
+    status: int,
+    reason: str,
+    retry_after_s: int | None = None,
+    close_connection: bool = False,
+    detail_key: str | None = None,
+    offset: int | None = None,
+) -> web.Response:
+    response = web.Response(
+        status=status,
+        body=error_body(status, reason, detail_key, offset),
+        content_type="application/json",
+    )
     if retry_after_s is not None:
         response.headers["Retry-After"] = str(max(1, int(retry_after_s)))
     if close_connection:

@@ -54,8 +54,15 @@ class DbUnavailable(Exception):
 class DbRefused(Exception):
     """A QingLong SQLSTATE: the request is wrong or a fence moved."""
 
-    def __init__(self, sqlstate: str, reason: str, http_status: int,
-                 detail: str | None = None, *, field: str | None = None) -> None:
+    def __init__(
+        self,
+        sqlstate: str,
+        reason: str,
+        http_status: int,
+        detail: str | None = None,
+        *,
+        field: str | None = None,
+    ) -> None:
         super().__init__(reason)
         self.sqlstate = sqlstate
         self.reason = reason
@@ -69,10 +76,10 @@ class DbRefused(Exception):
 def refusal(error: DbError) -> DbRefused | None:
     """The worker-facing refusal a QingLong SQLSTATE answers (None: not the
     caller's fault, a 5xx)."""
-    if isinstance(error, Refused) and error.http_status is not None \
-            and error.http_status < 500:
-        return DbRefused(error.state.code, error.reason, error.http_status, error.detail,
-                         field=error.column)
+    if isinstance(error, Refused) and error.http_status is not None and error.http_status < 500:
+        return DbRefused(
+            error.state.code, error.reason, error.http_status, error.detail, field=error.column
+        )
     return None
 
 
@@ -127,8 +134,9 @@ class Gateway:
 
     @property
     def _deadline_s(self) -> float:
-        return (self.config.acquire_timeout_ms + self.config.statement_timeout_ms) / 1000 \
-            + _CLIENT_GRACE_S
+        return (
+            self.config.acquire_timeout_ms + self.config.statement_timeout_ms
+        ) / 1000 + _CLIENT_GRACE_S
 
     async def call(self, call: Call[T]) -> T:
         """One `ql.` function call (`qinglong.db.api`): one round trip, its value."""
@@ -171,8 +179,10 @@ class Gateway:
         multi-host DSN with `target_session_attrs=read-write` finds the new primary."""
         if self._pool is None:
             return
-        log.warning("server is read-only; discarding its connections",
-                    extra={"event": "db.read_only_server"})
+        log.warning(
+            "server is read-only; discarding its connections",
+            extra={"event": "db.read_only_server"},
+        )
         await conn.close()
         await self._pool.drain()
 
@@ -194,9 +204,14 @@ class Gateway:
         # Anything else is our bug or a broken deployment (missing function, missing
         # grant): not the worker's fault, so 503 — and loud in our own log.
         self._failed("unexpected")
-        log.error("unexpected database error",
-                  extra={"event": "db.unexpected_error", "sqlstate": error.sqlstate,
-                         "error": type(error).__name__})
+        log.error(
+            "unexpected database error",
+            extra={
+                "event": "db.unexpected_error",
+                "sqlstate": error.sqlstate,
+                "error": type(error).__name__,
+            },
+        )
         return DbUnavailable("database_error")
 
     def _failed(self, kind: str) -> None:
@@ -227,4 +242,3 @@ class Gateway:
 def _ignore_result(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("pool check failed", extra={"event": "db.pool_check_failed"})
-

@@ -38,14 +38,22 @@ class HeartbeatItem:
     generation: int
 
     def call(self) -> Call[SessionAnswer]:
-        return api.heartbeat_session(credential_id=self.credential_id,
-                                     secret_digest=self.secret_digest, worker_id=self.worker_id,
-                                     session_id=self.session_id, generation=self.generation)
+        return api.heartbeat_session(
+            credential_id=self.credential_id,
+            secret_digest=self.secret_digest,
+            worker_id=self.worker_id,
+            session_id=self.session_id,
+            generation=self.generation,
+        )
 
     def as_json(self) -> dict[str, Any]:
-        return {"credentialId": self.credential_id, "secretDigest": self.secret_digest.hex(),
-                "workerId": self.worker_id, "sessionId": self.session_id,
-                "generation": self.generation}
+        return {
+            "credentialId": self.credential_id,
+            "secretDigest": self.secret_digest.hex(),
+            "workerId": self.worker_id,
+            "sessionId": self.session_id,
+            "generation": self.generation,
+        }
 
 
 def item_error(sqlstate: str | None) -> Exception:
@@ -64,7 +72,8 @@ class HeartbeatBatcher:
     # keeps one immediate call per heartbeat.
     batching: Callable[[], bool] = lambda: True
     _pending: list[tuple[HeartbeatItem, asyncio.Future[SessionAnswer]]] = field(
-        default_factory=list)
+        default_factory=list
+    )
     _timer: asyncio.TimerHandle | None = None
     _flushes: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -77,8 +86,9 @@ class HeartbeatBatcher:
         if len(self._pending) >= self.max_items:
             self._flush_now()
         elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.window_ms / 1000,
-                                                                 self._flush_now)
+            self._timer = asyncio.get_running_loop().call_later(
+                self.window_ms / 1000, self._flush_now
+            )
         return await future
 
     def _flush_now(self) -> None:
@@ -86,14 +96,15 @@ class HeartbeatBatcher:
             self._timer.cancel()
             self._timer = None
         while self._pending:
-            batch, self._pending = (self._pending[:self.max_items],
-                                    self._pending[self.max_items:])
+            batch, self._pending = (
+                self._pending[: self.max_items],
+                self._pending[self.max_items :],
+            )
             task = asyncio.create_task(self._send(batch))
             self._flushes.add(task)
             task.add_done_callback(self._flushes.discard)
 
-    async def _send(self,
-                    batch: list[tuple[HeartbeatItem, asyncio.Future[SessionAnswer]]]) -> None:
+    async def _send(self, batch: list[tuple[HeartbeatItem, asyncio.Future[SessionAnswer]]]) -> None:
         self.metrics.heartbeat_batches.inc()
         self.metrics.heartbeat_batch_items.inc(amount=len(batch))
         try:
@@ -102,7 +113,8 @@ class HeartbeatBatcher:
                 results = [one]
             else:
                 results = await self.gateway.call(
-                    api.heartbeat_sessions(items=[item.as_json() for item, _ in batch]))
+                    api.heartbeat_sessions(items=[item.as_json() for item, _ in batch])
+                )
                 if len(results) != len(batch):
                     raise DbUnavailable("invalid_projection")
         except (DbUnavailable, DbRefused, AnswerError) as exc:

@@ -23,9 +23,14 @@ OFFER_SCHEMA = SchemaId.REMOTE_EXECUTION_OFFER
 def idle_body(result: dict[str, Any], retry_after_ms: int) -> dict[str, Any]:
     """The `qinglong/remote-execution-offer@v1` idle document for a database
     `idle` envelope."""
-    return {"schema": OFFER_SCHEMA.value, "status": "idle", "reason": result.get("reason"),
-            "stats": result.get("stats"), "truncated": result.get("truncated"),
-            "retryAfterMs": retry_after_ms}
+    return {
+        "schema": OFFER_SCHEMA.value,
+        "status": "idle",
+        "reason": result.get("reason"),
+        "stats": result.get("stats"),
+        "truncated": result.get("truncated"),
+        "retryAfterMs": retry_after_ms,
+    }
 
 
 def encode(doc: dict[str, Any]) -> bytes:

@@ -71,8 +71,7 @@ class Beliefs:
         self._belief = None
         self._db_clock = None
 
-    def install(self, result: object, incarnation: int, epoch: int,
-                sent: float) -> ProbeVerdict:
+    def install(self, result: object, incarnation: int, epoch: int, sent: float) -> ProbeVerdict:
         """Install a probe's answer; `epoch` is the `q` count and `sent` the
         monotonic instant when the probe was sent."""
         if not isinstance(result, dict) or not isinstance(result.get("nowMs"), int):

@@ -161,18 +161,34 @@ class FactCache:
             return True
         credential = self.credential_marks.get(credential_id) if credential_id else None
         worker = self.worker_marks.get(worker_id)
-        return ((credential is not None and credential[0] > seq)
-                or (worker is not None and worker[0] > seq))
+        return (credential is not None and credential[0] > seq) or (
+            worker is not None and worker[0] > seq
+        )
 
-    def fill_allowed(self, token: CacheToken, incarnation: int, now: float,
-                     credential_id: str | None, worker_id: str) -> bool:
+    def fill_allowed(
+        self,
+        token: CacheToken,
+        incarnation: int,
+        now: float,
+        credential_id: str | None,
+        worker_id: str,
+    ) -> bool:
         """The answer of a call that started at `token` may fill the caches."""
-        return (token.incarnation == incarnation
-                and now - token.taken_at < FILL_HORIZON_S
-                and not self.changed_since(token.seq, credential_id, worker_id))
+        return (
+            token.incarnation == incarnation
+            and now - token.taken_at < FILL_HORIZON_S
+            and not self.changed_since(token.seq, credential_id, worker_id)
+        )
 
-    def remember_credential(self, token: CacheToken, credential: PresentedCredential,
-                            worker_id: str, *, incarnation: int, now: float) -> Fill:
+    def remember_credential(
+        self,
+        token: CacheToken,
+        credential: PresentedCredential,
+        worker_id: str,
+        *,
+        incarnation: int,
+        now: float,
+    ) -> Fill:
         """The database just authenticated this credential as this worker, in a
         call that started at `token`."""
         credential_id = credential.credential_id
@@ -181,8 +197,9 @@ class FactCache:
         self.forget_credential(credential_id)
         if len(self.auth) >= MAX_CACHED:
             return Fill.OVERFLOW
-        self.auth[credential_id] = AuthEntry(credential.secret_digest, worker_id,
-                                             token.incarnation, token.taken_at)
+        self.auth[credential_id] = AuthEntry(
+            credential.secret_digest, worker_id, token.incarnation, token.taken_at
+        )
         self.worker_credentials.setdefault(worker_id, set()).add(credential_id)
         return Fill.KEPT
 
@@ -196,13 +213,18 @@ class FactCache:
             if not ids:
                 del self.worker_credentials[entry.worker_id]
 
-    def remember_session(self, token: CacheToken, session: Mapping[str, Any], *,
-                         incarnation: int, now: float) -> Fill:
+    def remember_session(
+        self, token: CacheToken, session: Mapping[str, Any], *, incarnation: int, now: float
+    ) -> Fill:
         """A session projection from an `ok` open/heartbeat answer (active
         session), in a call that started at `token`."""
         try:
-            facts = SessionFacts(str(session["sessionId"]), int(session["generation"]),
-                                 int(session["expiresAtMs"]), token.incarnation)
+            facts = SessionFacts(
+                str(session["sessionId"]),
+                int(session["generation"]),
+                int(session["expiresAtMs"]),
+                token.incarnation,
+            )
             worker_id = str(session["workerId"])
         except (KeyError, TypeError, ValueError):
             return Fill.REFUSED
@@ -215,8 +237,9 @@ class FactCache:
 
     # ------------------------------------------------------------ answers
 
-    def credential_trusted(self, credential: PresentedCredential, worker_id: str, *,
-                           incarnation: int, now: float) -> bool:
+    def credential_trusted(
+        self, credential: PresentedCredential, worker_id: str, *, incarnation: int, now: float
+    ) -> bool:
         """The cache may answer for this credential: confirmed by the database less
         than `credential_max_age_s` ago under this incarnation, same worker, same
         secret digest (constant-time compare). An entry past its period is dropped."""
@@ -227,17 +250,31 @@ class FactCache:
             # Older than the cache may be trusted (SPEC §5, 5 s): ask the database.
             self.forget_credential(credential.credential_id)
             return False
-        return (entry.incarnation == incarnation and entry.worker_id == worker_id
-                and hmac.compare_digest(entry.secret_digest, credential.secret_digest))
+        return (
+            entry.incarnation == incarnation
+            and entry.worker_id == worker_id
+            and hmac.compare_digest(entry.secret_digest, credential.secret_digest)
+        )
 
-    def session_ok(self, worker_id: str, session_id: str, generation: int, *,
-                   incarnation: int, db_now_ms: float | None) -> bool:
+    def session_ok(
+        self,
+        worker_id: str,
+        session_id: str,
+        generation: int,
+        *,
+        incarnation: int,
+        db_now_ms: float | None,
+    ) -> bool:
         """The cached session is this fence and still live `session_margin_ms`
         ahead of the database's clock (`db_now_ms`; None: not known yet)."""
         facts = self.sessions.get(worker_id)
-        if (facts is None or facts.incarnation != incarnation
-                or facts.session_id != session_id or facts.generation != generation
-                or db_now_ms is None):
+        if (
+            facts is None
+            or facts.incarnation != incarnation
+            or facts.session_id != session_id
+            or facts.generation != generation
+            or db_now_ms is None
+        ):
             return False
         # Both sides on the database's clock: never the local wall clock.
         return facts.expires_at_ms - self.session_margin_ms > db_now_ms
@@ -256,8 +293,9 @@ class FactCache:
         aging = [(cid, e) for cid, e in self.auth.items() if self._aging(e, now)]
         return aging[:CONFIRM_BATCH]
 
-    def confirmed(self, aging: list[tuple[str, AuthEntry]], allowed: set[str], seq: int,
-                  sent: float) -> None:
+    def confirmed(
+        self, aging: list[tuple[str, AuthEntry]], allowed: set[str], seq: int, sent: float
+    ) -> None:
         """Apply a re-confirmation of `aging`, sent at `sent` with the token
         `seq`: an allowed entry's trust period restarts at `sent`, one the
         database no longer allows is dropped; an entry replaced or dropped

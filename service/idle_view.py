@@ -209,15 +209,23 @@ _CHANGE_MARKS_PRUNE_AT = CHANGE_MARKS_PRUNE_AT
 # `c:` + a credential id (CHECK `^[a-z0-9]{16}$`), `s:` + a worker id as
 # PostgreSQL prints a uuid. Anything else is dropped unread.
 _PAYLOAD_MAX_CHARS = 38
-_PAYLOAD = re.compile(r"q|c:[a-z0-9]{16}"
-                      r"|s:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_PAYLOAD = re.compile(
+    r"q|c:[a-z0-9]{16}"
+    r"|s:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+)
 
 # The database's idle envelope for an empty queue (ql_private.idle_result as
 # scan_and_claim returns it for `no_candidates`), without `retryAfterMs`.
 IDLE_RESULT: dict[str, Any] = {
-    "status": "idle", "reason": "no_candidates",
-    "stats": {"pages": 1, "candidates": 0, "claimAttempts": 0, "races": 0,
-              "mismatches": {"executor": 0, "label": 0, "runtime": 0, "capacity": 0}},
+    "status": "idle",
+    "reason": "no_candidates",
+    "stats": {
+        "pages": 1,
+        "candidates": 0,
+        "claimAttempts": 0,
+        "races": 0,
+        "mismatches": {"executor": 0, "label": 0, "runtime": 0, "capacity": 0},
+    },
     "truncated": False,
 }
 
@@ -287,24 +295,36 @@ class IdleView:
     def __post_init__(self) -> None:
         c = self.config
         self._beliefs = Beliefs(c.idle_view_max_staleness_ms / 1000)
-        self._facts = FactCache(c.idle_view_credential_max_age_ms / 1000,
-                                c.idle_view_session_margin_ms)
-        self._timing = BarrierClock(c.idle_view_ping_interval_ms / 1000,
-                                    c.idle_view_probe_min_interval_ms / 1000,
-                                    c.idle_view_credential_max_age_ms / 1000)
+        self._facts = FactCache(
+            c.idle_view_credential_max_age_ms / 1000, c.idle_view_session_margin_ms
+        )
+        self._timing = BarrierClock(
+            c.idle_view_ping_interval_ms / 1000,
+            c.idle_view_probe_min_interval_ms / 1000,
+            c.idle_view_credential_max_age_ms / 1000,
+        )
         self._engage_meter = EngageMeter(c.idle_view_engage_rate_per_s)
         m = self.metrics
-        m.add_gauge("qinglong_ingress_idle_view_state",
-                    "Idle view: 0 disabled, 1 dormant, 2 listener down, 3 unknown, 4 busy, "
-                    "5 idle.", lambda: float(self.view_state()))
-        m.add_gauge("qinglong_ingress_idle_view_listener_up",
-                    "1 while the LISTEN connection is up.", lambda: float(self._up))
-        m.add_gauge("qinglong_ingress_idle_view_cached_credentials",
-                    "Credentials confirmed by the database under the current listener.",
-                    lambda: float(len(self._facts.auth)))
-        m.add_gauge("qinglong_ingress_idle_view_cached_sessions",
-                    "Session fences confirmed by the database under the current listener.",
-                    lambda: float(len(self._facts.sessions)))
+        m.add_gauge(
+            "qinglong_ingress_idle_view_state",
+            "Idle view: 0 disabled, 1 dormant, 2 listener down, 3 unknown, 4 busy, 5 idle.",
+            lambda: float(self.view_state()),
+        )
+        m.add_gauge(
+            "qinglong_ingress_idle_view_listener_up",
+            "1 while the LISTEN connection is up.",
+            lambda: float(self._up),
+        )
+        m.add_gauge(
+            "qinglong_ingress_idle_view_cached_credentials",
+            "Credentials confirmed by the database under the current listener.",
+            lambda: float(len(self._facts.auth)),
+        )
+        m.add_gauge(
+            "qinglong_ingress_idle_view_cached_sessions",
+            "Session fences confirmed by the database under the current listener.",
+            lambda: float(len(self._facts.sessions)),
+        )
 
     @property
     def enabled(self) -> bool:
@@ -362,8 +382,9 @@ class IdleView:
         delay = _RECONNECT_MIN_S
         while not self._closed:
             try:
-                conn = await psycopg.AsyncConnection.connect(self.config.dsn,
-                                                             **self._listener_kwargs())
+                conn = await psycopg.AsyncConnection.connect(
+                    self.config.dsn, **self._listener_kwargs()
+                )
             except (psycopg.Error, OSError):
                 self.metrics.idle_view_listener.inc("connect_failed")
                 await asyncio.sleep(delay)
@@ -388,18 +409,25 @@ class IdleView:
                     await conn.close()
                 self._conn = None
             if not self._closed:
-                log.warning("idle view listener lost; pulls go to the database",
-                            extra={"event": "idle_view.listener_lost"})
+                log.warning(
+                    "idle view listener lost; pulls go to the database",
+                    extra={"event": "idle_view.listener_lost"},
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RECONNECT_MAX_S)
 
     def _listener_kwargs(self) -> dict[str, Any]:
         kwargs = connection_kwargs(self.config)
         kwargs.pop("options", None)  # no statement_timeout: the connection mostly waits
-        kwargs.update(autocommit=True, prepare_threshold=None,
-                      application_name="qinglong-ingress-listener",
-                      keepalives=1, keepalives_idle=5, keepalives_interval=2,
-                      keepalives_count=3)
+        kwargs.update(
+            autocommit=True,
+            prepare_threshold=None,
+            application_name="qinglong-ingress-listener",
+            keepalives=1,
+            keepalives_idle=5,
+            keepalives_interval=2,
+            keepalives_count=3,
+        )
         return kwargs
 
     async def _serve(self, conn: psycopg.AsyncConnection[Any]) -> None:
@@ -469,7 +497,8 @@ class IdleView:
         confirmed = await api.confirm_credentials(
             credential_ids=[cid for cid, _ in aging],
             secret_digests=[e.secret_digest for _, e in aging],
-            worker_ids=[e.worker_id for _, e in aging]).run_async(conn)
+            worker_ids=[e.worker_id for _, e in aging],
+        ).run_async(conn)
         async for notify in conn.notifies(timeout=_DRAIN_S):
             self._on_notify(notify.payload)
         if incarnation != self._incarnation:
@@ -542,8 +571,9 @@ class IdleView:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
         try:
-            return await asyncio.wait_for(asyncio.shield(future),
-                                          self.config.idle_view_ping_timeout_ms / 1000)
+            return await asyncio.wait_for(
+                asyncio.shield(future), self.config.idle_view_ping_timeout_ms / 1000
+            )
         except TimeoutError:
             self.metrics.idle_view_barriers.inc("any", "timeout")
             return False
@@ -559,13 +589,15 @@ class IdleView:
             return None
         return self._facts.token(self._incarnation, self.clock())
 
-    def remember_credential(self, token: CacheToken | None, credential: PresentedCredential,
-                            worker_id: str) -> None:
+    def remember_credential(
+        self, token: CacheToken | None, credential: PresentedCredential, worker_id: str
+    ) -> None:
         """The database just authenticated this credential as this worker."""
         if token is None or not self._up:
             return
-        fill = self._facts.remember_credential(token, credential, worker_id,
-                                               incarnation=self._incarnation, now=self.clock())
+        fill = self._facts.remember_credential(
+            token, credential, worker_id, incarnation=self._incarnation, now=self.clock()
+        )
         if fill is Fill.OVERFLOW:
             self.metrics.idle_view_overflows.inc("credentials")
 
@@ -573,8 +605,9 @@ class IdleView:
         """A session projection from an `ok` open/heartbeat answer (active session)."""
         if token is None or not self._up:
             return
-        fill = self._facts.remember_session(token, session, incarnation=self._incarnation,
-                                            now=self.clock())
+        fill = self._facts.remember_session(
+            token, session, incarnation=self._incarnation, now=self.clock()
+        )
         if fill is Fill.OVERFLOW:
             self.metrics.idle_view_overflows.inc("sessions")
 
@@ -582,20 +615,30 @@ class IdleView:
         """The cache may answer for this credential: confirmed by the database less
         than `idle_view_credential_max_age_ms` ago under this listener, same worker,
         same secret digest (constant-time compare)."""
-        return self._facts.credential_trusted(credential, worker_id,
-                                              incarnation=self._incarnation, now=self.clock())
+        return self._facts.credential_trusted(
+            credential, worker_id, incarnation=self._incarnation, now=self.clock()
+        )
 
     def _session_ok(self, worker_id: str, session_id: str, generation: int) -> bool:
-        return self._facts.session_ok(worker_id, session_id, generation,
-                                      incarnation=self._incarnation,
-                                      db_now_ms=self._beliefs.db_now_ms(self.clock()))
+        return self._facts.session_ok(
+            worker_id,
+            session_id,
+            generation,
+            incarnation=self._incarnation,
+            db_now_ms=self._beliefs.db_now_ms(self.clock()),
+        )
 
-    def _fill_allowed(self, token: CacheToken | None, credential_id: str | None,
-                      worker_id: str) -> bool:
+    def _fill_allowed(
+        self, token: CacheToken | None, credential_id: str | None, worker_id: str
+    ) -> bool:
         """The answer of a call that started at `token` may fill the caches."""
-        return (token is not None and self._up
-                and self._facts.fill_allowed(token, self._incarnation, self.clock(),
-                                             credential_id, worker_id))
+        return (
+            token is not None
+            and self._up
+            and self._facts.fill_allowed(
+                token, self._incarnation, self.clock(), credential_id, worker_id
+            )
+        )
 
     # What the parts hold, under the names the view's tests read.
     @property
@@ -624,26 +667,37 @@ class IdleView:
 
     # ------------------------------------------------------------ pulls
 
-    def _cached_facts_hold(self, credential: PresentedCredential, worker_id: str,
-                           session_id: str, generation: int) -> bool:
-        return (self._engaged and self._up and self.credential_trusted(credential, worker_id)
-                and (not self._beliefs.knows_db_clock
-                     or self._session_ok(worker_id, session_id, generation)))
+    def _cached_facts_hold(
+        self, credential: PresentedCredential, worker_id: str, session_id: str, generation: int
+    ) -> bool:
+        return (
+            self._engaged
+            and self._up
+            and self.credential_trusted(credential, worker_id)
+            and (
+                not self._beliefs.knows_db_clock
+                or self._session_ok(worker_id, session_id, generation)
+            )
+        )
 
-    async def try_idle(self, credential: PresentedCredential, worker_id: str,
-                       session_id: str, generation: int) -> bool:
+    async def try_idle(
+        self, credential: PresentedCredential, worker_id: str, session_id: str, generation: int
+    ) -> bool:
         """True when this pull may be answered `idle` without the database."""
         belief = self._current_belief()
-        if (not self._cached_facts_hold(credential, worker_id, session_id, generation)
-                or (belief is not None and not belief.idle)):
+        if not self._cached_facts_hold(credential, worker_id, session_id, generation) or (
+            belief is not None and not belief.idle
+        ):
             # Unknown credential/session, or known work: the database answers.
             self.metrics.idle_view_pulls.inc("database")
             return False
         # After the barrier every notification committed before this pull arrived
         # has been applied: re-check the cached facts under it.
-        if (not await self._barrier()
-                or not self._cached_facts_hold(credential, worker_id, session_id, generation)
-                or not self._session_ok(worker_id, session_id, generation)):
+        if (
+            not await self._barrier()
+            or not self._cached_facts_hold(credential, worker_id, session_id, generation)
+            or not self._session_ok(worker_id, session_id, generation)
+        ):
             self.metrics.idle_view_pulls.inc("database")
             return False
         self.metrics.idle_view_pulls.inc("view")

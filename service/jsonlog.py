@@ -12,8 +12,19 @@ import logging
 import sys
 from typing import TextIO
 
-SAFE_FIELDS = ("event", "route", "status", "reason", "detail", "error", "sqlstate",
-               "ingressUrl", "adminUrl", "pid", "signal")
+SAFE_FIELDS = (
+    "event",
+    "route",
+    "status",
+    "reason",
+    "detail",
+    "error",
+    "sqlstate",
+    "ingressUrl",
+    "adminUrl",
+    "pid",
+    "signal",
+)
 
 
 class JsonFormatter(logging.Formatter):

@@ -28,13 +28,16 @@ class EnvelopeRequestHandler(RequestHandler):
 
     __slots__ = ()
 
-    def handle_error(self, request: BaseRequest, status: int = 500,
-                     exc: BaseException | None = None,
-                     message: str | None = None) -> web.StreamResponse:
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
         if request.writer.output_size > 0:
             raise ConnectionError("response already started")
-        log.info("malformed http request", extra={"event": "http.malformed",
-                                                  "status": status})
+        log.info("malformed http request", extra={"event": "http.malformed", "status": status})
         reason = "malformed_http" if status < 500 else "internal_error"
         return error_response(status, reason, close_connection=True)
 
@@ -76,4 +79,3 @@ def runner_kwargs(header_timeout_s: float, shutdown_timeout_s: float) -> RunnerS
         # the client can still read the answer), then the connection is closed.
         "lingering_time": 2.0,
     }
-

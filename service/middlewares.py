@@ -48,8 +48,14 @@ async def envelope_middleware(request: web.Request, handler: Handler) -> web.Str
     try:
         response = await handler(request)
     except ApiError as exc:
-        response = error_response(exc.status, exc.reason, exc.retry_after_s,
-                                  exc.close_connection, exc.detail_key, exc.offset)
+        response = error_response(
+            exc.status,
+            exc.reason,
+            exc.retry_after_s,
+            exc.close_connection,
+            exc.detail_key,
+            exc.offset,
+        )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -57,8 +63,9 @@ async def envelope_middleware(request: web.Request, handler: Handler) -> web.Str
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the envelope must cover every failure
-        log.error("unhandled error", extra={"event": "request.unhandled",
-                                            "error": type(exc).__name__})
+        log.error(
+            "unhandled error", extra={"event": "request.unhandled", "error": type(exc).__name__}
+        )
         response = error_response(500, "internal_error", close_connection=True)
     state = request.app.get(STATE)
     if state is not None:

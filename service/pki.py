@@ -347,8 +347,9 @@ class CertificateFacts:
 def certificate_facts(cert_file: Path) -> CertificateFacts:
     """Serial and notAfter of a PEM certificate file."""
     cert = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
-    return CertificateFacts(serial=format(cert.serial_number, "x"),
-                            not_after=cert.not_valid_after_utc)
+    return CertificateFacts(
+        serial=format(cert.serial_number, "x"), not_after=cert.not_valid_after_utc
+    )
 
 
 def worker_id_from_cert_der(der: bytes) -> str | None:

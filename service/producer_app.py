@@ -58,13 +58,13 @@ async def _database_pool(app: web.Application) -> AsyncIterator[None]:
 
 def create_producer_app(config: ProducerConfig, audit: Emit) -> web.Application:
     # client_max_size is aiohttp's backstop; read_body enforces max_body_bytes first.
-    app = web.Application(client_max_size=config.max_body_bytes,
-                          middlewares=[views.producer_envelope])
+    app = web.Application(
+        client_max_size=config.max_body_bytes, middlewares=[views.producer_envelope]
+    )
     app[views.PRODUCER] = views.new_state(config, audit)
     app.cleanup_ctx.append(_database_pool)
     views.add_routes(app, render_bytes())
-    producer_logs.install_followers(app, config.log_followers_max,
-                                    config.log_followers_per_token)
+    producer_logs.install_followers(app, config.log_followers_max, config.log_followers_per_token)
     return app
 
 
@@ -75,8 +75,9 @@ def _admin_app(state: views.ProducerState) -> web.Application:
     async def readyz(request: web.Request) -> web.Response:
         if await state.gateway.ready(1.0):
             return web.json_response({"status": "ready"})
-        return web.json_response({"status": "unavailable", "reason": "database_unavailable"},
-                                 status=503)
+        return web.json_response(
+            {"status": "unavailable", "reason": "database_unavailable"}, status=503
+        )
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)
@@ -113,17 +114,16 @@ def _port(site: web.TCPSite) -> int:
     return int(server.sockets[0].getsockname()[1])
 
 
-async def start_api(config: ProducerConfig, audit: Emit, *,
-                    reuse_port: bool = False) -> RunningApi:
+async def start_api(config: ProducerConfig, audit: Emit, *, reuse_port: bool = False) -> RunningApi:
     context = server_context(config.cert_file, config.key_file)
     app = create_producer_app(config, audit)
-    runner = web.AppRunner(app, **runner_kwargs(config.header_timeout_s,
-                                                config.shutdown_timeout_s))
+    runner = web.AppRunner(app, **runner_kwargs(config.header_timeout_s, config.shutdown_timeout_s))
     await runner.setup()
     admin_runner = web.AppRunner(_admin_app(app[views.PRODUCER]), access_log=None)
     try:
-        site = web.TCPSite(runner, config.host, config.port, ssl_context=context,
-                           reuse_port=reuse_port or None)
+        site = web.TCPSite(
+            runner, config.host, config.port, ssl_context=context, reuse_port=reuse_port or None
+        )
         await site.start()
         await admin_runner.setup()
         admin_site = web.TCPSite(admin_runner, config.admin_host, config.admin_port)
@@ -136,14 +136,17 @@ async def start_api(config: ProducerConfig, audit: Emit, *,
     return RunningApi(runner, admin_runner, site, admin_site, config)
 
 
-async def serve(config: ProducerConfig, *, reuse_port: bool = False,
-                report: ReadyReport | None = None) -> int:
+async def serve(
+    config: ProducerConfig, *, reuse_port: bool = False, report: ReadyReport | None = None
+) -> int:
     emit, handle = audit_emitter(config.audit_log)
     try:
         running = await start_api(config, emit, reuse_port=reuse_port)
     except (OSError, ssl.SSLError) as exc:
-        log.error("producer API failed to start", extra={"event": "api.start_failed",
-                                                         "error": type(exc).__name__})
+        log.error(
+            "producer API failed to start",
+            extra={"event": "api.start_failed", "error": type(exc).__name__},
+        )
         return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -188,10 +191,13 @@ class _ApiSupervisor(Supervisor):
         first = self.children[0].ready
         assert first is not None
         doc: dict[str, object] = {
-            "apiUrl": first["apiUrl"], "adminUrl": first["adminUrl"],
+            "apiUrl": first["apiUrl"],
+            "adminUrl": first["adminUrl"],
             "adminUrls": [c.ready["adminUrl"] for c in self.children if c.ready],
-            "pid": os.getpid(), "processes": self.processes,
-            "childPids": [c.pid for c in self.children]}
+            "pid": os.getpid(),
+            "processes": self.processes,
+            "childPids": [c.pid for c in self.children],
+        }
         if self.config.ready_file:
             write_ready_file(self.config.ready_file, doc)
         if not self._announced:

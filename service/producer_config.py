@@ -73,21 +73,34 @@ class ProducerConfig:
         _require(256 <= self.max_body_bytes <= 65536, "max_body_bytes must be 256..65536")
         _require(0.1 <= self.log_follow_poll_s <= 1.0, "log_follow_poll_s must be 0.1..1")
         _require(1.0 <= self.log_follow_max_s <= 3600.0, "log_follow_max_s must be 1..3600")
-        _require(1 <= self.log_followers_per_token <= self.log_followers_max <= 10000,
-                 "log_followers_per_token must be 1..log_followers_max (at most 10000)")
-        for name in ("statement_timeout_ms", "acquire_timeout_ms", "connect_timeout_s",
-                     "header_timeout_s", "body_timeout_s", "shutdown_timeout_s"):
+        _require(
+            1 <= self.log_followers_per_token <= self.log_followers_max <= 10000,
+            "log_followers_per_token must be 1..log_followers_max (at most 10000)",
+        )
+        for name in (
+            "statement_timeout_ms",
+            "acquire_timeout_ms",
+            "connect_timeout_s",
+            "header_timeout_s",
+            "body_timeout_s",
+            "shutdown_timeout_s",
+        ):
             _require(getattr(self, name) > 0, f"{name} must be positive")
         return self
 
     def gateway_config(self) -> IngressConfig:
         """The database settings in the shape service.gateway.Gateway reads."""
         return IngressConfig(
-            dsn=self.dsn, cert_file=self.cert_file, key_file=self.key_file, client_ca_file="",
-            pool_min_size=self.pool_min_size, pool_max_size=self.pool_max_size,
+            dsn=self.dsn,
+            cert_file=self.cert_file,
+            key_file=self.key_file,
+            client_ca_file="",
+            pool_min_size=self.pool_min_size,
+            pool_max_size=self.pool_max_size,
             statement_timeout_ms=self.statement_timeout_ms,
             acquire_timeout_ms=self.acquire_timeout_ms,
-            connect_timeout_s=self.connect_timeout_s)
+            connect_timeout_s=self.connect_timeout_s,
+        )
 
 
 def _require(condition: bool, message: str) -> None:
@@ -96,8 +109,9 @@ def _require(condition: bool, message: str) -> None:
 
 
 def _coerce(name: str, kind: str, value: Any) -> Any:
-    if value is None or (isinstance(value, str) and "None" in kind
-                         and value.lower() in ("null", "none")):
+    if value is None or (
+        isinstance(value, str) and "None" in kind and value.lower() in ("null", "none")
+    ):
         if "None" in kind:
             return None
         raise ConfigError(f"{name} may not be null")
@@ -121,15 +135,16 @@ def _values(raw: Mapping[str, Any], source: str, env: bool) -> dict[str, Any]:
     kinds = {f.name: str(f.type) for f in fields(ProducerConfig)}
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        name = key[len(ENV_PREFIX):].lower() if env else _CAMEL.sub("_", key).lower()
+        name = key[len(ENV_PREFIX) :].lower() if env else _CAMEL.sub("_", key).lower()
         if name not in kinds:
             raise ConfigError(f"unknown config key {key if env else name!r} in {source}")
         out[name] = _coerce(name, kinds[name], value)
     return out
 
 
-def load_producer_config(path: str | os.PathLike[str] | None,
-                         environ: Mapping[str, str] | None = None) -> ProducerConfig:
+def load_producer_config(
+    path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None
+) -> ProducerConfig:
     """Read the file (if any), apply `QL_API_*` overrides, validate."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
@@ -143,14 +158,22 @@ def load_producer_config(path: str | os.PathLike[str] | None,
             raise ConfigError("config file must hold a JSON object")
         values.update(_values(raw, "config file", env=False))
         base = Path(path).resolve().parent
-    values.update(_values({k: v for k, v in environ.items() if k.startswith(ENV_PREFIX)},
-                          "the environment", env=True))
+    values.update(
+        _values(
+            {k: v for k, v in environ.items() if k.startswith(ENV_PREFIX)},
+            "the environment",
+            env=True,
+        )
+    )
     for name in _PATH_FIELDS:
         value = values.get(name)
         if value and not (name == "audit_log" and value in ("stderr", "stdout")):
             values[name] = str(base / value) if not Path(value).is_absolute() else value
-    missing = [f.name for f in fields(ProducerConfig)
-               if f.default is dataclasses.MISSING and f.name not in values]
+    missing = [
+        f.name
+        for f in fields(ProducerConfig)
+        if f.default is dataclasses.MISSING and f.name not in values
+    ]
     if missing:
         raise ConfigError(f"missing required config: {', '.join(missing)}")
     return ProducerConfig(**values).validate()

@@ -75,8 +75,10 @@ class Followers:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     def enter(self, token_id: str) -> bool:
-        if sum(self.active.values()) >= self.limit or \
-                self.active.get(token_id, 0) >= self.per_token:
+        if (
+            sum(self.active.values()) >= self.limit
+            or self.active.get(token_id, 0) >= self.per_token
+        ):
             return False
         self.active[token_id] = self.active.get(token_id, 0) + 1
         return True
@@ -137,8 +139,7 @@ def _log_line(page: LogPage) -> bytes:
 
 
 def _error_line(status: int, reason: str) -> bytes:
-    return _line({"schema": ERROR_SCHEMA, "error": kind_for_status(status).value,
-                  "reason": reason})
+    return _line({"schema": ERROR_SCHEMA, "error": kind_for_status(status).value, "reason": reason})
 
 
 async def run_log(request: web.Request) -> web.StreamResponse:
@@ -147,21 +148,29 @@ async def run_log(request: web.Request) -> web.StreamResponse:
     run_id = request.match_info["run_id"]
 
     def call(offset: int, attempt: int | None) -> Call[LogPage]:
-        return api.producer_run_log(token_id=proof.token_id, token_digest=proof.digest,
-                                    run_id=run_id, attempt_no=attempt, offset=offset)
+        return api.producer_run_log(
+            token_id=proof.token_id,
+            token_digest=proof.digest,
+            run_id=run_id,
+            attempt_no=attempt,
+            offset=offset,
+        )
 
     first = await act(request, ACTION, proof, call(query.offset, query.attempt))
     if not query.follow:
         return web.json_response({"schema": SchemaId.RUN_LOG.value, **first.as_json()})
     followers = request.app[FOLLOWERS]
     if not followers.enter(proof.token_id):
-        _audit(request.app[PRODUCER], ACTION, proof.token_id, "refused",
-               "too_many_followers", 429)
+        _audit(request.app[PRODUCER], ACTION, proof.token_id, "refused", "too_many_followers", 429)
         raise ProducerError(429, "too_many_followers", retry_after_s=FOLLOWER_RETRY_AFTER_S)
     try:
-        response = web.StreamResponse(headers={"Content-Type": NDJSON,
-                                               "Cache-Control": "no-store",
-                                               "X-Content-Type-Options": "nosniff"})
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": NDJSON,
+                "Cache-Control": "no-store",
+                "X-Content-Type-Options": "nosniff",
+            }
+        )
         await response.prepare(request)
         try:
             await _stream(request, proof, response, first, call)
@@ -179,8 +188,13 @@ def _status_of(exc: DbRefused | DbUnavailable | ProducerError) -> int:
     return exc.status if isinstance(exc, ProducerError) else 503
 
 
-async def _stream(request: web.Request, proof: TokenProof, response: web.StreamResponse,
-                  page: LogPage, call: PageCall) -> None:
+async def _stream(
+    request: web.Request,
+    proof: TokenProof,
+    response: web.StreamResponse,
+    page: LogPage,
+    call: PageCall,
+) -> None:
     """Lines until the log is finished, the stream's time is up or the API stops."""
     state, followers = request.app[PRODUCER], request.app[FOLLOWERS]
     loop = asyncio.get_running_loop()
@@ -202,8 +216,9 @@ async def _stream(request: web.Request, proof: TokenProof, response: web.StreamR
             _audit(state, ACTION, proof.token_id, "refused", exc.reason, status)
             await response.write(_error_line(status, exc.reason))
             return
-        sent = bool(latest.text) or latest.ended != page.ended or \
-            loop.time() - sent_at >= KEEPALIVE_S
+        sent = (
+            bool(latest.text) or latest.ended != page.ended or loop.time() - sent_at >= KEEPALIVE_S
+        )
         if sent:
             await response.write(_log_line(latest))
             sent_at = loop.time()

@@ -60,8 +60,9 @@ PRODUCER: web.AppKey[ProducerState] = web.AppKey("qinglong_producer", ProducerSt
 class ProducerError(Exception):
     """Raised by handlers; rendered as `qinglong/error@v1`."""
 
-    def __init__(self, status: int, reason: str, field: str | None = None,
-                 retry_after_s: int | None = None) -> None:
+    def __init__(
+        self, status: int, reason: str, field: str | None = None, retry_after_s: int | None = None
+    ) -> None:
         super().__init__(f"{status} {reason}")
         self.status = status
         self.reason = reason
@@ -69,10 +70,14 @@ class ProducerError(Exception):
         self.retry_after_s = retry_after_s
 
 
-def error_response(status: int, reason: str, field: str | None = None,
-                   retry_after_s: int | None = None) -> web.Response:
-    doc: dict[str, Any] = {"schema": ERROR_SCHEMA, "error": kind_for_status(status).value,
-                           "reason": reason}
+def error_response(
+    status: int, reason: str, field: str | None = None, retry_after_s: int | None = None
+) -> web.Response:
+    doc: dict[str, Any] = {
+        "schema": ERROR_SCHEMA,
+        "error": kind_for_status(status).value,
+        "reason": reason,
+    }
     if field is not None and FIELD_NAME.fullmatch(field):
         doc["detail"] = {"field": field}
     response = web.json_response(doc, status=status)
@@ -84,9 +89,10 @@ def error_response(status: int, reason: str, field: str | None = None,
 
 
 @web.middleware
-async def producer_envelope(request: web.Request,
-                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-                            ) -> web.StreamResponse:
+async def producer_envelope(
+    request: web.Request,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> web.StreamResponse:
     try:
         return await handler(request)
     except ProducerError as exc:
@@ -104,20 +110,31 @@ async def producer_envelope(request: web.Request,
             response.headers["Allow"] = exc.headers["Allow"]
         return response
     except Exception as exc:  # the envelope covers every failure
-        log.error("unhandled error", extra={"event": "api.unhandled",
-                                            "error": type(exc).__name__})
+        log.error("unhandled error", extra={"event": "api.unhandled", "error": type(exc).__name__})
         return error_response(500, "internal_error")
 
 
 # ------------------------------------------------------------------ the four steps
 
 
-def _audit(state: ProducerState, action: str, token_id: str | None, outcome: str,
-           reason: str, status: int) -> None:
-    state.audit(json.dumps({"timeMs": int(time.time() * 1000), "stream": "audit",
-                            "api": "producer", "tokenId": token_id, "action": action,
-                            "outcome": outcome, "reason": reason, "status": status},
-                           separators=(",", ":")))
+def _audit(
+    state: ProducerState, action: str, token_id: str | None, outcome: str, reason: str, status: int
+) -> None:
+    state.audit(
+        json.dumps(
+            {
+                "timeMs": int(time.time() * 1000),
+                "stream": "audit",
+                "api": "producer",
+                "tokenId": token_id,
+                "action": action,
+                "outcome": outcome,
+                "reason": reason,
+                "status": status,
+            },
+            separators=(",", ":"),
+        )
+    )
 
 
 def authenticate(request: web.Request, action: str) -> TokenProof:
@@ -137,8 +154,13 @@ def authenticate(request: web.Request, action: str) -> TokenProof:
         raise ProducerError(401, "token_invalid") from None
 
 
-async def act(request: web.Request, action: str, proof: TokenProof, call: Call[T],
-              renames: Mapping[str, str] | None = None) -> T:
+async def act(
+    request: web.Request,
+    action: str,
+    proof: TokenProof,
+    call: Call[T],
+    renames: Mapping[str, str] | None = None,
+) -> T:
     """One producer call (the database authorizes and acts); every outcome audited."""
     state = request.app[PRODUCER]
     try:
@@ -153,16 +175,22 @@ async def act(request: web.Request, action: str, proof: TokenProof, call: Call[T
         raise ProducerError(exc.http_status, exc.reason, field) from None
     except DbUnavailable as exc:
         _audit(state, action, proof.token_id, "undecided", exc.reason, 503)
-        raise ProducerError(503, exc.reason,
-                            retry_after_s=state.config.unavailable_retry_after_s) from None
+        raise ProducerError(
+            503, exc.reason, retry_after_s=state.config.unavailable_retry_after_s
+        ) from None
     _audit(state, action, proof.token_id, "done", "ok", 200)
     if result is None:
         raise ProducerError(503, "database_error")
     return result
 
 
-def invalid(action: str, request: web.Request, proof: TokenProof, field: str | None,
-            reason: str = "invalid_input") -> ProducerError:
+def invalid(
+    action: str,
+    request: web.Request,
+    proof: TokenProof,
+    field: str | None,
+    reason: str = "invalid_input",
+) -> ProducerError:
     _audit(request.app[PRODUCER], action, proof.token_id, "refused", reason, 400)
     return ProducerError(400, reason, field)
 
@@ -190,8 +218,9 @@ def _contract_field(exc: ContractError, doc: object, schema_id: SchemaId) -> str
     return None
 
 
-async def _json_body(request: web.Request, action: str, proof: TokenProof,
-                     schema_id: SchemaId | None) -> dict[str, Any]:
+async def _json_body(
+    request: web.Request, action: str, proof: TokenProof, schema_id: SchemaId | None
+) -> dict[str, Any]:
     """The body, strictly parsed and validated (None schema: empty or `{}` only)."""
     config = request.app[PRODUCER].config
     data = await read_body(request, config.max_body_bytes, config.body_timeout_s)
@@ -221,22 +250,27 @@ async def _json_body(request: web.Request, action: str, proof: TokenProof,
 async def enqueue(request: web.Request) -> web.Response:
     proof = authenticate(request, "run.enqueue")
     doc = await _json_body(request, "run.enqueue", proof, SchemaId.RUN_ENQUEUE_REQUEST)
-    call = api.producer_enqueue(token_id=proof.token_id, token_digest=proof.digest,
-                                task=doc["task"], priority=doc.get("priority", 0),
-                                count=doc.get("count", 1),
-                                not_before_ms=doc.get("notBeforeMs"),
-                                delay_ms=doc.get("delayMs"), key=doc.get("key"))
+    call = api.producer_enqueue(
+        token_id=proof.token_id,
+        token_digest=proof.digest,
+        task=doc["task"],
+        priority=doc.get("priority", 0),
+        count=doc.get("count", 1),
+        not_before_ms=doc.get("notBeforeMs"),
+        delay_ms=doc.get("delayMs"),
+        key=doc.get("key"),
+    )
     result = await act(request, "run.enqueue", proof, call, {"taskId": "task"})
-    response = _body(SchemaId.RUN_ENQUEUED, {"runIds": result.run_ids,
-                                             "existing": result.existing})
+    response = _body(SchemaId.RUN_ENQUEUED, {"runIds": result.run_ids, "existing": result.existing})
     response.set_status(201)
     return response
 
 
 async def show(request: web.Request) -> web.Response:
     proof = authenticate(request, "run.show")
-    call = api.producer_show_run(token_id=proof.token_id, token_digest=proof.digest,
-                                 run_id=request.match_info["run_id"])
+    call = api.producer_show_run(
+        token_id=proof.token_id, token_digest=proof.digest, run_id=request.match_info["run_id"]
+    )
     return _body(SchemaId.RUN, (await act(request, "run.show", proof, call)).doc)
 
 
@@ -253,25 +287,32 @@ async def list_runs(request: web.Request) -> web.Response:
     limit_text = query.get("limit", "100")
     if not re.fullmatch(r"[0-9]{1,7}", limit_text):
         raise invalid("run.list", request, proof, "limit")
-    call = api.producer_list_runs(token_id=proof.token_id, token_digest=proof.digest,
-                                  task=query.get("task"), states=states or None,
-                                  limit=int(limit_text), after=query.get("after"))
+    call = api.producer_list_runs(
+        token_id=proof.token_id,
+        token_digest=proof.digest,
+        task=query.get("task"),
+        states=states or None,
+        limit=int(limit_text),
+        after=query.get("after"),
+    )
     return _body(SchemaId.RUN_PAGE, (await act(request, "run.list", proof, call)).doc)
 
 
 async def cancel(request: web.Request) -> web.Response:
     proof = authenticate(request, "run.cancel")
     await _json_body(request, "run.cancel", proof, None)
-    call = api.producer_cancel_run(token_id=proof.token_id, token_digest=proof.digest,
-                                   run_id=request.match_info["run_id"])
+    call = api.producer_cancel_run(
+        token_id=proof.token_id, token_digest=proof.digest, run_id=request.match_info["run_id"]
+    )
     return _body(SchemaId.RUN, (await act(request, "run.cancel", proof, call)).doc)
 
 
 async def retry(request: web.Request) -> web.Response:
     proof = authenticate(request, "run.retry")
     await _json_body(request, "run.retry", proof, None)
-    call = api.producer_retry_run(token_id=proof.token_id, token_digest=proof.digest,
-                                  run_id=request.match_info["run_id"])
+    call = api.producer_retry_run(
+        token_id=proof.token_id, token_digest=proof.digest, run_id=request.match_info["run_id"]
+    )
     return _body(SchemaId.RUN, (await act(request, "run.retry", proof, call)).doc)
 
 
@@ -291,6 +332,6 @@ def add_routes(app: web.Application, openapi_document: bytes) -> None:
 
 
 def new_state(config: ProducerConfig, audit: Emit) -> ProducerState:
-    return ProducerState(config=config,
-                         gateway=Gateway(config.gateway_config(), IngressMetrics()),
-                         audit=audit)
+    return ProducerState(
+        config=config, gateway=Gateway(config.gateway_config(), IngressMetrics()), audit=audit
+    )

@@ -33,12 +33,17 @@ _ATTEMPTS = 4  # the first try + three retries (CONTRACT): a concurrent set move
 
 def check_name(name: str) -> None:
     if not NAME_PATTERN.match(name):
-        raise ControlPlaneError("invalid_input", "secret name must match ^[a-z][a-z0-9_.-]{0,63}$",
-                                http_status=400, field="name")
+        raise ControlPlaneError(
+            "invalid_input",
+            "secret name must match ^[a-z][a-z0-9_.-]{0,63}$",
+            http_status=400,
+            field="name",
+        )
 
 
-def set_secret(conn: psycopg.Connection, kek: Kek, project: str, name: str,
-               value: bytes) -> answers.SecretVersion:
+def set_secret(
+    conn: psycopg.Connection, kek: Kek, project: str, name: str, value: bytes
+) -> answers.SecretVersion:
     """Store a new version of `name` (`doc`: {project, name, version, createdAtMs,
     updatedAtMs}).
     The value is checked (8 B - 16 KiB of text) before anything is sent."""
@@ -55,17 +60,28 @@ def set_secret(conn: psycopg.Connection, kek: Kek, project: str, name: str,
     raise AssertionError("unreachable")
 
 
-def _set_once(conn: psycopg.Connection, kek: Kek, project: str, name: str,
-              value: bytes) -> answers.SecretVersion:
+def _set_once(
+    conn: psycopg.Connection, kek: Kek, project: str, name: str, value: bytes
+) -> answers.SecretVersion:
     _, offered = new_data_key(kek)
     stored = api.project_data_key(
-        project=project, key_id=offered.key_id, kek_id=offered.kek_id, nonce=offered.nonce,
-        wrapped_key=offered.wrapped_key).run(conn)
+        project=project,
+        key_id=offered.key_id,
+        kek_id=offered.kek_id,
+        nonce=offered.nonce,
+        wrapped_key=offered.wrapped_key,
+    ).run(conn)
     data_key = unwrap(kek, WrappedKey.from_json(stored.doc))
     version = 1 + api.list_secrets(project=project).run(conn).version_of(name)
     nonce, ciphertext = encrypt_secret(data_key, stored.project_id, name, version, value)
-    return api.set_secret(project=project, name=name, version=version, key_id=data_key.key_id,
-                          nonce=nonce, ciphertext=ciphertext).run(conn)
+    return api.set_secret(
+        project=project,
+        name=name,
+        version=version,
+        key_id=data_key.key_id,
+        nonce=nonce,
+        ciphertext=ciphertext,
+    ).run(conn)
 
 
 def list_secrets(conn: psycopg.Connection, project: str) -> answers.SecretList:
@@ -81,15 +97,23 @@ def rotate_kek(conn: psycopg.Connection, old: Kek, new: Kek) -> answers.KeysRewr
     """Re-wrap every project's data key from `old` to `new`, all in one transaction
     (ql.rewrap_data_keys); -> {oldKekId, kekId, rewrapped}."""
     if old.kek_id == new.kek_id:
-        raise ControlPlaneError("invalid_input", "the new KEK file has the same KEK id",
-                                http_status=400, field="newKekFile")
+        raise ControlPlaneError(
+            "invalid_input",
+            "the new KEK file has the same KEK id",
+            http_status=400,
+            field="newKekFile",
+        )
     try:
         with conn.transaction():
             keys = api.list_data_keys().run(conn).keys
             rewrapped = [rewrap(old, new, WrappedKey.from_json(k)) for k in keys]
             return api.rewrap_data_keys(
-                old_kek_id=old.kek_id, new_kek_id=new.kek_id,
-                keys=[{"keyId": w.key_id, "nonce": w.nonce.hex(),
-                       "wrappedKey": w.wrapped_key.hex()} for w in rewrapped]).run(conn)
+                old_kek_id=old.kek_id,
+                new_kek_id=new.kek_id,
+                keys=[
+                    {"keyId": w.key_id, "nonce": w.nonce.hex(), "wrappedKey": w.wrapped_key.hex()}
+                    for w in rewrapped
+                ],
+            ).run(conn)
     except psycopg.Error as exc:
         raise translate(exc) from None

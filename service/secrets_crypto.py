@@ -109,8 +109,9 @@ class WrappedKey:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> WrappedKey:
         """The hex projection of ql.project_data_key / ql.list_data_keys / ql.lease_secrets."""
-        return cls(str(doc["keyId"]), str(doc["kekId"]), _hex(doc["nonce"]),
-                   _hex(doc["wrappedKey"]))
+        return cls(
+            str(doc["keyId"]), str(doc["kekId"]), _hex(doc["nonce"]), _hex(doc["wrappedKey"])
+        )
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,9 @@ def create_kek_file(path: Path, kek_id: str | None = None) -> Kek:
     """Write a new KEK file (0600, never over an existing file) and return its key."""
     kek = Kek(kek_id or f"kek-{secrets.token_hex(8)}", secrets.token_bytes(_KEY_BYTES))
     if not _KEK_ID.match(kek.kek_id):
-        raise SecretsError(SecretsReason.KEK_MALFORMED,
-                           "kek id must match ^[a-z0-9][a-z0-9._-]{0,63}$")
+        raise SecretsError(
+            SecretsReason.KEK_MALFORMED, "kek id must match ^[a-z0-9][a-z0-9._-]{0,63}$"
+        )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as f:
         f.write(_kek_line(kek))
@@ -147,8 +149,9 @@ def load_kek(path: Path) -> Kek:
         # checked is the file's own, read from the descriptor.
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
-        raise SecretsError(SecretsReason.KEK_UNREADABLE,
-                           f"cannot open key file {path}: {exc.strerror}") from None
+        raise SecretsError(
+            SecretsReason.KEK_UNREADABLE, f"cannot open key file {path}: {exc.strerror}"
+        ) from None
     # Checked on the descriptor before it becomes a file object: a directory
     # opens (O_RDONLY) but cannot be wrapped, and must be kek_unreadable.
     with os.fdopen(_checked_kek_fd(fd, path), "rb") as f:
@@ -167,13 +170,15 @@ def _checked_kek_fd(fd: int, path: Path) -> int:
         raise SecretsError(
             SecretsReason.KEK_PERMISSIONS,
             f"key file {path} has mode {stat.S_IMODE(info.st_mode):04o}: group or others "
-            f"may access it; chmod 600 {path}")
+            f"may access it; chmod 600 {path}",
+        )
     return fd
 
 
 def _parse_kek(data: bytes, path: Path) -> Kek:
-    malformed = SecretsError(SecretsReason.KEK_MALFORMED,
-                             f"key file {path} is not a '{_KEK_MAGIC} <kekId> <key>' line")
+    malformed = SecretsError(
+        SecretsReason.KEK_MALFORMED, f"key file {path} is not a '{_KEK_MAGIC} <kekId> <key>' line"
+    )
     try:
         magic, kek_id, encoded = data.decode("ascii").split()
         key = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
@@ -205,18 +210,19 @@ def _wrap(kek: Kek, data_key: DataKey) -> WrappedKey:
 
 def unwrap(kek: Kek, wrapped: WrappedKey) -> DataKey:
     if wrapped.kek_id != kek.kek_id:
-        raise SecretsError(SecretsReason.KEK_MISMATCH,
-                           f"the data key is wrapped by KEK {wrapped.kek_id}, "
-                           f"the key file holds {kek.kek_id}")
+        raise SecretsError(
+            SecretsReason.KEK_MISMATCH,
+            f"the data key is wrapped by KEK {wrapped.kek_id}, the key file holds {kek.kek_id}",
+        )
     if not _KEY_ID.match(wrapped.key_id):
         raise SecretsError(SecretsReason.SECRET_INTEGRITY, "malformed data key id")
     try:
-        key = AESGCM(kek.key).decrypt(wrapped.nonce, wrapped.wrapped_key,
-                                      _key_aad(wrapped.key_id))
+        key = AESGCM(kek.key).decrypt(wrapped.nonce, wrapped.wrapped_key, _key_aad(wrapped.key_id))
     except (InvalidTag, ValueError):
-        raise SecretsError(SecretsReason.SECRET_INTEGRITY,
-                           f"data key {wrapped.key_id} does not unwrap with KEK "
-                           f"{kek.kek_id}") from None
+        raise SecretsError(
+            SecretsReason.SECRET_INTEGRITY,
+            f"data key {wrapped.key_id} does not unwrap with KEK {kek.kek_id}",
+        ) from None
     return DataKey(wrapped.key_id, key)
 
 
@@ -232,30 +238,39 @@ def check_value(value: bytes) -> None:
     """8 B - 16 KiB of UTF-8 text without NUL (an environment variable's value);
     shorter values cannot be masked reliably (SPEC §14.1)."""
     if len(value) < MIN_VALUE_BYTES:
-        raise SecretsError(SecretsReason.VALUE_TOO_SHORT,
-                           f"a secret value is at least {MIN_VALUE_BYTES} bytes "
-                           f"(got {len(value)}): shorter values cannot be masked reliably")
+        raise SecretsError(
+            SecretsReason.VALUE_TOO_SHORT,
+            f"a secret value is at least {MIN_VALUE_BYTES} bytes "
+            f"(got {len(value)}): shorter values cannot be masked reliably",
+        )
     if len(value) > MAX_VALUE_BYTES:
-        raise SecretsError(SecretsReason.VALUE_TOO_LONG,
-                           f"a secret value is at most {MAX_VALUE_BYTES} bytes (got {len(value)})")
+        raise SecretsError(
+            SecretsReason.VALUE_TOO_LONG,
+            f"a secret value is at most {MAX_VALUE_BYTES} bytes (got {len(value)})",
+        )
     try:
         value.decode("utf-8")
     except UnicodeDecodeError:
-        raise SecretsError(SecretsReason.VALUE_NOT_TEXT,
-                           "a secret value must be UTF-8 text (it becomes an environment "
-                           "variable)") from None
+        raise SecretsError(
+            SecretsReason.VALUE_NOT_TEXT,
+            "a secret value must be UTF-8 text (it becomes an environment variable)",
+        ) from None
     if b"\x00" in value:
-        raise SecretsError(SecretsReason.VALUE_NOT_TEXT,
-                           "a secret value cannot contain a NUL byte (environment variable)")
+        raise SecretsError(
+            SecretsReason.VALUE_NOT_TEXT,
+            "a secret value cannot contain a NUL byte (environment variable)",
+        )
 
 
 def _secret_aad(project_id: str, name: str, version: int, key_id: str) -> bytes:
-    return "\x00".join(("qinglong/secret/v1", project_id, name, str(version),
-                        key_id)).encode("utf-8")
+    return "\x00".join(("qinglong/secret/v1", project_id, name, str(version), key_id)).encode(
+        "utf-8"
+    )
 
 
-def encrypt_secret(data_key: DataKey, project_id: str, name: str, version: int,
-                   value: bytes) -> tuple[bytes, bytes]:
+def encrypt_secret(
+    data_key: DataKey, project_id: str, name: str, version: int, value: bytes
+) -> tuple[bytes, bytes]:
     """-> (nonce, ciphertext) of a checked value, bound to project, name, version, key."""
     check_value(value)
     nonce = secrets.token_bytes(_NONCE_BYTES)
@@ -263,15 +278,17 @@ def encrypt_secret(data_key: DataKey, project_id: str, name: str, version: int,
     return nonce, AESGCM(data_key.key).encrypt(nonce, value, aad)
 
 
-def decrypt_secret(data_key: DataKey, project_id: str, name: str, version: int,
-                   nonce: bytes, ciphertext: bytes) -> str:
+def decrypt_secret(
+    data_key: DataKey, project_id: str, name: str, version: int, nonce: bytes, ciphertext: bytes
+) -> str:
     aad = _secret_aad(project_id, name, version, data_key.key_id)
     try:
         return AESGCM(data_key.key).decrypt(nonce, ciphertext, aad).decode("utf-8")
     except (InvalidTag, ValueError):
-        raise SecretsError(SecretsReason.SECRET_INTEGRITY,
-                           f"secret {name} v{version} does not decrypt under its "
-                           f"project's data key") from None
+        raise SecretsError(
+            SecretsReason.SECRET_INTEGRITY,
+            f"secret {name} v{version} does not decrypt under its project's data key",
+        ) from None
 
 
 # ------------------------------------------------------------------ delivery
@@ -302,11 +319,17 @@ def open_delivery(source: KekSource, answer: Mapping[str, Any]) -> DeliveredSecr
     values: dict[str, str] = {}
     for row in rows:
         if row["keyId"] != data_key.key_id:
-            raise SecretsError(SecretsReason.SECRET_INTEGRITY,
-                               f"secret {row['name']} names another data key")
+            raise SecretsError(
+                SecretsReason.SECRET_INTEGRITY, f"secret {row['name']} names another data key"
+            )
         values[str(row["env"])] = decrypt_secret(
-            data_key, project_id, str(row["name"]), int(row["version"]),
-            _hex(row["nonce"]), _hex(row["ciphertext"]))
+            data_key,
+            project_id,
+            str(row["name"]),
+            int(row["version"]),
+            _hex(row["nonce"]),
+            _hex(row["ciphertext"]),
+        )
     return DeliveredSecrets(values)
 
 

@@ -63,8 +63,10 @@ class RunningIngress:
     def urls(self) -> dict[str, str]:
         host = self.state.config.host
         admin = self.state.config.admin_host
-        return {"ingressUrl": f"https://{_url_host(host)}:{self.port}",
-                "adminUrl": f"http://{_url_host(admin)}:{self.admin_port}"}
+        return {
+            "ingressUrl": f"https://{_url_host(host)}:{self.port}",
+            "adminUrl": f"http://{_url_host(admin)}:{self.admin_port}",
+        }
 
     async def stop(self) -> None:
         # Worker listener first (stops accepting, drains in-flight, closes the
@@ -87,23 +89,32 @@ def audit_emitter(target: str) -> tuple[Emit, TextIO | None]:
     return stream_emitter(handle), handle
 
 
-async def start_ingress(config: IngressConfig, *, audit: AuditLog,
-                        metrics: IngressMetrics | None = None,
-                        projection_hook: ProjectionHook | None = None,
-                        reuse_port: bool = False) -> RunningIngress:
+async def start_ingress(
+    config: IngressConfig,
+    *,
+    audit: AuditLog,
+    metrics: IngressMetrics | None = None,
+    projection_hook: ProjectionHook | None = None,
+    reuse_port: bool = False,
+) -> RunningIngress:
     tls = server_tls(config.cert_file, config.key_file, config.client_ca_file)
     state = build_state(config, audit, metrics)
     app = create_app(state)
     if projection_hook is not None:
         app[PROJECTION_HOOK] = projection_hook
-    runner = web.AppRunner(app, **runner_kwargs(config.header_timeout_s,
-                                                config.shutdown_timeout_s))
+    runner = web.AppRunner(app, **runner_kwargs(config.header_timeout_s, config.shutdown_timeout_s))
     await runner.setup()
     admin_runner = web.AppRunner(create_admin_app(state), access_log=None)
     try:
-        site = TlsSite(runner, config.host, config.port, tls=tls,
-                       limits=ListenerLimits.from_config(config), metrics=state.metrics,
-                       reuse_port=reuse_port)
+        site = TlsSite(
+            runner,
+            config.host,
+            config.port,
+            tls=tls,
+            limits=ListenerLimits.from_config(config),
+            metrics=state.metrics,
+            reuse_port=reuse_port,
+        )
         await site.start()
         await admin_runner.setup()
         admin_site = web.TCPSite(admin_runner, config.admin_host, config.admin_port)
@@ -128,17 +139,23 @@ def reload_tls(running: RunningIngress) -> bool:
     return True
 
 
-async def serve(config: IngressConfig, *, reuse_port: bool = False,
-                report: ReadyReport | None = None) -> int:
+async def serve(
+    config: IngressConfig, *, reuse_port: bool = False, report: ReadyReport | None = None
+) -> int:
     """Serve until SIGTERM/SIGINT. `report` (a supervised child) receives the
     listening URLs instead of the ready file being written."""
     emit, audit_handle = audit_emitter(config.audit_log)
     try:
         running = await start_ingress(config, audit=AuditLog(emit), reuse_port=reuse_port)
     except (TlsConfigError, OSError, SecretsError) as exc:
-        log.error("ingress failed to start", extra={"event": "ingress.start_failed",
-                                                   "error": type(exc).__name__,
-                                                   "detail": str(exc)[:200]})
+        log.error(
+            "ingress failed to start",
+            extra={
+                "event": "ingress.start_failed",
+                "error": type(exc).__name__,
+                "detail": str(exc)[:200],
+            },
+        )
         return 2
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

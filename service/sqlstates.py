@@ -50,26 +50,36 @@ class QlSqlState(Enum):
         "stored canonical capabilities no longer hash to their digest",
     )
     SESSION_DRAINING = SqlStateInfo(
-        "QL015", "session_draining", 409,
+        "QL015",
+        "session_draining",
+        409,
         "session draining: no new offer; its started leases run on until they end",
     )
     LABEL_NOT_GRANTED = SqlStateInfo(
-        "QL016", "label_not_granted", 403,
+        "QL016",
+        "label_not_granted",
+        403,
         "a declared label is not granted to the worker (DETAIL: the key)",
     )
     TOKEN_INVALID = SqlStateInfo(
-        "QL030", "token_invalid", 401,
+        "QL030",
+        "token_invalid",
+        401,
         "producer API: unknown, wrong, revoked or expired project token (one answer for all)",
     )
     SCOPE_MISSING = SqlStateInfo(
         "QL031", "scope_missing", 403, "producer API: the project token lacks the call's scope"
     )
     SECRET_CONFLICT = SqlStateInfo(
-        "QL040", "secret_conflict", 409,
+        "QL040",
+        "secret_conflict",
+        409,
         "secrets (SPEC §14.1): the secret or the data keys changed since they were read",
     )
     KEK_MISMATCH = SqlStateInfo(
-        "QL041", "kek_mismatch", 409,
+        "QL041",
+        "kek_mismatch",
+        409,
         "secrets: the stored data keys are wrapped by another key-encryption key",
     )
     ILLEGAL_TRANSITION = SqlStateInfo(

@@ -31,8 +31,8 @@ class IngressState:
     gateway: Gateway
     metrics: IngressMetrics
     audit: AuditLog
-    limiter: TokenBucketLimiter         # polling: pulls and session calls
-    lease_limiter: TokenBucketLimiter   # lease ACK / heartbeat / complete
+    limiter: TokenBucketLimiter  # polling: pulls and session calls
+    lease_limiter: TokenBucketLimiter  # lease ACK / heartbeat / complete
     idle_view: IdleView
     heartbeats: HeartbeatBatcher
     # Jitter for idle retry guidance only; not security relevant.

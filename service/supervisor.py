@@ -124,9 +124,14 @@ class Supervisor:
         try:
             reservation = _reserve_port(self.config.host, self.config.port)
         except OSError as exc:
-            log.error("ingress failed to start", extra={"event": "ingress.start_failed",
-                                                       "error": type(exc).__name__,
-                                                       "detail": str(exc)[:200]})
+            log.error(
+                "ingress failed to start",
+                extra={
+                    "event": "ingress.start_failed",
+                    "error": type(exc).__name__,
+                    "detail": str(exc)[:200],
+                },
+            )
             return 2
         port = int(reservation.getsockname()[1])
         read_fd, write_fd = os.pipe()
@@ -142,8 +147,9 @@ class Supervisor:
             os.close(read_fd)
             os.close(write_fd)
 
-    def _spawn(self, child: _Child, port: int, read_fd: int, write_fd: int,
-               reservation: socket.socket) -> None:
+    def _spawn(
+        self, child: _Child, port: int, read_fd: int, write_fd: int, reservation: socket.socket
+    ) -> None:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
@@ -169,11 +175,12 @@ class Supervisor:
                 sys.stderr.flush()
                 os._exit(code)
         child.pid, child.started, child.ready, child.restart_at = pid, time.monotonic(), None, None
-        log.info("ingress process started", extra={"event": "supervisor.child_started",
-                                                   "index": child.index, "pid": pid})
+        log.info(
+            "ingress process started",
+            extra={"event": "supervisor.child_started", "index": child.index, "pid": pid},
+        )
 
-    def _watch(self, port: int, read_fd: int, write_fd: int,
-               reservation: socket.socket) -> int:
+    def _watch(self, port: int, read_fd: int, write_fd: int, reservation: socket.socket) -> int:
         while not self._signals.stop:
             readable, _, _ = select.select([read_fd], [], [], 0.1)
             if readable:
@@ -205,17 +212,22 @@ class Supervisor:
         first = self.children[0].ready
         assert first is not None
         doc: dict[str, object] = {
-            "ingressUrl": first["ingressUrl"], "adminUrl": first["adminUrl"],
+            "ingressUrl": first["ingressUrl"],
+            "adminUrl": first["adminUrl"],
             "adminUrls": [c.ready["adminUrl"] for c in self.children if c.ready],
-            "pid": os.getpid(), "processes": self.processes,
-            "childPids": [c.pid for c in self.children]}
+            "pid": os.getpid(),
+            "processes": self.processes,
+            "childPids": [c.pid for c in self.children],
+        }
         if self.config.ready_file:
             write_ready_file(self.config.ready_file, doc)
         if not self._announced:
             self._announced = True
             print(json.dumps({"event": "listening", **doc}), flush=True)
-            log.info("ingress listening", extra={"event": "ingress.listening",
-                                                 "processes": self.processes})
+            log.info(
+                "ingress listening",
+                extra={"event": "ingress.listening", "processes": self.processes},
+            )
 
     def _reap(self) -> bool:
         """Collect exited children and schedule restarts; False if one died
@@ -232,9 +244,16 @@ class Supervisor:
                 continue
             child.pid, child.ready = 0, None
             lived = time.monotonic() - child.started
-            log.error("ingress process exited", extra={
-                "event": "supervisor.child_exited", "index": child.index, "pid": pid,
-                "status": os.waitstatus_to_exitcode(status), "livedS": round(lived, 1)})
+            log.error(
+                "ingress process exited",
+                extra={
+                    "event": "supervisor.child_exited",
+                    "index": child.index,
+                    "pid": pid,
+                    "status": os.waitstatus_to_exitcode(status),
+                    "livedS": round(lived, 1),
+                },
+            )
             if not self._announced:
                 return False
             if lived >= HEALTHY_AFTER_S:

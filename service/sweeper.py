@@ -70,8 +70,9 @@ class PassResult:
     more: bool = False
 
 
-def sweep_pass(conn: psycopg.Connection, batch: int, stop: threading.Event,
-               max_calls: int = MAX_CALLS_PER_PASS) -> PassResult:
+def sweep_pass(
+    conn: psycopg.Connection, batch: int, stop: threading.Event, max_calls: int = MAX_CALLS_PER_PASS
+) -> PassResult:
     """Call ql.sweep_leases until it reports no more work (or stop / max_calls)."""
     result = PassResult()
     while True:
@@ -87,11 +88,18 @@ def sweep_pass(conn: psycopg.Connection, batch: int, stop: threading.Event,
 class Sweeper:
     """The loop of `qinglong runtime sweep`; injectable streams and stop event."""
 
-    def __init__(self, dsn: str, every_s: float, batch: int, *,
-                 retention: Retention = DEFAULT_RETENTION,
-                 out: TextIO | None = None, err: TextIO | None = None,
-                 stop: threading.Event | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        every_s: float,
+        batch: int,
+        *,
+        retention: Retention = DEFAULT_RETENTION,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.dsn = dsn
         self.every_s = every_s
         self.batch = batch
@@ -103,16 +111,20 @@ class Sweeper:
         self._conn: psycopg.Connection | None = None
 
     def _log(self, stream: TextIO, doc: dict[str, Any]) -> None:
-        stream.write(json.dumps({"timeMs": int(self.clock() * 1000), **doc},
-                                separators=(",", ":")) + "\n")
+        stream.write(
+            json.dumps({"timeMs": int(self.clock() * 1000), **doc}, separators=(",", ":")) + "\n"
+        )
         stream.flush()
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(
-                self.dsn, autocommit=True, connect_timeout=10,
+                self.dsn,
+                autocommit=True,
+                connect_timeout=10,
                 application_name="qinglong-sweeper",
-                options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+                options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+            )
         return self._conn
 
     def close(self) -> None:
@@ -129,13 +141,28 @@ class Sweeper:
         except (psycopg.Error, ControlPlaneError) as exc:
             failure = translate(exc) if isinstance(exc, psycopg.Error) else exc
             self.close()
-            self._log(self.err, {"level": "error", "event": "sweep.error",
-                                 "reason": failure.reason, "sqlstate": failure.sqlstate})
+            self._log(
+                self.err,
+                {
+                    "level": "error",
+                    "event": "sweep.error",
+                    "reason": failure.reason,
+                    "sqlstate": failure.sqlstate,
+                },
+            )
             return False
-        self._log(self.out, {
-            "level": "info", "event": "sweep.pass", **result.counts, "calls": result.calls,
-            "more": result.more, "pruned": _pruned_json(pruned),
-            "durationMs": int((time.monotonic() - started) * 1000)})
+        self._log(
+            self.out,
+            {
+                "level": "info",
+                "event": "sweep.pass",
+                **result.counts,
+                "calls": result.calls,
+                "more": result.more,
+                "pruned": _pruned_json(pruned),
+                "durationMs": int((time.monotonic() - started) * 1000),
+            },
+        )
         return True
 
     def _prune(self) -> PruneTotals:
@@ -162,13 +189,16 @@ def _pruned_json(totals: PruneTotals) -> dict[str, Any]:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    retention = Retention(runs_s=args.retain_runs, audit_s=args.retain_audit,
-                          batch=args.prune_batch)
+    retention = Retention(
+        runs_s=args.retain_runs, audit_s=args.retain_audit, batch=args.prune_batch
+    )
     sweeper = Sweeper(args.dsn, args.every, args.batch, retention=retention)
 
     def request_stop(signum: int, _frame: object) -> None:
-        sweeper._log(sweeper.err, {"level": "info", "event": "sweep.stopping",
-                                   "signal": signal.Signals(signum).name})
+        sweeper._log(
+            sweeper.err,
+            {"level": "info", "event": "sweep.stopping", "signal": signal.Signals(signum).name},
+        )
         sweeper.stop.set()
 
     signal.signal(signal.SIGTERM, request_stop)

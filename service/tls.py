@@ -49,7 +49,8 @@ def load_anchor_bundle(path: str) -> str:
         return pem.decode("ascii")
     except UnicodeDecodeError as exc:
         raise TlsConfigError(
-            f"worker CA bundle holds a non-ASCII byte at offset {exc.start}") from None
+            f"worker CA bundle holds a non-ASCII byte at offset {exc.start}"
+        ) from None
 
 
 def build_context(cert_file: str, key_file: str, client_ca_file: str) -> ssl.SSLContext:
@@ -95,14 +96,19 @@ class ServerTls:
             fresh = build_context(self.cert_file, self.key_file, self.client_ca_file)
         except TlsConfigError as exc:
             # Keep serving with the old material rather than dropping the listener.
-            log.error("TLS reload failed; keeping the previous certificate and worker CA "
-                      "bundle", extra={"event": "tls.reload_failed", "detail": str(exc)})
+            log.error(
+                "TLS reload failed; keeping the previous certificate and worker CA bundle",
+                extra={"event": "tls.reload_failed", "detail": str(exc)},
+            )
             raise
         self.context = fresh
-        log.info("certificate chain and worker CA bundle reloaded",
-                 extra={"event": "tls.reloaded"})
+        log.info("certificate chain and worker CA bundle reloaded", extra={"event": "tls.reloaded"})
 
 
 def server_tls(cert_file: str, key_file: str, client_ca_file: str) -> ServerTls:
-    return ServerTls(context=build_context(cert_file, key_file, client_ca_file),
-                     cert_file=cert_file, key_file=key_file, client_ca_file=client_ca_file)
+    return ServerTls(
+        context=build_context(cert_file, key_file, client_ca_file),
+        cert_file=cert_file,
+        key_file=key_file,
+        client_ca_file=client_ca_file,
+    )

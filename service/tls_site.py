@@ -85,9 +85,15 @@ class ListenerLimits:
 
     @classmethod
     def from_config(cls, config: IngressConfig) -> ListenerLimits:
-        return cls(config.max_connections, config.max_handshakes, config.max_hello_waits,
-                   config.max_connections_per_worker, config.handshake_timeout_s,
-                   config.backlog, config.handshake_step_timeout_s)
+        return cls(
+            config.max_connections,
+            config.max_handshakes,
+            config.max_hello_waits,
+            config.max_connections_per_worker,
+            config.handshake_timeout_s,
+            config.backlog,
+            config.handshake_step_timeout_s,
+        )
 
 
 class _LeanTlsProtocol(sslproto.SSLProtocol):
@@ -112,9 +118,11 @@ class _LeanTlsProtocol(sslproto.SSLProtocol):
     # typeshed leaves these SSLProtocol internals out: hence the attr-defined/misc ignores.
     def _process_outgoing(self) -> None:
         flight = self.on_server_flight
-        if (flight is None
-                or self._state is not sslproto.SSLProtocolState.DO_HANDSHAKE  # type: ignore[attr-defined]
-                or not self._outgoing.pending):  # type: ignore[attr-defined]
+        if (
+            flight is None
+            or self._state is not sslproto.SSLProtocolState.DO_HANDSHAKE  # type: ignore[attr-defined]
+            or not self._outgoing.pending  # type: ignore[attr-defined]
+        ):
             super()._process_outgoing()  # type: ignore[misc]
             return
         self.on_server_flight = None
@@ -127,9 +135,12 @@ class _GuardedProtocol(asyncio.Protocol):
     (identity cap) before aiohttp sees it (the handler is only built then), and
     reports its end."""
 
-    def __init__(self, factory: Callable[[], asyncio.Protocol],
-                 admit: Callable[[asyncio.BaseTransport, bool], str | None],
-                 closed: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], asyncio.Protocol],
+        admit: Callable[[asyncio.BaseTransport, bool], str | None],
+        closed: Callable[[str], None],
+    ) -> None:
         self._factory = factory
         self._admit = admit
         self._closed = closed
@@ -181,8 +192,14 @@ def _peer_identity(transport: asyncio.BaseTransport) -> str:
 class TlsAcceptLoop:
     """The `asyncio.AbstractServer`-like object BaseSite.stop() closes."""
 
-    def __init__(self, sock: socket.socket, factory: Callable[[], asyncio.Protocol],
-                 tls: ServerTls, limits: ListenerLimits, metrics: IngressMetrics) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        factory: Callable[[], asyncio.Protocol],
+        tls: ServerTls,
+        limits: ListenerLimits,
+        metrics: IngressMetrics,
+    ) -> None:
         self._sock = sock
         self._factory = factory
         self._tls = tls
@@ -203,8 +220,10 @@ class TlsAcceptLoop:
                 conn, _ = await loop.sock_accept(self._sock)
             except OSError as exc:
                 # EMFILE/ENFILE/ECONNABORTED: back off briefly instead of spinning.
-                log.warning("accept failed", extra={"event": "listener.accept_failed",
-                                                    "error": type(exc).__name__})
+                log.warning(
+                    "accept failed",
+                    extra={"event": "listener.accept_failed", "error": type(exc).__name__},
+                )
                 await asyncio.sleep(0.1)
                 continue
             oldest = self.hello_waits.make_room()
@@ -267,17 +286,27 @@ class TlsAcceptLoop:
             if turn and not guard.finished:  # _admit ends the turn of a finished one
                 self.turns.handshake_done(established=False, replying=guard.replying)
 
-    async def _handshake(self, loop: asyncio.AbstractEventLoop, conn: socket.socket,
-                         guard: _GuardedProtocol, server_flight_sent: Callable[[], None]
-                         ) -> asyncio.Transport:
+    async def _handshake(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        conn: socket.socket,
+        guard: _GuardedProtocol,
+        server_flight_sent: Callable[[], None],
+    ) -> asyncio.Transport:
         done: asyncio.Future[None] = loop.create_future()
         context = self._tls.context  # read per handshake: SIGHUP swaps it
 
         def protocol() -> _LeanTlsProtocol:
             # typeshed says int; asyncio takes any number of seconds.
             timeout_s = self._limits.handshake_timeout_s
-            made = _LeanTlsProtocol(loop, guard, context, done, server_side=True,
-                                    ssl_handshake_timeout=timeout_s)  # type: ignore[arg-type]
+            made = _LeanTlsProtocol(
+                loop,
+                guard,
+                context,
+                done,
+                server_side=True,
+                ssl_handshake_timeout=timeout_s,  # type: ignore[arg-type]
+            )
             made.on_server_flight = server_flight_sent
             return made
 
@@ -300,17 +329,26 @@ class TlsAcceptLoop:
         if admitted:
             return identity
         self._metrics.connections_shed.inc("identity_cap")
-        log.warning("connection closed: its certificate identity holds the most connections "
-                    "allowed", extra={"event": "listener.identity_cap",
-                                      "limit": self._limits.max_connections_per_worker})
+        log.warning(
+            "connection closed: its certificate identity holds the most connections allowed",
+            extra={
+                "event": "listener.identity_cap",
+                "limit": self._limits.max_connections_per_worker,
+            },
+        )
         return None
 
     def _closed(self, identity: str) -> None:
         self.identities.release(identity)
         self.turns.connection_closed()
 
-    def _refused(self, conn: socket.socket, transport: asyncio.Transport | None,
-                 task: asyncio.Task[None], exc: BaseException) -> None:
+    def _refused(
+        self,
+        conn: socket.socket,
+        transport: asyncio.Transport | None,
+        task: asyncio.Task[None],
+        exc: BaseException,
+    ) -> None:
         # Plaintext, TLS 1.2, missing/untrusted/expired client certificates, the
         # deadline and eviction all end here, before aiohttp sees the connection.
         # Counted before the close, so a peer that sees the close sees the count.
@@ -334,8 +372,10 @@ class TlsAcceptLoop:
             self._metrics.connections_shed.inc("deadline")
         self._metrics.connections_refused.inc()
         self._metrics.tls_handshakes.inc("failed")
-        log.info("tls handshake refused", extra={"event": "tls.handshake_refused",
-                                                 "error": type(exc).__name__})
+        log.info(
+            "tls handshake refused",
+            extra={"event": "tls.handshake_refused", "error": type(exc).__name__},
+        )
 
     @property
     def open_connections(self) -> int:
@@ -358,8 +398,9 @@ class _StepDeadline:
     """Moves a handshake's deadline to `step_s` from now at each step, never past
     the deadline it started with (`handshake_timeout_s` from accept)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, deadline: asyncio.Timeout,
-                 step_s: float) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, deadline: asyncio.Timeout, step_s: float
+    ) -> None:
         self._loop = loop
         self._deadline = deadline
         self._final = deadline.when()
@@ -374,8 +415,7 @@ class _StepDeadline:
 
 def listening_socket(host: str, port: int, backlog: int, *, reuse_port: bool) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.create_server((host, port), family=family, backlog=backlog,
-                                reuse_port=reuse_port)
+    sock = socket.create_server((host, port), family=family, backlog=backlog, reuse_port=reuse_port)
     sock.setblocking(False)
     return sock
 
@@ -383,9 +423,17 @@ def listening_socket(host: str, port: int, backlog: int, *, reuse_port: bool) ->
 class TlsSite(BaseSite):
     """Like `web.TCPSite(..., ssl_context=...)` with the caps described above."""
 
-    def __init__(self, runner: BaseRunner, host: str, port: int, *, tls: ServerTls,
-                 limits: ListenerLimits, metrics: IngressMetrics,
-                 reuse_port: bool = False) -> None:
+    def __init__(
+        self,
+        runner: BaseRunner,
+        host: str,
+        port: int,
+        *,
+        tls: ServerTls,
+        limits: ListenerLimits,
+        metrics: IngressMetrics,
+        reuse_port: bool = False,
+    ) -> None:
         super().__init__(runner, ssl_context=tls.context, backlog=limits.backlog)
         self._host = host
         self._port = port
@@ -408,24 +456,31 @@ class TlsSite(BaseSite):
         await super().start()
         server = self._runner.server
         assert server is not None
-        sock = listening_socket(self._host, self._port, self._limits.backlog,
-                                reuse_port=self._reuse_port)
+        sock = listening_socket(
+            self._host, self._port, self._limits.backlog, reuse_port=self._reuse_port
+        )
         self._bound_port = int(sock.getsockname()[1])
-        self.accept_loop = TlsAcceptLoop(sock, envelope_handler_factory(server), self._tls,
-                                         self._limits, self._metrics)
+        self.accept_loop = TlsAcceptLoop(
+            sock, envelope_handler_factory(server), self._tls, self._limits, self._metrics
+        )
         self._server = self.accept_loop  # type: ignore[assignment]
-        self._metrics.add_gauge("qinglong_ingress_open_connections",
-                                "Established TLS connections (limit maxConnections).",
-                                lambda: float(self._loop_value("established")))
-        self._metrics.add_gauge("qinglong_ingress_tls_handshakes_in_progress",
-                                "TLS handshakes running: waiting on the server (limit "
-                                "maxHandshakes) or on the client's reply.",
-                                lambda: float(self._loop_value("handshaking")
-                                              + self._loop_value("replying")))
-        self._metrics.add_gauge("qinglong_ingress_hello_waits",
-                                "Accepted connections whose ClientHello is incomplete or "
-                                "waiting for a handshake turn (limit maxHelloWaits).",
-                                lambda: float(self._loop_value("hello_waits")))
+        self._metrics.add_gauge(
+            "qinglong_ingress_open_connections",
+            "Established TLS connections (limit maxConnections).",
+            lambda: float(self._loop_value("established")),
+        )
+        self._metrics.add_gauge(
+            "qinglong_ingress_tls_handshakes_in_progress",
+            "TLS handshakes running: waiting on the server (limit "
+            "maxHandshakes) or on the client's reply.",
+            lambda: float(self._loop_value("handshaking") + self._loop_value("replying")),
+        )
+        self._metrics.add_gauge(
+            "qinglong_ingress_hello_waits",
+            "Accepted connections whose ClientHello is incomplete or "
+            "waiting for a handshake turn (limit maxHelloWaits).",
+            lambda: float(self._loop_value("hello_waits")),
+        )
 
     def _loop_value(self, name: str) -> int:
         loop = self.accept_loop

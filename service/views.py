@@ -76,27 +76,41 @@ class Endpoint:
         return config.max_body_bytes
 
 
-SESSION_OPEN = Endpoint("sessions.open", "session.open", SchemaId.SESSION_OPEN_REQUEST,
-                        SchemaId.SESSION, 201)
-SESSION_HEARTBEAT = Endpoint("sessions.heartbeat", "session.heartbeat",
-                             SchemaId.SESSION_HEARTBEAT_REQUEST, SchemaId.SESSION, 200)
-SESSION_CLOSE = Endpoint("sessions.close", "session.close", SchemaId.SESSION_CLOSE_REQUEST,
-                         SchemaId.SESSION, 200)
-OFFER_PULL = Endpoint("offers.pull", "offer.pull", SchemaId.OFFER_PULL_REQUEST,
-                      SchemaId.REMOTE_EXECUTION_OFFER, 200)
+SESSION_OPEN = Endpoint(
+    "sessions.open", "session.open", SchemaId.SESSION_OPEN_REQUEST, SchemaId.SESSION, 201
+)
+SESSION_HEARTBEAT = Endpoint(
+    "sessions.heartbeat",
+    "session.heartbeat",
+    SchemaId.SESSION_HEARTBEAT_REQUEST,
+    SchemaId.SESSION,
+    200,
+)
+SESSION_CLOSE = Endpoint(
+    "sessions.close", "session.close", SchemaId.SESSION_CLOSE_REQUEST, SchemaId.SESSION, 200
+)
+OFFER_PULL = Endpoint(
+    "offers.pull", "offer.pull", SchemaId.OFFER_PULL_REQUEST, SchemaId.REMOTE_EXECUTION_OFFER, 200
+)
 # A batch of up to 16 offers (SPEC §18.1): the worker's hard limit on any answer.
 OFFER_BATCH_RESPONSE_BYTES = 1000 * 1024
-OFFER_BATCH_PULL = Endpoint("offers.pull_batch", "offer.pull", SchemaId.OFFER_BATCH_PULL_REQUEST,
-                            SchemaId.REMOTE_EXECUTION_OFFER_BATCH, 200,
-                            OFFER_BATCH_RESPONSE_BYTES)
+OFFER_BATCH_PULL = Endpoint(
+    "offers.pull_batch",
+    "offer.pull",
+    SchemaId.OFFER_BATCH_PULL_REQUEST,
+    SchemaId.REMOTE_EXECUTION_OFFER_BATCH,
+    200,
+    OFFER_BATCH_RESPONSE_BYTES,
+)
 # Audit actions match the ones the SQL functions record (ql_private.authenticate).
 LEASE_ACK = Endpoint("leases.ack", "lease.ack", SchemaId.LEASE_ACK_REQUEST, SchemaId.LEASE, 200)
-LEASE_HEARTBEAT = Endpoint("leases.heartbeat", "lease.heartbeat",
-                           SchemaId.LEASE_HEARTBEAT_REQUEST, SchemaId.LEASE, 200)
-LEASE_COMPLETE = Endpoint("leases.complete", "lease.complete", SchemaId.LEASE_COMPLETE_REQUEST,
-                          SchemaId.LEASE, 200)
-LEASE_LOG = Endpoint("leases.log", "lease.log", SchemaId.LEASE_LOG_REQUEST, SchemaId.LEASE_LOG,
-                     200)
+LEASE_HEARTBEAT = Endpoint(
+    "leases.heartbeat", "lease.heartbeat", SchemaId.LEASE_HEARTBEAT_REQUEST, SchemaId.LEASE, 200
+)
+LEASE_COMPLETE = Endpoint(
+    "leases.complete", "lease.complete", SchemaId.LEASE_COMPLETE_REQUEST, SchemaId.LEASE, 200
+)
+LEASE_LOG = Endpoint("leases.log", "lease.log", SchemaId.LEASE_LOG_REQUEST, SchemaId.LEASE_LOG, 200)
 # A log chunk is at most 64 KiB in UTF-8 (SPEC §15.1; the database checks the
 # bytes). JSON-escaped, a byte may take 6 (a control character as \u00XX): the
 # body may be 6 times that, plus the lease fields.
@@ -104,13 +118,20 @@ LOG_CHUNK_BYTES = 65536
 LOG_BODY_BYTES = 6 * LOG_CHUNK_BYTES + 4096
 # Up to 32 lease calls of one session in one request (SPEC §18.3), each answered
 # as its single endpoint would; the body as large as one log request's.
-LEASE_BATCH = Endpoint("leases.batch", "lease.batch", SchemaId.LEASE_BATCH_REQUEST,
-                       SchemaId.LEASE_BATCH, 200)
+LEASE_BATCH = Endpoint(
+    "leases.batch", "lease.batch", SchemaId.LEASE_BATCH_REQUEST, SchemaId.LEASE_BATCH, 200
+)
 # Up to 16 values of up to 16 KiB each (SPEC §14.1), JSON-escaped: its own bound,
 # below the worker's hard limit on any answer (1 MiB).
 SECRETS_RESPONSE_BYTES = 1000 * 1024
-LEASE_SECRETS = Endpoint("leases.secrets", "lease.secrets", SchemaId.LEASE_SECRETS_REQUEST,
-                         SchemaId.LEASE_SECRETS, 200, SECRETS_RESPONSE_BYTES)
+LEASE_SECRETS = Endpoint(
+    "leases.secrets",
+    "lease.secrets",
+    SchemaId.LEASE_SECRETS_REQUEST,
+    SchemaId.LEASE_SECRETS,
+    200,
+    SECRETS_RESPONSE_BYTES,
+)
 
 
 @dataclass(frozen=True)
@@ -186,32 +207,57 @@ class Envelope(Protocol):
 E = TypeVar("E", bound=Envelope)
 
 
-def _audit_line(state: IngressState, endpoint: Endpoint, outcome: Outcome, reason: str,
-                credential_id: str | None, worker_id: str | None) -> None:
+def _audit_line(
+    state: IngressState,
+    endpoint: Endpoint,
+    outcome: Outcome,
+    reason: str,
+    credential_id: str | None,
+    worker_id: str | None,
+) -> None:
     state.audit.record(AuditRecord(endpoint.action, outcome, reason, credential_id, worker_id))
 
 
-def _audit(state: IngressState, endpoint: Endpoint, outcome: Outcome, reason: str,
-           credential_id: str | None, worker_id: str | None) -> None:
+def _audit(
+    state: IngressState,
+    endpoint: Endpoint,
+    outcome: Outcome,
+    reason: str,
+    credential_id: str | None,
+    worker_id: str | None,
+) -> None:
     """An authentication decision: its audit line and its count."""
     _audit_line(state, endpoint, outcome, reason, credential_id, worker_id)
     state.metrics.auth_decisions.inc(endpoint.action, outcome.value, reason)
 
 
-async def _deny(state: IngressState, endpoint: Endpoint, status: int, reason: str,
-                credential_id: str | None, worker_id: str | None,
-                detail_key: str | None = None) -> ApiError:
+async def _deny(
+    state: IngressState,
+    endpoint: Endpoint,
+    status: int,
+    reason: str,
+    credential_id: str | None,
+    worker_id: str | None,
+    detail_key: str | None = None,
+) -> ApiError:
     """An ingress-decided denial: audited, then stored in security_audit (best
     effort — the refusal never depends on the database), then raised.
     `worker_id` is the certificate's, never the body's."""
     _audit(state, endpoint, Outcome.DENIED, reason, credential_id, worker_id)
     try:
-        await state.gateway.call(api.record_auth_denial(
-            credential_id=credential_id, worker_id=worker_id, action=endpoint.action,
-            reason=reason))
+        await state.gateway.call(
+            api.record_auth_denial(
+                credential_id=credential_id,
+                worker_id=worker_id,
+                action=endpoint.action,
+                reason=reason,
+            )
+        )
     except (DbUnavailable, DbRefused) as exc:
-        log.warning("denial not stored", extra={"event": "audit.store_failed",
-                                                "reason": getattr(exc, "reason", "")})
+        log.warning(
+            "denial not stored",
+            extra={"event": "audit.store_failed", "reason": getattr(exc, "reason", "")},
+        )
     return ApiError(status, reason, detail_key=detail_key)
 
 
@@ -220,8 +266,7 @@ async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState
     cert_worker = state.peers.of(request)
     _rate_limit(state, endpoint, cert_worker)
     state.idle_view.note_request()
-    data = await read_body(request, endpoint.body_limit(state.config),
-                           state.config.body_timeout_s)
+    data = await read_body(request, endpoint.body_limit(state.config), state.config.body_timeout_s)
     doc = parse_request(data, endpoint.request_schema)
     body_worker = doc["workerId"]
     presented = parse_authorization(request.headers.get("Authorization"))
@@ -233,20 +278,24 @@ async def _admit(request: web.Request, endpoint: Endpoint) -> tuple[IngressState
         raise await _deny(state, endpoint, 401, reason, presented.credential_id, cert_worker)
     if cert_worker is None or cert_worker != body_worker:
         # The body is never trusted on its own: the certificate names the worker.
-        raise await _deny(state, endpoint, 403, IDENTITY_MISMATCH,
-                          presented.credential_id, cert_worker)
+        raise await _deny(
+            state, endpoint, 403, IDENTITY_MISMATCH, presented.credential_id, cert_worker
+        )
     return state, Admitted(doc, cert_worker, presented.credential)
 
 
-async def _act(state: IngressState, endpoint: Endpoint, admitted: Admitted,
-               call: Call[E]) -> E:
+async def _act(state: IngressState, endpoint: Endpoint, admitted: Admitted, call: Call[E]) -> E:
     """Audit, call the database, audit what it did. Denials become errors."""
     return await _act_on(state, endpoint, admitted, lambda: state.gateway.call(call))
 
 
-async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
-                  call: Callable[[], Awaitable[E]],
-                  token: CacheToken | None = None) -> E:
+async def _act_on(
+    state: IngressState,
+    endpoint: Endpoint,
+    admitted: Admitted,
+    call: Callable[[], Awaitable[E]],
+    token: CacheToken | None = None,
+) -> E:
     """`_act` for any one database call. An allowed answer also tells the idle
     view the credential is good (taken with `token`, before the call started).
 
@@ -260,15 +309,17 @@ async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
         result = await call()
     except DbUnavailable as exc:
         _audit(state, endpoint, Outcome.UNDECIDED, exc.reason, credential_id, worker_id)
-        raise ApiError(503, exc.reason,
-                       retry_after_s=state.config.unavailable_retry_after_s) from None
+        raise ApiError(
+            503, exc.reason, retry_after_s=state.config.unavailable_retry_after_s
+        ) from None
     except DbRefused as exc:
         if exc.http_status == 403:
             # An authorization the database refused after the credential passed
             # (QL016 label_not_granted, SPEC §13.2): it rolled back, so the
             # denial is stored like the ingress's own, naming the label key.
-            raise await _deny(state, endpoint, 403, exc.reason, credential_id, worker_id,
-                              exc.detail) from None
+            raise await _deny(
+                state, endpoint, 403, exc.reason, credential_id, worker_id, exc.detail
+            ) from None
         # Fence errors (QL010-QL014) are raised after the credential check passed.
         _audit_line(state, endpoint, Outcome.FAILED, exc.reason, credential_id, worker_id)
         decision = Outcome.ALLOWED if exc.http_status == 409 else Outcome.UNDECIDED
@@ -278,8 +329,7 @@ async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
         _audit_line(state, endpoint, Outcome.UNDECIDED, "cancelled", credential_id, worker_id)
         raise
     except AnswerError as exc:
-        _audit_line(state, endpoint, Outcome.FAILED, "invalid_projection", credential_id,
-                    worker_id)
+        _audit_line(state, endpoint, Outcome.FAILED, "invalid_projection", credential_id, worker_id)
         raise _invalid_projection(state, endpoint, exc.detail) from None
     if isinstance(result, Denied):
         status = 403 if result.http_status == 403 else 401
@@ -298,14 +348,16 @@ async def _act_on(state: IngressState, endpoint: Endpoint, admitted: Admitted,
 def _invalid_projection(state: IngressState, endpoint: Endpoint, detail: str) -> ApiError:
     state.metrics.invalid_projections.inc()
     # `detail` is a schema path + keyword (ContractError never echoes values).
-    log.error("database projection failed its schema",
-              extra={"event": "projection.invalid", "route": endpoint.name, "detail": detail})
-    return ApiError(503, "invalid_projection",
-                    retry_after_s=state.config.unavailable_retry_after_s)
+    log.error(
+        "database projection failed its schema",
+        extra={"event": "projection.invalid", "route": endpoint.name, "detail": detail},
+    )
+    return ApiError(503, "invalid_projection", retry_after_s=state.config.unavailable_retry_after_s)
 
 
-def respond(request: web.Request, state: IngressState, endpoint: Endpoint,
-            doc: dict[str, Any]) -> web.Response:
+def respond(
+    request: web.Request, state: IngressState, endpoint: Endpoint, doc: dict[str, Any]
+) -> web.Response:
     hook = request.app.get(PROJECTION_HOOK)
     if hook is not None:
         doc = hook(endpoint.name, doc)
@@ -316,10 +368,10 @@ def respond(request: web.Request, state: IngressState, endpoint: Endpoint,
         raise _invalid_projection(state, endpoint, exc.detail) from None
     body = encode(doc)
     if len(body) > endpoint.max_response_bytes:
-        raise _invalid_projection(state, endpoint,
-                                  f"response over {endpoint.max_response_bytes} bytes")
-    return web.Response(status=endpoint.success_status, body=body,
-                        content_type="application/json")
+        raise _invalid_projection(
+            state, endpoint, f"response over {endpoint.max_response_bytes} bytes"
+        )
+    return web.Response(status=endpoint.success_status, body=body, content_type="application/json")
 
 
 def _with_schema(schema_id: SchemaId, fields: dict[str, Any], **first: Any) -> dict[str, Any]:
@@ -329,8 +381,9 @@ def _with_schema(schema_id: SchemaId, fields: dict[str, Any], **first: Any) -> d
     return out
 
 
-def _session_body(state: IngressState, endpoint: Endpoint,
-                  result: answers.SessionAnswer) -> dict[str, Any]:
+def _session_body(
+    state: IngressState, endpoint: Endpoint, result: answers.SessionAnswer
+) -> dict[str, Any]:
     if not isinstance(result, SessionOk):
         raise _invalid_projection(state, endpoint, f"unexpected status {result.status!r}")
     return _with_schema(SchemaId.SESSION, result.session)
@@ -347,9 +400,17 @@ async def open_session(request: web.Request) -> web.Response:
         raise ApiError(400, exc.reason) from None
     cred = admitted.credential
     token = state.idle_view.cache_token()
-    result = await _act(state, SESSION_OPEN, admitted, api.open_session(
-        credential_id=cred.credential_id, secret_digest=cred.secret_digest,
-        worker_id=admitted.worker_id, capabilities_canonical=caps.canonical))
+    result = await _act(
+        state,
+        SESSION_OPEN,
+        admitted,
+        api.open_session(
+            credential_id=cred.credential_id,
+            secret_digest=cred.secret_digest,
+            worker_id=admitted.worker_id,
+            capabilities_canonical=caps.canonical,
+        ),
+    )
     body = _session_body(state, SESSION_OPEN, result)
     response = respond(request, state, SESSION_OPEN, body)
     state.idle_view.remember_session(token, body)
@@ -361,11 +422,17 @@ async def heartbeat_session(request: web.Request) -> web.Response:
     (service.heartbeat_batch); the answer is the single call's either way."""
     state, admitted = await _admit(request, SESSION_HEARTBEAT)
     cred, doc = admitted.credential, admitted.doc
-    item = HeartbeatItem(cred.credential_id, cred.secret_digest, admitted.worker_id,
-                         doc["sessionId"], doc["generation"])
+    item = HeartbeatItem(
+        cred.credential_id,
+        cred.secret_digest,
+        admitted.worker_id,
+        doc["sessionId"],
+        doc["generation"],
+    )
     token = state.idle_view.cache_token()
-    result = await _act_on(state, SESSION_HEARTBEAT, admitted,
-                           lambda: state.heartbeats.heartbeat(item), token)
+    result = await _act_on(
+        state, SESSION_HEARTBEAT, admitted, lambda: state.heartbeats.heartbeat(item), token
+    )
     body = _session_body(state, SESSION_HEARTBEAT, result)
     response = respond(request, state, SESSION_HEARTBEAT, body)
     if not (isinstance(result, SessionOk) and result.draining):
@@ -378,32 +445,58 @@ async def heartbeat_session(request: web.Request) -> web.Response:
 async def close_session(request: web.Request) -> web.Response:
     state, admitted = await _admit(request, SESSION_CLOSE)
     cred, doc = admitted.credential, admitted.doc
-    result = await _act(state, SESSION_CLOSE, admitted, api.close_session(
-        credential_id=cred.credential_id, secret_digest=cred.secret_digest,
-        worker_id=admitted.worker_id, session_id=doc["sessionId"], generation=doc["generation"]))
+    result = await _act(
+        state,
+        SESSION_CLOSE,
+        admitted,
+        api.close_session(
+            credential_id=cred.credential_id,
+            secret_digest=cred.secret_digest,
+            worker_id=admitted.worker_id,
+            session_id=doc["sessionId"],
+            generation=doc["generation"],
+        ),
+    )
     return respond(request, state, SESSION_CLOSE, _session_body(state, SESSION_CLOSE, result))
 
 
 async def pull_offer(request: web.Request) -> web.Response:
     state, admitted = await _admit(request, OFFER_PULL)
     cred, doc = admitted.credential, admitted.doc
-    if await state.idle_view.try_idle(cred, admitted.worker_id, doc["sessionId"],
-                                      doc["generation"]):
+    if await state.idle_view.try_idle(
+        cred, admitted.worker_id, doc["sessionId"], doc["generation"]
+    ):
         # Answered from the replica's idle view (service/idle_view.py): the
         # credential and session were confirmed by the database and nothing
         # that could change the answer was committed before this pull arrived.
-        _audit(state, OFFER_PULL, Outcome.ALLOWED, "authenticated", cred.credential_id,
-               admitted.worker_id)
+        _audit(
+            state,
+            OFFER_PULL,
+            Outcome.ALLOWED,
+            "authenticated",
+            cred.credential_id,
+            admitted.worker_id,
+        )
         return _view_idle_answer(request, state)
     try:
-        result = await _act(state, OFFER_PULL, admitted, api.pull_offer(
-            credential_id=cred.credential_id, secret_digest=cred.secret_digest,
-            worker_id=admitted.worker_id, session_id=doc["sessionId"],
-            generation=doc["generation"], offer_id=doc["offerId"],
-            token_digest=lease_token_digest(doc["leaseToken"])))
+        result = await _act(
+            state,
+            OFFER_PULL,
+            admitted,
+            api.pull_offer(
+                credential_id=cred.credential_id,
+                secret_digest=cred.secret_digest,
+                worker_id=admitted.worker_id,
+                session_id=doc["sessionId"],
+                generation=doc["generation"],
+                offer_id=doc["offerId"],
+                token_digest=lease_token_digest(doc["leaseToken"]),
+            ),
+        )
     except ApiError as exc:
-        state.metrics.pulls.inc("denied" if exc.status in (401, 403) else
-                                "conflict" if exc.status == 409 else "error")
+        state.metrics.pulls.inc(
+            "denied" if exc.status in (401, 403) else "conflict" if exc.status == 409 else "error"
+        )
         raise
     return respond(request, state, OFFER_PULL, _pull_body(state, result))
 
@@ -412,21 +505,24 @@ def _view_idle_answer(request: web.Request, state: IngressState) -> web.Response
     """The idle view's answer: the same bytes `respond` would send for the
     database's empty-queue envelope, checked and encoded once per retry value."""
     if request.app.get(PROJECTION_HOOK) is not None:  # a test seam sees every document
-        return respond(request, state, OFFER_PULL,
-                       _pull_body(state, Idle(copy.deepcopy(IDLE_RESULT))))
+        return respond(
+            request, state, OFFER_PULL, _pull_body(state, Idle(copy.deepcopy(IDLE_RESULT)))
+        )
     state.metrics.pulls.inc("idle")
     try:
         body = state.idle_answers.body(state.idle_retry_after_ms())
     except ContractError as exc:
         raise _invalid_projection(state, OFFER_PULL, exc.detail) from None
-    return web.Response(status=OFFER_PULL.success_status, body=body,
-                        content_type="application/json")
+    return web.Response(
+        status=OFFER_PULL.success_status, body=body, content_type="application/json"
+    )
 
 
 def _pull_body(state: IngressState, result: answers.PullAnswer) -> dict[str, Any]:
     status = result.status
-    state.metrics.pulls.inc(status if status in ("offered", "idempotent", "idle", "conflict")
-                            else "invalid")
+    state.metrics.pulls.inc(
+        status if status in ("offered", "idempotent", "idle", "conflict") else "invalid"
+    )
     if isinstance(result, Offered):
         return _with_schema(SchemaId.REMOTE_EXECUTION_OFFER, result.offer, status="offered")
     if isinstance(result, Idle):
@@ -446,39 +542,57 @@ async def pull_offer_batch(request: web.Request) -> web.Response:
     if len(set(offer_ids)) != len(offer_ids):
         raise ApiError(400, "duplicate_offer_id")
     try:
-        result = await _act(state, OFFER_BATCH_PULL, admitted, api.pull_offers(
-            credential_id=cred.credential_id, secret_digest=cred.secret_digest,
-            worker_id=admitted.worker_id, session_id=doc["sessionId"],
-            generation=doc["generation"], offer_ids=offer_ids,
-            token_digests=[lease_token_digest(pair["leaseToken"]) for pair in pairs]))
+        result = await _act(
+            state,
+            OFFER_BATCH_PULL,
+            admitted,
+            api.pull_offers(
+                credential_id=cred.credential_id,
+                secret_digest=cred.secret_digest,
+                worker_id=admitted.worker_id,
+                session_id=doc["sessionId"],
+                generation=doc["generation"],
+                offer_ids=offer_ids,
+                token_digests=[lease_token_digest(pair["leaseToken"]) for pair in pairs],
+            ),
+        )
     except ApiError as exc:
-        state.metrics.pulls.inc("denied" if exc.status in (401, 403) else
-                                "conflict" if exc.status == 409 else "error")
+        state.metrics.pulls.inc(
+            "denied" if exc.status in (401, 403) else "conflict" if exc.status == 409 else "error"
+        )
         raise
     return respond(request, state, OFFER_BATCH_PULL, _batch_body(state, result))
 
 
 def _batch_body(state: IngressState, result: answers.PullBatchAnswer) -> dict[str, Any]:
     if not isinstance(result, PulledBatch):
-        raise _invalid_projection(state, OFFER_BATCH_PULL,
-                                  f"unexpected status {result.status!r}")
-    offers, conflicts, idle, recovered = (result.offers, result.conflicts, result.idle,
-                                          result.recovered)
+        raise _invalid_projection(state, OFFER_BATCH_PULL, f"unexpected status {result.status!r}")
+    offers, conflicts, idle, recovered = (
+        result.offers,
+        result.conflicts,
+        result.idle,
+        result.recovered,
+    )
     for index in range(len(offers)):  # a replay is `idempotent`, as for a single pull
         state.metrics.pulls.inc("idempotent" if index < recovered else "offered")
     for _ in conflicts:
         state.metrics.pulls.inc("conflict")
     body: dict[str, Any] = {
         "schema": SchemaId.REMOTE_EXECUTION_OFFER_BATCH.value,
-        "offers": [_with_schema(SchemaId.REMOTE_EXECUTION_OFFER, offer, status="offered")
-                   for offer in offers],
+        "offers": [
+            _with_schema(SchemaId.REMOTE_EXECUTION_OFFER, offer, status="offered")
+            for offer in offers
+        ],
         "idle": None,
     }
     if idle is not None:
         state.metrics.pulls.inc("idle")
-        body["idle"] = {"reason": idle.get("reason"), "stats": idle.get("stats"),
-                        "truncated": idle.get("truncated"),
-                        "retryAfterMs": state.idle_retry_after_ms()}
+        body["idle"] = {
+            "reason": idle.get("reason"),
+            "stats": idle.get("stats"),
+            "truncated": idle.get("truncated"),
+            "retryAfterMs": state.idle_retry_after_ms(),
+        }
     if conflicts:
         body["conflicts"] = conflicts
     return body
@@ -522,8 +636,7 @@ class LeaseFence:
 
 
 def _ack_call(fence: LeaseFence, doc: dict[str, Any]) -> LeaseStep:
-    return doc["phase"], api.ack_lease(**vars(fence), phase=doc["phase"],
-                                       reason=doc.get("reason"))
+    return doc["phase"], api.ack_lease(**vars(fence), phase=doc["phase"], reason=doc.get("reason"))
 
 
 def _heartbeat_call(fence: LeaseFence, doc: dict[str, Any]) -> LeaseStep:
@@ -531,10 +644,13 @@ def _heartbeat_call(fence: LeaseFence, doc: dict[str, Any]) -> LeaseStep:
 
 
 def _complete_call(fence: LeaseFence, doc: dict[str, Any]) -> LeaseStep:
-    return doc["outcome"], api.complete_lease(**vars(fence), outcome=doc["outcome"],
-                                              exit_code=doc.get("exitCode"),
-                                              reason=doc.get("reason"),
-                                              result=doc.get("result"))
+    return doc["outcome"], api.complete_lease(
+        **vars(fence),
+        outcome=doc["outcome"],
+        exit_code=doc.get("exitCode"),
+        reason=doc.get("reason"),
+        result=doc.get("result"),
+    )
 
 
 LeaseCall = Callable[[LeaseFence, dict[str, Any]], LeaseStep]
@@ -543,9 +659,16 @@ LeaseCall = Callable[[LeaseFence, dict[str, Any]], LeaseStep]
 async def _lease_call(request: web.Request, endpoint: Endpoint, build: LeaseCall) -> web.Response:
     state, admitted = await _admit(request, endpoint)
     cred, doc = admitted.credential, admitted.doc
-    fence = LeaseFence(cred.credential_id, cred.secret_digest, admitted.worker_id,
-                       doc["sessionId"], doc["generation"], doc["offerId"],
-                       lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
+    fence = LeaseFence(
+        cred.credential_id,
+        cred.secret_digest,
+        admitted.worker_id,
+        doc["sessionId"],
+        doc["generation"],
+        doc["offerId"],
+        lease_token_digest(doc["leaseToken"]),
+        doc["leaseVersion"],
+    )
     transition, call = build(fence, doc)
     try:
         result = await _act(state, endpoint, admitted, call)
@@ -577,29 +700,49 @@ async def lease_batch(request: web.Request) -> web.Response:
     fence = (doc["workerId"], doc["sessionId"], doc["generation"])
     if any((i["workerId"], i["sessionId"], i["generation"]) != fence for i in doc["items"]):
         raise ApiError(400, BATCH_SESSION_MISMATCH)
-    results = [await _lease_item(state, Admitted(item, admitted.worker_id, admitted.credential))
-               for item in doc["items"]]
-    return respond(request, state, LEASE_BATCH,
-                   {"schema": SchemaId.LEASE_BATCH.value, "results": results})
+    results = [
+        await _lease_item(state, Admitted(item, admitted.worker_id, admitted.credential))
+        for item in doc["items"]
+    ]
+    return respond(
+        request, state, LEASE_BATCH, {"schema": SchemaId.LEASE_BATCH.value, "results": results}
+    )
 
 
 async def _lease_item(state: IngressState, item: Admitted) -> dict[str, Any]:
     schema = item.doc["schema"]
-    endpoint = next(e for e in (LEASE_ACK, LEASE_HEARTBEAT, LEASE_COMPLETE, LEASE_LOG)
-                    if e.request_schema.value == schema)
+    endpoint = next(
+        e
+        for e in (LEASE_ACK, LEASE_HEARTBEAT, LEASE_COMPLETE, LEASE_LOG)
+        if e.request_schema.value == schema
+    )
     cred, doc = item.credential, item.doc
-    fence = LeaseFence(cred.credential_id, cred.secret_digest, item.worker_id,
-                       doc["sessionId"], doc["generation"], doc["offerId"],
-                       lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
+    fence = LeaseFence(
+        cred.credential_id,
+        cred.secret_digest,
+        item.worker_id,
+        doc["sessionId"],
+        doc["generation"],
+        doc["offerId"],
+        lease_token_digest(doc["leaseToken"]),
+        doc["leaseVersion"],
+    )
     try:
         if endpoint is LEASE_LOG:
             transition = "log"
-            logged = await _act(state, endpoint, item, api.append_log(
-                **vars(fence), offset=doc["offset"], chunk=doc["chunk"]))
+            logged = await _act(
+                state,
+                endpoint,
+                item,
+                api.append_log(**vars(fence), offset=doc["offset"], chunk=doc["chunk"]),
+            )
             status, body = logged.status, _log_body(state, logged)
         else:
-            build = {LEASE_ACK: _ack_call, LEASE_HEARTBEAT: _heartbeat_call,
-                     LEASE_COMPLETE: _complete_call}[endpoint]
+            build = {
+                LEASE_ACK: _ack_call,
+                LEASE_HEARTBEAT: _heartbeat_call,
+                LEASE_COMPLETE: _complete_call,
+            }[endpoint]
             transition, call = build(fence, doc)
             result = await _act(state, endpoint, item, call)
             status, body = result.status, _lease_body(state, endpoint, result)
@@ -611,9 +754,10 @@ async def _lease_item(state: IngressState, item: Admitted) -> dict[str, Any]:
         state.metrics.lease_transitions.inc(endpoint.name, transition, _lease_outcome(exc))
         if exc.status in (401, 403):
             raise  # the credential: the whole batch is refused (lease_batch)
-        return {"status": exc.status,
-                "body": json.loads(error_body(exc.status, exc.reason, exc.detail_key,
-                                              exc.offset))}
+        return {
+            "status": exc.status,
+            "body": json.loads(error_body(exc.status, exc.reason, exc.detail_key, exc.offset)),
+        }
     state.metrics.lease_transitions.inc(endpoint.name, transition, status)
     return {"status": endpoint.success_status, "body": body}
 
@@ -628,8 +772,9 @@ def _lease_outcome(exc: ApiError) -> str:
     return "unavailable" if exc.status >= 500 else "rejected"
 
 
-def _lease_body(state: IngressState, endpoint: Endpoint,
-                result: answers.LeaseAnswer) -> dict[str, Any]:
+def _lease_body(
+    state: IngressState, endpoint: Endpoint, result: answers.LeaseAnswer
+) -> dict[str, Any]:
     if isinstance(result, Conflict):
         raise ApiError(409, result.category)
     if not isinstance(result, LeaseOk):
@@ -666,15 +811,36 @@ async def lease_secrets(request: web.Request) -> web.Response:
     cred, doc = admitted.credential, admitted.doc
     if state.kek is None:
         # The caller is authenticated first (a denial stays a 401/403), then told.
-        await _act(state, LEASE_SECRETS, admitted, api.authenticate_worker(
-            credential_id=cred.credential_id, secret_digest=cred.secret_digest,
-            worker_id=admitted.worker_id, action=LEASE_SECRETS.action))
-        _audit_line(state, LEASE_SECRETS, Outcome.FAILED, SECRETS_UNAVAILABLE,
-                    cred.credential_id, admitted.worker_id)
+        await _act(
+            state,
+            LEASE_SECRETS,
+            admitted,
+            api.authenticate_worker(
+                credential_id=cred.credential_id,
+                secret_digest=cred.secret_digest,
+                worker_id=admitted.worker_id,
+                action=LEASE_SECRETS.action,
+            ),
+        )
+        _audit_line(
+            state,
+            LEASE_SECRETS,
+            Outcome.FAILED,
+            SECRETS_UNAVAILABLE,
+            cred.credential_id,
+            admitted.worker_id,
+        )
         raise _secrets_unavailable(state, "kek_not_configured", "no kekFile configured")
-    fence = LeaseFence(cred.credential_id, cred.secret_digest, admitted.worker_id,
-                       doc["sessionId"], doc["generation"], doc["offerId"],
-                       lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
+    fence = LeaseFence(
+        cred.credential_id,
+        cred.secret_digest,
+        admitted.worker_id,
+        doc["sessionId"],
+        doc["generation"],
+        doc["offerId"],
+        lease_token_digest(doc["leaseToken"]),
+        doc["leaseVersion"],
+    )
     result = await _act(state, LEASE_SECRETS, admitted, api.lease_secrets(**vars(fence)))
     if isinstance(result, Conflict):
         raise ApiError(409, result.category)
@@ -686,16 +852,21 @@ async def lease_secrets(request: web.Request) -> web.Response:
         reason = exc.reason.value if isinstance(exc, SecretsError) else "secret_integrity"
         detail = exc.detail if isinstance(exc, SecretsError) else type(exc).__name__
         raise _secrets_unavailable(state, reason, detail) from None
-    return respond(request, state, LEASE_SECRETS,
-                   {"schema": SchemaId.LEASE_SECRETS.value, "values": delivered.values})
+    return respond(
+        request,
+        state,
+        LEASE_SECRETS,
+        {"schema": SchemaId.LEASE_SECRETS.value, "values": delivered.values},
+    )
 
 
 def _secrets_unavailable(state: IngressState, reason: str, detail: str) -> ApiError:
     # `detail` names KEK ids, key ids and secret names at most: never a value.
-    log.error("secrets not delivered", extra={"event": "secrets.unavailable",
-                                              "reason": reason, "detail": detail})
-    return ApiError(503, SECRETS_UNAVAILABLE,
-                    retry_after_s=state.config.unavailable_retry_after_s)
+    log.error(
+        "secrets not delivered",
+        extra={"event": "secrets.unavailable", "reason": reason, "detail": detail},
+    )
+    return ApiError(503, SECRETS_UNAVAILABLE, retry_after_s=state.config.unavailable_retry_after_s)
 
 
 # ------------------------------------------------------------------ live logs (SPEC §15.1)
@@ -712,9 +883,16 @@ async def lease_log(request: web.Request) -> web.Response:
     fence, never bumped."""
     state, admitted = await _admit(request, LEASE_LOG)
     cred, doc = admitted.credential, admitted.doc
-    fence = LeaseFence(cred.credential_id, cred.secret_digest, admitted.worker_id,
-                       doc["sessionId"], doc["generation"], doc["offerId"],
-                       lease_token_digest(doc["leaseToken"]), doc["leaseVersion"])
+    fence = LeaseFence(
+        cred.credential_id,
+        cred.secret_digest,
+        admitted.worker_id,
+        doc["sessionId"],
+        doc["generation"],
+        doc["offerId"],
+        lease_token_digest(doc["leaseToken"]),
+        doc["leaseVersion"],
+    )
     call = api.append_log(**vars(fence), offset=doc["offset"], chunk=doc["chunk"])
     try:
         result = await _act(state, LEASE_LOG, admitted, call)
@@ -734,5 +912,8 @@ def _log_body(state: IngressState, result: answers.LogAnswer) -> dict[str, Any]:
         raise ApiError(409, result.category)
     if not isinstance(result, LogAppended):
         raise _invalid_projection(state, LEASE_LOG, f"unexpected status {result.status!r}")
-    return {"schema": SchemaId.LEASE_LOG.value, "storedBytes": result.stored_bytes,
-            "truncated": result.truncated}
+    return {
+        "schema": SchemaId.LEASE_LOG.value,
+        "storedBytes": result.stored_bytes,
+        "truncated": result.truncated,
+    }

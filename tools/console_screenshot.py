@@ -36,11 +36,25 @@ def chromium() -> str:
 
 def screenshot(url: str, out: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="ql-shot-") as profile:
-        subprocess.run([chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
-                        "--disable-dev-shm-usage", "--no-first-run", "--hide-scrollbars",
-                        f"--user-data-dir={profile}", f"--window-size={WINDOW}",
-                        f"--virtual-time-budget={VIRTUAL_TIME_MS}", f"--screenshot={out}", url],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                chromium(),
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                f"--window-size={WINDOW}",
+                f"--virtual-time-budget={VIRTUAL_TIME_MS}",
+                f"--screenshot={out}",
+                url,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
             build_scenario(conn)
-            with console_process(readonly_dsn(conn, cluster, DATABASE),
-                                 "--refresh-s", "2") as url:
+            with console_process(readonly_dsn(conn, cluster, DATABASE), "--refresh-s", "2") as url:
                 screenshot(url, args.out)
     finally:
         cluster.cleanup()

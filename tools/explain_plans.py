@@ -38,8 +38,9 @@ class CapturedPlan:
     plans: list[str]
 
 
-def capture(conn: psycopg.Connection, sql: str,
-            params: tuple[Any, ...] | Mapping[str, Any] = ()) -> list[str]:
+def capture(
+    conn: psycopg.Connection, sql: str, params: tuple[Any, ...] | Mapping[str, Any] = ()
+) -> list[str]:
     notices: list[str] = []
 
     def on_notice(diag: psycopg.errors.Diagnostic) -> None:
@@ -74,9 +75,12 @@ def candidate_page_plans(conn: psycopg.Connection) -> CapturedPlan:
 def ready_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     """The page a pull reads in the steady state (no scheduled run due, no offer
     expired unstarted): ql_private.ready_candidate_page, the ready runs alone."""
-    plans = capture(conn, "SELECT count(*) FROM ql_private.ready_candidate_page("
-                          "NULL, NULL, NULL, 8, clock_timestamp(), pg_current_snapshot(),"
-                          " pg_current_xact_id_if_assigned())")
+    plans = capture(
+        conn,
+        "SELECT count(*) FROM ql_private.ready_candidate_page("
+        "NULL, NULL, NULL, 8, clock_timestamp(), pg_current_snapshot(),"
+        " pg_current_xact_id_if_assigned())",
+    )
     inner = [p for p in plans if "FROM ql_private.runs" in p]
     return CapturedPlan("Steady-state page: ready runs only (limit 8 + 1)", inner)
 
@@ -95,8 +99,11 @@ def next_page_plans(conn: psycopg.Connection) -> CapturedPlan:
 def class_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     row = conn.execute("SELECT array_agg(id) FROM ql_private.placement_classes").fetchone()
     assert row is not None
-    plans = capture(conn, "SELECT count(*) FROM ql_private.class_candidate_page("
-                          "%s, NULL, NULL, NULL, 8)", (row[0],))
+    plans = capture(
+        conn,
+        "SELECT count(*) FROM ql_private.class_candidate_page(%s, NULL, NULL, NULL, 8)",
+        (row[0],),
+    )
     inner = [p for p in plans if "FROM ql_private.runs" in p]
     return CapturedPlan("Placement-class page (the pages after a blocked head)", inner)
 
@@ -106,14 +113,22 @@ def seed_other_pools(conn: psycopg.Connection, pools: int = 200, runs_each: int 
     queued runs, so the pool page's plan shows that other pools are not read."""
     from qinglong.service.compiler import compile_command
 
-    compiled = compile_command({"schema": "qinglong/command@v1", "argv": ["true"],
-                                "env": {}, "timeoutS": 60})
+    compiled = compile_command(
+        {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
+    )
     for number in range(pools):
         name = f"pool-{number}"
         api.create_pool(project="explain", name=name).run(conn)
-        task = api.publish_revision(project="explain", task=f"task-{number}",
-                                    canonical=compiled.canonical,
-                                    pool=f"explain/{name}").run(conn).doc["taskId"]
+        task = (
+            api.publish_revision(
+                project="explain",
+                task=f"task-{number}",
+                canonical=compiled.canonical,
+                pool=f"explain/{name}",
+            )
+            .run(conn)
+            .doc["taskId"]
+        )
         api.enqueue_runs(task_id=task, priority=2, count=runs_each).run(conn)
     conn.execute("VACUUM ANALYZE ql_private.runs")
     conn.execute("VACUUM ANALYZE ql_private.attempts")
@@ -122,13 +137,19 @@ def seed_other_pools(conn: psycopg.Connection, pools: int = 200, runs_each: int 
 def pool_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     """The page of a worker granted one pool (SPEC 13.3): ql_private.pool_candidate_page,
     one runs_pool_keyset range scan per granted pool, whatever other pools hold."""
-    row = conn.execute("SELECT array_agg(pl.id) FROM ql_private.pools pl"
-                       " JOIN ql_private.projects p ON p.id = pl.project_id"
-                       " WHERE p.name = 'explain' AND pl.name = 'default'").fetchone()
+    row = conn.execute(
+        "SELECT array_agg(pl.id) FROM ql_private.pools pl"
+        " JOIN ql_private.projects p ON p.id = pl.project_id"
+        " WHERE p.name = 'explain' AND pl.name = 'default'"
+    ).fetchone()
     assert row is not None
-    plans = capture(conn, "SELECT count(*) FROM ql_private.pool_candidate_page("
-                          "%s, NULL, NULL, NULL, 8, clock_timestamp(), pg_current_snapshot(),"
-                          " pg_current_xact_id_if_assigned())", (row[0],))
+    plans = capture(
+        conn,
+        "SELECT count(*) FROM ql_private.pool_candidate_page("
+        "%s, NULL, NULL, NULL, 8, clock_timestamp(), pg_current_snapshot(),"
+        " pg_current_xact_id_if_assigned())",
+        (row[0],),
+    )
     inner = [p for p in plans if "FROM ql_private.runs" in p]
     return CapturedPlan("Pool page: a worker granted one pool of many (limit 8 + 1)", inner)
 
@@ -138,11 +159,17 @@ def lease_read_plans(conn: psycopg.Connection) -> CapturedPlan:
     and after its row locks): ql_private.lease_open's one statement over the lease
     (by offer id), its attempt, run, task, session and revision, for one of the
     offers in flight."""
-    row = conn.execute("SELECT offer_id, worker_id, session_id, session_generation"
-                       " FROM ql_private.run_leases ORDER BY id LIMIT 1").fetchone()
+    row = conn.execute(
+        "SELECT offer_id, worker_id, session_id, session_generation"
+        " FROM ql_private.run_leases ORDER BY id LIMIT 1"
+    ).fetchone()
     assert row is not None
-    plans = capture(conn, "SELECT category FROM ql_private.lease_open("
-                          "%s, %s, %s, %s, sha256('explain'::bytea), 1, 'starting')", row)
+    plans = capture(
+        conn,
+        "SELECT category FROM ql_private.lease_open("
+        "%s, %s, %s, %s, sha256('explain'::bytea), 1, 'starting')",
+        row,
+    )
     inner = [p for p in plans if "FROM ql_private.run_leases rl" in p]
     return CapturedPlan("Lease lifecycle read (ACK, heartbeat, completion)", inner)
 
@@ -152,9 +179,11 @@ def seed_due(conn: psycopg.Connection, runs: int = 16) -> None:
     ahead, then waited for (no sweeper runs here to promote them), so every due
     source has rows to read; analyzed, as autovacuum would, so the statistics
     know scheduled runs exist."""
-    row = conn.execute("SELECT t.id FROM ql_private.tasks t"
-                       " JOIN ql_private.projects p ON p.id = t.project_id"
-                       " WHERE p.name = 'explain' AND t.name = 'explain-task'").fetchone()
+    row = conn.execute(
+        "SELECT t.id FROM ql_private.tasks t"
+        " JOIN ql_private.projects p ON p.id = t.project_id"
+        " WHERE p.name = 'explain' AND t.name = 'explain-task'"
+    ).fetchone()
     assert row is not None
     api.enqueue_runs(task_id=str(row[0]), priority=1, count=runs, delay_ms=1000).run(conn)
     time.sleep(1.5)
@@ -169,20 +198,28 @@ def due_pull_plans(conn: psycopg.Connection) -> list[CapturedPlan]:
     plans = capture(conn, call.statement.sql, call.params)
     probes = [p for p in plans if "run_leases_session_live_counted" in p or "runs_due" in p]
     claim = [p for p in plans if "unnest(p_run_ids) WITH ORDINALITY" in p]
-    return [CapturedPlan("A pull while a scheduled run is due", probes),
-            CapturedPlan("The claim (ql_private.claim_candidate)", claim)]
+    return [
+        CapturedPlan("A pull while a scheduled run is due", probes),
+        CapturedPlan("The claim (ql_private.claim_candidate)", claim),
+    ]
 
 
 def class_due_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     row = conn.execute("SELECT array_agg(id) FROM ql_private.placement_classes").fetchone()
     assert row is not None
-    plans = capture(conn, "SELECT count(*) FROM ql_private.class_candidate_page("
-                          "%s, NULL, NULL, NULL, 8)", (row[0],))
+    plans = capture(
+        conn,
+        "SELECT count(*) FROM ql_private.class_candidate_page(%s, NULL, NULL, NULL, 8)",
+        (row[0],),
+    )
     # The classes a pull switches to (ql_private.matching_classes over
     # ql_private.waiting_classes): one probe per class of runs_class_keyset and
     # of runs_class_due.
-    classes = capture(conn, "SELECT ql_private.matching_classes(ws.capabilities)"
-                            " FROM ql_private.worker_sessions ws LIMIT 1")
+    classes = capture(
+        conn,
+        "SELECT ql_private.matching_classes(ws.capabilities)"
+        " FROM ql_private.worker_sessions ws LIMIT 1",
+    )
     inner = [p for p in plans if "FROM ql_private.runs" in p]
     inner += [p for p in classes if "ql_private.waiting_classes" in p]
     return CapturedPlan("Placement-class page with scheduled runs due", inner)
@@ -190,14 +227,20 @@ def class_due_page_plans(conn: psycopg.Connection) -> CapturedPlan:
 
 def pool_class_due_page_plans(conn: psycopg.Connection) -> CapturedPlan:
     """The class page of a worker granted one pool (ql_private.pool_class_candidate_page)."""
-    row = conn.execute("SELECT array_agg(pl.id) FROM ql_private.pools pl"
-                       " JOIN ql_private.projects p ON p.id = pl.project_id"
-                       " WHERE p.name = 'explain' AND pl.name = 'default'").fetchone()
+    row = conn.execute(
+        "SELECT array_agg(pl.id) FROM ql_private.pools pl"
+        " JOIN ql_private.projects p ON p.id = pl.project_id"
+        " WHERE p.name = 'explain' AND pl.name = 'default'"
+    ).fetchone()
     classes = conn.execute("SELECT array_agg(id) FROM ql_private.placement_classes").fetchone()
     assert row is not None and classes is not None
-    plans = capture(conn, "SELECT count(*) FROM ql_private.pool_class_candidate_page("
-                          "%s, %s, NULL, NULL, NULL, 8, clock_timestamp(), pg_current_snapshot(),"
-                          " pg_current_xact_id_if_assigned())", (row[0], classes[0]))
+    plans = capture(
+        conn,
+        "SELECT count(*) FROM ql_private.pool_class_candidate_page("
+        "%s, %s, NULL, NULL, NULL, 8, clock_timestamp(), pg_current_snapshot(),"
+        " pg_current_xact_id_if_assigned())",
+        (row[0], classes[0]),
+    )
     inner = [p for p in plans if "FROM ql_private.runs" in p]
     return CapturedPlan("Pool placement-class page with scheduled runs due", inner)
 
@@ -217,21 +260,23 @@ class HotCount:
     hot: int
 
 
-def hot_updates(conn: psycopg.Connection, leases: int = 40,
-                heartbeats: int = 3) -> list[HotCount]:
+def hot_updates(conn: psycopg.Connection, leases: int = 40, heartbeats: int = 3) -> list[HotCount]:
     """A small lifecycle workload: `leases` offers claimed by a fresh worker,
     each ACKed starting and running, heartbeated `heartbeats` times and
     completed. Each call runs in its own transaction, which reads its own row
     updates from pg_stat_xact_user_tables before it commits."""
     puller = new_worker(conn, 901)
-    totals: dict[tuple[str, str], list[int]] = {(step, table): [0, 0]
-                                                for step in HOT_STEPS for table in HOT_TABLES}
+    totals: dict[tuple[str, str], list[int]] = {
+        (step, table): [0, 0] for step in HOT_STEPS for table in HOT_TABLES
+    }
 
     def counts() -> dict[str, tuple[int, int]]:
-        rows = conn.execute("SELECT relname, n_tup_upd, n_tup_hot_upd"
-                            "  FROM pg_stat_xact_user_tables"
-                            " WHERE schemaname = 'ql_private' AND relname = ANY (%s)",
-                            (list(HOT_TABLES),)).fetchall()
+        rows = conn.execute(
+            "SELECT relname, n_tup_upd, n_tup_hot_upd"
+            "  FROM pg_stat_xact_user_tables"
+            " WHERE schemaname = 'ql_private' AND relname = ANY (%s)",
+            (list(HOT_TABLES),),
+        ).fetchall()
         return {table: (updated, hot) for table, updated, hot in rows}
 
     def step(name: str, call: api.Call[Any]) -> dict[str, Any]:
@@ -252,15 +297,24 @@ def hot_updates(conn: psycopg.Connection, leases: int = 40,
         step("claim", puller.pull(offer, token))
         version = 1
         for phase in ("starting", "running"):
-            version = step(f"ACK {phase}", api.ack_lease(
-                **puller.lease(offer, token, version), phase=phase))["lease"]["leaseVersion"]
+            version = step(
+                f"ACK {phase}", api.ack_lease(**puller.lease(offer, token, version), phase=phase)
+            )["lease"]["leaseVersion"]
         for _ in range(heartbeats):
-            version = step("heartbeat", api.heartbeat_lease(
-                **puller.lease(offer, token, version)))["lease"]["leaseVersion"]
-        step("completion", api.complete_lease(**puller.lease(offer, token, version),
-                                              outcome="succeeded", exit_code=0))
-    return [HotCount(step_name, table, *totals[(step_name, table)])
-            for step_name in HOT_STEPS for table in HOT_TABLES]
+            version = step("heartbeat", api.heartbeat_lease(**puller.lease(offer, token, version)))[
+                "lease"
+            ]["leaseVersion"]
+        step(
+            "completion",
+            api.complete_lease(
+                **puller.lease(offer, token, version), outcome="succeeded", exit_code=0
+            ),
+        )
+    return [
+        HotCount(step_name, table, *totals[(step_name, table)])
+        for step_name in HOT_STEPS
+        for table in HOT_TABLES
+    ]
 
 
 @dataclass(frozen=True)
@@ -282,22 +336,26 @@ def claim_path_indexes(conn: psycopg.Connection) -> list[IndexRow]:
         " WHERE c.relnamespace = 'ql_private'::regnamespace"
         "   AND c.relname IN ('runs', 'run_leases', 'attempts', 'events')"
         " ORDER BY array_position(ARRAY['runs', 'run_leases', 'attempts', 'events'],"
-        "          c.relname::text), i.relname").fetchall()
+        "          c.relname::text), i.relname"
+    ).fetchall()
     return [IndexRow(*row) for row in rows]
 
 
 def seed(conn: psycopg.Connection, runs: int) -> None:
     from qinglong.service.compiler import compile_command
 
-    compiled = compile_command({"schema": "qinglong/command@v1", "argv": ["true"],
-                                "env": {}, "timeoutS": 60})
-    published = api.publish_revision(project="explain", task="explain-task",
-                                     canonical=compiled.canonical).run(conn).doc
+    compiled = compile_command(
+        {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
+    )
+    published = (
+        api.publish_revision(project="explain", task="explain-task", canonical=compiled.canonical)
+        .run(conn)
+        .doc
+    )
     remaining, priority = runs, 0
     while remaining > 0:
         batch = min(remaining, 10000)
-        api.enqueue_runs(task_id=published["taskId"], priority=priority % 3,
-                         count=batch).run(conn)
+        api.enqueue_runs(task_id=published["taskId"], priority=priority % 3, count=batch).run(conn)
         remaining -= batch
         priority += 1
     conn.execute("VACUUM ANALYZE ql_private.runs")
@@ -326,20 +384,30 @@ class Puller:
     session: str
     generation: int
 
-    def pull(self, offer_id: str | None = None,
-             token_digest: bytes | None = None) -> api.Call[Any]:
+    def pull(self, offer_id: str | None = None, token_digest: bytes | None = None) -> api.Call[Any]:
         token = token_digest or hashlib.sha256(secrets.token_bytes(32)).digest()
-        return api.pull_offer(credential_id=self.credential, secret_digest=self.digest,
-                              worker_id=self.worker, session_id=self.session,
-                              generation=self.generation, offer_id=offer_id or str(uuid.uuid4()),
-                              token_digest=token)
+        return api.pull_offer(
+            credential_id=self.credential,
+            secret_digest=self.digest,
+            worker_id=self.worker,
+            session_id=self.session,
+            generation=self.generation,
+            offer_id=offer_id or str(uuid.uuid4()),
+            token_digest=token,
+        )
 
     def lease(self, offer_id: str, token_digest: bytes, version: int) -> dict[str, Any]:
         """The arguments every lease call of this worker's offer `offer_id` takes."""
-        return {"credential_id": self.credential, "secret_digest": self.digest,
-                "worker_id": self.worker, "session_id": self.session,
-                "generation": self.generation, "offer_id": offer_id,
-                "token_digest": token_digest, "lease_version": version}
+        return {
+            "credential_id": self.credential,
+            "secret_digest": self.digest,
+            "worker_id": self.worker,
+            "session_id": self.session,
+            "generation": self.generation,
+            "offer_id": offer_id,
+            "token_digest": token_digest,
+            "lease_version": version,
+        }
 
 
 def new_worker(conn: psycopg.Connection, number: int) -> Puller:
@@ -350,13 +418,26 @@ def new_worker(conn: psycopg.Connection, number: int) -> Puller:
     credential = f"explain{number:09d}"
     secret = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=")
     digest = hashlib.sha256(secret).digest()
-    api.issue_credential(worker_id=worker, credential_id=credential,
-                         secret_digest=digest).run(conn)
-    caps = canonicalize_capabilities({
-        "schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
-        "labels": {}, "runtimes": {}, "slots": 256})
-    opened = api.open_session(credential_id=credential, secret_digest=digest, worker_id=worker,
-                              capabilities_canonical=caps.canonical).run(conn).doc["session"]
+    api.issue_credential(worker_id=worker, credential_id=credential, secret_digest=digest).run(conn)
+    caps = canonicalize_capabilities(
+        {
+            "schema": "qinglong/worker-capabilities@v1",
+            "executors": ["remote-worker"],
+            "labels": {},
+            "runtimes": {},
+            "slots": 256,
+        }
+    )
+    opened = (
+        api.open_session(
+            credential_id=credential,
+            secret_digest=digest,
+            worker_id=worker,
+            capabilities_canonical=caps.canonical,
+        )
+        .run(conn)
+        .doc["session"]
+    )
     return Puller(credential, digest, worker, opened["sessionId"], opened["generation"])
 
 
@@ -368,7 +449,7 @@ def _claim_as_new_worker(conn: psycopg.Connection, number: int, count: int) -> N
 
 
 def index_section(indexes: list[IndexRow], hot: list[HotCount]) -> list[str]:
-    """"Indexes on the claim path": each index with its key and catalog comment,
+    """ "Indexes on the claim path": each index with its key and catalog comment,
     then the measured HOT share of each lifecycle call's updates."""
     claims = sum(h.updated for h in hot if h.step == "claim" and h.table == "runs")
     heartbeats = sum(h.updated for h in hot if h.step == "heartbeat" and h.table == "run_leases")
@@ -390,14 +471,16 @@ def index_section(indexes: list[IndexRow], hot: list[HotCount]) -> list[str]:
         "`ql_private.class_candidate_page` (the first three sections) reads "
         "`runs_task_queued_due`, which serves `ql.queue_depth`, across every queued "
         "run instead of `runs_due`; once scheduled runs are analyzed (the sections "
-        "from \"A pull while a scheduled run is due\" on) it reads `runs_due`.",
+        'from "A pull while a scheduled run is due" on) it reads `runs_due`.',
         "",
         "| Table | Index | Key | Serves / rule |",
         "|---|---|---|---|",
     ]
     for row in indexes:
-        lines.append(f"| {row.table} | `{row.index}` | `{row.columns.replace('|', '&#124;')}` "
-                     f"| {row.comment} |")
+        lines.append(
+            f"| {row.table} | `{row.index}` | `{row.columns.replace('|', '&#124;')}` "
+            f"| {row.comment} |"
+        )
     lines += [
         "",
         "### Which updates are HOT",
@@ -438,8 +521,12 @@ def index_section(indexes: list[IndexRow], hot: list[HotCount]) -> list[str]:
     return lines
 
 
-def render(runs: int, captured: list[CapturedPlan], indexes: list[IndexRow] | None = None,
-           hot: list[HotCount] | None = None) -> str:
+def render(
+    runs: int,
+    captured: list[CapturedPlan],
+    indexes: list[IndexRow] | None = None,
+    hot: list[HotCount] | None = None,
+) -> str:
     lines = [
         "# Explain plans of the hot queries",
         "",
@@ -498,9 +585,13 @@ def main(argv: list[str] | None = None) -> int:
         migrate(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
             seed(conn, args.runs)
-            captured = [candidate_page_plans(conn), next_page_plans(conn),
-                        class_page_plans(conn), ready_page_plans(conn),
-                        lease_read_plans(conn)]
+            captured = [
+                candidate_page_plans(conn),
+                next_page_plans(conn),
+                class_page_plans(conn),
+                ready_page_plans(conn),
+                lease_read_plans(conn),
+            ]
             seed_other_pools(conn)
             captured.append(pool_page_plans(conn))
             seed_due(conn)

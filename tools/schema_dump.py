@@ -24,9 +24,17 @@ _VOLATILE = re.compile(r"^-- Dumped (from|by) |^\\(un)?restrict ")
 def dump_schema(dsn: str) -> str:
     info = conninfo_to_dict(dsn)
     cmd = [
-        PG_DUMP, "--schema-only", "--schema=ql", "--schema=ql_private",
-        "-h", str(info["host"]), "-p", str(info.get("port", 5432)),
-        "-U", str(info["user"]), str(info["dbname"]),
+        PG_DUMP,
+        "--schema-only",
+        "--schema=ql",
+        "--schema=ql_private",
+        "-h",
+        str(info["host"]),
+        "-p",
+        str(info.get("port", 5432)),
+        "-U",
+        str(info["user"]),
+        str(info["dbname"]),
     ]
     # A password goes to pg_dump by environment, never on its command line.
     env = os.environ | ({"PGPASSWORD": str(info["password"])} if info.get("password") else {})

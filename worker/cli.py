@@ -57,10 +57,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "must have no passwd/group entries and hold at least --slots uids (SPEC §14.4; "
         "config: executor.runAsRange; excludes --run-as)",
     )
-    parser.add_argument("--max-processes", metavar="N",
-                        help="per run: processes and threads (config: executor.limits)")
-    parser.add_argument("--max-open-files", metavar="N",
-                        help="per run: open files of each process (config: executor.limits)")
+    parser.add_argument(
+        "--max-processes",
+        metavar="N",
+        help="per run: processes and threads (config: executor.limits)",
+    )
+    parser.add_argument(
+        "--max-open-files",
+        metavar="N",
+        help="per run: open files of each process (config: executor.limits)",
+    )
     parser.add_argument("--max-memory", metavar="BYTES",
                         help="per run: memory (config: executor.limits)")  # fmt: skip
     parser.add_argument(
@@ -70,13 +76,23 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--exit-when-idle", action="store_true", help="exit at the first idle answer or full inbox"
     )
-    parser.add_argument("--trust-keys", metavar="FILE", help=(
-        "JWKS of the publishers' Ed25519 keys that sign revisions (SPEC §16.1; config: "
-        "trust.keysFile)"))
-    parser.add_argument("--trust-policy", choices=("enforce", "warn", "off"), help=(
-        "unsigned or untrusted revisions: enforce = never started (start_failed "
-        "signature_invalid), warn = logged and run (default), off = not checked "
-        "(config: trust.policy)"))
+    parser.add_argument(
+        "--trust-keys",
+        metavar="FILE",
+        help=(
+            "JWKS of the publishers' Ed25519 keys that sign revisions (SPEC §16.1; config: "
+            "trust.keysFile)"
+        ),
+    )
+    parser.add_argument(
+        "--trust-policy",
+        choices=("enforce", "warn", "off"),
+        help=(
+            "unsigned or untrusted revisions: enforce = never started (start_failed "
+            "signature_invalid), warn = logged and run (default), off = not checked "
+            "(config: trust.policy)"
+        ),
+    )
 
 
 class UsageError(Exception):

@@ -285,7 +285,7 @@ def _executor(base: str, doc: object) -> ExecutorSettings:
     runs_dir = doc.get("runsDir")
     run_as_range = doc.get("runAsRange")
     if run_as_range is not None and (not isinstance(run_as_range, str) or not run_as_range):
-        raise ConfigError("invalid_value", "executor.runAsRange must be \"FIRST-LAST\"")
+        raise ConfigError("invalid_value", 'executor.runAsRange must be "FIRST-LAST"')
     cgroup = doc.get("cgroupParent")
     return ExecutorSettings(
         shutdown_grace_s=doc.get("shutdownGraceS", defaults.shutdown_grace_s),
@@ -328,7 +328,8 @@ def parse_trust(base: str, doc: object) -> TrustSettings:
         raise ConfigError("invalid_value", "trust takes only keysFile and policy")
     return TrustSettings(
         policy=trust_policy(doc.get("policy", TrustPolicy.WARN.value), "trust.policy"),
-        keys_file=None if doc.get("keysFile") is None
+        keys_file=None
+        if doc.get("keysFile") is None
         else _path(base, doc["keysFile"], "trust.keysFile"),
     )
 

@@ -155,8 +155,7 @@ class ClaimCoordinator:
 
     # -- intent ------------------------------------------------------------
 
-    def _intent(self, fence: SessionFence, now: int,
-                want: int = 1) -> PendingClaim | StepResult:
+    def _intent(self, fence: SessionFence, now: int, want: int = 1) -> PendingClaim | StepResult:
         claim = self._journal.load_pending()
         if claim is not None and not _same_fence(claim, fence):
             # The local session moved on; the old intent can never be answered for it.
@@ -211,8 +210,12 @@ class ClaimCoordinator:
         }
         return self._send(claim, request, self._handle_ok)
 
-    def _send(self, claim: PendingClaim, request: Mapping[str, Any],
-              on_ok: Callable[[PendingClaim, PullResponse], StepResult]) -> StepResult:
+    def _send(
+        self,
+        claim: PendingClaim,
+        request: Mapping[str, Any],
+        on_ok: Callable[[PendingClaim, PullResponse], StepResult],
+    ) -> StepResult:
         # The intent is durable now; a BaseException raised here (drain) keeps it.
         self._at("before_send")
         try:
@@ -230,8 +233,12 @@ class ClaimCoordinator:
         if self._checkpoint is not None:
             self._checkpoint(point)
 
-    def _handle(self, claim: PendingClaim, response: PullResponse,
-                on_ok: Callable[[PendingClaim, PullResponse], StepResult]) -> StepResult:
+    def _handle(
+        self,
+        claim: PendingClaim,
+        response: PullResponse,
+        on_ok: Callable[[PendingClaim, PullResponse], StepResult],
+    ) -> StepResult:
         status = response.status
         if status == 200:
             return on_ok(claim, response)
@@ -306,29 +313,33 @@ class ClaimCoordinator:
             try:
                 self._journal.accept_batch(entries)
             except (JournalError, ValueError) as exc:
-                self._log(ERROR, "batch %s not admitted: %s", claim.offer_id,
-                          type(exc).__name__)
+                self._log(ERROR, "batch %s not admitted: %s", claim.offer_id, type(exc).__name__)
                 self._journal.move_pending_aside("inbox_refused")
-                return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None,
-                                  type(exc).__name__)
+                return StepResult(ClaimOutcome.REJECTED, claim.offer_id, None, type(exc).__name__)
             self._at("after_inbox_write")
         # Inbox first (every entry durable), then clear.
         self._journal.clear_pending()
         if entries:
             self._at("after_clear_pending")
-            return StepResult(ClaimOutcome.ACCEPTED, entries[0].offer_id, None,
-                              entry=entries[0], entries=tuple(entries), conflicts=conflicts)
+            return StepResult(
+                ClaimOutcome.ACCEPTED,
+                entries[0].offer_id,
+                None,
+                entry=entries[0],
+                entries=tuple(entries),
+                conflicts=conflicts,
+            )
         if batch.idle is not None:
             next_at = self._clock() + batch.idle.retry_after_ms
             # The idle answer is of the ids the ingress neither offered nor refused:
             # name one of them, never a refused one (its conflict is reported apart).
             refused = {offer_id for offer_id, _ in conflicts}
             idle_id = next((o for o in claim.offer_ids() if o not in refused), claim.offer_id)
-            return StepResult(ClaimOutcome.IDLE, idle_id, next_at, batch.idle.reason,
-                              conflicts=conflicts)
+            return StepResult(
+                ClaimOutcome.IDLE, idle_id, next_at, batch.idle.reason, conflicts=conflicts
+            )
         reason = batch.conflicts[0][1] if batch.conflicts else "empty_batch"
-        return StepResult(ClaimOutcome.CONFLICT, claim.offer_id, None, reason,
-                          conflicts=conflicts)
+        return StepResult(ClaimOutcome.CONFLICT, claim.offer_id, None, reason, conflicts=conflicts)
 
     # -- retries -----------------------------------------------------------
 

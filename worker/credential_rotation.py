@@ -71,8 +71,11 @@ class Lifetime:
         return self.issued_at_ms + int((self.expires_at_ms - self.issued_at_ms) * ROTATE_AT)
 
     def as_json(self) -> dict[str, Any]:
-        return {"credentialId": self.credential_id, "issuedAtMs": self.issued_at_ms,
-                "expiresAtMs": self.expires_at_ms}
+        return {
+            "credentialId": self.credential_id,
+            "issuedAtMs": self.issued_at_ms,
+            "expiresAtMs": self.expires_at_ms,
+        }
 
 
 def lifetime_path(credential_file: str) -> str:
@@ -83,8 +86,9 @@ def read_lifetime(credential_file: str) -> Lifetime | None:
     """The lifetime file beside the credential file, None if absent or unusable."""
     try:
         doc = json.loads(fsio.read_file_capped(lifetime_path(credential_file), 4096).data)
-        lifetime = Lifetime(str(doc["credentialId"]), int(doc["issuedAtMs"]),
-                            int(doc["expiresAtMs"]))
+        lifetime = Lifetime(
+            str(doc["credentialId"]), int(doc["issuedAtMs"]), int(doc["expiresAtMs"])
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return lifetime if lifetime.expires_at_ms > lifetime.issued_at_ms else None
@@ -112,16 +116,21 @@ def is_due(due_at: int | None, now_ms: int) -> bool:
     return due_at is not None and now_ms >= due_at
 
 
-def write_credential(credential_file: str, token: str, lifetime: Lifetime | None,
-                     fs: fsio.FileSystem | None = None) -> None:
+def write_credential(
+    credential_file: str, token: str, lifetime: Lifetime | None, fs: fsio.FileSystem | None = None
+) -> None:
     """Durably replace the credential file, then its lifetime file (temp, fsync,
     rename, directory fsync each)."""
     fs = fs or fsio.FileSystem()
     directory = os.path.dirname(os.path.abspath(credential_file))
     fsio.update_file(fs, directory, os.path.basename(credential_file), token.encode("ascii"))
     if lifetime is not None:
-        fsio.update_file(fs, directory, os.path.basename(lifetime_path(credential_file)),
-                         json.dumps(lifetime.as_json()).encode("ascii"))
+        fsio.update_file(
+            fs,
+            directory,
+            os.path.basename(lifetime_path(credential_file)),
+            json.dumps(lifetime.as_json()).encode("ascii"),
+        )
 
 
 @dataclass
@@ -187,7 +196,9 @@ def _parse(response: Any, worker_id: str) -> dict[str, Any]:
         doc = load(SchemaId.CREDENTIAL, response.body)
     except ContractError as exc:
         raise RotationFailed(f"credential_{exc.reason}") from None
-    if doc["workerId"] != worker_id or token_credential_id(doc["credential"]) != \
-            doc["credentialId"]:
+    if (
+        doc["workerId"] != worker_id
+        or token_credential_id(doc["credential"]) != doc["credentialId"]
+    ):
         raise RotationFailed("credential_foreign")
     return doc

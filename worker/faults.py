@@ -51,8 +51,7 @@ TRACE_IDLE_ENV = "QL_WORKER_TRACE_IDLE"
 PENDING_FILE = "pending-claim.json"  # worker/journal.py PENDING_NAME
 DEFAULT_PAUSE_S = 30.0
 
-__all__ = ["CRASH_ENV", "JOURNAL_POINTS", "PAUSE_ENV", "TRACE_IDLE_ENV", "FaultPlan",
-           "FaultPoint"]
+__all__ = ["CRASH_ENV", "JOURNAL_POINTS", "PAUSE_ENV", "TRACE_IDLE_ENV", "FaultPlan", "FaultPoint"]
 
 
 class FaultPoint(StrEnum):

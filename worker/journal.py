@@ -176,8 +176,10 @@ class PendingClaim:
 
     def __repr__(self) -> str:
         # Never let the token reach a log line via repr().
-        return (f"PendingClaim(offer_id={self.offer_id!r}, batch={len(self.pairs())},"
-                f" attempts={self.attempts})")
+        return (
+            f"PendingClaim(offer_id={self.offer_id!r}, batch={len(self.pairs())},"
+            f" attempts={self.attempts})"
+        )
 
     def pairs(self) -> tuple[tuple[str, str], ...]:
         """Every (offer id, lease token) of the intent, the first one first."""
@@ -220,14 +222,19 @@ class PendingClaim:
             "schema", "offerId", "leaseToken", "workerId", "sessionId", "generation",
             "capabilitiesDigest", "attempts", "nextAttemptAtMs", "createdAtMs", "lastOutcome",
         }  # fmt: skip
-        _require(isinstance(doc, dict) and set(doc) - {"batch"} == keys,
-                 "pending claim: wrong fields")
+        _require(
+            isinstance(doc, dict) and set(doc) - {"batch"} == keys, "pending claim: wrong fields"
+        )
         _require(doc["schema"] == PENDING_SCHEMA, "pending claim: wrong schema")
         batch = doc.get("batch", [])
-        _require(isinstance(batch, list) and ("batch" not in doc or len(batch) > 0),
-                 "pending claim: wrong batch")
-        _require(all(isinstance(p, dict) and set(p) == {"offerId", "leaseToken"} for p in batch),
-                 "pending claim: wrong batch")
+        _require(
+            isinstance(batch, list) and ("batch" not in doc or len(batch) > 0),
+            "pending claim: wrong batch",
+        )
+        _require(
+            all(isinstance(p, dict) and set(p) == {"offerId", "leaseToken"} for p in batch),
+            "pending claim: wrong batch",
+        )
         try:
             return cls(
                 offer_id=doc["offerId"],

@@ -161,8 +161,11 @@ class Completion:
     result: dict[str, Any] | None = None  # SPEC §9.3, None when there is none
 
     def to_doc(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"outcome": self.outcome.value, "exitCode": self.exit_code,
-                               "reason": self.reason}
+        doc: dict[str, Any] = {
+            "outcome": self.outcome.value,
+            "exitCode": self.exit_code,
+            "reason": self.reason,
+        }
         if self.result is not None:
             doc["result"] = self.result
         return doc
@@ -531,8 +534,12 @@ class Lifecycle:
         verdict = self._trust.check(job.entry.offer["executionRevision"])
         if verdict.ok:
             return True
-        finding = {"category": verdict.reason, "kid": verdict.kid,
-                   "policy": self._trust.policy.value, "trustedKids": list(self._trust.kids)}
+        finding = {
+            "category": verdict.reason,
+            "kid": verdict.kid,
+            "policy": self._trust.policy.value,
+            "trustedKids": list(self._trust.kids),
+        }
         if self._trust.refuses(verdict):
             self._events.error("exec.signature_invalid", **finding, **job.fields())
             self._fail_start(job, SIGNATURE_INVALID)

@@ -77,8 +77,11 @@ def parse_batch_response(body: bytes) -> Batch:
     if not isinstance(doc, dict):  # pragma: no cover - the schema requires an object
         raise ContractError("schema_invalid", "$: type", "type")
     idle = doc["idle"]
-    return Batch(doc["offers"], None if idle is None else parse_idle(idle),
-                 [(c["offerId"], c["category"]) for c in doc.get("conflicts", [])])
+    return Batch(
+        doc["offers"],
+        None if idle is None else parse_idle(idle),
+        [(c["offerId"], c["category"]) for c in doc.get("conflicts", [])],
+    )
 
 
 def validate_batch(batch: Batch, claim: PendingClaim, now_ms: int) -> list[InboxEntry]:

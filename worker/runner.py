@@ -449,11 +449,15 @@ class Runner:
             lifetime = self._rotator.rotate()
         except (RotationFailed, TransportError, CredentialError, OSError) as exc:
             self._rotator.failed(self._clock())
-            self._events.warning("credential.rotation_failed",
-                                 reason=getattr(exc, "reason", type(exc).__name__))
+            self._events.warning(
+                "credential.rotation_failed", reason=getattr(exc, "reason", type(exc).__name__)
+            )
             return
-        self._events.info("credential.rotated", credentialId=lifetime.credential_id,
-                          expiresAtMs=lifetime.expires_at_ms)
+        self._events.info(
+            "credential.rotated",
+            credentialId=lifetime.credential_id,
+            expiresAtMs=lifetime.expires_at_ms,
+        )
         self._heartbeat()
         self._checkpoint(FaultPoint.AFTER_ROTATE_FIRST_USE)
 
@@ -803,8 +807,12 @@ def _run(
 def _rotator(config: WorkerConfig, post: Callable[..., Any]) -> CredentialRotator:
     from qinglong.worker.transport import read_credential_file
 
-    return CredentialRotator(config.credential_file, config.worker_id, post,
-                             read_token=lambda: read_credential_file(config.credential_file))
+    return CredentialRotator(
+        config.credential_file,
+        config.worker_id,
+        post,
+        read_token=lambda: read_credential_file(config.credential_file),
+    )
 
 
 def _executor(

@@ -305,8 +305,10 @@ class _Connection:
         # would, without loading the IDNA codec (stringprep, unicodedata) to encode it.
         host_bytes = origin.host.encode("ascii")
         # typeshed types the host as str; getaddrinfo (under it) takes bytes as well.
-        raw = socket.create_connection((host_bytes, origin.port),  # type: ignore[arg-type]
-                                       timeout=deadline.remaining())
+        raw = socket.create_connection(
+            (host_bytes, origin.port),  # type: ignore[arg-type]
+            timeout=deadline.remaining(),
+        )
         try:
             # Header and body leave in one write; no Nagle delay waiting for an ACK.
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -81,8 +81,11 @@ class RevisionTrust:
             return cls(settings.policy, None)
         if settings.keys_file is None:
             if settings.policy is TrustPolicy.ENFORCE:
-                raise TrustError("invalid_trust", "trust policy enforce needs trust.keysFile "
-                                 "(--trust-keys FILE): a JWKS of the publishers' keys")
+                raise TrustError(
+                    "invalid_trust",
+                    "trust policy enforce needs trust.keysFile "
+                    "(--trust-keys FILE): a JWKS of the publishers' keys",
+                )
             return cls(settings.policy, None)
         from qinglong.schemas.signing import KeyFileError, TrustKeys
 

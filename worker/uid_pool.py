@@ -85,26 +85,34 @@ def parse_range(text: str) -> UidRange:
                          f"--run-as-range {text!r}: expected UID_FIRST-UID_LAST")  # fmt: skip
     first, last = int(first_text, 10), int(last_text, 10)
     if not 1 <= first <= last <= UID_MAX:
-        raise RunAsError("invalid_run_as_range",
-                         f"--run-as-range {text!r}: need 1 <= UID_FIRST <= UID_LAST <= {UID_MAX}")
+        raise RunAsError(
+            "invalid_run_as_range",
+            f"--run-as-range {text!r}: need 1 <= UID_FIRST <= UID_LAST <= {UID_MAX}",
+        )
     return UidRange(first, last)
 
 
 def check_range(uids: UidRange, *, slots: int, euid: int) -> None:
     """Refuse a range that is too narrow or not the worker's alone."""
     if len(uids) < slots:
-        raise RunAsError("run_as_range_too_small",
-                         f"--run-as-range {uids.text()} holds {len(uids)} uids, fewer than "
-                         f"the worker's {slots} slots: every concurrent run needs its own")
+        raise RunAsError(
+            "run_as_range_too_small",
+            f"--run-as-range {uids.text()} holds {len(uids)} uids, fewer than "
+            f"the worker's {slots} slots: every concurrent run needs its own",
+        )
     if euid in uids:
-        raise RunAsError("run_as_range_invalid",
-                         f"--run-as-range {uids.text()} holds the worker's own uid {euid}")
+        raise RunAsError(
+            "run_as_range_invalid",
+            f"--run-as-range {uids.text()} holds the worker's own uid {euid}",
+        )
     taken = [e.pw_uid for e in pwd.getpwall() if e.pw_uid in uids]
     if taken:
-        raise RunAsError("run_as_range_taken",
-                         f"--run-as-range {uids.text()} holds uid {min(taken)} of user "
-                         f"{pwd.getpwuid(min(taken)).pw_name}: the range must have no "
-                         "passwd entries (it is the worker's alone)")
+        raise RunAsError(
+            "run_as_range_taken",
+            f"--run-as-range {uids.text()} holds uid {min(taken)} of user "
+            f"{pwd.getpwuid(min(taken)).pw_name}: the range must have no "
+            "passwd entries (it is the worker's alone)",
+        )
     groups = [e.gr_gid for e in grp.getgrall() if e.gr_gid in uids]
     if groups:
         raise RunAsError("run_as_range_taken",

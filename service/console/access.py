@@ -64,8 +64,9 @@ def read_token_file(path: str) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise RemoteSetupError(f"--auth-token-file {path}: cannot open it: "
-                               f"{exc.strerror or exc}") from None
+        raise RemoteSetupError(
+            f"--auth-token-file {path}: cannot open it: {exc.strerror or exc}"
+        ) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -73,7 +74,8 @@ def read_token_file(path: str) -> bytes:
         if st.st_mode & 0o077:
             raise RemoteSetupError(
                 f"--auth-token-file {path}: readable or writable by group/other "
-                f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod 600 it")
+                f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod 600 it"
+            )
         raw = os.read(fd, TOKEN_FILE_LIMIT + 1)
     finally:
         os.close(fd)
@@ -81,7 +83,8 @@ def read_token_file(path: str) -> bytes:
     if len(raw) > TOKEN_FILE_LIMIT or not _TOKEN.fullmatch(text):
         raise RemoteSetupError(
             f"--auth-token-file {path}: must hold one token of {MIN_TOKEN_CHARS} to 1024 "
-            "printable ASCII characters without spaces")
+            "printable ASCII characters without spaces"
+        )
     return token_digest(text)
 
 
@@ -96,9 +99,10 @@ def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     try:
         ctx.load_cert_chain(cert_file, key_file)
     except (OSError, ssl.SSLError) as exc:
-        raise TlsConfigError(f"cannot load --tls-cert/--tls-key: {type(exc).__name__}: "
-                             f"{getattr(exc, 'reason', None) or exc.strerror or 'unusable'}"
-                             ) from None
+        raise TlsConfigError(
+            f"cannot load --tls-cert/--tls-key: {type(exc).__name__}: "
+            f"{getattr(exc, 'reason', None) or exc.strerror or 'unusable'}"
+        ) from None
     return ctx
 
 
@@ -190,7 +194,8 @@ def load_remote(config: ConsoleConfig) -> RemoteServing | None:
     if not config.allow_remote:
         return None
     if not (config.tls_cert and config.tls_key and config.auth_token_file):
-        raise RemoteSetupError("--allow-remote needs --tls-cert, --tls-key and "
-                               "--auth-token-file")  # ConsoleConfig refuses it first
+        raise RemoteSetupError(
+            "--allow-remote needs --tls-cert, --tls-key and --auth-token-file"
+        )  # ConsoleConfig refuses it first
     access = ConsoleAccess(token_digest=read_token_file(config.auth_token_file))
     return RemoteServing(tls_context(config.tls_cert, config.tls_key), access)

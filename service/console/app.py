@@ -36,9 +36,11 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 SECURITY_HEADERS = {
-    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; "
-                                "img-src 'self'; connect-src 'self'; form-action 'self'; "
-                                "base-uri 'none'; frame-ancestors 'none'"),
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; "
+        "img-src 'self'; connect-src 'self'; form-action 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'"
+    ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
@@ -49,7 +51,7 @@ def host_name(header: str) -> str:
     """The name part of a Host header value: without its port, an IPv6 literal unbracketed."""
     value = header.strip().lower()
     if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
+        return value[1 : value.find("]")] if "]" in value else value
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
@@ -65,11 +67,18 @@ def host_allowed(header: str | None, config: ConsoleConfig) -> bool:
 
 def _misdirected(request: web.Request, config: ConsoleConfig) -> web.Response:
     if config.allow_remote:
-        return views.error_page(request, ConsoleError(
-            421, "Host header names no host this console serves (its --allowed-host)"))
-    return views.error_page(request, ConsoleError(
-        400, "Host header names no loopback address of this console (a console "
-             "without --allow-remote answers only 127.0.0.1, localhost or [::1])"))
+        return views.error_page(
+            request,
+            ConsoleError(421, "Host header names no host this console serves (its --allowed-host)"),
+        )
+    return views.error_page(
+        request,
+        ConsoleError(
+            400,
+            "Host header names no loopback address of this console (a console "
+            "without --allow-remote answers only 127.0.0.1, localhost or [::1])",
+        ),
+    )
 
 
 def _methods(request: web.Request, config: ConsoleConfig) -> frozenset[str]:
@@ -91,9 +100,15 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
             return login.unauthorized(request, denial)
     allowed = _methods(request, config)
     if request.method not in allowed:
-        refused = views.error_page(request, ConsoleError(
-            405, "the console is read-only: only GET and HEAD" if allowed == READ_METHODS
-            else f"{request.path} answers {', '.join(sorted(allowed))} only"))
+        refused = views.error_page(
+            request,
+            ConsoleError(
+                405,
+                "the console is read-only: only GET and HEAD"
+                if allowed == READ_METHODS
+                else f"{request.path} answers {', '.join(sorted(allowed))} only",
+            ),
+        )
         refused.headers["Allow"] = ", ".join(sorted(allowed, key=["GET", "HEAD", "POST"].index))
         return refused
     try:
@@ -106,8 +121,9 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
         raise
     except Exception:  # a bug: logged, answered as the console's own page
         LOG.exception("console: %s %s failed", request.method, request.path)
-        return views.error_page(request, ConsoleError(500, "internal error (see the "
-                                                           "console's log)"))
+        return views.error_page(
+            request, ConsoleError(500, "internal error (see the console's log)")
+        )
 
 
 @web.middleware
@@ -127,8 +143,9 @@ async def read_only(request: web.Request, handler: Handler) -> web.StreamRespons
     return response
 
 
-def create_console_app(config: ConsoleConfig,
-                       access: ConsoleAccess | None = None) -> web.Application:
+def create_console_app(
+    config: ConsoleConfig, access: ConsoleAccess | None = None
+) -> web.Application:
     """The console; a remote one (--allow-remote) needs its `access` (token, sessions)."""
     if config.allow_remote and access is None:
         raise ValueError("a remote console needs its access token (ConsoleAccess)")

@@ -32,8 +32,10 @@ class Minute:
 
 
 def minutes_of(doc: Mapping[str, Any]) -> list[Minute]:
-    return [Minute(int(m["minuteMs"]), int(m["dispatched"]), int(m["succeeded"]),
-                   int(m["failed"])) for m in doc.get("minutes", [])]
+    return [
+        Minute(int(m["minuteMs"]), int(m["dispatched"]), int(m["succeeded"]), int(m["failed"]))
+        for m in doc.get("minutes", [])
+    ]
 
 
 def _x(index: int, count: int) -> float:
@@ -55,27 +57,59 @@ def _nice_top(peak: int) -> int:
 
 
 def _series(name: str, minutes: Sequence[Minute], top: int) -> Markup:
-    points = " ".join(f"{_x(i, len(minutes)):.1f},{_y(m.value(name), top):.1f}"
-                      for i, m in enumerate(minutes))
-    dots = [el("circle", el("title", f"{utc(m.at_ms)} {name} {m.value(name)}"),
-               cx=f"{_x(i, len(minutes)):.1f}", cy=f"{_y(m.value(name), top):.1f}", r="2.5")
-            for i, m in enumerate(minutes)]
-    return el("g", el("polyline", points=points), dots, class_=f"series {name}",
-              data_series=name, data_values=",".join(str(m.value(name)) for m in minutes))
+    points = " ".join(
+        f"{_x(i, len(minutes)):.1f},{_y(m.value(name), top):.1f}" for i, m in enumerate(minutes)
+    )
+    dots = [
+        el(
+            "circle",
+            el("title", f"{utc(m.at_ms)} {name} {m.value(name)}"),
+            cx=f"{_x(i, len(minutes)):.1f}",
+            cy=f"{_y(m.value(name), top):.1f}",
+            r="2.5",
+        )
+        for i, m in enumerate(minutes)
+    ]
+    return el(
+        "g",
+        el("polyline", points=points),
+        dots,
+        class_=f"series {name}",
+        data_series=name,
+        data_values=",".join(str(m.value(name)) for m in minutes),
+    )
 
 
 def _axes(minutes: Sequence[Minute], top: int) -> list[Markup]:
     base = HEIGHT - PAD_BOTTOM
-    parts = [el("line", x1=PAD_LEFT, y1=base, x2=WIDTH - PAD_RIGHT, y2=base, class_="axis"),
-             el("line", x1=PAD_LEFT, y1=PAD_TOP, x2=PAD_LEFT, y2=base, class_="axis"),
-             el("text", top, x=PAD_LEFT - 6, y=PAD_TOP + 4, class_="tick", text_anchor="end"),
-             el("text", 0, x=PAD_LEFT - 6, y=base + 4, class_="tick", text_anchor="end")]
+    parts = [
+        el("line", x1=PAD_LEFT, y1=base, x2=WIDTH - PAD_RIGHT, y2=base, class_="axis"),
+        el("line", x1=PAD_LEFT, y1=PAD_TOP, x2=PAD_LEFT, y2=base, class_="axis"),
+        el("text", top, x=PAD_LEFT - 6, y=PAD_TOP + 4, class_="tick", text_anchor="end"),
+        el("text", 0, x=PAD_LEFT - 6, y=base + 4, class_="tick", text_anchor="end"),
+    ]
     if minutes:
         first, last = minutes[0], minutes[-1]
-        parts.append(el("text", utc(first.at_ms)[11:16], x=_x(0, len(minutes)), y=HEIGHT - 8,
-                        class_="tick", text_anchor="start"))
-        parts.append(el("text", utc(last.at_ms)[11:16] + " UTC", x=_x(len(minutes) - 1,
-                        len(minutes)), y=HEIGHT - 8, class_="tick", text_anchor="end"))
+        parts.append(
+            el(
+                "text",
+                utc(first.at_ms)[11:16],
+                x=_x(0, len(minutes)),
+                y=HEIGHT - 8,
+                class_="tick",
+                text_anchor="start",
+            )
+        )
+        parts.append(
+            el(
+                "text",
+                utc(last.at_ms)[11:16] + " UTC",
+                x=_x(len(minutes) - 1, len(minutes)),
+                y=HEIGHT - 8,
+                class_="tick",
+                text_anchor="end",
+            )
+        )
     return parts
 
 
@@ -84,12 +118,22 @@ def throughput_svg(doc: Mapping[str, Any]) -> Markup:
     minutes = minutes_of(doc)
     peak = max((m.value(s) for m in minutes for s in SERIES), default=0)
     top = _nice_top(peak)
-    return el("svg", el("title", "Runs per minute, last 15 minutes"), _axes(minutes, top),
-              [_series(name, minutes, top) for name in SERIES],
-              xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {WIDTH} {HEIGHT}",
-              class_="chart", role="img", id="throughput-chart")
+    return el(
+        "svg",
+        el("title", "Runs per minute, last 15 minutes"),
+        _axes(minutes, top),
+        [_series(name, minutes, top) for name in SERIES],
+        xmlns="http://www.w3.org/2000/svg",
+        viewBox=f"0 0 {WIDTH} {HEIGHT}",
+        class_="chart",
+        role="img",
+        id="throughput-chart",
+    )
 
 
 def legend() -> Markup:
-    return el("ul", [el("li", el("span", class_=f"swatch {name}"), name) for name in SERIES],
-              class_="legend")
+    return el(
+        "ul",
+        [el("li", el("span", class_=f"swatch {name}"), name) for name in SERIES],
+        class_="legend",
+    )

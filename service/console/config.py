@@ -44,8 +44,10 @@ def normal_host(value: str) -> str:
     except ValueError:
         pass
     if len(name) > 253 or not _HOST_NAME.fullmatch(name):
-        raise ValueError(f"--allowed-host {value!r} is not a host name or IP address "
-                         "(no port, scheme or wildcard)")
+        raise ValueError(
+            f"--allowed-host {value!r} is not a host name or IP address "
+            "(no port, scheme or wildcard)"
+        )
     return name
 
 
@@ -79,7 +81,8 @@ class ConsoleConfig:
             raise RemoteBindRefused(
                 f"refusing to serve the console on {self.host!r}: it is not a loopback "
                 "address; pass --allow-remote (with --tls-cert, --tls-key, "
-                "--auth-token-file and --allowed-host) to expose it")
+                "--auth-token-file and --allowed-host) to expose it"
+            )
         self._check_remote_flags()
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is not a TCP port")
@@ -92,9 +95,12 @@ class ConsoleConfig:
         object.__setattr__(self, "allowed_hosts", hosts)
 
     def _remote_flags(self) -> dict[str, bool]:
-        return {"--tls-cert FILE": bool(self.tls_cert), "--tls-key FILE": bool(self.tls_key),
-                "--auth-token-file FILE": bool(self.auth_token_file),
-                "--allowed-host HOST": bool(self.allowed_hosts)}
+        return {
+            "--tls-cert FILE": bool(self.tls_cert),
+            "--tls-key FILE": bool(self.tls_key),
+            "--auth-token-file FILE": bool(self.auth_token_file),
+            "--allowed-host HOST": bool(self.allowed_hosts),
+        }
 
     def _check_remote_flags(self) -> None:
         flags = self._remote_flags()
@@ -104,17 +110,30 @@ class ConsoleConfig:
                 raise RemoteBindRefused(
                     "--allow-remote requires " + ", ".join(missing) + " (missing): a remote "
                     "console is served only over TLS, to requests that present the access "
-                    "token and name an allowed host")
+                    "token and name an allowed host"
+                )
             return
         stray = [flag.split()[0] for flag, given in flags.items() if given]
         if stray:
-            raise RemoteBindRefused(", ".join(stray) + " apply only with --allow-remote "
-                                    "(a loopback console is plain HTTP without a token)")
+            raise RemoteBindRefused(
+                ", ".join(stray) + " apply only with --allow-remote "
+                "(a loopback console is plain HTTP without a token)"
+            )
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in (
-            "host", "port", "allow_remote", "refresh_s", "tls_cert", "tls_key",
-            "auth_token_file", "allowed_hosts"))
+        shown = ", ".join(
+            f"{name}={getattr(self, name)!r}"
+            for name in (
+                "host",
+                "port",
+                "allow_remote",
+                "refresh_s",
+                "tls_cert",
+                "tls_key",
+                "auth_token_file",
+                "allowed_hosts",
+            )
+        )
         return f"ConsoleConfig(dsn={redacted_dsn(self.dsn)!r}, {shown})"
 
     __str__ = __repr__

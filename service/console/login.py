@@ -34,7 +34,7 @@ REALM = 'Bearer realm="qinglong-console"'
 _MESSAGES = {
     Denial.MISSING: "log in with the console's access token",
     Denial.INVALID: "the token or session is not valid (wrong token, logged out, expired "
-                    "or the console restarted): log in again",
+    "or the console restarted): log in again",
 }
 
 
@@ -63,15 +63,28 @@ def authenticate(request: web.Request) -> Denial | None:
 
 def login_page(message: str | None, status: int = 200) -> web.Response:
     """The login form, server-rendered; `message` (never the token) above it."""
-    form = el("form",
-              el("label", "Access token", for_="token"),
-              el("input", type="password", name="token", id="token", required=True,
-                 autocomplete="current-password", autofocus=True),
-              el("button", "Log in", type="submit", id="login-submit"),
-              method="post", action="/login", id="login", class_="login")
+    form = el(
+        "form",
+        el("label", "Access token", for_="token"),
+        el(
+            "input",
+            type="password",
+            name="token",
+            id="token",
+            required=True,
+            autocomplete="current-password",
+            autofocus=True,
+        ),
+        el("button", "Log in", type="submit", id="login-submit"),
+        method="post",
+        action="/login",
+        id="login",
+        class_="login",
+    )
     notice = el("p", message, class_="error", id="error") if message else None
-    markup = page(title="Log in", current="", now_ms=int(time.time() * 1000), refresh_s=0,
-                  body=[notice, form])
+    markup = page(
+        title="Log in", current="", now_ms=int(time.time() * 1000), refresh_s=0, body=[notice, form]
+    )
     return html_response(markup, status=status)
 
 
@@ -81,8 +94,9 @@ def unauthorized(request: web.Request, denial: Denial) -> web.Response:
     if "text/html" in request.headers.get("Accept", ""):
         response = login_page(message, status=401)
     else:
-        response = web.json_response({"error": "unauthorized", "reason": denial.value,
-                                      "message": message}, status=401)
+        response = web.json_response(
+            {"error": "unauthorized", "reason": denial.value, "message": message}, status=401
+        )
     challenge = REALM if denial is Denial.MISSING else f'{REALM}, error="invalid_token"'
     response.headers["WWW-Authenticate"] = challenge
     return response
@@ -99,8 +113,9 @@ def same_origin(request: web.Request) -> bool:
 
 def _check_post(request: web.Request) -> None:
     if not same_origin(request):
-        raise ConsoleError(403, "cross-origin POST refused: log in and out from the "
-                                "console's own pages")
+        raise ConsoleError(
+            403, "cross-origin POST refused: log in and out from the console's own pages"
+        )
 
 
 async def _form_token(request: web.Request) -> str | None:
@@ -130,8 +145,15 @@ async def login(request: web.Request) -> web.Response:
     if token is None or not access.token_matches(token):
         return login_page("wrong token", status=401)
     response = web.Response(status=303, headers={"Location": "/"})
-    response.set_cookie(SESSION_COOKIE, access.issue(_now_s()), max_age=access.ttl_s, path="/",
-                        secure=True, httponly=True, samesite="Strict")
+    response.set_cookie(
+        SESSION_COOKIE,
+        access.issue(_now_s()),
+        max_age=access.ttl_s,
+        path="/",
+        secure=True,
+        httponly=True,
+        samesite="Strict",
+    )
     return response
 
 
@@ -144,6 +166,7 @@ async def logout(request: web.Request) -> web.Response:
     if session is not None:
         access.revoke(session, _now_s())
     response = web.Response(status=303, headers={"Location": "/login"})
-    response.set_cookie(SESSION_COOKIE, "", max_age=0, path="/", secure=True, httponly=True,
-                        samesite="Strict")
+    response.set_cookie(
+        SESSION_COOKIE, "", max_age=0, path="/", secure=True, httponly=True, samesite="Strict"
+    )
     return response

@@ -49,36 +49,52 @@ async def load(reader: Reader, run: Doc) -> LogPage | None:
     if not attempts:
         return None
     latest = max(a["number"] for a in attempts)
-    return await reader.read(api.run_log(run_id=run["run"]["runId"], attempt_no=latest,
-                                         offset=0, max_bytes=PAGE_BYTES))
+    return await reader.read(
+        api.run_log(run_id=run["run"]["runId"], attempt_no=latest, offset=0, max_bytes=PAGE_BYTES)
+    )
 
 
 def render(page: LogPage | None) -> Markup:
     if page is None:
         return section("Log", el("p", "no attempt yet", class_="muted"), id_="log-section")
     follow = not page.finished
-    state = ("running: new output appears here as it is stored" if not page.ended
-             else "the attempt ended")
+    state = (
+        "running: new output appears here as it is stored"
+        if not page.ended
+        else "the attempt ended"
+    )
     body: list[Markup] = []
     if page.stored_bytes == 0 and not follow:
         body.append(el("p", "no log stored", class_="muted", id="log-empty"))
     else:
-        body.append(el("pre", page.text, class_="log", id="log", data_run=page.run_id,
-                       data_attempt=page.attempt_number, data_next_offset=page.next_offset,
-                       data_follow="true" if follow else "false"))
+        body.append(
+            el(
+                "pre",
+                page.text,
+                class_="log",
+                id="log",
+                data_run=page.run_id,
+                data_attempt=page.attempt_number,
+                data_next_offset=page.next_offset,
+                data_follow="true" if follow else "false",
+            )
+        )
     line = page.trailer()
-    body.append(el("p", line or "", class_="warn log-trailer", id="log-trailer",
-                   hidden=line is None))
-    body.append(el("p", f"{page.stored_bytes} bytes stored · {state}", class_="muted",
-                   id="log-state"))
+    body.append(
+        el("p", line or "", class_="warn log-trailer", id="log-trailer", hidden=line is None)
+    )
+    body.append(
+        el("p", f"{page.stored_bytes} bytes stored · {state}", class_="muted", id="log-state")
+    )
     return section(f"Log · attempt {page.attempt_number}", body, id_="log-section")
 
 
 def _query(query: MultiMapping[str]) -> tuple[int, int]:
     unknown = sorted(set(query.keys()) - _PARAMS)
     if unknown:
-        raise ConsoleError(400, f"unknown query parameter {unknown[0]!r} "
-                                "(expected attempt, offset)")
+        raise ConsoleError(
+            400, f"unknown query parameter {unknown[0]!r} (expected attempt, offset)"
+        )
     attempt, offset = query.getall("attempt", []), query.getall("offset", [])
     if len(attempt) != 1 or not _ATTEMPT.fullmatch(attempt[0]):
         raise ConsoleError(400, "attempt must be given once, an integer >= 1")
@@ -92,7 +108,12 @@ async def endpoint(request: web.Request, reader: Reader) -> web.Response:
     attempt, offset = _query(request.query)
     if not _UUID.fullmatch(request.match_info["run_id"]):
         raise ConsoleError(400, "runId must be a lowercase canonical UUID")
-    page = await reader.read(api.run_log(run_id=request.match_info["run_id"],
-                                         attempt_no=attempt, offset=offset,
-                                         max_bytes=POLL_BYTES))
+    page = await reader.read(
+        api.run_log(
+            run_id=request.match_info["run_id"],
+            attempt_no=attempt,
+            offset=offset,
+            max_bytes=POLL_BYTES,
+        )
+    )
     return web.json_response({**page.as_json(), "trailer": page.trailer()})

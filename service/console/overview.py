@@ -44,10 +44,17 @@ class Overview:
 
 
 async def load(reader: Reader) -> Overview:
-    read = await reader.read_all([
-        api.run_state_counts(), api.queue_depth(), api.throughput(minutes=15),
-        api.waiting_runs(limit=20), api.live_sessions(limit=SESSION_LIMIT),
-        api.recent_denials(limit=20), api.expiring_identities(limit=EXPIRING_LIMIT)])
+    read = await reader.read_all(
+        [
+            api.run_state_counts(),
+            api.queue_depth(),
+            api.throughput(minutes=15),
+            api.waiting_runs(limit=20),
+            api.live_sessions(limit=SESSION_LIMIT),
+            api.recent_denials(limit=20),
+            api.expiring_identities(limit=EXPIRING_LIMIT),
+        ]
+    )
     # The page renders the documents as the database built them.
     return Overview(*(answer.doc for answer in read))
 
@@ -60,11 +67,18 @@ def _count(entry: Doc) -> str:
 
 
 def _states(view: Overview) -> Markup:
-    rows = [[el("a", s["state"], href="/runs?" + urlencode({"state": s["state"]})),
-             el("span", _count(s), data_state=s["state"], class_="count")]
-            for s in view.states["states"]]
-    return section("Runs by state", table(["state", "runs"], rows, empty="no runs",
-                                          id_="runs-by-state"), id_="states")
+    rows = [
+        [
+            el("a", s["state"], href="/runs?" + urlencode({"state": s["state"]})),
+            el("span", _count(s), data_state=s["state"], class_="count"),
+        ]
+        for s in view.states["states"]
+    ]
+    return section(
+        "Runs by state",
+        table(["state", "runs"], rows, empty="no runs", id_="runs-by-state"),
+        id_="states",
+    )
 
 
 def _scheduled(view: Overview) -> tuple[str, Markup]:
@@ -73,63 +87,116 @@ def _scheduled(view: Overview) -> tuple[str, Markup]:
     scheduled = view.depth["scheduled"]
     next_due = scheduled.get("nextDueAtMs")
     words = f"scheduled {_count(scheduled)}" + (
-        f" (next due in {duration(next_due - view.now_ms)})" if next_due is not None else "")
-    rows = [[p["priority"], el("span", _count({"runs": p["runs"],
-                                               "capped": scheduled["capped"]}),
-                               class_="badge scheduled")]
-            for p in scheduled["byPriority"]]
-    return words, table(["priority", "scheduled runs"], rows, empty="no scheduled run",
-                        id_="scheduled-by-priority")
+        f" (next due in {duration(next_due - view.now_ms)})" if next_due is not None else ""
+    )
+    rows = [
+        [
+            p["priority"],
+            el(
+                "span",
+                _count({"runs": p["runs"], "capped": scheduled["capped"]}),
+                class_="badge scheduled",
+            ),
+        ]
+        for p in scheduled["byPriority"]
+    ]
+    return words, table(
+        ["priority", "scheduled runs"], rows, empty="no scheduled run", id_="scheduled-by-priority"
+    )
 
 
 def _task_depth(task: Doc, cap: int) -> list[Markup | str]:
-    dispatching = {"runs": task["dispatching"],
-                   "capped": task["dispatching"] >= cap and task["capped"]}
-    return [el("a", f"{task['project']}/{task['task']}", title=f"task {task['taskId']}",
-               href="/runs?" + urlencode({"task": task["taskId"], "state": "queued"})),
-            el("span", task["pool"], class_="pool"),
-            _count({"runs": task["ready"], "capped": task["readyCapped"]}),
-            _count({"runs": task["scheduled"], "capped": task["scheduledCapped"]}),
-            _count(dispatching)]
+    dispatching = {
+        "runs": task["dispatching"],
+        "capped": task["dispatching"] >= cap and task["capped"],
+    }
+    return [
+        el(
+            "a",
+            f"{task['project']}/{task['task']}",
+            title=f"task {task['taskId']}",
+            href="/runs?" + urlencode({"task": task["taskId"], "state": "queued"}),
+        ),
+        el("span", task["pool"], class_="pool"),
+        _count({"runs": task["ready"], "capped": task["readyCapped"]}),
+        _count({"runs": task["scheduled"], "capped": task["scheduledCapped"]}),
+        _count(dispatching),
+    ]
 
 
 def _queue(view: Overview) -> Markup:
     depth, counts = view.depth, {e["state"]: e for e in view.states["states"]}
     oldest = max((p["oldestWaitingAgeMs"] for p in depth["byPriority"]), default=None)
     scheduled_words, scheduled = _scheduled(view)
-    summary = el("p", f"queued {_count(counts['queued'])} · dispatching "
-                      f"{_count(counts['dispatching'])} · oldest ready run waiting "
-                      f"{duration(oldest)} · {scheduled_words}",
-                 id="queue-summary")
-    priorities = table(["priority", "ready runs", "oldest waiting"],
-                       [[p["priority"], _count(p), duration(p["oldestWaitingAgeMs"])]
-                        for p in depth["byPriority"]], empty="no ready run", id_="by-priority")
-    tasks = table(["project / task", "pool", "ready", "scheduled", "dispatching"],
-                  [_task_depth(t, depth["cap"]) for t in depth["byTask"]],
-                  empty="no task has runs waiting", id_="by-task")
+    summary = el(
+        "p",
+        f"queued {_count(counts['queued'])} · dispatching "
+        f"{_count(counts['dispatching'])} · oldest ready run waiting "
+        f"{duration(oldest)} · {scheduled_words}",
+        id="queue-summary",
+    )
+    priorities = table(
+        ["priority", "ready runs", "oldest waiting"],
+        [
+            [p["priority"], _count(p), duration(p["oldestWaitingAgeMs"])]
+            for p in depth["byPriority"]
+        ],
+        empty="no ready run",
+        id_="by-priority",
+    )
+    tasks = table(
+        ["project / task", "pool", "ready", "scheduled", "dispatching"],
+        [_task_depth(t, depth["cap"]) for t in depth["byTask"]],
+        empty="no task has runs waiting",
+        id_="by-task",
+    )
     more = depth["tasksWithRuns"] - len(depth["byTask"])
     note = el("p", f"and {more} more tasks", class_="muted") if more > 0 else None
-    examined = (el("p", f"only the first {depth['tasksExamined']} tasks examined",
-                   class_="warn", id="tasks-capped") if depth.get("tasksCapped") else None)
-    return section("Queue", summary,
-                   el("div", el("div", priorities, scheduled),
-                      el("div", tasks, note, examined), class_="cols"),
-                   id_="queue")
+    examined = (
+        el(
+            "p",
+            f"only the first {depth['tasksExamined']} tasks examined",
+            class_="warn",
+            id="tasks-capped",
+        )
+        if depth.get("tasksCapped")
+        else None
+    )
+    return section(
+        "Queue",
+        summary,
+        el(
+            "div", el("div", priorities, scheduled), el("div", tasks, note, examined), class_="cols"
+        ),
+        id_="queue",
+    )
 
 
 def _throughput(view: Overview) -> Markup:
     minutes = minutes_of(view.throughput)
     capped = view.throughput.get("capped", {})
     about = "≈ " if any(capped.values()) else ""
-    totals = " · ".join(f"{name} {about}{sum(m.value(name) for m in minutes)}"
-                        for name in SERIES)
-    note = (el("p", f"≈ estimated: a minute with more than {view.throughput['cap']} rows in a "
-                    "series is extrapolated from the rate of its first "
-                    f"{view.throughput['cap']}", class_="warn", id="throughput-estimated")
-            if any(capped.values()) else None)
-    return section("Throughput, last 15 minutes (runs per minute)", legend(),
-                   throughput_svg(view.throughput), el("p", totals, id="throughput-totals"),
-                   note, id_="throughput")
+    totals = " · ".join(f"{name} {about}{sum(m.value(name) for m in minutes)}" for name in SERIES)
+    note = (
+        el(
+            "p",
+            f"≈ estimated: a minute with more than {view.throughput['cap']} rows in a "
+            "series is extrapolated from the rate of its first "
+            f"{view.throughput['cap']}",
+            class_="warn",
+            id="throughput-estimated",
+        )
+        if any(capped.values())
+        else None
+    )
+    return section(
+        "Throughput, last 15 minutes (runs per minute)",
+        legend(),
+        throughput_svg(view.throughput),
+        el("p", totals, id="throughput-totals"),
+        note,
+        id_="throughput",
+    )
 
 
 def _mismatches(entry: Doc) -> str:
@@ -138,73 +205,178 @@ def _mismatches(entry: Doc) -> str:
 
 
 def _waiting(view: Overview) -> Markup:
-    rows = [[run_link(r["runId"]), f"{r['project']}/{r['task']}", r["priority"],
-             duration(r["waitingMs"]), badge(r["verdict"]),
-             f"{r['sessionsMatching']} / {r['sessionsWithFreeSlots']}", _mismatches(r)]
-            for r in view.waiting["runs"]]
+    rows = [
+        [
+            run_link(r["runId"]),
+            f"{r['project']}/{r['task']}",
+            r["priority"],
+            duration(r["waitingMs"]),
+            badge(r["verdict"]),
+            f"{r['sessionsMatching']} / {r['sessionsWithFreeSlots']}",
+            _mismatches(r),
+        ]
+        for r in view.waiting["runs"]
+    ]
     waiting = view.waiting
-    head = el("p", f"live sessions {waiting['liveSessions']}"
-                   + (" (first 200 evaluated)" if waiting["sessionsCapped"] else "")
-                   + f" · {waiting['scanned']} queue entries read"
-                   + (" (first 64 priorities only)" if waiting.get("prioritiesCapped") else "")
-                   + (" · the 50 most recently seen distinct capability sets evaluated "
-                      "(counts are lower bounds)" if waiting.get("capabilitiesCapped") else ""),
-              class_="muted", id="waiting-scope")
-    return section("Waiting: can a live session take the oldest runs?", head,
-                   table(["run", "task", "priority", "waiting", "verdict",
-                          "matching / with free slots", "sessions failing on"], rows,
-                         empty="no run is waiting", id_="waiting-runs"), id_="waiting")
+    head = el(
+        "p",
+        f"live sessions {waiting['liveSessions']}"
+        + (" (first 200 evaluated)" if waiting["sessionsCapped"] else "")
+        + f" · {waiting['scanned']} queue entries read"
+        + (" (first 64 priorities only)" if waiting.get("prioritiesCapped") else "")
+        + (
+            " · the 50 most recently seen distinct capability sets evaluated "
+            "(counts are lower bounds)"
+            if waiting.get("capabilitiesCapped")
+            else ""
+        ),
+        class_="muted",
+        id="waiting-scope",
+    )
+    return section(
+        "Waiting: can a live session take the oldest runs?",
+        head,
+        table(
+            [
+                "run",
+                "task",
+                "priority",
+                "waiting",
+                "verdict",
+                "matching / with free slots",
+                "sessions failing on",
+            ],
+            rows,
+            empty="no run is waiting",
+            id_="waiting-runs",
+        ),
+        id_="waiting",
+    )
 
 
 def _sessions(view: Overview) -> Markup:
     listed = view.sessions["sessions"]
-    rows = [[el("a", s["worker"], href="/workers"),
-             [short_id(s["sessionId"]), " ", badge("draining") if s.get("draining") else None],
-             f"{s['slotsUsed']} / {s['slots']}", s["slotsFree"], pairs(s.get("labels")),
-             pairs(s.get("runtimes")), age(view.now_ms, s["lastSeenAtMs"]),
-             badge("expired") if s["expired"] else duration(s["expiresAtMs"] - view.now_ms)]
-            for s in listed]
+    rows = [
+        [
+            el("a", s["worker"], href="/workers"),
+            [short_id(s["sessionId"]), " ", badge("draining") if s.get("draining") else None],
+            f"{s['slotsUsed']} / {s['slots']}",
+            s["slotsFree"],
+            pairs(s.get("labels")),
+            pairs(s.get("runtimes")),
+            age(view.now_ms, s["lastSeenAtMs"]),
+            badge("expired") if s["expired"] else duration(s["expiresAtMs"] - view.now_ms),
+        ]
+        for s in listed
+    ]
     used, slots = sum(s["slotsUsed"] for s in listed), sum(s["slots"] for s in listed)
     draining = sum(1 for s in listed if s.get("draining"))
-    head = el("p", f"open {len(listed)}" + (f" ({draining} draining)" if draining else "")
-                   + (f" (first {SESSION_LIMIT})"
-                                              if view.sessions["truncated"] else "")
-                   + f" · slots {used} / {slots} used", class_="muted")
-    return section("Workers and sessions", head,
-                   table(["worker", "session", "slots used", "free", "labels", "runtimes",
-                          "last seen", "expires in"], rows, empty="no open session",
-                         id_="sessions"),
-                   id_="workers")
+    head = el(
+        "p",
+        f"open {len(listed)}"
+        + (f" ({draining} draining)" if draining else "")
+        + (f" (first {SESSION_LIMIT})" if view.sessions["truncated"] else "")
+        + f" · slots {used} / {slots} used",
+        class_="muted",
+    )
+    return section(
+        "Workers and sessions",
+        head,
+        table(
+            [
+                "worker",
+                "session",
+                "slots used",
+                "free",
+                "labels",
+                "runtimes",
+                "last seen",
+                "expires in",
+            ],
+            rows,
+            empty="no open session",
+            id_="sessions",
+        ),
+        id_="workers",
+    )
 
 
 def _denials(view: Overview) -> Markup:
-    rows = [[utc(d["atMs"]), age(view.now_ms, d["atMs"]), d["action"], d["reason"],
-             short_id(d.get("workerId")), d.get("credentialId") or "—"]
-            for d in view.denials["denials"]]
-    return section("Authentication denials (latest, last 24 hours)",
-                   table(["at", "age", "action", "reason", "worker", "credential"], rows,
-                         empty="no denial in the last 24 hours", id_="denials"),
-                   id_="denials-section")
+    rows = [
+        [
+            utc(d["atMs"]),
+            age(view.now_ms, d["atMs"]),
+            d["action"],
+            d["reason"],
+            short_id(d.get("workerId")),
+            d.get("credentialId") or "—",
+        ]
+        for d in view.denials["denials"]
+    ]
+    return section(
+        "Authentication denials (latest, last 24 hours)",
+        table(
+            ["at", "age", "action", "reason", "worker", "credential"],
+            rows,
+            empty="no denial in the last 24 hours",
+            id_="denials",
+        ),
+        id_="denials-section",
+    )
 
 
 def _expiring(view: Overview) -> Markup:
     """SPEC §16.3: credentials and certificates that expire within 14 days."""
     found = view.expiring
-    rows = [["credential", c["credentialId"], c["worker"], utc(c["expiresAtMs"]),
-             duration(c["expiresAtMs"] - view.now_ms)] for c in found.get("credentials", [])]
-    rows += [["certificate", c["serial"], c["worker"], utc(c["notAfterMs"]),
-              duration(c["notAfterMs"] - view.now_ms)] for c in found.get("certificates", [])]
+    rows = [
+        [
+            "credential",
+            c["credentialId"],
+            c["worker"],
+            utc(c["expiresAtMs"]),
+            duration(c["expiresAtMs"] - view.now_ms),
+        ]
+        for c in found.get("credentials", [])
+    ]
+    rows += [
+        [
+            "certificate",
+            c["serial"],
+            c["worker"],
+            utc(c["notAfterMs"]),
+            duration(c["notAfterMs"] - view.now_ms),
+        ]
+        for c in found.get("certificates", [])
+    ]
     rows.sort(key=lambda row: row[3])
-    head = el("p", f"credentials {found.get('credentialsTotal', 0)} · certificates "
-                   f"{found.get('certificatesTotal', 0)}"
-                   + (f" (first {EXPIRING_LIMIT} of each)" if found.get("truncated") else ""),
-              class_="muted")
-    return section("Expiring within 14 days", head,
-                   table(["kind", "id", "worker", "expires", "in"], rows,
-                         empty="nothing expires within 14 days", id_="expiring"),
-                   id_="expiring-section")
+    head = el(
+        "p",
+        f"credentials {found.get('credentialsTotal', 0)} · certificates "
+        f"{found.get('certificatesTotal', 0)}"
+        + (f" (first {EXPIRING_LIMIT} of each)" if found.get("truncated") else ""),
+        class_="muted",
+    )
+    return section(
+        "Expiring within 14 days",
+        head,
+        table(
+            ["kind", "id", "worker", "expires", "in"],
+            rows,
+            empty="nothing expires within 14 days",
+            id_="expiring",
+        ),
+        id_="expiring-section",
+    )
 
 
 def render(view: Overview) -> Markup:
-    return join([el("div", _states(view), _queue(view), class_="cols"), _throughput(view),
-                 _waiting(view), _sessions(view), _expiring(view), _denials(view)])
+    return join(
+        [
+            el("div", _states(view), _queue(view), class_="cols"),
+            _throughput(view),
+            _waiting(view),
+            _sessions(view),
+            _expiring(view),
+            _denials(view),
+        ]
+    )

@@ -26,8 +26,9 @@ from qinglong.db.errors import DbError, PermissionDenied, Refused, translate
 T = TypeVar("T")
 
 STATEMENT_TIMEOUT_MS = 5000
-CONNECTION_OPTIONS = (f"-c statement_timeout={STATEMENT_TIMEOUT_MS} "
-                      "-c default_transaction_read_only=on")
+CONNECTION_OPTIONS = (
+    f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c default_transaction_read_only=on"
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,9 @@ def _error_of(error: DbError) -> ConsoleError:
     if isinstance(error, Refused) and error.http_status in (400, 404):
         return ConsoleError(error.http_status, error.message or error.reason)
     if isinstance(error, PermissionDenied):
-        return ConsoleError(503, "the console's database role may not run this read "
-                                 "(grant it ql_readonly)")
+        return ConsoleError(
+            503, "the console's database role may not run this read (grant it ql_readonly)"
+        )
     return ConsoleError(503, "database unavailable")
 
 
@@ -52,10 +54,19 @@ class Reader:
 
     def __init__(self, dsn: str, *, max_size: int = 7) -> None:  # the overview: 7 reads
         self._pool = AsyncConnectionPool(
-            dsn, min_size=1, max_size=max_size, open=False, name="qinglong-console",
-            kwargs={"autocommit": True, "application_name": "qinglong-console",
-                    "options": CONNECTION_OPTIONS},
-            timeout=5.0, reconnect_timeout=5.0)
+            dsn,
+            min_size=1,
+            max_size=max_size,
+            open=False,
+            name="qinglong-console",
+            kwargs={
+                "autocommit": True,
+                "application_name": "qinglong-console",
+                "options": CONNECTION_OPTIONS,
+            },
+            timeout=5.0,
+            reconnect_timeout=5.0,
+        )
 
     async def open(self) -> None:
         await self._pool.open(wait=False)

@@ -27,8 +27,9 @@ async def _serve(config: ConsoleConfig, remote: RemoteServing | None) -> None:
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port,
-                           ssl_context=remote.ssl_context if remote else None)
+        site = web.TCPSite(
+            runner, config.host, config.port, ssl_context=remote.ssl_context if remote else None
+        )
         await site.start()
         port = runner.addresses[0][1] if runner.addresses else config.port
         sys.stdout.write(f"console: {replace(config, port=port).url}\n")
@@ -51,7 +52,9 @@ def serve_forever(config: ConsoleConfig) -> int:
     try:
         asyncio.run(_serve(config, remote))
     except OSError as exc:
-        sys.stderr.write(f"qinglong console: cannot listen on {config.host}:{config.port}: "
-                         f"{exc.strerror or exc}\n")
+        sys.stderr.write(
+            f"qinglong console: cannot listen on {config.host}:{config.port}: "
+            f"{exc.strerror or exc}\n"
+        )
         return 1
     return 0

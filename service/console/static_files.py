@@ -9,8 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-CONTENT_TYPES = {".css": "text/css", ".js": "text/javascript", ".png": "image/png",
-                 ".svg": "image/svg+xml"}
+CONTENT_TYPES = {
+    ".css": "text/css",
+    ".js": "text/javascript",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,7 @@ def load_static() -> StaticFiles:
     folder = resources.files("qinglong.service.console").joinpath("static")
     assets = {}
     for entry in folder.iterdir():
-        suffix = entry.name[entry.name.rfind("."):]
+        suffix = entry.name[entry.name.rfind(".") :]
         if entry.is_file() and suffix in CONTENT_TYPES:
             assets[entry.name] = Asset(entry.read_bytes(), CONTENT_TYPES[suffix])
     return StaticFiles(assets)

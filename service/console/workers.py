@@ -55,9 +55,17 @@ async def load(reader: Reader, after: str | None) -> WorkersView:
 
 def _identity(worker: Doc) -> Markup:
     """The name, then the full worker id (one click selects all of it)."""
-    return el("span", el("span", worker["name"], class_="worker-name"), el("br"),
-              el("code", worker["workerId"], class_="worker-id",
-                 title="worker id (admin worker … --worker ID)"))
+    return el(
+        "span",
+        el("span", worker["name"], class_="worker-name"),
+        el("br"),
+        el(
+            "code",
+            worker["workerId"],
+            class_="worker-id",
+            title="worker id (admin worker … --worker ID)",
+        ),
+    )
 
 
 def _pools(worker: Doc) -> Markup:
@@ -76,28 +84,41 @@ def _pools(worker: Doc) -> Markup:
 
 def _granted_labels(worker: Doc) -> Markup:
     """The labels an operator granted, and whether it may declare its own."""
-    self_labels = ("self-labels on" if worker.get("selfLabels")
-                   else "self-labels off")
-    return el("span", pairs(worker.get("grantedLabels")), el("br"),
-              el("span", self_labels, class_="muted self-labels"), class_="granted-labels")
+    self_labels = "self-labels on" if worker.get("selfLabels") else "self-labels off"
+    return el(
+        "span",
+        pairs(worker.get("grantedLabels")),
+        el("br"),
+        el("span", self_labels, class_="muted self-labels"),
+        class_="granted-labels",
+    )
 
 
 def _row(worker: Doc, live: Doc | None, now_ms: int) -> list[Any]:
     session = worker.get("session")
     creds = ", ".join(f"{c['credentialId']} ({c['state']})" for c in worker["credentials"])
-    trusted = [_identity(worker), badge("disabled") if worker["disabled"] else "enabled",
-               _pools(worker), _granted_labels(worker)]
+    trusted = [
+        _identity(worker),
+        badge("disabled") if worker["disabled"] else "enabled",
+        _pools(worker),
+        _granted_labels(worker),
+    ]
     if session is None:
         return [*trusted, "—", "—", "—", "—", "—", "—", creds or "—"]
     used = live["slotsUsed"] if live else session["liveLeases"]
     free = live["slotsFree"] if live else max(session["slots"] - used, 0)
     seen = session.get("lastSeenAtMs")
     state = badge("expired") if live and live["expired"] else badge(session["state"])
-    return [*trusted,
-            el("span", short_id(session["sessionId"]), " ", state, title=session["sessionId"]),
-            pairs(session.get("labels")), pairs(live.get("runtimes") if live else None),
-            f"{used} / {session['slots']}", free,
-            el("span", age(now_ms, seen), title=utc(seen)), creds or "—"]
+    return [
+        *trusted,
+        el("span", short_id(session["sessionId"]), " ", state, title=session["sessionId"]),
+        pairs(session.get("labels")),
+        pairs(live.get("runtimes") if live else None),
+        f"{used} / {session['slots']}",
+        free,
+        el("span", age(now_ms, seen), title=utc(seen)),
+        creds or "—",
+    ]
 
 
 def render(view: WorkersView, now_ms: int) -> Markup:
@@ -107,7 +128,26 @@ def render(view: WorkersView, now_ms: int) -> Markup:
     if view.workers.get("next"):
         cursor = urlencode({"after": view.workers["next"]})
         pager.append(el("a", "next →", href=f"/workers?{cursor}", rel="next", id="next-workers"))
-    return join([table(["worker", "status", "pools", "granted labels", "session",
-                        "declared labels", "runtimes", "slots used", "free", "last seen",
-                        "credentials"], rows, empty="no worker registered", id_="workers"),
-                 el("p", pager, class_="pager")])
+    return join(
+        [
+            table(
+                [
+                    "worker",
+                    "status",
+                    "pools",
+                    "granted labels",
+                    "session",
+                    "declared labels",
+                    "runtimes",
+                    "slots used",
+                    "free",
+                    "last seen",
+                    "credentials",
+                ],
+                rows,
+                empty="no worker registered",
+                id_="workers",
+            ),
+            el("p", pager, class_="pager"),
+        ]
+    )

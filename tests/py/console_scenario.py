@@ -37,8 +37,10 @@ from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner, Sessio
 
 XSS_TAIL = "compiling…\n<script>alert(1)</script>\ndone\n"
 XSS_LABEL = '<img src=x onerror="alert(2)">'
-GPU_PLACEMENT = {"required": {"executors": ["remote-worker"], "labels": {"gpu": ["yes"]},
-                              "runtimes": {}}, "preferred": []}
+GPU_PLACEMENT = {
+    "required": {"executors": ["remote-worker"], "labels": {"gpu": ["yes"]}, "runtimes": {}},
+    "preferred": [],
+}
 
 
 @dataclass
@@ -53,14 +55,25 @@ class Scenario:
     secrets: list[str] = field(default_factory=list)
 
 
-def _finish(prov: Provisioner, session: Session, outcome: str, tail: str,
-            secrets: list[str]) -> str:
+def _finish(
+    prov: Provisioner, session: Session, outcome: str, tail: str, secrets: list[str]
+) -> str:
     intent, run_id = _start(prov, session, secrets)
     exit_code = 0 if outcome == "succeeded" else 3
-    done = prov.call(api.complete_lease(
-        **session.lease(intent), lease_version=2, outcome=outcome, exit_code=exit_code,
-        result={"exitCode": exit_code, "durationMs": 1234, "outputTail": tail,
-                "outputBytes": len(tail.encode())})).doc
+    done = prov.call(
+        api.complete_lease(
+            **session.lease(intent),
+            lease_version=2,
+            outcome=outcome,
+            exit_code=exit_code,
+            result={
+                "exitCode": exit_code,
+                "durationMs": 1234,
+                "outputTail": tail,
+                "outputBytes": len(tail.encode()),
+            },
+        )
+    ).doc
     assert done["status"] == "ok", done
     return run_id
 
@@ -80,20 +93,33 @@ def build_scenario(conn: psycopg.Connection) -> Scenario:
     edge = prov.worker("edge-1")
     gpu = prov.worker("gpu-box")
     retired = prov.worker("retired")
-    secrets = [w.secret for w in (edge, gpu, retired)] + \
-              [w.secret_digest.hex() for w in (edge, gpu, retired)]
-    edge_session = prov.session(edge, dict(
-        DEFAULT_CAPABILITIES, slots=4, labels={"region": "eu-1", "note": XSS_LABEL},
-        runtimes={"python": "3.11.4"}))
+    secrets = [w.secret for w in (edge, gpu, retired)] + [
+        w.secret_digest.hex() for w in (edge, gpu, retired)
+    ]
+    edge_session = prov.session(
+        edge,
+        dict(
+            DEFAULT_CAPABILITIES,
+            slots=4,
+            labels={"region": "eu-1", "note": XSS_LABEL},
+            runtimes={"python": "3.11.4"},
+        ),
+    )
     prov.session(gpu, dict(DEFAULT_CAPABILITIES, slots=2, labels={"gpu": "no"}))
     prov.call(api.disable_worker(worker_id=retired.worker_id))
-    prov.call(api.record_auth_denial(credential_id=retired.credential_id,
-                                     worker_id=retired.worker_id, action="session.open",
-                                     reason="worker_disabled"))
+    prov.call(
+        api.record_auth_denial(
+            credential_id=retired.credential_id,
+            worker_id=retired.worker_id,
+            action="session.open",
+            reason="worker_disabled",
+        )
+    )
     build = prov.task("build", command(["make", "all"]), project="web")
     prov.call(api.configure_task(task_id=build, max_attempts=1))  # a failure is final
-    train = prov.task("train", command(["python", "train.py"], placement=GPU_PLACEMENT),
-                      project="ml")
+    train = prov.task(
+        "train", command(["python", "train.py"], placement=GPU_PLACEMENT), project="ml"
+    )
     runs = prov.enqueue(build, 5)
     succeeded = _finish(prov, edge_session, "succeeded", XSS_TAIL, secrets)
     failed = _finish(prov, edge_session, "failed", "error: boom\n", secrets)
@@ -112,8 +138,7 @@ def readonly_dsn(conn: psycopg.Connection, cluster: Any, db_name: str) -> str:
 
 
 def drop_role(conn: psycopg.Connection, db_name: str) -> None:
-    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(
-        sql.Identifier(f"ql_console_{db_name}")))
+    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(f"ql_console_{db_name}")))
 
 
 START_TIMEOUT_S = 30.0
@@ -142,7 +167,11 @@ def console_process(dsn: str, *extra: str) -> Iterator[str]:
     with tempfile.TemporaryFile(mode="w+") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "-m", "qinglong", "console", "--port", "0", *extra],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+        )
         try:
             first = _first_line(proc, START_TIMEOUT_S)
             if not first.startswith(("console: http://127.0.0.1:", "console: https://")):
@@ -172,8 +201,12 @@ class Answer:
     headers: dict[str, str]
 
 
-def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None,
-          context: ssl.SSLContext | None = None) -> Answer:
+def fetch(
+    url: str,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    context: ssl.SSLContext | None = None,
+) -> Answer:
     request = urllib.request.Request(url, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10, context=context) as response:
@@ -205,12 +238,25 @@ def remote_files(root: Path) -> RemoteFiles:
     server = pki.issue_server_cert(root / "ca", root / "server", (REMOTE_HOST, "127.0.0.1"))
     token = secrets.token_urlsafe(32)
     pki.write_private_file(root / "console.token", f"{token}\n".encode())
-    return RemoteFiles(root / "ca" / pki.CA_CERT_NAME, server.cert_file, server.key_file,
-                       root / "console.token", token)
+    return RemoteFiles(
+        root / "ca" / pki.CA_CERT_NAME,
+        server.cert_file,
+        server.key_file,
+        root / "console.token",
+        token,
+    )
 
 
 def remote_args(files: RemoteFiles, *hosts: str) -> list[str]:
     """`qinglong console` flags of a remote console over `files` (bound to 127.0.0.1)."""
     allowed = [arg for host in hosts or (REMOTE_HOST,) for arg in ("--allowed-host", host)]
-    return ["--allow-remote", "--tls-cert", str(files.cert_file), "--tls-key",
-            str(files.key_file), "--auth-token-file", str(files.token_file), *allowed]
+    return [
+        "--allow-remote",
+        "--tls-cert",
+        str(files.cert_file),
+        "--tls-key",
+        str(files.key_file),
+        "--auth-token-file",
+        str(files.token_file),
+        *allowed,
+    ]

@@ -606,8 +606,10 @@ class Script:
             lost = ",".join(sorted(o[:8] for o in durable - present))
             return "offer_vanished", f"{lost} not pending/inbox/failed: {state.describe()}"
         for action in self.actions[:done]:
-            for oid, version in (*((action.accepts,) if action.accepts else ()),
-                                 *action.accepts_more):
+            for oid, version in (
+                *((action.accepts,) if action.accepts else ()),
+                *action.accepts_more,
+            ):
                 if oid in aside:
                     continue  # moved aside whole (the unexpected_state check judges when)
                 if oid not in inbox or inbox[oid]["lease"]["leaseVersion"] < version:
@@ -825,16 +827,33 @@ def batch_lifecycle() -> Script:
     return Script(
         "batch_lifecycle",
         (
-            Action("save_pending(A+B+C)", lambda j: j.save_pending(batch),
-                   (set_pending(batch),), intent=OFFER_A),
-            Action("accept_batch(A, B, C)", lambda j: j.accept_batch(entries),
-                   tuple(put_inbox(e) for e in entries), accepts=(OFFER_A, 1),
-                   accepts_more=((OFFER_B, 1), (OFFER_C, 1)), unordered=True),
+            Action(
+                "save_pending(A+B+C)",
+                lambda j: j.save_pending(batch),
+                (set_pending(batch),),
+                intent=OFFER_A,
+            ),
+            Action(
+                "accept_batch(A, B, C)",
+                lambda j: j.accept_batch(entries),
+                tuple(put_inbox(e) for e in entries),
+                accepts=(OFFER_A, 1),
+                accepts_more=((OFFER_B, 1), (OFFER_C, 1)),
+                unordered=True,
+            ),
             Action("clear_pending(A+B+C)", lambda j: j.clear_pending(), (set_pending(None),)),
-            Action("save_pending(D+E)", lambda j: j.save_pending(idle), (set_pending(idle),),
-                   intent=OFFER_D),
-            Action("clear_pending(D+E, idle)", lambda j: j.clear_pending(),
-                   (set_pending(None),), drops=OFFER_D),
+            Action(
+                "save_pending(D+E)",
+                lambda j: j.save_pending(idle),
+                (set_pending(idle),),
+                intent=OFFER_D,
+            ),
+            Action(
+                "clear_pending(D+E, idle)",
+                lambda j: j.clear_pending(),
+                (set_pending(None),),
+                drops=OFFER_D,
+            ),
         ),
     )
 

@@ -52,8 +52,14 @@ class PkiSet:
     def ca_file(self) -> str:
         return str(self.ca_dir / pki.CA_CERT_NAME)
 
-    def worker_cert(self, worker_id: str, *, foreign: bool = False, expired: bool = False,
-                    name: str | None = None) -> pki.CertFiles:
+    def worker_cert(
+        self,
+        worker_id: str,
+        *,
+        foreign: bool = False,
+        expired: bool = False,
+        name: str | None = None,
+    ) -> pki.CertFiles:
         out = self.root / "workers" / (name or f"{worker_id}-{foreign}-{expired}")
         kwargs: dict[str, Any] = {}
         if expired:
@@ -122,8 +128,13 @@ class IngressThread:
     def start(self) -> IngressThread:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self.running = self.run(start_ingress(self.config, audit=AuditLog(self.audit_lines.append),
-                                              projection_hook=self.projection_hook))
+        self.running = self.run(
+            start_ingress(
+                self.config,
+                audit=AuditLog(self.audit_lines.append),
+                projection_hook=self.projection_hook,
+            )
+        )
         return self
 
     def run(self, coro: Any, timeout: float = 60) -> Any:
@@ -173,8 +184,9 @@ class Reply:
         return json.loads(self.body)
 
 
-def client_context(test_pki: PkiSet, cert: pki.CertFiles | None,
-                   *, tls12: bool = False) -> ssl.SSLContext:
+def client_context(
+    test_pki: PkiSet, cert: pki.CertFiles | None, *, tls12: bool = False
+) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=test_pki.ca_file)
     if tls12:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -186,8 +198,16 @@ def client_context(test_pki: PkiSet, cert: pki.CertFiles | None,
     return ctx
 
 
-def post(port: int, path: str, body: Any, *, ctx: ssl.SSLContext, token: str | None = None,
-         headers: dict[str, str] | None = None, method: str = "POST") -> Reply:
+def post(
+    port: int,
+    path: str,
+    body: Any,
+    *,
+    ctx: ssl.SSLContext,
+    token: str | None = None,
+    headers: dict[str, str] | None = None,
+    method: str = "POST",
+) -> Reply:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     all_headers = {"Content-Type": "application/json", **(headers or {})}
     if token is not None:
@@ -264,25 +284,48 @@ class IngressTree:
         return int(self.process.returncode)
 
 
-def start_ingress_tree(home: Path, test_pki: PkiSet, dsn: str, *, processes: int = 1,
-                       **overrides: Any) -> IngressTree:
+def start_ingress_tree(
+    home: Path, test_pki: PkiSet, dsn: str, *, processes: int = 1, **overrides: Any
+) -> IngressTree:
     """Start the real ingress (`--processes N`; 1 unless a test asks for more, so
     process-local state such as metrics stays in one process) and wait until its
     ready file says it listens."""
     home.mkdir(parents=True, exist_ok=True)
     config: dict[str, Any] = {
-        "dsn": dsn, "certFile": str(test_pki.server.cert_file),
-        "keyFile": str(test_pki.server.key_file), "clientCaFile": test_pki.ca_file,
-        "port": 0, "adminPort": 0, "auditLog": str(home / "audit.log"),
-        "readyFile": str(home / "ready.json"), "logLevel": "INFO",
-        "ratePerS": 1000, "rateBurst": 1000, "shutdownTimeoutS": 5, **overrides}
+        "dsn": dsn,
+        "certFile": str(test_pki.server.cert_file),
+        "keyFile": str(test_pki.server.key_file),
+        "clientCaFile": test_pki.ca_file,
+        "port": 0,
+        "adminPort": 0,
+        "auditLog": str(home / "audit.log"),
+        "readyFile": str(home / "ready.json"),
+        "logLevel": "INFO",
+        "ratePerS": 1000,
+        "rateBurst": 1000,
+        "shutdownTimeoutS": 5,
+        **overrides,
+    }
     (home / "ingress.json").write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith("QL_INGRESS_")}
     with open(home / "app.log", "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "qinglong", "ingress", "serve", "--config",
-             str(home / "ingress.json"), "--processes", str(processes)],
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
+            [
+                sys.executable,
+                "-m",
+                "qinglong",
+                "ingress",
+                "serve",
+                "--config",
+                str(home / "ingress.json"),
+                "--processes",
+                str(processes),
+            ],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
     tree = IngressTree(process, home)
     deadline = time.monotonic() + 60
     while not (home / "ready.json").exists():
@@ -331,17 +374,26 @@ CAPABILITIES: dict[str, Any] = {
 
 
 def open_body(agent: Agent) -> dict[str, Any]:
-    return {"schema": "qinglong/session-open-request@v1", "workerId": agent.worker_id,
-            "capabilities": CAPABILITIES}
+    return {
+        "schema": "qinglong/session-open-request@v1",
+        "workerId": agent.worker_id,
+        "capabilities": CAPABILITIES,
+    }
 
 
-def pull_body(agent: Agent, session: dict[str, Any], offer_id: str | None = None,
-              token: str | None = None) -> dict[str, Any]:
+def pull_body(
+    agent: Agent, session: dict[str, Any], offer_id: str | None = None, token: str | None = None
+) -> dict[str, Any]:
     from tests.py.provision import new_token
 
-    return {"schema": "qinglong/offer-pull-request@v1", "workerId": agent.worker_id,
-            "sessionId": session["sessionId"], "generation": session["generation"],
-            "offerId": offer_id or str(uuid.uuid4()), "leaseToken": token or new_token()}
+    return {
+        "schema": "qinglong/offer-pull-request@v1",
+        "workerId": agent.worker_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+        "offerId": offer_id or str(uuid.uuid4()),
+        "leaseToken": token or new_token(),
+    }
 
 
 @dataclass(frozen=True)
@@ -389,8 +441,9 @@ IngressFactory = Callable[..., IngressThread]
 def start_ingress_thread() -> Iterator[IngressFactory]:
     started: list[IngressThread] = []
 
-    def factory(config: IngressConfig, projection_hook: ProjectionHook | None = None
-                ) -> IngressThread:
+    def factory(
+        config: IngressConfig, projection_hook: ProjectionHook | None = None
+    ) -> IngressThread:
         server = IngressThread(config, projection_hook).start()
         started.append(server)
         return server
@@ -401,6 +454,7 @@ def start_ingress_thread() -> Iterator[IngressFactory]:
 
 
 @pytest.fixture
-def ingress(start_ingress_thread: IngressFactory, test_pki: PkiSet,
-            ingress_dsn: str) -> IngressThread:
+def ingress(
+    start_ingress_thread: IngressFactory, test_pki: PkiSet, ingress_dsn: str
+) -> IngressThread:
     return start_ingress_thread(ingress_config(test_pki, ingress_dsn))

@@ -28,29 +28,48 @@ class LiveAttempt:
 
     def append(self, text: str) -> dict[str, Any]:
         """Append `text` at the stored length; the function's answer."""
-        answer = self.prov.call(api.append_log(**self.session.lease(self.intent),
-                                               lease_version=STARTED_VERSION,
-                                               offset=self.stored, chunk=text)).doc
+        answer = self.prov.call(
+            api.append_log(
+                **self.session.lease(self.intent),
+                lease_version=STARTED_VERSION,
+                offset=self.stored,
+                chunk=text,
+            )
+        ).doc
         assert answer["status"] == "ok", answer
         self.stored = answer["storedBytes"]
         return answer
 
     def complete(self, log_bytes: int | None, outcome: str = "succeeded") -> None:
         exit_code = 0 if outcome == "succeeded" else 3
-        result: dict[str, Any] = {"exitCode": exit_code, "durationMs": 5, "outputTail": "",
-                                  "outputBytes": 0}
+        result: dict[str, Any] = {
+            "exitCode": exit_code,
+            "durationMs": 5,
+            "outputTail": "",
+            "outputBytes": 0,
+        }
         if log_bytes is not None:
             result["logBytes"] = log_bytes
-        done = self.prov.call(api.complete_lease(**self.session.lease(self.intent),
-                                                 lease_version=STARTED_VERSION,
-                                                 outcome=outcome, exit_code=exit_code,
-                                                 result=result)).doc
+        done = self.prov.call(
+            api.complete_lease(
+                **self.session.lease(self.intent),
+                lease_version=STARTED_VERSION,
+                outcome=outcome,
+                exit_code=exit_code,
+                result=result,
+            )
+        ).doc
         assert done["status"] == "ok", done
 
 
-def start_attempt(conn: psycopg.Connection, *, project: str = "acme", task: str = "build",
-                  log_limit_bytes: int | None = None,
-                  prov: Provisioner | None = None) -> LiveAttempt:
+def start_attempt(
+    conn: psycopg.Connection,
+    *,
+    project: str = "acme",
+    task: str = "build",
+    log_limit_bytes: int | None = None,
+    prov: Provisioner | None = None,
+) -> LiveAttempt:
     """A run of a new task, claimed and started (its starting ACK) by a new worker."""
     prov = prov or Provisioner(conn)
     task_id = prov.task(task, project=project)
@@ -60,8 +79,7 @@ def start_attempt(conn: psycopg.Connection, *, project: str = "acme", task: str 
     session = prov.session(prov.worker(f"{project}-{task}-worker"))
     intent = Intent()
     pulled = prov.pull(session, intent)
-    assert pulled["status"] == "offered" and \
-        pulled["offer"]["candidate"]["runId"] == run_id, pulled
+    assert pulled["status"] == "offered" and pulled["offer"]["candidate"]["runId"] == run_id, pulled
     ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting")).doc
     assert ack["status"] == "ok", ack
     return LiveAttempt(prov, session, intent, run_id, task_id)

@@ -31,15 +31,29 @@ class ApiProcess:
     log_file: Path
     process: subprocess.Popen[bytes]
 
-    def request(self, method: str, path: str, token: str | None = None, *,
-                body: Any = None, data: bytes | None = None,
-                params: Any = None) -> requests.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        *,
+        body: Any = None,
+        data: bytes | None = None,
+        params: Any = None,
+    ) -> requests.Response:
         headers = {} if token is None else {"Authorization": f"Bearer {token}"}
         if data is not None:
             headers["Content-Type"] = "application/json"
-        return requests.request(method, self.url + path, headers=headers, json=body,
-                                data=data, params=params, verify=str(self.ca_file),
-                                timeout=10)
+        return requests.request(
+            method,
+            self.url + path,
+            headers=headers,
+            json=body,
+            data=data,
+            params=params,
+            verify=str(self.ca_file),
+            timeout=10,
+        )
 
     def logs(self) -> str:
         return self.log_file.read_text(encoding="utf-8", errors="replace")
@@ -57,21 +71,43 @@ def make_cert(directory: Path) -> tuple[Path, pki.CertFiles]:
 
 
 @contextmanager
-def running_api(directory: Path, dsn: str, processes: int = 1,
-                **extra: Any) -> Iterator[ApiProcess]:
+def running_api(
+    directory: Path, dsn: str, processes: int = 1, **extra: Any
+) -> Iterator[ApiProcess]:
     ca_file, cert = make_cert(directory)
     ready = directory / "api-ready.json"
     config = directory / "api.json"
-    config.write_text(json.dumps({"dsn": dsn, "certFile": str(cert.cert_file),
-                                  "keyFile": str(cert.key_file), "port": 0,
-                                  "readyFile": str(ready), "logLevel": "DEBUG", **extra}))
+    config.write_text(
+        json.dumps(
+            {
+                "dsn": dsn,
+                "certFile": str(cert.cert_file),
+                "keyFile": str(cert.key_file),
+                "port": 0,
+                "readyFile": str(ready),
+                "logLevel": "DEBUG",
+                **extra,
+            }
+        )
+    )
     config.chmod(0o600)
     log_file = directory / "api.log"
     with log_file.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "qinglong", "api", "serve",
-                                    "--config", str(config), "--processes", str(processes)],
-                                   stdout=log,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "qinglong",
+                "api",
+                "serve",
+                "--config",
+                str(config),
+                "--processes",
+                str(processes),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 30
         while not ready.exists():
@@ -91,15 +127,20 @@ def running_api(directory: Path, dsn: str, processes: int = 1,
 
 def admin(*args: str) -> dict[str, Any]:
     """`qinglong admin …` as a process; its one JSON line."""
-    done = subprocess.run([sys.executable, "-m", "qinglong", "admin", *args],
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "qinglong", "admin", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
-def make_token(dsn: str, project: str, scopes: str = ALL_SCOPES,
-               expires_in: str | None = None) -> dict[str, Any]:
+def make_token(
+    dsn: str, project: str, scopes: str = ALL_SCOPES, expires_in: str | None = None
+) -> dict[str, Any]:
     args = ["token", "create", "--dsn", dsn, "--project", project, "--scope", scopes]
     if expires_in is not None:
         args += ["--expires-in", expires_in]

@@ -56,9 +56,13 @@ class Session:
 
     def fence(self) -> dict[str, Any]:
         """The session-fence keyword arguments of the worker-facing `api` calls."""
-        return {"credential_id": self.worker.credential_id,
-                "secret_digest": self.worker.secret_digest, "worker_id": self.worker.worker_id,
-                "session_id": self.session_id, "generation": self.generation}
+        return {
+            "credential_id": self.worker.credential_id,
+            "secret_digest": self.worker.secret_digest,
+            "worker_id": self.worker.worker_id,
+            "session_id": self.session_id,
+            "generation": self.generation,
+        }
 
     def lease(self, intent: Intent) -> dict[str, Any]:
         """`fence()` plus the offer id and token digest of a lease call."""
@@ -98,43 +102,53 @@ class Provisioner:
         assert result is not None or call.function == "record_auth_denial"
         return result
 
-    def worker(self, name: str = "w", self_labels: bool = True,
-               all_pools: bool = True) -> Worker:
+    def worker(self, name: str = "w", self_labels: bool = True, all_pools: bool = True) -> Worker:
         worker_id = self.call(api.register_worker(name=name)).worker_id
-        credential_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789")
-                                for _ in range(16))
+        credential_id = "".join(
+            secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(16)
+        )
         secret = new_token()
-        self.call(api.issue_credential(worker_id=worker_id, credential_id=credential_id,
-                                       secret_digest=digest(secret)))
+        self.call(
+            api.issue_credential(
+                worker_id=worker_id, credential_id=credential_id, secret_digest=digest(secret)
+            )
+        )
         if self_labels:
             # Sessions may declare any labels (SPEC §13.2 self-labels); set
             # directly so no worker.labels_changed event joins every test's events.
-            self.conn.execute("UPDATE ql_private.workers SET self_labels = true"
-                              " WHERE id = %s::uuid", (worker_id,))
+            self.conn.execute(
+                "UPDATE ql_private.workers SET self_labels = true WHERE id = %s::uuid", (worker_id,)
+            )
         if all_pools:
             # Every pool, present and future (SPEC §13.1 `--pool '*'`). Set
             # directly so no worker.pool_granted event joins every test's events.
-            self.conn.execute("UPDATE ql_private.workers SET all_pools = true"
-                              " WHERE id = %s::uuid", (worker_id,))
+            self.conn.execute(
+                "UPDATE ql_private.workers SET all_pools = true WHERE id = %s::uuid", (worker_id,)
+            )
         return Worker(worker_id, credential_id, secret)
 
     def session(self, worker: Worker, capabilities: dict[str, Any] | None = None) -> Session:
         caps = canonical_bytes(capabilities or DEFAULT_CAPABILITIES)
-        result = self.call(api.open_session(
-            credential_id=worker.credential_id, secret_digest=worker.secret_digest,
-            worker_id=worker.worker_id, capabilities_canonical=caps))
+        result = self.call(
+            api.open_session(
+                credential_id=worker.credential_id,
+                secret_digest=worker.secret_digest,
+                worker_id=worker.worker_id,
+                capabilities_canonical=caps,
+            )
+        )
         assert isinstance(result, answers.SessionOk), result
         session = result.session
         return Session(worker, session["sessionId"], session["generation"])
 
     def task(self, name: str = "t", doc: dict | None = None, project: str = "p") -> str:
         compiled = compile_command(doc or command())
-        return self.call(api.publish_revision(project=project, task=name,
-                                              canonical=compiled.canonical)).task_id
+        return self.call(
+            api.publish_revision(project=project, task=name, canonical=compiled.canonical)
+        ).task_id
 
     def enqueue(self, task_id: str, count: int = 1, priority: int = 0) -> list[str]:
-        return self.call(api.enqueue_runs(task_id=task_id, priority=priority,
-                                          count=count)).run_ids
+        return self.call(api.enqueue_runs(task_id=task_id, priority=priority, count=count)).run_ids
 
     def pull(self, session: Session, intent: Intent, bounds: dict | None = None) -> dict:
         """The pull's envelope as the database built it (its typed answer's `doc`)."""
@@ -144,7 +158,8 @@ class Provisioner:
 def table_fingerprint(conn: psycopg.Connection, exclude: tuple[str, ...] = ()) -> dict[str, str]:
     """md5 of every ql_private table's full contents, for 'nothing changed' checks."""
     tables = [
-        row[0] for row in conn.execute(
+        row[0]
+        for row in conn.execute(
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = 'ql_private' AND c.relkind = 'r' ORDER BY 1"
         ).fetchall()

@@ -55,10 +55,16 @@ ERROR_SCHEMA = "qinglong/error@v1"
 # ------------------------------------------------------------------ certificates
 
 
-def custom_worker_cert(ca_dir: Path, out_dir: Path, *, uris: Sequence[str] | None,
-                       dns_names: Sequence[str] = (), client_auth: bool = True,
-                       not_before: datetime | None = None,
-                       not_after: datetime | None = None) -> pki.CertFiles:
+def custom_worker_cert(
+    ca_dir: Path,
+    out_dir: Path,
+    *,
+    uris: Sequence[str] | None,
+    dns_names: Sequence[str] = (),
+    client_auth: bool = True,
+    not_before: datetime | None = None,
+    not_after: datetime | None = None,
+) -> pki.CertFiles:
     """A leaf signed by the CA in `ca_dir` with exactly the SAN entries given.
 
     `service.pki.issue_worker_cert` always writes one well-formed worker URI; the
@@ -80,18 +86,29 @@ def custom_worker_cert(ca_dir: Path, out_dir: Path, *, uris: Sequence[str] | Non
         .not_valid_before(not_before or now - timedelta(minutes=5))
         .not_valid_after(not_after or now + timedelta(days=30))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage(
-            [ExtendedKeyUsageOID.CLIENT_AUTH if client_auth else ExtendedKeyUsageOID.SERVER_AUTH]),
-            critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [
+                    ExtendedKeyUsageOID.CLIENT_AUTH
+                    if client_auth
+                    else ExtendedKeyUsageOID.SERVER_AUTH
+                ]
+            ),
+            critical=False,
+        )
     )
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     cert = builder.sign(ca.key, hashes.SHA256())
     out_dir.mkdir(parents=True, exist_ok=True)
     files = pki.CertFiles(cert_file=out_dir / "worker.pem", key_file=out_dir / "worker-key.pem")
-    files.key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                 serialization.PrivateFormat.PKCS8,
-                                                 serialization.NoEncryption()))
+    files.key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     files.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return files
 
@@ -120,7 +137,9 @@ def db_state(conn: psycopg.Connection) -> DbState:
 def audit_rows_since(conn: psycopg.Connection, after_id: int) -> list[AuditRow]:
     rows = conn.execute(
         "SELECT action, outcome, reason, credential_id, worker_id::text"
-        " FROM ql_private.security_audit WHERE id > %s ORDER BY id", (after_id,)).fetchall()
+        " FROM ql_private.security_audit WHERE id > %s ORDER BY id",
+        (after_id,),
+    ).fetchall()
     return [tuple(r) for r in rows]  # type: ignore[misc]
 
 
@@ -128,8 +147,9 @@ def changed_tables(before: DbState, after: DbState) -> list[str]:
     return sorted(t for t in before.tables if before.tables[t] != after.tables.get(t))
 
 
-def assert_only_audit(conn: psycopg.Connection, before: DbState,
-                      expected_audit: Sequence[AuditRow]) -> None:
+def assert_only_audit(
+    conn: psycopg.Connection, before: DbState, expected_audit: Sequence[AuditRow]
+) -> None:
     """No ql_private table changed except security_audit, which gained exactly
     `expected_audit` (in order)."""
     after = db_state(conn)
@@ -173,8 +193,14 @@ class World:
 
 
 @contextlib.contextmanager
-def module_world(cluster: ThrowawayPostgres, template: str, root: Path, *,
-                 start_ingress: bool = True, **config: Any) -> Iterator[World]:
+def module_world(
+    cluster: ThrowawayPostgres,
+    template: str,
+    root: Path,
+    *,
+    start_ingress: bool = True,
+    **config: Any,
+) -> Iterator[World]:
     """A fresh database copied from the migrated template, a throwaway PKI and
     (optionally) the in-process ingress, all torn down at module end.
 
@@ -193,8 +219,9 @@ def module_world(cluster: ThrowawayPostgres, template: str, root: Path, *,
                 # Fuzzers and the matrix send far more than a worker's real rate
                 # from one identity; the limiter has its own tests.
                 settings = {"rate_per_s": 100_000.0, "rate_burst": 100_000, **config}
-                server = IngressThread(ingress_config(world.pki, world.ingress_dsn,
-                                                      **settings)).start()
+                server = IngressThread(
+                    ingress_config(world.pki, world.ingress_dsn, **settings)
+                ).start()
                 world.ingress = server
             yield world
     finally:
@@ -207,23 +234,47 @@ def module_world(cluster: ThrowawayPostgres, template: str, root: Path, *,
 
 
 def session_body(kind: str, agent_id: str, session: dict[str, Any]) -> dict[str, Any]:
-    return {"schema": f"qinglong/session-{kind}-request@v1", "workerId": agent_id,
-            "sessionId": session["sessionId"], "generation": session["generation"]}
+    return {
+        "schema": f"qinglong/session-{kind}-request@v1",
+        "workerId": agent_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+    }
 
 
-def lease_body(kind: str, agent_id: str, session: dict[str, Any], offer_id: str, token: str,
-               version: int = 1, **extra: Any) -> dict[str, Any]:
+def lease_body(
+    kind: str,
+    agent_id: str,
+    session: dict[str, Any],
+    offer_id: str,
+    token: str,
+    version: int = 1,
+    **extra: Any,
+) -> dict[str, Any]:
     """`version`: the lease version the worker last saw (1 = as offered)."""
-    return {"schema": f"qinglong/lease-{kind}-request@v1", "workerId": agent_id,
-            "sessionId": session["sessionId"], "generation": session["generation"],
-            "offerId": offer_id, "leaseToken": token, "leaseVersion": version, **extra}
+    return {
+        "schema": f"qinglong/lease-{kind}-request@v1",
+        "workerId": agent_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+        "offerId": offer_id,
+        "leaseToken": token,
+        "leaseVersion": version,
+        **extra,
+    }
 
 
-def pull_request(agent_id: str, session: dict[str, Any], offer_id: str | None = None,
-                 token: str | None = None) -> dict[str, Any]:
-    return {"schema": "qinglong/offer-pull-request@v1", "workerId": agent_id,
-            "sessionId": session["sessionId"], "generation": session["generation"],
-            "offerId": offer_id or str(uuid.uuid4()), "leaseToken": token or new_token()}
+def pull_request(
+    agent_id: str, session: dict[str, Any], offer_id: str | None = None, token: str | None = None
+) -> dict[str, Any]:
+    return {
+        "schema": "qinglong/offer-pull-request@v1",
+        "workerId": agent_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+        "offerId": offer_id or str(uuid.uuid4()),
+        "leaseToken": token or new_token(),
+    }
 
 
 def error_doc(status: int, reason: str) -> dict[str, str]:
@@ -307,23 +358,47 @@ class IngressProcess:
                 self.process.wait(5)
 
 
-def start_ingress_process(tmp: Path, test_pki: PkiSet, dsn: str, *,
-                          command: Sequence[str] = (sys.executable, "-m", "qinglong"),
-                          cwd: Path | None = None, **overrides: Any) -> IngressProcess:
+def start_ingress_process(
+    tmp: Path,
+    test_pki: PkiSet,
+    dsn: str,
+    *,
+    command: Sequence[str] = (sys.executable, "-m", "qinglong"),
+    cwd: Path | None = None,
+    **overrides: Any,
+) -> IngressProcess:
     config: dict[str, Any] = {
-        "dsn": dsn, "certFile": str(test_pki.server.cert_file),
-        "keyFile": str(test_pki.server.key_file), "clientCaFile": test_pki.ca_file,
-        "port": 0, "adminPort": 0, "auditLog": str(tmp / "audit.log"),
-        "readyFile": str(tmp / "ready.json"), "logLevel": "WARNING",
-        "ratePerS": 100_000, "rateBurst": 100_000, **overrides,
+        "dsn": dsn,
+        "certFile": str(test_pki.server.cert_file),
+        "keyFile": str(test_pki.server.key_file),
+        "clientCaFile": test_pki.ca_file,
+        "port": 0,
+        "adminPort": 0,
+        "auditLog": str(tmp / "audit.log"),
+        "readyFile": str(tmp / "ready.json"),
+        "logLevel": "WARNING",
+        "ratePerS": 100_000,
+        "rateBurst": 100_000,
+        **overrides,
     }
     (tmp / "ingress.json").write_text(json.dumps(config))
     log_path = tmp / "app.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [*command, "ingress", "serve", "--processes", "1", "--config",
-             str(tmp / "ingress.json")],
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=cwd)
+            [
+                *command,
+                "ingress",
+                "serve",
+                "--processes",
+                "1",
+                "--config",
+                str(tmp / "ingress.json"),
+            ],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+        )
     deadline = time.monotonic() + 60
     ready_file = tmp / "ready.json"
     while not ready_file.exists():
@@ -340,7 +415,8 @@ def start_ingress_process(tmp: Path, test_pki: PkiSet, dsn: str, *,
 
 
 @pytest.fixture(scope="module")
-def world(pg_cluster: ThrowawayPostgres, migrated_template: str,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def world(
+    pg_cluster: ThrowawayPostgres, migrated_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
     with module_world(pg_cluster, migrated_template, tmp_path_factory.mktemp("sec")) as w:
         yield w

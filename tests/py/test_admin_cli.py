@@ -193,8 +193,14 @@ def test_task_publish_revisions(db_dsn: str, command_file: Path) -> None:
     from qinglong.service.compiler import compile_command
 
     first = _publish(db_dsn, command_file)
-    assert set(first) == {"taskId", "revisionId", "revision", "pool", "contentDigest",
-                          "signatureKid"}
+    assert set(first) == {
+        "taskId",
+        "revisionId",
+        "revision",
+        "pool",
+        "contentDigest",
+        "signatureKid",
+    }
     assert first["signatureKid"] is None  # unsigned (SPEC §16.1)
     assert first["revision"] == 1
     assert first["contentDigest"] == compile_command(command_file.read_bytes()).content_digest
@@ -263,11 +269,15 @@ def test_run_enqueue_and_cancel(db_dsn: str, command_file: Path) -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--priority", "32768"), ("--priority", "-32769"), ("--priority", "x"), ("--count", "0"),
-     ("--count", "10001")],
+    [
+        ("--priority", "32768"),
+        ("--priority", "-32769"),
+        ("--priority", "x"),
+        ("--count", "0"),
+        ("--count", "10001"),
+    ],
 )
-def test_run_enqueue_bad_numbers(db_dsn: str, command_file: Path, option: str,
-                                 value: str) -> None:
+def test_run_enqueue_bad_numbers(db_dsn: str, command_file: Path, option: str, value: str) -> None:
     task = _publish(db_dsn, command_file)
     doc = fails("run", "enqueue", "--dsn", db_dsn, "--task", task["taskId"], option, value)
     assert doc["error"] == "invalid_input"

@@ -32,7 +32,8 @@ def _counts(dsn: str) -> tuple[int, int, int, int]:
             "SELECT (SELECT count(*) FROM ql_private.run_leases),"
             " (SELECT count(*) FROM ql_private.events WHERE type = 'run.dispatched'),"
             " (SELECT count(*) FROM ql_private.runs WHERE state = 'dispatching'),"
-            " (SELECT count(*) FROM ql_private.runs WHERE state = 'queued')").fetchone()
+            " (SELECT count(*) FROM ql_private.runs WHERE state = 'queued')"
+        ).fetchone()
     assert row is not None
     return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
@@ -40,7 +41,10 @@ def _counts(dsn: str) -> tuple[int, int, int, int]:
 @pytest.mark.timeout(120)
 def test_floor_variants_write_what_they_name(ctx: BenchContext) -> None:
     expected = {  # (leases, events) per run taken
-        "floor": (1, 1), "floorLocks": (1, 1), "noEvent": (1, 0), "noLease": (0, 1),
+        "floor": (1, 1),
+        "floorLocks": (1, 1),
+        "noEvent": (1, 0),
+        "noLease": (0, 1),
         "runOnly": (0, 0),
     }
     assert set(expected) == {v.key for v in batch_floor.VARIANTS}
@@ -56,8 +60,12 @@ def test_floor_variants_write_what_they_name(ctx: BenchContext) -> None:
             assert timings.count == RUNS, variant.key  # warm-up batches not counted
             now = _counts(dsn)
             per_lease, per_event = expected[variant.key]
-            assert now == (leases + per_lease * ROWS, events + per_event * ROWS,
-                           dispatching + ROWS, 0), variant.key
+            assert now == (
+                leases + per_lease * ROWS,
+                events + per_event * ROWS,
+                dispatching + ROWS,
+                0,
+            ), variant.key
 
 
 @pytest.mark.timeout(180)

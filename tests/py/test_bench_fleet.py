@@ -20,8 +20,17 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_quick_fleet_harness(tmp_path: Path) -> None:
     results = tmp_path / "bench.json"
-    cmd = [sys.executable, "-m", "tools.bench", "fleet", "--quick", "--report", "-",
-           "--json", str(results)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tools.bench",
+        "fleet",
+        "--quick",
+        "--report",
+        "-",
+        "--json",
+        str(results),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=280, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (table,) = json.loads(results.read_text())["tables"]

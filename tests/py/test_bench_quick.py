@@ -19,8 +19,22 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(480)
 def test_quick_bench_harness(tmp_path: Path) -> None:
     report, results = tmp_path / "BENCHMARKS.md", tmp_path / "bench.json"
-    cmd = [sys.executable, "-m", "tools.bench", "sql", "idle", "depth", "ops", "e2e", "edge",
-           "--quick", "--report", str(report), "--json", str(results)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tools.bench",
+        "sql",
+        "idle",
+        "depth",
+        "ops",
+        "e2e",
+        "edge",
+        "--quick",
+        "--report",
+        str(report),
+        "--json",
+        str(results),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=460, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     doc = json.loads(results.read_text())
@@ -119,29 +133,37 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
         assert run["offers"] == 160 and run["ingressCpuMsPerOffer"] > 0
         assert run["pgCpuMsPerOffer"] > 0
         assert run["serverCpuMsPerOffer"] == pytest.approx(
-            run["ingressCpuMsPerOffer"] + run["pgCpuMsPerOffer"])
+            run["ingressCpuMsPerOffer"] + run["pgCpuMsPerOffer"]
+        )
         # The clients' side as well: the whole box's CPU per job (workers + server).
         assert run["workerCpuMsPerOffer"] > 0
         assert run["boxCpuMsPerOffer"] == pytest.approx(
-            run["serverCpuMsPerOffer"] + run["workerCpuMsPerOffer"])
+            run["serverCpuMsPerOffer"] + run["workerCpuMsPerOffer"]
+        )
     box = next(t for t in doc["tables"] if "box" in t["data"])
     assert [(r["workers"], r["system"]) for r in box["data"]["box"]][:2] == [
-        (8, "ours"), (8, "oursTwo")]
+        (8, "ours"),
+        (8, "oursTwo"),
+    ]
     assert [row[1] for row in box["rows"]] == [
-        "ours, --processes 1", "ours, --processes 2", "ours: the claim journal alone (floor)",
-        "PgQueuer x1", "PgQueuer x10"]
+        "ours, --processes 1",
+        "ours, --processes 2",
+        "ours: the claim journal alone (floor)",
+        "PgQueuer x1",
+        "PgQueuer x10",
+    ]
     # The journal floor: the worker's mandated file operations, entries of the size ours
     # wrote, one process per worker — real files, so real CPU (fsync is system time).
     (floor,) = box["data"]["journalFloor"]
     assert floor["workers"] == 8 and floor["offers"] == 160
     assert floor["entryBytes"] == level["ours"]["inboxEntryBytes"] > 1000
     assert floor["perS"] > 0 and floor["sysMsPerOffer"] > 0
-    assert floor["cpuMsPerOffer"] == pytest.approx(
-        floor["userMsPerOffer"] + floor["sysMsPerOffer"])
+    assert floor["cpuMsPerOffer"] == pytest.approx(floor["userMsPerOffer"] + floor["sysMsPerOffer"])
     for run in box["data"]["box"][2:]:  # PgQueuer, when it is installed here
         assert run["consumerCpuMsPerJob"] > 0 and run["pgCpuMsPerJob"] > 0
         assert run["boxCpuMsPerJob"] == pytest.approx(
-            run["consumerCpuMsPerJob"] + run["pgCpuMsPerJob"])
+            run["consumerCpuMsPerJob"] + run["pgCpuMsPerJob"]
+        )
     assert level["raw"]["pgCpuMsPerClaim"] > 0 and isinstance(cpu["target"]["met"], bool)
 
     edge = tables["edge"]["data"]
@@ -154,8 +176,16 @@ def test_quick_bench_harness(tmp_path: Path) -> None:
     assert "— quick run" in text
     assert "Machine: " in text and "PostgreSQL 15" in text and "Load average before" in text
     assert "Command: `python -m tools.bench sql idle depth ops e2e edge --quick" in text
-    for title in ("**sql:", "**idle:", "**depth:", "**ops: operator reads", "**ops: console pages",
-                  "**ops: the console in a busy window",
-                  "**ops: claims/s",
-                  "**edge:", "**e2e", "**e2e: server CPU per delivered offer"):
+    for title in (
+        "**sql:",
+        "**idle:",
+        "**depth:",
+        "**ops: operator reads",
+        "**ops: console pages",
+        "**ops: the console in a busy window",
+        "**ops: claims/s",
+        "**edge:",
+        "**e2e",
+        "**e2e: server CPU per delivered offer",
+    ):
         assert title in text

@@ -28,12 +28,11 @@ def test_floor_writes_the_claims_lease_and_event_columns() -> None:
     assert floor["events"] == claim["events"]
 
 
-
 def _event_payload_keys(sql: str) -> list[str]:
     """The keys of the run.dispatched payload's jsonb_build_object, in order."""
     start = sql.index("'run.dispatched'")
-    body = sql[sql.index("jsonb_build_object(", start):]
-    body = body[:body.index(";")]
+    body = sql[sql.index("jsonb_build_object(", start) :]
+    body = body[: body.index(";")]
     return re.findall(r"'(\w+)',", body)
 
 

@@ -17,7 +17,8 @@ def test_digest_equals_hashlib_sha256() -> None:
         data = os.urandom(size)
         assert sha256_digest(data) == "sha256:" + hashlib.sha256(data).hexdigest()
     assert sha256_digest(b"abc") == (
-        "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    )
 
 
 def test_worker_startup_digest_does_not_import_hashlib() -> None:
@@ -30,6 +31,7 @@ def test_worker_startup_digest_does_not_import_hashlib() -> None:
         "print(sorted(m for m in ('hashlib', 'secrets', 'hmac', '_hashlib')"
         " if m in sys.modules))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
     assert done.stdout.strip() == "[]", done.stdout + done.stderr

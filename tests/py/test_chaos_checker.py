@@ -113,8 +113,10 @@ def _pull(scenario: Scenario, prov: Provisioner, name: str) -> None:
 
 def _age_lease(scenario: Scenario, offer_id: str) -> None:
     """Let a lease expire unstarted (tests age rows instead of moving the clock)."""
-    scenario.sql("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
-                 " WHERE offer_id = %s", offer_id)
+    scenario.sql(
+        "UPDATE ql_private.run_leases SET expires_at = clock_timestamp() WHERE offer_id = %s",
+        offer_id,
+    )
 
 
 @pytest.fixture
@@ -190,14 +192,20 @@ def plant_overlap(scene: Scenario) -> set[str]:
     scene.sql(
         "UPDATE ql_private.run_leases SET expires_at = s.claimed_at + interval '1 s',"
         " released_at = s.claimed_at + interval '1 s' FROM ql_private.run_leases s"
-        " WHERE run_leases.offer_id = %s AND s.offer_id = %s", first.offer_id, second.offer_id)
+        " WHERE run_leases.offer_id = %s AND s.offer_id = %s",
+        first.offer_id,
+        second.offer_id,
+    )
     return {"a_lease_overlap"}
 
 
 def plant_early_release(scene: Scenario) -> set[str]:
     """(a) a lease released as `expired` while it still had time: its holder overlaps."""
-    scene.sql("UPDATE ql_private.run_leases SET expires_at = released_at + interval '1 h'"
-              " WHERE offer_id = %s", scene.accepted[0].offer_id)
+    scene.sql(
+        "UPDATE ql_private.run_leases SET expires_at = released_at + interval '1 h'"
+        " WHERE offer_id = %s",
+        scene.accepted[0].offer_id,
+    )
     return {"a_lease_overlap"}
 
 
@@ -213,7 +221,10 @@ def plant_second_live_lease(scene: Scenario) -> set[str]:
         " session_generation, lease_generation + 1, 1, %s, token_digest,"
         " execution_revision_id, content_digest, placement_score,"
         " claimed_at + interval '1 ms', expires_at, lease_ttl_seconds, updated_at"
-        " FROM ql_private.run_leases WHERE offer_id = %s", str(uuid.uuid4()), item.offer_id)
+        " FROM ql_private.run_leases WHERE offer_id = %s",
+        str(uuid.uuid4()),
+        item.offer_id,
+    )
     # Also: no run.dispatched for it (b), and nobody holds it (f); (d) may see it.
     return {"a_lease_overlap", "b_duplicate_claim", "f_journal_invalid"}
 
@@ -223,7 +234,9 @@ def plant_duplicate_dispatch(scene: Scenario) -> set[str]:
     scene.sql(
         "INSERT INTO ql_private.events (type, run_id, attempt_id, payload)"
         " SELECT type, run_id, attempt_id, payload FROM ql_private.events"
-        " WHERE type = 'run.dispatched' AND payload->>'offerId' = %s", scene.accepted[2].offer_id)
+        " WHERE type = 'run.dispatched' AND payload->>'offerId' = %s",
+        scene.accepted[2].offer_id,
+    )
     return {"b_duplicate_claim"}
 
 
@@ -231,20 +244,27 @@ def plant_lost_run(scene: Scenario) -> set[str]:
     """(d) a run marked running with no lease at all: neither done, held nor claimable."""
     scene.sql(
         "UPDATE ql_private.runs SET state = 'running' WHERE id NOT IN"
-        " (SELECT run_id FROM ql_private.run_leases)")
+        " (SELECT run_id FROM ql_private.run_leases)"
+    )
     return {"d_lost_run"}
 
 
 def plant_started_unacknowledged(scene: Scenario) -> set[str]:
     """(g) a started lease whose attempt is still `claimed`."""
-    scene.sql("UPDATE ql_private.run_leases SET started_at = claimed_at WHERE offer_id = %s",
-              scene.accepted[2].offer_id)
+    scene.sql(
+        "UPDATE ql_private.run_leases SET started_at = claimed_at WHERE offer_id = %s",
+        scene.accepted[2].offer_id,
+    )
     return {"g_state_invariant"}
 
 
 DB_PLANTS: list[Callable[[Scenario], set[str]]] = [
-    plant_overlap, plant_early_release, plant_second_live_lease, plant_duplicate_dispatch,
-    plant_lost_run, plant_started_unacknowledged,
+    plant_overlap,
+    plant_early_release,
+    plant_second_live_lease,
+    plant_duplicate_dispatch,
+    plant_lost_run,
+    plant_started_unacknowledged,
 ]
 
 
@@ -266,6 +286,7 @@ def _edit_entry(scene: Scenario, item: Accepted, change: Callable[[dict], None])
 
 def plant_replay_digest(scene: Scenario) -> set[str]:
     """(c) the stored offer is not what the database replays (placement score)."""
+
     def change(doc: dict) -> None:
         doc["offer"]["placementScore"] += 1
 
@@ -275,6 +296,7 @@ def plant_replay_digest(scene: Scenario) -> set[str]:
 
 def plant_wrong_token(scene: Scenario) -> set[str]:
     """(c) the stored lease token does not hash to the lease's token digest."""
+
     def change(doc: dict) -> None:
         token = doc["lease"]["leaseToken"]
         doc["lease"]["leaseToken"] = ("B" if token[0] == "A" else "A") + token[1:]
@@ -286,8 +308,17 @@ def plant_wrong_token(scene: Scenario) -> set[str]:
 def plant_refused_replay(scene: Scenario) -> set[str]:
     """(c) a worker refused a replay of its own intent as a different offer."""
     item = scene.accepted[3]
-    scene.ops.append(Op(int(time.time() * 1000), item.process, "fail", "claim",
-                        offer_id=item.offer_id, value="rejected", reason="OfferConflict"))
+    scene.ops.append(
+        Op(
+            int(time.time() * 1000),
+            item.process,
+            "fail",
+            "claim",
+            offer_id=item.offer_id,
+            value="rejected",
+            reason="OfferConflict",
+        )
+    )
     return {"c_replay_mismatch"}
 
 
@@ -350,9 +381,17 @@ def plant_loose_root(scene: Scenario) -> set[str]:
 
 
 JOURNAL_PLANTS: list[Callable[[Scenario], set[str]]] = [
-    plant_replay_digest, plant_wrong_token, plant_refused_replay, plant_orphaned_at_heal,
-    plant_enqueued_missing, plant_unresolved, plant_idle_with_lease, plant_deleted_inbox,
-    plant_loose_mode, plant_temp_file, plant_loose_root,
+    plant_replay_digest,
+    plant_wrong_token,
+    plant_refused_replay,
+    plant_orphaned_at_heal,
+    plant_enqueued_missing,
+    plant_unresolved,
+    plant_idle_with_lease,
+    plant_deleted_inbox,
+    plant_loose_mode,
+    plant_temp_file,
+    plant_loose_root,
 ]
 
 
@@ -375,10 +414,24 @@ def test_fixed_duplicate_pull_race_is_an_anomaly_again(scenario: Scenario) -> No
                                                        and op.type == OK)]  # fmt: skip
     now = int(time.time() * 1000)
     scenario.ops += [
-        Op(now, item.process, "info", "claim", offer_id=item.offer_id, value="retry",
-           reason="NetworkError"),
-        Op(now + 1, item.process, OK, "claim", offer_id=item.offer_id, value="idle",
-           reason="capacity_full"),
+        Op(
+            now,
+            item.process,
+            "info",
+            "claim",
+            offer_id=item.offer_id,
+            value="retry",
+            reason="NetworkError",
+        ),
+        Op(
+            now + 1,
+            item.process,
+            OK,
+            "claim",
+            offer_id=item.offer_id,
+            value="idle",
+            reason="capacity_full",
+        ),
     ]
     scenario.write_history()
     report = check_dir(scenario.root)
@@ -417,9 +470,15 @@ def test_worker_log_maps_onto_ops(tmp_path: Path) -> None:
     log.write_text("\n".join(json.dumps(line) for line in lines) + "\n{torn")
     ops = normalize(worker_log_ops("w01", log))
     assert [(op.type, op.value) for op in ops if op.offer_id == offer] == [
-        ("invoke", None), ("info", "retry"), ("ok", "accepted")]
+        ("invoke", None),
+        ("info", "retry"),
+        ("ok", "accepted"),
+    ]
     assert [(op.type, op.value) for op in ops if op.offer_id == other] == [
-        ("invoke", None), ("ok", "idle"), ("fail", "conflict")]
+        ("invoke", None),
+        ("ok", "idle"),
+        ("fail", "conflict"),
+    ]
     assert [op.index for op in ops] == list(range(len(ops)))
     build_history(tmp_path, {"w01": log}, [])
     assert read_history(tmp_path) == ops and (tmp_path / HISTORY_FILE).exists()
@@ -430,14 +489,26 @@ def test_worker_log_maps_onto_ops(tmp_path: Path) -> None:
 
 def _fail_op(scene: Scenario, item: Accepted, value: str, reason: str,
              **extra: Any) -> None:  # fmt: skip
-    scene.ops.append(Op(int(time.time() * 1000), item.process, "fail", "claim",
-                        offer_id=item.offer_id, value=value, reason=reason, extra=extra))
+    scene.ops.append(
+        Op(
+            int(time.time() * 1000),
+            item.process,
+            "fail",
+            "claim",
+            offer_id=item.offer_id,
+            value=value,
+            reason=reason,
+            extra=extra,
+        )
+    )
 
 
 def _close_session(scene: Scenario, name: str) -> None:
-    scene.sql("UPDATE ql_private.worker_sessions SET state = 'closed',"
-              " closed_at = clock_timestamp() - interval '1 s' WHERE worker_id = %s",
-              scene.workers[name])
+    scene.sql(
+        "UPDATE ql_private.worker_sessions SET state = 'closed',"
+        " closed_at = clock_timestamp() - interval '1 s' WHERE worker_id = %s",
+        scene.workers[name],
+    )
 
 
 def _operator_close(scene: Scenario, name: str) -> None:
@@ -451,9 +522,13 @@ def _operator_close(scene: Scenario, name: str) -> None:
 
 
 def _release(scene: Scenario, item: Accepted, reason: str) -> None:
-    scene.sql("UPDATE ql_private.run_leases SET released_at = clock_timestamp() - interval"
-              " '1 s', release_reason = %s, expires_at = greatest(expires_at, clock_timestamp()"
-              " - interval '1 s') WHERE offer_id = %s", reason, item.offer_id)
+    scene.sql(
+        "UPDATE ql_private.run_leases SET released_at = clock_timestamp() - interval"
+        " '1 s', release_reason = %s, expires_at = greatest(expires_at, clock_timestamp()"
+        " - interval '1 s') WHERE offer_id = %s",
+        reason,
+        item.offer_id,
+    )
 
 
 @dataclass(frozen=True)
@@ -470,34 +545,84 @@ class Judged:
 
 
 JUDGED = [
-    Judged("lease_expired", "conflict", "lease_expired",
-           lambda s, i: _age_lease(s, i.offer_id), "c_replay_mismatch",
-           "conflict lease_expired: lease past expires_at at the answer"),
-    Judged("session_replaced", "conflict", "session_replaced",
-           lambda s, i: _close_session(s, i.process), "c_replay_mismatch",
-           "conflict session_replaced: session closed before the answer"),
-    Judged("session_closed", "conflict", "session_closed",
-           lambda s, i: _close_session(s, i.process), "c_replay_mismatch",
-           "conflict session_closed: session closed before the answer"),
-    Judged("lease_terminal", "conflict", "lease_terminal",
-           lambda s, i: _release(s, i, "cancelled"), "c_replay_mismatch",
-           "conflict lease_terminal: lease released cancelled before the answer"),
-    Judged("attempt_changed", "conflict", "attempt_changed",
-           lambda s, i: s.sql("UPDATE ql_private.attempts SET state = 'cancelled' WHERE id ="
-                              " (SELECT attempt_id FROM ql_private.run_leases"
-                              " WHERE offer_id = %s)", i.offer_id),
-           "c_replay_mismatch", "conflict attempt_changed: the attempt left claimed"),
-    Judged("abandoned", "abandoned", "session_lost",
-           lambda s, i: _close_session(s, i.process), "e_unresolved_intent",
-           "abandoned session_lost: session closed before the answer"),
-    Judged("moved_aside", "moved_aside", "session_changed",
-           lambda s, i: _close_session(s, i.process), "e_unresolved_intent",
-           "abandoned session_changed: session closed before the answer"),
-    Judged("operator_close", "moved_aside", "session_lost",
-           lambda s, i: _operator_close(s, i.process), "e_unresolved_intent",
-           "abandoned session_lost: lease released session_closed"),
-    Judged("exhausted", "exhausted", "NetworkError", None, "e_unresolved_intent",
-           "exhausted: 16+ attempts recorded with the intent", {"attempts": 3}),
+    Judged(
+        "lease_expired",
+        "conflict",
+        "lease_expired",
+        lambda s, i: _age_lease(s, i.offer_id),
+        "c_replay_mismatch",
+        "conflict lease_expired: lease past expires_at at the answer",
+    ),
+    Judged(
+        "session_replaced",
+        "conflict",
+        "session_replaced",
+        lambda s, i: _close_session(s, i.process),
+        "c_replay_mismatch",
+        "conflict session_replaced: session closed before the answer",
+    ),
+    Judged(
+        "session_closed",
+        "conflict",
+        "session_closed",
+        lambda s, i: _close_session(s, i.process),
+        "c_replay_mismatch",
+        "conflict session_closed: session closed before the answer",
+    ),
+    Judged(
+        "lease_terminal",
+        "conflict",
+        "lease_terminal",
+        lambda s, i: _release(s, i, "cancelled"),
+        "c_replay_mismatch",
+        "conflict lease_terminal: lease released cancelled before the answer",
+    ),
+    Judged(
+        "attempt_changed",
+        "conflict",
+        "attempt_changed",
+        lambda s, i: s.sql(
+            "UPDATE ql_private.attempts SET state = 'cancelled' WHERE id ="
+            " (SELECT attempt_id FROM ql_private.run_leases"
+            " WHERE offer_id = %s)",
+            i.offer_id,
+        ),
+        "c_replay_mismatch",
+        "conflict attempt_changed: the attempt left claimed",
+    ),
+    Judged(
+        "abandoned",
+        "abandoned",
+        "session_lost",
+        lambda s, i: _close_session(s, i.process),
+        "e_unresolved_intent",
+        "abandoned session_lost: session closed before the answer",
+    ),
+    Judged(
+        "moved_aside",
+        "moved_aside",
+        "session_changed",
+        lambda s, i: _close_session(s, i.process),
+        "e_unresolved_intent",
+        "abandoned session_changed: session closed before the answer",
+    ),
+    Judged(
+        "operator_close",
+        "moved_aside",
+        "session_lost",
+        lambda s, i: _operator_close(s, i.process),
+        "e_unresolved_intent",
+        "abandoned session_lost: lease released session_closed",
+    ),
+    Judged(
+        "exhausted",
+        "exhausted",
+        "NetworkError",
+        None,
+        "e_unresolved_intent",
+        "exhausted: 16+ attempts recorded with the intent",
+        {"attempts": 3},
+    ),
 ]
 
 
@@ -546,8 +671,11 @@ def test_dispatching_without_a_live_lease_is_an_anomaly(scenario: Scenario) -> N
     """What a sweeper that releases expired leases without re-queuing leaves."""
     item = scenario.accepted[3]
     _age_lease(scenario, item.offer_id)
-    scenario.sql("UPDATE ql_private.run_leases SET released_at = expires_at,"
-                 " release_reason = 'expired' WHERE offer_id = %s", item.offer_id)
+    scenario.sql(
+        "UPDATE ql_private.run_leases SET released_at = expires_at,"
+        " release_reason = 'expired' WHERE offer_id = %s",
+        item.offer_id,
+    )
     found = _finish(scenario)
     assert found == {"g_state_invariant"}
     details = check_dir(scenario.root).to_doc()["details"]["g_state_invariant"]
@@ -558,20 +686,27 @@ def test_dispatching_without_a_live_lease_is_an_anomaly(scenario: Scenario) -> N
 def test_released_and_requeued_is_no_anomaly(scenario: Scenario) -> None:
     item = scenario.accepted[3]
     _age_lease(scenario, item.offer_id)
-    scenario.sql("UPDATE ql_private.run_leases SET released_at = expires_at,"
-                 " release_reason = 'expired' WHERE offer_id = %s", item.offer_id)
+    scenario.sql(
+        "UPDATE ql_private.run_leases SET released_at = expires_at,"
+        " release_reason = 'expired' WHERE offer_id = %s",
+        item.offer_id,
+    )
     scenario.sql("UPDATE ql_private.runs SET state = 'queued' WHERE id = %s", item.run_id)
     assert _finish(scenario) == set()
 
 
 def test_started_lease_on_a_claimed_attempt_is_an_anomaly(scenario: Scenario) -> None:
     item = scenario.accepted[3]
-    scenario.sql("UPDATE ql_private.run_leases SET started_at = claimed_at WHERE offer_id = %s",
-                 item.offer_id)
+    scenario.sql(
+        "UPDATE ql_private.run_leases SET started_at = claimed_at WHERE offer_id = %s",
+        item.offer_id,
+    )
     assert _finish(scenario) == {"g_state_invariant"}
-    scenario.sql("UPDATE ql_private.attempts SET state = 'starting' WHERE id ="
-                 " (SELECT attempt_id FROM ql_private.run_leases WHERE offer_id = %s)",
-                 item.offer_id)
+    scenario.sql(
+        "UPDATE ql_private.attempts SET state = 'starting' WHERE id ="
+        " (SELECT attempt_id FROM ql_private.run_leases WHERE offer_id = %s)",
+        item.offer_id,
+    )
     scenario.sql("UPDATE ql_private.runs SET state = 'starting' WHERE id = %s", item.run_id)
     assert _finish(scenario) == set()
 
@@ -587,8 +722,10 @@ def test_terminal_run_without_its_event_is_an_anomaly(scenario: Scenario) -> Non
     scenario.sql("UPDATE ql_private.runs SET state = 'cancelled' WHERE id = %s", run_id)
     found = _finish(scenario)
     assert found == {"g_state_invariant"}
-    scenario.sql("INSERT INTO ql_private.events (type, run_id, payload)"
-                 " VALUES ('run.cancelled', %s, '{}')", run_id)
+    scenario.sql(
+        "INSERT INTO ql_private.events (type, run_id, payload) VALUES ('run.cancelled', %s, '{}')",
+        run_id,
+    )
     assert _finish(scenario) == set()
 
 
@@ -597,8 +734,10 @@ def test_terminal_run_without_its_event_is_an_anomaly(scenario: Scenario) -> Non
 
 def _edit_revisions(scene: Scenario, assignment: str) -> None:
     """Revisions are immutable (a trigger refuses UPDATE): plant past it, as superuser."""
-    scene.sql("SET session_replication_role = replica;"
-              f" UPDATE ql_private.execution_revisions SET {assignment}")
+    scene.sql(
+        "SET session_replication_role = replica;"
+        f" UPDATE ql_private.execution_revisions SET {assignment}"
+    )
 
 
 def test_revision_bytes_that_do_not_hash_to_the_digest_are_caught(scenario: Scenario) -> None:
@@ -654,8 +793,14 @@ def test_journal_points_fire_at_their_steps_of_the_claim_protocol(scenario: Scen
         journal.clear_pending()
         journal.save_pending(_intent())
         journal.move_pending_aside("conflict_lease_expired")
-    assert hits == ["intent_replace", "inbox_link", "pending_unlink", "intent_replace",
-                    "aside_replace", "pending_unlink"]
+    assert hits == [
+        "intent_replace",
+        "inbox_link",
+        "pending_unlink",
+        "intent_replace",
+        "aside_replace",
+        "pending_unlink",
+    ]
 
 
 _CRASH_SCRIPT = """
@@ -676,8 +821,9 @@ print("survived")
 
 
 @pytest.mark.parametrize("point", ["intent_replace", "aside_replace"])
-def test_a_crash_in_a_journal_window_is_a_real_sigkill_that_converges(tmp_path: Path,
-                                                                       point: str) -> None:
+def test_a_crash_in_a_journal_window_is_a_real_sigkill_that_converges(
+    tmp_path: Path, point: str
+) -> None:
     root = tmp_path / "journal"
     with Journal.open(str(root), refresher=False) as journal:
         journal.save_pending(_intent(attempts=1))
@@ -749,8 +895,11 @@ def test_a_mutant_copy_is_what_its_soak_imports(tmp_path: Path) -> None:
          ".joinpath('functions/sweep_leases.sql').read_text())"],
         cwd="/", env=env, capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     assert probe.stdout == (tree / "db/functions/sweep_leases.sql").read_text() + "\n"
-    assert probe.stdout != (Path(__file__).resolve().parents[2]
-                            / "db/functions/sweep_leases.sql").read_text() + "\n"
+    assert (
+        probe.stdout
+        != (Path(__file__).resolve().parents[2] / "db/functions/sweep_leases.sql").read_text()
+        + "\n"
+    )
 
 
 # ------------------------------------------------------------------ executing workers (h)
@@ -776,13 +925,19 @@ def _set_manifest_worker(scene: Scenario, name: str, **fields: Any) -> None:
 
 
 def _attempt(scene: Scenario, run_id: str) -> str:
-    return scene.sql("SELECT current_attempt_id::text FROM ql_private.runs WHERE id = %s",
-                     run_id)[0][0]
+    return scene.sql("SELECT current_attempt_id::text FROM ql_private.runs WHERE id = %s", run_id)[
+        0
+    ][0]
 
 
 def _event(scene: Scenario, kind: str, run_id: str, attempt_id: str | None) -> None:
-    scene.sql("INSERT INTO ql_private.events (type, run_id, attempt_id, payload)"
-              " VALUES (%s, %s, %s, '{}')", kind, run_id, attempt_id)
+    scene.sql(
+        "INSERT INTO ql_private.events (type, run_id, attempt_id, payload)"
+        " VALUES (%s, %s, %s, '{}')",
+        kind,
+        run_id,
+        attempt_id,
+    )
 
 
 def _end_run(scene: Scenario, run_id: str, state: str, *, attempt_state: str | None = None,
@@ -792,11 +947,19 @@ def _end_run(scene: Scenario, run_id: str, state: str, *, attempt_state: str | N
     product writes for it (pass `events` to plant others)."""
     attempt_id = _attempt(scene, run_id)
     attempt_state = attempt_state or state
-    scene.sql("UPDATE ql_private.attempts SET state = %s, exit_code = %s, reason = %s,"
-              " finished_at = clock_timestamp() WHERE id = %s",
-              attempt_state, exit_code, reason, attempt_id)
-    scene.sql("UPDATE ql_private.runs SET state = %s, finished_at = clock_timestamp()"
-              " WHERE id = %s", state, run_id)
+    scene.sql(
+        "UPDATE ql_private.attempts SET state = %s, exit_code = %s, reason = %s,"
+        " finished_at = clock_timestamp() WHERE id = %s",
+        attempt_state,
+        exit_code,
+        reason,
+        attempt_id,
+    )
+    scene.sql(
+        "UPDATE ql_private.runs SET state = %s, finished_at = clock_timestamp() WHERE id = %s",
+        state,
+        run_id,
+    )
     ending = {"succeeded": "run.succeeded", "failed": "attempt.failed",
               "cancelled": "run.cancelled"}[attempt_state]  # fmt: skip
     default = (ending,) if ending == f"run.{state}" else (ending, f"run.{state}")
@@ -807,8 +970,17 @@ def _end_run(scene: Scenario, run_id: str, state: str, *, attempt_state: str | N
 
 def _exec_op(scene: Scenario, name: str, value: str, offer_id: str, attempt_id: str,
              **extra: Any) -> None:  # fmt: skip
-    scene.ops.append(Op(int(time.time() * 1000), name, "info", "exec", offer_id=offer_id,
-                        value=value, extra={"attemptId": attempt_id, **extra}))
+    scene.ops.append(
+        Op(
+            int(time.time() * 1000),
+            name,
+            "info",
+            "exec",
+            offer_id=offer_id,
+            value=value,
+            extra={"attemptId": attempt_id, **extra},
+        )
+    )
 
 
 def _h_details(scene: Scenario) -> list[str]:
@@ -827,12 +999,17 @@ def test_an_attempt_started_twice_is_an_anomaly(scenario: Scenario) -> None:
 
 def test_two_started_leases_of_one_attempt_are_an_anomaly(scenario: Scenario) -> None:
     for item in scenario.accepted[:2]:
-        scenario.sql("UPDATE ql_private.run_leases SET started_at = claimed_at"
-                     " WHERE offer_id = %s", item.offer_id)
-    scenario.sql("UPDATE ql_private.attempts SET state = 'running' WHERE id = %s",
-                 _attempt(scenario, scenario.accepted[0].run_id))
-    scenario.sql("UPDATE ql_private.runs SET state = 'running' WHERE id = %s",
-                 scenario.accepted[0].run_id)
+        scenario.sql(
+            "UPDATE ql_private.run_leases SET started_at = claimed_at WHERE offer_id = %s",
+            item.offer_id,
+        )
+    scenario.sql(
+        "UPDATE ql_private.attempts SET state = 'running' WHERE id = %s",
+        _attempt(scenario, scenario.accepted[0].run_id),
+    )
+    scenario.sql(
+        "UPDATE ql_private.runs SET state = 'running' WHERE id = %s", scenario.accepted[0].run_id
+    )
     assert "h_execution" in _finish(scenario)
     assert any("2 leases started" in d for d in _h_details(scenario))
 
@@ -869,8 +1046,9 @@ def test_a_completion_the_database_does_not_show_is_an_anomaly(scenario: Scenari
 def test_a_failure_the_command_cannot_have_had_is_an_anomaly(
         scenario: Scenario, expect: str, exit_code: int, anomaly: bool) -> None:  # fmt: skip
     _with_task(scenario, expect=expect, exitCode=3, maxAttempts=1)
-    _end_run(scenario, _unleased_run(scenario), "failed", exit_code=exit_code,
-             reason="exit_nonzero")
+    _end_run(
+        scenario, _unleased_run(scenario), "failed", exit_code=exit_code, reason="exit_nonzero"
+    )
     assert _finish(scenario) == ({"h_execution"} if anomaly else set())
 
 
@@ -886,8 +1064,15 @@ def test_a_success_of_a_command_that_always_fails_is_an_anomaly(scenario: Scenar
 
 def _retried(scene: Scenario, run_id: str, due_in_s: float) -> None:
     """Attempt 1 failed, attempt 2 scheduled `due_in_s` later (apply_retry's writes)."""
-    _end_run(scene, run_id, "queued", attempt_state="failed", exit_code=3,
-             reason="exit_nonzero", events=("attempt.failed",))
+    _end_run(
+        scene,
+        run_id,
+        "queued",
+        attempt_state="failed",
+        exit_code=3,
+        reason="exit_nonzero",
+        events=("attempt.failed",),
+    )
     row = scene.sql(
         "INSERT INTO ql_private.attempts (run_id, attempt_no, executor, state, not_before,"
         " created_at, max_attempts, retry_base_ms, retry_cap_ms)"
@@ -895,9 +1080,15 @@ def _retried(scene: Scenario, run_id: str, due_in_s: float) -> None:
         " clock_timestamp() + make_interval(secs => %s), clock_timestamp(),"
         " a.max_attempts, a.retry_base_ms, a.retry_cap_ms FROM ql_private.attempts a"
         " WHERE a.run_id = %s AND a.attempt_no = 1 RETURNING id::text",
-        run_id, due_in_s, run_id)
-    scene.sql("UPDATE ql_private.runs SET current_attempt_id = %s, finished_at = NULL"
-              " WHERE id = %s", row[0][0], run_id)
+        run_id,
+        due_in_s,
+        run_id,
+    )
+    scene.sql(
+        "UPDATE ql_private.runs SET current_attempt_id = %s, finished_at = NULL WHERE id = %s",
+        row[0][0],
+        run_id,
+    )
     _event(scene, "run.retry_scheduled", run_id, row[0][0])
 
 
@@ -961,14 +1152,23 @@ def test_a_command_that_ran_on_after_its_cancel(scenario: Scenario, duration_ms:
     must have stopped it; one that ended on its own within 3 s is fine."""
     _with_task(scenario)
     item = scenario.accepted[3]
-    scenario.sql("UPDATE ql_private.run_leases SET started_at = claimed_at, released_at ="
-                 " clock_timestamp(), release_reason = 'completed' WHERE offer_id = %s",
-                 item.offer_id)
+    scenario.sql(
+        "UPDATE ql_private.run_leases SET started_at = claimed_at, released_at ="
+        " clock_timestamp(), release_reason = 'completed' WHERE offer_id = %s",
+        item.offer_id,
+    )
     attempt_id = _end_run(scenario, item.run_id, "succeeded")
-    scenario.sql("UPDATE ql_private.attempts SET result = jsonb_build_object('durationMs', %s)"
-                 " WHERE id = %s", duration_ms, attempt_id)
-    claimed_ms = scenario.sql("SELECT (extract(epoch FROM claimed_at) * 1000)::bigint FROM"
-                              " ql_private.run_leases WHERE offer_id = %s", item.offer_id)[0][0]
+    scenario.sql(
+        "UPDATE ql_private.attempts SET result = jsonb_build_object('durationMs', %s)"
+        " WHERE id = %s",
+        duration_ms,
+        attempt_id,
+    )
+    claimed_ms = scenario.sql(
+        "SELECT (extract(epoch FROM claimed_at) * 1000)::bigint FROM"
+        " ql_private.run_leases WHERE offer_id = %s",
+        item.offer_id,
+    )[0][0]
     _cancel_op(scenario, item.run_id, "running", ts_ms=claimed_ms + 1000)
     assert _finish(scenario) == ({"h_execution"} if anomaly else set())
     if anomaly:
@@ -1011,8 +1211,11 @@ def test_more_live_leases_than_slots_is_an_anomaly() -> None:
     one_after_another = [_lease("o1", 0, 10), _lease("o2", 10, 20), _lease("o3", 15, 30)]
     assert _synthetic(one_after_another, slots=2, required={}, labels={}) == set()
     # A started lease holds its slot past its expiry until it is released.
-    started = [_lease("o1", 0, 10, started=5, released=50), _lease("o2", 20, 40),
-               _lease("o3", 30, 60)]
+    started = [
+        _lease("o1", 0, 10, started=5, released=50),
+        _lease("o2", 20, 40),
+        _lease("o3", 30, 60),
+    ]
     assert _synthetic(started, slots=2, required={}, labels={}) == {"i_placement"}
 
 
@@ -1030,8 +1233,14 @@ def test_a_lease_to_a_worker_without_the_required_label_is_an_anomaly() -> None:
 
 def test_a_second_process_that_ran_on_a_held_journal_is_an_anomaly(scenario: Scenario) -> None:
     def double(outcome: str) -> Op:
-        return Op(int(time.time() * 1000), "nemesis", OK, "double_start", value="w01",
-                  extra={"outcome": outcome, "exitCode": 1})
+        return Op(
+            int(time.time() * 1000),
+            "nemesis",
+            OK,
+            "double_start",
+            value="w01",
+            extra={"outcome": outcome, "exitCode": 1},
+        )
 
     scenario.ops += [double("refused"), double("undecided"), double("owner_gone")]
     assert _finish(scenario) == set()
@@ -1067,7 +1276,10 @@ def test_worker_log_maps_executor_events_onto_ops(tmp_path: Path) -> None:
     log.write_text("".join(json.dumps(doc) + "\n" for doc in lines))
     ops = worker_log_ops("w01", log)
     assert [(op.f, op.value, op.offer_id) for op in ops] == [
-        ("exec", "started", "o1"), ("exec", "completed", "o1"), ("exec", "abandoned", "o2")]
+        ("exec", "started", "o1"),
+        ("exec", "completed", "o1"),
+        ("exec", "abandoned", "o2"),
+    ]
     assert ops[1].extra == {"attemptId": "a1", "outcome": "failed", "exitCode": 3}
     assert ops[1].reason == "exit_nonzero" and ops[2].reason == "lease_expired"
 
@@ -1081,8 +1293,11 @@ def test_an_executing_worker_drops_an_entry_only_with_its_log_line(scenario: Sce
                     if not (op.offer_id == item.offer_id and op.type == OK)]  # fmt: skip
     scenario.inbox_file(item).unlink()
     _age_lease(scenario, item.offer_id)
-    scenario.sql("UPDATE ql_private.run_leases SET released_at = expires_at,"
-                 " release_reason = 'expired' WHERE offer_id = %s", item.offer_id)
+    scenario.sql(
+        "UPDATE ql_private.run_leases SET released_at = expires_at,"
+        " release_reason = 'expired' WHERE offer_id = %s",
+        item.offer_id,
+    )
     scenario.sql("UPDATE ql_private.runs SET state = 'queued' WHERE id = %s", item.run_id)
     assert _finish(scenario) == {"e_unresolved_intent"}
     _set_manifest_worker(scenario, "w01", execute=True)
@@ -1112,12 +1327,18 @@ def test_a_second_process_is_started_only_against_an_established_owner(tmp_path:
 
 # ------------------------------------------------------------------ the hostile worker (j)
 
-BYZ_KINDS = {"ack_foreign": "/v1/leases/ack", "complete_foreign": "/v1/leases/complete",
-             "pull_foreign_offer": "/v1/offers/pull", "session_close_foreign":
-             "/v1/sessions/close", "credential_wrong_secret": "/v1/sessions/heartbeat",
-             "pull_own": "/v1/offers/pull", "own_ack_stale_version": "/v1/leases/ack",
-             "own_complete_replay": "/v1/leases/complete", "own_complete": "/v1/leases/complete",
-             "session_open_foreign_labels": "/v1/sessions"}
+BYZ_KINDS = {
+    "ack_foreign": "/v1/leases/ack",
+    "complete_foreign": "/v1/leases/complete",
+    "pull_foreign_offer": "/v1/offers/pull",
+    "session_close_foreign": "/v1/sessions/close",
+    "credential_wrong_secret": "/v1/sessions/heartbeat",
+    "pull_own": "/v1/offers/pull",
+    "own_ack_stale_version": "/v1/leases/ack",
+    "own_complete_replay": "/v1/leases/complete",
+    "own_complete": "/v1/leases/complete",
+    "session_open_foreign_labels": "/v1/sessions",
+}
 
 
 def _hostile_worker(scene: Scenario) -> tuple[str, Session]:
@@ -1162,10 +1383,17 @@ def test_hostile_request_on_another_workers_lease_is_judged(
     _hostile_worker(scenario)
     victim = scenario.accepted[2]  # w02's live lease
     target = "foreign_session" if kind.startswith("session") else "foreign"
-    _hostile_op(scenario, kind, answer, ("409:session_not_found",) if target ==
-                "foreign_session" else ("409:offer_foreign",), target=target,
-                offer_id=None if target == "foreign_session" else victim.offer_id,
-                victim="w02", sentVersion=1, answerVersion=2 if answer == "200" else None)
+    _hostile_op(
+        scenario,
+        kind,
+        answer,
+        ("409:session_not_found",) if target == "foreign_session" else ("409:offer_foreign",),
+        target=target,
+        offer_id=None if target == "foreign_session" else victim.offer_id,
+        victim="w02",
+        sentVersion=1,
+        answerVersion=2 if answer == "200" else None,
+    )
     found = _finish(scenario)
     assert found == ({"j_byzantine"} if flagged else set()), check_dir(scenario.root).to_doc()
     report = check_dir(scenario.root)
@@ -1175,8 +1403,10 @@ def test_hostile_request_on_another_workers_lease_is_judged(
     assert report.counts["byzJudged"] == 1
 
 
-@pytest.mark.parametrize(("answer", "flagged"), [
-    ("401:invalid_credential", False), ("200", True), ("403:worker_mismatch", True)])
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [("401:invalid_credential", False), ("200", True), ("403:worker_mismatch", True)],
+)
 def test_hostile_answer_outside_the_contract_is_an_anomaly(
         scenario: Scenario, answer: str, flagged: bool) -> None:  # fmt: skip
     _hostile_worker(scenario)
@@ -1208,10 +1438,15 @@ def _hostile_lease(scene: Scenario, session: Session) -> str:
         result = Provisioner(conn).pull(session, intent)
     assert result["status"] == "offered", result
     _age_lease(scene, intent.offer_id)
-    scene.sql("UPDATE ql_private.run_leases SET released_at = expires_at,"
-              " release_reason = 'expired' WHERE offer_id = %s", intent.offer_id)
-    scene.sql("UPDATE ql_private.runs SET state = 'queued' WHERE id = %s",
-              result["offer"]["candidate"]["runId"])
+    scene.sql(
+        "UPDATE ql_private.run_leases SET released_at = expires_at,"
+        " release_reason = 'expired' WHERE offer_id = %s",
+        intent.offer_id,
+    )
+    scene.sql(
+        "UPDATE ql_private.runs SET state = 'queued' WHERE id = %s",
+        result["offer"]["candidate"]["runId"],
+    )
     return intent.offer_id
 
 
@@ -1274,10 +1509,15 @@ def test_hostile_refusal_of_a_legitimate_call_needs_its_cause(scenario: Scenario
     _hostile_op(scenario, "own_ack_stale_version", "409:lease_expired",
                 ("409:stale_lease_version", "409:lease_expired"), target="own",
                 offer_id=intent.offer_id)  # fmt: skip
-    scenario.sql("UPDATE ql_private.runs SET state = 'queued' WHERE id = %s",
-                 result["offer"]["candidate"]["runId"])
-    scenario.sql("UPDATE ql_private.run_leases SET released_at = clock_timestamp(),"
-                 " release_reason = 'cancelled' WHERE offer_id = %s", intent.offer_id)
+    scenario.sql(
+        "UPDATE ql_private.runs SET state = 'queued' WHERE id = %s",
+        result["offer"]["candidate"]["runId"],
+    )
+    scenario.sql(
+        "UPDATE ql_private.run_leases SET released_at = clock_timestamp(),"
+        " release_reason = 'cancelled' WHERE offer_id = %s",
+        intent.offer_id,
+    )
     found = _finish(scenario)  # released later, cancelled: no expiry before the answer
     assert "j_byzantine" in found, found
     detail = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
@@ -1313,8 +1553,10 @@ def test_a_lease_call_on_a_worker_without_the_executor_is_caught_in_the_database
     assert _finish(scenario) == set()
     item = scenario.accepted[2]
     attempt = _attempt(scenario, item.run_id)
-    scenario.sql("UPDATE ql_private.run_leases SET started_at = clock_timestamp()"
-                 " WHERE offer_id = %s", item.offer_id)
+    scenario.sql(
+        "UPDATE ql_private.run_leases SET started_at = clock_timestamp() WHERE offer_id = %s",
+        item.offer_id,
+    )
     scenario.sql("UPDATE ql_private.attempts SET state = 'starting' WHERE id = %s", attempt)
     scenario.sql("UPDATE ql_private.runs SET state = 'starting' WHERE id = %s", item.run_id)
     found = _finish(scenario)
@@ -1326,15 +1568,29 @@ def test_a_lease_call_on_a_worker_without_the_executor_is_caught_in_the_database
 def _grant_only(scene: Scenario, worker_id: str, pool: str, labels: dict[str, str]) -> None:
     """The hostile worker of the soak: granted one pool of the project (created
     here) and `labels`, neither every pool nor self-labels (SPEC §13)."""
-    scene.sql("INSERT INTO ql_private.pools (project_id, name) SELECT project_id, %s"
-              " FROM ql_private.pools WHERE name = 'default' LIMIT 1", pool)
-    scene.sql("UPDATE ql_private.workers SET all_pools = false, self_labels = false"
-              " WHERE id = %s::uuid", worker_id)
-    scene.sql("INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id) SELECT %s::uuid,"
-              " id FROM ql_private.pools WHERE name = %s", worker_id, pool)
+    scene.sql(
+        "INSERT INTO ql_private.pools (project_id, name) SELECT project_id, %s"
+        " FROM ql_private.pools WHERE name = 'default' LIMIT 1",
+        pool,
+    )
+    scene.sql(
+        "UPDATE ql_private.workers SET all_pools = false, self_labels = false WHERE id = %s::uuid",
+        worker_id,
+    )
+    scene.sql(
+        "INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id) SELECT %s::uuid,"
+        " id FROM ql_private.pools WHERE name = %s",
+        worker_id,
+        pool,
+    )
     for key, value in labels.items():
-        scene.sql("INSERT INTO ql_private.worker_labels (worker_id, key, value)"
-                  " VALUES (%s::uuid, %s, %s)", worker_id, key, value)
+        scene.sql(
+            "INSERT INTO ql_private.worker_labels (worker_id, key, value)"
+            " VALUES (%s::uuid, %s, %s)",
+            worker_id,
+            key,
+            value,
+        )
 
 
 def test_hostile_lease_on_a_pool_not_granted_to_it_is_an_anomaly(scenario: Scenario) -> None:
@@ -1350,13 +1606,18 @@ def test_hostile_lease_on_a_pool_not_granted_to_it_is_an_anomaly(scenario: Scena
     assert _finish(scenario) == {"j_byzantine"}
     [detail] = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
     assert offer_id in detail and "of pool" in detail and "not granted" in detail, detail
-    scenario.sql("INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id) SELECT"
-                 " %s::uuid, id FROM ql_private.pools WHERE name = 'default'", worker_id)
+    scenario.sql(
+        "INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id) SELECT"
+        " %s::uuid, id FROM ql_private.pools WHERE name = 'default'",
+        worker_id,
+    )
     assert _finish(scenario) == set()
 
 
-@pytest.mark.parametrize(("answer", "flagged"), [
-    ("403:label_not_granted", False), ("201", True), ("400:invalid_label", True)])
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [("403:label_not_granted", False), ("201", True), ("400:invalid_label", True)],
+)
 def test_hostile_session_with_labels_not_granted_is_judged(
         scenario: Scenario, answer: str, flagged: bool) -> None:  # fmt: skip
     """A session declaring the honest fleet's labels must be refused 403
@@ -1377,12 +1638,20 @@ def test_hostile_session_declaring_labels_not_granted_is_an_anomaly(
     whose declared labels are not all granted is flagged (it was let in)."""
     worker_id, session = _hostile_worker(scenario)  # its session declares no label
     _grant_only(scenario, worker_id, "hostile", {"fleet": "Exec"})
-    _hostile_op(scenario, "session_open_foreign_labels", "403:label_not_granted",
-                ("403:label_not_granted",), target="own", labels={"fleet": "exec"})
+    _hostile_op(
+        scenario,
+        "session_open_foreign_labels",
+        "403:label_not_granted",
+        ("403:label_not_granted",),
+        target="own",
+        labels={"fleet": "exec"},
+    )
     assert _finish(scenario) == set()
-    scenario.sql("UPDATE ql_private.worker_sessions SET capabilities = jsonb_set(capabilities,"
-                 " '{labels}', '{\"fleet\": \"exec\"}') WHERE session_id = %s::uuid",
-                 session.session_id)
+    scenario.sql(
+        "UPDATE ql_private.worker_sessions SET capabilities = jsonb_set(capabilities,"
+        " '{labels}', '{\"fleet\": \"exec\"}') WHERE session_id = %s::uuid",
+        session.session_id,
+    )
     assert _finish(scenario) == {"j_byzantine"}
     [detail] = check_dir(scenario.root).to_doc()["details"]["j_byzantine"]
     assert session.session_id in detail and "not granted (fleet)" in detail, detail

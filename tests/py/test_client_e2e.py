@@ -40,8 +40,13 @@ TASK = f"{PROJECT}/client-e2e"
 
 
 def qinglong(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qinglong", *argv], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "qinglong", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @dataclass(frozen=True)
@@ -52,22 +57,40 @@ class DevApi:
     directory: Path
 
     def client(self, **kw: Any) -> api.Client:
-        return api.Client(self.target.url, token_file=self.target.token_file,
-                          ca_file=self.target.ca_file, **kw)
+        return api.Client(
+            self.target.url, token_file=self.target.token_file, ca_file=self.target.ca_file, **kw
+        )
 
     def async_client(self, **kw: Any) -> api.AsyncClient:
-        return api.AsyncClient(self.target.url, token_file=self.target.token_file,
-                               ca_file=self.target.ca_file, **kw)
+        return api.AsyncClient(
+            self.target.url, token_file=self.target.token_file, ca_file=self.target.ca_file, **kw
+        )
 
     def flags(self) -> list[str]:
-        return ["--api", self.target.url, "--token-file", str(self.target.token_file),
-                "--ca-file", str(self.target.ca_file)]
+        return [
+            "--api",
+            self.target.url,
+            "--token-file",
+            str(self.target.token_file),
+            "--ca-file",
+            str(self.target.ca_file),
+        ]
 
 
 def make_token(admin_dsn: str, directory: Path, scope: str, name: str) -> tuple[str, Path]:
     """`admin token create` as a process; the token written to a 0600 file."""
-    created = qinglong("admin", "token", "create", "--dsn", admin_dsn, "--project", PROJECT,
-                       "--scope", scope, timeout=60)
+    created = qinglong(
+        "admin",
+        "token",
+        "create",
+        "--dsn",
+        admin_dsn,
+        "--project",
+        PROJECT,
+        "--scope",
+        scope,
+        timeout=60,
+    )
     assert created.returncode == 0, created.stderr
     doc = json.loads(created.stdout)
     path = directory / name
@@ -78,8 +101,9 @@ def make_token(admin_dsn: str, directory: Path, scope: str, name: str) -> tuple[
 
 
 @pytest.fixture(scope="module")
-def dev_api(pg_cluster: ThrowawayPostgres, migrated_template: str,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevApi]:
+def dev_api(
+    pg_cluster: ThrowawayPostgres, migrated_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DevApi]:
     directory = tmp_path_factory.mktemp("api")
     name = f"ql_client_e2e_{os.getpid()}"
     admin_dsn = pg_cluster.create_database(name, template=migrated_template)
@@ -88,17 +112,30 @@ def dev_api(pg_cluster: ThrowawayPostgres, migrated_template: str,
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
             login = api_login(conn)
         command = directory / "command.json"
-        command.write_text(json.dumps({"schema": "qinglong/command@v1", "argv": ["true"],
-                                       "env": {}, "timeoutS": 60}))
-        published = qinglong("admin", "task", "publish", "--dsn", admin_dsn, "--project",
-                             PROJECT, "--name", TASK.split("/")[1], "--command-file",
-                             str(command), timeout=60)
+        command.write_text(
+            json.dumps(
+                {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
+            )
+        )
+        published = qinglong(
+            "admin",
+            "task",
+            "publish",
+            "--dsn",
+            admin_dsn,
+            "--project",
+            PROJECT,
+            "--name",
+            TASK.split("/")[1],
+            "--command-file",
+            str(command),
+            timeout=60,
+        )
         assert published.returncode == 0, published.stderr
         _, token_file = make_token(admin_dsn, directory, ALL_SCOPES, "producer.token")
         with running_api(directory, pg_cluster.dsn(name, user=login)) as served:
             target = api.ApiTarget(served.url, token_file, served.ca_file)
-            yield DevApi(admin_dsn, target, json.loads(published.stdout)["taskId"],
-                         directory)
+            yield DevApi(admin_dsn, target, json.loads(published.stdout)["taskId"], directory)
     finally:
         pg_cluster.drop_database(name)
 
@@ -162,19 +199,29 @@ def test_the_asyncio_client_does_the_same(dev_api):
 
 
 def test_scopes_wrong_and_revoked_tokens_raise_their_classes(dev_api):
-    token_id, read_only = make_token(dev_api.admin_dsn, dev_api.directory, "read",
-                                     "read-only.token")
+    token_id, read_only = make_token(
+        dev_api.admin_dsn, dev_api.directory, "read", "read-only.token"
+    )
     with dev_api.client() as producer:
         (run_id,) = producer.enqueue(TASK).run_ids
-    with api.Client(dev_api.target.url, token_file=read_only,
-                    ca_file=dev_api.target.ca_file) as reader:
+    with api.Client(
+        dev_api.target.url, token_file=read_only, ca_file=dev_api.target.ca_file
+    ) as reader:
         assert reader.show(run_id).run.run_id == run_id
         with pytest.raises(api.Forbidden):
             reader.enqueue(TASK)
         with pytest.raises(api.Forbidden):
             reader.cancel(run_id)
-        revoked = qinglong("admin", "token", "revoke", "--dsn", dev_api.admin_dsn,
-                           "--token-id", token_id, timeout=60)
+        revoked = qinglong(
+            "admin",
+            "token",
+            "revoke",
+            "--dsn",
+            dev_api.admin_dsn,
+            "--token-id",
+            token_id,
+            timeout=60,
+        )
         assert revoked.returncode == 0, revoked.stderr
         deadline = time.monotonic() + 5
         while True:  # a revoked token stops working within 5 s
@@ -189,9 +236,12 @@ def test_scopes_wrong_and_revoked_tokens_raise_their_classes(dev_api):
     wrong.touch(mode=0o600)
     real = dev_api.target.token_file.read_text().strip()
     wrong.write_text(real[:-1] + ("A" if real[-1] != "A" else "B"))
-    with api.Client(dev_api.target.url, token_file=wrong,
-                    ca_file=dev_api.target.ca_file) as stranger, \
-            pytest.raises(api.Unauthorized):
+    with (
+        api.Client(
+            dev_api.target.url, token_file=wrong, ca_file=dev_api.target.ca_file
+        ) as stranger,
+        pytest.raises(api.Unauthorized),
+    ):
         stranger.list()
 
 
@@ -234,7 +284,8 @@ def test_the_curl_line_enqueues_like_the_client(dev_api):
     with dev_api.client() as producer:
         # The same enqueue through the client finds the run curl made (same key, same task).
         assert producer.enqueue(TASK, priority=7, key="curl-k") == api.EnqueueResult(
-            run_ids=answer["runIds"], existing=True)
+            run_ids=answer["runIds"], existing=True
+        )
         assert producer.show(answer["runIds"][0]).run.priority == 7
 
 
@@ -248,15 +299,30 @@ def test_dev_up_api_works_with_the_client_and_the_cli(tmp_path):
         env = json.loads((state_dir / "dev-env.json").read_text())
         target = api.ApiTarget.from_dev_env(state_dir / "dev-env.json")
         command = tmp_path / "command.json"
-        command.write_text(json.dumps({"schema": "qinglong/command@v1", "argv": ["true"],
-                                       "env": {}, "timeoutS": 60}))
-        published = qinglong("admin", "task", "publish", "--dsn", env["runtimeDsn"],
-                             "--project", PROJECT, "--name", "dev-up-client",
-                             "--command-file", str(command), timeout=60)
+        command.write_text(
+            json.dumps(
+                {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
+            )
+        )
+        published = qinglong(
+            "admin",
+            "task",
+            "publish",
+            "--dsn",
+            env["runtimeDsn"],
+            "--project",
+            PROJECT,
+            "--name",
+            "dev-up-client",
+            "--command-file",
+            str(command),
+            timeout=60,
+        )
         assert published.returncode == 0, published.stderr
         task_id = json.loads(published.stdout)["taskId"]
-        with api.Client(target.url, token_file=target.token_file,
-                        ca_file=target.ca_file) as producer:
+        with api.Client(
+            target.url, token_file=target.token_file, ca_file=target.ca_file
+        ) as producer:
             (run_id,) = producer.enqueue(f"{PROJECT}/dev-up-client").run_ids
             assert producer.show(run_id).run.task_id == task_id
         flags = ["--api", target.url, "--token-file", str(target.token_file)]

@@ -78,8 +78,11 @@ class Dom(HTMLParser):
     def rows(self, id_: str) -> list[list[str]]:
         """The text of each body cell of table #id_, row by row."""
         (table,) = [e for e in self.elements if e.attrs.get("id") == id_]
-        rows = [["".join(td.text) for td in self.tags("td") if tr in td.within]
-                for tr in self.tags("tr") if table in tr.within]
+        rows = [
+            ["".join(td.text) for td in self.tags("td") if tr in td.within]
+            for tr in self.tags("tr")
+            if table in tr.within
+        ]
         return [row for row in rows if row]  # not the header row
 
 
@@ -95,8 +98,9 @@ def scenario(conn: psycopg.Connection) -> Scenario:
 
 
 @pytest.fixture
-def console(conn: psycopg.Connection, pg_cluster, db_name: str,
-            scenario: Scenario) -> Iterator[str]:
+def console(
+    conn: psycopg.Connection, pg_cluster, db_name: str, scenario: Scenario
+) -> Iterator[str]:
     try:
         with console_process(readonly_dsn(conn, pg_cluster, db_name), "--refresh-s", "2") as url:
             yield url
@@ -115,13 +119,22 @@ def _classed(dom: Dom, class_: str) -> list[str]:
     return ["".join(e.text) for e in dom.elements if e.attrs.get("class") == class_]
 
 
-def test_overview_shows_states_queue_waiting_sessions_and_denials(console: str,
-                                                                  scenario: Scenario) -> None:
+def test_overview_shows_states_queue_waiting_sessions_and_denials(
+    console: str, scenario: Scenario
+) -> None:
     dom = _page(console)
-    counts = {e.attrs["data-state"]: "".join(e.text) for e in dom.elements
-              if e.attrs.get("data-state")}
-    assert counts == {"queued": "3", "dispatching": "0", "starting": "1", "running": "0",
-                      "succeeded": "1", "failed": "1", "cancelled": "0"}
+    counts = {
+        e.attrs["data-state"]: "".join(e.text) for e in dom.elements if e.attrs.get("data-state")
+    }
+    assert counts == {
+        "queued": "3",
+        "dispatching": "0",
+        "starting": "1",
+        "running": "0",
+        "succeeded": "1",
+        "failed": "1",
+        "cancelled": "0",
+    }
     waiting = dom.by_id("waiting-runs")
     # The oldest waiting build runs can go to edge-1 (free slots); the train run
     # needs label gpu=yes, which no live session has.
@@ -141,8 +154,11 @@ def test_overview_shows_states_queue_waiting_sessions_and_denials(console: str,
 
 def test_overview_chart_counts_the_last_minutes(console: str) -> None:
     dom = _page(console)
-    series = {e.attrs["data-series"]: [int(v) for v in str(e.attrs["data-values"]).split(",")]
-              for e in dom.tags("g") if e.attrs.get("data-series")}
+    series = {
+        e.attrs["data-series"]: [int(v) for v in str(e.attrs["data-values"]).split(",")]
+        for e in dom.tags("g")
+        if e.attrs.get("data-series")
+    }
     assert set(series) == {"dispatched", "succeeded", "failed"}
     assert all(len(values) == 15 for values in series.values())
     assert (sum(series["dispatched"]), sum(series["succeeded"]), sum(series["failed"])) == (3, 1, 1)
@@ -150,9 +166,9 @@ def test_overview_chart_counts_the_last_minutes(console: str) -> None:
     assert len([e for e in dom.tags("svg") if e.attrs.get("id") == "throughput-chart"]) == 1
 
 
-def test_run_detail_shows_attempts_output_and_events_as_text(conn: psycopg.Connection,
-                                                             console: str,
-                                                             scenario: Scenario) -> None:
+def test_run_detail_shows_attempts_output_and_events_as_text(
+    conn: psycopg.Connection, console: str, scenario: Scenario
+) -> None:
     answer = fetch(f"{console}runs/{scenario.succeeded_run}")
     assert answer.status == 200
     assert "<script>alert(1)</script>" not in answer.body
@@ -189,8 +205,9 @@ def test_workers_page_escapes_labels_and_shows_slots_and_disabled(console: str) 
     assert "retired" in rows and "disabled" in rows
 
 
-def test_workers_page_shows_full_ids_pools_and_granted_labels(conn: psycopg.Connection,
-                                                              console: str) -> None:
+def test_workers_page_shows_full_ids_pools_and_granted_labels(
+    conn: psycopg.Connection, console: str
+) -> None:
     prov = Provisioner(conn)
     prov.call(api.create_pool(project="web", name="fast"))
     tenant = prov.worker("tenant-a", self_labels=False, all_pools=False)
@@ -212,17 +229,26 @@ def test_workers_page_shows_full_ids_pools_and_granted_labels(conn: psycopg.Conn
     assert "region=eu-1" in edge[5]  # its session's declared labels
 
 
-def test_run_pages_name_the_project_task_and_pool(conn: psycopg.Connection, console: str,
-                                                 scenario: Scenario) -> None:
+def test_run_pages_name_the_project_task_and_pool(
+    conn: psycopg.Connection, console: str, scenario: Scenario
+) -> None:
     prov = Provisioner(conn)
     prov.call(api.create_pool(project="web", name="fast"))
-    task = prov.call(api.publish_revision(project="web", task="deploy",
-                                          canonical=compile_command(command()).canonical,
-                                          pool="web/fast")).doc["taskId"]
+    task = prov.call(
+        api.publish_revision(
+            project="web",
+            task="deploy",
+            canonical=compile_command(command()).canonical,
+            pool="web/fast",
+        )
+    ).doc["taskId"]
     (run_id,) = prov.enqueue(task)
     dom = _page(f"{console}runs/{run_id}")
     assert (_classed(dom, "project-name"), _classed(dom, "task-name"), _classed(dom, "pool")) == (
-        ["web"], ["deploy"], ["web/fast"])
+        ["web"],
+        ["deploy"],
+        ["web/fast"],
+    )
     assert task in dom.by_id("run"), "the task id stays, as secondary text"
     rows = {row[0]: row for row in _page(f"{console}runs").rows("runs")}
     assert rows[run_id][1:3] == ["web/deploy", "web/fast"]
@@ -230,20 +256,22 @@ def test_run_pages_name_the_project_task_and_pool(conn: psycopg.Connection, cons
     assert rows[scenario.succeeded_run][1:3] == ["web/build", "web/default"]
 
 
-def test_overview_shows_scheduled_runs_apart_from_ready_ones(conn: psycopg.Connection,
-                                                             console: str,
-                                                             scenario: Scenario) -> None:
-    api.enqueue_runs(task_id=scenario.build_task, priority=7, count=2,
-                     delay_ms=3_600_000).run(conn)
+def test_overview_shows_scheduled_runs_apart_from_ready_ones(
+    conn: psycopg.Connection, console: str, scenario: Scenario
+) -> None:
+    api.enqueue_runs(task_id=scenario.build_task, priority=7, count=2, delay_ms=3_600_000).run(conn)
     dom = _page(console)
     assert [row[:2] for row in dom.rows("by-priority")] == [["0", "3"]], "7 is not ready"
     assert dom.rows("scheduled-by-priority") == [["7", "2"]]
     tasks = {row[0]: row[1:] for row in dom.rows("by-task")}
     # pool, ready, scheduled, dispatching
-    assert tasks == {"web/build": ["web/default", "2", "2", "0"],
-                     "ml/train": ["ml/default", "1", "0", "0"]}
-    assert re.search(r"· scheduled 2 \(next due in 59 min \d\d s\)$",
-                     dom.by_id("queue-summary")), dom.by_id("queue-summary")
+    assert tasks == {
+        "web/build": ["web/default", "2", "2", "0"],
+        "ml/train": ["ml/default", "1", "0", "0"],
+    }
+    assert re.search(r"· scheduled 2 \(next due in 59 min \d\d s\)$", dom.by_id("queue-summary")), (
+        dom.by_id("queue-summary")
+    )
 
 
 def test_runs_filters_by_state_and_task(console: str, scenario: Scenario) -> None:
@@ -262,16 +290,22 @@ def test_runs_filters_by_state_and_task(console: str, scenario: Scenario) -> Non
 
 def test_runs_keyset_pages(conn: psycopg.Connection, console: str, scenario: Scenario) -> None:
     Provisioner(conn).enqueue(scenario.build_task, 60)
-    queued = [str(r[0]) for r in conn.execute(
-        "SELECT id FROM ql_private.runs WHERE state = 'queued' ORDER BY queue_seq DESC")]
+    queued = [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT id FROM ql_private.runs WHERE state = 'queued' ORDER BY queue_seq DESC"
+        )
+    ]
     first = _page(f"{console}runs?state=queued")
     older = [e for e in first.tags("a") if e.attrs.get("id") == "older"]
     assert len(older) == 1
     second_url = console.rstrip("/") + str(older[0].attrs["href"])
     second = _page(second_url)
     assert not [e for e in second.tags("a") if e.attrs.get("id") == "older"], "the last page"
-    pages = [re.findall(r'href="/runs/([0-9a-f-]{36})"', fetch(u).body)
-             for u in (f"{console}runs?state=queued", second_url)]
+    pages = [
+        re.findall(r'href="/runs/([0-9a-f-]{36})"', fetch(u).body)
+        for u in (f"{console}runs?state=queued", second_url)
+    ]
     assert len(pages[0]) == 50 and pages[0] + pages[1] == queued, "newest first, no overlap"
 
 
@@ -305,10 +339,16 @@ BAD_REQUESTS = [
     ("runs/00000000-0000-4000-8000-000000000000/log?attempt=1&offset=0", 404, "run not found"),
     ("runs/not-a-uuid/log?attempt=1&offset=0", 400, "runId must be a lowercase canonical"),
     ("runs/00000000-0000-4000-8000-000000000000/log?offset=0", 400, "attempt must be given"),
-    ("runs/00000000-0000-4000-8000-000000000000/log?attempt=1&offset=-1", 400,
-     "offset must be given once"),
-    ("runs/00000000-0000-4000-8000-000000000000/log?attempt=1&offset=0&x=1", 400,
-     "unknown query parameter 'x' (expected attempt, offset)"),
+    (
+        "runs/00000000-0000-4000-8000-000000000000/log?attempt=1&offset=-1",
+        400,
+        "offset must be given once",
+    ),
+    (
+        "runs/00000000-0000-4000-8000-000000000000/log?attempt=1&offset=0&x=1",
+        400,
+        "unknown query parameter 'x' (expected attempt, offset)",
+    ),
 ]
 
 
@@ -321,12 +361,21 @@ def test_bad_requests_get_a_clear_answer(conn: psycopg.Connection, console: str)
     assert table_fingerprint(conn) == before
 
 
-def test_read_only_and_no_secret_on_any_page(conn: psycopg.Connection, console: str,
-                                             scenario: Scenario) -> None:
+def test_read_only_and_no_secret_on_any_page(
+    conn: psycopg.Connection, console: str, scenario: Scenario
+) -> None:
     before = table_fingerprint(conn)
-    pages = ["", "runs", "workers", f"runs/{scenario.succeeded_run}",
-             f"runs/{scenario.started_run}", f"runs/{scenario.failed_run}",
-             "runs?state=starting", "static/console.js", "static/console.css"]
+    pages = [
+        "",
+        "runs",
+        "workers",
+        f"runs/{scenario.succeeded_run}",
+        f"runs/{scenario.started_run}",
+        f"runs/{scenario.failed_run}",
+        "runs?state=starting",
+        "static/console.js",
+        "static/console.css",
+    ]
     for path in pages:
         answer = fetch(console + path)
         assert answer.status == 200, path
@@ -342,69 +391,113 @@ def test_read_only_and_no_secret_on_any_page(conn: psycopg.Connection, console: 
     assert table_fingerprint(conn) == before, "a console request changed the database"
 
 
-def test_console_role_needs_only_ql_readonly(conn: psycopg.Connection, pg_cluster,
-                                             db_name: str, scenario: Scenario) -> None:
+def test_console_role_needs_only_ql_readonly(
+    conn: psycopg.Connection, pg_cluster, db_name: str, scenario: Scenario
+) -> None:
     """Every read of every page is allowed to ql_readonly; a role without it gets a 503."""
     from psycopg import sql
+
     role = f"ql_nobody_{db_name}"
     conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
     conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
     # It may connect (the database grants CONNECT to the project roles only), not read.
-    conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
-        sql.Identifier(db_name), sql.Identifier(role)))
+    conn.execute(
+        sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+            sql.Identifier(db_name), sql.Identifier(role)
+        )
+    )
     try:
         with console_process(pg_cluster.dsn(db_name, user=role)) as url:
             answer = fetch(url)
             assert answer.status == 503
             assert "grant it ql_readonly" in Dom(answer.body).by_id("error")
     finally:
-        conn.execute(sql.SQL("REVOKE CONNECT ON DATABASE {} FROM {}").format(
-            sql.Identifier(db_name), sql.Identifier(role)))
+        conn.execute(
+            sql.SQL("REVOKE CONNECT ON DATABASE {} FROM {}").format(
+                sql.Identifier(db_name), sql.Identifier(role)
+            )
+        )
         conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
 def test_non_loopback_bind_needs_allow_remote(db_dsn: str) -> None:
-    refused = subprocess.run([sys.executable, "-m", "qinglong", "console", "--dsn", db_dsn,
-                              "--host", "0.0.0.0", "--port", "0"],
-                             capture_output=True, text=True, timeout=30, check=False)
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "console",
+            "--dsn",
+            db_dsn,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert refused.returncode == 2 and refused.stdout == ""
     assert "not a loopback address; pass --allow-remote" in refused.stderr
     with pytest.raises(RemoteBindRefused):
         ConsoleConfig(dsn=db_dsn, host="example.org")
     with pytest.raises(RemoteBindRefused, match="--allow-remote requires --tls-cert FILE"):
         ConsoleConfig(dsn=db_dsn, host="0.0.0.0", allow_remote=True)
-    assert [is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "10.0.0.1", "host")] \
-        == [True, True, True, False, False]
+    assert [is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "10.0.0.1", "host")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
 
 
 def test_markup_escapes_every_value() -> None:
     html = el("td", "<b>&\"'", el("span", 3, title='x" onmouseover="y'))
-    assert html == ('<td>&lt;b&gt;&amp;&quot;&#x27;<span title="x&quot; onmouseover=&quot;y">'
-                    '3</span></td>')
+    assert html == (
+        '<td>&lt;b&gt;&amp;&quot;&#x27;<span title="x&quot; onmouseover=&quot;y">3</span></td>'
+    )
     assert isinstance(html, Markup)
 
 
 def test_reads_are_granted_to_ql_readonly(conn: psycopg.Connection) -> None:
     """The console's reads as the db api names them: each is a ql_readonly read."""
-    names = [api.run_state_counts().function, api.throughput().function,
-             api.waiting_runs().function, api.live_sessions().function,
-             api.recent_denials().function, api.queue_depth().function,
-             api.list_runs().function, api.show_run(run_id="x").function,
-             api.list_workers().function, api.run_log(run_id="x").function]
+    names = [
+        api.run_state_counts().function,
+        api.throughput().function,
+        api.waiting_runs().function,
+        api.live_sessions().function,
+        api.recent_denials().function,
+        api.queue_depth().function,
+        api.list_runs().function,
+        api.show_run(run_id="x").function,
+        api.list_workers().function,
+        api.run_log(run_id="x").function,
+    ]
     rows = conn.execute(
         "SELECT p.proname, has_function_privilege('ql_readonly', p.oid, 'EXECUTE')"
         " FROM pg_proc p WHERE p.pronamespace = 'ql'::regnamespace AND p.proname = ANY(%s)",
-        (names,)).fetchall()
+        (names,),
+    ).fetchall()
     assert sorted(rows) == sorted((name, True) for name in names), json.dumps(rows)
 
 
-@pytest.mark.parametrize("host, status", [
-    ("evil.example", 400), ("evil.example:{port}", 400), ("127.0.0.1.evil.example", 400),
-    ("127.0.0.1:{port}", 200), ("localhost:{port}", 200), ("LOCALHOST", 200),
-    ("[::1]:{port}", 200), ("127.0.0.1", 200),
-])
-def test_host_header_must_name_the_loopback_console(console: str, host: str,
-                                                    status: int) -> None:
+@pytest.mark.parametrize(
+    "host, status",
+    [
+        ("evil.example", 400),
+        ("evil.example:{port}", 400),
+        ("127.0.0.1.evil.example", 400),
+        ("127.0.0.1:{port}", 200),
+        ("localhost:{port}", 200),
+        ("LOCALHOST", 200),
+        ("[::1]:{port}", 200),
+        ("127.0.0.1", 200),
+    ],
+)
+def test_host_header_must_name_the_loopback_console(console: str, host: str, status: int) -> None:
     """DNS rebinding: a page whose domain now resolves to 127.0.0.1 sends its own
     name as Host; without --allow-remote the console answers it 400, never a page."""
     port = console.rstrip("/").rsplit(":", 1)[1]
@@ -418,23 +511,31 @@ def test_host_header_must_name_the_loopback_console(console: str, host: str,
 def test_host_allowed_rules(db_dsn: str) -> None:
     from qinglong.service.console.app import host_allowed, host_name
 
-    assert [host_name(h) for h in ("a.example:80", "[::1]:8088", "[::1]", "::1", "LocalHost")] \
-        == ["a.example", "::1", "::1", "::1", "localhost"]
+    assert [host_name(h) for h in ("a.example:80", "[::1]:8088", "[::1]", "::1", "LocalHost")] == [
+        "a.example",
+        "::1",
+        "::1",
+        "::1",
+        "localhost",
+    ]
     local = ConsoleConfig(dsn=db_dsn, host="127.0.0.2")
     assert host_allowed("127.0.0.2:8088", local) and not host_allowed("10.0.0.1", local)
     assert not host_allowed(None, local) and not host_allowed("", local)
 
 
 def test_repeated_task_or_cursor_is_a_bad_request(console: str, scenario: Scenario) -> None:
-    for query in ([("task", scenario.build_task), ("task", scenario.train_task)],
-                  [("after", "1"), ("after", "2")]):
+    for query in (
+        [("task", scenario.build_task), ("task", scenario.train_task)],
+        [("after", "1"), ("after", "2")],
+    ):
         answer = fetch(f"{console}runs?" + urlencode(query))
         assert answer.status == 400, query
         assert Dom(answer.body).by_id("error").endswith("may be given once")
 
 
-def test_console_connection_is_read_only_even_as_superuser(conn: psycopg.Connection,
-                                                           db_dsn: str) -> None:
+def test_console_connection_is_read_only_even_as_superuser(
+    conn: psycopg.Connection, db_dsn: str
+) -> None:
     """Defence in depth: given a superuser's DSN, a write through the console's
     connections still fails (default_transaction_read_only) and changes nothing."""
     import asyncio
@@ -454,19 +555,22 @@ def test_console_connection_is_read_only_even_as_superuser(conn: psycopg.Connect
         finally:
             await reader.close()
 
-    assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
-                        ).fetchone() == (True,)
+    assert conn.execute(
+        "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+    ).fetchone() == (True,)
     before = table_fingerprint(conn)
     error, counts = asyncio.run(attempt())
     assert error is not None and error.status == 503, "a write went through the console"
     assert counts["states"], counts
     assert table_fingerprint(conn) == before
-    assert conn.execute("SELECT count(*) FROM ql_private.workers WHERE name = %s",
-                        ("written-by-console",)).fetchone() == (0,)
+    assert conn.execute(
+        "SELECT count(*) FROM ql_private.workers WHERE name = %s", ("written-by-console",)
+    ).fetchone() == (0,)
 
 
-def test_demo_console_role_is_a_readonly_login(conn: psycopg.Connection, db_dsn: str,
-                                               db_name: str) -> None:
+def test_demo_console_role_is_a_readonly_login(
+    conn: psycopg.Connection, db_dsn: str, db_name: str
+) -> None:
     """`qinglong demo --dsn`: the console's login is made on the admin DSN and is
     only a ql_readonly member (not the admin); running it again resets it."""
     from qinglong.console_cli import ensure_console_role
@@ -479,22 +583,24 @@ def test_demo_console_role_is_a_readonly_login(conn: psycopg.Connection, db_dsn:
                 row = console_conn.execute(
                     "SELECT current_user, r.rolsuper, r.rolcreaterole,"
                     " pg_has_role(current_user, 'ql_readonly', 'MEMBER')"
-                    " FROM pg_roles r WHERE r.rolname = current_user").fetchone()
+                    " FROM pg_roles r WHERE r.rolname = current_user"
+                ).fetchone()
                 assert row == (role, False, False, True)
                 api.run_state_counts().run(console_conn)  # a console read is granted
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     api.register_worker(name="nope").run(console_conn)
         assert "password=" in dsn
-        stored = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s",
-                              (role,)).fetchone()
+        stored = conn.execute(
+            "SELECT rolpassword FROM pg_authid WHERE rolname = %s", (role,)
+        ).fetchone()
         assert stored is not None and str(stored[0]).startswith("SCRAM-SHA-256$")
     finally:
-        conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(
-            psycopg.sql.Identifier(role)))
+        conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(role)))
 
 
-def test_an_unexpected_error_is_the_consoles_own_500_page(db_dsn: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unexpected_error_is_the_consoles_own_500_page(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A bug in a page (fault injected into the overview's load) is logged and
     answered as an error page with the console's headers, never aiohttp's own."""
     import asyncio
@@ -530,15 +636,22 @@ def test_console_process_never_hangs_or_leaks() -> None:
 
     from tests.py import console_scenario
 
-    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
+    silent = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE, text=True
+    )
     started = time.monotonic()
     assert console_scenario._first_line(silent, 0.5) == ""
     assert time.monotonic() - started < 5
     stubborn = subprocess.Popen(
-        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
-                               "signal.SIG_IGN); print('up', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, "
+            "signal.SIG_IGN); print('up', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert console_scenario._first_line(stubborn, 10) == "up\n"
     for proc in (silent, stubborn):
         console_scenario.stop_process(proc, timeout_s=1.0)
@@ -560,7 +673,8 @@ def _demo(dsn: str, tmp_path) -> tuple[Any, io.StringIO]:
 
 
 def test_demo_with_dsn_serves_its_console_as_a_readonly_login(
-        conn: psycopg.Connection, db_dsn: str, scenario: Scenario, tmp_path) -> None:
+    conn: psycopg.Connection, db_dsn: str, scenario: Scenario, tmp_path
+) -> None:
     """`qinglong demo --dsn` (no throwaway cluster): the console reads as the
     ql_readonly login it makes, not as the admin DSN it was given."""
     from qinglong.demo import CONSOLE_ROLE
@@ -572,13 +686,18 @@ def test_demo_with_dsn_serves_its_console_as_a_readonly_login(
         assert fetch(demo.console_url).status == 200
         dsn = (demo.root / "console.dsn").read_text()
         assert psycopg.conninfo.conninfo_to_dict(dsn)["user"] == CONSOLE_ROLE
-        users = {r[0] for r in conn.execute(
-            "SELECT usename FROM pg_stat_activity WHERE application_name = 'qinglong-console'")}
+        users = {
+            r[0]
+            for r in conn.execute(
+                "SELECT usename FROM pg_stat_activity WHERE application_name = 'qinglong-console'"
+            )
+        }
         assert users == {CONSOLE_ROLE}, users
     finally:
         demo.cleanup()
-        conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(
-            psycopg.sql.Identifier(CONSOLE_ROLE)))
+        conn.execute(
+            psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(CONSOLE_ROLE))
+        )
 
 
 def test_demo_goes_on_when_its_console_cannot_start(tmp_path) -> None:

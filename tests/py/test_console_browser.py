@@ -55,14 +55,24 @@ def chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    raise AssertionError("headless Chromium missing: apt-get install chromium "
-                         "(scripts/test.sh does it)")
+    raise AssertionError(
+        "headless Chromium missing: apt-get install chromium (scripts/test.sh does it)"
+    )
 
 
 def _run(profile: Path, *args: str) -> str:
-    cmd = [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
-           "--disable-dev-shm-usage", "--no-first-run", "--hide-scrollbars",
-           f"--user-data-dir={profile}", f"--virtual-time-budget={VIRTUAL_TIME_MS}", *args]
+    cmd = [
+        chromium(),
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        f"--virtual-time-budget={VIRTUAL_TIME_MS}",
+        *args,
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
@@ -83,8 +93,9 @@ def scenario_console(db_dsn: str, pg_cluster, db_name: str) -> Iterator[tuple[Sc
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         scenario = build_scenario(conn)
         try:
-            with console_process(readonly_dsn(conn, pg_cluster, db_name),
-                                 "--refresh-s", "2") as url:
+            with console_process(
+                readonly_dsn(conn, pg_cluster, db_name), "--refresh-s", "2"
+            ) as url:
                 yield scenario, url
         finally:
             drop_role(conn, db_name)
@@ -95,8 +106,11 @@ def test_pages_in_a_browser(scenario_console: tuple[Scenario, str], tmp_path: Pa
 
     overview = load(url, tmp_path, "overview.png")
     assert overview.by_id("generated").startswith("read-only")
-    counts = {e.attrs["data-state"]: "".join(e.text) for e in overview.elements
-              if e.attrs.get("data-state")}
+    counts = {
+        e.attrs["data-state"]: "".join(e.text)
+        for e in overview.elements
+        if e.attrs.get("data-state")
+    }
     assert counts["queued"] == "3" and counts["succeeded"] == "1" and counts["failed"] == "1"
     assert "edge-1" in overview.by_id("sessions")
     assert scenario.train_run in overview.by_id("waiting-runs")
@@ -110,8 +124,9 @@ def test_pages_in_a_browser(scenario_console: tuple[Scenario, str], tmp_path: Pa
 
     run = load(f"{url}runs/{scenario.succeeded_run}", tmp_path, "run.png")
     assert ["".join(e.text) for e in run.tags("pre")] == [XSS_TAIL], "output tail not shown as text"
-    assert [e.attrs.get("src") for e in run.tags("script")] == ["/static/console.js"], \
+    assert [e.attrs.get("src") for e in run.tags("script")] == ["/static/console.js"], (
         "the output tail became a script element"
+    )
     assert "succeeded" in run.by_id("run")
 
     workers = load(f"{url}workers", tmp_path, "workers.png")
@@ -158,8 +173,9 @@ class _FailAfterFirstPage(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_failed_refresh_shows_a_stale_marker(scenario_console: tuple[Scenario, str],
-                                             tmp_path: Path) -> None:
+def test_failed_refresh_shows_a_stale_marker(
+    scenario_console: tuple[Scenario, str], tmp_path: Path
+) -> None:
     """The page loads, then its refreshes get 503: it keeps the last page and
     shows "stale since HH:MM:SS UTC" (hidden while refreshes succeed)."""
     _, url = scenario_console
@@ -168,14 +184,20 @@ def test_failed_refresh_shows_a_stale_marker(scenario_console: tuple[Scenario, s
     marker = [e for e in healthy.elements if e.attrs.get("id") == "stale"]
     assert marker and "hidden" in marker[0].attrs and healthy.by_id("stale") == ""
 
-    handler = type("Handler", (_FailAfterFirstPage,), {"upstream": url.rstrip("/"),
-                                                       "pages_served": 0})
+    handler = type(
+        "Handler", (_FailAfterFirstPage,), {"upstream": url.rstrip("/"), "pages_served": 0}
+    )
     proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=proxy.serve_forever, daemon=True)
     thread.start()
     try:
-        stale = Dom(_run(tmp_path / "profile-stale", "--dump-dom",
-                         f"http://127.0.0.1:{proxy.server_address[1]}/"))
+        stale = Dom(
+            _run(
+                tmp_path / "profile-stale",
+                "--dump-dom",
+                f"http://127.0.0.1:{proxy.server_address[1]}/",
+            )
+        )
     finally:
         proxy.shutdown()
         proxy.server_close()
@@ -236,16 +258,21 @@ def _devtools_page(profile: Path, process: subprocess.Popen[str]) -> str:
 
 
 async def _log_in_and_out(ws_url: str, url: str, token: str, shot: Path) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as http, \
-            http.ws_connect(ws_url, max_msg_size=64 * 1024 * 1024) as ws:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(ws_url, max_msg_size=64 * 1024 * 1024) as ws,
+    ):
         cdp = Cdp(ws)
         await cdp.call("Page.navigate", url=url)
         await cdp.until("document.getElementById('login') !== null")
         seen: dict[str, Any] = {"before": await cdp.value("document.body.innerText")}
-        await cdp.value(f"document.getElementById('token').value = {json.dumps(token)}; "
-                        "document.getElementById('login-submit').click(); true")
-        await cdp.until("location.pathname === '/' && "
-                        "document.getElementById('runs-by-state') !== null")
+        await cdp.value(
+            f"document.getElementById('token').value = {json.dumps(token)}; "
+            "document.getElementById('login-submit').click(); true"
+        )
+        await cdp.until(
+            "location.pathname === '/' && document.getElementById('runs-by-state') !== null"
+        )
         seen["sessions"] = await cdp.value("document.getElementById('sessions').innerText")
         seen["document_cookie"] = await cdp.value("document.cookie")
         seen["cookies"] = (await cdp.call("Network.getCookies", urls=[url]))["cookies"]
@@ -254,31 +281,36 @@ async def _log_in_and_out(ws_url: str, url: str, token: str, shot: Path) -> dict
         await cdp.until("document.getElementById('workers') !== null")
         seen["workers"] = await cdp.value("document.getElementById('workers').innerText")
         await cdp.value("document.getElementById('logout-submit').click(); true")
-        await cdp.until("location.pathname === '/login' && "
-                        "document.getElementById('login') !== null")
+        await cdp.until(
+            "location.pathname === '/login' && document.getElementById('login') !== null"
+        )
         await cdp.call("Page.navigate", url=url)
-        await cdp.until("document.readyState === 'complete' && "
-                        "document.getElementById('login') !== null")
+        await cdp.until(
+            "document.readyState === 'complete' && document.getElementById('login') !== null"
+        )
         seen["after"] = await cdp.value("document.body.innerText")
         return seen
 
 
 @pytest.fixture
-def remote_console(db_dsn: str, pg_cluster, db_name: str,
-                   tmp_path: Path) -> Iterator[tuple[Scenario, str, RemoteFiles]]:
+def remote_console(
+    db_dsn: str, pg_cluster, db_name: str, tmp_path: Path
+) -> Iterator[tuple[Scenario, str, RemoteFiles]]:
     files = remote_files(tmp_path / "remote")
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         scenario = build_scenario(conn)
         try:
-            with console_process(readonly_dsn(conn, pg_cluster, db_name),
-                                 *remote_args(files)) as url:
+            with console_process(
+                readonly_dsn(conn, pg_cluster, db_name), *remote_args(files)
+            ) as url:
                 yield scenario, url, files
         finally:
             drop_role(conn, db_name)
 
 
 def test_log_in_to_a_remote_console_in_a_browser(
-        remote_console: tuple[Scenario, str, RemoteFiles], tmp_path: Path) -> None:
+    remote_console: tuple[Scenario, str, RemoteFiles], tmp_path: Path
+) -> None:
     """Chromium (the dev CA's certificate accepted with --ignore-certificate-errors)
     gets the login form, logs in with the token, sees the overview and the
     workers, and after logging out gets the form again."""
@@ -286,13 +318,28 @@ def test_log_in_to_a_remote_console_in_a_browser(
     assert url.startswith("https://localhost:")
     profile = tmp_path / "profile-remote"
     browser = subprocess.Popen(
-        [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
-         "--disable-dev-shm-usage", "--no-first-run", "--ignore-certificate-errors",
-         f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+        [
+            chromium(),
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--ignore-certificate-errors",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
-        seen = asyncio.run(_log_in_and_out(_devtools_page(profile, browser), url, files.token,
-                                           tmp_path / "remote-overview.png"))
+        seen = asyncio.run(
+            _log_in_and_out(
+                _devtools_page(profile, browser), url, files.token, tmp_path / "remote-overview.png"
+            )
+        )
     finally:
         stop_process(browser)
     assert "log in with the console's access token" in seen["before"]
@@ -314,21 +361,35 @@ LOG_DEADLINE_S = 5.0
 
 def _headless(profile: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
-         "--disable-dev-shm-usage", "--no-first-run", f"--user-data-dir={profile}",
-         "--remote-debugging-port=0", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+        [
+            chromium(),
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
 
 
 async def _watch_live_log(ws_url: str, page_url: str, live: Any) -> dict[str, Any]:
     """Open the run page, then write to the log and end the attempt while it is open."""
-    async with aiohttp.ClientSession() as http, \
-            http.ws_connect(ws_url, max_msg_size=64 * 1024 * 1024) as ws:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(ws_url, max_msg_size=64 * 1024 * 1024) as ws,
+    ):
         cdp = Cdp(ws)
         await cdp.call("Page.navigate", url=page_url)
         await cdp.until("document.getElementById('log') !== null")
-        seen: dict[str, Any] = {"first": await cdp.value("document.getElementById('log')"
-                                                         ".textContent")}
+        seen: dict[str, Any] = {
+            "first": await cdp.value("document.getElementById('log').textContent")
+        }
         # A page that reloads loses this; one that updates in place keeps it.
         await cdp.value("window.__sameDocument = 'yes'; true")
         written = time.monotonic()
@@ -337,15 +398,19 @@ async def _watch_live_log(ws_url: str, page_url: str, live: Any) -> dict[str, An
         seen["after_s"] = time.monotonic() - written
         seen["same_document"] = await cdp.value("window.__sameDocument")
         seen["scripts_in_log"] = await cdp.value(
-            "document.querySelectorAll('#log script, #log *').length")
+            "document.querySelectorAll('#log script, #log *').length"
+        )
         await asyncio.sleep(2.5)  # a page refresh (2 s) in between keeps the live section
         live.append("step 3\n")
         await cdp.until("document.getElementById('log').textContent.includes('step 3')")
         seen["trailer_while_running"] = await cdp.value(
-            "document.getElementById('log-trailer').hidden")
+            "document.getElementById('log-trailer').hidden"
+        )
         live.complete(live.stored + 100)
-        await cdp.until("document.getElementById('log').getAttribute('data-follow') === 'false'"
-                        " && !document.getElementById('log-trailer').hidden")
+        await cdp.until(
+            "document.getElementById('log').getAttribute('data-follow') === 'false'"
+            " && !document.getElementById('log-trailer').hidden"
+        )
         seen["text"] = await cdp.value("document.getElementById('log').textContent")
         seen["trailer"] = await cdp.value("document.getElementById('log-trailer').textContent")
         seen["same_document_at_end"] = await cdp.value("window.__sameDocument")
@@ -355,13 +420,15 @@ async def _watch_live_log(ws_url: str, page_url: str, live: Any) -> dict[str, An
         seen["rendered"] = await cdp.value("document.getElementById('log').textContent")
         seen["rendered_markup"] = await cdp.value("document.querySelectorAll('#log *').length")
         seen["rendered_trailer"] = await cdp.value(
-            "document.getElementById('log-trailer').textContent")
+            "document.getElementById('log-trailer').textContent"
+        )
         return seen
 
 
 @pytest.mark.parametrize("refresh_s", ["0", "2"])
 def test_a_running_attempts_log_grows_on_the_page_without_reload(
-        db_dsn: str, pg_cluster, db_name: str, tmp_path: Path, refresh_s: str) -> None:
+    db_dsn: str, pg_cluster, db_name: str, tmp_path: Path, refresh_s: str
+) -> None:
     """With the page's own refresh off (0) only the log's follower can show the new
     lines; with it on (2 s) the refresh and the follower together show each line once."""
     from tests.py.log_support import start_attempt
@@ -370,24 +437,30 @@ def test_a_running_attempts_log_grows_on_the_page_without_reload(
         live = start_attempt(conn)
         live.append("step 1\n")
         try:
-            with console_process(readonly_dsn(conn, pg_cluster, db_name),
-                                 "--refresh-s", refresh_s) as url:
+            with console_process(
+                readonly_dsn(conn, pg_cluster, db_name), "--refresh-s", refresh_s
+            ) as url:
                 profile = tmp_path / "profile-log"
                 browser = _headless(profile)
                 try:
-                    seen = asyncio.run(_watch_live_log(_devtools_page(profile, browser),
-                                                       f"{url}runs/{live.run_id}", live))
+                    seen = asyncio.run(
+                        _watch_live_log(
+                            _devtools_page(profile, browser), f"{url}runs/{live.run_id}", live
+                        )
+                    )
                 finally:
                     stop_process(browser)
                 endpoint = urllib.request.urlopen(
-                    f"{url}runs/{live.run_id}/log?attempt=1&offset=7", timeout=10)
+                    f"{url}runs/{live.run_id}/log?attempt=1&offset=7", timeout=10
+                )
                 page = json.loads(endpoint.read())
         finally:
             drop_role(conn, db_name)
     assert seen["first"] == "step 1\n"
     assert seen["after_s"] <= LOG_DEADLINE_S
-    assert seen["same_document"] == "yes" and seen["same_document_at_end"] == "yes", \
+    assert seen["same_document"] == "yes" and seen["same_document_at_end"] == "yes", (
         "the page reloaded"
+    )
     assert seen["scripts_in_log"] == 0, "the log's text became markup"
     assert seen["trailer_while_running"] is True
     text = "step 1\nstep 2 <script>alert(3)</script>\nstep 3\n"

@@ -18,8 +18,19 @@ from tests.py.console_scenario import fetch
 
 pytestmark = pytest.mark.slow
 
-DEMO = [sys.executable, "-m", "qinglong", "demo", "--workers", "2", "--runs", "8",
-        "--timeout", "60", "--no-crash"]
+DEMO = [
+    sys.executable,
+    "-m",
+    "qinglong",
+    "demo",
+    "--workers",
+    "2",
+    "--runs",
+    "8",
+    "--timeout",
+    "60",
+    "--no-crash",
+]
 _URL = re.compile(r"console (http://127\.0\.0\.1:(\d+)/) ")
 
 
@@ -46,8 +57,9 @@ def _interrupt(process: subprocess.Popen[str], lines: list[str]) -> str:
 
 @pytest.mark.timeout(180)
 def test_demo_prints_the_console_url_first_and_serves_it() -> None:
-    process = subprocess.Popen([*DEMO, "--console-port", "0"], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [*DEMO, "--console-port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     lines: list[str] = []
     try:
         _lines_until(process, "console serving", lines)
@@ -67,8 +79,9 @@ def test_demo_prints_the_console_url_first_and_serves_it() -> None:
 
 @pytest.mark.timeout(180)
 def test_demo_without_console() -> None:
-    process = subprocess.Popen([*DEMO, "--no-console"], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [*DEMO, "--no-console"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     lines: list[str] = []
     try:
         _lines_until(process, "ingress", lines)

@@ -66,11 +66,18 @@ class RemoteConsole:
     def origin(self) -> str:
         return f"https://{REMOTE_HOST}:{self.port}"
 
-    def request(self, method: str, path: str, headers: dict[str, str] | None = None,
-                body: str | None = None, host: str | None = None) -> Reply:
+    def request(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str] | None = None,
+        body: str | None = None,
+        host: str | None = None,
+    ) -> Reply:
         """One HTTPS request (CA-verified, no redirect followed), `Host` as given."""
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10,
-                                           context=self.files.client_context())
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", self.port, timeout=10, context=self.files.client_context()
+        )
         try:
             sent = {"Host": host or f"{REMOTE_HOST}:{self.port}", **(headers or {})}
             conn.request(method, path, body=body, headers=sent)
@@ -83,8 +90,12 @@ class RemoteConsole:
         return {"Authorization": f"Bearer {token or self.files.token}"}
 
     def login(self, token: str | None = None, **headers: str) -> Reply:
-        form = {"Origin": self.origin, "Sec-Fetch-Site": "same-origin",
-                "Content-Type": "application/x-www-form-urlencoded", **headers}
+        form = {
+            "Origin": self.origin,
+            "Sec-Fetch-Site": "same-origin",
+            "Content-Type": "application/x-www-form-urlencoded",
+            **headers,
+        }
         return self.request("POST", "/login", form, body=f"token={token or self.files.token}")
 
 
@@ -94,13 +105,15 @@ def files(tmp_path: Path) -> RemoteFiles:
 
 
 @pytest.fixture
-def remote(db_dsn: str, pg_cluster, db_name: str, files: RemoteFiles
-           ) -> Iterator[tuple[Scenario, RemoteConsole]]:
+def remote(
+    db_dsn: str, pg_cluster, db_name: str, files: RemoteFiles
+) -> Iterator[tuple[Scenario, RemoteConsole]]:
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         scenario = build_scenario(conn)
         try:
-            with console_process(readonly_dsn(conn, pg_cluster, db_name),
-                                 *remote_args(files)) as url:
+            with console_process(
+                readonly_dsn(conn, pg_cluster, db_name), *remote_args(files)
+            ) as url:
                 port = int(url.rstrip("/").rsplit(":", 1)[1])
                 assert url == f"https://{REMOTE_HOST}:{port}/"
                 yield scenario, RemoteConsole(url, port, files)
@@ -110,21 +123,33 @@ def remote(db_dsn: str, pg_cluster, db_name: str, files: RemoteFiles
 
 def _console(*args: str) -> subprocess.CompletedProcess[str]:
     """`qinglong console` that must exit at once (a DSN nobody connects to)."""
-    return subprocess.run([sys.executable, "-m", "qinglong", "console", "--dsn",
-                           "host=127.0.0.1 port=1 dbname=none password=dsn-pass-123",
-                           "--port", "0", *args],
-                          capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "console",
+            "--dsn",
+            "host=127.0.0.1 port=1 dbname=none password=dsn-pass-123",
+            "--port",
+            "0",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 REMOTE_FLAGS = ["--tls-cert", "--tls-key", "--auth-token-file", "--allowed-host"]
 
 
 @pytest.mark.parametrize("missing", REMOTE_FLAGS)
-def test_allow_remote_without_each_flag_refuses_to_start(files: RemoteFiles,
-                                                         missing: str) -> None:
+def test_allow_remote_without_each_flag_refuses_to_start(files: RemoteFiles, missing: str) -> None:
     args = remote_args(files)
     at = args.index(missing)
-    del args[at:at + 2]
+    del args[at : at + 2]
     for host in ("0.0.0.0", "127.0.0.1"):
         refused = _console("--host", host, *args)
         assert refused.returncode == 2 and refused.stdout == "", refused
@@ -132,14 +157,15 @@ def test_allow_remote_without_each_flag_refuses_to_start(files: RemoteFiles,
         assert "(missing)" in refused.stderr and files.token not in refused.stderr
 
 
-def test_remote_flags_without_allow_remote_or_non_loopback_alone_refuse(
-        files: RemoteFiles) -> None:
+def test_remote_flags_without_allow_remote_or_non_loopback_alone_refuse(files: RemoteFiles) -> None:
     alone = _console("--host", "0.0.0.0")
     assert alone.returncode == 2 and "not a loopback address; pass --allow-remote" in alone.stderr
     stray = _console(*remote_args(files)[1:])
     assert stray.returncode == 2 and stray.stdout == ""
-    assert "--tls-cert, --tls-key, --auth-token-file, --allowed-host apply only with " \
-           "--allow-remote" in stray.stderr
+    assert (
+        "--tls-cert, --tls-key, --auth-token-file, --allowed-host apply only with "
+        "--allow-remote" in stray.stderr
+    )
     bad_host = _console(*remote_args(files, "console.example:8443"))
     assert bad_host.returncode == 2 and "is not a host name or IP address" in bad_host.stderr
 
@@ -173,13 +199,20 @@ def test_unusable_token_or_tls_files_refuse_to_start(files: RemoteFiles, tmp_pat
 
 def test_without_the_token_every_page_is_401(remote: tuple[Scenario, RemoteConsole]) -> None:
     scenario, console = remote
-    for path in ("/", "/workers", f"/runs/{scenario.succeeded_run}", "/runs?state=queued",
-                 f"/runs/{scenario.succeeded_run}/log?attempt=1&offset=0"):
+    for path in (
+        "/",
+        "/workers",
+        f"/runs/{scenario.succeeded_run}",
+        "/runs?state=queued",
+        f"/runs/{scenario.succeeded_run}/log?attempt=1&offset=0",
+    ):
         api_like = console.request("GET", path)
         assert api_like.status == 401, path
         assert json.loads(api_like.body) == {
-            "error": "unauthorized", "reason": "missing_token",
-            "message": "log in with the console's access token"}
+            "error": "unauthorized",
+            "reason": "missing_token",
+            "message": "log in with the console's access token",
+        }
         assert api_like.headers["WWW-Authenticate"] == 'Bearer realm="qinglong-console"'
         browser = console.request("GET", path, {"Accept": "text/html,*/*"})
         assert browser.status == 401 and "edge-1" not in browser.body
@@ -191,8 +224,12 @@ def test_without_the_token_every_page_is_401(remote: tuple[Scenario, RemoteConso
         forged = console.request("GET", "/", {"Cookie": f"{SESSION_COOKIE}={cookie}"})
         assert forged.status == 401 and json.loads(forged.body)["reason"] == "invalid_token"
     wrong = "w" * 40
-    for header in (f"Bearer {wrong}", f"Bearer {console.files.token}x", console.files.token,
-                   f"Basic {console.files.token}"):
+    for header in (
+        f"Bearer {wrong}",
+        f"Bearer {console.files.token}x",
+        console.files.token,
+        f"Basic {console.files.token}",
+    ):
         answer = console.request("GET", "/", {"Authorization": header, "Accept": "text/html"})
         assert answer.status == 401, header
         assert wrong not in answer.body and console.files.token not in answer.body
@@ -206,8 +243,12 @@ def test_bearer_token_reads_every_page(remote: tuple[Scenario, RemoteConsole]) -
     overview = console.request("GET", "/", console.bearer())
     assert overview.status == 200 and "edge-1" in Dom(overview.body).by_id("sessions")
     assert overview.headers["Referrer-Policy"] == "same-origin"
-    for path in ("/workers", f"/runs/{scenario.succeeded_run}", "/runs?state=queued",
-                 f"/runs/{scenario.succeeded_run}/log?attempt=1&offset=0"):
+    for path in (
+        "/workers",
+        f"/runs/{scenario.succeeded_run}",
+        "/runs?state=queued",
+        f"/runs/{scenario.succeeded_run}/log?attempt=1&offset=0",
+    ):
         assert console.request("GET", path, console.bearer()).status == 200, path
     for secret in [*scenario.secrets, console.files.token]:
         assert secret not in overview.body
@@ -229,7 +270,8 @@ def _cookie_attributes(set_cookie: str) -> tuple[str, str, dict[str, str]]:
 
 
 def test_login_form_sets_a_strict_session_cookie_then_pages_load(
-        remote: tuple[Scenario, RemoteConsole]) -> None:
+    remote: tuple[Scenario, RemoteConsole],
+) -> None:
     _, console = remote
     form = console.request("GET", "/login", {"Accept": "text/html"})
     assert form.status == 200 and Dom(form.body).tags("input")[0].attrs["type"] == "password"
@@ -263,12 +305,16 @@ def test_login_form_sets_a_strict_session_cookie_then_pages_load(
     assert hashlib.sha256(value.encode()).hexdigest() not in overview.body
 
 
-def test_login_and_logout_posts_must_be_same_origin(
-        remote: tuple[Scenario, RemoteConsole]) -> None:
+def test_login_and_logout_posts_must_be_same_origin(remote: tuple[Scenario, RemoteConsole]) -> None:
     _, console = remote
-    for headers in ({"Origin": ""}, {"Origin": "https://attacker.example"},
-                    {"Origin": "null"}, {"Origin": f"http://{REMOTE_HOST}:{console.port}"},
-                    {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}):
+    for headers in (
+        {"Origin": ""},
+        {"Origin": "https://attacker.example"},
+        {"Origin": "null"},
+        {"Origin": f"http://{REMOTE_HOST}:{console.port}"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+    ):
         refused = console.login(**headers)
         assert refused.status == 403, headers
         assert not refused.headers.get_all("Set-Cookie"), headers
@@ -280,25 +326,43 @@ def test_login_and_logout_posts_must_be_same_origin(
     assert console.request("GET", "/", cookie).status == 200, "a cross-site logout went through"
     wrong_type = console.login(**{"Content-Type": "text/plain"})
     assert wrong_type.status == 415
-    big = console.request("POST", "/login", {"Origin": console.origin,
-                                             "Content-Type": "application/x-www-form-urlencoded"},
-                          body="token=" + "a" * 10_000)
+    big = console.request(
+        "POST",
+        "/login",
+        {"Origin": console.origin, "Content-Type": "application/x-www-form-urlencoded"},
+        body="token=" + "a" * 10_000,
+    )
     assert big.status == 413
 
 
-@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:{port}",
-                                  "127.0.0.1:{port}", "localhost.attacker.example", ""])
-def test_a_foreign_host_is_421_even_with_the_token(remote: tuple[Scenario, RemoteConsole],
-                                                   host: str) -> None:
+@pytest.mark.parametrize(
+    "host",
+    [
+        "attacker.example",
+        "attacker.example:{port}",
+        "127.0.0.1:{port}",
+        "localhost.attacker.example",
+        "",
+    ],
+)
+def test_a_foreign_host_is_421_even_with_the_token(
+    remote: tuple[Scenario, RemoteConsole], host: str
+) -> None:
     _, console = remote
-    answer = console.request("GET", "/", {**console.bearer(), "Accept": "text/html"},
-                             host=host.format(port=console.port) or " ")
+    answer = console.request(
+        "GET",
+        "/",
+        {**console.bearer(), "Accept": "text/html"},
+        host=host.format(port=console.port) or " ",
+    )
     assert answer.status == 421, answer.body[:300]
     assert Dom(answer.body).by_id("error").startswith("Host header names no host this console")
     assert "edge-1" not in answer.body
     assert console.request("POST", "/login", host="attacker.example").status == 421
-    assert console.request("GET", "/", console.bearer(), host=f"LOCALHOST:{console.port}"
-                           ).status == 200
+    assert (
+        console.request("GET", "/", console.bearer(), host=f"LOCALHOST:{console.port}").status
+        == 200
+    )
 
 
 def test_plaintext_http_to_the_tls_port_fails(remote: tuple[Scenario, RemoteConsole]) -> None:
@@ -306,26 +370,36 @@ def test_plaintext_http_to_the_tls_port_fails(remote: tuple[Scenario, RemoteCons
     conn = http.client.HTTPConnection("127.0.0.1", console.port, timeout=10)
     try:
         with pytest.raises((http.client.HTTPException, ConnectionError)):
-            conn.request("GET", "/", headers={"Host": f"{REMOTE_HOST}:{console.port}",
-                                              **console.bearer()})
+            conn.request(
+                "GET", "/", headers={"Host": f"{REMOTE_HOST}:{console.port}", **console.bearer()}
+            )
             conn.getresponse().read()
     finally:
         conn.close()
     # TLS 1.2 is enough; the certificate is the one the dev CA issued.
     legacy = console.files.client_context()
     legacy.maximum_version = ssl.TLSVersion.TLSv1_2
-    with legacy.wrap_socket(socket.create_connection(("127.0.0.1", console.port), timeout=10),
-                            server_hostname=REMOTE_HOST) as tls:
+    with legacy.wrap_socket(
+        socket.create_connection(("127.0.0.1", console.port), timeout=10),
+        server_hostname=REMOTE_HOST,
+    ) as tls:
         assert tls.version() == "TLSv1.2"
 
 
 def test_config_repr_shows_no_password_and_access_no_token(files: RemoteFiles) -> None:
-    for dsn in ("host=db.example user=console password=hunter2-secret dbname=ql",
-                "postgresql://console:hunter2-secret@db.example/ql"):
-        config = ConsoleConfig(dsn=dsn, host="0.0.0.0", allow_remote=True,
-                               tls_cert=str(files.cert_file), tls_key=str(files.key_file),
-                               auth_token_file=str(files.token_file),
-                               allowed_hosts=("Console.Example", "[::1]"))
+    for dsn in (
+        "host=db.example user=console password=hunter2-secret dbname=ql",
+        "postgresql://console:hunter2-secret@db.example/ql",
+    ):
+        config = ConsoleConfig(
+            dsn=dsn,
+            host="0.0.0.0",
+            allow_remote=True,
+            tls_cert=str(files.cert_file),
+            tls_key=str(files.key_file),
+            auth_token_file=str(files.token_file),
+            allowed_hosts=("Console.Example", "[::1]"),
+        )
         for shown in (repr(config), str(config), f"{config}"):
             assert "hunter2-secret" not in shown and "db.example" in shown
             assert "password='<redacted>'" in shown or "password=<redacted>" in shown, shown
@@ -340,8 +414,7 @@ def test_config_repr_shows_no_password_and_access_no_token(files: RemoteFiles) -
         assert files.token not in shown and digest.hex() not in shown
         assert repr(remote.access.session_key) not in shown and repr(digest) not in shown
     with pytest.raises(RemoteBindRefused, match="--allowed-host HOST"):
-        ConsoleConfig(dsn="x", allow_remote=True, tls_cert="c", tls_key="k",
-                      auth_token_file="t")
+        ConsoleConfig(dsn="x", allow_remote=True, tls_cert="c", tls_key="k", auth_token_file="t")
 
 
 def test_sessions_are_signed_expire_and_end_on_logout() -> None:
@@ -353,8 +426,9 @@ def test_sessions_are_signed_expire_and_end_on_logout() -> None:
     payload, mac = cookie.split(".")
     tampered = payload[:-2] + ("A" if payload[-2] != "A" else "B") + payload[-1]
     assert access.session(f"{tampered}.{mac}", now_s=1_050) is None
-    assert ConsoleAccess(token_digest=access.token_digest).session(cookie, 1_050) is None, \
+    assert ConsoleAccess(token_digest=access.token_digest).session(cookie, 1_050) is None, (
         "another process (key) accepted it"
+    )
     access.revoke(session, now_s=1_050)
     assert access.session(cookie, now_s=1_050) is None
     # A full revocation list replaces the key rather than forgetting a logout.

@@ -179,11 +179,18 @@ VALID: dict[str, dict[str, Any]] = {
     "qinglong/remote-execution-offer-batch@v1": {
         "schema": "qinglong/remote-execution-offer-batch@v1",
         "offers": [offered()],
-        "idle": {"reason": "capacity_full",
-                 "stats": {"pages": 0, "candidates": 0, "claimAttempts": 0, "races": 0,
-                           "mismatches": {"executor": 0, "label": 0, "runtime": 0,
-                                          "capacity": 1}},
-                 "truncated": False, "retryAfterMs": 2000},
+        "idle": {
+            "reason": "capacity_full",
+            "stats": {
+                "pages": 0,
+                "candidates": 0,
+                "claimAttempts": 0,
+                "races": 0,
+                "mismatches": {"executor": 0, "label": 0, "runtime": 0, "capacity": 1},
+            },
+            "truncated": False,
+            "retryAfterMs": 2000,
+        },
         "conflicts": [{"offerId": U1, "category": "token_mismatch"}],
     },
     "qinglong/error@v1": {
@@ -231,8 +238,11 @@ VALID: dict[str, dict[str, Any]] = {
         "offset": 4096,
         "chunk": "step 2/3: compiling\n",
     },
-    "qinglong/lease-log@v1": {"schema": "qinglong/lease-log@v1", "storedBytes": 4117,
-                              "truncated": False},
+    "qinglong/lease-log@v1": {
+        "schema": "qinglong/lease-log@v1",
+        "storedBytes": 4117,
+        "truncated": False,
+    },
     "qinglong/lease-batch-request@v1": {
         "schema": "qinglong/lease-batch-request@v1",
         **FENCE,
@@ -240,10 +250,20 @@ VALID: dict[str, dict[str, Any]] = {
     },
     "qinglong/lease-batch@v1": {
         "schema": "qinglong/lease-batch@v1",
-        "results": [{"status": 200, "body": {"schema": "qinglong/lease-log@v1",
-                                             "storedBytes": 6, "truncated": False}},
-                    {"status": 409, "body": {"schema": "qinglong/error@v1", "error": "conflict",
-                                             "reason": "stale_lease_version"}}],
+        "results": [
+            {
+                "status": 200,
+                "body": {"schema": "qinglong/lease-log@v1", "storedBytes": 6, "truncated": False},
+            },
+            {
+                "status": 409,
+                "body": {
+                    "schema": "qinglong/error@v1",
+                    "error": "conflict",
+                    "reason": "stale_lease_version",
+                },
+            },
+        ],
     },
     "qinglong/credential-rotate-request@v1": {
         "schema": "qinglong/credential-rotate-request@v1",
@@ -265,11 +285,21 @@ VALID: dict[str, dict[str, Any]] = {
         "outcome": "failed",
         "exitCode": -1,
         "reason": "nonzero_exit",
-        "result": {"exitCode": -1, "durationMs": 12, "outputTail": "killed", "outputBytes": 6,
-                   "logBytes": 6,
-                   "limits": {"mechanism": "rlimit", "uid": 1001, "maxProcesses": 64,
-                              "maxOpenFiles": None, "maxMemoryBytes": 268435456,
-                              "exceeded": ["memory"]}},
+        "result": {
+            "exitCode": -1,
+            "durationMs": 12,
+            "outputTail": "killed",
+            "outputBytes": 6,
+            "logBytes": 6,
+            "limits": {
+                "mechanism": "rlimit",
+                "uid": 1001,
+                "maxProcesses": 64,
+                "maxOpenFiles": None,
+                "maxMemoryBytes": 268435456,
+                "exceeded": ["memory"],
+            },
+        },
     },
     "qinglong/lease@v1": {
         "schema": "qinglong/lease@v1",
@@ -279,38 +309,99 @@ VALID: dict[str, dict[str, Any]] = {
         "cancelRequested": False,
     },
     "qinglong/run-enqueue-request@v1": {
-        "schema": "qinglong/run-enqueue-request@v1", "task": "acme/build", "count": 2,
-        "priority": 5, "delayMs": 1000, "key": "nightly-42",
+        "schema": "qinglong/run-enqueue-request@v1",
+        "task": "acme/build",
+        "count": 2,
+        "priority": 5,
+        "delayMs": 1000,
+        "key": "nightly-42",
     },
     "qinglong/run-enqueued@v1": {
-        "schema": "qinglong/run-enqueued@v1", "runIds": [RUN_UUID], "existing": False,
+        "schema": "qinglong/run-enqueued@v1",
+        "runIds": [RUN_UUID],
+        "existing": False,
     },
     "qinglong/run-log@v1": {
-        "schema": "qinglong/run-log@v1", "runId": RUN_UUID, "attemptNumber": 1, "offset": 0,
-        "nextOffset": 6, "text": "hello\n", "storedBytes": 6, "logBytes": None,
-        "truncated": False, "complete": False, "ended": False,
+        "schema": "qinglong/run-log@v1",
+        "runId": RUN_UUID,
+        "attemptNumber": 1,
+        "offset": 0,
+        "nextOffset": 6,
+        "text": "hello\n",
+        "storedBytes": 6,
+        "logBytes": None,
+        "truncated": False,
+        "complete": False,
+        "ended": False,
     },
     "qinglong/run-page@v1": {
-        "schema": "qinglong/run-page@v1", "next": "17",
-        "runs": [{"runId": RUN_UUID, "taskId": RUN_UUID, "project": "acme", "taskName": "build",
-                  "pool": "acme/default", "state": "queued", "priority": 0,
-                  "queuedAtMs": NOW, "notBeforeMs": NOW, "attempts": 1, "updatedAtMs": NOW}],
+        "schema": "qinglong/run-page@v1",
+        "next": "17",
+        "runs": [
+            {
+                "runId": RUN_UUID,
+                "taskId": RUN_UUID,
+                "project": "acme",
+                "taskName": "build",
+                "pool": "acme/default",
+                "state": "queued",
+                "priority": 0,
+                "queuedAtMs": NOW,
+                "notBeforeMs": NOW,
+                "attempts": 1,
+                "updatedAtMs": NOW,
+            }
+        ],
     },
     "qinglong/run@v1": {
         "schema": "qinglong/run@v1",
-        "run": {"runId": RUN_UUID, "taskId": RUN_UUID, "projectId": RUN_UUID, "project": "acme",
-                "taskName": "build", "pool": "acme/default", "state": "failed",
-                "priority": 0, "queuedAtMs": NOW, "notBeforeMs": NOW, "attempts": 1,
-                "updatedAtMs": NOW, "finishedAtMs": NOW, "cancelRequested": False,
-                "executionRevisionId": RUN_UUID, "key": None},
-        "attempts": [{"attemptId": RUN_UUID, "number": 1, "state": "failed",
-                      "workerId": RUN_UUID, "sessionId": RUN_UUID, "claimedAtMs": NOW,
-                      "startedAtMs": NOW, "finishedAtMs": NOW, "exitCode": 3,
-                      "reason": "nonzero_exit",
-                      "result": {"exitCode": 3, "durationMs": 5, "outputTail": "boom\n",
-                                 "outputBytes": 5}}],
-        "events": [{"type": "run.queued", "atMs": NOW, "attemptId": RUN_UUID,
-                    "taskId": RUN_UUID, "priority": 0}],
+        "run": {
+            "runId": RUN_UUID,
+            "taskId": RUN_UUID,
+            "projectId": RUN_UUID,
+            "project": "acme",
+            "taskName": "build",
+            "pool": "acme/default",
+            "state": "failed",
+            "priority": 0,
+            "queuedAtMs": NOW,
+            "notBeforeMs": NOW,
+            "attempts": 1,
+            "updatedAtMs": NOW,
+            "finishedAtMs": NOW,
+            "cancelRequested": False,
+            "executionRevisionId": RUN_UUID,
+            "key": None,
+        },
+        "attempts": [
+            {
+                "attemptId": RUN_UUID,
+                "number": 1,
+                "state": "failed",
+                "workerId": RUN_UUID,
+                "sessionId": RUN_UUID,
+                "claimedAtMs": NOW,
+                "startedAtMs": NOW,
+                "finishedAtMs": NOW,
+                "exitCode": 3,
+                "reason": "nonzero_exit",
+                "result": {
+                    "exitCode": 3,
+                    "durationMs": 5,
+                    "outputTail": "boom\n",
+                    "outputBytes": 5,
+                },
+            }
+        ],
+        "events": [
+            {
+                "type": "run.queued",
+                "atMs": NOW,
+                "attemptId": RUN_UUID,
+                "taskId": RUN_UUID,
+                "priority": 0,
+            }
+        ],
     },
 }
 BODY_IDS = sorted(s for s in SCHEMA_IDS if s not in ("qinglong/defs@v1", "qinglong/placement@v1"))
@@ -765,8 +856,12 @@ def test_lease_bodies() -> None:
         validate("qinglong/lease-ack-request@v1", {**ack, "phase": phase, "reason": "spawn_failed"})
     reject("qinglong/lease-ack-request@v1", {**ack, "phase": "succeeded"})
     # Every lease request carries the version the worker last saw (SPEC §7).
-    for schema_id in ("qinglong/lease-ack-request@v1", "qinglong/lease-heartbeat-request@v1",
-                      "qinglong/lease-complete-request@v1", "qinglong/lease-log-request@v1"):
+    for schema_id in (
+        "qinglong/lease-ack-request@v1",
+        "qinglong/lease-heartbeat-request@v1",
+        "qinglong/lease-complete-request@v1",
+        "qinglong/lease-log-request@v1",
+    ):
         body = VALID[schema_id]
         reject(schema_id, {k: v for k, v in body.items() if k != "leaseVersion"}, "required")
         for bad in (0, -1, 2**53, "3", 1.5, None, True):
@@ -779,33 +874,50 @@ def test_live_log_bodies() -> None:
     log = VALID["qinglong/lease-log-request@v1"]
     validate("qinglong/lease-log-request@v1", {**log, "offset": 0, "chunk": ""})
     validate("qinglong/lease-log-request@v1", {**log, "chunk": "€" * 21845 + "a"})
-    for bad in ({"offset": -1}, {"offset": 2**53}, {"offset": "0"}, {"chunk": "a\x00b"},
-                {"chunk": "x" * 65537}, {"chunk": None}):
+    for bad in (
+        {"offset": -1},
+        {"offset": 2**53},
+        {"offset": "0"},
+        {"chunk": "a\x00b"},
+        {"chunk": "x" * 65537},
+        {"chunk": None},
+    ):
         reject("qinglong/lease-log-request@v1", {**log, **bad})
     for missing in ("offset", "chunk"):
-        reject("qinglong/lease-log-request@v1",
-               {k: v for k, v in log.items() if k != missing}, "required")
+        reject(
+            "qinglong/lease-log-request@v1",
+            {k: v for k, v in log.items() if k != missing},
+            "required",
+        )
     answer = VALID["qinglong/lease-log@v1"]
-    reject("qinglong/lease-log@v1", {k: v for k, v in answer.items() if k != "truncated"},
-           "required")
+    reject(
+        "qinglong/lease-log@v1", {k: v for k, v in answer.items() if k != "truncated"}, "required"
+    )
     reject("qinglong/lease-log@v1", {**answer, "storedBytes": -1})
     error = {"schema": "qinglong/error@v1", "error": "conflict", "reason": "log_offset"}
     validate("qinglong/error@v1", {**error, "offset": 7, "detail": {"offset": 7}})
     reject("qinglong/error@v1", {**error, "offset": -1})
     complete = VALID["qinglong/lease-complete-request@v1"]
     result = complete["result"]
-    for good in ({k: v for k, v in result.items() if k not in ("logBytes", "limits")},
-                 {**result, "limits": {**result["limits"], "mechanism": "cgroup", "uid": None,
-                                       "exceeded": []}}):
+    for good in (
+        {k: v for k, v in result.items() if k not in ("logBytes", "limits")},
+        {
+            **result,
+            "limits": {**result["limits"], "mechanism": "cgroup", "uid": None, "exceeded": []},
+        },
+    ):
         validate("qinglong/lease-complete-request@v1", {**complete, "result": good})
     limits = result["limits"]
-    for bad in ({"logBytes": -1}, {"logBytes": None},
-                {"limits": {**limits, "mechanism": "docker"}},
-                {"limits": {**limits, "uid": 2**32}},
-                {"limits": {**limits, "exceeded": ["memory", "memory"]}},
-                {"limits": {**limits, "exceeded": ["cpu"]}},
-                {"limits": {k: v for k, v in limits.items() if k != "maxOpenFiles"}},
-                {"limits": {**limits, "extra": 1}}):
+    for bad in (
+        {"logBytes": -1},
+        {"logBytes": None},
+        {"limits": {**limits, "mechanism": "docker"}},
+        {"limits": {**limits, "uid": 2**32}},
+        {"limits": {**limits, "exceeded": ["memory", "memory"]}},
+        {"limits": {**limits, "exceeded": ["cpu"]}},
+        {"limits": {k: v for k, v in limits.items() if k != "maxOpenFiles"}},
+        {"limits": {**limits, "extra": 1}},
+    ):
         reject("qinglong/lease-complete-request@v1", {**complete, "result": {**result, **bad}})
 
 

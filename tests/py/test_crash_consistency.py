@@ -179,8 +179,9 @@ def test_batch_lifecycle_is_crash_consistent(scratch):
     sim = CrashSim(script, scratch)
     rec = sim.record(sim._fresh_base(), 0, crashsim.T0_MS)
     links = [i for i, c in enumerate(rec.calls) if c.kind is Kind.LINK]
-    inbox_syncs = [c for c in rec.calls[links[0]:]
-                   if c.kind is Kind.FSYNC_DIR and c.path.endswith("inbox")]
+    inbox_syncs = [
+        c for c in rec.calls[links[0] :] if c.kind is Kind.FSYNC_DIR and c.path.endswith("inbox")
+    ]
     assert len(links) == 3 and len(inbox_syncs) == 1
     report = sim.run()
     print("\n" + report.summary())

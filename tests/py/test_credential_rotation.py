@@ -38,15 +38,32 @@ su_conn = ingress_harness.su_conn
 test_pki = ingress_harness.test_pki
 
 QL = [sys.executable, "-m", "qinglong"]
-POINTS = ("before_rotate", "after_rotate_response", "after_rotate_write",
-          "after_rotate_first_use")
+POINTS = ("before_rotate", "after_rotate_response", "after_rotate_write", "after_rotate_first_use")
 
 
 def _create(db_dsn: str, test_pki: PkiSet, out: Path, ttl: str = "1h") -> dict[str, Any]:
-    done = subprocess.run([*QL, "admin", "worker", "create", "--dsn", db_dsn, "--name", out.name,
-                           "--ca-dir", str(test_pki.ca_dir), "--out", str(out),
-                           "--credential-ttl", ttl],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [
+            *QL,
+            "admin",
+            "worker",
+            "create",
+            "--dsn",
+            db_dsn,
+            "--name",
+            out.name,
+            "--ca-dir",
+            str(test_pki.ca_dir),
+            "--out",
+            str(out),
+            "--credential-ttl",
+            ttl,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -64,12 +81,21 @@ def _make_due(credential_file: str) -> rotation.Lifetime:
 
 def _config(tmp: Path, created: dict[str, Any], test_pki: PkiSet, port: int) -> Path:
     path = tmp / "worker.json"
-    path.write_text(json.dumps({
-        "ingressUrl": f"https://127.0.0.1:{port}", "workerId": created["workerId"],
-        "certFile": created["certFile"], "keyFile": created["keyFile"],
-        "caFile": test_pki.ca_file, "credentialFile": created["credentialFile"],
-        "journal": str(tmp / "journal"), "requestTimeoutS": 2,
-        "cadence": {"idlePollMs": 200, "jitterMs": 0}}))
+    path.write_text(
+        json.dumps(
+            {
+                "ingressUrl": f"https://127.0.0.1:{port}",
+                "workerId": created["workerId"],
+                "certFile": created["certFile"],
+                "keyFile": created["keyFile"],
+                "caFile": test_pki.ca_file,
+                "credentialFile": created["credentialFile"],
+                "journal": str(tmp / "journal"),
+                "requestTimeoutS": 2,
+                "cadence": {"idlePollMs": 200, "jitterMs": 0},
+            }
+        )
+    )
     return path
 
 
@@ -77,12 +103,17 @@ def _events(stderr: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 
 
-def _run_until(config: Path, event: str, timeout_s: float = 40, **env: str
-               ) -> tuple[int, list[dict[str, Any]]]:
+def _run_until(
+    config: Path, event: str, timeout_s: float = 40, **env: str
+) -> tuple[int, list[dict[str, Any]]]:
     """Run the worker until it logs `event` (then SIGTERM) or dies by itself."""
-    proc = subprocess.Popen([*QL, "worker", "run", "--config", str(config)],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            env=os.environ | env)
+    proc = subprocess.Popen(
+        [*QL, "worker", "run", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=os.environ | env,
+    )
     assert proc.stderr is not None
     lines: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout_s
@@ -105,15 +136,28 @@ def _digest(token: str) -> bytes:
 
 
 def _auth(conn: psycopg.Connection, token: str, worker_id: str) -> str:
-    answer = api.authenticate_worker(credential_id=token[5:21], secret_digest=_digest(token),
-                                     worker_id=worker_id, action="offer.pull").run(conn).doc
+    answer = (
+        api.authenticate_worker(
+            credential_id=token[5:21],
+            secret_digest=_digest(token),
+            worker_id=worker_id,
+            action="offer.pull",
+        )
+        .run(conn)
+        .doc
+    )
     return str(answer.get("reason", answer["status"]))
 
 
 @pytest.mark.parametrize("point", POINTS)
 def test_a_crash_at_every_step_of_a_rotation_leaves_the_worker_able_to_authenticate(
-        point: str, ingress: IngressThread, test_pki: PkiSet, db_dsn: str, tmp_path: Path,
-        su_conn: psycopg.Connection) -> None:
+    point: str,
+    ingress: IngressThread,
+    test_pki: PkiSet,
+    db_dsn: str,
+    tmp_path: Path,
+    su_conn: psycopg.Connection,
+) -> None:
     created = _create(db_dsn, test_pki, tmp_path / "w")
     credential_file = created["credentialFile"]
     old = Path(credential_file).read_text().strip()
@@ -126,7 +170,8 @@ def test_a_crash_at_every_step_of_a_rotation_leaves_the_worker_able_to_authentic
     written = point in ("after_rotate_write", "after_rotate_first_use")
     assert (on_disk != old) is written
     assert _auth(su_conn, old, created["workerId"]) == (
-        "expired_credential" if point == "after_rotate_first_use" else "ok")
+        "expired_credential" if point == "after_rotate_first_use" else "ok"
+    )
     assert oct(os.stat(credential_file).st_mode & 0o777) == "0o600"
 
     # Restarted without a fault: it authenticates (a session), rotating first
@@ -148,19 +193,29 @@ def test_a_crash_at_every_step_of_a_rotation_leaves_the_worker_able_to_authentic
 
 
 def test_expired_credentials_are_refused_and_the_ttl_is_bounded(
-        ingress: IngressThread, test_pki: PkiSet, db_dsn: str, tmp_path: Path,
-        su_conn: psycopg.Connection) -> None:
+    ingress: IngressThread,
+    test_pki: PkiSet,
+    db_dsn: str,
+    tmp_path: Path,
+    su_conn: psycopg.Connection,
+) -> None:
     created = _create(db_dsn, test_pki, tmp_path / "w", ttl="10s")
     token = Path(created["credentialFile"]).read_text().strip()
     lifetime = rotation.read_lifetime(created["credentialFile"])
     assert lifetime is not None and lifetime.expires_at_ms - lifetime.issued_at_ms == 10_000
     cert = pki.CertFiles(Path(created["certFile"]), Path(created["keyFile"]))
     ctx = client_context(test_pki, cert)
-    body = {"schema": "qinglong/session-open-request@v1", "workerId": created["workerId"],
-            "capabilities": ingress_harness.CAPABILITIES}
+    body = {
+        "schema": "qinglong/session-open-request@v1",
+        "workerId": created["workerId"],
+        "capabilities": ingress_harness.CAPABILITIES,
+    }
     assert post(ingress.port, "/v1/sessions", body, ctx=ctx, token=token).status == 201
-    su_conn.execute("UPDATE ql_private.worker_credentials SET expires_at = clock_timestamp()"
-                    " WHERE credential_id = %s", (token[5:21],))
+    su_conn.execute(
+        "UPDATE ql_private.worker_credentials SET expires_at = clock_timestamp()"
+        " WHERE credential_id = %s",
+        (token[5:21],),
+    )
     refused = post(ingress.port, "/v1/sessions", body, ctx=ctx, token=token)
     assert (refused.status, refused.json["reason"]) == (401, "expired_credential")
     rotate = {"schema": "qinglong/credential-rotate-request@v1", "workerId": created["workerId"]}
@@ -168,16 +223,35 @@ def test_expired_credentials_are_refused_and_the_ttl_is_bounded(
     assert (refused.status, refused.json["reason"]) == (401, "expired_credential")
 
     for bad in ("9s", "3651d", "soon"):
-        done = subprocess.run([*QL, "admin", "worker", "create", "--dsn", db_dsn, "--name", "x",
-                               "--ca-dir", str(test_pki.ca_dir), "--out", str(tmp_path / bad),
-                               "--credential-ttl", bad],
-                              capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            [
+                *QL,
+                "admin",
+                "worker",
+                "create",
+                "--dsn",
+                db_dsn,
+                "--name",
+                "x",
+                "--ca-dir",
+                str(test_pki.ca_dir),
+                "--out",
+                str(tmp_path / bad),
+                "--credential-ttl",
+                bad,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert done.returncode == 2, (bad, done.stderr)
         assert json.loads(done.stderr)["field"] == "credentialTtlS"
 
 
 def test_rotate_endpoint_answers_a_new_credential_never_echoing_the_presented_one(
-        ingress: IngressThread, test_pki: PkiSet, db_dsn: str, tmp_path: Path) -> None:
+    ingress: IngressThread, test_pki: PkiSet, db_dsn: str, tmp_path: Path
+) -> None:
     created = _create(db_dsn, test_pki, tmp_path / "w")
     token = Path(created["credentialFile"]).read_text().strip()
     cert = pki.CertFiles(Path(created["certFile"]), Path(created["keyFile"]))
@@ -188,8 +262,16 @@ def test_rotate_endpoint_answers_a_new_credential_never_echoing_the_presented_on
     assert reply.headers["Cache-Control"] == "no-store"
     doc = reply.json
     assert doc["schema"] == "qinglong/credential@v1"
-    assert list(doc) == ["schema", "workerId", "credentialId", "credential", "issuedAtMs",
-                         "expiresAtMs", "previousCredentialId", "previousExpiresAtMs"]
+    assert list(doc) == [
+        "schema",
+        "workerId",
+        "credentialId",
+        "credential",
+        "issuedAtMs",
+        "expiresAtMs",
+        "previousCredentialId",
+        "previousExpiresAtMs",
+    ]
     assert doc["credential"].startswith(f"ql3w_{doc['credentialId']}_")
     assert doc["previousCredentialId"] == token[5:21] and token[22:] not in reply.body.decode()
     assert doc["previousExpiresAtMs"] <= int(time.time() * 1000) + 24 * 3600_000
@@ -218,12 +300,12 @@ def test_the_credential_write_survives_every_power_loss_state(tmp_path: Path) ->
     new_life = rotation.Lifetime("b" * 16, 2, 20_000)
     first = _record(str(tmp_path / "first"), [(old, old_life)])
     both = _record(str(tmp_path / "both"), [(old, old_life), (new, new_life)])
-    assert [c.kind for c in both[:len(first)]] == [c.kind for c in first]
+    assert [c.kind for c in both[: len(first)]] == [c.kind for c in first]
     model = crashsim.DiskModel()
     for call in first:
         model.apply(call)
     states = 0
-    for k, call in enumerate(both[len(first):], start=1):
+    for k, call in enumerate(both[len(first) :], start=1):
         model.apply(call)
         for view, label in model.power_views():
             files = dict(view.key())
@@ -232,8 +314,10 @@ def test_the_credential_write_survives_every_power_loss_state(tmp_path: Path) ->
             if k == len(both) - len(first):
                 assert token == new.encode(), (k, label)  # durable once written
             life = files.get("credential.lifetime.json")
-            assert life in (json.dumps(old_life.as_json()).encode(),
-                            json.dumps(new_life.as_json()).encode()), (k, label)
+            assert life in (
+                json.dumps(old_life.as_json()).encode(),
+                json.dumps(new_life.as_json()).encode(),
+            ), (k, label)
             states += 1
     assert states > len(both) - len(first)
 
@@ -247,8 +331,9 @@ def _token(credential_id: str) -> str:
     return f"ql3w_{credential_id}_" + "S" * 43
 
 
-def _rotator(tmp_path: Path, token: str, lifetime: rotation.Lifetime | None
-             ) -> rotation.CredentialRotator:
+def _rotator(
+    tmp_path: Path, token: str, lifetime: rotation.Lifetime | None
+) -> rotation.CredentialRotator:
     """A rotator over real files (as `worker run` builds it); it must not post."""
     tmp_path.mkdir(exist_ok=True)
     credential_file = str(tmp_path / "credential")
@@ -257,13 +342,13 @@ def _rotator(tmp_path: Path, token: str, lifetime: rotation.Lifetime | None
     def no_post(*_args: Any) -> Any:
         raise AssertionError("the decision never posts")
 
-    return rotation.CredentialRotator(credential_file, "w", no_post,
-                                      read_token=lambda: Path(credential_file).read_text())
+    return rotation.CredentialRotator(
+        credential_file, "w", no_post, read_token=lambda: Path(credential_file).read_text()
+    )
 
 
 @pytest.mark.parametrize("ttl_ms", [10_000, 90 * DAY_MS, 3650 * DAY_MS])
-def test_rotation_is_due_at_exactly_75_percent_of_the_lifetime(tmp_path: Path,
-                                                               ttl_ms: int) -> None:
+def test_rotation_is_due_at_exactly_75_percent_of_the_lifetime(tmp_path: Path, ttl_ms: int) -> None:
     issued = 1_790_000_000_000
     life = rotation.Lifetime("a" * 16, issued, issued + ttl_ms)
     boundary = issued + ttl_ms * 3 // 4

@@ -48,13 +48,16 @@ def _catalog(dsn: str) -> dict[str, SqlSignature]:
             "       array(SELECT format_type(t, NULL) FROM unnest(p.proargtypes::oid[]) t),"
             "       p.pronargdefaults, coalesce(p.proargmodes, '{}'::\"char\"[])::text[]"
             "  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-            " WHERE n.nspname = 'ql' ORDER BY 1").fetchall()
+            " WHERE n.nspname = 'ql' ORDER BY 1"
+        ).fetchall()
     names = [row[0] for row in rows]
     assert len(names) == len(set(names)), f"overloaded ql. functions: {names}"
     for name, _, _, _, modes in rows:
         assert set(modes) <= {"i"}, f"ql.{name} has OUT/INOUT/VARIADIC parameters: {modes}"
-    return {name: SqlSignature(tuple(argnames), tuple(types), defaults)
-            for name, argnames, types, defaults, _ in rows}
+    return {
+        name: SqlSignature(tuple(argnames), tuple(types), defaults)
+        for name, argnames, types, defaults, _ in rows
+    }
 
 
 def _parsed(statement: api.Statement[Any]) -> tuple[str, list[re.Match[str]]]:
@@ -75,11 +78,13 @@ def test_every_ql_function_has_exactly_one_statement(catalog: dict[str, SqlSigna
     statements = api.statements()
     assert sorted(statements) == sorted(catalog), (
         f"only in SQL: {sorted(set(catalog) - set(statements))}; "
-        f"only in the API module: {sorted(set(statements) - set(catalog))}")
+        f"only in the API module: {sorted(set(statements) - set(catalog))}"
+    )
 
 
 def test_statements_name_every_parameter_in_order_with_its_type(
-        catalog: dict[str, SqlSignature]) -> None:
+    catalog: dict[str, SqlSignature],
+) -> None:
     for name, statement in api.statements().items():
         function, args = _parsed(statement)
         assert function == name
@@ -90,7 +95,8 @@ def test_statements_name_every_parameter_in_order_with_its_type(
 
 
 def test_python_functions_take_the_parameters_keyword_only(
-        catalog: dict[str, SqlSignature]) -> None:
+    catalog: dict[str, SqlSignature],
+) -> None:
     for name, statement in api.statements().items():
         function = getattr(api, name)
         params = list(inspect.signature(function).parameters.values())
@@ -98,7 +104,7 @@ def test_python_functions_take_the_parameters_keyword_only(
         sql = catalog[name]
         assert tuple(f"p_{p.name}" for p in params) == sql.names, name
         optional = [p.name for p in params if p.default is not inspect.Parameter.empty]
-        assert optional == [p.name for p in params[len(params) - sql.defaults:]], name
+        assert optional == [p.name for p in params[len(params) - sql.defaults :]], name
         # Built with placeholder values, the call binds exactly the statement's keys.
         call = function(**{p.name: _sample(t) for p, t in zip(params, sql.types, strict=True)})
         assert call.statement is statement
@@ -106,8 +112,17 @@ def test_python_functions_take_the_parameters_keyword_only(
 
 
 def _sample(sql_type: str) -> Any:
-    return {"text": "x", "bytea": b"x", "bigint": 1, "integer": 1, "jsonb": {}, "uuid": "x",
-            "boolean": True, "text[]": ["x"], "bytea[]": [b"x"]}[sql_type]
+    return {
+        "text": "x",
+        "bytea": b"x",
+        "bigint": 1,
+        "integer": 1,
+        "jsonb": {},
+        "uuid": "x",
+        "boolean": True,
+        "text[]": ["x"],
+        "bytea[]": [b"x"],
+    }[sql_type]
 
 
 def test_the_check_catches_a_renamed_parameter(catalog: dict[str, SqlSignature]) -> None:
@@ -127,8 +142,12 @@ HAND_BUILT = re.compile(r"\bSELECT\b[^;]*?\bql\.[a-z_]+\(", re.IGNORECASE | re.D
 
 def _python_sources() -> list[Path]:
     folders = ("db", "service", "worker", "schemas", "qinglong", "tools", "tests")
-    return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py")
-                  if "__pycache__" not in p.parts)
+    return sorted(
+        p
+        for folder in folders
+        for p in (ROOT / folder).rglob("*.py")
+        if "__pycache__" not in p.parts
+    )
 
 
 def test_no_python_outside_the_api_module_calls_ql_functions_in_sql() -> None:
@@ -137,13 +156,20 @@ def test_no_python_outside_the_api_module_calls_ql_functions_in_sql() -> None:
         if path == ROOT / "db" / "api.py":
             continue
         tree = ast.parse(path.read_text(), str(path))
-        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                      if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
-                                    | ast.ClassDef)
-                      and node.body and isinstance(node.body[0], ast.Expr)}
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                    and id(node) not in docstrings and HAND_BUILT.search(node.value):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and HAND_BUILT.search(node.value)
+            ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == [], "use qinglong.db.api: " + ", ".join(offenders)
 
@@ -151,8 +177,15 @@ def test_no_python_outside_the_api_module_calls_ql_functions_in_sql() -> None:
 def test_a_call_never_shows_its_parameters() -> None:
     """Calls carry secret and token digests: their repr (logs, tracebacks) must not."""
     secret, token = bytes(range(32)), bytes(range(32, 64))
-    call = api.pull_offer(credential_id="c" * 16, secret_digest=secret, worker_id="w",
-                          session_id="s", generation=1, offer_id="o", token_digest=token)
+    call = api.pull_offer(
+        credential_id="c" * 16,
+        secret_digest=secret,
+        worker_id="w",
+        session_id="s",
+        generation=1,
+        offer_id="o",
+        token_digest=token,
+    )
     shown = repr(call) + str(call)
     assert call.params["secret_digest"] == secret
     for value in (secret, token):
@@ -164,9 +197,12 @@ def test_a_call_never_shows_its_parameters() -> None:
 # Functions whose answer is not a class of `qinglong.db.answers`: the idle
 # view's two (idle_probe's envelope, confirm_credentials' list of ids), read by
 # service/idle_view.py. The list only shrinks: a function typed later leaves it.
-UNTYPED = frozenset({
-    "confirm_credentials", "idle_probe",
-})
+UNTYPED = frozenset(
+    {
+        "confirm_credentials",
+        "idle_probe",
+    }
+)
 NO_ANSWER = frozenset({"record_auth_denial"})  # returns void
 
 
@@ -185,8 +221,11 @@ def _is_typed(answer: Any) -> bool:
         return all(_is_typed(arg) for arg in typing.get_args(answer))
     if typing.get_origin(answer) in (typing.Union, types.UnionType):
         return all(_is_typed(arg) for arg in typing.get_args(answer))
-    return isinstance(answer, type) and dataclasses.is_dataclass(answer) \
+    return (
+        isinstance(answer, type)
+        and dataclasses.is_dataclass(answer)
         and getattr(answers, answer.__name__, None) is answer
+    )
 
 
 def test_every_function_but_the_listed_ones_answers_a_typed_result() -> None:
@@ -198,7 +237,8 @@ def test_every_function_but_the_listed_ones_answers_a_typed_result() -> None:
             assert answer is type(None) and statement.parse is None, name
         elif name in UNTYPED:
             assert not _is_typed(answer) and statement.parse is None, (
-                f"{name} is typed now: take it off UNTYPED")
+                f"{name} is typed now: take it off UNTYPED"
+            )
         else:
             assert _is_typed(answer), f"{name} answers {answer}: not a typed result"
             assert statement.parse is not None, f"{name} has no parser"
@@ -222,18 +262,30 @@ def test_the_worker_calls_answer_their_typed_outcomes(worker_conn: psycopg.Conne
     session = prov.session(worker)
     fence = session.fence()
 
-    auth = api.authenticate_worker(credential_id=worker.credential_id,
-                                   secret_digest=worker.secret_digest,
-                                   worker_id=worker.worker_id, action="session.open").run(
-        worker_conn)
+    auth = api.authenticate_worker(
+        credential_id=worker.credential_id,
+        secret_digest=worker.secret_digest,
+        worker_id=worker.worker_id,
+        action="session.open",
+    ).run(worker_conn)
     assert isinstance(auth, answers.Authenticated) and auth.doc == {"status": "ok"}
     beat = api.heartbeat_session(**fence).run(worker_conn)
-    assert isinstance(beat, answers.SessionOk) and beat.session["sessionId"] == \
-        session.session_id and beat.draining is False
-    (item,) = api.heartbeat_sessions(items=[{
-        "credentialId": worker.credential_id, "secretDigest": worker.secret_digest.hex(),
-        "workerId": worker.worker_id, "sessionId": session.session_id,
-        "generation": session.generation}]).run(worker_conn)
+    assert (
+        isinstance(beat, answers.SessionOk)
+        and beat.session["sessionId"] == session.session_id
+        and beat.draining is False
+    )
+    (item,) = api.heartbeat_sessions(
+        items=[
+            {
+                "credentialId": worker.credential_id,
+                "secretDigest": worker.secret_digest.hex(),
+                "workerId": worker.worker_id,
+                "sessionId": session.session_id,
+                "generation": session.generation,
+            }
+        ]
+    ).run(worker_conn)
     assert isinstance(item, answers.SessionOk)
 
     idle = api.pull_offer(**session.lease(Intent())).run(worker_conn)
@@ -245,8 +297,9 @@ def test_the_worker_calls_answer_their_typed_outcomes(worker_conn: psycopg.Conne
     assert offered.offer == offered.doc["offer"] and offered.offer["offerId"] == intent.offer_id
     replay = api.pull_offer(**session.lease(intent)).run(worker_conn)
     assert isinstance(replay, answers.Offered) and replay.replayed
-    batch = api.pull_offers(**fence, offer_ids=[Intent().offer_id],
-                            token_digests=[Intent().token_digest]).run(worker_conn)
+    batch = api.pull_offers(
+        **fence, offer_ids=[Intent().offer_id], token_digests=[Intent().token_digest]
+    ).run(worker_conn)
     assert isinstance(batch, answers.PulledBatch) and len(batch.offers) == 1
 
     lease = session.lease(intent)
@@ -259,14 +312,15 @@ def test_the_worker_calls_answer_their_typed_outcomes(worker_conn: psycopg.Conne
     beat_lease = api.heartbeat_lease(**lease, lease_version=2).run(worker_conn)
     assert isinstance(beat_lease, answers.LeaseOk)
     version = beat_lease.lease["leaseVersion"]
-    logged = api.append_log(**lease, lease_version=version, offset=0,
-                            chunk="hello").run(worker_conn)
+    logged = api.append_log(**lease, lease_version=version, offset=0, chunk="hello").run(
+        worker_conn
+    )
     assert isinstance(logged, answers.LogAppended) and logged.stored_bytes == 5
-    behind = api.append_log(**lease, lease_version=version, offset=9,
-                            chunk="x").run(worker_conn)
+    behind = api.append_log(**lease, lease_version=version, offset=9, chunk="x").run(worker_conn)
     assert isinstance(behind, answers.Conflict) and behind.stored_bytes == 5
-    done = api.complete_lease(**lease, lease_version=version, outcome="succeeded",
-                              exit_code=0).run(worker_conn)
+    done = api.complete_lease(**lease, lease_version=version, outcome="succeeded", exit_code=0).run(
+        worker_conn
+    )
     assert isinstance(done, answers.LeaseOk) and done.status == "ok"
     run_id = offered.offer["candidate"]["runId"]
     page = api.run_log(run_id=run_id).run(worker_conn)
@@ -274,27 +328,38 @@ def test_the_worker_calls_answer_their_typed_outcomes(worker_conn: psycopg.Conne
     from qinglong.service.producer_token import generate_token
 
     token = generate_token()
-    api.create_project_token(project="p", token_id=token.token_id, token_digest=token.digest,
-                             scopes=["log"]).run(worker_conn)
-    produced = api.producer_run_log(token_id=token.token_id, token_digest=token.digest,
-                                    run_id=run_id, offset=2).run(worker_conn)
+    api.create_project_token(
+        project="p", token_id=token.token_id, token_digest=token.digest, scopes=["log"]
+    ).run(worker_conn)
+    produced = api.producer_run_log(
+        token_id=token.token_id, token_digest=token.digest, run_id=run_id, offset=2
+    ).run(worker_conn)
     assert isinstance(produced, answers.LogPage) and produced.text == "llo"
 
     closed = api.close_session(**fence).run(worker_conn)
     assert isinstance(closed, answers.SessionOk)
     new_id = "".join(secrets_module.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(16))
-    rotated = api.rotate_credential(credential_id=worker.credential_id,
-                                    secret_digest=worker.secret_digest,
-                                    worker_id=worker.worker_id, new_credential_id=new_id,
-                                    new_secret_digest=bytes(32)).run(worker_conn)
+    rotated = api.rotate_credential(
+        credential_id=worker.credential_id,
+        secret_digest=worker.secret_digest,
+        worker_id=worker.worker_id,
+        new_credential_id=new_id,
+        new_secret_digest=bytes(32),
+    ).run(worker_conn)
     assert isinstance(rotated, answers.Rotated) and rotated.credential["credentialId"] == new_id
     denied = api.heartbeat_session(**{**fence, "secret_digest": bytes(32)}).run(worker_conn)
     assert isinstance(denied, answers.Denied) and denied.http_status in (401, 403)
 
 
 def test_an_answer_of_another_shape_is_refused_by_name() -> None:
-    for raw in (None, [], {"status": 1}, {"status": "surprise"},
-                {"status": "offered"}, {"status": "offered", "offer": []}):
+    for raw in (
+        None,
+        [],
+        {"status": 1},
+        {"status": "surprise"},
+        {"status": "offered"},
+        {"status": "offered", "offer": []},
+    ):
         with pytest.raises(answers.AnswerError) as caught:
             answers.parse_pull(raw)
         assert caught.value.function == "pull_offer"
@@ -305,8 +370,7 @@ def test_an_answer_of_another_shape_is_refused_by_name() -> None:
     assert caught.value.function == "run_log"
 
 
-def test_the_operator_calls_answer_their_typed_documents(
-        worker_conn: psycopg.Connection) -> None:
+def test_the_operator_calls_answer_their_typed_documents(worker_conn: psycopg.Connection) -> None:
     """register, issue, prepare, publish, enqueue (and the producer's), sweep, prune."""
     from qinglong.service.producer_token import generate_token
 
@@ -314,33 +378,39 @@ def test_the_operator_calls_answer_their_typed_documents(
     registered = api.register_worker(name="typed").run(worker_conn)
     assert isinstance(registered, answers.WorkerRegistered)
     assert registered.doc == {"workerId": registered.worker_id}
-    issued = api.issue_credential(worker_id=registered.worker_id, credential_id="c" * 16,
-                                  secret_digest=bytes(32), ttl_s=60).run(worker_conn)
+    issued = api.issue_credential(
+        worker_id=registered.worker_id, credential_id="c" * 16, secret_digest=bytes(32), ttl_s=60
+    ).run(worker_conn)
     assert isinstance(issued, answers.CredentialIssued)
     assert (issued.credential_id, issued.worker_id) == ("c" * 16, registered.worker_id)
     assert issued.expires_at_ms == issued.doc["expiresAtMs"] and issued.expires_at_ms > 0
     prepared = api.prepare_task(project="p", task="typed").run(worker_conn)
     assert isinstance(prepared, answers.TaskPrepared) and prepared.created
     canonical = compile_command(command()).canonical
-    published = api.publish_revision(project="p", task="typed",
-                                     canonical=canonical).run(worker_conn)
+    published = api.publish_revision(project="p", task="typed", canonical=canonical).run(
+        worker_conn
+    )
     assert isinstance(published, answers.RevisionPublished) and published.created
     assert published.task_id == prepared.task_id
     assert published.content_digest == published.doc["contentDigest"]
     again = api.publish_revision(project="p", task="typed", canonical=canonical).run(worker_conn)
     assert isinstance(again, answers.RevisionPublished) and not again.created
-    enqueued = api.enqueue_runs(task_id=published.task_id, priority=0, count=2,
-                                key=None).run(worker_conn)
+    enqueued = api.enqueue_runs(task_id=published.task_id, priority=0, count=2, key=None).run(
+        worker_conn
+    )
     assert isinstance(enqueued, answers.RunsEnqueued) and len(enqueued.run_ids) == 2
     assert not enqueued.existing
     token = generate_token()
-    api.create_project_token(project="p", token_id=token.token_id, token_digest=token.digest,
-                             scopes=["enqueue"]).run(worker_conn)
-    produced = api.producer_enqueue(token_id=token.token_id, token_digest=token.digest,
-                                    task="p/typed", key="once").run(worker_conn)
+    api.create_project_token(
+        project="p", token_id=token.token_id, token_digest=token.digest, scopes=["enqueue"]
+    ).run(worker_conn)
+    produced = api.producer_enqueue(
+        token_id=token.token_id, token_digest=token.digest, task="p/typed", key="once"
+    ).run(worker_conn)
     assert isinstance(produced, answers.RunsEnqueued) and len(produced.run_ids) == 1
-    replayed = api.producer_enqueue(token_id=token.token_id, token_digest=token.digest,
-                                    task="p/typed", key="once").run(worker_conn)
+    replayed = api.producer_enqueue(
+        token_id=token.token_id, token_digest=token.digest, task="p/typed", key="once"
+    ).run(worker_conn)
     assert replayed.existing and replayed.run_ids == produced.run_ids
 
     swept = api.sweep_leases(batch=10).run(worker_conn)
@@ -358,27 +428,31 @@ def test_the_operator_calls_answer_their_typed_documents(
 
 
 def test_the_secret_and_certificate_calls_answer_their_typed_documents(
-        worker_conn: psycopg.Connection) -> None:
+    worker_conn: psycopg.Connection,
+) -> None:
     """Wrapped keys and ciphertexts only (placeholders here: the database never
     opens them); revoked serials and expiring counts as the ingress reads them."""
     data_key_id = "0" * 32
-    key = api.project_data_key(project="p", key_id=data_key_id, kek_id="kek", nonce=bytes(12),
-                               wrapped_key=bytes(48)).run(worker_conn)
+    key = api.project_data_key(
+        project="p", key_id=data_key_id, kek_id="kek", nonce=bytes(12), wrapped_key=bytes(48)
+    ).run(worker_conn)
     assert isinstance(key, answers.DataKeyStored) and key.created
     assert key.project_id == key.doc["projectId"] and key.doc["keyId"] == data_key_id
-    stored = api.set_secret(project="p", name="db", version=1, key_id=data_key_id, nonce=bytes(12),
-                            ciphertext=bytes(40)).run(worker_conn)
-    assert isinstance(stored, answers.SecretVersion) and (stored.name, stored.version) == (
-        "db", 1)
+    stored = api.set_secret(
+        project="p", name="db", version=1, key_id=data_key_id, nonce=bytes(12), ciphertext=bytes(40)
+    ).run(worker_conn)
+    assert isinstance(stored, answers.SecretVersion) and (stored.name, stored.version) == ("db", 1)
     listed = api.list_secrets(project="p").run(worker_conn)
     assert isinstance(listed, answers.SecretList)
     assert listed.secrets == [answers.SecretListed("db", 1)] and listed.version_of("db") == 1
     assert listed.version_of("other") == 0
     keys = api.list_data_keys().run(worker_conn)
     assert isinstance(keys, answers.DataKeys) and [k["keyId"] for k in keys.keys] == [data_key_id]
-    rewrapped = api.rewrap_data_keys(old_kek_id="kek", new_kek_id="kek2", keys=[
-        {"keyId": data_key_id, "nonce": bytes(12).hex(), "wrappedKey": bytes(48).hex()}]).run(
-        worker_conn)
+    rewrapped = api.rewrap_data_keys(
+        old_kek_id="kek",
+        new_kek_id="kek2",
+        keys=[{"keyId": data_key_id, "nonce": bytes(12).hex(), "wrappedKey": bytes(48).hex()}],
+    ).run(worker_conn)
     assert isinstance(rewrapped, answers.KeysRewrapped) and rewrapped.rewrapped == 1
     deleted = api.delete_secret(project="p", name="db").run(worker_conn)
     assert isinstance(deleted, answers.SecretVersion) and deleted.doc["deleted"] is True
@@ -387,8 +461,9 @@ def test_the_secret_and_certificate_calls_answer_their_typed_documents(
     assert isinstance(counts, answers.ExpiringCounts)
     assert (counts.credentials, counts.certificates) == (0, 0)
     worker = api.register_worker(name="revoked").run(worker_conn)
-    api.record_certificate(worker_id=worker.worker_id, serial="1a2b",
-                           not_after_ms=4102444800000).run(worker_conn)
+    api.record_certificate(
+        worker_id=worker.worker_id, serial="1a2b", not_after_ms=4102444800000
+    ).run(worker_conn)
     api.revoke_certificate(serial="1A:2B").run(worker_conn)
     page = api.revoked_certificates(after_seq=0, limit=10).run(worker_conn)
     assert isinstance(page, answers.RevokedSerials) and page.serials == ["1a2b"]
@@ -396,21 +471,20 @@ def test_the_secret_and_certificate_calls_answer_their_typed_documents(
 
 
 def test_the_worker_and_pool_calls_answer_their_typed_documents(
-        worker_conn: psycopg.Connection) -> None:
+    worker_conn: psycopg.Connection,
+) -> None:
     prov = Provisioner(worker_conn)
     worker = prov.worker(all_pools=False)
     session = prov.session(worker)
     created = api.create_pool(project="acme", name="a").run(worker_conn)
     assert isinstance(created, answers.PoolCreated) and created.created
-    assert (created.project, created.name, created.pool_id) == ("acme", "a",
-                                                                created.doc["poolId"])
+    assert (created.project, created.name, created.pool_id) == ("acme", "a", created.doc["poolId"])
     granted = api.grant_pool(worker_id=worker.worker_id, pool="acme/a").run(worker_conn)
     assert isinstance(granted, answers.PoolGranted) and granted.granted
     revoked = api.revoke_pool(worker_id=worker.worker_id, pool="acme/a").run(worker_conn)
     assert isinstance(revoked, answers.PoolRevoked) and revoked.revoked
     assert revoked.leases_released == 0
-    labelled = api.label_worker(worker_id=worker.worker_id,
-                                labels={"zone": "z1"}).run(worker_conn)
+    labelled = api.label_worker(worker_id=worker.worker_id, labels={"zone": "z1"}).run(worker_conn)
     assert isinstance(labelled, answers.WorkerLabelled) and labelled.labels == {"zone": "z1"}
     ended = api.end_session(session_id=session.session_id, drain=True).run(worker_conn)
     assert isinstance(ended, answers.SessionEnded) and ended.session_id == session.session_id
@@ -423,7 +497,8 @@ def test_the_worker_and_pool_calls_answer_their_typed_documents(
 
 
 def test_the_task_run_and_identity_calls_answer_their_typed_documents(
-        worker_conn: psycopg.Connection) -> None:
+    worker_conn: psycopg.Connection,
+) -> None:
     from qinglong.service.producer_token import generate_token
 
     prov = Provisioner(worker_conn)
@@ -435,11 +510,15 @@ def test_the_task_run_and_identity_calls_answer_their_typed_documents(
     first = prov.enqueue(task_id, count=3)[0]
     cancelled = api.cancel_run(run_id=first).run(worker_conn)
     assert isinstance(cancelled, answers.RunCancel) and cancelled.state == "cancelled"
-    assert (cancelled.run_id, cancelled.cancel_requested) == (first,
-                                                              cancelled.doc["cancelRequested"])
+    assert (cancelled.run_id, cancelled.cancel_requested) == (
+        first,
+        cancelled.doc["cancelRequested"],
+    )
     retried = api.retry_run(run_id=first).run(worker_conn)
-    assert isinstance(retried, answers.RunRetried) and (retried.state, retried.attempt_no) \
-        == ("queued", 2)
+    assert isinstance(retried, answers.RunRetried) and (retried.state, retried.attempt_no) == (
+        "queued",
+        2,
+    )
     bulk = api.cancel_runs(task_id=task_id, state="queued").run(worker_conn)
     assert isinstance(bulk, answers.RunsCancelled) and bulk.cancelled == 3
     assert bulk.not_cancelled == [] and bulk.doc["cancelled"] == 3
@@ -447,16 +526,17 @@ def test_the_task_run_and_identity_calls_answer_their_typed_documents(
     worker = prov.worker()
     revoked = api.revoke_credential(credential_id=worker.credential_id).run(worker_conn)
     assert isinstance(revoked, answers.CredentialRevoked) and revoked.revoked_at_ms > 0
-    recorded = api.record_certificate(worker_id=worker.worker_id, serial="2b3c",
-                                      not_after_ms=4102444800000).run(worker_conn)
+    recorded = api.record_certificate(
+        worker_id=worker.worker_id, serial="2b3c", not_after_ms=4102444800000
+    ).run(worker_conn)
     assert isinstance(recorded, answers.CertificateRecorded) and recorded.serial == "2b3c"
     cert = api.revoke_certificate(serial="2B:3C").run(worker_conn)
     assert isinstance(cert, answers.CertificateRevoked) and cert.revoked
     assert cert.worker_id == worker.worker_id
     token = generate_token()
-    made = api.create_project_token(project="p", token_id=token.token_id,
-                                    token_digest=token.digest,
-                                    scopes=["read", "log"]).run(worker_conn)
+    made = api.create_project_token(
+        project="p", token_id=token.token_id, token_digest=token.digest, scopes=["read", "log"]
+    ).run(worker_conn)
     assert isinstance(made, answers.ProjectTokenCreated) and made.token_id == token.token_id
     assert sorted(made.scopes) == ["log", "read"] and made.project == "p"
     gone = api.revoke_project_token(token_id=token.token_id).run(worker_conn)
@@ -478,8 +558,12 @@ def test_the_run_reads_answer_their_typed_documents(worker_conn: psycopg.Connect
     assert isinstance(shown, answers.RunShown) and shown.run["runId"] == run_ids[0]
     assert shown.attempts == shown.doc["attempts"] and shown.events == shown.doc["events"]
     token = generate_token()
-    api.create_project_token(project="p", token_id=token.token_id, token_digest=token.digest,
-                             scopes=["read", "cancel", "retry"]).run(worker_conn)
+    api.create_project_token(
+        project="p",
+        token_id=token.token_id,
+        token_digest=token.digest,
+        scopes=["read", "cancel", "retry"],
+    ).run(worker_conn)
     proof = {"token_id": token.token_id, "token_digest": token.digest}
     listed = api.producer_list_runs(**proof, task="p/typed").run(worker_conn)
     assert isinstance(listed, answers.RunPage) and len(listed.runs) == 3
@@ -492,7 +576,8 @@ def test_the_run_reads_answer_their_typed_documents(worker_conn: psycopg.Connect
 
 
 def test_the_fleet_and_queue_reads_answer_their_typed_documents(
-        worker_conn: psycopg.Connection) -> None:
+    worker_conn: psycopg.Connection,
+) -> None:
     from qinglong.service.producer_token import generate_token
 
     prov = Provisioner(worker_conn)
@@ -500,8 +585,9 @@ def test_the_fleet_and_queue_reads_answer_their_typed_documents(
     prov.session(worker)
     prov.enqueue(prov.task("typed"), count=2)
     token = generate_token()
-    api.create_project_token(project="p", token_id=token.token_id, token_digest=token.digest,
-                             scopes=["read"]).run(worker_conn)
+    api.create_project_token(
+        project="p", token_id=token.token_id, token_digest=token.digest, scopes=["read"]
+    ).run(worker_conn)
     workers = api.list_workers().run(worker_conn)
     assert isinstance(workers, answers.WorkerList) and workers.next is None
     assert [w["workerId"] for w in workers.workers] == [worker.worker_id]

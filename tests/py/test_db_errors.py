@@ -39,7 +39,9 @@ def test_a_qinglong_state_is_refused_with_its_reason_status_and_message(db_dsn: 
     assert (shown.reason, shown.http_status, shown.sqlstate) == ("not_found", 404, "QL004")
     refused = refusal(error)
     assert isinstance(refused, DbRefused) and (refused.reason, refused.http_status) == (
-        "not_found", 404)
+        "not_found",
+        404,
+    )
 
 
 def test_the_column_a_function_names_is_kept(db_dsn: str) -> None:

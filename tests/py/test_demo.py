@@ -44,9 +44,10 @@ def _assert_gone(output: str) -> None:
         assert not _listening(int(pg.group(1))), "PostgreSQL still listening"
     sweeper = _SWEEPER.search(output)
     assert sweeper is not None, output  # the demo runs a sweeper, as a deployment does
-    assert not Path(f"/proc/{sweeper.group(1)}").exists() \
-        or Path(f"/proc/{sweeper.group(1)}/stat").read_text().rsplit(")", 1)[-1].split()[0] \
-        == "Z", "the sweeper is still running"
+    assert (
+        not Path(f"/proc/{sweeper.group(1)}").exists()
+        or Path(f"/proc/{sweeper.group(1)}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+    ), "the sweeper is still running"
     ingress = _INGRESS.search(output)
     assert ingress is not None, output
     for port in ingress.groups():
@@ -59,8 +60,13 @@ def _assert_gone(output: str) -> None:
 
 @pytest.mark.timeout(180)
 def test_demo_offers_every_run_and_cleans_up() -> None:
-    result = subprocess.run([*DEMO, "--workers", "3", "--runs", "18"], capture_output=True,
-                            text=True, timeout=150, check=False)
+    result = subprocess.run(
+        [*DEMO, "--workers", "3", "--runs", "18"],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+    )
     output = result.stdout
     assert result.returncode == 0, output + result.stderr
     assert "every run offered" in output or "every run done" in output
@@ -82,15 +88,22 @@ def test_demo_offers_every_run_and_cleans_up() -> None:
 
 @pytest.mark.timeout(180)
 def test_demo_cleans_up_on_ctrl_c() -> None:
-    process = subprocess.Popen([*DEMO, "--workers", "2", "--runs", "12", "--timeout", "60"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [*DEMO, "--workers", "2", "--runs", "12", "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert process.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + 120
     for line in process.stdout:
         lines.append(line)
-        if "workers run without an executor" in line or "worker old-b" in line \
-                or "worker gpu-b" in line:
+        if (
+            "workers run without an executor" in line
+            or "worker old-b" in line
+            or "worker gpu-b" in line
+        ):
             break
         if time.monotonic() > deadline:
             break
@@ -109,9 +122,12 @@ def test_demo_cleans_up_on_ctrl_c() -> None:
 def test_the_printed_curl_line_enqueues_through_the_demo_api() -> None:
     """The curl line the demo prints works while the demo runs (SPEC §13.5): it
     reads the token from the demo's 0600 file and the API answers 201."""
-    process = subprocess.Popen([*DEMO, "--workers", "2", "--runs", "6", "--timeout", "60",
-                                "--no-console"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [*DEMO, "--workers", "2", "--runs", "6", "--timeout", "60", "--no-console"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert process.stdout is not None
     lines: list[str] = []
     curl = None
@@ -124,8 +140,9 @@ def test_the_printed_curl_line_enqueues_through_the_demo_api() -> None:
     try:
         assert curl is not None, "".join(lines)
         assert '-H "Authorization: Bearer $(cat ' in curl and "qlp_" not in curl
-        done = subprocess.run(["bash", "-c", curl], capture_output=True, text=True,
-                              timeout=30, check=False)
+        done = subprocess.run(
+            ["bash", "-c", curl], capture_output=True, text=True, timeout=30, check=False
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         answer = json.loads(done.stdout)
         assert answer["schema"] == "qinglong/run-enqueued@v1"
@@ -138,8 +155,9 @@ def test_the_printed_curl_line_enqueues_through_the_demo_api() -> None:
     _assert_gone(output)
 
 
-_LOG_MASKED = re.compile(r"^\[\s*\d+\.\ds\]   log \| secret-report: REPORT_TOKEN=\[MASKED\]$",
-                         re.MULTILINE)
+_LOG_MASKED = re.compile(
+    r"^\[\s*\d+\.\ds\]   log \| secret-report: REPORT_TOKEN=\[MASKED\]$", re.MULTILINE
+)
 
 
 def _worker_events(root: Path) -> list[dict[str, object]]:
@@ -153,14 +171,17 @@ def _worker_events(root: Path) -> list[dict[str, object]]:
 
 
 @pytest.mark.timeout(180)
-def test_demo_runs_the_real_job_signed_with_a_masked_secret_and_a_live_log(
-        tmp_path: Path) -> None:
+def test_demo_runs_the_real_job_signed_with_a_masked_secret_and_a_live_log(tmp_path: Path) -> None:
     """With an executor: every revision signed and run by enforcing workers, one
     secret delivered to secret-report and masked in the live log the demo follows,
     and the value (demo-secret-…) nowhere in the output or the kept files."""
-    result = subprocess.run([*DEMO, "--workers", "3", "--runs", "12", "--no-console",
-                             "--keep", str(tmp_path)],
-                            capture_output=True, text=True, timeout=150, check=False)
+    result = subprocess.run(
+        [*DEMO, "--workers", "3", "--runs", "12", "--no-console", "--keep", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     if "workers run without an executor" in output:
@@ -200,14 +221,23 @@ def test_demo_without_an_executor_has_no_secret_part() -> None:
     """Without an executor the demo still offers every run (signed, enforcing
     workers) and says in one line why there is no secret or live log part."""
     out = io.StringIO()
-    demo = _NoExecutorDemo(workers=2, runs=6, dsn=None,
-                           timeout_s=60.0, keep=None, crash=False, console_port=None,
-                           out=out)
+    demo = _NoExecutorDemo(
+        workers=2,
+        runs=6,
+        dsn=None,
+        timeout_s=60.0,
+        keep=None,
+        crash=False,
+        console_port=None,
+        out=out,
+    )
     code = run_demo(demo)
     output = out.getvalue()
     assert code == 0, output
-    assert "workers run without an executor: accepted offers stay in their inboxes (so no " \
+    assert (
+        "workers run without an executor: accepted offers stay in their inboxes (so no "
         "secret, masking or live log part)" in output
+    )
     assert "every run offered" in output and "--trust-policy enforce" in output
     assert "secret-report" not in output and "log |" not in output
     assert "secret value" not in output and "secret report-token" not in output

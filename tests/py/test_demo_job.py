@@ -56,8 +56,10 @@ def test_the_leak_check_names_each_place_holding_the_value(tmp_path: Path) -> No
     job.recorder.write("token=" + job.value.decode() + "\n")
     job.check("unused: no run followed", runs)
     assert job.leaked and job.findings == ["the demo's output", str(leaked)]
-    assert any(line.startswith("  secret value FOUND in: the demo's output, ")
-               for line in job.summary_lines())
+    assert any(
+        line.startswith("  secret value FOUND in: the demo's output, ")
+        for line in job.summary_lines()
+    )
 
 
 def _pages(text: str, cuts: list[int], ended_after: int) -> Any:
@@ -68,10 +70,19 @@ def _pages(text: str, cuts: list[int], ended_after: int) -> Any:
         stored = cuts[min(state["calls"], len(cuts) - 1)]
         state["calls"] += 1
         data = text.encode()[:stored]
-        return LogPage.from_json({"runId": run, "attemptNumber": 1, "offset": offset,
-                                  "text": data[offset:].decode(), "storedBytes": stored,
-                                  "logBytes": None, "truncated": False, "complete": False,
-                                  "ended": state["calls"] > ended_after})
+        return LogPage.from_json(
+            {
+                "runId": run,
+                "attemptNumber": 1,
+                "offset": offset,
+                "text": data[offset:].decode(),
+                "storedBytes": stored,
+                "logBytes": None,
+                "truncated": False,
+                "complete": False,
+                "ended": state["calls"] > ended_after,
+            }
+        )
 
     return fetch
 
@@ -83,4 +94,3 @@ def test_the_follower_prints_whole_lines_and_the_rest_at_the_end() -> None:
     seen = [follower.read(fetch) for _ in range(4)]
     assert seen == [[], [], ["first line"], ["second [MASKED] line", "last without newline"]]
     assert follower.finished and follower.text == text
-

@@ -20,8 +20,17 @@ from psycopg.conninfo import conninfo_to_dict
 
 from qinglong.db import api
 
-ENV_KEYS = {"dsn", "runtimeDsn", "ingressUrl", "adminUrl", "caFile", "caDir", "kekFile", "worker",
-            "api"}
+ENV_KEYS = {
+    "dsn",
+    "runtimeDsn",
+    "ingressUrl",
+    "adminUrl",
+    "caFile",
+    "caDir",
+    "kekFile",
+    "worker",
+    "api",
+}
 WORKER_KEYS = {"workerId", "certFile", "keyFile", "credentialFile"}
 
 
@@ -88,15 +97,19 @@ def _expired_offer_is_swept_without_a_sweep_call(dsn: str) -> None:
         offer = prov.pull(prov.session(prov.worker("sweep-probe")), Intent())
         assert offer["status"] == "offered", offer
         run_id = offer["offer"]["candidate"]["runId"]
-        conn.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
-                     " - interval '1 second' WHERE run_id = %s", (run_id,))
+        conn.execute(
+            "UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
+            " - interval '1 second' WHERE run_id = %s",
+            (run_id,),
+        )
         deadline = time.monotonic() + 20
         row = None
         while time.monotonic() < deadline:
             row = conn.execute(
                 "SELECT l.release_reason, r.state FROM ql_private.run_leases l"
                 " JOIN ql_private.runs r ON r.id = l.run_id WHERE l.run_id = %s",
-                (run_id,)).fetchone()
+                (run_id,),
+            ).fetchone()
             if row == ("expired", "queued"):
                 return
             time.sleep(0.2)
@@ -114,8 +127,10 @@ def _sweeper_login_can_sweep_only(dsn: str) -> None:
         assert member_of == (["ql_sweeper"],)
         assert conn.execute("SELECT current_user").fetchone() == ("qinglong_sweeper",)
         assert api.sweep_leases(batch=1).run(conn).doc["more"] is False
-        for call in (api.publish_revision(project="p", task="t", canonical=b"{}"),
-                     api.enqueue_runs(task_id=str(uuid.uuid4()), priority=0, count=1)):
+        for call in (
+            api.publish_revision(project="p", task="t", canonical=b"{}"),
+            api.enqueue_runs(task_id=str(uuid.uuid4()), priority=0, count=1),
+        ):
             try:
                 call.run(conn)
             except psycopg.errors.InsufficientPrivilege as exc:
@@ -142,26 +157,34 @@ def _api_token_works(env: dict, state_dir: Path) -> None:
     with control_plane.connect(env["runtimeDsn"]) as conn:
         listed = control_plane.run(conn, api.list_project_tokens(project="dev")).doc["tokens"]
         assert [(t["tokenId"], t["state"], t["scopes"]) for t in listed] == [
-            (token[4:20], "active", ["cancel", "enqueue", "log", "read", "retry"])]
+            (token[4:20], "active", ["cancel", "enqueue", "log", "read", "retry"])
+        ]
     with psycopg.connect(env["dsn"]) as conn:
         api_login = json.loads((state_dir / "api.json").read_text())["dsn"]
         user = conninfo_to_dict(api_login)["user"]
-        groups = conn.execute("SELECT array_agg(b.rolname::text) FROM pg_auth_members m"
-                              " JOIN pg_roles r ON r.oid = m.member"
-                              " JOIN pg_roles b ON b.oid = m.roleid"
-                              " WHERE r.rolname = %s", (user,)).fetchone()
+        groups = conn.execute(
+            "SELECT array_agg(b.rolname::text) FROM pg_auth_members m"
+            " JOIN pg_roles r ON r.oid = m.member"
+            " JOIN pg_roles b ON b.oid = m.roleid"
+            " WHERE r.rolname = %s",
+            (user,),
+        ).fetchone()
         assert groups == (["ql_producer"],)
         command = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 5}
         control_plane.publish_task(conn, "dev", "hello", _canonical(command))
     headers = {"Authorization": f"Bearer {token}"}
-    reply = requests.post(section["url"] + "/v1/runs", headers=headers, timeout=10,
-                          verify=section["caFile"],
-                          json={"schema": "qinglong/run-enqueue-request@v1",
-                                "task": "dev/hello"})
+    reply = requests.post(
+        section["url"] + "/v1/runs",
+        headers=headers,
+        timeout=10,
+        verify=section["caFile"],
+        json={"schema": "qinglong/run-enqueue-request@v1", "task": "dev/hello"},
+    )
     assert reply.status_code == 201, reply.text
     run_id = reply.json()["runIds"][0]
-    shown = requests.get(f"{section['url']}/v1/runs/{run_id}", headers=headers, timeout=10,
-                         verify=section["caFile"])
+    shown = requests.get(
+        f"{section['url']}/v1/runs/{run_id}", headers=headers, timeout=10, verify=section["caFile"]
+    )
     assert shown.status_code == 200 and shown.json()["run"]["runId"] == run_id
     assert token not in (state_dir / "logs" / "api.log").read_text()
 
@@ -181,10 +204,26 @@ def test_down_on_never_upped_dir_is_a_no_op(tmp_path: Path) -> None:
 def _secret_set_with_the_dev_kek(env: dict) -> None:
     """`admin secret set` takes the dev KEK from $QINGLONG_KEK_FILE (SPEC §14.1)."""
     result = subprocess.run(
-        [sys.executable, "-m", "qinglong", "admin", "secret", "set", "--dsn", env["runtimeDsn"],
-         "--project", "dev", "--name", "dev.token"],
-        input=b"dev-secret-value", capture_output=True, timeout=60, check=False,
-        env={**os.environ, "QINGLONG_KEK_FILE": env["kekFile"]})
+        [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "admin",
+            "secret",
+            "set",
+            "--dsn",
+            env["runtimeDsn"],
+            "--project",
+            "dev",
+            "--name",
+            "dev.token",
+        ],
+        input=b"dev-secret-value",
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "QINGLONG_KEK_FILE": env["kekFile"]},
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["version"] == 1 and b"dev-secret-value" not in result.stdout
 
@@ -200,11 +239,13 @@ def test_dev_up_down(tmp_path: Path) -> None:
         shown = json.loads(up.stdout)
         assert shown.pop("envFile") == str((state_dir / "dev-env.json").resolve())
         assert {k: v for k, v in shown.items() if "Dsn" not in k and k != "dsn"} == {
-            k: v for k, v in env.items() if "Dsn" not in k and k != "dsn"}
+            k: v for k, v in env.items() if "Dsn" not in k and k != "dsn"
+        }
         for key in ("dsn", "runtimeDsn"):
             assert "password" not in shown[key] and "password=" in env[key]
             assert conninfo_to_dict(shown[key]) == {
-                k: v for k, v in conninfo_to_dict(env[key]).items() if k != "password"}
+                k: v for k, v in conninfo_to_dict(env[key]).items() if k != "password"
+            }
         assert set(env["worker"]) == WORKER_KEYS
         # Its DSNs carry generated passwords: readable by its owner only.
         assert stat.S_IMODE(os.stat(state_dir / "dev-env.json").st_mode) == 0o600
@@ -235,7 +276,8 @@ def test_dev_up_down(tmp_path: Path) -> None:
 
             listed = api.list_workers().run(conn).doc["workers"]
             assert [(w["workerId"], w["selfLabels"]) for w in listed] == [
-                (env["worker"]["workerId"], True)]
+                (env["worker"]["workerId"], True)
+            ]
             # ... and takes every pool, present and future (SPEC §13.1 `--pool '*'`).
             assert [w["allPools"] for w in listed] == [True]
             pg_port = int(conn.info.port)
@@ -259,8 +301,12 @@ def test_dev_up_down(tmp_path: Path) -> None:
         _sweeper_login_can_sweep_only((state_dir / "sweeper.dsn").read_text().strip())
         _expired_offer_is_swept_without_a_sweep_call(env["dsn"])
         assert all(map(_alive, pids))
-        ports = [_port(env["ingressUrl"]), _port(env["adminUrl"]), _port(env["api"]["url"]),
-                 pg_port]
+        ports = [
+            _port(env["ingressUrl"]),
+            _port(env["adminUrl"]),
+            _port(env["api"]["url"]),
+            pg_port,
+        ]
 
         again = dev("up", "--state-dir", str(state_dir), timeout=60)
         assert again.returncode != 0

@@ -19,18 +19,29 @@ from urllib.parse import urlsplit
 from qinglong.schemas.contract import validate
 from tests.py.provision import new_token
 
-COMMAND = {"schema": "qinglong/command@v1", "argv": ["echo", "hello"], "env": {},
-           "timeoutS": 30}
-CAPABILITIES = {"schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
-                "labels": {}, "runtimes": {}, "slots": 1}
+COMMAND = {"schema": "qinglong/command@v1", "argv": ["echo", "hello"], "env": {}, "timeoutS": 30}
+CAPABILITIES = {
+    "schema": "qinglong/worker-capabilities@v1",
+    "executors": ["remote-worker"],
+    "labels": {},
+    "runtimes": {},
+    "slots": 1,
+}
 
 
-def qinglong(*args: str, timeout: float = 240,
-             dsn: str | None = None) -> subprocess.CompletedProcess[str]:
+def qinglong(
+    *args: str, timeout: float = 240, dsn: str | None = None
+) -> subprocess.CompletedProcess[str]:
     # A DSN (dev up's hold passwords) goes through the environment, never argv.
     env = None if dsn is None else os.environ | {"QINGLONG_DSN": dsn}
-    return subprocess.run([sys.executable, "-m", "qinglong", *args], capture_output=True,
-                          text=True, timeout=timeout, check=False, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "qinglong", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
+    )
 
 
 def admin(*args: str, dsn: str) -> dict[str, Any]:
@@ -54,12 +65,17 @@ class EnvClient:
         self.context.load_cert_chain(worker["certFile"], worker["keyFile"])
 
     def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        conn = http.client.HTTPSConnection(self.host, self.port, context=self.context,
-                                           timeout=15)
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=15)
         try:
-            conn.request("POST", path, body=json.dumps(body).encode(), headers={
-                "Content-Type": "application/json",
-                "Authorization": f"Bearer {self.credential}"})
+            conn.request(
+                "POST",
+                path,
+                body=json.dumps(body).encode(),
+                headers={
+                    "Content-Type": "application/json",
+                    "Authorization": f"Bearer {self.credential}",
+                },
+            )
             response = conn.getresponse()
             return response.status, json.loads(response.read())
         finally:
@@ -82,14 +98,26 @@ def _listening(port: int) -> bool:
 
 def _pull(env: dict[str, Any]) -> dict[str, Any]:
     client = EnvClient(env)
-    status, session = client.post("/v1/sessions", {
-        "schema": "qinglong/session-open-request@v1", "workerId": client.worker_id,
-        "capabilities": CAPABILITIES})
+    status, session = client.post(
+        "/v1/sessions",
+        {
+            "schema": "qinglong/session-open-request@v1",
+            "workerId": client.worker_id,
+            "capabilities": CAPABILITIES,
+        },
+    )
     assert status == 201, session
-    status, offer = client.post("/v1/offers/pull", {
-        "schema": "qinglong/offer-pull-request@v1", "workerId": client.worker_id,
-        "sessionId": session["sessionId"], "generation": session["generation"],
-        "offerId": str(uuid.uuid4()), "leaseToken": new_token()})
+    status, offer = client.post(
+        "/v1/offers/pull",
+        {
+            "schema": "qinglong/offer-pull-request@v1",
+            "workerId": client.worker_id,
+            "sessionId": session["sessionId"],
+            "generation": session["generation"],
+            "offerId": str(uuid.uuid4()),
+            "leaseToken": new_token(),
+        },
+    )
     assert status == 200, offer
     return offer
 
@@ -108,8 +136,17 @@ def test_dev_env_publish_enqueue_pull_down(tmp_path: Path) -> None:
         ports.append(int(state["pgPort"]))
         command_file = tmp_path / "command.json"
         command_file.write_text(json.dumps(COMMAND))
-        task = admin("task", "publish", "--project", "demo", "--name", "hello",
-                     "--command-file", str(command_file), dsn=env["dsn"])
+        task = admin(
+            "task",
+            "publish",
+            "--project",
+            "demo",
+            "--name",
+            "hello",
+            "--command-file",
+            str(command_file),
+            dsn=env["dsn"],
+        )
         runs = admin("run", "enqueue", "--task", task["taskId"], dsn=env["dsn"])
         offer = _pull(env)
         validate("qinglong/remote-execution-offer@v1", offer)

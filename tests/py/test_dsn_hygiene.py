@@ -77,8 +77,12 @@ class CmdlineWatch:
 
     def leaks(self, secrets: list[str]) -> list[str]:
         """Command lines holding one of `secrets`, or any of ours naming a password."""
-        return [line for line in self.seen if any(s in line for s in secrets)
-                or ("qinglong" in line and "password=" in line.lower())]
+        return [
+            line
+            for line in self.seen
+            if any(s in line for s in secrets)
+            or ("qinglong" in line and "password=" in line.lower())
+        ]
 
     def saw(self, *fragments: str) -> bool:
         """A command line holding every fragment."""
@@ -102,10 +106,12 @@ def _without_password(dsn: str, password: str | None = None) -> str:
     return make_conninfo(**params)
 
 
-def _ql(*args: str, env: dict[str, str] | None = None,
-        timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*QL, *args], capture_output=True, text=True, timeout=timeout,
-                          check=False, env=env)
+def _ql(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*QL, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env
+    )
 
 
 # ------------------------------------------------------------------ reprs
@@ -113,8 +119,9 @@ def _ql(*args: str, env: dict[str, str] | None = None,
 
 def test_ingress_config_repr_leaves_out_the_dsn(tmp_path: Path) -> None:
     path = tmp_path / "ingress.json"
-    path.write_text(json.dumps({"dsn": DSN, "certFile": "c.pem", "keyFile": "k.pem",
-                                "clientCaFile": "ca.pem"}))
+    path.write_text(
+        json.dumps({"dsn": DSN, "certFile": "c.pem", "keyFile": "k.pem", "clientCaFile": "ca.pem"})
+    )
     config = load_config(path, environ={})
     assert config.dsn == DSN  # still there for the pool ...
     for text in (repr(config), str(config), f"{config!r}"):
@@ -122,20 +129,28 @@ def test_ingress_config_repr_leaves_out_the_dsn(tmp_path: Path) -> None:
         assert "cert_file=" in text  # the rest of the repr is intact
 
 
-@pytest.mark.parametrize("dsn", [
-    DSN,
-    f"postgresql://qinglong_ingress:{SECRET}@127.0.0.1:5432/q?connect_timeout=10",
-    f"postgresql://qinglong_ingress@127.0.0.1:5432/q?password={SECRET}&sslmode=disable",
-    f"host=127.0.0.1 password='{SECRET} x\\'y' user=qinglong_ingress dbname=q",
-])
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        DSN,
+        f"postgresql://qinglong_ingress:{SECRET}@127.0.0.1:5432/q?connect_timeout=10",
+        f"postgresql://qinglong_ingress@127.0.0.1:5432/q?password={SECRET}&sslmode=disable",
+        f"host=127.0.0.1 password='{SECRET} x\\'y' user=qinglong_ingress dbname=q",
+    ],
+)
 def test_dev_up_prints_dsns_without_their_password(dsn: str, tmp_path: Path) -> None:
-    env = {"dsn": dsn, "runtimeDsn": dsn, "ingressUrl": "https://127.0.0.1:1",
-           "worker": {"workerId": "w"}}
+    env = {
+        "dsn": dsn,
+        "runtimeDsn": dsn,
+        "ingressUrl": "https://127.0.0.1:1",
+        "worker": {"workerId": "w"},
+    }
     shown = public_env(env, tmp_path / "dev-env.json")
     assert SECRET not in json.dumps(shown)
     assert shown["envFile"] == str(tmp_path / "dev-env.json")
     assert {k: v for k, v in shown.items() if k not in ("dsn", "runtimeDsn", "envFile")} == {
-        k: v for k, v in env.items() if k not in ("dsn", "runtimeDsn")}
+        k: v for k, v in env.items() if k not in ("dsn", "runtimeDsn")
+    }
     expected = {k: v for k, v in conninfo_to_dict(dsn).items() if k != "password"}
     assert conninfo_to_dict(shown["dsn"]) == conninfo_to_dict(shown["runtimeDsn"]) == expected
     assert expected["user"] == "qinglong_ingress"  # the rest of the DSN survives
@@ -143,8 +158,7 @@ def test_dev_up_prints_dsns_without_their_password(dsn: str, tmp_path: Path) -> 
 
 
 def test_cluster_and_demo_reprs_leave_out_passwords_and_dsns() -> None:
-    cluster = ThrowawayPostgres(auth=Auth.SCRAM, existing_dsn=DSN,
-                                passwords={"postgres": SECRET})
+    cluster = ThrowawayPostgres(auth=Auth.SCRAM, existing_dsn=DSN, passwords={"postgres": SECRET})
     assert SECRET not in repr(cluster) and "auth=<Auth.SCRAM" in repr(cluster)
     demo = Demo(workers=1, runs=1, dsn=DSN, timeout_s=1.0, keep=None)
     try:
@@ -182,8 +196,7 @@ def _assert_scram_enforced(env: dict) -> None:
     assert {"qinglong_ingress", "qinglong_runtime"} <= {name for (name,) in verifiers}
 
 
-def test_dev_up_keeps_passwords_in_0600_files_and_off_every_command_line(
-        tmp_path: Path) -> None:
+def test_dev_up_keeps_passwords_in_0600_files_and_off_every_command_line(tmp_path: Path) -> None:
     state_dir = tmp_path / "dev"
     watch = CmdlineWatch()
     with watch.running():
@@ -205,14 +218,16 @@ def test_dev_up_keeps_passwords_in_0600_files_and_off_every_command_line(
             by_file = dsn_file(tmp_path, "admin.dsn", env["dsn"])
             listed = _ql("admin", "worker", "list", "--dsn-file", by_file, timeout=60)
             assert listed.returncode == 0, listed.stderr
-            by_env = _ql("status", "--json", timeout=60,
-                         env=os.environ | {"QINGLONG_DSN": env["runtimeDsn"]})
+            by_env = _ql(
+                "status", "--json", timeout=60, env=os.environ | {"QINGLONG_DSN": env["runtimeDsn"]}
+            )
             assert by_env.returncode == 0, by_env.stderr
         finally:
             down = _ql("dev", "down", "--state-dir", str(state_dir), timeout=120)
     assert down.returncode == 0, down.stderr
-    state_text = "".join(p.read_text(errors="replace") for p in [
-        *state_dir.joinpath("logs").iterdir()])
+    state_text = "".join(
+        p.read_text(errors="replace") for p in [*state_dir.joinpath("logs").iterdir()]
+    )
     assert [s for s in secrets if s in state_text] == [], "a password in a log"
     # The sampler really saw the processes `up` started and the commands we ran.
     assert watch.saw("ingress serve", "--config") and watch.saw("--dsn-file")
@@ -228,11 +243,23 @@ def test_dev_up_keeps_passwords_in_0600_files_and_off_every_command_line(
 def test_demo_keeps_its_passwords_off_every_command_line(tmp_path: Path) -> None:
     watch = CmdlineWatch(interval_s=0.01)
     with watch.running():
-        result = _ql("demo", "--workers", "1", "--runs", "2", "--no-crash", "--timeout", "20",
-                     "--keep", str(tmp_path), timeout=150)
+        result = _ql(
+            "demo",
+            "--workers",
+            "1",
+            "--runs",
+            "2",
+            "--no-crash",
+            "--timeout",
+            "20",
+            "--keep",
+            str(tmp_path),
+            timeout=150,
+        )
     # Whether every run finished is test_demo's business; here: it ran and stopped.
-    assert re.search(r"stopped workers, ingress, sweeper(, producer API)? and PostgreSQL",
-                     result.stdout), result.stdout + result.stderr
+    assert re.search(
+        r"stopped workers, ingress, sweeper(, producer API)? and PostgreSQL", result.stdout
+    ), result.stdout + result.stderr
     (root,) = tmp_path.glob("qinglong-demo-*")
     config = root / "ingress.json"
     assert _mode(config) == 0o600
@@ -240,7 +267,8 @@ def test_demo_keeps_its_passwords_off_every_command_line(tmp_path: Path) -> None
     if os.environ.get("QL_TEST_DSN"):
         pytest.skip("QL_TEST_DSN: the demo used an existing server's DSN")
     secret = _password(dsn)
-    assert secret not in "".join(p.read_text(errors="replace")
-                                 for p in (root / "logs").iterdir() if p.is_file())
+    assert secret not in "".join(
+        p.read_text(errors="replace") for p in (root / "logs").iterdir() if p.is_file()
+    )
     assert watch.saw("ingress serve", "--config") and watch.saw("worker run --config")
     assert watch.leaks([secret]) == []

@@ -42,8 +42,9 @@ def test_optional_dsn_may_be_absent() -> None:
 
 
 @pytest.mark.parametrize("content", ["", "\n\n", "   \n"])
-def test_empty_file_is_a_usage_error(tmp_path: Path, content: str,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_empty_file_is_a_usage_error(
+    tmp_path: Path, content: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "dsn"
     path.write_text(content)
     with pytest.raises(SystemExit) as exc:
@@ -52,8 +53,9 @@ def test_empty_file_is_a_usage_error(tmp_path: Path, content: str,
     assert "empty" in capsys.readouterr().err
 
 
-def test_missing_file_and_missing_dsn_are_usage_errors(tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_file_and_missing_dsn_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
         _parse(["--dsn-file", str(tmp_path / "nope")], {})
     assert exc.value.code == 2
@@ -69,11 +71,18 @@ def test_flag_and_file_are_exclusive(tmp_path: Path) -> None:
         _parse(["--dsn", "x", "--dsn-file", str(tmp_path)], {})
 
 
-@pytest.mark.parametrize("command", [
-    ["db", "migrate"], ["db", "status"], ["status"], ["runtime", "sweep"],
-    ["admin", "run", "list"], ["admin", "task", "configure", "--task", "x"],
-    ["admin", "prune"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["db", "migrate"],
+        ["db", "status"],
+        ["status"],
+        ["runtime", "sweep"],
+        ["admin", "run", "list"],
+        ["admin", "task", "configure", "--task", "x"],
+        ["admin", "prune"],
+    ],
+)
 def test_every_database_command_takes_a_dsn_file(command: list[str], tmp_path: Path) -> None:
     path = tmp_path / "dsn"
     path.write_text("dbname=from_file\n")
@@ -86,7 +95,12 @@ def test_every_database_command_takes_a_dsn_file(command: list[str], tmp_path: P
 def test_cli_reads_the_environment_in_a_real_process(db_dsn: str) -> None:
     """`qinglong db status` with the DSN only in QINGLONG_DSN talks to the database."""
     env = {**os.environ, DSN_ENV: db_dsn}
-    done = subprocess.run([sys.executable, "-m", "qinglong", "db", "status"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "qinglong", "db", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "0001_core_schema" in done.stdout

@@ -841,9 +841,7 @@ def test_runs_dir_apart_accepts_the_deployed_layouts(tmp_path: Path) -> None:
 
 
 @needs_root
-def test_the_probes_judge_the_final_permissions(
-    secrets: Secrets, run_as_user: str | None
-) -> None:
+def test_the_probes_judge_the_final_permissions(secrets: Secrets, run_as_user: str | None) -> None:
     """The work directory is tightened (as the executor does) before the
     readability probe, not after it: a 0755 one left by a umask is made 0700 and
     the start goes on, instead of being refused for a mode it would not keep."""

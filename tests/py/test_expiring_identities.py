@@ -43,14 +43,55 @@ def fleet(db_dsn: str, test_pki: PkiSet, tmp_path: Path) -> dict[str, Any]:
     """soon: a 2-day credential; later: a 30-day one; certs: a 6-day certificate
     (renew-cert --days 6) after the 365-day one of create, then a revoked 5-day one."""
     ca = str(test_pki.ca_dir)
-    made = {name: _ql("admin", "worker", "create", "--dsn", db_dsn, "--name", name,
-                      "--ca-dir", ca, "--out", str(tmp_path / name), "--credential-ttl", ttl)
-            for name, ttl in (("soon", "2d"), ("later", "30d"), ("certs", "90d"))}
+    made = {
+        name: _ql(
+            "admin",
+            "worker",
+            "create",
+            "--dsn",
+            db_dsn,
+            "--name",
+            name,
+            "--ca-dir",
+            ca,
+            "--out",
+            str(tmp_path / name),
+            "--credential-ttl",
+            ttl,
+        )
+        for name, ttl in (("soon", "2d"), ("later", "30d"), ("certs", "90d"))
+    }
     wid = made["certs"]["workerId"]
-    short = _ql("admin", "worker", "renew-cert", "--dsn", db_dsn, "--worker", wid,
-                "--ca-dir", ca, "--out", str(tmp_path / "c6"), "--days", "6")
-    revoked = _ql("admin", "worker", "renew-cert", "--dsn", db_dsn, "--worker", wid,
-                  "--ca-dir", ca, "--out", str(tmp_path / "c5"), "--days", "5")
+    short = _ql(
+        "admin",
+        "worker",
+        "renew-cert",
+        "--dsn",
+        db_dsn,
+        "--worker",
+        wid,
+        "--ca-dir",
+        ca,
+        "--out",
+        str(tmp_path / "c6"),
+        "--days",
+        "6",
+    )
+    revoked = _ql(
+        "admin",
+        "worker",
+        "renew-cert",
+        "--dsn",
+        db_dsn,
+        "--worker",
+        wid,
+        "--ca-dir",
+        ca,
+        "--out",
+        str(tmp_path / "c5"),
+        "--days",
+        "5",
+    )
     _ql("admin", "cert", "revoke", "--dsn", db_dsn, "--serial", revoked["serial"])
     made["short"], made["revoked"] = short, revoked
     # `create` issued a 365-day certificate first: the later 6-day renewal replaced
@@ -67,17 +108,20 @@ def test_status_lists_what_expires_within_14_days(fleet: dict[str, Any], db_dsn:
     assert expiring["credentials"][0]["worker"] == "soon"
     now = snapshot["generatedAtMs"]
     assert 2 * DAY_MS - 60_000 < expiring["credentials"][0]["expiresAtMs"] - now <= 2 * DAY_MS
-    text = subprocess.run([*QL, "status", "--dsn", db_dsn], capture_output=True, text=True,
-                          timeout=60, check=True).stdout
+    text = subprocess.run(
+        [*QL, "status", "--dsn", db_dsn], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     assert "expiring  within 14d: credentials 1  certificates 1" in text
     assert re.search(rf"credential\s+{token[5:21]}\s+soon\s+(47h5[0-9]m|48h00m)", text), text
-    assert re.search(rf"certificate\s+{fleet['short']['serial']}\s+certs\s+(5d2[0-3]h|6d00h)",
-                     text), text
+    assert re.search(
+        rf"certificate\s+{fleet['short']['serial']}\s+certs\s+(5d2[0-3]h|6d00h)", text
+    ), text
     assert token[22:] not in text
 
 
-def test_console_overview_lists_them(fleet: dict[str, Any], db_dsn: str, pg_cluster: Any,
-                                     db_name: str) -> None:
+def test_console_overview_lists_them(
+    fleet: dict[str, Any], db_dsn: str, pg_cluster: Any, db_name: str
+) -> None:
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         try:
             with console_process(readonly_dsn(conn, pg_cluster, db_name)) as url:
@@ -86,8 +130,8 @@ def test_console_overview_lists_them(fleet: dict[str, Any], db_dsn: str, pg_clus
             drop_role(conn, db_name)
     assert page.status == 200
     body = page.body if isinstance(page.body, str) else page.body.decode()
-    section = body[body.index('id="expiring-section"'):]
-    section = section[:section.index("</section>")]
+    section = body[body.index('id="expiring-section"') :]
+    section = section[: section.index("</section>")]
     token = Path(fleet["soon"]["credentialFile"]).read_text().strip()
     assert token[5:21] in section and fleet["short"]["serial"] in section
     assert "credentials 1 · certificates 1" in section
@@ -96,8 +140,9 @@ def test_console_overview_lists_them(fleet: dict[str, Any], db_dsn: str, pg_clus
 
 
 @pytest.fixture
-def gauges(fleet: dict[str, Any], start_ingress_thread: Any, test_pki: PkiSet,
-           ingress_dsn: str) -> Iterator[str]:
+def gauges(
+    fleet: dict[str, Any], start_ingress_thread: Any, test_pki: PkiSet, ingress_dsn: str
+) -> Iterator[str]:
     server = start_ingress_thread(ingress_config(test_pki, ingress_dsn))
     deadline = time.monotonic() + 10
     while "qinglong_worker_credentials_expiring 1" not in server.metrics_text():

@@ -72,8 +72,12 @@ def test_lease_read_is_index_lookups_only(db_dsn: str) -> None:
         assert len(captured.plans) == 1, captured
         plan = captured.plans[0]
         assert "Index Scan using run_leases_offer_id_key on run_leases rl" in plan
-        for pkey in ("attempts_pkey", "runs_pkey", "worker_sessions_pkey",
-                     "execution_revisions_pkey"):
+        for pkey in (
+            "attempts_pkey",
+            "runs_pkey",
+            "worker_sessions_pkey",
+            "execution_revisions_pkey",
+        ):
             assert f"using {pkey} on" in plan, (pkey, plan)
         # The lease TTL is pinned on the lease at claim (SPEC 9.1): no task read.
         assert "tasks_pkey" not in plan, plan

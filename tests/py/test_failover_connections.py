@@ -24,8 +24,9 @@ from qinglong.service.gateway import DbUnavailable, Gateway
 from qinglong.service.metrics import IngressMetrics
 from qinglong.throwaway_postgres import ThrowawayPostgres
 
-pytestmark = pytest.mark.skipif(bool(os.environ.get("QL_TEST_DSN")),
-                                reason="needs clusters we may switch read-only")
+pytestmark = pytest.mark.skipif(
+    bool(os.environ.get("QL_TEST_DSN")), reason="needs clusters we may switch read-only"
+)
 
 ROLE = "ql_failover_test"
 DB = "ql_failover"
@@ -33,11 +34,13 @@ DB = "ql_failover"
 WRITE: Statement[list[object]] = Statement(
     "failover_probe_write",
     "SELECT pg_catalog.jsonb_build_array(pg_catalog.inet_server_port(),"
-    " pg_catalog.pg_backend_pid(), pg_catalog.nextval('public.failover_probe'))")
+    " pg_catalog.pg_backend_pid(), pg_catalog.nextval('public.failover_probe'))",
+)
 READ: Statement[list[object]] = Statement(
     "failover_probe_read",
     "SELECT pg_catalog.jsonb_build_array(pg_catalog.inet_server_port(),"
-    " pg_catalog.pg_backend_pid())")
+    " pg_catalog.pg_backend_pid())",
+)
 
 
 @dataclass
@@ -69,8 +72,9 @@ class Server:
 
     def backend_alive(self, pid: int) -> bool:
         with self.su() as conn:
-            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
-                               (pid,)).fetchone()
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
         return row[0] == 1
 
 
@@ -92,16 +96,25 @@ def servers() -> Iterator[tuple[Server, Server]]:
 
 
 def _gateway(dsn: str) -> Gateway:
-    config = IngressConfig(dsn=dsn, cert_file="-", key_file="-", client_ca_file="-",
-                           pool_min_size=1, pool_max_size=1, acquire_timeout_ms=3000,
-                           connect_timeout_s=2)
+    config = IngressConfig(
+        dsn=dsn,
+        cert_file="-",
+        key_file="-",
+        client_ca_file="-",
+        pool_min_size=1,
+        pool_max_size=1,
+        acquire_timeout_ms=3000,
+        connect_timeout_s=2,
+    )
     return Gateway(config, IngressMetrics())
 
 
 def _dsn(*ports: int, attrs: str = "read-write") -> str:
     hosts = ",".join("127.0.0.1" for _ in ports)
-    return (f"host={hosts} port={','.join(str(p) for p in ports)} dbname={DB} user={ROLE}"
-            f" target_session_attrs={attrs} connect_timeout=2")
+    return (
+        f"host={hosts} port={','.join(str(p) for p in ports)} dbname={DB} user={ROLE}"
+        f" target_session_attrs={attrs} connect_timeout=2"
+    )
 
 
 async def _write(gw: Gateway) -> tuple[int, int]:

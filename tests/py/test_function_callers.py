@@ -41,6 +41,7 @@ TRIGGER = re.compile(r"^trigger on (?P<table>[a-z_]+\.[a-z0-9_]+)$")
 @dataclass(frozen=True)
 class Reality:
     """Who calls one function, as the catalog says."""
+
     functions: frozenset[str]
     roles: frozenset[str]
     trigger_tables: frozenset[str]
@@ -59,7 +60,7 @@ def caller_clause(header: str) -> str:
     """The text of the one `Caller:` clause, notes included, whitespace joined."""
     starts = [m.end() for m in re.finditer(r"^Caller: ", header, re.MULTILINE)]
     assert len(starts) == 1, f"{len(starts)} lines start with 'Caller: ', one expected"
-    text = header[starts[0]:]
+    text = header[starts[0] :]
     depth = 0
     for index, char in enumerate(text):
         depth += {"(": 1, ")": -1}.get(char, 0)
@@ -96,11 +97,15 @@ def parse_claim(clause: str) -> Claim:
 def problems(name: str, claim: Claim, reality: Reality, roles: set[str]) -> list[str]:
     found: list[str] = []
     if claim.none and (reality.functions or reality.roles or reality.trigger_tables):
-        found.append(f"{name}: 'none', but called by {sorted(reality.functions)}, "
-                     f"roles {sorted(reality.roles)}, triggers on {sorted(reality.trigger_tables)}")
+        found.append(
+            f"{name}: 'none', but called by {sorted(reality.functions)}, "
+            f"roles {sorted(reality.roles)}, triggers on {sorted(reality.trigger_tables)}"
+        )
     if claim.any_function and len(reality.functions) < ANY_FUNCTION_MIN:
-        found.append(f"{name}: 'any function', but only {len(reality.functions)} callers "
-                     f"(< {ANY_FUNCTION_MIN}): list them: {sorted(reality.functions)}")
+        found.append(
+            f"{name}: 'any function', but only {len(reality.functions)} callers "
+            f"(< {ANY_FUNCTION_MIN}): list them: {sorted(reality.functions)}"
+        )
     for caller in sorted(claim.functions - reality.functions):
         found.append(f"{name}: {caller} is listed but does not call it")
     if not claim.any_function:
@@ -109,11 +114,14 @@ def problems(name: str, claim: Claim, reality: Reality, roles: set[str]) -> list
     for role in sorted(claim.roles - roles):
         found.append(f"{name}: {role} is not a role")
     if claim.roles != reality.roles and not claim.none:
-        found.append(f"{name}: roles listed {sorted(claim.roles)}, "
-                     f"granted EXECUTE {sorted(reality.roles)}")
+        found.append(
+            f"{name}: roles listed {sorted(claim.roles)}, granted EXECUTE {sorted(reality.roles)}"
+        )
     if claim.trigger_tables != reality.trigger_tables and not claim.none:
-        found.append(f"{name}: trigger tables listed {sorted(claim.trigger_tables)}, "
-                     f"triggers executing it on {sorted(reality.trigger_tables)}")
+        found.append(
+            f"{name}: trigger tables listed {sorted(claim.trigger_tables)}, "
+            f"triggers executing it on {sorted(reality.trigger_tables)}"
+        )
     return found
 
 
@@ -132,14 +140,16 @@ def catalog_callers(dsn: str) -> tuple[dict[str, Reality], set[str]]:
             "       array(SELECT DISTINCT t.tgrelid::regclass::text FROM pg_trigger t"
             "              WHERE t.tgfoid = p.oid)"
             "  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-            " WHERE n.nspname IN ('ql', 'ql_private')").fetchall()
+            " WHERE n.nspname IN ('ql', 'ql_private')"
+        ).fetchall()
         roles = {row[0] for row in conn.execute("SELECT rolname FROM pg_roles")}
     bodies = {name: _without_comments(source) for name, source, _, _ in rows}
     reality = {}
     for name, _, granted, tables in rows:
         call = re.compile(rf"\b{re.escape(name)}\s*\(")
-        callers = frozenset(other for other, body in bodies.items()
-                            if other != name and call.search(body))
+        callers = frozenset(
+            other for other, body in bodies.items() if other != name and call.search(body)
+        )
         reality[name] = Reality(callers, frozenset(granted), frozenset(tables))
     return reality, roles
 
@@ -163,13 +173,15 @@ def _check(files: list[SqlFile], reality: dict[str, Reality], roles: set[str]) -
 
 
 def test_caller_clauses_name_exactly_the_callers(
-        callers: tuple[dict[str, Reality], set[str]]) -> None:
+    callers: tuple[dict[str, Reality], set[str]],
+) -> None:
     reality, roles = callers
     assert _check(load_functions(), reality, roles) == []
 
 
 def test_the_check_catches_a_missing_a_false_and_an_unknown_caller(
-        callers: tuple[dict[str, Reality], set[str]]) -> None:
+    callers: tuple[dict[str, Reality], set[str]],
+) -> None:
     reality, roles = callers
     files = {f.name: f for f in load_functions()}
 
@@ -180,10 +192,14 @@ def test_the_check_catches_a_missing_a_false_and_an_unknown_caller(
 
     assert edited("apply_retry.sql", "ql.complete_lease", "ql.show_run") == [
         "ql_private.apply_retry: ql.show_run is listed but does not call it",
-        "ql_private.apply_retry: called by ql.complete_lease, which is not listed"]
+        "ql_private.apply_retry: called by ql.complete_lease, which is not listed",
+    ]
     assert edited("ack_lease.sql", "Caller: ql_worker_ingress", "Caller: ql_runtime") == [
-        "ql.ack_lease: roles listed ['ql_runtime'], granted EXECUTE ['ql_worker_ingress']"]
+        "ql.ack_lease: roles listed ['ql_runtime'], granted EXECUTE ['ql_worker_ingress']"
+    ]
     assert edited("ack_lease.sql", "Caller: ql_worker_ingress", "Caller: the ingress") == [
-        "ack_lease.sql: unrecognised Caller: item 'the ingress' in 'the ingress'"]
+        "ack_lease.sql: unrecognised Caller: item 'the ingress' in 'the ingress'"
+    ]
     assert edited("apply_retry.sql", "Caller: ", "Caller: none (") == [
-        "apply_retry.sql: the Caller: clause does not end with a '.'"]
+        "apply_retry.sql: the Caller: clause does not end with a '.'"
+    ]

@@ -77,13 +77,27 @@ CONFLICTS = {op.path: set(op.conflicts) for op in openapi.OPERATIONS}
 # the body is checked before any credential or fence.
 NEGATIVE_EXPECTED = [400, 401, 405, 413]
 SCHEMA = schemathesis.openapi.from_path(
-    str(openapi.DOCUMENT_PATH), config=schemathesis.Config.from_dict(
-        {"checks": {"negative_data_rejection": {"expected-statuses": NEGATIVE_EXPECTED}}}))
+    str(openapi.DOCUMENT_PATH),
+    config=schemathesis.Config.from_dict(
+        {"checks": {"negative_data_rejection": {"expected-statuses": NEGATIVE_EXPECTED}}}
+    ),
+)
 DOCUMENT = json.loads(openapi.DOCUMENT_PATH.read_text(encoding="utf-8"))
-DECLARED_503_REASONS = {"database_unavailable", "database_timeout", "statement_timeout",
-                        "database_error", "invalid_projection"}
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance, response_headers_conformance, negative_data_rejection]
+DECLARED_503_REASONS = {
+    "database_unavailable",
+    "database_timeout",
+    "statement_timeout",
+    "database_error",
+    "invalid_projection",
+}
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    response_headers_conformance,
+    negative_data_rejection,
+]
 
 
 @dataclass
@@ -110,9 +124,14 @@ class FuzzState:
         return reply
 
     def open_session(self) -> None:
-        reply = self.direct("/v1/sessions", {
-            "schema": "qinglong/session-open-request@v1", "workerId": self.agent.worker_id,
-            "capabilities": CAPABILITIES})
+        reply = self.direct(
+            "/v1/sessions",
+            {
+                "schema": "qinglong/session-open-request@v1",
+                "workerId": self.agent.worker_id,
+                "capabilities": CAPABILITIES,
+            },
+        )
         assert reply.status_code == 201, reply.text
         self.session = reply.json()
 
@@ -122,14 +141,17 @@ class FuzzState:
         if mine and draw % 4:
             return _pick(draw, mine)
         for _ in range(3):
-            body = {"schema": "qinglong/offer-pull-request@v1",
-                    "workerId": self.agent.worker_id, "sessionId": self.session["sessionId"],
-                    "generation": self.session["generation"], "offerId": str(uuid.uuid4()),
-                    "leaseToken": new_token()}
+            body = {
+                "schema": "qinglong/offer-pull-request@v1",
+                "workerId": self.agent.worker_id,
+                "sessionId": self.session["sessionId"],
+                "generation": self.session["generation"],
+                "offerId": str(uuid.uuid4()),
+                "leaseToken": new_token(),
+            }
             reply = self.direct("/v1/offers/pull", body)
             if reply.status_code == 200 and reply.json().get("status") == "offered":
-                offer = {k: body[k] for k in ("offerId", "leaseToken", "sessionId",
-                                              "generation")}
+                offer = {k: body[k] for k in ("offerId", "leaseToken", "sessionId", "generation")}
                 self.offers.append(offer)
                 del self.offers[:-64]
                 return offer
@@ -139,18 +161,30 @@ class FuzzState:
             # matches, or out of work: a plain session and more runs.
             self.open_session()
             self.world.prov.enqueue(self.world.prov.task("fuzz"), count=20)
-        return {"offerId": str(uuid.uuid4()), "leaseToken": new_token(),
-                "sessionId": self.session["sessionId"], "generation": self.session["generation"]}
+        return {
+            "offerId": str(uuid.uuid4()),
+            "leaseToken": new_token(),
+            "sessionId": self.session["sessionId"],
+            "generation": self.session["generation"],
+        }
 
     def start(self, offer: dict[str, Any]) -> None:
         """ACK an offer starting (and running) directly, so fuzzed heartbeats and
         completions also meet started leases."""
         for phase in ("starting", "running"):
-            self.direct("/v1/leases/ack", {
-                "schema": "qinglong/lease-ack-request@v1", "workerId": self.agent.worker_id,
-                "sessionId": offer["sessionId"], "generation": offer["generation"],
-                "offerId": offer["offerId"], "leaseToken": offer["leaseToken"],
-                "leaseVersion": offer.get("version", 1), "phase": phase})
+            self.direct(
+                "/v1/leases/ack",
+                {
+                    "schema": "qinglong/lease-ack-request@v1",
+                    "workerId": self.agent.worker_id,
+                    "sessionId": offer["sessionId"],
+                    "generation": offer["generation"],
+                    "offerId": offer["offerId"],
+                    "leaseToken": offer["leaseToken"],
+                    "leaseVersion": offer.get("version", 1),
+                    "phase": phase,
+                },
+            )
             offer["version"] = offer.get("version", 1) + 1
         offer["started"] = True
 
@@ -159,8 +193,9 @@ STATE: dict[str, FuzzState] = {}
 
 
 @pytest.fixture(scope="module")
-def fz(pg_cluster: ThrowawayPostgres, migrated_template: str,
-       tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzState]:
+def fz(
+    pg_cluster: ThrowawayPostgres, migrated_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FuzzState]:
     # The ingress runs as its own process: in-process it would share the GIL with
     # Hypothesis's generation and both would crawl on a 2-core box.
     tmp = tmp_path_factory.mktemp("fuzz")
@@ -170,9 +205,14 @@ def fz(pg_cluster: ThrowawayPostgres, migrated_template: str,
         create_kek_file(tmp / "kek.key")
         # The lease limiter lifted as the polling one is (security_support): it
         # answers 429 before the body is read, which would mask negative data.
-        server = start_ingress_process(tmp, world.pki, world.ingress_dsn,
-                                       kekFile=str(tmp / "kek.key"),
-                                       leaseRatePerS=100_000, leaseRateBurst=100_000)
+        server = start_ingress_process(
+            tmp,
+            world.pki,
+            world.ingress_dsn,
+            kekFile=str(tmp / "kek.key"),
+            leaseRatePerS=100_000,
+            leaseRateBurst=100_000,
+        )
         try:
             agent = world.agent("fuzz-worker")
             http = mtls_session(world.pki, agent.cert, agent.token)
@@ -209,10 +249,17 @@ def steer(case: Any, fz: FuzzState) -> bool:
     if "offerId" in body:
         lease_op = case.path.startswith("/v1/leases/")
         if (draw >> 12) % 10 < (7 if lease_op else 2):
-            offer = fz.live_offer(draw >> 16) if lease_op or not fz.offers else _pick(
-                draw >> 16, fz.offers)
-            if lease_op and case.path != "/v1/leases/ack" and not offer.get("started") \
-                    and (draw >> 28) % 4:
+            offer = (
+                fz.live_offer(draw >> 16)
+                if lease_op or not fz.offers
+                else _pick(draw >> 16, fz.offers)
+            )
+            if (
+                lease_op
+                and case.path != "/v1/leases/ack"
+                and not offer.get("started")
+                and (draw >> 28) % 4
+            ):
                 fz.start(offer)
             body["offerId"], body["leaseToken"] = offer["offerId"], offer["leaseToken"]
             if lease_op and (draw >> 30) % 4:  # mostly the version the lease is at
@@ -237,18 +284,35 @@ def observe(case: Any, response: Any, fz: FuzzState) -> None:
     fz.statuses[(f"{case.method} {case.path}", response.status_code, reason)] += 1
     if response.status_code == 201 and isinstance(doc, dict):
         fz.session = doc
-    if (case.path == "/v1/sessions/close" and response.status_code == 200
-            and isinstance(doc, dict) and doc.get("sessionId") == fz.session.get("sessionId")):
+    if (
+        case.path == "/v1/sessions/close"
+        and response.status_code == 200
+        and isinstance(doc, dict)
+        and doc.get("sessionId") == fz.session.get("sessionId")
+    ):
         fz.open_session()  # keep a live session for the next steered cases
-    if (case.path == "/v1/offers/pull" and response.status_code == 200
-            and isinstance(doc, dict) and doc.get("status") == "offered"
-            and isinstance(case.body, dict)):
-        fz.offers.append({"offerId": case.body["offerId"], "leaseToken": case.body["leaseToken"],
-                          "sessionId": case.body["sessionId"],
-                          "generation": case.body["generation"]})
+    if (
+        case.path == "/v1/offers/pull"
+        and response.status_code == 200
+        and isinstance(doc, dict)
+        and doc.get("status") == "offered"
+        and isinstance(case.body, dict)
+    ):
+        fz.offers.append(
+            {
+                "offerId": case.body["offerId"],
+                "leaseToken": case.body["leaseToken"],
+                "sessionId": case.body["sessionId"],
+                "generation": case.body["generation"],
+            }
+        )
         del fz.offers[:-64]
-    if (case.path.startswith("/v1/leases/") and response.status_code == 200
-            and isinstance(doc, dict) and isinstance(doc.get("leaseVersion"), int)):
+    if (
+        case.path.startswith("/v1/leases/")
+        and response.status_code == 200
+        and isinstance(doc, dict)
+        and isinstance(doc.get("leaseVersion"), int)
+    ):
         for offer in fz.offers:  # follow the lease version, as a worker does
             if offer["offerId"] == doc.get("offerId"):
                 offer["version"] = max(offer.get("version", 1), doc["leaseVersion"])
@@ -299,9 +363,14 @@ def contract_check(case: Any, response: Any, fz: FuzzState) -> None:
 
 @pytest.mark.timeout(7200 if LONG else 300)
 @SCHEMA.parametrize()
-@settings(max_examples=PER_OPERATION, deadline=None, database=None, derandomize=not LONG,
-          suppress_health_check=list(HealthCheck),
-          phases=[Phase.explicit, Phase.generate])
+@settings(
+    max_examples=PER_OPERATION,
+    deadline=None,
+    database=None,
+    derandomize=not LONG,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.generate],
+)
 def test_openapi_fuzz(case: Any, fz: FuzzState) -> None:
     if steer(case, fz):
         fz.steered += 1
@@ -309,8 +378,9 @@ def test_openapi_fuzz(case: Any, fz: FuzzState) -> None:
         fz.modes[f"{case.meta.phase.name.value}/{case.meta.generation.mode.value}"] += 1
     started = time.monotonic()
     # verify/cert explicitly: schemathesis passes its own (verify=True) otherwise.
-    response = case.call(base_url=fz.base_url, session=fz.http, timeout=30,
-                         verify=fz.http.verify, cert=fz.http.cert)
+    response = case.call(
+        base_url=fz.base_url, session=fz.http, timeout=30, verify=fz.http.verify, cert=fz.http.cert
+    )
     fz.http_seconds += time.monotonic() - started
     observe(case, response, fz)
     contract_check(case, response, fz)
@@ -323,13 +393,19 @@ def test_fuzz_case_count() -> None:
     if fz is None:
         pytest.skip("the fuzz tests did not run in this session")
     elapsed = time.monotonic() - fz.started
-    summary = {"calls": fz.calls, "steered": fz.steered, "seconds": round(elapsed, 1),
-               "httpSeconds": round(fz.http_seconds, 1), "modes": dict(fz.modes),
-               "statuses": {f"{p} {s} {r}": n for (p, s, r), n in sorted(fz.statuses.items())}}
+    summary = {
+        "calls": fz.calls,
+        "steered": fz.steered,
+        "seconds": round(elapsed, 1),
+        "httpSeconds": round(fz.http_seconds, 1),
+        "modes": dict(fz.modes),
+        "statuses": {f"{p} {s} {r}": n for (p, s, r), n in sorted(fz.statuses.items())},
+    }
     print(json.dumps(summary, indent=1))
     assert fz.calls >= TARGET_CASES, summary
     assert not [k for k in fz.statuses if k[1] >= 500 and k[1] != 503], summary
     # Steering worked: the fuzzer reached claims, replays and lease transitions.
     reached = {(p, s) for p, s, _ in fz.statuses}
-    assert ("POST /v1/offers/pull", 200) in reached and ("POST /v1/sessions", 201) in reached, \
+    assert ("POST /v1/offers/pull", 200) in reached and ("POST /v1/sessions", 201) in reached, (
         summary
+    )

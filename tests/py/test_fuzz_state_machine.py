@@ -138,7 +138,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         ctx.seen[f"{path} {reply.status} {reply.reason or reply.doc.get('status', '')}"] += 1
         assert reply.status < 500, (path, reply.status, reply.body)
         assert str(reply.status) in DOCUMENT["paths"][path]["post"]["responses"], (
-            path, reply.status, reply.body)
+            path,
+            reply.status,
+            reply.body,
+        )
         if reply.status >= 400:
             default_contract().validate("qinglong/error@v1", reply.doc)
             if reply.status == 409:
@@ -151,31 +154,51 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def expect(self, reply: Reply, status: int, reason: str | None = None) -> None:
         assert (reply.status, reply.reason) == (status, reason), (
-            reply.path, reply.status, reply.doc)
+            reply.path,
+            reply.status,
+            reply.doc,
+        )
 
     def session_doc(self, kind: str, s: SessionModel) -> dict[str, Any]:
-        return {"schema": f"qinglong/session-{kind}-request@v1",
-                "workerId": self.ctx.agent.worker_id, "sessionId": s.session_id,
-                "generation": s.generation}
+        return {
+            "schema": f"qinglong/session-{kind}-request@v1",
+            "workerId": self.ctx.agent.worker_id,
+            "sessionId": s.session_id,
+            "generation": s.generation,
+        }
 
     def lease_doc(self, kind: str, o: OfferModel, version: int,
                   **extra: Any) -> dict[str, Any]:  # fmt: skip
-        return {"schema": f"qinglong/lease-{kind}-request@v1",
-                "workerId": self.ctx.agent.worker_id, "sessionId": o.session.session_id,
-                "generation": o.session.generation, "offerId": o.offer_id,
-                "leaseToken": o.token, "leaseVersion": version, **extra}
+        return {
+            "schema": f"qinglong/lease-{kind}-request@v1",
+            "workerId": self.ctx.agent.worker_id,
+            "sessionId": o.session.session_id,
+            "generation": o.session.generation,
+            "offerId": o.offer_id,
+            "leaseToken": o.token,
+            "leaseVersion": version,
+            **extra,
+        }
 
     def pull_doc(self, s: SessionModel, offer_id: str, token: str) -> dict[str, Any]:
-        return {"schema": "qinglong/offer-pull-request@v1", "workerId": self.ctx.agent.worker_id,
-                "sessionId": s.session_id, "generation": s.generation, "offerId": offer_id,
-                "leaseToken": token}
+        return {
+            "schema": "qinglong/offer-pull-request@v1",
+            "workerId": self.ctx.agent.worker_id,
+            "sessionId": s.session_id,
+            "generation": s.generation,
+            "offerId": offer_id,
+            "leaseToken": token,
+        }
 
     def db(self) -> psycopg.Connection:
         return self.ctx.world.su_conn
 
     def leases_with_offer(self, offer_id: str) -> int:
-        row = self.db().execute("SELECT count(*) FROM ql_private.run_leases WHERE offer_id = %s",
-                                (offer_id,)).fetchone()
+        row = (
+            self.db()
+            .execute("SELECT count(*) FROM ql_private.run_leases WHERE offer_id = %s", (offer_id,))
+            .fetchone()
+        )
         assert row is not None
         return int(row[0])
 
@@ -186,8 +209,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         if age == "previous" and o.version > 1:
             return o.version - 1
         if age == "other":
-            return data.draw(st.sampled_from([v for v in (o.version - 2, o.version + 1,
-                                                          o.version + 3) if v >= 1]))
+            return data.draw(
+                st.sampled_from(
+                    [v for v in (o.version - 2, o.version + 1, o.version + 3) if v >= 1]
+                )
+            )
         return o.version
 
     def versioned(self, o: OfferModel, key: str, version: int, reply: Reply) -> bool:
@@ -237,17 +263,27 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # Replacing an active session is rarer (it invalidates everything): only once
     # the current one has had a few steps to get leases going.
-    @precondition(lambda self: self.current is not None and self.current.state == "active"
-                  and self.steps_since_open >= 8)
+    @precondition(
+        lambda self: (
+            self.current is not None
+            and self.current.state == "active"
+            and self.steps_since_open >= 8
+        )
+    )
     @rule()
     def replace_session(self) -> None:
         self._open()
 
     def _open(self) -> None:
         self.steps_since_open = 0
-        reply = self.send("/v1/sessions", {"schema": "qinglong/session-open-request@v1",
-                                           "workerId": self.ctx.agent.worker_id,
-                                           "capabilities": CAPABILITIES})
+        reply = self.send(
+            "/v1/sessions",
+            {
+                "schema": "qinglong/session-open-request@v1",
+                "workerId": self.ctx.agent.worker_id,
+                "capabilities": CAPABILITIES,
+            },
+        )
         self.expect(reply, 201)
         # Every open session of the worker (ours, or a previous example's) is replaced.
         for s in self.sessions:
@@ -272,8 +308,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         reply = self.send("/v1/sessions/heartbeat", self.session_doc("heartbeat", s))
         self.expect(reply, *self._session_outcome(s, closing=False))
         if reply.status == 200:
-            assert (reply.doc["sessionId"], reply.doc["generation"]) == (s.session_id,
-                                                                         s.generation)
+            assert (reply.doc["sessionId"], reply.doc["generation"]) == (s.session_id, s.generation)
 
     @precondition(lambda self: len(self.sessions) > 1)
     @rule(data=st.data())
@@ -316,7 +351,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert self.leases_with_offer(offer_id) == 0
             live = sum(1 for o in self.offers if o.session is s and not o.released)
             assert reply.doc["reason"] in ("no_candidates", "capacity_full", "contention"), (
-                reply.doc, live)
+                reply.doc,
+                live,
+            )
 
     @precondition(lambda self: any(s.state != "active" for s in self.sessions))
     @rule(data=st.data())
@@ -374,8 +411,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         if self.versioned(o, key, version, reply):
             return
         # The current version of a live lease: the transition decides.
-        legal = {"starting": ("offered",), "running": ("starting",),
-                 "start_failed": ("offered", "starting")}[phase]
+        legal = {
+            "starting": ("offered",),
+            "running": ("starting",),
+            "start_failed": ("offered", "starting"),
+        }[phase]
         if o.phase not in legal:
             self.expect(reply, 409, "illegal_transition")
             return
@@ -414,8 +454,10 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def _complete(self, o: OfferModel, outcome: str, version: int) -> None:
         exit_code = 0 if outcome == "succeeded" else 3
-        reply = self.send("/v1/leases/complete", self.lease_doc(
-            "complete", o, version, outcome=outcome, exitCode=exit_code))
+        reply = self.send(
+            "/v1/leases/complete",
+            self.lease_doc("complete", o, version, outcome=outcome, exitCode=exit_code),
+        )
         key = f"complete.{outcome}.{exit_code}"
         gate = self._lease_gate(o)
         if gate is not None:
@@ -445,14 +487,18 @@ class ProtocolMachine(RuleBasedStateMachine):
         else:
             self._complete(o, rest.split(".")[0], o.version - 1)
 
-    @precondition(lambda self: any(o.session.state == "active" and not o.released
-                                   for o in self.offers))
+    @precondition(
+        lambda self: any(o.session.state == "active" and not o.released for o in self.offers)
+    )
     @rule(data=st.data(), finish=st.booleans())
     def advance(self, data: st.DataObject, finish: bool) -> None:
         """What a healthy worker does next with a live lease (the other lease rules
         are the out-of-order and replayed versions of these)."""
-        o = data.draw(st.sampled_from([o for o in self.offers
-                                       if o.session.state == "active" and not o.released]))
+        o = data.draw(
+            st.sampled_from(
+                [o for o in self.offers if o.session.state == "active" and not o.released]
+            )
+        )
         if o.phase == "offered":
             self._ack(o, "starting", o.version)
         elif o.phase == "starting":
@@ -466,17 +512,27 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     @invariant()
     def at_most_one_live_lease_per_attempt(self) -> None:
-        rows = self.db().execute(
-            "SELECT attempt_id FROM ql_private.run_leases WHERE released_at IS NULL"
-            " GROUP BY attempt_id HAVING count(*) > 1").fetchall()
+        rows = (
+            self.db()
+            .execute(
+                "SELECT attempt_id FROM ql_private.run_leases WHERE released_at IS NULL"
+                " GROUP BY attempt_id HAVING count(*) > 1"
+            )
+            .fetchall()
+        )
         assert rows == []
 
     @invariant()
     def closed_sessions_hold_no_unstarted_lease(self) -> None:
-        row = self.db().execute(
-            "SELECT count(*) FROM ql_private.run_leases l JOIN ql_private.worker_sessions s"
-            " USING (session_id) WHERE l.released_at IS NULL AND l.started_at IS NULL"
-            " AND s.state <> 'active'").fetchone()
+        row = (
+            self.db()
+            .execute(
+                "SELECT count(*) FROM ql_private.run_leases l JOIN ql_private.worker_sessions s"
+                " USING (session_id) WHERE l.released_at IS NULL AND l.started_at IS NULL"
+                " AND s.state <> 'active'"
+            )
+            .fetchone()
+        )
         assert row == (0,)
 
     @invariant()
@@ -485,24 +541,36 @@ class ProtocolMachine(RuleBasedStateMachine):
         start_failed release it; close/replace release it unless it was started."""
         if not self.offers:
             return
-        rows = dict(self.db().execute(
-            "SELECT offer_id::text, released_at IS NULL FROM ql_private.run_leases"
-            " WHERE offer_id = ANY(%s::uuid[])", ([o.offer_id for o in self.offers],)).fetchall())
+        rows = dict(
+            self.db()
+            .execute(
+                "SELECT offer_id::text, released_at IS NULL FROM ql_private.run_leases"
+                " WHERE offer_id = ANY(%s::uuid[])",
+                ([o.offer_id for o in self.offers],),
+            )
+            .fetchall()
+        )
         for o in self.offers:
             expected = not o.released and (o.session.state == "active" or o.started)
             assert rows[o.offer_id] is expected, (o.offer_id, o.phase, o.session.state)
 
     @invariant()
     def one_dispatch_event_per_lease(self) -> None:
-        row = self.db().execute(
-            "SELECT (SELECT count(*) FROM ql_private.events WHERE type = 'run.dispatched'),"
-            " (SELECT count(*) FROM ql_private.run_leases)").fetchone()
+        row = (
+            self.db()
+            .execute(
+                "SELECT (SELECT count(*) FROM ql_private.events WHERE type = 'run.dispatched'),"
+                " (SELECT count(*) FROM ql_private.run_leases)"
+            )
+            .fetchone()
+        )
         assert row is not None and row[0] == row[1]
 
 
 @pytest.fixture(scope="module")
-def ctx(pg_cluster: ThrowawayPostgres, migrated_template: str,
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ctx]:
+def ctx(
+    pg_cluster: ThrowawayPostgres, migrated_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Ctx]:
     tmp = tmp_path_factory.mktemp("state-machine")
     with module_world(pg_cluster, migrated_template, tmp, start_ingress=False) as world:
         # Its own process: in-process it would share the GIL with Hypothesis.
@@ -510,8 +578,9 @@ def ctx(pg_cluster: ThrowawayPostgres, migrated_template: str,
         try:
             agent = world.agent("machine-worker")
             http = mtls_session(world.pki, agent.cert, agent.token)
-            yield Ctx(world, agent, http, f"https://127.0.0.1:{server.port}",
-                      world.prov.task("machine"))
+            yield Ctx(
+                world, agent, http, f"https://127.0.0.1:{server.port}", world.prov.task("machine")
+            )
             http.close()
         finally:
             server.stop()
@@ -520,15 +589,29 @@ def ctx(pg_cluster: ThrowawayPostgres, migrated_template: str,
 @pytest.mark.timeout(7200 if LONG else 300)
 def test_protocol_state_machine(ctx: Ctx) -> None:
     ProtocolMachine.ctx = ctx
-    run_state_machine_as_test(ProtocolMachine, settings=settings(
-        max_examples=600 if LONG else 50, stateful_step_count=50 if LONG else 30,
-        deadline=None, database=None, derandomize=not LONG,
-        suppress_health_check=list(HealthCheck)))
+    run_state_machine_as_test(
+        ProtocolMachine,
+        settings=settings(
+            max_examples=600 if LONG else 50,
+            stateful_step_count=50 if LONG else 30,
+            deadline=None,
+            database=None,
+            derandomize=not LONG,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
     print(json.dumps({"steps": ctx.steps, "seen": dict(sorted(ctx.seen.items()))}, indent=1))
     assert ctx.steps >= (5_000 if LONG else 300), ctx.steps
     # The walk really reached the interesting places (not just refusals).
-    for needle in ("identical replay", "identical lease replay", "/v1/leases/ack 200",
-                   "/v1/leases/complete 200", "/v1/leases/ack 409 stale_lease_version",
-                   "/v1/leases/heartbeat 200", "/v1/offers/pull 409 session_closed",
-                   "/v1/sessions/close 200", "/v1/offers/pull 409 token_mismatch"):
+    for needle in (
+        "identical replay",
+        "identical lease replay",
+        "/v1/leases/ack 200",
+        "/v1/leases/complete 200",
+        "/v1/leases/ack 409 stale_lease_version",
+        "/v1/leases/heartbeat 200",
+        "/v1/offers/pull 409 session_closed",
+        "/v1/sessions/close 200",
+        "/v1/offers/pull 409 token_mismatch",
+    ):
         assert any(k.startswith(needle) for k in ctx.seen), (needle, ctx.seen)

@@ -40,8 +40,11 @@ def _db_trouble(out: Path) -> list[str]:
     """The PostgreSQL/Patroni log lines that say why a standby or primary was late."""
     lines = []
     for log in sorted((out / "logs").glob("pg*-patroni.log")):
-        lines += [f"{log.name}: {line}" for line in log.read_text(errors="replace").splitlines()
-                  if "FATAL" in line or "ERROR" in line or "WARNING" in line]
+        lines += [
+            f"{log.name}: {line}"
+            for line in log.read_text(errors="replace").splitlines()
+            if "FATAL" in line or "ERROR" in line or "WARNING" in line
+        ]
     return lines[-40:]
 
 
@@ -50,13 +53,18 @@ def _db_trouble(out: Path) -> list[str]:
 def test_drill_failover_switchover_ingress_loss(tmp_path: Path) -> None:
     out = Path(os.environ.get("QL_CHAOS_OUT") or tmp_path) / "drill"
     env = {k: v for k, v in os.environ.items() if k != "QL_TEST_DSN"}
-    done = subprocess.run([sys.executable, "-m", "tools.chaos", "drill", "--out", str(out)],
-                          capture_output=True, text=True, timeout=400, env=env, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.chaos", "drill", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+        check=False,
+    )
     print(done.stdout[-6000:], done.stderr[-4000:], f"out: {out}")  # shown on failure
     last = done.stdout.strip().splitlines()[-1]
     figures = json.loads(last)
-    assert list(figures) == ["faults", "lostClaims", "doubleLeases", "nonTerminalRuns",
-                             "anomalies"]
+    assert list(figures) == ["faults", "lostClaims", "doubleLeases", "nonTerminalRuns", "anomalies"]
     assert [f["kind"] for f in figures["faults"]] == list(TARGETS_S)
     for fault in figures["faults"]:
         assert fault["timeToOfferS"] is not None, fault

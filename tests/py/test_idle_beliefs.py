@@ -31,8 +31,10 @@ def test_a_probe_answer_starts_a_belief_under_its_incarnation():
     assert _installed().current(2, T0 + 0.1) is None  # another listener incarnation
 
 
-@pytest.mark.parametrize("result", [None, [], {}, {"idle": True},
-                                    {"idle": True, "nowMs": "5"}, {"idle": True, "nowMs": 5.0}])
+@pytest.mark.parametrize(
+    "result",
+    [None, [], {}, {"idle": True}, {"idle": True, "nowMs": "5"}, {"idle": True, "nowMs": 5.0}],
+)
 def test_an_answer_that_is_not_a_probe_answer_installs_nothing(result):
     beliefs = Beliefs(STALENESS_S)
     assert beliefs.install(result, 1, 0, T0) is ProbeVerdict.ERROR

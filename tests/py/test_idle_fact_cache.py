@@ -31,10 +31,18 @@ CRED_2 = PresentedCredential("b" * 16, b"\x02" * 32)  # a second credential of W
 OTHER_CRED = PresentedCredential("c" * 16, b"\x03" * 32)  # OTHER_WORKER's
 
 
-def _session(worker_id: str = WORKER, session_id: str = "s-1", generation: int = 1,
-             expires_at_ms: int = 10_000_000) -> dict[str, object]:
-    return {"workerId": worker_id, "sessionId": session_id, "generation": generation,
-            "expiresAtMs": expires_at_ms}
+def _session(
+    worker_id: str = WORKER,
+    session_id: str = "s-1",
+    generation: int = 1,
+    expires_at_ms: int = 10_000_000,
+) -> dict[str, object]:
+    return {
+        "workerId": worker_id,
+        "sessionId": session_id,
+        "generation": generation,
+        "expiresAtMs": expires_at_ms,
+    }
 
 
 def _filled() -> FactCache:
@@ -42,16 +50,24 @@ def _filled() -> FactCache:
     cache = FactCache(MAX_AGE_S, MARGIN_MS)
     token = cache.token(INC, T0)
     for credential, worker_id in ((CRED, WORKER), (CRED_2, WORKER), (OTHER_CRED, OTHER_WORKER)):
-        assert cache.remember_credential(token, credential, worker_id,
-                                         incarnation=INC, now=T0) is Fill.KEPT
+        assert (
+            cache.remember_credential(token, credential, worker_id, incarnation=INC, now=T0)
+            is Fill.KEPT
+        )
     for worker_id in (WORKER, OTHER_WORKER):
-        assert cache.remember_session(token, _session(worker_id), incarnation=INC,
-                                      now=T0) is Fill.KEPT
+        assert (
+            cache.remember_session(token, _session(worker_id), incarnation=INC, now=T0) is Fill.KEPT
+        )
     return cache
 
 
-def _trusted(cache: FactCache, credential: PresentedCredential = CRED,
-             worker_id: str = WORKER, now: float = T0 + 1, incarnation: int = INC) -> bool:
+def _trusted(
+    cache: FactCache,
+    credential: PresentedCredential = CRED,
+    worker_id: str = WORKER,
+    now: float = T0 + 1,
+    incarnation: int = INC,
+) -> bool:
     return cache.credential_trusted(credential, worker_id, incarnation=incarnation, now=now)
 
 
@@ -78,10 +94,15 @@ def test_a_credential_is_trusted_for_less_than_its_period_then_dropped_for_good(
 def test_a_session_answers_for_its_fence_while_live_on_the_database_clock():
     cache = _filled()  # expires at 10,000,000 ms database time
 
-    def ok(session_id: str = "s-1", generation: int = 1, db_now_ms: float | None = 1.0,
-           incarnation: int = INC) -> bool:
-        return cache.session_ok(WORKER, session_id, generation, incarnation=incarnation,
-                                db_now_ms=db_now_ms)
+    def ok(
+        session_id: str = "s-1",
+        generation: int = 1,
+        db_now_ms: float | None = 1.0,
+        incarnation: int = INC,
+    ) -> bool:
+        return cache.session_ok(
+            WORKER, session_id, generation, incarnation=incarnation, db_now_ms=db_now_ms
+        )
 
     assert ok()
     assert not ok(db_now_ms=None)  # no probe has read the database's clock yet
@@ -137,8 +158,10 @@ def _fill_after(notify: list[tuple[str, str]]) -> tuple[Fill, Fill]:
     token = cache.token(INC, T0)
     for kind, ident in notify:
         (cache.credential_changed if kind == "c" else cache.worker_changed)(ident, T0 + 0.1)
-    return (cache.remember_credential(token, CRED, WORKER, incarnation=INC, now=T0 + 0.2),
-            cache.remember_session(token, _session(), incarnation=INC, now=T0 + 0.2))
+    return (
+        cache.remember_credential(token, CRED, WORKER, incarnation=INC, now=T0 + 0.2),
+        cache.remember_session(token, _session(), incarnation=INC, now=T0 + 0.2),
+    )
 
 
 def test_a_notification_vetoes_only_the_fills_it_is_about():
@@ -153,19 +176,21 @@ def test_a_call_that_started_after_the_notification_fills():
     cache = FactCache(MAX_AGE_S, MARGIN_MS)
     cache.worker_changed(WORKER, T0)
     token = cache.token(INC, T0 + 0.1)
-    assert cache.remember_credential(token, CRED, WORKER, incarnation=INC,
-                                     now=T0 + 0.2) is Fill.KEPT
+    assert (
+        cache.remember_credential(token, CRED, WORKER, incarnation=INC, now=T0 + 0.2) is Fill.KEPT
+    )
 
 
 def test_a_fill_from_another_incarnation_or_past_the_horizon_is_refused():
     cache = FactCache(MAX_AGE_S, MARGIN_MS)
     token = cache.token(INC, T0)
     assert not cache.fill_allowed(token, INC + 1, T0, None, WORKER)
-    assert cache.remember_session(token, _session(), incarnation=INC + 1,
-                                  now=T0) is Fill.REFUSED
+    assert cache.remember_session(token, _session(), incarnation=INC + 1, now=T0) is Fill.REFUSED
     assert cache.fill_allowed(token, INC, T0 + FILL_HORIZON_S - 0.001, None, WORKER)
-    assert cache.remember_credential(token, CRED, WORKER, incarnation=INC,
-                                     now=T0 + FILL_HORIZON_S) is Fill.REFUSED
+    assert (
+        cache.remember_credential(token, CRED, WORKER, incarnation=INC, now=T0 + FILL_HORIZON_S)
+        is Fill.REFUSED
+    )
     assert cache.auth == {} and cache.sessions == {}
 
 
@@ -183,8 +208,7 @@ def test_a_new_answer_for_a_credential_replaces_its_entry_and_worker():
     cache.remember_credential(token, CRED, OTHER_WORKER, incarnation=INC, now=T0 + 1)
     assert _trusted(cache, worker_id=OTHER_WORKER) and not _trusted(cache)
     assert cache.worker_credentials[WORKER] == {CRED_2.credential_id}
-    assert cache.worker_credentials[OTHER_WORKER] == {CRED.credential_id,
-                                                      OTHER_CRED.credential_id}
+    assert cache.worker_credentials[OTHER_WORKER] == {CRED.credential_id, OTHER_CRED.credential_id}
 
 
 # ------------------------------------------------------------ bounds
@@ -227,29 +251,27 @@ def test_the_credential_cache_is_capped():
     cache = FactCache(MAX_AGE_S, MARGIN_MS)
     token = cache.token(INC, T0)
     for n in range(MAX_CACHED):
-        cache.remember_credential(token, PresentedCredential(f"{n:016x}", b"x"), WORKER,
-                                  incarnation=INC, now=T0)
-    assert cache.remember_credential(token, CRED, WORKER, incarnation=INC,
-                                     now=T0) is Fill.OVERFLOW
+        cache.remember_credential(
+            token, PresentedCredential(f"{n:016x}", b"x"), WORKER, incarnation=INC, now=T0
+        )
+    assert cache.remember_credential(token, CRED, WORKER, incarnation=INC, now=T0) is Fill.OVERFLOW
     assert CRED.credential_id not in cache.auth and len(cache.auth) == MAX_CACHED
     # A credential already cached is still refreshed.
     again = PresentedCredential(f"{0:016x}", b"x")
-    assert cache.remember_credential(token, again, WORKER, incarnation=INC,
-                                     now=T0) is Fill.KEPT
+    assert cache.remember_credential(token, again, WORKER, incarnation=INC, now=T0) is Fill.KEPT
 
 
 def test_the_session_cache_is_capped():
     cache = FactCache(MAX_AGE_S, MARGIN_MS)
     token = cache.token(INC, T0)
     for n in range(MAX_CACHED):
-        cache.remember_session(token, _session(str(uuid.UUID(int=n + 10))), incarnation=INC,
-                               now=T0)
-    assert cache.remember_session(token, _session(), incarnation=INC,
-                                  now=T0) is Fill.OVERFLOW
+        cache.remember_session(token, _session(str(uuid.UUID(int=n + 10))), incarnation=INC, now=T0)
+    assert cache.remember_session(token, _session(), incarnation=INC, now=T0) is Fill.OVERFLOW
     assert WORKER not in cache.sessions and len(cache.sessions) == MAX_CACHED
     known = str(uuid.UUID(int=10))
-    assert cache.remember_session(token, _session(known, "s-2"), incarnation=INC,
-                                  now=T0) is Fill.KEPT
+    assert (
+        cache.remember_session(token, _session(known, "s-2"), incarnation=INC, now=T0) is Fill.KEPT
+    )
     assert cache.sessions[known].session_id == "s-2"
 
 
@@ -279,8 +301,9 @@ def test_a_reconfirmation_leaves_entries_notified_or_replaced_meanwhile_alone():
     sent = T0 + 3
     aging, seq = cache.aging(sent), cache.seq
     cache.credential_changed(CRED_2.credential_id, sent)  # dropped while the query ran
-    cache.remember_credential(cache.token(INC, sent), CRED_2, WORKER, incarnation=INC,
-                              now=sent)  # and answered again
+    cache.remember_credential(
+        cache.token(INC, sent), CRED_2, WORKER, incarnation=INC, now=sent
+    )  # and answered again
     cache.worker_changed(OTHER_WORKER, sent)  # dropped, not re-added
     token = cache.token(INC, sent)
     cache.remember_credential(token, OTHER_CRED, OTHER_WORKER, incarnation=INC, now=sent)
@@ -302,8 +325,7 @@ def test_a_reconfirmation_after_a_mark_overflow_changes_nothing():
         overflowed |= cache.credential_changed(f"z{n:015x}", sent)  # about others
     assert overflowed
     cache.confirmed(aging, set(), seq, sent)
-    assert set(cache.auth) == {CRED.credential_id, CRED_2.credential_id,
-                               OTHER_CRED.credential_id}
+    assert set(cache.auth) == {CRED.credential_id, CRED_2.credential_id, OTHER_CRED.credential_id}
     assert all(entry.confirmed_at == T0 for entry in cache.auth.values())
 
 
@@ -311,6 +333,7 @@ def test_a_reconfirmation_asks_for_at_most_one_batch():
     cache = FactCache(MAX_AGE_S, MARGIN_MS)
     token = cache.token(INC, T0)
     for n in range(CONFIRM_BATCH + 5):
-        cache.remember_credential(token, PresentedCredential(f"{n:016x}", b"x"), WORKER,
-                                  incarnation=INC, now=T0)
+        cache.remember_credential(
+            token, PresentedCredential(f"{n:016x}", b"x"), WORKER, incarnation=INC, now=T0
+        )
     assert len(cache.aging(T0 + MAX_AGE_S)) == CONFIRM_BATCH

@@ -30,8 +30,14 @@ class FakeClock:
 
 
 def _view(**config: Any) -> tuple[IdleView, FakeClock]:
-    base = IngressConfig(dsn="", cert_file="", key_file="", client_ca_file="",
-                         idle_view_engage_rate_per_s=0, idle_view_ping_timeout_ms=50)
+    base = IngressConfig(
+        dsn="",
+        cert_file="",
+        key_file="",
+        client_ca_file="",
+        idle_view_engage_rate_per_s=0,
+        idle_view_ping_timeout_ms=50,
+    )
     cfg = dataclasses.replace(base, **config)
     metrics = IngressMetrics()
     clock = FakeClock()
@@ -43,17 +49,24 @@ def _view(**config: Any) -> tuple[IdleView, FakeClock]:
 
 def _learn(view: IdleView, *, idle: bool = True) -> None:
     """A probe answer, an authentication and a session projection."""
-    view._install_belief({"idle": idle, "nowMs": DB_NOW_MS}, view._incarnation,
-                         view._epoch, view.clock())
+    view._install_belief(
+        {"idle": idle, "nowMs": DB_NOW_MS}, view._incarnation, view._epoch, view.clock()
+    )
     token = view.cache_token()
     view.remember_credential(token, CRED, WORKER)
-    view.remember_session(token, {"workerId": WORKER, "sessionId": "s-1", "generation": 1,
-                                  "expiresAtMs": DB_NOW_MS + 60_000})
+    view.remember_session(
+        token,
+        {
+            "workerId": WORKER,
+            "sessionId": "s-1",
+            "generation": 1,
+            "expiresAtMs": DB_NOW_MS + 60_000,
+        },
+    )
 
 
 def _facts_hold(view: IdleView) -> bool:
-    return view._cached_facts_hold(CRED, WORKER, "s-1", 1) and view._session_ok(WORKER,
-                                                                                  "s-1", 1)
+    return view._cached_facts_hold(CRED, WORKER, "s-1", 1) and view._session_ok(WORKER, "s-1", 1)
 
 
 def test_the_view_answers_from_what_it_learned():
@@ -111,8 +124,12 @@ def test_a_forged_payload_changes_nothing_and_is_counted():
     before = (view._seq, view._epoch, dict(view._worker_marks), dict(view._credential_marks))
     for payload in ("s:" + "x" * 7990, "anything", "Q", f"c:{CRED.credential_id.upper()}"):
         view._on_notify(payload)
-    assert (view._seq, view._epoch, dict(view._worker_marks),
-            dict(view._credential_marks)) == before
+    assert (
+        view._seq,
+        view._epoch,
+        dict(view._worker_marks),
+        dict(view._credential_marks),
+    ) == before
     assert _facts_hold(view) and view.view_state() is ViewState.IDLE
     assert view.metrics.idle_view_notifications.value("invalid") == 4
 

@@ -26,13 +26,25 @@ FUNCTION = re.compile(r"\b(ql|ql_private)\.([a-z_][a-z0-9_]*)\b")
 PLAN = re.compile(r'Plan: "([^"]+)"')
 # The indexes a pull (ql.pull_offer, ql.pull_offers) or a lease call (ACK,
 # heartbeat, completion) reads, as docs/EXPLAIN.md's captured plans show them.
-CLAIM_PATH = frozenset({
-    "runs_pkey", "runs_candidate_keyset", "runs_due", "runs_class_keyset", "runs_class_due",
-    "runs_pool_keyset", "runs_pool_due", "runs_pool_class_keyset", "runs_pool_class_due",
-    "run_leases_offer_id_key", "run_leases_attempt_id_lease_generation_key",
-    "run_leases_one_live", "run_leases_session_live_counted", "run_leases_unstarted_expiry",
-    "attempts_pkey",
-})
+CLAIM_PATH = frozenset(
+    {
+        "runs_pkey",
+        "runs_candidate_keyset",
+        "runs_due",
+        "runs_class_keyset",
+        "runs_class_due",
+        "runs_pool_keyset",
+        "runs_pool_due",
+        "runs_pool_class_keyset",
+        "runs_pool_class_due",
+        "run_leases_offer_id_key",
+        "run_leases_attempt_id_lease_generation_key",
+        "run_leases_one_live",
+        "run_leases_session_live_counted",
+        "run_leases_unstarted_expiry",
+        "attempts_pkey",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -48,14 +60,18 @@ def _indexes(conn: psycopg.Connection) -> list[Index]:
         "  FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
         "  JOIN pg_class c ON c.oid = x.indrelid"
         " WHERE c.relnamespace = 'ql_private'::regnamespace AND c.relname = ANY (%s)"
-        " ORDER BY 1, 2", (list(TABLES),)).fetchall()
+        " ORDER BY 1, 2",
+        (list(TABLES),),
+    ).fetchall()
     return [Index(*row) for row in rows]
 
 
 def _functions(conn: psycopg.Connection) -> set[tuple[str, str]]:
-    rows = conn.execute("SELECT n.nspname, p.proname FROM pg_proc p"
-                        "  JOIN pg_namespace n ON n.oid = p.pronamespace"
-                        " WHERE n.nspname IN ('ql', 'ql_private')").fetchall()
+    rows = conn.execute(
+        "SELECT n.nspname, p.proname FROM pg_proc p"
+        "  JOIN pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname IN ('ql', 'ql_private')"
+    ).fetchall()
     return {(schema, name) for schema, name in rows}
 
 
@@ -66,8 +82,9 @@ def _sections(text: str) -> dict[str, str]:
 
 
 def _reads(plan_text: str, index: str) -> bool:
-    return re.search(rf"(?:using|Bitmap Index Scan on) {re.escape(index)} on ", plan_text) \
-        is not None
+    return (
+        re.search(rf"(?:using|Bitmap Index Scan on) {re.escape(index)} on ", plan_text) is not None
+    )
 
 
 def test_every_index_names_what_it_serves(db_dsn: str) -> None:
@@ -97,8 +114,9 @@ def test_claim_path_indexes_show_in_their_plans(db_dsn: str) -> None:
             assert titles, f"{index.name} is read on the claim path but names no plan"
         for title in titles:
             assert title in sections, f"{index.name}: no section {title!r} in {DOC.name}"
-            assert _reads(sections[title], index.name), \
+            assert _reads(sections[title], index.name), (
                 f"{index.name}: the plan of {title!r} does not read it"
+            )
 
 
 def test_the_explain_document_lists_every_index(db_dsn: str) -> None:

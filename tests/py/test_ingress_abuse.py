@@ -63,30 +63,52 @@ class Target:
 
     def refresh_session(self) -> None:
         """Keep the session alive across long measurements (60 s TTL)."""
-        reply = post(self.port, "/v1/sessions/heartbeat", {
-            "schema": "qinglong/session-heartbeat-request@v1", "workerId": self.agent.worker_id,
-            "sessionId": self.session["sessionId"], "generation": self.session["generation"]},
-            ctx=self.agent.ctx, token=self.agent.token)
+        reply = post(
+            self.port,
+            "/v1/sessions/heartbeat",
+            {
+                "schema": "qinglong/session-heartbeat-request@v1",
+                "workerId": self.agent.worker_id,
+                "sessionId": self.session["sessionId"],
+                "generation": self.session["generation"],
+            },
+            ctx=self.agent.ctx,
+            token=self.agent.token,
+        )
         assert reply.status == 200, reply.body
 
     def pull_body(self) -> dict[str, Any]:
-        return {"schema": "qinglong/offer-pull-request@v1", "workerId": self.agent.worker_id,
-                "sessionId": self.session["sessionId"],
-                "generation": self.session["generation"], "offerId": str(uuid.uuid4()),
-                "leaseToken": new_token()}
+        return {
+            "schema": "qinglong/offer-pull-request@v1",
+            "workerId": self.agent.worker_id,
+            "sessionId": self.session["sessionId"],
+            "generation": self.session["generation"],
+            "offerId": str(uuid.uuid4()),
+            "leaseToken": new_token(),
+        }
 
 
 def _target(world: World, tmp: Path, **config: Any) -> Iterator[Target]:
-    server = start_ingress_process(tmp, world.pki, world.ingress_dsn, **{
-        "handshakeTimeoutS": DEADLINE_S, "headerTimeoutS": DEADLINE_S,
-        "bodyTimeoutS": DEADLINE_S, "backlog": 1024,
-        # The attack holds many connections of one certificate identity; the
-        # per-identity cap is not what this module measures.
-        "maxConnectionsPerWorker": 1024, **config})
+    server = start_ingress_process(
+        tmp,
+        world.pki,
+        world.ingress_dsn,
+        **{
+            "handshakeTimeoutS": DEADLINE_S,
+            "headerTimeoutS": DEADLINE_S,
+            "bodyTimeoutS": DEADLINE_S,
+            "backlog": 1024,
+            # The attack holds many connections of one certificate identity; the
+            # per-identity cap is not what this module measures.
+            "maxConnectionsPerWorker": 1024,
+            **config,
+        },
+    )
     try:
         agent = world.agent(f"abuse-{uuid.uuid4().hex[:8]}")
-        reply = post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
-                     token=agent.token)
+        reply = post(
+            server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token
+        )
         assert reply.status == 201, reply.body
         yield Target(world, server, agent, reply.json)
     finally:
@@ -94,10 +116,12 @@ def _target(world: World, tmp: Path, **config: Any) -> Iterator[Target]:
 
 
 @pytest.fixture(scope="module")
-def abuse_world(pg_cluster: ThrowawayPostgres, migrated_template: str,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    with module_world(pg_cluster, migrated_template, tmp_path_factory.mktemp("abuse"),
-                      start_ingress=False) as world:
+def abuse_world(
+    pg_cluster: ThrowawayPostgres, migrated_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    with module_world(
+        pg_cluster, migrated_template, tmp_path_factory.mktemp("abuse"), start_ingress=False
+    ) as world:
         yield world
 
 
@@ -113,8 +137,11 @@ def target(abuse_world: World, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 def _head(path: str = "/v1/offers/pull", extra: bytes = b"", token: str | None = None) -> bytes:
     auth = f"Authorization: Bearer {token}\r\n".encode() if token else b""
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            .encode() + auth + extra)
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".encode()
+        + auth
+        + extra
+    )
 
 
 def _read_until_closed(sock: ssl.SSLSocket, limit_s: float) -> tuple[bytes, float]:
@@ -224,7 +251,7 @@ HEAD_ABUSE = {
 @pytest.mark.parametrize("case", list(HEAD_ABUSE))
 def test_giant_request_heads_are_refused_quickly(target: Target, case: str) -> None:
     if case == "request_line_64kib":
-        payload = (b"POST /v1/offers/pull?" + b"a" * 65536 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        payload = b"POST /v1/offers/pull?" + b"a" * 65536 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
     else:
         payload = _head(token=target.agent.token) + HEAD_ABUSE[case]
     with tls_socket(target.port, target.agent.ctx, timeout=10) as sock:
@@ -246,12 +273,21 @@ def test_giant_request_heads_are_refused_quickly(target: Target, case: str) -> N
 # One byte every 250 ms per connection: as slow as a slowloris needs to be to
 # look alive (1,000 one-byte TLS records a second across the attack).
 DRIP_S = 0.25
-HEAD_DRIP = (b"POST /v1/offers/pull HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-             b"Content-Type: application/json\r\nX-Pad: " + b"p" * 2000)
+HEAD_DRIP = (
+    b"POST /v1/offers/pull HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/json\r\nX-Pad: " + b"p" * 2000
+)
 
 
-async def _attack(port: int, ca_file: str, cert: tuple[str, str], n_tls: int, n_tcp: int,
-                  duration_s: float, drip_s: float) -> dict[str, Any]:
+async def _attack(
+    port: int,
+    ca_file: str,
+    cert: tuple[str, str],
+    n_tls: int,
+    n_tcp: int,
+    duration_s: float,
+    drip_s: float,
+) -> dict[str, Any]:
     """n_tls TLS connections dripping a request head one byte at a time and n_tcp
     plain TCP connections that never send a ClientHello; each reconnects as soon
     as the server closes it, for duration_s. Returns per-connection lifetimes."""
@@ -271,11 +307,16 @@ async def _attack(port: int, ca_file: str, cert: tuple[str, str], n_tls: int, n_
         while loop.time() < stop_at:
             try:
                 if kind == "tls":
-                    reader, writer = await asyncio.wait_for(asyncio.open_connection(
-                        "127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1"), 10)
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection(
+                            "127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1"
+                        ),
+                        10,
+                    )
                 else:
                     reader, writer = await asyncio.wait_for(
-                        asyncio.open_connection("127.0.0.1", port), 10)
+                        asyncio.open_connection("127.0.0.1", port), 10
+                    )
             except (OSError, TimeoutError, ssl.SSLError):
                 failed[kind] += 1
                 await asyncio.sleep(0.1)
@@ -288,7 +329,7 @@ async def _attack(port: int, ca_file: str, cert: tuple[str, str], n_tls: int, n_
 
             async def drip(w: asyncio.StreamWriter = writer) -> None:
                 for i in range(len(HEAD_DRIP)):
-                    w.write(HEAD_DRIP[i:i + 1])
+                    w.write(HEAD_DRIP[i : i + 1])
                     await asyncio.sleep(drip_s)
 
             dripper = asyncio.create_task(drip()) if kind == "tls" else None
@@ -314,8 +355,15 @@ async def _attack(port: int, ca_file: str, cert: tuple[str, str], n_tls: int, n_
     return {"closed": closed, "failed": failed, "stillOpenAges": still_open}
 
 
-def _attack_process(port: int, ca_file: str, cert: tuple[str, str], n_tls: int, n_tcp: int,
-                    duration_s: float, out: str) -> None:
+def _attack_process(
+    port: int,
+    ca_file: str,
+    cert: tuple[str, str],
+    n_tls: int,
+    n_tcp: int,
+    duration_s: float,
+    out: str,
+) -> None:
     """Entry point of the attacker process (its own interpreter: the attack must
     not steal the measuring client's GIL)."""
     result = asyncio.run(_attack(port, ca_file, cert, n_tls, n_tcp, duration_s, DRIP_S))
@@ -333,23 +381,38 @@ def _latencies(target: Target, n: int, every_s: float = 0.015) -> list[float]:
     for _ in range(n):
         time.sleep(every_s)
         started = time.perf_counter()
-        reply = post(target.port, "/v1/offers/pull", target.pull_body(), ctx=target.agent.ctx,
-                     token=target.agent.token)
+        reply = post(
+            target.port,
+            "/v1/offers/pull",
+            target.pull_body(),
+            ctx=target.agent.ctx,
+            token=target.agent.token,
+        )
         out.append(time.perf_counter() - started)
         assert reply.status == 200 and reply.json["status"] == "idle", reply.body
     return out
 
 
-def _start_attack(target: Target, tmp: Path, duration_s: float, n_tls: int = ATTACK_TLS,
-                  n_tcp: int = ATTACK_TCP) -> tuple[multiprocessing.process.BaseProcess, Path]:
+def _start_attack(
+    target: Target, tmp: Path, duration_s: float, n_tls: int = ATTACK_TLS, n_tcp: int = ATTACK_TCP
+) -> tuple[multiprocessing.process.BaseProcess, Path]:
     out = tmp / f"attack-{uuid.uuid4().hex[:6]}.json"
     # The attacker's own certificate: sharing the legitimate worker's would let
     # the per-identity cap shed the worker's own connections.
     cert = target.world.pki.worker_cert(str(uuid.uuid4()), name=f"attacker-{out.stem}")
     process = multiprocessing.get_context("spawn").Process(
-        target=_attack_process, args=(target.port, target.world.pki.ca_file,
-                                      (str(cert.cert_file), str(cert.key_file)),
-                                      n_tls, n_tcp, duration_s, str(out)), daemon=True)
+        target=_attack_process,
+        args=(
+            target.port,
+            target.world.pki.ca_file,
+            (str(cert.cert_file), str(cert.key_file)),
+            n_tls,
+            n_tcp,
+            duration_s,
+            str(out),
+        ),
+        daemon=True,
+    )
     process.start()
     return process, out
 
@@ -365,9 +428,14 @@ def _wait_open(target: Target, at_least: int, timeout_s: float) -> float:
     value = 0.0
     while time.monotonic() < deadline:
         # Every stage holds a connection: hello waits, handshakes, established.
-        value = sum(target.server.metric(name) for name in (
-            "qinglong_ingress_open_connections", "qinglong_ingress_hello_waits",
-            "qinglong_ingress_tls_handshakes_in_progress"))
+        value = sum(
+            target.server.metric(name)
+            for name in (
+                "qinglong_ingress_open_connections",
+                "qinglong_ingress_hello_waits",
+                "qinglong_ingress_tls_handshakes_in_progress",
+            )
+        )
         if value >= at_least:
             return value
         time.sleep(0.1)
@@ -392,7 +460,8 @@ class Round:
             "baselineP99Ms": round(percentile(self.baseline, 99) * 1000, 1),
             "attackP50Ms": round(statistics.median(self.during) * 1000, 1),
             "attackP99Ms": round(percentile(self.during, 99) * 1000, 1),
-            "p99Ratio": round(self.ratio, 2), "held": self.held,
+            "p99Ratio": round(self.ratio, 2),
+            "held": self.held,
             "closed": {k: len(v) for k, v in self.attack["closed"].items()},
             "maxLifetimeS": {k: round(max(v), 2) for k, v in self.attack["closed"].items()},
             "failedConnects": self.attack["failed"],
@@ -441,10 +510,14 @@ def test_slowloris_500_connections(target: Target, tmp_path: Path) -> None:
     rounds = [_round(target, tmp_path) for _ in range(ROUNDS)]
     time.sleep(DEADLINE_S + SLACK_S)  # every attack connection is gone by now
     rss_after = read_status_kib(pid, "VmRSS")
-    report = {"rounds": [r.summary() for r in rounds], "rssBeforeKiB": rss_before,
-              "rssAfterKiB": rss_after, "hwmKiB": read_status_kib(pid, "VmHWM"),
-              "openAfter": target.server.metric("qinglong_ingress_open_connections"),
-              "loadavg": os.getloadavg()}
+    report = {
+        "rounds": [r.summary() for r in rounds],
+        "rssBeforeKiB": rss_before,
+        "rssAfterKiB": rss_after,
+        "hwmKiB": read_status_kib(pid, "VmHWM"),
+        "openAfter": target.server.metric("qinglong_ingress_open_connections"),
+        "loadavg": os.getloadavg(),
+    }
     print(json.dumps(report))
     limit = DEADLINE_S + SLACK_S
     for r in rounds:
@@ -476,8 +549,7 @@ def limited(abuse_world: World, tmp_path_factory: pytest.TempPathFactory) -> Ite
     yield from _target(abuse_world, tmp_path_factory.mktemp("limited"), maxConnections=LIMIT)
 
 
-def test_connection_limit_bounds_what_an_attack_can_hold(limited: Target,
-                                                         tmp_path: Path) -> None:
+def test_connection_limit_bounds_what_an_attack_can_hold(limited: Target, tmp_path: Path) -> None:
     """The effect of `max_connections` below the attack size: the ingress never
     holds more than the limit (so memory and handshake work are bounded), the
     excess waits in the kernel backlog, and legitimate pulls wait with it — they
@@ -497,8 +569,13 @@ def test_connection_limit_bounds_what_an_attack_can_hold(limited: Target,
             seen.append(limited.server.metric("qinglong_ingress_open_connections"))
             if len(seen) % 10 == 5:  # a legitimate pull now and then
                 started = time.monotonic()
-                reply = post(limited.port, "/v1/offers/pull", limited.pull_body(),
-                             ctx=limited.agent.ctx, token=limited.agent.token)
+                reply = post(
+                    limited.port,
+                    "/v1/offers/pull",
+                    limited.pull_body(),
+                    ctx=limited.agent.ctx,
+                    token=limited.agent.token,
+                )
                 waits.append(time.monotonic() - started)
                 assert reply.status == 200, reply.body
             time.sleep(0.1)
@@ -508,11 +585,14 @@ def test_connection_limit_bounds_what_an_attack_can_hold(limited: Target,
             attacker.kill()
     result = json.loads(out.read_text())
     time.sleep(DEADLINE_S + SLACK_S)
-    report = {"maxOpen": max(seen), "samples": len(seen),
-              "legitWaitsS": [round(w, 2) for w in waits],
-              "closed": {k: len(v) for k, v in result["closed"].items()},
-              "maxClientLifetimeS": {k: round(max(v), 2) for k, v in result["closed"].items()},
-              "rssGrowthKiB": read_status_kib(pid, "VmRSS") - rss_before}
+    report = {
+        "maxOpen": max(seen),
+        "samples": len(seen),
+        "legitWaitsS": [round(w, 2) for w in waits],
+        "closed": {k: len(v) for k, v in result["closed"].items()},
+        "maxClientLifetimeS": {k: round(max(v), 2) for k, v in result["closed"].items()},
+        "rssGrowthKiB": read_status_kib(pid, "VmRSS") - rss_before,
+    }
     print(json.dumps(report))
     assert LIMIT - 4 <= max(seen) <= LIMIT, report  # saturated, never above
     assert waits and max(waits) < ((n_tls + n_tcp) / LIMIT + 1) * DEADLINE_S + 2 * SLACK_S, report

@@ -46,20 +46,27 @@ def _open_session_waiting_on_a_lock(su: psycopg.Connection) -> bool:
     row = su.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE usename = %s"
         " AND wait_event_type = 'Lock' AND position('open_session(' in query) > 0",
-        (INGRESS_ROLE,)).fetchone()
+        (INGRESS_ROLE,),
+    ).fetchone()
     return row is not None and row[0] == 1
 
 
 def _sessions(su: psycopg.Connection, worker_id: str) -> int:
-    row = su.execute("SELECT count(*) FROM ql_private.worker_sessions WHERE worker_id = %s",
-                     (worker_id,)).fetchone()
+    row = su.execute(
+        "SELECT count(*) FROM ql_private.worker_sessions WHERE worker_id = %s", (worker_id,)
+    ).fetchone()
     assert row is not None
     return int(row[0])
 
 
 def test_the_allowed_line_precedes_the_action_and_survives_a_sigkill(
-        tmp_path: Path, test_pki: PkiSet, ingress_dsn: str, prov, su_conn: psycopg.Connection,
-        db_dsn: str) -> None:
+    tmp_path: Path,
+    test_pki: PkiSet,
+    ingress_dsn: str,
+    prov,
+    su_conn: psycopg.Connection,
+    db_dsn: str,
+) -> None:
     agent = make_agent(prov, test_pki, "audit-order")
     tree = start_ingress_tree(tmp_path / "ingress", test_pki, ingress_dsn)
     audit = tmp_path / "ingress" / "audit.log"
@@ -67,8 +74,9 @@ def test_the_allowed_line_precedes_the_action_and_survives_a_sigkill(
 
     def open_session() -> None:
         try:
-            replies.append(post(tree.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
-                                token=agent.token))
+            replies.append(
+                post(tree.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token)
+            )
         except (OSError, ConnectionError) as exc:  # the ingress is killed under it
             replies.append(exc)
 
@@ -76,16 +84,20 @@ def test_the_allowed_line_precedes_the_action_and_survives_a_sigkill(
         # The fault: another transaction holds the worker's row, so the session
         # open (which locks it to act) blocks inside the database.
         with psycopg.connect(db_dsn) as locker:
-            locker.execute("SELECT 1 FROM ql_private.workers WHERE id = %s FOR UPDATE",
-                           (agent.worker_id,))
+            locker.execute(
+                "SELECT 1 FROM ql_private.workers WHERE id = %s FOR UPDATE", (agent.worker_id,)
+            )
             opener = threading.Thread(target=open_session, daemon=True)
             opener.start()
-            _wait(lambda: _open_session_waiting_on_a_lock(su_conn),
-                  "the session open waits in the database")
+            _wait(
+                lambda: _open_session_waiting_on_a_lock(su_conn),
+                "the session open waits in the database",
+            )
             # The decision is on disk already; the action has had no effect yet.
-            assert [(line["action"], line["outcome"], line["workerId"], line["credentialId"])
-                    for line in _lines(audit)] == [
-                ("session.open", "allowed", agent.worker_id, agent.worker.credential_id)]
+            assert [
+                (line["action"], line["outcome"], line["workerId"], line["credentialId"])
+                for line in _lines(audit)
+            ] == [("session.open", "allowed", agent.worker_id, agent.worker.credential_id)]
             assert _sessions(su_conn, agent.worker_id) == 0
             tree.process.kill()  # SIGKILL: no handler, no flush, no second line
             assert tree.process.wait(10) == -9
@@ -96,23 +108,26 @@ def test_the_allowed_line_precedes_the_action_and_survives_a_sigkill(
         # action happened, and its allowed line says so.
         _wait(lambda: _sessions(su_conn, agent.worker_id) == 1, "the blocked call completes")
         assert [(line["action"], line["outcome"]) for line in _lines(audit)] == [
-            ("session.open", "allowed")]
+            ("session.open", "allowed")
+        ]
     finally:
         tree.stop()
 
 
 def test_an_action_gets_its_outcome_line_after_the_allowed_one(
-        tmp_path: Path, test_pki: PkiSet, ingress_dsn: str, prov) -> None:
+    tmp_path: Path, test_pki: PkiSet, ingress_dsn: str, prov
+) -> None:
     agent = make_agent(prov, test_pki, "audit-pair")
     tree = start_ingress_tree(tmp_path / "ingress", test_pki, ingress_dsn)
     try:
-        reply = post(tree.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
-                     token=agent.token)
+        reply = post(tree.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token)
         assert reply.status == 201, reply.body
     finally:
         assert tree.stop() == 0
     lines = _lines(tmp_path / "ingress" / "audit.log")
-    assert [(line["action"], line["outcome"], line["reason"], line["workerId"])
-            for line in lines] == [
+    assert [
+        (line["action"], line["outcome"], line["reason"], line["workerId"]) for line in lines
+    ] == [
         ("session.open", "allowed", "identity_verified", agent.worker_id),
-        ("session.open", "done", "ok", agent.worker_id)]
+        ("session.open", "done", "ok", agent.worker_id),
+    ]

@@ -62,13 +62,16 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("path", ["/v1/offers/pull", "/v1/sessions/heartbeat"])
-def test_refusals_change_nothing_but_the_audit(world, ingress, su_conn, prov, case,
-                                               path):
+def test_refusals_change_nothing_but_the_audit(world, ingress, su_conn, prov, case, path):
     a, b, session = world["a"], world["b"], world["session"]
     body = pull_body(a, session)
     if path == "/v1/sessions/heartbeat":
-        body = {"schema": "qinglong/session-heartbeat-request@v1", "workerId": a.worker_id,
-                "sessionId": session["sessionId"], "generation": session["generation"]}
+        body = {
+            "schema": "qinglong/session-heartbeat-request@v1",
+            "workerId": a.worker_id,
+            "sessionId": session["sessionId"],
+            "generation": session["generation"],
+        }
     headers: dict[str, str] = {}
     token: str | None = a.token
     if case == "missing":
@@ -90,48 +93,78 @@ def test_refusals_change_nothing_but_the_audit(world, ingress, su_conn, prov, ca
     before = snapshot(su_conn)
     reply = post(ingress.port, path, body, ctx=a.ctx, token=token, headers=headers)
     status, public_reason, reason = CASES[case]
-    assert (reply.status, reply.json) == (status, {
-        "schema": "qinglong/error@v1",
-        "error": "unauthorized" if status == 401 else "forbidden", "reason": public_reason})
+    assert (reply.status, reply.json) == (
+        status,
+        {
+            "schema": "qinglong/error@v1",
+            "error": "unauthorized" if status == 401 else "forbidden",
+            "reason": public_reason,
+        },
+    )
     after = snapshot(su_conn)
     assert after.tables == before.tables
     assert after.audit_rows == before.audit_rows + 1
-    row = su_conn.execute("SELECT outcome, reason, credential_id FROM ql_private.security_audit"
-                          " ORDER BY id DESC LIMIT 1").fetchone()
+    row = su_conn.execute(
+        "SELECT outcome, reason, credential_id FROM ql_private.security_audit"
+        " ORDER BY id DESC LIMIT 1"
+    ).fetchone()
     assert row[0] == "denied" and row[1] == reason
     # Nothing secret in the response or the audit stream.
-    secrets_ = [a.worker.secret, b.worker.secret, *([body["leaseToken"]] if "leaseToken" in body
-                                                    else [])]
+    secrets_ = [
+        a.worker.secret,
+        b.worker.secret,
+        *([body["leaseToken"]] if "leaseToken" in body else []),
+    ]
     for text in [reply.body.decode(), *ingress.audit_lines]:
         assert not any(s in text for s in secrets_)
     last = json.loads(ingress.audit_lines[-1])
     assert (last["outcome"], last["reason"]) == ("denied", reason)
-    assert set(last) == {"timeMs", "stream", "credentialId", "workerId", "action", "outcome",
-                         "reason"}
+    assert set(last) == {
+        "timeMs",
+        "stream",
+        "credentialId",
+        "workerId",
+        "action",
+        "outcome",
+        "reason",
+    }
 
 
 def test_unknown_id_and_wrong_secret_get_the_same_answer(world, ingress):
     a, session = world["a"], world["session"]
-    unknown = post(ingress.port, "/v1/offers/pull", pull_body(a, session), ctx=a.ctx,
-                   token="ql3w_" + "z" * 16 + a.token[21:])
-    wrong = post(ingress.port, "/v1/offers/pull", pull_body(a, session), ctx=a.ctx,
-                 token=_bad_secret(a))
+    unknown = post(
+        ingress.port,
+        "/v1/offers/pull",
+        pull_body(a, session),
+        ctx=a.ctx,
+        token="ql3w_" + "z" * 16 + a.token[21:],
+    )
+    wrong = post(
+        ingress.port, "/v1/offers/pull", pull_body(a, session), ctx=a.ctx, token=_bad_secret(a)
+    )
     assert (unknown.status, unknown.body) == (wrong.status, wrong.body)
     assert unknown.status == 401 and unknown.json["reason"] == "invalid_credential"
     # Each: `allowed` (identity verified) before the database call, the database's
     # denial after it.
-    assert [(d["outcome"], d["reason"]) for d in map(json.loads, ingress.audit_lines[-4:])] == \
-        [("allowed", "identity_verified"), ("denied", "unknown_credential"),
-         ("allowed", "identity_verified"), ("denied", "bad_secret")]
+    assert [(d["outcome"], d["reason"]) for d in map(json.loads, ingress.audit_lines[-4:])] == [
+        ("allowed", "identity_verified"),
+        ("denied", "unknown_credential"),
+        ("allowed", "identity_verified"),
+        ("denied", "bad_secret"),
+    ]
 
 
-def test_certificate_without_worker_identity_is_forbidden(world, ingress, test_pki,
-                                                          su_conn):
+def test_certificate_without_worker_identity_is_forbidden(world, ingress, test_pki, su_conn):
     a, session = world["a"], world["session"]
     # A cert from our CA naming a worker id that is not a canonical UUID.
     odd = test_pki.worker_cert("NOT-A-UUID", name="odd")
     before = snapshot(su_conn)
-    reply = post(ingress.port, "/v1/offers/pull", pull_body(a, session),
-                 ctx=client_context(test_pki, odd), token=a.token)
+    reply = post(
+        ingress.port,
+        "/v1/offers/pull",
+        pull_body(a, session),
+        ctx=client_context(test_pki, odd),
+        token=a.token,
+    )
     assert (reply.status, reply.json["reason"]) == (403, "identity_mismatch")
     assert snapshot(su_conn).tables == before.tables

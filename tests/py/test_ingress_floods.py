@@ -58,8 +58,7 @@ WORKER_B = "5d3c1b2a-0e9f-4a8b-9c7d-6e5f4a3b2c1d"
 
 def client_hello(ctx: ssl.SSLContext) -> bytes:
     """The exact first flight a real TLS 1.3 client sends (a ClientHello record)."""
-    obj = ctx.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(),
-                       server_hostname="127.0.0.1")
+    obj = ctx.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_hostname="127.0.0.1")
     with pytest.raises(ssl.SSLWantReadError):
         obj.do_handshake()
     return outgoing.read()
@@ -142,43 +141,58 @@ PARTIAL = 100
 TIGHT = {"maxConnections": 64, "maxHandshakes": 8}
 
 
-@pytest.mark.parametrize(("processes", "caps"), [(1, {}), (2, {}), (1, TIGHT)],
-                         ids=["processes1", "processes2", "processes1-tight-caps"])
+@pytest.mark.parametrize(
+    ("processes", "caps"),
+    [(1, {}), (2, {}), (1, TIGHT)],
+    ids=["processes1", "processes2", "processes1-tight-caps"],
+)
 def test_flood_of_silent_and_partial_hellos_cannot_keep_a_worker_out(
-        processes: int, caps: dict[str, int], tmp_path: Path, prov, test_pki: PkiSet,
-        ingress_dsn: str) -> None:
+    processes: int, caps: dict[str, int], tmp_path: Path, prov, test_pki: PkiSet, ingress_dsn: str
+) -> None:
     """300 TCP connections left silent and 100 that send half a ClientHello (each
     reopened when the server drops it): a real worker's pull on a fresh
     connection still completes within 2 s, on `--processes 1` and `2`."""
-    tree = start_ingress_tree(tmp_path / "ingress", test_pki, ingress_dsn,
-                              processes=processes, **caps)
+    tree = start_ingress_tree(
+        tmp_path / "ingress", test_pki, ingress_dsn, processes=processes, **caps
+    )
     agent = make_agent(prov, test_pki, f"flood-worker-{processes}")
     flood: Flood | None = None
     try:
-        opened = post(tree.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
-                      token=agent.token)
+        opened = post(tree.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token)
         assert opened.status == 201, opened.body
         session = opened.json
         flood = Flood(tree.port, SILENT, PARTIAL, client_hello(agent.ctx)).start()
-        _wait(lambda: tree.metric_sum("qinglong_ingress_hello_waits") >= SILENT + PARTIAL - 10,
-              "the flood is held by the listener")
+        _wait(
+            lambda: tree.metric_sum("qinglong_ingress_hello_waits") >= SILENT + PARTIAL - 10,
+            "the flood is held by the listener",
+        )
         durations = []
         held = []
         # One pull every 0.25 s for 5 s: more than one handshake deadline, so the
         # listener is also closing and the flood reopening meanwhile.
         for _ in range(20):
             started = time.monotonic()
-            reply = post(tree.port, "/v1/offers/pull", pull_body(agent, session),
-                         ctx=agent.ctx, token=agent.token)
+            reply = post(
+                tree.port,
+                "/v1/offers/pull",
+                pull_body(agent, session),
+                ctx=agent.ctx,
+                token=agent.token,
+            )
             durations.append(time.monotonic() - started)
             assert reply.status == 200 and reply.json["status"] == "idle", reply.body
             held.append(tree.metric_sum("qinglong_ingress_hello_waits"))
             time.sleep(0.25)
-        report = {"processes": processes, **caps, "maxPullS": round(max(durations), 3),
-                  "medianPullS": round(statistics.median(durations), 3),
-                  "heldMedian": statistics.median(held), "heldMin": min(held),
-                  "dropped": len(flood.lifetimes),
-                  "maxLifetimeS": round(max(flood.lifetimes, default=0.0), 2)}
+        report = {
+            "processes": processes,
+            **caps,
+            "maxPullS": round(max(durations), 3),
+            "medianPullS": round(statistics.median(durations), 3),
+            "heldMedian": statistics.median(held),
+            "heldMin": min(held),
+            "dropped": len(flood.lifetimes),
+            "maxLifetimeS": round(max(flood.lifetimes, default=0.0), 2),
+        }
         print(json.dumps(report))
         assert max(durations) < 2.0, report
         # The flood really was there (each drop is reopened at once: only a sample
@@ -187,8 +201,10 @@ def test_flood_of_silent_and_partial_hellos_cannot_keep_a_worker_out(
         assert statistics.median(held) >= SILENT + PARTIAL - 40, report
         assert len(flood.lifetimes) >= SILENT + PARTIAL, report
         assert max(flood.lifetimes) < 3.0 + 2.0, report  # the deadline, plus a busy box
-        assert tree.metric_sum('qinglong_ingress_connections_shed_total{reason="deadline"}') \
-            >= SILENT + PARTIAL, report
+        assert (
+            tree.metric_sum('qinglong_ingress_connections_shed_total{reason="deadline"}')
+            >= SILENT + PARTIAL
+        ), report
     finally:
         if flood is not None:
             flood.stop()
@@ -198,8 +214,7 @@ def test_flood_of_silent_and_partial_hellos_cannot_keep_a_worker_out(
 # ------------------------------------------------------------------ replayed ClientHello
 
 
-def _replay_flood(port: int, hello: bytes, rate_per_s: float, duration_s: float,
-                  out: str) -> None:
+def _replay_flood(port: int, hello: bytes, rate_per_s: float, duration_s: float, out: str) -> None:
     """Entry point of the flooder process (its own interpreter, so the flood does
     not take the measuring threads' GIL): opens `rate_per_s` connections a second,
     each sends the one captured ClientHello and then nothing (it has no key for
@@ -258,14 +273,17 @@ def _worker_handshake(port: int, ctx: ssl.SSLContext) -> float | None:
     return time.monotonic() - started if status is not None else None
 
 
-REPLAY_CASES = {"defaults-800-per-s": ({}, 800.0),
-                "tight-caps-300-per-s": ({"maxHandshakes": 8, "maxHelloWaits": 128}, 300.0)}
+REPLAY_CASES = {
+    "defaults-800-per-s": ({}, 800.0),
+    "tight-caps-300-per-s": ({"maxHandshakes": 8, "maxHelloWaits": 128}, 300.0),
+}
 REAL_WORKERS = 12
 
 
 @pytest.mark.parametrize("case", list(REPLAY_CASES))
 def test_replayed_client_hello_flood_cannot_keep_workers_out(
-        case: str, tmp_path: Path, test_pki: PkiSet, ingress_dsn: str) -> None:
+    case: str, tmp_path: Path, test_pki: PkiSet, ingress_dsn: str
+) -> None:
     """One captured ClientHello (from a client with no key or certificate) replayed
     at 800 connections a second (default caps) or 300 (`maxHandshakes` 8,
     `maxHelloWaits` 128), each left stalled after the server's flight: 12 real
@@ -274,14 +292,17 @@ def test_replayed_client_hello_flood_cannot_keep_workers_out(
     caps, rate = REPLAY_CASES[case]
     tree = start_ingress_tree(tmp_path / "ingress", test_pki, ingress_dsn, **caps)
     hello = client_hello(ssl.create_default_context(cafile=test_pki.ca_file))
-    contexts = [client_context(test_pki, test_pki.worker_cert(str(uuid.uuid4())))
-                for _ in range(REAL_WORKERS)]
+    contexts = [
+        client_context(test_pki, test_pki.worker_cert(str(uuid.uuid4())))
+        for _ in range(REAL_WORKERS)
+    ]
     out = tmp_path / "flood.json"
     warmup_s, spacing_s = 2.0, 0.25
     flooder = multiprocessing.get_context("spawn").Process(
-        target=_replay_flood, args=(tree.port, hello, rate,
-                                    warmup_s + REAL_WORKERS * spacing_s + 2.5, str(out)),
-        daemon=True)
+        target=_replay_flood,
+        args=(tree.port, hello, rate, warmup_s + REAL_WORKERS * spacing_s + 2.5, str(out)),
+        daemon=True,
+    )
     results: list[float | None] = [None] * REAL_WORKERS
     try:
         flooder.start()
@@ -304,9 +325,14 @@ def test_replayed_client_hello_flood_cannot_keep_workers_out(
             flooder.kill()
         assert tree.stop() == 0
     done = sorted(r for r in results if r is not None)
-    report = {"case": case, "succeeded": len(done), "p99S": round(done[-1], 3) if done else None,
-              "secondsS": [round(r, 3) if r is not None else None for r in results],
-              "floodRatePerS": round(flood["opened"] / flood["seconds"]), **flood}
+    report = {
+        "case": case,
+        "succeeded": len(done),
+        "p99S": round(done[-1], 3) if done else None,
+        "secondsS": [round(r, 3) if r is not None else None for r in results],
+        "floodRatePerS": round(flood["opened"] / flood["seconds"]),
+        **flood,
+    }
     print(json.dumps(report))
     # The flood was at the stated rate (this box keeps up), and it was served.
     assert flood["opened"] >= 0.9 * rate * flood["seconds"], report
@@ -319,10 +345,12 @@ def test_replayed_client_hello_flood_cannot_keep_workers_out(
 
 
 @pytest.fixture
-def listener_factory(start_ingress_thread: IngressFactory, test_pki: PkiSet
-                     ) -> Callable[..., IngressThread]:
+def listener_factory(
+    start_ingress_thread: IngressFactory, test_pki: PkiSet
+) -> Callable[..., IngressThread]:
     def start(**overrides: object) -> IngressThread:
         return start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN, **overrides))
+
     return start
 
 
@@ -337,8 +365,7 @@ def _closed_after(sock: socket.socket, limit_s: float) -> float:
     return time.monotonic() - started
 
 
-def test_silent_and_half_hello_connections_are_closed_at_the_deadline(listener_factory,
-                                                                       test_pki):
+def test_silent_and_half_hello_connections_are_closed_at_the_deadline(listener_factory, test_pki):
     server = listener_factory()  # the default deadline: 3 s from accept
     hello = client_hello(client_context(test_pki, test_pki.worker_cert(WORKER_A)))
     silent = socket.create_connection(("127.0.0.1", server.port))
@@ -368,8 +395,12 @@ def _request(sock: ssl.SSLSocket) -> int | None:
     conn = http.client.HTTPConnection("127.0.0.1")
     conn.sock = sock
     try:
-        conn.request("POST", "/v1/sessions/heartbeat", body=body,
-                     headers={"Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            "/v1/sessions/heartbeat",
+            body=body,
+            headers={"Content-Type": "application/json"},
+        )
         response = conn.getresponse()
         response.read()
         return response.status
@@ -385,16 +416,20 @@ def test_one_identity_holds_at_most_four_connections(listener_factory, test_pki)
     try:
         for sock in held:
             assert _request(sock) is not None  # admitted: the application answers
-        _wait(lambda: server.running.site.accept_loop.identities.count(WORKER_A) == 4,
-              "four connections of A established")
+        _wait(
+            lambda: server.running.site.accept_loop.identities.count(WORKER_A) == 4,
+            "four connections of A established",
+        )
         with tls_socket(server.port, ctx_a) as fifth:
             assert _request(fifth) is None  # closed at once, no HTTP answer
         assert server.metrics.connections_shed.value("identity_cap") == 1
         with tls_socket(server.port, ctx_b) as other:
             assert _request(other) is not None  # another identity is not affected
         held.pop().close()
-        _wait(lambda: server.running.site.accept_loop.identities.count(WORKER_A) == 3,
-              "the closed connection is released")
+        _wait(
+            lambda: server.running.site.accept_loop.identities.count(WORKER_A) == 3,
+            "the closed connection is released",
+        )
         with tls_socket(server.port, ctx_a) as again:
             assert _request(again) is not None
     finally:
@@ -410,8 +445,9 @@ def _first_of_two_records(hello: bytes) -> bytes:
 
 
 def test_handshakes_waiting_on_the_server_are_capped(listener_factory, test_pki):
-    server = listener_factory(max_handshakes=2, handshake_timeout_s=3.0,
-                              handshake_step_timeout_s=1.0)
+    server = listener_factory(
+        max_handshakes=2, handshake_timeout_s=3.0, handshake_step_timeout_s=1.0
+    )
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER_A))
     stalled = []
     for _ in range(2):  # a first record, then never the rest of the ClientHello
@@ -419,8 +455,11 @@ def test_handshakes_waiting_on_the_server_are_capped(listener_factory, test_pki)
         sock.sendall(_first_of_two_records(client_hello(ctx)))
         stalled.append(sock)
     try:
-        _wait(lambda: server.running.site.accept_loop.turns.handshaking == 2,
-              "both stalled handshakes hold a turn", 0.8)
+        _wait(
+            lambda: server.running.site.accept_loop.turns.handshaking == 2,
+            "both stalled handshakes hold a turn",
+            0.8,
+        )
         assert "\nqinglong_ingress_tls_handshakes_in_progress 2\n" in server.metrics_text()
         with pytest.raises((TimeoutError, socket.timeout)):
             tls_socket(server.port, ctx, timeout=0.5)  # waits for a turn: no ServerHello
@@ -436,14 +475,14 @@ def test_handshakes_waiting_on_the_server_are_capped(listener_factory, test_pki)
     assert server.metrics.connections_shed.value("deadline") >= 2
 
 
-def test_a_stalled_handshake_returns_its_turn_at_the_servers_flight(listener_factory,
-                                                                    test_pki):
+def test_a_stalled_handshake_returns_its_turn_at_the_servers_flight(listener_factory, test_pki):
     """Complete, fresh ClientHellos whose clients then never answer the server's
     flight (no certificate, no Finished): the key exchange and the signature are
     done, so they hold no turn; a worker behind them is served at once, and they
     are closed a step (1 s) after the flight, not at the 5 s deadline."""
-    server = listener_factory(max_handshakes=1, handshake_timeout_s=5.0,
-                              handshake_step_timeout_s=1.0)
+    server = listener_factory(
+        max_handshakes=1, handshake_timeout_s=5.0, handshake_step_timeout_s=1.0
+    )
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER_A))
     stalled = []
     opened = time.monotonic()
@@ -473,7 +512,7 @@ def test_a_stalled_handshake_returns_its_turn_at_the_servers_flight(listener_fac
 def _with_random(hello: bytes, random: bytes) -> bytes:
     """The same ClientHello record with another 32-byte random (the key share kept)."""
     at = 5 + 4 + 2  # record header, handshake header, legacy_version
-    return hello[:at] + random + hello[at + 32:]
+    return hello[:at] + random + hello[at + 32 :]
 
 
 def test_a_replayed_client_hello_is_closed_before_any_tls_work(listener_factory, test_pki):
@@ -572,12 +611,13 @@ def _wait_for_hello(pieces: list[bytes], gap_s: float, *, close: bool = False) -
 
 
 def _pieces(data: bytes, size: int) -> list[bytes]:
-    return [data[i:i + size] for i in range(0, len(data), size)]
+    return [data[i : i + size] for i in range(0, len(data), size)]
 
 
 @pytest.mark.parametrize("early_wakes", [False, True])
 def test_a_slow_peer_sending_its_hello_in_small_pieces_is_waited_for(
-        test_pki, monkeypatch, early_wakes):
+    test_pki, monkeypatch, early_wakes
+):
     """Under TCP memory pressure epoll reports the socket readable below
     SO_RCVLOWAT; injected here by keeping the mark at 1 byte (a real kernel, real
     sockets). A live peer still sending is not "closed": the wait returns only once
@@ -697,4 +737,3 @@ def test_identity_counter_and_hello_waits():
     waits.add("y")
     assert waits.make_room() == "x" and "x" not in waits and len(waits) == 1
     assert waits.make_room() is None
-

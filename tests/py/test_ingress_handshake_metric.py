@@ -64,8 +64,9 @@ def _wait_for(predicate: object, timeout_s: float = 5.0) -> None:
         time.sleep(0.02)
 
 
-def test_counts_handshakes_per_connection_not_per_request(server: IngressThread,
-                                                          test_pki: PkiSet) -> None:
+def test_counts_handshakes_per_connection_not_per_request(
+    server: IngressThread, test_pki: PkiSet
+) -> None:
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
     conns = [http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=10)
              for _ in range(3)]  # fmt: skip

@@ -43,8 +43,9 @@ PULL = "/v1/offers/pull"
 
 @pytest.fixture
 def viewed(start_ingress_thread, test_pki, ingress_dsn) -> IngressThread:
-    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
-                                                 idle_view_engage_rate_per_s=0))
+    server = start_ingress_thread(
+        ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0)
+    )
     _wait(lambda: _view(server).view_state() >= ViewState.UNKNOWN, "listener up")
     return server
 
@@ -65,15 +66,17 @@ def _wait(check: Any, what: str, timeout: float = 10.0) -> None:
 
 def _counter(server: IngressThread, name: str, label: str = "") -> int:
     text = server.metrics_text()
-    pattern = "^" + re.escape(name) + (r"\{" + re.escape(label) + r"\}" if label else "") \
-        + r" (\d+)$"
+    pattern = (
+        "^" + re.escape(name) + (r"\{" + re.escape(label) + r"\}" if label else "") + r" (\d+)$"
+    )
     match = re.search(pattern, text, re.M)
     return int(match.group(1)) if match else 0
 
 
 def _db_calls(server: IngressThread, function: str) -> int:
-    return _counter(server, "qinglong_ingress_db_call_duration_seconds_count",
-                    f'function="{function}"')
+    return _counter(
+        server, "qinglong_ingress_db_call_duration_seconds_count", f'function="{function}"'
+    )
 
 
 def _from_view(server: IngressThread) -> int:
@@ -87,17 +90,20 @@ def _open(server: IngressThread, agent: Agent) -> dict[str, Any]:
 
 
 def _pull(server: IngressThread, agent: Agent, session: dict[str, Any], **kw: Any) -> Any:
-    return post(server.port, PULL, pull_body(agent, session, **kw), ctx=agent.ctx,
-                token=agent.token)
+    return post(
+        server.port, PULL, pull_body(agent, session, **kw), ctx=agent.ctx, token=agent.token
+    )
 
 
 def _until_view_answers(server: IngressThread, agent: Agent, session: dict[str, Any]) -> None:
     """Pull (idle) until one is answered from the view."""
+
     def answered() -> bool:
         before = _from_view(server)
         reply = _pull(server, agent, session)
         assert reply.status == 200 and reply.json["status"] == "idle", reply.body
         return _from_view(server) > before
+
     _wait(answered, "a pull answered from the view")
 
 
@@ -113,15 +119,20 @@ def test_idle_pulls_come_from_the_view_without_db_calls(viewed, prov, test_pki):
         reply = _pull(viewed, agent, session)
         assert reply.status == 200
         # Indistinguishable from the database's idle answer (retry guidance aside).
-        assert {k: v for k, v in reply.json.items() if k != "retryAfterMs"} == \
-            {k: v for k, v in db_idle.json.items() if k != "retryAfterMs"}
+        assert {k: v for k, v in reply.json.items() if k != "retryAfterMs"} == {
+            k: v for k, v in db_idle.json.items() if k != "retryAfterMs"
+        }
         assert 2000 <= reply.json["retryAfterMs"] <= 3000
     assert _db_calls(viewed, "pull_offer") == calls
     assert _view(viewed).view_state() == ViewState.IDLE
     text = viewed.metrics_text()
     assert "qinglong_ingress_idle_view_listener_up 1" in text
-    assert re.search(r'^qinglong_ingress_idle_view_barriers_total'
-                     r'\{kind="sync",outcome="ok"\} [1-9]', text, re.M)
+    assert re.search(
+        r"^qinglong_ingress_idle_view_barriers_total"
+        r'\{kind="sync",outcome="ok"\} [1-9]',
+        text,
+        re.M,
+    )
 
 
 def test_enqueued_run_is_offered_on_the_very_next_pull(viewed, prov, test_pki, su_conn):
@@ -150,10 +161,13 @@ def test_enqueued_run_is_offered_on_the_very_next_pull(viewed, prov, test_pki, s
         assert statuses == [(200, "offered")] * len(agents), (round_no, statuses)
         runs = {r.json["candidate"]["runId"] for r in replies}
         assert len(runs) == len(agents)
-        su_conn.execute("UPDATE ql_private.run_leases SET released_at = clock_timestamp(),"
-                        " release_reason = 'completed' WHERE released_at IS NULL")
-        su_conn.execute("UPDATE ql_private.runs SET state = 'succeeded'"
-                        " WHERE state = 'dispatching'")
+        su_conn.execute(
+            "UPDATE ql_private.run_leases SET released_at = clock_timestamp(),"
+            " release_reason = 'completed' WHERE released_at IS NULL"
+        )
+        su_conn.execute(
+            "UPDATE ql_private.runs SET state = 'succeeded' WHERE state = 'dispatching'"
+        )
 
 
 def test_revoked_credential_is_refused_on_the_next_pull(viewed, prov, test_pki, su_conn):
@@ -169,10 +183,12 @@ def test_revoked_credential_is_refused_on_the_next_pull(viewed, prov, test_pki, 
         assert _pull(viewed, agent, session).status == 401
 
 
-def test_session_replaced_elsewhere_is_409(viewed, start_ingress_thread, prov, test_pki,
-                                           ingress_dsn):
-    other = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
-                                                idle_view_engage_rate_per_s=0))
+def test_session_replaced_elsewhere_is_409(
+    viewed, start_ingress_thread, prov, test_pki, ingress_dsn
+):
+    other = start_ingress_thread(
+        ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0)
+    )
     agent = make_agent(prov, test_pki, "w-replace")
     session = _open(viewed, agent)
     _pull(viewed, agent, session)
@@ -213,30 +229,52 @@ def test_listener_killed_falls_back_to_db_and_reconnects(viewed, prov, test_pki,
     killed = su_conn.execute(
         "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
         " WHERE application_name = 'qinglong-ingress-listener'"
-        " AND datname = current_database()) t").fetchone()
+        " AND datname = current_database()) t"
+    ).fetchone()
     assert killed is not None and killed[0] == 1
-    _wait(lambda: _counter(viewed, "qinglong_ingress_idle_view_listener_events_total",
-                           'event="lost"') >= 1, "listener loss noticed")
+    _wait(
+        lambda: (
+            _counter(viewed, "qinglong_ingress_idle_view_listener_events_total", 'event="lost"')
+            >= 1
+        ),
+        "listener loss noticed",
+    )
     # SPEC 17.2: every belief is dropped with the listener (notifications sent
     # meanwhile are gone); none is formed again until a pull makes it probe.
     assert _view(viewed).view_state() in (ViewState.LISTENER_DOWN, ViewState.UNKNOWN)
-    probes = _counter(viewed, "qinglong_ingress_idle_view_barriers_total",
-                      'kind="probe",outcome="ok"')
+    probes = _counter(
+        viewed, "qinglong_ingress_idle_view_barriers_total", 'kind="probe",outcome="ok"'
+    )
     # Everything learned under the lost listener is gone: pulls go to the database.
     calls = _db_calls(viewed, "pull_offer")
     assert _pull(viewed, agent, session).json["status"] == "idle"
     assert _db_calls(viewed, "pull_offer") == calls + 1
-    _wait(lambda: _counter(viewed, "qinglong_ingress_idle_view_listener_events_total",
-                           'event="connected"') >= 2, "listener reconnected")
+    _wait(
+        lambda: (
+            _counter(
+                viewed, "qinglong_ingress_idle_view_listener_events_total", 'event="connected"'
+            )
+            >= 2
+        ),
+        "listener reconnected",
+    )
     # A heartbeat re-confirms the session under the new listener; then the view serves again.
-    beat = {"schema": "qinglong/session-heartbeat-request@v1", "workerId": agent.worker_id,
-            "sessionId": session["sessionId"], "generation": session["generation"]}
-    assert post(viewed.port, "/v1/sessions/heartbeat", beat, ctx=agent.ctx,
-                token=agent.token).status == 200
+    beat = {
+        "schema": "qinglong/session-heartbeat-request@v1",
+        "workerId": agent.worker_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+    }
+    assert (
+        post(viewed.port, "/v1/sessions/heartbeat", beat, ctx=agent.ctx, token=agent.token).status
+        == 200
+    )
     _until_view_answers(viewed, agent, session)
     # ... and it answered only after probing again under the new listener.
-    assert _counter(viewed, "qinglong_ingress_idle_view_barriers_total",
-                    'kind="probe",outcome="ok"') > probes
+    assert (
+        _counter(viewed, "qinglong_ingress_idle_view_barriers_total", 'kind="probe",outcome="ok"')
+        > probes
+    )
 
 
 def test_dormant_below_the_engage_rate(start_ingress_thread, test_pki, ingress_dsn, prov):
@@ -252,16 +290,18 @@ def test_dormant_below_the_engage_rate(start_ingress_thread, test_pki, ingress_d
     assert "qinglong_ingress_idle_view_barriers_total{" not in server.metrics_text()
 
 
-def test_a_delayed_run_is_idle_before_its_time_and_offered_after(viewed, prov, test_pki,
-                                                                  su_conn):
+def test_a_delayed_run_is_idle_before_its_time_and_offered_after(viewed, prov, test_pki, su_conn):
     """The view's idle belief ends at the earliest scheduled run's due time
     (`ql.idle_probe` wakeAtMs): before it, pulls are idle (from the view too);
     from it on, the very next pull is offered — no sweeper runs here."""
     agent = make_agent(prov, test_pki, "w-delayed")
     session = _open(viewed, agent)
     task = prov.task("t")
-    (run_id,) = api.enqueue_runs(task_id=task, priority=0, count=1,
-                                 delay_ms=3000).run(su_conn).doc["runIds"]
+    (run_id,) = (
+        api.enqueue_runs(task_id=task, priority=0, count=1, delay_ms=3000)
+        .run(su_conn)
+        .doc["runIds"]
+    )
     due = time.monotonic() + 3.0
     _until_view_answers(viewed, agent, session)
     while time.monotonic() < due - 0.5:
@@ -320,9 +360,11 @@ def test_cached_credential_is_trusted_for_at_most_5_s(test_pki, ingress_dsn, pro
             token = view.cache_token()  # taken when the confirming call is sent
             clock.now += 0.2  # the database's answer comes back
             view.remember_credential(token, credential, worker.worker_id)
-            seen = [view.credential_trusted(credential, worker.worker_id),
-                    view.credential_trusted(other_secret, worker.worker_id),
-                    view.credential_trusted(credential, str(uuid.uuid4()))]
+            seen = [
+                view.credential_trusted(credential, worker.worker_id),
+                view.credential_trusted(other_secret, worker.worker_id),
+                view.credential_trusted(credential, str(uuid.uuid4())),
+            ]
             clock.now = token.taken_at + 4.999
             seen.append(view.credential_trusted(credential, worker.worker_id))
             clock.now = token.taken_at + 5.0
@@ -337,7 +379,8 @@ def test_cached_credential_is_trusted_for_at_most_5_s(test_pki, ingress_dsn, pro
 
 
 def test_session_expiry_is_judged_on_the_database_clock_not_the_wall_clock(
-        test_pki, ingress_dsn, prov, su_conn, monkeypatch):
+    test_pki, ingress_dsn, prov, su_conn, monkeypatch
+):
     """A session's expiresAtMs is the database's clock; the view compares it
     with the database's clock too — a probe's `nowMs`, advanced by the
     monotonic clock from when the probe was sent — and never with the local
@@ -351,8 +394,13 @@ def test_session_expiry_is_judged_on_the_database_clock_not_the_wall_clock(
 
     # One probe for the whole test (no `q` comes, the belief lasts a minute), so
     # a wall-clock reading taken with it could not be refreshed either.
-    config = ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0,
-                            idle_view_max_staleness_ms=60_000, idle_view_session_margin_ms=0)
+    config = ingress_config(
+        test_pki,
+        ingress_dsn,
+        idle_view_engage_rate_per_s=0,
+        idle_view_max_staleness_ms=60_000,
+        idle_view_session_margin_ms=0,
+    )
     worker = prov.worker("w-skew")
     credential = PresentedCredential(worker.credential_id, digest(worker.secret))
     skew_s = [0.0]
@@ -360,9 +408,11 @@ def test_session_expiry_is_judged_on_the_database_clock_not_the_wall_clock(
     monkeypatch.setattr(time, "time", lambda: real_time() + skew_s[0])
 
     def session_row() -> dict[str, Any]:
-        row = su_conn.execute("SELECT ql_private.session_projection(ws)"
-                              " FROM ql_private.worker_sessions ws WHERE ws.worker_id = %s",
-                              (worker.worker_id,)).fetchone()
+        row = su_conn.execute(
+            "SELECT ql_private.session_projection(ws)"
+            " FROM ql_private.worker_sessions ws WHERE ws.worker_id = %s",
+            (worker.worker_id,),
+        ).fetchone()
         assert row is not None
         return dict(row[0])
 
@@ -370,17 +420,22 @@ def test_session_expiry_is_judged_on_the_database_clock_not_the_wall_clock(
         view = await _view_with_listener(config)
         try:
             token = view.cache_token()
-            opened = prov.call(api.open_session(
-                credential_id=worker.credential_id, secret_digest=worker.secret_digest,
-                worker_id=worker.worker_id,
-                capabilities_canonical=canonical_bytes(DEFAULT_CAPABILITIES))).doc["session"]
+            opened = prov.call(
+                api.open_session(
+                    credential_id=worker.credential_id,
+                    secret_digest=worker.secret_digest,
+                    worker_id=worker.worker_id,
+                    capabilities_canonical=canonical_bytes(DEFAULT_CAPABILITIES),
+                )
+            ).doc["session"]
             view.remember_credential(token, credential, worker.worker_id)
             view.remember_session(token, opened)
             pulls = view.metrics.idle_view_pulls
 
             async def ask() -> bool:
-                return await view.try_idle(credential, worker.worker_id, opened["sessionId"],
-                                           opened["generation"])
+                return await view.try_idle(
+                    credential, worker.worker_id, opened["sessionId"], opened["generation"]
+                )
 
             seen = [await ask()]  # the probe: the database's clock read here
             skew_s[0] = 3 * 3600.0  # the wall clock jumps 3 h ahead
@@ -388,9 +443,11 @@ def test_session_expiry_is_judged_on_the_database_clock_not_the_wall_clock(
             # The session ages in the database without a notification (as time
             # passing does): 300 ms left, learned by the view, then 600 ms pass.
             su_conn.execute("SET session_replication_role = replica")
-            su_conn.execute("UPDATE ql_private.worker_sessions SET expires_at ="
-                            " clock_timestamp() + interval '300 ms' WHERE worker_id = %s",
-                            (worker.worker_id,))
+            su_conn.execute(
+                "UPDATE ql_private.worker_sessions SET expires_at ="
+                " clock_timestamp() + interval '300 ms' WHERE worker_id = %s",
+                (worker.worker_id,),
+            )
             su_conn.execute("RESET session_replication_role")
             token = view.cache_token()
             view.remember_session(token, session_row())
@@ -406,10 +463,13 @@ def test_session_expiry_is_judged_on_the_database_clock_not_the_wall_clock(
     assert (from_view, to_database) == (2, 1)
     # The database agrees: the session is expired (QL012), not idle.
     with pytest.raises(psycopg.Error) as refused:
-        api.heartbeat_session(credential_id=worker.credential_id,
-                              secret_digest=worker.secret_digest, worker_id=worker.worker_id,
-                              session_id=session_row()["sessionId"],
-                              generation=session_row()["generation"]).run(su_conn)
+        api.heartbeat_session(
+            credential_id=worker.credential_id,
+            secret_digest=worker.secret_digest,
+            worker_id=worker.worker_id,
+            session_id=session_row()["sessionId"],
+            generation=session_row()["generation"],
+        ).run(su_conn)
     assert refused.value.sqlstate == "QL012"
 
 
@@ -445,12 +505,20 @@ def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn,
         await notify(view, *payloads)
         view.remember_credential(token, credential, worker.worker_id)
         session_id = str(uuid.uuid4())
-        view.remember_session(token, {"workerId": worker.worker_id, "sessionId": session_id,
-                                      "generation": 1,
-                                      "expiresAtMs": int(time.time() * 1000) + 60_000})
+        view.remember_session(
+            token,
+            {
+                "workerId": worker.worker_id,
+                "sessionId": session_id,
+                "generation": 1,
+                "expiresAtMs": int(time.time() * 1000) + 60_000,
+            },
+        )
         cached = view._sessions.get(worker.worker_id)
-        return (view.credential_trusted(credential, worker.worker_id),
-                cached is not None and cached.session_id == session_id)
+        return (
+            view.credential_trusted(credential, worker.worker_id),
+            cached is not None and cached.session_id == session_id,
+        )
 
     async def scenario() -> list[tuple[bool, bool]]:
         view = await _view_with_listener(config)
@@ -468,8 +536,7 @@ def test_a_notification_vetoes_only_the_fills_it_is_about(test_pki, ingress_dsn,
         finally:
             await view.close()
 
-    assert asyncio.run(scenario()) == [(True, True), (False, True), (False, False),
-                                       (True, True)]
+    assert asyncio.run(scenario()) == [(True, True), (False, True), (False, False), (True, True)]
 
 
 def _offline_view(test_pki: Any, ingress_dsn: str, clock: FakeClock) -> Any:

@@ -86,8 +86,9 @@ async def _race(dsn: str, barrier_sql: str, committers: int, seconds: float) -> 
                     assert n == seen[index] + 1, "notifications of one sender arrive in order"
                     seen[index] = n
                     received += 1
-            missing = [(i, e, s) for i, (e, s) in enumerate(zip(expected, seen, strict=True))
-                       if s < e]
+            missing = [
+                (i, e, s) for i, (e, s) in enumerate(zip(expected, seen, strict=True)) if s < e
+            ]
             assert not missing, f"barrier {barriers}: acknowledged commits not delivered {missing}"
             barriers += 1
     finally:
@@ -98,10 +99,12 @@ async def _race(dsn: str, barrier_sql: str, committers: int, seconds: float) -> 
     return barriers, received
 
 
-@pytest.mark.parametrize("barrier_sql", ["SELECT 1", api.IDLE_PROBE.sql],
-                         ids=["select_1", "idle_probe"])
+@pytest.mark.parametrize(
+    "barrier_sql", ["SELECT 1", api.IDLE_PROBE.sql], ids=["select_1", "idle_probe"]
+)
 def test_commit_acknowledged_before_a_barrier_query_is_delivered_before_its_result(
-        db_dsn: str, barrier_sql: str) -> None:
+    db_dsn: str, barrier_sql: str
+) -> None:
     barriers, received = asyncio.run(_race(db_dsn, barrier_sql, committers=3, seconds=3.0))
     # Many barriers really raced many commits (not a vacuous pass).
     assert barriers >= 200 and received >= 200, (barriers, received)
@@ -112,11 +115,18 @@ def test_commit_acknowledged_before_a_barrier_query_is_delivered_before_its_resu
 
 @pytest.fixture
 def viewed(start_ingress_thread, test_pki, ingress_dsn) -> IngressThread:
-    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
-                                                 idle_view_engage_rate_per_s=0,
-                                                 rate_per_s=200.0, rate_burst=200))
-    _wait(lambda: server.running is not None
-          and server.running.state.idle_view.view_state() >= ViewState.UNKNOWN, "listener up")
+    server = start_ingress_thread(
+        ingress_config(
+            test_pki, ingress_dsn, idle_view_engage_rate_per_s=0, rate_per_s=200.0, rate_burst=200
+        )
+    )
+    _wait(
+        lambda: (
+            server.running is not None
+            and server.running.state.idle_view.view_state() >= ViewState.UNKNOWN
+        ),
+        "listener up",
+    )
     return server
 
 
@@ -132,13 +142,15 @@ def _wait(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
 def _counters(server: IngressThread, name: str) -> float:
     """Sum of every series of a counter (all labels)."""
     text = server.metrics_text()
-    return sum(float(v) for v in re.findall("^" + re.escape(name) + r"(?:\{[^}]*\})? (\S+)$",
-                                            text, re.M))
+    return sum(
+        float(v) for v in re.findall("^" + re.escape(name) + r"(?:\{[^}]*\})? (\S+)$", text, re.M)
+    )
 
 
 def _series(server: IngressThread, name: str, label: str) -> float:
-    match = re.search("^" + re.escape(name) + r"\{" + re.escape(label) + r"\} (\S+)$",
-                      server.metrics_text(), re.M)
+    match = re.search(
+        "^" + re.escape(name) + r"\{" + re.escape(label) + r"\} (\S+)$", server.metrics_text(), re.M
+    )
     return float(match.group(1)) if match else 0.0
 
 
@@ -155,17 +167,26 @@ class Puller:
 
     def __init__(self, server: IngressThread, agent: Agent) -> None:
         self.agent = agent
-        reply = post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
-                     token=agent.token)
+        reply = post(
+            server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token
+        )
         assert reply.status == 201, reply.body
         self.session = dict(reply.json)
-        self.conn = http.client.HTTPSConnection("127.0.0.1", server.port,
-                                                context=agent.ctx, timeout=15)
+        self.conn = http.client.HTTPSConnection(
+            "127.0.0.1", server.port, context=agent.ctx, timeout=15
+        )
 
     def pull(self) -> tuple[int, dict[str, Any]]:
         body = json.dumps(pull_body(self.agent, self.session)).encode()
-        self.conn.request("POST", PULL, body=body, headers={
-            "Content-Type": "application/json", "Authorization": f"Bearer {self.agent.token}"})
+        self.conn.request(
+            "POST",
+            PULL,
+            body=body,
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self.agent.token}",
+            },
+        )
         response = self.conn.getresponse()
         return response.status, json.loads(response.read())
 
@@ -205,10 +226,12 @@ def _pull_all(pullers: list[Puller], per_puller: int) -> float:
 
 def _warm(server: IngressThread, pullers: list[Puller]) -> None:
     """Until every puller's credential and session are cached and pulls come from the view."""
+
     def all_from_view() -> bool:
         before = _from_view(server)
         _pull_all(pullers, 1)
         return _from_view(server) - before == len(pullers)
+
     _wait(all_from_view, "every puller answered from the view")
 
 
@@ -264,15 +287,20 @@ def test_q_flood_does_not_push_idle_pulls_to_the_database(viewed, pullers, flood
     try:
         time.sleep(0.3)
         calls, view_before = _db_calls(viewed), _from_view(viewed)
-        probes_before = _series(viewed, "qinglong_ingress_idle_view_barriers_total",
-                                'kind="probe",outcome="ok"')
+        probes_before = _series(
+            viewed, "qinglong_ingress_idle_view_barriers_total", 'kind="probe",outcome="ok"'
+        )
         started = time.monotonic()
         rate = _pull_all(pullers, 60)  # 240 idle pulls
         elapsed = time.monotonic() - started
         calls_per_pull = (_db_calls(viewed) - calls) / 240
         from_view = _from_view(viewed) - view_before
-        probes = _series(viewed, "qinglong_ingress_idle_view_barriers_total",
-                         'kind="probe",outcome="ok"') - probes_before
+        probes = (
+            _series(
+                viewed, "qinglong_ingress_idle_view_barriers_total", 'kind="probe",outcome="ok"'
+            )
+            - probes_before
+        )
     finally:
         stop.set()
         thread.join(10)
@@ -292,21 +320,26 @@ def test_q_flood_does_not_push_idle_pulls_to_the_database(viewed, pullers, flood
 def test_forged_revocation_only_drops_the_cache_entry(viewed, pullers, flooder):
     _warm(viewed, pullers)
     target = pullers[0]
-    calls = _series(viewed, "qinglong_ingress_db_call_duration_seconds_count",
-                    'function="pull_offer"')
+    calls = _series(
+        viewed, "qinglong_ingress_db_call_duration_seconds_count", 'function="pull_offer"'
+    )
     with psycopg.connect(flooder, autocommit=True) as conn:
-        conn.execute("SELECT pg_notify('ql_dispatch', %s)",
-                     (f"c:{target.agent.worker.credential_id}",))
+        conn.execute(
+            "SELECT pg_notify('ql_dispatch', %s)", (f"c:{target.agent.worker.credential_id}",)
+        )
     status, doc = target.pull()
     # The database answered (the entry was dropped) and the credential still works.
     assert (status, doc["status"]) == (200, "idle")
-    assert _series(viewed, "qinglong_ingress_db_call_duration_seconds_count",
-                   'function="pull_offer"') == calls + 1
+    assert (
+        _series(viewed, "qinglong_ingress_db_call_duration_seconds_count", 'function="pull_offer"')
+        == calls + 1
+    )
     _wait(lambda: target.pull()[0] == 200 and _from_view(viewed) > 0, "served again")
 
 
 def test_revocation_still_takes_effect_on_the_next_pull_during_a_q_flood(
-        viewed, pullers, flooder, su_conn):
+    viewed, pullers, flooder, su_conn
+):
     _warm(viewed, pullers)
     stop = threading.Event()
 
@@ -331,21 +364,33 @@ def test_revocation_still_takes_effect_on_the_next_pull_during_a_q_flood(
 @pytest.fixture
 def short_trust(start_ingress_thread, test_pki, ingress_dsn) -> IngressThread:
     """Credentials trusted for 1 s: re-confirmed from 0.5 s on, at most every 0.25 s."""
-    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
-                                                 idle_view_engage_rate_per_s=0,
-                                                 idle_view_credential_max_age_ms=1000))
-    _wait(lambda: server.running is not None
-          and server.running.state.idle_view.view_state() >= ViewState.UNKNOWN, "listener up")
+    server = start_ingress_thread(
+        ingress_config(
+            test_pki,
+            ingress_dsn,
+            idle_view_engage_rate_per_s=0,
+            idle_view_credential_max_age_ms=1000,
+        )
+    )
+    _wait(
+        lambda: (
+            server.running is not None
+            and server.running.state.idle_view.view_state() >= ViewState.UNKNOWN
+        ),
+        "listener up",
+    )
     return server
 
 
 def test_aging_credentials_are_reconfirmed_without_sending_pulls_to_the_database(
-        short_trust, prov, test_pki):
+    short_trust, prov, test_pki
+):
     pullers = [Puller(short_trust, make_agent(prov, test_pki, f"w-slow-{i}")) for i in range(3)]
     try:
         _warm(short_trust, pullers)
-        calls = _series(short_trust, "qinglong_ingress_db_call_duration_seconds_count",
-                        'function="pull_offer"')
+        calls = _series(
+            short_trust, "qinglong_ingress_db_call_duration_seconds_count", 'function="pull_offer"'
+        )
         view_before = _from_view(short_trust)
         # Each worker pulls every 0.4 s for 4 s: its credential passes the 1 s trust
         # period about four times over.
@@ -353,10 +398,17 @@ def test_aging_credentials_are_reconfirmed_without_sending_pulls_to_the_database
             _pull_all(pullers, 1)
             time.sleep(0.4)
         from_view = _from_view(short_trust) - view_before
-        to_db = _series(short_trust, "qinglong_ingress_db_call_duration_seconds_count",
-                        'function="pull_offer"') - calls
-        confirmations = _series(short_trust, "qinglong_ingress_idle_view_barriers_total",
-                                'kind="confirm",outcome="ok"')
+        to_db = (
+            _series(
+                short_trust,
+                "qinglong_ingress_db_call_duration_seconds_count",
+                'function="pull_offer"',
+            )
+            - calls
+        )
+        confirmations = _series(
+            short_trust, "qinglong_ingress_idle_view_barriers_total", 'kind="confirm",outcome="ok"'
+        )
     finally:
         for puller in pullers:
             puller.close()
@@ -371,7 +423,8 @@ def _gauge(server: IngressThread, name: str) -> float:
 
 
 def test_reconfirmation_drops_a_credential_revoked_without_a_notification(
-        short_trust, prov, test_pki, su_conn):
+    short_trust, prov, test_pki, su_conn
+):
     """The re-confirmation asks the database, not the notifications: a revocation
     whose NOTIFY never came (triggers off for that session) ends the cache entry
     at the next re-confirmation, with no pull needed to find out."""
@@ -381,8 +434,11 @@ def test_reconfirmation_drops_a_credential_revoked_without_a_notification(
         _warm(short_trust, [puller])
         assert _gauge(short_trust, cached) == 1
         su_conn.execute("SET session_replication_role = replica")  # no triggers: no NOTIFY
-        su_conn.execute("UPDATE ql_private.worker_credentials SET revoked_at = clock_timestamp()"
-                        " WHERE credential_id = %s", (puller.agent.worker.credential_id,))
+        su_conn.execute(
+            "UPDATE ql_private.worker_credentials SET revoked_at = clock_timestamp()"
+            " WHERE credential_id = %s",
+            (puller.agent.worker.credential_id,),
+        )
         su_conn.execute("RESET session_replication_role")
         # No pull from here on: only a re-confirmation can drop the entry.
         _wait(lambda: _gauge(short_trust, cached) == 0, "entry dropped", timeout=2.0)

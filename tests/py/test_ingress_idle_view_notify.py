@@ -64,8 +64,11 @@ def test_notifying_paths(su, listener):
     assert _drain(listener) == [], "probe"
 
     # Requeue after the offer expired unstarted (the sweeper path).
-    su.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp() - interval '1 s'"
-               " WHERE offer_id = %s", (offered["offer"]["offerId"],))
+    su.execute(
+        "UPDATE ql_private.run_leases SET expires_at = clock_timestamp() - interval '1 s'"
+        " WHERE offer_id = %s",
+        (offered["offer"]["offerId"],),
+    )
     _drain(listener)
     api.sweep_leases().run(su)
     assert _drain(listener) == ["q"], "sweeper requeue"
@@ -120,19 +123,42 @@ def test_every_payload_the_database_sends_is_one_the_view_accepts(su, listener):
     api.disable_worker(worker_id=worker.worker_id).run(su)  # c: per credential (and s:)
     api.enable_worker(worker_id=worker.worker_id).run(su)
     api.revoke_credential(credential_id=worker.credential_id).run(su)
-    su.execute("DELETE FROM ql_private.worker_credentials WHERE credential_id = %s",
-               (worker.credential_id,))
+    su.execute(
+        "DELETE FROM ql_private.worker_credentials WHERE credential_id = %s",
+        (worker.credential_id,),
+    )
     payloads = _drain(listener)
     assert {p[:2] for p in payloads} == {"q", "s:", "c:"}, payloads
     assert [parse_notification(p) for p in payloads] == [
-        Notification(NotificationKind.QUEUE, "") if p == "q"
-        else Notification(NotificationKind.CREDENTIAL, worker.credential_id) if p[0] == "c"
-        else Notification(NotificationKind.SESSION, worker.worker_id) for p in payloads]
-    forged = ["", "Q", "q ", " q", "qq", "x", "control", "c:", "s:", "c:" + "a" * 15,
-              "c:" + "a" * 17, "c:" + "A" * 16, "c:abcdefghijklmno-",
-              "s:" + worker.worker_id.upper(), "s:" + worker.worker_id + "x",
-              "s:" + worker.worker_id.replace("-", ""), "s:" + worker.worker_id + "\n",
-              "c:" + worker.credential_id + "\n", "s:" + "x" * 7990, "q:" + worker.worker_id]
+        Notification(NotificationKind.QUEUE, "")
+        if p == "q"
+        else Notification(NotificationKind.CREDENTIAL, worker.credential_id)
+        if p[0] == "c"
+        else Notification(NotificationKind.SESSION, worker.worker_id)
+        for p in payloads
+    ]
+    forged = [
+        "",
+        "Q",
+        "q ",
+        " q",
+        "qq",
+        "x",
+        "control",
+        "c:",
+        "s:",
+        "c:" + "a" * 15,
+        "c:" + "a" * 17,
+        "c:" + "A" * 16,
+        "c:abcdefghijklmno-",
+        "s:" + worker.worker_id.upper(),
+        "s:" + worker.worker_id + "x",
+        "s:" + worker.worker_id.replace("-", ""),
+        "s:" + worker.worker_id + "\n",
+        "c:" + worker.credential_id + "\n",
+        "s:" + "x" * 7990,
+        "q:" + worker.worker_id,
+    ]
     assert [p for p in forged if parse_notification(p) is not None] == []
 
 

@@ -45,29 +45,43 @@ def _offers(ingress, agent: Agent, session: dict, prov, count: int) -> list[tupl
     return out
 
 
-def _item(kind: str, agent: Agent, session: dict, pull: dict, version: int,
-          **extra: Any) -> dict[str, Any]:
-    return {"schema": f"qinglong/lease-{kind}-request@v1", "workerId": agent.worker_id,
-            "sessionId": session["sessionId"], "generation": session["generation"],
-            "offerId": pull["offerId"], "leaseToken": pull["leaseToken"],
-            "leaseVersion": version, **extra}
+def _item(
+    kind: str, agent: Agent, session: dict, pull: dict, version: int, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "schema": f"qinglong/lease-{kind}-request@v1",
+        "workerId": agent.worker_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+        "offerId": pull["offerId"],
+        "leaseToken": pull["leaseToken"],
+        "leaseVersion": version,
+        **extra,
+    }
 
 
 def _batch(agent: Agent, session: dict, items: list[dict]) -> dict[str, Any]:
-    return {"schema": "qinglong/lease-batch-request@v1", "workerId": agent.worker_id,
-            "sessionId": session["sessionId"], "generation": session["generation"],
-            "items": items}
+    return {
+        "schema": "qinglong/lease-batch-request@v1",
+        "workerId": agent.worker_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+        "items": items,
+    }
 
 
 def test_each_item_is_answered_as_its_single_endpoint_would(ingress, agent, prov):
     session = _session(ingress, agent)
     (p1, o1), (p2, o2) = _offers(ingress, agent, session, prov, 2)
     v1, v2 = o1["lease"]["leaseVersion"], o2["lease"]["leaseVersion"]
-    items = [_item("ack", agent, session, p1, v1, phase="starting"),
-             _item("ack", agent, session, p2, v2, phase="starting"),
-             _item("heartbeat", agent, session, p2, v2 + 5)]  # a stale version: refused alone
-    reply = post(ingress.port, PATH, _batch(agent, session, items), ctx=agent.ctx,
-                 token=agent.token)
+    items = [
+        _item("ack", agent, session, p1, v1, phase="starting"),
+        _item("ack", agent, session, p2, v2, phase="starting"),
+        _item("heartbeat", agent, session, p2, v2 + 5),
+    ]  # a stale version: refused alone
+    reply = post(
+        ingress.port, PATH, _batch(agent, session, items), ctx=agent.ctx, token=agent.token
+    )
     assert reply.status == 200, reply.body
     validate("qinglong/lease-batch@v1", reply.json)
     results = reply.json["results"]
@@ -79,21 +93,28 @@ def test_each_item_is_answered_as_its_single_endpoint_would(ingress, agent, prov
     # idempotent, and the stale heartbeat is refused with the same reason.
     for item, result in zip(items, results, strict=True):
         kind = item["schema"].split("lease-")[1].split("-request")[0]
-        single = post(ingress.port, f"/v1/leases/{kind}", item, ctx=agent.ctx,
-                      token=agent.token)
+        single = post(ingress.port, f"/v1/leases/{kind}", item, ctx=agent.ctx, token=agent.token)
         assert (single.status, single.json) == (result["status"], result["body"])
 
     started = results[0]["body"]["leaseVersion"]
     running = _item("ack", agent, session, p1, started, phase="running")
     log = _item("log", agent, session, p1, started + 1, offset=0, chunk="hello\n")
     done = _item("complete", agent, session, p1, started + 1, outcome="succeeded", exitCode=0)
-    reply = post(ingress.port, PATH, _batch(agent, session, [running, log, done]),
-                 ctx=agent.ctx, token=agent.token)
+    reply = post(
+        ingress.port,
+        PATH,
+        _batch(agent, session, [running, log, done]),
+        ctx=agent.ctx,
+        token=agent.token,
+    )
     assert reply.status == 200, reply.body
     results = reply.json["results"]
     assert [r["status"] for r in results] == [200, 200, 200], results
-    assert results[1]["body"] == {"schema": "qinglong/lease-log@v1", "storedBytes": 6,
-                                  "truncated": False}
+    assert results[1]["body"] == {
+        "schema": "qinglong/lease-log@v1",
+        "storedBytes": 6,
+        "truncated": False,
+    }
     assert results[2]["body"]["state"] == "succeeded"
     text = reply.body.decode()
     assert p1["leaseToken"] not in text and p2["leaseToken"] not in text
@@ -117,7 +138,8 @@ def test_bad_batches_are_refused_and_change_nothing(ingress, agent, prov, su_con
     assert snapshot(su_conn).tables == before.tables
     other = make_agent(prov, test_pki, "worker-b")
     before = snapshot(su_conn)
-    reply = post(ingress.port, PATH, _batch(agent, session, [item]), ctx=other.ctx,
-                 token=other.token)
+    reply = post(
+        ingress.port, PATH, _batch(agent, session, [item]), ctx=other.ctx, token=other.token
+    )
     assert reply.status == 403 and reply.json["reason"] == "identity_mismatch"
     assert snapshot(su_conn).tables == before.tables

@@ -37,9 +37,22 @@ start_ingress_thread = ingress_harness.start_ingress_thread
 su_conn = ingress_harness.su_conn
 test_pki = ingress_harness.test_pki
 
-LEASE_KEYS = ["schema", "runId", "attemptId", "workerId", "sessionId", "sessionGeneration",
-              "leaseGeneration", "leaseVersion", "offerId", "claimedAtMs", "expiresAtMs",
-              "updatedAtMs", "state", "startedAtMs"]
+LEASE_KEYS = [
+    "schema",
+    "runId",
+    "attemptId",
+    "workerId",
+    "sessionId",
+    "sessionGeneration",
+    "leaseGeneration",
+    "leaseVersion",
+    "offerId",
+    "claimedAtMs",
+    "expiresAtMs",
+    "updatedAtMs",
+    "state",
+    "startedAtMs",
+]
 ACK, HEARTBEAT, COMPLETE = "/v1/leases/ack", "/v1/leases/heartbeat", "/v1/leases/complete"
 
 
@@ -50,18 +63,30 @@ class Claim:
     (`version`, updated from every 200 answer); a test repeats a request whose
     answer was "lost" by passing the version it was sent with (`leaseVersion=`)."""
 
-    def __init__(self, server: IngressThread, agent: Agent, session: dict[str, Any],
-                 pull: dict[str, Any], offer: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        server: IngressThread,
+        agent: Agent,
+        session: dict[str, Any],
+        pull: dict[str, Any],
+        offer: dict[str, Any],
+    ) -> None:
         self.server, self.agent, self.session = server, agent, session
         self.pull, self.offer = pull, offer
         self.replies: list[Reply] = []
         self.version: int = offer["lease"]["leaseVersion"]
 
     def body(self, kind: str, **extra: Any) -> dict[str, Any]:
-        return {"schema": f"qinglong/lease-{kind}-request@v1", "workerId": self.agent.worker_id,
-                "sessionId": self.session["sessionId"], "generation": self.session["generation"],
-                "offerId": self.pull["offerId"], "leaseToken": self.pull["leaseToken"],
-                "leaseVersion": self.version, **extra}
+        return {
+            "schema": f"qinglong/lease-{kind}-request@v1",
+            "workerId": self.agent.worker_id,
+            "sessionId": self.session["sessionId"],
+            "generation": self.session["generation"],
+            "offerId": self.pull["offerId"],
+            "leaseToken": self.pull["leaseToken"],
+            "leaseVersion": self.version,
+            **extra,
+        }
 
     def send(self, path: str, body: dict[str, Any], agent: Agent | None = None) -> Reply:
         agent = agent or self.agent
@@ -106,8 +131,10 @@ def _lease(reply: Reply, state: str, version: int, *, heartbeat: bool = False) -
 
 
 def _conflict(reply: Reply, reason: str) -> None:
-    assert (reply.status, reply.json) == (409, {"schema": "qinglong/error@v1",
-                                               "error": "conflict", "reason": reason})
+    assert (reply.status, reply.json) == (
+        409,
+        {"schema": "qinglong/error@v1", "error": "conflict", "reason": reason},
+    )
 
 
 def _events(su_conn) -> list[str]:
@@ -140,8 +167,9 @@ def test_start_run_heartbeat_complete_with_idempotent_replays(claim, ingress, su
     assert replay.body == claim.replies[-2].body and snapshot(su_conn) == before
 
     running = _lease(claim.ack("running"), "running", starting["leaseVersion"] + 1)
-    assert claim.ack("running", leaseVersion=starting["leaseVersion"]).body == \
-        claim.replies[-2].body
+    assert (
+        claim.ack("running", leaseVersion=starting["leaseVersion"]).body == claim.replies[-2].body
+    )
 
     beat = _lease(claim.heartbeat(), "running", running["leaseVersion"] + 1, heartbeat=True)
     assert beat["cancelRequested"] is False
@@ -149,28 +177,41 @@ def test_start_run_heartbeat_complete_with_idempotent_replays(claim, ingress, su
 
     done = _lease(claim.complete("succeeded", exitCode=0), "succeeded", beat["leaseVersion"] + 1)
     before = snapshot(su_conn)
-    assert claim.complete("succeeded", exitCode=0, leaseVersion=beat["leaseVersion"]).body == \
-        claim.replies[-2].body
+    assert (
+        claim.complete("succeeded", exitCode=0, leaseVersion=beat["leaseVersion"]).body
+        == claim.replies[-2].body
+    )
     assert snapshot(su_conn) == before
     assert done["runId"] == claim.offer["candidate"]["runId"]
 
     run_state = su_conn.execute("SELECT state FROM ql_private.runs").fetchone()[0]
     assert run_state == "succeeded"
-    assert _events(su_conn) == ["run.queued", "run.dispatched", "run.starting", "run.running",
-                                "run.succeeded"]
+    assert _events(su_conn) == [
+        "run.queued",
+        "run.dispatched",
+        "run.starting",
+        "run.running",
+        "run.succeeded",
+    ]
     # After completion the lease takes no more heartbeats.
     _conflict(claim.heartbeat(), "lease_terminal")
     _no_token_anywhere(claim)
 
     metrics = ingress.metrics_text()
-    expected = [("leases.ack", "starting", "ok"), ("leases.ack", "starting", "idempotent"),
-                ("leases.ack", "running", "ok"), ("leases.heartbeat", "heartbeat", "ok"),
-                ("leases.heartbeat", "heartbeat", "conflict"),
-                ("leases.complete", "succeeded", "ok"),
-                ("leases.complete", "succeeded", "idempotent")]
+    expected = [
+        ("leases.ack", "starting", "ok"),
+        ("leases.ack", "starting", "idempotent"),
+        ("leases.ack", "running", "ok"),
+        ("leases.heartbeat", "heartbeat", "ok"),
+        ("leases.heartbeat", "heartbeat", "conflict"),
+        ("leases.complete", "succeeded", "ok"),
+        ("leases.complete", "succeeded", "idempotent"),
+    ]
     for endpoint, transition, outcome in expected:
-        line = (f'qinglong_ingress_lease_transitions_total{{endpoint="{endpoint}",'
-                f'transition="{transition}",outcome="{outcome}"}} 1')
+        line = (
+            f'qinglong_ingress_lease_transitions_total{{endpoint="{endpoint}",'
+            f'transition="{transition}",outcome="{outcome}"}} 1'
+        )
         assert re.search("^" + re.escape(line) + "$", metrics, re.M), line
     actions = [json.loads(line)["action"] for line in ingress.audit_lines]
     assert {"lease.ack", "lease.heartbeat", "lease.complete"} <= set(actions)
@@ -180,8 +221,11 @@ def test_wrong_token_is_token_mismatch_and_changes_nothing(claim, su_conn):
     assert claim.ack("starting").status == 200
     before = snapshot(su_conn)
     wrong = new_token()
-    requests = [(ACK, claim.body("ack", phase="running")), (HEARTBEAT, claim.body("heartbeat")),
-                (COMPLETE, claim.body("complete", outcome="succeeded"))]
+    requests = [
+        (ACK, claim.body("ack", phase="running")),
+        (HEARTBEAT, claim.body("heartbeat")),
+        (COMPLETE, claim.body("complete", outcome="succeeded")),
+    ]
     for path, body in requests:
         _conflict(claim.send(path, dict(body, leaseToken=wrong)), "token_mismatch")
     assert snapshot(su_conn) == before
@@ -195,11 +239,18 @@ def test_another_workers_offer_is_offer_foreign(claim, ingress, prov, test_pki, 
     b = make_agent(prov, test_pki, "worker-b")
     b_session = _open(ingress, b)
     before = snapshot(su_conn)
-    for path, kind, extra in ((ACK, "ack", {"phase": "running"}), (HEARTBEAT, "heartbeat", {}),
-                              (COMPLETE, "complete", {"outcome": "failed"})):
+    for path, kind, extra in (
+        (ACK, "ack", {"phase": "running"}),
+        (HEARTBEAT, "heartbeat", {}),
+        (COMPLETE, "complete", {"outcome": "failed"}),
+    ):
         for session in (b_session, claim.session):
-            body = dict(claim.body(kind, **extra), workerId=b.worker_id,
-                        sessionId=session["sessionId"], generation=session["generation"])
+            body = dict(
+                claim.body(kind, **extra),
+                workerId=b.worker_id,
+                sessionId=session["sessionId"],
+                generation=session["generation"],
+            )
             _conflict(claim.send(path, body, agent=b), "offer_foreign")
     # An offer id nobody holds answers the same (no existence oracle).
     unknown = dict(claim.body("heartbeat"), offerId=pull_body(b, b_session)["offerId"])
@@ -207,9 +258,16 @@ def test_another_workers_offer_is_offer_foreign(claim, ingress, prov, test_pki, 
     assert snapshot(su_conn) == before
 
 
-@pytest.mark.parametrize("case", ["running_before_starting", "heartbeat_before_starting",
-                                  "complete_before_starting", "start_failed_after_running",
-                                  "cancelled_without_request"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "running_before_starting",
+        "heartbeat_before_starting",
+        "complete_before_starting",
+        "start_failed_after_running",
+        "cancelled_without_request",
+    ],
+)
 def test_illegal_transitions_are_409_and_change_nothing(claim, su_conn, case):
     if case in ("start_failed_after_running", "cancelled_without_request"):
         assert claim.ack("starting").status == 200 and claim.ack("running").status == 200
@@ -239,8 +297,10 @@ def test_start_failed_releases_the_lease_and_replays(claim, su_conn):
     failed = _lease(claim.ack("start_failed", reason="image_missing"), "failed", sent + 1)
     assert failed["startedAtMs"] is None
     before = snapshot(su_conn)
-    assert claim.ack("start_failed", reason="image_missing", leaseVersion=sent).body == \
-        claim.replies[-2].body
+    assert (
+        claim.ack("start_failed", reason="image_missing", leaseVersion=sent).body
+        == claim.replies[-2].body
+    )
     assert snapshot(su_conn) == before
     _conflict(claim.ack("start_failed", reason="other", leaseVersion=sent), "lease_terminal")
     _conflict(claim.ack("starting"), "lease_terminal")
@@ -249,8 +309,9 @@ def test_start_failed_releases_the_lease_and_replays(claim, su_conn):
 def test_cancel_is_learned_from_the_heartbeat(claim, prov, su_conn):
     assert claim.ack("starting").status == 200
     prov.call(api.cancel_run(run_id=claim.offer["candidate"]["runId"]))
-    beat = _lease(claim.heartbeat(), "starting", claim.offer["lease"]["leaseVersion"] + 2,
-                  heartbeat=True)
+    beat = _lease(
+        claim.heartbeat(), "starting", claim.offer["lease"]["leaseVersion"] + 2, heartbeat=True
+    )
     assert beat["cancelRequested"] is True
     _lease(claim.complete("cancelled"), "cancelled", beat["leaseVersion"] + 1)
     assert su_conn.execute("SELECT state FROM ql_private.runs").fetchone()[0] == "cancelled"
@@ -258,10 +319,12 @@ def test_cancel_is_learned_from_the_heartbeat(claim, prov, su_conn):
 
 # case -> (status, reason told, reason audited): a wrong secret is told
 # `invalid_credential` (like an unknown id); security_audit keeps `bad_secret`.
-CREDENTIAL_CASES = {"wrong_secret": (401, "invalid_credential", "bad_secret"),
-                    "missing": (401, "missing_credential", "missing_credential"),
-                    "body_names_b": (403, "identity_mismatch", "identity_mismatch"),
-                    "credential_of_b": (403, "worker_mismatch", "worker_mismatch")}
+CREDENTIAL_CASES = {
+    "wrong_secret": (401, "invalid_credential", "bad_secret"),
+    "missing": (401, "missing_credential", "missing_credential"),
+    "body_names_b": (403, "identity_mismatch", "identity_mismatch"),
+    "credential_of_b": (403, "worker_mismatch", "worker_mismatch"),
+}
 
 
 @pytest.mark.parametrize("case", sorted(CREDENTIAL_CASES))
@@ -271,7 +334,7 @@ def test_lease_denials_change_nothing_but_the_audit(claim, prov, test_pki, su_co
     secret = claim.agent.worker.secret
     token: str | None = claim.agent.token
     if case == "wrong_secret":
-        token = token[:-len(secret)] + ("B" if secret[0] == "A" else "A") + secret[1:]
+        token = token[: -len(secret)] + ("B" if secret[0] == "A" else "A") + secret[1:]
     elif case == "missing":
         token = None
     elif case == "body_names_b":
@@ -284,15 +347,17 @@ def test_lease_denials_change_nothing_but_the_audit(claim, prov, test_pki, su_co
     assert (reply.status, reply.json["reason"]) == (status, told)
     after = snapshot(su_conn)
     assert after.tables == before.tables and after.audit_rows == before.audit_rows + 1
-    row = su_conn.execute("SELECT action, outcome, reason FROM ql_private.security_audit"
-                          " ORDER BY id DESC LIMIT 1").fetchone()
+    row = su_conn.execute(
+        "SELECT action, outcome, reason FROM ql_private.security_audit ORDER BY id DESC LIMIT 1"
+    ).fetchone()
     assert tuple(row) == ("lease.ack", "denied", reason)
     claim.replies.append(reply)
     _no_token_anywhere(claim, *(t for t in (token,) if t))
 
 
-def test_corrupted_lease_projection_is_503(start_ingress_thread, test_pki, ingress_dsn,
-                                           agent, prov):
+def test_corrupted_lease_projection_is_503(
+    start_ingress_thread, test_pki, ingress_dsn, agent, prov
+):
     def corrupt(route: str, doc: dict) -> dict:
         return dict(doc, leaseVersion=0) if route.startswith("leases.") else doc
 
@@ -301,14 +366,19 @@ def test_corrupted_lease_projection_is_503(start_ingress_thread, test_pki, ingre
     reply = claim.ack("starting")
     assert (reply.status, reply.json["reason"]) == (503, "invalid_projection")
     assert int(reply.headers["Retry-After"]) >= 1
-    assert server.metrics.lease_transitions.value("leases.ack", "starting",
-                                                  "invalid_projection") == 1
+    assert (
+        server.metrics.lease_transitions.value("leases.ack", "starting", "invalid_projection") == 1
+    )
 
 
 def _lease_row(su_conn, offer_id: str) -> tuple[Any, ...]:
-    return tuple(su_conn.execute(
-        "SELECT xmin::text, lease_version, expires_at, heartbeat_at FROM ql_private.run_leases"
-        " WHERE offer_id = %s", (offer_id,)).fetchone())
+    return tuple(
+        su_conn.execute(
+            "SELECT xmin::text, lease_version, expires_at, heartbeat_at FROM ql_private.run_leases"
+            " WHERE offer_id = %s",
+            (offer_id,),
+        ).fetchone()
+    )
 
 
 def test_repeated_heartbeat_after_a_lost_answer_extends_the_lease_once(claim, ingress, su_conn):
@@ -328,8 +398,9 @@ def test_repeated_heartbeat_after_a_lost_answer_extends_the_lease_once(claim, in
     assert again.body == first.body
     assert _lease_row(su_conn, claim.pull["offerId"]) == after_first  # same xmin: no write
     assert snapshot(su_conn) == tables
-    assert ingress.metrics.lease_transitions.value("leases.heartbeat", "heartbeat",
-                                                   "idempotent") == 1
+    assert (
+        ingress.metrics.lease_transitions.value("leases.heartbeat", "heartbeat", "idempotent") == 1
+    )
 
 
 def test_ack_with_an_old_lease_version_is_409_stale_and_changes_nothing(claim, ingress, su_conn):
@@ -344,8 +415,9 @@ def test_ack_with_an_old_lease_version_is_409_stale_and_changes_nothing(claim, i
     _conflict(claim.ack("starting", leaseVersion=offered), "stale_lease_version")
     _conflict(claim.ack("running", leaseVersion=claim.version + 5), "stale_lease_version")
     _conflict(claim.heartbeat(leaseVersion=offered), "stale_lease_version")
-    _conflict(claim.complete("succeeded", exitCode=0, leaseVersion=offered + 1),
-              "stale_lease_version")
+    _conflict(
+        claim.complete("succeeded", exitCode=0, leaseVersion=offered + 1), "stale_lease_version"
+    )
     assert snapshot(su_conn) == before
     assert _lease_row(su_conn, claim.pull["offerId"]) == row
     assert ingress.metrics.lease_transitions.value("leases.ack", "running", "conflict") == 2
@@ -353,15 +425,23 @@ def test_ack_with_an_old_lease_version_is_409_stale_and_changes_nothing(claim, i
     _lease(claim.ack("running"), "running", row[1] + 1)
 
 
-@pytest.mark.parametrize("path,kind,extra", [(ACK, "ack", {"phase": "starting"}),
-                                             (HEARTBEAT, "heartbeat", {}),
-                                             (COMPLETE, "complete", {"outcome": "succeeded"})])
+@pytest.mark.parametrize(
+    "path,kind,extra",
+    [
+        (ACK, "ack", {"phase": "starting"}),
+        (HEARTBEAT, "heartbeat", {}),
+        (COMPLETE, "complete", {"outcome": "succeeded"}),
+    ],
+)
 def test_lease_version_is_required_on_the_wire(claim, su_conn, path, kind, extra):
     before = snapshot(su_conn)
     body = claim.body(kind, **extra)
-    for bad in ({k: v for k, v in body.items() if k != "leaseVersion"},
-                dict(body, leaseVersion=0), dict(body, leaseVersion="1"),
-                dict(body, leaseVersion=None)):
+    for bad in (
+        {k: v for k, v in body.items() if k != "leaseVersion"},
+        dict(body, leaseVersion=0),
+        dict(body, leaseVersion="1"),
+        dict(body, leaseVersion=None),
+    ):
         reply = claim.send(path, bad)
         assert (reply.status, reply.json["reason"]) == (400, "schema_invalid"), bad
     assert snapshot(su_conn) == before

@@ -40,16 +40,26 @@ start_ingress_thread = ingress_harness.start_ingress_thread
 su_conn = ingress_harness.su_conn
 test_pki = ingress_harness.test_pki
 
-LOG, ACK, HEARTBEAT, COMPLETE = ("/v1/leases/log", "/v1/leases/ack", "/v1/leases/heartbeat",
-                                 "/v1/leases/complete")
+LOG, ACK, HEARTBEAT, COMPLETE = (
+    "/v1/leases/log",
+    "/v1/leases/ack",
+    "/v1/leases/heartbeat",
+    "/v1/leases/complete",
+)
 
 
 class Claim:
     """A worker holding one offered lease through the real ingress; `version` is
     the lease version of the last lease@v1 it received."""
 
-    def __init__(self, server: IngressThread, agent: Agent, session: dict[str, Any],
-                 pull: dict[str, Any], offer: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        server: IngressThread,
+        agent: Agent,
+        session: dict[str, Any],
+        pull: dict[str, Any],
+        offer: dict[str, Any],
+    ) -> None:
         self.server, self.agent, self.session, self.pull = server, agent, session, pull
         self.offer = offer
         self.version: int = offer["lease"]["leaseVersion"]
@@ -60,10 +70,16 @@ class Claim:
         return self.offer["candidate"]["runId"]
 
     def body(self, kind: str, **extra: Any) -> dict[str, Any]:
-        return {"schema": f"qinglong/lease-{kind}-request@v1", "workerId": self.agent.worker_id,
-                "sessionId": self.session["sessionId"], "generation": self.session["generation"],
-                "offerId": self.pull["offerId"], "leaseToken": self.pull["leaseToken"],
-                "leaseVersion": self.version, **extra}
+        return {
+            "schema": f"qinglong/lease-{kind}-request@v1",
+            "workerId": self.agent.worker_id,
+            "sessionId": self.session["sessionId"],
+            "generation": self.session["generation"],
+            "offerId": self.pull["offerId"],
+            "leaseToken": self.pull["leaseToken"],
+            "leaseVersion": self.version,
+            **extra,
+        }
 
     def send(self, path: str, body: dict[str, Any] | bytes) -> Reply:
         reply = post(self.server.port, path, body, ctx=self.agent.ctx, token=self.agent.token)
@@ -102,21 +118,30 @@ def started(ingress, agent, prov) -> Claim:
 def _stored(reply: Reply, stored: int, truncated: bool = False) -> None:
     assert reply.status == 200, reply.body
     validate("qinglong/lease-log@v1", reply.json)
-    assert reply.json == {"schema": "qinglong/lease-log@v1", "storedBytes": stored,
-                          "truncated": truncated}
+    assert reply.json == {
+        "schema": "qinglong/lease-log@v1",
+        "storedBytes": stored,
+        "truncated": truncated,
+    }
 
 
 def _log_offset(reply: Reply, stored: int) -> None:
     assert reply.status == 409, reply.body
     validate("qinglong/error@v1", reply.json)
-    assert reply.json == {"schema": "qinglong/error@v1", "error": "conflict",
-                          "reason": "log_offset", "offset": stored,
-                          "detail": {"offset": stored}}
+    assert reply.json == {
+        "schema": "qinglong/error@v1",
+        "error": "conflict",
+        "reason": "log_offset",
+        "offset": stored,
+        "detail": {"offset": stored},
+    }
 
 
 def _conflict(reply: Reply, reason: str) -> None:
-    assert (reply.status, reply.json) == (409, {"schema": "qinglong/error@v1",
-                                               "error": "conflict", "reason": reason})
+    assert (reply.status, reply.json) == (
+        409,
+        {"schema": "qinglong/error@v1", "error": "conflict", "reason": reason},
+    )
 
 
 def _text(prov, run_id: str) -> str:
@@ -144,8 +169,10 @@ def test_append_replay_and_resume_from_the_answered_offset(started, prov, su_con
     _conflict(started.log(14, "x", leaseVersion=acked), "stale_lease_version")
     _stored(started.log(14, "x"), 15)
     metrics = ingress.metrics_text()
-    assert ('qinglong_ingress_lease_transitions_total{endpoint="leases.log",'
-            'transition="log",outcome="ok"} 4') in metrics
+    assert (
+        'qinglong_ingress_lease_transitions_total{endpoint="leases.log",'
+        'transition="log",outcome="ok"} 4'
+    ) in metrics
     actions = {json.loads(line)["action"] for line in ingress.audit_lines}
     assert "lease.log" in actions
     texts = [r.body.decode() for r in started.replies] + ingress.audit_lines
@@ -159,13 +186,18 @@ def test_only_a_started_live_lease_appends(ingress, agent, prov, su_conn):
     assert snapshot(su_conn) == before
     assert claim.send(ACK, claim.body("ack", phase="starting")).status == 200
     _stored(claim.log(0, "out"), 3)
-    done = claim.send(COMPLETE, claim.body("complete", outcome="succeeded", result={
-        "durationMs": 1, "outputTail": "out", "outputBytes": 3, "logBytes": 3}))
+    done = claim.send(
+        COMPLETE,
+        claim.body(
+            "complete",
+            outcome="succeeded",
+            result={"durationMs": 1, "outputTail": "out", "outputBytes": 3, "logBytes": 3},
+        ),
+    )
     assert done.status == 200, done.body
     _conflict(claim.log(3, "late"), "lease_terminal")
     page = prov.call(api.run_log(run_id=claim.run_id))
-    assert (page.text, page.log_bytes, page.complete, page.ended) == \
-        ("out", 3, True, True)
+    assert (page.text, page.log_bytes, page.complete, page.ended) == ("out", 3, True, True)
 
 
 def test_the_cap_pinned_at_claim_cuts_on_a_character_boundary(ingress, agent, prov):
@@ -198,14 +230,15 @@ def test_chunk_bounds(started, su_conn):
     assert snapshot(su_conn) == before
 
 
-def test_concurrent_appends_at_one_offset_append_exactly_once(start_ingress_thread, test_pki,
-                                                            ingress_dsn, agent, prov):
+def test_concurrent_appends_at_one_offset_append_exactly_once(
+    start_ingress_thread, test_pki, ingress_dsn, agent, prov
+):
     """Eight requests at one offset at once (one connection each: the replica
     lets this worker hold eight), each with other bytes: one appends, every
     other one is told the winner's length."""
-    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
-                                                 max_connections_per_worker=16,
-                                                 pool_min_size=8))
+    server = start_ingress_thread(
+        ingress_config(test_pki, ingress_dsn, max_connections_per_worker=16, pool_min_size=8)
+    )
     started = _claim(server, agent, prov, prov.task("t"))
     assert started.send(ACK, started.body("ack", phase="starting")).status == 200
     _stored(started.log(0, "start\n"), 6)
@@ -240,17 +273,22 @@ def test_concurrent_appends_at_one_offset_append_exactly_once(start_ingress_thre
 
 @pytest.mark.parametrize("same_bytes", [True, False])
 def test_an_append_waits_for_the_one_in_flight_and_decides_on_its_result(
-        started, db_dsn, same_bytes):
+    started, db_dsn, same_bytes
+):
     """Transaction A appends and holds its locks; B at the same offset waits for
     A (the log header), then sees A's length: a replay when it carried the same
     bytes, log_offset otherwise — never a second append. Both for the first
     chunk (the header is created) and for a later one (the header exists)."""
-    fence = dict(credential_id=started.agent.worker.credential_id,
-                 secret_digest=started.agent.worker.secret_digest,
-                 worker_id=started.agent.worker_id, session_id=started.session["sessionId"],
-                 generation=started.session["generation"], offer_id=started.pull["offerId"],
-                 token_digest=lease_token_digest(started.pull["leaseToken"]),
-                 lease_version=started.version)
+    fence = dict(
+        credential_id=started.agent.worker.credential_id,
+        secret_digest=started.agent.worker.secret_digest,
+        worker_id=started.agent.worker_id,
+        session_id=started.session["sessionId"],
+        generation=started.session["generation"],
+        offer_id=started.pull["offerId"],
+        token_digest=lease_token_digest(started.pull["leaseToken"]),
+        lease_version=started.version,
+    )
     for offset in (0, 5):
         with psycopg.connect(db_dsn) as a, psycopg.connect(db_dsn, autocommit=True) as b:
             first = api.append_log(**fence, offset=offset, chunk="first").run(a).doc
@@ -265,10 +303,11 @@ def test_an_append_waits_for_the_one_in_flight_and_decides_on_its_result(
             a.commit()
             worker.join(15)
             assert not worker.is_alive()
-        expected = ({"status": "idempotent", "storedBytes": offset + 5, "truncated": False}
-                    if same_bytes else
-                    {"status": "conflict", "category": "log_offset",
-                     "storedBytes": offset + 5})
+        expected = (
+            {"status": "idempotent", "storedBytes": offset + 5, "truncated": False}
+            if same_bytes
+            else {"status": "conflict", "category": "log_offset", "storedBytes": offset + 5}
+        )
         assert result == expected
 
 
@@ -280,18 +319,30 @@ def test_a_chunk_never_lands_after_its_attempt_ended(started, db_dsn):
     """A completion holding the attempt (uncommitted) makes an append wait; once
     it commits the append answers lease_terminal and stores nothing. The other
     way round, a completion waits for an append in flight, which lands first."""
-    fence = dict(credential_id=started.agent.worker.credential_id,
-                 secret_digest=started.agent.worker.secret_digest,
-                 worker_id=started.agent.worker_id, session_id=started.session["sessionId"],
-                 generation=started.session["generation"], offer_id=started.pull["offerId"],
-                 token_digest=lease_token_digest(started.pull["leaseToken"]))
+    fence = dict(
+        credential_id=started.agent.worker.credential_id,
+        secret_digest=started.agent.worker.secret_digest,
+        worker_id=started.agent.worker_id,
+        session_id=started.session["sessionId"],
+        generation=started.session["generation"],
+        offer_id=started.pull["offerId"],
+        token_digest=lease_token_digest(started.pull["leaseToken"]),
+    )
     with psycopg.connect(db_dsn) as a, psycopg.connect(db_dsn, autocommit=True) as b:
-        appended = api.append_log(**fence, lease_version=started.version, offset=0,
-                                  chunk="before the end").run(a).doc
+        appended = (
+            api.append_log(**fence, lease_version=started.version, offset=0, chunk="before the end")
+            .run(a)
+            .doc
+        )
         assert appended["status"] == "ok"
         result: dict[str, Any] = {}
-        done = threading.Thread(target=lambda: result.update(api.complete_lease(
-            **fence, lease_version=started.version, outcome="succeeded").run(b).doc))
+        done = threading.Thread(
+            target=lambda: result.update(
+                api.complete_lease(**fence, lease_version=started.version, outcome="succeeded")
+                .run(b)
+                .doc
+            )
+        )
         done.start()
         done.join(1.0)
         assert done.is_alive(), "the completion waits for the append in flight"
@@ -301,12 +352,19 @@ def test_a_chunk_never_lands_after_its_attempt_ended(started, db_dsn):
     with psycopg.connect(db_dsn) as a, psycopg.connect(db_dsn, autocommit=True) as b:
         # A writer holding the attempt FOR UPDATE (as a completion, a cancel or
         # the sweeper's loss does) keeps an append of its lease waiting.
-        a.execute("SELECT 1 FROM ql_private.attempts a JOIN ql_private.run_leases l"
-                  " ON l.attempt_id = a.id WHERE l.offer_id = %s FOR UPDATE OF a",
-                  (started.pull["offerId"],))
+        a.execute(
+            "SELECT 1 FROM ql_private.attempts a JOIN ql_private.run_leases l"
+            " ON l.attempt_id = a.id WHERE l.offer_id = %s FOR UPDATE OF a",
+            (started.pull["offerId"],),
+        )
         late: dict[str, Any] = {}
-        append = threading.Thread(target=lambda: late.update(api.append_log(
-            **fence, lease_version=started.version + 1, offset=14, chunk="after").run(b).doc))
+        append = threading.Thread(
+            target=lambda: late.update(
+                api.append_log(**fence, lease_version=started.version + 1, offset=14, chunk="after")
+                .run(b)
+                .doc
+            )
+        )
         append.start()
         append.join(1.0)
         assert append.is_alive(), "an append waits for a writer holding the attempt"

@@ -47,8 +47,7 @@ def _admin_status(port: int, path: str) -> int:
 
 
 @pytest.mark.skipif(bool(os.environ.get("QL_TEST_DSN")), reason="needs a cluster we may stop")
-def test_database_outage_is_503_and_recovers_without_restart(start_ingress_thread,
-                                                             test_pki):
+def test_database_outage_is_503_and_recovers_without_restart(start_ingress_thread, test_pki):
     cluster = ThrowawayPostgres()
     try:
         cluster.start()
@@ -57,21 +56,39 @@ def test_database_outage_is_503_and_recovers_without_restart(start_ingress_threa
         ensure_ingress_role(cluster.dsn("postgres"))
         with psycopg.connect(su_dsn, autocommit=True) as conn:
             agent = make_agent(Provisioner(conn), test_pki, "outage")
-        config = ingress_config(test_pki, cluster.dsn("ql_outage", user=INGRESS_ROLE),
-                                statement_timeout_ms=2000, acquire_timeout_ms=1500)
+        config = ingress_config(
+            test_pki,
+            cluster.dsn("ql_outage", user=INGRESS_ROLE),
+            statement_timeout_ms=2000,
+            acquire_timeout_ms=1500,
+        )
         server = start_ingress_thread(config)
-        opened = post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
-                      token=agent.token)
+        opened = post(
+            server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token
+        )
         assert opened.status == 201
         session = opened.json
-        assert post(server.port, "/v1/offers/pull", pull_body(agent, session), ctx=agent.ctx,
-                    token=agent.token).json["status"] == "idle"
+        assert (
+            post(
+                server.port,
+                "/v1/offers/pull",
+                pull_body(agent, session),
+                ctx=agent.ctx,
+                token=agent.token,
+            ).json["status"]
+            == "idle"
+        )
 
         cluster.stop(mode="immediate")
         for _ in range(3):
             started = time.monotonic()
-            reply = post(server.port, "/v1/offers/pull", pull_body(agent, session),
-                         ctx=agent.ctx, token=agent.token)
+            reply = post(
+                server.port,
+                "/v1/offers/pull",
+                pull_body(agent, session),
+                ctx=agent.ctx,
+                token=agent.token,
+            )
             elapsed = time.monotonic() - started
             assert reply.status == 503, reply.body
             assert reply.json["schema"] == "qinglong/error@v1"
@@ -84,8 +101,13 @@ def test_database_outage_is_503_and_recovers_without_restart(start_ingress_threa
         cluster.restart()  # same data dir, same port
         deadline = time.monotonic() + 30
         while True:
-            reply = post(server.port, "/v1/offers/pull", pull_body(agent, session),
-                         ctx=agent.ctx, token=agent.token)
+            reply = post(
+                server.port,
+                "/v1/offers/pull",
+                pull_body(agent, session),
+                ctx=agent.ctx,
+                token=agent.token,
+            )
             if reply.status == 200:
                 break
             assert reply.status == 503
@@ -93,8 +115,10 @@ def test_database_outage_is_503_and_recovers_without_restart(start_ingress_threa
             time.sleep(0.3)
         assert reply.json["status"] == "idle"
         assert _admin_status(server.admin_port, "/readyz") == 200
-        assert server.metrics.db_errors.value("connection") + server.metrics.db_errors.value(
-            "pool") >= 1
+        assert (
+            server.metrics.db_errors.value("connection") + server.metrics.db_errors.value("pool")
+            >= 1
+        )
     finally:
         cluster.cleanup()
 
@@ -116,17 +140,35 @@ def _peer_cert(port: int, ctx) -> bytes:
 def test_serve_process_reloads_on_sighup_and_drains_on_sigterm(tmp_path, test_pki):
     ready = tmp_path / "ready.json"
     config = {  # camelCase keys, as a dev env would write them
-        "dsn": UNREACHABLE_DSN, "certFile": str(test_pki.server.cert_file),
-        "keyFile": str(test_pki.server.key_file), "clientCaFile": test_pki.ca_file,
-        "port": 0, "adminPort": 0, "readyFile": str(ready), "acquireTimeoutMs": 2000,
+        "dsn": UNREACHABLE_DSN,
+        "certFile": str(test_pki.server.cert_file),
+        "keyFile": str(test_pki.server.key_file),
+        "clientCaFile": test_pki.ca_file,
+        "port": 0,
+        "adminPort": 0,
+        "readyFile": str(ready),
+        "acquireTimeoutMs": 2000,
         "auditLog": str(tmp_path / "audit.jsonl"),
     }
     (tmp_path / "ingress.json").write_text(json.dumps(config))
     # One process: the test reads this process's stdout and its one admin listener
     # (without --processes, serve starts one child per CPU under a supervisor).
-    proc = subprocess.Popen([sys.executable, "-m", "qinglong", "ingress", "serve",
-                             "--processes", "1", "--config", str(tmp_path / "ingress.json")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "ingress",
+            "serve",
+            "--processes",
+            "1",
+            "--config",
+            str(tmp_path / "ingress.json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         urls = _wait_for(ready, proc)
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
@@ -137,8 +179,9 @@ def test_serve_process_reloads_on_sighup_and_drains_on_sigterm(tmp_path, test_pk
         ctx = client_context(test_pki, test_pki.worker_cert("0b1e7a2c-3d4e-4f50-8a6b-7c8d9e0f1a2b"))
         before = _peer_cert(port, ctx)
 
-        pki.issue_server_cert(test_pki.ca_dir, test_pki.server.cert_file.parent,
-                              ("localhost", "127.0.0.1"))
+        pki.issue_server_cert(
+            test_pki.ca_dir, test_pki.server.cert_file.parent, ("localhost", "127.0.0.1")
+        )
         proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 10
         while _peer_cert(port, ctx) == before:
@@ -148,12 +191,23 @@ def test_serve_process_reloads_on_sighup_and_drains_on_sigterm(tmp_path, test_pk
         # An in-flight request (its handler waiting on the database pool when
         # SIGTERM arrives) is still answered before the process exits.
         worker = "0b1e7a2c-3d4e-4f50-8a6b-7c8d9e0f1a2b"
-        body = json.dumps({"schema": "qinglong/offer-pull-request@v1", "workerId": worker,
-                           "sessionId": worker, "generation": 1, "offerId": worker,
-                           "leaseToken": "A" * 43}).encode()
+        body = json.dumps(
+            {
+                "schema": "qinglong/offer-pull-request@v1",
+                "workerId": worker,
+                "sessionId": worker,
+                "generation": 1,
+                "offerId": worker,
+                "leaseToken": "A" * 43,
+            }
+        ).encode()
         sock = tls_socket(port, ctx, timeout=10)
-        sock.sendall(b"POST /v1/offers/pull HTTP/1.1\r\nHost: x\r\nContent-Length: "
-                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        sock.sendall(
+            b"POST /v1/offers/pull HTTP/1.1\r\nHost: x\r\nContent-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
         time.sleep(0.3)  # the missing-credential denial is now waiting for a connection
         proc.send_signal(signal.SIGTERM)
         answer = b""

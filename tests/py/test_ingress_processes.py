@@ -52,8 +52,9 @@ def _wait(predicate: Callable[[], bool], what: str, timeout_s: float = 20) -> No
 
 
 def _pull_ok(tree: IngressTree, agent: Agent, session: dict) -> None:
-    reply = post(tree.port, "/v1/offers/pull", pull_body(agent, session), ctx=agent.ctx,
-                 token=agent.token)
+    reply = post(
+        tree.port, "/v1/offers/pull", pull_body(agent, session), ctx=agent.ctx, token=agent.token
+    )
     assert reply.status == 200 and reply.json["status"] == "idle", reply.body
 
 
@@ -76,16 +77,22 @@ def test_two_processes_share_the_port_and_the_supervisor_keeps_them(tree, prov, 
     session = opened.json
     for _ in range(40):  # fresh connections: the kernel spreads them over both
         _pull_ok(tree, agent, session)
-    served = [tree.metric_at(url, 'qinglong_ingress_tls_handshakes_total{outcome="full"}')
-              for url in tree.admin_urls]
+    served = [
+        tree.metric_at(url, 'qinglong_ingress_tls_handshakes_total{outcome="full"}')
+        for url in tree.admin_urls
+    ]
     assert all(count > 0 for count in served), served
     assert sum(served) >= 41
 
     # kill -9 one child: the supervisor starts a new one on the same port.
     victim = children[1]
     os.kill(victim, signal.SIGKILL)
-    _wait(lambda: tree.ready["childPids"][1] not in (victim, 0)
-          and _alive(tree.ready["childPids"][1]), "child restarted")
+    _wait(
+        lambda: (
+            tree.ready["childPids"][1] not in (victim, 0) and _alive(tree.ready["childPids"][1])
+        ),
+        "child restarted",
+    )
     for _ in range(10):
         _pull_ok(tree, agent, session)
     assert _alive(children[0]) and tree.process.poll() is None
@@ -124,8 +131,22 @@ def test_a_child_that_cannot_start_stops_the_tree(tmp_path, test_pki, ingress_ds
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", "257"])
 def test_processes_must_be_a_sensible_count(tmp_path, value):
-    done = subprocess.run([sys.executable, "-m", "qinglong", "ingress", "serve", "--config",
-                           str(tmp_path / "absent.json"), "--processes", value],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "ingress",
+            "serve",
+            "--config",
+            str(tmp_path / "absent.json"),
+            "--processes",
+            value,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2
     assert "--processes" in done.stderr and "must be" in done.stderr

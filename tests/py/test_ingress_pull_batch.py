@@ -38,9 +38,13 @@ def _open(ingress, agent: Agent) -> dict:
 
 
 def _batch_body(agent: Agent, session: dict, pairs: list[dict[str, str]]) -> dict[str, Any]:
-    return {"schema": "qinglong/offer-batch-pull-request@v1", "workerId": agent.worker_id,
-            "sessionId": session["sessionId"], "generation": session["generation"],
-            "offers": pairs}
+    return {
+        "schema": "qinglong/offer-batch-pull-request@v1",
+        "workerId": agent.worker_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+        "offers": pairs,
+    }
 
 
 def _pulls(ingress, result: str) -> int:
@@ -65,12 +69,17 @@ def test_batch_claims_up_to_free_slots_and_replays_exactly(ingress, agent, prov,
     assert list(doc) == ["schema", "offers", "idle"]
     assert [o["offerId"] for o in doc["offers"]] == [p["offerId"] for p in pairs[:4]]
     assert [o["candidate"]["runId"] for o in doc["offers"]] == run_ids[:4]
-    assert all(o["schema"] == "qinglong/remote-execution-offer@v1" and o["status"] == "offered"
-               for o in doc["offers"])
+    assert all(
+        o["schema"] == "qinglong/remote-execution-offer@v1" and o["status"] == "offered"
+        for o in doc["offers"]
+    )
     assert doc["idle"]["reason"] == "capacity_full"
     cfg = ingress.running.state.config
-    assert cfg.idle_retry_after_ms <= doc["idle"]["retryAfterMs"] <= (
-        cfg.idle_retry_after_ms + cfg.idle_jitter_ms)
+    assert (
+        cfg.idle_retry_after_ms
+        <= doc["idle"]["retryAfterMs"]
+        <= (cfg.idle_retry_after_ms + cfg.idle_jitter_ms)
+    )
     text = first.body.decode()
     assert not any(p["leaseToken"] in text for p in pairs)
 
@@ -84,10 +93,19 @@ def test_batch_claims_up_to_free_slots_and_replays_exactly(ingress, agent, prov,
     assert snapshot(su_conn).tables == before.tables  # a replayed batch writes nothing
 
     # Each id replays through the single endpoint as the very same offer.
-    single = post(ingress.port, "/v1/offers/pull",
-                  {"schema": "qinglong/offer-pull-request@v1", "workerId": agent.worker_id,
-                   "sessionId": session["sessionId"], "generation": session["generation"],
-                   **pairs[1]}, ctx=agent.ctx, token=agent.token)
+    single = post(
+        ingress.port,
+        "/v1/offers/pull",
+        {
+            "schema": "qinglong/offer-pull-request@v1",
+            "workerId": agent.worker_id,
+            "sessionId": session["sessionId"],
+            "generation": session["generation"],
+            **pairs[1],
+        },
+        ctx=agent.ctx,
+        token=agent.token,
+    )
     assert single.status == 200 and single.json == doc["offers"][1]
 
 
@@ -95,23 +113,30 @@ def test_batch_reports_conflicts_per_id(ingress, agent, prov):
     session = _open(ingress, agent)
     prov.enqueue(prov.task("t"), count=2)
     pairs = _pairs(2)
-    assert post(ingress.port, PATH, _batch_body(agent, session, pairs), ctx=agent.ctx,
-                token=agent.token).status == 200
+    assert (
+        post(
+            ingress.port, PATH, _batch_body(agent, session, pairs), ctx=agent.ctx, token=agent.token
+        ).status
+        == 200
+    )
     wrong = [pairs[0], {"offerId": pairs[1]["offerId"], "leaseToken": new_token()}]
-    reply = post(ingress.port, PATH, _batch_body(agent, session, wrong), ctx=agent.ctx,
-                 token=agent.token)
+    reply = post(
+        ingress.port, PATH, _batch_body(agent, session, wrong), ctx=agent.ctx, token=agent.token
+    )
     assert reply.status == 200, reply.body
     validate(BATCH, reply.json)
     assert [o["offerId"] for o in reply.json["offers"]] == [pairs[0]["offerId"]]
-    assert reply.json["conflicts"] == [{"offerId": pairs[1]["offerId"],
-                                        "category": "token_mismatch"}]
+    assert reply.json["conflicts"] == [
+        {"offerId": pairs[1]["offerId"], "category": "token_mismatch"}
+    ]
     assert reply.json["idle"] is None
 
 
 def test_idle_batch_and_session_fence(ingress, agent):
     session = _open(ingress, agent)
-    idle = post(ingress.port, PATH, _batch_body(agent, session, _pairs(3)), ctx=agent.ctx,
-                token=agent.token)
+    idle = post(
+        ingress.port, PATH, _batch_body(agent, session, _pairs(3)), ctx=agent.ctx, token=agent.token
+    )
     assert idle.status == 200
     assert idle.json["offers"] == [] and idle.json["idle"]["reason"] == "no_candidates"
     stale = dict(_batch_body(agent, session, _pairs(1)), generation=session["generation"] + 1)
@@ -122,15 +147,20 @@ def test_idle_batch_and_session_fence(ingress, agent):
 @pytest.mark.parametrize("offers", [[], "too_many", "duplicate"])
 def test_bad_batches_are_refused_and_change_nothing(ingress, agent, su_conn, offers):
     session = _open(ingress, agent)
-    pairs = {"too_many": _pairs(17), "duplicate": _pairs(1) * 2}.get(offers, []) if isinstance(
-        offers, str) else offers
+    pairs = (
+        {"too_many": _pairs(17), "duplicate": _pairs(1) * 2}.get(offers, [])
+        if isinstance(offers, str)
+        else offers
+    )
     before = snapshot(su_conn)
-    reply = post(ingress.port, PATH, _batch_body(agent, session, pairs), ctx=agent.ctx,
-                 token=agent.token)
+    reply = post(
+        ingress.port, PATH, _batch_body(agent, session, pairs), ctx=agent.ctx, token=agent.token
+    )
     assert reply.status == 400, reply.body
     # A specific reason: the schema's bounds (1-16 pairs), or the repeated offer id.
-    assert reply.json["reason"] == ("duplicate_offer_id" if offers == "duplicate"
-                                    else "schema_invalid"), reply.body
+    assert reply.json["reason"] == (
+        "duplicate_offer_id" if offers == "duplicate" else "schema_invalid"
+    ), reply.body
     assert snapshot(su_conn).tables == before.tables
 
 

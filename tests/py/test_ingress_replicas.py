@@ -30,8 +30,9 @@ WORKERS = 16
 RUNS = 400
 
 
-def _work(agent: Agent, port: int, offers: list[dict], errors: list[str],
-          barrier: threading.Barrier) -> None:
+def _work(
+    agent: Agent, port: int, offers: list[dict], errors: list[str], barrier: threading.Barrier
+) -> None:
     try:
         opened = post(port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token)
         assert opened.status == 201, opened.body
@@ -39,8 +40,9 @@ def _work(agent: Agent, port: int, offers: list[dict], errors: list[str],
         barrier.wait()
         idle = 0
         while idle < 3:
-            reply = post(port, "/v1/offers/pull", pull_body(agent, session), ctx=agent.ctx,
-                         token=agent.token)
+            reply = post(
+                port, "/v1/offers/pull", pull_body(agent, session), ctx=agent.ctx, token=agent.token
+            )
             if reply.status == 429:
                 continue
             assert reply.status == 200, (reply.status, reply.body)
@@ -54,23 +56,28 @@ def _work(agent: Agent, port: int, offers: list[dict], errors: list[str],
         errors.append(repr(exc))
 
 
-def test_two_ingress_processes_lease_every_run_exactly_once(tmp_path: Path, prov, su_conn,
-                                                           test_pki, ingress_dsn) -> None:
+def test_two_ingress_processes_lease_every_run_exactly_once(
+    tmp_path: Path, prov, su_conn, test_pki, ingress_dsn
+) -> None:
     run_ids = prov.enqueue(prov.task("replicas"), count=RUNS)
     agents = [make_agent(prov, test_pki, f"replica-worker-{i}") for i in range(WORKERS)]
     trees = []
     try:
         for index in range(2):
-            trees.append(start_ingress_tree(tmp_path / f"ingress-{index}", test_pki,
-                                            ingress_dsn, processes=index + 1))
+            trees.append(
+                start_ingress_tree(
+                    tmp_path / f"ingress-{index}", test_pki, ingress_dsn, processes=index + 1
+                )
+            )
         ports = [tree.port for tree in trees]
         assert ports[0] != ports[1]
         offers: list[dict] = []
         errors: list[str] = []
         barrier = threading.Barrier(WORKERS)
-        threads = [threading.Thread(target=_work, args=(agent, ports[i % 2], offers, errors,
-                                                        barrier))
-                   for i, agent in enumerate(agents)]
+        threads = [
+            threading.Thread(target=_work, args=(agent, ports[i % 2], offers, errors, barrier))
+            for i, agent in enumerate(agents)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -87,7 +94,8 @@ def test_two_ingress_processes_lease_every_run_exactly_once(tmp_path: Path, prov
     with psycopg.connect(su_conn.info.dsn) as conn:
         duplicates = conn.execute(
             "SELECT attempt_id FROM ql_private.run_leases WHERE released_at IS NULL"
-            " GROUP BY 1 HAVING count(*) > 1").fetchall()
+            " GROUP BY 1 HAVING count(*) > 1"
+        ).fetchall()
         leases, events = conn.execute(
             "SELECT (SELECT count(*) FROM ql_private.run_leases),"
             "       (SELECT count(*) FROM ql_private.events WHERE type = 'run.dispatched')"

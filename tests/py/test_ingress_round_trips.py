@@ -74,10 +74,10 @@ class CountingProxy:
             with self._lock:
                 self.connections += counted
                 self._sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, False),
-                             daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, counted),
-                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(
+                target=self._pump, args=(upstream, client, counted), daemon=True
+            ).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, from_server: bool) -> None:
         pending = b""
@@ -133,11 +133,11 @@ def proxied(ingress_dsn: str, start_ingress_thread, test_pki) -> Iterator[tuple]
     if not host or host.startswith("/"):
         pytest.skip("needs a TCP PostgreSQL")
     proxy = CountingProxy(host, int(params.get("port") or 5432))
-    dsn = make_conninfo(ingress_dsn, host="127.0.0.1", port=str(proxy.port),
-                        sslmode="disable", gssencmode="disable")
+    dsn = make_conninfo(
+        ingress_dsn, host="127.0.0.1", port=str(proxy.port), sslmode="disable", gssencmode="disable"
+    )
     # One pooled connection, so every call shares one backend and one count.
-    server = start_ingress_thread(ingress_config(test_pki, dsn, pool_min_size=1,
-                                                 pool_max_size=1))
+    server = start_ingress_thread(ingress_config(test_pki, dsn, pool_min_size=1, pool_max_size=1))
     try:
         yield server, proxy
     finally:
@@ -146,35 +146,54 @@ def proxied(ingress_dsn: str, start_ingress_thread, test_pki) -> Iterator[tuple]
 
 def _db_calls(server: IngressThread, function: str) -> int:
     text = server.metrics_text()
-    match = re.search(r'^qinglong_ingress_db_call_duration_seconds_count\{function="'
-                      + function + r'"\} (\d+)$', text, re.M)
+    match = re.search(
+        r'^qinglong_ingress_db_call_duration_seconds_count\{function="' + function + r'"\} (\d+)$',
+        text,
+        re.M,
+    )
     return int(match.group(1)) if match else 0
 
 
 def _all_db_calls(server: IngressThread) -> int:
     text = server.metrics_text()
-    return sum(int(n) for n in re.findall(
-        r"^qinglong_ingress_db_call_duration_seconds_count\{[^}]*\} (\d+)$", text, re.M))
+    return sum(
+        int(n)
+        for n in re.findall(
+            r"^qinglong_ingress_db_call_duration_seconds_count\{[^}]*\} (\d+)$", text, re.M
+        )
+    )
 
 
 def test_one_round_trip_per_pull(proxied, prov, test_pki):
     server, proxy = proxied
     agent: Agent = make_agent(prov, test_pki, "worker-a")
-    reply = post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
-                 token=agent.token)
+    reply = post(server.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token)
     assert reply.status == 201
     session = reply.json
     task = prov.task("t")
     # Warm-up: the first execution of a statement also prepares it server-side.
-    assert post(server.port, "/v1/offers/pull", pull_body(agent, session), ctx=agent.ctx,
-                token=agent.token).json["status"] == "idle"
+    assert (
+        post(
+            server.port,
+            "/v1/offers/pull",
+            pull_body(agent, session),
+            ctx=agent.ctx,
+            token=agent.token,
+        ).json["status"]
+        == "idle"
+    )
     prov.enqueue(task, count=2)
     # The counter really sees the ingress's traffic: one backend, startup + calls.
     assert proxy.connections == 1 and proxy.ready_for_query >= 3
 
     offered = pull_body(agent, session)
-    cases = [("offered", offered), ("offered", offered), ("offered", pull_body(agent, session)),
-             ("idle", pull_body(agent, session)), ("idle", pull_body(agent, session))]
+    cases = [
+        ("offered", offered),
+        ("offered", offered),
+        ("offered", pull_body(agent, session)),
+        ("idle", pull_body(agent, session)),
+        ("idle", pull_body(agent, session)),
+    ]
     for expected, body in cases:
         calls, all_calls = _db_calls(server, "pull_offer"), _all_db_calls(server)
         trips, connections = proxy.ready_for_query, proxy.connections

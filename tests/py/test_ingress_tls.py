@@ -33,8 +33,12 @@ start_ingress_thread = ingress_harness.start_ingress_thread
 test_pki = ingress_harness.test_pki
 
 WORKER = "0b1e7a2c-3d4e-4f50-8a6b-7c8d9e0f1a2b"
-HEARTBEAT = {"schema": "qinglong/session-heartbeat-request@v1", "workerId": WORKER,
-             "sessionId": "0b1e7a2c-3d4e-4f50-8a6b-7c8d9e0f1a2c", "generation": 1}
+HEARTBEAT = {
+    "schema": "qinglong/session-heartbeat-request@v1",
+    "workerId": WORKER,
+    "sessionId": "0b1e7a2c-3d4e-4f50-8a6b-7c8d9e0f1a2c",
+    "generation": 1,
+}
 HANDSHAKE_REFUSED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnected, OSError)
 
 
@@ -52,8 +56,11 @@ def test_valid_client_certificate_reaches_the_application(server, test_pki):
     # No credential: the request got through TLS and was refused by the app.
     reply = post(server.port, "/v1/sessions/heartbeat", HEARTBEAT, ctx=ctx)
     assert reply.status == 401
-    assert reply.json == {"schema": "qinglong/error@v1", "error": "unauthorized",
-                          "reason": "missing_credential"}
+    assert reply.json == {
+        "schema": "qinglong/error@v1",
+        "error": "unauthorized",
+        "reason": "missing_credential",
+    }
     with tls_socket(server.port, ctx) as sock:
         assert sock.version() == "TLSv1.3"
 
@@ -74,9 +81,11 @@ def test_tls12_client_is_refused(server, test_pki):
 
 @pytest.mark.parametrize("kind", ["none", "foreign", "expired"])
 def test_bad_client_certificates_are_refused(server, test_pki, kind):
-    cert = {"none": None,
-            "foreign": test_pki.worker_cert(WORKER, foreign=True),
-            "expired": test_pki.worker_cert(WORKER, expired=True)}[kind]
+    cert = {
+        "none": None,
+        "foreign": test_pki.worker_cert(WORKER, foreign=True),
+        "expired": test_pki.worker_cert(WORKER, expired=True),
+    }[kind]
     ctx = client_context(test_pki, cert)
     # TLS 1.3: the client finishes its side first; the refusal (an alert) arrives
     # on the first read after the handshake.
@@ -89,8 +98,9 @@ def test_bad_client_certificates_are_refused(server, test_pki, kind):
 
 
 def test_connection_limit_really_bounds_connections(start_ingress_thread, test_pki):
-    server = start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN, max_connections=2,
-                                                 header_timeout_s=30.0))
+    server = start_ingress_thread(
+        ingress_config(test_pki, UNREACHABLE_DSN, max_connections=2, header_timeout_s=30.0)
+    )
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
     held = [tls_socket(server.port, ctx), tls_socket(server.port, ctx)]
     try:
@@ -114,10 +124,8 @@ def test_connection_limit_really_bounds_connections(start_ingress_thread, test_p
             sock.close()
 
 
-def test_partial_request_head_is_closed_after_the_header_deadline(start_ingress_thread,
-                                                                  test_pki):
-    server = start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN,
-                                                 header_timeout_s=1.0))
+def test_partial_request_head_is_closed_after_the_header_deadline(start_ingress_thread, test_pki):
+    server = start_ingress_thread(ingress_config(test_pki, UNREACHABLE_DSN, header_timeout_s=1.0))
     ctx = client_context(test_pki, test_pki.worker_cert(WORKER))
     with tls_socket(server.port, ctx, timeout=10) as sock:
         sock.sendall(b"POST /v1/offers/pull HTTP/1.1\r\nHost: x\r\n")  # never finished
@@ -138,7 +146,8 @@ def test_worker_ca_bundle_needs_one_to_eight_anchors(tmp_path, test_pki):
 
 
 def test_a_non_ascii_bundle_is_a_config_error_and_reload_keeps_the_old_context(
-        tmp_path, test_pki, caplog):
+    tmp_path, test_pki, caplog
+):
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes((test_pki.ca_dir / "ca.pem").read_bytes())
     tls = server_tls(str(test_pki.server.cert_file), str(test_pki.server.key_file), str(bundle))
@@ -156,15 +165,22 @@ def test_lean_tls_protocol_still_sizes_its_buffer_by_max_size(test_pki):
     """service/tls_site.py subclasses the private asyncio.sslproto.SSLProtocol and
     overrides `max_size`: this fails if CPython stops reading that attribute."""
     assert isinstance(sslproto.SSLProtocol.__dict__.get("max_size"), int)
-    context = server_tls(str(test_pki.server.cert_file), str(test_pki.server.key_file),
-                         test_pki.ca_file).context
+    context = server_tls(
+        str(test_pki.server.cert_file), str(test_pki.server.key_file), test_pki.ca_file
+    ).context
     loop = asyncio.new_event_loop()
     try:
         proto = _LeanTlsProtocol(loop, asyncio.Protocol(), context, None, server_side=True)
         assert len(proto.get_buffer(-1)) == TLS_READ_BUFFER_BYTES == 4096
         assert len(proto.get_buffer(1 << 20)) == TLS_READ_BUFFER_BYTES
-        assert len(sslproto.SSLProtocol(loop, asyncio.Protocol(), context, None,
-                                        server_side=True).get_buffer(-1)) > 4096
+        assert (
+            len(
+                sslproto.SSLProtocol(
+                    loop, asyncio.Protocol(), context, None, server_side=True
+                ).get_buffer(-1)
+            )
+            > 4096
+        )
     finally:
         loop.close()
 
@@ -179,8 +195,11 @@ def test_malformed_http_gets_the_json_envelope(server, test_pki):
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.split(b"\r\n")[0].endswith(b" 400 Bad Request")
     assert b"application/json" in head
-    assert json.loads(body) == {"schema": "qinglong/error@v1", "error": "bad_request",
-                                "reason": "malformed_http"}
+    assert json.loads(body) == {
+        "schema": "qinglong/error@v1",
+        "error": "bad_request",
+        "reason": "malformed_http",
+    }
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -191,9 +210,14 @@ def test_sighup_reloads_the_worker_ca_bundle(tmp_path, test_pki, processes):
     process: the supervisor forwards SIGHUP)."""
     bundle = tmp_path / "worker-ca.pem"
     bundle.write_bytes((test_pki.ca_dir / "ca.pem").read_bytes())
-    tree = start_ingress_tree(tmp_path / "ingress", test_pki, UNREACHABLE_DSN,
-                              processes=processes, clientCaFile=str(bundle),
-                              acquireTimeoutMs=100)  # 401s try to store the denial
+    tree = start_ingress_tree(
+        tmp_path / "ingress",
+        test_pki,
+        UNREACHABLE_DSN,
+        processes=processes,
+        clientCaFile=str(bundle),
+        acquireTimeoutMs=100,
+    )  # 401s try to store the denial
     old = client_context(test_pki, test_pki.worker_cert(WORKER))
     new = client_context(test_pki, test_pki.worker_cert(WORKER, foreign=True))
     try:
@@ -219,8 +243,7 @@ def test_sighup_reloads_the_worker_ca_bundle(tmp_path, test_pki, processes):
         # Valid certificates around a non-ASCII comment: refused the same way.
         bundle.write_bytes("# Zürich CA\n".encode() + (test_pki.ca_dir / "ca.pem").read_bytes())
         tree.signal(signal.SIGHUP)
-        _wait_metric(tree, 'qinglong_ingress_tls_reloads_total{outcome="failed"}',
-                     2 * processes)
+        _wait_metric(tree, 'qinglong_ingress_tls_reloads_total{outcome="failed"}', 2 * processes)
         for _ in range(2 * processes):
             assert _request_with(tree.port, new) == 401
         assert tree.log_text().count('"event":"tls.reload_failed"') == 2 * processes

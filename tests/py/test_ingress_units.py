@@ -34,8 +34,14 @@ def _write(tmp_path, doc) -> str:
 
 def test_config_file_env_overrides_and_relative_paths(tmp_path):
     path = _write(tmp_path, {**REQUIRED, "port": 9443, "prepare_threshold": 0})
-    config = load_config(path, environ={"QL_INGRESS_PORT": "0", "QL_INGRESS_PREPARE_THRESHOLD":
-                                        "null", "QL_INGRESS_RATE_PER_S": "2.5"})
+    config = load_config(
+        path,
+        environ={
+            "QL_INGRESS_PORT": "0",
+            "QL_INGRESS_PREPARE_THRESHOLD": "null",
+            "QL_INGRESS_RATE_PER_S": "2.5",
+        },
+    )
     assert config.port == 0 and config.prepare_threshold is None and config.rate_per_s == 2.5
     assert config.cert_file == str(tmp_path / "s.pem")
     assert connection_kwargs(config)["prepare_threshold"] is None
@@ -43,14 +49,17 @@ def test_config_file_env_overrides_and_relative_paths(tmp_path):
     assert "statement_timeout=3000" in connection_kwargs(config)["options"]
 
 
-@pytest.mark.parametrize("doc,env", [
-    ({**REQUIRED, "prot": 1}, {}),
-    ({**REQUIRED, "port": "x"}, {}),
-    ({**REQUIRED, "maxBodyBytes": 8192}, {}),
-    ({"dsn": "host=x"}, {}),
-    (REQUIRED, {"QL_INGRESS_NOPE": "1"}),
-    (REQUIRED, {"QL_INGRESS_STATEMENT_TIMEOUT_MODE": "sometimes"}),
-])
+@pytest.mark.parametrize(
+    "doc,env",
+    [
+        ({**REQUIRED, "prot": 1}, {}),
+        ({**REQUIRED, "port": "x"}, {}),
+        ({**REQUIRED, "maxBodyBytes": 8192}, {}),
+        ({"dsn": "host=x"}, {}),
+        (REQUIRED, {"QL_INGRESS_NOPE": "1"}),
+        (REQUIRED, {"QL_INGRESS_STATEMENT_TIMEOUT_MODE": "sometimes"}),
+    ],
+)
 def test_config_refusals(tmp_path, doc, env):
     with pytest.raises(ConfigError):
         load_config(_write(tmp_path, doc), environ=env)
@@ -65,8 +74,14 @@ def test_authorization_parsing_hashes_the_secret_in_process():
     assert cred.secret not in repr(ok)
     assert parse_authorization(None).problem is CredentialProblem.MISSING
     assert parse_authorization("").problem is CredentialProblem.MISSING
-    for bad in (cred.token, f"Basic {cred.token}", f"Bearer {cred.token}x",
-                f"Bearer {cred.token[:-1]}B", "Bearer ql3w_short_x", f"Bearer  {cred.token}"):
+    for bad in (
+        cred.token,
+        f"Basic {cred.token}",
+        f"Bearer {cred.token}x",
+        f"Bearer {cred.token[:-1]}B",
+        "Bearer ql3w_short_x",
+        f"Bearer  {cred.token}",
+    ):
         result = parse_authorization(bad)
         assert result.problem is CredentialProblem.MALFORMED, bad
     assert parse_authorization(f"Bearer {cred.token}x").credential_id == cred.credential_id
@@ -101,17 +116,28 @@ def test_metrics_exposition_format():
 
 def test_audit_lines_have_exactly_the_low_sensitivity_fields():
     lines: list[str] = []
-    AuditLog(lines.append).record(AuditRecord("offer.pull", Outcome.DENIED, "bad_secret",
-                                              "abcdefghijklmnop", None))
+    AuditLog(lines.append).record(
+        AuditRecord("offer.pull", Outcome.DENIED, "bad_secret", "abcdefghijklmnop", None)
+    )
     doc = json.loads(lines[0])
-    assert set(doc) == {"timeMs", "stream", "credentialId", "workerId", "action", "outcome",
-                        "reason"}
+    assert set(doc) == {
+        "timeMs",
+        "stream",
+        "credentialId",
+        "workerId",
+        "action",
+        "outcome",
+        "reason",
+    }
     assert doc["outcome"] == "denied"
 
 
 def test_error_body_shape():
     assert json.loads(error_body(409, "token_mismatch")) == {
-        "schema": "qinglong/error@v1", "error": "conflict", "reason": "token_mismatch"}
+        "schema": "qinglong/error@v1",
+        "error": "conflict",
+        "reason": "token_mismatch",
+    }
 
 
 def test_config_accepts_the_nested_dev_layout(tmp_path):
@@ -120,10 +146,19 @@ def test_config_accepts_the_nested_dev_layout(tmp_path):
         "admin": {"host": "127.0.0.1", "port": 19464},
         "dsn": "host=x",
         "tls": {"certFile": "s.pem", "keyFile": "s.key", "workerCaFile": "ca.pem"},
-        "database": {"poolMin": 1, "poolMax": 8, "statementTimeoutMs": 2000,
-                     "preparedStatements": False},
-        "limits": {"ratePerSecond": 50, "burst": 100, "maxConnections": 1024,
-                   "headerTimeoutS": 10, "bodyTimeoutS": 10},
+        "database": {
+            "poolMin": 1,
+            "poolMax": 8,
+            "statementTimeoutMs": 2000,
+            "preparedStatements": False,
+        },
+        "limits": {
+            "ratePerSecond": 50,
+            "burst": 100,
+            "maxConnections": 1024,
+            "headerTimeoutS": 10,
+            "bodyTimeoutS": 10,
+        },
         "auditLog": "stderr",
     }
     config = load_config(_write(tmp_path, nested), environ={})

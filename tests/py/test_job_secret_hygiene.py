@@ -56,9 +56,14 @@ SECRET_NAME = "db-password"
 ENV_NAME = "MY_SECRET"
 READY = "qinglong-hygiene-ready"
 
-STATEMENT_LOG = {"log_statement": "all", "log_connections": "on",
-                 "log_error_verbosity": "verbose", "log_parameter_max_length": "-1",
-                 "log_parameter_max_length_on_error": "-1", "log_min_error_statement": "info"}
+STATEMENT_LOG = {
+    "log_statement": "all",
+    "log_connections": "on",
+    "log_error_verbosity": "verbose",
+    "log_parameter_max_length": "-1",
+    "log_parameter_max_length_on_error": "-1",
+    "log_min_error_statement": "info",
+}
 
 # Prints the value cut at 1, half and len-1 across flushed writes (with pauses,
 # so the pieces reach the worker as separate reads), byte by byte on stderr,
@@ -109,17 +114,27 @@ class Found:
 
 
 def _ql(dev: dict[str, Any], *args: str) -> str:
-    result = subprocess.run([*QL, "admin", *args, "--dsn-file", dev["_dsnFile"]],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [*QL, "admin", *args, "--dsn-file", dev["_dsnFile"]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 def _dev_up(state_dir: Path) -> dict[str, Any]:
     """`dev up` with the ingress at DEBUG (its config's logLevel, by environment)."""
-    result = subprocess.run([*QL, "dev", "up", "--state-dir", str(state_dir)],
-                            env=os.environ | {"QL_INGRESS_LOG_LEVEL": "DEBUG"},
-                            capture_output=True, text=True, timeout=240, check=False)
+    result = subprocess.run(
+        [*QL, "dev", "up", "--state-dir", str(state_dir)],
+        env=os.environ | {"QL_INGRESS_LOG_LEVEL": "DEBUG"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads((state_dir / "dev-env.json").read_text())
 
@@ -134,12 +149,30 @@ def _statement_log_on(dsn: str) -> None:
 
 def _publish(dev: dict[str, Any], directory: Path, go: Path) -> tuple[str, str]:
     head = f"ENV_NAME, READY, GO = {ENV_NAME!r}, {READY!r}, {str(go)!r}"
-    command = {"schema": "qinglong/command@v1", "argv": ["python3", "-c", head + COMMAND],
-               "env": {}, "timeoutS": 120, "secrets": {ENV_NAME: SECRET_NAME}}
+    command = {
+        "schema": "qinglong/command@v1",
+        "argv": ["python3", "-c", head + COMMAND],
+        "env": {},
+        "timeoutS": 120,
+        "secrets": {ENV_NAME: SECRET_NAME},
+    }
     path = directory / "command.json"
     path.write_text(json.dumps(command))
-    task = json.loads(_ql(dev, "task", "publish", "--project", PROJECT, "--name", "print",
-                          "--command-file", str(path), "--max-attempts", "1"))
+    task = json.loads(
+        _ql(
+            dev,
+            "task",
+            "publish",
+            "--project",
+            PROJECT,
+            "--name",
+            "print",
+            "--command-file",
+            str(path),
+            "--max-attempts",
+            "1",
+        )
+    )
     (run_id,) = json.loads(_ql(dev, "run", "enqueue", "--task", task["taskId"]))["runIds"]
     return task["taskId"], run_id
 
@@ -151,8 +184,9 @@ def _api_args(dev: dict[str, Any]) -> list[str]:
 
 def _producer(dev: dict[str, Any], *args: str) -> bytes:
     """`qinglong run …` through dev up's producer API (the dev project's token)."""
-    result = subprocess.run([*QL, "run", *args, *_api_args(dev)], capture_output=True,
-                            timeout=120, check=False)
+    result = subprocess.run(
+        [*QL, "run", *args, *_api_args(dev)], capture_output=True, timeout=120, check=False
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -162,8 +196,14 @@ def _state(dev: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 
 def _pages(url: str, found: Found, when: str) -> None:
-    paths = ["/", "/runs", f"/runs?task={found.task_id}", f"/runs/{found.run_id}",
-             f"/runs/{found.run_id}/log?attempt=1&offset=0", "/workers"]
+    paths = [
+        "/",
+        "/runs",
+        f"/runs?task={found.task_id}",
+        f"/runs/{found.run_id}",
+        f"/runs/{found.run_id}/log?attempt=1&offset=0",
+        "/workers",
+    ]
     for path in paths:
         answer = fetch(url + path)
         assert answer.status == 200, (path, answer.status, answer.body[:300])
@@ -174,15 +214,21 @@ def _wait_live(url: str, found: Found, timeout: float = 60) -> None:
     """Until the console's run page shows the live log up to the ready line."""
     deadline = time.monotonic() + timeout
     while READY not in (page := fetch(f"{url}/runs/{found.run_id}")).body:
-        assert time.monotonic() < deadline, ("the live log never reached the console",
-                                             page.status, page.body[-2000:])
+        assert time.monotonic() < deadline, (
+            "the live log never reached the console",
+            page.status,
+            page.body[-2000:],
+        )
         time.sleep(0.3)
 
 
 def _finished(dev: dict[str, Any], run_id: str, timeout: float = 90) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
-    while (shown := _state(dev, run_id))["run"]["state"] not in ("succeeded", "failed",
-                                                                  "cancelled"):
+    while (shown := _state(dev, run_id))["run"]["state"] not in (
+        "succeeded",
+        "failed",
+        "cancelled",
+    ):
         assert time.monotonic() < deadline, shown
         time.sleep(0.3)
     return shown
@@ -192,16 +238,24 @@ def _dumps(dsn: str) -> dict[str, bytes]:
     params = conninfo_to_dict(dsn)
     env = os.environ | {"PGPASSWORD": str(params.pop("password", ""))}
     target = make_conninfo(**params)
-    return {f"pg_dump{flag}": subprocess.run(
-        [str(PG_BIN / "pg_dump"), *([flag] if flag else []), "-d", target],
-        capture_output=True, check=True, timeout=60, env=env).stdout
-        for flag in ("--data-only", "")}
+    return {
+        f"pg_dump{flag}": subprocess.run(
+            [str(PG_BIN / "pg_dump"), *([flag] if flag else []), "-d", target],
+            capture_output=True,
+            check=True,
+            timeout=60,
+            env=env,
+        ).stdout
+        for flag in ("--data-only", "")
+    }
 
 
 def _audit(dsn: str) -> list[tuple[str, str, dict[str, Any]]]:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute("SELECT outcome, reason, detail FROM ql_private.security_audit"
-                            " WHERE action = 'lease.secrets' ORDER BY id").fetchall()
+        rows = conn.execute(
+            "SELECT outcome, reason, detail FROM ql_private.security_audit"
+            " WHERE action = 'lease.secrets' ORDER BY id"
+        ).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
 
 
@@ -212,11 +266,21 @@ def _run(dev: dict[str, Any], state_dir: Path, directory: Path, found: Found) ->
     _statement_log_on(dev["dsn"])
     value_file = directory / "value"
     value_file.write_text(found.value)
-    _ql(dev, "secret", "set", "--project", PROJECT, "--name", SECRET_NAME,
-        "--from-file", str(value_file), "--kek-file", dev["kekFile"])
+    _ql(
+        dev,
+        "secret",
+        "set",
+        "--project",
+        PROJECT,
+        "--name",
+        SECRET_NAME,
+        "--from-file",
+        str(value_file),
+        "--kek-file",
+        dev["kekFile"],
+    )
     value_file.unlink()
-    found.files["admin secret list"] = _ql(dev, "secret", "list", "--project",
-                                           PROJECT).encode()
+    found.files["admin secret list"] = _ql(dev, "secret", "list", "--project", PROJECT).encode()
     console_dsn = ensure_console_role(dev["dsn"], "ql_console_hygiene")
     with reachable_dir("ql-hygiene-") as base, console_process(console_dsn) as root:
         url = root.rstrip("/")
@@ -225,15 +289,19 @@ def _run(dev: dict[str, Any], state_dir: Path, directory: Path, found: Found) ->
         follow: subprocess.Popen[bytes] | None = None
         try:
             found.task_id, found.run_id = _publish(dev, directory, base / "go")
-            follow = subprocess.Popen([*QL, "run", "log", "--run", found.run_id, "--follow",
-                                       *_api_args(dev)], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE)
+            follow = subprocess.Popen(
+                [*QL, "run", "log", "--run", found.run_id, "--follow", *_api_args(dev)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
             _wait_live(url, found)
             _pages(url, found, "live")
-            found.files["admin run show (live)"] = _ql(dev, "run", "show", "--run",
-                                                       found.run_id).encode()
-            found.files["admin run log (live)"] = _ql(dev, "run", "log", "--run",
-                                                      found.run_id).encode()
+            found.files["admin run show (live)"] = _ql(
+                dev, "run", "show", "--run", found.run_id
+            ).encode()
+            found.files["admin run log (live)"] = _ql(
+                dev, "run", "log", "--run", found.run_id
+            ).encode()
             (base / "go").touch()
             found.shown = _finished(dev, found.run_id)
             worker.wait_for("exec.completed", timeout=30)
@@ -249,7 +317,8 @@ def _run(dev: dict[str, Any], state_dir: Path, directory: Path, found: Found) ->
         found.delivered = [e["variables"] for e in worker.named("exec.secrets_delivered")]
         found.files["worker stderr"] = "".join(worker.raw).encode()
         found.files["worker files after the run"] = b"\n".join(
-            p.read_bytes() for p in base.rglob("*") if p.is_file() and not p.is_symlink())
+            p.read_bytes() for p in base.rglob("*") if p.is_file() and not p.is_symlink()
+        )
     found.files["admin run show"] = json.dumps(found.shown).encode()
     found.files["admin run log"] = _ql(dev, "run", "log", "--run", found.run_id).encode()
     found.files["run show (producer API)"] = _producer(dev, "show", "--run", found.run_id)
@@ -272,13 +341,20 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Found]:
     result = Found(value="hyg-" + secrets.token_urlsafe(24))
     try:
         doc = _dev_up(state_dir)
-        dev = dict(doc, _file=str(state_dir / "dev-env.json"),
-                   _dsnFile=dsn_file(directory, "admin.dsn", doc["dsn"]))
+        dev = dict(
+            doc,
+            _file=str(state_dir / "dev-env.json"),
+            _dsnFile=dsn_file(directory, "admin.dsn", doc["dsn"]),
+        )
         _run(dev, state_dir, directory, result)
         yield result
     finally:
-        subprocess.run([*QL, "dev", "down", "--state-dir", str(state_dir)], check=False,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [*QL, "dev", "down", "--state-dir", str(state_dir)],
+            check=False,
+            capture_output=True,
+            timeout=120,
+        )
 
 
 # ------------------------------------------------------------------ the checks
@@ -296,8 +372,14 @@ def test_the_command_had_the_value(found: Found) -> None:
 def test_the_stored_output_tail_and_live_log_are_masked(found: Found) -> None:
     (attempt,) = found.shown["attempts"]
     tail = attempt["result"]["outputTail"].splitlines()
-    expected = ["cut<[MASKED]>"] * 3 + ["bytes<[MASKED]>", "whole [MASKED]",
-                                        "stderr [MASKED]", READY, "." * 64, "again [MASKED]"]
+    expected = ["cut<[MASKED]>"] * 3 + [
+        "bytes<[MASKED]>",
+        "whole [MASKED]",
+        "stderr [MASKED]",
+        READY,
+        "." * 64,
+        "again [MASKED]",
+    ]
     assert tail[1:] == expected, tail
     log = found.log_json
     assert log["complete"] is True and log["text"].splitlines()[1:] == expected, log
@@ -330,12 +412,26 @@ def test_no_file_the_worker_wrote_ever_held_the_value(found: Found) -> None:
     assert found.watch_scans > 10 and found.watch_hits == set()
 
 
-SOURCES = ["pg_dump--data-only", "pg_dump", "postgresql log", "logs/ingress.log",
-           "logs/audit.log", "logs/sweeper.log", "worker stderr", "worker files after the run",
-           "admin run show (live)", "admin run log (live)", "admin run show", "admin run log",
-           "admin run log --json", "admin secret list", "security_audit rows",
-           "run show (producer API)", "run log (producer API)",
-           "run log --follow (producer API)"]
+SOURCES = [
+    "pg_dump--data-only",
+    "pg_dump",
+    "postgresql log",
+    "logs/ingress.log",
+    "logs/audit.log",
+    "logs/sweeper.log",
+    "worker stderr",
+    "worker files after the run",
+    "admin run show (live)",
+    "admin run log (live)",
+    "admin run show",
+    "admin run log",
+    "admin run log --json",
+    "admin secret list",
+    "security_audit rows",
+    "run show (producer API)",
+    "run log (producer API)",
+    "run log --follow (producer API)",
+]
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -350,8 +446,9 @@ def test_no_trace_of_the_value_in_any_console_page(found: Found) -> None:
     assert len(pages) == 12 and all(pages.values())
     for when in ("live", "after"):
         assert b"whole [MASKED]" in pages[f"console /runs/{found.run_id} ({when})"]
-    assert {k: hits(v, {"secret value": found.value}) for k, v in pages.items()} == \
-        {k: [] for k in pages}
+    assert {k: hits(v, {"secret value": found.value}) for k, v in pages.items()} == {
+        k: [] for k in pages
+    }
 
 
 def test_every_log_file_was_scanned(found: Found) -> None:

@@ -72,8 +72,9 @@ def ingress(start_ingress_thread, test_pki, ingress_dsn, kek) -> IngressThread:
 def task(su_conn: psycopg.Connection, prov, kek) -> str:
     secret_store.set_secret(su_conn, kek[1], "p", "db.password", DB_PASSWORD)
     secret_store.set_secret(su_conn, kek[1], "p", "api-token", API_TOKEN)
-    doc = dict(command(), env={"PLAIN": "x"},
-               secrets={"DB_PASSWORD": "db.password", "TOKEN": "api-token"})
+    doc = dict(
+        command(), env={"PLAIN": "x"}, secrets={"DB_PASSWORD": "db.password", "TOKEN": "api-token"}
+    )
     return prov.task("t", doc)
 
 
@@ -97,10 +98,16 @@ class Lease:
         return post(self.server.port, path, body, ctx=agent.ctx, token=agent.token)
 
     def body(self, kind: str, **extra: Any) -> dict[str, Any]:
-        return {"schema": f"qinglong/lease-{kind}-request@v1", "workerId": self.agent.worker_id,
-                "sessionId": self.session["sessionId"], "generation": self.session["generation"],
-                "offerId": self.pull["offerId"], "leaseToken": self.pull["leaseToken"],
-                "leaseVersion": self.version, **extra}
+        return {
+            "schema": f"qinglong/lease-{kind}-request@v1",
+            "workerId": self.agent.worker_id,
+            "sessionId": self.session["sessionId"],
+            "generation": self.session["generation"],
+            "offerId": self.pull["offerId"],
+            "leaseToken": self.pull["leaseToken"],
+            "leaseVersion": self.version,
+            **extra,
+        }
 
     def ack(self, phase: str) -> Reply:
         reply = self.post("/v1/leases/ack", self.body("ack", phase=phase))
@@ -113,14 +120,20 @@ class Lease:
 
 
 def _conflict(reply: Reply, reason: str) -> None:
-    assert (reply.status, reply.json) == (409, {"schema": "qinglong/error@v1",
-                                               "error": "conflict", "reason": reason})
+    assert (reply.status, reply.json) == (
+        409,
+        {"schema": "qinglong/error@v1", "error": "conflict", "reason": reason},
+    )
 
 
 def _deliveries(su_conn: psycopg.Connection) -> list[Any]:
-    return [row[0] for row in su_conn.execute(
-        "SELECT detail FROM ql_private.security_audit"
-        " WHERE action = 'lease.secrets' AND outcome = 'allowed' ORDER BY id")]
+    return [
+        row[0]
+        for row in su_conn.execute(
+            "SELECT detail FROM ql_private.security_audit"
+            " WHERE action = 'lease.secrets' AND outcome = 'allowed' ORDER BY id"
+        )
+    ]
 
 
 def _no_value_in(*texts: str) -> None:
@@ -149,9 +162,10 @@ def test_values_only_after_the_starting_ack(lease, su_conn, caplog):
     reply = lease.secrets()
     assert reply.status == 200, reply.body
     validate("qinglong/lease-secrets@v1", reply.json)
-    assert reply.json == {"schema": "qinglong/lease-secrets@v1",
-                          "values": {"DB_PASSWORD": DB_PASSWORD.decode(),
-                                     "TOKEN": API_TOKEN.decode()}}
+    assert reply.json == {
+        "schema": "qinglong/lease-secrets@v1",
+        "values": {"DB_PASSWORD": DB_PASSWORD.decode(), "TOKEN": API_TOKEN.decode()},
+    }
     # The lease version is not changed: the next call at the same version works.
     row = su_conn.execute("SELECT lease_version FROM ql_private.run_leases").fetchone()
     assert row == (version,)
@@ -159,15 +173,32 @@ def test_values_only_after_the_starting_ack(lease, su_conn, caplog):
     assert lease.secrets().status == 200
     # Audited by name, twice; never a value anywhere but the answer.
     run_id = lease.offer["candidate"]["runId"]
-    assert _deliveries(su_conn) == [{"runId": run_id, "offerId": lease.pull["offerId"],
-                                     "names": ["api-token", "db.password"]}] * 2
+    assert (
+        _deliveries(su_conn)
+        == [
+            {
+                "runId": run_id,
+                "offerId": lease.pull["offerId"],
+                "names": ["api-token", "db.password"],
+            }
+        ]
+        * 2
+    )
     audit = "\n".join(lease.server.audit_lines)
     assert '"action": "lease.secrets"' in audit or '"action":"lease.secrets"' in audit
-    events = su_conn.execute("SELECT coalesce(string_agg(payload::text, ' '), '')"
-                             " FROM ql_private.events").fetchone()
-    _no_value_in(audit, _log_text(caplog), str(events),
-                 str(su_conn.execute("SELECT array_agg(detail::text)"
-                                     " FROM ql_private.security_audit").fetchone()))
+    events = su_conn.execute(
+        "SELECT coalesce(string_agg(payload::text, ' '), '') FROM ql_private.events"
+    ).fetchone()
+    _no_value_in(
+        audit,
+        _log_text(caplog),
+        str(events),
+        str(
+            su_conn.execute(
+                "SELECT array_agg(detail::text) FROM ql_private.security_audit"
+            ).fetchone()
+        ),
+    )
 
 
 def test_fences_answer_409_and_change_nothing(lease, ingress, prov, test_pki, su_conn):
@@ -175,11 +206,13 @@ def test_fences_answer_409_and_change_nothing(lease, ingress, prov, test_pki, su
     other = make_agent(prov, test_pki, "worker-b")
     reply = post(ingress.port, "/v1/sessions", open_body(other), ctx=other.ctx, token=other.token)
     assert reply.status == 201
-    other_body = dict(lease.body("secrets"), workerId=other.worker_id,
-                      sessionId=reply.json["sessionId"])
+    other_body = dict(
+        lease.body("secrets"), workerId=other.worker_id, sessionId=reply.json["sessionId"]
+    )
     before = snapshot(su_conn)
-    _conflict(post(ingress.port, SECRETS, other_body, ctx=other.ctx, token=other.token),
-              "offer_foreign")
+    _conflict(
+        post(ingress.port, SECRETS, other_body, ctx=other.ctx, token=other.token), "offer_foreign"
+    )
     _conflict(lease.secrets(leaseVersion=lease.version - 1), "stale_lease_version")
     _conflict(lease.secrets(leaseToken=new_token()), "token_mismatch")
     assert snapshot(su_conn) == before
@@ -191,8 +224,9 @@ def test_fences_answer_409_and_change_nothing(lease, ingress, prov, test_pki, su
     prov.call(api.grant_pool(worker_id=lease.agent.worker_id, pool="p/default"))
     assert lease.secrets().status == 200
 
-    su_conn.execute("UPDATE ql_private.run_leases"
-                    " SET expires_at = clock_timestamp() - interval '1 second'")
+    su_conn.execute(
+        "UPDATE ql_private.run_leases SET expires_at = clock_timestamp() - interval '1 second'"
+    )
     _conflict(lease.secrets(), "lease_expired")
     assert len(_deliveries(su_conn)) == 1
 
@@ -201,8 +235,7 @@ def test_released_lease_and_ended_session(ingress, prov, test_pki, task, su_conn
     done = Lease(ingress, make_agent(prov, test_pki, "worker-a"), prov, task)
     done.ack("starting")
     done.ack("running")
-    reply = done.post("/v1/leases/complete", done.body("complete", outcome="succeeded",
-                                                       exitCode=0))
+    reply = done.post("/v1/leases/complete", done.body("complete", outcome="succeeded", exitCode=0))
     assert reply.status == 200, reply.body
     done.version = reply.json["leaseVersion"]
     _conflict(done.secrets(), "lease_terminal")
@@ -214,8 +247,9 @@ def test_released_lease_and_ended_session(ingress, prov, test_pki, task, su_conn
     assert _deliveries(su_conn) == []
 
 
-def test_without_a_kek_the_endpoint_answers_503(start_ingress_thread, test_pki, ingress_dsn,
-                                                prov, task, su_conn):
+def test_without_a_kek_the_endpoint_answers_503(
+    start_ingress_thread, test_pki, ingress_dsn, prov, task, su_conn
+):
     server = start_ingress_thread(ingress_config(test_pki, ingress_dsn))
     lease = Lease(server, make_agent(prov, test_pki, "worker-a"), prov, task)
     lease.ack("starting")
@@ -225,12 +259,14 @@ def test_without_a_kek_the_endpoint_answers_503(start_ingress_thread, test_pki, 
     assert _deliveries(su_conn) == []
 
 
-def test_a_wrong_kek_answers_503_without_a_value(start_ingress_thread, test_pki, ingress_dsn,
-                                                 prov, task, tmp_path, caplog):
+def test_a_wrong_kek_answers_503_without_a_value(
+    start_ingress_thread, test_pki, ingress_dsn, prov, task, tmp_path, caplog
+):
     caplog.set_level(logging.DEBUG)
     create_kek_file(tmp_path / "other.key")
-    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
-                                                 kek_file=str(tmp_path / "other.key")))
+    server = start_ingress_thread(
+        ingress_config(test_pki, ingress_dsn, kek_file=str(tmp_path / "other.key"))
+    )
     lease = Lease(server, make_agent(prov, test_pki, "worker-a"), prov, task)
     lease.ack("starting")
     reply = lease.secrets()
@@ -278,13 +314,14 @@ def test_the_ingress_follows_a_symlinked_kek_file_and_refuses_an_unreadable_one(
 
 
 def test_a_database_dump_reveals_no_value_and_no_data_key(db_dsn, su_conn, task, kek):
-    stored = su_conn.execute("SELECT key_id, kek_id, nonce, wrapped_key"
-                             " FROM ql_private.project_data_keys").fetchone()
+    stored = su_conn.execute(
+        "SELECT key_id, kek_id, nonce, wrapped_key FROM ql_private.project_data_keys"
+    ).fetchone()
     assert stored is not None
-    data_key = unwrap(kek[1], WrappedKey(stored[0], stored[1], bytes(stored[2]),
-                                         bytes(stored[3])))
-    dump = subprocess.run([str(PG_BIN / "pg_dump"), "-d", db_dsn], capture_output=True,
-                          check=True, timeout=60).stdout
+    data_key = unwrap(kek[1], WrappedKey(stored[0], stored[1], bytes(stored[2]), bytes(stored[3])))
+    dump = subprocess.run(
+        [str(PG_BIN / "pg_dump"), "-d", db_dsn], capture_output=True, check=True, timeout=60
+    ).stdout
     assert b"project_data_keys" in dump and bytes(stored[3]).hex().encode() in dump
     for plain in (DB_PASSWORD, API_TOKEN, data_key.key, kek[1].key):
         for form in (plain, plain.hex().encode()):
@@ -320,8 +357,12 @@ def test_an_edited_or_moved_ciphertext_or_wrap_is_refused(lease, su_conn, caplog
     lease.ack("starting")
     good = lease.secrets()
     assert good.status == 200, good.body
-    rows = {name: (bytes(nonce), bytes(ciphertext)) for name, nonce, ciphertext in su_conn.execute(
-        "SELECT name, nonce, ciphertext FROM ql_private.secrets")}
+    rows = {
+        name: (bytes(nonce), bytes(ciphertext))
+        for name, nonce, ciphertext in su_conn.execute(
+            "SELECT name, nonce, ciphertext FROM ql_private.secrets"
+        )
+    }
     wrap = bytes(su_conn.execute("SELECT wrapped_key FROM ql_private.project_data_keys")
                  .fetchone()[0])  # fmt: skip
 
@@ -355,8 +396,9 @@ def test_an_edited_or_moved_ciphertext_or_wrap_is_refused(lease, su_conn, caplog
 # ------------------------------------------------------------------ KEK rotation, live
 
 
-def test_a_running_ingress_reads_its_kek_file_again_after_rotate_kek(lease, db_dsn, kek,
-                                                                     tmp_path, caplog):
+def test_a_running_ingress_reads_its_kek_file_again_after_rotate_kek(
+    lease, db_dsn, kek, tmp_path, caplog
+):
     """OPERATIONS.md: `admin secret rotate-kek`, then the ingress's kekFile replaced
     at the same path: the next delivery succeeds without restarting the ingress
     (before the file is replaced it answers 503 `kek_mismatch`)."""

@@ -55,8 +55,11 @@ def prov(conn: psycopg.Connection) -> Provisioner:
 
 
 def _heartbeat(conn: psycopg.Connection, lease: Started, version: int) -> dict:
-    return api.heartbeat_lease(**lease.session.lease(lease.intent),
-                               lease_version=version).run(conn).doc
+    return (
+        api.heartbeat_lease(**lease.session.lease(lease.intent), lease_version=version)
+        .run(conn)
+        .doc
+    )
 
 
 def _send(conn: psycopg.Connection, call: api.Call) -> psycopg.Cursor:
@@ -82,8 +85,9 @@ def _start_leases(conn: psycopg.Connection, prov: Provisioner, n: int) -> list[S
             for i in range(chunk, min(n, chunk + 200)):
                 session, intent = sessions[i // SLOTS], Intent()
                 pull = _send(conn, api.pull_offer(**session.lease(intent)))
-                ack = _send(conn, api.ack_lease(**session.lease(intent), lease_version=1,
-                                                phase="starting"))
+                ack = _send(
+                    conn, api.ack_lease(**session.lease(intent), lease_version=1, phase="starting")
+                )
                 pending.append((session, intent, pull, ack))
         conn.execute("VACUUM ql_private.runs, ql_private.attempts, ql_private.run_leases")
     started: list[Started] = []
@@ -96,8 +100,14 @@ def _start_leases(conn: psycopg.Connection, prov: Provisioner, n: int) -> list[S
     return started
 
 
-def _sweeper(dsn: str, stop: threading.Event, barrier: threading.Barrier,
-             totals: list[Counter], errors: list[str], until_idle: bool = False) -> None:
+def _sweeper(
+    dsn: str,
+    stop: threading.Event,
+    barrier: threading.Barrier,
+    totals: list[Counter],
+    errors: list[str],
+    until_idle: bool = False,
+) -> None:
     try:
         with psycopg.connect(dsn, autocommit=True) as own:
             own.execute("SET ROLE ql_runtime")
@@ -108,8 +118,12 @@ def _sweeper(dsn: str, stop: threading.Event, barrier: threading.Barrier,
                 for key in ("expired", "lost", "retried", "failed", "cancelled", "skipped"):
                     mine[key] += result[key]
                 mine["passes"] += 1
-                if until_idle and not result["more"] and result["lost"] == 0 \
-                        and result["skipped"] == 0:
+                if (
+                    until_idle
+                    and not result["more"]
+                    and result["lost"] == 0
+                    and result["skipped"] == 0
+                ):
                     break
                 if not result["more"]:
                     time.sleep(0.001)
@@ -126,8 +140,9 @@ def _lease_rows(conn: psycopg.Connection) -> dict[str, tuple]:
     return {row[0]: row[1:] for row in rows}
 
 
-def test_heartbeats_racing_sweepers_never_extend_a_lost_lease(db_dsn: str, conn,
-                                                              prov: Provisioner) -> None:
+def test_heartbeats_racing_sweepers_never_extend_a_lost_lease(
+    db_dsn: str, conn, prov: Provisioner
+) -> None:
     leases = _start_leases(conn, prov, N_LEASES)
     # Age every lease to expire somewhere in the next 0.4 .. 2.4 s.
     conn.execute(
@@ -135,7 +150,8 @@ def test_heartbeats_racing_sweepers_never_extend_a_lost_lease(db_dsn: str, conn,
         " + (0.4 + random() * 2.0) * interval '1 second' WHERE released_at IS NULL"
     )
     expiry_ms = {
-        offer: ms for offer, ms in conn.execute(
+        offer: ms
+        for offer, ms in conn.execute(
             "SELECT offer_id::text, floor(extract(epoch FROM expires_at) * 1000)::bigint"
             " FROM ql_private.run_leases WHERE released_at IS NULL"
         ).fetchall()
@@ -166,8 +182,10 @@ def test_heartbeats_racing_sweepers_never_extend_a_lost_lease(db_dsn: str, conn,
             errors.append(repr(exc))
 
     threads = [threading.Thread(target=heartbeater, args=(i,)) for i in range(n_heartbeaters)]
-    threads += [threading.Thread(target=_sweeper, args=(db_dsn, stop, barrier, totals, errors))
-                for _ in range(3)]
+    threads += [
+        threading.Thread(target=_sweeper, args=(db_dsn, stop, barrier, totals, errors))
+        for _ in range(3)
+    ]
     started_at = time.monotonic()
     for thread in threads:
         thread.start()
@@ -185,8 +203,9 @@ def test_heartbeats_racing_sweepers_never_extend_a_lost_lease(db_dsn: str, conn,
     swept_lost = sum(t["lost"] for t in totals) + final["lost"]
 
     assert len(answers) == N_LEASES
-    statuses = Counter(a["status"] if a["status"] == "ok" else a.get("category")
-                       for a in answers.values())
+    statuses = Counter(
+        a["status"] if a["status"] == "ok" else a.get("category") for a in answers.values()
+    )
     assert set(statuses) <= {"ok", "lease_expired"}, statuses
     extended = {offer for offer, a in answers.items() if a["status"] == "ok"}
     refused = {offer for offer, a in answers.items() if a["status"] != "ok"}
@@ -195,8 +214,7 @@ def test_heartbeats_racing_sweepers_never_extend_a_lost_lease(db_dsn: str, conn,
 
     rows = _lease_rows(conn)
     lost = {offer for offer, (reason, _, _) in rows.items() if reason == "lost"}
-    live = {offer for offer, (reason, unexpired, _) in rows.items()
-            if reason is None and unexpired}
+    live = {offer for offer, (reason, unexpired, _) in rows.items() if reason is None and unexpired}
     assert extended.isdisjoint(lost), "a lease was both extended and lost"
     assert extended <= live
     assert all(rows[offer][2] == 3 for offer in extended), "extended exactly once"
@@ -205,19 +223,25 @@ def test_heartbeats_racing_sweepers_never_extend_a_lost_lease(db_dsn: str, conn,
     for offer in extended:  # the answer carried the extension
         assert answers[offer]["lease"]["expiresAtMs"] > expiry_ms[offer]
 
-    lost_events = Counter(offer for (offer,) in conn.execute(
-        "SELECT payload->>'offerId' FROM ql_private.events WHERE type = 'attempt.lost'"
-    ).fetchall())
+    lost_events = Counter(
+        offer
+        for (offer,) in conn.execute(
+            "SELECT payload->>'offerId' FROM ql_private.events WHERE type = 'attempt.lost'"
+        ).fetchall()
+    )
     assert set(lost_events) == lost and set(lost_events.values()) == {1}
-    attempts = dict(conn.execute(
-        "SELECT run_id::text, count(*) FROM ql_private.attempts GROUP BY 1").fetchall())
+    attempts = dict(
+        conn.execute("SELECT run_id::text, count(*) FROM ql_private.attempts GROUP BY 1").fetchall()
+    )
     lost_runs = {by_offer[offer].run_id for offer in lost}
-    assert all(attempts[lease.run_id] == (2 if lease.run_id in lost_runs else 1)
-               for lease in leases)
+    assert all(
+        attempts[lease.run_id] == (2 if lease.run_id in lost_runs else 1) for lease in leases
+    )
 
 
-def test_concurrent_sweepers_retry_each_lost_attempt_once(db_dsn: str, conn,
-                                                          prov: Provisioner) -> None:
+def test_concurrent_sweepers_retry_each_lost_attempt_once(
+    db_dsn: str, conn, prov: Provisioner
+) -> None:
     leases = _start_leases(conn, prov, N_LEASES)
     conn.execute(
         "UPDATE ql_private.run_leases SET expires_at = clock_timestamp() - interval '1 second'"
@@ -227,9 +251,10 @@ def test_concurrent_sweepers_retry_each_lost_attempt_once(db_dsn: str, conn,
     barrier = threading.Barrier(3)
     totals: list[Counter] = []
     errors: list[str] = []
-    threads = [threading.Thread(target=_sweeper,
-                                args=(db_dsn, stop, barrier, totals, errors, True))
-               for _ in range(3)]
+    threads = [
+        threading.Thread(target=_sweeper, args=(db_dsn, stop, barrier, totals, errors, True))
+        for _ in range(3)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -244,15 +269,18 @@ def test_concurrent_sweepers_retry_each_lost_attempt_once(db_dsn: str, conn,
 
     per_attempt = conn.execute(
         "SELECT count(*), count(DISTINCT attempt_id) FROM ql_private.events"
-        " WHERE type = 'attempt.lost'").fetchone()
+        " WHERE type = 'attempt.lost'"
+    ).fetchone()
     assert per_attempt == (N_LEASES, N_LEASES)
     retries = conn.execute(
         "SELECT count(*), count(DISTINCT run_id) FROM ql_private.events"
-        " WHERE type = 'run.retry_scheduled'").fetchone()
+        " WHERE type = 'run.retry_scheduled'"
+    ).fetchone()
     assert retries == (N_LEASES, N_LEASES)
     shape = conn.execute(
         "SELECT a.attempt_no, a.state, count(*) FROM ql_private.attempts a"
-        " GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+        " GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall()
     assert shape == [(1, "lost", N_LEASES), (2, "claimed", N_LEASES)]
     current = conn.execute(
         "SELECT count(*) FROM ql_private.runs r JOIN ql_private.attempts a"
@@ -260,12 +288,15 @@ def test_concurrent_sweepers_retry_each_lost_attempt_once(db_dsn: str, conn,
     ).fetchone()[0]
     assert current == N_LEASES
     assert {lease.attempt_id for lease in leases} == {
-        str(a) for (a,) in conn.execute(
-            "SELECT attempt_id FROM ql_private.events WHERE type = 'attempt.lost'").fetchall()
+        str(a)
+        for (a,) in conn.execute(
+            "SELECT attempt_id FROM ql_private.events WHERE type = 'attempt.lost'"
+        ).fetchall()
     }
     # The retried runs are candidates again (retry_base_ms = 0).
     nothing_live = conn.execute(
-        "SELECT count(*) FROM ql_private.run_leases WHERE released_at IS NULL").fetchone()[0]
+        "SELECT count(*) FROM ql_private.run_leases WHERE released_at IS NULL"
+    ).fetchone()[0]
     assert nothing_live == 0
 
 
@@ -277,18 +308,21 @@ def _wait_for_lock_wait(conn: psycopg.Connection, pid: int) -> None:
     transaction lock): it has taken every lock it takes before that one."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
-                           (pid,)).fetchone()
+        row = conn.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+        ).fetchone()
         if row is not None and row[0] == "Lock":
             return
         time.sleep(0.005)
     raise AssertionError(f"backend {pid} never waited on a lock")
 
 
-def _in_thread(dsn: str, role: str, call: api.Call, pids: list[int],
-               answers: dict[str, object]) -> threading.Thread:
+def _in_thread(
+    dsn: str, role: str, call: api.Call, pids: list[int], answers: dict[str, object]
+) -> threading.Thread:
     """Run `call` as `role` on its own connection; its backend pid goes to
     `pids` once connected, its answer (or error) to answers[role]."""
+
     def run() -> None:
         try:
             with psycopg.connect(dsn, autocommit=True) as own:
@@ -340,16 +374,22 @@ def test_ack_and_cancel_queue_in_one_lock_order(db_dsn: str, conn, prov: Provisi
         pids: list[int] = []
         answers: dict[str, object] = {}
         with psycopg.connect(db_dsn) as holder:  # one transaction, held open
-            holder.execute("SELECT 1 FROM ql_private.attempts WHERE id = %s FOR UPDATE",
-                           (offer.attempt_id,))
-            cancel = _in_thread(db_dsn, "ql_runtime", api.cancel_run(run_id=offer.run_id),
-                                pids, answers)
+            holder.execute(
+                "SELECT 1 FROM ql_private.attempts WHERE id = %s FOR UPDATE", (offer.attempt_id,)
+            )
+            cancel = _in_thread(
+                db_dsn, "ql_runtime", api.cancel_run(run_id=offer.run_id), pids, answers
+            )
             _wait_for_lock_wait(conn, _started_pid(pids, 1))
             ack = _in_thread(
-                db_dsn, "ql_worker_ingress",
-                api.ack_lease(**offer.session.lease(offer.intent), lease_version=1,
-                              phase="starting"),
-                pids, answers)
+                db_dsn,
+                "ql_worker_ingress",
+                api.ack_lease(
+                    **offer.session.lease(offer.intent), lease_version=1, phase="starting"
+                ),
+                pids,
+                answers,
+            )
             _wait_for_lock_wait(conn, _started_pid(pids, 2))
         cancel.join(timeout=30)
         ack.join(timeout=30)
@@ -362,5 +402,6 @@ def test_ack_and_cancel_queue_in_one_lock_order(db_dsn: str, conn, prov: Provisi
         assert acked.doc == {"status": "conflict", "category": "lease_terminal"}, acked
     states = conn.execute(
         "SELECT state, count(*) FROM ql_private.runs WHERE id = ANY(%s::uuid[]) GROUP BY state",
-        ([offer.run_id for offer in offers],)).fetchall()
+        ([offer.run_id for offer in offers],),
+    ).fetchall()
     assert states == [("cancelled", LOCK_ORDER_ROUNDS)], states

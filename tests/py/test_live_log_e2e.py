@@ -161,4 +161,3 @@ def test_c_past_the_log_limit_shipping_stops_and_the_command_completes(env: Env)
     assert worker.named("exec.log_truncated")
     assert env.attempts(run_id) == [(1, "succeeded", 0, None)]
     assert worker.stop(signal.SIGTERM) == 0
-

@@ -51,13 +51,19 @@ def test_teardown_stops_services_before_postgres_and_is_idempotent(tmp_path: Pat
     try:
         assert recorded["pgBaseDir"] == str(base) and recorded["pgPort"] == cluster.port
         found, ready = tmp_path / "found.txt", tmp_path / "ready"
-        probes = [stack.launch(name, [sys.executable, "-c", PROBE, str(found) + name, str(ready)
-                                      + name], env={**os.environ, "PROBE_DSN": cluster.dsn()})
-                  for name in ("first", "second")]
+        probes = [
+            stack.launch(
+                name,
+                [sys.executable, "-c", PROBE, str(found) + name, str(ready) + name],
+                env={**os.environ, "PROBE_DSN": cluster.dsn()},
+            )
+            for name in ("first", "second")
+        ]
         for probe in probes:
             marker = Path(str(ready) + probe.name)
-            assert stack.wait_ready(probe, lambda m=marker: True if m.exists() else None,
-                                    30) is True
+            assert (
+                stack.wait_ready(probe, lambda m=marker: True if m.exists() else None, 30) is True
+            )
             assert recorded[f"{probe.name}Pid"] == probe.pid
         port = cluster.port
     finally:
@@ -74,8 +80,9 @@ def test_teardown_stops_services_before_postgres_and_is_idempotent(tmp_path: Pat
 
 
 def _sleeper(*argv: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", *argv],
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", *argv], start_new_session=True
+    )
 
 
 def test_a_recorded_service_is_stopped_only_while_it_is_ours(tmp_path: Path) -> None:
@@ -89,8 +96,11 @@ def test_a_recorded_service_is_stopped_only_while_it_is_ours(tmp_path: Path) -> 
     try:
         for name, process in (("ingress", ours), ("sweeper", stranger), ("api", late)):
             (tmp_path / f"{name}.pid").write_text(f"{process.pid}\n")
-        record = {"ingressStartTime": proc_start_time(ours.pid),
-                  "apiPid": late.pid, "apiStartTime": "1"}
+        record = {
+            "ingressStartTime": proc_start_time(ours.pid),
+            "apiPid": late.pid,
+            "apiStartTime": "1",
+        }
         markers = {"ingress": "ingress.json", "sweeper": "ingress.json", "api": "ingress.json"}
         stack = LocalStack.from_record(tmp_path, "qinglong", record, markers)
         assert [s.name for s in stack.facts.services] == ["ingress", "sweeper", "api"]

@@ -13,8 +13,13 @@ from qinglong.db.migrator import REWORDED_HEADERS, MigrationError, load_migratio
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qinglong", *args],
-                          capture_output=True, text=True, check=False, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "qinglong", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
 
 
 def _recorded(dsn: str) -> list[tuple]:
@@ -39,9 +44,12 @@ def test_migrate_twice_is_a_noop(empty_db_dsn: str) -> None:
 
 def test_concurrent_migrates_both_succeed_once(empty_db_dsn: str) -> None:
     procs = [
-        subprocess.Popen([sys.executable, "-m", "qinglong", "db", "migrate", "--dsn",
-                          empty_db_dsn], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "qinglong", "db", "migrate", "--dsn", empty_db_dsn],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(3)
     ]
     outputs = [proc.communicate(timeout=120) for proc in procs]
@@ -55,8 +63,9 @@ def test_concurrent_migrates_both_succeed_once(empty_db_dsn: str) -> None:
 def test_modified_applied_migration_is_refused(empty_db_dsn: str) -> None:
     migrate(empty_db_dsn)
     with psycopg.connect(empty_db_dsn) as conn:
-        conn.execute("UPDATE ql_private.schema_migrations SET checksum = repeat('0', 64)"
-                     " WHERE version = 1")
+        conn.execute(
+            "UPDATE ql_private.schema_migrations SET checksum = repeat('0', 64) WHERE version = 1"
+        )
     result = _cli("db", "migrate", "--dsn", empty_db_dsn)
     assert result.returncode == 2
     error = json.loads(result.stderr)
@@ -85,10 +94,14 @@ def test_reworded_header_is_re_recorded_not_refused(empty_db_dsn: str) -> None:
     migrate(empty_db_dsn)
     name = "0005_idle_view.sql"
     with psycopg.connect(empty_db_dsn) as conn:
-        conn.execute("UPDATE ql_private.schema_migrations SET checksum = %s WHERE name = %s",
-                     (REWORDED_HEADERS[name], name))
-    before = {m["name"]: m["state"] for m in
-              json.loads(_cli("db", "status", "--dsn", empty_db_dsn).stdout)["migrations"]}
+        conn.execute(
+            "UPDATE ql_private.schema_migrations SET checksum = %s WHERE name = %s",
+            (REWORDED_HEADERS[name], name),
+        )
+    before = {
+        m["name"]: m["state"]
+        for m in json.loads(_cli("db", "status", "--dsn", empty_db_dsn).stdout)["migrations"]
+    }
     assert before[name] == "reworded"
     result = _cli("db", "migrate", "--dsn", empty_db_dsn)
     assert result.returncode == 0, result.stderr
@@ -97,8 +110,10 @@ def test_reworded_header_is_re_recorded_not_refused(empty_db_dsn: str) -> None:
     assert {row[1]: row[2] for row in _recorded(empty_db_dsn)}[name] == current[name]
     # Any other checksum of the same file is still a modification.
     with psycopg.connect(empty_db_dsn) as conn:
-        conn.execute("UPDATE ql_private.schema_migrations SET checksum = repeat('1', 64)"
-                     " WHERE name = %s", (name,))
+        conn.execute(
+            "UPDATE ql_private.schema_migrations SET checksum = repeat('1', 64) WHERE name = %s",
+            (name,),
+        )
     refused = _cli("db", "migrate", "--dsn", empty_db_dsn)
     assert refused.returncode == 2 and name in json.loads(refused.stderr)["detail"]
 
@@ -128,8 +143,10 @@ def test_everything_is_owned_by_ql_owner(db_dsn: str) -> None:
 def test_unknown_recorded_migration_is_refused(empty_db_dsn: str) -> None:
     migrate(empty_db_dsn)
     with psycopg.connect(empty_db_dsn) as conn:
-        conn.execute("INSERT INTO ql_private.schema_migrations (version, name, checksum)"
-                     " VALUES (9999, '9999_from_the_future.sql', repeat('a', 64))")
+        conn.execute(
+            "INSERT INTO ql_private.schema_migrations (version, name, checksum)"
+            " VALUES (9999, '9999_from_the_future.sql', repeat('a', 64))"
+        )
     with pytest.raises(MigrationError, match="9999_from_the_future"):
         migrate(empty_db_dsn)
 
@@ -140,10 +157,13 @@ def test_0006_backfills_the_placement_class_of_dispatchable_runs(db_dsn: str) ->
     from tests.py.provision import Provisioner, command
 
     text = next(m for m in load_migrations() if m.name.startswith("0006")).text
-    statements = ["\n".join(line for line in chunk.splitlines() if not line.startswith("--"))
-                  for chunk in text.split(";")]
-    backfill = [stmt.strip() for stmt in statements
-                if stmt.strip().startswith(("INSERT INTO", "UPDATE"))]
+    statements = [
+        "\n".join(line for line in chunk.splitlines() if not line.startswith("--"))
+        for chunk in text.split(";")
+    ]
+    backfill = [
+        stmt.strip() for stmt in statements if stmt.strip().startswith(("INSERT INTO", "UPDATE"))
+    ]
     assert len(backfill) == 2, backfill
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         prov = Provisioner(conn)
@@ -155,7 +175,8 @@ def test_0006_backfills_the_placement_class_of_dispatchable_runs(db_dsn: str) ->
             conn.execute(stmt)
         rows = conn.execute(
             "SELECT r.id::text, pc.required -> 'labels' FROM ql_private.runs r"
-            " JOIN ql_private.placement_classes pc ON pc.id = r.placement_class").fetchall()
+            " JOIN ql_private.placement_classes pc ON pc.id = r.placement_class"
+        ).fetchall()
     labels = dict(rows)
     assert set(labels) == set(runs)
     assert [labels[r] for r in runs] == [{"gpu": ["yes"]}] * 3 + [{}]
@@ -171,8 +192,11 @@ def test_0016_pins_each_live_row_to_its_tasks_settings(db_dsn: str) -> None:
 
     text = next(m for m in load_migrations() if m.name.startswith("0016")).text
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
-    statements = [stmt.strip() for stmt in code.split(";")
-                  if stmt.strip().startswith(("ALTER TABLE", "UPDATE"))]
+    statements = [
+        stmt.strip()
+        for stmt in code.split(";")
+        if stmt.strip().startswith(("ALTER TABLE", "UPDATE"))
+    ]
     assert len(statements) == 7, statements
     with psycopg.connect(db_dsn) as conn:
         prov = Provisioner(conn)
@@ -180,23 +204,33 @@ def test_0016_pins_each_live_row_to_its_tasks_settings(db_dsn: str) -> None:
         runs = prov.enqueue(slow, count=2) + prov.enqueue(fast)
         session = prov.session(prov.worker())
         assert prov.pull(session, Intent())["status"] == "offered"
-        prov.call(api.configure_task(task_id=slow, lease_ttl_s=600, max_attempts=7,
-                                     retry_base_ms=200, retry_cap_ms=900))
+        prov.call(
+            api.configure_task(
+                task_id=slow, lease_ttl_s=600, max_attempts=7, retry_base_ms=200, retry_cap_ms=900
+            )
+        )
         conn.execute("ALTER TABLE ql_private.run_leases DROP COLUMN lease_ttl_seconds")
-        conn.execute("ALTER TABLE ql_private.attempts DROP COLUMN max_attempts,"
-                     " DROP COLUMN retry_base_ms, DROP COLUMN retry_cap_ms")
+        conn.execute(
+            "ALTER TABLE ql_private.attempts DROP COLUMN max_attempts,"
+            " DROP COLUMN retry_base_ms, DROP COLUMN retry_cap_ms"
+        )
         for stmt in statements:
             conn.execute(stmt)
-        pinned = dict(conn.execute(
-            "SELECT a.run_id::text, array[a.max_attempts, a.retry_base_ms, a.retry_cap_ms]"
-            " FROM ql_private.attempts a").fetchall())
-        ttl = conn.execute("SELECT run_id::text, lease_ttl_seconds FROM ql_private.run_leases"
-                           ).fetchall()
+        pinned = dict(
+            conn.execute(
+                "SELECT a.run_id::text, array[a.max_attempts, a.retry_base_ms, a.retry_cap_ms]"
+                " FROM ql_private.attempts a"
+            ).fetchall()
+        )
+        ttl = conn.execute(
+            "SELECT run_id::text, lease_ttl_seconds FROM ql_private.run_leases"
+        ).fetchall()
         nullable = conn.execute(
             "SELECT count(*) FROM pg_attribute WHERE NOT attnotnull AND attname IN"
             " ('lease_ttl_seconds', 'max_attempts', 'retry_base_ms', 'retry_cap_ms')"
             " AND attrelid IN ('ql_private.run_leases'::regclass,"
-            " 'ql_private.attempts'::regclass)").fetchone()
+            " 'ql_private.attempts'::regclass)"
+        ).fetchone()
         conn.rollback()
     assert pinned == {runs[0]: [7, 200, 900], runs[1]: [7, 200, 900], runs[2]: [3, 1000, 300000]}
     assert ttl == [(runs[0], 600)]
@@ -215,8 +249,11 @@ def test_0020_keeps_every_existing_worker_on_self_labels(db_dsn: str) -> None:
 
     text = next(m for m in load_migrations() if m.name.startswith("0020")).text
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
-    statements = [stmt.strip() for stmt in code.split(";")
-                  if stmt.strip().startswith(("ALTER TABLE", "CREATE TABLE"))]
+    statements = [
+        stmt.strip()
+        for stmt in code.split(";")
+        if stmt.strip().startswith(("ALTER TABLE", "CREATE TABLE"))
+    ]
     assert len(statements) == 3, statements
     labelled = {**DEFAULT_CAPABILITIES, "labels": {"tenant": "bank"}}
     with psycopg.connect(db_dsn) as conn:
@@ -229,14 +266,19 @@ def test_0020_keeps_every_existing_worker_on_self_labels(db_dsn: str) -> None:
             conn.execute(stmt)
         conn.execute("RESET ROLE")
         after = prov.worker("after", self_labels=False)
-        flags = dict(conn.execute(
-            "SELECT id::text, self_labels FROM ql_private.workers").fetchall())
+        flags = dict(
+            conn.execute("SELECT id::text, self_labels FROM ql_private.workers").fetchall()
+        )
         prov.session(before, labelled)  # asserts status ok
         with pytest.raises(psycopg.Error) as refused:
-            prov.call(api.open_session(
-                credential_id=after.credential_id, secret_digest=after.secret_digest,
-                worker_id=after.worker_id,
-                capabilities_canonical=canonical_bytes(labelled)))
+            prov.call(
+                api.open_session(
+                    credential_id=after.credential_id,
+                    secret_digest=after.secret_digest,
+                    worker_id=after.worker_id,
+                    capabilities_canonical=canonical_bytes(labelled),
+                )
+            )
         conn.rollback()
     assert flags == {before.worker_id: True, after.worker_id: False}
     assert refused.value.sqlstate == "QL016"
@@ -256,10 +298,14 @@ def test_0019_puts_existing_work_in_default_pools_and_keeps_workers_working(db_d
     with psycopg.connect(db_dsn) as conn:
         prov = Provisioner(conn)
         runs = prov.enqueue(prov.task("t1", project="p1"), count=2) + prov.enqueue(
-            prov.task("t2", project="p2"))
+            prov.task("t2", project="p2")
+        )
         worker = prov.worker(all_pools=False)
-        conn.execute("INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id)"
-                     " SELECT %s::uuid, id FROM ql_private.pools", (worker.worker_id,))
+        conn.execute(
+            "INSERT INTO ql_private.worker_pool_grants (worker_id, pool_id)"
+            " SELECT %s::uuid, id FROM ql_private.pools",
+            (worker.worker_id,),
+        )
         session = prov.session(worker)
         first = prov.pull(session, Intent())
         assert first["status"] == "offered"
@@ -281,15 +327,19 @@ def test_0019_puts_existing_work_in_default_pools_and_keeps_workers_working(db_d
         placed = conn.execute(
             "SELECT count(*) FILTER (WHERE pl.name = 'default' AND pl.project_id = t.project_id),"
             " count(*) FROM ql_private.runs r JOIN ql_private.tasks t ON t.id = r.task_id"
-            " JOIN ql_private.pools pl ON pl.id = r.pool_id AND pl.id = t.pool_id").fetchone()
+            " JOIN ql_private.pools pl ON pl.id = r.pool_id AND pl.id = t.pool_id"
+        ).fetchone()
         grants = conn.execute(
             "SELECT w.all_pools, array_agg(p.name ORDER BY p.name) FROM ql_private.workers w"
             " JOIN ql_private.worker_pool_grants g ON g.worker_id = w.id"
             " JOIN ql_private.pools pl ON pl.id = g.pool_id AND pl.name = 'default'"
             " JOIN ql_private.projects p ON p.id = pl.project_id"
-            " WHERE w.id = %s::uuid GROUP BY w.all_pools", (worker.worker_id,)).fetchone()
-        live = conn.execute("SELECT count(*) FROM ql_private.run_leases"
-                            " WHERE released_at IS NULL").fetchone()
+            " WHERE w.id = %s::uuid GROUP BY w.all_pools",
+            (worker.worker_id,),
+        ).fetchone()
+        live = conn.execute(
+            "SELECT count(*) FROM ql_private.run_leases WHERE released_at IS NULL"
+        ).fetchone()
         second = prov.pull(session, Intent())
         conn.rollback()
     assert placed == (3, 3)

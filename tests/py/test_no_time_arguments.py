@@ -19,7 +19,9 @@ def time_arguments(conn: psycopg.Connection) -> list[str]:
         "  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace,"
         "       unnest(p.proargtypes::oid[]) AS t"
         " WHERE n.nspname = 'ql' AND has_function_privilege(%s, p.oid, 'EXECUTE')"
-        "   AND format_type(t, NULL) = ANY(%s)", (INGRESS_ROLE, list(TIME_TYPES))).fetchall()
+        "   AND format_type(t, NULL) = ANY(%s)",
+        (INGRESS_ROLE, list(TIME_TYPES)),
+    ).fetchall()
     return sorted(f"{name}({kind})" for name, kind in rows)
 
 
@@ -35,8 +37,10 @@ def test_no_ingress_callable_function_takes_a_time_argument(db_dsn: str) -> None
 
 def test_the_check_finds_a_planted_time_argument(db_dsn: str) -> None:
     with psycopg.connect(db_dsn) as conn:  # rolled back at the end
-        conn.execute("CREATE FUNCTION ql.planted_clock(p_at timestamptz) RETURNS int"
-                     " LANGUAGE sql AS 'SELECT 1'")
+        conn.execute(
+            "CREATE FUNCTION ql.planted_clock(p_at timestamptz) RETURNS int"
+            " LANGUAGE sql AS 'SELECT 1'"
+        )
         conn.execute(f"GRANT EXECUTE ON FUNCTION ql.planted_clock(timestamptz) TO {INGRESS_ROLE}")
         assert time_arguments(conn) == ["planted_clock(timestamp with time zone)"]
         conn.rollback()

@@ -25,8 +25,11 @@ def document() -> dict[str, Any]:
 def _app_routes() -> set[tuple[str, str]]:
     config = IngressConfig(dsn="host=none", cert_file="x", key_file="x", client_ca_file="x")
     app = create_app(build_state(config, AuditLog(lambda _line: None)))
-    return {(route.method, route.resource.canonical) for route in app.router.routes()
-            if route.resource is not None}
+    return {
+        (route.method, route.resource.canonical)
+        for route in app.router.routes()
+        if route.resource is not None
+    }
 
 
 def _resolve(document: dict[str, Any], ref: str) -> Any:
@@ -61,7 +64,9 @@ def test_document_is_valid_openapi_3_1(document):
     schemes = document["components"]["securitySchemes"]
     assert schemes["workerCertificate"]["type"] == "mutualTLS"
     assert (schemes["workerCredential"]["type"], schemes["workerCredential"]["scheme"]) == (
-        "http", "bearer")
+        "http",
+        "bearer",
+    )
     assert document["security"] == [{"workerCertificate": [], "workerCredential": []}]
 
 
@@ -75,8 +80,9 @@ def test_every_reference_resolves_inside_the_document(document):
 
 
 def test_routes_match_the_app_both_ways(document):
-    documented = {(method.upper(), path) for path, item in document["paths"].items()
-                  for method in item}
+    documented = {
+        (method.upper(), path) for path, item in document["paths"].items() for method in item
+    }
     assert documented == _app_routes()
 
 
@@ -91,8 +97,9 @@ def test_every_operation_names_its_bodies_and_error_statuses(document):
         assert ERROR_STATUSES <= statuses, path
         # Opening a session and rotating a credential move no fence: never 409; a
         # lease batch answers each item's 409 inside its 200 body (SPEC 18.3).
-        assert ("409" in statuses) == (path not in ("/v1/sessions", "/v1/credentials/rotate",
-                                                    "/v1/leases/batch")), path
+        assert ("409" in statuses) == (
+            path not in ("/v1/sessions", "/v1/credentials/rotate", "/v1/leases/batch")
+        ), path
         for status in statuses - success:
             response = op["responses"][status]
             if "$ref" in response:
@@ -103,7 +110,8 @@ def test_every_operation_names_its_bodies_and_error_statuses(document):
                 assert response["headers"]["Retry-After"]["required"] is True
     heartbeat = document["paths"]["/v1/leases/heartbeat"]["post"]["responses"]["200"]
     assert heartbeat["content"]["application/json"]["schema"]["allOf"][1] == {
-        "required": ["cancelRequested"]}
+        "required": ["cancelRequested"]
+    }
 
 
 def _bundled_validator(document: dict[str, Any], schema_id: str) -> Any:
@@ -114,8 +122,7 @@ def _bundled_validator(document: dict[str, Any], schema_id: str) -> Any:
     uri = "urn:qinglong:openapi"
     registry = Registry().with_resource(uri, DRAFT202012.create_resource(document))
     name = openapi.component_name(schema_id)
-    return Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"},
-                                registry=registry)
+    return Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"}, registry=registry)
 
 
 @pytest.mark.parametrize("schema_id", sorted(VALID))
@@ -130,4 +137,5 @@ def test_bundled_schemas_judge_like_the_contract(document, schema_id):
 
 def test_every_schema_file_is_a_component(document):
     assert set(document["components"]["schemas"]) == {
-        openapi.component_name(s.value) for s in SchemaId}
+        openapi.component_name(s.value) for s in SchemaId
+    }

@@ -55,9 +55,20 @@ def test_pgtap_suite(pg_cluster: ThrowawayPostgres, migrated_template: str) -> N
         try:
             info = psycopg.conninfo.conninfo_to_dict(dsn)
             cmd = [
-                pg_prove, "--ext", ".sql", "--failures", "--comments",
-                "-h", str(info["host"]), "-p", str(info["port"]),
-                "-U", str(info["user"]), "-d", str(info["dbname"]), str(path),
+                pg_prove,
+                "--ext",
+                ".sql",
+                "--failures",
+                "--comments",
+                "-h",
+                str(info["host"]),
+                "-p",
+                str(info["port"]),
+                "-U",
+                str(info["user"]),
+                "-d",
+                str(info["dbname"]),
+                str(path),
             ]
             result = subprocess.run(cmd, capture_output=True, text=True, check=False,
                                     cwd=SQL_TESTS)  # fmt: skip

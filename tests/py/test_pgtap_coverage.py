@@ -35,7 +35,8 @@ def test_every_function_file_has_its_own_pgtap_file() -> None:
                      if not (SQL_TESTS / f"{name}.sql").is_file())  # fmt: skip
     assert not missing, (
         f"function files without tests/sql/<name>.sql: {missing} — add a pgTAP file "
-        "(plan, throws_ok by SQLSTATE, SET LOCAL ROLE where privileges matter)")
+        "(plan, throws_ok by SQLSTATE, SET LOCAL ROLE where privileges matter)"
+    )
 
 
 def test_trivial_list_is_current() -> None:

@@ -33,8 +33,11 @@ test_pki = ingress_harness.test_pki
 
 def _task(prov: Provisioner, name: str, pool: str) -> str:
     canonical = compile_command(command()).canonical
-    return str(prov.call(api.publish_revision(project="acme", task=name, canonical=canonical,
-                                              pool=pool)).doc["taskId"])
+    return str(
+        prov.call(
+            api.publish_revision(project="acme", task=name, canonical=canonical, pool=pool)
+        ).doc["taskId"]
+    )
 
 
 def _agent(prov: Provisioner, test_pki, name: str, pools: list[str]) -> Agent:
@@ -51,10 +54,16 @@ def _session(ingress, agent: Agent) -> dict:
     return reply.json
 
 
-def _pull(ingress, agent: Agent, session: dict, offer_id: str | None = None,
-          token: str | None = None):
-    return post(ingress.port, "/v1/offers/pull", pull_body(agent, session, offer_id, token),
-                ctx=agent.ctx, token=agent.token)
+def _pull(
+    ingress, agent: Agent, session: dict, offer_id: str | None = None, token: str | None = None
+):
+    return post(
+        ingress.port,
+        "/v1/offers/pull",
+        pull_body(agent, session, offer_id, token),
+        ctx=agent.ctx,
+        token=agent.token,
+    )
 
 
 def _two_pools(prov: Provisioner) -> tuple[str, str]:
@@ -89,13 +98,20 @@ def test_worker_granted_a_never_receives_b_runs(ingress, prov, test_pki):
     leases = prov.conn.execute(
         "SELECT r.pool_id = (SELECT id FROM ql_private.pools WHERE name = 'a') FROM"
         " ql_private.run_leases l JOIN ql_private.runs r ON r.id = l.run_id"
-        " WHERE l.worker_id = %s::uuid", (agent_a.worker_id,)).fetchall()
+        " WHERE l.worker_id = %s::uuid",
+        (agent_a.worker_id,),
+    ).fetchall()
     assert leases == [(True,)]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qinglong", "admin", *args],
-                          capture_output=True, text=True, check=False, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "qinglong", "admin", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
 
 
 def test_revoke_stops_offers_and_releases_the_unstarted_lease(ingress, prov, test_pki, db_dsn):
@@ -108,15 +124,19 @@ def test_revoke_stops_offers_and_releases_the_unstarted_lease(ingress, prov, tes
     assert offered.status == 200 and offered.json["lease"]["runId"] == runs[0], offered.body
 
     started = time.monotonic()
-    revoked = _cli("worker", "revoke", "--dsn", db_dsn, "--worker", agent.worker_id,
-                   "--pool", "acme/a")
+    revoked = _cli(
+        "worker", "revoke", "--dsn", db_dsn, "--worker", agent.worker_id, "--pool", "acme/a"
+    )
     assert revoked.returncode == 0, revoked.stderr
     assert json.loads(revoked.stdout)["leasesReleased"] == 1
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         while True:
-            row = conn.execute("SELECT l.release_reason, r.state FROM ql_private.run_leases l"
-                               " JOIN ql_private.runs r ON r.id = l.run_id"
-                               " WHERE l.offer_id = %s::uuid", (body["offerId"],)).fetchone()
+            row = conn.execute(
+                "SELECT l.release_reason, r.state FROM ql_private.run_leases l"
+                " JOIN ql_private.runs r ON r.id = l.run_id"
+                " WHERE l.offer_id = %s::uuid",
+                (body["offerId"],),
+            ).fetchone()
             if row == ("grant_revoked", "queued") or time.monotonic() - started > 5:
                 break
             time.sleep(0.1)
@@ -137,8 +157,18 @@ def test_cli_pools(db_dsn: str, tmp_path: Path):
     assert other.returncode == 0, other.stderr
     command_file = tmp_path / "cmd.json"
     command_file.write_text(json.dumps(command()))
-    base = ["task", "publish", "--dsn", db_dsn, "--project", "acme", "--name", "t",
-            "--command-file", str(command_file)]
+    base = [
+        "task",
+        "publish",
+        "--dsn",
+        db_dsn,
+        "--project",
+        "acme",
+        "--name",
+        "t",
+        "--command-file",
+        str(command_file),
+    ]
     ok = _cli(*base, "--pool", "acme/gpu")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["pool"] == "acme/gpu"
@@ -147,8 +177,10 @@ def test_cli_pools(db_dsn: str, tmp_path: Path):
         assert refused.returncode == 2, (pool, refused.stdout, refused.stderr)
         assert "pool" in refused.stdout + refused.stderr
     with psycopg.connect(db_dsn) as conn:
-        pools = conn.execute("SELECT pl.name FROM ql_private.tasks t JOIN ql_private.pools pl"
-                             " ON pl.id = t.pool_id WHERE t.name = 't'").fetchall()
+        pools = conn.execute(
+            "SELECT pl.name FROM ql_private.tasks t JOIN ql_private.pools pl"
+            " ON pl.id = t.pool_id WHERE t.name = 't'"
+        ).fetchall()
     assert pools == [("gpu",)], "a refused publish changed nothing"
 
 
@@ -169,9 +201,11 @@ def _blocked(db_dsn: str, query_like: str) -> bool:
     deadline = time.monotonic() + 10
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         while time.monotonic() < deadline:
-            row = conn.execute("SELECT count(*) FROM pg_stat_activity"
-                               " WHERE wait_event_type = 'Lock' AND query LIKE %s",
-                               (query_like,)).fetchone()
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND query LIKE %s",
+                (query_like,),
+            ).fetchone()
             if row and row[0]:
                 return True
             time.sleep(0.05)
@@ -204,8 +238,10 @@ def test_revoke_racing_a_claim_never_leaves_the_claimed_lease_live(db_dsn: str):
     thread.join(10)
     assert out and out[0]["leasesReleased"] == 1, out
     with psycopg.connect(db_dsn) as conn:
-        reason = conn.execute("SELECT release_reason FROM ql_private.run_leases WHERE"
-                              " offer_id = %s::uuid", (intent.offer_id,)).fetchone()
+        reason = conn.execute(
+            "SELECT release_reason FROM ql_private.run_leases WHERE offer_id = %s::uuid",
+            (intent.offer_id,),
+        ).fetchone()
     assert reason == ("grant_revoked",)
 
     # 2. The revoke first (granted again, then revoked in an open transaction).
@@ -233,13 +269,26 @@ def test_cli_worker_create_grant_revoke(db_dsn: str, tmp_path: Path):
     without `--pool` the worker holds nothing."""
     assert _cli("ca", "init", "--dir", str(tmp_path / "ca")).returncode == 0
     for name in ("a", "b"):
-        assert _cli("pool", "create", "--dsn", db_dsn, "--project", "acme",
-                    "--name", name).returncode == 0
+        assert (
+            _cli("pool", "create", "--dsn", db_dsn, "--project", "acme", "--name", name).returncode
+            == 0
+        )
 
     def create(name: str, *pools: str) -> subprocess.CompletedProcess[str]:
         flags = [arg for pool in pools for arg in ("--pool", pool)]
-        return _cli("worker", "create", "--dsn", db_dsn, "--name", name, "--ca-dir",
-                    str(tmp_path / "ca"), "--out", str(tmp_path / name), *flags)
+        return _cli(
+            "worker",
+            "create",
+            "--dsn",
+            db_dsn,
+            "--name",
+            name,
+            "--ca-dir",
+            str(tmp_path / "ca"),
+            "--out",
+            str(tmp_path / name),
+            *flags,
+        )
 
     def grants(worker_id: str) -> tuple[bool, list[str]]:
         with psycopg.connect(db_dsn) as conn:
@@ -248,7 +297,9 @@ def test_cli_worker_create_grant_revoke(db_dsn: str, tmp_path: Path):
                 " FILTER (WHERE pl.name IS NOT NULL), '{}') FROM ql_private.workers w"
                 " LEFT JOIN ql_private.worker_pool_grants g ON g.worker_id = w.id"
                 " LEFT JOIN ql_private.pools pl ON pl.id = g.pool_id"
-                " WHERE w.id = %s::uuid GROUP BY w.all_pools", (worker_id,)).fetchone()
+                " WHERE w.id = %s::uuid GROUP BY w.all_pools",
+                (worker_id,),
+            ).fetchone()
         assert row is not None
         return row[0], list(row[1])
 
@@ -283,25 +334,34 @@ def test_cli_worker_create_grant_revoke(db_dsn: str, tmp_path: Path):
 def _placed_task(prov: Provisioner, name: str, pool: str, gpu: bool) -> str:
     placement = {"required": {"labels": {"gpu": "yes"}}} if gpu else None
     canonical = compile_command(command(placement=placement)).canonical
-    return str(prov.call(api.publish_revision(project="acme", task=name, canonical=canonical,
-                                              pool=pool)).doc["taskId"])
+    return str(
+        prov.call(
+            api.publish_revision(project="acme", task=name, canonical=canonical, pool=pool)
+        ).doc["taskId"]
+    )
 
 
-def _enqueue(prov: Provisioner, task_id: str, count: int, priority: int,
-             due_ago_s: int | None) -> list[str]:
+def _enqueue(
+    prov: Provisioner, task_id: str, count: int, priority: int, due_ago_s: int | None
+) -> list[str]:
     """`count` ready runs, or (due_ago_s set) scheduled runs aged so they came due
     `due_ago_s` seconds ago and were never promoted by a sweeper."""
     if due_ago_s is None:
         return prov.enqueue(task_id, count=count, priority=priority)
-    result = prov.call(api.enqueue_runs(task_id=task_id, priority=priority, count=count,
-                                        delay_ms=3_600_000)).doc
+    result = prov.call(
+        api.enqueue_runs(task_id=task_id, priority=priority, count=count, delay_ms=3_600_000)
+    ).doc
     run_ids = [str(run_id) for run_id in result["runIds"]]
     prov.conn.execute(
         "UPDATE ql_private.runs SET due_at = clock_timestamp() - make_interval(secs => %s)"
-        " WHERE id = ANY(%s::uuid[])", (due_ago_s, run_ids))
+        " WHERE id = ANY(%s::uuid[])",
+        (due_ago_s, run_ids),
+    )
     prov.conn.execute(
         "UPDATE ql_private.attempts a SET not_before = r.due_at FROM ql_private.runs r"
-        " WHERE a.id = r.current_attempt_id AND r.id = ANY(%s::uuid[])", (run_ids,))
+        " WHERE a.id = r.current_attempt_id AND r.id = ANY(%s::uuid[])",
+        (run_ids,),
+    )
     return run_ids
 
 
@@ -317,8 +377,7 @@ def test_runs_behind_a_blocked_head_in_a_granted_pool_are_offered(prov, due: boo
         prov.call(api.create_pool(project="acme", name=name))
     gpu_a = _placed_task(prov, "gpu-a", "acme/a", gpu=True)
     plain_a = _placed_task(prov, "plain-a", "acme/a", gpu=False)
-    b_runs = prov.enqueue(_placed_task(prov, "plain-b", "acme/b", gpu=False), count=5,
-                          priority=9)
+    b_runs = prov.enqueue(_placed_task(prov, "plain-b", "acme/b", gpu=False), count=5, priority=9)
     _enqueue(prov, gpu_a, 40, 5, 120 if due else None)
     takeable = _enqueue(prov, plain_a, 5, 0, 60 if due else None)
     worker = prov.worker("edge-a", all_pools=False)
@@ -333,6 +392,6 @@ def test_runs_behind_a_blocked_head_in_a_granted_pool_are_offered(prov, due: boo
     result = prov.pull(session, Intent())
     assert result["status"] == "idle" and result["reason"] == "placement_mismatch", result
     leased = prov.conn.execute(
-        "SELECT count(*) FROM ql_private.run_leases WHERE run_id = ANY(%s::uuid[])",
-        (b_runs,)).fetchone()[0]
+        "SELECT count(*) FROM ql_private.run_leases WHERE run_id = ANY(%s::uuid[])", (b_runs,)
+    ).fetchone()[0]
     assert leased == 0

@@ -27,10 +27,15 @@ def conn(db_dsn: str) -> Iterator[psycopg.Connection]:
 
 def _rows(conn: psycopg.Connection, run_ids: list[str]) -> Counter:
     counts: Counter = Counter()
-    for table, column in (("runs", "id"), ("attempts", "run_id"), ("run_leases", "run_id"),
-                          ("events", "run_id")):
-        row = conn.execute(f"SELECT count(*) FROM ql_private.{table}"
-                           f" WHERE {column} = ANY(%s::uuid[])", (run_ids,)).fetchone()
+    for table, column in (
+        ("runs", "id"),
+        ("attempts", "run_id"),
+        ("run_leases", "run_id"),
+        ("events", "run_id"),
+    ):
+        row = conn.execute(
+            f"SELECT count(*) FROM ql_private.{table} WHERE {column} = ANY(%s::uuid[])", (run_ids,)
+        ).fetchone()
         counts[table] = row[0] if row else 0
     return counts
 
@@ -40,12 +45,16 @@ def test_prune_during_claims_loses_nothing(db_dsn: str, conn: psycopg.Connection
     old_task, live_task = prov.task("finished"), prov.task("live")
     terminal = prov.enqueue(old_task, count=TERMINAL)
     # Fixture shortcut: these runs finished yesterday (the lifecycle is not under test).
-    conn.execute("UPDATE ql_private.runs SET state = 'succeeded', finished_at ="
-                 " clock_timestamp() - interval '1 day' WHERE id = ANY(%s::uuid[])",
-                 (terminal,))
+    conn.execute(
+        "UPDATE ql_private.runs SET state = 'succeeded', finished_at ="
+        " clock_timestamp() - interval '1 day' WHERE id = ANY(%s::uuid[])",
+        (terminal,),
+    )
     live = prov.enqueue(live_task, count=LIVE)
-    sessions = [prov.session(prov.worker(f"claimer-{i}"), dict(DEFAULT_CAPABILITIES, slots=256))
-                for i in range(CLAIMERS)]
+    sessions = [
+        prov.session(prov.worker(f"claimer-{i}"), dict(DEFAULT_CAPABILITIES, slots=256))
+        for i in range(CLAIMERS)
+    ]
     offered: list[list[str]] = [[] for _ in sessions]
     errors: list[BaseException] = []
     start = threading.Barrier(CLAIMERS + 1)
@@ -62,8 +71,13 @@ def test_prune_during_claims_loses_nothing(db_dsn: str, conn: psycopg.Connection
                         assert answer["status"] == "idle", answer
                         return
                     offered[i].append(answer["offer"]["candidate"]["runId"])
-                    acked = api.ack_lease(**sessions[i].lease(intent), lease_version=1,
-                                          phase="starting").run(own).doc
+                    acked = (
+                        api.ack_lease(
+                            **sessions[i].lease(intent), lease_version=1, phase="starting"
+                        )
+                        .run(own)
+                        .doc
+                    )
                     assert acked["status"] == "ok", acked
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
@@ -95,17 +109,24 @@ def test_prune_during_claims_loses_nothing(db_dsn: str, conn: psycopg.Connection
     kept = _rows(conn, live)
     assert (kept["runs"], kept["attempts"], kept["run_leases"]) == (LIVE, LIVE, LIVE)
     assert kept["events"] >= 2 * LIVE  # run.queued + run.dispatched (+ starting) each
-    states = conn.execute("SELECT state, count(*) FROM ql_private.runs"
-                          " WHERE id = ANY(%s::uuid[]) GROUP BY 1", (live,)).fetchall()
+    states = conn.execute(
+        "SELECT state, count(*) FROM ql_private.runs WHERE id = ANY(%s::uuid[]) GROUP BY 1", (live,)
+    ).fetchall()
     assert dict(states) == {"starting": LIVE}
 
 
 RACED_RUNS, PRUNERS, OPERATORS, RACE_S = 3000, 3, 4, 4.0
 
 
-def _operator_loop(db_dsn: str, run_ids: list[str], seed: int, stop: threading.Event,
-                   start: threading.Barrier, outcomes: Counter,
-                   errors: list[BaseException]) -> None:
+def _operator_loop(
+    db_dsn: str,
+    run_ids: list[str],
+    seed: int,
+    stop: threading.Event,
+    start: threading.Barrier,
+    outcomes: Counter,
+    errors: list[BaseException],
+) -> None:
     """Retry then cancel runs (ql.retry_run / ql.cancel_run), each call its own
     transaction, walking the runs oldest first as the pruners do (so both reach
     for the same rows at once), then again from the start; refusals a prune or
@@ -119,8 +140,10 @@ def _operator_loop(db_dsn: str, run_ids: list[str], seed: int, stop: threading.E
             while not stop.is_set():
                 position = (position + rng.randint(1, 3)) % len(run_ids)
                 run_id = run_ids[position]
-                for name, call in (("retried", api.retry_run(run_id=run_id)),
-                                   ("cancelled", api.cancel_run(run_id=run_id))):
+                for name, call in (
+                    ("retried", api.retry_run(run_id=run_id)),
+                    ("cancelled", api.cancel_run(run_id=run_id)),
+                ):
                     try:
                         call.run(own)
                         outcomes[name] += 1
@@ -135,7 +158,8 @@ def _operator_loop(db_dsn: str, run_ids: list[str], seed: int, stop: threading.E
 
 
 def test_prune_racing_retry_and_cancel_never_deadlocks(
-        db_dsn: str, conn: psycopg.Connection) -> None:
+    db_dsn: str, conn: psycopg.Connection
+) -> None:
     """Prune batches racing operators who retry and cancel the same terminal
     runs: no call dies of a deadlock (40P01) — retry and cancel lock attempt ->
     run, and so does prune — and the rows left are consistent."""
@@ -143,10 +167,16 @@ def test_prune_racing_retry_and_cancel_never_deadlocks(
     task = prov.task("churn")
     runs = prov.enqueue(task, count=RACED_RUNS)
     # Fixture shortcut: the runs failed just now (the lifecycle is not under test).
-    conn.execute("UPDATE ql_private.attempts SET state = 'failed', finished_at ="
-                 " clock_timestamp() WHERE run_id = ANY(%s::uuid[])", (runs,))
-    conn.execute("UPDATE ql_private.runs SET state = 'failed', finished_at ="
-                 " clock_timestamp() WHERE id = ANY(%s::uuid[])", (runs,))
+    conn.execute(
+        "UPDATE ql_private.attempts SET state = 'failed', finished_at ="
+        " clock_timestamp() WHERE run_id = ANY(%s::uuid[])",
+        (runs,),
+    )
+    conn.execute(
+        "UPDATE ql_private.runs SET state = 'failed', finished_at ="
+        " clock_timestamp() WHERE id = ANY(%s::uuid[])",
+        (runs,),
+    )
     errors: list[BaseException] = []
     outcomes: Counter = Counter()
     stop = threading.Event()
@@ -167,9 +197,12 @@ def test_prune_racing_retry_and_cancel_never_deadlocks(
             errors.append(exc)
 
     threads = [threading.Thread(target=prune) for _ in range(PRUNERS)]
-    threads += [threading.Thread(target=_operator_loop,
-                                 args=(db_dsn, runs, i, stop, start, outcomes, errors))
-                for i in range(OPERATORS)]
+    threads += [
+        threading.Thread(
+            target=_operator_loop, args=(db_dsn, runs, i, stop, start, outcomes, errors)
+        )
+        for i in range(OPERATORS)
+    ]
     for thread in threads:
         thread.start()
     stop.wait(RACE_S)
@@ -187,8 +220,13 @@ def test_prune_racing_retry_and_cancel_never_deadlocks(
         " WHERE r.id = ANY(%s::uuid[]) AND NOT ("
         "   (r.state = 'queued' AND a.state = 'claimed' AND r.finished_at IS NULL)"
         "   OR (r.state = 'cancelled' AND a.state = 'cancelled' AND r.finished_at IS NOT NULL)"
-        "   OR (r.state = 'failed' AND a.state = 'failed'))", (runs,)).fetchall()
+        "   OR (r.state = 'failed' AND a.state = 'failed'))",
+        (runs,),
+    ).fetchall()
     assert bad == []
-    gone = [r for r in runs if not conn.execute(
-        "SELECT 1 FROM ql_private.runs WHERE id = %s", (r,)).fetchone()]
+    gone = [
+        r
+        for r in runs
+        if not conn.execute("SELECT 1 FROM ql_private.runs WHERE id = %s", (r,)).fetchone()
+    ]
     assert _rows(conn, gone) == Counter(runs=0, attempts=0, run_leases=0, events=0)

@@ -86,9 +86,15 @@ def _wal_lsn(conn: psycopg.Connection) -> str:
 def test_idle_pulls_write_nothing(conn, prov: Provisioner) -> None:
     """100 idle pulls: no transaction id assigned, and the WAL insert position
     does not move on an otherwise quiet database."""
-    task = prov.task(doc={"schema": "qinglong/command@v1", "argv": ["x"], "env": {},
-                          "timeoutS": 5,
-                          "placement": {"required": {"labels": {"gpu": "yes"}}}})
+    task = prov.task(
+        doc={
+            "schema": "qinglong/command@v1",
+            "argv": ["x"],
+            "env": {},
+            "timeoutS": 5,
+            "placement": {"required": {"labels": {"gpu": "yes"}}},
+        }
+    )
     prov.enqueue(task, count=20)  # placement-blocked: the scan reads them, claims none
     session = prov.session(prov.worker())
     conn.execute("CHECKPOINT")
@@ -107,8 +113,9 @@ def test_idle_pulls_write_nothing(conn, prov: Provisioner) -> None:
     pytest.fail(f"WAL moved during idle pulls on the last try: {before} -> {after}")
 
 
-def _pull_until_idle(dsn: str, session: Session, offers: list[dict], errors: list[str],
-                     barrier: threading.Barrier) -> None:
+def _pull_until_idle(
+    dsn: str, session: Session, offers: list[dict], errors: list[str], barrier: threading.Barrier
+) -> None:
     try:
         with psycopg.connect(dsn, autocommit=True) as own:
             prov = Provisioner(own)
@@ -125,12 +132,18 @@ def _pull_until_idle(dsn: str, session: Session, offers: list[dict], errors: lis
         errors.append(repr(exc))
 
 
-def test_concurrent_pulls_lease_every_attempt_exactly_once(db_dsn: str, conn,
-                                                           prov: Provisioner) -> None:
+def test_concurrent_pulls_lease_every_attempt_exactly_once(
+    db_dsn: str, conn, prov: Provisioner
+) -> None:
     task = prov.task()
     run_ids = prov.enqueue(task, count=500)
-    caps = {"schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
-            "labels": {}, "runtimes": {}, "slots": 256}
+    caps = {
+        "schema": "qinglong/worker-capabilities@v1",
+        "executors": ["remote-worker"],
+        "labels": {},
+        "runtimes": {},
+        "slots": 256,
+    }
     sessions = [prov.session(prov.worker(f"w{i}"), caps) for i in range(8)]
     offers: list[dict] = []
     errors: list[str] = []
@@ -161,8 +174,9 @@ def test_concurrent_pulls_lease_every_attempt_exactly_once(db_dsn: str, conn,
     assert len(workers_used) > 1, "expected the claims to be spread over the workers"
 
 
-def test_same_offer_id_from_four_connections_gives_one_lease(db_dsn: str, conn,
-                                                            prov: Provisioner) -> None:
+def test_same_offer_id_from_four_connections_gives_one_lease(
+    db_dsn: str, conn, prov: Provisioner
+) -> None:
     task = prov.task()
     prov.enqueue(task, count=10)
     session = prov.session(prov.worker())
@@ -191,8 +205,9 @@ def test_same_offer_id_from_four_connections_gives_one_lease(db_dsn: str, conn,
     assert _counts(conn) == (1, 1)
 
 
-def test_scan_skips_a_run_another_transaction_is_claiming(db_dsn: str, conn,
-                                                          prov: Provisioner) -> None:
+def test_scan_skips_a_run_another_transaction_is_claiming(
+    db_dsn: str, conn, prov: Provisioner
+) -> None:
     """A run locked by an in-flight claim (another connection's open transaction)
     is skipped by the scan — no race counted, no lock taken — and is a candidate
     again as soon as that transaction ends without claiming it."""
@@ -200,8 +215,7 @@ def test_scan_skips_a_run_another_transaction_is_claiming(db_dsn: str, conn,
     first, second = prov.enqueue(task, count=2)
     session = prov.session(prov.worker())
     with psycopg.connect(db_dsn) as other:  # not autocommit: holds the row lock
-        other.execute("SELECT 1 FROM ql_private.runs WHERE id = %s FOR NO KEY UPDATE",
-                      (first,))
+        other.execute("SELECT 1 FROM ql_private.runs WHERE id = %s FOR NO KEY UPDATE", (first,))
         page = conn.execute(
             "SELECT array_agg(run_id::text) FROM ql_private.candidate_page(NULL, NULL, NULL, 8)"
         ).fetchone()[0]
@@ -234,26 +248,31 @@ def test_claim_passes_over_runs_claimed_since_the_scan(conn, prov: Provisioner) 
     ).fetchone()
     assert row == (True, 3, True, runs[2])
     dispatched = conn.execute(
-        "SELECT count(*) FROM ql_private.events WHERE type = 'run.dispatched'").fetchone()[0]
+        "SELECT count(*) FROM ql_private.events WHERE type = 'run.dispatched'"
+    ).fetchone()[0]
     assert dispatched == 3
 
 
-def test_expired_offer_is_reclaimed_with_the_next_lease_generation(conn,
-                                                                   prov: Provisioner) -> None:
+def test_expired_offer_is_reclaimed_with_the_next_lease_generation(conn, prov: Provisioner) -> None:
     task = prov.task()
     (run_id,) = prov.enqueue(task)
     first_session = prov.session(prov.worker("first"))
     first = prov.pull(first_session, Intent())
     assert first["offer"]["lease"]["leaseGeneration"] == 1
-    conn.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
-                 " - interval '1 second' WHERE run_id = %s", (run_id,))
+    conn.execute(
+        "UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
+        " - interval '1 second' WHERE run_id = %s",
+        (run_id,),
+    )
     second = prov.pull(prov.session(prov.worker("second")), Intent())
     assert second["status"] == "offered"
     assert second["offer"]["candidate"]["runId"] == run_id
     assert second["offer"]["lease"]["leaseGeneration"] == 2
     released = conn.execute(
         "SELECT release_reason FROM ql_private.run_leases WHERE run_id = %s"
-        " ORDER BY lease_generation", (run_id,)).fetchall()
+        " ORDER BY lease_generation",
+        (run_id,),
+    ).fetchall()
     assert released == [("expired",), (None,)]
 
 
@@ -273,16 +292,24 @@ def test_matching_run_behind_a_blocked_head_is_offered(conn, prov: Provisioner) 
     result = prov.pull(session, Intent())
     assert result["status"] == "offered", result
     assert result["offer"]["candidate"]["runId"] == plain_run
-    gpu = prov.session(prov.worker("gpu-box"), {
-        "schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
-        "labels": {"gpu": "yes"}, "runtimes": {}, "slots": 4})
+    gpu = prov.session(
+        prov.worker("gpu-box"),
+        {
+            "schema": "qinglong/worker-capabilities@v1",
+            "executors": ["remote-worker"],
+            "labels": {"gpu": "yes"},
+            "runtimes": {},
+            "slots": 4,
+        },
+    )
     taken = prov.pull(gpu, Intent())
     assert taken["status"] == "offered"
     assert taken["offer"]["candidate"]["taskId"] != result["offer"]["candidate"]["taskId"]
 
 
 def test_only_blocked_runs_answer_placement_mismatch_without_reading_them_all(
-        prov: Provisioner) -> None:
+    prov: Provisioner,
+) -> None:
     prov.enqueue(_gpu_task(prov), count=200, priority=5)
     session = prov.session(prov.worker())
     result = prov.pull(session, Intent())
@@ -293,26 +320,33 @@ def test_only_blocked_runs_answer_placement_mismatch_without_reading_them_all(
     assert result["stats"]["mismatches"]["label"] == 8
 
 
-def _enqueue_due(conn: psycopg.Connection, prov: Provisioner, task_id: str, count: int,
-                 due_ago_s: int) -> list[str]:
+def _enqueue_due(
+    conn: psycopg.Connection, prov: Provisioner, task_id: str, count: int, due_ago_s: int
+) -> list[str]:
     """`count` runs scheduled for later, then aged so they came due `due_ago_s`
     seconds ago (due_at and the attempt's not_before), as a sweeper-less
     deployment would hold them: still in runs_due, never promoted."""
-    result = prov.call(api.enqueue_runs(task_id=task_id, priority=0, count=count,
-                                        delay_ms=3_600_000)).doc
+    result = prov.call(
+        api.enqueue_runs(task_id=task_id, priority=0, count=count, delay_ms=3_600_000)
+    ).doc
     run_ids = [str(run_id) for run_id in result["runIds"]]
     conn.execute(
         "UPDATE ql_private.runs SET due_at = clock_timestamp() - make_interval(secs => %s)"
-        " WHERE id = ANY(%s::uuid[])", (due_ago_s, run_ids))
+        " WHERE id = ANY(%s::uuid[])",
+        (due_ago_s, run_ids),
+    )
     conn.execute(
         "UPDATE ql_private.attempts a SET not_before = r.due_at FROM ql_private.runs r"
-        " WHERE a.id = r.current_attempt_id AND r.id = ANY(%s::uuid[])", (run_ids,))
+        " WHERE a.id = r.current_attempt_id AND r.id = ANY(%s::uuid[])",
+        (run_ids,),
+    )
     return run_ids
 
 
 @pytest.mark.parametrize("takeable_queued_first", [False, True])
 def test_due_runs_behind_a_head_of_blocked_due_runs_are_offered_without_a_sweep(
-        conn, prov: Provisioner, takeable_queued_first: bool) -> None:
+    conn, prov: Provisioner, takeable_queued_first: bool
+) -> None:
     """40 due runs this worker cannot take, due before 5 it can, and no sweeper
     ever promoted any of them: the default-bounded pull still offers the 5, one
     per pull, through the class pages (which read each matching class's due
@@ -335,8 +369,9 @@ def test_due_runs_behind_a_head_of_blocked_due_runs_are_offered_without_a_sweep(
     assert sorted(offered) == sorted(takeable)
     result = prov.pull(session, Intent())
     assert result["status"] == "idle" and result["reason"] == "placement_mismatch", result
-    promoted = conn.execute("SELECT count(*) FROM ql_private.runs"
-                            " WHERE state = 'queued' AND due_at IS NULL").fetchone()[0]
+    promoted = conn.execute(
+        "SELECT count(*) FROM ql_private.runs WHERE state = 'queued' AND due_at IS NULL"
+    ).fetchone()[0]
     assert promoted == 0  # nothing was promoted: the pull found them where they were
 
 
@@ -345,7 +380,8 @@ def test_enqueue_records_the_placement_class(conn, prov: Provisioner) -> None:
     plain_runs = prov.enqueue(prov.task("plain"), count=2)
     rows = conn.execute(
         "SELECT r.id::text, pc.required FROM ql_private.runs r"
-        " JOIN ql_private.placement_classes pc ON pc.id = r.placement_class").fetchall()
+        " JOIN ql_private.placement_classes pc ON pc.id = r.placement_class"
+    ).fetchall()
     classes = {run_id: required for run_id, required in rows}
     assert [classes[r]["labels"]["gpu"] for r in gpu_runs] == [["yes"]] * 2
     assert [classes[r]["labels"] for r in plain_runs] == [{}] * 2
@@ -353,16 +389,16 @@ def test_enqueue_records_the_placement_class(conn, prov: Provisioner) -> None:
     assert conn.execute("SELECT count(*) FROM ql_private.placement_classes").fetchone()[0] == 2
 
 
-def test_claim_skips_a_run_another_transaction_has_locked(db_dsn: str, conn,
-                                                         prov: Provisioner) -> None:
+def test_claim_skips_a_run_another_transaction_has_locked(
+    db_dsn: str, conn, prov: Provisioner
+) -> None:
     """Inside the one claim statement, SKIP LOCKED passes over a candidate a
     competing transaction holds — never waiting for it — and locks the next."""
     first, second = prov.enqueue(prov.task(), count=2)
     session = prov.session(prov.worker())
     intent = Intent()
     with psycopg.connect(db_dsn) as other:  # holds the row lock until rollback
-        other.execute("SELECT 1 FROM ql_private.runs WHERE id = %s FOR NO KEY UPDATE",
-                      (first,))
+        other.execute("SELECT 1 FROM ql_private.runs WHERE id = %s FOR NO KEY UPDATE", (first,))
         row = conn.execute(
             "SELECT (c).consumed, (c).locked, (c).offer #>> '{candidate,runId}'"
             " FROM (SELECT ql_private.claim_candidate(ws, %s::uuid[], ARRAY[0, 0],"

@@ -26,17 +26,28 @@ def prov(conn: psycopg.Connection) -> Provisioner:
 
 
 def _batch(prov: Provisioner, session: Session, intents: list[Intent]) -> dict:
-    return prov.call(api.pull_offers(**session.fence(), offer_ids=[i.offer_id for i in intents],
-                                     token_digests=[i.token_digest for i in intents])).doc
+    return prov.call(
+        api.pull_offers(
+            **session.fence(),
+            offer_ids=[i.offer_id for i in intents],
+            token_digests=[i.token_digest for i in intents],
+        )
+    ).doc
 
 
 def _caps(slots: int) -> dict:
-    return {"schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
-            "labels": {}, "runtimes": {}, "slots": slots}
+    return {
+        "schema": "qinglong/worker-capabilities@v1",
+        "executors": ["remote-worker"],
+        "labels": {},
+        "runtimes": {},
+        "slots": slots,
+    }
 
 
-def _batches_until_idle(dsn: str, session: Session, offers: list[dict], errors: list[str],
-                        barrier: threading.Barrier) -> None:
+def _batches_until_idle(
+    dsn: str, session: Session, offers: list[dict], errors: list[str], barrier: threading.Barrier
+) -> None:
     try:
         with psycopg.connect(dsn, autocommit=True) as own:
             prov = Provisioner(own)
@@ -52,15 +63,18 @@ def _batches_until_idle(dsn: str, session: Session, offers: list[dict], errors: 
         errors.append(repr(exc))
 
 
-def test_concurrent_batches_lease_every_attempt_exactly_once(db_dsn: str, conn,
-                                                             prov: Provisioner) -> None:
+def test_concurrent_batches_lease_every_attempt_exactly_once(
+    db_dsn: str, conn, prov: Provisioner
+) -> None:
     run_ids = prov.enqueue(prov.task(), count=400)
     sessions = [prov.session(prov.worker(f"w{i}"), _caps(256)) for i in range(8)]
     offers: list[dict] = []
     errors: list[str] = []
     barrier = threading.Barrier(len(sessions))
-    threads = [threading.Thread(target=_batches_until_idle,
-                                args=(db_dsn, s, offers, errors, barrier)) for s in sessions]
+    threads = [
+        threading.Thread(target=_batches_until_idle, args=(db_dsn, s, offers, errors, barrier))
+        for s in sessions
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -70,16 +84,23 @@ def test_concurrent_batches_lease_every_attempt_exactly_once(db_dsn: str, conn,
     assert len(offers) == 400
     assert max(attempts.values()) == 1
     assert {o["candidate"]["runId"] for o in offers} == set(run_ids)
-    assert conn.execute("SELECT attempt_id FROM ql_private.run_leases GROUP BY 1"
-                        " HAVING count(*) > 1").fetchall() == []
-    events = conn.execute("SELECT count(*), count(DISTINCT payload->>'offerId')"
-                          " FROM ql_private.events WHERE type = 'run.dispatched'").fetchone()
+    assert (
+        conn.execute(
+            "SELECT attempt_id FROM ql_private.run_leases GROUP BY 1 HAVING count(*) > 1"
+        ).fetchall()
+        == []
+    )
+    events = conn.execute(
+        "SELECT count(*), count(DISTINCT payload->>'offerId')"
+        " FROM ql_private.events WHERE type = 'run.dispatched'"
+    ).fetchone()
     assert events == (400, 400)
     assert len(Counter(o["target"]["workerId"] for o in offers)) > 1
 
 
-def test_concurrent_batches_of_one_session_never_exceed_its_slots(db_dsn: str, conn,
-                                                                  prov: Provisioner) -> None:
+def test_concurrent_batches_of_one_session_never_exceed_its_slots(
+    db_dsn: str, conn, prov: Provisioner
+) -> None:
     """Four connections pull 16-id batches for one 5-slot session at once: the
     session row is locked and its slots re-counted before every claim."""
     prov.enqueue(prov.task(), count=100)
@@ -92,8 +113,7 @@ def test_concurrent_batches_of_one_session_never_exceed_its_slots(db_dsn: str, c
         try:
             with psycopg.connect(db_dsn, autocommit=True) as own:
                 barrier.wait()
-                results.append(_batch(Provisioner(own), session,
-                                      [Intent() for _ in range(16)]))
+                results.append(_batch(Provisioner(own), session, [Intent() for _ in range(16)]))
         except Exception as exc:
             errors.append(repr(exc))
 
@@ -105,17 +125,26 @@ def test_concurrent_batches_of_one_session_never_exceed_its_slots(db_dsn: str, c
     assert not errors, errors
     assert sum(len(r["offers"]) for r in results) == 5
     assert {r["idle"]["reason"] for r in results} == {"capacity_full"}
-    leases = conn.execute("SELECT count(*) FROM ql_private.run_leases WHERE session_id = %s",
-                          (session.session_id,)).fetchone()[0]
+    leases = conn.execute(
+        "SELECT count(*) FROM ql_private.run_leases WHERE session_id = %s", (session.session_id,)
+    ).fetchone()[0]
     assert leases == 5
 
 
 def test_idle_batches_write_nothing(conn, prov: Provisioner) -> None:
     """An idle batch of 16 ids: no transaction id, no WAL on a quiet database."""
-    prov.enqueue(prov.task(doc={"schema": "qinglong/command@v1", "argv": ["x"], "env": {},
-                                "timeoutS": 5,
-                                "placement": {"required": {"labels": {"gpu": "yes"}}}}),
-                 count=20)
+    prov.enqueue(
+        prov.task(
+            doc={
+                "schema": "qinglong/command@v1",
+                "argv": ["x"],
+                "env": {},
+                "timeoutS": 5,
+                "placement": {"required": {"labels": {"gpu": "yes"}}},
+            }
+        ),
+        count=20,
+    )
     session = prov.session(prov.worker())
     conn.execute("CHECKPOINT")
     for _attempt in range(3):

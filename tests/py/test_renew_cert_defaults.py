@@ -28,16 +28,23 @@ QL = [sys.executable, "-m", "qinglong"]
 
 
 def _ql(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*QL, *args], capture_output=True, text=True, timeout=240,
-                          check=False, env=os.environ | (env or {}))
+    return subprocess.run(
+        [*QL, *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        env=os.environ | (env or {}),
+    )
 
 
 def _status_of(dev: dict[str, Any], cert_dir: Path) -> tuple[int, str]:
     """POST to the ingress with the certificate in `cert_dir` -> (status, reason)."""
     ctx = ssl.create_default_context(cafile=dev["caFile"])
     ctx.load_cert_chain(cert_dir / "worker.pem", cert_dir / "worker-key.pem")
-    request = urllib.request.Request(dev["ingressUrl"] + "/v1/no-such-route", data=b"{}",
-                                     method="POST")
+    request = urllib.request.Request(
+        dev["ingressUrl"] + "/v1/no-such-route", data=b"{}", method="POST"
+    )
     try:
         with urllib.request.urlopen(request, context=ctx, timeout=10) as reply:
             return reply.status, ""
@@ -52,8 +59,14 @@ def test_renew_cert_with_only_the_worker_on_a_dev_stack(tmp_path: Path) -> None:
     try:
         dev = json.loads((state_dir / "dev-env.json").read_text())
         worker_id = dev["worker"]["workerId"]
-        done = _ql("admin", "worker", "renew-cert", "--worker", worker_id,
-                   env={"QINGLONG_DSN": dev["runtimeDsn"]})
+        done = _ql(
+            "admin",
+            "worker",
+            "renew-cert",
+            "--worker",
+            worker_id,
+            env={"QINGLONG_DSN": dev["runtimeDsn"]},
+        )
         assert done.returncode == 0, done.stderr
         renewed = json.loads(done.stdout)
         cert_dir = Path(renewed["certFile"]).parent
@@ -64,19 +77,25 @@ def test_renew_cert_with_only_the_worker_on_a_dev_stack(tmp_path: Path) -> None:
         assert cert.issuer == ca.subject
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         assert sans.get_values_for_type(x509.UniformResourceIdentifier) == [
-            f"urn:qinglong:worker:{worker_id}"]
+            f"urn:qinglong:worker:{worker_id}"
+        ]
         assert int(renewed["serial"], 16) == cert.serial_number
         with psycopg.connect(dev["dsn"]) as conn:
             assert conn.execute(
                 "SELECT worker_id::text FROM ql_private.worker_certificates WHERE serial = %s",
-                (renewed["serial"],)).fetchone() == (worker_id,)
+                (renewed["serial"],),
+            ).fetchone() == (worker_id,)
         assert _status_of(dev, cert_dir) == (404, "unknown_route")  # admitted
 
-        printed = subprocess.run(["openssl", "x509", "-serial", "-noout", "-in",
-                                  renewed["certFile"]], capture_output=True, text=True,
-                                 check=True).stdout.strip()
-        revoked = _ql("admin", "cert", "revoke", "--serial", printed,
-                      env={"QINGLONG_DSN": dev["runtimeDsn"]})
+        printed = subprocess.run(
+            ["openssl", "x509", "-serial", "-noout", "-in", renewed["certFile"]],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        revoked = _ql(
+            "admin", "cert", "revoke", "--serial", printed, env={"QINGLONG_DSN": dev["runtimeDsn"]}
+        )
         assert revoked.returncode == 0, revoked.stderr
         deadline = time.monotonic() + 5
         while _status_of(dev, cert_dir) != (401, "certificate_revoked"):
@@ -89,24 +108,49 @@ def test_renew_cert_with_only_the_worker_on_a_dev_stack(tmp_path: Path) -> None:
 
 
 def test_renew_cert_without_a_ca_outside_a_dev_stack_is_an_input_error(
-        db_dsn: str, tmp_path: Path) -> None:
+    db_dsn: str, tmp_path: Path
+) -> None:
     ca_dir = tmp_path / "ca"
     assert _ql("admin", "ca", "init", "--dir", str(ca_dir)).returncode == 0
-    made = _ql("admin", "worker", "create", "--dsn", db_dsn, "--name", "w1",
-               "--ca-dir", str(ca_dir), "--out", str(tmp_path / "w1"))
+    made = _ql(
+        "admin",
+        "worker",
+        "create",
+        "--dsn",
+        db_dsn,
+        "--name",
+        "w1",
+        "--ca-dir",
+        str(ca_dir),
+        "--out",
+        str(tmp_path / "w1"),
+    )
     assert made.returncode == 0, made.stderr
     worker_id = json.loads(made.stdout)["workerId"]
     done = _ql("admin", "worker", "renew-cert", "--dsn", db_dsn, "--worker", worker_id)
     assert done.returncode == 2, done.stderr
     error = json.loads(done.stderr)
     assert (error["error"], error["reason"], error["field"]) == (
-        "invalid_input", "ca_dir_required", "caDir")
+        "invalid_input",
+        "ca_dir_required",
+        "caDir",
+    )
     with psycopg.connect(db_dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM ql_private.worker_certificates"
-                            ).fetchone() == (1,)  # only the one `worker create` issued
+        assert conn.execute("SELECT count(*) FROM ql_private.worker_certificates").fetchone() == (
+            1,
+        )  # only the one `worker create` issued
     # With the CA named, OUT still defaults: a new directory beside the CA.
-    done = _ql("admin", "worker", "renew-cert", "--dsn", db_dsn, "--worker", worker_id,
-               "--ca-dir", str(ca_dir))
+    done = _ql(
+        "admin",
+        "worker",
+        "renew-cert",
+        "--dsn",
+        db_dsn,
+        "--worker",
+        worker_id,
+        "--ca-dir",
+        str(ca_dir),
+    )
     assert done.returncode == 0, done.stderr
     cert_file = Path(json.loads(done.stdout)["certFile"])
     assert cert_file.parent.parent == tmp_path / "worker-certs"

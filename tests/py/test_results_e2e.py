@@ -92,17 +92,21 @@ def test_complete_takes_16_kib_other_requests_keep_4_kib(claim: Claim, su_conn, 
     assert shown["attempts"][0]["exitCode"] == 3
 
 
-@pytest.mark.parametrize("result", [
-    {"durationMs": 1, "outputTail": "", "outputBytes": 0, "signal": 9},  # unknown field
-    {"durationMs": 1, "outputTail": "a\u0000b", "outputBytes": 3},  # NUL (jsonb refuses it)
-    {"durationMs": -1, "outputTail": "", "outputBytes": 0},
-    {"durationMs": 1, "outputTail": "", "outputBytes": 1.5},
-    {"durationMs": 1, "outputTail": "x" * 8193, "outputBytes": 8193},
-    {"durationMs": 1, "outputBytes": 0},  # outputTail missing
-    {"exitCode": 2**31, "durationMs": 1, "outputTail": "", "outputBytes": 0},
-])
-def test_malformed_results_are_400_and_change_nothing(claim: Claim, su_conn,
-                                                       result: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"durationMs": 1, "outputTail": "", "outputBytes": 0, "signal": 9},  # unknown field
+        {"durationMs": 1, "outputTail": "a\u0000b", "outputBytes": 3},  # NUL (jsonb refuses it)
+        {"durationMs": -1, "outputTail": "", "outputBytes": 0},
+        {"durationMs": 1, "outputTail": "", "outputBytes": 1.5},
+        {"durationMs": 1, "outputTail": "x" * 8193, "outputBytes": 8193},
+        {"durationMs": 1, "outputBytes": 0},  # outputTail missing
+        {"exitCode": 2**31, "durationMs": 1, "outputTail": "", "outputBytes": 0},
+    ],
+)
+def test_malformed_results_are_400_and_change_nothing(
+    claim: Claim, su_conn, result: dict[str, Any]
+) -> None:
     reply = claim.send(COMPLETE, _complete_body(claim, result))
     assert (reply.status, reply.json["reason"]) == (400, "schema_invalid"), reply.body
     assert _stored_result(su_conn, claim) is None
@@ -133,8 +137,9 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     state_dir = tmp_path_factory.mktemp("dev")
     # The dev ingress inherits this environment: a polling budget that lets one
     # worker run 250 short commands back to back (the default is 5 pulls/s).
-    doc = _dev_up(state_dir, os.environ | {"QL_INGRESS_RATE_PER_S": "500",
-                                           "QL_INGRESS_RATE_BURST": "500"})
+    doc = _dev_up(
+        state_dir, os.environ | {"QL_INGRESS_RATE_PER_S": "500", "QL_INGRESS_RATE_BURST": "500"}
+    )
     path = state_dir / "dev-env-copy.json"
     path.write_text(json.dumps(doc))
     try:
@@ -179,13 +184,15 @@ def exec_journal() -> Iterator[Path]:
 
 
 @pytest.mark.slow
-def test_executor_reports_exit_code_and_output_tail(dev: dict[str, Any], tmp_path: Path,
-                                                    exec_journal: Path) -> None:
+def test_executor_reports_exit_code_and_output_tail(
+    dev: dict[str, Any], tmp_path: Path, exec_journal: Path
+) -> None:
     marker = f"RESULT-MARKER-{time.time_ns()}"
     small = _publish_and_enqueue(dev, tmp_path, "exit-3", f"echo {marker}; echo err >&2; exit 3")
     # 20,000 bytes of 'y' then a marker line: more than 8 KiB.
-    big = _publish_and_enqueue(dev, tmp_path, "chatty",
-                               "head -c 20000 /dev/zero | tr '\\0' y; echo END-MARKER")
+    big = _publish_and_enqueue(
+        dev, tmp_path, "chatty", "head -c 20000 /dev/zero | tr '\\0' y; echo END-MARKER"
+    )
     worker = Worker(dev_args(dev, exec_journal, "--execute", *run_as_args()))
     try:
         shown = _show_when_finished(dev, small)
@@ -230,18 +237,46 @@ def test_run_list_pages_through_250_executed_runs_exactly_once(
     command = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
     path = tmp_path / "true.json"
     path.write_text(json.dumps(command))
-    task = _json_out([*QL, "admin", "task", "publish", "--dsn-file", dev["_dsnFile"], "--project",
-                      "results-e2e", "--name", "many", "--command-file", str(path)])
-    enqueued = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", dev["_dsnFile"], "--task",
-                          task["taskId"], "--count", "250"])["runIds"]
-    worker = Worker(dev_args(dev, exec_journal, "--execute", "--slots", "8",
-                             *run_as_args()))
+    task = _json_out(
+        [
+            *QL,
+            "admin",
+            "task",
+            "publish",
+            "--dsn-file",
+            dev["_dsnFile"],
+            "--project",
+            "results-e2e",
+            "--name",
+            "many",
+            "--command-file",
+            str(path),
+        ]
+    )
+    enqueued = _json_out(
+        [
+            *QL,
+            "admin",
+            "run",
+            "enqueue",
+            "--dsn-file",
+            dev["_dsnFile"],
+            "--task",
+            task["taskId"],
+            "--count",
+            "250",
+        ]
+    )["runIds"]
+    worker = Worker(dev_args(dev, exec_journal, "--execute", "--slots", "8", *run_as_args()))
     try:
         deadline = time.monotonic() + 240
         while True:
             with psycopg.connect(dev["dsn"]) as conn:
-                done = api.list_runs(task_id=task["taskId"], states=["succeeded"],
-                                     limit=1000).run(conn).doc
+                done = (
+                    api.list_runs(task_id=task["taskId"], states=["succeeded"], limit=1000)
+                    .run(conn)
+                    .doc
+                )
             if len(done["runs"]) == 250:
                 break
             assert time.monotonic() < deadline, len(done["runs"])
@@ -250,8 +285,20 @@ def test_run_list_pages_through_250_executed_runs_exactly_once(
         worker.kill()
     pages, after = [], None
     while True:
-        args = [*QL, "admin", "run", "list", "--dsn-file", dev["_dsnFile"],
-                "--task", task["taskId"], "--state", "succeeded", "--limit", "100"]
+        args = [
+            *QL,
+            "admin",
+            "run",
+            "list",
+            "--dsn-file",
+            dev["_dsnFile"],
+            "--task",
+            task["taskId"],
+            "--state",
+            "succeeded",
+            "--limit",
+            "100",
+        ]
         page = _json_out([*args, *(["--after", after] if after else [])])
         pages.append([run["runId"] for run in page["runs"]])
         assert all(run["state"] == "succeeded" for run in page["runs"])

@@ -317,10 +317,15 @@ def test_open_files_are_limited_per_process(box: Box) -> None:
 
 # ------------------------------------------------------------------ leftovers
 
-_LITTER = ("sh", "-c", 'for d in /tmp /var/tmp /dev/shm; do echo x > "$d/ql-litter-$1" && '
-           'mkdir -p "$d/ql-litter-dir-$1/a" && echo in:$d; done; '
-           'echo x > "$HOME/f"; echo x > "$HOME/../ql-litter-$1" && echo in:runs; '
-           'test -e "/tmp/ql-host-$1" && echo sees-host-tmp; exit 0', "sh")
+_LITTER = (
+    "sh",
+    "-c",
+    'for d in /tmp /var/tmp /dev/shm; do echo x > "$d/ql-litter-$1" && '
+    'mkdir -p "$d/ql-litter-dir-$1/a" && echo in:$d; done; '
+    'echo x > "$HOME/f"; echo x > "$HOME/../ql-litter-$1" && echo in:runs; '
+    'test -e "/tmp/ql-host-$1" && echo sees-host-tmp; exit 0',
+    "sh",
+)
 
 
 @pytest.mark.parametrize("private", [True, False], ids=["namespace", "swept"])

@@ -29,13 +29,17 @@ def conn(db_dsn: str) -> Iterator[psycopg.Connection]:
 
 
 def admin_log(dsn: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "qinglong", "admin", "run", "log",
-                           "--dsn", dsn, *args], capture_output=True, timeout=60,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "qinglong", "admin", "run", "log", "--dsn", dsn, *args],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
 
 
-def test_prints_the_stored_text_as_is_over_several_pages(db_dsn: str,
-                                                         conn: psycopg.Connection) -> None:
+def test_prints_the_stored_text_as_is_over_several_pages(
+    db_dsn: str, conn: psycopg.Connection
+) -> None:
     live = start_attempt(conn)
     first = "línea 1 ✓ <b>\n"
     live.append(first)
@@ -55,13 +59,20 @@ def test_prints_the_stored_text_as_is_over_several_pages(db_dsn: str,
     done = admin_log(db_dsn, "--run", live.run_id, "--attempt", "1", "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert doc == {"runId": live.run_id, "attemptNumber": 1, "text": expected,
-                   "storedBytes": live.stored, "logBytes": live.stored,
-                   "truncated": False, "complete": True}
+    assert doc == {
+        "runId": live.run_id,
+        "attemptNumber": 1,
+        "text": expected,
+        "storedBytes": live.stored,
+        "logBytes": live.stored,
+        "truncated": False,
+        "complete": True,
+    }
 
 
-def test_a_truncated_log_ends_with_the_truncated_line(db_dsn: str,
-                                                      conn: psycopg.Connection) -> None:
+def test_a_truncated_log_ends_with_the_truncated_line(
+    db_dsn: str, conn: psycopg.Connection
+) -> None:
     live = start_attempt(conn, log_limit_bytes=1024)
     answer = live.append("a" * 1000 + "é" * 100)  # 1200 bytes: cut at 1024
     assert answer["truncated"] is True and live.stored == 1024
@@ -75,18 +86,25 @@ def test_a_truncated_log_ends_with_the_truncated_line(db_dsn: str,
     assert doc["text"].encode() == stored
 
 
-def test_a_log_shorter_than_log_bytes_is_marked_incomplete(db_dsn: str,
-                                                           conn: psycopg.Connection) -> None:
+def test_a_log_shorter_than_log_bytes_is_marked_incomplete(
+    db_dsn: str, conn: psycopg.Connection
+) -> None:
     live = start_attempt(conn)
     live.append("only this\n")
     live.complete(25, outcome="failed")
     done = admin_log(db_dsn, "--run", live.run_id, "--attempt", "1")
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"only this\n[qinglong: log incomplete: 10 of 25 bytes stored]\n"
-    doc = json.loads(admin_log(db_dsn, "--run", live.run_id, "--attempt", "1",
-                               "--json").stdout)
-    assert doc == {"runId": live.run_id, "attemptNumber": 1, "text": "only this\n",
-                   "storedBytes": 10, "logBytes": 25, "truncated": False, "complete": False}
+    doc = json.loads(admin_log(db_dsn, "--run", live.run_id, "--attempt", "1", "--json").stdout)
+    assert doc == {
+        "runId": live.run_id,
+        "attemptNumber": 1,
+        "text": "only this\n",
+        "storedBytes": 10,
+        "logBytes": 25,
+        "truncated": False,
+        "complete": False,
+    }
     # The failure queued a retry: without --attempt the latest (2, no log yet) is read.
     latest = json.loads(admin_log(db_dsn, "--run", live.run_id, "--json").stdout)
     assert (latest["attemptNumber"], latest["text"], latest["storedBytes"]) == (2, "", 0)
@@ -101,9 +119,11 @@ def test_errors_name_what_is_wrong(db_dsn: str, conn: psycopg.Connection) -> Non
     assert attempt.returncode == 1
     assert json.loads(attempt.stderr)["error"] == "not_found"
     assert "attempt" in json.loads(attempt.stderr)["detail"]
-    for args, field in ((["--run", "not-a-uuid"], "runId"),
-                        (["--run", live.run_id, "--attempt", "0"], "attempt"),
-                        (["--run", live.run_id, "--attempt", "x"], "attempt")):
+    for args, field in (
+        (["--run", "not-a-uuid"], "runId"),
+        (["--run", live.run_id, "--attempt", "0"], "attempt"),
+        (["--run", live.run_id, "--attempt", "x"], "attempt"),
+    ):
         bad = admin_log(db_dsn, *args)
         assert bad.returncode == 2, bad.stderr
         assert json.loads(bad.stderr)["field"] == field
@@ -126,12 +146,27 @@ def _read_until(proc: subprocess.Popen[bytes], wanted: bytes, deadline_s: float)
 
 
 def test_follow_prints_a_running_attempts_new_line_within_3_s(
-        db_dsn: str, conn: psycopg.Connection) -> None:
+    db_dsn: str, conn: psycopg.Connection
+) -> None:
     live = start_attempt(conn)
     live.append("started\n")
-    proc = subprocess.Popen([sys.executable, "-m", "qinglong", "admin", "run", "log",
-                             "--dsn", db_dsn, "--run", live.run_id, "--follow"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "admin",
+            "run",
+            "log",
+            "--dsn",
+            db_dsn,
+            "--run",
+            live.run_id,
+            "--follow",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert _read_until(proc, b"started\n", 30) == b"started\n"
         for n in range(2):
@@ -151,12 +186,15 @@ def test_follow_prints_a_running_attempts_new_line_within_3_s(
             proc.wait()
     assert proc.returncode == 0, err
     stored = live.stored
-    assert out == (b"no newline at the end\n[qinglong: log incomplete: "
-                   + f"{stored} of {stored + 5} bytes stored]\n".encode())
+    assert out == (
+        b"no newline at the end\n[qinglong: log incomplete: "
+        + f"{stored} of {stored + 5} bytes stored]\n".encode()
+    )
 
 
-def test_a_ql_readonly_login_reads_the_log(conn: psycopg.Connection, pg_cluster,
-                                           db_name: str) -> None:
+def test_a_ql_readonly_login_reads_the_log(
+    conn: psycopg.Connection, pg_cluster, db_name: str
+) -> None:
     live = start_attempt(conn)
     live.append("read me\n")
     role = f"ql_reader_{db_name}"

@@ -41,21 +41,22 @@ def conn(db_dsn: str) -> Iterator[psycopg.Connection]:
 
 
 @pytest.fixture
-def api(tmp_path: Path, pg_cluster: ThrowawayPostgres, db_name: str,
-        conn: psycopg.Connection) -> Iterator[ApiProcess]:
+def api(
+    tmp_path: Path, pg_cluster: ThrowawayPostgres, db_name: str, conn: psycopg.Connection
+) -> Iterator[ApiProcess]:
     role = api_login(conn)
     try:
         # One follow stream per token, streams of at most 4 s: the caps under test.
-        with running_api(tmp_path, pg_cluster.dsn(db_name, user=role),
-                         logFollowersPerToken=1, logFollowMaxS=4) as process:
+        with running_api(
+            tmp_path, pg_cluster.dsn(db_name, user=role), logFollowersPerToken=1, logFollowMaxS=4
+        ) as process:
             yield process
     finally:
         conn.execute(f"DROP OWNED BY {role}")
         conn.execute(f"DROP ROLE {role}")
 
 
-def _error(reply: requests.Response, status: int, reason: str,
-           field: str | None = None) -> None:
+def _error(reply: requests.Response, status: int, reason: str, field: str | None = None) -> None:
     assert reply.status_code == status, (reply.status_code, reply.text)
     doc = reply.json()
     default_contract().validate("qinglong/error@v1", doc)
@@ -71,8 +72,7 @@ def _client(api: ApiProcess, tmp_path: Path, token: str) -> api_client.Client:
     return api_client.Client(api.url, token_file=token_file, ca_file=api.ca_file)
 
 
-def test_the_page_and_its_checks(api: ApiProcess, db_dsn: str,
-                                 conn: psycopg.Connection) -> None:
+def test_the_page_and_its_checks(api: ApiProcess, db_dsn: str, conn: psycopg.Connection) -> None:
     live = start_attempt(conn)
     other = start_attempt(conn, project="other")
     live.append("hello ✓\n")
@@ -84,40 +84,57 @@ def test_the_page_and_its_checks(api: ApiProcess, db_dsn: str,
     assert reply.status_code == 200, reply.text
     doc = reply.json()
     default_contract().validate("qinglong/run-log@v1", doc)
-    assert doc == {"schema": "qinglong/run-log@v1", "runId": live.run_id, "attemptNumber": 1,
-                   "offset": 0, "nextOffset": live.stored, "text": "hello ✓\nworld\n",
-                   "storedBytes": live.stored, "logBytes": None, "truncated": False,
-                   "complete": False, "ended": False}
+    assert doc == {
+        "schema": "qinglong/run-log@v1",
+        "runId": live.run_id,
+        "attemptNumber": 1,
+        "offset": 0,
+        "nextOffset": live.stored,
+        "text": "hello ✓\nworld\n",
+        "storedBytes": live.stored,
+        "logBytes": None,
+        "truncated": False,
+        "complete": False,
+        "ended": False,
+    }
     tail = api.request("GET", path, token, params={"offset": "10", "attempt": "1"}).json()
     assert (tail["offset"], tail["text"], tail["nextOffset"]) == (10, "world\n", live.stored)
 
     read_only = make_token(db_dsn, "acme", scopes="read")["token"]
     _error(api.request("GET", path, read_only), 403, "scope_missing")
     _error(api.request("GET", f"/v1/runs/{other.run_id}/log", token), 404, "not_found", "runId")
-    _error(api.request("GET", "/v1/runs/00000000-0000-4000-8000-000000000000/log", token),
-           404, "not_found", "runId")
-    _error(api.request("GET", path, token, params={"attempt": "2"}), 404, "not_found",
-           "attempt")
-    _error(api.request("GET", path, token, params={"offset": "-1"}), 400, "invalid_input",
-           "offset")
-    _error(api.request("GET", path, token, params={"offset": "99"}), 400, "out_of_bounds",
-           "offset")
-    _error(api.request("GET", path, token, params={"offset": "7"}), 400, "out_of_bounds",
-           "offset")  # inside the three bytes of ✓
-    _error(api.request("GET", path, token, params={"follow": "yes"}), 400, "invalid_input",
-           "follow")
+    _error(
+        api.request("GET", "/v1/runs/00000000-0000-4000-8000-000000000000/log", token),
+        404,
+        "not_found",
+        "runId",
+    )
+    _error(api.request("GET", path, token, params={"attempt": "2"}), 404, "not_found", "attempt")
+    _error(api.request("GET", path, token, params={"offset": "-1"}), 400, "invalid_input", "offset")
+    _error(api.request("GET", path, token, params={"offset": "99"}), 400, "out_of_bounds", "offset")
+    _error(
+        api.request("GET", path, token, params={"offset": "7"}), 400, "out_of_bounds", "offset"
+    )  # inside the three bytes of ✓
+    _error(
+        api.request("GET", path, token, params={"follow": "yes"}), 400, "invalid_input", "follow"
+    )
     _error(api.request("GET", path, token, params={"tail": "1"}), 400, "invalid_input", "tail")
     _error(api.request("GET", path), 401, "token_missing")
 
 
-def _follow_lines(api: ApiProcess, token: str, run_id: str, out: queue.Queue[Any],
-                  **params: str) -> None:
+def _follow_lines(
+    api: ApiProcess, token: str, run_id: str, out: queue.Queue[Any], **params: str
+) -> None:
     """Each line of one follow stream, as it arrives, then None (or the exception)."""
     try:
-        with requests.get(f"{api.url}/v1/runs/{run_id}/log",
-                          params={"follow": "1", **params},
-                          headers={"Authorization": f"Bearer {token}"},
-                          verify=str(api.ca_file), stream=True, timeout=30) as reply:
+        with requests.get(
+            f"{api.url}/v1/runs/{run_id}/log",
+            params={"follow": "1", **params},
+            headers={"Authorization": f"Bearer {token}"},
+            verify=str(api.ca_file),
+            stream=True,
+            timeout=30,
+        ) as reply:
             out.put(reply)
             for line in reply.iter_lines():
                 if line:
@@ -143,8 +160,9 @@ def _until_text(lines: queue.Queue[Any], text: str, timeout_s: float) -> list[di
     return seen
 
 
-def test_follow_streams_until_the_attempt_ends(api: ApiProcess, db_dsn: str,
-                                              conn: psycopg.Connection) -> None:
+def test_follow_streams_until_the_attempt_ends(
+    api: ApiProcess, db_dsn: str, conn: psycopg.Connection
+) -> None:
     live = start_attempt(conn)
     live.append("first\n")
     token = make_token(db_dsn, "acme")["token"]
@@ -160,8 +178,7 @@ def test_follow_streams_until_the_attempt_ends(api: ApiProcess, db_dsn: str,
         assert (first["text"], first["ended"]) == ("first\n", False)
 
         # One stream per token (log_followers_per_token 1): a second is 429.
-        refused = api.request("GET", f"/v1/runs/{live.run_id}/log", token,
-                              params={"follow": "1"})
+        refused = api.request("GET", f"/v1/runs/{live.run_id}/log", token, params={"follow": "1"})
         _error(refused, 429, "too_many_followers")
         assert int(refused.headers["Retry-After"]) >= 1
 
@@ -182,7 +199,8 @@ def test_follow_streams_until_the_attempt_ends(api: ApiProcess, db_dsn: str,
 
 
 def test_a_stream_ends_at_its_time_cap_and_a_revoked_token_ends_it(
-        api: ApiProcess, db_dsn: str, conn: psycopg.Connection) -> None:
+    api: ApiProcess, db_dsn: str, conn: psycopg.Connection
+) -> None:
     live = start_attempt(conn)
     live.append("x\n")
     made = make_token(db_dsn, "acme")
@@ -194,34 +212,52 @@ def test_a_stream_ends_at_its_time_cap_and_a_revoked_token_ends_it(
         items.append(lines.get())
     assert items[-1] is None and 3.5 <= time.monotonic() - started <= 15
     pages = items[1:-1]
-    assert pages[0]["text"] == "x\n" and pages[-1]["ended"] is False, \
+    assert pages[0]["text"] == "x\n" and pages[-1]["ended"] is False, (
         "the stream ended early: the last line is not ended (reconnect from nextOffset)"
+    )
     assert pages[-1]["nextOffset"] == live.stored
 
-    thread = threading.Thread(target=_follow_lines,
-                              args=(api, made["token"], live.run_id, lines))
+    thread = threading.Thread(target=_follow_lines, args=(api, made["token"], live.run_id, lines))
     thread.start()
     try:
         assert _next(lines, 30).status_code == 200 and _next(lines, 30)["text"] == "x\n"
-        subprocess.run([sys.executable, "-m", "qinglong", "admin", "token", "revoke",
-                        "--dsn", db_dsn, "--token-id", made["tokenId"]], check=True,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "qinglong",
+                "admin",
+                "token",
+                "revoke",
+                "--dsn",
+                db_dsn,
+                "--token-id",
+                made["tokenId"],
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         revoked_at = time.monotonic()
         while True:
             item = _next(lines, 10)
             assert item is not None, "ended without an error line"
             if item.get("schema") == "qinglong/error@v1":
                 break
-        assert item == {"schema": "qinglong/error@v1", "error": "unauthorized",
-                        "reason": "token_invalid"}
+        assert item == {
+            "schema": "qinglong/error@v1",
+            "error": "unauthorized",
+            "reason": "token_invalid",
+        }
         assert time.monotonic() - revoked_at <= 5
         assert _next(lines, 10) is None
     finally:
         thread.join(timeout=30)
 
 
-def test_client_and_run_log_command(api: ApiProcess, db_dsn: str, conn: psycopg.Connection,
-                                    tmp_path: Path) -> None:
+def test_client_and_run_log_command(
+    api: ApiProcess, db_dsn: str, conn: psycopg.Connection, tmp_path: Path
+) -> None:
     live = start_attempt(conn, log_limit_bytes=1024)
     token = make_token(db_dsn, "acme")["token"]
     live.append("line 1\n")
@@ -247,8 +283,11 @@ def test_client_and_run_log_command(api: ApiProcess, db_dsn: str, conn: psycopg.
                     last = item
             finally:
                 thread.join(timeout=30)
-        assert last.ended and last.truncated and last.trailer() == \
-            "[qinglong: log truncated at 1024 bytes]"
+        assert (
+            last.ended
+            and last.truncated
+            and last.trailer() == "[qinglong: log truncated at 1024 bytes]"
+        )
         with pytest.raises(api_client.NotFound):
             producer.run_log(live.run_id, attempt=2)
         with pytest.raises(api_client.ClientInputError):
@@ -258,8 +297,9 @@ def test_client_and_run_log_command(api: ApiProcess, db_dsn: str, conn: psycopg.
         token_file = tmp_path / "async-token"
         token_file.write_text(token)
         token_file.chmod(0o600)
-        async with api_client.AsyncClient(api.url, token_file=token_file,
-                                          ca_file=api.ca_file) as producer:
+        async with api_client.AsyncClient(
+            api.url, token_file=token_file, ca_file=api.ca_file
+        ) as producer:
             one = await producer.run_log(live.run_id, offset=7)
             pages = [p async for p in producer.log_pages(live.run_id)]
             streamed = [p async for p in producer.follow_log(live.run_id)]
@@ -274,9 +314,21 @@ def test_client_and_run_log_command(api: ApiProcess, db_dsn: str, conn: psycopg.
     token_file = tmp_path / "cli-token"
     token_file.write_text(token)
     token_file.chmod(0o600)
-    base = [sys.executable, "-m", "qinglong", "run", "log", "--api", api.url,
-            "--token-file", str(token_file), "--ca-file", str(api.ca_file),
-            "--run", live.run_id]
+    base = [
+        sys.executable,
+        "-m",
+        "qinglong",
+        "run",
+        "log",
+        "--api",
+        api.url,
+        "--token-file",
+        str(token_file),
+        "--ca-file",
+        str(api.ca_file),
+        "--run",
+        live.run_id,
+    ]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     for extra in ([], ["--follow"]):
         done = subprocess.run([*base, *extra], capture_output=True, timeout=60, env=env)
@@ -284,10 +336,15 @@ def test_client_and_run_log_command(api: ApiProcess, db_dsn: str, conn: psycopg.
         assert done.stdout == stored.encode() + b"\n[qinglong: log truncated at 1024 bytes]\n"
     done = subprocess.run([*base, "--json"], capture_output=True, timeout=60, env=env)
     assert json.loads(done.stdout) == {
-        "runId": live.run_id, "attemptNumber": 1, "text": stored, "storedBytes": 1024,
-        "logBytes": 2014, "truncated": True, "complete": False}
-    missing = subprocess.run([*base, "--attempt", "2"], capture_output=True, timeout=60,
-                             env=env)
+        "runId": live.run_id,
+        "attemptNumber": 1,
+        "text": stored,
+        "storedBytes": 1024,
+        "logBytes": 2014,
+        "truncated": True,
+        "complete": False,
+    }
+    missing = subprocess.run([*base, "--attempt", "2"], capture_output=True, timeout=60, env=env)
     assert missing.returncode == 1 and missing.stdout == b""
     assert json.loads(missing.stderr)["status"] == 404
 
@@ -301,8 +358,9 @@ def _drain(producer: api_client.Client, live: LiveAttempt, out: queue.Queue[Any]
         out.put(exc)
 
 
-def test_stopping_the_api_ends_its_follow_streams(api: ApiProcess, db_dsn: str,
-                                                  conn: psycopg.Connection) -> None:
+def test_stopping_the_api_ends_its_follow_streams(
+    api: ApiProcess, db_dsn: str, conn: psycopg.Connection
+) -> None:
     """SIGTERM: a follow stream ends at once with a last line not ended (the client
     reconnects elsewhere), not after the shutdown timeout."""
     live = start_attempt(conn)
@@ -327,9 +385,16 @@ def test_stopping_the_api_ends_its_follow_streams(api: ApiProcess, db_dsn: str,
         thread.join(timeout=30)
 
 
-@pytest.mark.parametrize(("key", "value"), [
-    ("LOG_FOLLOW_POLL_S", "0"), ("LOG_FOLLOW_POLL_S", "1.5"), ("LOG_FOLLOW_MAX_S", "0.5"),
-    ("LOG_FOLLOWERS_MAX", "0"), ("LOG_FOLLOWERS_PER_TOKEN", "65")])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("LOG_FOLLOW_POLL_S", "0"),
+        ("LOG_FOLLOW_POLL_S", "1.5"),
+        ("LOG_FOLLOW_MAX_S", "0.5"),
+        ("LOG_FOLLOWERS_MAX", "0"),
+        ("LOG_FOLLOWERS_PER_TOKEN", "65"),
+    ],
+)
 def test_follow_caps_out_of_bounds_are_refused(key: str, value: str) -> None:
     from qinglong.service.config import ConfigError
     from qinglong.service.producer_config import load_producer_config
@@ -341,7 +406,8 @@ def test_follow_caps_out_of_bounds_are_refused(key: str, value: str) -> None:
 
 
 def test_the_clients_follow_reconnects_after_a_capped_stream(
-        api: ApiProcess, db_dsn: str, conn: psycopg.Connection, tmp_path: Path) -> None:
+    api: ApiProcess, db_dsn: str, conn: psycopg.Connection, tmp_path: Path
+) -> None:
     """The API ends a stream after log_follow_max_s (4 s here) with the attempt still
     running: follow_log goes on from the last nextOffset, nothing lost or twice."""
     live = start_attempt(conn)
@@ -365,14 +431,17 @@ def test_the_clients_follow_reconnects_after_a_capped_stream(
         finally:
             thread.join(timeout=30)
     assert text == "before\nafter\n" and last.finished
-    streams = [line for line in api.logs().splitlines()
-               if '"action":"run.log"' in line and made["tokenId"] in line
-               and '"reason":"ok"' in line]
+    streams = [
+        line
+        for line in api.logs().splitlines()
+        if '"action":"run.log"' in line and made["tokenId"] in line and '"reason":"ok"' in line
+    ]
     assert len(streams) >= 2, "the client did not open a second stream"
 
 
 def test_line_breaking_characters_in_the_log_survive_the_stream(
-        api: ApiProcess, db_dsn: str, conn: psycopg.Connection, tmp_path: Path) -> None:
+    api: ApiProcess, db_dsn: str, conn: psycopg.Connection, tmp_path: Path
+) -> None:
     """U+2028, U+2029 and NEL split lines for httpx's line reader: the stream's JSON
     is ASCII (escaped), so only the newline ending each document splits it."""
     live = start_attempt(conn)
@@ -392,8 +461,7 @@ def test_the_openapi_document_describes_the_log_endpoint() -> None:
     validator.validate(document)
     operation = document["paths"]["/v1/runs/{run_id}/log"]["get"]
     assert "scope `log`" in operation["summary"]
-    assert [p["name"] for p in operation["parameters"]] == ["run_id", "offset", "attempt",
-                                                             "follow"]
+    assert [p["name"] for p in operation["parameters"]] == ["run_id", "offset", "attempt", "follow"]
     ok = operation["responses"]["200"]["content"]
     ref = {"$ref": "#/components/schemas/qinglong.run-log.v1"}
     assert ok["application/json"]["schema"] == ok["application/x-ndjson"]["schema"] == ref

@@ -26,8 +26,13 @@ from tests.py.provision import DEFAULT_CAPABILITIES, Intent, Provisioner
 
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qinglong", *args],
-                          capture_output=True, text=True, check=False, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "qinglong", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
 
 
 def _lines(text: str) -> list[dict]:
@@ -72,16 +77,20 @@ def _expired_leases(conn: psycopg.Connection, started: int, unstarted: int) -> N
         intent = Intent()
         assert prov.pull(session, intent)["status"] == "offered"
         if i < started:
-            ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1,
-                                          phase="starting")).doc
+            ack = prov.call(
+                api.ack_lease(**session.lease(intent), lease_version=1, phase="starting")
+            ).doc
             assert ack["status"] == "ok", ack
-    conn.execute("UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
-                 " - interval '1 second' WHERE released_at IS NULL")
+    conn.execute(
+        "UPDATE ql_private.run_leases SET expires_at = clock_timestamp()"
+        " - interval '1 second' WHERE released_at IS NULL"
+    )
 
 
 @pytest.mark.parametrize("login", ["sweeper_dsn", "runtime_dsn"])
 def test_once_sweeps_everything_and_prints_one_pass_line(
-        conn, login: str, request: pytest.FixtureRequest) -> None:
+    conn, login: str, request: pytest.FixtureRequest
+) -> None:
     """The sweeper's own login (how it runs on an ingress host), and an
     operator's ql_runtime login (a one-off sweep), do the same."""
     dsn = request.getfixturevalue(login)
@@ -91,12 +100,18 @@ def test_once_sweeps_everything_and_prints_one_pass_line(
     (line,) = _lines(result.stdout)
     assert line["event"] == "sweep.pass"
     assert {k: line[k] for k in ("expired", "lost", "retried", "failed", "cancelled")} == {
-        "expired": 3, "lost": 2, "retried": 2, "failed": 0, "cancelled": 0}
+        "expired": 3,
+        "lost": 2,
+        "retried": 2,
+        "failed": 0,
+        "cancelled": 0,
+    }
     assert line["calls"] == 6  # batch 1: five full batches, then an empty one
     assert line["more"] is False
     assert isinstance(line["timeMs"], int) and isinstance(line["durationMs"], int)
     live = conn.execute(
-        "SELECT count(*) FROM ql_private.run_leases WHERE released_at IS NULL").fetchone()[0]
+        "SELECT count(*) FROM ql_private.run_leases WHERE released_at IS NULL"
+    ).fetchone()[0]
     assert live == 0
     again = _cli("runtime", "sweep", "--dsn", dsn, "--once")
     assert again.returncode == 0, again.stderr
@@ -108,7 +123,8 @@ def test_once_sweeps_everything_and_prints_one_pass_line(
 # ql_sweeper login, is refused by PostgreSQL before the function runs.
 SWEEPER_REFUSED = {
     "publish_revision": lambda ids: api.publish_revision(
-        project="evil", task="evil", canonical=b'{"schema":"qinglong/command@v1"}'),
+        project="evil", task="evil", canonical=b'{"schema":"qinglong/command@v1"}'
+    ),
     "enqueue_runs": lambda ids: api.enqueue_runs(task_id=ids["task"], priority=0, count=1),
     "cancel_run": lambda ids: api.cancel_run(run_id=ids["run"]),
     "cancel_runs": lambda ids: api.cancel_runs(task_id=ids["task"], state="queued"),
@@ -123,7 +139,8 @@ SWEEPER_REFUSED = {
 
 @pytest.mark.parametrize("name", sorted(SWEEPER_REFUSED))
 def test_the_sweeper_login_cannot_publish_enqueue_cancel_or_read(
-        conn, sweeper_dsn: str, name: str) -> None:
+    conn, sweeper_dsn: str, name: str
+) -> None:
     prov = Provisioner(conn)
     task = prov.task("guarded")
     (run,) = prov.enqueue(task)
@@ -137,8 +154,9 @@ def test_the_sweeper_login_cannot_publish_enqueue_cancel_or_read(
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             sweeper.execute("SELECT count(*) FROM ql_private.runs")
     assert conn.execute("SELECT count(*) FROM ql_private.runs").fetchone() == before
-    assert conn.execute("SELECT state FROM ql_private.runs WHERE id = %s",
-                        (run,)).fetchone() == ("queued",)
+    assert conn.execute("SELECT state FROM ql_private.runs WHERE id = %s", (run,)).fetchone() == (
+        "queued",
+    )
 
 
 def test_once_reports_an_unreachable_database(pg_cluster: ThrowawayPostgres) -> None:
@@ -151,8 +169,9 @@ def test_once_reports_an_unreachable_database(pg_cluster: ThrowawayPostgres) -> 
     assert line["reason"] == "database_unavailable"
 
 
-def test_a_role_without_ql_runtime_is_refused(pg_cluster: ThrowawayPostgres, db_name: str,
-                                              conn) -> None:
+def test_a_role_without_ql_runtime_is_refused(
+    pg_cluster: ThrowawayPostgres, db_name: str, conn
+) -> None:
     role = f"ingress_{uuid.uuid4().hex[:12]}"
     conn.execute(f"CREATE ROLE {role} LOGIN IN ROLE ql_worker_ingress")
     try:
@@ -166,15 +185,28 @@ def test_a_role_without_ql_runtime_is_refused(pg_cluster: ThrowawayPostgres, db_
 def test_loop_stops_cleanly_on_sigterm(conn, sweeper_dsn: str) -> None:
     _expired_leases(conn, started=1, unstarted=0)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "qinglong", "runtime", "sweep", "--dsn", sweeper_dsn,
-         "--every", "100ms"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "runtime",
+            "sweep",
+            "--dsn",
+            sweeper_dsn,
+            "--every",
+            "100ms",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            done = conn.execute("SELECT count(*) FROM ql_private.events"
-                                " WHERE type = 'attempt.lost'").fetchone()[0]
+            done = conn.execute(
+                "SELECT count(*) FROM ql_private.events WHERE type = 'attempt.lost'"
+            ).fetchone()[0]
             if done:
                 break
             time.sleep(0.05)
@@ -190,8 +222,10 @@ def test_loop_stops_cleanly_on_sigterm(conn, sweeper_dsn: str) -> None:
     assert len(passes) >= 2
     assert sum(p["lost"] for p in passes) == 1
     assert all(p["event"] == "sweep.pass" for p in passes)
-    assert any(line.get("event") == "sweep.stopping" and line.get("signal") == "SIGTERM"
-               for line in _lines(err))
+    assert any(
+        line.get("event") == "sweep.stopping" and line.get("signal") == "SIGTERM"
+        for line in _lines(err)
+    )
 
 
 def test_bad_arguments_exit_2_without_touching_a_database() -> None:
@@ -225,8 +259,11 @@ def _finished_runs(conn: psycopg.Connection, count: int) -> list[str]:
         intent = Intent()
         assert prov.pull(session, intent)["status"] == "offered"
         prov.call(api.ack_lease(**session.lease(intent), lease_version=1, phase="starting"))
-        done = prov.call(api.complete_lease(**session.lease(intent), lease_version=2,
-                                            outcome="succeeded", exit_code=0)).doc
+        done = prov.call(
+            api.complete_lease(
+                **session.lease(intent), lease_version=2, outcome="succeeded", exit_code=0
+            )
+        ).doc
         assert done["status"] == "ok", done
     return run_ids
 
@@ -234,13 +271,27 @@ def _finished_runs(conn: psycopg.Connection, count: int) -> list[str]:
 def test_once_prunes_past_retention_in_batches(conn, sweeper_dsn: str) -> None:
     _finished_runs(conn, 5)
     prov = Provisioner(conn)
-    prov.call(api.record_auth_denial(credential_id=None, worker_id=None, action="pull",
-                                     reason="missing_credential"))
+    prov.call(
+        api.record_auth_denial(
+            credential_id=None, worker_id=None, action="pull", reason="missing_credential"
+        )
+    )
     kept = _cli("runtime", "sweep", "--dsn", sweeper_dsn, "--once")  # defaults 14d / 30d
     assert kept.returncode == 0, kept.stderr
     assert _lines(kept.stdout)[0]["pruned"]["runs"] == 0
-    result = _cli("runtime", "sweep", "--dsn", sweeper_dsn, "--once", "--retain-runs", "0s",
-                  "--retain-audit", "0s", "--prune-batch", "2")
+    result = _cli(
+        "runtime",
+        "sweep",
+        "--dsn",
+        sweeper_dsn,
+        "--once",
+        "--retain-runs",
+        "0s",
+        "--retain-audit",
+        "0s",
+        "--prune-batch",
+        "2",
+    )
     assert result.returncode == 0, result.stderr
     pruned = _lines(result.stdout)[0]["pruned"]
     assert pruned["runs"] == 5 and pruned["attempts"] == 5 and pruned["securityAudit"] >= 1
@@ -249,16 +300,19 @@ def test_once_prunes_past_retention_in_batches(conn, sweeper_dsn: str) -> None:
     left = conn.execute("SELECT state FROM ql_private.runs").fetchall()
     assert left == [("queued",)]
     # The audit prune left one row naming the sweeper's login and what it deleted.
-    audit = conn.execute("SELECT action, outcome, actor, detail FROM ql_private.security_audit"
-                         " ORDER BY id").fetchall()
+    audit = conn.execute(
+        "SELECT action, outcome, actor, detail FROM ql_private.security_audit ORDER BY id"
+    ).fetchall()
     login = psycopg.conninfo.conninfo_to_dict(sweeper_dsn)["user"]
     assert [row[:3] for row in audit] == [("audit.pruned", "allowed", login)]
     assert {k: audit[0][3][k] for k in ("securityAudit", "retainS", "batch")} == {
-        "securityAudit": 1, "retainS": 0, "batch": 2}
+        "securityAudit": 1,
+        "retainS": 0,
+        "batch": 2,
+    }
 
 
-def test_once_prunes_ended_sessions_unused_classes_and_fleet_events(
-        conn, sweeper_dsn: str) -> None:
+def test_once_prunes_ended_sessions_unused_classes_and_fleet_events(conn, sweeper_dsn: str) -> None:
     """The sweeper's retention covers what the fleet leaves behind (ql.prune_fleet):
     a session closed 20 days ago (not its worker's newest), a placement class no
     run or task uses, worker/session events 20 days old — with the default 14d."""
@@ -268,15 +322,21 @@ def test_once_prunes_ended_sessions_unused_classes_and_fleet_events(
     newest = prov.session(worker)  # replaces (closes) the first
     task = prov.task("kept")
     prov.enqueue(task)
-    conn.execute("UPDATE ql_private.worker_sessions SET closed_at = clock_timestamp()"
-                 " - interval '20 days' WHERE state = 'closed'")
-    conn.execute("INSERT INTO ql_private.placement_classes (required) VALUES"
-                 " ('{\"executors\": [\"remote-worker\"], \"labels\": {\"gone\": [\"1\"]},"
-                 " \"runtimes\": {}}')")
-    conn.execute("INSERT INTO ql_private.events (type, worker_id, payload, created_at)"
-                 " SELECT t, %s, '{}', clock_timestamp() - interval '20 days'"
-                 " FROM unnest(ARRAY['worker.disabled', 'session.closed']) t",
-                 (worker.worker_id,))
+    conn.execute(
+        "UPDATE ql_private.worker_sessions SET closed_at = clock_timestamp()"
+        " - interval '20 days' WHERE state = 'closed'"
+    )
+    conn.execute(
+        "INSERT INTO ql_private.placement_classes (required) VALUES"
+        ' (\'{"executors": ["remote-worker"], "labels": {"gone": ["1"]},'
+        ' "runtimes": {}}\')'
+    )
+    conn.execute(
+        "INSERT INTO ql_private.events (type, worker_id, payload, created_at)"
+        " SELECT t, %s, '{}', clock_timestamp() - interval '20 days'"
+        " FROM unnest(ARRAY['worker.disabled', 'session.closed']) t",
+        (worker.worker_id,),
+    )
     result = _cli("runtime", "sweep", "--dsn", sweeper_dsn, "--once")
     assert result.returncode == 0, result.stderr
     pruned = _lines(result.stdout)[0]["pruned"]
@@ -286,8 +346,11 @@ def test_once_prunes_ended_sessions_unused_classes_and_fleet_events(
     classes = conn.execute("SELECT count(*) FROM ql_private.placement_classes").fetchone()[0]
     assert classes == 1  # the queued run's (and the task's current revision's)
     again = _lines(_cli("runtime", "sweep", "--dsn", sweeper_dsn, "--once").stdout)[0]
-    assert (again["pruned"]["sessions"], again["pruned"]["placementClasses"],
-            again["pruned"]["fleetEvents"]) == (0, 0, 0)
+    assert (
+        again["pruned"]["sessions"],
+        again["pruned"]["placementClasses"],
+        again["pruned"]["fleetEvents"],
+    ) == (0, 0, 0)
 
 
 # ------------------------------------------------------------------ reconnect (SPEC §17.2)
@@ -325,8 +388,9 @@ def _until(condition, what: str, timeout: float = 30.0):
 
 
 def _sweeper_pid(conn: psycopg.Connection) -> int | None:
-    row = conn.execute("SELECT pid FROM pg_stat_activity"
-                       " WHERE application_name = 'qinglong-sweeper'").fetchall()
+    row = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'qinglong-sweeper'"
+    ).fetchall()
     assert len(row) <= 1, row
     return row[0][0] if row else None
 
@@ -336,7 +400,8 @@ def _passes_after(loop: _Loop, count: int) -> int:
 
 
 def test_the_loop_drops_a_connection_that_lost_its_server_and_reconnects(
-        conn, sweeper_dsn: str) -> None:
+    conn, sweeper_dsn: str
+) -> None:
     loop = _Loop(sweeper_dsn)
     loop.thread.start()
     try:
@@ -355,7 +420,8 @@ def test_the_loop_drops_a_connection_that_lost_its_server_and_reconnects(
 
 
 def test_a_read_only_server_fails_the_pass_drops_the_connection_and_passes_resume(
-        conn, sweeper_dsn: str) -> None:
+    conn, sweeper_dsn: str
+) -> None:
     """A connection that found a read-only server (25006: a demoted primary) is
     discarded, never reused: once the server is writable again, the passes
     resume on a new backend and sweep what expired meanwhile."""
@@ -366,8 +432,10 @@ def test_a_read_only_server_fails_the_pass_drops_the_connection_and_passes_resum
         first = _until(lambda: loop.passes() and _sweeper_pid(conn), "a first pass")
         conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
         conn.execute("SELECT pg_reload_conf()")
-        read_only = _until(lambda: [e for e in loop.errors() if e["sqlstate"] == "25006"],
-                           "a pass refused by the read-only server")
+        read_only = _until(
+            lambda: [e for e in loop.errors() if e["sqlstate"] == "25006"],
+            "a pass refused by the read-only server",
+        )
         assert read_only[0]["event"] == "sweep.error"
         _expired_leases(conn, started=1, unstarted=1)
         time.sleep(0.3)  # several refused passes: nothing swept
@@ -376,8 +444,13 @@ def test_a_read_only_server_fails_the_pass_drops_the_connection_and_passes_resum
         conn.execute("ALTER SYSTEM RESET default_transaction_read_only")
         conn.execute("SELECT pg_reload_conf()")
     try:
-        _until(lambda: [(p["expired"], p["lost"]) for p in loop.passes()
-                        if p["expired"] + p["lost"]] == [(1, 1)], "passes resumed")
+        _until(
+            lambda: (
+                [(p["expired"], p["lost"]) for p in loop.passes() if p["expired"] + p["lost"]]
+                == [(1, 1)]
+            ),
+            "passes resumed",
+        )
         second = _sweeper_pid(conn)
         assert second is not None and second != first
     finally:

@@ -91,11 +91,13 @@ def hits(blob: bytes, secrets: dict[str, str]) -> list[str]:
 
 def test_encodings_find_what_they_should() -> None:
     secret = new_token()
-    for blob in (b"x" + secret.encode() + b"y",
-                 base64.b64encode(secret.encode() + b"zz"),
-                 b"\\x" + secret.encode().hex().encode(),
-                 base64.b64encode(b"ab" + secret.encode() + b"c"),
-                 base64.urlsafe_b64encode(b"a" + secret.encode())):
+    for blob in (
+        b"x" + secret.encode() + b"y",
+        base64.b64encode(secret.encode() + b"zz"),
+        b"\\x" + secret.encode().hex().encode(),
+        base64.b64encode(b"ab" + secret.encode() + b"c"),
+        base64.urlsafe_b64encode(b"a" + secret.encode()),
+    ):
         assert hits(blob, {"s": secret}), blob
     assert hits(b"\\x" + os.urandom(32).hex().encode(), {"s": secret}) == []
 
@@ -119,8 +121,9 @@ class Client:
     worker_id: str
     artifacts: Artifacts
 
-    def send(self, path: str, body: dict[str, Any], token: str | None = None,
-             cert: Any | None = None) -> Reply:
+    def send(
+        self, path: str, body: dict[str, Any], token: str | None = None, cert: Any | None = None
+    ) -> Reply:
         ctx = client_context(self.pki, cert or self.cert)
         reply = post(self.port, path, body, ctx=ctx, token=self.token if token is None else token)
         self.artifacts.replies.append(reply)
@@ -128,18 +131,39 @@ class Client:
 
 
 def _start_ingress(tmp: Path, pki_set: PkiSet, dsn: str) -> tuple[subprocess.Popen[bytes], dict]:
-    config = {"dsn": dsn, "certFile": str(pki_set.server.cert_file),
-              "keyFile": str(pki_set.server.key_file), "clientCaFile": pki_set.ca_file,
-              "port": 0, "adminPort": 0, "auditLog": str(tmp / "audit.log"),
-              "readyFile": str(tmp / "ready.json"), "logLevel": "DEBUG",
-              "ratePerS": 500, "rateBurst": 500}
+    config = {
+        "dsn": dsn,
+        "certFile": str(pki_set.server.cert_file),
+        "keyFile": str(pki_set.server.key_file),
+        "clientCaFile": pki_set.ca_file,
+        "port": 0,
+        "adminPort": 0,
+        "auditLog": str(tmp / "audit.log"),
+        "readyFile": str(tmp / "ready.json"),
+        "logLevel": "DEBUG",
+        "ratePerS": 500,
+        "rateBurst": 500,
+    }
     fd = os.open(tmp / "ingress.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(json.dumps(config))
     with open(tmp / "app.log", "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "qinglong", "ingress", "serve", "--processes", "1", "--config",
-             str(tmp / "ingress.json")], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "qinglong",
+                "ingress",
+                "serve",
+                "--processes",
+                "1",
+                "--config",
+                str(tmp / "ingress.json"),
+            ],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
     deadline = time.monotonic() + 30
     while not (tmp / "ready.json").exists():
         assert process.poll() is None, (tmp / "app.log").read_text()
@@ -159,8 +183,13 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _body(kind: str, client: Client, session: dict, **extra: Any) -> dict[str, Any]:
-    return {"schema": f"qinglong/{kind}@v1", "workerId": client.worker_id,
-            "sessionId": session["sessionId"], "generation": session["generation"], **extra}
+    return {
+        "schema": f"qinglong/{kind}@v1",
+        "workerId": client.worker_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+        **extra,
+    }
 
 
 def _lease_flow(a: Client, session: dict, secrets: dict[str, str]) -> None:
@@ -172,11 +201,11 @@ def _lease_flow(a: Client, session: dict, secrets: dict[str, str]) -> None:
     assert a.send("/v1/offers/pull", pull).json["status"] == "offered"
     assert a.send("/v1/offers/pull", pull).status == 200  # replay
     assert a.send("/v1/offers/pull", dict(pull, leaseToken=tokens[1])).status == 409
-    second = _body("offer-pull-request", a, session, offerId=str(uuid.uuid4()),
-                   leaseToken=tokens[2])
+    second = _body(
+        "offer-pull-request", a, session, offerId=str(uuid.uuid4()), leaseToken=tokens[2]
+    )
     assert a.send("/v1/offers/pull", second).json["status"] == "offered"
-    idle = _body("offer-pull-request", a, session, offerId=str(uuid.uuid4()),
-                 leaseToken=tokens[3])
+    idle = _body("offer-pull-request", a, session, offerId=str(uuid.uuid4()), leaseToken=tokens[3])
     assert a.send("/v1/offers/pull", idle).json["status"] == "idle"
     for phase, version in (("starting", 1), ("starting", 1), ("running", 2)):  # + a replay
         ack = _body("lease-ack-request", a, session, **intent, leaseVersion=version, phase=phase)
@@ -184,37 +213,61 @@ def _lease_flow(a: Client, session: dict, secrets: dict[str, str]) -> None:
     beat = _body("lease-heartbeat-request", a, session, **intent, leaseVersion=3)
     assert a.send("/v1/leases/heartbeat", beat).status == 200
     assert a.send("/v1/leases/heartbeat", dict(beat, leaseToken=tokens[1])).status == 409
-    done = _body("lease-complete-request", a, session, **intent, leaseVersion=4,
-                 outcome="succeeded", exitCode=0)
+    done = _body(
+        "lease-complete-request",
+        a,
+        session,
+        **intent,
+        leaseVersion=4,
+        outcome="succeeded",
+        exitCode=0,
+    )
     assert a.send("/v1/leases/complete", done).status == 200
     assert a.send("/v1/leases/complete", done).status == 200
 
 
-def _denials(a: Client, b: Client, session: dict, secrets: dict[str, str],
-             prov: Provisioner) -> None:
+def _denials(
+    a: Client, b: Client, session: dict, secrets: dict[str, str], prov: Provisioner
+) -> None:
     credential_id, secret = a.token[5:21], a.token[22:]
     wrong = ("B" if secret[0] == "A" else "A") + secret[1:]
     stranger = new_token()
     secrets.update({"wrong secret": wrong, "unknown credential secret": stranger})
-    pull = _body("offer-pull-request", a, session, offerId=str(uuid.uuid4()),
-                 leaseToken=new_token())
+    pull = _body(
+        "offer-pull-request", a, session, offerId=str(uuid.uuid4()), leaseToken=new_token()
+    )
     secrets["denied lease token"] = pull["leaseToken"]
-    expected = [(f"ql3w_{credential_id}_{wrong}", 401), (f"ql3w_{'q' * 16}_{stranger}", 401),
-                (a.token[:-1], 401), ("", 401), (b.token, 403)]
+    expected = [
+        (f"ql3w_{credential_id}_{wrong}", 401),
+        (f"ql3w_{'q' * 16}_{stranger}", 401),
+        (a.token[:-1], 401),
+        ("", 401),
+        (b.token, 403),
+    ]
     for token, status in expected:
         assert a.send("/v1/offers/pull", pull, token=token).status == status
-    assert a.send("/v1/sessions", {"schema": "qinglong/session-open-request@v1",
-                                   "workerId": b.worker_id, "capabilities": CAPABILITIES}
-                  ).status == 403
+    assert (
+        a.send(
+            "/v1/sessions",
+            {
+                "schema": "qinglong/session-open-request@v1",
+                "workerId": b.worker_id,
+                "capabilities": CAPABILITIES,
+            },
+        ).status
+        == 403
+    )
     prov.call(api.revoke_credential(credential_id=b.token[5:21]))
-    b_open = {"schema": "qinglong/session-open-request@v1", "workerId": b.worker_id,
-              "capabilities": CAPABILITIES}
+    b_open = {
+        "schema": "qinglong/session-open-request@v1",
+        "workerId": b.worker_id,
+        "capabilities": CAPABILITIES,
+    }
     assert b.send("/v1/sessions", b_open).json["reason"] == "revoked_credential"
 
 
 def _worker(conn: psycopg.Connection, pki_set: PkiSet, name: str) -> tuple[Any, str]:
-    provisioned = control_plane.provision_worker(conn, name, pki_set.ca_dir,
-                                                 pki_set.root / name)
+    provisioned = control_plane.provision_worker(conn, name, pki_set.ca_dir, pki_set.root / name)
     return provisioned, provisioned.credential_file.read_text().strip()
 
 
@@ -224,8 +277,9 @@ def _run_flow(tmp: Path, cluster: ThrowawayPostgres, artifacts: Artifacts) -> No
     dsn = cluster.create_database("hygiene")
     migrate(dsn)
     ingress_dsn = cluster.ensure_login_role(INGRESS_ROLE, "ql_worker_ingress", "hygiene")
-    artifacts.secrets.update({f"database password of {role}": password
-                              for role, password in cluster.passwords.items()})
+    artifacts.secrets.update(
+        {f"database password of {role}": password for role, password in cluster.passwords.items()}
+    )
     pki_set = make_pki(tmp / "pki")
     with psycopg.connect(dsn, autocommit=True) as conn:
         prov = Provisioner(conn)
@@ -237,9 +291,14 @@ def _run_flow(tmp: Path, cluster: ThrowawayPostgres, artifacts: Artifacts) -> No
             port = int(ready["ingressUrl"].rsplit(":", 1)[1])
             a = Client(port, pki_set, wa, token_a, wa.worker_id, artifacts)
             b = Client(port, pki_set, wb, token_b, wb.worker_id, artifacts)
-            reply = a.send("/v1/sessions", {"schema": "qinglong/session-open-request@v1",
-                                            "workerId": a.worker_id,
-                                            "capabilities": CAPABILITIES})
+            reply = a.send(
+                "/v1/sessions",
+                {
+                    "schema": "qinglong/session-open-request@v1",
+                    "workerId": a.worker_id,
+                    "capabilities": CAPABILITIES,
+                },
+            )
             assert reply.status == 201, reply.body
             _lease_flow(a, reply.json, artifacts.secrets)
             _denials(a, b, reply.json, artifacts.secrets, prov)
@@ -247,16 +306,22 @@ def _run_flow(tmp: Path, cluster: ThrowawayPostgres, artifacts: Artifacts) -> No
             _stop(process)
     params = conninfo_to_dict(dsn)
     password = str(params.pop("password"))
-    dump = subprocess.run([str(PG_BIN / "pg_dump"), "--data-only", "-d", make_conninfo(**params)],
-                          capture_output=True, check=True, timeout=60,
-                          env=os.environ | {"PGPASSWORD": password})
-    artifacts.files.update({
-        "pg_dump --data-only": dump.stdout,
-        "postgresql log": cluster.log_file.read_bytes(),
-        "ingress audit log": (tmp / "audit.log").read_bytes(),
-        "ingress app log": (tmp / "app.log").read_bytes(),
-        "responses": b"\n".join(r.body + str(r.headers).encode() for r in artifacts.replies),
-    })
+    dump = subprocess.run(
+        [str(PG_BIN / "pg_dump"), "--data-only", "-d", make_conninfo(**params)],
+        capture_output=True,
+        check=True,
+        timeout=60,
+        env=os.environ | {"PGPASSWORD": password},
+    )
+    artifacts.files.update(
+        {
+            "pg_dump --data-only": dump.stdout,
+            "postgresql log": cluster.log_file.read_bytes(),
+            "ingress audit log": (tmp / "audit.log").read_bytes(),
+            "ingress app log": (tmp / "app.log").read_bytes(),
+            "responses": b"\n".join(r.body + str(r.headers).encode() for r in artifacts.replies),
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -274,8 +339,13 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Artifacts]:
         cluster.cleanup()
 
 
-SOURCES = ["pg_dump --data-only", "postgresql log", "ingress audit log", "ingress app log",
-           "responses"]
+SOURCES = [
+    "pg_dump --data-only",
+    "postgresql log",
+    "ingress audit log",
+    "ingress app log",
+    "responses",
+]
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -289,16 +359,26 @@ def test_the_scanned_sources_really_saw_the_flow(artifacts: Artifacts) -> None:
     """Guards against a vacuous pass: the statement log has every worker call with
     its (digest) parameters, the audit log every decision, the dump the leases."""
     log = artifacts.files["postgresql log"].decode(errors="replace")
-    for function in ("ql.open_session", "ql.pull_offer", "ql.ack_lease", "ql.heartbeat_lease",
-                     "ql.complete_lease", "ql.record_auth_denial"):
+    for function in (
+        "ql.open_session",
+        "ql.pull_offer",
+        "ql.ack_lease",
+        "ql.heartbeat_lease",
+        "ql.complete_lease",
+        "ql.record_auth_denial",
+    ):
         assert f"SELECT {function}(" in log, function
     assert "parameters: $1 = " in log and "'\\x" in log  # digests, hex, as bytea
     # The database passwords were really used (and so really searched for).
     assert f'identity="{INGRESS_ROLE}" method=scram-sha-256' in log
     audit = [json.loads(line) for line in artifacts.files["ingress audit log"].splitlines()]
     outcomes = {(d["outcome"], d["reason"]) for d in audit}
-    assert {("denied", "bad_secret"), ("denied", "unknown_credential"),
-            ("denied", "revoked_credential"), ("denied", "worker_mismatch")} <= outcomes
+    assert {
+        ("denied", "bad_secret"),
+        ("denied", "unknown_credential"),
+        ("denied", "revoked_credential"),
+        ("denied", "worker_mismatch"),
+    } <= outcomes
     dump = artifacts.files["pg_dump --data-only"].decode()
     assert "run_leases" in dump and "security_audit" in dump
     assert len(artifacts.secrets) == 11  # 9 worker-side + 2 database passwords

@@ -183,21 +183,26 @@ def signed_task(su_conn, name: str, doc: dict[str, Any], key: dict[str, str]) ->
     signer = Signer.load(key["privateKeyFile"])
 
     def sign(task_id: str) -> str:
-        return signer.sign(revision_payload(task_id, compiled.kind, compiled.executor,
-                                            compiled.spec, compiled.placement))
+        return signer.sign(
+            revision_payload(
+                task_id, compiled.kind, compiled.executor, compiled.spec, compiled.placement
+            )
+        )
 
     return publish_task(su_conn, "p", name, compiled.canonical, sign=sign).task_id
 
 
 def secrets_rows(su_conn) -> dict[str, list[str]]:
     """runId -> secret names of every `lease.secrets` security_audit row."""
-    rows = su_conn.execute("SELECT detail FROM ql_private.security_audit"
-                           " WHERE action = 'lease.secrets' ORDER BY id").fetchall()
+    rows = su_conn.execute(
+        "SELECT detail FROM ql_private.security_audit WHERE action = 'lease.secrets' ORDER BY id"
+    ).fetchall()
     return {row[0]["runId"]: row[0]["names"] for row in rows}
 
 
-def test_in_process_an_untrusted_revision_never_receives_a_secret(harness, prov, su_conn,
-                                                                   tmp_path: Path) -> None:
+def test_in_process_an_untrusted_revision_never_receives_a_secret(
+    harness, prov, su_conn, tmp_path: Path
+) -> None:
     """SPEC §16.1 before §14.3: an enforcing worker checks the signature before the
     secrets fetch, so an unsigned revision and one signed by an untrusted key are
     ACKed start_failed signature_invalid without any POST /v1/leases/secrets (no

@@ -95,13 +95,15 @@ def m(world: World) -> Matrix:
     a, b, c = world.agent("worker-a"), world.agent("worker-b"), world.agent("worker-c")
     prov = world.prov
     revoked_id, revoked_secret = "revoked000000001", new_token()
-    prov.call(api.issue_credential(worker_id=a.worker_id, credential_id=revoked_id,
-                                   secret_digest=digest(revoked_secret)))
+    prov.call(
+        api.issue_credential(
+            worker_id=a.worker_id, credential_id=revoked_id, secret_digest=digest(revoked_secret)
+        )
+    )
     prov.call(api.revoke_credential(credential_id=revoked_id))
     sessions = {}
     for agent in (a, b):
-        reply = post(world.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
-                     token=agent.token)
+        reply = post(world.port, "/v1/sessions", open_body(agent), ctx=agent.ctx, token=agent.token)
         assert reply.status == 201, reply.body
         sessions[agent.worker_id] = reply.json
     sa, sb = sessions[a.worker_id], sessions[b.worker_id]
@@ -112,12 +114,31 @@ def m(world: World) -> Matrix:
     b_unstarted, _ = _pull(stub, b, sb)
     b_running, _ = _pull(stub, b, sb)
     for version, phase in enumerate(("starting", "running"), start=1):
-        ack = lease_body("ack", b.worker_id, sb, b_running["offerId"], b_running["leaseToken"],
-                         version, phase=phase)
+        ack = lease_body(
+            "ack",
+            b.worker_id,
+            sb,
+            b_running["offerId"],
+            b_running["leaseToken"],
+            version,
+            phase=phase,
+        )
         assert _send(stub, b, "/v1/leases/ack", ack).status == 200
     a_offer, a_reply = _pull(stub, a, sa)
-    return Matrix(world, a, b, c, sa, sb, a_offer, b_unstarted, b_running, a_reply.body,
-                  revoked_id, revoked_secret)
+    return Matrix(
+        world,
+        a,
+        b,
+        c,
+        sa,
+        sb,
+        a_offer,
+        b_unstarted,
+        b_running,
+        a_reply.body,
+        revoked_id,
+        revoked_secret,
+    )
 
 
 @pytest.fixture
@@ -149,29 +170,40 @@ def valid_body(m: Matrix, path: str, worker_id: str | None = None) -> dict[str, 
     wid = worker_id or m.a.worker_id
     offer, token = m.a_offer["offerId"], m.a_offer["leaseToken"]
     bodies: dict[str, Callable[[], dict[str, Any]]] = {
-        "/v1/sessions": lambda: {"schema": "qinglong/session-open-request@v1", "workerId": wid,
-                                 "capabilities": CAPABILITIES},
+        "/v1/sessions": lambda: {
+            "schema": "qinglong/session-open-request@v1",
+            "workerId": wid,
+            "capabilities": CAPABILITIES,
+        },
         "/v1/sessions/heartbeat": lambda: session_body("heartbeat", wid, m.sa),
         "/v1/sessions/close": lambda: session_body("close", wid, m.sa),
         "/v1/offers/pull": lambda: pull_request(wid, m.sa),
         "/v1/leases/ack": lambda: lease_body("ack", wid, m.sa, offer, token, phase="starting"),
         "/v1/leases/heartbeat": lambda: lease_body("heartbeat", wid, m.sa, offer, token),
-        "/v1/leases/complete": lambda: lease_body("complete", wid, m.sa, offer, token,
-                                                  outcome="succeeded", exitCode=0),
+        "/v1/leases/complete": lambda: lease_body(
+            "complete", wid, m.sa, offer, token, outcome="succeeded", exitCode=0
+        ),
         "/v1/leases/secrets": lambda: lease_body("secrets", wid, m.sa, offer, token),
-        "/v1/leases/log": lambda: lease_body("log", wid, m.sa, offer, token, offset=0,
-                                             chunk="x"),
+        "/v1/leases/log": lambda: lease_body("log", wid, m.sa, offer, token, offset=0, chunk="x"),
         "/v1/offers/pull-batch": lambda: {
-            "schema": "qinglong/offer-batch-pull-request@v1", "workerId": wid,
-            "sessionId": m.sa["sessionId"], "generation": m.sa["generation"],
-            "offers": [{"offerId": str(uuid.uuid4()), "leaseToken": new_token()}]},
+            "schema": "qinglong/offer-batch-pull-request@v1",
+            "workerId": wid,
+            "sessionId": m.sa["sessionId"],
+            "generation": m.sa["generation"],
+            "offers": [{"offerId": str(uuid.uuid4()), "leaseToken": new_token()}],
+        },
         "/v1/leases/batch": lambda: {
-            "schema": "qinglong/lease-batch-request@v1", "workerId": wid,
-            "sessionId": m.sa["sessionId"], "generation": m.sa["generation"],
+            "schema": "qinglong/lease-batch-request@v1",
+            "workerId": wid,
+            "sessionId": m.sa["sessionId"],
+            "generation": m.sa["generation"],
             # Three items: a refused credential is one denial, not one per item.
-            "items": [lease_body("heartbeat", wid, m.sa, offer, token)] * 3},
+            "items": [lease_body("heartbeat", wid, m.sa, offer, token)] * 3,
+        },
         "/v1/credentials/rotate": lambda: {
-            "schema": "qinglong/credential-rotate-request@v1", "workerId": wid},
+            "schema": "qinglong/credential-rotate-request@v1",
+            "workerId": wid,
+        },
     }
     return bodies[path]()
 
@@ -186,14 +218,22 @@ def _last_audit_line(m: Matrix) -> dict[str, Any]:
 
 def _not_yet_valid(m: Matrix) -> pki.CertFiles:
     now = datetime.now(UTC)
-    return pki.issue_worker_cert(m.world.pki.ca_dir, m.world.pki.root / "future",
-                                 m.a.worker_id, not_before=now + timedelta(days=1),
-                                 not_after=now + timedelta(days=30))
+    return pki.issue_worker_cert(
+        m.world.pki.ca_dir,
+        m.world.pki.root / "future",
+        m.a.worker_id,
+        not_before=now + timedelta(days=1),
+        not_after=now + timedelta(days=30),
+    )
 
 
 def _wrong_eku(m: Matrix) -> pki.CertFiles:
-    return pki.issue_worker_cert(m.world.pki.ca_dir, m.world.pki.root / "server-eku",
-                                 m.a.worker_id, key_usage_client_auth=False)
+    return pki.issue_worker_cert(
+        m.world.pki.ca_dir,
+        m.world.pki.root / "server-eku",
+        m.a.worker_id,
+        key_usage_client_auth=False,
+    )
 
 
 TLS_CASES: dict[str, Callable[[Matrix], ssl.SSLContext | None]] = {
@@ -201,9 +241,11 @@ TLS_CASES: dict[str, Callable[[Matrix], ssl.SSLContext | None]] = {
     "tls12_only_client": lambda m: client_context(m.world.pki, m.a.cert, tls12=True),
     "no_client_cert": lambda m: client_context(m.world.pki, None),
     "foreign_ca_cert": lambda m: client_context(
-        m.world.pki, m.world.pki.worker_cert(m.a.worker_id, foreign=True, name="foreign")),
+        m.world.pki, m.world.pki.worker_cert(m.a.worker_id, foreign=True, name="foreign")
+    ),
     "expired_cert": lambda m: client_context(
-        m.world.pki, m.world.pki.worker_cert(m.a.worker_id, expired=True, name="expired")),
+        m.world.pki, m.world.pki.worker_cert(m.a.worker_id, expired=True, name="expired")
+    ),
     "not_yet_valid_cert": lambda m: client_context(m.world.pki, _not_yet_valid(m)),
     "wrong_key_usage_cert": lambda m: client_context(m.world.pki, _wrong_eku(m)),
 }
@@ -256,59 +298,101 @@ IDENTITY_CERTS: dict[str, Callable[[str, str], dict[str, Any]]] = {
 
 
 @pytest.mark.parametrize("case", list(IDENTITY_CERTS))
-def test_certificate_naming_no_single_worker_is_forbidden(m: Matrix, su: psycopg.Connection,
-                                                          case: str) -> None:
+def test_certificate_naming_no_single_worker_is_forbidden(
+    m: Matrix, su: psycopg.Connection, case: str
+) -> None:
     spec = IDENTITY_CERTS[case](m.a.worker_id, m.b.worker_id)
     cert = custom_worker_cert(m.world.pki.ca_dir, m.world.pki.root / case, **spec)
     before = db_state(su)
-    reply = post(m.port, "/v1/offers/pull", valid_body(m, "/v1/offers/pull"),
-                 ctx=client_context(m.world.pki, cert), token=m.a.token)
+    reply = post(
+        m.port,
+        "/v1/offers/pull",
+        valid_body(m, "/v1/offers/pull"),
+        ctx=client_context(m.world.pki, cert),
+        token=m.a.token,
+    )
     assert (reply.status, reply.json) == (403, error_doc(403, "identity_mismatch"))
     # The certificate names nobody, so the audit names no worker (never the body's).
-    assert_only_audit(su, before, [("offer.pull", "denied", "identity_mismatch",
-                                    m.a.worker.credential_id, None)])
+    assert_only_audit(
+        su, before, [("offer.pull", "denied", "identity_mismatch", m.a.worker.credential_id, None)]
+    )
     assert _last_audit_line(m)["workerId"] is None
 
 
 @pytest.mark.parametrize("cert_names", ["nobody", "a"])
 @pytest.mark.parametrize("token", ["none", "a"])
-def test_a_denial_never_names_the_bodys_worker(m: Matrix, su: psycopg.Connection,
-                                               cert_names: str, token: str) -> None:
+def test_a_denial_never_names_the_bodys_worker(
+    m: Matrix, su: psycopg.Connection, cert_names: str, token: str
+) -> None:
     """A forged body naming B: the denial (line and row) names the certificate's
     worker, or none — never B, whom the requester could otherwise blame."""
-    ctx = (client_context(m.world.pki, custom_worker_cert(
-        m.world.pki.ca_dir, m.world.pki.root / "forger", uris=None))
-        if cert_names == "nobody" else m.a.ctx)
+    ctx = (
+        client_context(
+            m.world.pki,
+            custom_worker_cert(m.world.pki.ca_dir, m.world.pki.root / "forger", uris=None),
+        )
+        if cert_names == "nobody"
+        else m.a.ctx
+    )
     before = db_state(su)
     lines_before = len(m.world.ingress.audit_lines)
-    reply = post(m.port, "/v1/offers/pull",
-                 valid_body(m, "/v1/offers/pull", worker_id=m.b.worker_id), ctx=ctx,
-                 token=m.a.token if token == "a" else None)
+    reply = post(
+        m.port,
+        "/v1/offers/pull",
+        valid_body(m, "/v1/offers/pull", worker_id=m.b.worker_id),
+        ctx=ctx,
+        token=m.a.token if token == "a" else None,
+    )
     expected_worker = None if cert_names == "nobody" else m.a.worker_id
     reason = "identity_mismatch" if token == "a" else "missing_credential"
     assert reply.status == (403 if token == "a" else 401)
-    assert_only_audit(su, before, [("offer.pull", "denied", reason,
-                                    m.a.worker.credential_id if token == "a" else None,
-                                    expected_worker)])
+    assert_only_audit(
+        su,
+        before,
+        [
+            (
+                "offer.pull",
+                "denied",
+                reason,
+                m.a.worker.credential_id if token == "a" else None,
+                expected_worker,
+            )
+        ],
+    )
     line = _last_audit_line(m)
-    assert (line["outcome"], line["reason"], line["workerId"]) == \
-        ("denied", reason, expected_worker)
+    assert (line["outcome"], line["reason"], line["workerId"]) == (
+        "denied",
+        reason,
+        expected_worker,
+    )
     assert len(m.world.ingress.audit_lines) == lines_before + 1
     assert m.b.worker_id not in m.world.ingress.audit_lines[-1]
 
 
 # ------------------------------------------------------------------ credentials + identity
 
-CREDENTIAL_CASES = ["missing_header", "not_bearer", "malformed_ql3w", "wrong_secret",
-                    "unknown_credential_id", "revoked_credential", "other_workers_credential",
-                    "body_worker_not_cert"]
+CREDENTIAL_CASES = [
+    "missing_header",
+    "not_bearer",
+    "malformed_ql3w",
+    "wrong_secret",
+    "unknown_credential_id",
+    "revoked_credential",
+    "other_workers_credential",
+    "body_worker_not_cert",
+]
 # The cases the database refuses (ql_private.authenticate), not the ingress's parser.
-DATABASE_CASES = {"wrong_secret", "unknown_credential_id", "revoked_credential",
-                  "other_workers_credential"}
+DATABASE_CASES = {
+    "wrong_secret",
+    "unknown_credential_id",
+    "revoked_credential",
+    "other_workers_credential",
+}
 
 
-def _credential_case(m: Matrix, case: str, path: str
-                     ) -> tuple[dict[str, Any], dict[str, Any], int, AuditRow]:
+def _credential_case(
+    m: Matrix, case: str, path: str
+) -> tuple[dict[str, Any], dict[str, Any], int, AuditRow]:
     """(post kwargs, body, expected status, expected audit row) for one case."""
     a = m.a
     action = ENDPOINTS[path]
@@ -335,24 +419,37 @@ def _credential_case(m: Matrix, case: str, path: str
         return kwargs, body, 401, (action, "denied", "unknown_credential", "z" * 16, a.worker_id)
     if case == "revoked_credential":
         kwargs = {"token": f"ql3w_{m.revoked_id}_{m.revoked_secret}"}
-        return kwargs, body, 401, (action, "denied", "revoked_credential", m.revoked_id,
-                                   a.worker_id)
+        return (
+            kwargs,
+            body,
+            401,
+            (action, "denied", "revoked_credential", m.revoked_id, a.worker_id),
+        )
     if case == "other_workers_credential":
         # B's valid credential presented with A's certificate and A's body.
         kwargs = {"token": m.b.token}
-        return kwargs, body, 403, (action, "denied", "worker_mismatch",
-                                   m.b.worker.credential_id, a.worker_id)
+        return (
+            kwargs,
+            body,
+            403,
+            (action, "denied", "worker_mismatch", m.b.worker.credential_id, a.worker_id),
+        )
     if case == "body_worker_not_cert":
         kwargs = {}
-        return kwargs, valid_body(m, path, worker_id=m.b.worker_id), 403, (
-            action, "denied", "identity_mismatch", cred, a.worker_id)
+        return (
+            kwargs,
+            valid_body(m, path, worker_id=m.b.worker_id),
+            403,
+            (action, "denied", "identity_mismatch", cred, a.worker_id),
+        )
     raise AssertionError(case)
 
 
 @pytest.mark.parametrize("path", list(ENDPOINTS))
 @pytest.mark.parametrize("case", CREDENTIAL_CASES)
-def test_credential_and_identity_denials(m: Matrix, su: psycopg.Connection, case: str,
-                                         path: str) -> None:
+def test_credential_and_identity_denials(
+    m: Matrix, su: psycopg.Connection, case: str, path: str
+) -> None:
     kwargs, body, status, audit = _credential_case(m, case, path)
     before = db_state(su)
     reply = _send(m, m.a, path, body, **kwargs)
@@ -381,46 +478,108 @@ def _bola(m: Matrix, case: str) -> tuple[str, dict[str, Any], str]:
     cases: dict[str, tuple[str, dict[str, Any], str]] = {
         # Replaying B's offer id from A's session: with a fresh token, and with B's
         # token (as if A had stolen it). The owner check comes first.
-        "replay_b_offer_own_token": ("/v1/offers/pull", pull_request(
-            a, sa, unstarted["offerId"]), "offer_foreign"),
-        "replay_b_offer_b_token": ("/v1/offers/pull", pull_request(
-            a, sa, unstarted["offerId"], unstarted["leaseToken"]), "offer_foreign"),
-        "replay_b_offer_b_session": ("/v1/offers/pull", pull_request(
-            a, sb, unstarted["offerId"], unstarted["leaseToken"]), "offer_foreign"),
+        "replay_b_offer_own_token": (
+            "/v1/offers/pull",
+            pull_request(a, sa, unstarted["offerId"]),
+            "offer_foreign",
+        ),
+        "replay_b_offer_b_token": (
+            "/v1/offers/pull",
+            pull_request(a, sa, unstarted["offerId"], unstarted["leaseToken"]),
+            "offer_foreign",
+        ),
+        "replay_b_offer_b_session": (
+            "/v1/offers/pull",
+            pull_request(a, sb, unstarted["offerId"], unstarted["leaseToken"]),
+            "offer_foreign",
+        ),
         "pull_on_b_session": ("/v1/offers/pull", pull_request(a, sb), "session_not_found"),
-        "ack_b_unstarted_offer": ("/v1/leases/ack", lease_body(
-            "ack", a, sa, unstarted["offerId"], unstarted["leaseToken"], phase="starting"),
-            "offer_foreign"),
-        "ack_b_offer_with_b_session": ("/v1/leases/ack", lease_body(
-            "ack", a, sb, unstarted["offerId"], unstarted["leaseToken"], phase="starting"),
-            "offer_foreign"),
-        "start_failed_b_offer": ("/v1/leases/ack", lease_body(
-            "ack", a, sa, unstarted["offerId"], unstarted["leaseToken"], phase="start_failed"),
-            "offer_foreign"),
-        "ack_running_b_lease": ("/v1/leases/ack", lease_body(
-            "ack", a, sa, running["offerId"], running["leaseToken"], phase="running"),
-            "offer_foreign"),
-        "heartbeat_b_lease": ("/v1/leases/heartbeat", lease_body(
-            "heartbeat", a, sa, running["offerId"], running["leaseToken"]), "offer_foreign"),
-        "complete_b_lease": ("/v1/leases/complete", lease_body(
-            "complete", a, sa, running["offerId"], running["leaseToken"], outcome="succeeded",
-            exitCode=0), "offer_foreign"),
-        "complete_b_unstarted_offer": ("/v1/leases/complete", lease_body(
-            "complete", a, sb, unstarted["offerId"], unstarted["leaseToken"], outcome="failed",
-            exitCode=1), "offer_foreign"),
-        "heartbeat_b_session": ("/v1/sessions/heartbeat", session_body("heartbeat", a, sb),
-                                "session_not_found"),
-        "close_b_session": ("/v1/sessions/close", session_body("close", a, sb),
-                            "session_not_found"),
+        "ack_b_unstarted_offer": (
+            "/v1/leases/ack",
+            lease_body(
+                "ack", a, sa, unstarted["offerId"], unstarted["leaseToken"], phase="starting"
+            ),
+            "offer_foreign",
+        ),
+        "ack_b_offer_with_b_session": (
+            "/v1/leases/ack",
+            lease_body(
+                "ack", a, sb, unstarted["offerId"], unstarted["leaseToken"], phase="starting"
+            ),
+            "offer_foreign",
+        ),
+        "start_failed_b_offer": (
+            "/v1/leases/ack",
+            lease_body(
+                "ack", a, sa, unstarted["offerId"], unstarted["leaseToken"], phase="start_failed"
+            ),
+            "offer_foreign",
+        ),
+        "ack_running_b_lease": (
+            "/v1/leases/ack",
+            lease_body("ack", a, sa, running["offerId"], running["leaseToken"], phase="running"),
+            "offer_foreign",
+        ),
+        "heartbeat_b_lease": (
+            "/v1/leases/heartbeat",
+            lease_body("heartbeat", a, sa, running["offerId"], running["leaseToken"]),
+            "offer_foreign",
+        ),
+        "complete_b_lease": (
+            "/v1/leases/complete",
+            lease_body(
+                "complete",
+                a,
+                sa,
+                running["offerId"],
+                running["leaseToken"],
+                outcome="succeeded",
+                exitCode=0,
+            ),
+            "offer_foreign",
+        ),
+        "complete_b_unstarted_offer": (
+            "/v1/leases/complete",
+            lease_body(
+                "complete",
+                a,
+                sb,
+                unstarted["offerId"],
+                unstarted["leaseToken"],
+                outcome="failed",
+                exitCode=1,
+            ),
+            "offer_foreign",
+        ),
+        "heartbeat_b_session": (
+            "/v1/sessions/heartbeat",
+            session_body("heartbeat", a, sb),
+            "session_not_found",
+        ),
+        "close_b_session": (
+            "/v1/sessions/close",
+            session_body("close", a, sb),
+            "session_not_found",
+        ),
     }
     return cases[case]
 
 
-BOLA_CASES = ["replay_b_offer_own_token", "replay_b_offer_b_token", "replay_b_offer_b_session",
-              "pull_on_b_session", "ack_b_unstarted_offer", "ack_b_offer_with_b_session",
-              "start_failed_b_offer", "ack_running_b_lease", "heartbeat_b_lease",
-              "complete_b_lease", "complete_b_unstarted_offer", "heartbeat_b_session",
-              "close_b_session"]
+BOLA_CASES = [
+    "replay_b_offer_own_token",
+    "replay_b_offer_b_token",
+    "replay_b_offer_b_session",
+    "pull_on_b_session",
+    "ack_b_unstarted_offer",
+    "ack_b_offer_with_b_session",
+    "start_failed_b_offer",
+    "ack_running_b_lease",
+    "heartbeat_b_lease",
+    "complete_b_lease",
+    "complete_b_unstarted_offer",
+    "heartbeat_b_session",
+    "close_b_session",
+]
 
 
 @pytest.mark.parametrize("case", BOLA_CASES)
@@ -441,45 +600,104 @@ def test_b_still_owns_its_objects_after_the_attacks(m: Matrix, su: psycopg.Conne
     b, sb = m.b, m.sb
     beat = _send(m, b, "/v1/sessions/heartbeat", session_body("heartbeat", b.worker_id, sb))
     assert beat.status == 200, beat.body
-    lease = _send(m, b, "/v1/leases/heartbeat", lease_body(
-        "heartbeat", b.worker_id, sb, m.b_running["offerId"], m.b_running["leaseToken"], 3))
+    lease = _send(
+        m,
+        b,
+        "/v1/leases/heartbeat",
+        lease_body(
+            "heartbeat", b.worker_id, sb, m.b_running["offerId"], m.b_running["leaseToken"], 3
+        ),
+    )
     assert lease.status == 200 and lease.json["state"] == "running", lease.body
 
 
 # ------------------------------------------------------------------ role escape
 
-PRIVATE_TABLES = ["attempts", "events", "execution_revisions", "placement_classes", "projects",
-                  "run_leases", "runs", "schema_migrations", "security_audit", "tasks",
-                  "worker_credentials", "worker_sessions", "workers",
-                  "worker_labels",  # granted labels (SPEC §13.2)
-                  "project_tokens",  # the producer API's tokens (SPEC §13.4)
-                  "project_data_keys", "secrets",  # secrets, encrypted (SPEC §14.1)
-                  "pools", "worker_pool_grants",  # pools and worker grants (SPEC §13.1)
-                  # Issued and revoked worker certificates (SPEC §16.3).
-                  "worker_certificates", "certificate_revocations",
-                  "attempt_logs", "attempt_log_chunks"]  # live logs (SPEC §15.1)
-PRIVATE_SEQUENCES = ["events_id_seq", "placement_classes_id_seq", "run_leases_id_seq",
-                     "run_queue_seq", "security_audit_id_seq",
-                     "certificate_revocations_seq_seq"]  # SPEC §16.3
-CONTROL_PLANE = ["register_worker", "issue_credential", "revoke_credential", "publish_revision",
-                 "enqueue_runs", "cancel_run", "sweep_leases", "status_snapshot",
-                 "configure_task", "task_settings", "list_runs", "show_run", "list_workers",
-                 "retry_run", "cancel_runs", "disable_worker", "enable_worker", "end_session",
-                 "prune_runs", "prune_audit", "prune_fleet",
-                 "label_worker",  # granted labels (SPEC §13.2)
-                 "create_pool", "grant_pool", "revoke_pool",  # pools (SPEC §13.1)
-                 # Project tokens of the producer API (SPEC §13.4).
-                 "create_project_token", "revoke_project_token", "list_project_tokens",
-                 # Secrets (SPEC §14.1): only ciphertexts and wrapped keys cross.
-                 "project_data_key", "set_secret", "list_secrets", "delete_secret",
-                 "list_data_keys", "rewrap_data_keys",
-                 # The console's reads (ql_readonly and ql_runtime).
-                 "run_state_counts", "queue_depth", "throughput", "waiting_runs",
-                 "live_sessions", "recent_denials",
-                 # Worker certificates and what expires soon (SPEC §16.3).
-                 "record_certificate", "revoke_certificate", "expiring_identities",
-                 "run_log",  # a page of an attempt's live log (SPEC §15.2)
-                 "prepare_task"]  # a signed publish's task id first (SPEC §16.1)
+PRIVATE_TABLES = [
+    "attempts",
+    "events",
+    "execution_revisions",
+    "placement_classes",
+    "projects",
+    "run_leases",
+    "runs",
+    "schema_migrations",
+    "security_audit",
+    "tasks",
+    "worker_credentials",
+    "worker_sessions",
+    "workers",
+    "worker_labels",  # granted labels (SPEC §13.2)
+    "project_tokens",  # the producer API's tokens (SPEC §13.4)
+    "project_data_keys",
+    "secrets",  # secrets, encrypted (SPEC §14.1)
+    "pools",
+    "worker_pool_grants",  # pools and worker grants (SPEC §13.1)
+    # Issued and revoked worker certificates (SPEC §16.3).
+    "worker_certificates",
+    "certificate_revocations",
+    "attempt_logs",
+    "attempt_log_chunks",
+]  # live logs (SPEC §15.1)
+PRIVATE_SEQUENCES = [
+    "events_id_seq",
+    "placement_classes_id_seq",
+    "run_leases_id_seq",
+    "run_queue_seq",
+    "security_audit_id_seq",
+    "certificate_revocations_seq_seq",
+]  # SPEC §16.3
+CONTROL_PLANE = [
+    "register_worker",
+    "issue_credential",
+    "revoke_credential",
+    "publish_revision",
+    "enqueue_runs",
+    "cancel_run",
+    "sweep_leases",
+    "status_snapshot",
+    "configure_task",
+    "task_settings",
+    "list_runs",
+    "show_run",
+    "list_workers",
+    "retry_run",
+    "cancel_runs",
+    "disable_worker",
+    "enable_worker",
+    "end_session",
+    "prune_runs",
+    "prune_audit",
+    "prune_fleet",
+    "label_worker",  # granted labels (SPEC §13.2)
+    "create_pool",
+    "grant_pool",
+    "revoke_pool",  # pools (SPEC §13.1)
+    # Project tokens of the producer API (SPEC §13.4).
+    "create_project_token",
+    "revoke_project_token",
+    "list_project_tokens",
+    # Secrets (SPEC §14.1): only ciphertexts and wrapped keys cross.
+    "project_data_key",
+    "set_secret",
+    "list_secrets",
+    "delete_secret",
+    "list_data_keys",
+    "rewrap_data_keys",
+    # The console's reads (ql_readonly and ql_runtime).
+    "run_state_counts",
+    "queue_depth",
+    "throughput",
+    "waiting_runs",
+    "live_sessions",
+    "recent_denials",
+    # Worker certificates and what expires soon (SPEC §16.3).
+    "record_certificate",
+    "revoke_certificate",
+    "expiring_identities",
+    "run_log",  # a page of an attempt's live log (SPEC §15.2)
+    "prepare_task",
+]  # a signed publish's task id first (SPEC §16.1)
 TABLE_OPS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "COPY"]
 
 
@@ -488,14 +706,16 @@ def role_conn(m: Matrix) -> Iterator[psycopg.Connection]:
     """A fresh session as a login role IN ROLE ql_worker_ingress (the ingress's
     own privileges). Fresh per case, so temp objects never leak between cases."""
     with psycopg.connect(m.world.ingress_dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT current_user, pg_has_role(current_user, 'ql_worker_ingress',"
-                           " 'MEMBER')").fetchone()
+        row = conn.execute(
+            "SELECT current_user, pg_has_role(current_user, 'ql_worker_ingress', 'MEMBER')"
+        ).fetchone()
         assert row == (INGRESS_ROLE, True)
         yield conn
 
 
-def _refused(conn: psycopg.Connection, statement: str | sql.Composable,
-             sqlstate: str = "42501") -> str:
+def _refused(
+    conn: psycopg.Connection, statement: str | sql.Composable, sqlstate: str = "42501"
+) -> str:
     with pytest.raises(psycopg.Error) as caught:
         conn.execute(statement)
     assert caught.value.sqlstate == sqlstate, (caught.value.sqlstate, str(caught.value))
@@ -505,31 +725,41 @@ def _refused(conn: psycopg.Connection, statement: str | sql.Composable,
 def test_matrix_lists_every_private_object(su: psycopg.Connection) -> None:
     """The parametrized lists below are the catalog: a new table, sequence or
     control-plane function must be added to this matrix."""
-    rels = {(r[0], r[1]) for r in su.execute(
-        "SELECT c.relname::text, c.relkind::text FROM pg_class c"
-        " WHERE c.relnamespace = 'ql_private'::regnamespace AND c.relkind IN ('r', 'S')")}
+    rels = {
+        (r[0], r[1])
+        for r in su.execute(
+            "SELECT c.relname::text, c.relkind::text FROM pg_class c"
+            " WHERE c.relnamespace = 'ql_private'::regnamespace AND c.relkind IN ('r', 'S')"
+        )
+    }
     assert {n for n, k in rels if k == "r"} == set(PRIVATE_TABLES)
     assert {n for n, k in rels if k == "S"} == set(PRIVATE_SEQUENCES)
-    granted = {r[0] for r in su.execute(
-        "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'ql'::regnamespace"
-        " AND has_function_privilege('ql_runtime', p.oid, 'EXECUTE')")}
+    granted = {
+        r[0]
+        for r in su.execute(
+            "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'ql'::regnamespace"
+            " AND has_function_privilege('ql_runtime', p.oid, 'EXECUTE')"
+        )
+    }
     assert granted == set(CONTROL_PLANE)
 
 
 @pytest.mark.parametrize("op", TABLE_OPS)
 @pytest.mark.parametrize("table", PRIVATE_TABLES)
-def test_role_cannot_touch_private_tables(m: Matrix, su: psycopg.Connection,
-                                          role_conn: psycopg.Connection, table: str,
-                                          op: str) -> None:
+def test_role_cannot_touch_private_tables(
+    m: Matrix, su: psycopg.Connection, role_conn: psycopg.Connection, table: str, op: str
+) -> None:
     first_column = su.execute(
         "SELECT attname::text FROM pg_attribute WHERE attrelid = %s::regclass AND attnum = 1",
-        (f"ql_private.{table}",)).fetchone()[0]
+        (f"ql_private.{table}",),
+    ).fetchone()[0]
     ident = sql.Identifier("ql_private", table)
     statements = {
         "SELECT": sql.SQL("SELECT * FROM {} LIMIT 1").format(ident),
         "INSERT": sql.SQL("INSERT INTO {} DEFAULT VALUES").format(ident),
         "UPDATE": sql.SQL("UPDATE {} SET {} = {}").format(
-            ident, sql.Identifier(first_column), sql.Identifier(first_column)),
+            ident, sql.Identifier(first_column), sql.Identifier(first_column)
+        ),
         "DELETE": sql.SQL("DELETE FROM {}").format(ident),
         "TRUNCATE": sql.SQL("TRUNCATE {}").format(ident),
         "COPY": sql.SQL("COPY {} TO STDOUT").format(ident),
@@ -541,9 +771,9 @@ def test_role_cannot_touch_private_tables(m: Matrix, su: psycopg.Connection,
 
 
 @pytest.mark.parametrize("sequence", PRIVATE_SEQUENCES)
-def test_role_cannot_move_private_sequences(m: Matrix, su: psycopg.Connection,
-                                            role_conn: psycopg.Connection,
-                                            sequence: str) -> None:
+def test_role_cannot_move_private_sequences(
+    m: Matrix, su: psycopg.Connection, role_conn: psycopg.Connection, sequence: str
+) -> None:
     before = db_state(su)
     name = f"ql_private.{sequence}"
     for statement in ("SELECT nextval(%s)", "SELECT setval(%s, 1)", "SELECT currval(%s)"):
@@ -558,7 +788,8 @@ def _null_call(su: psycopg.Connection, schema: str, name: str) -> list[str]:
     rows = su.execute(
         "SELECT oidvectortypes(p.proargtypes) FROM pg_proc p"
         " WHERE p.pronamespace = %s::regnamespace AND p.proname = %s",
-        (schema, name)).fetchall()
+        (schema, name),
+    ).fetchall()
     assert rows, f"{schema}.{name} does not exist"
     calls = []
     for (types,) in rows:
@@ -568,20 +799,25 @@ def _null_call(su: psycopg.Connection, schema: str, name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("function", CONTROL_PLANE)
-def test_role_cannot_execute_control_plane(m: Matrix, su: psycopg.Connection,
-                                           role_conn: psycopg.Connection,
-                                           function: str) -> None:
+def test_role_cannot_execute_control_plane(
+    m: Matrix, su: psycopg.Connection, role_conn: psycopg.Connection, function: str
+) -> None:
     before = db_state(su)
     for call in _null_call(su, "ql", function):
         assert "permission denied for function" in _refused(role_conn, call)
     assert_only_audit(su, before, [])
 
 
-def test_role_cannot_call_any_private_helper(m: Matrix, su: psycopg.Connection,
-                                             role_conn: psycopg.Connection) -> None:
-    names = [r[0] for r in su.execute(
-        "SELECT DISTINCT proname::text FROM pg_proc"
-        " WHERE pronamespace = 'ql_private'::regnamespace ORDER BY 1")]
+def test_role_cannot_call_any_private_helper(
+    m: Matrix, su: psycopg.Connection, role_conn: psycopg.Connection
+) -> None:
+    names = [
+        r[0]
+        for r in su.execute(
+            "SELECT DISTINCT proname::text FROM pg_proc"
+            " WHERE pronamespace = 'ql_private'::regnamespace ORDER BY 1"
+        )
+    ]
     assert len(names) > 20  # authenticate, claim_candidate, session_fence, …
     before = db_state(su)
     for name in names:
@@ -603,20 +839,27 @@ ESCAPES: dict[str, tuple[str, str]] = {
     "create_table_in_private": ("CREATE TABLE ql_private.evil (x int)", "42501"),
     "replace_worker_function": (
         "CREATE OR REPLACE FUNCTION ql.pull_offer(text, bytea, text, text, bigint, text, bytea,"
-        " jsonb) RETURNS jsonb LANGUAGE sql AS $$SELECT '{}'::jsonb$$", "42501"),
+        " jsonb) RETURNS jsonb LANGUAGE sql AS $$SELECT '{}'::jsonb$$",
+        "42501",
+    ),
     "alter_function_search_path": (
         "ALTER FUNCTION ql.pull_offer(text, bytea, text, text, bigint, text, bytea, jsonb)"
-        " SET search_path = pg_temp, pg_catalog", "42501"),
+        " SET search_path = pg_temp, pg_catalog",
+        "42501",
+    ),
     # With ql_private on the path an unqualified name still does not resolve: a
     # schema without USAGE is skipped by name lookup (so: undefined_table).
     "search_path_private_unqualified": (
-        "SET search_path = ql_private, ql; SELECT * FROM worker_credentials", "42P01"),
+        "SET search_path = ql_private, ql; SELECT * FROM worker_credentials",
+        "42P01",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(ESCAPES))
-def test_role_escalation_and_ddl_refused(m: Matrix, su: psycopg.Connection,
-                                         role_conn: psycopg.Connection, case: str) -> None:
+def test_role_escalation_and_ddl_refused(
+    m: Matrix, su: psycopg.Connection, role_conn: psycopg.Connection, case: str
+) -> None:
     statement, sqlstate = ESCAPES[case]
     *setup, attempt = statement.split("; ")
     for step in setup:
@@ -633,12 +876,11 @@ def test_role_escalation_and_ddl_refused(m: Matrix, su: psycopg.Connection,
 SHADOW_TABLES = {
     # Same names as the private tables, with just enough columns to hold a forgery.
     "worker_credentials": "credential_id text, worker_id uuid, secret_digest bytea,"
-                          " revoked_at timestamptz",
+    " revoked_at timestamptz",
     "security_audit": "id bigint, action text, outcome text, reason text",
     "worker_sessions": "session_id uuid, worker_id uuid, generation bigint, state text,"
-                       " expires_at timestamptz",
-    "run_leases": "offer_id uuid, worker_id uuid, session_id uuid, token_digest bytea,"
-                  " run_id uuid",
+    " expires_at timestamptz",
+    "run_leases": "offer_id uuid, worker_id uuid, session_id uuid, token_digest bytea, run_id uuid",
     "runs": "id uuid, state text",
     "attempts": "id uuid, run_id uuid, state text",
     "workers": "id uuid, name text",
@@ -650,8 +892,11 @@ def test_ingress_login_gets_no_temp_objects(m: Matrix, role_conn: psycopg.Connec
     login cannot create a pg_temp shadow at all. The shadow tests below grant
     TEMPORARY to the test login on purpose, to test the second line of defence."""
     _refused(role_conn, "CREATE TEMP TABLE worker_credentials (credential_id text)")
-    _refused(role_conn, "CREATE FUNCTION pg_temp.digest_equal(bytea, bytea) RETURNS boolean"
-                        " LANGUAGE sql AS 'SELECT true'")
+    _refused(
+        role_conn,
+        "CREATE FUNCTION pg_temp.digest_equal(bytea, bytea) RETURNS boolean"
+        " LANGUAGE sql AS 'SELECT true'",
+    )
 
 
 @pytest.fixture
@@ -674,27 +919,49 @@ def _shadow(conn: psycopg.Connection, m: Matrix, forged_secret: str) -> None:
     for name, columns in SHADOW_TABLES.items():
         conn.execute(f"CREATE TEMP TABLE {name} ({columns})")
     a = m.a.worker_id
-    conn.execute("INSERT INTO worker_credentials VALUES ('forged0000000001', %s, %s, NULL),"
-                 " (%s, %s, %s, NULL)",
-                 (a, digest(forged_secret), m.a.worker.credential_id, a, digest(forged_secret)))
-    conn.execute("INSERT INTO worker_sessions VALUES (%s, %s, 41, 'active',"
-                 " now() + interval '1 day')", (m.sa["sessionId"], m.c.worker_id))
-    conn.execute("INSERT INTO run_leases VALUES (%s, %s, %s, %s, %s)",
-                 (m.a_offer["offerId"], m.b.worker_id, m.sb["sessionId"],
-                  digest(new_token()), str(uuid.uuid4())))
+    conn.execute(
+        "INSERT INTO worker_credentials VALUES ('forged0000000001', %s, %s, NULL),"
+        " (%s, %s, %s, NULL)",
+        (a, digest(forged_secret), m.a.worker.credential_id, a, digest(forged_secret)),
+    )
+    conn.execute(
+        "INSERT INTO worker_sessions VALUES (%s, %s, 41, 'active', now() + interval '1 day')",
+        (m.sa["sessionId"], m.c.worker_id),
+    )
+    conn.execute(
+        "INSERT INTO run_leases VALUES (%s, %s, %s, %s, %s)",
+        (
+            m.a_offer["offerId"],
+            m.b.worker_id,
+            m.sb["sessionId"],
+            digest(new_token()),
+            str(uuid.uuid4()),
+        ),
+    )
     conn.execute("SET search_path = pg_temp, ql, public")
 
 
-def _pull_sql(conn: psycopg.Connection, credential_id: str, secret: str, m: Matrix,
-              offer_id: str, token: str) -> dict[str, Any]:
-    return api.pull_offer(credential_id=credential_id, secret_digest=digest(secret),
-                          worker_id=m.a.worker_id, session_id=m.sa["sessionId"],
-                          generation=m.sa["generation"], offer_id=offer_id,
-                          token_digest=digest(token)).run(conn).doc
+def _pull_sql(
+    conn: psycopg.Connection, credential_id: str, secret: str, m: Matrix, offer_id: str, token: str
+) -> dict[str, Any]:
+    return (
+        api.pull_offer(
+            credential_id=credential_id,
+            secret_digest=digest(secret),
+            worker_id=m.a.worker_id,
+            session_id=m.sa["sessionId"],
+            generation=m.sa["generation"],
+            offer_id=offer_id,
+            token_digest=digest(token),
+        )
+        .run(conn)
+        .doc
+    )
 
 
-def test_shadow_credentials_in_pg_temp_are_ignored(m: Matrix, su: psycopg.Connection,
-                                                   temp_conn: psycopg.Connection) -> None:
+def test_shadow_credentials_in_pg_temp_are_ignored(
+    m: Matrix, su: psycopg.Connection, temp_conn: psycopg.Connection
+) -> None:
     forged = new_token()
     _shadow(temp_conn, m, forged)
     before = db_state(su)
@@ -702,40 +969,62 @@ def test_shadow_credentials_in_pg_temp_are_ignored(m: Matrix, su: psycopg.Connec
     result = _pull_sql(temp_conn, "forged0000000001", forged, m, str(uuid.uuid4()), new_token())
     assert result == {"status": "denied", "httpStatus": 401, "reason": "unknown_credential"}
     # …and A's real credential id with the secret forged in pg_temp is a bad secret.
-    result = _pull_sql(temp_conn, m.a.worker.credential_id, forged, m, str(uuid.uuid4()),
-                       new_token())
+    result = _pull_sql(
+        temp_conn, m.a.worker.credential_id, forged, m, str(uuid.uuid4()), new_token()
+    )
     assert result == {"status": "denied", "httpStatus": 401, "reason": "bad_secret"}
     # The denials went to the real security_audit, not to pg_temp.security_audit.
-    assert_only_audit(su, before, [
-        ("offer.pull", "denied", "unknown_credential", "forged0000000001", m.a.worker_id),
-        ("offer.pull", "denied", "bad_secret", m.a.worker.credential_id, m.a.worker_id)])
+    assert_only_audit(
+        su,
+        before,
+        [
+            ("offer.pull", "denied", "unknown_credential", "forged0000000001", m.a.worker_id),
+            ("offer.pull", "denied", "bad_secret", m.a.worker.credential_id, m.a.worker_id),
+        ],
+    )
     assert temp_conn.execute("SELECT count(*) FROM pg_temp.security_audit").fetchone() == (0,)
 
 
-def test_shadow_functions_in_pg_temp_are_ignored(m: Matrix, su: psycopg.Connection,
-                                                 temp_conn: psycopg.Connection) -> None:
+def test_shadow_functions_in_pg_temp_are_ignored(
+    m: Matrix, su: psycopg.Connection, temp_conn: psycopg.Connection
+) -> None:
     # pg_temp functions that would wave every secret through if they were called.
-    temp_conn.execute("CREATE FUNCTION pg_temp.digest_equal(bytea, bytea) RETURNS boolean"
-                      " LANGUAGE sql AS 'SELECT true'")
-    temp_conn.execute("CREATE FUNCTION pg_temp.authenticate(text, bytea, uuid, text)"
-                      " RETURNS jsonb LANGUAGE sql AS 'SELECT NULL::jsonb'")
+    temp_conn.execute(
+        "CREATE FUNCTION pg_temp.digest_equal(bytea, bytea) RETURNS boolean"
+        " LANGUAGE sql AS 'SELECT true'"
+    )
+    temp_conn.execute(
+        "CREATE FUNCTION pg_temp.authenticate(text, bytea, uuid, text)"
+        " RETURNS jsonb LANGUAGE sql AS 'SELECT NULL::jsonb'"
+    )
     temp_conn.execute("SET search_path = pg_temp, ql, public")
     before = db_state(su)
-    result = _pull_sql(temp_conn, m.a.worker.credential_id, new_token(), m, str(uuid.uuid4()),
-                       new_token())
+    result = _pull_sql(
+        temp_conn, m.a.worker.credential_id, new_token(), m, str(uuid.uuid4()), new_token()
+    )
     assert result == {"status": "denied", "httpStatus": 401, "reason": "bad_secret"}
-    assert_only_audit(su, before, [("offer.pull", "denied", "bad_secret",
-                                    m.a.worker.credential_id, m.a.worker_id)])
+    assert_only_audit(
+        su,
+        before,
+        [("offer.pull", "denied", "bad_secret", m.a.worker.credential_id, m.a.worker_id)],
+    )
 
 
-def test_shadow_leases_do_not_change_a_replay(m: Matrix, su: psycopg.Connection,
-                                              temp_conn: psycopg.Connection) -> None:
+def test_shadow_leases_do_not_change_a_replay(
+    m: Matrix, su: psycopg.Connection, temp_conn: psycopg.Connection
+) -> None:
     """pg_temp.run_leases claims A's offer id belongs to B; ql.pull_offer still
     replays A's real lease: the very offer the ingress served, and no write."""
     _shadow(temp_conn, m, new_token())
     before = db_state(su)
-    result = _pull_sql(temp_conn, m.a.worker.credential_id, m.a.worker.secret, m,
-                       m.a_offer["offerId"], m.a_offer["leaseToken"])
+    result = _pull_sql(
+        temp_conn,
+        m.a.worker.credential_id,
+        m.a.worker.secret,
+        m,
+        m.a_offer["offerId"],
+        m.a_offer["leaseToken"],
+    )
     assert result["status"] == "idempotent", result
     served = json.loads(m.a_pull_body)
     assert result["offer"]["offerId"] == served["offerId"] == m.a_offer["offerId"]
@@ -744,57 +1033,98 @@ def test_shadow_leases_do_not_change_a_replay(m: Matrix, su: psycopg.Connection,
     assert_only_audit(su, before, [])
 
 
-def test_shadow_sessions_do_not_change_open_session(m: Matrix, su: psycopg.Connection,
-                                                    temp_conn: psycopg.Connection) -> None:
+def test_shadow_sessions_do_not_change_open_session(
+    m: Matrix, su: psycopg.Connection, temp_conn: psycopg.Connection
+) -> None:
     """pg_temp.worker_sessions holds an active generation-41 session for worker C;
     the real open_session still sees C has none and opens generation 1."""
     _shadow(temp_conn, m, new_token())
     c = m.c.worker
     before = db_state(su)
-    opened = api.open_session(credential_id=c.credential_id, secret_digest=c.secret_digest,
-                              worker_id=c.worker_id,
-                              capabilities_canonical=canonical_bytes(CAPABILITIES)).run(temp_conn).doc
+    opened = (
+        api.open_session(
+            credential_id=c.credential_id,
+            secret_digest=c.secret_digest,
+            worker_id=c.worker_id,
+            capabilities_canonical=canonical_bytes(CAPABILITIES),
+        )
+        .run(temp_conn)
+        .doc
+    )
     assert opened["status"] == "ok", opened
     session = opened["session"]
     assert (session["workerId"], session["generation"]) == (c.worker_id, 1)
     after = db_state(su)
     assert changed_tables(before, after) == ["worker_sessions"]
     assert audit_rows_since(su, before.audit_max_id) == []
-    real = su.execute("SELECT worker_id::text, generation, state FROM ql_private.worker_sessions"
-                      " WHERE session_id = %s", (session["sessionId"],)).fetchall()
+    real = su.execute(
+        "SELECT worker_id::text, generation, state FROM ql_private.worker_sessions"
+        " WHERE session_id = %s",
+        (session["sessionId"],),
+    ).fetchall()
     assert real == [(c.worker_id, 1, "active")]
-    assert temp_conn.execute("SELECT generation FROM pg_temp.worker_sessions").fetchall() == [
-        (41,)]
+    assert temp_conn.execute("SELECT generation FROM pg_temp.worker_sessions").fetchall() == [(41,)]
 
 
 def test_search_path_on_the_session_does_not_reach_functions(
-        m: Matrix, su: psycopg.Connection, role_conn: psycopg.Connection) -> None:
+    m: Matrix, su: psycopg.Connection, role_conn: psycopg.Connection
+) -> None:
     """Every worker-facing function pins its own search_path, whatever the caller set."""
     role_conn.execute("SET search_path = pg_temp, ql_private, ql, public")
     pinned = role_conn.execute(
         "SELECT p.proname::text, p.proconfig FROM pg_proc p"
         " WHERE p.pronamespace = 'ql'::regnamespace"
-        " AND has_function_privilege(current_user, p.oid, 'EXECUTE') ORDER BY 1").fetchall()
+        " AND has_function_privilege(current_user, p.oid, 'EXECUTE') ORDER BY 1"
+    ).fetchall()
     assert [name for name, _ in pinned] == sorted(
-        ["ack_lease", "authenticate_worker", "close_session", "complete_lease",
-         "confirm_credentials",
-         "heartbeat_lease", "heartbeat_session", "heartbeat_sessions", "idle_probe",
-         "lease_secrets", "open_session", "pull_offer", "record_auth_denial",
-         # Credential rotation, revoked certificates, expiry counts (SPEC §16.2, §16.3).
-         "rotate_credential", "revoked_certificates", "expiring_counts",
-         "append_log", "pull_offers"])  # live logs, batched pulls (SPEC §15.1, §18.1)
+        [
+            "ack_lease",
+            "authenticate_worker",
+            "close_session",
+            "complete_lease",
+            "confirm_credentials",
+            "heartbeat_lease",
+            "heartbeat_session",
+            "heartbeat_sessions",
+            "idle_probe",
+            "lease_secrets",
+            "open_session",
+            "pull_offer",
+            "record_auth_denial",
+            # Credential rotation, revoked certificates, expiry counts (SPEC §16.2, §16.3).
+            "rotate_credential",
+            "revoked_certificates",
+            "expiring_counts",
+            "append_log",
+            "pull_offers",
+        ]
+    )  # live logs, batched pulls (SPEC §15.1, §18.1)
     # search_path pinned first; the per-run calls add planner settings (plan once
     # per connection, index paths only, no JIT — db/functions/pull_offer.sql).
     assert all(config[0] == "search_path=pg_catalog, pg_temp" for _, config in pinned)
     extra = {name: config[1:] for name, config in pinned if config[1:]}
     planning = ["plan_cache_mode=force_generic_plan", "enable_seqscan=off", "jit=off"]
-    assert extra == {name: planning for name in ("ack_lease", "complete_lease",
-                                                 "heartbeat_lease", "heartbeat_sessions",
-                                                 "lease_secrets", "pull_offer",
-                                                 "append_log", "pull_offers")}
+    assert extra == {
+        name: planning
+        for name in (
+            "ack_lease",
+            "complete_lease",
+            "heartbeat_lease",
+            "heartbeat_sessions",
+            "lease_secrets",
+            "pull_offer",
+            "append_log",
+            "pull_offers",
+        )
+    }
     before = db_state(su)
-    result = _pull_sql(role_conn, m.a.worker.credential_id, m.a.worker.secret, m,
-                       m.a_offer["offerId"], m.a_offer["leaseToken"])
+    result = _pull_sql(
+        role_conn,
+        m.a.worker.credential_id,
+        m.a.worker.secret,
+        m,
+        m.a_offer["offerId"],
+        m.a_offer["leaseToken"],
+    )
     assert result["status"] == "idempotent"
     assert_only_audit(su, before, [])
-

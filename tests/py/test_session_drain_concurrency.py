@@ -46,16 +46,18 @@ def _started(prov: Provisioner, n: int) -> tuple[Session, list[Intent]]:
     for _ in range(n):
         intent = Intent()
         assert prov.pull(session, intent)["status"] == "offered"
-        ack = prov.call(api.ack_lease(**session.lease(intent), lease_version=1,
-                                      phase="starting")).doc
+        ack = prov.call(
+            api.ack_lease(**session.lease(intent), lease_version=1, phase="starting")
+        ).doc
         assert ack["status"] == "ok", ack
         intents.append(intent)
     return session, intents
 
 
 def _complete(session: Session, intent: Intent) -> api.Call[Any]:
-    return api.complete_lease(**session.lease(intent), lease_version=2, outcome="succeeded",
-                              exit_code=0)
+    return api.complete_lease(
+        **session.lease(intent), lease_version=2, outcome="succeeded", exit_code=0
+    )
 
 
 def _open_completion(db_dsn: str, session: Session, intent: Intent) -> psycopg.Connection:
@@ -67,8 +69,9 @@ def _open_completion(db_dsn: str, session: Session, intent: Intent) -> psycopg.C
     return own
 
 
-def _in_thread(db_dsn: str, role: str, call: api.Call[Any],
-               out: dict[str, Any]) -> threading.Thread:
+def _in_thread(
+    db_dsn: str, role: str, call: api.Call[Any], out: dict[str, Any]
+) -> threading.Thread:
     def run() -> None:
         try:
             with psycopg.connect(db_dsn, autocommit=True) as own:
@@ -106,15 +109,16 @@ def _state(conn: psycopg.Connection, session: Session) -> str:
 
 
 @pytest.mark.parametrize("round_", range(3))
-def test_drain_racing_the_last_completion_closes_the_session(db_dsn: str, conn,
-                                                             prov: Provisioner,
-                                                             round_: int) -> None:
+def test_drain_racing_the_last_completion_closes_the_session(
+    db_dsn: str, conn, prov: Provisioner, round_: int
+) -> None:
     session, (intent,) = _started(prov, 1)
     worker = _open_completion(db_dsn, session, intent)
     try:
         out: dict[str, Any] = {}
-        thread = _in_thread(db_dsn, "ql_runtime",
-                            api.end_session(session_id=session.session_id, drain=True), out)
+        thread = _in_thread(
+            db_dsn, "ql_runtime", api.end_session(session_id=session.session_id, drain=True), out
+        )
         _waits_on_a_lock(conn, out)  # on the lease the completion holds
         worker.commit()
     finally:
@@ -127,9 +131,9 @@ def test_drain_racing_the_last_completion_closes_the_session(db_dsn: str, conn,
 
 
 @pytest.mark.parametrize("round_", range(3))
-def test_two_last_completions_at_once_close_the_draining_session(db_dsn: str, conn,
-                                                                 prov: Provisioner,
-                                                                 round_: int) -> None:
+def test_two_last_completions_at_once_close_the_draining_session(
+    db_dsn: str, conn, prov: Provisioner, round_: int
+) -> None:
     session, (first, second) = _started(prov, 2)
     drained = prov.call(api.end_session(session_id=session.session_id, drain=True)).doc
     assert (drained["state"], drained["leasesRunning"]) == ("draining", 2)
@@ -146,6 +150,8 @@ def test_two_last_completions_at_once_close_the_draining_session(db_dsn: str, co
     answer = out["answer"]
     assert isinstance(answer, LeaseOk) and answer.status == "ok", answer
     assert _state(conn, session) == "closed"
-    events = conn.execute("SELECT count(*) FROM ql_private.events WHERE type = 'session.drained'"
-                          " AND worker_id = %s", (session.worker.worker_id,)).fetchone()
+    events = conn.execute(
+        "SELECT count(*) FROM ql_private.events WHERE type = 'session.drained' AND worker_id = %s",
+        (session.worker.worker_id,),
+    ).fetchone()
     assert events == (1,)

@@ -106,21 +106,43 @@ def test_verify_accepts_a_signature_made_by_cryptography_directly() -> None:
     [
         (lambda rev, other: dict(rev, signature=None), "unsigned"),
         (lambda rev, other: signed(other, rev), "unknown_kid"),
-        (lambda rev, other: dict(rev, spec=dict(rev["spec"], argv=["rm", "-rf", "/"])),
-         "bad_signature"),
-        (lambda rev, other: dict(rev, taskId="00000000-0000-4000-8000-000000000000"),
-         "bad_signature"),
-        (lambda rev, other: dict(rev, placement={"required": {"executors": ["x"]}}),
-         "bad_signature"),
-        (lambda rev, other: dict(rev, signature=dict(rev["signature"], kid="someone-else")),
-         "kid_mismatch"),
+        (
+            lambda rev, other: dict(rev, spec=dict(rev["spec"], argv=["rm", "-rf", "/"])),
+            "bad_signature",
+        ),
+        (
+            lambda rev, other: dict(rev, taskId="00000000-0000-4000-8000-000000000000"),
+            "bad_signature",
+        ),
+        (
+            lambda rev, other: dict(rev, placement={"required": {"executors": ["x"]}}),
+            "bad_signature",
+        ),
+        (
+            lambda rev, other: dict(rev, signature=dict(rev["signature"], kid="someone-else")),
+            "kid_mismatch",
+        ),
         (lambda rev, other: dict(rev, signature={"kid": "k", "jws": "e30..AAAA"}), "malformed"),
-        (lambda rev, other: dict(rev, signature=dict(
-            rev["signature"], jws=rev["signature"]["jws"].replace("..", ".e30.", 1))),
-         "malformed"),
+        (
+            lambda rev, other: dict(
+                rev,
+                signature=dict(
+                    rev["signature"], jws=rev["signature"]["jws"].replace("..", ".e30.", 1)
+                ),
+            ),
+            "malformed",
+        ),
     ],
-    ids=["unsigned", "untrusted_key", "spec_edited", "task_changed", "placement_added",
-         "kid_field_lies", "short_signature", "attached_payload"],
+    ids=[
+        "unsigned",
+        "untrusted_key",
+        "spec_edited",
+        "task_changed",
+        "placement_added",
+        "kid_field_lies",
+        "short_signature",
+        "attached_payload",
+    ],
 )
 def test_enforce_refuses_every_revision_that_is_not_signed_by_a_trusted_key(edit, reason) -> None:
     trusted, other = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
@@ -210,7 +232,9 @@ def _stored(dsn: str, revision_id: str) -> dict[str, Any]:
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT task_id::text, kind, executor, spec, placement, signature_kid, signature_jws"
-            " FROM ql_private.execution_revisions WHERE id = %s", (revision_id,)).fetchone()
+            " FROM ql_private.execution_revisions WHERE id = %s",
+            (revision_id,),
+        ).fetchone()
     assert row is not None
     task_id, kind, executor, spec, placement, kid, jws = row
     return {"taskId": task_id, "kind": kind, "executor": executor, "spec": spec,
@@ -230,7 +254,8 @@ def test_publish_sign_key_stores_a_signature_over_the_stored_revision(
     rev = _stored(db_dsn, first["revisionId"])
     assert rev["taskId"] == first["taskId"]  # a new task: its id was known before signing
     public = Ed25519PublicKey.from_public_bytes(
-        b64d(json.loads(Path(keys["publicJwkFile"]).read_text())["x"]))
+        b64d(json.loads(Path(keys["publicJwkFile"]).read_text())["x"])
+    )
     header_b64, _, sig_b64 = rev["signature"]["jws"].split(".")
     payload = canonical_bytes({k: rev[k] for k in ("taskId", "kind", "executor", "spec",
                                                     "placement")})  # fmt: skip

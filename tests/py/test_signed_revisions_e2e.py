@@ -185,8 +185,10 @@ def test_a_worker_trusting_old_and_new_keys_runs_both(dev: dict[str, Any],
     keys = jwks(tmp_path / "rotation.jwks.json", old, new)
     with reachable_dir("ql-signed-") as base:
         out = outbox(base)
-        runs = [enqueue(dev, publish(dev, tmp_path, "by-old", touch(out / "old"), old)),
-                enqueue(dev, publish(dev, tmp_path, "by-new", touch(out / "new"), new))]
+        runs = [
+            enqueue(dev, publish(dev, tmp_path, "by-old", touch(out / "old"), old)),
+            enqueue(dev, publish(dev, tmp_path, "by-new", touch(out / "new"), new)),
+        ]
         worker = start_worker(dev, base, "--trust-keys", str(keys), "--trust-policy", "enforce")
         try:
             shown = finished(dev, runs)
@@ -215,7 +217,11 @@ def test_warn_runs_an_unsigned_revision_and_says_so(dev: dict[str, Any], tmp_pat
     assert attempts(shown[run_id]) == [("succeeded", None, True)]
     (warned,) = worker.named("exec.signature_unverified")
     assert (warned["level"], warned["category"], warned["policy"], warned["runId"]) == (
-        "error", "unsigned", "warn", run_id)
+        "error",
+        "unsigned",
+        "warn",
+        run_id,
+    )
 
 
 def test_enforce_without_keys_refuses_to_start(dev: dict[str, Any], tmp_path: Path) -> None:

@@ -23,8 +23,13 @@ def conn(db_dsn: str):
 
 
 def _status(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qinglong", "status", *args],
-                          capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "qinglong", "status", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_json_is_the_snapshot_and_counts_are_right(db_dsn: str, conn) -> None:
@@ -39,26 +44,46 @@ def test_json_is_the_snapshot_and_counts_are_right(db_dsn: str, conn) -> None:
     assert result.returncode == 0, result.stderr
     snap = json.loads(result.stdout)
     direct = api.status_snapshot().run(conn).doc
-    assert set(snap) == set(direct) == {"generatedAtMs", "queue", "sessions", "leases", "denials",
-                                         "notificationQueueUsage", "expiring"}
+    assert (
+        set(snap)
+        == set(direct)
+        == {
+            "generatedAtMs",
+            "queue",
+            "sessions",
+            "leases",
+            "denials",
+            "notificationQueueUsage",
+            "expiring",
+        }
+    )
     queue = snap["queue"]
     assert (queue["runs"], queue["offered"], queue["waiting"]) == (7, 1, 6)
     assert [(p["priority"], p["runs"]) for p in queue["byPriority"]] == [(2, 4), (0, 3)]
     assert [(t["task"], t["runs"]) for t in queue["byTask"]] == [("build", 4), ("lint", 3)]
     (listed,) = snap["sessions"]["list"]
     assert (listed["worker"], listed["slots"], listed["slotsUsed"], listed["slotsFree"]) == (
-        "w1", 3, 1, 2)
+        "w1",
+        3,
+        1,
+        2,
+    )
     assert listed["labels"] == {"zone": "a"}
-    assert snap["leases"] == {"unstarted": 1, "started": 0, "expiredUnstarted": 0,
-                              "expiredStarted": 0}
+    assert snap["leases"] == {
+        "unstarted": 1,
+        "started": 0,
+        "expiredUnstarted": 0,
+        "expiredStarted": 0,
+    }
 
 
 def test_human_form_is_a_compact_table(db_dsn: str, conn) -> None:
     prov = Provisioner(conn)
     prov.enqueue(prov.task("build"), count=2, priority=1)
     prov.session(prov.worker("edge-1"))
-    api.record_auth_denial(credential_id=None, worker_id=None, action="offer.pull",
-                           reason="bad_secret").run(conn)
+    api.record_auth_denial(
+        credential_id=None, worker_id=None, action="offer.pull", reason="bad_secret"
+    ).run(conn)
     result = _status("--dsn", db_dsn)
     assert result.returncode == 0, result.stderr
     text = result.stdout
@@ -73,8 +98,9 @@ def test_read_only_role_may_run_it(pg_cluster, db_name: str, db_dsn: str) -> Non
     role = f"ql_status_{db_name}"
     with psycopg.connect(db_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE ql_readonly").format(
-            sql.Identifier(role)))
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN IN ROLE ql_readonly").format(sql.Identifier(role))
+        )
     try:
         result = _status("--dsn", pg_cluster.dsn(db_name, user=role), "--json")
         assert result.returncode == 0, result.stderr
@@ -100,16 +126,28 @@ def test_counts_stop_at_the_group_cap(conn) -> None:
     snap = api.status_snapshot().run(conn).doc
     queue = snap["queue"]
     assert queue["runs"] == 10001 and queue["capped"] is False  # total cap is 100000
-    assert queue["byPriority"] == [{"priority": 0, "runs": 10000, "capped": True,
-                                    "oldestWaitingAgeMs": queue["byPriority"][0][
-                                        "oldestWaitingAgeMs"]}]
+    assert queue["byPriority"] == [
+        {
+            "priority": 0,
+            "runs": 10000,
+            "capped": True,
+            "oldestWaitingAgeMs": queue["byPriority"][0]["oldestWaitingAgeMs"],
+        }
+    ]
     assert queue["byTask"][0]["runs"] == 10000 and queue["byTask"][0]["capped"] is True
     assert "10,000+" in render(snap)
 
 
 def test_formatting_helpers() -> None:
     assert [duration(v) for v in (None, 5, 999, 1000, 61_000, 3_600_000, 3 * 86_400_000)] == [
-        "-", "5ms", "999ms", "1s", "1m01s", "1h00m", "3d00h"]
+        "-",
+        "5ms",
+        "999ms",
+        "1s",
+        "1m01s",
+        "1h00m",
+        "3d00h",
+    ]
     assert count(1234567) == "1,234,567" and count(5, capped=True) == "5+"
 
 

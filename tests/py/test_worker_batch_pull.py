@@ -18,8 +18,13 @@ from qinglong.worker.journal import Journal
 from tests.py.test_worker_coordinator import FENCE, NOW, Clock, Resp, offered
 
 BATCH_REQUEST = "qinglong/offer-batch-pull-request@v1"
-STATS = {"pages": 0, "candidates": 0, "claimAttempts": 0, "races": 0,
-         "mismatches": {"executor": 0, "label": 0, "runtime": 0, "capacity": 1}}
+STATS = {
+    "pages": 0,
+    "candidates": 0,
+    "claimAttempts": 0,
+    "races": 0,
+    "mismatches": {"executor": 0, "label": 0, "runtime": 0, "capacity": 1},
+}
 
 
 class BatchIngress:
@@ -35,7 +40,8 @@ class BatchIngress:
         with open(os.path.join(self.root, "pending-claim.json"), "rb") as f:
             pending = json.load(f)
         on_disk = [(pending["offerId"], pending["leaseToken"])] + [
-            (p["offerId"], p["leaseToken"]) for p in pending.get("batch", [])]
+            (p["offerId"], p["leaseToken"]) for p in pending.get("batch", [])
+        ]
         if request["schema"] == BATCH_REQUEST:
             assert on_disk == [(p["offerId"], p["leaseToken"]) for p in request["offers"]]
         else:
@@ -45,18 +51,27 @@ class BatchIngress:
 
     def claim(self, count: int, idle: str | None = "capacity_full"):
         """Claim (or replay) the first `count` ids of the batch; idle for the rest."""
+
         def answer(request: dict) -> Resp:
             offers = []
             for pair in request["offers"][:count]:
                 single = {k: request[k] for k in ("workerId", "sessionId", "generation")}
-                doc = self.leases.setdefault(pair["offerId"],
-                                             offered({**single, "offerId": pair["offerId"]}))
+                doc = self.leases.setdefault(
+                    pair["offerId"], offered({**single, "offerId": pair["offerId"]})
+                )
                 offers.append(doc)
-            idle_doc = None if idle is None else {"reason": idle, "stats": STATS,
-                                                  "truncated": False, "retryAfterMs": 700}
-            body = {"schema": "qinglong/remote-execution-offer-batch@v1", "offers": offers,
-                    "idle": idle_doc}
+            idle_doc = (
+                None
+                if idle is None
+                else {"reason": idle, "stats": STATS, "truncated": False, "retryAfterMs": 700}
+            )
+            body = {
+                "schema": "qinglong/remote-execution-offer-batch@v1",
+                "offers": offers,
+                "idle": idle_doc,
+            }
             return Resp(200, json.dumps(body).encode())
+
         return answer
 
 
@@ -126,8 +141,9 @@ def test_replay_after_a_crash_before_the_inbox_write_converges(env, tmp_path):
         if point == "after_offer_response":
             raise Crash
 
-    crashing = ClaimCoordinator(journal, ingress, clock=_clock, rng=random.Random(1),
-                                checkpoint=die)
+    crashing = ClaimCoordinator(
+        journal, ingress, clock=_clock, rng=random.Random(1), checkpoint=die
+    )
     with pytest.raises(Crash):
         crashing.step(FENCE, want=2)
     assert journal.offer_ids() == [] and len(journal.load_pending().pairs()) == 2
@@ -154,8 +170,7 @@ def test_an_offer_for_an_id_not_in_the_batch_is_refused_and_tokens_not_kept(env)
     def foreign(request: dict) -> Resp:
         single = {k: request[k] for k in ("workerId", "sessionId", "generation")}
         doc = offered({**single, "offerId": "00000000-0000-4000-8000-000000000001"})
-        body = {"schema": "qinglong/remote-execution-offer-batch@v1", "offers": [doc],
-                "idle": None}
+        body = {"schema": "qinglong/remote-execution-offer-batch@v1", "offers": [doc], "idle": None}
         return Resp(200, json.dumps(body).encode())
 
     ingress.script = [foreign]

@@ -83,15 +83,20 @@ def _wait_view_up(server: IngressThread) -> None:
 
 @pytest.fixture
 def viewed(start_ingress_thread, test_pki, ingress_dsn) -> IngressThread:
-    server = start_ingress_thread(ingress_config(test_pki, ingress_dsn,
-                                                 idle_view_engage_rate_per_s=0))
+    server = start_ingress_thread(
+        ingress_config(test_pki, ingress_dsn, idle_view_engage_rate_per_s=0)
+    )
     _wait_view_up(server)
     return server
 
 
 def _heartbeat(server: IngressThread, agent: Any, session: dict[str, Any]) -> Any:
-    body = {"schema": "qinglong/session-heartbeat-request@v1", "workerId": agent.worker_id,
-            "sessionId": session["sessionId"], "generation": session["generation"]}
+    body = {
+        "schema": "qinglong/session-heartbeat-request@v1",
+        "workerId": agent.worker_id,
+        "sessionId": session["sessionId"],
+        "generation": session["generation"],
+    }
     return post(server.port, "/v1/sessions/heartbeat", body, ctx=agent.ctx, token=agent.token)
 
 
@@ -121,7 +126,9 @@ def test_disabled_worker_is_refused_on_the_next_pull_from_the_view(viewed, prov,
     # Idempotent; then enable restores the worker (its old session stays closed).
     assert prov.call(api.disable_worker(worker_id=agent.worker_id)).doc["disabled"] is True
     assert prov.call(api.enable_worker(worker_id=agent.worker_id)).doc == {
-        "workerId": agent.worker_id, "disabled": False}
+        "workerId": agent.worker_id,
+        "disabled": False,
+    }
     assert _refusal(_pull(viewed, agent, session)) == (409, "session_closed")
     fresh = _open(viewed, agent)
     reply = _pull(viewed, agent, fresh)
@@ -152,8 +159,7 @@ def test_a_session_notification_drops_the_workers_credentials(viewed, prov, test
 
 
 @pytest.mark.parametrize("action", ["disable", "revoke"])
-def test_credential_cache_is_bounded_even_without_notifications(viewed, prov, test_pki,
-                                                                action):
+def test_credential_cache_is_bounded_even_without_notifications(viewed, prov, test_pki, action):
     """The view's credential entries expire after 5 s even if the `c:`/`s:`
     notifications that normally drop them at once never arrive."""
     view = _view(viewed)
@@ -188,7 +194,8 @@ def test_credential_cache_is_bounded_even_without_notifications(viewed, prov, te
 
 
 def test_disable_closes_the_session_and_releases_unstarted_leases(
-        start_ingress_thread, test_pki, ingress_dsn, prov, su_conn):
+    start_ingress_thread, test_pki, ingress_dsn, prov, su_conn
+):
     server = start_ingress_thread(ingress_config(test_pki, ingress_dsn))  # view dormant
     agent = make_agent(prov, test_pki, "w-leased")
     other = make_agent(prov, test_pki, "w-takeover")
@@ -202,7 +209,9 @@ def test_disable_closes_the_session_and_releases_unstarted_leases(
     assert (out["sessionsClosed"], out["leasesReleased"]) == (1, 1)
     lease = su_conn.execute(
         "SELECT released_at IS NOT NULL, release_reason FROM ql_private.run_leases"
-        " WHERE offer_id = %s", (offer_id,)).fetchone()
+        " WHERE offer_id = %s",
+        (offer_id,),
+    ).fetchone()
     assert lease == (True, "session_closed")
     state = su_conn.execute("SELECT state FROM ql_private.worker_sessions WHERE session_id = %s",
                             (session["sessionId"],)).fetchone()  # fmt: skip
@@ -223,8 +232,7 @@ def test_disable_closes_the_session_and_releases_unstarted_leases(
 DRAINING = (409, "session_draining")
 
 
-def _started_claim(server: IngressThread, agent: Any, session: dict[str, Any],
-                   prov: Any) -> Claim:
+def _started_claim(server: IngressThread, agent: Any, session: dict[str, Any], prov: Any) -> Claim:
     prov.enqueue(prov.task("drain"), count=1)
     body = pull_body(agent, session)
     reply = post(server.port, "/v1/offers/pull", body, ctx=agent.ctx, token=agent.token)
@@ -250,8 +258,9 @@ def _session_state(su_conn: Any, session: dict[str, Any]) -> str:
     return row[0]
 
 
-def test_a_draining_session_takes_no_offer_and_its_started_lease_completes(viewed, prov,
-                                                                           test_pki, su_conn):
+def test_a_draining_session_takes_no_offer_and_its_started_lease_completes(
+    viewed, prov, test_pki, su_conn
+):
     """`admin session close --drain`: pulls answer 409 session_draining — also after
     the session heartbeat (which keeps it alive) would have refilled the view's
     caches — while the started lease heartbeats and completes; then the session is
@@ -288,7 +297,8 @@ def test_a_draining_session_takes_no_offer_and_its_started_lease_completes(viewe
 
 
 def test_a_worker_disabled_with_drain_finishes_its_started_lease_and_nothing_else(
-        viewed, prov, test_pki, su_conn):
+    viewed, prov, test_pki, su_conn
+):
     """`admin worker disable --drain`: 403 worker_disabled for pulls and new
     sessions at once, while the draining session's heartbeat and the started
     lease's ACK, heartbeat and completion still work; once it ended, every call
@@ -300,8 +310,14 @@ def test_a_worker_disabled_with_drain_finishes_its_started_lease_and_nothing_els
     (queued,) = prov.enqueue(prov.task("drain-more"), count=1)
 
     out = prov.call(api.disable_worker(worker_id=agent.worker_id, drain=True)).doc
-    assert out == {"workerId": agent.worker_id, "disabled": True, "drain": True,
-                   "sessionsClosed": 0, "sessionsDraining": 1, "leasesReleased": 0}
+    assert out == {
+        "workerId": agent.worker_id,
+        "disabled": True,
+        "drain": True,
+        "sessionsClosed": 0,
+        "sessionsDraining": 1,
+        "leasesReleased": 0,
+    }
     assert _refusal(_pull(viewed, agent, session)) == DISABLED
     opened = post(viewed.port, "/v1/sessions", open_body(agent), ctx=agent.ctx,
                   token=agent.token)  # fmt: skip
@@ -328,8 +344,10 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     # The ingress `dev up` starts inherits these: its idle view is engaged from the
     # start, and its idle belief outlives one worker's 2-3 s pull cadence (it still
     # lapses on every enqueue), so the view really answers this worker's pulls.
-    env = os.environ | {"QL_INGRESS_IDLE_VIEW_ENGAGE_RATE_PER_S": "0",
-                        "QL_INGRESS_IDLE_VIEW_MAX_STALENESS_MS": "60000"}
+    env = os.environ | {
+        "QL_INGRESS_IDLE_VIEW_ENGAGE_RATE_PER_S": "0",
+        "QL_INGRESS_IDLE_VIEW_MAX_STALENESS_MS": "60000",
+    }
     doc = _dev_up(state_dir, env)
     path = state_dir / "dev-env-copy.json"
     path.write_text(json.dumps(doc))
@@ -348,15 +366,23 @@ def _direct_pull(dev: dict[str, Any], session_id: str | None = None) -> tuple[in
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.load_cert_chain(worker["certFile"], worker["keyFile"])
     token = Path(worker["credentialFile"]).read_text().strip()
-    body = {"schema": "qinglong/offer-pull-request@v1", "workerId": worker["workerId"],
-            "sessionId": session_id or str(uuid.uuid4()), "generation": 1,
-            "offerId": str(uuid.uuid4()), "leaseToken": new_token()}
+    body = {
+        "schema": "qinglong/offer-pull-request@v1",
+        "workerId": worker["workerId"],
+        "sessionId": session_id or str(uuid.uuid4()),
+        "generation": 1,
+        "offerId": str(uuid.uuid4()),
+        "leaseToken": new_token(),
+    }
     url = urlsplit(dev["ingressUrl"])
     conn = http.client.HTTPSConnection(url.hostname, url.port, context=ctx, timeout=15)
     try:
-        conn.request("POST", "/v1/offers/pull", body=json.dumps(body),
-                     headers={"Content-Type": "application/json",
-                              "Authorization": f"Bearer {token}"})
+        conn.request(
+            "POST",
+            "/v1/offers/pull",
+            body=json.dumps(body),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        )
         response = conn.getresponse()
         return response.status, json.loads(response.read())
     finally:
@@ -395,22 +421,47 @@ def _query(dev: dict[str, Any], sql: str, *params: Any) -> list[tuple[Any, ...]]
 
 
 @pytest.mark.slow
-def test_real_worker_is_disabled_within_5_s_and_enabled_again(dev: dict[str, Any],
-                                                              tmp_path: Path) -> None:
+def test_real_worker_is_disabled_within_5_s_and_enabled_again(
+    dev: dict[str, Any], tmp_path: Path
+) -> None:
     worker_id = dev["worker"]["workerId"]
     journal = tmp_path / "journal"
     command = tmp_path / "command.json"
     command.write_text(json.dumps({"schema": "qinglong/command@v1", "argv": ["true"],
                                    "env": {}, "timeoutS": 60}))  # fmt: skip
-    task = _json_out([*QL, "admin", "task", "publish", "--dsn-file", dev["_dsnFile"], "--project",
-                      "disable-e2e", "--name", "noop", "--command-file", str(command)])
+    task = _json_out(
+        [
+            *QL,
+            "admin",
+            "task",
+            "publish",
+            "--dsn-file",
+            dev["_dsnFile"],
+            "--project",
+            "disable-e2e",
+            "--name",
+            "noop",
+            "--command-file",
+            str(command),
+        ]
+    )
     proc = Worker(dev_args(dev, journal))  # no --execute: offers stay leased, unstarted
     try:
         proc.wait_for("session.opened")
         # Idle pulls answered from the view: the credential is in the replica's cache.
         _wait(lambda: _view_pulls(dev) > 0, "a pull answered from the idle view", 30)
-        (run_id,) = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", dev["_dsnFile"],
-                               "--task", task["taskId"]])["runIds"]
+        (run_id,) = _json_out(
+            [
+                *QL,
+                "admin",
+                "run",
+                "enqueue",
+                "--dsn-file",
+                dev["_dsnFile"],
+                "--task",
+                task["taskId"],
+            ]
+        )["runIds"]
         (first_offer,) = _wait(lambda: inbox(journal), "the offer in the inbox", 30)
 
         out = _json_out([*QL, "admin", "worker", "disable", "--dsn-file", dev["_dsnFile"],
@@ -422,7 +473,8 @@ def test_real_worker_is_disabled_within_5_s_and_enabled_again(dev: dict[str, Any
                                " WHERE run_id = %s", run_id)  # fmt: skip
         assert released == [("session_closed",)]
         assert _query(dev, "SELECT state FROM ql_private.runs WHERE id = %s", run_id) == [
-            ("queued",)]
+            ("queued",)
+        ]
         # Every pull with the worker's credential is refused within 5 s.
         time.sleep(max(0.0, disabled_at + CACHE_BOUND_S - time.monotonic()))
         status, body = _direct_pull(dev)
@@ -442,8 +494,12 @@ def test_real_worker_is_disabled_within_5_s_and_enabled_again(dev: dict[str, Any
         # the closed session's entry moves aside (SPEC §6.4: one usable entry per run).
         _wait(lambda: inbox(journal) not in ([], [first_offer]), "the run offered again", 120)
         assert aside(journal) == [first_offer]
-        live = _query(dev, "SELECT offer_id::text FROM ql_private.run_leases"
-                           " WHERE run_id = %s AND released_at IS NULL", run_id)
+        live = _query(
+            dev,
+            "SELECT offer_id::text FROM ql_private.run_leases"
+            " WHERE run_id = %s AND released_at IS NULL",
+            run_id,
+        )
         assert live == [(offer,) for offer in inbox(journal)]
     finally:
         proc.kill()
@@ -473,15 +529,43 @@ def drain_root() -> Iterator[Path]:
 def _executing_worker(dev: dict[str, Any], root: Path, name: str) -> tuple[Worker, str]:
     """A new worker identity running `worker run --execute --slots 2` (a free slot
     while one command runs: it would pull)."""
-    identity = _json_out([*QL, "admin", "worker", "create", "--dsn-file", dev["_dsnFile"],
-                          "--name", name, "--ca-dir", dev["caDir"], "--out", str(root / name),
-                          "--pool", "*"])
+    identity = _json_out(
+        [
+            *QL,
+            "admin",
+            "worker",
+            "create",
+            "--dsn-file",
+            dev["_dsnFile"],
+            "--name",
+            name,
+            "--ca-dir",
+            dev["caDir"],
+            "--out",
+            str(root / name),
+            "--pool",
+            "*",
+        ]
+    )
     env_file = root / f"{name}-dev-env.json"
     doc = {k: v for k, v in dev.items() if not k.startswith("_")}
     env_file.write_text(json.dumps(dict(doc, worker=identity)))
     env_file.chmod(0o600)
-    proc = Worker([*QL, "worker", "run", "--dev-env", str(env_file), "--journal",
-                   str(root / f"{name}-journal"), "--execute", *run_as_args(), "--slots", "2"])
+    proc = Worker(
+        [
+            *QL,
+            "worker",
+            "run",
+            "--dev-env",
+            str(env_file),
+            "--journal",
+            str(root / f"{name}-journal"),
+            "--execute",
+            *run_as_args(),
+            "--slots",
+            "2",
+        ]
+    )
     return proc, identity["workerId"]
 
 
@@ -489,14 +573,30 @@ def _publish(dev: dict[str, Any], root: Path, name: str, argv: list[str]) -> str
     path = root / f"{name}.json"
     path.write_text(json.dumps({"schema": "qinglong/command@v1", "argv": argv, "env": {},
                                 "timeoutS": 120}))  # fmt: skip
-    return _json_out([*QL, "admin", "task", "publish", "--dsn-file", dev["_dsnFile"],
-                      "--project", "drain-e2e", "--name", name, "--command-file", str(path),
-                      "--lease-ttl-s", "5"])["taskId"]
+    return _json_out(
+        [
+            *QL,
+            "admin",
+            "task",
+            "publish",
+            "--dsn-file",
+            dev["_dsnFile"],
+            "--project",
+            "drain-e2e",
+            "--name",
+            name,
+            "--command-file",
+            str(path),
+            "--lease-ttl-s",
+            "5",
+        ]
+    )["taskId"]
 
 
 def _enqueue(dev: dict[str, Any], task_id: str) -> str:
-    (run_id,) = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", dev["_dsnFile"],
-                           "--task", task_id])["runIds"]
+    (run_id,) = _json_out(
+        [*QL, "admin", "run", "enqueue", "--dsn-file", dev["_dsnFile"], "--task", task_id]
+    )["runIds"]
     return run_id
 
 
@@ -513,8 +613,9 @@ def _running_lease(dev: dict[str, Any], run_id: str) -> tuple[str, int]:
     return rows[0]
 
 
-def _started_long_run(dev: dict[str, Any], root: Path, proc: Worker,
-                      name: str) -> tuple[str, str, int, str]:
+def _started_long_run(
+    dev: dict[str, Any], root: Path, proc: Worker, name: str
+) -> tuple[str, str, int, str]:
     """(run id, session id, lease version, quick task id): the long command is running."""
     proc.wait_for("session.opened", timeout=60)
     long_task = _publish(dev, root, f"{name}-sleep", ["sh", "-c", f"sleep {SLEEP_S}"])
@@ -525,20 +626,24 @@ def _started_long_run(dev: dict[str, Any], root: Path, proc: Worker,
     return run_id, session_id, version, quick_task
 
 
-def _drained_run_succeeded(dev: dict[str, Any], proc: Worker, run_id: str, session_id: str,
-                           version: int, later: str) -> None:
+def _drained_run_succeeded(
+    dev: dict[str, Any], proc: Worker, run_id: str, session_id: str, version: int, later: str
+) -> None:
     """The long command completes succeeded on the draining session, after lease
     heartbeats; the session then closes; the run enqueued during the drain never
     got a lease on it; the worker stopped pulling at the first session_draining."""
-    _wait(lambda: _run_state(dev, run_id) in ("succeeded", "failed", "cancelled"),
-          "the long run to end", SLEEP_S + 40)
+    _wait(
+        lambda: _run_state(dev, run_id) in ("succeeded", "failed", "cancelled"),
+        "the long run to end",
+        SLEEP_S + 40,
+    )
     assert _run_state(dev, run_id) == "succeeded"
     attempts = _query(dev, "SELECT state, exit_code FROM ql_private.attempts WHERE run_id = %s",
                       run_id)  # fmt: skip
     assert attempts == [("succeeded", 0)]
     lease = _query(dev, "SELECT session_id::text, lease_version, release_reason"
                         " FROM ql_private.run_leases WHERE run_id = %s", run_id)  # fmt: skip
-    (lease_session, final_version, reason), = lease
+    ((lease_session, final_version, reason),) = lease
     assert (lease_session, reason) == (session_id, "completed")
     assert final_version >= version + 2  # heartbeat(s) after the drain, then the completion
     _wait(lambda: _query(dev, "SELECT state FROM ql_private.worker_sessions"
@@ -552,16 +657,33 @@ def _drained_run_succeeded(dev: dict[str, Any], proc: Worker, run_id: str, sessi
 
 
 @pytest.mark.slow
-def test_real_worker_keeps_running_through_session_close_drain(dev: dict[str, Any],
-                                                               drain_root: Path) -> None:
+def test_real_worker_keeps_running_through_session_close_drain(
+    dev: dict[str, Any], drain_root: Path
+) -> None:
     proc, worker_id = _executing_worker(dev, drain_root, "drain-close")
     try:
-        run_id, session_id, version, quick = _started_long_run(dev, drain_root, proc,
-                                                               "drain-close")
-        out = _json_out([*QL, "admin", "session", "close", "--dsn-file", dev["_dsnFile"],
-                         "--session", session_id, "--drain"])
-        assert out == {"sessionId": session_id, "workerId": worker_id, "state": "draining",
-                       "drain": True, "leasesReleased": 0, "leasesRunning": 1}
+        run_id, session_id, version, quick = _started_long_run(dev, drain_root, proc, "drain-close")
+        out = _json_out(
+            [
+                *QL,
+                "admin",
+                "session",
+                "close",
+                "--dsn-file",
+                dev["_dsnFile"],
+                "--session",
+                session_id,
+                "--drain",
+            ]
+        )
+        assert out == {
+            "sessionId": session_id,
+            "workerId": worker_id,
+            "state": "draining",
+            "drain": True,
+            "leasesReleased": 0,
+            "leasesRunning": 1,
+        }
         later = _enqueue(dev, quick)
         # The worker's free slot asks for work: it learns the drain and stops pulling.
         proc.wait_for("session.draining", timeout=30)
@@ -580,17 +702,36 @@ def test_real_worker_keeps_running_through_session_close_drain(dev: dict[str, An
 
 
 @pytest.mark.slow
-def test_real_worker_keeps_running_through_worker_disable_drain(dev: dict[str, Any],
-                                                                drain_root: Path) -> None:
+def test_real_worker_keeps_running_through_worker_disable_drain(
+    dev: dict[str, Any], drain_root: Path
+) -> None:
     proc, worker_id = _executing_worker(dev, drain_root, "drain-disable")
     later = None
     try:
-        run_id, session_id, version, quick = _started_long_run(dev, drain_root, proc,
-                                                               "drain-disable")
-        out = _json_out([*QL, "admin", "worker", "disable", "--dsn-file", dev["_dsnFile"],
-                         "--worker", worker_id, "--drain"])
-        assert out == {"workerId": worker_id, "disabled": True, "drain": True,
-                       "sessionsClosed": 0, "sessionsDraining": 1, "leasesReleased": 0}
+        run_id, session_id, version, quick = _started_long_run(
+            dev, drain_root, proc, "drain-disable"
+        )
+        out = _json_out(
+            [
+                *QL,
+                "admin",
+                "worker",
+                "disable",
+                "--dsn-file",
+                dev["_dsnFile"],
+                "--worker",
+                worker_id,
+                "--drain",
+            ]
+        )
+        assert out == {
+            "workerId": worker_id,
+            "disabled": True,
+            "drain": True,
+            "sessionsClosed": 0,
+            "sessionsDraining": 1,
+            "leasesReleased": 0,
+        }
         later = _enqueue(dev, quick)
         _drained_run_succeeded(dev, proc, run_id, session_id, version, later)
         # Its session ended: the worker's next call is refused (403, logged loudly:
@@ -607,5 +748,9 @@ def test_real_worker_keeps_running_through_worker_disable_drain(dev: dict[str, A
     finally:
         proc.kill()
         if later is not None:
-            subprocess.run([*QL, "admin", "run", "cancel", "--dsn-file", dev["_dsnFile"],
-                            "--run", later], capture_output=True, timeout=60, check=False)
+            subprocess.run(
+                [*QL, "admin", "run", "cancel", "--dsn-file", dev["_dsnFile"], "--run", later],
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )

@@ -50,8 +50,14 @@ def _json_out(args: list[str], timeout: float = 120) -> dict[str, Any]:
 def _dev_up(state_dir: Path, environ: dict[str, str] | None = None) -> dict[str, Any]:
     """`dev up`, then its full description from DIR/dev-env.json: stdout shows
     the DSNs without their passwords."""
-    result = subprocess.run([*QL, "dev", "up", "--state-dir", str(state_dir)], env=environ,
-                            capture_output=True, text=True, timeout=240, check=False)
+    result = subprocess.run(
+        [*QL, "dev", "up", "--state-dir", str(state_dir)],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads((state_dir / "dev-env.json").read_text())
 
@@ -659,8 +665,22 @@ def test_a_run_claimed_again_after_its_lease_expired_keeps_one_inbox_entry(
 def _ttl5_run(admin: Admin, tmp_path: Path) -> str:
     command_file = tmp_path / "command.json"
     command_file.write_text(json.dumps(COMMAND))
-    task = _json_out([*QL, "admin", "task", "publish", "--project", "worker-e2e", "--name",
-                      "ttl5", "--dsn-file", admin.dsn_file, "--command-file", str(command_file)])
+    task = _json_out(
+        [
+            *QL,
+            "admin",
+            "task",
+            "publish",
+            "--project",
+            "worker-e2e",
+            "--name",
+            "ttl5",
+            "--dsn-file",
+            admin.dsn_file,
+            "--command-file",
+            str(command_file),
+        ]
+    )
     _json_out([*QL, "admin", "task", "configure", "--dsn-file", admin.dsn_file, "--task",
                task["taskId"], "--lease-ttl-s", "5"])  # fmt: skip
     (run_id,) = _json_out([*QL, "admin", "run", "enqueue", "--dsn-file", admin.dsn_file,

@@ -344,15 +344,20 @@ def test_the_executor_loads_lazily_and_never_loads_server_code() -> None:
         return set(json.loads(out.strip().splitlines()[-1]))
 
     def roots(modules: set[str]) -> set[str]:
-        return {".".join(m.split(".")[:2]) if m.startswith("qinglong.") else m.split(".")[0]
-                for m in modules}
+        return {
+            ".".join(m.split(".")[:2]) if m.startswith("qinglong.") else m.split(".")[0]
+            for m in modules
+        }
 
     forbidden = {"aiohttp", "psycopg", "psycopg_pool", "qinglong.db", "qinglong.service"}
-    light = loaded("import qinglong.worker, qinglong.worker.cli, qinglong.worker.runner, "
-                   "qinglong.worker.config, qinglong.worker.journal")
+    light = loaded(
+        "import qinglong.worker, qinglong.worker.cli, qinglong.worker.runner, "
+        "qinglong.worker.config, qinglong.worker.journal"
+    )
     for lazy in ("lifecycle", "executor", "lease_client"):
         assert f"qinglong.worker.{lazy}" not in light, lazy
-    heavy = loaded("import qinglong.worker.lifecycle, qinglong.worker.executor, "
-                   "qinglong.worker.lease_client")
+    heavy = loaded(
+        "import qinglong.worker.lifecycle, qinglong.worker.executor, qinglong.worker.lease_client"
+    )
     assert not roots(heavy) & forbidden
     assert "ssl" not in heavy and "http.client" not in heavy and "jsonschema" not in heavy

@@ -533,8 +533,9 @@ def test_restart_repeats_the_heartbeat_the_predecessor_never_journaled(bench: Be
     bench.admit(entry)
     advanced(bench, entry, EntryState.RUNNING)  # journaled at version 3 ...
     # ... but the server had applied one more heartbeat (its answer died with us).
-    bench.leases.leases[entry.offer_id] = ServerLease(version=4, state="running",
-                                                      started_at=1, last=("heartbeat", {}))
+    bench.leases.leases[entry.offer_id] = ServerLease(
+        version=4, state="running", started_at=1, last=("heartbeat", {})
+    )
     bench.make()
     bench.run()
     assert bench.leases.versions == [("heartbeat", 3), ("complete", 4)]

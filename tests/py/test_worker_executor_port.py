@@ -216,7 +216,7 @@ class RecordingExecutor:
 
     def after(self, name: str) -> list[str]:
         """The calls after the first ``name``."""
-        return self.calls[self.calls.index(name) + 1:]
+        return self.calls[self.calls.index(name) + 1 :]
 
 
 def _runner(h: Harness, executor: Executor, options: RunOptions = RUN_FOREVER,

@@ -7,8 +7,15 @@ import subprocess
 import sys
 import textwrap
 
-FORBIDDEN = ("aiohttp", "psycopg", "psycopg_pool", "qinglong.db", "qinglong.service",
-             "httpx", "qinglong.client")
+FORBIDDEN = (
+    "aiohttp",
+    "psycopg",
+    "psycopg_pool",
+    "qinglong.db",
+    "qinglong.service",
+    "httpx",
+    "qinglong.client",
+)
 
 
 def loaded_after(code: str) -> set[str]:
@@ -36,15 +43,32 @@ def test_import_worker_loads_no_network():
 
 def test_steady_state_modules_load_no_network_or_schema_code():
     names = ["qinglong.worker"] + [
-        f"qinglong.worker.{m}" for m in ("journal", "owner_lock", "backoff", "fsio", "errors",
-                                          "coordinator", "cli", "runner", "session", "config",
-                                          "faults", "eventlog")
+        f"qinglong.worker.{m}"
+        for m in (
+            "journal",
+            "owner_lock",
+            "backoff",
+            "fsio",
+            "errors",
+            "coordinator",
+            "cli",
+            "runner",
+            "session",
+            "config",
+            "faults",
+            "eventlog",
+        )
     ]
     mods = loaded_after("\n".join(f"import {n}" for n in names))
     assert not roots(mods) & set(FORBIDDEN)
     # Network and offer validation are loaded only when used.
-    for lazy in ("ssl", "http.client", "jsonschema", "qinglong.worker.transport",
-                 "qinglong.worker.offer_validation"):
+    for lazy in (
+        "ssl",
+        "http.client",
+        "jsonschema",
+        "qinglong.worker.transport",
+        "qinglong.worker.offer_validation",
+    ):
         assert lazy not in mods, lazy
 
 
@@ -69,8 +93,13 @@ def test_worker_cli_parser_loads_no_server_or_network_code():
         """
     )
     assert not roots(mods) & set(FORBIDDEN)
-    for lazy in ("ssl", "http.client", "jsonschema", "qinglong.worker.transport",
-                 "qinglong.worker.runner"):
+    for lazy in (
+        "ssl",
+        "http.client",
+        "jsonschema",
+        "qinglong.worker.transport",
+        "qinglong.worker.runner",
+    ):
         assert lazy not in mods, lazy
 
 
@@ -86,6 +115,11 @@ def test_worker_command_line_imports_no_other_command_module():
         """
     )
     assert "qinglong.worker_cli" in mods
-    for other in ("qinglong.dev_cli", "qinglong.admin_cli", "qinglong.serve_cli",
-                  "qinglong.status_cli", "qinglong.ops_cli"):
+    for other in (
+        "qinglong.dev_cli",
+        "qinglong.admin_cli",
+        "qinglong.serve_cli",
+        "qinglong.status_cli",
+        "qinglong.ops_cli",
+    ):
         assert other not in mods, other

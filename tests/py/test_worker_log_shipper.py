@@ -241,7 +241,7 @@ class LogServer:
             if len(chunk) > room:
                 self.truncated.add(offer)
             answer = respond(200, {"storedBytes": len(log), "truncated": offer in self.truncated})
-        elif offset + len(chunk) <= len(log) and log[offset:offset + len(chunk)] == chunk:
+        elif offset + len(chunk) <= len(log) and log[offset : offset + len(chunk)] == chunk:
             answer = respond(200, {"storedBytes": len(log), "truncated": False})
         else:
             return conflict("log_offset", {"offset": len(log)})
@@ -440,8 +440,15 @@ def test_a_restart_ships_the_rest_from_the_servers_offset(bench: Bench, lines: i
     shipped = len(("before the crash 漢\n" * lines).encode())
     server.logs[entry.offer_id] = bytearray(log[:shipped])
     lease = dict(entry.lease, leaseVersion=3, startedAtMs=entry.lease["claimedAtMs"])
-    bench.journal.advance(InboxEntry(entry.offer, lease, entry.accepted_at_ms,
-                                     EntryState.RUNNING.value, {"pid": 1, "startTicks": None}))
+    bench.journal.advance(
+        InboxEntry(
+            entry.offer,
+            lease,
+            entry.accepted_at_ms,
+            EntryState.RUNNING.value,
+            {"pid": 1, "startTicks": None},
+        )
+    )
     make(bench, server)
     bench.run(timeout=30)
     assert bytes(server.logs[entry.offer_id]) == log

@@ -75,8 +75,11 @@ def batch_pulls(pull: Callable[[dict], Resp]) -> Callable[[dict], Resp]:
                 offers.append(doc)
             else:
                 idle = {k: doc[k] for k in ("reason", "stats", "truncated", "retryAfterMs")}
-        batch = {"schema": "qinglong/remote-execution-offer-batch@v1", "offers": offers,
-                 "idle": idle}
+        batch = {
+            "schema": "qinglong/remote-execution-offer-batch@v1",
+            "offers": offers,
+            "idle": idle,
+        }
         return Resp(200, json.dumps(batch).encode())
 
     return adapted
@@ -645,6 +648,7 @@ def test_stop_without_the_executor_leaves_the_inbox_leased(h: Harness, stop: str
     h.ingress.queue = 1
     options = RunOptions(max_offers=1) if stop == "done" else RUN_FOREVER
     if stop == "sigterm":
+
         def sigterm_after_the_offer(path: str, body: dict) -> None:
             if h.journal is not None and h.journal.offer_ids():
                 h.stop.request("sigterm")
@@ -656,8 +660,7 @@ def test_stop_without_the_executor_leaves_the_inbox_leased(h: Harness, stop: str
     assert h.ingress.sessions[0].state == "active"
     assert len(h.journal.offer_ids()) == 1
     (left,) = [e for e in h.events() if e["event"] == "session.left_open"]
-    assert (left["reason"], left["sessionId"]) == ("inbox_leased",
-                                                   h.ingress.sessions[0].session_id)
+    assert (left["reason"], left["sessionId"]) == ("inbox_leased", h.ingress.sessions[0].session_id)
     assert "session.closed" not in h.names()
 
 

@@ -45,10 +45,14 @@ def _case(ctx: BenchContext, label: str, sizes: dict, stale: int) -> dict[str, A
             api.enqueue(ctx.tasks["plain"], sizes["matching"])
             if stale:
                 conn.execute(_STALE, (stale,))
-            classes = conn.execute(
-                "SELECT count(*) FROM ql_private.placement_classes").fetchone()
-        vacuum(dsn, "ql_private.runs", "ql_private.attempts", "ql_private.events",
-               "ql_private.placement_classes")
+            classes = conn.execute("SELECT count(*) FROM ql_private.placement_classes").fetchone()
+        vacuum(
+            dsn,
+            "ql_private.runs",
+            "ql_private.attempts",
+            "ql_private.events",
+            "ql_private.placement_classes",
+        )
         timings, outcomes = _measure(ctx, dsn, sizes["threads"], sizes["claims"])
     return {"case": label, "classes": classes[0] if classes else 0,
             "claimsPerS": timings.rate, "p50Ms": timings.pct(50) * 1000,
@@ -59,8 +63,10 @@ def _case(ctx: BenchContext, label: str, sizes: dict, stale: int) -> dict[str, A
 def run(ctx: BenchContext) -> list[Table]:
     sizes = QUICK if ctx.quick else FULL
     head = f"{sizes['blocked']:,} blocked ahead of {sizes['matching']:,}"
-    cases = [_case(ctx, head, sizes, 0),
-             _case(ctx, f"{head}, + {STALE_CLASSES:,} stale classes", sizes, STALE_CLASSES)]
+    cases = [
+        _case(ctx, head, sizes, 0),
+        _case(ctx, f"{head}, + {STALE_CLASSES:,} stale classes", sizes, STALE_CLASSES),
+    ]
     base = cases[0]
     table = Table(
         f"classes: {sizes['claims']:,} pulls by {sizes['threads']} connection per case, "
@@ -79,6 +85,7 @@ def run(ctx: BenchContext) -> list[Table]:
     verdict = "met" if stale_ratio == stale_ratio and stale_ratio <= P50_TARGET else "MISSED"
     table.notes.append(
         f"target: pull p50 with {STALE_CLASSES:,} stale classes <= {P50_TARGET} x without: "
-        f"{verdict} (only classes with waiting runs are evaluated: ql_private.waiting_classes)")
+        f"{verdict} (only classes with waiting runs are evaluated: ql_private.waiting_classes)"
+    )
     table.data = {"cases": cases, "pulls": sizes["claims"], "threads": sizes["threads"]}
     return [table]

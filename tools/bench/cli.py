@@ -52,11 +52,21 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _section(command: str, machine: dict[str, Any], settings: dict[str, str],
-             load_after: str, tables: list[Table], note: str) -> str:
+def _section(
+    command: str,
+    machine: dict[str, Any],
+    settings: dict[str, str],
+    load_after: str,
+    tables: list[Table],
+    note: str,
+) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    lines = [f"## {stamp} — {'quick' if '--quick' in command else 'full'} run", "",
-             f"Command: `{command}`", ""]
+    lines = [
+        f"## {stamp} — {'quick' if '--quick' in command else 'full'} run",
+        "",
+        f"Command: `{command}`",
+        "",
+    ]
     lines.append(
         f"Machine: {machine.get('nproc')} CPUs (nproc), {machine.get('ramGiB')} GiB RAM, "
         f"{machine.get('cpu', 'unknown CPU')}, {machine.get('arch')}, Linux "
@@ -66,8 +76,10 @@ def _section(command: str, machine: dict[str, Any], settings: dict[str, str],
         version = settings.pop("server_version", "?")
         pairs = ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
         lines.append(f"PostgreSQL {version} (throwaway cluster): {pairs}.")
-    lines.append(f"Load average before: {machine.get('loadavg')}; after: {load_after}"
-                 " (1/5/15 min; anything above ~0 is other work on the machine).")
+    lines.append(
+        f"Load average before: {machine.get('loadavg')}; after: {load_after}"
+        " (1/5/15 min; anything above ~0 is other work on the machine)."
+    )
     if note:
         lines.append(note)
     lines.append("")
@@ -78,8 +90,9 @@ def _section(command: str, machine: dict[str, Any], settings: dict[str, str],
 
 def _append(path: Path, text: str) -> None:
     if not path.exists():
-        path.write_text("# Benchmarks\n\nSections appended by `python -m tools.bench`.\n\n",
-                        encoding="utf-8")
+        path.write_text(
+            "# Benchmarks\n\nSections appended by `python -m tools.bench`.\n\n", encoding="utf-8"
+        )
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(text)
 
@@ -110,8 +123,11 @@ def run_benchmarks(names: list[str], quick: bool,
         for name in names:
             module = importlib.import_module(f"tools.bench.{name}")
             started = time.monotonic()
-            produced = (module.run(ctx) if name in NEEDS_DB
-                        else module.run_standalone(quick, **(options or {}).get(name, {})))
+            produced = (
+                module.run(ctx)
+                if name in NEEDS_DB
+                else module.run_standalone(quick, **(options or {}).get(name, {}))
+            )
             for table in produced:
                 table.data.setdefault("benchmark", name)
                 table.data["elapsedS"] = round(time.monotonic() - started, 1)
@@ -130,8 +146,7 @@ def bench_command(args: argparse.Namespace) -> int:
     if sys.argv[0].endswith(("tools/bench/__main__.py", "-m")):
         command = " ".join(["python -m tools.bench", *(shlex.quote(a) for a in sys.argv[1:])])
     else:  # called in-process (tests)
-        command = " ".join(["python -m tools.bench", *names,
-                            *(["--quick"] if args.quick else [])])
+        command = " ".join(["python -m tools.bench", *names, *(["--quick"] if args.quick else [])])
     tables, settings = run_benchmarks(names, args.quick, standalone_options(args))
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
     if str(args.report) != "-":

@@ -228,8 +228,11 @@ class Api:
         alphabet = string.ascii_lowercase + string.digits
         credential_id = "".join(secrets.choice(alphabet) for _ in range(16))
         digest = sha256(token())
-        self.one(api.issue_credential(worker_id=worker_id, credential_id=credential_id,
-                                      secret_digest=digest))
+        self.one(
+            api.issue_credential(
+                worker_id=worker_id, credential_id=credential_id, secret_digest=digest
+            )
+        )
         # Bench sessions declare the labels a scenario needs (SPEC §13.2 self-labels).
         self.one(api.label_worker(worker_id=worker_id, self_labels=True))
         return WorkerIdent(worker_id, credential_id, digest)
@@ -238,9 +241,14 @@ class Api:
         from qinglong.schemas.canonical import canonical_bytes
 
         body = canonical_bytes(caps or capabilities())
-        result = self.one(api.open_session(
-            credential_id=worker.credential_id, secret_digest=worker.secret_digest,
-            worker_id=worker.worker_id, capabilities_canonical=body)).doc
+        result = self.one(
+            api.open_session(
+                credential_id=worker.credential_id,
+                secret_digest=worker.secret_digest,
+                worker_id=worker.worker_id,
+                capabilities_canonical=body,
+            )
+        ).doc
         if result.get("status") != "ok":
             raise RuntimeError(f"open_session: {result}")
         return Session(worker, result["session"]["sessionId"], result["session"]["generation"])
@@ -249,8 +257,9 @@ class Api:
         from qinglong.service.compiler import compile_command
 
         compiled = compile_command(command(placement))
-        result = self.one(api.publish_revision(project="bench", task=name,
-                                               canonical=compiled.canonical)).doc
+        result = self.one(
+            api.publish_revision(project="bench", task=name, canonical=compiled.canonical)
+        ).doc
         return str(result["taskId"])
 
     def enqueue(self, task_id: str, count: int, priority: int = 0) -> None:
@@ -262,17 +271,33 @@ class Api:
 
     def pull(self, session: Session, offer_id: str, token_digest: bytes) -> dict[str, Any]:
         w = session.worker
-        return self.one(api.pull_offer(
-            credential_id=w.credential_id, secret_digest=w.secret_digest, worker_id=w.worker_id,
-            session_id=session.session_id, generation=session.generation, offer_id=offer_id,
-            token_digest=token_digest)).doc
+        return self.one(
+            api.pull_offer(
+                credential_id=w.credential_id,
+                secret_digest=w.secret_digest,
+                worker_id=w.worker_id,
+                session_id=session.session_id,
+                generation=session.generation,
+                offer_id=offer_id,
+                token_digest=token_digest,
+            )
+        ).doc
 
     def ack_starting(self, session: Session, offer_id: str, token_digest: bytes) -> str:
         w = session.worker
-        result = self.one(api.ack_lease(
-            credential_id=w.credential_id, secret_digest=w.secret_digest, worker_id=w.worker_id,
-            session_id=session.session_id, generation=session.generation, offer_id=offer_id,
-            token_digest=token_digest, lease_version=1, phase="starting")).doc
+        result = self.one(
+            api.ack_lease(
+                credential_id=w.credential_id,
+                secret_digest=w.secret_digest,
+                worker_id=w.worker_id,
+                session_id=session.session_id,
+                generation=session.generation,
+                offer_id=offer_id,
+                token_digest=token_digest,
+                lease_version=1,
+                phase="starting",
+            )
+        ).doc
         return str(result.get("status"))
 
 
@@ -324,7 +349,8 @@ class Claimer:
             # pulls are fast. Counted as an outcome; the next step opens a fresh one.
             self.active = None
             self.outcomes["error:session_expired"] = (
-                self.outcomes.get("error:session_expired", 0) + 1)
+                self.outcomes.get("error:session_expired", 0) + 1
+            )
             return "error:session_expired"
         elapsed = time.perf_counter() - started
         self.pull_times.append(elapsed)

@@ -41,10 +41,24 @@ from tools.bench.common import (
     warm_up,
 )
 
-FULL = {"depths": [10_000, 100_000, 1_000_000], "blocked": 100_000, "scheduled": 100_000,
-        "claims": 2000, "threads": 4, "pools": 1_000, "per_pool": 100}
-QUICK = {"depths": [1_000, 10_000], "blocked": 10_000, "scheduled": 10_000, "claims": 200,
-         "threads": 4, "pools": 1_000, "per_pool": 10}
+FULL = {
+    "depths": [10_000, 100_000, 1_000_000],
+    "blocked": 100_000,
+    "scheduled": 100_000,
+    "claims": 2000,
+    "threads": 4,
+    "pools": 1_000,
+    "per_pool": 100,
+}
+QUICK = {
+    "depths": [1_000, 10_000],
+    "blocked": 10_000,
+    "scheduled": 10_000,
+    "claims": 200,
+    "threads": 4,
+    "pools": 1_000,
+    "per_pool": 10,
+}
 SCHEDULED_DELAY_MS = 3_600_000  # due in an hour: never due during the case
 ENQUEUE_BATCH = 10_000  # ql.enqueue_runs' cap per call
 WARMUP = 2
@@ -89,13 +103,17 @@ def _enqueue_scheduled(api: Api, task_id: str, count: int) -> None:
     left = count
     while left > 0:
         batch = min(left, ENQUEUE_BATCH)
-        api.one(db_api.enqueue_runs(task_id=task_id, priority=0, count=batch,
-                                    delay_ms=SCHEDULED_DELAY_MS))
+        api.one(
+            db_api.enqueue_runs(
+                task_id=task_id, priority=0, count=batch, delay_ms=SCHEDULED_DELAY_MS
+            )
+        )
         left -= batch
 
 
-def _case(ctx: BenchContext, label: str, fill: list[tuple[str, int]], sizes: dict,
-          scheduled: int = 0) -> dict:
+def _case(
+    ctx: BenchContext, label: str, fill: list[tuple[str, int]], sizes: dict, scheduled: int = 0
+) -> dict:
     with ctx.fresh_db() as dsn:
         started = time.monotonic()
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -126,9 +144,11 @@ def _fill_pools(ctx: BenchContext, api: Api, sizes: dict) -> int:
     for number in range(sizes["pools"]):
         name = f"pool-{number}"
         api.one(db_api.create_pool(project="bench", name=name))
-        task = api.one(db_api.publish_revision(project="bench", task=f"task-{number}",
-                                               canonical=canonical,
-                                               pool=f"bench/{name}")).task_id
+        task = api.one(
+            db_api.publish_revision(
+                project="bench", task=f"task-{number}", canonical=canonical, pool=f"bench/{name}"
+            )
+        ).task_id
         count = sizes["per_pool"] + (sizes["claims"] * 2 if number == 0 else 0)
         api.enqueue(task, count)
         queued += count
@@ -161,10 +181,23 @@ def run(ctx: BenchContext) -> list[Table]:
     matching = sizes["depths"][0]
     blocked = sizes["blocked"]
     scheduled = sizes["scheduled"]
-    cases.append(_case(ctx, f"{scheduled:,} due in 1 h ahead of {matching:,} ready",
-                       [("plain", matching)], sizes, scheduled=scheduled))
-    cases.append(_case(ctx, f"{blocked:,} blocked ahead of {matching:,}",
-                       [("blocked", blocked), ("plain", matching)], sizes))
+    cases.append(
+        _case(
+            ctx,
+            f"{scheduled:,} due in 1 h ahead of {matching:,} ready",
+            [("plain", matching)],
+            sizes,
+            scheduled=scheduled,
+        )
+    )
+    cases.append(
+        _case(
+            ctx,
+            f"{blocked:,} blocked ahead of {matching:,}",
+            [("blocked", blocked), ("plain", matching)],
+            sizes,
+        )
+    )
     cases.append(_pools_case(ctx, sizes))
     base = cases[0]
     table = Table(
@@ -183,20 +216,25 @@ def run(ctx: BenchContext) -> list[Table]:
     deepest, scheduled_case, blocked_case, pools_case = cases[-4], cases[-3], cases[-2], cases[-1]
     table.notes.append(
         f"target: claims/s at the deepest queue >= {DEPTH_TARGET} x the {base['case']} case: "
-        + _verdict(deepest["claimsRatio"], DEPTH_TARGET))
+        + _verdict(deepest["claimsRatio"], DEPTH_TARGET)
+    )
     table.notes.append(
         f"target: claims/s with the scheduled head >= {SCHEDULED_TARGET} x the {base['case']} "
-        "case: " + _verdict(scheduled_case["claimsRatio"], SCHEDULED_TARGET)
-        + " (runs not yet due are outside the candidate keyset: runs.due_at, runs_due)")
+        "case: "
+        + _verdict(scheduled_case["claimsRatio"], SCHEDULED_TARGET)
+        + " (runs not yet due are outside the candidate keyset: runs.due_at, runs_due)"
+    )
     table.notes.append(
         f"target: claims/s with the blocked head >= {BLOCKED_TARGET} x the {base['case']} case: "
         + _verdict(blocked_case["claimsRatio"], BLOCKED_TARGET)
         + " (a pull whose first page has no passing candidate continues on the placement "
-        "classes its session matches: runs_class_keyset, one index descent per class)")
+        "classes its session matches: runs_class_keyset, one index descent per class)"
+    )
     table.notes.append(
         f"target: claims/s with {sizes['pools']:,} pools and one granted >= {POOLS_TARGET} x "
         f"the {base['case']} case (single pool, all-pools grant): "
         + _verdict(pools_case["claimsRatio"], POOLS_TARGET)
-        + " (the candidate keyset is per pool: runs_pool_keyset, SPEC 13.3)")
+        + " (the candidate keyset is per pool: runs_pool_keyset, SPEC 13.3)"
+    )
     table.data = {"cases": cases, "pulls": sizes["claims"], "threads": sizes["threads"]}
     return [table]

@@ -154,12 +154,18 @@ class Scrape:
     def add(self, text: str) -> None:
         # A worker with several free slots pulls in batches (SPEC §18): both routes
         # (and both database calls) are pulls.
-        buckets = tuple(f'qinglong_ingress_request_duration_seconds_bucket{{route="{route}",le="'
-                        for route in PULL_ROUTES)
-        db_buckets = tuple('qinglong_ingress_db_call_duration_seconds_bucket'
-                           f'{{function="{function}",le="' for function in PULL_FUNCTIONS)
-        counts = {f'qinglong_ingress_request_duration_seconds_count{{route="{route}"': route
-                  for route in PULL_ROUTES}
+        buckets = tuple(
+            f'qinglong_ingress_request_duration_seconds_bucket{{route="{route}",le="'
+            for route in PULL_ROUTES
+        )
+        db_buckets = tuple(
+            f'qinglong_ingress_db_call_duration_seconds_bucket{{function="{function}",le="'
+            for function in PULL_FUNCTIONS
+        )
+        counts = {
+            f'qinglong_ingress_request_duration_seconds_count{{route="{route}"': route
+            for route in PULL_ROUTES
+        }
         for line in text.splitlines():
             name, _, value = line.rpartition(" ")
             if name.startswith("qinglong_ingress_requests_total{"):
@@ -297,8 +303,17 @@ class OursLevel:
             }  # fmt: skip
             path = self.run_dir / f"ingress-{index}.json"
             path.write_text(json.dumps(config), encoding="utf-8")
-            argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--config", str(path),
-                    "--processes", str(self.processes)]
+            argv = [
+                sys.executable,
+                "-m",
+                "qinglong",
+                "ingress",
+                "serve",
+                "--config",
+                str(path),
+                "--processes",
+                str(self.processes),
+            ]
             child = spawn(f"ingress-{index}", argv, self.run_dir / f"ingress-{index}.log")
             self.children.append(child)
             self.ingresses.append(_wait(lambda r=ready: _read_json(r), READY_TIMEOUT_S,
@@ -321,8 +336,9 @@ class OursLevel:
             path = journal.with_suffix(".json")
             path.write_text(json.dumps(config), encoding="utf-8")
             argv = [sys.executable, "-m", "qinglong", "worker", "run", "--config", str(path)]
-            self.children.append(spawn(f"worker-{index}", argv,
-                                       self.run_dir / f"worker-{index}.log"))
+            self.children.append(
+                spawn(f"worker-{index}", argv, self.run_dir / f"worker-{index}.log")
+            )
 
     def sessions_open(self) -> bool:
         from qinglong.status_cli import fetch_snapshot
@@ -370,8 +386,12 @@ class OursLevel:
         _wait(self.sessions_open, READY_TIMEOUT_S, "worker sessions", self.children)
         doc = {"schema": "qinglong/command@v1", "argv": ["true"], "env": {}, "timeoutS": 60}
         with control_plane.connect(self.dsn) as conn:
-            self.task_id = control_plane.run(conn, api.publish_revision(
-                project="e2e", task="t", canonical=compile_command(doc).canonical)).task_id
+            self.task_id = control_plane.run(
+                conn,
+                api.publish_revision(
+                    project="e2e", task="t", canonical=compile_command(doc).canonical
+                ),
+            ).task_id
             before = self.scrape()
             # Server CPU: the ingress process trees and every PostgreSQL process,
             # workers excluded (they are the clients).
@@ -460,12 +480,16 @@ class OursLevel:
               "half-load offers delivered", self.children)  # fmt: skip
         window = after.minus(before)
         window_s = (window_ms[1] - window_ms[0]) / 1000
-        inside = [e for e in self.inbox()
-                  if window_ms[0] <= float(e["offer"]["candidate"]["queuedAtMs"]) < window_ms[1]]
+        inside = [
+            e
+            for e in self.inbox()
+            if window_ms[0] <= float(e["offer"]["candidate"]["queuedAtMs"]) < window_ms[1]
+        ]
         latencies = [(float(e["acceptedAtMs"]) - float(e["offer"]["candidate"]["queuedAtMs"]))
                      / 1000 for e in inside]  # fmt: skip
-        delivered = sum(1 for e in self.inbox()
-                        if window_ms[0] <= float(e["acceptedAtMs"]) < window_ms[1])
+        delivered = sum(
+            1 for e in self.inbox() if window_ms[0] <= float(e["acceptedAtMs"]) < window_ms[1]
+        )
         return Steady(
             workers=self.workers, maxPerS=max_per_s, ratePerS=rate, fedRuns=sent,
             windowS=window_s, deliveredPerS=delivered / window_s if window_s > 0 else math.nan,
@@ -489,8 +513,14 @@ class OursLevel:
             self.cluster.drop_database(self.db)
 
 
-def _ours(cluster: Any, root: Path, workers: int, sizes: Sizes, steady: bool,
-          processes: int = INGRESS_PROCESSES) -> tuple[dict[str, Any], Steady | None]:
+def _ours(
+    cluster: Any,
+    root: Path,
+    workers: int,
+    sizes: Sizes,
+    steady: bool,
+    processes: int = INGRESS_PROCESSES,
+) -> tuple[dict[str, Any], Steady | None]:
     level = OursLevel(cluster, root, workers, sizes.offers, processes)
     try:
         level.setup()
@@ -528,8 +558,11 @@ def _raw(cluster: Any, clients: int, jobs: int) -> dict[str, Any]:
     finally:
         with contextlib.suppress(Exception):
             cluster.drop_database(db)
-    return {"clients": clients, **timings.summary(),
-            "pgCpuMsPerClaim": 1000 * pg_s / max(timings.count, 1)}
+    return {
+        "clients": clients,
+        **timings.summary(),
+        "pgCpuMsPerClaim": 1000 * pg_s / max(timings.count, 1),
+    }
 
 
 # ------------------------------------------------------------------- PgQueuer
@@ -586,8 +619,12 @@ def _pgq(cluster: Any, root: Path, workers: int, jobs: int, batch: int,
             argv = [sys.executable, "-m", "tools.bench.pgq_consumer", dsn, str(out),
                     str(batch), driver]  # fmt: skip
             children.append(spawn(f"pgq-{i}", argv, root / f"pgq-{workers}-{batch}-{i}.log"))
-        _wait(lambda: all(Path(f"{out}.ready").exists() for out in outs), READY_TIMEOUT_S,
-              "PgQueuer consumers ready", children)
+        _wait(
+            lambda: all(Path(f"{out}.ready").exists() for out in outs),
+            READY_TIMEOUT_S,
+            "PgQueuer consumers ready",
+            children,
+        )
         consumer_cpu = CpuMeter(tuple(c.process.pid for c in children))
         pg_cpu = CpuMeter((postmaster_pid(cluster.data_dir),))
         consumer_cpu.start()
@@ -657,11 +694,13 @@ def _box_why(ours: dict[str, Any], pgq: dict[str, Any] | None, nproc: int) -> st
     """The whole box's CPU per job on both sides, when both were measured."""
     if pgq is None or ours["boxCpuMsPerOffer"] <= 0 or pgq["boxCpuMsPerJob"] <= 0:
         return ""
-    return (f"; the whole box's CPU per job: ours {ours['boxCpuMsPerOffer']:.2f} ms (workers "
-            f"{ours['workerCpuMsPerOffer']:.2f}) vs PgQueuer {pgq['boxCpuMsPerJob']:.2f} ms "
-            f"(consumers {pgq['consumerCpuMsPerJob']:.2f}): CPU-bound ceilings "
-            f"{nproc * 1000 / ours['boxCpuMsPerOffer']:,.0f} vs "
-            f"{nproc * 1000 / pgq['boxCpuMsPerJob']:,.0f} jobs/s on {nproc} CPUs")
+    return (
+        f"; the whole box's CPU per job: ours {ours['boxCpuMsPerOffer']:.2f} ms (workers "
+        f"{ours['workerCpuMsPerOffer']:.2f}) vs PgQueuer {pgq['boxCpuMsPerJob']:.2f} ms "
+        f"(consumers {pgq['consumerCpuMsPerJob']:.2f}): CPU-bound ceilings "
+        f"{nproc * 1000 / ours['boxCpuMsPerOffer']:,.0f} vs "
+        f"{nproc * 1000 / pgq['boxCpuMsPerJob']:,.0f} jobs/s on {nproc} CPUs"
+    )
 
 
 def _targets(level: dict[str, Any], steady: Steady) -> list[Target]:
@@ -669,12 +708,14 @@ def _targets(level: dict[str, Any], steady: Steady) -> list[Target]:
     nproc = len(os.sched_getaffinity(0))
     workers = level["workers"]
     # The "why" lines name the measured cause a reader can check in the table.
-    path = (f"each worker takes one offer per {ours['cycleMs']:.0f} ms, of which the ingress "
-            f"handles the pull in p50 {ours['pullP50Ms']:.1f} ms, its pull_offer call "
-            f"{ours['dbPullP50Ms']:.1f} ms (pool wait included: {INGRESSES}x{POOL_MAX_SIZE} "
-            f"database connections serve {workers} workers); the rest is HTTPS + the worker's "
-            f"validation and fsynced inbox write; {workers} workers + {INGRESSES} ingresses + "
-            f"PostgreSQL share {nproc} CPUs")
+    path = (
+        f"each worker takes one offer per {ours['cycleMs']:.0f} ms, of which the ingress "
+        f"handles the pull in p50 {ours['pullP50Ms']:.1f} ms, its pull_offer call "
+        f"{ours['dbPullP50Ms']:.1f} ms (pool wait included: {INGRESSES}x{POOL_MAX_SIZE} "
+        f"database connections serve {workers} workers); the rest is HTTPS + the worker's "
+        f"validation and fsynced inbox write; {workers} workers + {INGRESSES} ingresses + "
+        f"PostgreSQL share {nproc} CPUs"
+    )
     targets = [
         _ratio_target("offers/s vs raw claim", TARGET_VS_RAW, ours, base,
                       f"raw claim at {base['clients']} clients",
@@ -689,29 +730,41 @@ def _targets(level: dict[str, Any], steady: Steady) -> list[Target]:
     ]  # fmt: skip
     results = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(steady.pullResults.items()) if v)
     slow = 1 - steady.pullsWithin10Ms if not math.isnan(steady.pullsWithin10Ms) else math.nan
-    targets.append(Target(
-        "p99 pull latency at half load", f"≤ {TARGET_PULL_P99_MS:.0f} ms",
-        steady.pullP99Ms,
-        # Exact from the 10 ms bucket, not from the interpolated quantile.
-        steady.pullsWithin10Ms >= 0.99,
-        f"ingress-side pull p50 {steady.pullP50Ms:.1f} / p99 {steady.pullP99Ms:.1f} ms over "
-        f"{steady.pulls:,} pulls ({results}), {steady.pullsWithin10Ms:.1%} within 10 ms, at "
-        f"{steady.ratePerS:,.0f} runs/s fed (50 % of {steady.maxPerS:,.0f})",
-        f"{slow:.1%} of pulls took > 10 ms inside the ingress; "
-        + ("the pull_offer database call accounts for it"
-           if steady.dbPullP99Ms >= 0.8 * steady.pullP99Ms
-           else "the ingress's event loop adds to the database call")
-        + f" (call incl. pool wait p50 {steady.dbPullP50Ms:.1f} / p99 "
-        f"{steady.dbPullP99Ms:.1f} ms; {workers} workers, {INGRESSES} ingresses and "
-        f"PostgreSQL on {nproc} shared CPUs)"))
+    targets.append(
+        Target(
+            "p99 pull latency at half load",
+            f"≤ {TARGET_PULL_P99_MS:.0f} ms",
+            steady.pullP99Ms,
+            # Exact from the 10 ms bucket, not from the interpolated quantile.
+            steady.pullsWithin10Ms >= 0.99,
+            f"ingress-side pull p50 {steady.pullP50Ms:.1f} / p99 {steady.pullP99Ms:.1f} ms over "
+            f"{steady.pulls:,} pulls ({results}), {steady.pullsWithin10Ms:.1%} within 10 ms, at "
+            f"{steady.ratePerS:,.0f} runs/s fed (50 % of {steady.maxPerS:,.0f})",
+            f"{slow:.1%} of pulls took > 10 ms inside the ingress; "
+            + (
+                "the pull_offer database call accounts for it"
+                if steady.dbPullP99Ms >= 0.8 * steady.pullP99Ms
+                else "the ingress's event loop adds to the database call"
+            )
+            + f" (call incl. pool wait p50 {steady.dbPullP50Ms:.1f} / p99 "
+            f"{steady.dbPullP99Ms:.1f} ms; {workers} workers, {INGRESSES} ingresses and "
+            f"PostgreSQL on {nproc} shared CPUs)",
+        )
+    )
     frac = steady.handshakeFraction
-    targets.append(Target(
-        "full TLS handshakes per request in steady state", f"≤ {TARGET_HANDSHAKES:.0%}",
-        frac, not math.isnan(frac) and frac <= TARGET_HANDSHAKES,
-        f"{steady.tlsHandshakes} full handshakes / {steady.requests:,} requests = {frac:.2%}"
-        if not math.isnan(frac) else "no requests in the window",
-        "workers reconnected during the window (keep-alive connections were closed; see "
-        "the ingress and worker logs)"))
+    targets.append(
+        Target(
+            "full TLS handshakes per request in steady state",
+            f"≤ {TARGET_HANDSHAKES:.0%}",
+            frac,
+            not math.isnan(frac) and frac <= TARGET_HANDSHAKES,
+            f"{steady.tlsHandshakes} full handshakes / {steady.requests:,} requests = {frac:.2%}"
+            if not math.isnan(frac)
+            else "no requests in the window",
+            "workers reconnected during the window (keep-alive connections were closed; see "
+            "the ingress and worker logs)",
+        )
+    )
     return targets
 
 
@@ -740,33 +793,47 @@ def run_standalone(quick: bool) -> list[Table]:
         with tempfile.TemporaryDirectory(prefix="qinglong-bench-e2e-") as tmp:
             root = Path(tmp)
             for index, workers in enumerate(sizes.levels):
-                level: dict[str, Any] = {"workers": workers, "pgqueuer": None,
-                                         "pgqueuerOne": None, "order": _level_order(index)}
+                level: dict[str, Any] = {
+                    "workers": workers,
+                    "pgqueuer": None,
+                    "pgqueuerOne": None,
+                    "order": _level_order(index),
+                }
                 for system in level["order"]:
                     if system == "ours":
-                        ours, half = _ours(cluster, root, workers, sizes,
-                                           steady=workers == steady_workers)
+                        ours, half = _ours(
+                            cluster, root, workers, sizes, steady=workers == steady_workers
+                        )
                         level["ours"] = ours
                         steady = half or steady
                     elif system == "oursTwo":
-                        level["oursTwo"], _ = _ours(cluster, root, workers, sizes, steady=False,
-                                                    processes=2)
+                        level["oursTwo"], _ = _ours(
+                            cluster, root, workers, sizes, steady=False, processes=2
+                        )
                     elif system == "raw":
                         level["raw"] = _raw(cluster, workers, sizes.raw_jobs)
                     elif system == "journal":
                         # The worker's mandated file operations alone, entries of the
                         # size ours just wrote (ours runs first at every level).
                         level["journal"] = journal_floor(
-                            workers, sizes.offers, level["ours"]["inboxEntryBytes"], root)
+                            workers, sizes.offers, level["ours"]["inboxEntryBytes"], root
+                        )
                     elif missing is None:
                         batch = 1 if system == "pgqueuerOne" else 10
-                        level[system] = _pgq(cluster, root, workers, sizes.offers, batch,
-                                             pgq_driver())
+                        level[system] = _pgq(
+                            cluster, root, workers, sizes.offers, batch, pgq_driver()
+                        )
                 ours = level["ours"]
-                level["ratio"] = ratio(ours["perS"], level["pgqueuer"]["perS"]) \
-                    if level["pgqueuer"] else math.nan
-                level["ratioOne"] = ratio(ours["perS"], level["pgqueuerOne"]["perS"]) \
-                    if level["pgqueuerOne"] else math.nan
+                level["ratio"] = (
+                    ratio(ours["perS"], level["pgqueuer"]["perS"])
+                    if level["pgqueuer"]
+                    else math.nan
+                )
+                level["ratioOne"] = (
+                    ratio(ours["perS"], level["pgqueuerOne"]["perS"])
+                    if level["pgqueuerOne"]
+                    else math.nan
+                )
                 level["rawRatio"] = ratio(ours["perS"], level["raw"]["perS"])
                 levels.append(level)
     finally:
@@ -804,8 +871,10 @@ def _tables(sizes: Sizes, levels: list[dict[str, Any]], steady: Steady, missing:
         "start (PgQueuer), mostly queueing time under the burst; 'first' = enqueue → first "
         f"delivery; raw = qlbench.claim from N client threads draining {sizes.raw_jobs:,} "
         "jobs; ÷ = ours offers/s ÷ theirs; systems run one after the other on one cluster, "
-        "order alternating per level (" + "; ".join(
-            f"{lv['workers']}: {' → '.join(lv['order'])}" for lv in levels) + ")")
+        "order alternating per level ("
+        + "; ".join(f"{lv['workers']}: {' → '.join(lv['order'])}" for lv in levels)
+        + ")"
+    )
     if missing:
         table.notes.append(f"PgQueuer not measured: {missing}")
     else:
@@ -813,20 +882,33 @@ def _tables(sizes: Sizes, levels: list[dict[str, Any]], steady: Steady, missing:
         table.notes.append(
             f"PgQueuer 1.6 QueueManager on its {driver} driver, one connection per consumer "
             "process, LISTEN/NOTIFY wake-up; x1 = run(batch_size=1), x10 = run(batch_size=10)"
-            + ("" if driver == "asyncpg" else "; WARNING: the psycopg driver adds up to 1 s "
-               "per wake-up (asyncpg not installed), so PgQueuer's figures are too low"))
+            + (
+                ""
+                if driver == "asyncpg"
+                else "; WARNING: the psycopg driver adds up to 1 s "
+                "per wake-up (asyncpg not installed), so PgQueuer's figures are too low"
+            )
+        )
 
     table.notes.append(
         "ours's pulls in the burst (a worker with free slots pulls in batches, SPEC 18.1): "
-        + "; ".join(f"{lv['workers']} workers: " + ", ".join(
-            f"{n:,.0f} via {route}" for route, n in sorted(
-                lv["ours"].get("pullsByRoute", {}).items()))
+        + "; ".join(
+            f"{lv['workers']} workers: "
+            + ", ".join(
+                f"{n:,.0f} via {route}"
+                for route, n in sorted(lv["ours"].get("pullsByRoute", {}).items())
+            )
             + f", {lv['ours'].get('offersPerPull', math.nan):.1f} offers per pull"
-            for lv in levels))
+            for lv in levels
+        )
+    )
 
     target_level = next((lv for lv in levels if lv["workers"] == TARGET_WORKERS), levels[-1])
-    scope = "" if target_level["workers"] == TARGET_WORKERS else (
-        f" [--quick: at {target_level['workers']} workers, not {TARGET_WORKERS}; indicative]")
+    scope = (
+        ""
+        if target_level["workers"] == TARGET_WORKERS
+        else (f" [--quick: at {target_level['workers']} workers, not {TARGET_WORKERS}; indicative]")
+    )
     targets = _targets(target_level, steady)
     table.notes += [t.note(scope) for t in targets[:3]]
 
@@ -858,7 +940,8 @@ def _tables(sizes: Sizes, levels: list[dict[str, Any]], steady: Steady, missing:
         "/pull-batch (every "
         "pull, offered or idle; buckets 1, 2.5, 5, 10, 25 ms…, quantiles interpolated inside "
         "a bucket), difference of /metrics read at the window's start and end; handshakes "
-        "from qinglong_ingress_tls_handshakes_total{outcome=\"full\"} over the same window")
+        'from qinglong_ingress_tls_handshakes_total{outcome="full"} over the same window'
+    )
     half.notes += [t.note(scope) for t in targets[3:]]
 
     cpu = _cpu_table(levels, target_level, scope)
@@ -877,8 +960,15 @@ def _box_row(workers: int, system: str, run: dict[str, Any] | None, unit: str) -
     server = run["serverCpuMsPerOffer"] if unit == "offer" else run["pgCpuMsPerJob"]
     total = run["boxCpuMsPerOffer"] if unit == "offer" else run["boxCpuMsPerJob"]
     ceiling = len(os.sched_getaffinity(0)) * 1000 / total if total > 0 else math.nan
-    return [str(workers), system, f"{run['perS']:,.0f}", f"{clients:.2f}", f"{server:.2f}",
-            f"{total:.2f}", f"{ceiling:,.0f}"]
+    return [
+        str(workers),
+        system,
+        f"{run['perS']:,.0f}",
+        f"{clients:.2f}",
+        f"{server:.2f}",
+        f"{total:.2f}",
+        f"{ceiling:,.0f}",
+    ]
 
 
 def _box_table(levels: list[dict[str, Any]]) -> Table:
@@ -895,8 +985,7 @@ def _box_table(levels: list[dict[str, Any]]) -> Table:
     for level in levels:
         workers = level["workers"]
         table.rows.append(_box_row(workers, "ours, --processes 1", level["ours"], "offer"))
-        table.rows.append(_box_row(workers, "ours, --processes 2", level.get("oursTwo"),
-                                   "offer"))
+        table.rows.append(_box_row(workers, "ours, --processes 2", level.get("oursTwo"), "offer"))
         floor = level.get("journal")
         if floor is not None:
             ceiling = len(os.sched_getaffinity(0)) * 1000 / floor["cpuMsPerOffer"]
@@ -920,7 +1009,8 @@ def _box_table(levels: list[dict[str, Any]]) -> Table:
         "(user + system "
         "time of those processes; the kernel's journal thread is not counted on any row). "
         "CPU-bound ceiling = CPUs * 1000 / box "
-        "ms/job: the most jobs/s this box could give that system if it did nothing else")
+        "ms/job: the most jobs/s this box could give that system if it did nothing else"
+    )
     table.data = {"journalFloor": [lv["journal"] for lv in levels if lv.get("journal")],
                   "box": [
         {"workers": lv["workers"], "system": system, **run}
@@ -953,23 +1043,33 @@ def _cpu_table(levels: list[dict[str, Any]], target_level: dict[str, Any],
     ours = target_level["ours"]
     value = ours["serverCpuMsPerOffer"]
     target = Target(
-        "server CPU per delivered offer", f"≤ {TARGET_SERVER_CPU_MS} ms", value,
+        "server CPU per delivered offer",
+        f"≤ {TARGET_SERVER_CPU_MS} ms",
+        value,
         value <= TARGET_SERVER_CPU_MS,
         f"{value:.2f} ms at {target_level['workers']} workers, --processes "
         f"{ours['processes']} (ingress {ours['ingressCpuMsPerOffer']:.2f} + PostgreSQL "
         f"{ours['pgCpuMsPerOffer']:.2f}); the raw claim costs PostgreSQL "
         f"{target_level['raw']['pgCpuMsPerClaim']:.2f} ms",
         "the ingress's Python (TLS, HTTP, the request's checks and the offer's JSON) and "
-        "the pull's database work per offer; see the two columns")
+        "the pull's database work per offer; see the two columns",
+    )
     table.notes.append(
         "CPU = user + system time from /proc of each ingress's supervisor and processes and "
         "of the postmaster and every process it started (backends, WAL writer, "
         "checkpointer, autovacuum), from the enqueue to the last inbox write; a process "
         "that exits inside the window takes its time with it (none of the serving ones "
         "do). Raw: PostgreSQL's time for the whole drain, its connections' start and "
-        "warm-up claims included")
+        "warm-up claims included"
+    )
     table.notes.append(target.note(scope))
-    table.data = {"target": asdict(target),
-                  "runs": [{"workers": lv["workers"], **run}
-                           for lv in levels for run in (lv["ours"], lv.get("oursTwo")) if run]}
+    table.data = {
+        "target": asdict(target),
+        "runs": [
+            {"workers": lv["workers"], **run}
+            for lv in levels
+            for run in (lv["ours"], lv.get("oursTwo"))
+            if run
+        ],
+    }
     return table

@@ -45,9 +45,17 @@ from tools.bench.common import Table
 
 ROOT_DISTS = ("jsonschema", "semver", "rfc8785")
 OUR_PACKAGES = ("qinglong.worker", "qinglong.schemas")
-RUN_IMPORTS = ", ".join(f"qinglong.{m}" for m in (
-    "worker.cli", "worker.runner", "worker.transport", "worker.offer_validation",
-    "worker.journal", "schemas.contract"))
+RUN_IMPORTS = ", ".join(
+    f"qinglong.{m}"
+    for m in (
+        "worker.cli",
+        "worker.runner",
+        "worker.transport",
+        "worker.offer_validation",
+        "worker.journal",
+        "schemas.contract",
+    )
+)
 _NAME = re.compile(r"^[A-Za-z0-9._-]+")
 RSS_TARGET_KIB = 24 * 1024
 
@@ -152,8 +160,13 @@ def idle_worker(idle_s: float) -> dict[str, Any]:
             clean_python = _clean_interpreter(Path(tmp) / "venv")
             # From tmp, not the checkout: `-m` puts the working directory first on
             # sys.path, and the clean run must import the unpacked wheel.
-            clean = _measure_worker([str(clean_python), "-m", "qinglong"], state,
-                                    Path(tmp) / "journal-clean", idle_s, cwd=Path(tmp))
+            clean = _measure_worker(
+                [str(clean_python), "-m", "qinglong"],
+                state,
+                Path(tmp) / "journal-clean",
+                idle_s,
+                cwd=Path(tmp),
+            )
             here["bareKiB"] = _bare_rss_kib(sys.executable)
             clean["bareKiB"] = _bare_rss_kib(str(clean_python))
         finally:
@@ -181,8 +194,13 @@ def _clean_interpreter(venv: Path) -> Path:
     wheels, installed = venv / "wheel", venv / "qinglong-wheel"
     # Built from a copy: a checkout's stale build/lib must not leak into the wheel.
     source = venv / "source"
-    shutil.copytree(Path(__file__).resolve().parents[2], source, ignore=shutil.ignore_patterns(
-        ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
+    shutil.copytree(
+        Path(__file__).resolve().parents[2],
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
+        ),
+    )
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "--quiet", "--disable-pip-version-check", "-w", str(wheels), str(source)],
                    check=True, capture_output=True, timeout=300)  # fmt: skip
@@ -195,8 +213,10 @@ def _clean_interpreter(venv: Path) -> Path:
 
 
 def _bare_rss_kib(python: str) -> int:
-    code = ("for line in open('/proc/self/status'):\n"
-            "    if line.startswith('VmRSS'): print(line.split()[1])")
+    code = (
+        "for line in open('/proc/self/status'):\n"
+        "    if line.startswith('VmRSS'): print(line.split()[1])"
+    )
     done = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     return int(done.stdout.strip())
@@ -233,7 +253,7 @@ def _measure_worker(qinglong: list[str], state: Path, journal: Path,
             process.wait(5)
     if len(samples) < 4:
         raise RuntimeError("too few RSS samples for a steady state")
-    steady = statistics.median(s[0] for s in samples[len(samples) // 2:])
+    steady = statistics.median(s[0] for s in samples[len(samples) // 2 :])
     return {"firstPullMs": first_ms, "rssKiB": steady, "rssMaxKiB": max(s[0] for s in samples),
             "hwmKiB": max(s[1] for s in samples), "samples": len(samples),
             "idleS": idle_s}  # fmt: skip
@@ -267,8 +287,9 @@ def run_standalone(quick: bool) -> list[Table]:
         ["install closure (base + worker extra)",
          f"{total_files:,} files, {total_bytes / 1024 / 1024:.2f} MiB"],
     ]  # fmt: skip
-    closure_table = Table("edge: install closure by distribution",
-                          ["distribution", "version", "files", "KiB"])
+    closure_table = Table(
+        "edge: install closure by distribution", ["distribution", "version", "files", "KiB"]
+    )
     closure_table.rows = [[r["name"], r["version"], f"{r['files']:,}", f"{r['bytes'] / 1024:,.0f}"]
                           for r in rows]  # fmt: skip
     closure_table.notes.append(
@@ -279,7 +300,8 @@ def run_standalone(quick: bool) -> list[Table]:
     table.notes.append(
         f"target: idle worker RSS <= {RSS_TARGET_KIB // 1024} MiB on a clean install: {met} "
         f"({clean['rssKiB'] / 1024:.1f} MiB). The 'here' figures include this machine's "
-        "site hooks, which a router does not run; both are shown, never only the smaller")
+        "site hooks, which a router does not run; both are shown, never only the smaller"
+    )
     table.data = {"worker": worker, "imports": imports, "closure": rows,
                   "closureFiles": total_files, "closureBytes": total_bytes}  # fmt: skip
     return [table, closure_table]

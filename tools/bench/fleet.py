@@ -153,8 +153,17 @@ class Fleet:
         }  # fmt: skip
         path = self.root / "ingress.json"
         path.write_text(json.dumps(config), encoding="utf-8")
-        argv = [sys.executable, "-m", "qinglong", "ingress", "serve", "--config", str(path),
-                "--processes", "1"]
+        argv = [
+            sys.executable,
+            "-m",
+            "qinglong",
+            "ingress",
+            "serve",
+            "--config",
+            str(path),
+            "--processes",
+            "1",
+        ]
         self.children.append(spawn("ingress", argv, self.root / "ingress.log"))
         self.urls = _wait(lambda: _read_json(ready), READY_TIMEOUT_S, "ingress ready",
                           self.children)  # fmt: skip
@@ -210,9 +219,15 @@ class Fleet:
         drivers, outs = [], []
         for d in range(DRIVERS):
             share = self.idents[d:workers:DRIVERS]
-            spec = {"host": host.strip("[]"), "port": int(port),
-                    "caFile": str(pki_ca_cert(self.ca_dir)), "workers": share,
-                    "rampS": ramp_s, "windowStart": window[0], "windowEnd": window[1]}
+            spec = {
+                "host": host.strip("[]"),
+                "port": int(port),
+                "caFile": str(pki_ca_cert(self.ca_dir)),
+                "workers": share,
+                "rampS": ramp_s,
+                "windowStart": window[0],
+                "windowEnd": window[1],
+            }
             stem = f"driver-{tag}{workers}-{d}"
             spec_path = self.root / f"{stem}.json"
             spec_path.write_text(json.dumps(spec), encoding="utf-8")
@@ -273,17 +288,25 @@ class Fleet:
                 statuses[key] = statuses.get(key, 0) + value
         pulls = int(window.pulls)
         return FleetResult(
-            workers=workers, sessionsOpened=sum(d["opened"] for d in docs), pulls=pulls,
-            pullsPerS=pulls / window_s, heartbeats=sum(d["heartbeats"] for d in docs),
+            workers=workers,
+            sessionsOpened=sum(d["opened"] for d in docs),
+            pulls=pulls,
+            pullsPerS=pulls / window_s,
+            heartbeats=sum(d["heartbeats"] for d in docs),
             errors=sum(d["errorCount"] for d in docs),
-            errorSamples=sorted({e for d in docs for e in d["errors"]})[:10], statuses=statuses,
+            errorSamples=sorted({e for d in docs for e in d["errors"]})[:10],
+            statuses=statuses,
             ingressCpuMsPerPull=1000 * cpu_s / pulls if pulls else math.nan,
             poolCallsPerPull=ratio(window.db_calls, pulls),
             pgStatementsPerPull=ratio(max(statements, 0), pulls),
-            walBytes=wal, walBytesPerPull=ratio(wal, pulls),
-            clientP50Ms=percentile(latencies, 50), clientP99Ms=percentile(latencies, 99),
+            walBytes=wal,
+            walBytesPerPull=ratio(wal, pulls),
+            clientP50Ms=percentile(latencies, 50),
+            clientP99Ms=percentile(latencies, 99),
             ingressP50Ms=window.pull_quantile_ms(0.50),
-            ingressP99Ms=window.pull_quantile_ms(0.99), windowS=window_s)
+            ingressP99Ms=window.pull_quantile_ms(0.99),
+            windowS=window_s,
+        )
 
     def teardown(self) -> None:
         from qinglong.demo import stop_children
@@ -333,9 +356,12 @@ def _table(results: list[FleetResult], floors: list[FloorResult], quick: bool) -
         "floor rows: the same drivers against tools/bench/fleet_floor.py, a minimal aiohttp "
         "app on the ingress's TLS 1.3 context answering fixed documents (body read and "
         "parsed, nothing else) — the framework's and TLS's own CPU per request here; "
-        "the ingress's own work per idle pull = its row minus the floor: " + ", ".join(
+        "the ingress's own work per idle pull = its row minus the floor: "
+        + ", ".join(
             f"{r.ingressCpuMsPerPull - f.cpuMsPerPull:.3f} ms at {r.workers:,}"
-            for r, f in zip(results, floors, strict=True)))
+            for r, f in zip(results, floors, strict=True)
+        )
+    )
     table.notes.append(
         f"{DRIVERS} driver processes (asyncio, one TLS 1.3 connection and client certificate "
         "per worker); the ingress is `--processes 1`; window "
@@ -344,19 +370,28 @@ def _table(results: list[FleetResult], floors: list[FloorResult], quick: bool) -
         "(idle-view probes included; this reading's own connection is not the ingress's "
         "role); WAL over the window includes the batched session heartbeats, the fleet's "
         "only writes; pulls/s = pulls the ingress answered in the window, whatever the "
-        "status; errors = the workers' failed requests over the whole run, ramp included")
+        "status; errors = the workers' failed requests over the whole run, ramp included"
+    )
     at = next((r for r in results if r.workers == 2000), results[-1])
     scope = "" if at.workers == 2000 else f" [at {at.workers:,} workers, not 2,000; indicative]"
     table.notes.append(
         f"target ≤ {TARGET_CALLS_PER_PULL} database calls per idle pull at 2,000 workers"
-        f"{scope}: " + ("met" if at.pgStatementsPerPull <= TARGET_CALLS_PER_PULL else "MISSED")
-        + f" — {at.pgStatementsPerPull:.4f} statements ({at.poolCallsPerPull:.4f} pool calls)")
+        f"{scope}: "
+        + ("met" if at.pgStatementsPerPull <= TARGET_CALLS_PER_PULL else "MISSED")
+        + f" — {at.pgStatementsPerPull:.4f} statements ({at.poolCallsPerPull:.4f} pool calls)"
+    )
     worst_cpu = max(r.ingressCpuMsPerPull for r in results)
     table.notes.append(
         f"target ingress CPU ≤ {TARGET_CPU_MS_PER_PULL} ms per idle pull: "
         + ("met" if worst_cpu <= TARGET_CPU_MS_PER_PULL else "MISSED")
-        + " — " + ", ".join(f"{r.ingressCpuMsPerPull:.3f} ms at {r.workers:,}" for r in results))
-    table.data = {"fleets": [asdict(r) for r in results],
-                  "floors": [asdict(f) for f in floors], "quick": quick,
-                  "drivers": DRIVERS, "nproc": len(os.sched_getaffinity(0))}
+        + " — "
+        + ", ".join(f"{r.ingressCpuMsPerPull:.3f} ms at {r.workers:,}" for r in results)
+    )
+    table.data = {
+        "fleets": [asdict(r) for r in results],
+        "floors": [asdict(f) for f in floors],
+        "quick": quick,
+        "drivers": DRIVERS,
+        "nproc": len(os.sched_getaffinity(0)),
+    }
     return table

@@ -74,7 +74,8 @@ class Connection:
     async def post(self, path: str, doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if self.writer is None or self.writer.is_closing():
             self.reader, self.writer = await asyncio.open_connection(
-                self.host, self.port, ssl=self.ctx, server_hostname=self.host)
+                self.host, self.port, ssl=self.ctx, server_hostname=self.host
+            )
         assert self.reader is not None
         body = json.dumps(doc, separators=(",", ":")).encode()
         self.writer.write(f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(body)}"
@@ -159,8 +160,12 @@ async def _worker(spec: dict[str, Any], ident: dict[str, str], tally: Tally,
                   delay_s: float) -> None:  # fmt: skip
     await asyncio.sleep(delay_s)  # the ramp: handshakes spread over rampS
     secret = Path(ident["credentialFile"]).read_text(encoding="ascii").strip()
-    conn = Connection(spec["host"], spec["port"],
-                      _context(spec["caFile"], ident["certFile"], ident["keyFile"]), secret)
+    conn = Connection(
+        spec["host"],
+        spec["port"],
+        _context(spec["caFile"], ident["certFile"], ident["keyFile"]),
+        secret,
+    )
     worker_id = ident["workerId"]
     session = await _open(conn, worker_id, tally)
     if session is None:
@@ -212,10 +217,20 @@ async def _main(spec: dict[str, Any], out: Path) -> None:
              for i, ident in enumerate(workers)]  # fmt: skip
     results = await asyncio.gather(*tasks, return_exceptions=True)
     tally.errors += [f"{type(r).__name__}: {r}" for r in results if isinstance(r, BaseException)]
-    out.write_text(json.dumps({
-        "workers": len(workers), "opened": tally.opened, "pullMs": tally.pull_ms,
-        "heartbeats": tally.heartbeats, "statuses": tally.statuses,
-        "errors": tally.errors[:20], "errorCount": len(tally.errors)}), encoding="utf-8")
+    out.write_text(
+        json.dumps(
+            {
+                "workers": len(workers),
+                "opened": tally.opened,
+                "pullMs": tally.pull_ms,
+                "heartbeats": tally.heartbeats,
+                "statuses": tally.statuses,
+                "errors": tally.errors[:20],
+                "errorCount": len(tally.errors),
+            }
+        ),
+        encoding="utf-8",
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -39,8 +39,11 @@ HEARTBEAT_INTERVAL_MS = 20_000
 
 
 def _answer(status: int, doc: dict[str, Any]) -> web.Response:
-    return web.Response(status=status, body=json.dumps(doc, separators=(",", ":")).encode(),
-                        content_type="application/json")
+    return web.Response(
+        status=status,
+        body=json.dumps(doc, separators=(",", ":")).encode(),
+        content_type="application/json",
+    )
 
 
 async def _session(request: web.Request) -> web.Response:
@@ -78,8 +81,9 @@ async def _serve(config: dict[str, str]) -> None:
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context, backlog=4096)
     await site.start()
     port = runner.addresses[0][1]
-    Path(config["readyFile"]).write_text(json.dumps({"ingressUrl": f"https://127.0.0.1:{port}"}),
-                                         encoding="utf-8")
+    Path(config["readyFile"]).write_text(
+        json.dumps({"ingressUrl": f"https://127.0.0.1:{port}"}), encoding="utf-8"
+    )
     await asyncio.Event().wait()
 
 

@@ -47,18 +47,34 @@ from tools.bench.idle_fleet import run_fleet
 
 INGRESS = {"workers": 120, "warmS": 5.0, "measureS": 10.0}
 INGRESS_QUICK = {"workers": 120, "warmS": 4.0, "measureS": 6.0}
-INGRESS_MODES = (("idle view off", {"idle_view_enabled": False}, False),
-                 ("idle view on", {"idle_view_engage_rate_per_s": 0}, False),
-                 ("idle view on, q flood", {"idle_view_engage_rate_per_s": 0}, True))
+INGRESS_MODES = (
+    ("idle view off", {"idle_view_enabled": False}, False),
+    ("idle view on", {"idle_view_engage_rate_per_s": 0}, False),
+    ("idle view on, q flood", {"idle_view_engage_rate_per_s": 0}, True),
+)
 CALLS_PER_PULL_TARGET = 0.1
 
 # The fleet is driven at growing sizes, up to the target's 10,000: the database
 # calls a replica makes for idle workers should not grow with their number, and
 # the ladder shows where this one Python process (ingress + driver) saturates.
-FULL = {"claims": 1000, "pulls": 2000, "threads": 8, "drain": 100_000,
-        "fleet": (250, 1_000, 10_000), "fleetWarmS": 25.0, "fleetMeasureS": 30.0}
-QUICK = {"claims": 150, "pulls": 200, "threads": 4, "drain": 10_000,
-         "fleet": (300,), "fleetWarmS": 4.0, "fleetMeasureS": 6.0}
+FULL = {
+    "claims": 1000,
+    "pulls": 2000,
+    "threads": 8,
+    "drain": 100_000,
+    "fleet": (250, 1_000, 10_000),
+    "fleetWarmS": 25.0,
+    "fleetMeasureS": 30.0,
+}
+QUICK = {
+    "claims": 150,
+    "pulls": 200,
+    "threads": 4,
+    "drain": 10_000,
+    "fleet": (300,),
+    "fleetWarmS": 4.0,
+    "fleetMeasureS": 6.0,
+}
 FLEET_TARGET_WORKERS = 10_000
 WAL_TRIES = 5
 DRAIN_TARGET = 2.0
@@ -135,8 +151,10 @@ def _drain_case(api: Api, conn: psycopg.Connection, ctx: BenchContext, drain: in
     conn.execute("ALTER TABLE ql_private.runs SET (autovacuum_enabled = false)")
     try:
         api.enqueue(ctx.tasks["plain"], drain)
-        conn.execute("UPDATE ql_private.runs SET state = 'succeeded', finished_at ="
-                     " clock_timestamp(), updated_at = clock_timestamp() WHERE state = 'queued'")
+        conn.execute(
+            "UPDATE ql_private.runs SET state = 'succeeded', finished_at ="
+            " clock_timestamp(), updated_at = clock_timestamp() WHERE state = 'queued'"
+        )
         claimer = Claimer(api, ctx.workers[-9:-8])
         drained = _idle_pulls(claimer, pulls + 1)
         conn.execute("VACUUM (ANALYZE) ql_private.runs")
@@ -169,8 +187,9 @@ def run(ctx: BenchContext) -> list[Table]:
     ladder = []
     for size in sizes["fleet"]:
         with ctx.fresh_db() as fleet_dsn:
-            ladder.append(run_fleet(fleet_dsn, int(size), sizes["fleetWarmS"],
-                                    sizes["fleetMeasureS"]))
+            ladder.append(
+                run_fleet(fleet_dsn, int(size), sizes["fleetWarmS"], sizes["fleetMeasureS"])
+            )
     last = tries[-1]
     wal_per_pull = last["walBytes"] / last["pulls"]
     trips = last["pullStatements"] / last["pulls"]
@@ -192,9 +211,11 @@ def run(ctx: BenchContext) -> list[Table]:
         ["drain ratio (mean; target ≤ 2)", fmt_ratio(drain["ratioMean"])],
     ]  # fmt: skip
     verdict = "met" if drain["ratioMean"] <= DRAIN_TARGET else "MISSED"
-    table.notes.append(f"drain ratio target ≤ {DRAIN_TARGET:g}: {verdict}; the first pull after "
-                       f"the drain walks the dead index entries once (ratio "
-                       f"{fmt_ratio(drain['ratioFirst'])}) and marks them dead for later scans")
+    table.notes.append(
+        f"drain ratio target ≤ {DRAIN_TARGET:g}: {verdict}; the first pull after "
+        f"the drain walks the dead index entries once (ratio "
+        f"{fmt_ratio(drain['ratioFirst'])}) and marks them dead for later scans"
+    )
     if wal_per_pull != 0:
         table.notes.append("WAL moved in every window: see the tries (background WAL?)")
     table.data = {
@@ -223,8 +244,14 @@ def _ingress_run(ctx: BenchContext, overrides: dict[str, Any], flood: bool) -> d
         if flood:
             flooder.start()
         try:
-            run = run_fleet(dsn, int(sizes["workers"]), sizes["warmS"], sizes["measureS"],
-                            heartbeats=False, overrides=overrides)
+            run = run_fleet(
+                dsn,
+                int(sizes["workers"]),
+                sizes["warmS"],
+                sizes["measureS"],
+                heartbeats=False,
+                overrides=overrides,
+            )
         finally:
             stop.set()
             if flood:
@@ -234,17 +261,37 @@ def _ingress_run(ctx: BenchContext, overrides: dict[str, Any], flood: bool) -> d
 
 
 def _ingress_side_by_side(ctx: BenchContext) -> Table:
-    table = Table("idle: pulls through the ingress, side by side",
-                  ["mode", "pulls/s", "WAL bytes / pull", "pool calls / pull",
-                   "LISTEN-connection queries / pull", "from view", "errors"])
+    table = Table(
+        "idle: pulls through the ingress, side by side",
+        [
+            "mode",
+            "pulls/s",
+            "WAL bytes / pull",
+            "pool calls / pull",
+            "LISTEN-connection queries / pull",
+            "from view",
+            "errors",
+        ],
+    )
     runs = {}
     for name, overrides, flood in INGRESS_MODES:
         run = runs[name] = _ingress_run(ctx, overrides, flood)
-        wal = ("n/a (the flood's NOTIFYs commit)" if flood
-               else f"{run['walBytesPerPull']:g} ({run['walBytes']} B in window)")
-        table.rows.append([name, f"{run['pullsPerS']:,.1f}", wal,
-                           f"{run['dbCallsPerPull']:.3f}", f"{run['barriersPerPull']:.3f}",
-                           f"{100 * run['shortcutRatio']:.1f} %", str(run["errors"])])
+        wal = (
+            "n/a (the flood's NOTIFYs commit)"
+            if flood
+            else f"{run['walBytesPerPull']:g} ({run['walBytes']} B in window)"
+        )
+        table.rows.append(
+            [
+                name,
+                f"{run['pullsPerS']:,.1f}",
+                wal,
+                f"{run['dbCallsPerPull']:.3f}",
+                f"{run['barriersPerPull']:.3f}",
+                f"{100 * run['shortcutRatio']:.1f} %",
+                str(run["errors"]),
+            ]
+        )
     on, flooded = runs["idle view on"], runs["idle view on, q flood"]
     wal_ok = on["walBytes"] == 0
     added = flooded["dbCallsPerPull"] - on["dbCallsPerPull"]
@@ -253,14 +300,16 @@ def _ingress_side_by_side(ctx: BenchContext) -> Table:
         f"targets with the view on: 0 WAL bytes per idle pull — {'met' if wal_ok else 'MISSED'}"
         f"; a q flood ({flooded['floodNotifies']:,} NOTIFYs in the run) adds ≤ "
         f"{CALLS_PER_PULL_TARGET:g} pool calls per idle pull — {added:+.3f}, "
-        f"{'met' if calls_ok else 'MISSED'}")
+        f"{'met' if calls_ok else 'MISSED'}"
+    )
     table.notes.append(
         "Pool calls: every ql.* call through the ingress pool (here pull_offer, for a pull "
         "the view could not answer). LISTEN-connection queries: the view's barriers "
         "(SELECT 1, or ql.idle_probe when no belief holds — always under the flood) and "
         "its batched credential re-confirmations (ql.confirm_credentials, which keep a "
         "worker polling every 2-3 s from re-authenticating in the pool every 5 s); each "
-        "serves every pull waiting at once. All read-only.")
+        "serves every pull waiting at once. All read-only."
+    )
     table.data = {"ingress": runs, "walTargetMet": wal_ok, "callsPerPullTargetMet": calls_ok}
     return table
 
@@ -271,12 +320,24 @@ def _failures(statuses: dict[str, int]) -> str:
 
 def _fleet_table(ladder: list[dict[str, Any]]) -> Table:
     fleet = ladder[-1]
-    table = Table("idle: simulated fleets of idle workers, one ingress replica",
-                  ["workers", "pulls/s", "heartbeats/s", "db calls/s", "by function",
-                   "from view", "CPU s/s", "loop lag ms", "errors"])
+    table = Table(
+        "idle: simulated fleets of idle workers, one ingress replica",
+        [
+            "workers",
+            "pulls/s",
+            "heartbeats/s",
+            "db calls/s",
+            "by function",
+            "from view",
+            "CPU s/s",
+            "loop lag ms",
+            "errors",
+        ],
+    )
     for run in ladder:
-        by_function = ", ".join(f"{name} {rate:.1f}" for name, rate
-                                in sorted(run["dbCallsByFunctionPerS"].items()))
+        by_function = ", ".join(
+            f"{name} {rate:.1f}" for name, rate in sorted(run["dbCallsByFunctionPerS"].items())
+        )
         table.rows.append([
             f"{run['workers']:,}", f"{run['pullsPerS']:,.0f}", f"{run['heartbeatsPerS']:,.0f}",
             f"{run['dbCallsPerS']:.1f} (pg_stat_statements {run['pgStatementsPerS']:.1f})",
@@ -292,7 +353,8 @@ def _fleet_table(ladder: list[dict[str, Any]]) -> Table:
         "exercised (10,000 TLS client connections do not fit this 2-core box). Default "
         f"cadence (pull every 2 s + ≤ 1 s jitter, heartbeat every 20 s); each window "
         f"{fleet['windowS']:.0f} s after {fleet['warmS']:.0f} s warm-up. CPU is the whole "
-        "process: ingress and driver.")
+        "process: ingress and driver."
+    )
     saturated = [r for r in ladder if r["loopLagMeanMs"] > 100 or r["errors"]]
     for run in saturated:
         table.notes.append(
@@ -300,12 +362,18 @@ def _fleet_table(ladder: list[dict[str, Any]]) -> Table:
             f"{run['errors']} errors — the one Python process (ingress + fleet driver on one "
             "core) could not keep up, so that row is not a steady state: when its database "
             "calls time out, the credential/session caches (filled only from database "
-            "answers) stop filling and pulls fall back to the database.")
+            "answers) stop filling and pulls fall back to the database."
+        )
     at_target = [r for r in ladder if r["workers"] >= FLEET_TARGET_WORKERS and r not in saturated]
-    verdict = ("met" if at_target and all(r["targetMet"] for r in at_target)
-               else "MISSED" if at_target else "NOT DEMONSTRATED (no unsaturated run at "
-               f"{FLEET_TARGET_WORKERS:,})")
-    table.notes.append(f"target: {FLEET_TARGET_WORKERS:,} idle workers ≤ 333 database calls/s: "
-                       + verdict)
+    verdict = (
+        "met"
+        if at_target and all(r["targetMet"] for r in at_target)
+        else "MISSED"
+        if at_target
+        else f"NOT DEMONSTRATED (no unsaturated run at {FLEET_TARGET_WORKERS:,})"
+    )
+    table.notes.append(
+        f"target: {FLEET_TARGET_WORKERS:,} idle workers ≤ 333 database calls/s: " + verdict
+    )
     table.data = {"fleet": fleet, "ladder": ladder}
     return table

@@ -92,17 +92,24 @@ def _certs(worker_ids: list[str]) -> list[bytes]:
     now = datetime.now(UTC)
     out = []
     for worker_id in worker_ids:
-        cert = (x509.CertificateBuilder()
-                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, worker_id)]))
-                .issuer_name(issuer).public_key(leaf_key)
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - timedelta(minutes=5))
-                .not_valid_after(now + timedelta(days=1))
-                .add_extension(x509.SubjectAlternativeName(
-                    [x509.UniformResourceIdentifier(f"urn:qinglong:worker:{worker_id}")]),
-                    critical=False)
-                .sign(ca_key, hashes.SHA256()))
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, worker_id)]))
+            .issuer_name(issuer)
+            .public_key(leaf_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(minutes=5))
+            .not_valid_after(now + timedelta(days=1))
+            .add_extension(
+                x509.SubjectAlternativeName(
+                    [x509.UniformResourceIdentifier(f"urn:qinglong:worker:{worker_id}")]
+                ),
+                critical=False,
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
         from cryptography.hazmat.primitives.serialization import Encoding
+
         out.append(cert.public_bytes(Encoding.DER))
     return out
 
@@ -116,8 +123,9 @@ def provision(dsn: str, count: int) -> list[SimWorker]:
             credential_id = "".join(secrets.choice(alphabet) for _ in range(16))
             worker_id = api.register_worker(name=f"fleet-{i}").run(conn).doc["workerId"]
             api.grant_pool(worker_id=worker_id, pool="*").run(conn)
-            api.issue_credential(worker_id=worker_id, credential_id=credential_id,
-                                 secret_digest=sha256(secret)).run(conn)
+            api.issue_credential(
+                worker_id=worker_id, credential_id=credential_id, secret_digest=sha256(secret)
+            ).run(conn)
             rows.append((worker_id, credential_id, secret))
     ders = _certs([r[0] for r in rows])
     return [SimWorker(w, c, s, d) for (w, c, s), d in zip(rows, ders, strict=True)]
@@ -128,7 +136,8 @@ def _statements(dsn: str) -> int:
         row = conn.execute(
             "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements"
             " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            " AND query LIKE 'SELECT ql.%'").fetchone()
+            " AND query LIKE 'SELECT ql.%'"
+        ).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -156,14 +165,22 @@ def _wal_lsn(dsn: str) -> int:
 def _barriers(metrics: Any) -> float:
     """Queries the idle view ran on its LISTEN connection (barriers and credential
     re-confirmations, any outcome)."""
-    return sum(metrics.idle_view_barriers.value(kind, outcome)
-               for kind in ("sync", "probe", "confirm")
-               for outcome in ("ok", "retried", "discarded", "error"))
+    return sum(
+        metrics.idle_view_barriers.value(kind, outcome)
+        for kind in ("sync", "probe", "confirm")
+        for outcome in ("ok", "retried", "discarded", "error")
+    )
 
 
-async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
-                 measure_s: float, *, heartbeats: bool = True,
-                 overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+async def _drive(
+    dsn: str,
+    workers: list[SimWorker],
+    warm_s: float,
+    measure_s: float,
+    *,
+    heartbeats: bool = True,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     from aiohttp import streams, web
     from aiohttp.test_utils import make_mocked_request
 
@@ -176,10 +193,14 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
 
     audit_dir = tempfile.mkdtemp(prefix="ql-fleet-")
     audit_file = open(Path(audit_dir) / "audit.log", "a", encoding="utf-8")
-    config = replace(IngressConfig(dsn=dsn, cert_file="-", key_file="-", client_ca_file="-"),
-                     pool_max_size=8, rate_per_s=5.0, rate_burst=10,
-                     rate_max_tracked=max(100_000, len(workers) * 2),
-                     **(overrides or {})).validate()
+    config = replace(
+        IngressConfig(dsn=dsn, cert_file="-", key_file="-", client_ca_file="-"),
+        pool_max_size=8,
+        rate_per_s=5.0,
+        rate_burst=10,
+        rate_max_tracked=max(100_000, len(workers) * 2),
+        **(overrides or {}),
+    ).validate()
     state = build_state(config, AuditLog(lambda line: audit_file.write(line + "\n")))
     app = create_app(state)
     runner = web.AppRunner(app)
@@ -198,27 +219,47 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
 
         async def call(worker: SimWorker, path: str, handler: Any, body: dict[str, Any]) -> Any:
             data = json.dumps(body).encode()
-            payload = streams.StreamReader(_Proto(), 2 ** 16, loop=loop)  # type: ignore[arg-type]
+            payload = streams.StreamReader(_Proto(), 2**16, loop=loop)  # type: ignore[arg-type]
             payload.feed_data(data)
             payload.feed_eof()
             request = make_mocked_request(
-                "POST", path, headers={"Authorization": worker.authorization,
-                                       "Content-Type": "application/json",
-                                       "Content-Length": str(len(data))},
-                app=app, transport=_Transport(worker.der), payload=payload, loop=loop)
+                "POST",
+                path,
+                headers={
+                    "Authorization": worker.authorization,
+                    "Content-Type": "application/json",
+                    "Content-Length": str(len(data)),
+                },
+                app=app,
+                transport=_Transport(worker.der),
+                payload=payload,
+                loop=loop,
+            )
             response = await envelope_middleware(request, handler)
             return response.status, json.loads(response.body) if response.body else None
 
-        caps = {"schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
-                "labels": {}, "runtimes": {}, "slots": 1}
+        caps = {
+            "schema": "qinglong/worker-capabilities@v1",
+            "executors": ["remote-worker"],
+            "labels": {},
+            "runtimes": {},
+            "slots": 1,
+        }
         gate = asyncio.Semaphore(8)
 
         async def open_one(worker: SimWorker) -> None:
             for _ in range(20):  # a real worker retries a 503 too
                 async with gate:
-                    status, doc = await call(worker, SESSIONS, open_session, {
-                        "schema": "qinglong/session-open-request@v1",
-                        "workerId": worker.worker_id, "capabilities": caps})
+                    status, doc = await call(
+                        worker,
+                        SESSIONS,
+                        open_session,
+                        {
+                            "schema": "qinglong/session-open-request@v1",
+                            "workerId": worker.worker_id,
+                            "capabilities": caps,
+                        },
+                    )
                 if status != 503:
                     break
                 await asyncio.sleep(0.5)
@@ -237,19 +278,35 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
             await asyncio.sleep(rng.uniform(0, 3.0))
             while not stop.is_set():
                 if heartbeats and loop.time() >= next_beat:
-                    status, beat = await call(worker, SESSIONS_HEARTBEAT, heartbeat_session, {
-                        "schema": "qinglong/session-heartbeat-request@v1",
-                        "workerId": worker.worker_id, "sessionId": worker.session_id,
-                        "generation": worker.generation})
+                    status, beat = await call(
+                        worker,
+                        SESSIONS_HEARTBEAT,
+                        heartbeat_session,
+                        {
+                            "schema": "qinglong/session-heartbeat-request@v1",
+                            "workerId": worker.worker_id,
+                            "sessionId": worker.session_id,
+                            "generation": worker.generation,
+                        },
+                    )
                     next_beat += 20.0
                     if measuring:
                         counts.heartbeats += 1
                         counts.errors += status != 200
                         counts.saw("heartbeat", status, beat)
-                status, doc = await call(worker, OFFERS_PULL, pull_offer, {
-                    "schema": "qinglong/offer-pull-request@v1", "workerId": worker.worker_id,
-                    "sessionId": worker.session_id, "generation": worker.generation,
-                    "offerId": str(uuid.uuid4()), "leaseToken": token()})
+                status, doc = await call(
+                    worker,
+                    OFFERS_PULL,
+                    pull_offer,
+                    {
+                        "schema": "qinglong/offer-pull-request@v1",
+                        "workerId": worker.worker_id,
+                        "sessionId": worker.session_id,
+                        "generation": worker.generation,
+                        "offerId": str(uuid.uuid4()),
+                        "leaseToken": token(),
+                    },
+                )
                 wait = 2.0
                 if measuring:
                     counts.pulls += 1
@@ -274,10 +331,14 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
             return {labels[0]: s.count for labels, s in series.items()}
 
         calls_before, pg_before = gateway_calls(), await asyncio.to_thread(_statements, dsn)
-        wal_before, barriers_before = await asyncio.to_thread(_wal_lsn, dsn), \
-            _barriers(state.metrics)
-        view_before = (state.metrics.idle_view_pulls.value("view"),
-                       state.metrics.idle_view_pulls.value("database"))
+        wal_before, barriers_before = (
+            await asyncio.to_thread(_wal_lsn, dsn),
+            _barriers(state.metrics),
+        )
+        view_before = (
+            state.metrics.idle_view_pulls.value("view"),
+            state.metrics.idle_view_pulls.value("database"),
+        )
         cpu_before, wall_before = time.process_time(), time.monotonic()
         lag, lag_samples = 0.0, 0
         measuring = True
@@ -291,33 +352,46 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
         wall = time.monotonic() - wall_before
         cpu = time.process_time() - cpu_before
         calls_after, pg_after = gateway_calls(), await asyncio.to_thread(_statements, dsn)
-        wal_after, barriers_after = await asyncio.to_thread(_wal_lsn, dsn), \
-            _barriers(state.metrics)
-        view_after = (state.metrics.idle_view_pulls.value("view"),
-                      state.metrics.idle_view_pulls.value("database"))
+        wal_after, barriers_after = await asyncio.to_thread(_wal_lsn, dsn), _barriers(state.metrics)
+        view_after = (
+            state.metrics.idle_view_pulls.value("view"),
+            state.metrics.idle_view_pulls.value("database"),
+        )
 
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         await runner.cleanup()
         audit_file.close()
-    db_errors = {kind: state.metrics.db_errors.value(kind)
-                 for kind in ("pool", "connection", "statement_timeout", "client_timeout",
-                              "unexpected")}
-    by_function = {k: (calls_after.get(k, 0) - calls_before.get(k, 0)) / wall
-                   for k in calls_after if calls_after.get(k, 0) != calls_before.get(k, 0)}
+    db_errors = {
+        kind: state.metrics.db_errors.value(kind)
+        for kind in ("pool", "connection", "statement_timeout", "client_timeout", "unexpected")
+    }
+    by_function = {
+        k: (calls_after.get(k, 0) - calls_before.get(k, 0)) / wall
+        for k in calls_after
+        if calls_after.get(k, 0) != calls_before.get(k, 0)
+    }
     from_view = view_after[0] - view_before[0]
     from_db = view_after[1] - view_before[1]
     db_per_s = sum(by_function.values())
     return {
-        "workers": len(workers), "windowS": wall, "warmS": warm_s,
-        "pullsPerS": counts.pulls / wall, "heartbeatsPerS": counts.heartbeats / wall,
-        "idlePulls": counts.idle, "nonIdlePulls": counts.other, "errors": counts.errors,
-        "statuses": counts.statuses, "dbErrors": db_errors,
-        "dbCallsPerS": db_per_s, "dbCallsByFunctionPerS": by_function,
+        "workers": len(workers),
+        "windowS": wall,
+        "warmS": warm_s,
+        "pullsPerS": counts.pulls / wall,
+        "heartbeatsPerS": counts.heartbeats / wall,
+        "idlePulls": counts.idle,
+        "nonIdlePulls": counts.other,
+        "errors": counts.errors,
+        "statuses": counts.statuses,
+        "dbErrors": db_errors,
+        "dbCallsPerS": db_per_s,
+        "dbCallsByFunctionPerS": by_function,
         "pgStatementsPerS": (pg_after - pg_before) / wall,
         "shortcutRatio": from_view / (from_view + from_db) if from_view + from_db else 0.0,
-        "cpuSecondsPerS": cpu / wall, "loopLagMeanMs": 1000 * lag / max(1, lag_samples),
+        "cpuSecondsPerS": cpu / wall,
+        "loopLagMeanMs": 1000 * lag / max(1, lag_samples),
         "walBytes": wal_after - wal_before,
         "walBytesPerPull": (wal_after - wal_before) / max(1, counts.pulls),
         "dbCallsPerPull": db_per_s * wall / max(1, counts.pulls),
@@ -327,9 +401,16 @@ async def _drive(dsn: str, workers: list[SimWorker], warm_s: float,
     }
 
 
-def run_fleet(dsn: str, workers: int, warm_s: float, measure_s: float, *,
-              heartbeats: bool = True,
-              overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_fleet(
+    dsn: str,
+    workers: int,
+    warm_s: float,
+    measure_s: float,
+    *,
+    heartbeats: bool = True,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     fleet = provision(dsn, workers)
-    return asyncio.run(_drive(dsn, fleet, warm_s, measure_s, heartbeats=heartbeats,
-                              overrides=overrides))
+    return asyncio.run(
+        _drive(dsn, fleet, warm_s, measure_s, heartbeats=heartbeats, overrides=overrides)
+    )

@@ -48,10 +48,16 @@ class FloorRun:
 def pending_bytes(worker_id: str = "e2e-0") -> bytes:
     """A real claim intent's bytes (the worker's own document and encoder)."""
     claim = PendingClaim(
-        offer_id=str(uuid.uuid4()), lease_token="A" * 42 + "Q", worker_id=worker_id,
-        session_id=str(uuid.uuid4()), generation=1,
-        capabilities_digest="sha256:" + "0" * 64, attempts=0,
-        next_attempt_at_ms=int(time.time() * 1000), created_at_ms=int(time.time() * 1000))
+        offer_id=str(uuid.uuid4()),
+        lease_token="A" * 42 + "Q",
+        worker_id=worker_id,
+        session_id=str(uuid.uuid4()),
+        generation=1,
+        capabilities_digest="sha256:" + "0" * 64,
+        attempts=0,
+        next_attempt_at_ms=int(time.time() * 1000),
+        created_at_ms=int(time.time() * 1000),
+    )
     return dump_json(claim.to_doc())
 
 
@@ -69,8 +75,9 @@ def _one(root: str, offers: int, entry_bytes: int, start: Any, out: Any) -> None
         fsio.remove_file(fs, root, PENDING_NAME)  # only then the intent is cleared
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_SELF)
-    out.put(FloorRun(offers, wall, after.ru_utime - before.ru_utime,
-                     after.ru_stime - before.ru_stime))
+    out.put(
+        FloorRun(offers, wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
+    )
 
 
 def journal_floor(workers: int, offers: int, entry_bytes: int,

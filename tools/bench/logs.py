@@ -126,7 +126,7 @@ class LogsLevel(SoakLevel):
                 for line in resp.read().decode().splitlines():
                     name, _, value = line.rpartition(" ")
                     if name.startswith(prefix):
-                        if name[len(prefix):].startswith("200"):
+                        if name[len(prefix) :].startswith("200"):
                             ok += float(value)
                         else:
                             other += float(value)
@@ -139,8 +139,11 @@ def _task(conn: psycopg.Connection, name: str, argv: list[str]) -> str:
 
     doc = {"schema": "qinglong/command@v1", "argv": argv, "env": {}, "timeoutS": 3600}
     compiled = compile_command(doc)
-    return api.publish_revision(project="bench", task=name,
-                                canonical=compiled.canonical).run(conn, prepare=True).task_id
+    return (
+        api.publish_revision(project="bench", task=name, canonical=compiled.canonical)
+        .run(conn, prepare=True)
+        .task_id
+    )
 
 
 def _one(conn: psycopg.Connection, sql: str, params: Any = None) -> Any:
@@ -217,9 +220,11 @@ def run_standalone(quick: bool) -> list[Table]:
     cluster = ThrowawayPostgres()
     cluster.start()
     try:
-        with (tempfile.TemporaryDirectory(prefix="qinglong-bench-logs-") as tmp,
-              tempfile.TemporaryDirectory(prefix="qinglong-bench-runs-") as runs,
-              tempfile.TemporaryDirectory(prefix="qinglong-bench-flag-") as flags):
+        with (
+            tempfile.TemporaryDirectory(prefix="qinglong-bench-logs-") as tmp,
+            tempfile.TemporaryDirectory(prefix="qinglong-bench-runs-") as runs,
+            tempfile.TemporaryDirectory(prefix="qinglong-bench-flag-") as flags,
+        ):
             Path(runs).chmod(0o711)
             Path(flags).chmod(0o755)  # the run-as user looks for the flag here
             level = LogsLevel(cluster, Path(tmp), sizes, Path(runs))

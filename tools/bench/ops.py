@@ -78,10 +78,26 @@ from tools.bench.common import (
     warm_up,
 )
 
-FULL = {"runs": 1_000_000, "chunk": 50_000, "fleet": 300, "repeats": 200, "threads": 4,
-        "window_s": 20.0, "reserve": 30_000, "busy": 110_000}
-QUICK = {"runs": 20_000, "chunk": 20_000, "fleet": 60, "repeats": 30, "threads": 4,
-         "window_s": 4.0, "reserve": 20_000, "busy": 5_000}
+FULL = {
+    "runs": 1_000_000,
+    "chunk": 50_000,
+    "fleet": 300,
+    "repeats": 200,
+    "threads": 4,
+    "window_s": 20.0,
+    "reserve": 30_000,
+    "busy": 110_000,
+}
+QUICK = {
+    "runs": 20_000,
+    "chunk": 20_000,
+    "fleet": 60,
+    "repeats": 30,
+    "threads": 4,
+    "window_s": 4.0,
+    "reserve": 20_000,
+    "busy": 5_000,
+}
 BUSY_SESSIONS = 200
 BUSY_PLACEMENTS = 20
 BUSY_WAITING_PER_CLASS = 5
@@ -120,8 +136,11 @@ def _readonly_dsn(ctx: BenchContext, dsn: str) -> str:
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
                               (READONLY_ROLE,)).fetchone()  # fmt: skip
         if exists is None:
-            conn.execute(pgsql.SQL("CREATE ROLE {} LOGIN IN ROLE ql_readonly").format(
-                pgsql.Identifier(READONLY_ROLE)))
+            conn.execute(
+                pgsql.SQL("CREATE ROLE {} LOGIN IN ROLE ql_readonly").format(
+                    pgsql.Identifier(READONLY_ROLE)
+                )
+            )
     return ctx.cluster.dsn(conninfo_to_dict(dsn)["dbname"], user=READONLY_ROLE)
 
 
@@ -157,11 +176,14 @@ def _read_cases(dsn: str, fixture: ops_fill.Fixture) -> list[ReadCase]:
         ReadCase("list_runs (no filter)", db_api.list_runs()),
         ReadCase("list_runs --state succeeded", db_api.list_runs(states=["succeeded"])),
         ReadCase("list_runs --task X", db_api.list_runs(task_id=task)),
-        ReadCase("list_runs --task X --state queued",
-                 db_api.list_runs(task_id=task, states=["queued"])),
+        ReadCase(
+            "list_runs --task X --state queued", db_api.list_runs(task_id=task, states=["queued"])
+        ),
         ReadCase("list_runs --after <middle of the keyset>", db_api.list_runs(after=deep)),
-        ReadCase("list_runs --task X --state failed --state cancelled --after <middle>",
-                 db_api.list_runs(task_id=task, states=["failed", "cancelled"], after=deep)),
+        ReadCase(
+            "list_runs --task X --state failed --state cancelled --after <middle>",
+            db_api.list_runs(task_id=task, states=["failed", "cancelled"], after=deep),
+        ),
         ReadCase("show_run (a failed run: 3 attempts, 13 events)", db_api.show_run(run_id=shown)),
         ReadCase("list_workers", db_api.list_workers()),
         ReadCase("task_settings", db_api.task_settings(task_id=task)),
@@ -182,8 +204,11 @@ def _returned(value: Any) -> int:
 
 def _measure_reads(ro_dsn: str, cases: list[ReadCase], repeats: int) -> None:
     with psycopg.connect(ro_dsn, autocommit=True) as conn:
-        who = _one_value(conn, "SELECT pg_has_role(current_user, 'ql_readonly', 'MEMBER') "
-                               "AND NOT rolsuper FROM pg_roles WHERE rolname = current_user")
+        who = _one_value(
+            conn,
+            "SELECT pg_has_role(current_user, 'ql_readonly', 'MEMBER') "
+            "AND NOT rolsuper FROM pg_roles WHERE rolname = current_user",
+        )
         assert who, "the reads must run as a non-superuser member of ql_readonly"
         for case in cases:
             for _ in range(READ_WARMUP):
@@ -209,8 +234,16 @@ def _reads_table(cases: list[ReadCase], fixture: ops_fill.Fixture,
         verdict = "met" if met else f"MISSED (p99 {p99:.1f} ms)"
         table.rows.append([case.label, str(case.returned), f"{p50:.2f}", f"{p99:.2f}",
                            f"{max(case.times) * 1000:.2f}", verdict])  # fmt: skip
-        rows.append({"read": case.label, "function": case.call.function,
-                     "returned": case.returned, "p50Ms": p50, "p99Ms": p99, "met": met})
+        rows.append(
+            {
+                "read": case.label,
+                "function": case.call.function,
+                "returned": case.returned,
+                "p50Ms": p50,
+                "p99Ms": p99,
+                "met": met,
+            }
+        )
     states = ", ".join(f"{k} {v:,}" for k, v in sorted(fixture.by_state.items()))
     table.notes += [
         f"stored: {states}; 4 tasks (X = the biggest, 50 %), {len(fixture.fleet)} fleet "
@@ -220,8 +253,11 @@ def _reads_table(cases: list[ReadCase], fixture: ops_fill.Fixture,
         "time = client wall time of one `Call.run` on a warm connection (prepared): an upper "
         "bound of the server time (loopback round trip and JSON decoding included)",
         "target: each read ≤ 50 ms p99 (SPEC §9.4): "
-        + ("met" if all(r["met"] for r in rows) else "MISSED for "
-           + ", ".join(r["read"] for r in rows if not r["met"])),
+        + (
+            "met"
+            if all(r["met"] for r in rows)
+            else "MISSED for " + ", ".join(r["read"] for r in rows if not r["met"])
+        ),
     ]
     table.data = {"reads": rows, "stored": fixture.by_state, "runs": fixture.runs,
                   "fillS": round(fixture.fill_s, 1), "repeats": repeats}  # fmt: skip
@@ -273,7 +309,11 @@ def _measure_pages(ro_dsn: str, cases: list[PageCase], repeats: int) -> None:
     env = dict(os.environ, QINGLONG_DSN=ro_dsn)
     console = subprocess.Popen(
         [sys.executable, "-m", "qinglong", "console", "--port", "0", "--refresh-s", "0"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert console.stdout is not None
         first = console.stdout.readline()
@@ -296,26 +336,52 @@ def _pages_table(cases: list[PageCase], fixture: ops_fill.Fixture, repeats: int)
     table = Table(
         f"ops: console pages (qinglong console as a ql_readonly role), {fixture.runs:,} runs "
         f"stored, {repeats} requests each",
-        ["page", "KiB", "server p50 ms", "server p99 ms", "server max ms", "client p99 ms",
-         f"≤ {PAGE_TARGET_MS:g} ms p99"],
+        [
+            "page",
+            "KiB",
+            "server p50 ms",
+            "server p99 ms",
+            "server max ms",
+            "client p99 ms",
+            f"≤ {PAGE_TARGET_MS:g} ms p99",
+        ],
     )
     rows = []
     for case in cases:
         p50, p99 = percentile(case.server, 50), percentile(case.server, 99)
         met = not math.isnan(p99) and p99 <= PAGE_TARGET_MS
-        table.rows.append([case.label, f"{case.size / 1024:.1f}", f"{p50:.1f}", f"{p99:.1f}",
-                           f"{max(case.server):.1f}", f"{percentile(case.client, 99):.1f}",
-                           "met" if met else f"MISSED (p99 {p99:.1f} ms)"])
-        rows.append({"page": case.label, "path": case.path, "serverP50Ms": p50,
-                     "serverP99Ms": p99, "clientP99Ms": percentile(case.client, 99),
-                     "bytes": case.size, "met": met})
+        table.rows.append(
+            [
+                case.label,
+                f"{case.size / 1024:.1f}",
+                f"{p50:.1f}",
+                f"{p99:.1f}",
+                f"{max(case.server):.1f}",
+                f"{percentile(case.client, 99):.1f}",
+                "met" if met else f"MISSED (p99 {p99:.1f} ms)",
+            ]
+        )
+        rows.append(
+            {
+                "page": case.label,
+                "path": case.path,
+                "serverP50Ms": p50,
+                "serverP99Ms": p99,
+                "clientP99Ms": percentile(case.client, 99),
+                "bytes": case.size,
+                "met": met,
+            }
+        )
     table.notes += [
         "server = the console's Server-Timing (request in to page rendered: every database "
         "read of the page included; the overview's six reads run concurrently on the "
         "console's pool); client = the whole HTTP exchange on 127.0.0.1",
         "target: each page ≤ 100 ms p99 of server time (SPEC §10): "
-        + ("met" if all(r["met"] for r in rows) else "MISSED for "
-           + ", ".join(r["page"] for r in rows if not r["met"])),
+        + (
+            "met"
+            if all(r["met"] for r in rows)
+            else "MISSED for " + ", ".join(r["page"] for r in rows if not r["met"])
+        ),
     ]
     table.data = {"pages": rows, "runs": fixture.runs, "repeats": repeats}
     return table
@@ -340,19 +406,24 @@ def _busy_prepare(ctx: BenchContext, dsn: str, sizes: dict[str, Any]) -> BusyFix
         task_ids = ops_fill.tasks(api, ctx.tasks["plain"])
         fleet = ops_fill.fleet(api, BUSY_SESSIONS, distinct=True)
         ops_fill.fill_busy_window(conn, sizes["busy"], sizes["chunk"], task_ids, fleet)
-        zones = [api.task(f"zone-{i}", {"required": {"labels": {"zone": f"z{i}"}}})
-                 for i in range(BUSY_PLACEMENTS)]
+        zones = [
+            api.task(f"zone-{i}", {"required": {"labels": {"zone": f"z{i}"}}})
+            for i in range(BUSY_PLACEMENTS)
+        ]
         for _ in range(BUSY_WAITING_PER_CLASS):  # the oldest waiting runs: 20 classes
             for task in zones:
                 api.enqueue(task, 1)
         conn.execute("ANALYZE")
         window = "clock_timestamp() - interval '15 minutes'"
-        leases = _one_value(conn, "SELECT count(*) FROM ql_private.run_leases "
-                                  f"WHERE claimed_at >= {window}")
-        finished = _one_value(conn, "SELECT count(*) FROM ql_private.runs "
-                                    f"WHERE finished_at >= {window}")
-    return BusyFixture(sizes["busy"], _by_state_of(dsn), int(leases), int(finished),
-                       time.monotonic() - started)
+        leases = _one_value(
+            conn, f"SELECT count(*) FROM ql_private.run_leases WHERE claimed_at >= {window}"
+        )
+        finished = _one_value(
+            conn, f"SELECT count(*) FROM ql_private.runs WHERE finished_at >= {window}"
+        )
+    return BusyFixture(
+        sizes["busy"], _by_state_of(dsn), int(leases), int(finished), time.monotonic() - started
+    )
 
 
 def _by_state_of(dsn: str) -> dict[str, int]:
@@ -365,36 +436,48 @@ def _busy_window(ctx: BenchContext, sizes: dict[str, Any]) -> Table:
     with ctx.fresh_db() as dsn:
         fixture = _busy_prepare(ctx, dsn, sizes)
         ro_dsn = _readonly_dsn(ctx, dsn)
-        reads = [ReadCase("throughput (15 minutes)", db_api.throughput(minutes=15)),
-                 ReadCase("waiting_runs (20 runs, 20 classes x 200 distinct sessions)",
-                          db_api.waiting_runs(limit=20)),
-                 ReadCase("queue_depth", db_api.queue_depth()),
-                 ReadCase("live_sessions (50)", db_api.live_sessions(limit=50)),
-                 ReadCase("run_state_counts", db_api.run_state_counts()),
-                 ReadCase("recent_denials (20)", db_api.recent_denials(limit=20))]
+        reads = [
+            ReadCase("throughput (15 minutes)", db_api.throughput(minutes=15)),
+            ReadCase(
+                "waiting_runs (20 runs, 20 classes x 200 distinct sessions)",
+                db_api.waiting_runs(limit=20),
+            ),
+            ReadCase("queue_depth", db_api.queue_depth()),
+            ReadCase("live_sessions (50)", db_api.live_sessions(limit=50)),
+            ReadCase("run_state_counts", db_api.run_state_counts()),
+            ReadCase("recent_denials (20)", db_api.recent_denials(limit=20)),
+        ]
         _measure_reads(ro_dsn, reads, sizes["repeats"])
         page = PageCase("/ (overview: 6 reads)", "/")
         _measure_pages(ro_dsn, [page], sizes["repeats"])
     return _busy_table(fixture, reads, page, sizes["repeats"])
 
 
-def _busy_table(fixture: BusyFixture, reads: list[ReadCase], page: PageCase,
-                repeats: int) -> Table:
+def _busy_table(fixture: BusyFixture, reads: list[ReadCase], page: PageCase, repeats: int) -> Table:
     table = Table(
         f"ops: the console in a busy window ({fixture.leases_in_window:,} dispatches, "
         f"{fixture.finished_in_window:,} finishes in the last 15 minutes; {BUSY_SESSIONS} "
         f"sessions; {BUSY_PLACEMENTS} placements waiting), {repeats} calls each",
-        ["read / page", "p50 ms", "p99 ms", "max ms", f"page ≤ {PAGE_TARGET_MS:g} ms p99"])
+        ["read / page", "p50 ms", "p99 ms", "max ms", f"page ≤ {PAGE_TARGET_MS:g} ms p99"],
+    )
     rows = []
     for case in reads:
         p50, p99 = percentile(case.times, 50) * 1000, percentile(case.times, 99) * 1000
-        table.rows.append([case.label, f"{p50:.2f}", f"{p99:.2f}",
-                           f"{max(case.times) * 1000:.2f}", "-"])
+        table.rows.append(
+            [case.label, f"{p50:.2f}", f"{p99:.2f}", f"{max(case.times) * 1000:.2f}", "-"]
+        )
         rows.append({"read": case.label, "p50Ms": p50, "p99Ms": p99})
     p50, p99 = percentile(page.server, 50), percentile(page.server, 99)
     met = not math.isnan(p99) and p99 <= PAGE_TARGET_MS
-    table.rows.append([page.label + " (server)", f"{p50:.1f}", f"{p99:.1f}",
-                       f"{max(page.server):.1f}", "met" if met else f"MISSED (p99 {p99:.1f})"])
+    table.rows.append(
+        [
+            page.label + " (server)",
+            f"{p50:.1f}",
+            f"{p99:.1f}",
+            f"{max(page.server):.1f}",
+            "met" if met else f"MISSED (p99 {p99:.1f})",
+        ]
+    )
     states = ", ".join(f"{k} {v:,}" for k, v in sorted(fixture.by_state.items()))
     table.notes += [
         f"stored: {states}; filled set-based in {fixture.fill_s:.0f} s, then ANALYZE (no "
@@ -404,10 +487,16 @@ def _busy_table(fixture: BusyFixture, reads: list[ReadCase], page: PageCase,
         "target: the overview ≤ 100 ms p99 of server time (SPEC §10): "
         + ("met" if met else "MISSED"),
     ]
-    table.data = {"reads": rows, "pageP50Ms": p50, "pageP99Ms": p99, "met": met,
-                  "leasesInWindow": fixture.leases_in_window,
-                  "finishedInWindow": fixture.finished_in_window, "runs": fixture.runs,
-                  "repeats": repeats}
+    table.data = {
+        "reads": rows,
+        "pageP50Ms": p50,
+        "pageP99Ms": p99,
+        "met": met,
+        "leasesInWindow": fixture.leases_in_window,
+        "finishedInWindow": fixture.finished_in_window,
+        "runs": fixture.runs,
+        "repeats": repeats,
+    }
     return table
 
 
@@ -475,7 +564,7 @@ class PruneLoad:
         self.lock = threading.Lock()
 
     def claim(self, index: int, barrier: threading.Barrier) -> None:
-        pool = self.ctx.workers[index::self.threads]
+        pool = self.ctx.workers[index :: self.threads]
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             api = RecordingApi(conn)
             claimer = Claimer(api, pool)
@@ -521,8 +610,12 @@ class PruneLoad:
             result = call.run(conn, prepare=True)  # autocommit: one transaction each
             took = time.perf_counter() - before
             self.prune.batches.append(took)
-            for key, count in (("runs", result.runs), ("attempts", result.attempts),
-                               ("leases", result.leases), ("events", result.events)):
+            for key, count in (
+                ("runs", result.runs),
+                ("attempts", result.attempts),
+                ("leases", result.leases),
+                ("events", result.events),
+            ):
                 self.prune.deleted[key] = self.prune.deleted.get(key, 0) + count
             if not result.more:
                 self.prune.finished = True
@@ -575,8 +668,11 @@ def _prune_under_load(ctx: BenchContext, dsn: str, sizes: dict[str, Any]) -> dic
 
 def _check_ok(check: dict[str, int]) -> bool:
     n = check["claimed"]
-    return (check["distinct"] == check["stored"] == check["starting"] == n
-            and check["dispatchedEvents"] == n and check["liveBefore"] == check["liveAfter"])
+    return (
+        check["distinct"] == check["stored"] == check["starting"] == n
+        and check["dispatchedEvents"] == n
+        and check["liveBefore"] == check["liveAfter"]
+    )
 
 
 def _prune_table(result: dict[str, Any], sizes: dict[str, Any]) -> Table:
@@ -632,8 +728,12 @@ def _prune_notes(result: dict[str, Any], value: float, rates: list[float],
         f"{deleted.get('events', 0):,} events in {len(batches)} batches of {PRUNE_BATCH:,} "
         f"(one transaction each; batch p50 {percentile(batches, 50) * 1000:.0f} ms, p99 "
         f"{percentile(batches, 99) * 1000:.0f} ms)"
-        + (f"; every terminal run was pruned {load.prune.active_s:.1f} s into the window (the "
-           "rest of it ran without pruning)" if load.prune.finished else ""),
+        + (
+            f"; every terminal run was pruned {load.prune.active_s:.1f} s into the window (the "
+            "rest of it ran without pruning)"
+            if load.prune.finished
+            else ""
+        ),
         f"the pruning backend used {load.prune.backend_cpu_s:.1f} CPU s in its "
         f"{load.prune.active_s:.1f} s of pruning (one transaction per batch, each followed by "
         f"a pause of {PRUNE_PACE:g} x its duration, as `admin prune` and the sweeper do), on a "

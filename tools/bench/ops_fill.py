@@ -79,7 +79,10 @@ plan AS (
       FROM plan p CROSS JOIN LATERAL generate_series(1, p.n_att) k
 )"""
 
-FILL_SQL = "WITH " + _PLAN.strip() + """, new_runs AS (
+FILL_SQL = (
+    "WITH "
+    + _PLAN.strip()
+    + """, new_runs AS (
     INSERT INTO ql_private.runs (
         id, project_id, task_id, execution_revision_id, priority, queue_seq, state,
         current_attempt_id, placement_class, created_at, updated_at, finished_at, pool_id)
@@ -150,6 +153,7 @@ SELECT e.type, a.run_id, a.attempt_id, e.payload, e.at
   ) AS e(step, type, present, at, payload)
  WHERE e.present
  ORDER BY a.g, a.k, e.step"""
+)
 
 
 @dataclass
@@ -168,13 +172,19 @@ def fleet(api: Api, count: int, *, distinct: bool = False) -> list[Session]:
     a template worker must not replace one of these), each with an open session;
     `distinct`: each declares its own `host` label (no two sessions share capabilities,
     the console's waiting panel's worst case)."""
-    sessions = [api.session(api.worker(f"ops-fleet-{i}"),
-                            capabilities({"host": f"h{i}"}) if distinct else None)
-                for i in range(count)]
+    sessions = [
+        api.session(
+            api.worker(f"ops-fleet-{i}"), capabilities({"host": f"h{i}"}) if distinct else None
+        )
+        for i in range(count)
+    ]
     ids = [s.session_id for s in sessions]
     # Live for the whole benchmark (no heartbeats are sent): the fixture's clock.
-    api.conn.execute("UPDATE ql_private.worker_sessions SET expires_at = clock_timestamp() "
-                     "+ interval '2 hours' WHERE session_id = ANY(%s::uuid[])", (ids,))
+    api.conn.execute(
+        "UPDATE ql_private.worker_sessions SET expires_at = clock_timestamp() "
+        "+ interval '2 hours' WHERE session_id = ANY(%s::uuid[])",
+        (ids,),
+    )
     return sessions
 
 
@@ -197,8 +207,9 @@ def _revisions(conn: psycopg.Connection, task_ids: list[str]) -> dict[str, Any]:
             "placement_class": rows[0][4]}  # fmt: skip
 
 
-def _params(conn: psycopg.Connection, task_ids: list[str], sessions: list[Session],
-            **timeline: Any) -> dict[str, Any]:
+def _params(
+    conn: psycopg.Connection, task_ids: list[str], sessions: list[Session], **timeline: Any
+) -> dict[str, Any]:
     now = conn.execute("SELECT clock_timestamp()").fetchone()[0]
     return {
         **_revisions(conn, task_ids), "salt": secrets.token_hex(8), "now": now, "tail": TAIL,
@@ -215,8 +226,9 @@ def _write(conn: psycopg.Connection, runs: int, chunk: int, params: dict[str, An
     seq_base = int(conn.execute("SELECT nextval('ql_private.run_queue_seq')").fetchone()[0])
     for lo in range(0, runs, chunk):
         with conn.transaction():
-            conn.execute(FILL_SQL, {**params, "seq_base": seq_base, "lo": lo,
-                                    "hi": min(runs, lo + chunk)})
+            conn.execute(
+                FILL_SQL, {**params, "seq_base": seq_base, "lo": lo, "hi": min(runs, lo + chunk)}
+            )
     conn.execute("SELECT setval('ql_private.run_queue_seq', %s)", (seq_base + runs,))
 
 
@@ -225,15 +237,28 @@ def _by_state(conn: psycopg.Connection) -> dict[str, int]:
     return {state: int(n) for state, n in rows}
 
 
-def fill(conn: psycopg.Connection, runs: int, chunk: int, task_ids: list[str],
-         sessions: list[Session]) -> dict[str, int]:
+def fill(
+    conn: psycopg.Connection, runs: int, chunk: int, task_ids: list[str], sessions: list[Session]
+) -> dict[str, int]:
     """Write `runs` runs of history (chunks of `chunk`, one transaction each)."""
     live_from = int(runs * TERMINAL_SHARE)
     # t0 / t_live: seconds before now.
-    _write(conn, runs, chunk, _params(
-        conn, task_ids, sessions, live_from=live_from, t0=7 * 86400, t_live=LIVE_SPAN_S,
-        step_s=TERMINAL_SPAN_S / max(1, live_from),
-        live_step_s=LIVE_SPAN_S / max(1, runs - live_from), took_mod=300))
+    _write(
+        conn,
+        runs,
+        chunk,
+        _params(
+            conn,
+            task_ids,
+            sessions,
+            live_from=live_from,
+            t0=7 * 86400,
+            t_live=LIVE_SPAN_S,
+            step_s=TERMINAL_SPAN_S / max(1, live_from),
+            live_step_s=LIVE_SPAN_S / max(1, runs - live_from),
+            took_mod=300,
+        ),
+    )
     return _by_state(conn)
 
 
@@ -242,10 +267,24 @@ BUSY_T0_S = 870
 BUSY_TOOK_MOD = 20  # 5..24 s per attempt: even 3 attempts finish before now
 
 
-def fill_busy_window(conn: psycopg.Connection, runs: int, chunk: int, task_ids: list[str],
-                     sessions: list[Session]) -> dict[str, int]:
+def fill_busy_window(
+    conn: psycopg.Connection, runs: int, chunk: int, task_ids: list[str], sessions: list[Session]
+) -> dict[str, int]:
     """`runs` terminal runs, every dispatch and finish of them in the last 15 minutes."""
-    _write(conn, runs, chunk, _params(
-        conn, task_ids, sessions, live_from=runs, t0=BUSY_T0_S, t_live=0,
-        step_s=BUSY_SPAN_S / max(1, runs), live_step_s=0, took_mod=BUSY_TOOK_MOD))
+    _write(
+        conn,
+        runs,
+        chunk,
+        _params(
+            conn,
+            task_ids,
+            sessions,
+            live_from=runs,
+            t0=BUSY_T0_S,
+            t_live=0,
+            step_s=BUSY_SPAN_S / max(1, runs),
+            live_step_s=0,
+            took_mod=BUSY_TOOK_MOD,
+        ),
+    )
     return _by_state(conn)

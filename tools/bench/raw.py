@@ -101,9 +101,14 @@ def enqueue(conn: psycopg.Connection, count: int) -> None:
     )
 
 
-def drain(dsn: str, clients: int, warmup: int = 2, lifecycle: bool = False,
-          on_drained: Callable[[], None] | None = None,
-          claim: str = "qlbench.claim") -> Timings:
+def drain(
+    dsn: str,
+    clients: int,
+    warmup: int = 2,
+    lifecycle: bool = False,
+    on_drained: Callable[[], None] | None = None,
+    claim: str = "qlbench.claim",
+) -> Timings:
     """`clients` threads, each on its own connection with a server-side prepared
     statement, call qlbench.claim until the queue is empty (as `bench sql` does);
     every connection first makes `warmup` unmeasured claims (plpgsql plans are
@@ -175,7 +180,8 @@ def drain(dsn: str, clients: int, warmup: int = 2, lifecycle: bool = False,
 
 def _finish(conn: psycopg.Connection, job_id: int, name: str) -> None:
     for step in ("start", "finish"):
-        row = conn.execute(f"SELECT qlbench.{step}(%s, %s)", (job_id, name),
-                           prepare=True).fetchone()
+        row = conn.execute(
+            f"SELECT qlbench.{step}(%s, %s)", (job_id, name), prepare=True
+        ).fetchone()
         if row is None or row[0] is not True:
             raise RuntimeError(f"qlbench.{step} refused job {job_id}")

@@ -107,8 +107,9 @@ class SoakLevel(OursLevel):
                 "--every", f"{SWEEP_EVERY_S}s", "--retain-runs", f"{self.sizes.retain_runs_s}s",
                 "--retain-audit", f"{self.sizes.retain_audit_s}s"]  # fmt: skip
         self.sweeper_log = self.root / "sweeper.log"
-        self.children.append(spawn("sweeper", argv, self.sweeper_log,
-                                   env=os.environ | {"QINGLONG_DSN": self.dsn}))
+        self.children.append(
+            spawn("sweeper", argv, self.sweeper_log, env=os.environ | {"QINGLONG_DSN": self.dsn})
+        )
 
     def start_workers(self) -> None:
         for index, ident in enumerate(self.idents):
@@ -172,7 +173,7 @@ class PullStats:
         for line in text.splitlines():
             name, _, value = line.rpartition(" ")
             if name.startswith(bucket):
-                le = float(name[len(bucket):].split('"', 1)[0].replace("+Inf", "inf"))
+                le = float(name[len(bucket) :].split('"', 1)[0].replace("+Inf", "inf"))
                 self.buckets[le] = self.buckets.get(le, 0.0) + float(value)
             elif name.startswith('qinglong_ingress_pull_results_total{result="'):
                 result = name.split('"')[1]
@@ -388,8 +389,10 @@ def _sweeps(path: Path) -> dict[str, int]:
     return totals
 
 
-_AUTOVACUUM = re.compile(r'automatic vacuum of table "[^"]*\.ql_private\.(\w+)": '
-                         r"index scans: (\d+)")
+_AUTOVACUUM = re.compile(
+    r'automatic vacuum of table "[^"]*\.ql_private\.(\w+)": '
+    r"index scans: (\d+)"
+)
 
 
 @dataclass
@@ -454,8 +457,12 @@ def _soak(level: SoakLevel, sizes: Sizes) -> dict[str, Any]:
 QUEUE_NAPTIME = "10s"
 
 
-def sizes_for(quick: bool, retain_runs_s: int | None = None, retain_audit_s: int | None = None,
-              intervals: int | None = None) -> Sizes:
+def sizes_for(
+    quick: bool,
+    retain_runs_s: int | None = None,
+    retain_audit_s: int | None = None,
+    intervals: int | None = None,
+) -> Sizes:
     """The preset, with the command line's overrides (None keeps the preset's)."""
     sizes = QUICK if quick else FULL
     overrides = {"retain_runs_s": retain_runs_s, "retain_audit_s": retain_audit_s,
@@ -474,12 +481,15 @@ def run_standalone(quick: bool, retain_runs_s: int | None = None,
     # autovacuum_naptime: the setting docs/OPERATIONS.md tells operators to use for
     # a queue (the server default of 1 min lets ~30k dead rows pile up between
     # visits at this rate: measured, BENCHMARKS-HISTORY.md 2026-11-30 00:28).
-    cluster = ThrowawayPostgres(settings={"log_autovacuum_min_duration": "0",
-                                          "autovacuum_naptime": QUEUE_NAPTIME})
+    cluster = ThrowawayPostgres(
+        settings={"log_autovacuum_min_duration": "0", "autovacuum_naptime": QUEUE_NAPTIME}
+    )
     cluster.start()
     try:
-        with (tempfile.TemporaryDirectory(prefix="qinglong-bench-soak-") as tmp,
-              tempfile.TemporaryDirectory(prefix="qinglong-bench-runs-") as runs):
+        with (
+            tempfile.TemporaryDirectory(prefix="qinglong-bench-soak-") as tmp,
+            tempfile.TemporaryDirectory(prefix="qinglong-bench-runs-") as runs,
+        ):
             Path(runs).chmod(0o711)
             level = SoakLevel(cluster, Path(tmp), sizes, Path(runs))
             try:
@@ -591,20 +601,24 @@ def _dead_note(sizes: Sizes, dead: dict[str, Any], naptime: str) -> str:
     if met:
         return text + f" with autovacuum_naptime = {naptime} (docs/OPERATIONS.md)"
     name, worst = max(dead["tables"].items(), key=lambda item: item[1]["max"])
-    why = (f"; they grew ≈ {dead['growthPerS']:,.0f}/s between vacuums, and autovacuum "
-           f"visits the database once per autovacuum_naptime = {naptime} (0002's "
-           "per-table thresholds of 1,000 are crossed within seconds)")
+    why = (
+        f"; they grew ≈ {dead['growthPerS']:,.0f}/s between vacuums, and autovacuum "
+        f"visits the database once per autovacuum_naptime = {naptime} (0002's "
+        "per-table thresholds of 1,000 are crossed within seconds)"
+    )
     if worst["indexBypassed"]:
         # PostgreSQL >= 14 skips index vacuuming while dead item stubs sit on < 2 % of the
         # heap's pages; the stubs stay, and ANALYZE (0002: every 5,000 changes) counts
         # them as dead tuples, so n_dead_tup keeps climbing on a large table until the
         # stubs cover 2 % of its pages.
-        why += (f"; worst: ql_private.{name} (max {worst['max']:,}): "
-                f"{worst['indexBypassed']} of its autovacuums skipped index vacuuming (dead "
-                "item stubs on < 2 % of the heap's pages: PostgreSQL's bypass), and ANALYZE "
-                "counts the stubs left behind as dead tuples; on a 1M-row table they pile up "
-                "until they cover 2 % of its pages (the table's vacuum_index_cleanup = on "
-                "would force index vacuuming; not set by the migrations, not set here)")
+        why += (
+            f"; worst: ql_private.{name} (max {worst['max']:,}): "
+            f"{worst['indexBypassed']} of its autovacuums skipped index vacuuming (dead "
+            "item stubs on < 2 % of the heap's pages: PostgreSQL's bypass), and ANALYZE "
+            "counts the stubs left behind as dead tuples; on a 1M-row table they pile up "
+            "until they cover 2 % of its pages (the table's vacuum_index_cleanup = on "
+            "would force index vacuuming; not set by the migrations, not set here)"
+        )
     return text + why
 
 
@@ -652,16 +666,20 @@ def _stored_table(sizes: Sizes, result: dict[str, Any],
               if first is not None else math.nan)  # fmt: skip
     met = first is not None and growth <= TARGET_GROWTH
     if first is None:
-        note = (f"stored bytes, last ÷ first interval in retention's steady state: no verdict "
-                f"(steady state — {sizes.retain_runs_s} s retention + one {SWEEP_EVERY_S} s "
-                "sweep after the first completions — not reached in the window)")
+        note = (
+            f"stored bytes, last ÷ first interval in retention's steady state: no verdict "
+            f"(steady state — {sizes.retain_runs_s} s retention + one {SWEEP_EVERY_S} s "
+            "sweep after the first completions — not reached in the window)"
+        )
     else:
-        note = (f"stored bytes (table + index of {', '.join(STORED_TABLES)}) at the end of "
-                f"{unit} {len(intervals)} ÷ at the end of {unit} {first + 1}, the first interval "
-                f"starting once retention is in steady state (≥ {sizes.retain_runs_s} s retention "
-                f"+ one {SWEEP_EVERY_S} s sweep after the first completions, "
-                f"{result['windowOffsetS']:.0f} s before the window) = {fmt_ratio(growth)} "
-                f"(target ≤ {TARGET_GROWTH}: {_met(met)})")
+        note = (
+            f"stored bytes (table + index of {', '.join(STORED_TABLES)}) at the end of "
+            f"{unit} {len(intervals)} ÷ at the end of {unit} {first + 1}, the first interval "
+            f"starting once retention is in steady state (≥ {sizes.retain_runs_s} s retention "
+            f"+ one {SWEEP_EVERY_S} s sweep after the first completions, "
+            f"{result['windowOffsetS']:.0f} s before the window) = {fmt_ratio(growth)} "
+            f"(target ≤ {TARGET_GROWTH}: {_met(met)})"
+        )
     table.notes.append(note)
     table.data = {"growth": growth, "growthMet": met, "steadyFrom": first,
                   "storedStart": start,

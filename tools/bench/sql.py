@@ -123,10 +123,15 @@ class LifecycleWorker:
 
     def _heartbeat(self, session: Session) -> None:
         w = session.worker
-        beat = self.api.one(api.heartbeat_session(
-            credential_id=w.credential_id, secret_digest=w.secret_digest,
-            worker_id=w.worker_id, session_id=session.session_id,
-            generation=session.generation)).doc
+        beat = self.api.one(
+            api.heartbeat_session(
+                credential_id=w.credential_id,
+                secret_digest=w.secret_digest,
+                worker_id=w.worker_id,
+                session_id=session.session_id,
+                generation=session.generation,
+            )
+        ).doc
         if beat.get("status") != "ok":
             raise RuntimeError(f"heartbeat_session: {beat}")
         self.beat_at = time.monotonic()
@@ -134,15 +139,22 @@ class LifecycleWorker:
     def _finish(self, offer_id: str, digest: bytes, version: int) -> None:
         s, w = self.session, self.ident
         assert s is not None
-        common = {"credential_id": w.credential_id, "secret_digest": w.secret_digest,
-                  "worker_id": w.worker_id, "session_id": s.session_id,
-                  "generation": s.generation, "offer_id": offer_id, "token_digest": digest}
+        common = {
+            "credential_id": w.credential_id,
+            "secret_digest": w.secret_digest,
+            "worker_id": w.worker_id,
+            "session_id": s.session_id,
+            "generation": s.generation,
+            "offer_id": offer_id,
+            "token_digest": digest,
+        }
         acked = self.api.one(api.ack_lease(**common, lease_version=version, phase="starting")).doc
         if acked.get("status") != "ok":
             raise RuntimeError(f"ack_lease: {acked}")
         version = int(acked["lease"]["leaseVersion"])
-        done = self.api.one(api.complete_lease(**common, lease_version=version,
-                                               outcome="succeeded", exit_code=0)).doc
+        done = self.api.one(
+            api.complete_lease(**common, lease_version=version, outcome="succeeded", exit_code=0)
+        ).doc
         if done.get("status") != "ok":
             raise RuntimeError(f"complete_lease: {done}")
 
@@ -219,8 +231,9 @@ def _level(ctx: BenchContext, threads: int, runs: int, ours_first: bool) -> dict
             "_ours": ours, "_raw": base, "_ack": acks, "_floor": floor}  # fmt: skip
 
 
-def _lifecycle_ours(ctx: BenchContext, dsn: str, threads: int) -> tuple[Timings, Timings,
-                                                                         dict[str, int]]:
+def _lifecycle_ours(
+    ctx: BenchContext, dsn: str, threads: int
+) -> tuple[Timings, Timings, dict[str, int]]:
     workers: list[LifecycleWorker] = []
     lock = threading.Lock()
 
@@ -261,8 +274,9 @@ def _lifecycle_ours(ctx: BenchContext, dsn: str, threads: int) -> tuple[Timings,
     return claims, lifecycle, outcomes
 
 
-def _lifecycle_level(ctx: BenchContext, threads: int, runs: int,
-                     ours_first: bool) -> dict[str, Any]:
+def _lifecycle_level(
+    ctx: BenchContext, threads: int, runs: int, ours_first: bool
+) -> dict[str, Any]:
     with ctx.fresh_db() as dsn:
         _prepare(ctx, dsn, runs + WARMUP * threads)
         if ours_first:
@@ -279,9 +293,22 @@ def _lifecycle_level(ctx: BenchContext, threads: int, runs: int,
 
 def _table(title: str, levels: list[dict[str, Any]]) -> Table:
     floors = all("_floor" in level for level in levels)
-    table = Table(title, ["threads", "ours claims/s", "p50 ms", "p95 ms", "p99 ms",
-                          "raw claims/s", "raw p50", "raw p95", "raw p99", "ratio"]
-                  + (["schema floor claims/s", "floor ÷ raw"] if floors else []))
+    table = Table(
+        title,
+        [
+            "threads",
+            "ours claims/s",
+            "p50 ms",
+            "p95 ms",
+            "p99 ms",
+            "raw claims/s",
+            "raw p50",
+            "raw p95",
+            "raw p99",
+            "ratio",
+        ]
+        + (["schema floor claims/s", "floor ÷ raw"] if floors else []),
+    )
     for level in levels:
         ours, base = level.pop("_ours"), level.pop("_raw")
         level.pop("_ack", None)
@@ -297,20 +324,24 @@ def _table(title: str, levels: list[dict[str, Any]]) -> Table:
 def _target_note(levels: list[dict[str, Any]]) -> str:
     goals = {1: TARGET_ONE, 8: TARGET, 32: TARGET}
     checked = [lv for lv in levels if lv["threads"] in goals]
-    missed = [lv for lv in checked
-              if math.isnan(lv["ratio"]) or lv["ratio"] < goals[lv["threads"]]]
-    return (f"ratio = ours claims/s ÷ raw claims/s; target ≥ {TARGET} at 8 and 32 threads, "
-            f"≥ {TARGET_ONE} at 1: "
-            + ("met" if not missed else
-               "MISSED at " + ", ".join(str(lv["threads"]) for lv in missed)))
+    missed = [lv for lv in checked if math.isnan(lv["ratio"]) or lv["ratio"] < goals[lv["threads"]]]
+    return (
+        f"ratio = ours claims/s ÷ raw claims/s; target ≥ {TARGET} at 8 and 32 threads, "
+        f"≥ {TARGET_ONE} at 1: "
+        + ("met" if not missed else "MISSED at " + ", ".join(str(lv["threads"]) for lv in missed))
+    )
 
 
 def run(ctx: BenchContext) -> list[Table]:
     sizes = QUICK if ctx.quick else FULL
-    levels = [_level(ctx, threads, sizes["runs"], ours_first=index % 2 == 0)
-              for index, threads in enumerate(sizes["levels"])]
-    table = _table(f"sql: ql.pull_offer vs raw SKIP LOCKED claim, {sizes['runs']:,} runs "
-                   "per system per level", levels)
+    levels = [
+        _level(ctx, threads, sizes["runs"], ours_first=index % 2 == 0)
+        for index, threads in enumerate(sizes["levels"])
+    ]
+    table = _table(
+        f"sql: ql.pull_offer vs raw SKIP LOCKED claim, {sizes['runs']:,} runs per system per level",
+        levels,
+    )
     table.notes.append(_target_note(levels))
     table.notes.append(
         "both = 1 round trip per run taken out of the queue (ours: pull_offer incl. auth, "
@@ -324,11 +355,16 @@ def run(ctx: BenchContext) -> list[Table]:
         "reach without changing what is stored"
     )
     table.data = {"levels": levels, "target": TARGET, "targetOne": TARGET_ONE}
-    cycles = [_lifecycle_level(ctx, threads, sizes["runs"], ours_first=index % 2 == 1)
-              for index, threads in enumerate(sizes["levels"])]
-    workers = _table(f"sql, real workers: {WORKER_SLOTS}-slot sessions, every offer ACKed and "
-                     f"completed vs raw claim + start + finish, {sizes['runs']:,} runs per "
-                     "system per level", cycles)
+    cycles = [
+        _lifecycle_level(ctx, threads, sizes["runs"], ours_first=index % 2 == 1)
+        for index, threads in enumerate(sizes["levels"])
+    ]
+    workers = _table(
+        f"sql, real workers: {WORKER_SLOTS}-slot sessions, every offer ACKed and "
+        f"completed vs raw claim + start + finish, {sizes['runs']:,} runs per "
+        "system per level",
+        cycles,
+    )
     workers.notes.append(_target_note(cycles))
     workers.notes.append(
         "both = 3 round trips per job (ours: pull_offer, ack_lease starting, complete_lease "
@@ -336,7 +372,11 @@ def run(ctx: BenchContext) -> list[Table]:
         "per second of wall time, all three calls included; latency columns are the claim "
         "call's"
     )
-    workers.data = {"levels": cycles, "target": TARGET, "targetOne": TARGET_ONE,
-                    "workerSlots": WORKER_SLOTS}
+    workers.data = {
+        "levels": cycles,
+        "target": TARGET,
+        "targetOne": TARGET_ONE,
+        "workerSlots": WORKER_SLOTS,
+    }
     batches = sql_batch.table(ctx, sizes["levels"], sizes["runs"])
     return [table, workers, *batches]

@@ -123,11 +123,17 @@ class BatchClaimer:
         ids = [str(uuid.uuid4()) for _ in range(BATCH)]
         started = time.perf_counter()
         try:
-            result = self.api.one(api.pull_offers(
-                credential_id=w.credential_id, secret_digest=w.secret_digest,
-                worker_id=w.worker_id, session_id=session.session_id,
-                generation=session.generation, offer_ids=ids,
-                token_digests=[sha256(token()) for _ in ids])).doc
+            result = self.api.one(
+                api.pull_offers(
+                    credential_id=w.credential_id,
+                    secret_digest=w.secret_digest,
+                    worker_id=w.worker_id,
+                    session_id=session.session_id,
+                    generation=session.generation,
+                    offer_ids=ids,
+                    token_digests=[sha256(token()) for _ in ids],
+                )
+            ).doc
         except psycopg.errors.DatabaseError as exc:
             if exc.sqlstate != SESSION_EXPIRED:
                 raise
@@ -217,8 +223,12 @@ def _raw(dsn: str, threads: int) -> Timings:
 
 
 def _floor(dsn: str, threads: int, variant: batch_floor.Variant) -> Timings:
-    return _drain(dsn, threads, "SELECT qlbench.floor_claim_batch(%s, %s, %s, %s, %s)",
-                  (BATCH, variant.lease, variant.event, variant.attempt_lock))
+    return _drain(
+        dsn,
+        threads,
+        "SELECT qlbench.floor_claim_batch(%s, %s, %s, %s, %s)",
+        (BATCH, variant.lease, variant.event, variant.attempt_lock),
+    )
 
 
 @dataclass
@@ -233,18 +243,23 @@ class Wal:
     def mark(dsn: str) -> Wal:
         time.sleep(WAL_SETTLE_S)  # closed backends flush their WAL statistics on exit
         with psycopg.connect(dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT pg_current_wal_insert_lsn()::text, wal_records, wal_fpi"
-                               " FROM pg_stat_wal").fetchone()
+            row = conn.execute(
+                "SELECT pg_current_wal_insert_lsn()::text, wal_records, wal_fpi FROM pg_stat_wal"
+            ).fetchone()
         assert row is not None
         return Wal(str(row[0]), int(row[1]), int(row[2]))
 
     def per_claim(self, dsn: str, later: Wal, claims: int) -> dict[str, float]:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)",
-                               (later.lsn, self.lsn)).fetchone()
+            row = conn.execute(
+                "SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)", (later.lsn, self.lsn)
+            ).fetchone()
         assert row is not None
-        return {"bytes": float(row[0]) / claims, "records": (later.records - self.records) / claims,
-                "fpi": (later.fpi - self.fpi) / claims}
+        return {
+            "bytes": float(row[0]) / claims,
+            "records": (later.records - self.records) / claims,
+            "fpi": (later.fpi - self.fpi) / claims,
+        }
 
 
 PHASES = ("ours", "raw", *(v.key for v in batch_floor.VARIANTS))
@@ -294,59 +309,112 @@ def _level(ctx: BenchContext, threads: int, runs: int, reverse: bool,
 def _floor_table(results: list[dict[str, Any]]) -> Table:
     """Each floor variant's runs/s and WAL per claim next to raw and ours."""
     keys = [k for k in PHASES if all(k in lv["_timings"] for lv in results)]
-    labels = {"ours": "ours (ql.pull_offers)", "raw": "raw batch-10",
-              **{v.key: v.label for v in batch_floor.VARIANTS}}
-    out = Table(f"sql, batch-{BATCH} floor: raw batch-{BATCH} with QingLong's writes, "
-                "piece by piece; WAL per claim",
-                ["threads", "drain", "runs/s", "÷ raw", "p50 ms/call", "WAL B/claim",
-                 "WAL records/claim", "full-page images/claim"])
+    labels = {
+        "ours": "ours (ql.pull_offers)",
+        "raw": "raw batch-10",
+        **{v.key: v.label for v in batch_floor.VARIANTS},
+    }
+    out = Table(
+        f"sql, batch-{BATCH} floor: raw batch-{BATCH} with QingLong's writes, "
+        "piece by piece; WAL per claim",
+        [
+            "threads",
+            "drain",
+            "runs/s",
+            "÷ raw",
+            "p50 ms/call",
+            "WAL B/claim",
+            "WAL records/claim",
+            "full-page images/claim",
+        ],
+    )
     for level in results:
         base = level["_timings"]["raw"].rate
         for key in keys:
             t, w = level["_timings"][key], level["wal"][key]
-            out.rows.append([str(level["threads"]), labels[key], f"{t.rate:,.0f}",
-                             fmt_ratio(ratio(t.rate, base)), ms(t.pct(50)),
-                             f"{w['bytes']:,.0f}", f"{w['records']:.1f}", f"{w['fpi']:.2f}"])
+            out.rows.append(
+                [
+                    str(level["threads"]),
+                    labels[key],
+                    f"{t.rate:,.0f}",
+                    fmt_ratio(ratio(t.rate, base)),
+                    ms(t.pct(50)),
+                    f"{w['bytes']:,.0f}",
+                    f"{w['records']:.1f}",
+                    f"{w['fpi']:.2f}",
+                ]
+            )
     out.notes.append(
         "floor = qlbench.floor_claim_batch (tools/bench/batch_floor.py): one SELECT of 10 ready "
         "runs FOR NO KEY UPDATE SKIP LOCKED in candidate order, then set-based the writes "
         "ql.pull_offers makes per claim — lease insert, run -> dispatching (not HOT), "
         "run.dispatched event — and none of its checks; the other rows drop or add one piece; "
         "WAL = pg_current_wal_insert_lsn() and pg_stat_wal deltas over the phase (vacuum "
-        "before the first mark; warm-up calls and ours's session opens included) ÷ rows taken")
+        "before the first mark; warm-up calls and ours's session opens included) ÷ rows taken"
+    )
     return out
 
 
 def table(ctx: BenchContext, levels: list[int], runs: int, rounds: int = 1) -> list[Table]:
-    results = [_level(ctx, threads, runs, reverse=(index + r) % 2 == 1)
-               for r in range(rounds) for index, threads in enumerate(levels)]
+    results = [
+        _level(ctx, threads, runs, reverse=(index + r) % 2 == 1)
+        for r in range(rounds)
+        for index, threads in enumerate(levels)
+    ]
     results.sort(key=lambda lv: lv["threads"])
-    out = Table(f"sql, batch-{BATCH}: ql.pull_offers vs raw batch-{BATCH} SKIP LOCKED claim and "
-                f"its floor on our schema, {runs:,} runs per system per level",
-                ["threads", "ours claims/s", "p50 ms/call", "p95 ms/call", "raw claims/s",
-                 "raw p50", "raw p95", "floor claims/s", "ratio (ours ÷ raw)",
-                 "floor ÷ raw", "ours ÷ floor"])
+    out = Table(
+        f"sql, batch-{BATCH}: ql.pull_offers vs raw batch-{BATCH} SKIP LOCKED claim and "
+        f"its floor on our schema, {runs:,} runs per system per level",
+        [
+            "threads",
+            "ours claims/s",
+            "p50 ms/call",
+            "p95 ms/call",
+            "raw claims/s",
+            "raw p50",
+            "raw p95",
+            "floor claims/s",
+            "ratio (ours ÷ raw)",
+            "floor ÷ raw",
+            "ours ÷ floor",
+        ],
+    )
     for level in results:
         t = level["_timings"]
         ours, base, floor = t["ours"], t["raw"], t.get("floor")
-        out.rows.append([str(level["threads"]), f"{ours.rate:,.0f}", ms(ours.pct(50)),
-                         ms(ours.pct(95)), f"{base.rate:,.0f}", ms(base.pct(50)),
-                         ms(base.pct(95)), f"{floor.rate:,.0f}" if floor else "n/a",
-                         fmt_ratio(level["ratio"]), fmt_ratio(level["floorRatio"]),
-                         fmt_ratio(level["oursFloorRatio"])])
+        out.rows.append(
+            [
+                str(level["threads"]),
+                f"{ours.rate:,.0f}",
+                ms(ours.pct(50)),
+                ms(ours.pct(95)),
+                f"{base.rate:,.0f}",
+                ms(base.pct(50)),
+                ms(base.pct(95)),
+                f"{floor.rate:,.0f}" if floor else "n/a",
+                fmt_ratio(level["ratio"]),
+                fmt_ratio(level["floorRatio"]),
+                fmt_ratio(level["oursFloorRatio"]),
+            ]
+        )
     checked = [lv for lv in results if lv["threads"] in (8, 32)]
     missed = [lv for lv in checked if math.isnan(lv["ratio"]) or lv["ratio"] < TARGET]
     out.notes.append(
         f"ratio = ours claims/s ÷ raw claims/s, both {BATCH} runs per call; target ≥ {TARGET} "
         "at 8 and 32 connections (SPEC 18.4): "
-        + ("met" if not missed else
-           "MISSED at " + ", ".join(sorted({str(lv["threads"]) for lv in missed}, key=int))))
+        + (
+            "met"
+            if not missed
+            else "MISSED at " + ", ".join(sorted({str(lv["threads"]) for lv in missed}, key=int))
+        )
+    )
     floor_missed = [lv for lv in checked if not lv["floorRatio"] >= TARGET]
     out.notes.append(
         "floor ÷ raw = what any batched pull that keeps the stored lease, run state and event "
         f"could reach: below {TARGET} (at "
         + (", ".join(sorted({str(lv["threads"]) for lv in floor_missed}, key=int)) or "none")
-        + ") the target is out of reach on this schema whatever the pull's code")
+        + ") the target is out of reach on this schema whatever the pull's code"
+    )
     floors = _floor_table(results)
     for level in results:
         level.pop("_timings")
@@ -410,22 +478,36 @@ def cpu_table(ctx: BenchContext, runs: int, rounds: int) -> Table:
                         Api(conn).enqueue(ctx.tasks["plain"], runs + WARMUP * BATCH)
                 vacuum(dsn)
                 with psycopg.connect(dsn, autocommit=True) as conn:
-                    workers = ctx.workers[r * per_round:(r + 1) * per_round]
+                    workers = ctx.workers[r * per_round : (r + 1) * per_round]
                     samples[key].append(_cpu_drain(workers, conn, key))
-    labels = {"ours": "ours (ql.pull_offers)", "raw": "raw batch-10",
-              **{v.key: v.label for v in batch_floor.VARIANTS}}
+    labels = {
+        "ours": "ours (ql.pull_offers)",
+        "raw": "raw batch-10",
+        **{v.key: v.label for v in batch_floor.VARIANTS},
+    }
     base = statistics.median(samples["raw"])
-    out = Table(f"sql, batch-{BATCH}: backend CPU per claim, one connection, {runs:,} runs per "
-                f"phase, {rounds} rounds", ["drain", "µs/claim (median)", "min", "max",
-                                            "raw ÷ this"])
+    out = Table(
+        f"sql, batch-{BATCH}: backend CPU per claim, one connection, {runs:,} runs per "
+        f"phase, {rounds} rounds",
+        ["drain", "µs/claim (median)", "min", "max", "raw ÷ this"],
+    )
     for key in PHASES:
         median = statistics.median(samples[key])
-        out.rows.append([labels[key], f"{median:,.0f}", f"{min(samples[key]):,.0f}",
-                         f"{max(samples[key]):,.0f}", fmt_ratio(ratio(base, median))])
-    out.notes.append("CPU = the backend's run time from /proc/<pid>/schedstat over the drain "
-                     "(warm-up calls excluded), synchronous_commit = off on the connection; "
-                     "phases alternate order per round on one database, each on its own "
-                     "enqueued and vacuumed rows")
+        out.rows.append(
+            [
+                labels[key],
+                f"{median:,.0f}",
+                f"{min(samples[key]):,.0f}",
+                f"{max(samples[key]):,.0f}",
+                fmt_ratio(ratio(base, median)),
+            ]
+        )
+    out.notes.append(
+        "CPU = the backend's run time from /proc/<pid>/schedstat over the drain "
+        "(warm-up calls excluded), synchronous_commit = off on the connection; "
+        "phases alternate order per round on one database, each on its own "
+        "enqueued and vacuumed rows"
+    )
     out.data = {"samples": samples, "runs": runs, "rounds": rounds}
     return out
 
@@ -445,8 +527,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
-    parser.add_argument("--cpu-rounds", type=int, default=0,
-                        help="also backend CPU per claim, one connection, this many rounds")
+    parser.add_argument(
+        "--cpu-rounds",
+        type=int,
+        default=0,
+        help="also backend CPU per claim, one connection, this many rounds",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     ctx = prepare_context(quick=False)

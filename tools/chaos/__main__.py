@@ -25,8 +25,9 @@ def _lazy(target: str) -> Handler:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    chaos = argparse.ArgumentParser(prog="python -m tools.chaos",
-                                    description="chaos soak and its offline checker")
+    chaos = argparse.ArgumentParser(
+        prog="python -m tools.chaos", description="chaos soak and its offline checker"
+    )
     commands = chaos.add_subparsers(dest="chaos_command", required=True)
     soak = commands.add_parser(
         "soak",
@@ -37,19 +38,38 @@ def build_parser() -> argparse.ArgumentParser:
         "and enough pulls.",
     )
     length = soak.add_mutually_exclusive_group()
-    length.add_argument("--short", dest="plan", action="store_const", const="short",
-                        help="CI size: >= 2,000 pulls in about 3-4 minutes (default)")
-    length.add_argument("--long", dest="plan", action="store_const", const="long",
-                        help=">= 20,000 pulls (about 15-25 minutes)")
+    length.add_argument(
+        "--short",
+        dest="plan",
+        action="store_const",
+        const="short",
+        help="CI size: >= 2,000 pulls in about 3-4 minutes (default)",
+    )
+    length.add_argument(
+        "--long",
+        dest="plan",
+        action="store_const",
+        const="long",
+        help=">= 20,000 pulls (about 15-25 minutes)",
+    )
     soak.set_defaults(plan="short")
-    soak.add_argument("--out", type=Path, default=None,
-                      help="directory for history, snapshots, journals and logs "
-                      "(default: a new temp dir, kept)")
+    soak.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="directory for history, snapshots, journals and logs (default: a new temp dir, kept)",
+    )
     soak.add_argument("--seed", type=int, default=None, help="seed of the fault schedule")
-    soak.add_argument("--duration", type=float, default=None, metavar="S",
-                      help="override the minimum fault-phase length in seconds")
-    soak.add_argument("--min-pulls", type=int, default=None, metavar="N",
-                      help="override the pull target")
+    soak.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help="override the minimum fault-phase length in seconds",
+    )
+    soak.add_argument(
+        "--min-pulls", type=int, default=None, metavar="N", help="override the pull target"
+    )
     soak.add_argument("--strict", action="store_true", help=STRICT_HELP)
     soak.set_defaults(handler=_lazy("tools.chaos.cli:soak_command"))
     mutate = commands.add_parser(
@@ -60,17 +80,33 @@ def build_parser() -> argparse.ArgumentParser:
         "report which anomaly caught it. Prints 'K of N mutants caught'; exit 0 only when "
         "all are caught.",
     )
-    mutate.add_argument("--only", action="append", metavar="NAME",
-                        help="run only this mutant (file name without .patch); repeatable")
-    mutate.add_argument("--check", action="store_true",
-                        help="only verify that every mutant applies to the checkout")
-    mutate.add_argument("--keep", type=Path, default=None, metavar="DIR",
-                        help="keep each mutant's copy, soak output and log under DIR")
+    mutate.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        help="run only this mutant (file name without .patch); repeatable",
+    )
+    mutate.add_argument(
+        "--check", action="store_true", help="only verify that every mutant applies to the checkout"
+    )
+    mutate.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep each mutant's copy, soak output and log under DIR",
+    )
     mutate.add_argument("--seed", type=int, default=None, help="seed of every soak")
-    mutate.add_argument("--duration", type=float, default=None, metavar="S",
-                        help="override the soak's minimum fault-phase length")
-    mutate.add_argument("--min-pulls", type=int, default=None, metavar="N",
-                        help="override the soak's pull target")
+    mutate.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help="override the soak's minimum fault-phase length",
+    )
+    mutate.add_argument(
+        "--min-pulls", type=int, default=None, metavar="N", help="override the soak's pull target"
+    )
     mutate.set_defaults(handler=_lazy("tools.chaos.cli:mutate_command"))
     drill = commands.add_parser(
         "drill",
@@ -83,9 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
         "nonTerminalRuns, anomalies}; exit 0 only when all counts are 0 and every fault "
         "met its target (30 s failover, 5 s switchover and ingress loss).",
     )
-    drill.add_argument("--out", type=Path, default=None,
-                       help="directory for history, snapshots, journals and logs "
-                       "(default: a new temp dir, kept)")
+    drill.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="directory for history, snapshots, journals and logs (default: a new temp dir, kept)",
+    )
     drill.add_argument("--seed", type=int, default=None, help="seed of the enqueue choices")
     drill.set_defaults(handler=_lazy("tools.chaos.drill:drill_command"))
     check = commands.add_parser("check", help="check a soak's HISTORY_DIR offline")

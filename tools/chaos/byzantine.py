@@ -247,8 +247,9 @@ class Hostile:
             more["sentVersion"] = version
         if "sessionId" in body:
             more["sentSessionId"], more["sentGeneration"] = body["sessionId"], body["generation"]
-        self.record(kind, path, answer, target=target, offer_id=offer_id, sent_at=sent_at,
-                    extra=more)
+        self.record(
+            kind, path, answer, target=target, offer_id=offer_id, sent_at=sent_at, extra=more
+        )
         return answer
 
     def _victim_entries(self) -> list[Stolen]:
@@ -313,8 +314,14 @@ class Hostile:
 
     # -- the probes -----------------------------------------------------------------
 
-    def pull_body(self, session: Session | Stolen, offer_id: str, token: str,
-                  generation: int | None = None, worker_id: str | None = None) -> dict[str, Any]:
+    def pull_body(
+        self,
+        session: Session | Stolen,
+        offer_id: str,
+        token: str,
+        generation: int | None = None,
+        worker_id: str | None = None,
+    ) -> dict[str, Any]:
         gen = session.generation if generation is None else generation
         body = self._fence("qinglong/offer-pull-request@v1", session.session_id, gen, worker_id)
         body.update(offerId=offer_id, leaseToken=token)
@@ -323,8 +330,11 @@ class Hostile:
     def lease_body(self, kind: str, stolen: Stolen | Held, *, session_id: str | None = None,
                    generation: int | None = None, token: str | None = None,
                    version: int | None = None, **more: Any) -> dict[str, Any]:  # fmt: skip
-        body = self._fence(f"qinglong/lease-{kind}-request@v1", session_id or stolen.session_id,
-                           stolen.generation if generation is None else generation)
+        body = self._fence(
+            f"qinglong/lease-{kind}-request@v1",
+            session_id or stolen.session_id,
+            stolen.generation if generation is None else generation,
+        )
         body.update(offerId=stolen.offer_id, leaseToken=token or stolen.token,
                     leaseVersion=stolen.version if version is None else version)  # fmt: skip
         body.update(more)
@@ -358,9 +368,14 @@ class Hostile:
         own = self.session
         use_own = own is not None and self.rng.random() < 0.3
         version = stolen.version + self.rng.choice((0, 0, 1, -1 if stolen.version > 1 else 0))
-        body = self.lease_body(kind, stolen, version=version,
-                               session_id=own.session_id if use_own and own else None,
-                               generation=own.generation if use_own and own else None, **more)
+        body = self.lease_body(
+            kind,
+            stolen,
+            version=version,
+            session_id=own.session_id if use_own and own else None,
+            generation=own.generation if use_own and own else None,
+            **more,
+        )
         self.send(f"{kind}_foreign", path, body, target="foreign",
                   offer_id=stolen.offer_id,
                   extra={"victim": stolen.victim.name, "ownSession": use_own})  # fmt: skip
@@ -368,8 +383,14 @@ class Hostile:
     def probe_unknown_offer(self) -> None:
         if self.session is None:
             return
-        ghost = Stolen(self.config.victims[0], str(uuid.uuid4()), new_token(),
-                       self.session.session_id, self.session.generation, 1)
+        ghost = Stolen(
+            self.config.victims[0],
+            str(uuid.uuid4()),
+            new_token(),
+            self.session.session_id,
+            self.session.generation,
+            1,
+        )
         body = self.lease_body("ack", ghost, phase="starting")
         self.send("ack_unknown_offer", ACK, body, target="none", offer_id=ghost.offer_id)
 
@@ -389,8 +410,13 @@ class Hostile:
             return
         old = self.rng.choice(self.old_sessions)
         offer_id = str(uuid.uuid4())
-        self.send("pull_replaced_session", PULL, self.pull_body(old, offer_id, new_token()),
-                  target="none", offer_id=offer_id)
+        self.send(
+            "pull_replaced_session",
+            PULL,
+            self.pull_body(old, offer_id, new_token()),
+            target="none",
+            offer_id=offer_id,
+        )
 
     def probe_foreign_session(self) -> None:
         """Another worker's session: pull in it, heartbeat it, close it."""
@@ -408,8 +434,13 @@ class Hostile:
                                "qinglong/session-heartbeat-request@v1") if which == 1 else
                               ("session_close_foreign", "/v1/sessions/close",
                                "qinglong/session-close-request@v1"))  # fmt: skip
-        self.send(kind, path, self._fence(schema, stolen.session_id, stolen.generation),
-                  target="foreign_session", extra={"victim": stolen.victim.name})
+        self.send(
+            kind,
+            path,
+            self._fence(schema, stolen.session_id, stolen.generation),
+            target="foreign_session",
+            extra={"victim": stolen.victim.name},
+        )
 
     def probe_identity(self) -> None:
         """The body names another worker: with its own credential, with the victim's."""
@@ -419,8 +450,11 @@ class Hostile:
         impersonate = self.rng.random() < 0.5
         body = self._fence("qinglong/session-heartbeat-request@v1", stolen.session_id,
                            stolen.generation, stolen.victim.worker_id)  # fmt: skip
-        http = self._http_as(lambda: read_credential_file(stolen.victim.credential_file)) \
-            if impersonate else None
+        http = (
+            self._http_as(lambda: read_credential_file(stolen.victim.credential_file))
+            if impersonate
+            else None
+        )
         try:
             self.send("identity_foreign_credential" if impersonate else "identity_body",
                       "/v1/sessions/heartbeat", body,
@@ -442,9 +476,10 @@ class Hostile:
             http = self._http_as(lambda: read_credential_file(victim.credential_file))
             kind = "credential_foreign"
         else:
+
             def wrong() -> str:
                 mine = read_credential_file(self.config.credential_file)
-                return mine[: -43] + _other_token(mine[-43:])
+                return mine[:-43] + _other_token(mine[-43:])
 
             http, kind = self._http_as(wrong), "credential_wrong_secret"
         try:
@@ -493,8 +528,14 @@ class Hostile:
             if answer.status is not None and answer.status != 503:
                 break
             time.sleep(0.3)
-            answer = self.send("pull_own", PULL, body, target="own",
-                               offer_id=offer_id, extra={"labels": own.labels})
+            answer = self.send(
+                "pull_own",
+                PULL,
+                body,
+                target="own",
+                offer_id=offer_id,
+                extra={"labels": own.labels},
+            )
         if answer.status == 409:
             self.session = None  # open another one next
         if answer.status == 200 and answer.reason == "offered" and answer.doc is not None:
@@ -535,15 +576,27 @@ class Hostile:
         """A wrong token, a wrong generation, a stale version, a heartbeat and a
         completion before starting: each refused, none changes the lease."""
         return [
-            ("own_ack_wrong_token", ACK,
-             self.lease_body("ack", held, phase="starting", token=_other_token(held.token))),
-            ("own_ack_wrong_generation", ACK,
-             self.lease_body("ack", held, phase="starting", generation=held.generation + 1)),
-            ("own_ack_stale_version", ACK,
-             self.lease_body("ack", held, phase="starting", version=held.version + 1)),
+            (
+                "own_ack_wrong_token",
+                ACK,
+                self.lease_body("ack", held, phase="starting", token=_other_token(held.token)),
+            ),
+            (
+                "own_ack_wrong_generation",
+                ACK,
+                self.lease_body("ack", held, phase="starting", generation=held.generation + 1),
+            ),
+            (
+                "own_ack_stale_version",
+                ACK,
+                self.lease_body("ack", held, phase="starting", version=held.version + 1),
+            ),
             ("own_heartbeat_unstarted", HEARTBEAT, self.lease_body("heartbeat", held)),
-            ("own_complete_unstarted", COMPLETE,
-             self.lease_body("complete", held, outcome="succeeded", exitCode=0)),
+            (
+                "own_complete_unstarted",
+                COMPLETE,
+                self.lease_body("complete", held, outcome="succeeded", exitCode=0),
+            ),
         ]
 
     def own_lifecycle(self, held: Held) -> None:
@@ -573,8 +626,13 @@ class Hostile:
             self.send("own_complete_replay", COMPLETE, done, target="own",
                       offer_id=held.offer_id, extra={"expectVersion": final})  # fmt: skip
             held.version = final
-            self.send("own_heartbeat_terminal", HEARTBEAT, self.lease_body("heartbeat", held),
-                      target="own", offer_id=held.offer_id)
+            self.send(
+                "own_heartbeat_terminal",
+                HEARTBEAT,
+                self.lease_body("heartbeat", held),
+                target="own",
+                offer_id=held.offer_id,
+            )
         self.finish(held)
 
     def lost_lease(self, held: Held) -> None:
@@ -605,11 +663,21 @@ class Hostile:
 
     # -- the loop -----------------------------------------------------------------------
 
-    PROBES = ("probe_foreign_pull", "probe_foreign_lease", "probe_foreign_lease",
-              "probe_unknown_offer", "probe_wrong_generation", "probe_old_session",
-              "probe_foreign_session", "probe_foreign_session", "probe_identity",
-              "probe_credentials", "probe_bad_label_key", "probe_foreign_labels",
-              "probe_replay_old")
+    PROBES = (
+        "probe_foreign_pull",
+        "probe_foreign_lease",
+        "probe_foreign_lease",
+        "probe_unknown_offer",
+        "probe_wrong_generation",
+        "probe_old_session",
+        "probe_foreign_session",
+        "probe_foreign_session",
+        "probe_identity",
+        "probe_credentials",
+        "probe_bad_label_key",
+        "probe_foreign_labels",
+        "probe_replay_old",
+    )
 
     def tick(self) -> None:
         if self.session is None or time.monotonic() - self.last_heartbeat > 90:

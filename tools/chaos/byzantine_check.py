@@ -159,9 +159,12 @@ def _pool_boundary(facts: Facts, worker_id: str) -> Iterator[Anomaly]:
     for lease in snapshot["leases"]:
         pool = pool_of.get(lease["runId"])
         if lease["workerId"] == worker_id and not grant["allPools"] and pool not in pools:
-            yield Anomaly("j", f"lease {lease['offerId']} of the hostile worker is on run "
-                               f"{lease['runId']} of pool {pool}, not granted to it "
-                               f"(granted {sorted(pools)})")
+            yield Anomaly(
+                "j",
+                f"lease {lease['offerId']} of the hostile worker is on run "
+                f"{lease['runId']} of pool {pool}, not granted to it "
+                f"(granted {sorted(pools)})",
+            )
     if grant["selfLabels"]:
         return
     granted = grant["labels"]
@@ -169,9 +172,12 @@ def _pool_boundary(facts: Facts, worker_id: str) -> Iterator[Anomaly]:
         labels = session.get("labels") or {}
         ungranted = sorted(k for k, v in labels.items() if granted.get(k) != v)
         if session["workerId"] == worker_id and ungranted:
-            yield Anomaly("j", f"session {session['sessionId']} of the hostile worker declares "
-                               f"labels it was not granted ({', '.join(ungranted)}): "
-                               f"{labels}, granted {granted}")
+            yield Anomaly(
+                "j",
+                f"session {session['sessionId']} of the hostile worker declares "
+                f"labels it was not granted ({', '.join(ungranted)}): "
+                f"{labels}, granted {granted}",
+            )
 
 
 def _untouchable_leases(facts: Facts) -> Iterator[Anomaly]:
@@ -185,10 +191,15 @@ def _untouchable_leases(facts: Facts) -> Iterator[Anomaly]:
         if name is None or workers[name].get("execute"):
             continue
         if lease["startedAtUs"] is not None or lease["releaseReason"] in (
-                "completed", "start_failed"):
-            yield Anomaly("j", f"lease {lease['offerId']} of {name} (no executor: it never "
-                               f"makes a lease call) was started or ended "
-                               f"{lease['releaseReason'] or ''} by another's call")
+            "completed",
+            "start_failed",
+        ):
+            yield Anomaly(
+                "j",
+                f"lease {lease['offerId']} of {name} (no executor: it never "
+                f"makes a lease call) was started or ended "
+                f"{lease['releaseReason'] or ''} by another's call",
+            )
 
 
 def _answer(facts: Facts, op: Op, worker_id: str, honest: set[str | None]) -> Iterator[Anomaly]:
@@ -198,9 +209,12 @@ def _answer(facts: Facts, op: Op, worker_id: str, honest: set[str | None]) -> It
     where = f"hostile {op.value} ({op.extra.get('path')}, offer {op.offer_id})"
     target = op.extra.get("target")
     if target in FOREIGN_TARGETS and 200 <= status < 300 and key != IDLE:
-        yield Anomaly("j", f"{where}: another worker's "
-                           f"{'session' if target == 'foreign_session' else 'lease'} "
-                           f"(of {op.extra.get('victim')}) served: answered {key}")
+        yield Anomaly(
+            "j",
+            f"{where}: another worker's "
+            f"{'session' if target == 'foreign_session' else 'lease'} "
+            f"(of {op.extra.get('victim')}) served: answered {key}",
+        )
         return
     if key not in expect:
         yield Anomaly("j", f"{where}: answered {key}, the contract allows {expect}")
@@ -209,28 +223,43 @@ def _answer(facts: Facts, op: Op, worker_id: str, honest: set[str | None]) -> It
     if key == IDLE and lease is not None and not _over_at(lease, op_us(op)):
         yield Anomaly("j", f"{where}: answered idle while the lease was live and unstarted")
     if target in FOREIGN_TARGETS and lease is not None and lease["workerId"] == worker_id:
-        yield Anomaly("j", f"{where}: the lease of another worker's offer id names the "
-                           "hostile worker")
+        yield Anomaly(
+            "j", f"{where}: the lease of another worker's offer id names the hostile worker"
+        )
     if 200 <= status < 300 and op.value in LEGIT_KINDS and op.offer_id not in honest:
         yield Anomaly("j", f"{where}: answered {key} for a lease it never claimed")
     expected_version = op.extra.get("expectVersion")
-    if status == 200 and expected_version is not None and (
-            op.extra.get("answerVersion") != expected_version):
-        yield Anomaly("j", f"{where}: an exact repeat answered lease version "
-                           f"{op.extra.get('answerVersion')}, not {expected_version} "
-                           "(the repeat changed the lease)")
+    if (
+        status == 200
+        and expected_version is not None
+        and (op.extra.get("answerVersion") != expected_version)
+    ):
+        yield Anomaly(
+            "j",
+            f"{where}: an exact repeat answered lease version "
+            f"{op.extra.get('answerVersion')}, not {expected_version} "
+            "(the repeat changed the lease)",
+        )
     if status == 409 and lease is not None and target == "own":
         yield from _cause(where, op, lease)
-    if status == 409 and op.value in SESSION_KINDS and op.reason in SESSION_OVER and (
-            facts.session_over(op.extra.get("sentSessionId"), op_us(op)) is None):
-        yield Anomaly("j", f"{where}: refused {op.reason}, but its session "
-                           f"{op.extra.get('sentSessionId')} had not ended")
+    if (
+        status == 409
+        and op.value in SESSION_KINDS
+        and op.reason in SESSION_OVER
+        and (facts.session_over(op.extra.get("sentSessionId"), op_us(op)) is None)
+    ):
+        yield Anomaly(
+            "j",
+            f"{where}: refused {op.reason}, but its session "
+            f"{op.extra.get('sentSessionId')} had not ended",
+        )
 
 
 def _over_at(lease: dict[str, Any], at_us: int) -> bool:
     released, started = lease["releasedAtUs"], lease["startedAtUs"]
     return (released is not None and released <= at_us) or (
-        started is not None and started <= at_us)
+        started is not None and started <= at_us
+    )
 
 
 def _cause(where: str, op: Op, lease: dict[str, Any]) -> Iterator[Anomaly]:
@@ -241,8 +270,11 @@ def _cause(where: str, op: Op, lease: dict[str, Any]) -> Iterator[Anomaly]:
             lease["releaseReason"] in ("expired", "lost") and released is not None
             and released <= at)  # fmt: skip
         if not lapsed:
-            yield Anomaly("j", f"{where}: refused lease_expired, but the lease had "
-                               f"{(lease['expiresAtUs'] - at) / 1e6:.1f}s left")
+            yield Anomaly(
+                "j",
+                f"{where}: refused lease_expired, but the lease had "
+                f"{(lease['expiresAtUs'] - at) / 1e6:.1f}s left",
+            )
     elif op.reason == "lease_terminal" and (released is None or released > at):
         yield Anomaly("j", f"{where}: refused lease_terminal, but the lease was not released")
 
@@ -256,18 +288,24 @@ def _its_leases(facts: Facts, worker_id: str, honest: set[str | None],
             continue
         offer_id = lease["offerId"]
         if offer_id not in honest:
-            yield Anomaly("j", f"lease {offer_id} of the hostile worker comes from none of its "
-                               "honest pulls (released "
-                               f"{lease['releaseReason']})")
+            yield Anomaly(
+                "j",
+                f"lease {offer_id} of the hostile worker comes from none of its "
+                "honest pulls (released "
+                f"{lease['releaseReason']})",
+            )
             continue
         revision = facts.revisions.get(str(lease.get("revisionId"))) or {}
         required = ((revision.get("placement") or {}).get("required") or {}).get("labels") or {}
         labels = labels_of.get(offer_id, {})
         unmet = sorted(k for k, allowed in required.items() if labels.get(k) not in allowed)
         if unmet:
-            yield Anomaly("j", f"lease {offer_id} went to the hostile worker, whose session's "
-                               f"labels {labels} do not meet the placement "
-                               f"(label {', '.join(unmet)})")
+            yield Anomaly(
+                "j",
+                f"lease {offer_id} went to the hostile worker, whose session's "
+                f"labels {labels} do not meet the placement "
+                f"(label {', '.join(unmet)})",
+            )
 
 
 def byzantine_counts(facts: Facts) -> dict[str, int]:

@@ -189,22 +189,31 @@ def check_lease_overlap(facts: Facts) -> Iterable[Anomaly]:
     for attempt_id, leases in facts.leases_by_attempt.items():
         live = [lease for lease in leases if lease["releasedAtUs"] is None]
         if len(live) > 1:
-            yield Anomaly("a", f"attempt {attempt_id}: {len(live)} unreleased leases "
-                               f"({', '.join(lease['offerId'] for lease in live)})")
+            yield Anomaly(
+                "a",
+                f"attempt {attempt_id}: {len(live)} unreleased leases "
+                f"({', '.join(lease['offerId'] for lease in live)})",
+            )
         ordered = sorted(leases, key=lambda lease: lease["claimedAtUs"])
         end, holder = None, None
         for lease in ordered:
             if end is not None and lease["claimedAtUs"] < end:
-                yield Anomaly("a", f"attempt {attempt_id}: lease {lease['offerId']} claimed "
-                                   f"{end - lease['claimedAtUs']} us before lease {holder} "
-                                   "ended")
+                yield Anomaly(
+                    "a",
+                    f"attempt {attempt_id}: lease {lease['offerId']} claimed "
+                    f"{end - lease['claimedAtUs']} us before lease {holder} "
+                    "ended",
+                )
             lease_end = _lease_end(lease)
             if end is None or lease_end > end:
                 end, holder = lease_end, lease["offerId"]
             if lease["releaseReason"] == "expired" and lease["releasedAtUs"] < lease["expiresAtUs"]:
                 # Its holder still counts on it until expires_at: a successor overlaps.
-                yield Anomaly("a", f"attempt {attempt_id}: lease {lease['offerId']} released "
-                                   "as expired before it expired")
+                yield Anomaly(
+                    "a",
+                    f"attempt {attempt_id}: lease {lease['offerId']} released "
+                    "as expired before it expired",
+                )
 
 
 def _lease_end(lease: dict[str, Any]) -> int:
@@ -225,9 +234,15 @@ def check_duplicate_claims(facts: Facts) -> Iterable[Anomaly]:
         lease = leases[0]
         for event in events:
             if (event["runId"], event["attemptId"], event["workerId"]) != (
-                    lease["runId"], lease["attemptId"], lease["workerId"]):
-                yield Anomaly("b", f"offer {offer_id}: run.dispatched names another "
-                                   "run/attempt/worker than its lease")
+                lease["runId"],
+                lease["attemptId"],
+                lease["workerId"],
+            ):
+                yield Anomaly(
+                    "b",
+                    f"offer {offer_id}: run.dispatched names another "
+                    "run/attempt/worker than its lease",
+                )
     for offer_id in facts.dispatched_by_offer.keys() - facts.leases_by_offer.keys():
         yield Anomaly("b", f"offer {offer_id}: run.dispatched without a lease")
     yield from _offers_shared(facts)
@@ -280,16 +295,23 @@ def _entry_vs_lease(name: str, offer_id: str, entry: dict[str, Any], lease: dict
     if lease["workerId"] != worker_id:
         yield Anomaly("c", f"{where}: leased to another worker")
     if entry["offerDigest"] != lease["offerDigest"]:
-        fields = [k for k in ("runId", "attemptId", "sessionId", "leaseGeneration",
-                              "contentDigest") if entry.get(k) != _lease_field(lease, k)]
-        yield Anomaly("c", f"{where}: stored offer differs from the database's replay"
-                           f" (differs: {', '.join(fields) or 'offer body'})")
+        fields = [
+            k
+            for k in ("runId", "attemptId", "sessionId", "leaseGeneration", "contentDigest")
+            if entry.get(k) != _lease_field(lease, k)
+        ]
+        yield Anomaly(
+            "c",
+            f"{where}: stored offer differs from the database's replay"
+            f" (differs: {', '.join(fields) or 'offer body'})",
+        )
     if entry["tokenDigest"] != lease["tokenDigest"]:
         yield Anomaly("c", f"{where}: stored lease token does not hash to the lease's digest")
     version = entry.get("leaseVersion")
     if not isinstance(version, int) or version > lease["leaseVersion"]:
-        yield Anomaly("c", f"{where}: lease version {version} ahead of the database's "
-                           f"{lease['leaseVersion']}")
+        yield Anomaly(
+            "c", f"{where}: lease version {version} ahead of the database's {lease['leaseVersion']}"
+        )
 
 
 def _lease_field(lease: dict[str, Any], key: str) -> Any:
@@ -334,19 +356,26 @@ def _runs_at(snapshot: dict[str, Any], held: dict[str, set[str]],
     live: dict[str, dict[str, Any]] = {}
     for lease in snapshot["leases"]:
         if lease["releasedAtUs"] is None and (
-                lease["startedAtUs"] is not None or lease["expiresAtUs"] > now):
+            lease["startedAtUs"] is not None or lease["expiresAtUs"] > now
+        ):
             live[lease["attemptId"]] = lease
     for run in snapshot["runs"]:
         verdict = _run_verdict(run, attempts.get(run["currentAttemptId"]), live, held)
         states[verdict] += 1
         if verdict == "lost":
-            yield Anomaly("d", f"run {run['id']}: state {run['state']}, attempt "
-                               f"{(attempts.get(run['currentAttemptId']) or {}).get('state')}, "
-                               "neither done, held nor claimable")
+            yield Anomaly(
+                "d",
+                f"run {run['id']}: state {run['state']}, attempt "
+                f"{(attempts.get(run['currentAttemptId']) or {}).get('state')}, "
+                "neither done, held nor claimable",
+            )
         elif verdict == "orphaned":
             lease = live[run["currentAttemptId"]]
-            yield Anomaly("d", f"run {run['id']}: live lease {lease['offerId']} is in no "
-                               "inbox and in flight nowhere")
+            yield Anomaly(
+                "d",
+                f"run {run['id']}: live lease {lease['offerId']} is in no "
+                "inbox and in flight nowhere",
+            )
 
 
 def _run_verdict(run: dict[str, Any], attempt: dict[str, Any] | None,
@@ -383,11 +412,17 @@ def check_indeterminate(facts: Facts, counts: Counter[str],
         if view.pending is not None and view.pending.get("offerId") == claim.offer_id:
             counts["pendingAtEnd"] += 1
             yield from _pending_vs_lease(claim, view.pending, lease, facts)
-        elif (lease is not None and claim.offer_id not in view.inbox
-              and claim.offer_id not in view.aside
-              and not _executor_let_go(facts, claim.process, claim.offer_id)):
-            yield Anomaly("e", f"{claim.process}: offer {claim.offer_id} without outcome "
-                               "has a lease but no inbox entry")
+        elif (
+            lease is not None
+            and claim.offer_id not in view.inbox
+            and claim.offer_id not in view.aside
+            and not _executor_let_go(facts, claim.process, claim.offer_id)
+        ):
+            yield Anomaly(
+                "e",
+                f"{claim.process}: offer {claim.offer_id} without outcome "
+                "has a lease but no inbox entry",
+            )
 
 
 def _idle_replay_excuse(claim: Claim, lease: dict[str, Any]) -> str | None:
@@ -421,10 +456,12 @@ def _pending_vs_lease(claim: Claim, pending: dict[str, Any], lease: dict[str, An
         return
     mine = facts.worker_names.get(lease["workerId"]) == claim.process
     fence = (lease["sessionId"], lease["sessionGeneration"], lease["tokenDigest"])
-    if not mine or fence != (pending["sessionId"], pending["generation"],
-                             pending["tokenDigest"]):
-        yield Anomaly("e", f"{claim.process}: pending offer {claim.offer_id} does not match "
-                           "its lease's session/token")
+    if not mine or fence != (pending["sessionId"], pending["generation"], pending["tokenDigest"]):
+        yield Anomaly(
+            "e",
+            f"{claim.process}: pending offer {claim.offer_id} does not match "
+            "its lease's session/token",
+        )
 
 
 # ------------------------------------------------------------------ (f)
@@ -451,11 +488,17 @@ def check_journals(facts: Facts) -> Iterable[Anomaly]:
             continue
         if claim is not None and claim.accepted:
             if lease["releaseReason"] not in TERMINAL_RELEASES:
-                yield Anomaly("f", f"{name}: accepted offer {offer_id} is missing from the "
-                                   "inbox while its lease exists")
+                yield Anomaly(
+                    "f",
+                    f"{name}: accepted offer {offer_id} is missing from the "
+                    "inbox while its lease exists",
+                )
         elif claim is None:
-            yield Anomaly("f", f"{name}: lease {offer_id} has no inbox entry, no pending "
-                               "intent and no recorded failure")
+            yield Anomaly(
+                "f",
+                f"{name}: lease {offer_id} has no inbox entry, no pending "
+                "intent and no recorded failure",
+            )
 
 
 def _executor_let_go(facts: Facts, name: str, offer_id: str) -> bool:
@@ -466,8 +509,13 @@ def _executor_let_go(facts: Facts, name: str, offer_id: str) -> bool:
     lease history; an entry that never reached the inbox has no such line.)"""
     if not facts.inputs.manifest["workers"].get(name, {}).get("execute"):
         return False
-    return any(op.f == "exec" and op.process == name and op.offer_id == offer_id
-               and op.value in ("abandoned", "completed") for op in facts.inputs.ops)
+    return any(
+        op.f == "exec"
+        and op.process == name
+        and op.offer_id == offer_id
+        and op.value in ("abandoned", "completed")
+        for op in facts.inputs.ops
+    )
 
 
 def check_finished_entries(facts: Facts) -> Iterable[Anomaly]:
@@ -480,17 +528,27 @@ def check_finished_entries(facts: Facts) -> Iterable[Anomaly]:
         for offer_id in view.inbox:
             lease = facts.lease(offer_id)
             if lease is not None and lease["releasedAtUs"] is not None:
-                yield Anomaly("f", f"{name}: inbox still holds offer {offer_id}, whose lease "
-                                   f"was released {lease['releaseReason']}")
+                yield Anomaly(
+                    "f",
+                    f"{name}: inbox still holds offer {offer_id}, whose lease "
+                    f"was released {lease['releaseReason']}",
+                )
 
 
 def check_owner_lock(ops: list[Op]) -> Iterable[Anomaly]:
     """Every second process the nemesis started on a held journal was turned away."""
     for op in ops:
-        if op.process == NEMESIS and op.f == "double_start" and op.type == OK and (
-                op.extra.get("outcome") == "ran"):
-            yield Anomaly("f", f"{op.value}: a second worker process ran on its journal while "
-                               f"the owner was alive (events {op.extra.get('events')})")
+        if (
+            op.process == NEMESIS
+            and op.f == "double_start"
+            and op.type == OK
+            and (op.extra.get("outcome") == "ran")
+        ):
+            yield Anomaly(
+                "f",
+                f"{op.value}: a second worker process ran on its journal while "
+                f"the owner was alive (events {op.extra.get('events')})",
+            )
 
 
 # ------------------------------------------------------------------ report
@@ -528,25 +586,30 @@ def check(inputs: Inputs, *, strict: bool = False) -> Report:
         for anomaly in run_check():
             (known if anomaly.known and not strict else anomalies).append(anomaly)
     snapshot = inputs.snapshot
-    counts.update({
-        "historyOps": len(inputs.ops),
-        "claims": len(facts.claims),
-        "claimsAccepted": sum(1 for c in facts.claims.values() if c.accepted),
-        "claimsFailed": sum(1 for c in facts.claims.values() if c.values(FAIL)),
-        "idleAnswers": sum(1 for op in inputs.ops if op.type == OK and op.value == "idle"),
-        "invokes": sum(1 for op in inputs.ops if op.type == INVOKE),
-        "leases": len(snapshot["leases"]),
-        "dispatchedEvents": len(snapshot["dispatched"]),
-        "leasedAttempts": len(facts.leases_by_attempt),
-        "runs": len(snapshot["runs"]),
-        "inboxEntries": sum(len(v.inbox) for v in inputs.journals.values()),
-        "journals": len(inputs.journals),
-    })
+    counts.update(
+        {
+            "historyOps": len(inputs.ops),
+            "claims": len(facts.claims),
+            "claimsAccepted": sum(1 for c in facts.claims.values() if c.accepted),
+            "claimsFailed": sum(1 for c in facts.claims.values() if c.values(FAIL)),
+            "idleAnswers": sum(1 for op in inputs.ops if op.type == OK and op.value == "idle"),
+            "invokes": sum(1 for op in inputs.ops if op.type == INVOKE),
+            "leases": len(snapshot["leases"]),
+            "dispatchedEvents": len(snapshot["dispatched"]),
+            "leasedAttempts": len(facts.leases_by_attempt),
+            "runs": len(snapshot["runs"]),
+            "inboxEntries": sum(len(v.inbox) for v in inputs.journals.values()),
+            "journals": len(inputs.journals),
+        }
+    )
     counts.update({f"runs{k.capitalize()}AtHeal": v for k, v in runs.items()})
     counts.update(exec_counts(facts))
     counts.update(byzantine_counts(facts))
-    doubles = Counter(str(op.extra.get("outcome")) for op in inputs.ops
-                      if op.process == NEMESIS and op.f == "double_start" and op.type == OK)
+    doubles = Counter(
+        str(op.extra.get("outcome"))
+        for op in inputs.ops
+        if op.process == NEMESIS and op.f == "double_start" and op.type == OK
+    )
     counts.update({f"doubleStart{k.capitalize()}": v for k, v in doubles.items()})
     pulls = inputs.result.get("pulls") if inputs.result else None
     counts["failuresExcused"] = len(excused)

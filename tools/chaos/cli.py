@@ -23,8 +23,10 @@ def _fmt(counts: dict[str, Any]) -> str:
 def summary(report: Report, result: dict[str, Any] | None = None) -> list[str]:
     lines = []
     if result is not None:
-        lines.append(f"pulls: {result.get('pulls', 0):,} (target {result.get('minPulls', 0):,};"
-                     f" {_fmt(result.get('pullResults', {}))})")
+        lines.append(
+            f"pulls: {result.get('pulls', 0):,} (target {result.get('minPulls', 0):,};"
+            f" {_fmt(result.get('pullResults', {}))})"
+        )
         if result.get("crashWindows"):
             lines.append(f"crash windows hit: {_fmt(result['crashWindows'])}")
         if result.get("crashWindowsMissed"):
@@ -41,8 +43,10 @@ def summary(report: Report, result: dict[str, Any] | None = None) -> list[str]:
         lines.append(f"excused ({sum(doc['excused'].values()):,} failures, each by a fact):")
         lines.extend(f"  {count:,} x {key}" for key, count in doc["excused"].items())
     for key, details in doc["knownIssues"].items():
-        lines.append(f"KNOWN ISSUE {key} x{len(details)} (not counted; --strict counts it): "
-                     f"{KNOWN_ISSUES[key]}")
+        lines.append(
+            f"KNOWN ISSUE {key} x{len(details)} (not counted; --strict counts it): "
+            f"{KNOWN_ISSUES[key]}"
+        )
         lines.extend(f"  {detail}" for detail in details[:20])
     lines.append("result: " + ("OK, no anomalies" if report.ok else
                                f"{len(report.anomalies)} ANOMALIES"))  # fmt: skip
@@ -72,8 +76,7 @@ def soak_command(args: argparse.Namespace) -> int:
     if plan.duration_s > plan.max_duration_s:
         plan = dataclasses.replace(plan, max_duration_s=plan.duration_s * 1.5)
     out = args.out or Path(tempfile.mkdtemp(prefix="qinglong-chaos-"))
-    soak = Soak(plan, out.absolute(), say=lambda text: print(text, flush=True),
-                strict=args.strict)
+    soak = Soak(plan, out.absolute(), say=lambda text: print(text, flush=True), strict=args.strict)
     print(f"chaos soak ({plan.name}), seed {soak.seed}, out {out}", flush=True)
     try:
         with _sigterm_as_interrupt():

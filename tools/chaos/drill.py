@@ -58,9 +58,22 @@ from tools.chaos.soak import (
 
 # Only the quick tasks: every run can end within the drill.
 DRILL_TASKS = ("soak", "exec-ok")
-PLAN = SoakPlan(name="drill", min_pulls=0, duration_s=0.0, max_duration_s=240.0, workers=4,
-                ingresses=2, slots=2, lease_ttl_s=10, executing=4, byzantine_rate_per_s=0.0,
-                initial_runs=30, enqueue_every_s=0.5, enqueue_batch=8, pg_restarts=0)
+PLAN = SoakPlan(
+    name="drill",
+    min_pulls=0,
+    duration_s=0.0,
+    max_duration_s=240.0,
+    workers=4,
+    ingresses=2,
+    slots=2,
+    lease_ttl_s=10,
+    executing=4,
+    byzantine_rate_per_s=0.0,
+    initial_runs=30,
+    enqueue_every_s=0.5,
+    enqueue_batch=8,
+    pg_restarts=0,
+)
 BACKLOG_LOW = 16  # queued runs the load keeps at least (enqueue_batch more when below)
 FAILOVER_TIMEOUT_S = 60.0
 SETTLE_S = 4.0  # offers flowing again before the next fault
@@ -81,9 +94,13 @@ class DrillFigures:
     anomalies: int
 
     def to_doc(self) -> dict[str, Any]:
-        return {"faults": self.faults, "lostClaims": self.lost_claims,
-                "doubleLeases": self.double_leases, "nonTerminalRuns": self.non_terminal_runs,
-                "anomalies": self.anomalies}
+        return {
+            "faults": self.faults,
+            "lostClaims": self.lost_claims,
+            "doubleLeases": self.double_leases,
+            "nonTerminalRuns": self.non_terminal_runs,
+            "anomalies": self.anomalies,
+        }
 
 
 class _DbAdapter:
@@ -106,11 +123,13 @@ class _DbAdapter:
         from psycopg import sql
 
         with psycopg.connect(self.stack.dsn(dbname=dbname), autocommit=True) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
-                                  (role,)).fetchone()
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
             if exists is None:
-                conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
-                    sql.Identifier(role), sql.Identifier(member_of)))
+                conn.execute(
+                    sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                        sql.Identifier(role), sql.Identifier(member_of)
+                    )
+                )
         return self.stack.dsn(user=role, dbname=dbname)
 
 
@@ -146,8 +165,10 @@ class Drill(Soak):
             config = soak_env.ingress_config(self.env, name, port, admin)
             # The HA topology's setting (docs/OPERATIONS.md): a worker that met a
             # failover asks again after 1 s, not the default 2 s.
-            soak_env.write_config(config, json.loads(config.read_text(encoding="utf-8"))
-                                  | {"unavailableRetryAfterS": 1})
+            soak_env.write_config(
+                config,
+                json.loads(config.read_text(encoding="utf-8")) | {"unavailableRetryAfterS": 1},
+            )
             self.admin_ports[name] = admin
             backends.append((port, admin))
             argv = [*QL, "ingress", "serve", "--processes", "1", "--config", str(config)]
@@ -155,8 +176,14 @@ class Drill(Soak):
         self._wait_ready(self.ingresses)
         self.haproxy_port = self.stack.start_haproxy(backends)
         sweep = [*QL, "runtime", "sweep", "--every", "1s"]
-        self.sup.add(Child("sweeper", sweep, self.out / "logs" / "sweeper.log",
-                           env=os.environ | {"QINGLONG_DSN": self.env.sweeper_dsn})).start()
+        self.sup.add(
+            Child(
+                "sweeper",
+                sweep,
+                self.out / "logs" / "sweeper.log",
+                env=os.environ | {"QINGLONG_DSN": self.env.sweeper_dsn},
+            )
+        ).start()
         for task in DRILL_TASKS:
             self.enqueue(self.plan.initial_runs // len(DRILL_TASKS), task)
         self._start_workers(self.haproxy_port)
@@ -164,8 +191,10 @@ class Drill(Soak):
         self.pulls = PullCounter(self.admin_ports).start()
         roots = {name: self.out / "journals" / name for name in self.workers}
         self.observer = JournalObserver(roots, HistoryWriter(self.out / RECORDS[1])).start()
-        self.log(f"{len(self.ingresses)} ingresses behind HAProxy :{self.haproxy_port}, "
-                 f"sweeper, {len(self.workers)} executing workers")
+        self.log(
+            f"{len(self.ingresses)} ingresses behind HAProxy :{self.haproxy_port}, "
+            f"sweeper, {len(self.workers)} executing workers"
+        )
 
     def _create_env(self) -> soak_env.SoakEnv:
         from qinglong import dev_cli, local_stack
@@ -177,9 +206,16 @@ class Drill(Soak):
         dsns = dev_cli.prepare_database(_DbAdapter(self.stack))
         pki = local_stack.provision_pki(self.out)
         tls, ca_file = pki.tls(), pki.ca_file
-        env = soak_env.SoakEnv(self.out, None, dsn=dsns.superuser, ingress_dsn=dsns.ingress,
-                               runtime_dsn=dsns.runtime, sweeper_dsn=dsns.sweeper, tls=tls,
-                               ca_file=Path(ca_file))
+        env = soak_env.SoakEnv(
+            self.out,
+            None,
+            dsn=dsns.superuser,
+            ingress_dsn=dsns.ingress,
+            runtime_dsn=dsns.runtime,
+            sweeper_dsn=dsns.sweeper,
+            tls=tls,
+            ca_file=Path(ca_file),
+        )
         with control_plane.connect(dsns.superuser) as conn:
             project, pool = soak_env.HOSTILE_POOL.split("/")
             # The pool and the project, its default.
@@ -187,8 +223,9 @@ class Drill(Soak):
             for name in self.workers:
                 env.workers[name] = soak_env._provision(conn, self.out, name, hostile=False)
             for spec in soak_env.TASKS:
-                env.tasks[spec.name] = soak_env._publish_task(conn, spec, self.plan.lease_ttl_s,
-                                                              soak_env.HONEST_POOL)
+                env.tasks[spec.name] = soak_env._publish_task(
+                    conn, spec, self.plan.lease_ttl_s, soak_env.HONEST_POOL
+                )
         env.task_id = env.tasks[soak_env.TASK]
         env.runs_root = Path(tempfile.mkdtemp(prefix="ql-drill-runs-"))
         env.runs_root.chmod(0o711)
@@ -216,14 +253,16 @@ class Drill(Soak):
         assert self.env is not None
         with contextlib.suppress(psycopg.Error):
             with psycopg.connect(self.env.dsn, connect_timeout=2) as conn:
-                row = conn.execute("SELECT count(*) FROM ql_private.runs"
-                                   " WHERE state = 'queued'").fetchone()
+                row = conn.execute(
+                    "SELECT count(*) FROM ql_private.runs WHERE state = 'queued'"
+                ).fetchone()
                 return int(row[0]) if row else BACKLOG_LOW
         return BACKLOG_LOW
 
     def _start_load(self) -> None:
-        self._enqueuer = threading.Thread(target=self._enqueue_loop, daemon=True,
-                                          name="drill-enqueue")
+        self._enqueuer = threading.Thread(
+            target=self._enqueue_loop, daemon=True, name="drill-enqueue"
+        )
         self._enqueuer.start()
 
     def _stop_load(self) -> None:
@@ -240,7 +279,9 @@ class Drill(Soak):
             with psycopg.connect(self.env.dsn, connect_timeout=2) as conn:
                 row = conn.execute(
                     "SELECT count(*) FROM ql_private.run_leases"
-                    " WHERE claimed_at > to_timestamp(%s)", (since_s,)).fetchone()
+                    " WHERE claimed_at > to_timestamp(%s)",
+                    (since_s,),
+                ).fetchone()
                 return bool(row and row[0] > 0)
         return False
 
@@ -264,8 +305,9 @@ class Drill(Soak):
         self._kill_ingress()
         self._settle()
         now = time.monotonic()
-        return Schedule(ingress_kill=now, worker_kill=now, spike=now, enqueue=now, cancel=now,
-                        pg_restarts=[])
+        return Schedule(
+            ingress_kill=now, worker_kill=now, spike=now, enqueue=now, cancel=now, pg_restarts=[]
+        )
 
     def _failover(self) -> None:
         assert self.stack is not None
@@ -274,12 +316,16 @@ class Drill(Soak):
         self.fault_times.append(("failover", began, time.time()))
         self.fault("failover", killed.name)
         self.log(f"failover: SIGKILLed {killed.name}'s Patroni and PostgreSQL")
-        took = self.stack.wait_for(lambda: self.stack.leader() not in (None, killed),  # type: ignore[union-attr]
-                                   FAILOVER_TIMEOUT_S, "new leader")
+        took = self.stack.wait_for(
+            lambda: self.stack.leader() not in (None, killed),  # type: ignore[union-attr]
+            FAILOVER_TIMEOUT_S,
+            "new leader",
+        )
         self.log(f"  {self._leader_name()} leads after {took:.1f}s; restarting {killed.name}")
         self.stack.restart_node(killed)
-        took = self.stack.wait_for(self.stack.replicating, FAILOVER_TIMEOUT_S,
-                                   "synchronous standby")
+        took = self.stack.wait_for(
+            self.stack.replicating, FAILOVER_TIMEOUT_S, "synchronous standby"
+        )
         self.log(f"  {killed.name} streams as the synchronous standby after {took:.1f}s more")
 
     def _switchover(self) -> None:
@@ -288,10 +334,13 @@ class Drill(Soak):
         old, new = self.stack.switchover()  # Patroni answers once the candidate leads
         self.fault_times.append(("switchover", began, time.time()))
         self.fault("switchover", f"{old.name}->{new.name}")
-        self.log(f"switchover {old.name} -> {new.name}: Patroni answered after "
-                 f"{self.fault_times[-1][2] - began:.1f}s")
-        took = self.stack.wait_for(self.stack.replicating, FAILOVER_TIMEOUT_S,
-                                   "synchronous standby")
+        self.log(
+            f"switchover {old.name} -> {new.name}: Patroni answered after "
+            f"{self.fault_times[-1][2] - began:.1f}s"
+        )
+        took = self.stack.wait_for(
+            self.stack.replicating, FAILOVER_TIMEOUT_S, "synchronous standby"
+        )
         self.log(f"  {old.name} streams as the synchronous standby after {took:.1f}s more")
 
     def _kill_ingress(self) -> None:
@@ -324,8 +373,10 @@ class Drill(Soak):
         assert self.env is not None
         with contextlib.suppress(psycopg.Error):
             with psycopg.connect(self.env.dsn, connect_timeout=2) as conn:
-                row = conn.execute("SELECT count(*) FROM ql_private.runs WHERE state NOT IN"
-                                   " ('succeeded', 'failed', 'cancelled')").fetchone()
+                row = conn.execute(
+                    "SELECT count(*) FROM ql_private.runs WHERE state NOT IN"
+                    " ('succeeded', 'failed', 'cancelled')"
+                ).fetchone()
                 return int(row[0]) if row else 1
         return 1
 
@@ -370,22 +421,32 @@ class Drill(Soak):
         leases = snapshot["leases"]
         faults = []
         for kind, began_s, effective_s in self.fault_times:
-            after = [lease["claimedAtUs"] / 1e6 for lease in leases
-                     if lease["claimedAtUs"] / 1e6 > effective_s]
-            faults.append({"kind": kind,
-                           "timeToOfferS": round(min(after) - began_s, 2) if after else None})
-        return DrillFigures(faults, lost_claims(self.out, leases),
-                            sum(1 for a in report.anomalies if a.cls == "a"),
-                            sum(1 for r in snapshot["runs"] if r["state"] not in DONE_STATES),
-                            len(report.anomalies))
+            after = [
+                lease["claimedAtUs"] / 1e6
+                for lease in leases
+                if lease["claimedAtUs"] / 1e6 > effective_s
+            ]
+            faults.append(
+                {"kind": kind, "timeToOfferS": round(min(after) - began_s, 2) if after else None}
+            )
+        return DrillFigures(
+            faults,
+            lost_claims(self.out, leases),
+            sum(1 for a in report.anomalies if a.cls == "a"),
+            sum(1 for r in snapshot["runs"] if r["state"] not in DONE_STATES),
+            len(report.anomalies),
+        )
 
 
 def lost_claims(out: Path, leases: list[dict[str, Any]]) -> int:
     """Acknowledged claims (a worker's `claim.accepted`, every inbox entry of the heal
     cut and of the journals as left) with no lease on the surviving primary."""
     known = {lease["offerId"] for lease in leases}
-    claimed = {op.offer_id for op in read_history(out)
-               if op.type == OK and op.f == "claim" and op.value == "accepted" and op.offer_id}
+    claimed = {
+        op.offer_id
+        for op in read_history(out)
+        if op.type == OK and op.f == "claim" and op.value == "accepted" and op.offer_id
+    }
     heal = out / "heal.json"
     if heal.exists():
         for ids in json.loads(heal.read_text(encoding="utf-8"))["journals"].values():
@@ -399,8 +460,12 @@ def lost_claims(out: Path, leases: list[dict[str, Any]]) -> int:
 def sync_waits_cancelled(logs: Path) -> int:
     """PostgreSQL's WARNING for a commit whose wait for the synchronous standby was
     cancelled (a statement timeout): committed locally, acknowledged, not replicated."""
-    return sum(path.read_text(encoding="utf-8", errors="replace").count(
-        "canceling wait for synchronous replication") for path in logs.glob("pg*-patroni.log"))
+    return sum(
+        path.read_text(encoding="utf-8", errors="replace").count(
+            "canceling wait for synchronous replication"
+        )
+        for path in logs.glob("pg*-patroni.log")
+    )
 
 
 def drill_command(args: Any) -> int:
@@ -417,27 +482,36 @@ def drill_command(args: Any) -> int:
         print(f"drill failed: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # the HA stack: what was measured is in the logs under out
-        print(f"drill failed: {type(exc).__name__}: {exc} (logs: {out / 'logs'})",
-              file=sys.stderr)
+        print(f"drill failed: {type(exc).__name__}: {exc} (logs: {out / 'logs'})", file=sys.stderr)
         return 2
     for line in summary(report):
         print(line)
     figures = drill.figures(report)
     # haRoot: where the HA stack lived (removed by now; no process may still name it).
     cancelled = sync_waits_cancelled(out / "logs")
-    print(f"commits acknowledged before the standby had them (sync waits cancelled): "
-          f"{cancelled}")
-    doc = figures.to_doc() | {"haRoot": str(drill.stack.root) if drill.stack else None,
-                              "syncWaitsCancelled": cancelled}
+    print(f"commits acknowledged before the standby had them (sync waits cancelled): {cancelled}")
+    doc = figures.to_doc() | {
+        "haRoot": str(drill.stack.root) if drill.stack else None,
+        "syncWaitsCancelled": cancelled,
+    }
     (out / RESULT_NAME).write_text(json.dumps(doc, indent=2), encoding="utf-8")
-    late = [f for f in figures.faults
-            if f["timeToOfferS"] is None or f["timeToOfferS"] > TARGETS_S[f["kind"]]]
+    late = [
+        f
+        for f in figures.faults
+        if f["timeToOfferS"] is None or f["timeToOfferS"] > TARGETS_S[f["kind"]]
+    ]
     for fault in late:
-        print(f"over target: {fault['kind']} {fault['timeToOfferS']}s "
-              f"(target {TARGETS_S[fault['kind']]:.0f}s)")
+        print(
+            f"over target: {fault['kind']} {fault['timeToOfferS']}s "
+            f"(target {TARGETS_S[fault['kind']]:.0f}s)"
+        )
     print(json.dumps(figures.to_doc(), separators=(",", ":")), flush=True)
-    clean = not (figures.lost_claims or figures.double_leases or figures.non_terminal_runs
-                 or figures.anomalies)
+    clean = not (
+        figures.lost_claims
+        or figures.double_leases
+        or figures.non_terminal_runs
+        or figures.anomalies
+    )
     return 0 if clean and not late else 1
 
 
@@ -445,4 +519,3 @@ def _with_seed(seed: int) -> SoakPlan:
     import dataclasses
 
     return dataclasses.replace(PLAN, seed=seed)
-

@@ -76,17 +76,38 @@ TASKS: tuple[TaskSpec, ...] = (
     TaskSpec(TASK, ("true",), "succeeded", weight=3),
     TaskSpec("exec-ok", ("sh", "-c", "sleep 1"), "succeeded", exec_only=True),
     # Runs for several heartbeats (TTL/3 each): a cancel requested meanwhile is seen.
-    TaskSpec("exec-long", ("sh", "-c", "sleep 20"), "succeeded", exec_only=True,
-             max_attempts=2, retry_base_ms=500),
-    TaskSpec("exec-fail", ("sh", "-c", "sleep 0.3; exit 3"), "failed", exit_code=3,
-             exec_only=True, retry_cap_ms=1000),
+    TaskSpec(
+        "exec-long",
+        ("sh", "-c", "sleep 20"),
+        "succeeded",
+        exec_only=True,
+        max_attempts=2,
+        retry_base_ms=500,
+    ),
+    TaskSpec(
+        "exec-fail",
+        ("sh", "-c", "sleep 0.3; exit 3"),
+        "failed",
+        exit_code=3,
+        exec_only=True,
+        retry_cap_ms=1000,
+    ),
 )
 
 # The hostile pool's task: runs its honest pulls are offered (none other can take them).
 HOSTILE_TASK = TaskSpec("hostile", ("true",), "succeeded")
 
-__all__ = ["EXEC_LABEL", "HONEST_POOL", "HOSTILE_LABELS", "HOSTILE_POOL", "HOSTILE_TASK",
-           "TASKS", "SoakEnv", "TaskSpec", "create_env"]
+__all__ = [
+    "EXEC_LABEL",
+    "HONEST_POOL",
+    "HOSTILE_LABELS",
+    "HOSTILE_POOL",
+    "HOSTILE_TASK",
+    "TASKS",
+    "SoakEnv",
+    "TaskSpec",
+    "create_env",
+]
 
 
 @dataclass
@@ -147,8 +168,9 @@ def _start_cluster(root: Path) -> Any:
     return cluster
 
 
-def create_env(root: Path, worker_names: list[str], lease_ttl_s: int,
-               hostile: str | None = None) -> SoakEnv:
+def create_env(
+    root: Path, worker_names: list[str], lease_ttl_s: int, hostile: str | None = None
+) -> SoakEnv:
     """Cluster + migrate + roles + CA + server cert + worker identities + the tasks.
 
     `hostile` names the identity of the hostile worker (granted HOSTILE_POOL and
@@ -164,9 +186,16 @@ def create_env(root: Path, worker_names: list[str], lease_ttl_s: int,
         dsns = dev_cli.prepare_database(cluster)
         pki = local_stack.provision_pki(root)
         tls, ca_file = pki.tls(), pki.ca_file
-        env = SoakEnv(root, cluster, dsn=dsns.superuser, ingress_dsn=dsns.ingress,
-                      runtime_dsn=dsns.runtime, sweeper_dsn=dsns.sweeper, tls=tls,
-                      ca_file=Path(ca_file))
+        env = SoakEnv(
+            root,
+            cluster,
+            dsn=dsns.superuser,
+            ingress_dsn=dsns.ingress,
+            runtime_dsn=dsns.runtime,
+            sweeper_dsn=dsns.sweeper,
+            tls=tls,
+            ca_file=Path(ca_file),
+        )
         with control_plane.connect(dsns.superuser) as conn:
             project, pool = HOSTILE_POOL.split("/")
             # The pool and the project, its default.
@@ -213,12 +242,23 @@ def _publish_task(conn: Any, spec: TaskSpec, lease_ttl_s: int, pool: str) -> str
     from qinglong.service.compiler import compile_command
 
     compiled = compile_command(spec.command())
-    published = control_plane.run(conn, api.publish_revision(
-        project=PROJECT, task=spec.name, canonical=compiled.canonical, pool=pool))
+    published = control_plane.run(
+        conn,
+        api.publish_revision(
+            project=PROJECT, task=spec.name, canonical=compiled.canonical, pool=pool
+        ),
+    )
     task_id = published.task_id
-    control_plane.configure_task(conn, task_id, control_plane.TaskSettings(
-        lease_ttl_s=lease_ttl_s, max_attempts=spec.max_attempts,
-        retry_base_ms=spec.retry_base_ms, retry_cap_ms=spec.retry_cap_ms))
+    control_plane.configure_task(
+        conn,
+        task_id,
+        control_plane.TaskSettings(
+            lease_ttl_s=lease_ttl_s,
+            max_attempts=spec.max_attempts,
+            retry_base_ms=spec.retry_base_ms,
+            retry_cap_ms=spec.retry_cap_ms,
+        ),
+    )
     return task_id
 
 
@@ -265,8 +305,11 @@ def worker_config(env: SoakEnv, name: str, proxy_port: int, slots: int,
         "credentialFile": ident.credential_file,
         "journal": str(env.root / "journals" / name),
         "capabilities": {
-            "schema": "qinglong/worker-capabilities@v1", "executors": ["remote-worker"],
-            "labels": dict(EXEC_LABEL) if execute else {}, "runtimes": {}, "slots": slots,
+            "schema": "qinglong/worker-capabilities@v1",
+            "executors": ["remote-worker"],
+            "labels": dict(EXEC_LABEL) if execute else {},
+            "runtimes": {},
+            "slots": slots,
         },
         "cadence": {"idlePollMs": 200, "jitterMs": 200},
         # No executor: every accepted offer stays; leave room for the whole run.

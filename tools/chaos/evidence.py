@@ -70,8 +70,11 @@ def check_entry_evidence(facts: Facts, where: str, entry: dict[str, Any],
     differs = [".".join(path) for path, key in OFFER_FIELDS if _at(offer, path) != lease[key]]
     differs += [f"lease.{k}" for k, key in LEASE_FIELDS if entry.get(k) != lease[key]]
     if differs:
-        yield Anomaly("c", f"{where}: stored offer names another lease than the database's "
-                           f"row (differs: {', '.join(differs)})")
+        yield Anomaly(
+            "c",
+            f"{where}: stored offer names another lease than the database's "
+            f"row (differs: {', '.join(differs)})",
+        )
     revision = facts.revisions.get(lease["revisionId"])
     if revision is None:
         if facts.revisions:
@@ -85,18 +88,25 @@ def _digests(where: str, entry: dict[str, Any], lease: dict[str, Any],
     canonical = bytes.fromhex(revision["canonicalHex"])
     digest = _sha256(canonical)
     if digest != revision["contentDigest"]:
-        yield Anomaly("c", f"{where}: revision {revision['id']} canonical bytes do not hash "
-                           "to its content digest")
+        yield Anomaly(
+            "c",
+            f"{where}: revision {revision['id']} canonical bytes do not hash to its content digest",
+        )
     stored = entry["offer"].get("executionRevision")
     try:
         recomputed = revision_canonical(stored) if isinstance(stored, dict) else None
     except (ValueError, TypeError):
         recomputed = None
     if recomputed != canonical:
-        yield Anomaly("c", f"{where}: stored revision content is not the revision's "
-                           "canonical bytes (RFC 8785)")
+        yield Anomaly(
+            "c",
+            f"{where}: stored revision content is not the revision's canonical bytes (RFC 8785)",
+        )
     for name, value in (("offer", entry.get("contentDigest")),
                         ("lease row", lease["contentDigest"])):  # fmt: skip
         if value != digest:
-            yield Anomaly("c", f"{where}: {name} content digest {value} is not the digest "
-                               f"{digest} of the revision's canonical bytes")
+            yield Anomaly(
+                "c",
+                f"{where}: {name} content digest {value} is not the digest "
+                f"{digest} of the revision's canonical bytes",
+            )

@@ -74,28 +74,34 @@ def _started_once(facts: Facts) -> Iterator[Anomaly]:
     for attempt_id, leases in facts.leases_by_attempt.items():
         started = [lease["offerId"] for lease in leases if lease["startedAtUs"] is not None]
         if len(started) > 1:
-            yield Anomaly("h", f"attempt {attempt_id}: {len(started)} leases started "
-                               f"({', '.join(started)})")
+            yield Anomaly(
+                "h", f"attempt {attempt_id}: {len(started)} leases started ({', '.join(started)})"
+            )
     commands: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for op in facts.inputs.ops:
         if op.f == "exec" and op.value == "started" and op.extra.get("attemptId"):
             commands[str(op.extra["attemptId"])].add((op.process, str(op.offer_id)))
     for attempt_id, starts in commands.items():
         if len(starts) > 1:
-            yield Anomaly("h", f"attempt {attempt_id}: a command was started {len(starts)} "
-                               f"times ({sorted(starts)})")
+            yield Anomaly(
+                "h",
+                f"attempt {attempt_id}: a command was started {len(starts)} "
+                f"times ({sorted(starts)})",
+            )
 
 
 def _ended_once(facts: Facts) -> Iterator[Anomaly]:
     events: Counter[tuple[str, str]] = Counter(
-        (str(e.get("attemptId")), e["type"]) for e in facts.inputs.snapshot.get("runEvents", []))
+        (str(e.get("attemptId")), e["type"]) for e in facts.inputs.snapshot.get("runEvents", [])
+    )
     for attempt in facts.inputs.snapshot["attempts"]:
         state = attempt["state"]
         if state in ENDED_ATTEMPT:
             found = events[(attempt["id"], ENDING_EVENT[state])]
             if found != 1:
-                yield Anomaly("h", f"attempt {attempt['id']} ({state}): {found} "
-                                   f"{ENDING_EVENT[state]} events")
+                yield Anomaly(
+                    "h", f"attempt {attempt['id']} ({state}): {found} {ENDING_EVENT[state]} events"
+                )
         else:
             for kind in ("run.succeeded", "attempt.failed", "attempt.lost"):
                 if events[(attempt["id"], kind)]:
@@ -110,12 +116,18 @@ def _completions_agree(facts: Facts) -> Iterator[Anomaly]:
         wanted = COMPLETED_STATE.get(str(op.extra.get("outcome")))
         attempt = attempts.get(str(op.extra.get("attemptId")))
         if wanted is None or attempt is None:
-            yield Anomaly("h", f"{op.process}: offer {op.offer_id} completed "
-                               f"{op.extra.get('outcome')} for an unknown attempt/outcome")
+            yield Anomaly(
+                "h",
+                f"{op.process}: offer {op.offer_id} completed "
+                f"{op.extra.get('outcome')} for an unknown attempt/outcome",
+            )
         elif attempt["state"] != wanted:
-            yield Anomaly("h", f"{op.process}: offer {op.offer_id} completed "
-                               f"{op.extra.get('outcome')}, attempt {attempt['id']} is "
-                               f"{attempt['state']}")
+            yield Anomaly(
+                "h",
+                f"{op.process}: offer {op.offer_id} completed "
+                f"{op.extra.get('outcome')}, attempt {attempt['id']} is "
+                f"{attempt['state']}",
+            )
 
 
 def _outcomes_true(facts: Facts) -> Iterator[Anomaly]:
@@ -127,8 +139,11 @@ def _outcomes_true(facts: Facts) -> Iterator[Anomaly]:
         where = f"attempt {attempt['id']} of a command that always {task['expect']}"
         if attempt["state"] == "succeeded" and task["expect"] != "succeeded":
             yield Anomaly("h", f"{where}: succeeded")
-        if attempt["state"] == "failed" and attempt.get("reason") == "exit_nonzero" and (
-                task["expect"] != "failed" or attempt.get("exitCode") != task["exitCode"]):
+        if (
+            attempt["state"] == "failed"
+            and attempt.get("reason") == "exit_nonzero"
+            and (task["expect"] != "failed" or attempt.get("exitCode") != task["exitCode"])
+        ):
             yield Anomaly("h", f"{where}: failed with exit code {attempt.get('exitCode')}")
 
 
@@ -137,8 +152,11 @@ def _retries(facts: Facts) -> Iterator[Anomaly]:
     by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for attempt in facts.inputs.snapshot["attempts"]:
         by_run[attempt["runId"]].append(attempt)
-    scheduled = Counter(str(e.get("attemptId")) for e in facts.inputs.snapshot.get(
-        "runEvents", []) if e["type"] == "run.retry_scheduled")
+    scheduled = Counter(
+        str(e.get("attemptId"))
+        for e in facts.inputs.snapshot.get("runEvents", [])
+        if e["type"] == "run.retry_scheduled"
+    )
     for run in facts.inputs.snapshot["runs"]:
         task = tasks.get(run["id"])
         if task is None:
@@ -154,27 +172,38 @@ def _chain(run: dict[str, Any], chain: list[dict[str, Any]], task: dict[str, Any
     if numbers != list(range(1, len(chain) + 1)):
         yield Anomaly("h", f"{where}: attempts numbered {numbers}")
     if len(chain) > task["maxAttempts"]:
-        yield Anomaly("h", f"{where}: {len(chain)} attempts, policy allows "
-                           f"{task['maxAttempts']}")
+        yield Anomaly("h", f"{where}: {len(chain)} attempts, policy allows {task['maxAttempts']}")
     for before, after in pairwise(chain):
         if before["state"] not in ("failed", "lost"):
-            yield Anomaly("h", f"{where}: attempt {after['attemptNo']} after an attempt "
-                               f"that ended {before['state']}")
+            yield Anomaly(
+                "h",
+                f"{where}: attempt {after['attemptNo']} after an attempt "
+                f"that ended {before['state']}",
+            )
         if scheduled[after["id"]] != 1:
-            yield Anomaly("h", f"{where}: attempt {after['attemptNo']} with "
-                               f"{scheduled[after['id']]} run.retry_scheduled events")
+            yield Anomaly(
+                "h",
+                f"{where}: attempt {after['attemptNo']} with "
+                f"{scheduled[after['id']]} run.retry_scheduled events",
+            )
         cap = min(task["retryCapMs"], task["retryBaseMs"] * 2 ** (before["attemptNo"] - 1))
         delay = after["notBeforeUs"] - after["createdAtUs"]
         if not -RETRY_SLACK_US <= delay <= cap * 1000 + RETRY_SLACK_US:
-            yield Anomaly("h", f"{where}: attempt {after['attemptNo']} due {delay / 1e6:.3f}s "
-                               f"after it was scheduled, policy allows 0..{cap / 1000:.3f}s")
+            yield Anomaly(
+                "h",
+                f"{where}: attempt {after['attemptNo']} due {delay / 1e6:.3f}s "
+                f"after it was scheduled, policy allows 0..{cap / 1000:.3f}s",
+            )
     last = chain[-1] if chain else None
     if last is None:
         return
     if run["state"] == "failed" and (last["state"] not in ("failed", "lost")
                                      or len(chain) < task["maxAttempts"]):  # fmt: skip
-        yield Anomaly("h", f"{where}: failed after {len(chain)} of {task['maxAttempts']} "
-                           f"attempts (last {last['state']})")
+        yield Anomaly(
+            "h",
+            f"{where}: failed after {len(chain)} of {task['maxAttempts']} "
+            f"attempts (last {last['state']})",
+        )
     if run["state"] == "succeeded" and last["state"] != "succeeded":
         yield Anomaly("h", f"{where}: succeeded, its last attempt {last['state']}")
     if run["state"] not in DONE and last["state"] in ENDED_ATTEMPT:
@@ -196,22 +225,31 @@ def _cancels(facts: Facts) -> Iterator[Anomaly]:
             yield Anomaly("h", f"{where}, the run ended {run['state']}")
         for lease in facts.leases_by_run.get(op.run_id, []):
             if lease["claimedAtUs"] > answered:
-                yield Anomaly("h", f"{where}, lease {lease['offerId']} claimed "
-                                   f"{(lease['claimedAtUs'] - answered) / 1e6:.1f}s later")
+                yield Anomaly(
+                    "h",
+                    f"{where}, lease {lease['offerId']} claimed "
+                    f"{(lease['claimedAtUs'] - answered) / 1e6:.1f}s later",
+                )
         if op.value in DONE or op.value == "cancelled" or run["id"] not in tasks:
             continue
         ttl_us = int(tasks[run["id"]]["leaseTtlS"]) * 1_000_000
         for lease in facts.leases_by_run.get(op.run_id, []):
             attempt = attempts.get(lease["attemptId"]) or {}
             duration = attempt.get("durationMs")
-            if (attempt.get("state") != "succeeded" or lease["startedAtUs"] is None
-                    or not isinstance(duration, int)):
+            if (
+                attempt.get("state") != "succeeded"
+                or lease["startedAtUs"] is None
+                or not isinstance(duration, int)
+            ):
                 continue
             ran_until = lease["startedAtUs"] + duration * 1000
             if ran_until > answered + ttl_us + CANCEL_SLACK_US:
-                yield Anomaly("h", f"{where}, its command ran on for "
-                                   f"{(ran_until - answered) / 1e6:.1f}s and succeeded "
-                                   f"(lease TTL {ttl_us / 1e6:.0f}s)")
+                yield Anomaly(
+                    "h",
+                    f"{where}, its command ran on for "
+                    f"{(ran_until - answered) / 1e6:.1f}s and succeeded "
+                    f"(lease TTL {ttl_us / 1e6:.0f}s)",
+                )
 
 
 def exec_counts(facts: Facts) -> dict[str, int]:

@@ -52,7 +52,6 @@ class Anomaly:
         return f"{self.cls}_{CLASSES[self.cls]}"
 
 
-
 @dataclass
 class Inputs:
     manifest: dict[str, Any]
@@ -61,7 +60,6 @@ class Inputs:
     journals: dict[str, JournalView]
     heal: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
-
 
 
 @dataclass

@@ -32,8 +32,11 @@ from typing import Any
 from qinglong.throwaway_postgres import PG_BIN, free_loopback_port
 
 PACKAGES = ("patroni", "etcd-server", "etcd-client", "haproxy")
-BINARIES = {"patroni": "/usr/bin/patroni", "etcd-server": "/usr/bin/etcd",
-            "haproxy": "/usr/sbin/haproxy"}
+BINARIES = {
+    "patroni": "/usr/bin/patroni",
+    "etcd-server": "/usr/bin/etcd",
+    "haproxy": "/usr/sbin/haproxy",
+}
 SYSTEM_PYTHON = "/usr/bin/python3"
 SCOPE = "qinglong-drill"
 DATABASE = "qinglong"
@@ -57,18 +60,23 @@ def ensure_packages() -> None:
         return
     sudo = [] if os.geteuid() == 0 else ["sudo"]
     env = os.environ | {"DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run([*sudo, "apt-get", "update"], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
-    subprocess.run([*sudo, "apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
-                   check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run([*sudo, "apt-get", "update"], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*sudo, "apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def multi_host_dsn(ports: list[int], dbname: str, user: str) -> str:
     """What ingresses, the API and sweepers use (SPEC §17.1): every node, and
     `target_session_attrs=read-write` so a connection lands on the primary only."""
     hosts = ",".join("127.0.0.1" for _ in ports)
-    return (f"host={hosts} port={','.join(map(str, ports))} dbname={dbname} user={user}"
-            " target_session_attrs=read-write connect_timeout=2")
+    return (
+        f"host={hosts} port={','.join(map(str, ports))} dbname={dbname} user={user}"
+        " target_session_attrs=read-write connect_timeout=2"
+    )
 
 
 def _os_user() -> str | None:
@@ -93,9 +101,16 @@ class Proc:
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=self.env,
-                user=self.user, start_new_session=True, close_fds=True,
-                cwd=str(self.log.parent))
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                env=self.env,
+                user=self.user,
+                start_new_session=True,
+                close_fds=True,
+                cwd=str(self.log.parent),
+            )
 
     @property
     def alive(self) -> bool:
@@ -133,11 +148,15 @@ class PatroniNode:
     def data_dir(self) -> Path:
         return self.root / "data"
 
-    def api(self, path: str, body: dict[str, Any] | None = None,
-            timeout_s: float = 3.0) -> tuple[int, Any]:
+    def api(
+        self, path: str, body: dict[str, Any] | None = None, timeout_s: float = 3.0
+    ) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{self.api_port}{path}", data=data,
-                                         method="GET" if body is None else "POST")
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.api_port}{path}",
+            data=data,
+            method="GET" if body is None else "POST",
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as reply:
                 status, raw = reply.status, reply.read()
@@ -178,16 +197,18 @@ class HaStack:
             node_root = self.root / f"pg{index}"
             node_root.mkdir(mode=0o700)
             _chown(node_root, user)
-            node = PatroniNode(f"pg{index}", node_root, free_loopback_port(),
-                               free_loopback_port())
+            node = PatroniNode(f"pg{index}", node_root, free_loopback_port(), free_loopback_port())
             self.nodes.append(node)
             config = node_root / "patroni.yml"
             config.write_text(json.dumps(self._patroni_config(node)))  # JSON is YAML
             _chown(config, user)
-            node.proc = Proc(node.name, [SYSTEM_PYTHON, BINARIES["patroni"], str(config)],
-                             node_root / "patroni.log", user=user,
-                             env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8",
-                                  "HOME": str(node_root)})
+            node.proc = Proc(
+                node.name,
+                [SYSTEM_PYTHON, BINARIES["patroni"], str(config)],
+                node_root / "patroni.log",
+                user=user,
+                env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": str(node_root)},
+            )
             node.proc.start()
             if index == 1:  # the first bootstraps alone: no race for the initialize key
                 self.wait_for(lambda: self.leader() is not None, timeout_s, "a leader")
@@ -197,20 +218,36 @@ class HaStack:
         client, peer = free_loopback_port(), free_loopback_port()
         self.etcd_port = client
         data = self.root / "etcd"
-        self.etcd = Proc("etcd", [
-            BINARIES["etcd-server"], "--name", "e1", "--data-dir", str(data),
-            "--listen-client-urls", f"http://127.0.0.1:{client}",
-            "--advertise-client-urls", f"http://127.0.0.1:{client}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-cluster", f"e1=http://127.0.0.1:{peer}",
-            "--log-level", "warn"], self.root / "etcd.log")
+        self.etcd = Proc(
+            "etcd",
+            [
+                BINARIES["etcd-server"],
+                "--name",
+                "e1",
+                "--data-dir",
+                str(data),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{client}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{client}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer}",
+                "--initial-cluster",
+                f"e1=http://127.0.0.1:{peer}",
+                "--log-level",
+                "warn",
+            ],
+            self.root / "etcd.log",
+        )
         self.etcd.start()
 
         def healthy() -> bool:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{client}/health",
-                                            timeout=1) as reply:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{client}/health", timeout=1
+                ) as reply:
                     return bool(json.loads(reply.read()).get("health") == "true")
             except (OSError, ValueError):
                 return False
@@ -220,34 +257,53 @@ class HaStack:
     def _patroni_config(self, node: PatroniNode) -> dict[str, Any]:
         socket_dir = str(node.root)
         return {
-            "scope": SCOPE, "name": node.name,
+            "scope": SCOPE,
+            "name": node.name,
             "log": {"level": "INFO"},
-            "restapi": {"listen": f"127.0.0.1:{node.api_port}",
-                        "connect_address": f"127.0.0.1:{node.api_port}"},
+            "restapi": {
+                "listen": f"127.0.0.1:{node.api_port}",
+                "connect_address": f"127.0.0.1:{node.api_port}",
+            },
             "etcd3": {"hosts": f"127.0.0.1:{self.etcd_port}"},
             "bootstrap": {
                 "dcs": {
-                    "ttl": TTL_S, "loop_wait": LOOP_WAIT_S, "retry_timeout": RETRY_TIMEOUT_S,
+                    "ttl": TTL_S,
+                    "loop_wait": LOOP_WAIT_S,
+                    "retry_timeout": RETRY_TIMEOUT_S,
                     "maximum_lag_on_failover": 1048576,
-                    "synchronous_mode": True, "synchronous_mode_strict": True,
-                    "postgresql": {"use_pg_rewind": True, "use_slots": True, "parameters": {
-                        "wal_level": "replica", "hot_standby": "on", "wal_log_hints": "on",
-                        "max_wal_senders": 5, "max_replication_slots": 5,
-                        "max_connections": 100, "fsync": "off",
-                        "wal_keep_size": "128MB",
-                        # A standby whose walreceiver failed (the new primary had no slot
-                        # for it yet, or was still starting) retries after this, not 5 s:
-                        # with two nodes in strict mode every commit waits for that retry.
-                        "wal_retrieve_retry_interval": "250ms"}},
+                    "synchronous_mode": True,
+                    "synchronous_mode_strict": True,
+                    "postgresql": {
+                        "use_pg_rewind": True,
+                        "use_slots": True,
+                        "parameters": {
+                            "wal_level": "replica",
+                            "hot_standby": "on",
+                            "wal_log_hints": "on",
+                            "max_wal_senders": 5,
+                            "max_replication_slots": 5,
+                            "max_connections": 100,
+                            "fsync": "off",
+                            "wal_keep_size": "128MB",
+                            # A standby whose walreceiver failed (the new primary had no slot
+                            # for it yet, or was still starting) retries after this, not 5 s:
+                            # with two nodes in strict mode every commit waits for that retry.
+                            "wal_retrieve_retry_interval": "250ms",
+                        },
+                    },
                 },
                 "initdb": [{"encoding": "UTF8"}, {"locale": "C.UTF-8"}, "data-checksums"],
-                "pg_hba": ["local all all trust", "host all all 127.0.0.1/32 trust",
-                           "host replication all 127.0.0.1/32 trust"],
+                "pg_hba": [
+                    "local all all trust",
+                    "host all all 127.0.0.1/32 trust",
+                    "host replication all 127.0.0.1/32 trust",
+                ],
             },
             "postgresql": {
                 "listen": f"127.0.0.1:{node.pg_port}",
                 "connect_address": f"127.0.0.1:{node.pg_port}",
-                "data_dir": str(node.data_dir), "bin_dir": str(PG_BIN),
+                "data_dir": str(node.data_dir),
+                "bin_dir": str(PG_BIN),
                 "pgpass": str(node.root / "pgpass"),
                 "authentication": {
                     "superuser": {"username": "postgres"},
@@ -256,8 +312,12 @@ class HaStack:
                 },
                 "parameters": {"unix_socket_directories": socket_dir},
             },
-            "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False,
-                     "nosync": False},
+            "tags": {
+                "nofailover": False,
+                "noloadbalance": False,
+                "clonefrom": False,
+                "nosync": False,
+            },
         }
 
     def leader(self) -> PatroniNode | None:
@@ -275,8 +335,10 @@ class HaStack:
         status, cluster = leader.api("/cluster")
         if status != 200 or not isinstance(cluster, dict):
             return False
-        return any(m.get("role") == "sync_standby" and m.get("state") in ("streaming", "running")
-                   for m in cluster.get("members", []))
+        return any(
+            m.get("role") == "sync_standby" and m.get("state") in ("streaming", "running")
+            for m in cluster.get("members", [])
+        )
 
     def dsn(self, user: str = "postgres", dbname: str = DATABASE) -> str:
         return multi_host_dsn([n.pg_port for n in self.nodes], dbname, user)
@@ -305,8 +367,9 @@ class HaStack:
         if leader is None:
             raise HaError("no leader to switch over from")
         candidate = next(n for n in self.nodes if n is not leader)
-        status, body = leader.api("/switchover", {"leader": leader.name,
-                                                  "candidate": candidate.name}, timeout_s=30)
+        status, body = leader.api(
+            "/switchover", {"leader": leader.name, "candidate": candidate.name}, timeout_s=30
+        )
         if status != 200:
             raise HaError(f"switchover refused: {status} {body}")
         return leader, candidate
@@ -317,8 +380,9 @@ class HaStack:
         """HAProxy in TCP mode over (port, admin_port) pairs; its listening port."""
         self.haproxy_port = free_loopback_port()
         servers = "\n".join(
-            f"    server ingress-{i} 127.0.0.1:{port} check port {admin} inter 500ms"
-            " fall 2 rise 2" for i, (port, admin) in enumerate(backends, 1))
+            f"    server ingress-{i} 127.0.0.1:{port} check port {admin} inter 500ms fall 2 rise 2"
+            for i, (port, admin) in enumerate(backends, 1)
+        )
         config = self.root / "haproxy.cfg"
         config.write_text(f"""global
     maxconn 512
@@ -338,8 +402,9 @@ backend ingresses
     http-check expect status 200
 {servers}
 """)
-        self.haproxy = Proc("haproxy", [BINARIES["haproxy"], "-db", "-f", str(config)],
-                            self.root / "haproxy.log")
+        self.haproxy = Proc(
+            "haproxy", [BINARIES["haproxy"], "-db", "-f", str(config)], self.root / "haproxy.log"
+        )
         self.haproxy.start()
         time.sleep(0.3)
         if not self.haproxy.alive:
@@ -375,8 +440,11 @@ backend ingresses
         self.stop()
         if keep_logs is not None:
             keep_logs.mkdir(parents=True, exist_ok=True)
-            for log in [self.root / "etcd.log", self.root / "haproxy.log",
-                        *(n.root / "patroni.log" for n in self.nodes)]:
+            for log in [
+                self.root / "etcd.log",
+                self.root / "haproxy.log",
+                *(n.root / "patroni.log" for n in self.nodes),
+            ]:
                 with contextlib.suppress(OSError):
                     name = log.name if log.parent == self.root else f"{log.parent.name}-{log.name}"
                     shutil.copy(log, keep_logs / name)

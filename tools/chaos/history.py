@@ -33,8 +33,15 @@ INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 NEMESIS = "nemesis"
 CLIENT = "client"
 # Nemesis ops that are faults (the others record restarts, the heal, ...).
-FAULT_KINDS = ("kill_ingress", "kill_worker", "pg_restart", "drop_response", "latency_spike",
-               "crash_point", "double_start")
+FAULT_KINDS = (
+    "kill_ingress",
+    "kill_worker",
+    "pg_restart",
+    "drop_response",
+    "latency_spike",
+    "crash_point",
+    "double_start",
+)
 
 # Worker event -> (op type, value). Every one of these carries `offerId`.
 _CLAIM_EVENTS: dict[str, tuple[str, str]] = {
@@ -153,17 +160,36 @@ def worker_log_ops(process: str, path: Path) -> list[Op]:
         event, ts = doc.get("event"), int(doc.get("ts", 0))
         if event in _CLAIM_EVENTS and isinstance(doc.get("offerId"), str):
             kind, value = _CLAIM_EVENTS[event]
-            ops.append(Op(ts, process, kind, "claim", offer_id=doc["offerId"],
-                          run_id=doc.get("runId"), value=value, reason=_reason(doc),
-                          extra={"attemptId": doc["attemptId"]} if doc.get("attemptId") else {}))
+            ops.append(
+                Op(
+                    ts,
+                    process,
+                    kind,
+                    "claim",
+                    offer_id=doc["offerId"],
+                    run_id=doc.get("runId"),
+                    value=value,
+                    reason=_reason(doc),
+                    extra={"attemptId": doc["attemptId"]} if doc.get("attemptId") else {},
+                )
+            )
         elif event == "worker.stopped" and isinstance(doc.get("pendingOfferId"), str):
             ops.append(Op(ts, process, INFO, "claim", offer_id=doc["pendingOfferId"],
                           value="pending_at_stop"))  # fmt: skip
         elif event in _EXEC_EVENTS and isinstance(doc.get("offerId"), str):
-            ops.append(Op(ts, process, INFO, "exec", offer_id=doc["offerId"],
-                          run_id=doc.get("runId"), value=_EXEC_EVENTS[event],
-                          reason=_reason(doc) or doc.get("category"),
-                          extra={k: doc[k] for k in _EXEC_FIELDS if doc.get(k) is not None}))
+            ops.append(
+                Op(
+                    ts,
+                    process,
+                    INFO,
+                    "exec",
+                    offer_id=doc["offerId"],
+                    run_id=doc.get("runId"),
+                    value=_EXEC_EVENTS[event],
+                    reason=_reason(doc) or doc.get("category"),
+                    extra={k: doc[k] for k in _EXEC_FIELDS if doc.get(k) is not None},
+                )
+            )
         elif event == "worker.starting":
             ops.append(Op(ts, process, INFO, "start", value=str(doc.get("pid"))))
     return ops

@@ -47,18 +47,26 @@ def _cut(name: str, snapshot: dict[str, Any]) -> Iterator[Anomaly]:
     for run in snapshot["runs"]:
         held = live.get(run["currentAttemptId"] or "", [])
         if run["state"] == "dispatching" and not any(x["startedAtUs"] is None for x in held):
-            yield Anomaly("g", f"{name} cut: run {run['id']} dispatching without a live "
-                               "unstarted lease")
-        if run["state"] in DONE_STATES and "runEvents" in snapshot and (
-                (run["id"], f"run.{run['state']}") not in events):
-            yield Anomaly("g", f"{name} cut: run {run['id']} {run['state']} without its "
-                               f"run.{run['state']} event")
+            yield Anomaly(
+                "g", f"{name} cut: run {run['id']} dispatching without a live unstarted lease"
+            )
+        if (
+            run["state"] in DONE_STATES
+            and "runEvents" in snapshot
+            and ((run["id"], f"run.{run['state']}") not in events)
+        ):
+            yield Anomaly(
+                "g",
+                f"{name} cut: run {run['id']} {run['state']} without its run.{run['state']} event",
+            )
     for attempt_id, leases in live.items():
         state = (attempts.get(attempt_id) or {}).get("state")
         for lease in leases:
             if lease["startedAtUs"] is not None and state not in ("starting", "running"):
-                yield Anomaly("g", f"{name} cut: started lease {lease['offerId']} on an "
-                                   f"attempt in state {state}")
+                yield Anomaly(
+                    "g",
+                    f"{name} cut: started lease {lease['offerId']} on an attempt in state {state}",
+                )
 
 
 def _released_requeued(facts: Facts) -> Iterator[Anomaly]:
@@ -71,8 +79,14 @@ def _released_requeued(facts: Facts) -> Iterator[Anomaly]:
             released = lease["releasedAtUs"]
             if released is None or lease["releaseReason"] not in REQUEUE_RELEASES:
                 continue
-            if not any(later["claimedAtUs"] >= lease["claimedAtUs"]
-                       and later["offerId"] != lease["offerId"] for later in leases):
-                yield Anomaly("g", f"run {run_id}: lease {lease['offerId']} released "
-                                   f"{lease['releaseReason']}, run left {run['state']} with "
-                                   "no later lease")
+            if not any(
+                later["claimedAtUs"] >= lease["claimedAtUs"]
+                and later["offerId"] != lease["offerId"]
+                for later in leases
+            ):
+                yield Anomaly(
+                    "g",
+                    f"run {run_id}: lease {lease['offerId']} released "
+                    f"{lease['releaseReason']}, run left {run['state']} with "
+                    "no later lease",
+                )

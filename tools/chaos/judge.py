@@ -76,8 +76,7 @@ def _judge(facts: Facts, claim: Claim, op: Op) -> Verdict:
     if value == "conflict":
         return _conflict(facts, claim, op, reason, where)
     if value == "rejected":
-        what = "answered with a different offer" if reason in IDENTITY_REJECTIONS else \
-            "refused"
+        what = "answered with a different offer" if reason in IDENTITY_REJECTIONS else "refused"
         return Anomaly("c", f"{where} {what} (rejected: {reason})")
     if value in ("exhausted", "attempts_exhausted"):
         return _exhausted(facts, claim, where)
@@ -160,8 +159,11 @@ def _session_gone(facts: Facts, claim: Claim, op: Op, kind: str, where: str) -> 
     lease = facts.lease(claim.offer_id)
     if lease is None:
         worker_id = facts.inputs.manifest["workers"][claim.process]["workerId"]
-        ended = [s for s in facts.sessions.values()
-                 if s["workerId"] == worker_id and facts.session_over(s["sessionId"], at)]
+        ended = [
+            s
+            for s in facts.sessions.values()
+            if s["workerId"] == worker_id and facts.session_over(s["sessionId"], at)
+        ]
         if ended or not facts.sessions:
             return Excuse(kind, claim.process, claim.offer_id,
                           "no lease; a session of the worker had ended")  # fmt: skip
@@ -172,8 +174,10 @@ def _session_gone(facts: Facts, claim: Claim, op: Op, kind: str, where: str) -> 
                       f"lease released {lease['releaseReason']}")  # fmt: skip
     why = facts.session_over(lease["sessionId"], at)
     if why is None:
-        return Anomaly("c" if kind.startswith("conflict") else "e",
-                       f"{where}: {kind} but the lease's session was live and active")
+        return Anomaly(
+            "c" if kind.startswith("conflict") else "e",
+            f"{where}: {kind} but the lease's session was live and active",
+        )
     return Excuse(kind, claim.process, claim.offer_id, why)
 
 
@@ -182,8 +186,9 @@ def _exhausted(facts: Facts, claim: Claim, where: str) -> Verdict:
     if attempts is not None and attempts >= MAX_ATTEMPTS:
         return Excuse("exhausted", claim.process, claim.offer_id,
                       f"{MAX_ATTEMPTS}+ attempts recorded with the intent")  # fmt: skip
-    return Anomaly("e", f"{where}: given up after {attempts or 'unknown'} attempts "
-                        f"(< {MAX_ATTEMPTS})")
+    return Anomaly(
+        "e", f"{where}: given up after {attempts or 'unknown'} attempts (< {MAX_ATTEMPTS})"
+    )
 
 
 def _attempts_made(facts: Facts, claim: Claim) -> int | None:

@@ -70,8 +70,10 @@ class Mutant:
                 fields[key] = value.strip()
         missing = [k for k in HEADER_KEYS if not fields.get(k)]
         if missing or "\ndiff --git " not in text:
-            raise MutantError(f"{path.name}: header needs {', '.join(HEADER_KEYS)} lines "
-                              f"before the diff (missing: {', '.join(missing) or 'the diff'})")
+            raise MutantError(
+                f"{path.name}: header needs {', '.join(HEADER_KEYS)} lines "
+                f"before the diff (missing: {', '.join(missing) or 'the diff'})"
+            )
         return cls(path.stem, path, fields["Rationale"], fields["Guarantee"], fields["Expect"])
 
 
@@ -90,8 +92,10 @@ class Outcome:
 
     def line(self) -> str:
         if not self.caught:
-            return (f"{self.mutant.name}: NOT CAUGHT (soak exit {self.exit_code}, "
-                    f"{self.seconds:.0f}s) — {self.mutant.rationale}")
+            return (
+                f"{self.mutant.name}: NOT CAUGHT (soak exit {self.exit_code}, "
+                f"{self.seconds:.0f}s) — {self.mutant.rationale}"
+            )
         found = ", ".join(f"{k} {v}" for k, v in self.anomalies.items() if v)
         note = "" if self.expected else f" (expected {self.mutant.expect})"
         return f"{self.mutant.name}: caught by {found}{note} in {self.seconds:.0f}s — {self.first}"
@@ -156,8 +160,11 @@ def isolated_env(tree: Path) -> dict[str, str]:
          " tools.chaos as t; print(c.__file__); print(d.__file__); print(t.__file__)"],
         cwd=tree, env=env, capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     paths = probe.stdout.split()
-    if probe.returncode != 0 or len(paths) != 3 or not all(
-            Path(p).is_relative_to(tree) for p in paths):
+    if (
+        probe.returncode != 0
+        or len(paths) != 3
+        or not all(Path(p).is_relative_to(tree) for p in paths)
+    ):
         raise MutantError(f"the copy is not what gets imported: {probe.stdout} {probe.stderr}")
     return env
 

@@ -57,8 +57,9 @@ def _slots(facts: Facts) -> Iterator[Anomaly]:
             continue
         peak, at = peak_leases(leases, now)
         if peak > slots:
-            yield Anomaly("i", f"session {session_id}: {peak} live leases at once "
-                               f"(slots {slots}) at {at}us")
+            yield Anomaly(
+                "i", f"session {session_id}: {peak} live leases at once (slots {slots}) at {at}us"
+            )
 
 
 def _labels(facts: Facts) -> Iterator[Anomaly]:
@@ -73,5 +74,8 @@ def _labels(facts: Facts) -> Iterator[Anomaly]:
         labels = workers[name].get("labels") or {}
         unmet = sorted(k for k, allowed in required.items() if labels.get(k) not in allowed)
         if unmet:
-            yield Anomaly("i", f"lease {lease['offerId']} went to {name}, whose labels do "
-                               f"not meet the placement (label {', '.join(unmet)})")
+            yield Anomaly(
+                "i",
+                f"lease {lease['offerId']} went to {name}, whose labels do "
+                f"not meet the placement (label {', '.join(unmet)})",
+            )

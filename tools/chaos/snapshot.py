@@ -65,8 +65,8 @@ _LEASES = f"""
 SELECT l.id, l.offer_id::text, l.attempt_id::text, l.run_id::text, l.worker_id::text,
        l.execution_revision_id::text,
        l.session_id::text, l.session_generation, l.lease_generation, l.lease_version,
-       encode(l.token_digest, 'hex'), l.content_digest, {_us('l.claimed_at')},
-       {_us('l.expires_at')}, {_us('l.started_at')}, {_us('l.released_at')}, l.release_reason,
+       encode(l.token_digest, 'hex'), l.content_digest, {_us("l.claimed_at")},
+       {_us("l.expires_at")}, {_us("l.started_at")}, {_us("l.released_at")}, l.release_reason,
        ql_private.offer_projection(l.id)
   FROM ql_private.run_leases l ORDER BY l.id"""
 _LEASE_KEYS = ("id", "offerId", "attemptId", "runId", "workerId", "revisionId", "sessionId",
@@ -75,7 +75,7 @@ _LEASE_KEYS = ("id", "offerId", "attemptId", "runId", "workerId", "revisionId", 
                "releaseReason")  # fmt: skip
 _DISPATCHED = f"""
 SELECT e.id, e.run_id::text, e.attempt_id::text, e.payload->>'offerId',
-       e.payload->>'workerId', {_us('e.created_at')}
+       e.payload->>'workerId', {_us("e.created_at")}
   FROM ql_private.events e WHERE e.type = 'run.dispatched' ORDER BY e.id"""
 _RUNS = """
 SELECT r.id::text, r.state, r.current_attempt_id::text, r.cancel_requested, r.runtime_owned,
@@ -85,8 +85,8 @@ SELECT r.id::text, r.state, r.current_attempt_id::text, r.cancel_requested, r.ru
   JOIN ql_private.projects pj ON pj.id = po.project_id
  ORDER BY r.queue_seq"""
 _SESSIONS = f"""
-SELECT s.session_id::text, s.worker_id::text, s.generation, s.state, {_us('s.opened_at')},
-       {_us('s.expires_at')}, {_us('s.closed_at')}, s.slots, s.capabilities -> 'labels'
+SELECT s.session_id::text, s.worker_id::text, s.generation, s.state, {_us("s.opened_at")},
+       {_us("s.expires_at")}, {_us("s.closed_at")}, s.slots, s.capabilities -> 'labels'
   FROM ql_private.worker_sessions s ORDER BY s.opened_at"""
 _SESSION_KEYS = ("sessionId", "workerId", "generation", "state", "openedAtUs", "expiresAtUs",
                  "closedAtUs", "slots", "labels")  # fmt: skip
@@ -113,11 +113,11 @@ TERMINAL_EVENTS = ("run.succeeded", "run.failed", "run.cancelled")
 # Events that end an attempt or start the next one (checker: tools/chaos/execution.py).
 ATTEMPT_EVENTS = ("attempt.failed", "attempt.lost", "run.retry_scheduled", "run.cancel_requested")
 _RUN_EVENTS = f"""
-SELECT e.run_id::text, e.type, {_us('e.created_at')}, e.attempt_id::text
+SELECT e.run_id::text, e.type, {_us("e.created_at")}, e.attempt_id::text
   FROM ql_private.events e WHERE e.type = ANY(%s) ORDER BY e.id"""
 _ATTEMPTS = f"""
-SELECT a.id::text, a.run_id::text, a.attempt_no, a.state, a.executor, {_us('a.not_before')},
-       {_us('a.created_at')}, {_us('a.finished_at')}, a.exit_code, a.reason,
+SELECT a.id::text, a.run_id::text, a.attempt_no, a.state, a.executor, {_us("a.not_before")},
+       {_us("a.created_at")}, {_us("a.finished_at")}, a.exit_code, a.reason,
        (a.result->>'durationMs')::bigint
   FROM ql_private.attempts a ORDER BY a.run_id, a.attempt_no"""
 
@@ -143,25 +143,56 @@ def take_db_snapshot(dsn: str) -> dict[str, Any]:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         row = conn.execute(f"SELECT {_us('clock_timestamp()')}").fetchone()
         assert row is not None
-        counts = dict(conn.execute(
-            "SELECT type, count(*) FROM ql_private.events GROUP BY type").fetchall())
+        counts = dict(
+            conn.execute("SELECT type, count(*) FROM ql_private.events GROUP BY type").fetchall()
+        )
         return {
             "takenAtUs": int(row[0]),
             "leases": _leases(conn),
-            "dispatched": _rows(conn, _DISPATCHED, ("id", "runId", "attemptId", "offerId",
-                                                    "workerId", "createdAtUs")),
-            "runs": _rows(conn, _RUNS, ("id", "state", "currentAttemptId", "cancelRequested",
-                                        "runtimeOwned", "taskId", "pool")),
+            "dispatched": _rows(
+                conn,
+                _DISPATCHED,
+                ("id", "runId", "attemptId", "offerId", "workerId", "createdAtUs"),
+            ),
+            "runs": _rows(
+                conn,
+                _RUNS,
+                (
+                    "id",
+                    "state",
+                    "currentAttemptId",
+                    "cancelRequested",
+                    "runtimeOwned",
+                    "taskId",
+                    "pool",
+                ),
+            ),
             "grants": _rows(conn, _GRANTS, _GRANT_KEYS),
-            "attempts": _rows(conn, _ATTEMPTS, ("id", "runId", "attemptNo", "state",
-                                                "executor", "notBeforeUs", "createdAtUs",
-                                                "finishedAtUs", "exitCode", "reason",
-                                                "durationMs")),
+            "attempts": _rows(
+                conn,
+                _ATTEMPTS,
+                (
+                    "id",
+                    "runId",
+                    "attemptNo",
+                    "state",
+                    "executor",
+                    "notBeforeUs",
+                    "createdAtUs",
+                    "finishedAtUs",
+                    "exitCode",
+                    "reason",
+                    "durationMs",
+                ),
+            ),
             "sessions": _rows(conn, _SESSIONS, _SESSION_KEYS),
             "revisions": _rows(conn, _REVISIONS, _REVISION_KEYS),
-            "runEvents": [{"runId": r, "type": t, "createdAtUs": int(at), "attemptId": a}
-                          for r, t, at, a in conn.execute(
-                              _RUN_EVENTS, (list(TERMINAL_EVENTS + ATTEMPT_EVENTS),))],
+            "runEvents": [
+                {"runId": r, "type": t, "createdAtUs": int(at), "attemptId": a}
+                for r, t, at, a in conn.execute(
+                    _RUN_EVENTS, (list(TERMINAL_EVENTS + ATTEMPT_EVENTS),)
+                )
+            ],
             "eventCounts": {str(k): int(v) for k, v in counts.items()},
         }
 

@@ -258,8 +258,12 @@ class JournalObserver:
             doc = json.loads((root / "pending-claim.json").read_bytes())
             offer_id = doc.get("offerId") if isinstance(doc, dict) else None
             if isinstance(offer_id, str):
-                self._note(name, "pending", offer_id, Op(now_ms(), name, INVOKE, "claim",
-                                                         offer_id=offer_id, src="journal"))
+                self._note(
+                    name,
+                    "pending",
+                    offer_id,
+                    Op(now_ms(), name, INVOKE, "claim", offer_id=offer_id, src="journal"),
+                )
 
     def _failed(self, name: str, root: Path) -> None:
         try:
@@ -275,10 +279,22 @@ class JournalObserver:
                 reason = str(doc.get("reason")) if isinstance(doc, dict) else None
                 claim = (doc.get("claim") if isinstance(doc, dict) else None) or {}
                 attempts = claim.get("attempts") if isinstance(claim, dict) else None
-                self._note(name, "failed", offer_id, Op(
-                    now_ms(), name, FAIL, "claim", offer_id=offer_id, value="moved_aside",
-                    reason=reason, src="journal",
-                    extra={"attempts": attempts} if isinstance(attempts, int) else {}))
+                self._note(
+                    name,
+                    "failed",
+                    offer_id,
+                    Op(
+                        now_ms(),
+                        name,
+                        FAIL,
+                        "claim",
+                        offer_id=offer_id,
+                        value="moved_aside",
+                        reason=reason,
+                        src="journal",
+                        extra={"attempts": attempts} if isinstance(attempts, int) else {},
+                    ),
+                )
 
     def _loop(self) -> None:
         while not self._stop.wait(self._every_s):
@@ -370,10 +386,13 @@ class Soak:
 
         self.recorder = HistoryWriter(self.out / RECORDS[0])
         identities = [*self.workers, *([BYZ] if self.plan.byzantine_rate_per_s > 0 else [])]
-        self.env = soak_env.create_env(self.out, identities, self.plan.lease_ttl_s,
-                                       hostile=BYZ if BYZ in identities else None)
-        self.log(f"PostgreSQL on 127.0.0.1:{self.env.cluster.port}, migrated; CA, "
-                 f"{len(self.workers)} worker identities; lease TTL {self.plan.lease_ttl_s}s")
+        self.env = soak_env.create_env(
+            self.out, identities, self.plan.lease_ttl_s, hostile=BYZ if BYZ in identities else None
+        )
+        self.log(
+            f"PostgreSQL on 127.0.0.1:{self.env.cluster.port}, migrated; CA, "
+            f"{len(self.workers)} worker identities; lease TTL {self.plan.lease_ttl_s}s"
+        )
         ports: list[int] = []
         free = _distinct_ports(free_loopback_port, 2 * len(self.ingresses))
         for name in self.ingresses:
@@ -384,12 +403,21 @@ class Soak:
             argv = [*QL, "ingress", "serve", "--processes", "1", "--config", str(config)]
             self.sup.add(Child(name, argv, self.out / "logs" / f"{name}.log")).start()
         self._wait_ready(self.ingresses)
-        self.proxy = ChaosProxy(ports, rng=random.Random(self.rng.random()),
-                                on_drop=lambda conn: self.fault("drop_response", str(conn)))
+        self.proxy = ChaosProxy(
+            ports,
+            rng=random.Random(self.rng.random()),
+            on_drop=lambda conn: self.fault("drop_response", str(conn)),
+        )
         self.proxy.start()
         sweep = [*QL, "runtime", "sweep", "--every", "1s"]  # DSN by environment, not argv
-        self.sup.add(Child("sweeper", sweep, self.out / "logs" / "sweeper.log",
-                           env=os.environ | {"QINGLONG_DSN": self.env.sweeper_dsn})).start()
+        self.sup.add(
+            Child(
+                "sweeper",
+                sweep,
+                self.out / "logs" / "sweeper.log",
+                env=os.environ | {"QINGLONG_DSN": self.env.sweeper_dsn},
+            )
+        ).start()
         for spec in soak_env.TASKS:  # every task from the start, by its weight
             share = self.plan.initial_runs * spec.weight // sum(t.weight for t in soak_env.TASKS)
             self.enqueue(max(share, 1), spec.name)
@@ -402,8 +430,10 @@ class Soak:
         roots = {name: self.out / "journals" / name for name in self.workers}
         observed = HistoryWriter(self.out / RECORDS[1])
         self.observer = JournalObserver(roots, observed).start()
-        self.log(f"{len(self.ingresses)} ingresses behind proxy :{self.proxy.port}, sweeper, "
-                 f"{len(self.workers)} workers (slots {self.plan.slots})")
+        self.log(
+            f"{len(self.ingresses)} ingresses behind proxy :{self.proxy.port}, sweeper, "
+            f"{len(self.workers)} workers (slots {self.plan.slots})"
+        )
 
     def _start_workers(self, proxy_port: int) -> None:
         from qinglong.worker.run_as import ensure_unprivileged_user
@@ -430,14 +460,24 @@ class Soak:
                     "journal": str(self.out / "journals" / n),
                     "credentialFile": self.env.workers[n].credential_file}
                    for n in self.workers]  # fmt: skip
-        config = soak_env.write_config(self.out / "config" / f"{BYZ}.json", {
-            "ingressUrl": f"https://127.0.0.1:{proxy_port}", "workerId": ident.worker_id,
-            "certFile": ident.cert_file, "keyFile": ident.key_file,
-            "caFile": str(self.env.ca_file), "credentialFile": ident.credential_file,
-            "record": str(self.out / BYZ_RECORD), "victims": victims,
-            "labels": soak_env.HOSTILE_LABELS, "foreignLabels": soak_env.EXEC_LABEL,
-            "ratePerS": self.plan.byzantine_rate_per_s, "leaseTtlS": self.plan.lease_ttl_s,
-            "seed": self.rng.randrange(2**32)})
+        config = soak_env.write_config(
+            self.out / "config" / f"{BYZ}.json",
+            {
+                "ingressUrl": f"https://127.0.0.1:{proxy_port}",
+                "workerId": ident.worker_id,
+                "certFile": ident.cert_file,
+                "keyFile": ident.key_file,
+                "caFile": str(self.env.ca_file),
+                "credentialFile": ident.credential_file,
+                "record": str(self.out / BYZ_RECORD),
+                "victims": victims,
+                "labels": soak_env.HOSTILE_LABELS,
+                "foreignLabels": soak_env.EXEC_LABEL,
+                "ratePerS": self.plan.byzantine_rate_per_s,
+                "leaseTtlS": self.plan.lease_ttl_s,
+                "seed": self.rng.randrange(2**32),
+            },
+        )
         argv = [sys.executable, "-m", "tools.chaos.byzantine", str(config)]
         self.sup.add(Child(BYZ, argv, self.out / "logs" / f"{BYZ}.log")).start()
 
@@ -464,15 +504,29 @@ class Soak:
                    for name in self.workers}  # fmt: skip
         tasks = {spec.name: spec.manifest(self.env.tasks[spec.name], self.plan.lease_ttl_s)
                  for spec in soak_env.TASKS}  # fmt: skip
-        write_json(self.out / MANIFEST_FILE, {
-            "plan": asdict(self.plan), "seed": self.seed, "workers": workers,
-            "ingresses": self.ingresses, "taskId": self.env.task_id, "tasks": tasks,
-            "byzantine": ({"name": BYZ, "workerId": self.env.workers[BYZ].worker_id,
-                           "pool": soak_env.HOSTILE_POOL, "labels": soak_env.HOSTILE_LABELS,
-                           "taskId": self.env.tasks[soak_env.HOSTILE_TASK.name]}
-                          if BYZ in self.env.workers else None),
-            "startedAtMs": now_ms(),
-        })
+        write_json(
+            self.out / MANIFEST_FILE,
+            {
+                "plan": asdict(self.plan),
+                "seed": self.seed,
+                "workers": workers,
+                "ingresses": self.ingresses,
+                "taskId": self.env.task_id,
+                "tasks": tasks,
+                "byzantine": (
+                    {
+                        "name": BYZ,
+                        "workerId": self.env.workers[BYZ].worker_id,
+                        "pool": soak_env.HOSTILE_POOL,
+                        "labels": soak_env.HOSTILE_LABELS,
+                        "taskId": self.env.tasks[soak_env.HOSTILE_TASK.name],
+                    }
+                    if BYZ in self.env.workers
+                    else None
+                ),
+                "startedAtMs": now_ms(),
+            },
+        )
 
     # -- client operations -----------------------------------------------------
 
@@ -525,8 +579,9 @@ class Soak:
         assert self.env is not None
         with contextlib.suppress(Exception):
             with control_plane.connect(self.env.dsn) as conn:
-                found = control_plane.run(conn, api.list_runs(
-                    task_id=self.env.tasks[task], states=["running"], limit=100)).doc
+                found = control_plane.run(
+                    conn, api.list_runs(task_id=self.env.tasks[task], states=["running"], limit=100)
+                ).doc
             return [str(r["runId"]) for r in found.get("runs", [])]
         return []
 
@@ -574,8 +629,13 @@ class Soak:
             self.armed_at[name] = time.monotonic()
         child.start()
         kind = "ingress" if name in self.ingresses else "worker"
-        self.record(NEMESIS, INFO, f"restart_{kind}", value=name,
-                    extra={"crashAt": self.armed.get(name)} if kind == "worker" else {})
+        self.record(
+            NEMESIS,
+            INFO,
+            f"restart_{kind}",
+            value=name,
+            extra={"crashAt": self.armed.get(name)} if kind == "worker" else {},
+        )
 
     def _crash_point(self, name: str) -> str | None:
         """A window no worker has died in yet (and none is armed with), else every Nth.
@@ -734,8 +794,10 @@ class Soak:
             pg_restarts=[t0 + gaps * (k + 1) for k in range(plan.pg_restarts)],
         )  # fmt: skip
         self.proxy.drop_probability = plan.drop_probability
-        self.log(f"faults on (plan {plan.name}: >= {plan.duration_s:.0f}s and >= "
-                 f"{plan.min_pulls} pulls, at most {plan.max_duration_s:.0f}s)")
+        self.log(
+            f"faults on (plan {plan.name}: >= {plan.duration_s:.0f}s and >= "
+            f"{plan.min_pulls} pulls, at most {plan.max_duration_s:.0f}s)"
+        )
         last_report = t0
         while True:
             now = time.monotonic()
@@ -787,8 +849,14 @@ class Soak:
 
         offset = log.stat().st_size if log.exists() else 0
         with open(log, "ab") as out:
-            process = subprocess.Popen(argv, env=dict(self.worker_env), stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=out, start_new_session=True)
+            process = subprocess.Popen(
+                argv,
+                env=dict(self.worker_env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
         try:
             code: int | None = process.wait(DOUBLE_WAIT_S)
         except subprocess.TimeoutExpired:
@@ -868,13 +936,18 @@ class Soak:
     def final_snapshot(self) -> None:
         assert self.env is not None
         time.sleep(1.5)  # one more sweeper pass
-        write_json(self.out / SNAPSHOT_FILE,
-                   _retry(lambda: take_db_snapshot(self.env.dsn)))  # type: ignore[union-attr]
+        write_json(self.out / SNAPSHOT_FILE, _retry(lambda: take_db_snapshot(self.env.dsn)))  # type: ignore[union-attr]
 
     def teardown(self) -> None:
         """Stop everything we started, whatever state we are in."""
-        for closer in (self._stop_pulls, self._stop_observer, self.sup.stop_all,
-                       self._close_proxy, self._cleanup_env, self._close_recorder):
+        for closer in (
+            self._stop_pulls,
+            self._stop_observer,
+            self.sup.stop_all,
+            self._close_proxy,
+            self._cleanup_env,
+            self._close_recorder,
+        ):
             with contextlib.suppress(Exception):
                 closer()
 
@@ -974,8 +1047,11 @@ def _owns_journal(path: Path, pid: int | None) -> bool:
                 event = doc.get("event") if isinstance(doc, dict) else None
                 if event == "worker.starting":
                     started, past = doc.get("pid") == pid, False
-                elif started and isinstance(event, str) and event.startswith(
-                        ("session.", "claim.", "exec.")):
+                elif (
+                    started
+                    and isinstance(event, str)
+                    and event.startswith(("session.", "claim.", "exec."))
+                ):
                     past = True
     return started and past
 
