@@ -1240,3 +1240,45 @@ class RecentDenials:
     def parse(cls, raw: object) -> RecentDenials:
         doc = _object("recent_denials", raw)
         return cls(_objects("recent_denials", doc, "denials"), doc)
+
+
+# ------------------------------------------------------------ the idle view's reads
+
+
+@dataclass(frozen=True, slots=True)
+class IdleProbed:
+    """`ql.idle_probe`: whether a pull would now find nothing (`idle`), the
+    database's clock (`now_ms`) and when the first scheduled run or unstarted
+    offer becomes due (`wake_at_ms`, None when nothing is pending)."""
+
+    idle: bool
+    now_ms: int
+    wake_at_ms: int | None
+    doc: JsonObject
+
+    @classmethod
+    def parse(cls, raw: object) -> IdleProbed:
+        doc = _object("idle_probe", raw)
+        idle = doc.get("idle")
+        if not isinstance(idle, bool):
+            raise AnswerError("idle_probe", "'idle' is not a boolean")
+        wake = doc.get("wakeAtMs")
+        if wake is not None and (not isinstance(wake, int) or isinstance(wake, bool)):
+            raise AnswerError("idle_probe", "'wakeAtMs' is not an integer")
+        return cls(idle, _int("idle_probe", doc, "nowMs"), wake, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmedCredentials:
+    """`ql.confirm_credentials`: the ids, of those asked about, that the
+    database still allows (active, unexpired, digest matching, worker enabled)."""
+
+    credential_ids: frozenset[str]
+
+    @classmethod
+    def parse(cls, raw: object) -> ConfirmedCredentials:
+        if raw is None:  # an empty question: the array of nothing is NULL
+            return cls(frozenset())
+        if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+            raise AnswerError("confirm_credentials", "answer is not an array of text")
+        return cls(frozenset(raw))

@@ -547,25 +547,28 @@ def append_log(
     )
 
 
-IDLE_PROBE: Statement[JsonObject] = Statement("idle_probe", "SELECT ql.idle_probe()")
+IDLE_PROBE: Statement[answers.IdleProbed] = Statement(
+    "idle_probe", "SELECT ql.idle_probe()", answers.IdleProbed.parse
+)
 
 
-def idle_probe() -> Call[JsonObject]:
+def idle_probe() -> Call[answers.IdleProbed]:
     return Call(IDLE_PROBE, {})
 
 
-CONFIRM_CREDENTIALS: Statement[list[str]] = Statement(
+CONFIRM_CREDENTIALS: Statement[answers.ConfirmedCredentials] = Statement(
     "confirm_credentials",
     (
         "SELECT ql.confirm_credentials(p_credential_ids => %(credential_ids)s::text[],"
         " p_secret_digests => %(secret_digests)s::bytea[], p_worker_ids => %(worker_ids)s::text[])"
     ),
+    answers.ConfirmedCredentials.parse,
 )
 
 
 def confirm_credentials(
     *, credential_ids: list[str], secret_digests: list[bytes], worker_ids: list[str]
-) -> Call[list[str]]:
+) -> Call[answers.ConfirmedCredentials]:
     return Call(
         CONFIRM_CREDENTIALS,
         {

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from qinglong.db.answers import IdleProbed
+
 
 @dataclass(frozen=True)
 class DbClock:
@@ -71,21 +73,22 @@ class Beliefs:
         self._belief = None
         self._db_clock = None
 
-    def install(self, result: object, incarnation: int, epoch: int, sent: float) -> ProbeVerdict:
-        """Install a probe's answer; `epoch` is the `q` count and `sent` the
+    def install(
+        self, result: IdleProbed | None, incarnation: int, epoch: int, sent: float
+    ) -> ProbeVerdict:
+        """Install a probe's answer (None: the probe answered a shape it may not
+        have, and nothing is believed); `epoch` is the `q` count and `sent` the
         monotonic instant when the probe was sent."""
-        if not isinstance(result, dict) or not isinstance(result.get("nowMs"), int):
+        if result is None:
             return ProbeVerdict.ERROR
-        now_ms: int = result["nowMs"]
-        self._db_clock = DbClock(now_ms, sent)
+        self._db_clock = DbClock(result.now_ms, sent)
         wake_at = None
-        if isinstance(result.get("wakeAtMs"), int):
-            wake_at = sent + (result["wakeAtMs"] - now_ms) / 1000
-        idle = result.get("idle") is True
+        if result.wake_at_ms is not None:
+            wake_at = sent + (result.wake_at_ms - result.now_ms) / 1000
         # A `q` that arrived with this probe's answer may postdate its snapshot:
         # the belief then starts stale (its epoch is the one at sending).
-        self._belief = Belief(idle, incarnation, epoch, sent, wake_at)
-        return ProbeVerdict.IDLE if idle else ProbeVerdict.BUSY
+        self._belief = Belief(result.idle, incarnation, epoch, sent, wake_at)
+        return ProbeVerdict.IDLE if result.idle else ProbeVerdict.BUSY
 
     def current(self, incarnation: int, now: float) -> Belief | None:
         """The belief, while it still holds at `now` under `incarnation`."""

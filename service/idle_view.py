@@ -159,6 +159,7 @@ from typing import Any
 import psycopg
 
 from qinglong.db import api
+from qinglong.db.answers import AnswerError, IdleProbed
 from qinglong.service.config import IngressConfig
 from qinglong.service.credentials import PresentedCredential
 from qinglong.service.gateway import Gateway, connection_kwargs
@@ -504,7 +505,7 @@ class IdleView:
         if incarnation != self._incarnation:
             self.metrics.idle_view_barriers.inc("confirm", "discarded")
             return
-        self._facts.confirmed(aging, set(confirmed or ()), seq, now)
+        self._facts.confirmed(aging, set(confirmed.credential_ids), seq, now)
         self.metrics.idle_view_barriers.inc("confirm", "ok")
 
     # ------------------------------------------------------------ barrier
@@ -525,7 +526,7 @@ class IdleView:
         try:
             async with asyncio.timeout(limit):
                 if probe:
-                    result = await api.idle_probe().run_async(conn)
+                    result = await _probe(conn)
                 else:
                     await conn.execute("SELECT 1")
                     result = None
@@ -554,7 +555,9 @@ class IdleView:
         self.metrics.idle_view_barriers.inc(kind, "ok")
         _resolve(waiters, idle)
 
-    def _install_belief(self, result: Any, incarnation: int, epoch: int, sent: float) -> bool:
+    def _install_belief(
+        self, result: IdleProbed | None, incarnation: int, epoch: int, sent: float
+    ) -> bool:
         verdict = self._beliefs.install(result, incarnation, epoch, sent)
         self.metrics.idle_view_probes.inc(verdict.value)
         return verdict is ProbeVerdict.IDLE
@@ -702,6 +705,15 @@ class IdleView:
             return False
         self.metrics.idle_view_pulls.inc("view")
         return True
+
+
+async def _probe(conn: psycopg.AsyncConnection[Any]) -> IdleProbed | None:
+    """The probe's answer; None when it has a shape the view may not believe
+    (counted as a probe error, nothing believed, the pulls go to the database)."""
+    try:
+        return await api.idle_probe().run_async(conn)
+    except AnswerError:
+        return None
 
 
 def _resolve(waiters: list[asyncio.Future[bool]], value: bool) -> None:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from qinglong.db.answers import AnswerError, IdleProbed
 from qinglong.service.idle_beliefs import Beliefs, ProbeVerdict
 
 STALENESS_S = 1.0
@@ -16,7 +17,8 @@ T0 = 1000.0  # the monotonic instant the probe was sent
 
 def _installed(idle: bool = True, **extra: int) -> Beliefs:
     beliefs = Beliefs(STALENESS_S)
-    verdict = beliefs.install({"idle": idle, "nowMs": 5_000_000, **extra}, 1, beliefs.epoch, T0)
+    answer = IdleProbed.parse({"idle": idle, "nowMs": 5_000_000, **extra})
+    verdict = beliefs.install(answer, 1, beliefs.epoch, T0)
     assert verdict is (ProbeVerdict.IDLE if idle else ProbeVerdict.BUSY)
     return beliefs
 
@@ -33,11 +35,22 @@ def test_a_probe_answer_starts_a_belief_under_its_incarnation():
 
 @pytest.mark.parametrize(
     "result",
-    [None, [], {}, {"idle": True}, {"idle": True, "nowMs": "5"}, {"idle": True, "nowMs": 5.0}],
+    [
+        None,
+        [],
+        {},
+        {"idle": True},
+        {"idle": True, "nowMs": "5"},
+        {"idle": True, "nowMs": 5.0},
+        {"idle": "yes", "nowMs": 5},
+        {"idle": True, "nowMs": 5, "wakeAtMs": "6"},
+    ],
 )
 def test_an_answer_that_is_not_a_probe_answer_installs_nothing(result):
+    with pytest.raises(AnswerError):
+        IdleProbed.parse(result)
     beliefs = Beliefs(STALENESS_S)
-    assert beliefs.install(result, 1, 0, T0) is ProbeVerdict.ERROR
+    assert beliefs.install(None, 1, 0, T0) is ProbeVerdict.ERROR  # what the view passes then
     assert beliefs.current(1, T0) is None
     assert not beliefs.knows_db_clock and beliefs.db_now_ms(T0) is None
 
@@ -52,10 +65,10 @@ def test_a_queue_notification_while_the_probe_ran_leaves_it_stale_from_the_start
     beliefs = Beliefs(STALENESS_S)
     epoch_at_sending = beliefs.epoch
     beliefs.queue_changed()  # arrived with the probe's answer: may postdate its snapshot
-    beliefs.install({"idle": True, "nowMs": 1}, 1, epoch_at_sending, T0)
+    beliefs.install(IdleProbed.parse({"idle": True, "nowMs": 1}), 1, epoch_at_sending, T0)
     assert beliefs.current(1, T0) is None
     # A probe sent after it holds.
-    beliefs.install({"idle": True, "nowMs": 1}, 1, beliefs.epoch, T0)
+    beliefs.install(IdleProbed.parse({"idle": True, "nowMs": 1}), 1, beliefs.epoch, T0)
     assert beliefs.current(1, T0) is not None
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import uuid
 from typing import Any
 
+from qinglong.db.answers import IdleProbed
 from qinglong.service.config import IngressConfig
 from qinglong.service.credentials import PresentedCredential
 from qinglong.service.gateway import Gateway
@@ -50,7 +51,10 @@ def _view(**config: Any) -> tuple[IdleView, FakeClock]:
 def _learn(view: IdleView, *, idle: bool = True) -> None:
     """A probe answer, an authentication and a session projection."""
     view._install_belief(
-        {"idle": idle, "nowMs": DB_NOW_MS}, view._incarnation, view._epoch, view.clock()
+        IdleProbed.parse({"idle": idle, "nowMs": DB_NOW_MS}),
+        view._incarnation,
+        view._epoch,
+        view.clock(),
     )
     token = view.cache_token()
     view.remember_credential(token, CRED, WORKER)
@@ -136,7 +140,8 @@ def test_a_forged_payload_changes_nothing_and_is_counted():
 
 def test_a_malformed_probe_answer_installs_no_belief():
     view, _ = _view()
-    assert view._install_belief({"idle": True}, view._incarnation, view._epoch, 0.0) is False
+    # A malformed answer is an AnswerError where the probe runs; the view then installs None.
+    assert view._install_belief(None, view._incarnation, view._epoch, 0.0) is False
     assert view.view_state() is ViewState.UNKNOWN
     assert view.metrics.idle_view_probes.value("error") == 1
 
