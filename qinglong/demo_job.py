@@ -272,7 +272,7 @@ class DemoJob:
 
             with control_plane.connect(dsn) as conn:
                 shown = json.dumps(
-                    control_plane.run(conn, api.show_run(run_id=self.follower.run_id))
+                    control_plane.run(conn, api.show_run(run_id=self.follower.run_id)).doc
                 )
             if self.value.decode() in self.follower.text + shown:
                 self.findings.append("the stored run (live log, attempts, events)")
