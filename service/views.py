@@ -634,6 +634,21 @@ class LeaseFence:
     token_digest: bytes = field(repr=False)
     lease_version: int
 
+    @classmethod
+    def of(cls, admitted: Admitted) -> LeaseFence:
+        """The fence an admitted lease request (or batch item) states."""
+        cred, doc = admitted.credential, admitted.doc
+        return cls(
+            cred.credential_id,
+            cred.secret_digest,
+            admitted.worker_id,
+            doc["sessionId"],
+            doc["generation"],
+            doc["offerId"],
+            lease_token_digest(doc["leaseToken"]),
+            doc["leaseVersion"],
+        )
+
 
 def _ack_call(fence: LeaseFence, doc: dict[str, Any]) -> LeaseStep:
     return doc["phase"], api.ack_lease(**vars(fence), phase=doc["phase"], reason=doc.get("reason"))
@@ -658,17 +673,8 @@ LeaseCall = Callable[[LeaseFence, dict[str, Any]], LeaseStep]
 
 async def _lease_call(request: web.Request, endpoint: Endpoint, build: LeaseCall) -> web.Response:
     state, admitted = await _admit(request, endpoint)
-    cred, doc = admitted.credential, admitted.doc
-    fence = LeaseFence(
-        cred.credential_id,
-        cred.secret_digest,
-        admitted.worker_id,
-        doc["sessionId"],
-        doc["generation"],
-        doc["offerId"],
-        lease_token_digest(doc["leaseToken"]),
-        doc["leaseVersion"],
-    )
+    doc = admitted.doc
+    fence = LeaseFence.of(admitted)
     transition, call = build(fence, doc)
     try:
         result = await _act(state, endpoint, admitted, call)
@@ -716,17 +722,8 @@ async def _lease_item(state: IngressState, item: Admitted) -> dict[str, Any]:
         for e in (LEASE_ACK, LEASE_HEARTBEAT, LEASE_COMPLETE, LEASE_LOG)
         if e.request_schema.value == schema
     )
-    cred, doc = item.credential, item.doc
-    fence = LeaseFence(
-        cred.credential_id,
-        cred.secret_digest,
-        item.worker_id,
-        doc["sessionId"],
-        doc["generation"],
-        doc["offerId"],
-        lease_token_digest(doc["leaseToken"]),
-        doc["leaseVersion"],
-    )
+    doc = item.doc
+    fence = LeaseFence.of(item)
     try:
         if endpoint is LEASE_LOG:
             transition = "log"
@@ -808,7 +805,7 @@ async def lease_secrets(request: web.Request) -> web.Response:
     logged, audited or put in an error. A replica without a KEK, or whose KEK
     does not open what the database holds, answers 503 `secrets_unavailable`."""
     state, admitted = await _admit(request, LEASE_SECRETS)
-    cred, doc = admitted.credential, admitted.doc
+    cred = admitted.credential
     if state.kek is None:
         # The caller is authenticated first (a denial stays a 401/403), then told.
         await _act(
@@ -831,16 +828,7 @@ async def lease_secrets(request: web.Request) -> web.Response:
             admitted.worker_id,
         )
         raise _secrets_unavailable(state, "kek_not_configured", "no kekFile configured")
-    fence = LeaseFence(
-        cred.credential_id,
-        cred.secret_digest,
-        admitted.worker_id,
-        doc["sessionId"],
-        doc["generation"],
-        doc["offerId"],
-        lease_token_digest(doc["leaseToken"]),
-        doc["leaseVersion"],
-    )
+    fence = LeaseFence.of(admitted)
     result = await _act(state, LEASE_SECRETS, admitted, api.lease_secrets(**vars(fence)))
     if isinstance(result, Conflict):
         raise ApiError(409, result.category)
@@ -882,17 +870,8 @@ async def lease_log(request: web.Request) -> web.Response:
     lease's category when the lease no longer holds. The lease version is a
     fence, never bumped."""
     state, admitted = await _admit(request, LEASE_LOG)
-    cred, doc = admitted.credential, admitted.doc
-    fence = LeaseFence(
-        cred.credential_id,
-        cred.secret_digest,
-        admitted.worker_id,
-        doc["sessionId"],
-        doc["generation"],
-        doc["offerId"],
-        lease_token_digest(doc["leaseToken"]),
-        doc["leaseVersion"],
-    )
+    doc = admitted.doc
+    fence = LeaseFence.of(admitted)
     call = api.append_log(**vars(fence), offset=doc["offset"], chunk=doc["chunk"])
     try:
         result = await _act(state, LEASE_LOG, admitted, call)
